@@ -1,0 +1,136 @@
+// The backend-facing API: prepare a canonical weight once for a backend (the backend repacks it
+// into the layout its kernels want), then run linear / conv2d on it any number of times.
+//
+// Rules (all backends):
+// - Stream-ordered: CUDA work is enqueued on ExecContext::stream and nothing synchronises the host.
+// - Workspace: when an op needs scratch memory, workspace_size() says how much; pass it in
+//   ExecContext::workspace (device memory for CUDA, host for CPU). With a null workspace the
+//   backend uses memory it reserved at prepare time; such calls must not run concurrently on
+//   the same prepared weight (pass distinct workspaces to run concurrently).
+// - A PreparedWeight is immutable after prepare(): concurrent calls with caller workspaces are safe.
+// - Every argument is validated; errors throw mixq::Error naming the argument and the values.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "mixq/quantize.hpp"
+#include "mixq/quantized_weight.hpp"
+#include "mixq/tensor.hpp"
+
+namespace mixq {
+
+enum class BackendKind : uint8_t {
+  Auto,       // CUDA when the weight is asked for on a GPU, else the fast CPU backend
+  Reference,  // exact float64 CPU kernels (the oracle); slow
+  CPU,        // optimized CPU kernels (SIMD + threads)
+  CUDA,
+};
+const char* backend_name(BackendKind b);
+BackendKind parse_backend(const std::string& name);  // "auto", "ref", "cpu", "cuda"
+
+// How activations meet the weights.
+enum class ActQuant : uint8_t {
+  None,           // weight-only: X stays F32/F16/BF16, weights dequantized on the fly
+  Int8Block,      // W8A8: X quantized per block of act_block along K (scale+offset), INT8 MMA
+  Fp8Block,       // X quantized per token per 128 along K to e4m3 (weights must be fp8b128)
+  Int8PerTensor,  // X is already INT8 (input quant), weights int8 symmetric per channel,
+                  // output requantized to INT8 (output quant) or returned as float
+};
+const char* act_quant_name(ActQuant a);
+
+struct PrepareOptions {
+  BackendKind backend = BackendKind::Auto;
+  ActQuant act = ActQuant::None;
+  int64_t act_block = 0;        // Int8Block: activation block along K (0 = weight block_k)
+  Int8TensorQuant input_quant;  // Int8PerTensor
+  Int8TensorQuant output_quant; // Int8PerTensor
+  int device = 0;               // CUDA device ordinal
+  std::string force_kernel;     // debugging / benchmarking: a kernel name (see docs/env.md)
+};
+
+// Applied to each output element after the product: y = clamp(acc + bias[n], lo, hi).
+struct Epilogue {
+  TensorView bias;  // empty, or [N] F32/F16/BF16 on the same device as the output
+  float clamp_lo = -std::numeric_limits<float>::infinity();
+  float clamp_hi = std::numeric_limits<float>::infinity();
+
+  static Epilogue none() { return {}; }
+  static Epilogue relu() { Epilogue e; e.clamp_lo = 0.f; return e; }
+  static Epilogue relu6() { Epilogue e; e.clamp_lo = 0.f; e.clamp_hi = 6.f; return e; }
+};
+
+struct ExecContext {
+  void* stream = nullptr;        // cudaStream_t for CUDA (nullptr = legacy default stream)
+  void* workspace = nullptr;     // caller-owned scratch (see workspace_size)
+  size_t workspace_bytes = 0;
+  int num_threads = 0;           // CPU: 0 = all hardware threads (or MIXQ_NUM_THREADS)
+};
+
+// Convolution weights: a canonical weight whose K axis is the flattened (Ci, Kh, Kw) in one of
+// two orders. Blocks along K therefore group input channels:
+//   KhKwCi  ([Co][Kh][Kw][Ci], reduction contiguous): block_k must divide Ci, or equal K.
+//   CiKhKw  ([Co][Ci][Kh][Kw], torch / MNN order): block_k must be a multiple of Kh*Kw dividing
+//           K (MNN's B*Kh*Kw blocks), or equal K.
+enum class ConvKOrder : uint8_t { KhKwCi, CiKhKw };
+
+struct ConvWeight {
+  QuantizedWeight weight;  // N = Co, K = Ci * Kh * Kw
+  int64_t Ci = 0, Kh = 1, Kw = 1;
+  ConvKOrder order = ConvKOrder::KhKwCi;
+  void validate() const;
+};
+
+enum class Layout : uint8_t { NCHW, NHWC };
+
+struct Conv2dParams {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  Layout layout = Layout::NCHW;  // of both input and output
+};
+// Output spatial size (throws if it would be < 1).
+void conv2d_output_size(int64_t H, int64_t W, int64_t Kh, int64_t Kw, const Conv2dParams& p,
+                        int64_t* Ho, int64_t* Wo);
+
+struct PreparedImpl;  // backend-specific, defined in src/
+
+class PreparedWeight {
+ public:
+  PreparedWeight() = default;
+  explicit PreparedWeight(std::shared_ptr<const PreparedImpl> impl) : impl_(std::move(impl)) {}
+
+  bool valid() const { return impl_ != nullptr; }
+  BackendKind backend() const;
+  ActQuant act() const;
+  int64_t N() const;
+  int64_t K() const;
+  bool is_conv() const;
+  std::string kernel_name(int64_t M) const;  // which kernel a call with this M would run
+  const PreparedImpl& impl() const;
+
+ private:
+  std::shared_ptr<const PreparedImpl> impl_;
+};
+
+PreparedWeight prepare(const QuantizedWeight& w, const PrepareOptions& opts = {});
+PreparedWeight prepare(const ConvWeight& w, const PrepareOptions& opts = {});
+
+// Scratch bytes a linear call with M rows (or a conv2d call on this input shape) needs.
+size_t linear_workspace_size(const PreparedWeight& w, int64_t M);
+
+// Y[M][N] = X[M][K] . W^T, then the epilogue.
+// Weight-only: x F32/F16/BF16 (backend-dependent subsets), y F32/F16/BF16.
+// Int8Block / Fp8Block: x float (quantized inside the call), y F32/F16/BF16.
+// Int8PerTensor: x I8; y I8 (requantized with output_quant) or F32 (real values).
+// x and y must live on the prepared weight's device; rows contiguous (ld >= K / N).
+void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y,
+            const Epilogue& ep = {}, const ExecContext& ctx = {});
+
+// x [B][Ci][H][W] (NCHW) or [B][H][W][Ci] (NHWC), y likewise with Co, Ho, Wo. Contiguous.
+void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,
+            const Conv2dParams& params, const Epilogue& ep = {}, const ExecContext& ctx = {});
+
+}  // namespace mixq

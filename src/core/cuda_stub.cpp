@@ -1,0 +1,42 @@
+// Built only when mixq is configured without CUDA: every CUDA entry point reports so clearly.
+#include "core/prepared.hpp"
+#include "mixq/error.hpp"
+#include "mixq/tensor.hpp"
+
+namespace mixq {
+
+std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight&, const ConvGeometry*,
+                                                 const PrepareOptions&) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "backend cuda: this build of mixq has no CUDA support "
+            "(configure with -DMIXQ_CUDA=ON on a machine with nvcc)");
+}
+
+bool cuda_available() { return false; }
+int cuda_device_count() { return 0; }
+
+DeviceBuffer::DeviceBuffer(size_t, int) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
+}
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  std::swap(device_, o.device_);
+  return *this;
+}
+DeviceBuffer::~DeviceBuffer() = default;
+TensorView DeviceBuffer::view(DType, std::initializer_list<int64_t>) const {
+  MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
+}
+void DeviceBuffer::copy_from_host(const void*, size_t, size_t) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
+}
+void DeviceBuffer::copy_to_host(void*, size_t, size_t) const {
+  MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
+}
+
+}  // namespace mixq

@@ -1,0 +1,253 @@
+// Public op entry points: argument validation and dispatch to the prepared weight's backend.
+#include "mixq/ops.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "core/prepared.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+const char* backend_name(BackendKind b) {
+  switch (b) {
+    case BackendKind::Auto: return "auto";
+    case BackendKind::Reference: return "ref";
+    case BackendKind::CPU: return "cpu";
+    case BackendKind::CUDA: return "cuda";
+  }
+  return "?";
+}
+
+BackendKind parse_backend(const std::string& name) {
+  if (name == "auto") return BackendKind::Auto;
+  if (name == "ref" || name == "reference") return BackendKind::Reference;
+  if (name == "cpu") return BackendKind::CPU;
+  if (name == "cuda" || name == "gpu") return BackendKind::CUDA;
+  MIXQ_FAIL(ErrorCode::InvalidArgument, "backend '", name, "' is not one of auto, ref, cpu, cuda");
+}
+
+const char* act_quant_name(ActQuant a) {
+  switch (a) {
+    case ActQuant::None: return "weight-only";
+    case ActQuant::Int8Block: return "int8-block";
+    case ActQuant::Fp8Block: return "fp8-block";
+    case ActQuant::Int8PerTensor: return "int8-per-tensor";
+  }
+  return "?";
+}
+
+void PreparedImpl::conv2d(const TensorView&, const TensorView&, const Conv2dParams&,
+                          const Epilogue&, const ExecContext&) const {
+  MIXQ_FAIL(ErrorCode::Unsupported, "conv2d is not implemented by the ", backend_name(backend),
+            " backend for ", act_quant_name(opts.act));
+}
+
+BackendKind PreparedWeight::backend() const { return impl().backend; }
+ActQuant PreparedWeight::act() const { return impl().opts.act; }
+int64_t PreparedWeight::N() const { return impl().N; }
+int64_t PreparedWeight::K() const { return impl().K; }
+bool PreparedWeight::is_conv() const { return impl().conv.has_value(); }
+std::string PreparedWeight::kernel_name(int64_t M) const { return impl().kernel_name(M); }
+const PreparedImpl& PreparedWeight::impl() const {
+  MIXQ_CHECK_ARG(impl_ != nullptr, "PreparedWeight: empty (not returned by mixq::prepare)");
+  return *impl_;
+}
+
+namespace {
+
+// The weight/activation combinations each ActQuant mode accepts, checked once at prepare time.
+void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
+  switch (o.act) {
+    case ActQuant::None:
+      break;
+    case ActQuant::Int8Block: {
+      MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_n == 1 &&
+                         w.zero_kind != ZeroKind::ZeroPoint && w.k_perm.empty(),
+                     "prepare(act=int8-block): the weight must be i8 codes with per-row blocks in "
+                     "symmetric or offset form and no act-order permutation, got ", w.describe());
+      const int64_t ab = o.act_block ? o.act_block : w.block_k;
+      MIXQ_CHECK_ARG(ab == w.block_k, "prepare(act=int8-block): act_block (", ab,
+                     ") must equal the weight's block_k (", w.block_k, ")");
+      break;
+    }
+    case ActQuant::Fp8Block:
+      MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.block_k == 128 &&
+                         (w.block_n == 128 || w.block_n == 1) && w.zero_kind == ZeroKind::None &&
+                         w.scale_type == DType::F32 && w.k_perm.empty(),
+                     "prepare(act=fp8-block): the weight must be f8e4m3 with f32 scales in "
+                     "128x128 (or 1x128) blocks, got ", w.describe());
+      break;
+    case ActQuant::Int8PerTensor:
+      MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_k == w.K && w.block_n == 1 &&
+                         w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                     "prepare(act=int8-per-tensor): the weight must be i8 symmetric per output "
+                     "channel (block_k = K), got ", w.describe());
+      MIXQ_CHECK_ARG(std::isfinite(o.input_quant.scale) && o.input_quant.scale > 0 &&
+                         std::isfinite(o.output_quant.scale) && o.output_quant.scale > 0,
+                     "prepare(act=int8-per-tensor): input scale (", o.input_quant.scale,
+                     ") and output scale (", o.output_quant.scale, ") must be finite and > 0");
+      MIXQ_CHECK_ARG(o.input_quant.zero >= -128 && o.input_quant.zero <= 127 &&
+                         o.output_quant.zero >= -128 && o.output_quant.zero <= 127,
+                     "prepare(act=int8-per-tensor): zero points (", o.input_quant.zero, ", ",
+                     o.output_quant.zero, ") must be in [-128, 127]");
+      break;
+  }
+}
+
+BackendKind resolve_backend(BackendKind b) {
+  if (b != BackendKind::Auto) return b;
+  return cuda_available() ? BackendKind::CUDA : BackendKind::CPU;
+}
+
+std::shared_ptr<const PreparedImpl> dispatch_prepare(const QuantizedWeight& w,
+                                                     const ConvGeometry* conv,
+                                                     const PrepareOptions& opts) {
+  PrepareOptions o = opts;
+  o.backend = resolve_backend(opts.backend);
+  if (o.act == ActQuant::Int8Block && o.act_block == 0) o.act_block = w.block_k;
+  switch (o.backend) {
+    case BackendKind::Reference: return prepare_reference(w, conv, o);
+    case BackendKind::CPU: return prepare_cpu(w, conv, o);
+    case BackendKind::CUDA: return prepare_cuda(w, conv, o);
+    case BackendKind::Auto: break;
+  }
+  MIXQ_FAIL(ErrorCode::Internal, "unresolved backend");
+}
+
+Device backend_device(BackendKind b) { return b == BackendKind::CUDA ? Device::CUDA : Device::CPU; }
+
+void check_float_dtype(const TensorView& v, const char* arg) {
+  MIXQ_CHECK_ARG(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16, arg,
+                 ": dtype must be f32, f16 or bf16, got ", v.describe());
+}
+
+void check_epilogue(const Epilogue& ep, int64_t N, Device device) {
+  MIXQ_CHECK_ARG(!(ep.clamp_lo > ep.clamp_hi), "epilogue: clamp_lo (", ep.clamp_lo,
+                 ") > clamp_hi (", ep.clamp_hi, ")");
+  MIXQ_CHECK_ARG(!std::isnan(ep.clamp_lo) && !std::isnan(ep.clamp_hi),
+                 "epilogue: clamp bounds must not be NaN");
+  if (ep.bias.empty()) return;
+  check_view(ep.bias, "bias", 1, device);
+  check_float_dtype(ep.bias, "bias");
+  MIXQ_CHECK_ARG(ep.bias.shape[0] == N, "bias: length ", ep.bias.shape[0], " != N (", N, ")");
+  MIXQ_CHECK_ARG(ep.bias.stride[0] == 1 || N == 1, "bias: must be contiguous, got ",
+                 ep.bias.describe());
+}
+
+void check_io_dtypes(const PreparedImpl& p, const TensorView& x, const TensorView& y) {
+  if (p.opts.act == ActQuant::Int8PerTensor) {
+    MIXQ_CHECK_ARG(x.dtype == DType::I8, "x: int8-per-tensor weights take i8 input, got ",
+                   x.describe());
+    MIXQ_CHECK_ARG(y.dtype == DType::I8 || y.dtype == DType::F32,
+                   "y: int8-per-tensor output must be i8 (requantized) or f32, got ", y.describe());
+  } else {
+    check_float_dtype(x, "x");
+    check_float_dtype(y, "y");
+  }
+}
+
+}  // namespace
+
+PreparedWeight prepare(const QuantizedWeight& w, const PrepareOptions& opts) {
+  w.validate();
+  check_scheme_for_act(w, opts);
+  return PreparedWeight(dispatch_prepare(w, nullptr, opts));
+}
+
+PreparedWeight prepare(const ConvWeight& cw, const PrepareOptions& opts) {
+  cw.validate();
+  check_scheme_for_act(cw.weight, opts);
+  ConvGeometry g{cw.Ci, cw.Kh, cw.Kw, cw.order};
+  return PreparedWeight(dispatch_prepare(cw.weight, &g, opts));
+}
+
+void ConvWeight::validate() const {
+  weight.validate();
+  MIXQ_CHECK_ARG(Ci >= 1 && Kh >= 1 && Kw >= 1, "ConvWeight: Ci (", Ci, "), Kh (", Kh,
+                 "), Kw (", Kw, ") must be >= 1");
+  MIXQ_CHECK_ARG(weight.K == Ci * Kh * Kw, "ConvWeight: weight K (", weight.K,
+                 ") != Ci*Kh*Kw (", Ci, "*", Kh, "*", Kw, " = ", Ci * Kh * Kw, ")");
+  MIXQ_CHECK_ARG(weight.k_perm.empty(), "ConvWeight: act-order permutations are not supported");
+  if (!weight.has_scales || weight.block_k == weight.K) return;
+  if (order == ConvKOrder::KhKwCi) {
+    MIXQ_CHECK_ARG(Ci % weight.block_k == 0, "ConvWeight (KhKwCi order): block_k (",
+                   weight.block_k, ") must divide Ci (", Ci, ") so blocks run along Ci");
+  } else {
+    MIXQ_CHECK_ARG(weight.block_k % (Kh * Kw) == 0 && weight.K % weight.block_k == 0,
+                   "ConvWeight (CiKhKw order): block_k (", weight.block_k,
+                   ") must be a multiple of Kh*Kw (", Kh * Kw, ") dividing K (", weight.K, ")");
+  }
+}
+
+void conv2d_output_size(int64_t H, int64_t W, int64_t Kh, int64_t Kw, const Conv2dParams& p,
+                        int64_t* Ho, int64_t* Wo) {
+  MIXQ_CHECK_ARG(p.stride_h >= 1 && p.stride_w >= 1, "conv2d: stride (", p.stride_h, ", ",
+                 p.stride_w, ") must be >= 1");
+  MIXQ_CHECK_ARG(p.dilation_h >= 1 && p.dilation_w >= 1, "conv2d: dilation (", p.dilation_h,
+                 ", ", p.dilation_w, ") must be >= 1");
+  MIXQ_CHECK_ARG(p.pad_h >= 0 && p.pad_w >= 0, "conv2d: padding (", p.pad_h, ", ", p.pad_w,
+                 ") must be >= 0");
+  const int64_t eh = (Kh - 1) * p.dilation_h + 1, ew = (Kw - 1) * p.dilation_w + 1;
+  const int64_t h = H + 2 * p.pad_h - eh, w = W + 2 * p.pad_w - ew;
+  MIXQ_CHECK_ARG(h >= 0 && w >= 0, "conv2d: input ", H, "x", W, " with padding (", p.pad_h, ", ",
+                 p.pad_w, ") is smaller than the dilated kernel ", eh, "x", ew);
+  *Ho = h / p.stride_h + 1;
+  *Wo = w / p.stride_w + 1;
+}
+
+size_t linear_workspace_size(const PreparedWeight& w, int64_t M) {
+  MIXQ_CHECK_ARG(M >= 0, "linear_workspace_size: M (", M, ") must be >= 0");
+  return w.impl().workspace_size(M);
+}
+
+void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, const Epilogue& ep,
+            const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
+  const Device dev = backend_device(p.backend);
+  check_view(x, "x", 2, dev);
+  check_view(y, "y", 2, dev);
+  check_rows_contiguous(x, "x");
+  check_rows_contiguous(y, "y");
+  MIXQ_CHECK_ARG(x.shape[1] == p.K, "linear: x.shape[1] (", x.shape[1], ") must equal weight K (",
+                 p.K, ")");
+  MIXQ_CHECK_ARG(y.shape[0] == x.shape[0] && y.shape[1] == p.N, "linear: y is ", y.describe(),
+                 ", expected [", x.shape[0], ", ", p.N, "] (M from x, N from the weight)");
+  check_io_dtypes(p, x, y);
+  check_epilogue(ep, p.N, dev);
+  if (ctx.workspace_bytes > 0)
+    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
+                   ctx.workspace_bytes, ") given with a null workspace");
+  if (x.shape[0] == 0) return;
+  p.linear(x, y, ep, ctx);
+}
+
+void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,
+            const Conv2dParams& params, const Epilogue& ep, const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(p.conv.has_value(), "conv2d: the prepared weight is a linear weight; prepare a "
+                 "ConvWeight");
+  const Device dev = backend_device(p.backend);
+  check_view(x, "x", 4, dev);
+  check_view(y, "y", 4, dev);
+  MIXQ_CHECK_ARG(x.is_contiguous() && y.is_contiguous(), "conv2d: x (", x.describe(), ") and y (",
+                 y.describe(), ") must be contiguous");
+  const bool nchw = params.layout == Layout::NCHW;
+  const int64_t B = x.shape[0], Ci = nchw ? x.shape[1] : x.shape[3];
+  const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
+  MIXQ_CHECK_ARG(Ci == p.conv->Ci, "conv2d: input channels (", Ci, ", from ", x.describe(),
+                 nchw ? " as NCHW" : " as NHWC", ") != weight Ci (", p.conv->Ci, ")");
+  int64_t Ho, Wo;
+  conv2d_output_size(H, W, p.conv->Kh, p.conv->Kw, params, &Ho, &Wo);
+  const int64_t ey[4] = {B, nchw ? p.N : Ho, nchw ? Ho : Wo, nchw ? Wo : p.N};
+  for (int i = 0; i < 4; ++i)
+    MIXQ_CHECK_ARG(y.shape[i] == ey[i], "conv2d: y is ", y.describe(), ", expected [", ey[0], ", ",
+                   ey[1], ", ", ey[2], ", ", ey[3], "]");
+  check_io_dtypes(p, x, y);
+  check_epilogue(ep, p.N, dev);
+  if (B == 0) return;
+  p.conv2d(x, y, params, ep, ctx);
+}
+
+}  // namespace mixq

@@ -1,0 +1,45 @@
+// Internal: what a backend's prepared weight must implement, and the backend factories.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "mixq/ops.hpp"
+
+namespace mixq {
+
+// Convolution geometry of a prepared conv weight (absent for a linear weight).
+struct ConvGeometry {
+  int64_t Ci = 0, Kh = 1, Kw = 1;
+  ConvKOrder order = ConvKOrder::KhKwCi;
+};
+
+struct PreparedImpl {
+  BackendKind backend = BackendKind::Reference;
+  PrepareOptions opts;
+  int64_t N = 0, K = 0;
+  std::optional<ConvGeometry> conv;
+
+  virtual ~PreparedImpl() = default;
+  virtual std::string kernel_name(int64_t M) const = 0;
+  virtual size_t workspace_size(int64_t /*M*/) const { return 0; }
+  // Arguments were validated by ops.cpp (shapes, devices, dtypes allowed for opts.act).
+  virtual void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+                      const ExecContext& ctx) const = 0;
+  virtual void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p,
+                      const Epilogue& ep, const ExecContext& ctx) const;
+};
+
+// Each takes the canonical weight (validated) and, for convolutions, its geometry.
+std::shared_ptr<const PreparedImpl> prepare_reference(const QuantizedWeight& w,
+                                                      const ConvGeometry* conv,
+                                                      const PrepareOptions& opts);
+std::shared_ptr<const PreparedImpl> prepare_cpu(const QuantizedWeight& w, const ConvGeometry* conv,
+                                                const PrepareOptions& opts);
+// Defined in src/cuda/ (or src/core/cuda_stub.cpp in a build without CUDA, where it throws
+// ErrorCode::Unsupported).
+std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
+                                                 const PrepareOptions& opts);
+
+}  // namespace mixq

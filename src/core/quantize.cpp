@@ -1,0 +1,279 @@
+// Round-to-nearest quantizers (offline weights) and run-time activation quantizers.
+#include "mixq/quantize.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/reference.hpp"
+
+namespace mixq {
+
+namespace {
+
+// Stores f into a scale_type buffer at index i and returns the value actually stored, so that
+// codes are computed against the rounded scale (the one dequantization will use).
+float store_scale(std::vector<uint8_t>& buf, DType t, int64_t i, float f) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(buf.data() + 4 * i, &f, 4);
+      return f;
+    case DType::F16: {
+      const uint16_t h = f32_to_f16(f);
+      std::memcpy(buf.data() + 2 * i, &h, 2);
+      return f16_to_f32(h);
+    }
+    case DType::BF16: {
+      const uint16_t h = f32_to_bf16(f);
+      std::memcpy(buf.data() + 2 * i, &h, 2);
+      return bf16_to_f32(h);
+    }
+    default: MIXQ_FAIL(ErrorCode::Internal, "store_scale: ", dtype_name(t));
+  }
+}
+
+void check_weight_input(const TensorView& w, const char* op) {
+  check_view(w, op, 2, Device::CPU);
+  check_rows_contiguous(w, op);
+  MIXQ_CHECK_ARG(w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16, op,
+                 ": weights must be f32, f16 or bf16, got ", w.describe());
+  MIXQ_CHECK_ARG(w.shape[0] >= 1 && w.shape[1] >= 1, op, ": empty weight ", w.describe());
+}
+
+int32_t round_clamp(double v, int32_t lo, int32_t hi) {
+  const double r = std::nearbyint(v);  // half to even
+  if (!(r >= lo)) return lo;           // also catches NaN
+  if (r > hi) return hi;
+  return static_cast<int32_t>(r);
+}
+
+struct Range {
+  float lo = INFINITY, hi = -INFINITY, amax = 0.f;
+};
+
+}  // namespace
+
+QuantScheme parse_scheme(const std::string& name) {
+  const std::string valid =
+      "valid schemes: w4g{32,64,128,256}, w8g{32,64,128,256}, w4pc, w8pc, with an optional "
+      "'asym' (offset) or 'zp' (zero point) suffix and '-bf16'/'-f32' scale type, and fp8b128";
+  std::string s = name;
+  QuantScheme q;
+  auto ends_with = [&](const std::string& suf) {
+    if (s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0) {
+      s.resize(s.size() - suf.size());
+      return true;
+    }
+    return false;
+  };
+  if (s == "fp8b128") {
+    q.code_type = DType::F8E4M3;
+    q.block_k = 128;
+    q.block_n = 128;
+    q.scale_type = DType::F32;
+    return q;
+  }
+  if (ends_with("-bf16")) q.scale_type = DType::BF16;
+  else if (ends_with("-f32")) q.scale_type = DType::F32;
+  else ends_with("-f16");
+  if (ends_with("asym")) q.zero_kind = ZeroKind::Offset;
+  else if (ends_with("zp")) q.zero_kind = ZeroKind::ZeroPoint;
+  if (s.rfind("w4", 0) == 0) q.code_type = q.zero_kind == ZeroKind::ZeroPoint ? DType::U4 : DType::I4;
+  else if (s.rfind("w8", 0) == 0) q.code_type = q.zero_kind == ZeroKind::ZeroPoint ? DType::U8 : DType::I8;
+  else MIXQ_FAIL(ErrorCode::InvalidArgument, "scheme '", name, "' is not recognised; ", valid);
+  const std::string rest = s.substr(2);
+  if (rest == "pc") {
+    q.block_k = 0;
+  } else if (rest.size() > 1 && rest[0] == 'g' &&
+             rest.find_first_not_of("0123456789", 1) == std::string::npos && rest.size() < 9) {
+    q.block_k = std::stoll(rest.substr(1));
+    MIXQ_CHECK_ARG(q.block_k >= 1, "scheme '", name, "': block size must be >= 1");
+  } else {
+    MIXQ_FAIL(ErrorCode::InvalidArgument, "scheme '", name, "' is not recognised; ", valid);
+  }
+  return q;
+}
+
+std::string scheme_name(const QuantScheme& q) {
+  if (q.code_type == DType::F8E4M3) return "fp8b128";
+  std::string s = (q.code_type == DType::I4 || q.code_type == DType::U4) ? "w4" : "w8";
+  s += q.block_k == 0 ? std::string("pc") : "g" + std::to_string(q.block_k);
+  if (q.zero_kind == ZeroKind::Offset) s += "asym";
+  if (q.zero_kind == ZeroKind::ZeroPoint) s += "zp";
+  if (q.scale_type == DType::BF16) s += "-bf16";
+  if (q.scale_type == DType::F32) s += "-f32";
+  return s;
+}
+
+QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
+  check_weight_input(w, "quantize_weight");
+  QuantizedWeight q;
+  q.N = w.shape[0];
+  q.K = w.shape[1];
+  q.code_type = sc.code_type;
+  q.block_k = sc.block_k == 0 ? q.K : std::min<int64_t>(sc.block_k, q.K);
+  q.block_n = sc.block_n;
+  q.scale_type = sc.scale_type;
+  q.zero_kind = sc.zero_kind;
+  q.origin = "mixq:" + scheme_name(sc);
+  MIXQ_CHECK_ARG(sc.block_k >= 0, "quantize_weight: block_k (", sc.block_k, ") must be >= 0");
+  if (sc.code_type == DType::F8E4M3) {
+    MIXQ_CHECK_ARG(sc.zero_kind == ZeroKind::None && sc.scale_type == DType::F32,
+                   "quantize_weight: fp8 blocks are symmetric with f32 scales");
+  } else {
+    MIXQ_CHECK_ARG(sc.block_n == 1, "quantize_weight: integer schemes use block_n = 1, got ",
+                   sc.block_n);
+    const bool unsigned_codes = sc.code_type == DType::U4 || sc.code_type == DType::U8;
+    MIXQ_CHECK_ARG(unsigned_codes == (sc.zero_kind == ZeroKind::ZeroPoint),
+                   "quantize_weight: zero-point schemes use unsigned codes (u4/u8), the others "
+                   "signed (i4/i8); got ", dtype_name(sc.code_type), " with zero ",
+                   zero_kind_name(sc.zero_kind));
+  }
+  q.allocate();
+  const int64_t nbk = q.n_blocks_k(), nbn = q.n_blocks_n();
+
+  for (int64_t bn = 0; bn < nbn; ++bn) {
+    const int64_t n0 = bn * q.block_n, n1 = std::min(q.N, n0 + q.block_n);
+    for (int64_t bk = 0; bk < nbk; ++bk) {
+      const int64_t k0 = bk * q.block_k, k1 = std::min(q.K, k0 + q.block_k);
+      Range r;
+      for (int64_t n = n0; n < n1; ++n)
+        for (int64_t k = k0; k < k1; ++k) {
+          const float v = static_cast<float>(ref::load_as_double(w, n, k));
+          MIXQ_CHECK_ARG(std::isfinite(v), "quantize_weight: element [", n, ", ", k,
+                         "] is not finite (", v, ")");
+          r.lo = std::min(r.lo, v);
+          r.hi = std::max(r.hi, v);
+          r.amax = std::max(r.amax, std::fabs(v));
+        }
+      const int64_t si = bn * nbk + bk;
+      if (sc.code_type == DType::F8E4M3) {
+        const float s = store_scale(q.scales, q.scale_type, si, r.amax / 448.0f);
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t k = k0; k < k1; ++k) {
+            const float v = static_cast<float>(ref::load_as_double(w, n, k));
+            q.codes[n * q.row_bytes() + k] = s > 0 ? f32_to_e4m3(v / s) : 0;
+          }
+        continue;
+      }
+      const int32_t qmin = code_min(sc.code_type), qmax = code_max(sc.code_type);
+      const int levels = qmax - qmin;  // 15 or 255
+      switch (sc.zero_kind) {
+        case ZeroKind::None: {
+          const float s = store_scale(q.scales, q.scale_type, si, r.amax / float(qmax));
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t k = k0; k < k1; ++k)
+              q.set_code_int(n, k, s > 0 ? round_clamp(ref::load_as_double(w, n, k) / s, qmin, qmax) : 0);
+          break;
+        }
+        case ZeroKind::Offset: {
+          const float s = store_scale(q.scales, q.scale_type, si, (r.hi - r.lo) / float(levels));
+          float o;
+          if (s > 0) {
+            o = store_scale(q.zeros, q.scale_type, si, r.lo - float(qmin) * s);
+          } else {
+            o = store_scale(q.zeros, q.scale_type, si, r.lo);  // constant block: w = o
+          }
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t k = k0; k < k1; ++k)
+              q.set_code_int(n, k, s > 0 ? round_clamp((ref::load_as_double(w, n, k) - o) / s, qmin, qmax) : qmin);
+          break;
+        }
+        case ZeroKind::ZeroPoint: {
+          // The range always includes 0 so that z is a valid code (GPTQ's convention).
+          const float lo = std::min(r.lo, 0.f), hi = std::max(r.hi, 0.f);
+          const float s = store_scale(q.scales, q.scale_type, si, (hi - lo) / float(levels));
+          const int32_t z = s > 0 ? round_clamp(-lo / s, qmin, qmax) : 0;
+          std::memcpy(q.zeros.data() + 4 * si, &z, 4);
+          for (int64_t n = n0; n < n1; ++n)
+            for (int64_t k = k0; k < k1; ++k)
+              q.set_code_int(n, k, s > 0 ? round_clamp(ref::load_as_double(w, n, k) / s + z, qmin, qmax) : z);
+          break;
+        }
+      }
+    }
+  }
+  q.validate();
+  return q;
+}
+
+QuantizedWeight quantize_weight_int8_per_channel(const TensorView& w) {
+  QuantScheme s;
+  s.code_type = DType::I8;
+  s.block_k = 0;
+  s.scale_type = DType::F32;
+  return quantize_weight(w, s);
+}
+
+namespace {
+void check_act_input(const TensorView& x, const char* op) {
+  check_view(x, op, 2, Device::CPU);
+  check_rows_contiguous(x, op);
+  MIXQ_CHECK_ARG(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16, op,
+                 ": activations must be f32, f16 or bf16, got ", x.describe());
+}
+}  // namespace
+
+Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_t block) {
+  check_act_input(x, "quantize_activations_int8_block");
+  MIXQ_CHECK_ARG(block >= 1, "quantize_activations_int8_block: block (", block, ") must be >= 1");
+  Int8BlockActivations a;
+  a.M = x.shape[0];
+  a.K = x.shape[1];
+  a.block = block;
+  const int64_t nb = a.n_blocks();
+  a.q.assign(static_cast<size_t>(a.M * a.K), 0);
+  a.scale.assign(static_cast<size_t>(a.M * nb), 0.f);
+  a.offset.assign(static_cast<size_t>(a.M * nb), 0.f);
+  a.sums.assign(static_cast<size_t>(a.M * nb), 0);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t k0 = b * block, k1 = std::min(a.K, k0 + block);
+      float lo = INFINITY, hi = -INFINITY;
+      for (int64_t k = k0; k < k1; ++k) {
+        const float v = static_cast<float>(ref::load_as_double(x, m, k));
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const float s = (hi - lo) / 255.0f;
+      const float o = s > 0 ? lo + 128.0f * s : lo;
+      int32_t sum = 0;
+      for (int64_t k = k0; k < k1; ++k) {
+        const int32_t qv =
+            s > 0 ? round_clamp((ref::load_as_double(x, m, k) - o) / s, -128, 127) : 0;
+        a.q[m * a.K + k] = static_cast<int8_t>(qv);
+        sum += qv;
+      }
+      a.scale[m * nb + b] = s;
+      a.offset[m * nb + b] = o;
+      a.sums[m * nb + b] = sum;
+    }
+  return a;
+}
+
+Fp8BlockActivations quantize_activations_fp8_block(const TensorView& x) {
+  check_act_input(x, "quantize_activations_fp8_block");
+  Fp8BlockActivations a;
+  a.M = x.shape[0];
+  a.K = x.shape[1];
+  const int64_t ng = a.n_groups();
+  a.q.assign(static_cast<size_t>(a.M * a.K), 0);
+  a.scale.assign(static_cast<size_t>(a.M * ng), 0.f);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t k0 = g * Fp8BlockActivations::kGroup;
+      const int64_t k1 = std::min(a.K, k0 + Fp8BlockActivations::kGroup);
+      float amax = 0.f;
+      for (int64_t k = k0; k < k1; ++k)
+        amax = std::max(amax, std::fabs(static_cast<float>(ref::load_as_double(x, m, k))));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t k = k0; k < k1; ++k)
+        a.q[m * a.K + k] = f32_to_e4m3(static_cast<float>(ref::load_as_double(x, m, k)) / s);
+      a.scale[m * ng + g] = s;
+    }
+  return a;
+}
+
+}  // namespace mixq

@@ -1,0 +1,192 @@
+// Exact reference linear kernels: float64 accumulation over dequantized f32 weights.
+#include <cmath>
+#include <vector>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/reference.hpp"
+
+namespace mixq::ref {
+
+double load_as_double(const TensorView& v, int64_t i, int64_t j) {
+  const int64_t off = i * v.stride[0] + j * v.stride[1];
+  switch (v.dtype) {
+    case DType::F32: return v.ptr<const float>()[off];
+    case DType::F16: return f16_to_f32(v.ptr<const uint16_t>()[off]);
+    case DType::BF16: return bf16_to_f32(v.ptr<const uint16_t>()[off]);
+    case DType::F64: return v.ptr<const double>()[off];
+    case DType::I8: return v.ptr<const int8_t>()[off];
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "load_as_double: unsupported ", v.describe());
+  }
+}
+
+void store_from_double(const TensorView& v, int64_t i, int64_t j, double value) {
+  const int64_t off = i * v.stride[0] + j * v.stride[1];
+  switch (v.dtype) {
+    case DType::F32: v.ptr<float>()[off] = static_cast<float>(value); return;
+    case DType::F16: v.ptr<uint16_t>()[off] = f32_to_f16(static_cast<float>(value)); return;
+    case DType::BF16: v.ptr<uint16_t>()[off] = f32_to_bf16(static_cast<float>(value)); return;
+    case DType::F64: v.ptr<double>()[off] = value; return;
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "store_from_double: unsupported ", v.describe());
+  }
+}
+
+namespace {
+
+double bias_at(const Epilogue& ep, int64_t n) {
+  if (ep.bias.empty()) return 0.0;
+  const TensorView& b = ep.bias;
+  const int64_t off = n * b.stride[0];
+  switch (b.dtype) {
+    case DType::F32: return b.ptr<const float>()[off];
+    case DType::F16: return f16_to_f32(b.ptr<const uint16_t>()[off]);
+    case DType::BF16: return bf16_to_f32(b.ptr<const uint16_t>()[off]);
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "bias: unsupported ", b.describe());
+  }
+}
+
+double apply_epilogue(const Epilogue& ep, int64_t n, double acc) {
+  double v = acc + bias_at(ep, n);
+  if (v < ep.clamp_lo) v = ep.clamp_lo;
+  if (v > ep.clamp_hi) v = ep.clamp_hi;
+  return v;
+}
+
+void check_2d(const TensorView& x, const TensorView& y, int64_t K, int64_t N, const char* op) {
+  MIXQ_CHECK_ARG(x.rank == 2 && y.rank == 2, op, ": x and y must be rank 2, got ", x.describe(),
+                 " and ", y.describe());
+  MIXQ_CHECK_ARG(x.shape[1] == K, op, ": x.shape[1] (", x.shape[1], ") != K (", K, ")");
+  MIXQ_CHECK_ARG(y.shape[0] == x.shape[0] && y.shape[1] == N, op, ": y is ", y.describe(),
+                 ", expected [", x.shape[0], ", ", N, "]");
+}
+
+}  // namespace
+
+void linear_weight_only(const TensorView& x, const QuantizedWeight& w, const TensorView& y,
+                        const Epilogue& ep) {
+  w.validate();
+  check_2d(x, y, w.K, w.N, "ref::linear_weight_only");
+  const int64_t M = x.shape[0], N = w.N, K = w.K;
+  // X in original order, gathered into canonical column order once.
+  std::vector<double> xs(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t j = 0; j < K; ++j)
+      xs[m * K + j] = load_as_double(x, m, w.k_perm.empty() ? j : w.k_perm[j]);
+  std::vector<float> wrow(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    dequantize_rows(w, n, n + 1, wrow.data(), false);
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = 0.0;
+      const double* xr = &xs[m * K];
+      for (int64_t k = 0; k < K; ++k) acc += xr[k] * static_cast<double>(wrow[k]);
+      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+    }
+  }
+}
+
+void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
+                       const TensorView& y, const Epilogue& ep) {
+  w.validate();
+  check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block");
+  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_n == 1 && w.zero_kind != ZeroKind::ZeroPoint &&
+                     w.k_perm.empty() && w.block_k == act_block,
+                 "ref::linear_w8a8_block: needs i8 weights (symmetric or offset) with block_k == "
+                 "act_block (", act_block, "), got ", w.describe());
+  const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
+  const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
+  for (int64_t n = 0; n < N; ++n) {
+    // Per-block weight sums (precomputed with the weights in a real kernel).
+    std::vector<int64_t> wsum(static_cast<size_t>(nb), 0);
+    for (int64_t k = 0; k < K; ++k) wsum[k / act_block] += w.code_int(n, k);
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = 0.0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t k0 = b * act_block, k1 = std::min(K, k0 + act_block);
+        int64_t dot = 0;
+        for (int64_t k = k0; k < k1; ++k)
+          dot += int64_t(a.q[m * K + k]) * int64_t(w.code_int(n, k));
+        const double sx = a.scale[m * nb + b], ox = a.offset[m * nb + b];
+        const double sw = w.scale(0 + n, b);
+        const double ow = w.zero_kind == ZeroKind::Offset ? w.offset(n, b) : 0.0;
+        const double g = static_cast<double>(k1 - k0);
+        acc += sx * sw * double(dot) + sx * ow * double(a.sums[m * nb + b]) +
+               ox * sw * double(wsum[b]) + g * ox * ow;
+      }
+      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+    }
+  }
+}
+
+void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
+                               const TensorView& y, const Epilogue& ep) {
+  w.validate();
+  check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block_dequant");
+  const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
+  const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
+  std::vector<double> xd(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t b = k / act_block;
+      xd[m * K + k] = double(a.q[m * K + k]) * a.scale[m * nb + b] + a.offset[m * nb + b];
+    }
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t b = k / w.block_k;
+        double wv = double(w.code_int(n, k)) * w.scale(n, b);
+        if (w.zero_kind == ZeroKind::Offset) wv += w.offset(n, b);
+        acc += xd[m * K + k] * wv;
+      }
+      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+    }
+}
+
+void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const TensorView& y,
+                      const Epilogue& ep) {
+  w.validate();
+  check_2d(x, y, w.K, w.N, "ref::linear_fp8_block");
+  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.block_k == 128 && w.zero_kind == ZeroKind::None,
+                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks, got ",
+                 w.describe());
+  const Fp8BlockActivations a = quantize_activations_fp8_block(x);
+  const int64_t M = x.shape[0], N = w.N, K = w.K, ng = a.n_groups();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      double acc = 0.0;
+      for (int64_t g = 0; g < ng; ++g) {
+        double part = 0.0;
+        for (int64_t k = g * 128; k < std::min(K, g * 128 + 128); ++k)
+          part += double(e4m3_to_f32(a.q[m * K + k])) * double(w.code_value(n, k));
+        acc += part * double(a.scale[m * ng + g]) * double(w.scale(n / w.block_n, g));
+      }
+      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+    }
+}
+
+void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8TensorQuant in,
+                         Int8TensorQuant out, const TensorView& y, const Epilogue& ep) {
+  w.validate();
+  check_2d(x, y, w.K, w.N, "ref::linear_int8_requant");
+  MIXQ_CHECK_ARG(x.dtype == DType::I8, "ref::linear_int8_requant: x must be i8, got ", x.describe());
+  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_k == w.K && w.zero_kind == ZeroKind::None,
+                 "ref::linear_int8_requant: needs i8 symmetric per-channel weights, got ",
+                 w.describe());
+  const int64_t M = x.shape[0], N = w.N, K = w.K;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m) {
+      int64_t acc = 0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += (int64_t(x.ptr<const int8_t>()[m * x.stride[0] + k]) - in.zero) * w.code_int(n, k);
+      const double real = apply_epilogue(ep, n, double(in.scale) * double(w.scale(n, 0)) * double(acc));
+      if (y.dtype == DType::I8) {
+        double q = std::nearbyint(real / double(out.scale)) + out.zero;
+        q = std::min(127.0, std::max(-128.0, q));
+        y.ptr<int8_t>()[m * y.stride[0] + n] = static_cast<int8_t>(q);
+      } else {
+        store_from_double(y, m, n, real);
+      }
+    }
+}
+
+}  // namespace mixq::ref

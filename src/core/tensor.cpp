@@ -1,0 +1,104 @@
+#include "mixq/tensor.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
+
+TensorView::TensorView(void* ptr, DType t, std::initializer_list<int64_t> dims, Device dev,
+                       int dev_index)
+    : data(ptr), dtype(t), device(dev), device_index(dev_index) {
+  MIXQ_CHECK_ARG(dims.size() <= kMaxRank, "TensorView: rank ", dims.size(), " > ", kMaxRank);
+  rank = static_cast<int>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) {
+    MIXQ_CHECK_ARG(d >= 0, "TensorView: dimension ", i, " is negative (", d, ")");
+    shape[i++] = d;
+  }
+  int64_t s = 1;
+  for (int j = rank - 1; j >= 0; --j) {
+    stride[j] = s;
+    s *= shape[j];
+  }
+}
+
+TensorView TensorView::strided(void* ptr, DType t, std::initializer_list<int64_t> dims,
+                               std::initializer_list<int64_t> strides, Device dev, int dev_index) {
+  MIXQ_CHECK_ARG(dims.size() == strides.size(), "TensorView::strided: ", dims.size(),
+                 " dims but ", strides.size(), " strides");
+  TensorView v(ptr, t, dims, dev, dev_index);
+  int i = 0;
+  for (int64_t s : strides) v.stride[i++] = s;
+  return v;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= shape[i];
+  return n;
+}
+
+bool TensorView::is_contiguous() const {
+  int64_t s = 1;
+  for (int j = rank - 1; j >= 0; --j) {
+    if (shape[j] != 1 && stride[j] != s) return false;
+    s *= shape[j];
+  }
+  return true;
+}
+
+std::string TensorView::describe() const {
+  std::ostringstream os;
+  os << dtype_name(dtype) << "[";
+  for (int i = 0; i < rank; ++i) os << (i ? ", " : "") << shape[i];
+  os << "] " << device_name(device);
+  if (!is_contiguous()) {
+    os << " (strides";
+    for (int i = 0; i < rank; ++i) os << (i ? ", " : " ") << stride[i];
+    os << ")";
+  }
+  return os.str();
+}
+
+void check_view(const TensorView& v, const char* arg, int rank, Device device) {
+  MIXQ_CHECK_ARG(v.data != nullptr, arg, ": null data pointer");
+  if (rank >= 0)
+    MIXQ_CHECK_ARG(v.rank == rank, arg, ": expected rank ", rank, ", got ", v.describe());
+  MIXQ_CHECK_ARG(v.device == device, arg, ": expected a ", device_name(device), " tensor, got ",
+                 v.describe());
+  for (int i = 0; i < v.rank; ++i)
+    MIXQ_CHECK_ARG(v.stride[i] >= 0, arg, ": negative stride in ", v.describe());
+  if (is_subbyte(v.dtype))
+    MIXQ_CHECK_ARG(v.is_contiguous(), arg, ": 4-bit tensors must be contiguous, got ", v.describe());
+}
+
+void check_rows_contiguous(const TensorView& v, const char* arg) {
+  MIXQ_CHECK_ARG(v.rank >= 1 && (v.stride[v.rank - 1] == 1 || v.shape[v.rank - 1] <= 1), arg,
+                 ": innermost dimension must be contiguous, got ", v.describe());
+  if (v.rank == 2)
+    MIXQ_CHECK_ARG(v.stride[0] >= v.shape[1], arg, ": row stride ", v.stride[0],
+                   " is smaller than the row length ", v.shape[1]);
+}
+
+void HostBuffer::Free::operator()(void* p) const { std::free(p); }
+
+HostBuffer::HostBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  MIXQ_CHECK(p != nullptr, ErrorCode::Internal, "HostBuffer: cannot allocate ", bytes, " bytes");
+  ptr_.reset(p);
+}
+
+TensorView HostBuffer::view(DType t, std::initializer_list<int64_t> dims) const {
+  TensorView v(data(), t, dims, Device::CPU);
+  MIXQ_CHECK_ARG(static_cast<size_t>(v.nbytes()) <= bytes_, "HostBuffer::view: ", v.describe(),
+                 " needs ", v.nbytes(), " bytes, buffer has ", bytes_);
+  return v;
+}
+
+}  // namespace mixq
