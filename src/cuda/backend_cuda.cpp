@@ -1,9 +1,336 @@
+// The CUDA backend: prepare() repacks a canonical weight on the GPU into the fragment-ordered
+// layout (wo_layout.hpp) and builds the per-group (scale, offset) pairs; linear() picks the kernel
+// for M (wo_plan.hpp) and launches it on the caller's stream without synchronising.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
 #include "core/prepared.hpp"
+#include "cuda/check.hpp"
+#include "cuda/device_context.hpp"
+#include "cuda/wo_kernels.hpp"
+#include "cuda/wo_plan.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq {
-std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight&, const ConvGeometry*,
-                                                 const PrepareOptions&) {
-  MIXQ_FAIL(ErrorCode::Unsupported, "backend cuda: kernels not yet built in this revision");
+
+namespace {
+
+using cuda::DeviceCaps;
+using cuda::IoType;
+using cuda::WoKernel;
+using cuda::WoLayout;
+using cuda::WoPlan;
+
+#define MIXQ_CUBLAS_CHECK(expr)                                                         \
+  do {                                                                                  \
+    const cublasStatus_t st_ = (expr);                                                  \
+    MIXQ_CHECK(st_ == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, #expr " failed: status ", \
+               static_cast<int>(st_));                                                  \
+  } while (0)
+
+IoType io_type(DType t) {
+  switch (t) {
+    case DType::F16: return IoType::F16;
+    case DType::BF16: return IoType::BF16;
+    case DType::F32: return IoType::F32;
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda: unsupported activation/output dtype ", dtype_name(t));
+  }
 }
+
+cudaDataType_t cublas_type(DType t) {
+  switch (t) {
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+int group_shift_of(const QuantizedWeight& w) {
+  if (w.block_k >= w.K) return 30;  // one group per row
+  int s = 0;
+  while ((int64_t(1) << s) < w.block_k) ++s;
+  MIXQ_CHECK((int64_t(1) << s) == w.block_k && w.block_k >= 16, ErrorCode::Unsupported,
+             "cuda weight-only: block_k ", w.block_k, " must be a power of two >= 16 or cover the "
+             "whole row (K = ", w.K, ")");
+  return s;
+}
+
+std::string env_force_kernel() {
+  const char* e = std::getenv("MIXQ_FORCE_KERNEL");
+  return e ? std::string(e) : std::string();
+}
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+class CudaWeightOnly final : public PreparedImpl {
+ public:
+  CudaWeightOnly(const QuantizedWeight& w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    device_ = o.device;
+    MIXQ_CHECK_ARG(device_ >= 0 && device_ < cuda_device_count(), "prepare: CUDA device ", device_,
+                   " does not exist (", cuda_device_count(), " visible)");
+    DeviceGuard guard(device_);
+    ctx_ = &cuda::DeviceContext::get(device_);
+    caps_ = ctx_->caps();
+    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda backend needs compute capability "
+               ">= 8.0 (mma.sync m16n8k16 bf16), device ", device_, " is ", caps_.cc_major, ".",
+               caps_.cc_minor);
+    MIXQ_CHECK(o.act == ActQuant::None, ErrorCode::Unsupported, "cuda backend: ",
+               act_quant_name(o.act), " activations are not implemented yet (weight-only only)");
+    const bool int_codes = w.code_type == DType::I4 || w.code_type == DType::U4 ||
+                           w.code_type == DType::I8 || w.code_type == DType::U8;
+    MIXQ_CHECK(int_codes && w.has_scales && w.block_n == 1, ErrorCode::Unsupported,
+               "cuda weight-only: needs int4/int8 codes with per-row block scales, got ", w.describe());
+    MIXQ_CHECK(K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30), ErrorCode::Unsupported,
+               "cuda weight-only: N (", N, ") and K (", K, ") must be < 2^30");
+
+    L_.N = N;
+    L_.K = K;
+    L_.Np = cuda::round_up(N, cuda::kTileRows);
+    L_.Kp = cuda::round_up(K, cuda::kChunkK);
+    L_.bits = dtype_bits(w.code_type);
+    group_shift_ = group_shift_of(w);
+    L_.group = int64_t(1) << group_shift_;
+    L_.groups = (L_.Kp + L_.group - 1) / L_.group;
+    build_pairs(w);
+    upload_codes(w);
+    if (!w.k_perm.empty()) {
+      perm_ = DeviceBuffer(w.k_perm.size() * 4, device_);
+      perm_.copy_from_host(w.k_perm.data(), w.k_perm.size() * 4);
+    }
+    // Internal scratch (shared per device) sized for the streaming path at every M it serves
+    // and for one cuBLAS chunk. Tickets are this weight's own: they start at zero and every
+    // launch leaves them at zero.
+    size_t ws = 0, tickets = 0;
+    for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(4096)}) {
+      for (bool f32 : {false, true}) {
+        const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, caps_, "");
+        const WoPlan q = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, caps_, "stream");
+        ws = std::max({ws, cuda::wo_workspace_bytes(p), cuda::wo_workspace_bytes(q)});
+        tickets = std::max({tickets, p.tickets, q.tickets});
+      }
+    }
+    scratch_ = ctx_->reserve_scratch(ws);
+    internal_tickets_ = DeviceBuffer(std::max<size_t>(tickets, 1) * 4, device_);
+    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  std::string kernel_name(int64_t M) const override {
+    const WoPlan p = plan(M, false, false);
+    std::string s = cuda::wo_kernel_name(p.kernel);
+    if (p.kernel == WoKernel::Stream)
+      s += "_w" + std::to_string(L_.bits) + "_mt" + std::to_string(p.mt) + "_s" + std::to_string(p.splits);
+    return s;
+  }
+
+  size_t workspace_size(int64_t M) const override {
+    // The larger of the 16-bit and f32 activation plans, so one size serves every dtype.
+    return std::max(cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0)),
+                    cuda::wo_workspace_bytes(plan(M, true, perm_.size() > 0)));
+  }
+
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "linear: x (device ",
+                   x.device_index, ") and y (device ", y.device_index,
+                   ") must be on the prepared weight's device ", device_);
+    const int64_t M = x.shape[0];
+    const bool x_f32 = x.dtype == DType::F32;
+    const bool gather = perm_.size() > 0;
+    const WoPlan p = plan(M, x_f32, gather);
+    const size_t need = cuda::wo_workspace_bytes(p);
+    char* ws;
+    unsigned* tickets;
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    DeviceGuard guard(device_);
+    if (ctx.workspace) {
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
+                     " bytes is smaller than the ", need, " bytes this call needs "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(ctx.workspace);
+      tickets = reinterpret_cast<unsigned*>(ws + align(p.partial_floats * 4));
+      if (p.tickets) MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, stream));
+    } else {
+      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
+                     " bytes of workspace, more than the ", scratch_->size(),
+                     " reserved at prepare time; pass ExecContext::workspace "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(scratch_->data());
+      tickets = static_cast<unsigned*>(internal_tickets_.data());
+    }
+    if (p.kernel == WoKernel::Stream)
+      run_stream(p, x, y, ep, ws, tickets, stream);
+    else
+      run_cublas(p, x, y, ep, ws, stream);
+  }
+
+ private:
+  static size_t align(size_t b) { return (b + 255) / 256 * 256; }
+
+  WoPlan plan(int64_t M, bool x_f32, bool gather) const {
+    std::string force = opts.force_kernel.empty() ? env_force_kernel() : opts.force_kernel;
+    if (force != "stream" && force != "cublas") force.clear();
+    return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, caps_, force);
+  }
+
+  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp).
+  void build_pairs(const QuantizedWeight& w) {
+    const int32_t cmin = code_min(w.code_type);
+    const int64_t G = L_.groups, Gc = w.n_blocks_k();
+    std::vector<float> s(size_t(L_.Np * G), 0.f), o(size_t(L_.Np * G), 0.f);
+    bool half_exact = true;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < std::min(G, Gc); ++g) {
+        const double sc = w.scale(n, g);
+        double off = 0;
+        switch (w.zero_kind) {
+          case ZeroKind::None: off = -double(cmin) * sc; break;
+          case ZeroKind::Offset: off = double(w.offset(n, g)) - double(cmin) * sc; break;
+          case ZeroKind::ZeroPoint: off = -sc * double(w.zero_point(n, g) - cmin); break;
+        }
+        const float sf = float(sc), of = float(off);
+        s[n * G + g] = sf;
+        o[n * G + g] = of;
+        half_exact = half_exact && f16_to_f32(f32_to_f16(sf)) == sf && f16_to_f32(f32_to_f16(of)) == of;
+      }
+    // Half pairs halve the scale traffic; used only when every value is exact in f16.
+    L_.pair_f32 = !half_exact;
+    std::vector<uint8_t> buf(size_t(L_.pair_bytes()));
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (L_.pair_f32) {
+        std::memcpy(buf.data() + 8 * i, &s[i], 4);
+        std::memcpy(buf.data() + 8 * i + 4, &o[i], 4);
+      } else {
+        const uint16_t hs = f32_to_f16(s[i]), ho = f32_to_f16(o[i]);
+        std::memcpy(buf.data() + 4 * i, &hs, 2);
+        std::memcpy(buf.data() + 4 * i + 2, &ho, 2);
+      }
+    }
+    pairs_ = DeviceBuffer(buf.size(), device_);
+    pairs_.copy_from_host(buf.data(), buf.size());
+  }
+
+  void upload_codes(const QuantizedWeight& w) {
+    DeviceBuffer canon(w.codes.size(), device_);
+    canon.copy_from_host(w.codes.data(), w.codes.size());
+    codes_ = DeviceBuffer(size_t(L_.packed_bytes()), device_);
+    const bool is_signed = w.code_type == DType::I4 || w.code_type == DType::I8;
+    cuda::launch_wo_repack(static_cast<const uint8_t*>(canon.data()), w.row_bytes(), is_signed, L_,
+                           static_cast<uint32_t*>(codes_.data()), nullptr);
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  void run_stream(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                  char* ws, unsigned* tickets, cudaStream_t stream) const {
+    cuda::WoStreamParams k{};
+    k.x = x.data;
+    k.ldx = x.ld();
+    k.x_type = io_type(x.dtype);
+    k.k_perm = perm_.size() ? static_cast<const int32_t*>(perm_.data()) : nullptr;
+    k.M = int(x.shape[0]);
+    k.N = int(N);
+    k.K = int(K);
+    k.codes = static_cast<const uint4*>(codes_.data());
+    k.pairs = pairs_.data();
+    k.pair_f32 = L_.pair_f32;
+    k.Kp = int(L_.Kp);
+    k.group_shift = group_shift_;
+    k.groups = int(L_.groups);
+    k.chunks_per_split = p.chunks_per_split;
+    k.chunks_per_stage = p.chunks_per_stage;
+    k.splits = p.splits;
+    k.partial = reinterpret_cast<float*>(ws);
+    k.tickets = tickets;
+    k.y = y.data;
+    k.ldy = y.ld();
+    k.y_type = io_type(y.dtype);
+    k.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    k.bias_type = ep.bias.empty() ? IoType::F32 : io_type(ep.bias.dtype);
+    k.clamp_lo = ep.clamp_lo;
+    k.clamp_hi = ep.clamp_hi;
+    const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
+    cuda::launch_wo_stream(k, p.mt, L_.bits, grid, p.smem_bytes, stream);
+  }
+
+  void run_cublas(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                  char* ws, cudaStream_t stream) const {
+    const int64_t M = x.shape[0];
+    const bool x_f32 = x.dtype == DType::F32;
+    // cuBLAS needs A and B of one type: 16-bit weights for 16-bit activations, f32 for f32.
+    const DType wt = x.dtype;
+    const int out_type = wt == DType::F16 ? 0 : wt == DType::BF16 ? 1 : 2;
+    char* chunk = ws + align(p.partial_floats * 4) + align(p.tickets * 4);
+    char* gathered = chunk + align(p.chunk_bytes);
+    const void* xp = x.data;
+    int64_t ldx = x.ld();
+    const int xb = x_f32 ? 4 : 2;
+    if (perm_.size()) {
+      cuda::launch_gather_columns(x.data, x.ld(), xb, static_cast<const int32_t*>(perm_.data()), M,
+                                  K, gathered, K, stream);
+      xp = gathered;
+      ldx = K;
+    }
+    std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
+    cublasHandle_t cublas = ctx_->cublas();
+    MIXQ_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+    const float alpha = 1.f, beta = 0.f;
+    for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
+      const int64_t rows = std::min(p.chunk_rows, N - n0);
+      cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), L_, n0,
+                              rows, out_type, chunk, L_.Kp, stream);
+      MIXQ_CUBLAS_CHECK(cublasGemmEx(
+          cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
+          cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,
+          static_cast<char*>(y.data) + n0 * (dtype_bits(y.dtype) / 8), cublas_type(y.dtype),
+          int(y.ld()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    const bool clamp = std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi);
+    if (!ep.bias.empty() || clamp)
+      cuda::launch_bias_clamp(y.data, y.ld(), int(io_type(y.dtype)), M, N,
+                              ep.bias.empty() ? nullptr : ep.bias.data,
+                              ep.bias.empty() ? 2 : int(io_type(ep.bias.dtype)), ep.clamp_lo,
+                              ep.clamp_hi, stream);
+  }
+
+  int device_ = 0;
+  DeviceCaps caps_;
+  WoLayout L_;
+  int group_shift_ = 30;
+  cuda::DeviceContext* ctx_ = nullptr;
+  DeviceBuffer codes_, pairs_, perm_, internal_tickets_;
+  std::shared_ptr<DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
+                                                 const PrepareOptions& opts) {
+  MIXQ_CHECK(conv == nullptr, ErrorCode::Unsupported,
+             "cuda backend: conv2d is not implemented (use the cpu backend)");
+  MIXQ_CHECK(cuda_available(), ErrorCode::Unsupported, "backend cuda: no CUDA device is available");
+  return std::make_shared<CudaWeightOnly>(w, opts);
+}
+
 }  // namespace mixq

@@ -1,0 +1,177 @@
+// Weight-only CUDA sweep: mixq vs cuBLAS FP16/BF16 in one process, plus the streaming-read
+// ceiling of this run. Cold L2: every timed call uses the next of enough weight copies to cover
+// >= 4x the L2; each figure is the median of 7 replays of a CUDA graph of >= 10 calls.
+//   cuda_wo_sweep [--shapes KxN,...] [--m 1,16,...] [--schemes w4g128,w8g128] [--act f16,bf16]
+//                 [--json FILE]
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/quantize.hpp"
+
+using namespace mixq;
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+
+static std::vector<std::string> split(const std::string& s, char c) {
+  std::vector<std::string> out; size_t a = 0;
+  while (a <= s.size()) { size_t b = s.find(c, a); if (b == std::string::npos) b = s.size(); if (b > a) out.push_back(s.substr(a, b - a)); a = b + 1; }
+  return out;
+}
+
+static size_t g_l2 = 50u << 20;
+
+// Median microseconds per call of call(i), i rotating over n_rot copies, via graph replay.
+static double time_graph(const std::function<void(int, cudaStream_t)>& call, int n_rot, cudaStream_t s) {
+  const int calls = std::max(n_rot, 10);
+  for (int i = 0; i < 3; ++i) call(i % n_rot, s);
+  CK(cudaStreamSynchronize(s));
+  cudaGraph_t g; cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < calls; ++i) call(i % n_rot, s);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, s)); CK(cudaStreamSynchronize(s));
+  std::vector<double> ts;
+  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
+  for (int r = 0; r < 7; ++r) {
+    CK(cudaEventRecord(a, s)); CK(cudaGraphLaunch(ge, s)); CK(cudaEventRecord(b, s)); CK(cudaEventSynchronize(b));
+    float ms; CK(cudaEventElapsedTime(&ms, a, b)); ts.push_back(ms * 1e3 / calls);
+  }
+  std::sort(ts.begin(), ts.end());
+  cudaGraphExecDestroy(ge); cudaGraphDestroy(g); cudaEventDestroy(a); cudaEventDestroy(b);
+  return ts[3];
+}
+
+static int rot_count(size_t bytes) { return int(std::min<size_t>(16, std::max<size_t>(1, (4 * g_l2 + bytes - 1) / bytes))); }
+
+__global__ void read_kernel(const uint4* __restrict__ p, size_t n, unsigned* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x * 4) {
+    uint4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const size_t j = i + size_t(u) * gridDim.x * blockDim.x;
+      if (j < n) asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w) : "l"(p + j));
+      else v[u] = make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  if (acc == 0x12345678u) *sink = acc;
+}
+
+static QuantizedWeight random_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed) {
+  const QuantScheme sc = parse_scheme(scheme);
+  QuantizedWeight w;
+  w.N = N; w.K = K; w.code_type = sc.code_type; w.block_k = sc.block_k ? std::min<int64_t>(sc.block_k, K) : K;
+  w.block_n = 1; w.scale_type = DType::F16; w.zero_kind = sc.zero_kind;
+  w.allocate();
+  std::mt19937 rng(seed);
+  for (auto& b : w.codes) b = uint8_t(rng());
+  std::uniform_real_distribution<float> d(0.5f, 1.5f);
+  const float base = w.code_type == DType::I8 ? 0.02f / 127 : 0.02f / 7;
+  for (size_t i = 0; i < w.scales.size() / 2; ++i) { uint16_t h = f32_to_f16(base * d(rng)); std::memcpy(&w.scales[2 * i], &h, 2); }
+  if (w.zero_kind == ZeroKind::Offset) for (size_t i = 0; i < w.zeros.size() / 2; ++i) { uint16_t h = f32_to_f16(0.001f * (d(rng) - 1)); std::memcpy(&w.zeros[2 * i], &h, 2); }
+  return w;
+}
+
+int main(int argc, char** argv) {
+  std::string shapes = "14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192";
+  std::string ms = "1,2,4,8,16,32,64,128,256,1024,4096", schemes = "w4g128,w8g128", acts = "f16,bf16", json;
+  bool baseline = true;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
+    if (a == "--shapes") shapes = next(); else if (a == "--m") ms = next(); else if (a == "--schemes") schemes = next();
+    else if (a == "--act") acts = next(); else if (a == "--json") json = next(); else if (a == "--no-baseline") baseline = false;
+    else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
+  }
+  cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0)); g_l2 = prop.l2CacheSize;
+  cudaStream_t s; CK(cudaStreamCreate(&s));
+  cublasHandle_t h; cublasCreate(&h); cublasSetStream(h, s);
+  FILE* js = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
+  if (js) std::fprintf(js, "{\"device\": \"%s\", \"sms\": %d, \"l2\": %zu, \"ceiling\": [", prop.name, prop.multiProcessorCount, g_l2);
+  // streaming-read ceiling
+  std::printf("device %s, %d SMs, L2 %zu MB\nread ceiling:", prop.name, prop.multiProcessorCount, g_l2 >> 20);
+  {
+    const size_t maxb = size_t(1) << 30;
+    void* buf; CK(cudaMalloc(&buf, maxb)); CK(cudaMemset(buf, 1, maxb)); unsigned* sink; CK(cudaMalloc(&sink, 4));
+    bool first = true;
+    for (size_t mb : {8, 32, 64, 154, 308, 617, 1024}) {
+      const size_t bytes = mb << 20, n = bytes / 16;
+      const int rot = int(std::min<size_t>(maxb / bytes, size_t(rot_count(bytes))));
+      const int blocks = std::min<int>(prop.multiProcessorCount * 4, int((n + 2047) / 2048));
+      const double us = time_graph([&](int i, cudaStream_t st) {
+        read_kernel<<<blocks, 512, 0, st>>>(static_cast<const uint4*>(buf) + size_t(i) * n, n, sink); }, rot, s);
+      std::printf(" %zuMB %.1fus (%.2f TB/s)", mb, us, bytes / us * 1e-6);
+      if (js) std::fprintf(js, "%s{\"mb\": %zu, \"us\": %.2f, \"TBps\": %.3f}", first ? "" : ",", mb, us, bytes / us * 1e-6);
+      first = false;
+    }
+    std::printf("\n");
+    cudaFree(buf); cudaFree(sink);
+  }
+  if (js) std::fprintf(js, "], \"rows\": [");
+  bool first_row = true;
+  std::printf("%-12s %-6s %-4s %5s  %10s %10s %10s  %8s %8s  %s\n", "KxN", "scheme", "act", "M", "mixq_us", "cublas_us", "x_cublas", "GB/s", "TFLOP/s", "kernel");
+  for (const auto& shp : split(shapes, ',')) {
+    const auto kn = split(shp, 'x');
+    const int64_t K = std::stoll(kn[0]), N = std::stoll(kn[1]);
+    for (const auto& act : split(acts, ',')) {
+      const DType xt = act == "bf16" ? DType::BF16 : DType::F16;
+      // dense baseline weights (16-bit) and activations
+      const size_t wbytes16 = size_t(N) * K * 2;
+      const int rot16 = rot_count(wbytes16);
+      std::vector<void*> w16(baseline ? rot16 : 0);
+      for (auto& p : w16) { CK(cudaMalloc(&p, wbytes16)); CK(cudaMemset(p, 0x31, wbytes16)); }
+      const int64_t maxM = 4096;
+      void *x, *y; CK(cudaMalloc(&x, maxM * K * 2)); CK(cudaMalloc(&y, maxM * N * 4));
+      {
+        std::vector<uint16_t> hx(size_t(maxM * K)); std::mt19937 rng(1); std::normal_distribution<float> nd;
+        for (auto& v : hx) v = xt == DType::F16 ? f32_to_f16(nd(rng)) : f32_to_bf16(nd(rng));
+        CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+      }
+      for (const auto& sch : split(schemes, ',')) {
+        const QuantizedWeight qw = random_weight(N, K, sch, 42);
+        const size_t qbytes = size_t(qw.storage_bytes());
+        const int rotq = rot_count(qbytes);
+        std::vector<PreparedWeight> pw;
+        PrepareOptions o; o.backend = BackendKind::CUDA;
+        for (int r = 0; r < rotq; ++r) pw.push_back(prepare(qw, o));
+        for (const auto& mstr : split(ms, ',')) {
+          const int64_t M = std::stoll(mstr);
+          const double us = time_graph([&](int i, cudaStream_t st) {
+            ExecContext c; c.stream = st;
+            linear(TensorView(x, xt, {M, K}, Device::CUDA), pw[i], TensorView(y, xt, {M, N}, Device::CUDA), {}, c); }, rotq, s);
+          double cub = 0;
+          if (baseline) {
+            cub = time_graph([&](int i, cudaStream_t st) {
+              (void)st; const float al = 1.f, be = 0.f; const cudaDataType_t t = xt == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+              cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &al, w16[i], t, int(K), x, t, int(K), &be, y, t, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); }, rot16, s);
+          }
+          const double bytes = double(qbytes) + double(M) * K * 2 + double(M) * N * 2;
+          const std::string kname = pw[0].kernel_name(M);
+          std::printf("%-12s %-6s %-4s %5lld  %10.1f %10.1f %10.2f  %8.0f %8.1f  %s\n", shp.c_str(), sch.c_str(), act.c_str(), (long long)M, us, cub, cub / us, bytes / us * 1e-3, 2.0 * M * N * K / us * 1e-6, kname.c_str());
+          std::fflush(stdout);
+          if (js) { std::fprintf(js, "%s{\"K\": %lld, \"N\": %lld, \"M\": %lld, \"scheme\": \"%s\", \"act\": \"%s\", \"mixq_us\": %.2f, \"cublas_us\": %.2f, \"kernel\": \"%s\", \"weight_bytes\": %zu}", first_row ? "" : ",", (long long)K, (long long)N, (long long)M, sch.c_str(), act.c_str(), us, cub, kname.c_str(), qbytes); first_row = false; }
+        }
+      }
+      for (auto p : w16) cudaFree(p);
+      cudaFree(x); cudaFree(y);
+    }
+  }
+  if (js) { std::fprintf(js, "]}\n"); std::fclose(js); }
+  return 0;
+}

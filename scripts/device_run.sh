@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# What one call on the GPU machine runs: build with ninja (CUDA for sm_80 + sm_90a), run every test,
+# then optional extra steps. Logs and JSON go to $OUT.
+#   bash scripts/device_run.sh [test|sanitize|bench|sass]...
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export MIXQ_BUILD_DIR=${MIXQ_BUILD_DIR:-build-gpu}
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build "$MIXQ_BUILD_DIR" -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+for step in "$@"; do
+  case "$step" in
+    test)
+      (cd "$MIXQ_BUILD_DIR" && ctest -j 8 --output-on-failure -L "unit|gpu" > "$OUT/ctest.log" 2>&1); echo "ctest rc=$?"
+      grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -30 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
+          --gtest_filter='CudaWeightOnly.OddShapes*:CudaWeightOnly.Deterministic*' > "$OUT/sanitize_$tool.log" 2>&1
+        echo "compute-sanitizer $tool rc=$?"; tail -3 "$OUT/sanitize_$tool.log"
+      done ;;
+    sass)
+      cuobjdump --dump-resource-usage "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/resources.txt" 2>&1
+      grep -E "REG|STACK" "$OUT/resources.txt" | head -20
+      cuobjdump --dump-sass "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/sass_stream_f16.txt" 2>&1
+      echo "HMMA: $(grep -c HMMA "$OUT/sass_stream_f16.txt")  LOP3: $(grep -c LOP3 "$OUT/sass_stream_f16.txt")  LDL/STL: $(grep -cE 'LDL|STL' "$OUT/sass_stream_f16.txt")" ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

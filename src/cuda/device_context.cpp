@@ -1,0 +1,56 @@
+#include "cuda/device_context.hpp"
+
+#include <cuda_runtime.h>
+
+#include <map>
+
+#include "cuda/check.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+std::mutex g_registry_mutex;
+}  // namespace
+
+DeviceContext& DeviceContext::get(int device) {
+  static std::map<int, std::unique_ptr<DeviceContext>> registry;
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  auto& slot = registry[device];
+  if (!slot) slot.reset(new DeviceContext(device));
+  return *slot;
+}
+
+DeviceContext::DeviceContext(int device) : device_(device) {
+  cudaDeviceProp prop{};
+  MIXQ_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  caps_.sm_count = prop.multiProcessorCount;
+  caps_.cc_major = prop.major;
+  caps_.cc_minor = prop.minor;
+  caps_.smem_per_block_optin = prop.sharedMemPerBlockOptin;
+  caps_.l2_bytes = prop.l2CacheSize;
+  int prev = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&prev));
+  MIXQ_CUDA_CHECK(cudaSetDevice(device));
+  const cublasStatus_t st = cublasCreate(&cublas_);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    cublas_ws_ = DeviceBuffer(size_t(32) << 20, device);
+    cublasSetWorkspace(cublas_, cublas_ws_.data(), cublas_ws_.size());
+  }
+  cudaSetDevice(prev);
+  MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasCreate failed on device ", device,
+             ": status ", static_cast<int>(st));
+}
+
+DeviceContext::~DeviceContext() {
+  // Destroyed at process exit; the CUDA context may already be gone, so errors are ignored.
+  if (cublas_) cublasDestroy(cublas_);
+}
+
+std::shared_ptr<DeviceBuffer> DeviceContext::reserve_scratch(size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!scratch_ || scratch_->size() < bytes)
+    scratch_ = std::make_shared<DeviceBuffer>(std::max<size_t>(bytes, 256), device_);
+  return scratch_;
+}
+
+}  // namespace mixq::cuda

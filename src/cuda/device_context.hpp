@@ -1,0 +1,43 @@
+// Per-device state shared by every prepared weight on that device: its properties, one cuBLAS
+// handle with a fixed workspace (so cuBLAS never allocates during graph capture), and the internal
+// scratch used when a call passes no workspace. Calls that rely on the internal scratch must not
+// run concurrently on different streams; pass ExecContext::workspace to run concurrently.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <memory>
+#include <mutex>
+
+#include "cuda/wo_plan.hpp"
+#include "mixq/tensor.hpp"
+
+namespace mixq::cuda {
+
+class DeviceContext {
+ public:
+  static DeviceContext& get(int device);
+
+  int device() const { return device_; }
+  const DeviceCaps& caps() const { return caps_; }
+  // Grows (at prepare time only) the shared scratch to at least `bytes`; returns the buffer the
+  // caller keeps (an older, smaller buffer stays alive for weights that hold it).
+  std::shared_ptr<DeviceBuffer> reserve_scratch(size_t bytes);
+
+  // cuBLAS calls take this lock: the handle's stream is set per call.
+  std::mutex& cublas_mutex() { return cublas_mutex_; }
+  cublasHandle_t cublas() const { return cublas_; }
+
+  ~DeviceContext();
+
+ private:
+  explicit DeviceContext(int device);
+  int device_;
+  DeviceCaps caps_;
+  std::mutex mutex_, cublas_mutex_;
+  std::shared_ptr<DeviceBuffer> scratch_;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer cublas_ws_;
+};
+
+}  // namespace mixq::cuda

@@ -1,0 +1,291 @@
+// Weight-streaming weight-only GEMM for small and medium M (decode): mma.sync m16n8k16 with the
+// operands swapped, Y^T[N][M] = W[N][K] . X^T, so the quantized weights are the 16-row A operand
+// (no MMA row is wasted on them however small M is) and the activations the 8-column B operand.
+//
+// Decode is memory-bound: the kernel's job is to keep the weight stream at full bandwidth.
+// - Each warp owns one 16-row tile of W and streams it along its K range with 16-byte evict-first
+//   loads, several tiles in flight per lane, straight into registers (no shared-memory round trip:
+//   nothing else in the block reads those bytes).
+// - The block's activations X[m0:m0+MT][k0:k0+kr] are staged once in shared memory (zero padded)
+//   and fed to the MMAs with ldmatrix; their per-group sums are precomputed there.
+// - Codes become exact small integers (u) in f16/bf16 (dequant_codes.cuh); each group's MMA sum is
+//   scaled in f32 registers once per group: acc += s * sum(x*u) + o' * sum(x).
+// - K is split across blocks (split-K) so every SM has work; partial sums go to a workspace and
+//   the last block of each tile to arrive (an atomic ticket) reduces them in a fixed order, so the
+//   result is deterministic, and applies bias, clamp and the output conversion.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/kernels/dequant_codes.cuh"
+#include "cuda/wo_layout.hpp"
+#include "cuda/wo_params.hpp"
+
+namespace mixq::cuda {
+
+__device__ __forceinline__ float load_io(const void* p, int64_t i, IoType t) {
+  switch (t) {
+    case IoType::F16: return __half2float(static_cast<const half*>(p)[i]);
+    case IoType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_io(void* p, int64_t i, IoType t, float v) {
+  switch (t) {
+    case IoType::F16: static_cast<half*>(p)[i] = __float2half_rn(v); break;
+    case IoType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+__device__ __forceinline__ float epilogue(const WoStreamParams& p, int n, float acc) {
+  float v = acc + (p.bias ? load_io(p.bias, n, p.bias_type) : 0.f);
+  return fminf(fmaxf(v, p.clamp_lo), p.clamp_hi);
+}
+
+template <typename T>
+__device__ __forceinline__ T to_mma(float f);
+template <>
+__device__ __forceinline__ half to_mma<half>(float f) { return __float2half_rn(f); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_mma<__nv_bfloat16>(float f) { return __float2bfloat16_rn(f); }
+template <typename T>
+__device__ __forceinline__ float from_mma(T v);
+template <>
+__device__ __forceinline__ float from_mma<half>(half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float from_mma<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+// Shared-memory layout of one block. Rows of the X tile are padded by 16 bytes so the 8 row
+// addresses of an ldmatrix fall in different banks.
+template <int MT, bool SPLIT_X>
+struct StreamSmem {
+  static constexpr int kPad = 8;  // elements
+  static __host__ __device__ int row_stride(int kr) { return kr + kPad; }
+  static __host__ __device__ size_t x_bytes(int kr) { return size_t(MT) * row_stride(kr) * 2; }
+  static __host__ __device__ size_t bytes(int kr, int max_groups) {
+    return x_bytes(kr) * (SPLIT_X ? 2 : 1) + size_t(MT) * max_groups * sizeof(float) + 16;
+  }
+};
+
+template <typename MmaT, int MT, bool SPLIT_X>
+__device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT* xs, MmaT* xs_lo,
+                                                  int ldxs, float* xsum, int m0, int ks, int ke,
+                                                  int g_first, int n_groups) {
+  const int kr = ke - ks;
+  const bool vec = !SPLIT_X && p.k_perm == nullptr && p.x_type != IoType::F32 &&
+                   (p.ldx % 8) == 0 && (p.K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0;
+  if (vec) {
+    const int per_row = kr / 8;
+    for (int i = threadIdx.x; i < MT * per_row; i += blockDim.x) {
+      const int m = i / per_row, kk = (i % per_row) * 8;
+      const int gm = m0 + m, gk = ks + kk;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (gm < p.M && gk < p.K)
+        v = *reinterpret_cast<const uint4*>(static_cast<const MmaT*>(p.x) + int64_t(gm) * p.ldx + gk);
+      *reinterpret_cast<uint4*>(xs + m * ldxs + kk) = v;
+    }
+  } else {
+    for (int i = threadIdx.x; i < MT * kr; i += blockDim.x) {
+      const int m = i / kr, kk = i % kr;
+      const int gm = m0 + m, gk = ks + kk;
+      float v = 0.f;
+      if (gm < p.M && gk < p.K) {
+        const int src = p.k_perm ? p.k_perm[gk] : gk;
+        v = load_io(p.x, int64_t(gm) * p.ldx + src, p.x_type);
+      }
+      const MmaT hi = to_mma<MmaT>(v);
+      xs[m * ldxs + kk] = hi;
+      if constexpr (SPLIT_X) xs_lo[m * ldxs + kk] = to_mma<MmaT>(v - from_mma<MmaT>(hi));
+    }
+  }
+  __syncthreads();
+  // per-(token, group) sums of the staged activations, for the offset term
+  for (int i = threadIdx.x; i < MT * n_groups; i += blockDim.x) {
+    const int m = i / n_groups, gl = i % n_groups;
+    const int ka = max((g_first + gl) << p.group_shift, ks) - ks;
+    const int kb = min((g_first + gl + 1) << p.group_shift, ke) - ks;
+    float s = 0.f;
+    for (int kk = ka; kk < kb; ++kk) {
+      s += from_mma<MmaT>(xs[m * ldxs + kk]);
+      if constexpr (SPLIT_X) s += from_mma<MmaT>(xs_lo[m * ldxs + kk]);
+    }
+    xsum[m * n_groups + gl] = s;
+  }
+  __syncthreads();
+}
+
+template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32)
+    wo_stream_kernel(const WoStreamParams p) {
+  using Smem = StreamSmem<MT, SPLIT_X>;
+  constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
+  constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk
+  constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // uint4 loads per lane per chunk
+  constexpr int kUnroll = BITS == 4 ? 4 : 2;         // chunks in flight per lane
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int split = blockIdx.y;
+  const int k0 = split * p.chunks_per_split * kChunkK;
+  const int k_end = min(k0 + p.chunks_per_split * kChunkK, p.Kp);
+  const int m0 = blockIdx.z * MT;
+  const int kr_max = p.chunks_per_stage * kChunkK;
+  const int ldxs = Smem::row_stride(kr_max);
+  MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
+  MmaT* xs_lo = SPLIT_X ? xs + size_t(MT) * ldxs : nullptr;
+  float* xsum = reinterpret_cast<float*>(smem_raw + Smem::x_bytes(kr_max) * (SPLIT_X ? 2 : 1));
+  const int group_mask = (1 << p.group_shift) - 1;
+  const uint64_t policy = evict_first_policy();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int nt = blockIdx.x * WARPS + warp;  // 16-row tile of W owned by this warp
+  const int n_tiles = (p.N + kTileRows - 1) / kTileRows;
+  const bool active = nt < n_tiles;
+  const int chunks_per_row = p.Kp / kChunkK;
+  const uint4* wrow = p.codes + (int64_t(nt) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
+  const int r0 = nt * kTileRows + lane / 4;  // this lane's rows: r0 and r0 + 8
+  // ldmatrix row address inside an 8-token x 16-k slab: lanes 0-7 address the rows of the k 0-7
+  // half, lanes 8-15 those of the k 8-15 half.
+  const int lm_row = lane & 7, lm_k = ((lane >> 3) & 1) * 8;
+
+  float acc[NT8][4], accg[NT8][4];
+#pragma unroll
+  for (int j = 0; j < NT8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = accg[j][e] = 0.f;
+
+  for (int ks = k0; ks < k_end; ks += kr_max) {
+    const int ke = min(ks + kr_max, k_end);
+    const int g_first = ks >> p.group_shift;
+    const int n_groups = ((ke - 1) >> p.group_shift) - g_first + 1;
+    stage_activations<MmaT, MT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, ks, ke, g_first, n_groups);
+
+    if (active) {
+      auto flush = [&](int gi) {
+        float2 a, b;
+        if (p.pair_f32) {
+          const float2* pr = static_cast<const float2*>(p.pairs);
+          a = pr[int64_t(r0) * p.groups + gi];
+          b = pr[int64_t(r0 + 8) * p.groups + gi];
+        } else {
+          const half2* pr = static_cast<const half2*>(p.pairs);
+          a = __half22float2(pr[int64_t(r0) * p.groups + gi]);
+          b = __half22float2(pr[int64_t(r0 + 8) * p.groups + gi]);
+        }
+        const int gl = gi - g_first;
+#pragma unroll
+        for (int j = 0; j < NT8; ++j) {
+          const int mc = j * 8 + (lane % 4) * 2;
+          const float xa = xsum[mc * n_groups + gl], xb = xsum[(mc + 1) * n_groups + gl];
+          acc[j][0] += a.x * accg[j][0] + a.y * xa;
+          acc[j][1] += a.x * accg[j][1] + a.y * xb;
+          acc[j][2] += b.x * accg[j][2] + b.y * xa;
+          acc[j][3] += b.x * accg[j][3] + b.y * xb;
+          accg[j][0] = accg[j][1] = accg[j][2] = accg[j][3] = 0.f;
+        }
+      };
+
+      const int c_first = ks / kChunkK;
+      const int chunks = (ke - ks) / kChunkK;
+      const uint4* wp = wrow + int64_t(c_first) * 32 * kLoadsPerChunk;
+      uint4 buf[kUnroll][kLoadsPerChunk];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int l = 0; l < kLoadsPerChunk; ++l)
+          if (u < chunks) buf[u][l] = ld_stream_u4(wp + int64_t(u) * 32 * kLoadsPerChunk + l, policy);
+
+      for (int c = 0; c < chunks; c += kUnroll) {
+        uint4 cur[kUnroll][kLoadsPerChunk];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int l = 0; l < kLoadsPerChunk; ++l) cur[u][l] = buf[u][l];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+          for (int l = 0; l < kLoadsPerChunk; ++l)
+            if (c + kUnroll + u < chunks)
+              buf[u][l] = ld_stream_u4(wp + int64_t(c + kUnroll + u) * 32 * kLoadsPerChunk + l, policy);
+
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (c + u < chunks) {
+            const uint32_t* words = reinterpret_cast<const uint32_t*>(&cur[u][0]);
+#pragma unroll
+            for (int t = 0; t < 4; ++t) {  // four 16-wide K tiles per chunk
+              Frag16x16 a;
+              if constexpr (BITS == 4)
+                CodeConvert<MmaT>::u4(words[t], a);
+              else
+                CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
+              const int kl = (c + u) * kChunkK + t * 16;  // k offset inside the stage
+#pragma unroll
+              for (int j = 0; j < NT8; ++j) {
+                Frag16x8 b;
+                ldmatrix_x2(b, xs + (j * 8 + lm_row) * ldxs + kl + lm_k);
+                MmaType<MmaT>::mma(accg[j], a, b);
+                if constexpr (SPLIT_X) {
+                  ldmatrix_x2(b, xs_lo + (j * 8 + lm_row) * ldxs + kl + lm_k);
+                  MmaType<MmaT>::mma(accg[j], a, b);
+                }
+              }
+              const int kg = ks + kl + 16;  // global k after this tile
+              if ((kg & group_mask) == 0 || kg >= ke) flush((kg - 1) >> p.group_shift);
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();  // the next stage overwrites the activation tile
+  }
+
+  // ---- epilogue: direct, or split-K partials + deterministic last-block reduction ----
+  const int rows_base = nt * kTileRows + lane / 4;
+  if (p.splits == 1) {
+    if (active) {
+#pragma unroll
+      for (int j = 0; j < NT8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = rows_base + (e >= 2 ? 8 : 0);
+          const int m = m0 + j * 8 + (lane % 4) * 2 + (e & 1);
+          if (n < p.N && m < p.M) store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[j][e]));
+        }
+    }
+    return;
+  }
+  if (active) {
+    float* part = p.partial + int64_t(split) * p.M * p.N;
+#pragma unroll
+    for (int j = 0; j < NT8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int n = rows_base + (e >= 2 ? 8 : 0);
+        const int m = m0 + j * 8 + (lane % 4) * 2 + (e & 1);
+        if (n < p.N && m < p.M) __stcg(part + int64_t(m) * p.N + n, acc[j][e]);
+      }
+  }
+  __threadfence();  // make this block's partials visible before taking a ticket
+  __syncthreads();
+  __shared__ bool is_last;
+  unsigned* ticket = p.tickets + blockIdx.x + gridDim.x * blockIdx.z;
+  if (threadIdx.x == 0) is_last = atomicAdd(ticket, 1u) == unsigned(p.splits - 1);
+  __syncthreads();
+  if (!is_last) return;
+  __threadfence();
+  const int n_first = blockIdx.x * WARPS * kTileRows;
+  const int rows = min(WARPS * kTileRows, p.N - n_first);
+  const int cols = min(MT, p.M - m0);
+  for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
+    const int m = m0 + i / rows, n = n_first + i % rows;
+    float s = 0.f;
+    for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(p.partial + (int64_t(sp) * p.M + m) * p.N + n);
+    store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s));
+  }
+  if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch (graph replays included)
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,26 @@
+// Dispatch of the streaming kernel by activation type (the instantiations live in
+// sm80_wo_stream_{f16,bf16,f32}.cu).
+#include "cuda/wo_stream_launch.cuh"
+
+namespace mixq::cuda {
+
+void launch_wo_stream_f16(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
+void launch_wo_stream_bf16(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
+void launch_wo_stream_f32(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
+
+size_t wo_stream_smem_bytes(int mt, bool split_x, int chunks_per_stage, int max_groups) {
+  const int kr = chunks_per_stage * kChunkK;
+  // StreamSmem<MT, SPLIT>::bytes without instantiating per MT
+  return size_t(mt) * (kr + 8) * 2 * (split_x ? 2 : 1) + size_t(mt) * max_groups * sizeof(float) + 16;
+}
+
+void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+                      cudaStream_t stream) {
+  switch (p.x_type) {
+    case IoType::F16: return launch_wo_stream_f16(p, mt, bits, grid, smem, stream);
+    case IoType::BF16: return launch_wo_stream_bf16(p, mt, bits, grid, smem, stream);
+    case IoType::F32: return launch_wo_stream_f32(p, mt, bits, grid, smem, stream);
+  }
+}
+
+}  // namespace mixq::cuda

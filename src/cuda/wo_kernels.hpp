@@ -1,0 +1,41 @@
+// Host-side entry points of the weight-only CUDA kernels (plain C++ declarations, so the backend
+// and the tests can be compiled by the host compiler).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/wo_layout.hpp"
+#include "cuda/wo_params.hpp"
+
+namespace mixq::cuda {
+
+// Shared memory one block of the streaming kernel needs.
+size_t wo_stream_smem_bytes(int mt, bool split_x, int chunks_per_stage, int max_groups_per_stage);
+constexpr int kStreamWarps = 4;
+// grid = (ceil(n_tiles / kStreamWarps), splits, ceil(M / mt)), block = kStreamWarps * 32.
+void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+                      cudaStream_t stream);
+
+// GPU repack: canonical row-major codes ([N][row_bytes], I4/U4 packed two per byte, I8/U8 one per
+// byte) -> the fragment-ordered layout of wo_layout.hpp, converting signed codes to unsigned.
+void launch_wo_repack(const uint8_t* canonical, int64_t row_bytes, bool signed_codes,
+                      const WoLayout& layout, uint32_t* packed, cudaStream_t stream);
+
+// Dequantize rows [n0, n0 + rows) of the packed weight into a row-major 16-bit (f16 or bf16) or
+// f32 matrix with leading dimension ld (>= Kp); columns K..Kp-1 are written as zeros.
+void launch_wo_dequant(const uint32_t* packed, const void* pairs, const WoLayout& layout,
+                       int64_t n0, int64_t rows, int out_type /*0 f16, 1 bf16, 2 f32*/, void* out,
+                       int64_t ld, cudaStream_t stream);
+
+// y[m][n] = clamp(y[m][n] + bias[n]) in place (used after cuBLAS), types as IoType ints.
+void launch_bias_clamp(void* y, int64_t ldy, int y_type, int64_t M, int64_t N, const void* bias,
+                       int bias_type, float lo, float hi, cudaStream_t stream);
+
+// x_out[m][j] = x[m][perm[j]] (act-order gather before cuBLAS), same element type (2 or 4 bytes).
+void launch_gather_columns(const void* x, int64_t ldx, int elem_bytes, const int32_t* perm,
+                           int64_t M, int64_t K, void* out, int64_t ldo, cudaStream_t stream);
+
+}  // namespace mixq::cuda

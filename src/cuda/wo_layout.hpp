@@ -1,0 +1,39 @@
+// The repacked weight layout shared by the weight-only CUDA kernels (host and device).
+//
+// W[N][K] is padded to Np = round_up(N, 16) rows and Kp = round_up(K, 64) columns (padding codes
+// are 0 and padding activations are 0, so padding contributes nothing). It is cut into tiles of
+// 16 rows x 64 columns ("chunks"); tile (nt, kc) occupies 32 lanes x 16 bytes (int4) or
+// 32 lanes x 32 bytes (int8), stored contiguously and ordered row-tile major:
+//   byte offset of (nt, kc, lane) = ((nt * (Kp/64) + kc) * 32 + lane) * kChunkBytesPerLane
+// so one warp streams a 16x64 tile with one (int4) or two (int8) fully coalesced 16-byte loads per
+// lane, and every byte lands in the register of the lane whose MMA fragment needs it (order inside
+// the words: see kernels/dequant_codes.cuh).
+//
+// Scales and offsets: one (s, o') pair per (row, group), float2 or half2, rows padded to Np:
+//   w = s * u + o'   with u the unsigned code (I4: q + 8, I8: q + 128) and
+//   o' = o - code_min * s (offset form), -s * z (zero-point form), -code_min * s (symmetric).
+#pragma once
+
+#include <cstdint>
+
+namespace mixq::cuda {
+
+constexpr int kTileRows = 16;
+constexpr int kChunkK = 64;
+
+inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+struct WoLayout {
+  int64_t N = 0, K = 0, Np = 0, Kp = 0;
+  int bits = 4;          // 4 or 8
+  int64_t group = 0;     // K-run per scale (>= Kp means a single group per row)
+  int64_t groups = 0;    // groups per row = ceil(K / group)
+  bool pair_f32 = false; // scale pairs stored as float2 (else half2)
+
+  int64_t chunk_bytes_per_lane() const { return bits == 4 ? 16 : 32; }
+  int64_t chunks_per_row_tile() const { return Kp / kChunkK; }
+  int64_t packed_bytes() const { return (Np / kTileRows) * chunks_per_row_tile() * 32 * chunk_bytes_per_lane(); }
+  int64_t pair_bytes() const { return Np * groups * (pair_f32 ? 8 : 4); }
+};
+
+}  // namespace mixq::cuda

@@ -1,0 +1,41 @@
+// Kernel parameters of the weight-only streaming kernel (plain C++: shared by host and device).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mixq::cuda {
+
+enum class IoType : int { F16 = 0, BF16 = 1, F32 = 2 };
+
+struct WoStreamParams {
+  // activations
+  const void* x;
+  int64_t ldx;
+  IoType x_type;
+  const int32_t* k_perm;  // nullable: canonical column j reads X[:, k_perm[j]]
+  int M, N, K;
+  // weights (wo_layout.hpp)
+  const uint4* codes;
+  const void* pairs;  // (s, o') per (row, group): float2 or half2
+  bool pair_f32;
+  int Kp;
+  int group_shift;    // log2 of the group size (30: one group per row)
+  int groups;         // groups per row (scale-pair row stride)
+  // decomposition
+  int chunks_per_split;  // 64-wide K chunks per split
+  int chunks_per_stage;  // chunks of X staged in shared memory at a time
+  int splits;
+  float* partial;        // [splits][M][N] when splits > 1
+  unsigned* tickets;     // one per (n block, m block), zero before the launch
+  // output
+  void* y;
+  int64_t ldy;
+  IoType y_type;
+  const void* bias;  // nullable, [N]
+  IoType bias_type;
+  float clamp_lo, clamp_hi;
+};
+
+}  // namespace mixq::cuda

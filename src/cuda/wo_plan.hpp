@@ -1,0 +1,57 @@
+// Dispatch for the weight-only CUDA path: which kernel runs a call with M rows, and how it is
+// decomposed. Pure host functions of (M, layout, device properties), tested without a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda/wo_layout.hpp"
+
+namespace mixq::cuda {
+
+// What the planner needs to know about the GPU (read from cudaGetDeviceProperties).
+struct DeviceCaps {
+  int sm_count = 132;
+  int cc_major = 9, cc_minor = 0;
+  size_t smem_per_block_optin = 227 * 1024;
+  size_t l2_bytes = 50u << 20;
+};
+
+enum class WoKernel { Stream, DequantCublas };
+const char* wo_kernel_name(WoKernel k);
+
+struct WoPlan {
+  WoKernel kernel = WoKernel::Stream;
+  // stream kernel
+  int mt = 8;                 // tokens per block (8, 16, 32, 64)
+  int m_blocks = 1;
+  int n_blocks = 1;
+  int splits = 1;
+  int chunks_per_split = 1;
+  int chunks_per_stage = 1;
+  int max_groups_per_stage = 1;
+  size_t smem_bytes = 0;
+  size_t partial_floats = 0;  // split-K workspace
+  size_t tickets = 0;
+  // dequantize + cuBLAS
+  int64_t chunk_rows = 0;     // rows of W dequantized per cuBLAS call
+  size_t chunk_bytes = 0;
+  size_t gather_bytes = 0;    // act-order: X permuted once
+};
+
+// Largest M the streaming kernel serves before dequantize+cuBLAS wins (measured: see
+// docs/cuda-weight-only.md). Overridable with MIXQ_FORCE_KERNEL=stream|cublas.
+int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
+
+constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
+constexpr size_t kDequantChunkBytes = size_t(32) << 20;  // 32 MB of dequantized rows per GEMM
+
+// force: "" (automatic), "stream" or "cublas".
+WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
+                        const DeviceCaps& caps, const std::string& force);
+
+// Bytes of workspace a plan needs (partials, tickets, dequant chunk, gather), 256-aligned parts.
+size_t wo_workspace_bytes(const WoPlan& p);
+
+}  // namespace mixq::cuda

@@ -1,0 +1,39 @@
+// Instantiation helper for the streaming kernel; included by one .cu per activation type so the
+// configurations compile in parallel.
+#pragma once
+
+#include "cuda/check.hpp"
+#include "cuda/kernels/sm80_wo_stream.cuh"
+#include "cuda/wo_kernels.hpp"
+
+namespace mixq::cuda {
+
+template <typename MmaT, int MT, int BITS, bool SPLIT_X>
+void launch_stream_config(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
+  auto kernel = wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, kStreamWarps>;
+  // Raise the dynamic shared-memory limit once per configuration (above 48 KB needs opt-in).
+  static const cudaError_t attr_status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+  MIXQ_CUDA_CHECK(attr_status);
+  kernel<<<grid, kStreamWarps * 32, smem, stream>>>(p);
+  MIXQ_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename MmaT, bool SPLIT_X>
+void launch_stream_for_type(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+                            cudaStream_t stream) {
+#define MIXQ_STREAM_CASE(MT_)                                                              \
+  case MT_:                                                                                \
+    return bits == 4 ? launch_stream_config<MmaT, MT_, 4, SPLIT_X>(p, grid, smem, stream)  \
+                     : launch_stream_config<MmaT, MT_, 8, SPLIT_X>(p, grid, smem, stream);
+  switch (mt) {
+    MIXQ_STREAM_CASE(8)
+    MIXQ_STREAM_CASE(16)
+    MIXQ_STREAM_CASE(32)
+    MIXQ_STREAM_CASE(64)
+  }
+#undef MIXQ_STREAM_CASE
+  MIXQ_FAIL(ErrorCode::Internal, "wo_stream: no configuration for mt=", mt);
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,312 @@
+// CUDA weight-only linear against the float64 reference on the dequantized weights.
+// Skipped (visibly) when no GPU is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/reference.hpp"
+
+using namespace mixq;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed,
+                            bool act_order = false) {
+  std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
+  QuantizedWeight q = quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme(scheme));
+  if (act_order) {
+    q.k_perm.resize(size_t(K));
+    std::iota(q.k_perm.begin(), q.k_perm.end(), 0);
+    std::shuffle(q.k_perm.begin(), q.k_perm.end(), std::mt19937(seed + 7));
+  }
+  return q;
+}
+
+// Host activations rounded to the device dtype, as raw 16-bit or f32 bits.
+struct HostActs {
+  std::vector<uint8_t> bytes;
+  DType dtype;
+  int64_t M, K;
+  TensorView view() { return TensorView(bytes.data(), dtype, {M, K}); }
+};
+
+HostActs make_acts(int64_t M, int64_t K, DType t, uint32_t seed) {
+  std::vector<float> x = randn(size_t(M * K), seed);
+  HostActs a{std::vector<uint8_t>(size_t(M * K) * (dtype_bits(t) / 8)), t, M, K};
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) std::memcpy(a.bytes.data() + 4 * i, &x[i], 4);
+    else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(a.bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return a;
+}
+
+double out_value(const std::vector<uint8_t>& y, DType t, size_t i) {
+  uint16_t h;
+  switch (t) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, y.data() + 4 * i, 4);
+      return f;
+    }
+    case DType::F16: std::memcpy(&h, y.data() + 2 * i, 2); return f16_to_f32(h);
+    default: std::memcpy(&h, y.data() + 2 * i, 2); return bf16_to_f32(h);
+  }
+}
+
+double tolerance(DType x, DType y) {
+  if (x == DType::BF16 || y == DType::BF16) return 8e-3;
+  if (x == DType::F16 || y == DType::F16) return 1e-3;
+  return 1e-4;  // f32 activations: bf16 hi/lo split, ~2^-16 relative
+}
+
+struct Case {
+  int64_t M, N, K;
+  std::string scheme;
+  DType xt = DType::F16, yt = DType::F16;
+  std::string force;  // "", "stream", "cublas"
+  bool act_order = false;
+  bool bias = false;
+  Epilogue clamp = {};
+};
+
+// Runs one case; returns the relative Frobenius error on up to `max_rows` sampled rows.
+double run_case(const Case& c, uint32_t seed) {
+  const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.act_order);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.force_kernel = c.force;
+  const PreparedWeight pw = prepare(w, o);
+  HostActs x = make_acts(c.M, c.K, c.xt, seed + 1);
+  const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
+  DeviceBuffer dx(x.bytes.size()), dy(yb);
+  dx.copy_from_host(x.bytes.data(), x.bytes.size());
+  // Poison: 0xFF bytes are NaN in every float type; every element must be overwritten.
+  MIXQ_CHECK(cudaMemset(dy.data(), 0xFF, yb) == cudaSuccess, ErrorCode::Cuda, "memset");
+  std::vector<float> bias_h;
+  DeviceBuffer dbias;
+  Epilogue ep = c.clamp;
+  if (c.bias) {
+    bias_h = randn(size_t(c.N), seed + 3);
+    dbias = DeviceBuffer(bias_h.size() * 4);
+    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+    ep.bias = dbias.view(DType::F32, {c.N});
+  }
+  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep);
+  MIXQ_CHECK(cudaDeviceSynchronize() == cudaSuccess, ErrorCode::Cuda, "sync");
+  std::vector<uint8_t> y(yb);
+  dy.copy_to_host(y.data(), yb);
+  for (size_t i = 0; i < size_t(c.M * c.N); ++i) {
+    const double v = out_value(y, c.yt, i);
+    if (!std::isfinite(v)) {
+      ADD_FAILURE() << "output element " << i << " (m " << i / c.N << ", n " << i % c.N
+                    << ") not written or not finite: " << v;
+      return 1.0;
+    }
+  }
+  // float64 reference on a sample of rows (all of them when M is small)
+  std::vector<int64_t> rows;
+  for (int64_t m = 0; m < c.M; m += std::max<int64_t>(1, c.M / 6)) rows.push_back(m);
+  if (rows.back() != c.M - 1) rows.push_back(c.M - 1);
+  const int64_t R = int64_t(rows.size());
+  const size_t eb = dtype_bits(c.xt) / 8;
+  std::vector<uint8_t> xs(size_t(R * c.K) * eb);
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(xs.data() + size_t(r * c.K) * eb, x.bytes.data() + size_t(rows[r] * c.K) * eb,
+                size_t(c.K) * eb);
+  std::vector<double> ref(size_t(R * c.N));
+  Epilogue rep = c.clamp;
+  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
+  ref::linear_weight_only(TensorView(xs.data(), c.xt, {R, c.K}), w,
+                          TensorView(ref.data(), DType::F64, {R, c.N}), rep);
+  double num = 0, den = 0;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t n = 0; n < c.N; ++n) {
+      const double a = out_value(y, c.yt, size_t(rows[r] * c.N + n)), b = ref[size_t(r * c.N + n)];
+      num += (a - b) * (a - b);
+      den += b * b;
+    }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+std::string name(const Case& c) {
+  return c.scheme + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" +
+         std::to_string(c.K) + " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) +
+         " force=" + (c.force.empty() ? "auto" : c.force) + (c.act_order ? " act-order" : "") +
+         (c.bias ? " bias" : "");
+}
+
+void expect_ok(const Case& c, uint32_t seed) {
+  const double err = run_case(c, seed);
+  EXPECT_LE(err, tolerance(c.xt, c.yt)) << name(c);
+}
+
+}  // namespace
+
+TEST(CudaWeightOnly, EveryMOnBothKernels) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 1;
+  for (int64_t M : {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 64, 127, 128, 255, 256, 1000, 4096})
+    for (const char* force : {"stream", "cublas"}) {
+      if (std::string(force) == "stream" && M > 256) continue;  // re-streams W per 64 rows
+      expect_ok({M, 200, 520, "w4g128", DType::F16, DType::F16, force}, seed++);
+    }
+}
+
+TEST(CudaWeightOnly, SchemesAndBlockSizes) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 100;
+  for (const char* s : {"w4g32", "w4g64", "w4g128", "w4g256", "w4pc", "w4g128asym", "w4g32zp",
+                        "w4g128zp", "w8g128", "w8g32asym", "w8pc", "w8g64zp", "w4g128-bf16",
+                        "w4g64-f32"})
+    for (const char* force : {"stream", "cublas"})
+      for (int64_t M : {1, 5, 40}) expect_ok({M, 136, 1000, s, DType::F16, DType::F16, force}, seed++);
+}
+
+TEST(CudaWeightOnly, ActivationAndOutputTypes) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 200;
+  for (DType xt : {DType::F16, DType::BF16, DType::F32})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32})
+      for (const char* force : {"stream", "cublas"})
+        for (int64_t M : {1, 9, 33})
+          for (const char* s : {"w4g128", "w8g128"})
+            expect_ok({M, 72, 777, s, xt, yt, force}, seed++);
+}
+
+TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 300;
+  // tensor-parallel shapes: K = 7392 (not a multiple of 128), N = 10944 (not of 256)
+  expect_ok({3, 10944, 7392, "w4g128", DType::F16, DType::F16, ""}, seed++);
+  expect_ok({17, 10944, 7392, "w4g32", DType::BF16, DType::BF16, ""}, seed++);
+  expect_ok({300, 1000, 7392, "w8g128", DType::F16, DType::F32, ""}, seed++);
+  for (const char* force : {"stream", "cublas"}) {
+    expect_ok({7, 33, 129, "w4g32", DType::F16, DType::F16, force, true}, seed++);
+    expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, force, true, true}, seed++);
+    expect_ok({2, 17, 31, "w8pc", DType::BF16, DType::F32, force, false, true, Epilogue::relu()}, seed++);
+    expect_ok({20, 100, 300, "w4g64asym", DType::F16, DType::F16, force, false, true, Epilogue::relu6()}, seed++);
+  }
+}
+
+TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 5, N = 4096, K = 4096;
+  const QuantizedWeight w = make_weight(N, K, "w4g128", 7);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  const PreparedWeight pw = prepare(w, o);
+  HostActs x = make_acts(M, K, DType::F16, 8);
+  DeviceBuffer dx(x.bytes.size()), dy1(M * N * 2), dy2(M * N * 2);
+  dx.copy_from_host(x.bytes.data(), x.bytes.size());
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ExecContext ctx;
+  ctx.stream = s;
+  linear(dx.view(DType::F16, {M, K}), pw, dy1.view(DType::F16, {M, N}), {}, ctx);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  for (int i = 0; i < 3; ++i) linear(dx.view(DType::F16, {M, K}), pw, dy2.view(DType::F16, {M, N}), {}, ctx);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int rep = 0; rep < 5; ++rep) {
+    ASSERT_EQ(cudaMemsetAsync(dy2.data(), 0xFF, M * N * 2, s), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    std::vector<uint8_t> a(M * N * 2), b(M * N * 2);
+    dy1.copy_to_host(a.data(), a.size());
+    dy2.copy_to_host(b.data(), b.size());
+    ASSERT_EQ(a, b) << "graph replay " << rep << " differs from the eager call";
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 3, N = 2048, K = 3072;
+  const QuantizedWeight w = make_weight(N, K, "w4g64", 9);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  const PreparedWeight pw = prepare(w, o);
+  const size_t wsb = linear_workspace_size(pw, M);
+  HostActs x = make_acts(M, K, DType::F16, 10);
+  DeviceBuffer dx(x.bytes.size()), ref_y(M * N * 2);
+  dx.copy_from_host(x.bytes.data(), x.bytes.size());
+  linear(dx.view(DType::F16, {M, K}), pw, ref_y.view(DType::F16, {M, N}));
+  std::vector<uint8_t> want(M * N * 2);
+  ref_y.copy_to_host(want.data(), want.size());
+  constexpr int kStreams = 4;
+  cudaStream_t s[kStreams];
+  std::vector<DeviceBuffer> ws, ys;
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_EQ(cudaStreamCreate(&s[i]), cudaSuccess);
+    ws.emplace_back(std::max<size_t>(wsb, 1));
+    ys.emplace_back(M * N * 2);
+  }
+  for (int rep = 0; rep < 10; ++rep)
+    for (int i = 0; i < kStreams; ++i) {
+      ExecContext ctx;
+      ctx.stream = s[i];
+      ctx.workspace = ws[i].data();
+      ctx.workspace_bytes = ws[i].size();
+      linear(dx.view(DType::F16, {M, K}), pw, ys[i].view(DType::F16, {M, N}), {}, ctx);
+    }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (int i = 0; i < kStreams; ++i) {
+    std::vector<uint8_t> got(M * N * 2);
+    ys[i].copy_to_host(got.data(), got.size());
+    EXPECT_EQ(got, want) << "stream " << i;
+    cudaStreamDestroy(s[i]);
+  }
+}
+
+TEST(CudaWeightOnly, BadInput) {
+  SKIP_WITHOUT_GPU();
+  const QuantizedWeight w = make_weight(64, 256, "w4g128", 11);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  const PreparedWeight pw = prepare(w, o);
+  std::vector<uint16_t> host(4 * 256);
+  DeviceBuffer dx(4 * 256 * 2), dy(4 * 64 * 2);
+  auto expect_error = [](auto fn, const char* needle) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error, expected one mentioning '" << needle << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { linear(TensorView(host.data(), DType::F16, {4, 256}), pw, dy.view(DType::F16, {4, 64})); },
+               "cuda");
+  expect_error([&] { linear(dx.view(DType::F16, {4, 255}), pw, dy.view(DType::F16, {4, 64})); }, "255");
+  expect_error([&] { linear(dx.view(DType::I8, {4, 256}), pw, dy.view(DType::F16, {4, 64})); }, "dtype");
+  QuantizedWeight odd = make_weight(16, 96, "w4g32", 12);
+  odd.block_k = 48;  // not a power of two
+  odd.scales.resize(size_t(odd.n_blocks_k() * 16 * 2));
+  expect_error([&] { prepare(odd, o); }, "48");
+}
