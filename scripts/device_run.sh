@@ -27,6 +27,16 @@ for step in "$@"; do
       grep -E "REG|STACK" "$OUT/resources.txt" | head -20
       cuobjdump --dump-sass "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/sass_stream_f16.txt" 2>&1
       echo "HMMA: $(grep -c HMMA "$OUT/sass_stream_f16.txt")  LOP3: $(grep -c LOP3 "$OUT/sass_stream_f16.txt")  LDL/STL: $(grep -cE 'LDL|STL' "$OUT/sass_stream_f16.txt")" ;;
+    ncu)
+      for m in 1 16; do
+        ncu --clock-control none -k regex:wo_stream --launch-count 1 \
+          --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+          --section MemoryWorkloadAnalysis \
+          "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504 --m $m --schemes w4g128 --act f16 --no-baseline \
+          > "$OUT/ncu_m$m.txt" 2>&1
+        echo "ncu M=$m rc=$?"
+        grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Eligible" "$OUT/ncu_m$m.txt" | head -24
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -125,8 +125,8 @@ class CudaWeightOnly final : public PreparedImpl {
     size_t ws = 0, tickets = 0;
     for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(4096)}) {
       for (bool f32 : {false, true}) {
-        const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, caps_, "");
-        const WoPlan q = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, caps_, "stream");
+        const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_, "");
+        const WoPlan q = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_, "stream");
         ws = std::max({ws, cuda::wo_workspace_bytes(p), cuda::wo_workspace_bytes(q)});
         tickets = std::max({tickets, p.tickets, q.tickets});
       }
@@ -138,7 +138,7 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   std::string kernel_name(int64_t M) const override {
-    const WoPlan p = plan(M, false, false);
+    const WoPlan p = plan(M, false, false, true);
     std::string s = cuda::wo_kernel_name(p.kernel);
     if (p.kernel == WoKernel::Stream)
       s += "_w" + std::to_string(L_.bits) + "_mt" + std::to_string(p.mt) + "_s" + std::to_string(p.splits);
@@ -147,8 +147,8 @@ class CudaWeightOnly final : public PreparedImpl {
 
   size_t workspace_size(int64_t M) const override {
     // The larger of the 16-bit and f32 activation plans, so one size serves every dtype.
-    return std::max(cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0)),
-                    cuda::wo_workspace_bytes(plan(M, true, perm_.size() > 0)));
+    return std::max(cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0, false)),
+                    cuda::wo_workspace_bytes(plan(M, true, perm_.size() > 0, false)));
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -159,7 +159,7 @@ class CudaWeightOnly final : public PreparedImpl {
     const int64_t M = x.shape[0];
     const bool x_f32 = x.dtype == DType::F32;
     const bool gather = perm_.size() > 0;
-    const WoPlan p = plan(M, x_f32, gather);
+    const WoPlan p = plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32);
     const size_t need = cuda::wo_workspace_bytes(p);
     char* ws;
     unsigned* tickets;
@@ -189,10 +189,10 @@ class CudaWeightOnly final : public PreparedImpl {
  private:
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
 
-  WoPlan plan(int64_t M, bool x_f32, bool gather) const {
+  WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct) const {
     std::string force = opts.force_kernel.empty() ? env_force_kernel() : opts.force_kernel;
     if (force != "stream" && force != "cublas") force.clear();
-    return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, caps_, force);
+    return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, y_direct, caps_, force);
   }
 
   // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp).
@@ -205,10 +205,11 @@ class CudaWeightOnly final : public PreparedImpl {
       for (int64_t g = 0; g < std::min(G, Gc); ++g) {
         const double sc = w.scale(n, g);
         double off = 0;
+        // q = u + cmin, so s*q + o = s*u + (o + cmin*s); s*(q - z) = s*u + s*(cmin - z).
         switch (w.zero_kind) {
-          case ZeroKind::None: off = -double(cmin) * sc; break;
-          case ZeroKind::Offset: off = double(w.offset(n, g)) - double(cmin) * sc; break;
-          case ZeroKind::ZeroPoint: off = -sc * double(w.zero_point(n, g) - cmin); break;
+          case ZeroKind::None: off = double(cmin) * sc; break;
+          case ZeroKind::Offset: off = double(w.offset(n, g)) + double(cmin) * sc; break;
+          case ZeroKind::ZeroPoint: off = sc * double(cmin - w.zero_point(n, g)); break;
         }
         const float sf = float(sc), of = float(off);
         s[n * G + g] = sf;
@@ -252,6 +253,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.M = int(x.shape[0]);
     k.N = int(N);
     k.K = int(K);
+    k.x_rows = p.x_rows;
     k.codes = static_cast<const uint4*>(codes_.data());
     k.pairs = pairs_.data();
     k.pair_f32 = L_.pair_f32;
@@ -292,26 +294,34 @@ class CudaWeightOnly final : public PreparedImpl {
       xp = gathered;
       ldx = K;
     }
-    std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
-    cublasHandle_t cublas = ctx_->cublas();
-    MIXQ_CUBLAS_CHECK(cublasSetStream(cublas, stream));
-    const float alpha = 1.f, beta = 0.f;
-    for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
-      const int64_t rows = std::min(p.chunk_rows, N - n0);
-      cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), L_, n0,
-                              rows, out_type, chunk, L_.Kp, stream);
-      MIXQ_CUBLAS_CHECK(cublasGemmEx(
-          cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
-          cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,
-          static_cast<char*>(y.data) + n0 * (dtype_bits(y.dtype) / 8), cublas_type(y.dtype),
-          int(y.ld()), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    // cuBLAS writes C in the activation dtype or f32; any other output goes through f32 staging.
+    const bool direct = p.out_bytes == 0;
+    char* staged = gathered + align(p.gather_bytes);
+    void* c_ptr = direct ? y.data : staged;
+    const DType c_type = direct ? y.dtype : DType::F32;
+    const int64_t ldc = direct ? y.ld() : N;
+    {
+      std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
+      cublasHandle_t cublas = ctx_->cublas();
+      MIXQ_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+      const float alpha = 1.f, beta = 0.f;
+      for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
+        const int64_t rows = std::min(p.chunk_rows, N - n0);
+        cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), L_, n0,
+                                rows, out_type, chunk, L_.Kp, stream);
+        MIXQ_CUBLAS_CHECK(cublasGemmEx(
+            cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
+            cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,
+            static_cast<char*>(c_ptr) + n0 * (dtype_bits(c_type) / 8), cublas_type(c_type),
+            int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
     }
     const bool clamp = std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi);
-    if (!ep.bias.empty() || clamp)
-      cuda::launch_bias_clamp(y.data, y.ld(), int(io_type(y.dtype)), M, N,
-                              ep.bias.empty() ? nullptr : ep.bias.data,
-                              ep.bias.empty() ? 2 : int(io_type(ep.bias.dtype)), ep.clamp_lo,
-                              ep.clamp_hi, stream);
+    if (!ep.bias.empty() || clamp || !direct)
+      cuda::launch_epilogue(c_ptr, ldc, int(io_type(c_type)), y.data, y.ld(), int(io_type(y.dtype)),
+                            M, N, ep.bias.empty() ? nullptr : ep.bias.data,
+                            ep.bias.empty() ? 2 : int(io_type(ep.bias.dtype)), ep.clamp_lo,
+                            ep.clamp_hi, stream);
   }
 
   int device_ = 0;

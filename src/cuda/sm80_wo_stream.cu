@@ -8,12 +8,6 @@ void launch_wo_stream_f16(const WoStreamParams&, int, int, dim3, size_t, cudaStr
 void launch_wo_stream_bf16(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
 void launch_wo_stream_f32(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
 
-size_t wo_stream_smem_bytes(int mt, bool split_x, int chunks_per_stage, int max_groups) {
-  const int kr = chunks_per_stage * kChunkK;
-  // StreamSmem<MT, SPLIT>::bytes without instantiating per MT
-  return size_t(mt) * (kr + 8) * 2 * (split_x ? 2 : 1) + size_t(mt) * max_groups * sizeof(float) + 16;
-}
-
 void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
                       cudaStream_t stream) {
   switch (p.x_type) {

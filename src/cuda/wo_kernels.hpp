@@ -12,8 +12,6 @@
 
 namespace mixq::cuda {
 
-// Shared memory one block of the streaming kernel needs.
-size_t wo_stream_smem_bytes(int mt, bool split_x, int chunks_per_stage, int max_groups_per_stage);
 constexpr int kStreamWarps = 4;
 // grid = (ceil(n_tiles / kStreamWarps), splits, ceil(M / mt)), block = kStreamWarps * 32.
 void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
@@ -30,9 +28,11 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const WoLayout
                        int64_t n0, int64_t rows, int out_type /*0 f16, 1 bf16, 2 f32*/, void* out,
                        int64_t ld, cudaStream_t stream);
 
-// y[m][n] = clamp(y[m][n] + bias[n]) in place (used after cuBLAS), types as IoType ints.
-void launch_bias_clamp(void* y, int64_t ldy, int y_type, int64_t M, int64_t N, const void* bias,
-                       int bias_type, float lo, float hi, cudaStream_t stream);
+// dst[m][n] = clamp(src[m][n] + bias[n]) (after cuBLAS; in place when src == dst), with the
+// conversion between element types (IoType ints).
+void launch_epilogue(const void* src, int64_t lds, int src_type, void* dst, int64_t ldd,
+                     int dst_type, int64_t M, int64_t N, const void* bias, int bias_type, float lo,
+                     float hi, cudaStream_t stream);
 
 // x_out[m][j] = x[m][perm[j]] (act-order gather before cuBLAS), same element type (2 or 4 bytes).
 void launch_gather_columns(const void* x, int64_t ldx, int elem_bytes, const int32_t* perm,

@@ -10,8 +10,9 @@
 // the words: see kernels/dequant_codes.cuh).
 //
 // Scales and offsets: one (s, o') pair per (row, group), float2 or half2, rows padded to Np:
-//   w = s * u + o'   with u the unsigned code (I4: q + 8, I8: q + 128) and
-//   o' = o - code_min * s (offset form), -s * z (zero-point form), -code_min * s (symmetric).
+//   w = s * u + o'   with u = q - code_min the unsigned code (I4: q + 8, I8: q + 128) and
+//   o' = o + code_min * s (offset form), s * (code_min - z) (zero-point form), code_min * s
+//   (symmetric).
 #pragma once
 
 #include <cstdint>

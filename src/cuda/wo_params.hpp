@@ -16,6 +16,7 @@ struct WoStreamParams {
   IoType x_type;
   const int32_t* k_perm;  // nullable: canonical column j reads X[:, k_perm[j]]
   int M, N, K;
+  int x_rows;             // activation rows staged per block: min(MT, M)
   // weights (wo_layout.hpp)
   const uint4* codes;
   const void* pairs;  // (s, o') per (row, group): float2 or half2

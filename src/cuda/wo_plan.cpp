@@ -21,7 +21,7 @@ int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 }  // namespace
 
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
-                        const DeviceCaps& caps, const std::string& force) {
+                        bool y_direct, const DeviceCaps& caps, const std::string& force) {
   MIXQ_CHECK_ARG(force.empty() || force == "stream" || force == "cublas",
                  "force_kernel '", force, "' is not one of stream, cublas");
   WoPlan p;
@@ -34,6 +34,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     p.chunk_rows = std::min<int64_t>(rows, L.Np);
     p.chunk_bytes = size_t(p.chunk_rows * L.Kp * elem);
     p.gather_bytes = gather ? size_t(M * L.K * x_bytes) : 0;
+    p.out_bytes = y_direct ? 0 : size_t(M * L.N * 4);
     return p;
   }
   p.kernel = WoKernel::Stream;
@@ -43,31 +44,35 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.n_blocks = ceil_div(n_tiles, 4);
   const int chunks = int(L.Kp / kChunkK);
 
-  // Shared memory: keep a block under ~48 KB so four fit on an SM (enough warps in flight to
-  // cover DRAM latency); the activation tile is restaged when a split's K range is longer.
-  const size_t budget = 48 * 1024;
+  p.x_rows = int(std::min<int64_t>(p.mt, M));
   const int sx = x_f32 ? 2 : 1;
-  int stage = 1;
-  for (int s = chunks; s >= 1; --s) {
-    const int64_t kr = int64_t(s) * kChunkK;
-    const int max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-    const size_t bytes = size_t(p.mt) * (kr + 8) * 2 * sx + size_t(p.mt) * max_groups * 4 + 16;
-    if (bytes <= budget) { stage = s; break; }
-  }
+  auto smem_for = [&](int stage_chunks, int* max_groups) {
+    const int64_t kr = int64_t(stage_chunks) * kChunkK;
+    *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
+    return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx + size_t(p.x_rows) * *max_groups * 4 + 16;
+  };
+  // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
+  // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.
+  const int blocks_per_sm = p.mt <= 16 ? 8 : 4;
+  const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
-  // Split K so that about four blocks per SM are resident, within the workspace cap.
+  // Split K so that about blocks_per_sm blocks per SM are resident, within the workspace cap.
   const int64_t base = int64_t(p.n_blocks) * p.m_blocks;
-  const int64_t target = int64_t(caps.sm_count) * 4;
+  const int64_t target = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, (target + base - 1) / base));
   splits = std::min(splits, chunks);
   const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
   splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
   p.chunks_per_split = ceil_div(chunks, splits);
   p.splits = ceil_div(chunks, p.chunks_per_split);
-  p.chunks_per_stage = std::min(stage, p.chunks_per_split);
-  const int64_t kr = int64_t(p.chunks_per_stage) * kChunkK;
-  p.max_groups_per_stage = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-  p.smem_bytes = size_t(p.mt) * (kr + 8) * 2 * sx + size_t(p.mt) * p.max_groups_per_stage * 4 + 16;
+  // Stage as much of the split's K range as fits the budget (ideally all of it: one barrier).
+  int stage = 1;
+  for (int s = p.chunks_per_split; s >= 1; --s) {
+    int g;
+    if (smem_for(s, &g) <= budget) { stage = s; break; }
+  }
+  p.chunks_per_stage = stage;
+  p.smem_bytes = smem_for(stage, &p.max_groups_per_stage);
   p.partial_floats = p.splits > 1 ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
   p.tickets = size_t(base);
   return p;
@@ -75,7 +80,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
 
 size_t wo_workspace_bytes(const WoPlan& p) {
   return align256(p.partial_floats * 4) + align256(p.tickets * 4) + align256(p.chunk_bytes) +
-         align256(p.gather_bytes);
+         align256(p.gather_bytes) + align256(p.out_bytes);
 }
 
 }  // namespace mixq::cuda

@@ -25,6 +25,7 @@ struct WoPlan {
   WoKernel kernel = WoKernel::Stream;
   // stream kernel
   int mt = 8;                 // tokens per block (8, 16, 32, 64)
+  int x_rows = 1;             // activation rows staged per block, min(mt, M)
   int m_blocks = 1;
   int n_blocks = 1;
   int splits = 1;
@@ -38,6 +39,7 @@ struct WoPlan {
   int64_t chunk_rows = 0;     // rows of W dequantized per cuBLAS call
   size_t chunk_bytes = 0;
   size_t gather_bytes = 0;    // act-order: X permuted once
+  size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its dtype directly
 };
 
 // Largest M the streaming kernel serves before dequantize+cuBLAS wins (measured: see
@@ -48,8 +50,9 @@ constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspa
 constexpr size_t kDequantChunkBytes = size_t(32) << 20;  // 32 MB of dequantized rows per GEMM
 
 // force: "" (automatic), "stream" or "cublas".
+// y_direct: cuBLAS can write the output dtype itself (it equals the activation dtype, or is f32).
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
-                        const DeviceCaps& caps, const std::string& force);
+                        bool y_direct, const DeviceCaps& caps, const std::string& force);
 
 // Bytes of workspace a plan needs (partials, tickets, dequant chunk, gather), 256-aligned parts.
 size_t wo_workspace_bytes(const WoPlan& p);

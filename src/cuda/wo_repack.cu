@@ -4,6 +4,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/wo_kernels.hpp"
@@ -67,62 +70,97 @@ __device__ __forceinline__ float2 load_pair(const void* pairs, bool f32, int64_t
              : __half22float2(static_cast<const half2*>(pairs)[i]);
 }
 
-// One thread per (row tile, chunk, lane): decodes the lane's words and writes its value pairs.
-__global__ void dequant_kernel(const uint32_t* __restrict__ packed, const void* __restrict__ pairs,
-                               WoLayout L, int64_t nt0, int64_t n_tiles, int out_type, void* out,
-                               int64_t ld, int64_t row_limit) {
+// One warp per 16x64 tile: each lane decodes the codes of its fragment slots (the layout puts
+// them in that lane's words), applies its rows' (scale, offset) pairs, and parks the values in a
+// shared-memory tile; the warp then writes the tile back row by row with 16-byte stores.
+constexpr int kDequantWarps = 8;
+constexpr int kTileLd = kChunkK + 4;  // floats; padding spreads the fragment writes over banks
+
+template <typename OutT>
+__device__ __forceinline__ void store8(OutT* dst, const float* v);
+template <>
+__device__ __forceinline__ void store8<half>(half* dst, const float* v) {
+  uint4 o;
+  half2* h = reinterpret_cast<half2*>(&o);
+  for (int i = 0; i < 4; ++i) h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(dst) = o;
+}
+template <>
+__device__ __forceinline__ void store8<__nv_bfloat16>(__nv_bfloat16* dst, const float* v) {
+  uint4 o;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&o);
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+  *reinterpret_cast<uint4*>(dst) = o;
+}
+template <>
+__device__ __forceinline__ void store8<float>(float* dst, const float* v) {
+  *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(dst + 4) = make_float4(v[4], v[5], v[6], v[7]);
+}
+
+template <typename OutT, int BITS>
+__global__ void __launch_bounds__(kDequantWarps * 32)
+    dequant_kernel(const uint32_t* __restrict__ packed, const void* __restrict__ pairs, WoLayout L,
+                   int64_t nt0, int64_t n_tiles, OutT* __restrict__ out, int64_t ld, int64_t row_limit) {
+  __shared__ float tile[kDequantWarps][kTileRows * kTileLd];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* t = tile[warp];
   const int64_t C = L.Kp / kChunkK;
-  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= n_tiles * C * 32) return;
-  const int lane = int(idx % 32);
-  const int64_t kc = (idx / 32) % C, nt = nt0 + idx / (32 * C);
-  const int words_per_lane = L.bits == 4 ? 4 : 8;
-  const uint32_t* wp = packed + ((nt * C + kc) * 32 + lane) * words_per_lane;
-  for (int t = 0; t < 4; ++t) {
-    // values of the 8 slots, as (row offset, col offset, code)
-    int dr[8], dk[8];
-    uint32_t u[8];
-    if (L.bits == 4) {
-      const uint32_t w = wp[t];
-      for (int s = 0; s < 8; ++s) {
-        u4_slot_coords(s, lane, &dr[s], &dk[s]);
-        u[s] = (w >> (4 * s)) & 0xF;
-      }
-    } else {
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t w = wp[2 * t + h];
-        for (int b = 0; b < 4; ++b) {
-          u8_slot_coords(h, b, lane, &dr[h * 4 + b], &dk[h * 4 + b]);
-          u[h * 4 + b] = (w >> (8 * b)) & 0xFF;
+  constexpr int words_per_lane = BITS == 4 ? 4 : 8;
+  const int64_t total = n_tiles * C;
+  for (int64_t tw = int64_t(blockIdx.x) * kDequantWarps + warp; tw < total;
+       tw += int64_t(gridDim.x) * kDequantWarps) {
+    const int64_t nt = nt0 + tw / C, kc = tw % C;
+    const uint32_t* wp = packed + ((nt * C + kc) * 32 + lane) * words_per_lane;
+    // registers indexed only by unrolled constants (a run-time index would spill to local memory)
+    uint32_t words[words_per_lane];
+#pragma unroll
+    for (int i = 0; i < words_per_lane; ++i) words[i] = __ldg(wp + i);
+    const int64_t r0 = nt * kTileRows + lane / 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col0 = kc * kChunkK + j * 16;
+      const int64_t gi = col0 / L.group;  // a 16-wide tile never straddles a group
+      const float2 pa = load_pair(pairs, L.pair_f32, r0 * L.groups + gi);
+      const float2 pb = load_pair(pairs, L.pair_f32, (r0 + 8) * L.groups + gi);
+#pragma unroll
+      for (int sl = 0; sl < 8; ++sl) {
+        int dr, dk;
+        uint32_t u;
+        if constexpr (BITS == 4) {
+          u4_slot_coords(sl, lane, &dr, &dk);
+          u = (words[j] >> (4 * sl)) & 0xF;
+        } else {
+          u8_slot_coords(sl / 4, sl % 4, lane, &dr, &dk);
+          u = (words[2 * j + sl / 4] >> (8 * (sl % 4))) & 0xFF;
         }
+        const float2 so = dr >= 8 ? pb : pa;
+        const bool valid = col0 + dk < L.K;
+        t[dr * kTileLd + j * 16 + dk] = valid ? so.x * float(u) + so.y : 0.f;
       }
     }
-    for (int s = 0; s < 8; ++s) {
-      const int64_t row = nt * kTileRows + dr[s];
-      const int64_t col = kc * kChunkK + t * 16 + dk[s];
-      const int64_t orow = row - nt0 * kTileRows;
-      if (orow >= row_limit) continue;
-      float v = 0.f;
-      if (col < L.K && row < L.N) {
-        const float2 so = load_pair(pairs, L.pair_f32, row * L.groups + (col / L.group));
-        v = so.x * float(u[s]) + so.y;
-      }
-      const int64_t o = orow * ld + col;
-      if (out_type == 0) static_cast<half*>(out)[o] = __float2half_rn(v);
-      else if (out_type == 1) static_cast<__nv_bfloat16*>(out)[o] = __float2bfloat16_rn(v);
-      else static_cast<float*>(out)[o] = v;
+    __syncwarp();
+    // 16 rows x 8 segments of 8 values: 4 segments per lane
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int seg = lane + 32 * q, row = seg / 8, cs = seg % 8;
+      const int64_t orow = (nt - nt0) * kTileRows + row;
+      if (orow < row_limit) store8<OutT>(out + orow * ld + kc * kChunkK + cs * 8, t + row * kTileLd + cs * 8);
     }
+    __syncwarp();
   }
 }
 
-__global__ void bias_clamp_kernel(void* y, int64_t ldy, IoType yt, int64_t M, int64_t N,
-                                  const void* bias, IoType bt, float lo, float hi) {
+// dst[m][n] = clamp(src[m][n] + bias[n]); src and dst may be the same matrix (in place).
+__global__ void epilogue_kernel(const void* src, int64_t lds, IoType st, void* dst, int64_t ldd,
+                                IoType dt, int64_t M, int64_t N, const void* bias, IoType bt,
+                                float lo, float hi) {
   const int64_t total = M * N;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t m = i / N, n = i % N;
-    float v = load_io(y, m * ldy + n, yt) + (bias ? load_io(bias, n, bt) : 0.f);
-    store_io(y, m * ldy + n, yt, fminf(fmaxf(v, lo), hi));
+    const float v = load_io(src, m * lds + n, st) + (bias ? load_io(bias, n, bt) : 0.f);
+    store_io(dst, m * ldd + n, dt, fminf(fmaxf(v, lo), hi));
   }
 }
 
@@ -161,17 +199,27 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const WoLayout
                        cudaStream_t stream) {
   MIXQ_CHECK(n0 % kTileRows == 0, ErrorCode::Internal, "wo_dequant: n0 ", n0, " not tile aligned");
   const int64_t nt0 = n0 / kTileRows, n_tiles = (rows + kTileRows - 1) / kTileRows;
-  const int64_t work = n_tiles * (layout.Kp / kChunkK) * 32;
-  const int threads = 256;
-  dequant_kernel<<<int((work + threads - 1) / threads), threads, 0, stream>>>(
-      packed, pairs, layout, nt0, n_tiles, out_type, out, ld, rows);
+  const int64_t warps = n_tiles * (layout.Kp / kChunkK);
+  const int blocks = int(std::min<int64_t>((warps + kDequantWarps - 1) / kDequantWarps, 132 * 16));
+  const int threads = kDequantWarps * 32;
+  auto launch = [&](auto* typed_out) {
+    using OutT = std::remove_pointer_t<decltype(typed_out)>;
+    if (layout.bits == 4)
+      dequant_kernel<OutT, 4><<<blocks, threads, 0, stream>>>(packed, pairs, layout, nt0, n_tiles, typed_out, ld, rows);
+    else
+      dequant_kernel<OutT, 8><<<blocks, threads, 0, stream>>>(packed, pairs, layout, nt0, n_tiles, typed_out, ld, rows);
+  };
+  if (out_type == 0) launch(static_cast<half*>(out));
+  else if (out_type == 1) launch(static_cast<__nv_bfloat16*>(out));
+  else launch(static_cast<float*>(out));
   MIXQ_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_bias_clamp(void* y, int64_t ldy, int y_type, int64_t M, int64_t N, const void* bias,
-                       int bias_type, float lo, float hi, cudaStream_t stream) {
-  bias_clamp_kernel<<<grid_for(M * N, 256), 256, 0, stream>>>(
-      y, ldy, IoType(y_type), M, N, bias, IoType(bias_type), lo, hi);
+void launch_epilogue(const void* src, int64_t lds, int src_type, void* dst, int64_t ldd,
+                     int dst_type, int64_t M, int64_t N, const void* bias, int bias_type, float lo,
+                     float hi, cudaStream_t stream) {
+  epilogue_kernel<<<grid_for(M * N, 256), 256, 0, stream>>>(
+      src, lds, IoType(src_type), dst, ldd, IoType(dst_type), M, N, bias, IoType(bias_type), lo, hi);
   MIXQ_CUDA_CHECK(cudaGetLastError());
 }
 

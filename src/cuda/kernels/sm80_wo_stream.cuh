@@ -58,28 +58,31 @@ __device__ __forceinline__ float from_mma<half>(half v) { return __half2float(v)
 template <>
 __device__ __forceinline__ float from_mma<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-// Shared-memory layout of one block. Rows of the X tile are padded by 16 bytes so the 8 row
-// addresses of an ldmatrix fall in different banks.
-template <int MT, bool SPLIT_X>
+// Shared-memory layout of one block: the staged activation rows (only as many as the call has,
+// x_rows <= MT, so decode with M = 1 stages one row, not eight) plus one zero row that the
+// ldmatrix lanes of absent tokens point at; then the per-(token, group) sums. Rows are padded by
+// 16 bytes so the 8 row addresses of an ldmatrix fall in different banks.
 struct StreamSmem {
   static constexpr int kPad = 8;  // elements
   static __host__ __device__ int row_stride(int kr) { return kr + kPad; }
-  static __host__ __device__ size_t x_bytes(int kr) { return size_t(MT) * row_stride(kr) * 2; }
-  static __host__ __device__ size_t bytes(int kr, int max_groups) {
-    return x_bytes(kr) * (SPLIT_X ? 2 : 1) + size_t(MT) * max_groups * sizeof(float) + 16;
+  static __host__ __device__ size_t x_bytes(int x_rows, int kr) {
+    return size_t(x_rows + 1) * row_stride(kr) * 2;
+  }
+  static __host__ __device__ size_t bytes(int x_rows, int kr, int max_groups, bool split_x) {
+    return x_bytes(x_rows, kr) * (split_x ? 2 : 1) + size_t(x_rows) * max_groups * sizeof(float) + 16;
   }
 };
 
-template <typename MmaT, int MT, bool SPLIT_X>
+template <typename MmaT, bool SPLIT_X>
 __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT* xs, MmaT* xs_lo,
-                                                  int ldxs, float* xsum, int m0, int ks, int ke,
-                                                  int g_first, int n_groups) {
+                                                  int ldxs, float* xsum, int m0, int rows, int ks,
+                                                  int ke, int g_first, int n_groups) {
   const int kr = ke - ks;
   const bool vec = !SPLIT_X && p.k_perm == nullptr && p.x_type != IoType::F32 &&
                    (p.ldx % 8) == 0 && (p.K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0;
   if (vec) {
     const int per_row = kr / 8;
-    for (int i = threadIdx.x; i < MT * per_row; i += blockDim.x) {
+    for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
       const int m = i / per_row, kk = (i % per_row) * 8;
       const int gm = m0 + m, gk = ks + kk;
       uint4 v = make_uint4(0, 0, 0, 0);
@@ -88,7 +91,7 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
       *reinterpret_cast<uint4*>(xs + m * ldxs + kk) = v;
     }
   } else {
-    for (int i = threadIdx.x; i < MT * kr; i += blockDim.x) {
+    for (int i = threadIdx.x; i < rows * kr; i += blockDim.x) {
       const int m = i / kr, kk = i % kr;
       const int gm = m0 + m, gk = ks + kk;
       float v = 0.f;
@@ -103,7 +106,7 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
   }
   __syncthreads();
   // per-(token, group) sums of the staged activations, for the offset term
-  for (int i = threadIdx.x; i < MT * n_groups; i += blockDim.x) {
+  for (int i = threadIdx.x; i < rows * n_groups; i += blockDim.x) {
     const int m = i / n_groups, gl = i % n_groups;
     const int ka = max((g_first + gl) << p.group_shift, ks) - ks;
     const int kb = min((g_first + gl + 1) << p.group_shift, ke) - ks;
@@ -120,24 +123,32 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     wo_stream_kernel(const WoStreamParams p) {
-  using Smem = StreamSmem<MT, SPLIT_X>;
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // uint4 loads per lane per chunk
-  constexpr int kUnroll = BITS == 4 ? 4 : 2;         // chunks in flight per lane
+  // 16-byte weight loads in flight per lane: deep for decode, shallower when the accumulators of
+  // many tokens already take the registers.
+  constexpr int kUnroll = (BITS == 4 ? 8 : 4) / (MT > 16 ? 2 : 1);
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int split = blockIdx.y;
   const int k0 = split * p.chunks_per_split * kChunkK;
   const int k_end = min(k0 + p.chunks_per_split * kChunkK, p.Kp);
   const int m0 = blockIdx.z * MT;
+  const int rows = min(p.x_rows, p.M - m0);  // activation rows this block stages
   const int kr_max = p.chunks_per_stage * kChunkK;
-  const int ldxs = Smem::row_stride(kr_max);
+  const int ldxs = StreamSmem::row_stride(kr_max);
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
-  MmaT* xs_lo = SPLIT_X ? xs + size_t(MT) * ldxs : nullptr;
-  float* xsum = reinterpret_cast<float*>(smem_raw + Smem::x_bytes(kr_max) * (SPLIT_X ? 2 : 1));
+  MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
+  float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
   const int group_mask = (1 << p.group_shift) - 1;
   const uint64_t policy = evict_first_policy();
+
+  // the zero row (index x_rows) is never overwritten by staging
+  for (int i = threadIdx.x; i < ldxs; i += blockDim.x) {
+    xs[size_t(p.x_rows) * ldxs + i] = to_mma<MmaT>(0.f);
+    if constexpr (SPLIT_X) xs_lo[size_t(p.x_rows) * ldxs + i] = to_mma<MmaT>(0.f);
+  }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int nt = blockIdx.x * WARPS + warp;  // 16-row tile of W owned by this warp
@@ -146,9 +157,15 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int chunks_per_row = p.Kp / kChunkK;
   const uint4* wrow = p.codes + (int64_t(nt) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
   const int r0 = nt * kTileRows + lane / 4;  // this lane's rows: r0 and r0 + 8
-  // ldmatrix row address inside an 8-token x 16-k slab: lanes 0-7 address the rows of the k 0-7
-  // half, lanes 8-15 those of the k 8-15 half.
-  const int lm_row = lane & 7, lm_k = ((lane >> 3) & 1) * 8;
+  // ldmatrix row addresses inside an 8-token x 16-k slab: lanes 0-7 address the rows of the k 0-7
+  // half, lanes 8-15 those of the k 8-15 half; tokens the block does not have read the zero row.
+  const int lm_k = ((lane >> 3) & 1) * 8;
+  int lm_off[NT8];
+#pragma unroll
+  for (int j = 0; j < NT8; ++j) {
+    const int r = j * 8 + (lane & 7);
+    lm_off[j] = (r < rows ? r : p.x_rows) * ldxs + lm_k;
+  }
 
   float acc[NT8][4], accg[NT8][4];
 #pragma unroll
@@ -160,11 +177,12 @@ __global__ void __launch_bounds__(WARPS * 32)
     const int ke = min(ks + kr_max, k_end);
     const int g_first = ks >> p.group_shift;
     const int n_groups = ((ke - 1) >> p.group_shift) - g_first + 1;
-    stage_activations<MmaT, MT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, ks, ke, g_first, n_groups);
+    stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, g_first, n_groups);
 
     if (active) {
-      auto flush = [&](int gi) {
-        float2 a, b;
+      // (scale, offset) pairs of rows r0 and r0 + 8 for the current group, loaded one group ahead
+      // so the flush never waits on memory.
+      auto load_pairs = [&](int gi, float2& a, float2& b) {
         if (p.pair_f32) {
           const float2* pr = static_cast<const float2*>(p.pairs);
           a = pr[int64_t(r0) * p.groups + gi];
@@ -174,11 +192,19 @@ __global__ void __launch_bounds__(WARPS * 32)
           a = __half22float2(pr[int64_t(r0) * p.groups + gi]);
           b = __half22float2(pr[int64_t(r0 + 8) * p.groups + gi]);
         }
+      };
+      float2 pa, pb;
+      load_pairs(g_first, pa, pb);
+      auto flush = [&](int gi) {
+        const float2 a = pa, b = pb;
+        if (gi + 1 < g_first + n_groups) load_pairs(gi + 1, pa, pb);
         const int gl = gi - g_first;
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
           const int mc = j * 8 + (lane % 4) * 2;
-          const float xa = xsum[mc * n_groups + gl], xb = xsum[(mc + 1) * n_groups + gl];
+          // columns of absent tokens are never stored; their sums are read as zero
+          const float xa = mc < rows ? xsum[mc * n_groups + gl] : 0.f;
+          const float xb = mc + 1 < rows ? xsum[(mc + 1) * n_groups + gl] : 0.f;
           acc[j][0] += a.x * accg[j][0] + a.y * xa;
           acc[j][1] += a.x * accg[j][1] + a.y * xb;
           acc[j][2] += b.x * accg[j][2] + b.y * xa;
@@ -225,10 +251,10 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
               for (int j = 0; j < NT8; ++j) {
                 Frag16x8 b;
-                ldmatrix_x2(b, xs + (j * 8 + lm_row) * ldxs + kl + lm_k);
+                ldmatrix_x2(b, xs + lm_off[j] + kl);
                 MmaType<MmaT>::mma(accg[j], a, b);
                 if constexpr (SPLIT_X) {
-                  ldmatrix_x2(b, xs_lo + (j * 8 + lm_row) * ldxs + kl + lm_k);
+                  ldmatrix_x2(b, xs_lo + lm_off[j] + kl);
                   MmaType<MmaT>::mma(accg[j], a, b);
                 }
               }
@@ -277,10 +303,10 @@ __global__ void __launch_bounds__(WARPS * 32)
   if (!is_last) return;
   __threadfence();
   const int n_first = blockIdx.x * WARPS * kTileRows;
-  const int rows = min(WARPS * kTileRows, p.N - n_first);
+  const int tile_rows = min(WARPS * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
-  for (int i = threadIdx.x; i < rows * cols; i += blockDim.x) {
-    const int m = m0 + i / rows, n = n_first + i % rows;
+  for (int i = threadIdx.x; i < tile_rows * cols; i += blockDim.x) {
+    const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
     float s = 0.f;
     for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(p.partial + (int64_t(sp) * p.M + m) * p.N + n);
     store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s));
