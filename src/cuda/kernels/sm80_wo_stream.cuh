@@ -105,23 +105,29 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
     }
   }
   __syncthreads();
-  // per-(token, group) sums of the staged activations, for the offset term
-  for (int i = threadIdx.x; i < rows * n_groups; i += blockDim.x) {
+  // per-(token, group) sums of the staged activations, for the offset term: one warp per
+  // (token, group), lanes striding over the group, then a shuffle reduction.
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int i = warp; i < rows * n_groups; i += warps) {
     const int m = i / n_groups, gl = i % n_groups;
     const int ka = max((g_first + gl) << p.group_shift, ks) - ks;
     const int kb = min((g_first + gl + 1) << p.group_shift, ke) - ks;
     float s = 0.f;
-    for (int kk = ka; kk < kb; ++kk) {
+    for (int kk = ka + lane; kk < kb; kk += 32) {
       s += from_mma<MmaT>(xs[m * ldxs + kk]);
       if constexpr (SPLIT_X) s += from_mma<MmaT>(xs_lo[m * ldxs + kk]);
     }
-    xsum[m * n_groups + gl] = s;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+    if (lane == 0) xsum[m * n_groups + gl] = s;
   }
   __syncthreads();
 }
 
+// Decode tiles (MT <= 16) cap registers so that 6 blocks (24 warps) fit on an SM: the weight
+// stream needs many warps with loads in flight more than it needs registers.
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32)
+__global__ void __launch_bounds__(WARPS * 32, MT <= 16 ? 6 : 2)
     wo_stream_kernel(const WoStreamParams p) {
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk
@@ -129,6 +135,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   // 16-byte weight loads in flight per lane: deep for decode, shallower when the accumulators of
   // many tokens already take the registers.
   constexpr int kUnroll = (BITS == 4 ? 8 : 4) / (MT > 16 ? 2 : 1);
+  // Independent MMA accumulator chains: with one 8-token column tile, even and odd K tiles
+  // accumulate separately so consecutive MMAs do not wait on each other.
+  constexpr int kChains = NT8 == 1 ? 2 : 1;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int split = blockIdx.y;
@@ -141,7 +150,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
   MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
-  const int group_mask = (1 << p.group_shift) - 1;
   const uint64_t policy = evict_first_policy();
 
   // the zero row (index x_rows) is never overwritten by staging
@@ -159,7 +167,9 @@ __global__ void __launch_bounds__(WARPS * 32)
   const int r0 = nt * kTileRows + lane / 4;  // this lane's rows: r0 and r0 + 8
   // ldmatrix row addresses inside an 8-token x 16-k slab: lanes 0-7 address the rows of the k 0-7
   // half, lanes 8-15 those of the k 8-15 half; tokens the block does not have read the zero row.
-  const int lm_k = ((lane >> 3) & 1) * 8;
+  // ldmatrix.x4 loads two 16-wide K tiles at once: lanes 0-7 / 8-15 / 16-23 / 24-31 address k
+  // offsets 0 / 8 / 16 / 24.
+  const int lm_k = (lane >> 3) * 8;
   int lm_off[NT8];
 #pragma unroll
   for (int j = 0; j < NT8; ++j) {
@@ -167,11 +177,15 @@ __global__ void __launch_bounds__(WARPS * 32)
     lm_off[j] = (r < rows ? r : p.x_rows) * ldxs + lm_k;
   }
 
-  float acc[NT8][4], accg[NT8][4];
+  float acc[NT8][4], accg[kChains][NT8][4];
 #pragma unroll
   for (int j = 0; j < NT8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = accg[j][e] = 0.f;
+    for (int e = 0; e < 4; ++e) {
+      acc[j][e] = 0.f;
+#pragma unroll
+      for (int ch = 0; ch < kChains; ++ch) accg[ch][j][e] = 0.f;
+    }
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
@@ -205,61 +219,86 @@ __global__ void __launch_bounds__(WARPS * 32)
           // columns of absent tokens are never stored; their sums are read as zero
           const float xa = mc < rows ? xsum[mc * n_groups + gl] : 0.f;
           const float xb = mc + 1 < rows ? xsum[(mc + 1) * n_groups + gl] : 0.f;
-          acc[j][0] += a.x * accg[j][0] + a.y * xa;
-          acc[j][1] += a.x * accg[j][1] + a.y * xb;
-          acc[j][2] += b.x * accg[j][2] + b.y * xa;
-          acc[j][3] += b.x * accg[j][3] + b.y * xb;
-          accg[j][0] = accg[j][1] = accg[j][2] = accg[j][3] = 0.f;
+          float g[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            g[e] = accg[0][j][e];
+#pragma unroll
+            for (int ch = 1; ch < kChains; ++ch) g[e] += accg[ch][j][e];
+#pragma unroll
+            for (int ch = 0; ch < kChains; ++ch) accg[ch][j][e] = 0.f;
+          }
+          acc[j][0] += a.x * g[0] + a.y * xa;
+          acc[j][1] += a.x * g[1] + a.y * xb;
+          acc[j][2] += b.x * g[2] + b.y * xa;
+          acc[j][3] += b.x * g[3] + b.y * xb;
         }
       };
 
       const int c_first = ks / kChunkK;
       const int chunks = (ke - ks) / kChunkK;
       const uint4* wp = wrow + int64_t(c_first) * 32 * kLoadsPerChunk;
-      uint4 buf[kUnroll][kLoadsPerChunk];
+      // global k where the current group's sum must be folded in (group end or stage end)
+      int flush_at = min(((ks >> p.group_shift) + 1) << p.group_shift, ke);
+
+      // Register ring: slot u holds chunk c + u; right after a chunk is consumed its slot is
+      // refilled with chunk c + u + kUnroll, so kUnroll chunks stay in flight per lane.
+      uint4 ring[kUnroll][kLoadsPerChunk];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
         for (int l = 0; l < kLoadsPerChunk; ++l)
-          if (u < chunks) buf[u][l] = ld_stream_u4(wp + int64_t(u) * 32 * kLoadsPerChunk + l, policy);
+          if (u < chunks) ring[u][l] = ld_stream_u4(wp + int64_t(u) * 32 * kLoadsPerChunk + l, policy);
 
       for (int c = 0; c < chunks; c += kUnroll) {
-        uint4 cur[kUnroll][kLoadsPerChunk];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) cur[u][l] = buf[u][l];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l)
-            if (c + kUnroll + u < chunks)
-              buf[u][l] = ld_stream_u4(wp + int64_t(c + kUnroll + u) * 32 * kLoadsPerChunk + l, policy);
-
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           if (c + u < chunks) {
-            const uint32_t* words = reinterpret_cast<const uint32_t*>(&cur[u][0]);
+            uint32_t words[kWordsPerLane];
 #pragma unroll
-            for (int t = 0; t < 4; ++t) {  // four 16-wide K tiles per chunk
-              Frag16x16 a;
-              if constexpr (BITS == 4)
-                CodeConvert<MmaT>::u4(words[t], a);
-              else
-                CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
-              const int kl = (c + u) * kChunkK + t * 16;  // k offset inside the stage
+            for (int l = 0; l < kLoadsPerChunk; ++l) {
+              words[4 * l + 0] = ring[u][l].x;
+              words[4 * l + 1] = ring[u][l].y;
+              words[4 * l + 2] = ring[u][l].z;
+              words[4 * l + 3] = ring[u][l].w;
+            }
+            if (c + u + kUnroll < chunks)
+#pragma unroll
+              for (int l = 0; l < kLoadsPerChunk; ++l)
+                ring[u][l] = ld_stream_u4(wp + int64_t(c + u + kUnroll) * 32 * kLoadsPerChunk + l, policy);
+            const int kc = (c + u) * kChunkK;  // k offset of this chunk inside the stage
+#pragma unroll
+            for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
+              uint32_t bx[NT8][4], bl[NT8][4];
 #pragma unroll
               for (int j = 0; j < NT8; ++j) {
-                Frag16x8 b;
-                ldmatrix_x2(b, xs + lm_off[j] + kl);
-                MmaType<MmaT>::mma(accg[j], a, b);
-                if constexpr (SPLIT_X) {
-                  ldmatrix_x2(b, xs_lo + lm_off[j] + kl);
-                  MmaType<MmaT>::mma(accg[j], a, b);
+                ldmatrix_x4(bx[j], xs + lm_off[j] + kc + tp * 32);
+                if constexpr (SPLIT_X) ldmatrix_x4(bl[j], xs_lo + lm_off[j] + kc + tp * 32);
+              }
+#pragma unroll
+              for (int th = 0; th < 2; ++th) {
+                const int t = tp * 2 + th;
+                Frag16x16 a;
+                if constexpr (BITS == 4)
+                  CodeConvert<MmaT>::u4(words[t], a);
+                else
+                  CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
+                const int ch = kChains == 2 ? th : 0;  // even/odd tiles on separate chains (unrolled)
+#pragma unroll
+                for (int j = 0; j < NT8; ++j) {
+                  Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
+                  MmaType<MmaT>::mma(accg[ch][j], a, b);
+                  if constexpr (SPLIT_X) {
+                    Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
+                    MmaType<MmaT>::mma(accg[ch][j], a, bb);
+                  }
+                }
+                const int kg = ks + kc + t * 16 + 16;  // global k after this tile
+                if (kg == flush_at) {
+                  flush((kg - 1) >> p.group_shift);
+                  flush_at = min(flush_at + (1 << p.group_shift), ke);
                 }
               }
-              const int kg = ks + kl + 16;  // global k after this tile
-              if ((kg & group_mask) == 0 || kg >= ke) flush((kg - 1) >> p.group_shift);
             }
           }
         }
