@@ -37,6 +37,30 @@ for step in "$@"; do
         echo "ncu M=$m rc=$?"
         grep -E "DRAM Throughput|Memory Throughput|Duration|Achieved Occupancy|Theoretical Occupancy|Registers Per|Block Limit|Stall|Warp Cycles Per Issued|Eligible" "$OUT/ncu_m$m.txt" | head -24
       done ;;
+    stalls)
+      st="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction drain membar branch_resolving tex_throttle imc_miss"
+      mets="smsp__inst_executed.sum,sm__cycles_elapsed.avg,dram__bytes_read.sum"
+      for x in $st; do mets="$mets,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"; done
+      ncu --clock-control none -k regex:wo_stream --launch-count 1 --metrics "$mets" \
+        "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504 --m 1 --schemes w4g128 --act f16 --no-baseline > "$OUT/stalls.txt" 2>&1
+      grep -E "stalled|inst_executed|cycles_elapsed|dram__bytes" "$OUT/stalls.txt" | sed -E 's/smsp__average_warps_issue_stalled_//' ;;
+    sass8)
+      cuobjdump --dump-sass -arch sm_90a "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > /tmp/all.sass 2>&1
+      python3 - "$OUT" <<'PY'
+import re, sys
+txt = open('/tmp/all.sass').read()
+funcs = re.split(r'\n\s*Function : ', txt)
+for f in funcs:
+    name = f.split('\n', 1)[0]
+    if 'wo_stream_kernel' in name and 'Li8ELi4ELb0E' in name:
+        open(sys.argv[1] + '/sass_mt8_w4.txt', 'w').write(f)
+        ops = re.findall(r'/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\d\s+)?([A-Z0-9_.]+)', f)
+        from collections import Counter
+        c = Counter(o.split('.')[0] for o in ops)
+        print('instructions', len(ops), c.most_common(25))
+        break
+PY
+      ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -262,6 +262,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.groups = int(L_.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
+    k.max_groups = p.max_groups_per_stage;
     k.splits = p.splits;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;

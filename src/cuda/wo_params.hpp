@@ -27,6 +27,7 @@ struct WoStreamParams {
   // decomposition
   int chunks_per_split;  // 64-wide K chunks per split
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
+  int max_groups;        // per-stage (token, group) sums reserved in shared memory
   int splits;
   float* partial;        // [splits][M][N] when splits > 1
   unsigned* tickets;     // one per (n block, m block), zero before the launch

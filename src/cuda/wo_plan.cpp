@@ -6,6 +6,10 @@
 
 namespace mixq::cuda {
 
+// Must match kStreamWarps (wo_kernels.hpp) and kWoStages (kernels/sm80_wo_stream.cuh).
+constexpr int kStreamWarpsPlan = 4;
+constexpr int kStreamStages = 8;
+
 const char* wo_kernel_name(WoKernel k) {
   return k == WoKernel::Stream ? "sm80_wo_stream" : "wo_dequant_cublas";
 }
@@ -49,11 +53,14 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   auto smem_for = [&](int stage_chunks, int* max_groups) {
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
     *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-    return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx + size_t(p.x_rows) * *max_groups * 4 + 16;
+    // activations (+ zero row), their group sums, and the per-warp cp.async weight rings
+    return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
+           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
+           size_t(kStreamWarpsPlan) * kStreamStages * 32 * (L.bits == 4 ? 16 : 32);
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.
-  const int blocks_per_sm = p.mt <= 16 ? 8 : 4;
+  const int blocks_per_sm = p.mt <= 16 ? 6 : 4;
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
   // Split K so that about blocks_per_sm blocks per SM are resident, within the workspace cap.

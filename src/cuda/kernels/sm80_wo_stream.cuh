@@ -68,8 +68,17 @@ struct StreamSmem {
   static __host__ __device__ size_t x_bytes(int x_rows, int kr) {
     return size_t(x_rows + 1) * row_stride(kr) * 2;
   }
-  static __host__ __device__ size_t bytes(int x_rows, int kr, int max_groups, bool split_x) {
-    return x_bytes(x_rows, kr) * (split_x ? 2 : 1) + size_t(x_rows) * max_groups * sizeof(float) + 16;
+  static __host__ __device__ size_t xsum_bytes(int x_rows, int max_groups) {
+    return (size_t(x_rows) * max_groups * sizeof(float) + 15) / 16 * 16;
+  }
+  // per-warp ring of weight chunks (cp.async destinations), after the activations and sums
+  static __host__ __device__ size_t ring_bytes(int warps, int stages, int bits) {
+    return size_t(warps) * stages * 32 * (bits == 4 ? 16 : 32);
+  }
+  static __host__ __device__ size_t bytes(int x_rows, int kr, int max_groups, bool split_x,
+                                          int warps, int stages, int bits) {
+    return x_bytes(x_rows, kr) * (split_x ? 2 : 1) + xsum_bytes(x_rows, max_groups) +
+           ring_bytes(warps, stages, bits);
   }
 };
 
@@ -126,15 +135,19 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
 
 // Decode tiles (MT <= 16) cap registers so that 6 blocks (24 warps) fit on an SM: the weight
 // stream needs many warps with loads in flight more than it needs registers.
+constexpr int kWoStages = 8;
+
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, MT <= 16 ? 6 : 2)
+__global__ void __launch_bounds__(WARPS * 32)
     wo_stream_kernel(const WoStreamParams p) {
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // uint4 loads per lane per chunk
   // 16-byte weight loads in flight per lane: deep for decode, shallower when the accumulators of
   // many tokens already take the registers.
-  constexpr int kUnroll = (BITS == 4 ? 8 : 4) / (MT > 16 ? 2 : 1);
+  // Weight chunks in flight per warp: a cp.async ring in shared memory gives the depth without
+  // unrolling the loop (an unrolled register ring overflowed the instruction cache) or registers.
+  constexpr int kStages = kWoStages;
   // Independent MMA accumulator chains: with one 8-token column tile, even and odd K tiles
   // accumulate separately so consecutive MMAs do not wait on each other.
   constexpr int kChains = NT8 == 1 ? 2 : 1;
@@ -150,6 +163,8 @@ __global__ void __launch_bounds__(WARPS * 32, MT <= 16 ? 6 : 2)
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
   MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
+  uint4* ring_base = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(xsum) +
+                                              StreamSmem::xsum_bytes(p.x_rows, p.max_groups));
   const uint64_t policy = evict_first_policy();
 
   // the zero row (index x_rows) is never overwritten by staging
@@ -238,71 +253,73 @@ __global__ void __launch_bounds__(WARPS * 32, MT <= 16 ? 6 : 2)
       const int c_first = ks / kChunkK;
       const int chunks = (ke - ks) / kChunkK;
       const uint4* wp = wrow + int64_t(c_first) * 32 * kLoadsPerChunk;
+      // this lane's slots: slot i holds kLoadsPerChunk uint4 at ring + (i * 32 + lane) * L
+      uint4* ring = ring_base + (size_t(warp) * kStages * 32 + lane) * kLoadsPerChunk;
+      auto issue = [&](int i) {
+        if (i < chunks) {
+          const uint4* src = wp + int64_t(i) * 32 * kLoadsPerChunk;
+          uint4* dst = ring + (i % kStages) * 32 * kLoadsPerChunk;
+#pragma unroll
+          for (int l = 0; l < kLoadsPerChunk; ++l) cp_async_16(dst + l, src + l);
+        }
+        cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
+      };
+#pragma unroll
+      for (int i = 0; i < kStages - 1; ++i) issue(i);
       // global k where the current group's sum must be folded in (group end or stage end)
       int flush_at = min(((ks >> p.group_shift) + 1) << p.group_shift, ke);
 
-      // Register ring: slot u holds chunk c + u; right after a chunk is consumed its slot is
-      // refilled with chunk c + u + kUnroll, so kUnroll chunks stay in flight per lane.
-      uint4 ring[kUnroll][kLoadsPerChunk];
+      for (int c = 0; c < chunks; ++c) {
+        cp_async_wait<kStages - 2>();  // this lane's copies of chunk c have landed
+        uint32_t words[kWordsPerLane];
+        {
+          const uint4* slot = ring + (c % kStages) * 32 * kLoadsPerChunk;
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
+          for (int l = 0; l < kLoadsPerChunk; ++l) {
+            const uint4 v = slot[l];
+            words[4 * l + 0] = v.x;
+            words[4 * l + 1] = v.y;
+            words[4 * l + 2] = v.z;
+            words[4 * l + 3] = v.w;
+          }
+        }
+        issue(c + kStages - 1);  // refills the slot read in the previous iteration
+        const int kc = c * kChunkK;  // k offset of this chunk inside the stage
 #pragma unroll
-        for (int l = 0; l < kLoadsPerChunk; ++l)
-          if (u < chunks) ring[u][l] = ld_stream_u4(wp + int64_t(u) * 32 * kLoadsPerChunk + l, policy);
-
-      for (int c = 0; c < chunks; c += kUnroll) {
+        for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
+          uint32_t bx[NT8][4], bl[NT8][4];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (c + u < chunks) {
-            uint32_t words[kWordsPerLane];
+          for (int j = 0; j < NT8; ++j) {
+            ldmatrix_x4(bx[j], xs + lm_off[j] + kc + tp * 32);
+            if constexpr (SPLIT_X) ldmatrix_x4(bl[j], xs_lo + lm_off[j] + kc + tp * 32);
+          }
 #pragma unroll
-            for (int l = 0; l < kLoadsPerChunk; ++l) {
-              words[4 * l + 0] = ring[u][l].x;
-              words[4 * l + 1] = ring[u][l].y;
-              words[4 * l + 2] = ring[u][l].z;
-              words[4 * l + 3] = ring[u][l].w;
+          for (int th = 0; th < 2; ++th) {
+            const int t = tp * 2 + th;
+            Frag16x16 a;
+            if constexpr (BITS == 4)
+              CodeConvert<MmaT>::u4(words[t], a);
+            else
+              CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
+            const int ch = kChains == 2 ? th : 0;  // even/odd tiles on separate chains (unrolled)
+#pragma unroll
+            for (int j = 0; j < NT8; ++j) {
+              Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
+              MmaType<MmaT>::mma(accg[ch][j], a, b);
+              if constexpr (SPLIT_X) {
+                Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
+                MmaType<MmaT>::mma(accg[ch][j], a, bb);
+              }
             }
-            if (c + u + kUnroll < chunks)
-#pragma unroll
-              for (int l = 0; l < kLoadsPerChunk; ++l)
-                ring[u][l] = ld_stream_u4(wp + int64_t(c + u + kUnroll) * 32 * kLoadsPerChunk + l, policy);
-            const int kc = (c + u) * kChunkK;  // k offset of this chunk inside the stage
-#pragma unroll
-            for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
-              uint32_t bx[NT8][4], bl[NT8][4];
-#pragma unroll
-              for (int j = 0; j < NT8; ++j) {
-                ldmatrix_x4(bx[j], xs + lm_off[j] + kc + tp * 32);
-                if constexpr (SPLIT_X) ldmatrix_x4(bl[j], xs_lo + lm_off[j] + kc + tp * 32);
-              }
-#pragma unroll
-              for (int th = 0; th < 2; ++th) {
-                const int t = tp * 2 + th;
-                Frag16x16 a;
-                if constexpr (BITS == 4)
-                  CodeConvert<MmaT>::u4(words[t], a);
-                else
-                  CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
-                const int ch = kChains == 2 ? th : 0;  // even/odd tiles on separate chains (unrolled)
-#pragma unroll
-                for (int j = 0; j < NT8; ++j) {
-                  Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
-                  MmaType<MmaT>::mma(accg[ch][j], a, b);
-                  if constexpr (SPLIT_X) {
-                    Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
-                    MmaType<MmaT>::mma(accg[ch][j], a, bb);
-                  }
-                }
-                const int kg = ks + kc + t * 16 + 16;  // global k after this tile
-                if (kg == flush_at) {
-                  flush((kg - 1) >> p.group_shift);
-                  flush_at = min(flush_at + (1 << p.group_shift), ke);
-                }
-              }
+            const int kg = ks + kc + t * 16 + 16;  // global k after this tile
+            if (kg == flush_at) {
+              flush((kg - 1) >> p.group_shift);
+              flush_at = min(flush_at + (1 << p.group_shift), ke);
             }
           }
         }
       }
+      cp_async_wait<0>();
     }
     __syncthreads();  // the next stage overwrites the activation tile
   }
