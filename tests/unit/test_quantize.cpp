@@ -198,8 +198,9 @@ TEST(QuantizeWeight, CodesRoundTripExactly) {
     // to f32, so the range max - min seen the second time is off by an f32 rounding and the
     // recomputed scale can move by an ulp. The codes must still be identical (checked above),
     // the scales within 2 ulps, and the values within a few ulps of the block magnitude.
-    if (q1.zero_kind == ZeroKind::ZeroPoint)  // integer zero points: exact
+    if (q1.zero_kind == ZeroKind::ZeroPoint) {  // integer zero points: exact
       EXPECT_SAME_ARRAY(q1.zeros, q2.zeros) << name << " zero points";
+    }
     for (int64_t i = 0; i < q1.n_scale_entries(); ++i) {
       const double s1 = decode_float(q1.scales.data(), DType::F32, i);
       const double s2 = decode_float(q2.scales.data(), DType::F32, i);
