@@ -72,7 +72,9 @@ void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
       break;
     }
     case ActQuant::Fp8Block:
-      MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.block_k == 128 &&
+      // block_k == K < 128 is what quantize_weight("fp8b128") produces for a narrow K.
+      MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
+                         (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
                          (w.block_n == 128 || w.block_n == 1) && w.zero_kind == ZeroKind::None &&
                          w.scale_type == DType::F32 && w.k_perm.empty(),
                      "prepare(act=fp8-block): the weight must be f8e4m3 with f32 scales in "
@@ -125,8 +127,8 @@ void check_float_dtype(const TensorView& v, const char* arg) {
 void check_epilogue(const Epilogue& ep, int64_t N, Device device) {
   MIXQ_CHECK_ARG(!(ep.clamp_lo > ep.clamp_hi), "epilogue: clamp_lo (", ep.clamp_lo,
                  ") > clamp_hi (", ep.clamp_hi, ")");
-  MIXQ_CHECK_ARG(!std::isnan(ep.clamp_lo) && !std::isnan(ep.clamp_hi),
-                 "epilogue: clamp bounds must not be NaN");
+  MIXQ_CHECK_ARG(!std::isnan(ep.clamp_lo) && !std::isnan(ep.clamp_hi), "epilogue: clamp_lo (",
+                 ep.clamp_lo, ") and clamp_hi (", ep.clamp_hi, ") must not be NaN");
   if (ep.bias.empty()) return;
   check_view(ep.bias, "bias", 1, device);
   check_float_dtype(ep.bias, "bias");

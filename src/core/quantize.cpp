@@ -42,6 +42,34 @@ void check_weight_input(const TensorView& w, const char* op) {
   MIXQ_CHECK_ARG(w.shape[0] >= 1 && w.shape[1] >= 1, op, ": empty weight ", w.describe());
 }
 
+// The largest value of type t that is <= v (v >= 0, finite), as f32.
+float round_down_to(DType t, double v) {
+  float f = static_cast<float>(v);  // nearest f32
+  if (static_cast<double>(f) > v) f = std::nextafter(f, 0.0f);
+  if (t == DType::F32) return f;
+  const bool half = t == DType::F16;
+  uint16_t h = half ? f32_to_f16(f) : f32_to_bf16(f);
+  float back = half ? f16_to_f32(h) : bf16_to_f32(h);
+  if (!std::isfinite(back)) return back;  // overflow: let the caller report it
+  if (back > f && h > 0) {
+    --h;  // positive values: the next lower bit pattern is the next lower value
+    back = half ? f16_to_f32(h) : bf16_to_f32(h);
+  }
+  return back;
+}
+
+// Stores a block's scale (or offset) and returns the stored value, after checking that it is
+// representable: an f16 scale overflows for blocks with amax above ~458000 (int4) and quietly
+// becoming inf would only be reported later as an invalid weight.
+float store_block_scale(std::vector<uint8_t>& buf, DType t, int64_t i, float f, const char* what,
+                        int64_t bn, int64_t bk) {
+  const float stored = store_scale(buf, t, i, f);
+  MIXQ_CHECK_ARG(std::isfinite(stored), "quantize_weight: the ", what, " of block (n ", bn,
+                 ", k ", bk, ") is ", f, ", which does not fit in ", dtype_name(t),
+                 " (use f32 scales, e.g. the '-f32' scheme suffix)");
+  return stored;
+}
+
 int32_t round_clamp(double v, int32_t lo, int32_t hi) {
   const double r = std::nearbyint(v);  // half to even
   if (!(r >= lo)) return lo;           // also catches NaN
@@ -149,8 +177,11 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
           r.amax = std::max(r.amax, std::fabs(v));
         }
       const int64_t si = bn * nbk + bk;
+      auto put = [&](std::vector<uint8_t>& buf, float v, const char* what) {
+        return store_block_scale(buf, q.scale_type, si, v, what, bn, bk);
+      };
       if (sc.code_type == DType::F8E4M3) {
-        const float s = store_scale(q.scales, q.scale_type, si, r.amax / 448.0f);
+        const float s = put(q.scales, r.amax / 448.0f, "scale");
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t k = k0; k < k1; ++k) {
             const float v = static_cast<float>(ref::load_as_double(w, n, k));
@@ -160,22 +191,30 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
       }
       const int32_t qmin = code_min(sc.code_type), qmax = code_max(sc.code_type);
       const int levels = qmax - qmin;  // 15 or 255
+      // Range-derived scales (offset and zero-point forms) are rounded DOWN to scale_type, so that
+      // the block's extreme values still reach the extreme codes qmin and qmax. Rounding to nearest
+      // could enlarge s by half an ulp of scale_type (up to 255 * 2^-9 of a step for 8-bit codes
+      // with bf16 scales), so that max no longer reached qmax; the dequantized grid then spans
+      // fewer codes than the range, and quantize(dequantize(q)) would pick a different scale.
+      // Rounding down costs at most levels * ulp(s) / 2 at the clamped end (see quantize.hpp).
+      auto range_scale = [&](double lo, double hi) {
+        const double exact = (hi - lo) / levels;
+        const float s = round_down_to(q.scale_type, exact);
+        // on overflow, store the exact value so that the error message shows it
+        return put(q.scales, std::isfinite(s) ? s : static_cast<float>(exact), "scale");
+      };
       switch (sc.zero_kind) {
         case ZeroKind::None: {
-          const float s = store_scale(q.scales, q.scale_type, si, r.amax / float(qmax));
+          const float s = put(q.scales, r.amax / float(qmax), "scale");
           for (int64_t n = n0; n < n1; ++n)
             for (int64_t k = k0; k < k1; ++k)
               q.set_code_int(n, k, s > 0 ? round_clamp(ref::load_as_double(w, n, k) / s, qmin, qmax) : 0);
           break;
         }
         case ZeroKind::Offset: {
-          const float s = store_scale(q.scales, q.scale_type, si, (r.hi - r.lo) / float(levels));
-          float o;
-          if (s > 0) {
-            o = store_scale(q.zeros, q.scale_type, si, r.lo - float(qmin) * s);
-          } else {
-            o = store_scale(q.zeros, q.scale_type, si, r.lo);  // constant block: w = o
-          }
+          const float s = range_scale(r.lo, r.hi);
+          // constant block (s == 0): every element is w = o
+          const float o = put(q.zeros, s > 0 ? r.lo - float(qmin) * s : r.lo, "offset");
           for (int64_t n = n0; n < n1; ++n)
             for (int64_t k = k0; k < k1; ++k)
               q.set_code_int(n, k, s > 0 ? round_clamp((ref::load_as_double(w, n, k) - o) / s, qmin, qmax) : qmin);
@@ -184,7 +223,7 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
         case ZeroKind::ZeroPoint: {
           // The range always includes 0 so that z is a valid code (GPTQ's convention).
           const float lo = std::min(r.lo, 0.f), hi = std::max(r.hi, 0.f);
-          const float s = store_scale(q.scales, q.scale_type, si, (hi - lo) / float(levels));
+          const float s = range_scale(lo, hi);
           const int32_t z = s > 0 ? round_clamp(-lo / s, qmin, qmax) : 0;
           std::memcpy(q.zeros.data() + 4 * si, &z, 4);
           for (int64_t n = n0; n < n1; ++n)
@@ -234,10 +273,16 @@ Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_
       float lo = INFINITY, hi = -INFINITY;
       for (int64_t k = k0; k < k1; ++k) {
         const float v = static_cast<float>(ref::load_as_double(x, m, k));
+        // min/max would skip a NaN and an infinity makes the scale inf: either way the block's
+        // codes would be silently meaningless, so refuse instead.
+        MIXQ_CHECK_ARG(std::isfinite(v), "quantize_activations_int8_block: x[", m, ", ", k,
+                       "] is not finite (", v, ")");
         lo = std::min(lo, v);
         hi = std::max(hi, v);
       }
       const float s = (hi - lo) / 255.0f;
+      MIXQ_CHECK_ARG(std::isfinite(s), "quantize_activations_int8_block: row ", m, " block ", b,
+                     " spans [", lo, ", ", hi, "], too wide for an f32 scale");
       const float o = s > 0 ? lo + 128.0f * s : lo;
       int32_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {

@@ -121,6 +121,9 @@ float QuantizedWeight::dequant(int64_t n, int64_t k) const {
 void QuantizedWeight::allocate() {
   MIXQ_CHECK_ARG(N >= 1 && K >= 1, "QuantizedWeight::allocate: N (", N, ") and K (", K,
                  ") must be >= 1");
+  // Same bound as validate(): N * row_bytes must not overflow before it reaches the allocator.
+  MIXQ_CHECK_ARG(N <= (int64_t(1) << 31) && K <= (int64_t(1) << 31), "QuantizedWeight::allocate: N (",
+                 N, ") or K (", K, ") exceeds 2^31");
   codes.assign(static_cast<size_t>(N * row_bytes()), 0);
   const int64_t ns = n_scale_entries();
   scales.assign(static_cast<size_t>(ns * (has_scales ? dtype_bits(scale_type) / 8 : 0)), 0);
@@ -146,8 +149,10 @@ void QuantizedWeight::validate() const {
                    "scales, code_type is ", dtype_name(code_type));
     MIXQ_CHECK_ARG(zero_kind == ZeroKind::None, w, ": zero_kind ", zero_kind_name(zero_kind),
                    " needs scales");
-    MIXQ_CHECK_ARG(k_perm.empty() || static_cast<int64_t>(k_perm.size()) == K, w,
-                   ": k_perm has ", k_perm.size(), " entries, K is ", K);
+    // Stale scale / zero buffers would be streamed (storage_bytes) and are a sign of a
+    // half-converted weight.
+    MIXQ_CHECK_ARG(scales.empty() && zeros.empty(), w, ": a weight without scales holds ",
+                   scales.size(), " bytes of scales and ", zeros.size(), " bytes of zeros");
   } else {
     MIXQ_CHECK_ARG(block_k >= 1 && block_k <= K, w, ": block_k (", block_k, ") must be in [1, K=",
                    K, "]");

@@ -113,8 +113,8 @@ void conv2d_int8_requant(const TensorView& x, const ConvWeight& w, Int8TensorQua
                          const Epilogue& ep) {
   const ConvShape s = conv_shape(x, w, y, p);
   const QuantizedWeight& q = w.weight;
-  MIXQ_CHECK_ARG(x.dtype == DType::I8 && q.code_type == DType::I8 && q.block_k == q.K &&
-                     q.zero_kind == ZeroKind::None,
+  MIXQ_CHECK_ARG(x.dtype == DType::I8 && q.code_type == DType::I8 && q.has_scales &&
+                     q.block_k == q.K && q.block_n == 1 && q.zero_kind == ZeroKind::None,
                  "ref::conv2d_int8_requant: needs i8 input and i8 symmetric per-channel weights, "
                  "got ", x.describe(), " and ", q.describe());
   const int8_t* xp = x.ptr<const int8_t>();

@@ -20,12 +20,28 @@ double load_as_double(const TensorView& v, int64_t i, int64_t j) {
   }
 }
 
+namespace {
+
+// double -> f32 rounding to ODD: truncate, and set the last bit when anything was dropped.
+// Rounding that result to nearest-even in a format with at least two fewer significand bits
+// (f16: 11, bf16: 8, vs f32's 24) equals rounding the double directly. Going through a
+// round-to-nearest f32 instead rounds twice: 1 + 2^-11 + 2^-40 becomes the f16 tie 1 + 2^-11 and
+// then 1.0, where the correctly rounded f16 is 1 + 2^-10.
+float to_f32_round_odd(double v) {
+  float f = static_cast<float>(v);
+  if (!std::isfinite(f) || static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return bits_f32(f32_bits(f) | 1u);
+}
+
+}  // namespace
+
 void store_from_double(const TensorView& v, int64_t i, int64_t j, double value) {
   const int64_t off = i * v.stride[0] + j * v.stride[1];
   switch (v.dtype) {
     case DType::F32: v.ptr<float>()[off] = static_cast<float>(value); return;
-    case DType::F16: v.ptr<uint16_t>()[off] = f32_to_f16(static_cast<float>(value)); return;
-    case DType::BF16: v.ptr<uint16_t>()[off] = f32_to_bf16(static_cast<float>(value)); return;
+    case DType::F16: v.ptr<uint16_t>()[off] = f32_to_f16(to_f32_round_odd(value)); return;
+    case DType::BF16: v.ptr<uint16_t>()[off] = f32_to_bf16(to_f32_round_odd(value)); return;
     case DType::F64: v.ptr<double>()[off] = value; return;
     default: MIXQ_FAIL(ErrorCode::InvalidArgument, "store_from_double: unsupported ", v.describe());
   }
@@ -84,29 +100,44 @@ void linear_weight_only(const TensorView& x, const QuantizedWeight& w, const Ten
   }
 }
 
+namespace {
+
+// Both W8A8 oracles take the same weights: the four-term formula needs i8 codes in symmetric or
+// offset form, per-row blocks aligned with the activation blocks, and canonical column order.
+void check_w8a8_weight(const QuantizedWeight& w, int64_t act_block, const char* op) {
+  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.has_scales && w.block_n == 1 &&
+                     w.zero_kind != ZeroKind::ZeroPoint && w.k_perm.empty() &&
+                     w.block_k == act_block,
+                 op, ": needs i8 weights (symmetric or offset, no act-order) with block_k == "
+                 "act_block (", act_block, "), got ", w.describe());
+}
+
+}  // namespace
+
 void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
                        const TensorView& y, const Epilogue& ep) {
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block");
-  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_n == 1 && w.zero_kind != ZeroKind::ZeroPoint &&
-                     w.k_perm.empty() && w.block_k == act_block,
-                 "ref::linear_w8a8_block: needs i8 weights (symmetric or offset) with block_k == "
-                 "act_block (", act_block, "), got ", w.describe());
+  check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
   const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
   const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
+  std::vector<int32_t> qw(static_cast<size_t>(K));
+  std::vector<int64_t> wsum(static_cast<size_t>(nb));
   for (int64_t n = 0; n < N; ++n) {
-    // Per-block weight sums (precomputed with the weights in a real kernel).
-    std::vector<int64_t> wsum(static_cast<size_t>(nb), 0);
-    for (int64_t k = 0; k < K; ++k) wsum[k / act_block] += w.code_int(n, k);
+    // The row's codes and per-block sums (precomputed with the weights in a real kernel).
+    std::fill(wsum.begin(), wsum.end(), 0);
+    for (int64_t k = 0; k < K; ++k) {
+      qw[k] = w.code_int(n, k);
+      wsum[k / act_block] += qw[k];
+    }
     for (int64_t m = 0; m < M; ++m) {
       double acc = 0.0;
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t k0 = b * act_block, k1 = std::min(K, k0 + act_block);
         int64_t dot = 0;
-        for (int64_t k = k0; k < k1; ++k)
-          dot += int64_t(a.q[m * K + k]) * int64_t(w.code_int(n, k));
+        for (int64_t k = k0; k < k1; ++k) dot += int64_t(a.q[m * K + k]) * int64_t(qw[k]);
         const double sx = a.scale[m * nb + b], ox = a.offset[m * nb + b];
-        const double sw = w.scale(0 + n, b);
+        const double sw = w.scale(n, b);
         const double ow = w.zero_kind == ZeroKind::Offset ? w.offset(n, b) : 0.0;
         const double g = static_cast<double>(k1 - k0);
         acc += sx * sw * double(dot) + sx * ow * double(a.sums[m * nb + b]) +
@@ -121,6 +152,8 @@ void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, in
                                const TensorView& y, const Epilogue& ep) {
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block_dequant");
+  // Without this check a zero-point weight was multiplied as if symmetric (z ignored).
+  check_w8a8_weight(w, act_block, "ref::linear_w8a8_block_dequant");
   const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
   const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
   std::vector<double> xd(static_cast<size_t>(M * K));
@@ -129,26 +162,32 @@ void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, in
       const int64_t b = k / act_block;
       xd[m * K + k] = double(a.q[m * K + k]) * a.scale[m * nb + b] + a.offset[m * nb + b];
     }
-  for (int64_t n = 0; n < N; ++n)
+  std::vector<double> wd(static_cast<size_t>(K));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t k = 0; k < K; ++k) {  // exact in double (no f32 rounding, unlike dequant())
+      const int64_t b = k / w.block_k;
+      wd[k] = double(w.code_int(n, k)) * w.scale(n, b);
+      if (w.zero_kind == ZeroKind::Offset) wd[k] += w.offset(n, b);
+    }
     for (int64_t m = 0; m < M; ++m) {
       double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t b = k / w.block_k;
-        double wv = double(w.code_int(n, k)) * w.scale(n, b);
-        if (w.zero_kind == ZeroKind::Offset) wv += w.offset(n, b);
-        acc += xd[m * K + k] * wv;
-      }
+      for (int64_t k = 0; k < K; ++k) acc += xd[m * K + k] * wd[k];
       store_from_double(y, m, n, apply_epilogue(ep, n, acc));
     }
+  }
 }
 
 void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const TensorView& y,
                       const Epilogue& ep) {
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_fp8_block");
-  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.block_k == 128 && w.zero_kind == ZeroKind::None,
-                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks, got ",
-                 w.describe());
+  // block_k is 128, or K itself when K < 128 (quantize_weight clamps the block to K: one
+  // partial block either way). k_perm would be silently ignored by the group loop below.
+  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
+                     (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
+                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks and no "
+                 "act-order, got ", w.describe());
   const Fp8BlockActivations a = quantize_activations_fp8_block(x);
   const int64_t M = x.shape[0], N = w.N, K = w.K, ng = a.n_groups();
   for (int64_t n = 0; n < N; ++n)
@@ -169,9 +208,13 @@ void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8Tens
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_int8_requant");
   MIXQ_CHECK_ARG(x.dtype == DType::I8, "ref::linear_int8_requant: x must be i8, got ", x.describe());
-  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_k == w.K && w.zero_kind == ZeroKind::None,
-                 "ref::linear_int8_requant: needs i8 symmetric per-channel weights, got ",
-                 w.describe());
+  // scale(n, 0) below assumes one scale per row and canonical column order.
+  MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.has_scales && w.block_k == w.K && w.block_n == 1 &&
+                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                 "ref::linear_int8_requant: needs i8 symmetric per-channel weights without "
+                 "act-order, got ", w.describe());
+  MIXQ_CHECK_ARG(y.dtype == DType::I8 || y.dtype == DType::F32,
+                 "ref::linear_int8_requant: y must be i8 or f32, got ", y.describe());
   const int64_t M = x.shape[0], N = w.N, K = w.K;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
