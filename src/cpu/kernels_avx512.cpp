@@ -76,13 +76,16 @@ void float_tile(const FloatTileArgs& a) {
     __m512 acc[MR];
     for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
     const uint8_t* cp = pc + sg.kp0 / 8 * gb;
-    const float* xr = a.x + sg.kp0;
-    for (int32_t g = 0; g < sg.len; g += 8, cp += gb, xr += 8) {
+    // Row pointers hoisted so the broadcasts fold into the FMAs as memory operands.
+    const float* xr[MR];
+    for (int m = 0; m < MR; ++m) xr[m] = a.x + m * a.ldx + sg.kp0;
+    const int32_t len = sg.len;
+    for (int32_t g = 0; g < len; g += 8, cp += gb) {
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m512 wv = decode_float<CK>(cp, j, tab);
         for (int m = 0; m < MR; ++m)
-          acc[m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xr[m * a.ldx + j]), acc[m]);
+          acc[m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xr[m][g + j]), acc[m]);
       }
     }
     const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes);
