@@ -127,25 +127,27 @@ void int_tile(const IntTileArgs& a) {
     __m512i acc[MR];
     for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_si512();
     const uint8_t* cp = pc + sg.kp0 / 8 * gb;
-    const uint8_t* xr = a.x + sg.kp0;
-    for (int32_t g = 0; g < sg.len; g += 8, cp += gb, xr += 8) {
+    const uint8_t* xrow[MR];
+    for (int m = 0; m < MR; ++m) xrow[m] = a.x + m * a.ldx + sg.kp0;
+    const int32_t len = sg.len;
+    for (int32_t g = 0; g < len; g += 8, cp += gb) {
       if constexpr (CK == CodeKind::Int4) {
         const __m512i v = _mm512_loadu_si512(cp);
         const __m512i lo = _mm512_and_si512(v, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
         for (int m = 0; m < MR; ++m) {
-          acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(xr + m * a.ldx));
-          acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(xr + m * a.ldx + 4));
+          acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(xrow[m] + g));
+          acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(xrow[m] + g + 4));
         }
       } else {
         const __m512i v0 = _mm512_loadu_si512(cp), v1 = _mm512_loadu_si512(cp + 64);
         for (int m = 0; m < MR; ++m) {
           if constexpr (CK == CodeKind::Uint8) {
-            acc[m] = _mm512_dpbusd_epi32(acc[m], v0, bcast4(xr + m * a.ldx));
-            acc[m] = _mm512_dpbusd_epi32(acc[m], v1, bcast4(xr + m * a.ldx + 4));
+            acc[m] = _mm512_dpbusd_epi32(acc[m], v0, bcast4(xrow[m] + g));
+            acc[m] = _mm512_dpbusd_epi32(acc[m], v1, bcast4(xrow[m] + g + 4));
           } else {  // signed codes: activations carry the +128 bias
-            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xr + m * a.ldx), v0);
-            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xr + m * a.ldx + 4), v1);
+            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g), v0);
+            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g + 4), v1);
           }
         }
       }
