@@ -1,9 +1,233 @@
-// Placeholder until the optimized CPU backend lands (same session): routes to the reference.
-#include "core/prepared.hpp"
+// The optimized CPU backend: prepare (repack), linear driver, epilogue. See docs/cpu-backend.md.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cpu/activation_staging.hpp"
+#include "cpu/cpu_prepared.hpp"
+#include "cpu/thread_pool.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq {
+
+namespace cpu {
+
+namespace {
+size_t align64(size_t v) { return (v + 63) / 64 * 64; }
+
+float bias_at(const Epilogue& ep, int64_t n) {
+  if (ep.bias.empty()) return 0.f;
+  const int64_t i = n * ep.bias.stride[0];
+  switch (ep.bias.dtype) {
+    case DType::F16: return f16_to_f32(ep.bias.ptr<const uint16_t>()[i]);
+    case DType::BF16: return bf16_to_f32(ep.bias.ptr<const uint16_t>()[i]);
+    default: return ep.bias.ptr<const float>()[i];
+  }
+}
+}  // namespace
+
+CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
+                         const PrepareOptions& o)
+    : pw_(pack_weight(w)),
+      path_(choose_path(o.act, o.force_kernel,
+                        w.code_type == DType::I4 || w.code_type == DType::U4 ||
+                            w.code_type == DType::I8 || w.code_type == DType::U8)),
+      kt_(&select_kernels()) {
+  backend = BackendKind::CPU;
+  opts = o;
+  N = w.N;
+  K = w.K;
+  if (g) conv = *g;
+  if (path_ == CpuPath::I8PerTensor) {
+    // int32 accumulation of (x + 128) * q per row: |sum| <= 255 * 128 * K.
+    MIXQ_CHECK(w.K <= 65536, ErrorCode::Unsupported, "cpu backend: int8-per-tensor with K (",
+               w.K, ") > 65536 would overflow the int32 accumulator");
+    qsum_total_.assign(static_cast<size_t>(w.N), 0);
+    row_scale_.assign(static_cast<size_t>(w.N), 0.f);
+    for (int64_t n = 0; n < w.N; ++n) {
+      for (int64_t k = 0; k < w.K; ++k) qsum_total_[n] += w.code_int(n, k);
+      row_scale_[n] = w.scale(n, 0);
+    }
+  }
+  int64_t acc = 0;
+  for (int64_t s = 0; s < pw_.n_segs(); ++s) {
+    if (s == 0 || acc >= kGemmChunkK) {
+      chunk_starts_.push_back(s);
+      acc = 0;
+    }
+    acc += pw_.segs[s].len;
+  }
+  chunk_starts_.push_back(pw_.n_segs());
+}
+
+std::string CpuPrepared::kernel_name(int64_t M) const {
+  return cpu_kernel_name(kt_->isa, path_, M);
+}
+
+size_t CpuPrepared::staging_bytes(int64_t rows) const {
+  const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp),
+               ns = static_cast<size_t>(pw_.n_segs());
+  if (int_path()) return align64(r * kp) + align64(r * ns * sizeof(ActSegment));
+  return align64(r * kp * sizeof(float)) + align64(r * ns * sizeof(float));
+}
+
+StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows) const {
+  StagedRows st;
+  char* p = static_cast<char*>(mem);
+  const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp);
+  if (int_path()) {
+    st.xb = reinterpret_cast<uint8_t*>(p);
+    st.xs = reinterpret_cast<ActSegment*>(p + align64(r * kp));
+  } else {
+    st.xf = reinterpret_cast<float*>(p);
+    st.xsum = reinterpret_cast<float*>(p + align64(r * kp * sizeof(float)));
+  }
+  return st;
+}
+
+size_t CpuPrepared::workspace_size(int64_t M) const {
+  return staging_bytes(M) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
+}
+
+void CpuPrepared::compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1,
+                          bool chunked, void* c, int64_t ldc) const {
+  const int64_t ns = pw_.n_segs();
+  const std::vector<int64_t> whole = {0, ns};
+  const std::vector<int64_t>& chunks = chunked ? chunk_starts_ : whole;
+  const bool int_mode = path_ == CpuPath::I8PerTensor;
+  for (size_t ci = 0; ci + 1 < chunks.size(); ++ci) {
+    for (int64_t p = p0; p < p1; ++p) {
+      for (int64_t r0 = 0; r0 < rows; r0 += kMaxTileRows) {
+        const int tr = static_cast<int>(std::min<int64_t>(kMaxTileRows, rows - r0));
+        const int64_t col = (p - p0) * kLanes;
+        if (int_path()) {
+          IntTileArgs a{&pw_, p, chunks[ci], chunks[ci + 1], st.xb + r0 * pw_.Kp, pw_.Kp,
+                        st.xs ? st.xs + r0 * ns : nullptr, ns, tr, int_mode,
+                        static_cast<char*>(c) + (r0 * ldc + col) * 4, ldc, ci > 0};
+          kt_->int_tile(a);
+        } else {
+          FloatTileArgs a{&pw_, p, chunks[ci], chunks[ci + 1], st.xf + r0 * pw_.Kp, pw_.Kp,
+                          st.xsum + r0 * ns, ns, tr,
+                          static_cast<float*>(c) + r0 * ldc + col, ldc, ci > 0};
+          kt_->float_tile(a);
+        }
+      }
+    }
+  }
+}
+
+void CpuPrepared::finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, int64_t p1,
+                         const Epilogue& ep, const OutMap& out) const {
+  const int64_t n0 = p0 * kLanes, n1 = std::min(N, p1 * kLanes);
+  for (int64_t m = 0; m < rows; ++m) {
+    const int64_t ro = out.row_off[m];
+    for (int64_t n = n0; n < n1; ++n) {
+      const int64_t oi = ro + n * out.col_stride;
+      if (path_ == CpuPath::I8PerTensor) {
+        // Exactly ref::linear_int8_requant: exact integer sum, scaling and rounding in double.
+        const int64_t acc = static_cast<int64_t>(static_cast<const int32_t*>(c)[m * ldc + n - n0]) -
+                            int64_t(opts.input_quant.zero) * qsum_total_[n];
+        double real = double(opts.input_quant.scale) * double(row_scale_[n]) * double(acc);
+        real += ep.bias.empty() ? 0.0 : double(bias_at(ep, n));
+        if (real < ep.clamp_lo) real = ep.clamp_lo;
+        if (real > ep.clamp_hi) real = ep.clamp_hi;
+        if (out.dtype == DType::I8) {
+          double q = std::nearbyint(real / double(opts.output_quant.scale)) + opts.output_quant.zero;
+          q = std::min(127.0, std::max(-128.0, q));
+          static_cast<int8_t*>(out.base)[oi] = static_cast<int8_t>(q);
+        } else {
+          static_cast<float*>(out.base)[oi] = static_cast<float>(real);
+        }
+        continue;
+      }
+      float v = static_cast<const float*>(c)[m * ldc + n - n0] + bias_at(ep, n);
+      if (v < ep.clamp_lo) v = ep.clamp_lo;
+      if (v > ep.clamp_hi) v = ep.clamp_hi;
+      switch (out.dtype) {
+        case DType::F16: static_cast<uint16_t*>(out.base)[oi] = f32_to_f16(v); break;
+        case DType::BF16: static_cast<uint16_t*>(out.base)[oi] = f32_to_bf16(v); break;
+        default: static_cast<float*>(out.base)[oi] = v; break;
+      }
+    }
+  }
+}
+
+void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+                         const ExecContext& ctx) const {
+  const int64_t M = x.shape[0];
+  const int threads = resolve_num_threads(ctx.num_threads);
+  const WorkSplit split = plan_work(M, pw_.n_panels, threads);
+
+  // Workspace: the caller's when given (it must be large enough), else a call-local buffer.
+  const size_t need = workspace_size(M);
+  std::vector<uint8_t> own;
+  char* ws;
+  if (ctx.workspace) {
+    MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "ExecContext: workspace_bytes (",
+                   ctx.workspace_bytes, ") < linear_workspace_size (", need, ") for M = ", M);
+    ws = static_cast<char*>(ctx.workspace);
+  } else {
+    own.resize(need);
+    ws = reinterpret_cast<char*>(own.data());
+  }
+  ws = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
+  const StagedRows st = carve_staging(ws, M);
+  void* cbuf = ws + staging_bytes(M);
+  const int64_t ldc = n_cols();
+
+  // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
+  const RowReader rr{x.data, x.dtype, x.ld()};
+  const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
+  parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
+    const int64_t m0 = t * stage_rows, m1 = std::min(M, m0 + stage_rows);
+    switch (path_) {
+      case CpuPath::F32:
+        stage_float_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+                         const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
+        break;
+      case CpuPath::Fp8:
+        stage_fp8_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+                       const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
+        break;
+      case CpuPath::W8A8:
+      case CpuPath::I8Dot:
+        stage_int8_block_rows(rr, pw_, path_ == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
+                              const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
+                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
+        break;
+      case CpuPath::I8PerTensor:
+        stage_int8_tensor_rows(x.ptr<const int8_t>(), x.ld(), pw_, m0, m1,
+                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp);
+        break;
+    }
+  });
+
+  const int64_t m_tasks = (M + split.rows_per_task - 1) / split.rows_per_task;
+  const int64_t p_tasks = (pw_.n_panels + split.panels_per_task - 1) / split.panels_per_task;
+  parallel_for(threads, m_tasks * p_tasks, [&](int64_t t) {
+    const int64_t mt = t / p_tasks, pt = t % p_tasks;
+    const int64_t m0 = mt * split.rows_per_task, m1 = std::min(M, m0 + split.rows_per_task);
+    const int64_t p0 = pt * split.panels_per_task,
+                  p1 = std::min(pw_.n_panels, p0 + split.panels_per_task);
+    StagedRows s = st;
+    if (s.xf) { s.xf += m0 * pw_.Kp; s.xsum += m0 * pw_.n_segs(); }
+    if (s.xb) s.xb += m0 * pw_.Kp;
+    if (s.xs) s.xs += m0 * pw_.n_segs();
+    char* c = static_cast<char*>(cbuf) + (m0 * ldc + p0 * kLanes) * 4;
+    compute(s, m1 - m0, p0, p1, split.chunk_k > 0, c, ldc);
+    std::vector<int64_t> row_off(static_cast<size_t>(m1 - m0));
+    for (int64_t m = m0; m < m1; ++m) row_off[m - m0] = m * y.ld();
+    finish(c, ldc, m1 - m0, p0, p1, ep, OutMap{y.data, y.dtype, row_off.data(), 1});
+  });
+}
+
+}  // namespace cpu
+
 std::shared_ptr<const PreparedImpl> prepare_cpu(const QuantizedWeight& w, const ConvGeometry* conv,
                                                 const PrepareOptions& opts) {
-  return prepare_reference(w, conv, opts);
+  return std::make_shared<cpu::CpuPrepared>(w, conv, opts);
 }
+
 }  // namespace mixq

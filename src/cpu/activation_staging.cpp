@@ -1,0 +1,152 @@
+// Activation staging for the CPU kernels (see activation_staging.hpp).
+#include "cpu/activation_staging.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "mixq/numeric.hpp"
+
+namespace mixq::cpu {
+
+float RowReader::at(int64_t m, int64_t k) const {
+  const int64_t i = m * ld + k;
+  switch (dtype) {
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    default: return static_cast<const float*>(data)[i];
+  }
+}
+
+namespace {
+
+// Converts row m into canonical order (k_perm applied) as f32.
+void load_row(const RowReader& x, const PackedWeight& w, int64_t m, float* row) {
+  if (w.k_perm.empty() && x.dtype == DType::F32) {
+    std::memcpy(row, static_cast<const float*>(x.data) + m * x.ld, sizeof(float) * w.K);
+    return;
+  }
+  for (int64_t k = 0; k < w.K; ++k) row[k] = x.at(m, w.k_perm.empty() ? k : w.k_perm[k]);
+}
+
+void pack_float_row(const float* row, const PackedWeight& w, float* xp, float* xsum) {
+  for (int64_t s = 0; s < w.n_segs(); ++s) {
+    const Segment& sg = w.segs[s];
+    double sum = 0.0;
+    float* dst = xp + sg.kp0;
+    for (int32_t i = 0; i < sg.valid; ++i) {
+      dst[i] = row[sg.k0 + i];
+      sum += dst[i];
+    }
+    for (int32_t i = sg.valid; i < sg.len; ++i) dst[i] = 0.f;
+    xsum[s] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace
+
+void stage_float_rows(const RowReader& x, const PackedWeight& w, int64_t m0, int64_t m1,
+                      float* xp, float* xsum) {
+  std::vector<float> row(static_cast<size_t>(w.K));
+  for (int64_t m = m0; m < m1; ++m) {
+    load_row(x, w, m, row.data());
+    pack_float_row(row.data(), w, xp + (m - m0) * w.Kp, xsum + (m - m0) * w.n_segs());
+  }
+}
+
+void stage_float_gathered(const float* g, int64_t rows, const PackedWeight& w, float* xp,
+                          float* xsum) {
+  for (int64_t m = 0; m < rows; ++m)
+    pack_float_row(g + m * w.K, w, xp + m * w.Kp, xsum + m * w.n_segs());
+}
+
+void stage_fp8_rows(const RowReader& x, const PackedWeight& w, int64_t m0, int64_t m1, float* xp,
+                    float* xsum) {
+  std::vector<float> row(static_cast<size_t>(w.K));
+  for (int64_t m = m0; m < m1; ++m) {
+    load_row(x, w, m, row.data());
+    for (int64_t k0 = 0; k0 < w.K; k0 += 128) {
+      const int64_t k1 = std::min(w.K, k0 + 128);
+      float amax = 0.f;
+      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(row[k]));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t k = k0; k < k1; ++k) row[k] = e4m3_to_f32(f32_to_e4m3(row[k] / s)) * s;
+    }
+    pack_float_row(row.data(), w, xp + (m - m0) * w.Kp, xsum + (m - m0) * w.n_segs());
+  }
+}
+
+void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t unit_block,
+                           int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs) {
+  const int64_t ns = w.n_segs();
+  const uint8_t bias = w.kind == CodeKind::Int8 ? 128 : 0;
+  std::vector<float> row(static_cast<size_t>(w.K));
+  std::vector<int8_t> q(static_cast<size_t>(w.K));
+  for (int64_t m = m0; m < m1; ++m) {
+    load_row(x, w, m, row.data());
+    uint8_t* dst = xb + (m - m0) * w.Kp;
+    ActSegment* as = xs + (m - m0) * ns;
+    int64_t s = 0;
+    while (s < ns) {
+      // The quantization unit: one activation block (possibly several segments) or one segment.
+      int64_t s_end = s + 1;
+      int64_t k0 = w.segs[s].k0, k1 = k0 + w.segs[s].valid;
+      if (unit_block > 0) {
+        const int64_t b = k0 / unit_block;
+        while (s_end < ns && w.segs[s_end].k0 / unit_block == b) ++s_end;
+        k1 = w.segs[s_end - 1].k0 + w.segs[s_end - 1].valid;
+      }
+      // Exactly quantize_activations_int8_block's arithmetic.
+      float lo = INFINITY, hi = -INFINITY;
+      for (int64_t k = k0; k < k1; ++k) {
+        lo = std::min(lo, row[k]);
+        hi = std::max(hi, row[k]);
+      }
+      const float sc = (hi - lo) / 255.0f;
+      const float of = sc > 0 ? lo + 128.0f * sc : lo;
+      for (int64_t k = k0; k < k1; ++k) {
+        int32_t v = 0;
+        if (sc > 0) {
+          const double r = std::nearbyint((static_cast<double>(row[k]) - of) / sc);
+          v = !(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r));
+        }
+        q[k] = static_cast<int8_t>(v);
+      }
+      for (; s < s_end; ++s) {
+        const Segment& sg = w.segs[s];
+        int32_t sum = 0;
+        for (int32_t i = 0; i < sg.valid; ++i) {
+          const int8_t v = q[sg.k0 + i];
+          sum += v;
+          dst[sg.kp0 + i] = static_cast<uint8_t>(static_cast<uint8_t>(v) + bias);
+        }
+        for (int32_t i = sg.valid; i < sg.len; ++i) dst[sg.kp0 + i] = bias;
+        as[s].sx = sc;
+        as[s].ox = of;
+        as[s].sum_qx = sum;
+        as[s].ow_coef = sc * static_cast<float>(sum) + static_cast<float>(sg.valid) * of;
+      }
+    }
+  }
+}
+
+void stage_int8_tensor_gathered(const int8_t* g, int64_t rows, const PackedWeight& w,
+                                uint8_t* xb) {
+  for (int64_t m = 0; m < rows; ++m) {
+    uint8_t* dst = xb + m * w.Kp;
+    const int8_t* src = g + m * w.K;
+    for (const Segment& sg : w.segs) {
+      for (int32_t i = 0; i < sg.valid; ++i)
+        dst[sg.kp0 + i] = static_cast<uint8_t>(static_cast<uint8_t>(src[sg.k0 + i]) + 128);
+      for (int32_t i = sg.valid; i < sg.len; ++i) dst[sg.kp0 + i] = 128;
+    }
+  }
+}
+
+void stage_int8_tensor_rows(const int8_t* x, int64_t ld, const PackedWeight& w, int64_t m0,
+                            int64_t m1, uint8_t* xb) {
+  for (int64_t m = m0; m < m1; ++m) stage_int8_tensor_gathered(x + m * ld, 1, w, xb + (m - m0) * w.Kp);
+}
+
+}  // namespace mixq::cpu

@@ -1,0 +1,65 @@
+// The CPU backend's prepared weight and the shared compute / epilogue steps used by linear
+// (cpu_backend.cpp) and the implicit-GEMM conv2d (cpu_conv.cpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cpu/kernel_policy.hpp"
+#include "cpu/kernels.hpp"
+#include "cpu/packed_weight.hpp"
+
+namespace mixq::cpu {
+
+// Activation rows staged for the kernels (row stride Kp, per-segment stride n_segs).
+struct StagedRows {
+  const float* xf = nullptr;
+  const float* xsum = nullptr;
+  const uint8_t* xb = nullptr;
+  const ActSegment* xs = nullptr;
+};
+
+// Where output element (m, n) goes: base + row_off(m) + n * col_stride (in elements).
+struct OutMap {
+  void* base;
+  DType dtype;
+  const int64_t* row_off;  // per tile row
+  int64_t col_stride;
+};
+
+class CpuPrepared final : public PreparedImpl {
+ public:
+  CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g, const PrepareOptions& o);
+
+  std::string kernel_name(int64_t M) const override;
+  size_t workspace_size(int64_t M) const override;
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override;
+  void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p, const Epilogue& ep,
+              const ExecContext& ctx) const override;
+
+  bool int_path() const { return path_ == CpuPath::W8A8 || path_ == CpuPath::I8Dot ||
+                                 path_ == CpuPath::I8PerTensor; }
+  int64_t n_cols() const { return pw_.n_panels * kLanes; }  // N padded to panels
+  // Staging bytes for `rows` activation rows.
+  size_t staging_bytes(int64_t rows) const;
+  StagedRows carve_staging(void* mem, int64_t rows) const;
+
+  // c[rows][ldc] (float, or int32 for per-tensor) for panels [p0, p1) (column (p - p0) * 16).
+  void compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1, bool chunked,
+               void* c, int64_t ldc) const;
+  // bias + clamp (+ requantization) of c into the output.
+  void finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, int64_t p1,
+              const Epilogue& ep, const OutMap& out) const;
+
+ private:
+  PackedWeight pw_;
+  CpuPath path_;
+  const KernelTable* kt_;
+  std::vector<int64_t> chunk_starts_;  // segment indices starting a K chunk (plus n_segs)
+  std::vector<int64_t> qsum_total_;    // per output row: sum of codes over K (per-tensor)
+  std::vector<float> row_scale_;       // per output row: per-channel scale (per-tensor)
+};
+
+}  // namespace mixq::cpu

@@ -1,0 +1,49 @@
+// Which CPU kernel a call runs and how the work is cut: small pure functions, tested on their own.
+//
+// Path per activation mode (weight-only default = exact float path):
+//   weight-only   F32    dequantize-in-register + f32 FMA, relative error <= 1e-5 vs float64 (the
+//                        only difference from the reference is f32 accumulation). Default.
+//                 I8Dot  activations quantized per segment (<= 256 along K) to int8 with
+//                        scale+offset, vpdpbusd integer dots (the ggml way); relative error
+//                        ~1e-3..1e-2 from activation rounding. Only with force_kernel "cpu_i8dot"
+//                        (integer codes only), because `mixq matmul` requires 1e-5 for f32.
+//   int8-block    W8A8   quantize X exactly as quantize_activations_int8_block, integer dots,
+//                        four-term formula per block in f32 registers.
+//   fp8-block     Fp8    quantize X per token per 128 to e4m3 (bit-exact with the quantizer),
+//                        dequantize to f32 once per call, then the float path on e4m3 codes.
+//   int8-tensor   I8PerTensor  exact int32 accumulation, requantization in double.
+// Within the float path, rows <= kGemvMaxRows run "f32gemv" (whole K per task, no K chunking:
+// memory-bound, the weights stream once); larger M runs "f32gemm" (K cut into chunks of
+// ~kGemmChunkK padded columns, 64-row activation blocks kept in L2, 8-row register tiles).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mixq/ops.hpp"
+
+namespace mixq::cpu {
+
+enum class CpuPath : uint8_t { F32, I8Dot, W8A8, Fp8, I8PerTensor };
+
+constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemmChunkK = 1024;
+constexpr int64_t kRowsPerTask = 64;
+
+// Throws InvalidArgument for an unknown force_kernel, Unsupported when it cannot apply.
+CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes);
+
+// "cpu_<isa>_<kind>", kind one of f32gemv, f32gemm, i8dot, w8a8, fp8, i8tensor.
+std::string cpu_kernel_name(const char* isa, CpuPath path, int64_t M);
+
+struct WorkSplit {
+  int64_t rows_per_task;    // activation rows per task
+  int64_t panels_per_task;  // 16-row weight panels per task
+  int64_t chunk_k;          // padded K columns per chunk (0 = all K in one pass)
+};
+// Splits along whichever of M and N gives more parallel work: M is cut in blocks of
+// kRowsPerTask (1 block when M <= kGemvMaxRows) and N in enough panel groups to make about
+// 4 tasks per thread (dynamic scheduling evens out the tails).
+WorkSplit plan_work(int64_t M, int64_t n_panels, int threads);
+
+}  // namespace mixq::cpu

@@ -1,0 +1,77 @@
+// The CPU micro-kernels: one panel of 16 output rows times a tile of at most kMaxTileRows
+// activation rows over a range of segments. One table of function pointers per ISA level
+// (scalar, avx2, avx512); cpu_isa.cpp picks one from cpuid at prepare time.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/packed_weight.hpp"
+
+namespace mixq::cpu {
+
+constexpr int kLanes = 16;
+constexpr int kMaxTileRows = 8;
+
+// Float path (weight-only exact, and FP8 after activation quantize-dequantize):
+//   c[m][r] (+)= sum_seg ( scale[seg][r] * sum_{k in seg} x[m][k] * q[r][k]
+//                          + offset[seg][r] * xsum[m][seg] )
+// x rows are f32 in padded-K coordinates (padding is 0); xsum[m][seg] = sum of x over the segment.
+struct FloatTileArgs {
+  const PackedWeight* w;
+  int64_t panel;
+  int64_t seg0, seg1;
+  const float* x;      // row 0 of the tile, column 0 (padded coordinates)
+  int64_t ldx;
+  const float* xsum;   // [m][n_segs], row 0 of the tile
+  int64_t ldxs;
+  int rows;            // 1..kMaxTileRows
+  float* c;            // [rows][ldc], 16 outputs per row at c + m*ldc
+  int64_t ldc;
+  bool accumulate;
+};
+
+// Integer path (int8 activations times integer codes, vpdpbusd):
+// Activation rows are bytes in padded-K coordinates: s8 codes qx when the weight codes are
+// unsigned nibbles / u8 (Int4, Uint8), or u8 = qx + 128 when the weight codes are signed
+// (Int8; vpdpbusd multiplies u8 by s8). Either way the kernel first recovers the exact
+//   d = sum_k qx[m][k] * q[r][k]                       (int32, per segment)
+// and then, in Float mode, accumulates the four-term formula of mission.md §2 in f32:
+//   c += sx*sw*d + sw*qsum_w*ox + ow*(sx*sum_qx + g*ox)
+// or, in Int mode, sums d over the segments into an int32 accumulator (per-tensor INT8).
+struct ActSegment {   // per (activation row, segment), prepared with the activation codes
+  float sx, ox;       // activation scale / offset (x = qx*sx + ox)
+  float ow_coef;      // sx*sum_qx + g*ox
+  int32_t sum_qx;     // sum of the codes qx over the segment
+};
+
+struct IntTileArgs {
+  const PackedWeight* w;
+  int64_t panel;
+  int64_t seg0, seg1;
+  const uint8_t* x;        // row 0 of the tile (bytes, see above)
+  int64_t ldx;
+  const ActSegment* xs;    // [m][n_segs], row 0 of the tile
+  int64_t ldxs;
+  int rows;
+  bool int_mode;           // true: c is int32 sums of d; false: f32 four-term formula
+  void* c;                 // float or int32 [rows][ldc]
+  int64_t ldc;
+  bool accumulate;
+};
+
+struct KernelTable {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  void (*float_tile)(const FloatTileArgs&);
+  void (*int_tile)(const IntTileArgs&);
+  // Dense blocked f32 GEMM tile (used by dense_gemm_f32 through the same float_tile).
+};
+
+const KernelTable& scalar_kernels();
+const KernelTable* avx2_kernels();    // nullptr when not compiled in
+const KernelTable* avx512_kernels();  // nullptr when not compiled in
+
+// The best table this CPU supports, or the one named by MIXQ_CPU_ISA (scalar/avx2/avx512) when
+// set (for testing the fallbacks; asking for an ISA the CPU lacks falls back to the best one).
+const KernelTable& select_kernels();
+
+}  // namespace mixq::cpu

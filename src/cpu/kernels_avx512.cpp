@@ -1,0 +1,269 @@
+// AVX-512 (F/BW/VL/DQ/VNNI) micro-kernels: one zmm lane per output row of a 16-row panel.
+//
+// Float path: the codes of 8 k are one (4-bit) or two (8-bit) 64-byte loads; code k of every
+// lane is brought to the low bits of its dword by one shift and turned into a float by a single
+// vpermps against a 16-entry table (4-bit: the table holds q = u - shift, so no mask is needed,
+// vpermps only reads the low 4 index bits) or by shift/mask + cvtdq2ps (8-bit). Each decoded
+// vector then feeds `rows` FMAs against broadcast activations, so the decode is amortized over
+// the tile rows. The per-block scale (and offset * sum(x)) is applied once per segment.
+//
+// Integer path: the 8-bit dword layout is exactly vpdpbusd's operand (4 consecutive k per lane);
+// 4-bit codes are split into two such registers with one mask and one shift+mask.
+#include <immintrin.h>
+
+// GCC 12 reports its own intrinsics' _mm512_undefined_* placeholders as maybe-uninitialized
+// (a known false positive of avx512fintrin.h); nothing in this file reads uninitialized data.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "cpu/kernels.hpp"
+
+namespace mixq::cpu {
+
+namespace {
+
+template <CodeKind CK>
+inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {
+  if constexpr (CK == CodeKind::Int4) {
+    const __m512i v = _mm512_loadu_si512(cp);
+    const int sh = (j & 3) * 8 + (j >= 4 ? 4 : 0);
+    return _mm512_permutexvar_ps(_mm512_srli_epi32(v, sh), tab);
+  } else if constexpr (CK == CodeKind::Int8) {
+    const __m512i v = _mm512_loadu_si512(cp + (j >> 2) * 64);
+    const int jj = j & 3;
+    return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * jj), 24));
+  } else if constexpr (CK == CodeKind::Uint8) {
+    const __m512i v = _mm512_loadu_si512(cp + (j >> 2) * 64);
+    const __m512i b = _mm512_and_si512(_mm512_srli_epi32(v, 8 * (j & 3)), _mm512_set1_epi32(0xFF));
+    return _mm512_cvtepi32_ps(b);
+  } else if constexpr (CK == CodeKind::Fp8) {
+    // e4m3 magnitude m (7 bits) placed at f32 bit 20 is the value times 2^-120 (subnormals
+    // included, exactly); restore the sign; 0x7F / 0xFF are NaN.
+    const __m512i v = _mm512_loadu_si512(cp + (j >> 2) * 64);
+    const __m512i b = _mm512_and_si512(_mm512_srli_epi32(v, 8 * (j & 3)), _mm512_set1_epi32(0xFF));
+    const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
+    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)),
+                             _mm512_set1_ps(1.329227995784916e36f));  // 2^120
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
+    f = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F));
+    return _mm512_mask_blend_ps(nan, f, _mm512_set1_ps(__builtin_nanf("")));
+  } else if constexpr (CK == CodeKind::F16) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + j * 32)));
+  } else if constexpr (CK == CodeKind::BF16) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + j * 32));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  } else {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(cp + j * 64));
+  }
+}
+
+template <int MR, CodeKind CK>
+void float_tile(const FloatTileArgs& a) {
+  const PackedWeight& w = *a.w;
+  const int64_t ns = w.n_segs(), gb = w.group_bytes;
+  __m512 tot[MR];
+  for (int m = 0; m < MR; ++m)
+    tot[m] = a.accumulate ? _mm512_loadu_ps(a.c + m * a.ldc) : _mm512_setzero_ps();
+  __m512 tab = _mm512_setzero_ps();
+  if constexpr (CK == CodeKind::Int4) {
+    alignas(64) float t[16];
+    for (int i = 0; i < 16; ++i) t[i] = float(i - w.code_shift);
+    tab = _mm512_load_ps(t);
+  }
+  const uint8_t* pc = w.panel_codes(a.panel);
+  for (int64_t s = a.seg0; s < a.seg1; ++s) {
+    const Segment& sg = w.segs[s];
+    __m512 acc[MR];
+    for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
+    const uint8_t* cp = pc + sg.kp0 / 8 * gb;
+    // Row pointers hoisted so the broadcasts fold into the FMAs as memory operands.
+    const float* xr[MR];
+    for (int m = 0; m < MR; ++m) xr[m] = a.x + m * a.ldx + sg.kp0;
+    const int32_t len = sg.len;
+    for (int32_t g = 0; g < len; g += 8, cp += gb) {
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512 wv = decode_float<CK>(cp, j, tab);
+        for (int m = 0; m < MR; ++m)
+          acc[m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xr[m][g + j]), acc[m]);
+      }
+    }
+    const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes);
+    const __m512 sc = _mm512_loadu_ps(&w.scale[si]);
+    for (int m = 0; m < MR; ++m) tot[m] = _mm512_fmadd_ps(acc[m], sc, tot[m]);
+    if (w.has_offset) {
+      const __m512 of = _mm512_loadu_ps(&w.offset[si]);
+      for (int m = 0; m < MR; ++m)
+        tot[m] = _mm512_fmadd_ps(of, _mm512_set1_ps(a.xsum[m * a.ldxs + s]), tot[m]);
+    }
+  }
+  for (int m = 0; m < MR; ++m) _mm512_storeu_ps(a.c + m * a.ldc, tot[m]);
+}
+
+inline __m512i bcast4(const uint8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <int MR, CodeKind CK, bool INT_MODE>
+void int_tile(const IntTileArgs& a) {
+  const PackedWeight& w = *a.w;
+  const int64_t ns = w.n_segs(), gb = w.group_bytes;
+  __m512 ftot[MR];
+  __m512i itot[MR];
+  for (int m = 0; m < MR; ++m) {
+    if constexpr (INT_MODE)
+      itot[m] = a.accumulate ? _mm512_loadu_si512(static_cast<int32_t*>(a.c) + m * a.ldc)
+                             : _mm512_setzero_si512();
+    else
+      ftot[m] = a.accumulate ? _mm512_loadu_ps(static_cast<float*>(a.c) + m * a.ldc)
+                             : _mm512_setzero_ps();
+  }
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const uint8_t* pc = w.panel_codes(a.panel);
+  for (int64_t s = a.seg0; s < a.seg1; ++s) {
+    const Segment& sg = w.segs[s];
+    __m512i acc[MR];
+    for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_si512();
+    const uint8_t* cp = pc + sg.kp0 / 8 * gb;
+    const uint8_t* xrow[MR];
+    for (int m = 0; m < MR; ++m) xrow[m] = a.x + m * a.ldx + sg.kp0;
+    const int32_t len = sg.len;
+    for (int32_t g = 0; g < len; g += 8, cp += gb) {
+      if constexpr (CK == CodeKind::Int4) {
+        const __m512i v = _mm512_loadu_si512(cp);
+        const __m512i lo = _mm512_and_si512(v, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        for (int m = 0; m < MR; ++m) {
+          acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(xrow[m] + g));
+          acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(xrow[m] + g + 4));
+        }
+      } else {
+        const __m512i v0 = _mm512_loadu_si512(cp), v1 = _mm512_loadu_si512(cp + 64);
+        for (int m = 0; m < MR; ++m) {
+          if constexpr (CK == CodeKind::Uint8) {
+            acc[m] = _mm512_dpbusd_epi32(acc[m], v0, bcast4(xrow[m] + g));
+            acc[m] = _mm512_dpbusd_epi32(acc[m], v1, bcast4(xrow[m] + g + 4));
+          } else {  // signed codes: activations carry the +128 bias
+            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g), v0);
+            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g + 4), v1);
+          }
+        }
+      }
+    }
+    const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes);
+    const __m512i qsum = _mm512_loadu_si512(&w.qsum[si]);
+    // Recover d = sum qx*q exactly (see kernels.hpp).
+    const __m512i corr_w = _mm512_slli_epi32(qsum, 7);  // 128 * sum q (signed codes)
+    __m512 sw = _mm512_setzero_ps(), swq = sw, ow = sw;
+    if constexpr (!INT_MODE) {
+      sw = _mm512_loadu_ps(&w.scale[si]);
+      swq = _mm512_mul_ps(sw, _mm512_cvtepi32_ps(qsum));
+      if (w.has_offset) ow = _mm512_loadu_ps(&w.offset[si]);
+    }
+    for (int m = 0; m < MR; ++m) {
+      const ActSegment& as = a.xs[m * a.ldxs + s];
+      __m512i d;
+      if constexpr (CK == CodeKind::Int8) d = _mm512_sub_epi32(acc[m], corr_w);
+      else if constexpr (CK == CodeKind::Int4)
+        d = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(w.code_shift * as.sum_qx));
+      else d = acc[m];
+      if constexpr (INT_MODE) {
+        itot[m] = _mm512_add_epi32(itot[m], d);
+      } else {
+        ftot[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), _mm512_mul_ps(sw, _mm512_set1_ps(as.sx)),
+                                  ftot[m]);
+        ftot[m] = _mm512_fmadd_ps(swq, _mm512_set1_ps(as.ox), ftot[m]);
+        ftot[m] = _mm512_fmadd_ps(ow, _mm512_set1_ps(as.ow_coef), ftot[m]);
+      }
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    if constexpr (INT_MODE) _mm512_storeu_si512(static_cast<int32_t*>(a.c) + m * a.ldc, itot[m]);
+    else _mm512_storeu_ps(static_cast<float*>(a.c) + m * a.ldc, ftot[m]);
+  }
+}
+
+template <CodeKind CK>
+void float_rows(const FloatTileArgs& a) {
+  switch (a.rows) {
+    case 1: return float_tile<1, CK>(a);
+    case 2: return float_tile<2, CK>(a);
+    case 4: return float_tile<4, CK>(a);
+    case 8: return float_tile<8, CK>(a);
+    default: {  // decompose 3, 5, 6, 7 into the instantiated sizes
+      FloatTileArgs b = a;
+      int done = 0;
+      for (int step : {4, 2, 1})
+        while (a.rows - done >= step) {
+          b.rows = step;
+          b.x = a.x + done * a.ldx;
+          b.xsum = a.xsum + done * a.ldxs;
+          b.c = a.c + done * a.ldc;
+          float_rows<CK>(b);
+          done += step;
+        }
+    }
+  }
+}
+
+void float_tile_avx512(const FloatTileArgs& a) {
+  switch (a.w->kind) {
+    case CodeKind::Int4: return float_rows<CodeKind::Int4>(a);
+    case CodeKind::Int8: return float_rows<CodeKind::Int8>(a);
+    case CodeKind::Uint8: return float_rows<CodeKind::Uint8>(a);
+    case CodeKind::Fp8: return float_rows<CodeKind::Fp8>(a);
+    case CodeKind::F16: return float_rows<CodeKind::F16>(a);
+    case CodeKind::BF16: return float_rows<CodeKind::BF16>(a);
+    case CodeKind::F32: return float_rows<CodeKind::F32>(a);
+  }
+}
+
+template <CodeKind CK, bool IM>
+void int_rows(const IntTileArgs& a) {
+  switch (a.rows) {
+    case 1: return int_tile<1, CK, IM>(a);
+    case 2: return int_tile<2, CK, IM>(a);
+    case 4: return int_tile<4, CK, IM>(a);
+    case 8: return int_tile<8, CK, IM>(a);
+    default: {
+      IntTileArgs b = a;
+      int done = 0;
+      const int64_t csz = 4;  // float and int32 are both 4 bytes
+      for (int step : {4, 2, 1})
+        while (a.rows - done >= step) {
+          b.rows = step;
+          b.x = a.x + done * a.ldx;
+          b.xs = a.xs + done * a.ldxs;
+          b.c = static_cast<char*>(a.c) + done * a.ldc * csz;
+          int_rows<CK, IM>(b);
+          done += step;
+        }
+    }
+  }
+}
+
+template <bool IM>
+void int_kind(const IntTileArgs& a) {
+  switch (a.w->kind) {
+    case CodeKind::Int4: return int_rows<CodeKind::Int4, IM>(a);
+    case CodeKind::Int8: return int_rows<CodeKind::Int8, IM>(a);
+    case CodeKind::Uint8: return int_rows<CodeKind::Uint8, IM>(a);
+    default: return;  // the backend only routes integer codes here
+  }
+}
+
+void int_tile_avx512(const IntTileArgs& a) {
+  if (a.int_mode) int_kind<true>(a);
+  else int_kind<false>(a);
+}
+
+}  // namespace
+
+const KernelTable* avx512_kernels() {
+  static const KernelTable t{"avx512", float_tile_avx512, int_tile_avx512};
+  return &t;
+}
+
+}  // namespace mixq::cpu

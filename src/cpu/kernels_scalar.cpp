@@ -1,0 +1,105 @@
+// Portable kernels: the semantics of kernels.hpp written plainly. Used on CPUs without AVX2 and
+// as the executable specification the SIMD kernels are tested against.
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cpu/kernels.hpp"
+
+namespace mixq::cpu {
+
+namespace {
+
+void float_tile_scalar(const FloatTileArgs& a) {
+  const PackedWeight& w = *a.w;
+  const int64_t ns = w.n_segs();
+  for (int m = 0; m < a.rows; ++m) {
+    float* c = a.c + m * a.ldc;
+    for (int r = 0; r < kLanes; ++r) {
+      float tot = a.accumulate ? c[r] : 0.f;
+      for (int64_t s = a.seg0; s < a.seg1; ++s) {
+        const Segment& sg = w.segs[s];
+        float acc = 0.f;
+        for (int32_t i = 0; i < sg.len; ++i)
+          acc += a.x[m * a.ldx + sg.kp0 + i] * w.code_value(a.panel, r, sg.kp0 + i);
+        const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes + r);
+        tot += acc * w.scale[si];
+        if (w.has_offset) tot += w.offset[si] * a.xsum[m * a.ldxs + s];
+      }
+      c[r] = tot;
+    }
+  }
+}
+
+void int_tile_scalar(const IntTileArgs& a) {
+  const PackedWeight& w = *a.w;
+  const int64_t ns = w.n_segs();
+  const bool biased_x = w.kind == CodeKind::Int8;  // x bytes hold qx + 128
+  for (int m = 0; m < a.rows; ++m) {
+    for (int r = 0; r < kLanes; ++r) {
+      float ftot = 0.f;
+      int32_t itot = 0;
+      if (a.accumulate) {
+        if (a.int_mode) itot = static_cast<int32_t*>(a.c)[m * a.ldc + r];
+        else ftot = static_cast<float*>(a.c)[m * a.ldc + r];
+      }
+      for (int64_t s = a.seg0; s < a.seg1; ++s) {
+        const Segment& sg = w.segs[s];
+        int32_t d = 0;
+        for (int32_t i = 0; i < sg.len; ++i) {
+          const uint8_t xb = a.x[m * a.ldx + sg.kp0 + i];
+          const int32_t qx = biased_x ? int32_t(xb) - 128 : int32_t(int8_t(xb));
+          d += qx * w.code_int(a.panel, r, sg.kp0 + i);
+        }
+        if (a.int_mode) {
+          itot += d;
+          continue;
+        }
+        const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes + r);
+        const ActSegment& as = a.xs[m * a.ldxs + s];
+        const float sw = w.scale[si], ow = w.has_offset ? w.offset[si] : 0.f;
+        ftot += float(d) * sw * as.sx;
+        ftot += sw * float(w.qsum[si]) * as.ox;
+        ftot += ow * as.ow_coef;
+      }
+      if (a.int_mode) static_cast<int32_t*>(a.c)[m * a.ldc + r] = itot;
+      else static_cast<float*>(a.c)[m * a.ldc + r] = ftot;
+    }
+  }
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable t{"scalar", float_tile_scalar, int_tile_scalar};
+  return t;
+}
+
+const KernelTable& select_kernels() {
+  const KernelTable* best = &scalar_kernels();
+  const KernelTable* a2 = avx2_kernels();
+  const KernelTable* a5 = avx512_kernels();
+  __builtin_cpu_init();
+  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                        __builtin_cpu_supports("f16c");
+  const bool has_avx512 = __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vnni") && has_avx2;
+  if (a2 && has_avx2) best = a2;
+  if (a5 && has_avx512) best = a5;
+  if (const char* env = std::getenv("MIXQ_CPU_ISA")) {
+    const std::string want = env;
+    if (want == "scalar") return scalar_kernels();
+    if (want == "avx2" && a2 && has_avx2) return *a2;
+  }
+  return *best;
+}
+
+}  // namespace mixq::cpu
+
+namespace mixq::cpu {
+// No AVX2 kernels yet: AVX2-only CPUs run the scalar kernels (see docs/cpu-backend.md).
+const KernelTable* avx2_kernels() { return nullptr; }
+}  // namespace mixq::cpu

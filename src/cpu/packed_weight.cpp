@@ -1,0 +1,178 @@
+// Repacking of the canonical weight into the CPU panel layout (see packed_weight.hpp).
+#include "cpu/packed_weight.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::cpu {
+
+namespace {
+
+constexpr int kLanes = 16;
+constexpr int32_t kMaxSegment = 256;
+
+CodeKind code_kind(DType t) {
+  switch (t) {
+    case DType::I4:
+    case DType::U4: return CodeKind::Int4;
+    case DType::I8: return CodeKind::Int8;
+    case DType::U8: return CodeKind::Uint8;
+    case DType::F8E4M3: return CodeKind::Fp8;
+    case DType::F16: return CodeKind::F16;
+    case DType::BF16: return CodeKind::BF16;
+    case DType::F32: return CodeKind::F32;
+    default: MIXQ_FAIL(ErrorCode::Unsupported, "cpu backend: code type ", dtype_name(t),
+                       " is not a weight code type");
+  }
+}
+
+int64_t group_bytes_of(CodeKind k) {
+  switch (k) {
+    case CodeKind::Int4: return 64;
+    case CodeKind::Int8:
+    case CodeKind::Uint8:
+    case CodeKind::Fp8: return 128;
+    case CodeKind::F16:
+    case CodeKind::BF16: return 256;
+    case CodeKind::F32: return 512;
+  }
+  return 0;
+}
+
+// Byte offset (within a panel) and nibble / element position of (lane r, padded column kp).
+struct CodePos {
+  int64_t byte;
+  int shift;  // Int4: 0 or 4
+};
+
+CodePos code_pos(CodeKind kind, int64_t group_bytes, int r, int64_t kp) {
+  const int64_t g = kp / 8, j = kp % 8;
+  const int64_t base = g * group_bytes;
+  switch (kind) {
+    case CodeKind::Int4: return {base + r * 4 + (j & 3), j >= 4 ? 4 : 0};
+    case CodeKind::Int8:
+    case CodeKind::Uint8:
+    case CodeKind::Fp8: return {base + (j / 4) * 64 + r * 4 + (j & 3), 0};
+    case CodeKind::F16:
+    case CodeKind::BF16: return {base + (j * kLanes + r) * 2, 0};
+    case CodeKind::F32: return {base + (j * kLanes + r) * 4, 0};
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+std::vector<Segment> make_segments(int64_t K, int64_t block_k) {
+  std::vector<Segment> segs;
+  int64_t kp = 0;
+  for (int64_t b0 = 0; b0 < K; b0 += block_k) {
+    const int64_t b1 = std::min(K, b0 + block_k);
+    for (int64_t k0 = b0; k0 < b1; k0 += kMaxSegment) {
+      const int32_t valid = static_cast<int32_t>(std::min<int64_t>(kMaxSegment, b1 - k0));
+      const int32_t len = (valid + 7) / 8 * 8;
+      segs.push_back({k0, valid, len, kp});
+      kp += len;
+    }
+  }
+  return segs;
+}
+
+int32_t PackedWeight::code_raw_u8(int64_t p, int r, int64_t kp) const {
+  const CodePos pos = code_pos(kind, group_bytes, r, kp);
+  const uint8_t b = panel_codes(p)[pos.byte];
+  return kind == CodeKind::Int4 ? (b >> pos.shift) & 0xF : b;
+}
+
+int32_t PackedWeight::code_int(int64_t p, int r, int64_t kp) const {
+  const int32_t raw = code_raw_u8(p, r, kp);
+  switch (kind) {
+    case CodeKind::Int4: return raw - code_shift;
+    case CodeKind::Int8: return static_cast<int8_t>(raw);
+    default: return raw;
+  }
+}
+
+float PackedWeight::code_value(int64_t p, int r, int64_t kp) const {
+  const CodePos pos = code_pos(kind, group_bytes, r, kp);
+  const uint8_t* c = panel_codes(p) + pos.byte;
+  switch (kind) {
+    case CodeKind::Fp8: return e4m3_to_f32(*c);
+    case CodeKind::F16: { uint16_t h; std::memcpy(&h, c, 2); return f16_to_f32(h); }
+    case CodeKind::BF16: { uint16_t h; std::memcpy(&h, c, 2); return bf16_to_f32(h); }
+    case CodeKind::F32: { float f; std::memcpy(&f, c, 4); return f; }
+    default: return static_cast<float>(code_int(p, r, kp));
+  }
+}
+
+PackedWeight pack_weight(const QuantizedWeight& w) {
+  PackedWeight pw;
+  pw.N = w.N;
+  pw.K = w.K;
+  pw.kind = code_kind(w.code_type);
+  pw.code_shift = w.code_type == DType::I4 ? 8 : 0;
+  pw.has_offset = w.has_scales && w.zero_kind != ZeroKind::None;
+  pw.group_bytes = group_bytes_of(pw.kind);
+  pw.segs = make_segments(w.K, w.has_scales ? w.block_k : w.K);
+  pw.k_perm = w.k_perm;
+  const Segment& last = pw.segs.back();
+  pw.Kp = last.kp0 + last.len;
+  pw.n_panels = (w.N + kLanes - 1) / kLanes;
+  const int64_t ns = pw.n_segs();
+  pw.codes.assign(static_cast<size_t>(pw.n_panels * pw.panel_bytes()), 0);
+  pw.scale.assign(static_cast<size_t>(pw.n_panels * ns * kLanes), 0.f);
+  if (pw.has_offset) pw.offset.assign(pw.scale.size(), 0.f);
+  pw.qsum.assign(pw.scale.size(), 0);
+
+  const bool integer = pw.is_integer();
+  for (int64_t n = 0; n < w.N; ++n) {
+    const int64_t p = n / kLanes;
+    const int r = static_cast<int>(n % kLanes);
+    uint8_t* pc = pw.codes.data() + p * pw.panel_bytes();
+    for (int64_t s = 0; s < ns; ++s) {
+      const Segment& sg = pw.segs[s];
+      const size_t si = static_cast<size_t>((p * ns + s) * kLanes + r);
+      int32_t qs = 0;
+      for (int32_t i = 0; i < sg.valid; ++i) {
+        const int64_t k = sg.k0 + i;
+        const CodePos pos = code_pos(pw.kind, pw.group_bytes, r, sg.kp0 + i);
+        switch (pw.kind) {
+          case CodeKind::Int4: {
+            const int32_t q = w.code_int(n, k);
+            qs += q;
+            pc[pos.byte] |= static_cast<uint8_t>((q + pw.code_shift) << pos.shift);
+            break;
+          }
+          case CodeKind::Int8:
+          case CodeKind::Uint8: {
+            const int32_t q = w.code_int(n, k);
+            qs += q;
+            pc[pos.byte] = static_cast<uint8_t>(q);
+            break;
+          }
+          case CodeKind::Fp8: pc[pos.byte] = w.codes[n * w.row_bytes() + k]; break;
+          case CodeKind::F16:
+          case CodeKind::BF16: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 2], 2); break;
+          case CodeKind::F32: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 4], 4); break;
+        }
+      }
+      if (integer) pw.qsum[si] = qs;
+      if (!w.has_scales) {
+        pw.scale[si] = 1.f;
+        continue;
+      }
+      const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
+      const float sc = w.scale(nb, kb);
+      pw.scale[si] = sc;
+      if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
+      // s*(q - z) = q*s + (-s*z): one rounding of s*z more than the reference (relative 6e-8).
+      if (w.zero_kind == ZeroKind::ZeroPoint)
+        pw.offset[si] = -sc * static_cast<float>(w.zero_point(nb, kb));
+    }
+  }
+  return pw;
+}
+
+}  // namespace mixq::cpu

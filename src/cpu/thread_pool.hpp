@@ -1,0 +1,19 @@
+// A small persistent thread pool (the ggml way: workers sleep on a condition variable between
+// calls, tasks are claimed from an atomic counter, the calling thread works too).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace mixq::cpu {
+
+// Threads to use for a call: `requested` when > 0, else MIXQ_NUM_THREADS when set (> 0), else
+// std::thread::hardware_concurrency().
+int resolve_num_threads(int requested);
+
+// Runs body(task) for task in [0, n_tasks) on up to `threads` threads (the caller included) and
+// returns when all are done. Calls from different threads are serialized. An exception thrown
+// by a task is rethrown here (the first one) after all tasks finished.
+void parallel_for(int threads, int64_t n_tasks, const std::function<void(int64_t)>& body);
+
+}  // namespace mixq::cpu
