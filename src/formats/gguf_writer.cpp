@@ -1,5 +1,6 @@
 // GGUF v3 writer (formats.md §2): header, metadata, tensor infos, then each tensor's data padded
 // to the alignment, in the order given (the layout ggml and gguf-py write).
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
