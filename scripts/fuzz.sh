@@ -23,6 +23,6 @@ for t in "${targets[@]}"; do
   mkdir -p "$work"
   echo "== $t for ${secs}s (seeds: $seeds)"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  "$build/$t" "$work" "$seeds" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
+  "$build/fuzz/$t" "$work" "$seeds" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 \
     -timeout=10 -artifact_prefix="$build/crashes/$t-" -print_final_stats=1
 done

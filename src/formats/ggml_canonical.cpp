@@ -6,6 +6,9 @@
 //   K-quants and IQ4_XS store the f32 product d * sub_scale that ggml computes first, and the
 //   mins as the offset -(dmin * m) (y = dl*q - ml == dl*q + (-ml) exactly in IEEE arithmetic).
 // The table of mappings and their memory cost is in docs/formats-notes.md.
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -47,6 +50,24 @@ inline void pack_nibble_pairs(const uint8_t* src, int shift, uint8_t* out, int n
 inline void pack_codes4(const int8_t* q, uint8_t* out, int n_pairs) {
   for (int i = 0; i < n_pairs; ++i)
     out[i] = static_cast<uint8_t>((q[2 * i] & 0xF) | ((q[2 * i + 1] & 0xF) << 4));
+}
+
+// Allocates a zero-filled buffer of n bytes, asking for transparent huge pages first when it is
+// large: the canonical copy of a big tensor is written once, and with 4 KiB pages the kernel's
+// page faults on it cost more than the conversion itself (docs/formats-notes.md, Performance).
+void alloc_output(std::vector<uint8_t>& v, size_t n) {
+  v.clear();
+  v.shrink_to_fit();
+  v.reserve(n);  // untouched memory (large blocks come from mmap)
+#if defined(MADV_HUGEPAGE)
+  constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+  if (n >= 4 * kHuge) {
+    const uintptr_t b = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+    const uintptr_t e = (reinterpret_cast<uintptr_t>(v.data()) + n) & ~(kHuge - 1);
+    if (e > b) ::madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);  // a hint; ignore errors
+  }
+#endif
+  v.resize(n);
 }
 
 struct Target {
@@ -274,7 +295,7 @@ QuantizedWeight ggml_to_canonical(GgmlType type, const uint8_t* data, int64_t ro
     w.has_scales = false;
     w.block_k = K;
     w.zero_kind = ZeroKind::None;
-    w.allocate();
+    alloc_output(w.codes, static_cast<size_t>(rows * w.row_bytes()));
     std::memcpy(w.codes.data(), data, static_cast<size_t>(rows * row_in));  // same layout
     return w;
   }
@@ -284,7 +305,10 @@ QuantizedWeight ggml_to_canonical(GgmlType type, const uint8_t* data, int64_t ro
   w.block_k = m.block_k;
   w.scale_type = m.scale_type;
   w.zero_kind = m.zero_kind;
-  w.allocate();
+  alloc_output(w.codes, static_cast<size_t>(rows * w.row_bytes()));
+  const size_t scale_bytes = static_cast<size_t>(w.n_scale_entries() * dtype_bits(m.scale_type) / 8);
+  alloc_output(w.scales, scale_bytes);
+  if (m.zero_kind == ZeroKind::Offset) alloc_output(w.zeros, scale_bytes);
 
   const int64_t nblocks = K / info->block_elems;
   const int64_t code_bytes_per_block = dtype_bytes(m.code_type, info->block_elems);
