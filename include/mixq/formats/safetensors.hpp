@@ -20,8 +20,15 @@ struct SafetensorsTensor {
   uint64_t offset = 0;         // offset of the data within the file
 };
 
-// Bytes per element of a safetensors dtype string; 0 for unknown dtypes.
+// Bytes per element of a safetensors dtype string; 0 for unknown dtypes (and for the sub-byte
+// F4 / F6_* types, whose size is given by safetensors_dtype_bits).
 int safetensors_dtype_size(const std::string& dtype);
+// Bits per element (4 for F4, 6 for F6_E2M3 / F6_E3M2); 0 for unknown dtypes.
+int safetensors_dtype_bits(const std::string& dtype);
+// Byte size of a tensor; false when the dtype is unknown, a dimension negative, the product
+// overflows 64 bits, or a sub-byte tensor does not end on a byte boundary.
+bool safetensors_tensor_bytes(const std::string& dtype, const std::vector<int64_t>& shape,
+                              uint64_t* nbytes);
 
 class SafetensorsFile {
  public:
@@ -52,8 +59,10 @@ class SafetensorsWriter {
   void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
            const void* data, uint64_t nbytes);
   void set_metadata(const std::string& key, const std::string& value);
-  // Writes the file (header padded with spaces to a multiple of 8, tensors 8-aligned in the
-  // order added). Throws mixq::Error(Io) on failure.
+  // Writes the file: header padded with spaces to a multiple of 8 (so the buffer starts 8-aligned),
+  // tensors back to back (the format forbids holes) ordered by element size, largest first, and
+  // in the order added within one size, so every tensor is naturally aligned. add() validates
+  // names (unique, not __metadata__), dtypes and shape-vs-size. Throws mixq::Error(Io) on failure.
   void write(const std::string& path) const;
 
  private:
