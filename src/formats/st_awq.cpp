@@ -6,8 +6,8 @@
 namespace mixq::formats {
 
 namespace {
-// Nibble i of a word holds column 8c + kOrder[i]; column 8c + j lives in nibble kReverse[j].
-constexpr int kOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+// Nibble i of a word holds column 8c + ORDER[i], ORDER = {0, 2, 4, 6, 1, 3, 5, 7}; so column
+// 8c + j lives in nibble kReverse[j].
 constexpr int kReverse[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 }  // namespace
 

@@ -94,11 +94,15 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
   MIXQ_CHECK(sc.shape[1] == N && qz.shape[0] == G, ErrorCode::Format, what, ": inconsistent shapes qweight ",
              shape_str(qw.shape), ", qzeros ", shape_str(qz.shape), ", scales ", shape_str(sc.shape),
              " (expected [K*b/32, N], [G, N*b/32], [G, N])");
+  if (gi)
+    MIXQ_CHECK(gi->shape.size() == 1 && gi->dtype == "I32", ErrorCode::Format, what,
+               ": g_idx must be I32 [K], got ", gi->dtype, " ", shape_str(gi->shape));
   int bits = c.bits;
   if (bits == 0) {
-    // The zero points are packed along N: their width fixes the bit count.
+    // The zero points are packed along N, the codes along K (= g_idx length when present):
+    // together they fix the bit count; small N alone can be ambiguous.
     for (const int b : {2, 3, 4, 8})
-      if (gptq_qzeros_cols(N, b) == Z) {
+      if (gptq_qzeros_cols(N, b) == Z && (!gi || gptq_qweight_rows(gi->shape[0], b) == R)) {
         MIXQ_CHECK(bits == 0, ErrorCode::Format, what, ": bit width is ambiguous from qzeros ",
                    shape_str(qz.shape), " with N=", N, "; a quantize_config.json with \"bits\" is needed");
         bits = b;
@@ -112,8 +116,6 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
              shape_str(qz.shape), " does not hold ", N, " ", bits, "-bit zero points per group");
   int64_t K;
   if (gi) {
-    MIXQ_CHECK(gi->shape.size() == 1 && gi->dtype == "I32", ErrorCode::Format, what,
-               ": g_idx must be I32 [K], got ", gi->dtype, " ", shape_str(gi->shape));
     K = gi->shape[0];
   } else {
     MIXQ_CHECK((R * 32) % bits == 0, ErrorCode::Format, what, ": qweight rows (", R,
