@@ -10,6 +10,7 @@
 #include "mixq/dtype.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "mixq/quantized_weight.hpp"
 
 namespace mixq::formats::st {
 
@@ -62,6 +63,16 @@ inline const char* st_dtype_of(DType t) {
     case DType::I32: return "I32";
     case DType::U8: return "U8";
     default: return "U8";
+  }
+}
+
+// QuantizedWeight::validate, reported as a Format error naming the file and tensor (`what`):
+// a weight built from a file that breaks an invariant is malformed content, not a bad argument.
+inline void validate_loaded(const QuantizedWeight& w, const std::string& what) {
+  try {
+    w.validate();
+  } catch (const Error& e) {
+    MIXQ_FAIL(ErrorCode::Format, what, ": ", e.what());
   }
 }
 

@@ -146,7 +146,8 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
   plan.bytes = int64_t(qw.nbytes + qz.nbytes + sc.nbytes + (gi ? gi->nbytes : 0));
   plan.origin = std::string("gptq-") + (plan.version == GptqVersion::V1 ? "v1 " : "v2 ") +
                 std::to_string(bits) + "bit " +
-                (g == K ? std::string("per-channel") : "g" + std::to_string(g)) +
+                (g == K ? std::string("per-channel")
+                        : g > 0 ? "g" + std::to_string(g) : std::string("groups from g_idx")) +
                 (c.desc_act ? " desc_act" : "");
   return plan;
 }
@@ -313,7 +314,7 @@ QuantizedWeight load_dense(const SafetensorsFile& f, const std::string& name) {
   w.block_n = 1;
   w.codes.assign(t.data, t.data + t.nbytes);
   w.origin = "safetensors " + t.dtype;
-  w.validate();
+  st::validate_loaded(w, f.path() + ": tensor \"" + name + "\"");
   return w;
 }
 

@@ -33,7 +33,7 @@ QuantizedWeight fp8_block_to_quantized(const Fp8BlockView& v, const std::string&
     std::memcpy(w.scales.data() + 4 * i, &s, 4);
   }
   w.origin = "fp8 block " + std::to_string(v.block_n) + "x" + std::to_string(v.block_k);
-  w.validate();
+  st::validate_loaded(w, what);
   return w;
 }
 

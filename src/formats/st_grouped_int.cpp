@@ -1,6 +1,7 @@
 // GroupedIntWeight (the unpacked GPTQ/AWQ form) -> canonical QuantizedWeight.
 #include "mixq/formats/grouped_int.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "formats/st_common.hpp"
@@ -97,7 +98,7 @@ QuantizedWeight grouped_int_to_quantized(const GroupedIntWeight& w, const std::s
   out.N = N;
   out.K = K;
   out.code_type = w.bits <= 4 ? DType::U4 : DType::U8;
-  out.block_k = g;
+  out.block_k = std::min(g, K);  // a group size beyond K (g128 with K=64) is one block: same thing
   out.block_n = 1;
   out.scale_type = w.scale_type;
   out.zero_kind = ZeroKind::ZeroPoint;
@@ -115,7 +116,11 @@ QuantizedWeight grouped_int_to_quantized(const GroupedIntWeight& w, const std::s
     }
   out.k_perm = std::move(perm);
   out.origin = origin;
-  out.validate();
+  try {
+    out.validate();
+  } catch (const Error& e) {
+    MIXQ_FAIL(ErrorCode::Format, what, ": ", e.what());
+  }
   return out;
 }
 

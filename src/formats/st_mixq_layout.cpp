@@ -121,11 +121,7 @@ QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
     w.k_perm.resize(static_cast<size_t>(w.K));
     for (int64_t k = 0; k < w.K; ++k) w.k_perm[k] = st::load_i32(p->data, k);
   }
-  try {
-    w.validate();
-  } catch (const Error& e) {
-    MIXQ_FAIL(ErrorCode::Format, what, ": ", e.what());
-  }
+  st::validate_loaded(w, what);
   return w;
 }
 

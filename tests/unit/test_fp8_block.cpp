@@ -102,6 +102,16 @@ TEST(Fp8BlockFile, LoadsDeepSeekLayout) {
   bad.add("w_scale_inv", "F32", {3, 2}, q2.scale_inv.data(), 24);
   bad.write(path);
   expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format, {"\"w\" (fp8 block)", "weight_scale_inv[2][0]", "not finite"});
+  // A block size from config.json that breaks the canonical limits is a Format error naming the file.
+  SafetensorsWriter cfgw;
+  cfgw.add("w", "F8_E4M3", {300, 200}, p.weight.data(), p.weight.size());
+  const float one = 1.0f;
+  cfgw.add("w_scale_inv", "F32", {1, 1}, &one, 4);
+  cfgw.write(path);
+  mixq_test::write_bytes(dir.file("config.json"),
+                         R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [4096, 4096]}})");
+  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format, {"\"w\" (fp8 block)", "block_n"});
+  std::remove(dir.file("config.json").c_str());
   SafetensorsWriter bad2;
   bad2.add("w", "F8_E4M3", {300, 200}, q2.weight.data(), q2.weight.size());
   bad2.add("w_scale_inv", "F32", {2, 3}, q2.scale_inv.data(), 24);

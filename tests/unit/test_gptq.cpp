@@ -322,6 +322,13 @@ TEST(GptqFile, InconsistentShapesAndConfigsFail) {
   expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"says quant_method \"awq\""});
   std::remove(dir.file("quantize_config.json").c_str());
   expect_error([&] { load_weight(path, "nope"); }, ErrorCode::InvalidArgument, {"nope"});
+  // A group size beyond K (g128 on a 64-wide layer) is a single group: loads as one block.
+  const GroupedIntWeight one = random_grouped(4, 64, 32, 64, false, 1, 15, 8);
+  write_gptq(path, "l", gptq_pack(one, GptqVersion::V1), false);
+  mixq_test::write_bytes(dir.file("quantize_config.json"), "{\"bits\": 4, \"group_size\": 128}");
+  const QuantizedWeight q = load_weight(path, "l");
+  EXPECT_EQ(q.block_k, 64);
+  for (int64_t k = 0; k < 64; ++k) EXPECT_EQ(q.dequant(3, k), one.dequant(3, k));
 }
 
 }  // namespace
