@@ -4,7 +4,9 @@
 #include "mixq/error.hpp"
 
 namespace mixq::formats {
-bool is_gguf_file(const std::string&) { return false; }
+bool is_gguf_file(const std::string&) {
+  return false;
+}
 CheckpointInfo gguf_inspect(const std::string& path) {
   MIXQ_FAIL(ErrorCode::Unsupported, path, ": GGUF support is not in this build (TEMP stub)");
 }

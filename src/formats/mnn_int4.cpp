@@ -11,7 +11,8 @@ ConvWeight mnn_int4_to_conv_weight(const MnnInt4Weight& m) {
   const char* w = "mnn_int4_to_conv_weight";
   MIXQ_CHECK(m.Co >= 1 && m.Ci >= 1 && m.Kh >= 1 && m.Kw >= 1 && m.Co <= (int64_t(1) << 31) &&
                  m.Ci <= (int64_t(1) << 24) && m.Kh <= 4096 && m.Kw <= 4096,
-             ErrorCode::Format, w, ": bad shape Co=", m.Co, " Ci=", m.Ci, " Kh=", m.Kh, " Kw=", m.Kw);
+             ErrorCode::Format, w, ": bad shape Co=", m.Co, " Ci=", m.Ci, " Kh=", m.Kh,
+             " Kw=", m.Kw);
   const int64_t K = m.Ci * m.Kh * m.Kw;
   MIXQ_CHECK(K <= (int64_t(1) << 31), ErrorCode::Format, w, ": Ci*Kh*Kw (", K, ") too large");
   const int64_t nb = m.blocks_per_channel;
@@ -49,8 +50,8 @@ ConvWeight mnn_int4_to_conv_weight(const MnnInt4Weight& m) {
     }
   for (int64_t i = 0; i < entries; ++i) {
     const float scale = m.asymmetric ? m.alpha[2 * i + 1] : m.alpha[i];
-    MIXQ_CHECK(std::isfinite(scale), ErrorCode::Format, w, ": scale of channel ", i / nb,
-               " block ", i % nb, " is not finite");
+    MIXQ_CHECK(std::isfinite(scale), ErrorCode::Format, w, ": scale of channel ", i / nb, " block ",
+               i % nb, " is not finite");
     std::memcpy(q.scales.data() + 4 * i, &scale, 4);
     if (m.asymmetric) {
       const float mn = m.alpha[2 * i];
@@ -73,7 +74,8 @@ MnnInt4Weight mnn_int4_pack(const ConvWeight& cw) {
                      q.scale_type == DType::F32 && q.block_n == 1 && q.has_scales &&
                      (q.zero_kind == ZeroKind::None || q.zero_kind == ZeroKind::Offset),
                  "mnn_int4_pack: needs CiKhKw order, i4 codes, f32 scales per row, none/offset "
-                 "zeros; got ", q.describe());
+                 "zeros; got ",
+                 q.describe());
   MnnInt4Weight m;
   m.Co = q.N;
   m.Ci = cw.Ci;

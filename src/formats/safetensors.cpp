@@ -26,12 +26,11 @@ struct DTypeEntry {
   int bits;
 };
 constexpr DTypeEntry kDTypes[] = {
-    {"BOOL", 8},        {"U8", 8},           {"I8", 8},          {"I16", 16},
-    {"U16", 16},        {"F16", 16},         {"BF16", 16},       {"I32", 32},
-    {"U32", 32},        {"F32", 32},         {"F64", 64},        {"I64", 64},
-    {"U64", 64},        {"C64", 64},         {"F8_E4M3", 8},     {"F8_E5M2", 8},
-    {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8},  {"F8_E8M0", 8},     {"F4", 4},
-    {"F6_E2M3", 6},     {"F6_E3M2", 6},
+    {"BOOL", 8},    {"U8", 8},          {"I8", 8},          {"I16", 16},    {"U16", 16},
+    {"F16", 16},    {"BF16", 16},       {"I32", 32},        {"U32", 32},    {"F32", 32},
+    {"F64", 64},    {"I64", 64},        {"U64", 64},        {"C64", 64},    {"F8_E4M3", 8},
+    {"F8_E5M2", 8}, {"F8_E4M3FNUZ", 8}, {"F8_E5M2FNUZ", 8}, {"F8_E8M0", 8}, {"F4", 4},
+    {"F6_E2M3", 6}, {"F6_E3M2", 6},
 };
 
 uint64_t read_u64_le(const uint8_t* p) {
@@ -43,8 +42,8 @@ uint64_t read_u64_le(const uint8_t* p) {
 // Non-negative int64 from JSON, or a Format error naming the file, tensor and field.
 int64_t json_size(const json::Value& v, const std::string& path, const std::string& tensor,
                   const char* field) {
-  MIXQ_CHECK(v.is_int() && v.integer >= 0, ErrorCode::Format, path, ": tensor \"", tensor, "\": ",
-             field, " must be a non-negative integer (got a ", json::kind_name(v.kind),
+  MIXQ_CHECK(v.is_int() && v.integer >= 0, ErrorCode::Format, path, ": tensor \"", tensor,
+             "\": ", field, " must be a non-negative integer (got a ", json::kind_name(v.kind),
              v.is_int() ? " " + std::to_string(v.integer) : std::string(), ")");
   return v.integer;
 }
@@ -137,7 +136,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                "\": entry must be an object, got a ", json::kind_name(v.kind));
     for (const auto& m : v.object)
       MIXQ_CHECK(m.first == "dtype" || m.first == "shape" || m.first == "data_offsets",
-                 ErrorCode::Format, path, ": tensor \"", name, "\": unknown field \"", m.first, "\"");
+                 ErrorCode::Format, path, ": tensor \"", name, "\": unknown field \"", m.first,
+                 "\"");
     const json::Value* dt = v.get("dtype");
     const json::Value* sh = v.get("shape");
     const json::Value* off = v.get("data_offsets");
@@ -155,8 +155,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     t.name = name;
     t.dtype = dt->string;
     for (const auto& d : sh->array) t.shape.push_back(json_size(d, path, name, "shape entry"));
-    const uint64_t begin = static_cast<uint64_t>(json_size(off->array[0], path, name, "data_offsets[0]"));
-    const uint64_t end = static_cast<uint64_t>(json_size(off->array[1], path, name, "data_offsets[1]"));
+    const uint64_t begin =
+        static_cast<uint64_t>(json_size(off->array[0], path, name, "data_offsets[0]"));
+    const uint64_t end =
+        static_cast<uint64_t>(json_size(off->array[1], path, name, "data_offsets[1]"));
     MIXQ_CHECK(begin <= end, ErrorCode::Format, path, ": tensor \"", name, "\": data_offsets [",
                begin, ", ", end, "] are reversed");
     MIXQ_CHECK(end <= buffer_size, ErrorCode::Format, path, ": tensor \"", name,
@@ -164,7 +166,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                " bytes)");
     uint64_t expected = 0;
     std::string shape_text;
-    for (const int64_t d : t.shape) shape_text += (shape_text.empty() ? "" : ", ") + std::to_string(d);
+    for (const int64_t d : t.shape)
+      shape_text += (shape_text.empty() ? "" : ", ") + std::to_string(d);
     MIXQ_CHECK(safetensors_tensor_bytes(t.dtype, t.shape, &expected), ErrorCode::Format, path,
                ": tensor \"", name, "\": shape [", shape_text, "] of ", t.dtype,
                " overflows or does not end on a byte boundary");
@@ -217,7 +220,8 @@ const SafetensorsTensor& SafetensorsFile::get(const std::string& name) const {
 
 void SafetensorsWriter::add(const std::string& name, const std::string& dtype,
                             const std::vector<int64_t>& shape, const void* data, uint64_t nbytes) {
-  MIXQ_CHECK_ARG(name != "__metadata__", "SafetensorsWriter::add: the name __metadata__ is reserved");
+  MIXQ_CHECK_ARG(name != "__metadata__",
+                 "SafetensorsWriter::add: the name __metadata__ is reserved");
   for (const auto& e : entries_)
     MIXQ_CHECK_ARG(e.name != name, "SafetensorsWriter::add: duplicate tensor name \"", name, "\"");
   uint64_t expected = 0;

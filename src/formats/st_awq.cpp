@@ -1,7 +1,6 @@
 // AWQ GEMM pack / unpack (formats.md §4.1).
-#include "mixq/formats/awq.hpp"
-
 #include "formats/st_common.hpp"
+#include "mixq/formats/awq.hpp"
 
 namespace mixq::formats {
 
@@ -11,7 +10,9 @@ namespace {
 constexpr int kReverse[8] = {0, 4, 1, 5, 2, 6, 3, 7};
 }  // namespace
 
-int awq_nibble_of_column(int j) { return kReverse[j & 7]; }
+int awq_nibble_of_column(int j) {
+  return kReverse[j & 7];
+}
 
 AwqPacked awq_pack(const GroupedIntWeight& w) {
   w.validate("awq_pack");

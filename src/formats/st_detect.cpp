@@ -31,7 +31,8 @@ struct Scan {
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string shape_str(const std::vector<int64_t>& s) {
@@ -91,8 +92,9 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
   GptqPackedView& v = plan.view;
   v.scale_type = need_scale_dtype(sc, what);
   const int64_t R = qw.shape[0], N = qw.shape[1], G = sc.shape[0], Z = qz.shape[1];
-  MIXQ_CHECK(sc.shape[1] == N && qz.shape[0] == G, ErrorCode::Format, what, ": inconsistent shapes qweight ",
-             shape_str(qw.shape), ", qzeros ", shape_str(qz.shape), ", scales ", shape_str(sc.shape),
+  MIXQ_CHECK(sc.shape[1] == N && qz.shape[0] == G, ErrorCode::Format, what,
+             ": inconsistent shapes qweight ", shape_str(qw.shape), ", qzeros ",
+             shape_str(qz.shape), ", scales ", shape_str(sc.shape),
              " (expected [K*b/32, N], [G, N*b/32], [G, N])");
   if (gi)
     MIXQ_CHECK(gi->shape.size() == 1 && gi->dtype == "I32", ErrorCode::Format, what,
@@ -104,7 +106,8 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
     for (const int b : {2, 3, 4, 8})
       if (gptq_qzeros_cols(N, b) == Z && (!gi || gptq_qweight_rows(gi->shape[0], b) == R)) {
         MIXQ_CHECK(bits == 0, ErrorCode::Format, what, ": bit width is ambiguous from qzeros ",
-                   shape_str(qz.shape), " with N=", N, "; a quantize_config.json with \"bits\" is needed");
+                   shape_str(qz.shape), " with N=", N,
+                   "; a quantize_config.json with \"bits\" is needed");
         bits = b;
       }
     MIXQ_CHECK(bits != 0, ErrorCode::Format, what, ": qzeros ", shape_str(qz.shape),
@@ -131,9 +134,11 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
                " and K=", K, " need ", g >= 1 ? (K + g - 1) / g : 0, " groups, scales have ", G);
   }
   const std::string fmt = c.checkpoint_format;
-  if (fmt == "gptq_v2") plan.version = GptqVersion::V2;
-  else MIXQ_CHECK(fmt.empty() || fmt == "gptq", ErrorCode::Unsupported, what,
-                  ": checkpoint_format \"", fmt, "\" (supported: gptq (v1), gptq_v2)");
+  if (fmt == "gptq_v2")
+    plan.version = GptqVersion::V2;
+  else
+    MIXQ_CHECK(fmt.empty() || fmt == "gptq", ErrorCode::Unsupported, what, ": checkpoint_format \"",
+               fmt, "\" (supported: gptq (v1), gptq_v2)");
   v.bits = bits;
   v.K = K;
   v.N = N;
@@ -146,8 +151,9 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
   plan.bytes = int64_t(qw.nbytes + qz.nbytes + sc.nbytes + (gi ? gi->nbytes : 0));
   plan.origin = std::string("gptq-") + (plan.version == GptqVersion::V1 ? "v1 " : "v2 ") +
                 std::to_string(bits) + "bit " +
-                (g == K ? std::string("per-channel")
-                        : g > 0 ? "g" + std::to_string(g) : std::string("groups from g_idx")) +
+                (g == K  ? std::string("per-channel")
+                 : g > 0 ? "g" + std::to_string(g)
+                         : std::string("groups from g_idx")) +
                 (c.desc_act ? " desc_act" : "");
   return plan;
 }
@@ -178,8 +184,9 @@ AwqPlan plan_awq(const SafetensorsFile& f, const QuantConfig& c, const std::stri
   v.scale_type = need_scale_dtype(sc, what);
   const int64_t K = qw.shape[0], C = qw.shape[1], G = sc.shape[0], N = sc.shape[1];
   MIXQ_CHECK((N + 7) / 8 == C && qz.shape[0] == G && qz.shape[1] == C, ErrorCode::Format, what,
-             ": inconsistent shapes qweight ", shape_str(qw.shape), ", qzeros ", shape_str(qz.shape),
-             ", scales ", shape_str(sc.shape), " (expected [K, N/8], [K/g, N/8], [K/g, N])");
+             ": inconsistent shapes qweight ", shape_str(qw.shape), ", qzeros ",
+             shape_str(qz.shape), ", scales ", shape_str(sc.shape),
+             " (expected [K, N/8], [K/g, N/8], [K/g, N])");
   int64_t g = c.group_size == -1 ? K : c.group_size;
   if (g == 0) g = (K + G - 1) / G;
   MIXQ_CHECK(g >= 1 && (K + g - 1) / g == G, ErrorCode::Format, what, ": group size ", g,
@@ -246,8 +253,8 @@ Kind classify_int(const SafetensorsFile& f, const QuantConfig& c, const std::str
   const bool awq_shape = qw.shape[1] == (sc.shape[1] + 7) / 8;
   if (c.quant_method == "gptq" || c.quant_method == "awq") {
     const bool awq = c.quant_method == "awq";
-    MIXQ_CHECK(awq ? awq_shape : gptq_shape, ErrorCode::Format, f.path(), ": tensor \"", p, "\": ",
-               c.source, " says quant_method \"", c.quant_method, "\" but qweight ",
+    MIXQ_CHECK(awq ? awq_shape : gptq_shape, ErrorCode::Format, f.path(), ": tensor \"", p,
+               "\": ", c.source, " says quant_method \"", c.quant_method, "\" but qweight ",
                shape_str(qw.shape), " with scales ", shape_str(sc.shape), " is not ",
                awq ? "AWQ-shaped [K, N/8]" : "GPTQ-shaped [K*b/32, N]");
     return awq ? Kind::Awq : Kind::Gptq;
@@ -285,8 +292,10 @@ Scan scan(const std::string& path) {
     consumed.insert(t.name);
   }
   for (const auto& t : f.tensors())
-    if (!consumed.count(t.name)) s.items.push_back({is_dense_matrix(t) ? Kind::Dense : Kind::Other, t.name});
-  std::sort(s.items.begin(), s.items.end(), [](const Item& a, const Item& b) { return a.name < b.name; });
+    if (!consumed.count(t.name))
+      s.items.push_back({is_dense_matrix(t) ? Kind::Dense : Kind::Other, t.name});
+  std::sort(s.items.begin(), s.items.end(),
+            [](const Item& a, const Item& b) { return a.name < b.name; });
   return s;
 }
 
@@ -321,7 +330,8 @@ QuantizedWeight load_dense(const SafetensorsFile& f, const std::string& name) {
 QuantizedWeight load_item(const Scan& s, const Item& it) {
   const SafetensorsFile& f = *s.file;
   switch (it.kind) {
-    case Kind::Mixq: return mixq_load(f, it.name);
+    case Kind::Mixq:
+      return mixq_load(f, it.name);
     case Kind::Gptq: {
       const GptqPlan p = plan_gptq(f, s.cfg, it.name);
       const GroupedIntWeight g = gptq_unpack(p.view, p.version, p.group_size, p.what);
@@ -335,8 +345,10 @@ QuantizedWeight load_item(const Scan& s, const Item& it) {
       const Fp8Plan p = plan_fp8(f, s.cfg, it.name);
       return fp8_block_to_quantized(p.view, p.what);
     }
-    case Kind::Dense: return load_dense(f, it.name);
-    case Kind::Other: break;
+    case Kind::Dense:
+      return load_dense(f, it.name);
+    case Kind::Other:
+      break;
   }
   const SafetensorsTensor& t = f.get(it.name);
   MIXQ_FAIL(ErrorCode::Unsupported, f.path(), ": tensor \"", it.name, "\" (", t.dtype, " ",
@@ -353,7 +365,8 @@ TensorEntry entry_for(const Scan& s, const Item& it) {
     e.is_weight = true;
   };
   switch (it.kind) {
-    case Kind::Mixq: return mixq_entry(f, it.name);
+    case Kind::Mixq:
+      return mixq_entry(f, it.name);
     case Kind::Gptq: {
       const GptqPlan p = plan_gptq(f, s.cfg, it.name);
       e.type = p.origin + (p.view.g_idx ? " g_idx" : "");
@@ -400,12 +413,23 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
   std::set<std::string> kinds;
   for (const auto& it : s.items) {
     switch (it.kind) {
-      case Kind::Mixq: kinds.insert("mixq"); break;
-      case Kind::Gptq: kinds.insert("gptq"); break;
-      case Kind::Awq: kinds.insert("awq"); break;
-      case Kind::Fp8: kinds.insert("fp8"); break;
-      case Kind::Dense: kinds.insert("dense"); break;
-      case Kind::Other: break;
+      case Kind::Mixq:
+        kinds.insert("mixq");
+        break;
+      case Kind::Gptq:
+        kinds.insert("gptq");
+        break;
+      case Kind::Awq:
+        kinds.insert("awq");
+        break;
+      case Kind::Fp8:
+        kinds.insert("fp8");
+        break;
+      case Kind::Dense:
+        kinds.insert("dense");
+        break;
+      case Kind::Other:
+        break;
     }
     info.tensors.push_back(entry_for(s, it));
   }

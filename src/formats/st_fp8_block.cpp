@@ -1,10 +1,9 @@
 // FP8 block (DeepSeek-V3 style) <-> canonical (formats.md §5.1).
-#include "mixq/formats/fp8_block.hpp"
-
 #include <cmath>
 #include <cstring>
 
 #include "formats/st_common.hpp"
+#include "mixq/formats/fp8_block.hpp"
 
 namespace mixq::formats {
 

@@ -1,7 +1,6 @@
 // GPTQ pack / unpack (formats.md §3.2, §3.3).
-#include "mixq/formats/gptq.hpp"
-
 #include "formats/st_common.hpp"
+#include "mixq/formats/gptq.hpp"
 
 namespace mixq::formats {
 
@@ -25,8 +24,10 @@ GptqPacked gptq_pack(const GroupedIntWeight& w, GptqVersion version) {
     for (int64_t n = 0; n < w.N; ++n) {
       int32_t z = w.zeros[g * w.N + n];
       if (version == GptqVersion::V1) {
-        MIXQ_CHECK_ARG(z >= 1, "gptq_pack: v1 stores z - 1 and cannot represent zero point 0 "
-                       "(group ", g, ", n ", n, "); use v2");
+        MIXQ_CHECK_ARG(z >= 1,
+                       "gptq_pack: v1 stores z - 1 and cannot represent zero point 0 "
+                       "(group ",
+                       g, ", n ", n, "); use v2");
         z -= 1;
       }
       MIXQ_CHECK_ARG(z <= qmax, "gptq_pack: zero point ", z, " does not fit ", b, " bits");

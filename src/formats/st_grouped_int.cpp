@@ -1,10 +1,9 @@
 // GroupedIntWeight (the unpacked GPTQ/AWQ form) -> canonical QuantizedWeight.
-#include "mixq/formats/grouped_int.hpp"
-
 #include <algorithm>
 #include <cmath>
 
 #include "formats/st_common.hpp"
+#include "mixq/formats/grouped_int.hpp"
 
 namespace mixq::formats {
 
@@ -34,8 +33,8 @@ void bitstream_put(int32_t* words, int64_t stride, int64_t i, int bits, uint32_t
 }
 
 void GroupedIntWeight::validate(const std::string& what) const {
-  MIXQ_CHECK(bits == 2 || bits == 3 || bits == 4 || bits == 8, ErrorCode::Format, what, ": ",
-             bits, "-bit codes are not supported (2, 3, 4, 8)");
+  MIXQ_CHECK(bits == 2 || bits == 3 || bits == 4 || bits == 8, ErrorCode::Format, what, ": ", bits,
+             "-bit codes are not supported (2, 3, 4, 8)");
   MIXQ_CHECK(K >= 1 && N >= 1 && groups >= 1 && K <= (int64_t(1) << 31) &&
                  N <= (int64_t(1) << 31) && groups <= K,
              ErrorCode::Format, what, ": bad geometry K=", K, " N=", N, " groups=", groups);

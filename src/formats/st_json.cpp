@@ -17,13 +17,20 @@ const Value* Value::get(const std::string& key) const {
 
 const char* kind_name(Value::Kind k) {
   switch (k) {
-    case Value::Kind::Null: return "null";
-    case Value::Kind::Bool: return "boolean";
-    case Value::Kind::Int: return "integer";
-    case Value::Kind::Float: return "non-integer number";
-    case Value::Kind::String: return "string";
-    case Value::Kind::Array: return "array";
-    case Value::Kind::Object: return "object";
+    case Value::Kind::Null:
+      return "null";
+    case Value::Kind::Bool:
+      return "boolean";
+    case Value::Kind::Int:
+      return "integer";
+    case Value::Kind::Float:
+      return "non-integer number";
+    case Value::Kind::String:
+      return "string";
+    case Value::Kind::Array:
+      return "array";
+    case Value::Kind::Object:
+      return "object";
   }
   return "?";
 }
@@ -67,12 +74,28 @@ class Parser {
     if (at_end()) fail("unexpected end of input");
     Value v;
     switch (peek()) {
-      case '{': parse_object(v, depth); break;
-      case '[': parse_array(v, depth); break;
-      case '"': v.kind = Value::Kind::String; v.string = parse_string(); break;
-      case 't': expect_literal("true"); v.kind = Value::Kind::Bool; v.boolean = true; break;
-      case 'f': expect_literal("false"); v.kind = Value::Kind::Bool; break;
-      case 'n': expect_literal("null"); break;
+      case '{':
+        parse_object(v, depth);
+        break;
+      case '[':
+        parse_array(v, depth);
+        break;
+      case '"':
+        v.kind = Value::Kind::String;
+        v.string = parse_string();
+        break;
+      case 't':
+        expect_literal("true");
+        v.kind = Value::Kind::Bool;
+        v.boolean = true;
+        break;
+      case 'f':
+        expect_literal("false");
+        v.kind = Value::Kind::Bool;
+        break;
+      case 'n':
+        expect_literal("null");
+        break;
       default:
         if (peek() == '-' || (peek() >= '0' && peek() <= '9')) {
           parse_number(v);
@@ -87,7 +110,10 @@ class Parser {
     v.kind = Value::Kind::Object;
     ++i_;
     skip_ws();
-    if (peek() == '}') { ++i_; return; }
+    if (peek() == '}') {
+      ++i_;
+      return;
+    }
     std::set<std::string> seen;  // O(n log n) duplicate detection for headers with many tensors
     for (;;) {
       skip_ws();
@@ -104,7 +130,10 @@ class Parser {
       Value member = parse_value(depth + 1);
       v.object.emplace_back(std::move(key), std::move(member));
       skip_ws();
-      if (peek() == ',') { ++i_; continue; }
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
       expect('}', "expected ',' or '}'");
       return;
     }
@@ -114,12 +143,18 @@ class Parser {
     v.kind = Value::Kind::Array;
     ++i_;
     skip_ws();
-    if (peek() == ']') { ++i_; return; }
+    if (peek() == ']') {
+      ++i_;
+      return;
+    }
     for (;;) {
       skip_ws();
       v.array.push_back(parse_value(depth + 1));
       skip_ws();
-      if (peek() == ',') { ++i_; continue; }
+      if (peek() == ',') {
+        ++i_;
+        continue;
+      }
       expect(']', "expected ',' or ']'");
       return;
     }
@@ -159,7 +194,10 @@ class Parser {
     bool overflow = false;
     for (size_t k = neg ? 1 : 0; k < text.size(); ++k) {
       const uint64_t d = static_cast<uint64_t>(text[k] - '0');
-      if (mag > (UINT64_MAX - d) / 10) { overflow = true; break; }
+      if (mag > (UINT64_MAX - d) / 10) {
+        overflow = true;
+        break;
+      }
       mag = mag * 10 + d;
     }
     const uint64_t limit = neg ? (uint64_t(1) << 63) : (uint64_t(1) << 63) - 1;
@@ -174,10 +212,14 @@ class Parser {
     for (int k = 0; k < 4; ++k) {
       const unsigned char c = p_[i_++];
       u <<= 4;
-      if (c >= '0' && c <= '9') u |= c - '0';
-      else if (c >= 'a' && c <= 'f') u |= c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F') u |= c - 'A' + 10;
-      else fail("invalid hex digit in \\u escape");
+      if (c >= '0' && c <= '9')
+        u |= c - '0';
+      else if (c >= 'a' && c <= 'f')
+        u |= c - 'a' + 10;
+      else if (c >= 'A' && c <= 'F')
+        u |= c - 'A' + 10;
+      else
+        fail("invalid hex digit in \\u escape");
     }
     return u;
   }
@@ -205,11 +247,22 @@ class Parser {
     const unsigned char c = p_[i_];
     int len;
     uint32_t cp;
-    if (c < 0x80) { out += static_cast<char>(c); ++i_; return; }
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else fail("invalid UTF-8 lead byte");
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i_;
+      return;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else
+      fail("invalid UTF-8 lead byte");
     if (i_ + len > n_) fail("truncated UTF-8 sequence");
     for (int k = 1; k < len; ++k) {
       const unsigned char cc = p_[i_ + k];
@@ -229,21 +282,43 @@ class Parser {
     for (;;) {
       if (at_end()) fail("unterminated string");
       const unsigned char c = p_[i_];
-      if (c == '"') { ++i_; return out; }
+      if (c == '"') {
+        ++i_;
+        return out;
+      }
       if (c < 0x20) fail("control character in string");
-      if (c != '\\') { copy_utf8(out); continue; }
+      if (c != '\\') {
+        copy_utf8(out);
+        continue;
+      }
       ++i_;
       if (at_end()) fail("unterminated escape");
       const unsigned char e = p_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           uint32_t cp = hex4();
           if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
@@ -258,7 +333,9 @@ class Parser {
           append_utf8(out, cp);
           break;
         }
-        default: --i_; fail("invalid escape");
+        default:
+          --i_;
+          fail("invalid escape");
       }
     }
   }
@@ -279,8 +356,10 @@ void append_quoted(std::string& out, const std::string& s) {
   out += '"';
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
-    if (c == '"') out += "\\\"";
-    else if (c == '\\') out += "\\\\";
+    if (c == '"')
+      out += "\\\"";
+    else if (c == '\\')
+      out += "\\\\";
     else if (c < 0x20) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\u%04x", c);

@@ -23,9 +23,13 @@ std::map<std::string, std::string> parse_geometry(const std::string& s, const st
   size_t pos = 0;
   while (pos < s.size()) {
     const size_t eq = s.find('=', pos);
-    MIXQ_CHECK(eq != std::string::npos, ErrorCode::Format, what, ": malformed description \"", s, "\"");
+    MIXQ_CHECK(eq != std::string::npos, ErrorCode::Format, what, ": malformed description \"", s,
+               "\"");
     const std::string key = s.substr(pos, eq - pos);
-    if (key == "origin") { kv[key] = s.substr(eq + 1); break; }
+    if (key == "origin") {
+      kv[key] = s.substr(eq + 1);
+      break;
+    }
     size_t end = s.find(';', eq + 1);
     if (end == std::string::npos) end = s.size();
     kv[key] = s.substr(eq + 1, end - eq - 1);
@@ -66,7 +70,8 @@ std::vector<std::string> mixq_weight_names(const SafetensorsFile& f) {
              fmt->second, "\" (this build reads version 1)");
   const std::string prefix = kMixqWeightPrefix;
   for (const auto& kv : f.metadata())
-    if (kv.first.compare(0, prefix.size(), prefix) == 0) names.push_back(kv.first.substr(prefix.size()));
+    if (kv.first.compare(0, prefix.size(), prefix) == 0)
+      names.push_back(kv.first.substr(prefix.size()));
   return names;
 }
 
@@ -77,7 +82,8 @@ std::vector<std::string> mixq_weight_parts(const std::string& name) {
 QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
   const std::string what = f.path() + ": mixq weight \"" + name + "\"";
   const auto it = f.metadata().find(kMixqWeightPrefix + name);
-  MIXQ_CHECK(it != f.metadata().end(), ErrorCode::InvalidArgument, what, ": not described in the metadata");
+  MIXQ_CHECK(it != f.metadata().end(), ErrorCode::InvalidArgument, what,
+             ": not described in the metadata");
   const auto kv = parse_geometry(it->second, what);
   QuantizedWeight w;
   auto dtype_field = [&](const char* key) {
@@ -97,10 +103,14 @@ QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
              ErrorCode::Format, what, ": bad geometry ", it->second);
   const auto zk = kv.find("zero");
   MIXQ_CHECK(zk != kv.end(), ErrorCode::Format, what, ": description lacks zero");
-  if (zk->second == "none") w.zero_kind = ZeroKind::None;
-  else if (zk->second == "offset") w.zero_kind = ZeroKind::Offset;
-  else if (zk->second == "zero-point") w.zero_kind = ZeroKind::ZeroPoint;
-  else MIXQ_FAIL(ErrorCode::Format, what, ": unknown zero kind \"", zk->second, "\"");
+  if (zk->second == "none")
+    w.zero_kind = ZeroKind::None;
+  else if (zk->second == "offset")
+    w.zero_kind = ZeroKind::Offset;
+  else if (zk->second == "zero-point")
+    w.zero_kind = ZeroKind::ZeroPoint;
+  else
+    MIXQ_FAIL(ErrorCode::Format, what, ": unknown zero kind \"", zk->second, "\"");
   w.has_scales = parse_int(kv, "scales", what) != 0;
   if (kv.count("origin")) w.origin = kv.at("origin");
   const int64_t row_bytes = w.row_bytes();
@@ -108,7 +118,8 @@ QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
   w.codes.assign(codes.data, codes.data + codes.nbytes);
   if (w.has_scales) {
     const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
-    const SafetensorsTensor& s = part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
+    const SafetensorsTensor& s =
+        part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
     w.scales.assign(s.data, s.data + s.nbytes);
     if (w.zero_kind != ZeroKind::None) {
       const char* zdt = w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32";

@@ -36,17 +36,26 @@ std::string lower(std::string s) {
 
 std::string printable(const json::Value& v) {
   switch (v.kind) {
-    case json::Value::Kind::Null: return "null";
-    case json::Value::Kind::Bool: return v.boolean ? "true" : "false";
-    case json::Value::Kind::Int: return std::to_string(v.integer);
-    case json::Value::Kind::Float: { std::ostringstream os; os << v.number; return os.str(); }
-    case json::Value::Kind::String: return v.string;
+    case json::Value::Kind::Null:
+      return "null";
+    case json::Value::Kind::Bool:
+      return v.boolean ? "true" : "false";
+    case json::Value::Kind::Int:
+      return std::to_string(v.integer);
+    case json::Value::Kind::Float: {
+      std::ostringstream os;
+      os << v.number;
+      return os.str();
+    }
+    case json::Value::Kind::String:
+      return v.string;
     case json::Value::Kind::Array: {
       std::string s = "[";
       for (size_t i = 0; i < v.array.size(); ++i) s += (i ? ", " : "") + printable(v.array[i]);
       return s + "]";
     }
-    case json::Value::Kind::Object: return "{...}";
+    case json::Value::Kind::Object:
+      return "{...}";
   }
   return "";
 }
@@ -90,14 +99,16 @@ void apply(QuantConfig& c, const json::Value& q, const std::string& file) {
   bool_field("zero_point", &c.zero_point, &c.has_zero_point);
   str_field("version", &c.version);
   if (const json::Value* b = q.get("weight_block_size"); b && b->kind != json::Value::Kind::Null) {
-    MIXQ_CHECK(b->kind == json::Value::Kind::Array && b->array.size() == 2 && b->array[0].is_int() &&
-                   b->array[1].is_int() && b->array[0].integer >= 1 && b->array[1].integer >= 1 &&
-                   b->array[0].integer <= (1 << 20) && b->array[1].integer <= (1 << 20),
+    MIXQ_CHECK(b->kind == json::Value::Kind::Array && b->array.size() == 2 &&
+                   b->array[0].is_int() && b->array[1].is_int() && b->array[0].integer >= 1 &&
+                   b->array[1].integer >= 1 && b->array[0].integer <= (1 << 20) &&
+                   b->array[1].integer <= (1 << 20),
                ErrorCode::Format, file, ": weight_block_size must be [block_n, block_k] positive");
     c.block_n = b->array[0].integer;
     c.block_k = b->array[1].integer;
   }
-  for (const auto& kv : q.object) c.printable.emplace_back("quantization." + kv.first, printable(kv.second));
+  for (const auto& kv : q.object)
+    c.printable.emplace_back("quantization." + kv.first, printable(kv.second));
 }
 
 }  // namespace

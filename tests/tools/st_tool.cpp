@@ -1,7 +1,8 @@
 // Test tool for the safetensors oracle tests (tests/oracle/test_safetensors_oracle.py):
-//   mixq_st_tool dequant FILE TENSOR OUT.npy   load_weight + dequantize (original K order) -> f32 .npy
-//   mixq_st_tool copy IN OUT                   re-write every tensor and the metadata with mixq's writer
-//   mixq_st_tool save-mixq IN OUT              load every weight of IN, save in mixq's own layout
+//   mixq_st_tool dequant FILE TENSOR OUT.npy   load_weight + dequantize (original K order) -> f32
+//   .npy mixq_st_tool copy IN OUT                   re-write every tensor and the metadata with
+//   mixq's writer mixq_st_tool save-mixq IN OUT              load every weight of IN, save in
+//   mixq's own layout
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -13,9 +14,10 @@
 
 namespace {
 
-void write_npy_f32(const std::string& path, const std::vector<float>& data, int64_t rows, int64_t cols) {
-  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
-                       ", " + std::to_string(cols) + "), }";
+void write_npy_f32(const std::string& path, const std::vector<float>& data, int64_t rows,
+                   int64_t cols) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
+                       std::to_string(rows) + ", " + std::to_string(cols) + "), }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   FILE* f = std::fopen(path.c_str(), "wb");
@@ -55,7 +57,8 @@ int run(int argc, char** argv) {
     save_mixq_safetensors(argv[3], weights, {{"source", argv[2]}});
     return 0;
   }
-  std::fprintf(stderr, "usage: mixq_st_tool dequant FILE TENSOR OUT.npy | copy IN OUT | save-mixq IN OUT\n");
+  std::fprintf(
+      stderr, "usage: mixq_st_tool dequant FILE TENSOR OUT.npy | copy IN OUT | save-mixq IN OUT\n");
   return 2;
 }
 

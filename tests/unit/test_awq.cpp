@@ -66,7 +66,9 @@ TEST(Awq, WorkedExamples) {
 }
 
 TEST(Awq, RoundTripOddShapesAndSpecDecoder) {
-  struct C { int64_t K, N, g; };
+  struct C {
+    int64_t K, N, g;
+  };
   uint32_t seed = 1;
   for (const C c : {C{128, 64, 32}, C{100, 20, 25}, C{64, 13, 64}, C{7, 3, 7}}) {
     SCOPED_TRACE(::testing::Message() << "K=" << c.K << " N=" << c.N << " g=" << c.g);
@@ -74,7 +76,8 @@ TEST(Awq, RoundTripOddShapesAndSpecDecoder) {
     const AwqPacked p = awq_pack(w);
     const int64_t cols = (c.N + 7) / 8;
     for (int64_t k = 0; k < c.K; ++k)
-      for (int64_t n = 0; n < c.N; ++n) ASSERT_EQ(spec_nibble(p.qweight, cols, k, n), w.q[k * c.N + n]);
+      for (int64_t n = 0; n < c.N; ++n)
+        ASSERT_EQ(spec_nibble(p.qweight, cols, k, n), w.q[k * c.N + n]);
     for (int64_t g = 0; g < w.groups; ++g)
       for (int64_t n = 0; n < c.N; ++n)
         ASSERT_EQ(int32_t(spec_nibble(p.qzeros, cols, g, n)), w.zeros[g * c.N + n]);
@@ -87,7 +90,8 @@ TEST(Awq, RoundTripOddShapesAndSpecDecoder) {
     for (int64_t n = 0; n < c.N; ++n)
       for (int64_t k = 0; k < c.K; ++k) {
         const int64_t g = k / c.g;
-        const double ref = (double(w.q[k * c.N + n]) - w.zeros[g * c.N + n]) * w.scales[g * c.N + n];
+        const double ref =
+            (double(w.q[k * c.N + n]) - w.zeros[g * c.N + n]) * w.scales[g * c.N + n];
         ASSERT_EQ(double(q.dequant(n, k)), ref);
       }
   }
@@ -120,10 +124,12 @@ TEST(AwqFile, LoadsByShapeAndConfig) {
   expect_error([&] { load_weight(path, "q_proj"); }, ErrorCode::Unsupported, {"gemv"});
   mixq_test::write_bytes(dir.file("config.json"),
                          R"({"quantization_config": {"quant_method": "gptq", "bits": 4}})");
-  expect_error([&] { load_weight(path, "q_proj"); }, ErrorCode::Format, {"\"q_proj\"", "GPTQ-shaped"});
+  expect_error([&] { load_weight(path, "q_proj"); }, ErrorCode::Format,
+               {"\"q_proj\"", "GPTQ-shaped"});
   std::remove(dir.file("config.json").c_str());
-  mixq_test::write_bytes(dir.file("quant_config.json"),
-                         R"({"zero_point": true, "q_group_size": 32, "w_bit": 4, "version": "GEMM"})");
+  mixq_test::write_bytes(
+      dir.file("quant_config.json"),
+      R"({"zero_point": true, "q_group_size": 32, "w_bit": 4, "version": "GEMM"})");
   expect_error([&] { load_weight(path, "q_proj"); }, ErrorCode::Format, {"group size 32"});
 }
 

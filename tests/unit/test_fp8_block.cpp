@@ -22,7 +22,8 @@ namespace {
 double spec_e4m3(uint8_t b) {
   const int sign = b >> 7, e = (b >> 3) & 0xF, m = b & 7;
   if (e == 0xF && m == 7) return NAN;
-  const double mag = e == 0 ? (m / 8.0) * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
+  const double mag =
+      e == 0 ? (m / 8.0) * std::ldexp(1.0, -6) : (1 + m / 8.0) * std::ldexp(1.0, e - 7);
   return sign ? -mag : mag;
 }
 
@@ -33,7 +34,8 @@ Fp8BlockPacked random_fp8(int64_t N, int64_t K, uint32_t seed) {
   p.K = K;
   p.weight.resize(N * K);
   for (auto& b : p.weight) {
-    do b = static_cast<uint8_t>(rng()); while ((b & 0x7F) == 0x7F);  // no NaN codes
+    do b = static_cast<uint8_t>(rng());
+    while ((b & 0x7F) == 0x7F);  // no NaN codes
   }
   p.scale_inv.resize(((N + 127) / 128) * ((K + 127) / 128));
   std::uniform_real_distribution<float> u(1e-4f, 1e-2f);
@@ -101,22 +103,27 @@ TEST(Fp8BlockFile, LoadsDeepSeekLayout) {
   bad.add("w", "F8_E4M3", {300, 200}, q2.weight.data(), q2.weight.size());
   bad.add("w_scale_inv", "F32", {3, 2}, q2.scale_inv.data(), 24);
   bad.write(path);
-  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format, {"\"w\" (fp8 block)", "weight_scale_inv[2][0]", "not finite"});
-  // A block size from config.json that breaks the canonical limits is a Format error naming the file.
+  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format,
+               {"\"w\" (fp8 block)", "weight_scale_inv[2][0]", "not finite"});
+  // A block size from config.json that breaks the canonical limits is a Format error naming the
+  // file.
   SafetensorsWriter cfgw;
   cfgw.add("w", "F8_E4M3", {300, 200}, p.weight.data(), p.weight.size());
   const float one = 1.0f;
   cfgw.add("w_scale_inv", "F32", {1, 1}, &one, 4);
   cfgw.write(path);
-  mixq_test::write_bytes(dir.file("config.json"),
-                         R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [4096, 4096]}})");
-  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format, {"\"w\" (fp8 block)", "block_n"});
+  mixq_test::write_bytes(
+      dir.file("config.json"),
+      R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [4096, 4096]}})");
+  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format,
+               {"\"w\" (fp8 block)", "block_n"});
   std::remove(dir.file("config.json").c_str());
   SafetensorsWriter bad2;
   bad2.add("w", "F8_E4M3", {300, 200}, q2.weight.data(), q2.weight.size());
   bad2.add("w_scale_inv", "F32", {2, 3}, q2.scale_inv.data(), 24);
   bad2.write(path);
-  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format, {"weight_scale_inv [2, 3] does not match"});
+  expect_error([&] { load_weight(path, "w"); }, ErrorCode::Format,
+               {"weight_scale_inv [2, 3] does not match"});
 }
 
 }  // namespace

@@ -58,7 +58,8 @@ uint32_t spec_field(const std::vector<int32_t>& words, int64_t row_stride, int64
     return (word(idx / per) >> (bits * (idx % per))) & ((1u << bits) - 1);
   }
   const int64_t t = idx / 32, i = idx % 32;
-  const unsigned __int128 v = (unsigned __int128)word(3 * t) | ((unsigned __int128)word(3 * t + 1) << 32) |
+  const unsigned __int128 v = (unsigned __int128)word(3 * t) |
+                              ((unsigned __int128)word(3 * t + 1) << 32) |
                               ((unsigned __int128)word(3 * t + 2) << 64);
   return static_cast<uint32_t>((v >> (3 * i)) & 7u);
 }
@@ -143,8 +144,8 @@ TEST(Gptq, PackUnpackRoundTripAndSpecDecoder) {
       cases.push_back({b, 256, 96, 64, true, v});
       cases.push_back({b, 128, 32, 128, false, v});  // per-channel
     }
-  cases.push_back({4, 200, 24, 64, false, GptqVersion::V2});   // K not a multiple of g
-  cases.push_back({4, 100, 16, 25, true, GptqVersion::V1});    // odd group size, act-order
+  cases.push_back({4, 200, 24, 64, false, GptqVersion::V2});  // K not a multiple of g
+  cases.push_back({4, 100, 16, 25, true, GptqVersion::V1});   // odd group size, act-order
   cases.push_back({8, 52, 4, 13, false, GptqVersion::V1});
   uint32_t seed = 7;
   for (const auto& c : cases) {
@@ -209,9 +210,12 @@ TEST(Gptq, RejectsUnequalActOrderGroupsAndBadGIdx) {
   GroupedIntWeight w = random_grouped(4, 64, 8, 16, true, 1, 15, 5);
   // Move one column from group 0 to group 1: sizes 15 and 17.
   for (int64_t k = 0; k < 64; ++k)
-    if (w.g_idx[k] == 0) { w.g_idx[k] = 1; break; }
-  expect_error([&] { grouped_int_to_quantized(w, "o", "file.st: tensor \"l\""); }, ErrorCode::Format,
-               {"file.st: tensor \"l\"", "group 0 15 columns, expected 16"});
+    if (w.g_idx[k] == 0) {
+      w.g_idx[k] = 1;
+      break;
+    }
+  expect_error([&] { grouped_int_to_quantized(w, "o", "file.st: tensor \"l\""); },
+               ErrorCode::Format, {"file.st: tensor \"l\"", "group 0 15 columns, expected 16"});
   w.g_idx[3] = 4;  // G = 4
   expect_error([&] { grouped_int_to_quantized(w, "o", "t"); }, ErrorCode::Format, {"g_idx[3] = 4"});
   GroupedIntWeight s = random_grouped(4, 64, 8, 16, false, 1, 15, 5);
@@ -241,7 +245,8 @@ TEST(GptqFile, LoadsWithAndWithoutConfig) {
   for (int bits : {2, 3, 4, 8}) {
     ScratchDir dir;
     const std::string path = dir.file("model.safetensors");
-    const GroupedIntWeight w = random_grouped(bits, 128, 64, 32, true, 0, (1 << bits) - 1, 11 + bits);
+    const GroupedIntWeight w =
+        random_grouped(bits, 128, 64, 32, true, 0, (1 << bits) - 1, 11 + bits);
     write_gptq(path, "model.layers.0.mlp.down_proj", gptq_pack(w, GptqVersion::V2), true);
     mixq_test::write_bytes(dir.file("quantize_config.json"),
                            "{\"bits\": " + std::to_string(bits) +
@@ -284,7 +289,8 @@ TEST(GptqFile, InconsistentShapesAndConfigsFail) {
     sw.add("l.qzeros", "I32", {2, 4}, p.qzeros.data(), p.qzeros.size() * 4);
     sw.add("l.scales", "F16", {2, 16}, p.scales.data(), 64);
     sw.write(path);
-    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"m.safetensors", "\"l\"", "fits neither"});
+    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format,
+                 {"m.safetensors", "\"l\"", "fits neither"});
   }
   {  // qzeros of the wrong width
     SafetensorsWriter sw;
@@ -293,7 +299,8 @@ TEST(GptqFile, InconsistentShapesAndConfigsFail) {
     sw.add("l.qzeros", "I32", {2, 5}, qz5.data(), 40);
     sw.add("l.scales", "F16", {2, 32}, p.scales.data(), p.scales.size());
     sw.write(path);
-    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"\"l\" (gptq)", "qzeros [2, 5] fits no bit width"});
+    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format,
+                 {"\"l\" (gptq)", "qzeros [2, 5] fits no bit width"});
   }
   {  // g_idx out of range
     std::vector<int32_t> gi(64, 0);
@@ -304,20 +311,24 @@ TEST(GptqFile, InconsistentShapesAndConfigsFail) {
     sw.add("l.scales", "F16", {2, 32}, p.scales.data(), p.scales.size());
     sw.add("l.g_idx", "I32", {64}, gi.data(), 256);
     sw.write(path);
-    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"\"l\" (gptq)", "g_idx[10] = 7"});
+    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format,
+                 {"\"l\" (gptq)", "g_idx[10] = 7"});
   }
   {  // NaN scale
     GptqPacked bad = p;
     bad.scales[2] = 0x00;
     bad.scales[3] = 0x7E;
     write_gptq(path, "l", bad, true);
-    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"\"l\" (gptq)", "not finite"});
+    expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format,
+                 {"\"l\" (gptq)", "not finite"});
   }
   write_gptq(path, "l", p, true);
-  mixq_test::write_bytes(dir.file("quantize_config.json"), "{\"bits\": 4, \"checkpoint_format\": \"marlin\"}");
+  mixq_test::write_bytes(dir.file("quantize_config.json"),
+                         "{\"bits\": 4, \"checkpoint_format\": \"marlin\"}");
   expect_error([&] { load_weight(path, "l"); }, ErrorCode::Unsupported, {"marlin"});
   mixq_test::write_bytes(dir.file("quantize_config.json"), "{\"bits\": 4,}");
-  expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"quantize_config.json", "JSON"});
+  expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format,
+               {"quantize_config.json", "JSON"});
   mixq_test::write_bytes(dir.file("quantize_config.json"), "{\"quant_method\": \"awq\"}");
   expect_error([&] { load_weight(path, "l"); }, ErrorCode::Format, {"says quant_method \"awq\""});
   std::remove(dir.file("quantize_config.json").c_str());

@@ -61,7 +61,10 @@ MnnInt4Weight random_mnn(int64_t Co, int64_t Ci, int64_t Kh, int64_t Kw, int64_t
 }
 
 TEST(Mnn, SymAndAsymBlocksMatchMnnRuntimeFormula) {
-  struct C { int64_t Co, Ci, Kh, Kw, nb; bool asym; };
+  struct C {
+    int64_t Co, Ci, Kh, Kw, nb;
+    bool asym;
+  };
   uint32_t seed = 3;
   for (const C c : {C{5, 32, 3, 3, 2, false}, C{7, 48, 3, 3, 3, true}, C{3, 5, 1, 1, 1, true},
                     C{9, 17, 1, 3, 1, false}}) {

@@ -18,7 +18,9 @@ using mixq_test::write_bytes;
 
 namespace {
 
-json::Value parse(const std::string& s) { return json::parse(s.data(), s.size(), "t"); }
+json::Value parse(const std::string& s) {
+  return json::parse(s.data(), s.size(), "t");
+}
 
 TEST(StJson, ParsesNestedValues) {
   const auto v = parse(R"( {"a": [1, -2, 3.5, 1e3, true, false, null], "b": {"c": "x\"y"}} )");
@@ -52,11 +54,35 @@ TEST(StJson, Int64Limits) {
 }
 
 TEST(StJson, RejectsMalformed) {
-  for (const char* bad :
-       {"", "{", "{\"a\":1,}", "[1,]", "{\"a\" 1}", "{'a':1}", "01", "1.", ".5", "-", "1e",
-        "tru", "nul", "\"abc", "\"\\x\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"",
-        "\"\\u12g4\"", "{\"a\":1,\"a\":2}", "[1] 2", "\"\x01\"", "\"\xC0\xAF\"", "\"\xED\xA0\x80\"",
-        "\"\xF5\x80\x80\x80\"", "\"\xE2\x82\"", "NaN", "{\"a\":Infinity}", "/*c*/1"}) {
+  for (const char* bad : {"",
+                          "{",
+                          "{\"a\":1,}",
+                          "[1,]",
+                          "{\"a\" 1}",
+                          "{'a':1}",
+                          "01",
+                          "1.",
+                          ".5",
+                          "-",
+                          "1e",
+                          "tru",
+                          "nul",
+                          "\"abc",
+                          "\"\\x\"",
+                          "\"\\ud800\"",
+                          "\"\\udc00\"",
+                          "\"\\ud800\\u0041\"",
+                          "\"\\u12g4\"",
+                          "{\"a\":1,\"a\":2}",
+                          "[1] 2",
+                          "\"\x01\"",
+                          "\"\xC0\xAF\"",
+                          "\"\xED\xA0\x80\"",
+                          "\"\xF5\x80\x80\x80\"",
+                          "\"\xE2\x82\"",
+                          "NaN",
+                          "{\"a\":Infinity}",
+                          "/*c*/1"}) {
     EXPECT_THROW(parse(bad), Error) << bad;
   }
   std::string deep(200, '[');
@@ -137,14 +163,16 @@ TEST(Safetensors, AcceptsPaddingAndAllDTypes) {
   std::string header = "{";
   std::string data;
   uint64_t off = 0;
-  for (const char* dt : {"BOOL", "U8", "I8", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "F64",
-                         "I64", "U64", "C64", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
-                         "F8_E8M0", "F4", "F6_E2M3", "F6_E3M2"}) {
+  for (const char* dt :
+       {"BOOL",        "U8",          "I8",      "I16", "U16",     "F16",    "BF16",    "I32",
+        "U32",         "F32",         "F64",     "I64", "U64",     "C64",    "F8_E4M3", "F8_E5M2",
+        "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0", "F4",  "F6_E2M3", "F6_E3M2"}) {
     const int bits = safetensors_dtype_bits(dt);
     const uint64_t n = 8 * static_cast<uint64_t>(bits) / 8;  // 8 elements
     if (header.size() > 1) header += ",";
-    header += std::string("\"t_") + dt + "\":{\"dtype\":\"" + dt + "\",\"shape\":[2,4],\"data_offsets\":[" +
-              std::to_string(off) + "," + std::to_string(off + n) + "]}";
+    header += std::string("\"t_") + dt + "\":{\"dtype\":\"" + dt +
+              "\",\"shape\":[2,4],\"data_offsets\":[" + std::to_string(off) + "," +
+              std::to_string(off + n) + "]}";
     data += std::string(n, '\x11');
     off += n;
   }
@@ -192,22 +220,29 @@ TEST(Safetensors, RejectsBadFilesWithClearErrors) {
        ErrorCode::Format, "non-negative integer"},
       {"negative shape", st_bytes("{" + tensor("a", "F32", "[-2]", "[0,8]") + "}", d8),
        ErrorCode::Format, "non-negative integer"},
-      {"huge offset", st_bytes("{" + tensor("a", "U8", "[8]", "[0,18446744073709551616]") + "}", d8),
+      {"huge offset",
+       st_bytes("{" + tensor("a", "U8", "[8]", "[0,18446744073709551616]") + "}", d8),
        ErrorCode::Format, "data_offsets[1]"},
       {"offset out of bounds", st_bytes("{" + tensor("a", "U8", "[8]", "[4,12]") + "}", d8),
        ErrorCode::Format, "run past the data buffer"},
       {"reversed offsets", st_bytes("{" + tensor("a", "U8", "[0]", "[8,0]") + "}", d8),
        ErrorCode::Format, "reversed"},
       {"overlap",
-       st_bytes("{" + tensor("a", "U8", "[6]", "[0,6]") + "," + tensor("b", "U8", "[4]", "[4,8]") + "}", d8),
+       st_bytes(
+           "{" + tensor("a", "U8", "[6]", "[0,6]") + "," + tensor("b", "U8", "[4]", "[4,8]") + "}",
+           d8),
        ErrorCode::Format, "overlaps"},
       {"hole",
-       st_bytes("{" + tensor("a", "U8", "[2]", "[0,2]") + "," + tensor("b", "U8", "[4]", "[4,8]") + "}", d8),
+       st_bytes(
+           "{" + tensor("a", "U8", "[2]", "[0,2]") + "," + tensor("b", "U8", "[4]", "[4,8]") + "}",
+           d8),
        ErrorCode::Format, "hole"},
       {"trailing bytes", st_bytes("{" + tensor("a", "U8", "[4]", "[0,4]") + "}", d8),
        ErrorCode::Format, "trailing bytes"},
       {"duplicate tensor",
-       st_bytes("{" + tensor("a", "U8", "[4]", "[0,4]") + "," + tensor("a", "U8", "[4]", "[4,8]") + "}", d8),
+       st_bytes(
+           "{" + tensor("a", "U8", "[4]", "[0,4]") + "," + tensor("a", "U8", "[4]", "[4,8]") + "}",
+           d8),
        ErrorCode::Format, "duplicate key \"a\""},
       {"metadata non-string", st_bytes("{\"__metadata__\":{\"k\":1}}", ""), ErrorCode::Format,
        "__metadata__ \"k\" must be a string"},
@@ -220,7 +255,8 @@ TEST(Safetensors, RejectsBadFilesWithClearErrors) {
        "needs dtype, shape and data_offsets"},
       {"three offsets", st_bytes("{" + tensor("a", "U8", "[8]", "[0,4,8]") + "}", d8),
        ErrorCode::Format, "array of 2"},
-      {"sub-byte straddle", st_bytes("{" + tensor("a", "F4", "[3]", "[0,2]") + "}", std::string(2, 'x')),
+      {"sub-byte straddle",
+       st_bytes("{" + tensor("a", "F4", "[3]", "[0,2]") + "}", std::string(2, 'x')),
        ErrorCode::Format, "byte boundary"},
       {"bad utf8 name", st_bytes("{\"\xFF\":1}", ""), ErrorCode::Format, "UTF-8"},
   };

@@ -19,7 +19,7 @@ struct AwqPacked {
   std::vector<int32_t> qweight;  // [K][ceil(N/8)]
   std::vector<int32_t> qzeros;   // [G][ceil(N/8)]
   DType scale_type = DType::F16;
-  std::vector<uint8_t> scales;   // [G][N] raw scale_type
+  std::vector<uint8_t> scales;  // [G][N] raw scale_type
 };
 
 struct AwqPackedView {

@@ -16,8 +16,8 @@ namespace mixq::formats {
 struct Fp8BlockPacked {
   int64_t N = 0, K = 0;
   int64_t block_n = 128, block_k = 128;
-  std::vector<uint8_t> weight;     // [N][K] e4m3 bytes
-  std::vector<float> scale_inv;    // [ceil(N/bn)][ceil(K/bk)]
+  std::vector<uint8_t> weight;   // [N][K] e4m3 bytes
+  std::vector<float> scale_inv;  // [ceil(N/bn)][ceil(K/bk)]
 };
 
 struct Fp8BlockView {

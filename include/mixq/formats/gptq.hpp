@@ -22,8 +22,8 @@ struct GptqPacked {
   std::vector<int32_t> qweight;  // [ceil(K*b/32)][N]
   std::vector<int32_t> qzeros;   // [G][ceil(N*b/32)]
   DType scale_type = DType::F16;
-  std::vector<uint8_t> scales;   // [G][N] raw little-endian scale_type
-  std::vector<int32_t> g_idx;    // [K]
+  std::vector<uint8_t> scales;  // [G][N] raw little-endian scale_type
+  std::vector<int32_t> g_idx;   // [K]
 };
 
 // Raw arrays as found in a file (pointers may be unaligned; g_idx may be null).
@@ -37,8 +37,12 @@ struct GptqPackedView {
   const void* g_idx = nullptr;
 };
 
-inline int64_t gptq_qweight_rows(int64_t K, int bits) { return (K * bits + 31) / 32; }
-inline int64_t gptq_qzeros_cols(int64_t N, int bits) { return (N * bits + 31) / 32; }
+inline int64_t gptq_qweight_rows(int64_t K, int bits) {
+  return (K * bits + 31) / 32;
+}
+inline int64_t gptq_qzeros_cols(int64_t N, int bits) {
+  return (N * bits + 31) / 32;
+}
 
 // Packs codes, zeros, scales and g_idx (written as k / group_size when w.g_idx is empty).
 // V1 needs every zero >= 1 (a stored -1 would corrupt the word, formats.md §3.3).

@@ -18,16 +18,16 @@
 namespace mixq::formats {
 
 struct GroupedIntWeight {
-  int bits = 4;                  // 2, 3, 4 or 8
+  int bits = 4;  // 2, 3, 4 or 8
   int64_t K = 0, N = 0;
-  int64_t groups = 0;            // G: rows of scales / zeros
-  int64_t group_size = 0;        // g (K when per-channel); with a non-trivial g_idx, the size
-                                 // every group must have (0: take it from the g_idx counts)
-  std::vector<uint8_t> q;        // [K][N], index k * N + n
-  std::vector<int32_t> zeros;    // [G][N] true zero points, 0 ..= 2^bits (GPTQ v1 can give 2^bits)
-  DType scale_type = DType::F16; // what the checkpoint stores (F16, BF16 or F32)
-  std::vector<float> scales;     // [G][N], values exactly representable in scale_type
-  std::vector<int32_t> g_idx;    // empty (g = k / group_size) or [K]
+  int64_t groups = 0;             // G: rows of scales / zeros
+  int64_t group_size = 0;         // g (K when per-channel); with a non-trivial g_idx, the size
+                                  // every group must have (0: take it from the g_idx counts)
+  std::vector<uint8_t> q;         // [K][N], index k * N + n
+  std::vector<int32_t> zeros;     // [G][N] true zero points, 0 ..= 2^bits (GPTQ v1 can give 2^bits)
+  DType scale_type = DType::F16;  // what the checkpoint stores (F16, BF16 or F32)
+  std::vector<float> scales;      // [G][N], values exactly representable in scale_type
+  std::vector<int32_t> g_idx;     // empty (g = k / group_size) or [K]
 
   int32_t group_of(int64_t k) const {
     return g_idx.empty() ? static_cast<int32_t>(k / group_size) : g_idx[k];

@@ -19,8 +19,8 @@ struct MnnInt4Weight {
   int64_t Co = 0, Ci = 0, Kh = 1, Kw = 1;
   int64_t blocks_per_channel = 1;  // nb; 1 = one scale per output channel
   bool asymmetric = false;
-  std::vector<uint8_t> packed;     // ceil(Co*Ci*Kh*Kw / 2) bytes
-  std::vector<float> alpha;        // Co*nb (sym) or 2*Co*nb (asym) entries
+  std::vector<uint8_t> packed;  // ceil(Co*Ci*Kh*Kw / 2) bytes
+  std::vector<float> alpha;     // Co*nb (sym) or 2*Co*nb (asym) entries
 };
 
 // Decodes the nibble pair of one byte: {first element, second element} as q = nibble - 8.

@@ -13,11 +13,11 @@ namespace mixq::formats {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype;           // as in the file: "F16", "BF16", "F32", "I32", "U8", "F8_E4M3", ...
+  std::string dtype;  // as in the file: "F16", "BF16", "F32", "I32", "U8", "F8_E4M3", ...
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into the mapping (may be unaligned)
   uint64_t nbytes = 0;
-  uint64_t offset = 0;         // offset of the data within the file
+  uint64_t offset = 0;  // offset of the data within the file
 };
 
 // Bytes per element of a safetensors dtype string; 0 for unknown dtypes (and for the sub-byte
@@ -40,7 +40,7 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent
-  const SafetensorsTensor& get(const std::string& name) const;    // throws when absent
+  const SafetensorsTensor& get(const std::string& name) const;   // throws when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return size_; }
 
