@@ -13,15 +13,22 @@ namespace mixq::formats {
 
 struct SafetensorsTensor {
   std::string name;
-  std::string dtype;           // as in the file: "F16", "BF16", "F32", "I32", "U8", "F8_E4M3", ...
+  std::string dtype;  // as in the file: "F16", "BF16", "F32", "I32", "U8", "F8_E4M3", ...
   std::vector<int64_t> shape;
   const uint8_t* data = nullptr;  // points into the mapping (may be unaligned)
   uint64_t nbytes = 0;
-  uint64_t offset = 0;         // offset of the data within the file
+  uint64_t offset = 0;  // offset of the data within the file
 };
 
-// Bytes per element of a safetensors dtype string; 0 for unknown dtypes.
+// Bytes per element of a safetensors dtype string; 0 for unknown dtypes (and for the sub-byte
+// F4 / F6_* types, whose size is given by safetensors_dtype_bits).
 int safetensors_dtype_size(const std::string& dtype);
+// Bits per element (4 for F4, 6 for F6_E2M3 / F6_E3M2); 0 for unknown dtypes.
+int safetensors_dtype_bits(const std::string& dtype);
+// Byte size of a tensor; false when the dtype is unknown, a dimension negative, the product
+// overflows 64 bits, or a sub-byte tensor does not end on a byte boundary.
+bool safetensors_tensor_bytes(const std::string& dtype, const std::vector<int64_t>& shape,
+                              uint64_t* nbytes);
 
 class SafetensorsFile {
  public:
@@ -33,7 +40,7 @@ class SafetensorsFile {
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
   const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent
-  const SafetensorsTensor& get(const std::string& name) const;    // throws when absent
+  const SafetensorsTensor& get(const std::string& name) const;   // throws when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return size_; }
 
@@ -52,8 +59,10 @@ class SafetensorsWriter {
   void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
            const void* data, uint64_t nbytes);
   void set_metadata(const std::string& key, const std::string& value);
-  // Writes the file (header padded with spaces to a multiple of 8, tensors 8-aligned in the
-  // order added). Throws mixq::Error(Io) on failure.
+  // Writes the file: header padded with spaces to a multiple of 8 (so the buffer starts 8-aligned),
+  // tensors back to back (the format forbids holes) ordered by element size, largest first, and
+  // in the order added within one size, so every tensor is naturally aligned. add() validates
+  // names (unique, not __metadata__), dtypes and shape-vs-size. Throws mixq::Error(Io) on failure.
   void write(const std::string& path) const;
 
  private:

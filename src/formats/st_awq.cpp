@@ -1,0 +1,86 @@
+// AWQ GEMM pack / unpack (formats.md §4.1).
+#include "formats/st_common.hpp"
+#include "mixq/formats/awq.hpp"
+
+namespace mixq::formats {
+
+namespace {
+// Nibble i of a word holds column 8c + ORDER[i], ORDER = {0, 2, 4, 6, 1, 3, 5, 7}; so column
+// 8c + j lives in nibble kReverse[j].
+constexpr int kReverse[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+}  // namespace
+
+int awq_nibble_of_column(int j) {
+  return kReverse[j & 7];
+}
+
+AwqPacked awq_pack(const GroupedIntWeight& w) {
+  w.validate("awq_pack");
+  MIXQ_CHECK_ARG(w.bits == 4, "awq_pack: AWQ GEMM is 4-bit only, got ", w.bits);
+  MIXQ_CHECK_ARG(w.g_idx.empty(), "awq_pack: AWQ has no g_idx / act-order");
+  const int64_t cols = (w.N + 7) / 8;
+  AwqPacked p;
+  p.K = w.K;
+  p.N = w.N;
+  p.G = w.groups;
+  p.qweight.assign(static_cast<size_t>(w.K * cols), 0);
+  p.qzeros.assign(static_cast<size_t>(w.groups * cols), 0);
+  auto put = [](int32_t& word, int64_t n, uint32_t v) {
+    const int shift = 4 * kReverse[n % 8];
+    word = static_cast<int32_t>((static_cast<uint32_t>(word) & ~(0xFu << shift)) | (v << shift));
+  };
+  for (int64_t k = 0; k < w.K; ++k)
+    for (int64_t n = 0; n < w.N; ++n) put(p.qweight[k * cols + n / 8], n, w.q[k * w.N + n]);
+  for (int64_t g = 0; g < w.groups; ++g)
+    for (int64_t n = 0; n < w.N; ++n) {
+      const int32_t z = w.zeros[g * w.N + n];
+      MIXQ_CHECK_ARG(z >= 0 && z <= 15, "awq_pack: zero point ", z, " does not fit 4 bits");
+      put(p.qzeros[g * cols + n / 8], n, static_cast<uint32_t>(z));
+    }
+  p.scale_type = w.scale_type;
+  p.scales.assign(static_cast<size_t>(w.groups * w.N * st::scale_bytes(w.scale_type)), 0);
+  for (int64_t i = 0; i < w.groups * w.N; ++i)
+    st::store_scale(p.scales.data(), w.scale_type, i, w.scales[i]);
+  return p;
+}
+
+AwqPackedView awq_view(const AwqPacked& p) {
+  AwqPackedView v;
+  v.K = p.K;
+  v.N = p.N;
+  v.G = p.G;
+  v.qweight = p.qweight.data();
+  v.qzeros = p.qzeros.data();
+  v.scale_type = p.scale_type;
+  v.scales = p.scales.data();
+  return v;
+}
+
+GroupedIntWeight awq_unpack(const AwqPackedView& v, int64_t group_size, const std::string& what) {
+  MIXQ_CHECK(v.K >= 1 && v.N >= 1 && v.G >= 1 && v.K <= (int64_t(1) << 31) &&
+                 v.N <= (int64_t(1) << 31) && v.G <= v.K,
+             ErrorCode::Format, what, ": bad geometry K=", v.K, " N=", v.N, " G=", v.G);
+  const int64_t cols = (v.N + 7) / 8;
+  GroupedIntWeight w;
+  w.bits = 4;
+  w.K = v.K;
+  w.N = v.N;
+  w.groups = v.G;
+  w.group_size = group_size > 0 ? group_size : (v.K + v.G - 1) / v.G;
+  w.scale_type = v.scale_type;
+  auto get = [](const void* base, int64_t word, int64_t n) {
+    return static_cast<uint8_t>((st::load_u32(base, word) >> (4 * kReverse[n % 8])) & 0xF);
+  };
+  w.q.resize(static_cast<size_t>(v.K * v.N));
+  for (int64_t k = 0; k < v.K; ++k)
+    for (int64_t n = 0; n < v.N; ++n) w.q[k * v.N + n] = get(v.qweight, k * cols + n / 8, n);
+  w.zeros.resize(static_cast<size_t>(v.G * v.N));
+  for (int64_t g = 0; g < v.G; ++g)
+    for (int64_t n = 0; n < v.N; ++n) w.zeros[g * v.N + n] = get(v.qzeros, g * cols + n / 8, n);
+  w.scales.resize(static_cast<size_t>(v.G * v.N));
+  for (int64_t i = 0; i < v.G * v.N; ++i) w.scales[i] = st::load_scale(v.scales, v.scale_type, i);
+  w.validate(what);
+  return w;
+}
+
+}  // namespace mixq::formats

@@ -1,0 +1,108 @@
+// Internal helpers shared by the safetensors-based format converters: unaligned little-endian
+// loads (tensors point into a mapping and need not be aligned) and scale encodings.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "mixq/dtype.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/quantized_weight.hpp"
+
+namespace mixq::formats::st {
+
+inline uint32_t load_u32(const void* base, int64_t i) {
+  const uint8_t* p = static_cast<const uint8_t*>(base) + 4 * i;
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline int32_t load_i32(const void* base, int64_t i) {
+  return static_cast<int32_t>(load_u32(base, i));
+}
+
+inline int scale_bytes(DType t) {
+  return dtype_bits(t) / 8;
+}
+
+inline float load_scale(const void* base, DType t, int64_t i) {
+  const uint8_t* p = static_cast<const uint8_t*>(base);
+  switch (t) {
+    case DType::F32:
+      return bits_f32(load_u32(base, i));
+    case DType::F16:
+      return f16_to_f32(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+    case DType::BF16:
+      return bf16_to_f32(static_cast<uint16_t>(p[2 * i] | p[2 * i + 1] << 8));
+    default:
+      MIXQ_FAIL(ErrorCode::Internal, "load_scale: ", dtype_name(t));
+  }
+}
+
+// Stores `v` (which must be exactly representable in t) at element i.
+inline void store_scale(uint8_t* base, DType t, int64_t i, float v) {
+  uint32_t bits;
+  switch (t) {
+    case DType::F32:
+      bits = f32_bits(v);
+      break;
+    case DType::F16:
+      bits = f32_to_f16(v);
+      break;
+    case DType::BF16:
+      bits = f32_to_bf16(v);
+      break;
+    default:
+      MIXQ_FAIL(ErrorCode::Internal, "store_scale: ", dtype_name(t));
+  }
+  const int nb = scale_bytes(t);
+  for (int b = 0; b < nb; ++b) base[nb * i + b] = static_cast<uint8_t>(bits >> (8 * b));
+}
+
+// Maps a safetensors float dtype string to a scale DType (F16, BF16, F32); false otherwise.
+inline bool scale_dtype_from_st(const std::string& s, DType* t) {
+  if (s == "F16") {
+    *t = DType::F16;
+    return true;
+  }
+  if (s == "BF16") {
+    *t = DType::BF16;
+    return true;
+  }
+  if (s == "F32") {
+    *t = DType::F32;
+    return true;
+  }
+  return false;
+}
+inline const char* st_dtype_of(DType t) {
+  switch (t) {
+    case DType::F32:
+      return "F32";
+    case DType::F16:
+      return "F16";
+    case DType::BF16:
+      return "BF16";
+    case DType::F8E4M3:
+      return "F8_E4M3";
+    case DType::I32:
+      return "I32";
+    case DType::U8:
+      return "U8";
+    default:
+      return "U8";
+  }
+}
+
+// QuantizedWeight::validate, reported as a Format error naming the file and tensor (`what`):
+// a weight built from a file that breaks an invariant is malformed content, not a bad argument.
+inline void validate_loaded(const QuantizedWeight& w, const std::string& what) {
+  try {
+    w.validate();
+  } catch (const Error& e) {
+    MIXQ_FAIL(ErrorCode::Format, what, ": ", e.what());
+  }
+}
+
+}  // namespace mixq::formats::st

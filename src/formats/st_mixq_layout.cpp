@@ -1,0 +1,184 @@
+// mixq's own safetensors layout: the canonical QuantizedWeight stored field by field.
+#include "formats/st_mixq_layout.hpp"
+
+#include <map>
+
+#include "formats/st_common.hpp"
+
+namespace mixq::formats {
+
+namespace {
+
+std::string describe_geometry(const QuantizedWeight& w) {
+  // origin last: it is free text and takes the rest of the string (it may contain ';' or '=').
+  return std::string("code=") + dtype_name(w.code_type) + ";N=" + std::to_string(w.N) +
+         ";K=" + std::to_string(w.K) + ";block_k=" + std::to_string(w.block_k) +
+         ";block_n=" + std::to_string(w.block_n) + ";scale=" + dtype_name(w.scale_type) +
+         ";zero=" + zero_kind_name(w.zero_kind) + ";scales=" + (w.has_scales ? "1" : "0") +
+         ";origin=" + w.origin;
+}
+
+std::map<std::string, std::string> parse_geometry(const std::string& s, const std::string& what) {
+  std::map<std::string, std::string> kv;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t eq = s.find('=', pos);
+    MIXQ_CHECK(eq != std::string::npos, ErrorCode::Format, what, ": malformed description \"", s,
+               "\"");
+    const std::string key = s.substr(pos, eq - pos);
+    if (key == "origin") {
+      kv[key] = s.substr(eq + 1);
+      break;
+    }
+    size_t end = s.find(';', eq + 1);
+    if (end == std::string::npos) end = s.size();
+    kv[key] = s.substr(eq + 1, end - eq - 1);
+    pos = end + 1;
+  }
+  return kv;
+}
+
+int64_t parse_int(const std::map<std::string, std::string>& kv, const char* key,
+                  const std::string& what) {
+  const auto it = kv.find(key);
+  MIXQ_CHECK(it != kv.end(), ErrorCode::Format, what, ": description lacks ", key);
+  const std::string& v = it->second;
+  MIXQ_CHECK(!v.empty() && v.size() <= 18 && v.find_first_not_of("0123456789") == std::string::npos,
+             ErrorCode::Format, what, ": ", key, " \"", v, "\" is not a non-negative integer");
+  return std::stoll(v);
+}
+
+const SafetensorsTensor& part(const SafetensorsFile& f, const std::string& name,
+                              const std::string& what, const std::string& dtype,
+                              const std::vector<int64_t>& shape) {
+  const SafetensorsTensor* t = f.find(name);
+  MIXQ_CHECK(t != nullptr, ErrorCode::Format, what, ": missing tensor \"", name, "\"");
+  MIXQ_CHECK(t->dtype == dtype && t->shape == shape, ErrorCode::Format, what, ": tensor \"", name,
+             "\" is ", t->dtype, " of rank ", t->shape.size(), ", expected ", dtype, " [",
+             shape.size() > 0 ? std::to_string(shape[0]) : "", shape.size() > 1 ? ", " : "",
+             shape.size() > 1 ? std::to_string(shape[1]) : "", "]");
+  return *t;
+}
+
+}  // namespace
+
+std::vector<std::string> mixq_weight_names(const SafetensorsFile& f) {
+  std::vector<std::string> names;
+  const auto fmt = f.metadata().find(kMixqFormatKey);
+  if (fmt == f.metadata().end()) return names;
+  MIXQ_CHECK(fmt->second == "1", ErrorCode::Unsupported, f.path(), ": mixq layout version \"",
+             fmt->second, "\" (this build reads version 1)");
+  const std::string prefix = kMixqWeightPrefix;
+  for (const auto& kv : f.metadata())
+    if (kv.first.compare(0, prefix.size(), prefix) == 0)
+      names.push_back(kv.first.substr(prefix.size()));
+  return names;
+}
+
+std::vector<std::string> mixq_weight_parts(const std::string& name) {
+  return {name + ".codes", name + ".scales", name + ".zeros", name + ".k_perm"};
+}
+
+QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
+  const std::string what = f.path() + ": mixq weight \"" + name + "\"";
+  const auto it = f.metadata().find(kMixqWeightPrefix + name);
+  MIXQ_CHECK(it != f.metadata().end(), ErrorCode::InvalidArgument, what,
+             ": not described in the metadata");
+  const auto kv = parse_geometry(it->second, what);
+  QuantizedWeight w;
+  auto dtype_field = [&](const char* key) {
+    const auto d = kv.find(key);
+    MIXQ_CHECK(d != kv.end() && parse_dtype(d->second).has_value(), ErrorCode::Format, what,
+               ": bad or missing ", key);
+    return *parse_dtype(d->second);
+  };
+  w.code_type = dtype_field("code");
+  w.scale_type = dtype_field("scale");
+  w.N = parse_int(kv, "N", what);
+  w.K = parse_int(kv, "K", what);
+  w.block_k = parse_int(kv, "block_k", what);
+  w.block_n = parse_int(kv, "block_n", what);
+  MIXQ_CHECK(w.N >= 1 && w.K >= 1 && w.N <= (int64_t(1) << 31) && w.K <= (int64_t(1) << 31) &&
+                 w.block_k >= 1 && w.block_n >= 1,
+             ErrorCode::Format, what, ": bad geometry ", it->second);
+  const auto zk = kv.find("zero");
+  MIXQ_CHECK(zk != kv.end(), ErrorCode::Format, what, ": description lacks zero");
+  if (zk->second == "none")
+    w.zero_kind = ZeroKind::None;
+  else if (zk->second == "offset")
+    w.zero_kind = ZeroKind::Offset;
+  else if (zk->second == "zero-point")
+    w.zero_kind = ZeroKind::ZeroPoint;
+  else
+    MIXQ_FAIL(ErrorCode::Format, what, ": unknown zero kind \"", zk->second, "\"");
+  w.has_scales = parse_int(kv, "scales", what) != 0;
+  if (kv.count("origin")) w.origin = kv.at("origin");
+  const int64_t row_bytes = w.row_bytes();
+  const SafetensorsTensor& codes = part(f, name + ".codes", what, "U8", {w.N, row_bytes});
+  w.codes.assign(codes.data, codes.data + codes.nbytes);
+  if (w.has_scales) {
+    const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
+    const SafetensorsTensor& s =
+        part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
+    w.scales.assign(s.data, s.data + s.nbytes);
+    if (w.zero_kind != ZeroKind::None) {
+      const char* zdt = w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32";
+      const SafetensorsTensor& z = part(f, name + ".zeros", what, zdt, sshape);
+      w.zeros.assign(z.data, z.data + z.nbytes);
+    }
+  }
+  if (const SafetensorsTensor* p = f.find(name + ".k_perm")) {
+    part(f, name + ".k_perm", what, "I32", {w.K});
+    w.k_perm.resize(static_cast<size_t>(w.K));
+    for (int64_t k = 0; k < w.K; ++k) w.k_perm[k] = st::load_i32(p->data, k);
+  }
+  st::validate_loaded(w, what);
+  return w;
+}
+
+TensorEntry mixq_entry(const SafetensorsFile& f, const std::string& name) {
+  const QuantizedWeight w = mixq_load(f, name);
+  TensorEntry e;
+  e.name = name;
+  e.type = "mixq " + w.describe();
+  e.shape = {w.N, w.K};
+  for (const auto& p : mixq_weight_parts(name))
+    if (const SafetensorsTensor* t = f.find(p)) e.bytes += static_cast<int64_t>(t->nbytes);
+  e.bits_per_weight = 8.0 * double(e.bytes) / (double(w.N) * double(w.K));
+  e.is_weight = true;
+  return e;
+}
+
+void save_mixq_safetensors(const std::string& path,
+                           const std::vector<std::pair<std::string, QuantizedWeight>>& weights,
+                           const std::vector<std::pair<std::string, std::string>>& metadata) {
+  SafetensorsWriter writer;
+  for (const auto& kv : metadata) {
+    MIXQ_CHECK_ARG(kv.first != kMixqFormatKey && kv.first.compare(0, 12, kMixqWeightPrefix) != 0,
+                   "save_mixq_safetensors: metadata key \"", kv.first, "\" is reserved");
+    writer.set_metadata(kv.first, kv.second);
+  }
+  writer.set_metadata(kMixqFormatKey, "1");
+  for (const auto& nw : weights) {
+    const std::string& name = nw.first;
+    const QuantizedWeight& w = nw.second;
+    MIXQ_CHECK_ARG(!name.empty(), "save_mixq_safetensors: empty weight name");
+    w.validate();
+    writer.set_metadata(kMixqWeightPrefix + name, describe_geometry(w));
+    writer.add(name + ".codes", "U8", {w.N, w.row_bytes()}, w.codes.data(), w.codes.size());
+    if (w.has_scales) {
+      const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
+      writer.add(name + ".scales", st::st_dtype_of(w.scale_type), sshape, w.scales.data(),
+                 w.scales.size());
+      if (w.zero_kind != ZeroKind::None)
+        writer.add(name + ".zeros",
+                   w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32", sshape,
+                   w.zeros.data(), w.zeros.size());
+    }
+    if (!w.k_perm.empty())
+      writer.add(name + ".k_perm", "I32", {w.K}, w.k_perm.data(), w.k_perm.size() * 4);
+  }
+  writer.write(path);
+}
+
+}  // namespace mixq::formats
