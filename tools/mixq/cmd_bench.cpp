@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -45,6 +46,7 @@ const char kHelp[] =
     "  --json FILE          also write the results as JSON (with this command line)\n"
     "  --quick              tiny shapes (512x384, 320x200) at M = 1, 5, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
+    "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
     "  --no-progress        no progress bar (it is drawn on stderr only when that is a terminal)\n";
 
 struct Shape {
@@ -115,7 +117,7 @@ int run_bench(int argc, char** argv) {
          {{"--shapes", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--backend", "", true}, {"--reps", "", true}, {"--warmup", "", true},
           {"--threads", "", true}, {"--json", "", true}, {"--quick", "", false},
-          {"--seed", "", true}, {"--no-progress", "", false}});
+          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   const bool quick = a.has("--quick");
@@ -129,6 +131,14 @@ int run_bench(int argc, char** argv) {
   policy.min_reps = 2;
   policy.budget_s = quick ? 0.02 : 0.2;
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 1, 0, int64_t(1) << 62));
+  double tol_scale = 1.0;
+  if (a.has("--tol-scale")) {
+    char* end = nullptr;
+    const std::string t = a.get("--tol-scale");
+    tol_scale = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !(tol_scale > 0) || !std::isfinite(tol_scale))
+      usage_fail("bench", "--tol-scale must be a positive number, got '" + t + "'");
+  }
   DriverConfig cfg;
   cfg.threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
 
@@ -218,7 +228,7 @@ int run_bench(int argc, char** argv) {
         });
         r.rel_err = r.emu_err = relative_error(y.data(), N, s, ref);
         // The dense baseline may compute in a lower precision than its inputs (CUDA: FP16).
-        r.tol = r.emu_tol = error_tolerance(ActQuant::None, act_dtype);
+        r.tol = r.emu_tol = tol_scale * error_tolerance(ActQuant::None, act_dtype);
         r.speedup = 1.0;
         r.sample = s.describe(M, N);
         dense_us[mi] = t.median_us;
@@ -271,8 +281,8 @@ int run_bench(int argc, char** argv) {
             const auto xq = sampled_activations(x.data(), K, s, sc.act, w.block_k);
             r.emu_err = relative_error(y.data(), N, s, reference_on_sample(xq, K, s, weight_row));
           }
-          r.tol = error_tolerance(sc.act, act_dtype);
-          r.emu_tol = emulated_error_tolerance(sc.act, act_dtype);
+          r.tol = tol_scale * error_tolerance(sc.act, act_dtype);
+          r.emu_tol = tol_scale * emulated_error_tolerance(sc.act, act_dtype);
           r.speedup = r.time_us > 0 ? dense_us[mi] / r.time_us : 0;
           r.sample = s.describe(M, N);
           rows_by_m[mi].push_back(r);
