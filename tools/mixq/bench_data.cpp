@@ -206,18 +206,25 @@ std::vector<double> sampled_activations(const float* x, int64_t K, const OutputS
   return out;
 }
 
+std::vector<float> sampled_weight_rows(int64_t K, const OutputSample& s,
+                                       const std::function<void(int64_t, float*)>& weight_row) {
+  std::vector<float> rows(s.cols.size() * static_cast<size_t>(K));
+  for (size_t c = 0; c < s.cols.size(); ++c) weight_row(s.cols[c], rows.data() + c * K);
+  return rows;
+}
+
 std::vector<double> reference_on_sample(const std::vector<double>& xs, int64_t K,
-                                        const OutputSample& s,
-                                        const std::function<void(int64_t, float*)>& weight_row) {
+                                        const OutputSample& s, const std::vector<float>& wrows) {
   const size_t R = s.rows.size(), C = s.cols.size();
+  MIXQ_CHECK(wrows.size() == C * static_cast<size_t>(K), ErrorCode::Internal,
+             "reference_on_sample: weight sample size");
   std::vector<double> ref(R * C);
-  std::vector<float> row(static_cast<size_t>(K));
   for (size_t c = 0; c < C; ++c) {
-    weight_row(s.cols[c], row.data());
+    const float* w = wrows.data() + c * K;
     for (size_t r = 0; r < R; ++r) {
       const double* x = xs.data() + r * K;
       double acc = 0;
-      for (int64_t k = 0; k < K; ++k) acc += x[k] * double(row[k]);
+      for (int64_t k = 0; k < K; ++k) acc += x[k] * double(w[k]);
       ref[r * C + c] = acc;
     }
   }

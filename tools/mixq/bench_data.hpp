@@ -32,12 +32,15 @@ struct OutputSample {
 };
 OutputSample choose_sample(int64_t M, int64_t N, int64_t max_rows = 4, int64_t max_cols = 256);
 
-// Float64 reference on the sample: ref[r][c] = sum_k xs[r][k] * W[cols[c]][k] with W given by
-// `weight_row(n, buf)` (the dequantized row n, original K order, f32 [K]). xs are the sampled
-// activation rows (f64 [rows][K]).
+// The sampled weight rows (output columns s.cols), dequantized once per weight and reused for
+// every M and act mode: f32 [cols][K], original K order. `weight_row(n, buf)` writes row n.
+std::vector<float> sampled_weight_rows(int64_t K, const OutputSample& s,
+                                       const std::function<void(int64_t, float*)>& weight_row);
+
+// Float64 reference on the sample: ref[r][c] = sum_k xs[r][k] * wrows[c][k]. xs are the sampled
+// activation rows (f64 [rows][K]), wrows from sampled_weight_rows.
 std::vector<double> reference_on_sample(const std::vector<double>& xs, int64_t K,
-                                        const OutputSample& s,
-                                        const std::function<void(int64_t, float*)>& weight_row);
+                                        const OutputSample& s, const std::vector<float>& wrows);
 
 // Sampled activation rows as the kernel's math sees them: the rows themselves (act None), or
 // quantized with mixq's run-time activation quantizers and dequantized (Int8Block with `block`,

@@ -50,7 +50,10 @@ struct TimingPolicy {
   int warmup = 1;
   int reps = 20;           // at most this many timed calls ...
   int min_reps = 3;        // ... at least this many ...
-  double budget_s = 0.25;  // ... and no more than fit in this time after the first call
+  double budget_s = 0.25;  // ... and no more than fit in this time after the first call.
+  // A first call slower than this is itself the one sample (a multi-second call is not
+  // distorted by warm-up effects, and repeating it would blow the run's time budget).
+  double slow_call_s = 0.5;
 };
 // How many timed calls to make after a first (warm-up) call took `first_call_s` seconds.
 int timed_reps(const TimingPolicy& p, double first_call_s);
@@ -61,6 +64,7 @@ struct TimedRun {
   double min_us = 0;
   int reps = 0;
   std::string kernel;  // kernel name (PreparedWeight::kernel_name), or the baseline's name
+  double setup_s = 0;  // untimed preparation (mixq::prepare of the copies, uploads)
 };
 
 // Host activations / outputs, row-major f32. x values are already representable in the driver's
@@ -86,7 +90,13 @@ class BenchDriver {
   // CPU threads the driver uses (0 when not applicable).
   virtual int threads() const { return 0; }
 
+  // Drivers may keep per-weight state (prepared copies, device uploads) between calls that pass
+  // the same weight; the host calls release() before that weight is destroyed or changed.
+  virtual void release() {}
+
   // Prepares `copies` copies of w (for act), times mixq::linear on p, leaves the output in p.y.
+  // `copies` is what rotating would need for a cold cache; a driver may instead flush its
+  // caches before each timed call and prepare one copy (the CPU driver does: repacking is slow).
   // Throws mixq::Error(Unsupported) when the backend does not run this scheme.
   virtual TimedRun run_quantized(const QuantizedWeight& w, ActQuant act, int copies,
                                  const HostProblem& p, const TimingPolicy& policy) = 0;

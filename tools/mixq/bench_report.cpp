@@ -39,26 +39,29 @@ std::string json_number(double v) {
 
 }  // namespace
 
-void print_table(FILE* out, const BenchReport& r) {
+namespace {
+constexpr int kSchemeWidth = 12, kKernelWidth = 22;
+}
+
+void print_table_header(FILE* out, const BenchReport& r) {
   std::fprintf(out, "mixq bench: backend %s on %s\n", r.backend.c_str(), r.device.c_str());
   std::fprintf(out, "baseline: %s; times are medians (us); GB/s counts weight + activation + "
                "output bytes; err = ||y - ref|| / ||ref|| vs float64 on the dequantized weights "
-               "(emul: on the quantized activations too)\n\n", r.baseline.c_str());
-  size_t wk = 6, ws = 6;
-  for (const BenchRow& b : r.rows) {
-    wk = std::max(wk, b.kernel.size());
-    ws = std::max(ws, b.scheme.size());
-  }
-  std::fprintf(out, "%-*s  %-11s  %5s  %-*s  %10s  %8s  %8s  %9s  %9s  %8s  %s\n", int(ws),
-               "scheme", "KxN", "M", int(wk), "kernel", "time(us)", "GB/s", "TFLOP/s", "err",
+               "over up to 4 rows of M x 256 columns of N (emul: on the quantized activations "
+               "too)\n\n", r.baseline.c_str());
+  std::fprintf(out, "%-*s  %-11s  %5s  %-*s  %10s  %8s  %8s  %9s  %9s  %8s  %s\n", kSchemeWidth,
+               "scheme", "KxN", "M", kKernelWidth, "kernel", "time(us)", "GB/s", "TFLOP/s", "err",
                "err(emul)", "x dense", "check");
+}
+
+void print_table_rows(FILE* out, const std::vector<BenchRow>& rows) {
   int64_t last_k = -1, last_n = -1, last_m = -1;
-  for (const BenchRow& b : r.rows) {
-    if ((b.K != last_k || b.N != last_n || b.M != last_m) && last_k >= 0) std::fprintf(out, "\n");
+  for (const BenchRow& b : rows) {
+    if (b.K != last_k || b.N != last_n || b.M != last_m) std::fprintf(out, "\n");
     last_k = b.K, last_n = b.N, last_m = b.M;
     const std::string shape = std::to_string(b.K) + "x" + std::to_string(b.N);
     if (b.unsupported) {
-      std::fprintf(out, "%-*s  %-11s  %5lld  unsupported: %s\n", int(ws), b.scheme.c_str(),
+      std::fprintf(out, "%-*s  %-11s  %5lld  unsupported: %s\n", kSchemeWidth, b.scheme.c_str(),
                    shape.c_str(), static_cast<long long>(b.M), b.note.c_str());
       continue;
     }
@@ -66,13 +69,16 @@ void print_table(FILE* out, const BenchReport& r) {
     if (!(b.rel_err <= b.tol)) check = "FAIL (err > " + fmt("%.0e", b.tol) + ")";
     else if (!(b.emu_err <= b.emu_tol)) check = "FAIL (emul > " + fmt("%.0e", b.emu_tol) + ")";
     std::fprintf(out, "%-*s  %-11s  %5lld  %-*s  %10.1f  %8.1f  %8.3f  %9.2e  %9.2e  %7.2fx  %s\n",
-                 int(ws), b.scheme.c_str(), shape.c_str(), static_cast<long long>(b.M), int(wk),
-                 b.kernel.c_str(), b.time_us, b.gb_per_s, b.tflop_per_s, b.rel_err, b.emu_err,
-                 b.speedup, check.c_str());
+                 kSchemeWidth, b.scheme.c_str(), shape.c_str(), static_cast<long long>(b.M),
+                 kKernelWidth, b.kernel.c_str(), b.time_us, b.gb_per_s, b.tflop_per_s, b.rel_err,
+                 b.emu_err, b.speedup, check.c_str());
   }
-  if (!r.rows.empty())
-    std::fprintf(out, "\nreference sample: %s (per shape and M: up to 4 rows of M x 256 columns "
-                 "of N)\n", r.rows.back().sample.c_str());
+  std::fflush(out);
+}
+
+void print_table(FILE* out, const BenchReport& r) {
+  print_table_header(out, r);
+  print_table_rows(out, r.rows);
 }
 
 void write_json(const std::string& path, const BenchReport& r) {

@@ -34,7 +34,11 @@ struct BenchReport {
   std::vector<BenchRow> rows;
 };
 
-void print_table(FILE* out, const BenchReport& r);
+// The table is printed incrementally (one block per layer shape, as soon as it is measured):
+// header, then rows, then the footer.
+void print_table_header(FILE* out, const BenchReport& r);
+void print_table_rows(FILE* out, const std::vector<BenchRow>& rows);
+void print_table(FILE* out, const BenchReport& r);  // all three
 void write_json(const std::string& path, const BenchReport& r);
 
 }  // namespace mixq::bench

@@ -80,9 +80,17 @@ class Progress {
                  what.c_str());
     std::fflush(stderr);
   }
-  ~Progress() {
+  void clear() {
     if (enabled_) std::fprintf(stderr, "\r%*s\r", 100, "");
   }
+  ~Progress() { clear(); }
+  // Clears the bar while the table is written to the same terminal.
+  struct Pause {
+    explicit Pause(Progress& p) : p_(p) { p_.clear(); }
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+    Progress& p_;
+  };
 
  private:
   int total_, done_ = 0;
@@ -130,6 +138,7 @@ int run_bench(int argc, char** argv) {
   policy.warmup = static_cast<int>(a.get_int("--warmup", 1, 0, 100000));
   policy.min_reps = 2;
   policy.budget_s = quick ? 0.02 : 0.2;
+  policy.slow_call_s = 0.2;
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 1, 0, int64_t(1) << 62));
   double tol_scale = 1.0;
   if (a.has("--tol-scale")) {
@@ -190,12 +199,19 @@ int run_bench(int argc, char** argv) {
 
   Progress progress(static_cast<int>(shapes.size() * ms.size() * (1 + schemes.size())),
                     !a.has("--no-progress"));
-  const auto t_start = std::chrono::steady_clock::now();
+  const auto now = [] { return std::chrono::steady_clock::now(); };
+  const auto seconds_since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(now() - t).count();
+  };
+  const auto t_start = now();
+  double gen_s = 0, setup_s = 0, ref_s = 0;
+  print_table_header(stdout, report);
   for (size_t si = 0; si < shapes.size(); ++si) {
     const int64_t K = shapes[si].K, N = shapes[si].N;
     const std::string shape_text = std::to_string(K) + "x" + std::to_string(N);
     // Activations: N(0, 1) rows, rounded to the driver's activation dtype; smaller M use the
     // first rows.
+    auto t_gen = now();
     std::vector<float> x(static_cast<size_t>(max_m * K));
     fill_random_normal(x.data(), max_m * K, 1.0f, seed * 1000 + si);
     round_to_dtype(x.data(), max_m * K, act_dtype);
@@ -206,6 +222,7 @@ int run_bench(int argc, char** argv) {
     {  // Dense baseline, same activations.
       std::vector<float> w(static_cast<size_t>(N * K));
       fill_random_normal(w.data(), N * K, 0.02f, seed * 1000 + si + 500);
+      gen_s += seconds_since(t_gen);
       const int copies = copies_for(N * K * 4, cache);
       for (size_t mi = 0; mi < ms.size(); ++mi) {
         const int64_t M = ms[mi];
@@ -213,6 +230,8 @@ int run_bench(int argc, char** argv) {
         std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
         const HostProblem p{M, N, K, x.data(), y.data()};
         const TimedRun t = driver->run_dense(w.data(), copies, p, policy);
+        setup_s += t.setup_s;
+        const auto t_ref = now();
         BenchRow r;
         r.scheme = "dense";
         r.act = "f32 weights";
@@ -223,10 +242,11 @@ int run_bench(int argc, char** argv) {
         fill_rates(r, act_bytes);
         const OutputSample s = choose_sample(M, N);
         const std::vector<double> xs = sampled_activations(x.data(), K, s, ActQuant::None, 0);
-        const auto ref = reference_on_sample(xs, K, s, [&](int64_t n, float* buf) {
+        const auto ref = reference_on_sample(xs, K, s, sampled_weight_rows(K, s, [&](int64_t n, float* buf) {
           std::memcpy(buf, w.data() + n * K, K * sizeof(float));
-        });
+        }));
         r.rel_err = r.emu_err = relative_error(y.data(), N, s, ref);
+        ref_s += seconds_since(t_ref);
         // The dense baseline may compute in a lower precision than its inputs (CUDA: FP16).
         r.tol = r.emu_tol = tol_scale * error_tolerance(ActQuant::None, act_dtype);
         r.speedup = 1.0;
@@ -234,13 +254,22 @@ int run_bench(int argc, char** argv) {
         dense_us[mi] = t.median_us;
         rows_by_m[mi].push_back(r);
       }
+      driver->release();
     }
 
     for (const std::string& wn : weight_names) {
+      t_gen = now();
       const QuantizedWeight w =
           random_quantized_weight(N, K, schemes[users[wn][0]].weight, seed * 1000 + si + 7);
+      gen_s += seconds_since(t_gen);
       const int copies = copies_for(w.storage_bytes(), cache);
-      const auto weight_row = [&](int64_t n, float* buf) { dequantize_rows(w, n, n + 1, buf, true); };
+      // The sampled columns depend on N only: dequantize them once for all M and act modes.
+      const auto t_wref = now();
+      const std::vector<float> wrows =
+          sampled_weight_rows(K, choose_sample(1, N), [&](int64_t n, float* buf) {
+            dequantize_rows(w, n, n + 1, buf, /*original_order=*/true);
+          });
+      ref_s += seconds_since(t_wref);
       for (size_t idx : users[wn]) {
         const BenchScheme& sc = schemes[idx];
         bool unsupported = false;
@@ -259,6 +288,7 @@ int run_bench(int argc, char** argv) {
               const TimedRun t = driver->run_quantized(w, sc.act, copies, p, policy);
               r.kernel = t.kernel;
               r.time_us = t.median_us, r.min_us = t.min_us, r.reps = t.reps;
+              setup_s += t.setup_s;
             } catch (const Error& e) {
               if (e.code() != ErrorCode::Unsupported) throw;
               unsupported = true;
@@ -273,30 +303,38 @@ int run_bench(int argc, char** argv) {
           }
           r.weight_bytes = w.storage_bytes();
           fill_rates(r, act_bytes);
+          const auto t_ref = now();
           const OutputSample s = choose_sample(M, N);
           const std::vector<double> xs = sampled_activations(x.data(), K, s, ActQuant::None, 0);
-          r.rel_err = relative_error(y.data(), N, s, reference_on_sample(xs, K, s, weight_row));
+          r.rel_err = relative_error(y.data(), N, s, reference_on_sample(xs, K, s, wrows));
           r.emu_err = r.rel_err;
           if (sc.act != ActQuant::None) {
             const auto xq = sampled_activations(x.data(), K, s, sc.act, w.block_k);
-            r.emu_err = relative_error(y.data(), N, s, reference_on_sample(xq, K, s, weight_row));
+            r.emu_err = relative_error(y.data(), N, s, reference_on_sample(xq, K, s, wrows));
           }
+          ref_s += seconds_since(t_ref);
           r.tol = tol_scale * error_tolerance(sc.act, act_dtype);
           r.emu_tol = tol_scale * emulated_error_tolerance(sc.act, act_dtype);
           r.speedup = r.time_us > 0 ? dense_us[mi] / r.time_us : 0;
           r.sample = s.describe(M, N);
           rows_by_m[mi].push_back(r);
         }
+        driver->release();  // the next scheme prepares the weight for another act mode
       }
     }
+    std::vector<BenchRow> shape_rows;
     for (auto& group : rows_by_m)
-      for (auto& r : group) report.rows.push_back(std::move(r));
+      for (auto& r : group) shape_rows.push_back(std::move(r));
+    {
+      Progress::Pause pause(progress);
+      print_table_rows(stdout, shape_rows);
+    }
+    for (auto& r : shape_rows) report.rows.push_back(std::move(r));
   }
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-
-  print_table(stdout, report);
-  std::printf("total bench time: %.1f s\n", elapsed);
+  const double elapsed = seconds_since(t_start);
+  std::printf("\ntotal bench time %.1f s: kernel calls and cache flushes %.1f s, data generation %.1f s, prepare "
+              "%.1f s, float64 reference %.1f s\n",
+              elapsed, elapsed - gen_s - setup_s - ref_s, gen_s, setup_s, ref_s);
   std::fflush(stdout);
   if (a.has("--json")) write_json(a.get("--json"), report);
   int failed = 0;
