@@ -1,0 +1,358 @@
+// End-to-end tests of the mixq command-line tool (the binary at MIXQ_CLI_PATH): quantize ->
+// inspect -> dequantize -> matmul on a safetensors file written here, checked against the
+// library's own quantizer and a float64 reference; bench --quick; and bad input, which must give
+// a non-zero exit, exactly one line on stderr naming the problem, and never a signal.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mixq/formats/npy.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/quantize.hpp"
+
+namespace {
+
+using mixq::DType;
+
+struct RunResult {
+  int code = -1;
+  bool signaled = false;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string tmpl = ::testing::TempDir() + "mixq_cli_XXXXXX";
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    ASSERT_NE(mkdtemp(buf.data()), nullptr);
+    dir_ = std::string(buf.data()) + "/";
+  }
+  static void TearDownTestSuite() {
+    const std::string cmd = "rm -rf '" + dir_ + "'";
+    if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", dir_.c_str());
+  }
+
+  static std::string path(const std::string& name) { return dir_ + name; }
+
+  // Runs `mixq <args>` with a time limit, capturing stdout and stderr.
+  static RunResult run(const std::string& args, int timeout_s = 120) {
+    const std::string out = path("stdout.txt"), err = path("stderr.txt");
+    const std::string cmd = "timeout -s KILL " + std::to_string(timeout_s) + " '" MIXQ_CLI_PATH
+                            "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    if (WIFEXITED(status)) {
+      r.code = WEXITSTATUS(status);
+      // timeout(1) reports a killed child as 128 + 9.
+      r.signaled = r.code >= 128;
+    } else {
+      r.signaled = true;
+    }
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // A failure: non-zero exit (`code` when > 0), no signal, exactly one stderr line holding every
+  // needle.
+  static void expect_clean_failure(const std::string& args, int code,
+                                   const std::vector<std::string>& needles) {
+    SCOPED_TRACE("mixq " + args);
+    const RunResult r = run(args);
+    EXPECT_FALSE(r.signaled) << r.err;
+    EXPECT_NE(r.code, 0);
+    if (code > 0) {
+      EXPECT_EQ(r.code, code) << r.err;
+    }
+    ASSERT_FALSE(r.err.empty());
+    EXPECT_EQ(r.err.back(), '\n') << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line:\n" << r.err;
+    for (const std::string& n : needles)
+      EXPECT_NE(r.err.find(n), std::string::npos) << "'" << n << "' not in: " << r.err;
+  }
+
+  static std::string dir_;
+};
+std::string CliTest::dir_;
+
+// A minimal independent safetensors writer (not the library's), so that the CLI's reader is
+// tested against bytes produced by other code.
+struct StTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+void write_safetensors(const std::string& file, const std::vector<StTensor>& ts) {
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  size_t off = 0;
+  for (const StTensor& t : ts) {
+    h += ",\"" + t.name + "\":{\"dtype\":\"" + t.dtype + "\",\"shape\":[";
+    for (size_t i = 0; i < t.shape.size(); ++i) h += (i ? "," : "") + std::to_string(t.shape[i]);
+    h += "],\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + t.bytes.size()) + "]}";
+    off += t.bytes.size();
+  }
+  h += "}";
+  while (h.size() % 8) h += ' ';
+  std::ofstream f(file, std::ios::binary);
+  const uint64_t n = h.size();
+  f.write(reinterpret_cast<const char*>(&n), 8);
+  f << h;
+  for (const StTensor& t : ts) f.write(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+}
+
+std::vector<float> normal(size_t n, uint32_t seed, float sigma) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> g(0.f, sigma);
+  std::vector<float> v(n);
+  for (float& x : v) x = g(gen);
+  return v;
+}
+
+template <typename T>
+std::vector<uint8_t> as_bytes(const std::vector<T>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+std::vector<float> read_f32(const std::string& file, std::vector<int64_t>* shape) {
+  const mixq::formats::NpyArray a = mixq::formats::read_npy(file);
+  EXPECT_EQ(a.dtype, DType::F32);
+  *shape = a.shape;
+  return std::vector<float>(a.data.as<float>(), a.data.as<float>() + a.numel());
+}
+
+// Fixture file: two matrices (f32 [N=37][K=200] with partial blocks, f16 [24][96]), a 1-D bias
+// and an integer tensor that quantize must leave out.
+constexpr int64_t kN = 37, kK = 200;
+struct Fixture {
+  std::vector<float> w;        // [kN][kK]
+  std::vector<uint16_t> h;     // [24][96] f16
+};
+Fixture write_fixture(const std::string& file) {
+  Fixture fx;
+  fx.w = normal(kN * kK, 1, 0.05f);
+  for (float v : normal(24 * 96, 2, 0.1f)) fx.h.push_back(mixq::f32_to_f16(v));
+  std::vector<float> bias = normal(kN, 3, 1.f);
+  std::vector<int32_t> ints = {1, 2, 3, 4};
+  write_safetensors(file, {{"layer.w", "F32", {kN, kK}, as_bytes(fx.w)},
+                           {"layer.bias", "F32", {kN}, as_bytes(bias)},
+                           {"layer.h", "F16", {24, 96}, as_bytes(fx.h)},
+                           {"ids", "I32", {2, 2}, as_bytes(ints)}});
+  return fx;
+}
+
+TEST_F(CliTest, QuantizeInspectDequantizeMatmulEndToEnd) {
+  const std::string in = path("model.safetensors");
+  const Fixture fx = write_fixture(in);
+  const int64_t M = 5;
+  std::vector<float> x = normal(M * kK, 4, 1.f);
+  mixq::formats::write_npy(path("x.npy"), DType::F32, {M, kK}, x.data());
+  std::vector<uint16_t> x16(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x16[i] = mixq::f32_to_f16(x[i]);
+  mixq::formats::write_npy(path("x16.npy"), DType::F16, {M, kK}, x16.data());
+  std::vector<float> bias = normal(kN, 5, 1.f);
+  mixq::formats::write_npy(path("bias.npy"), DType::F32, {kN}, bias.data());
+
+  for (const std::string scheme : {"w4g128", "w4g32asym", "w4g128zp", "w8g128", "fp8b128"}) {
+    SCOPED_TRACE(scheme);
+    const std::string q = path("q_" + scheme + ".safetensors");
+    RunResult r = run("quantize '" + in + "' -o '" + q + "' --scheme " + scheme);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("layer.bias"), std::string::npos) << "left-out tensors are listed";
+
+    r = run("inspect '" + q + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const char* needle : {"layer.w", "layer.h", "37", "200"})
+      EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in\n" << r.out;
+    EXPECT_NE(r.out.find(scheme), std::string::npos) << "scheme in metadata:\n" << r.out;
+
+    // Dequantized values: exactly what the library's own quantizer + dequantizer produce.
+    r = run("dequantize '" + q + "' layer.w -o '" + path("deq.npy") + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::vector<int64_t> shape;
+    const std::vector<float> deq = read_f32(path("deq.npy"), &shape);
+    ASSERT_EQ(shape, (std::vector<int64_t>{kN, kK}));
+    const mixq::QuantizedWeight expect_w = mixq::quantize_weight(
+        mixq::TensorView(const_cast<float*>(fx.w.data()), DType::F32, {kN, kK}),
+        mixq::parse_scheme(scheme));
+    const std::vector<float> expect = mixq::dequantize_to_f32(expect_w);
+    ASSERT_EQ(deq.size(), expect.size());
+    size_t mismatches = 0;
+    for (size_t i = 0; i < deq.size(); ++i) mismatches += std::memcmp(&deq[i], &expect[i], 4) != 0;
+    EXPECT_EQ(mismatches, 0u);
+    double wdiff = 0;  // and close to the original (quantization actually happened, not a copy)
+    for (size_t i = 0; i < deq.size(); ++i) wdiff = std::max(wdiff, double(std::fabs(deq[i] - fx.w[i])));
+    EXPECT_GT(wdiff, 0.0);
+    EXPECT_LT(wdiff, 0.05);
+
+    // matmul vs float64 on the dequantized weights, with and without bias, f32 and f16 inputs.
+    for (const std::string backend : {"ref", "cpu"}) {
+      for (const bool use_bias : {false, true}) {
+        for (const bool f16 : {false, true}) {
+          SCOPED_TRACE(backend + (use_bias ? " bias" : "") + (f16 ? " f16" : ""));
+          std::string args = "matmul --weights '" + q + ":layer.w' --input '" +
+                             path(f16 ? "x16.npy" : "x.npy") + "' -o '" + path("y.npy") +
+                             "' --backend " + backend;
+          if (use_bias) args += " --bias '" + path("bias.npy") + "'";
+          r = run(args);
+          ASSERT_EQ(r.code, 0) << r.err;
+          const std::vector<float> y = read_f32(path("y.npy"), &shape);
+          ASSERT_EQ(shape, (std::vector<int64_t>{M, kN}));
+          double num = 0, den = 0;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < kN; ++n) {
+              double ref = use_bias ? bias[n] : 0.0;
+              for (int64_t k = 0; k < kK; ++k) {
+                const double xv = f16 ? mixq::f16_to_f32(x16[m * kK + k]) : x[m * kK + k];
+                ref += xv * double(deq[n * kK + k]);
+              }
+              num += (y[m * kN + n] - ref) * (y[m * kN + n] - ref);
+              den += ref * ref;
+            }
+          EXPECT_LE(std::sqrt(num / den), 1e-5);
+        }
+      }
+    }
+  }
+
+  // A 2-D float tensor excluded with --skip is kept losslessly (dense) and still usable.
+  const std::string q = path("q_skip.safetensors");
+  RunResult r = run("quantize '" + in + "' -o '" + q + "' --scheme w4g128 --skip 'layer\\.h'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("dequantize '" + q + "' layer.h -o '" + path("h.npy") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<int64_t> shape;
+  const std::vector<float> h = read_f32(path("h.npy"), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{24, 96}));
+  for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], mixq::f16_to_f32(fx.h[i])) << i;
+}
+
+TEST_F(CliTest, BenchQuickRunsAndWritesJson) {
+  const std::string json = path("bench.json");
+  const RunResult r = run("bench --quick --json '" + json + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string j = slurp(json);
+  EXPECT_NE(j.find("\"results\""), std::string::npos);
+  EXPECT_NE(j.find("\"command\": \"mixq bench --quick"), std::string::npos);
+  for (const char* s : {"\"dense\"", "\"w4g128\"", "\"w4g32asym\"", "\"w4g128zp\"", "\"w8g128\"",
+                        "\"fp8b128\"", "\"w8g128:int8\"", "\"fp8b128:fp8\""})
+    EXPECT_NE(j.find(s), std::string::npos) << s;
+  EXPECT_EQ(j.find("\"ok\": false"), std::string::npos);
+  EXPECT_NE(j.find("\"ok\": true"), std::string::npos);
+  EXPECT_NE(r.out.find("x dense"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, BenchFailsWhenAnErrorExceedsTolerance) {
+  // With every tolerance scaled down to nothing, the (correct) results must be flagged.
+  const RunResult r = run("bench --shapes 256x130 --m 3 --schemes w4g128,w8g128:int8 --tol-scale 1e-9");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("exceed their error tolerance"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, BenchRejectsBadOptions) {
+  expect_clean_failure("bench --m 1,x", 2, {"--m", "'x'"});
+  expect_clean_failure("bench --schemes w4g128,w9", 2, {"w9"});
+  expect_clean_failure("bench --shapes 64by64", 2, {"64by64"});
+  expect_clean_failure("bench --backend tpu", 2, {"tpu"});
+}
+
+TEST_F(CliTest, EverySubcommandHasHelp) {
+  for (const char* c : {"bench", "quantize", "inspect", "dequantize", "matmul"}) {
+    const RunResult r = run(std::string(c) + " --help");
+    EXPECT_EQ(r.code, 0) << c;
+    EXPECT_EQ(r.out.rfind("usage: mixq " + std::string(c), 0), 0u) << r.out;
+  }
+  const RunResult r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("matmul"), std::string::npos);
+}
+
+TEST_F(CliTest, BadInputFailsCleanly) {
+  const std::string in = path("bad_model.safetensors");
+  write_fixture(in);
+  const std::string q = path("bad_q.safetensors");
+  ASSERT_EQ(run("quantize '" + in + "' -o '" + q + "' --scheme w8g128").code, 0);
+  std::vector<float> x = normal(3 * (kK + 1), 9, 1.f);
+  mixq::formats::write_npy(path("x_wrong.npy"), DType::F32, {3, kK + 1}, x.data());
+  mixq::formats::write_npy(path("x_ok.npy"), DType::F32, {3, kK}, x.data());
+  std::vector<int32_t> ints(3 * kK, 1);
+  mixq::formats::write_npy(path("x_int.npy"), DType::I32, {3, kK}, ints.data());
+
+  // Garbage and truncated files.
+  {
+    std::ofstream g(path("garbage.bin"), std::ios::binary);
+    std::mt19937 gen(11);
+    for (int i = 0; i < 4096; ++i) g.put(static_cast<char>(gen()));
+  }
+  const std::string full = slurp(q);
+  {
+    std::ofstream t(path("truncated.safetensors"), std::ios::binary);
+    t.write(full.data(), static_cast<std::streamsize>(full.size() / 2));
+  }
+  const std::string npy = slurp(path("x_ok.npy"));
+  {
+    std::ofstream t(path("truncated.npy"), std::ios::binary);
+    t.write(npy.data(), static_cast<std::streamsize>(npy.size() - 7));
+  }
+
+  expect_clean_failure("inspect '" + path("missing.safetensors") + "'", 1, {"missing.safetensors"});
+  expect_clean_failure("inspect '" + path("garbage.bin") + "'", 1, {"garbage.bin"});
+  expect_clean_failure("inspect '" + path("truncated.safetensors") + "'", 1, {"truncated.safetensors"});
+  expect_clean_failure("dequantize '" + path("truncated.safetensors") + "' layer.w -o '" +
+                           path("o.npy") + "'", 1, {"truncated.safetensors"});
+  expect_clean_failure("quantize '" + path("garbage.bin") + "' -o '" + path("o.st") +
+                           "' --scheme w4g128", 1, {"garbage.bin"});
+  expect_clean_failure("dequantize '" + q + "' no.such.tensor -o '" + path("o.npy") + "'", 1,
+                       {"no.such.tensor"});
+  // matmul: wrong K, wrong dtype, truncated input, missing input, bad weight spec, bad bias.
+  const std::string wq = "matmul --weights '" + q + ":layer.w' -o '" + path("y.npy") + "' ";
+  expect_clean_failure(wq + "--input '" + path("x_wrong.npy") + "'", 1, {"x_wrong.npy", "K"});
+  expect_clean_failure(wq + "--input '" + path("x_int.npy") + "'", 1, {"x_int.npy", "float"});
+  expect_clean_failure(wq + "--input '" + path("truncated.npy") + "'", 1, {"truncated.npy"});
+  expect_clean_failure(wq + "--input '" + path("nope.npy") + "'", 1, {"nope.npy"});
+  expect_clean_failure(wq + "--input '" + path("x_ok.npy") + "' --bias '" + path("x_ok.npy") + "'",
+                       1, {"bias"});
+  expect_clean_failure("matmul --weights '" + path("nofile") + ":w' --input '" + path("x_ok.npy") +
+                           "' -o '" + path("y.npy") + "'", 1, {"nofile"});
+  expect_clean_failure("matmul --weights nocolon --input x.npy -o y.npy", 2, {"FILE:TENSOR"});
+  expect_clean_failure(wq + "--input '" + path("x_ok.npy") + "' --backend tpu", 2, {"tpu"});
+  // Unknown scheme, unknown subcommand, unknown option, missing arguments.
+  expect_clean_failure("quantize '" + in + "' -o '" + path("o.st") + "' --scheme w5g7", 2, {"w5g7"});
+  expect_clean_failure("frobnicate", 2, {"frobnicate"});
+  expect_clean_failure("inspect --frob x", 2, {"--frob"});
+  expect_clean_failure("quantize", 2, {"quantize"});
+  expect_clean_failure("quantize '" + in + "' --scheme w4g128", 2, {"-o"});
+  expect_clean_failure("quantize '" + in + "' -o '" + path("o.st") + "'", 2, {"--scheme"});
+  expect_clean_failure("dequantize '" + q + "'", 2, {"TENSOR"});
+  expect_clean_failure("matmul --input x.npy -o y.npy", 2, {"--weights"});
+  expect_clean_failure("inspect", 2, {"FILE"});
+  expect_clean_failure("bench --reps", 2, {"--reps"});
+  // No argument at all prints the usage and exits 2 (not a crash).
+  const RunResult r = run("");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(r.signaled);
+}
+
+}  // namespace

@@ -1,0 +1,70 @@
+// Shared plumbing of the mixq command-line tool: argument parsing, the usage-error type, and the
+// subcommand entry points. Every subcommand is `int run_X(const Args&)` in its own cmd_X.cpp.
+//
+// Exit codes: 0 success, 1 runtime error (mixq::Error, printed as "mixq: ..."; bench also uses 1
+// when a result exceeds its error tolerance), 2 bad usage (one line on stderr).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace mixq::cli {
+
+// Thrown for bad command lines; main prints "mixq <cmd>: <message>" and exits 2.
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct OptionSpec {
+  std::string name;   // "--scheme" (long) or "-o"
+  std::string alias;  // "" or the other spelling ("--output" for "-o")
+  bool takes_value = true;
+};
+
+// Parsed command line of one subcommand: "--name value", "--name=value", flags, positionals.
+class Args {
+ public:
+  Args(const std::string& command, int argc, char** argv, const std::vector<OptionSpec>& specs);
+
+  const std::string& command() const { return command_; }
+  bool help() const { return help_; }
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  // The value, or a UsageError naming the missing option.
+  std::string require(const std::string& name) const;
+  const std::vector<std::string>& positionals() const { return positionals_; }
+  // Checks the number of positionals; `what` names them in the error ("FILE TENSOR").
+  void expect_positionals(size_t min, size_t max, const std::string& what) const;
+
+  int64_t get_int(const std::string& name, int64_t fallback, int64_t lo, int64_t hi) const;
+
+ private:
+  std::string command_;
+  bool help_ = false;
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positionals_;
+};
+
+[[noreturn]] void usage_fail(const std::string& command, const std::string& message);
+
+// "1,16,256" -> {1, 16, 256}; every value in [lo, hi].
+std::vector<int64_t> parse_int_list(const std::string& command, const std::string& option,
+                                    const std::string& text, int64_t lo, int64_t hi);
+std::vector<std::string> split(const std::string& text, char sep);
+
+// Subcommands: argv[0] is the subcommand's name. Each prints its --help text to stdout.
+int run_bench(int argc, char** argv);
+int run_quantize(int argc, char** argv);
+int run_inspect(int argc, char** argv);
+int run_dequantize(int argc, char** argv);
+int run_matmul(int argc, char** argv);
+
+// Prints `text` to stdout (for --help) and returns 0.
+int print_help(const char* text);
+// Replaces newlines so that an error message stays on one line.
+std::string one_line(const std::string& message);
+
+}  // namespace mixq::cli

@@ -1,0 +1,119 @@
+// mixq quantize IN.safetensors -o OUT.safetensors --scheme S: round-to-nearest quantization of
+// every floating-point matrix of a safetensors file into mixq's own safetensors layout.
+#include <cstdio>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "mixq/error.hpp"
+#include "mixq/formats/checkpoint.hpp"
+#include "mixq/formats/safetensors.hpp"
+#include "mixq/quantize.hpp"
+
+namespace mixq::cli {
+
+namespace {
+
+const char kHelp[] =
+    "usage: mixq quantize IN.safetensors -o OUT.safetensors --scheme SCHEME [options]\n\n"
+    "Quantizes every 2-D F32/F16/BF16 tensor of IN (rows = output features N, columns = K) with\n"
+    "mixq's round-to-nearest quantizer and writes mixq's safetensors layout (W.codes, W.scales,\n"
+    "W.zeros; the scheme in __metadata__ \"mixq.scheme\").\n"
+    "2-D float tensors excluded by --only/--skip are kept losslessly as dense weights (their own\n"
+    "dtype); tensors that are not 2-D float matrices (biases, norms, integer tensors) are left out\n"
+    "of OUT and listed on stderr.\n\n"
+    "schemes: w4g128 (int4 symmetric, group 128), w4g32asym (int4 + float offset, group 32),\n"
+    "  w4g128zp (uint4 + integer zero point), w8g128, w8g64asym, w4pc / w8pc (per channel),\n"
+    "  fp8b128 (e4m3, f32 scale per 128x128 block); any w4/w8 with g32/g64/g128/g256/pc,\n"
+    "  optional 'asym' or 'zp', optional '-bf16' / '-f32' scale type (default f16).\n\n"
+    "options:\n"
+    "  -o, --output OUT      output file (required)\n"
+    "  --scheme SCHEME       quantization scheme (required)\n"
+    "  --only REGEX          quantize only tensors whose name matches (ECMAScript regex search)\n"
+    "  --skip REGEX          do not quantize tensors whose name matches\n";
+
+std::regex compile_regex(const std::string& option, const std::string& text) {
+  try {
+    return std::regex(text, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    usage_fail("quantize", option + ": invalid regular expression '" + text + "' (" + e.what() + ")");
+  }
+}
+
+DType float_dtype(const std::string& st) {
+  return st == "F32" ? DType::F32 : st == "F16" ? DType::F16 : DType::BF16;
+}
+
+}  // namespace
+
+int run_quantize(int argc, char** argv) {
+  Args a("quantize", argc, argv,
+         {{"-o", "--output", true}, {"--scheme", "", true}, {"--only", "", true},
+          {"--skip", "", true}});
+  if (a.help()) return print_help(kHelp);
+  a.expect_positionals(1, 1, "IN.safetensors");
+  const std::string in = a.positionals()[0];
+  const std::string out = a.require("-o");
+  const std::string scheme_text = a.require("--scheme");
+  QuantScheme scheme;
+  try {
+    scheme = parse_scheme(scheme_text);
+  } catch (const Error& e) {
+    // An unknown scheme is a usage error; parse_scheme's message lists the valid names.
+    usage_fail("quantize", std::string(e.what()).substr(std::strlen("mixq: ")));
+  }
+  const bool has_only = a.has("--only"), has_skip = a.has("--skip");
+  const std::regex only = compile_regex("--only", a.get("--only", ".*"));
+  const std::regex skip = compile_regex("--skip", a.get("--skip", "$^"));
+
+  const auto file = formats::SafetensorsFile::open(in);
+  std::vector<std::pair<std::string, QuantizedWeight>> weights;
+  int n_quantized = 0, n_dense = 0;
+  int64_t in_bytes = 0, out_bytes = 0;
+  std::vector<std::string> left_out;
+  for (const formats::SafetensorsTensor& t : file->tensors()) {
+    const bool is_float = t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16";
+    if (!is_float || t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] < 1) {
+      left_out.push_back(t.name + " (" + t.dtype + ", rank " + std::to_string(t.shape.size()) + ")");
+      continue;
+    }
+    const DType dt = float_dtype(t.dtype);
+    const bool selected = (!has_only || std::regex_search(t.name, only)) &&
+                          !(has_skip && std::regex_search(t.name, skip));
+    // The mapping may be unaligned for the element type; quantize from an aligned copy.
+    HostBuffer copy(t.nbytes);
+    std::memcpy(copy.data(), t.data, t.nbytes);
+    QuantizedWeight w;
+    if (selected) {
+      w = quantize_weight(copy.view(dt, {t.shape[0], t.shape[1]}), scheme);
+      ++n_quantized;
+    } else {
+      w.N = t.shape[0];
+      w.K = t.shape[1];
+      w.code_type = dt;
+      w.block_k = w.K;
+      w.has_scales = false;
+      w.codes.assign(t.data, t.data + t.nbytes);
+      w.origin = "safetensors:" + t.dtype + " (kept dense)";
+      w.validate();
+      ++n_dense;
+    }
+    in_bytes += static_cast<int64_t>(t.nbytes);
+    out_bytes += w.storage_bytes();
+    weights.emplace_back(t.name, std::move(w));
+  }
+  MIXQ_CHECK_ARG(n_quantized > 0, "quantize: no 2-D F32/F16/BF16 tensor of '", in,
+                 "' was selected for quantization", (has_only || has_skip ? " by --only/--skip" : ""));
+  formats::save_mixq_safetensors(out, weights,
+                                 {{"mixq.scheme", scheme_name(scheme)}, {"mixq.source", in}});
+  for (const std::string& s : left_out) std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
+  std::printf("%s -> %s: %d tensor(s) quantized to %s, %d kept dense, %zu left out; "
+              "%lld -> %lld bytes of matrices\n",
+              in.c_str(), out.c_str(), n_quantized, scheme_name(scheme).c_str(), n_dense,
+              left_out.size(), static_cast<long long>(in_bytes), static_cast<long long>(out_bytes));
+  return 0;
+}
+
+}  // namespace mixq::cli
