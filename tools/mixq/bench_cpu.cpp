@@ -13,14 +13,7 @@
 #include "mixq/error.hpp"
 
 // The optimized CPU backend's dense FP32 GEMM (Y[M][N] = X[M][K] . W[N][K]^T), the baseline.
-#if __has_include("mixq/cpu.hpp")
 #include "mixq/cpu.hpp"
-#else
-namespace mixq::cpu {
-void dense_gemm_f32(const float* X, int64_t M, const float* W, int64_t N, int64_t K, float* Y,
-                    int threads);
-}
-#endif
 
 namespace mixq::bench {
 
