@@ -24,6 +24,12 @@ constexpr int kChunkK = 64;
 
 inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
+// 16-row tiles of W per warp in the streaming kernel for a token tile of mt (host and device).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr int wo_row_tiles(int mt) { return mt <= 32 ? 2 : 1; }
+
 struct WoLayout {
   int64_t N = 0, K = 0, Np = 0, Kp = 0;
   int bits = 4;          // 4 or 8

@@ -45,7 +45,8 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.mt = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
   p.m_blocks = ceil_div(M, p.mt);
   const int n_tiles = ceil_div(L.N, kTileRows);
-  p.n_blocks = ceil_div(n_tiles, 4);
+  const int rt = wo_row_tiles(p.mt);
+  p.n_blocks = ceil_div(n_tiles, kStreamWarpsPlan * rt);
   const int chunks = int(L.Kp / kChunkK);
 
   p.x_rows = int(std::min<int64_t>(p.mt, M));
@@ -56,7 +57,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     // activations (+ zero row), their group sums, and the per-warp cp.async weight rings
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
            (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
-           size_t(kStreamWarpsPlan) * kStreamStages * 32 * (L.bits == 4 ? 16 : 32);
+           size_t(kStreamWarpsPlan) * kStreamStages * rt * 32 * (L.bits == 4 ? 16 : 32);
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.

@@ -108,6 +108,7 @@ class BenchDriver {
 struct DriverConfig {
   int threads = 0;  // CPU threads (0 = MIXQ_NUM_THREADS or all)
   int device = 0;   // CUDA ordinal
+  DType cuda_activation = DType::F16;  // CUDA: f16 or bf16 activations (and dense baseline)
 };
 
 std::unique_ptr<BenchDriver> make_cpu_bench_driver(const DriverConfig& cfg, BackendKind kind);

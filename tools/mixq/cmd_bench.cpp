@@ -43,6 +43,7 @@ const char kHelp[] =
     "                       each case gets ~0.2 s, at least 2 calls)\n"
     "  --warmup N           untimed calls before timing (default 1)\n"
     "  --threads N          CPU threads (default: MIXQ_NUM_THREADS or all cores)\n"
+    "  --act f16|bf16       CUDA activation (and cuBLAS baseline) dtype, default f16\n"
     "  --json FILE          also write the results as JSON (with this command line)\n"
     "  --quick              tiny shapes (512x384, 320x200) at M = 1, 5, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
@@ -125,7 +126,8 @@ int run_bench(int argc, char** argv) {
          {{"--shapes", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--backend", "", true}, {"--reps", "", true}, {"--warmup", "", true},
           {"--threads", "", true}, {"--json", "", true}, {"--quick", "", false},
-          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true}});
+          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
+          {"--act", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   const bool quick = a.has("--quick");
@@ -150,6 +152,11 @@ int run_bench(int argc, char** argv) {
   }
   DriverConfig cfg;
   cfg.threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
+  if (a.has("--act")) {
+    const std::string act = a.get("--act");
+    if (act != "f16" && act != "bf16") usage_fail("bench", "--act must be f16 or bf16, got '" + act + "'");
+    cfg.cuda_activation = act == "f16" ? DType::F16 : DType::BF16;
+  }
 
   const std::string backend = a.get("--backend", "auto");
   std::unique_ptr<BenchDriver> driver;

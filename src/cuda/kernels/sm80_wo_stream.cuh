@@ -71,15 +71,8 @@ struct StreamSmem {
   static __host__ __device__ size_t xsum_bytes(int x_rows, int max_groups) {
     return (size_t(x_rows) * max_groups * sizeof(float) + 15) / 16 * 16;
   }
-  // per-warp ring of weight chunks (cp.async destinations), after the activations and sums
-  static __host__ __device__ size_t ring_bytes(int warps, int stages, int bits) {
-    return size_t(warps) * stages * 32 * (bits == 4 ? 16 : 32);
-  }
-  static __host__ __device__ size_t bytes(int x_rows, int kr, int max_groups, bool split_x,
-                                          int warps, int stages, int bits) {
-    return x_bytes(x_rows, kr) * (split_x ? 2 : 1) + xsum_bytes(x_rows, max_groups) +
-           ring_bytes(warps, stages, bits);
-  }
+  // then the per-warp cp.async rings of weight chunks; the host planner (wo_plan.cpp) sizes the
+  // whole block.
 };
 
 template <typename MmaT, bool SPLIT_X>
@@ -133,24 +126,25 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
   __syncthreads();
 }
 
-// Decode tiles (MT <= 16) cap registers so that 6 blocks (24 warps) fit on an SM: the weight
-// stream needs many warps with loads in flight more than it needs registers.
 constexpr int kWoStages = 8;
 
+// RT 16-row tiles of W per warp: the B fragments (activations) and the per-chunk bookkeeping are
+// shared by RT tiles, and their MMAs are independent of each other (more instruction-level
+// parallelism per warp). Shared with the host planner through wo_row_tiles().
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32)
     wo_stream_kernel(const WoStreamParams p) {
+  constexpr int RT = wo_row_tiles(MT);
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
-  constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk
-  constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // uint4 loads per lane per chunk
-  // 16-byte weight loads in flight per lane: deep for decode, shallower when the accumulators of
-  // many tokens already take the registers.
+  constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk and tile
+  constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // 16-byte copies per lane per chunk and tile
   // Weight chunks in flight per warp: a cp.async ring in shared memory gives the depth without
   // unrolling the loop (an unrolled register ring overflowed the instruction cache) or registers.
   constexpr int kStages = kWoStages;
-  // Independent MMA accumulator chains: with one 8-token column tile, even and odd K tiles
-  // accumulate separately so consecutive MMAs do not wait on each other.
-  constexpr int kChains = NT8 == 1 ? 2 : 1;
+  constexpr int kSlot = RT * 32 * kLoadsPerChunk;     // uint4 per ring slot (one chunk)
+  // Independent MMA accumulator chains: with a single (row tile, token tile) pair, even and odd K
+  // tiles accumulate separately so consecutive MMAs do not wait on each other.
+  constexpr int kChains = NT8 * RT == 1 ? 2 : 1;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int split = blockIdx.y;
@@ -165,7 +159,6 @@ __global__ void __launch_bounds__(WARPS * 32)
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
   uint4* ring_base = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(xsum) +
                                               StreamSmem::xsum_bytes(p.x_rows, p.max_groups));
-  const uint64_t policy = evict_first_policy();
 
   // the zero row (index x_rows) is never overwritten by staging
   for (int i = threadIdx.x; i < ldxs; i += blockDim.x) {
@@ -174,16 +167,22 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nt = blockIdx.x * WARPS + warp;  // 16-row tile of W owned by this warp
+  const int nt0 = (blockIdx.x * WARPS + warp) * RT;  // first 16-row tile of W owned by this warp
   const int n_tiles = (p.N + kTileRows - 1) / kTileRows;
-  const bool active = nt < n_tiles;
+  const bool active = nt0 < n_tiles;
   const int chunks_per_row = p.Kp / kChunkK;
-  const uint4* wrow = p.codes + (int64_t(nt) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
-  const int r0 = nt * kTileRows + lane / 4;  // this lane's rows: r0 and r0 + 8
-  // ldmatrix row addresses inside an 8-token x 16-k slab: lanes 0-7 address the rows of the k 0-7
-  // half, lanes 8-15 those of the k 8-15 half; tokens the block does not have read the zero row.
-  // ldmatrix.x4 loads two 16-wide K tiles at once: lanes 0-7 / 8-15 / 16-23 / 24-31 address k
-  // offsets 0 / 8 / 16 / 24.
+  // Row tiles past the end of W (when n_tiles is odd) re-read the warp's first tile; their
+  // results are never stored.
+  const uint4* wtile[RT];
+  int r0[RT];  // this lane's rows in tile rt: r0 and r0 + 8
+#pragma unroll
+  for (int rt = 0; rt < RT; ++rt) {
+    const int nt = nt0 + rt < n_tiles ? nt0 + rt : nt0;
+    wtile[rt] = p.codes + (int64_t(nt) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
+    r0[rt] = nt * kTileRows + lane / 4;
+  }
+  // ldmatrix.x4 row addresses: lanes 0-7 / 8-15 / 16-23 / 24-31 address k offsets 0 / 8 / 16 / 24
+  // (two 16-wide K tiles) of the 8 token rows; tokens the block does not have read the zero row.
   const int lm_k = (lane >> 3) * 8;
   int lm_off[NT8];
 #pragma unroll
@@ -192,15 +191,20 @@ __global__ void __launch_bounds__(WARPS * 32)
     lm_off[j] = (r < rows ? r : p.x_rows) * ldxs + lm_k;
   }
 
-  float acc[NT8][4], accg[kChains][NT8][4];
+  float acc[RT][NT8][4], accg[kChains][RT][NT8][4];
 #pragma unroll
-  for (int j = 0; j < NT8; ++j)
+  for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      acc[j][e] = 0.f;
+    for (int j = 0; j < NT8; ++j)
 #pragma unroll
-      for (int ch = 0; ch < kChains; ++ch) accg[ch][j][e] = 0.f;
-    }
+      for (int e = 0; e < 4; ++e) {
+        acc[rt][j][e] = 0.f;
+#pragma unroll
+        for (int ch = 0; ch < kChains; ++ch) accg[ch][rt][j][e] = 0.f;
+      }
+
+  // groups of 64 or more end on chunk boundaries: test once per chunk instead of per tile
+  const bool coarse_groups = p.group_shift >= 6;
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
@@ -211,22 +215,27 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (active) {
       // (scale, offset) pairs of rows r0 and r0 + 8 for the current group, loaded one group ahead
       // so the flush never waits on memory.
-      auto load_pairs = [&](int gi, float2& a, float2& b) {
-        if (p.pair_f32) {
-          const float2* pr = static_cast<const float2*>(p.pairs);
-          a = pr[int64_t(r0) * p.groups + gi];
-          b = pr[int64_t(r0 + 8) * p.groups + gi];
-        } else {
-          const half2* pr = static_cast<const half2*>(p.pairs);
-          a = __half22float2(pr[int64_t(r0) * p.groups + gi]);
-          b = __half22float2(pr[int64_t(r0 + 8) * p.groups + gi]);
+      float2 pa[RT], pb[RT];
+      auto load_pairs = [&](int gi) {
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) {
+          if (p.pair_f32) {
+            const float2* pr = static_cast<const float2*>(p.pairs);
+            pa[rt] = pr[int64_t(r0[rt]) * p.groups + gi];
+            pb[rt] = pr[int64_t(r0[rt] + 8) * p.groups + gi];
+          } else {
+            const half2* pr = static_cast<const half2*>(p.pairs);
+            pa[rt] = __half22float2(pr[int64_t(r0[rt]) * p.groups + gi]);
+            pb[rt] = __half22float2(pr[int64_t(r0[rt] + 8) * p.groups + gi]);
+          }
         }
       };
-      float2 pa, pb;
-      load_pairs(g_first, pa, pb);
+      load_pairs(g_first);
       auto flush = [&](int gi) {
-        const float2 a = pa, b = pb;
-        if (gi + 1 < g_first + n_groups) load_pairs(gi + 1, pa, pb);
+        float2 a[RT], b[RT];
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) a[rt] = pa[rt], b[rt] = pb[rt];
+        if (gi + 1 < g_first + n_groups) load_pairs(gi + 1);
         const int gl = gi - g_first;
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
@@ -234,33 +243,39 @@ __global__ void __launch_bounds__(WARPS * 32)
           // columns of absent tokens are never stored; their sums are read as zero
           const float xa = mc < rows ? xsum[mc * n_groups + gl] : 0.f;
           const float xb = mc + 1 < rows ? xsum[(mc + 1) * n_groups + gl] : 0.f;
-          float g[4];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            g[e] = accg[0][j][e];
+          for (int rt = 0; rt < RT; ++rt) {
+            float g[4];
 #pragma unroll
-            for (int ch = 1; ch < kChains; ++ch) g[e] += accg[ch][j][e];
+            for (int e = 0; e < 4; ++e) {
+              g[e] = accg[0][rt][j][e];
 #pragma unroll
-            for (int ch = 0; ch < kChains; ++ch) accg[ch][j][e] = 0.f;
+              for (int ch = 1; ch < kChains; ++ch) g[e] += accg[ch][rt][j][e];
+#pragma unroll
+              for (int ch = 0; ch < kChains; ++ch) accg[ch][rt][j][e] = 0.f;
+            }
+            acc[rt][j][0] += a[rt].x * g[0] + a[rt].y * xa;
+            acc[rt][j][1] += a[rt].x * g[1] + a[rt].y * xb;
+            acc[rt][j][2] += b[rt].x * g[2] + b[rt].y * xa;
+            acc[rt][j][3] += b[rt].x * g[3] + b[rt].y * xb;
           }
-          acc[j][0] += a.x * g[0] + a.y * xa;
-          acc[j][1] += a.x * g[1] + a.y * xb;
-          acc[j][2] += b.x * g[2] + b.y * xa;
-          acc[j][3] += b.x * g[3] + b.y * xb;
         }
       };
 
       const int c_first = ks / kChunkK;
       const int chunks = (ke - ks) / kChunkK;
-      const uint4* wp = wrow + int64_t(c_first) * 32 * kLoadsPerChunk;
-      // this lane's slots: slot i holds kLoadsPerChunk uint4 at ring + (i * 32 + lane) * L
-      uint4* ring = ring_base + (size_t(warp) * kStages * 32 + lane) * kLoadsPerChunk;
+      // this lane's slots: slot i holds, per row tile, kLoadsPerChunk uint4 at
+      // ring + i * kSlot + (rt * 32) * kLoadsPerChunk
+      uint4* ring = ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk;
       auto issue = [&](int i) {
         if (i < chunks) {
-          const uint4* src = wp + int64_t(i) * 32 * kLoadsPerChunk;
-          uint4* dst = ring + (i % kStages) * 32 * kLoadsPerChunk;
+          uint4* dst = ring + (i % kStages) * kSlot;
 #pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) cp_async_16(dst + l, src + l);
+          for (int rt = 0; rt < RT; ++rt) {
+            const uint4* src = wtile[rt] + int64_t(c_first + i) * 32 * kLoadsPerChunk;
+#pragma unroll
+            for (int l = 0; l < kLoadsPerChunk; ++l) cp_async_16(dst + rt * 32 * kLoadsPerChunk + l, src + l);
+          }
         }
         cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
       };
@@ -271,17 +286,19 @@ __global__ void __launch_bounds__(WARPS * 32)
 
       for (int c = 0; c < chunks; ++c) {
         cp_async_wait<kStages - 2>();  // this lane's copies of chunk c have landed
-        uint32_t words[kWordsPerLane];
+        uint32_t words[RT][kWordsPerLane];
         {
-          const uint4* slot = ring + (c % kStages) * 32 * kLoadsPerChunk;
+          const uint4* slot = ring + (c % kStages) * kSlot;
 #pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) {
-            const uint4 v = slot[l];
-            words[4 * l + 0] = v.x;
-            words[4 * l + 1] = v.y;
-            words[4 * l + 2] = v.z;
-            words[4 * l + 3] = v.w;
-          }
+          for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+            for (int l = 0; l < kLoadsPerChunk; ++l) {
+              const uint4 v = slot[rt * 32 * kLoadsPerChunk + l];
+              words[rt][4 * l + 0] = v.x;
+              words[rt][4 * l + 1] = v.y;
+              words[rt][4 * l + 2] = v.z;
+              words[rt][4 * l + 3] = v.w;
+            }
         }
         issue(c + kStages - 1);  // refills the slot read in the previous iteration
         const int kc = c * kChunkK;  // k offset of this chunk inside the stage
@@ -296,26 +313,38 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
           for (int th = 0; th < 2; ++th) {
             const int t = tp * 2 + th;
-            Frag16x16 a;
-            if constexpr (BITS == 4)
-              CodeConvert<MmaT>::u4(words[t], a);
-            else
-              CodeConvert<MmaT>::u8(words[2 * t], words[2 * t + 1], a);
             const int ch = kChains == 2 ? th : 0;  // even/odd tiles on separate chains (unrolled)
 #pragma unroll
-            for (int j = 0; j < NT8; ++j) {
-              Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
-              MmaType<MmaT>::mma(accg[ch][j], a, b);
-              if constexpr (SPLIT_X) {
-                Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
-                MmaType<MmaT>::mma(accg[ch][j], a, bb);
+            for (int rt = 0; rt < RT; ++rt) {
+              Frag16x16 a;
+              if constexpr (BITS == 4)
+                CodeConvert<MmaT>::u4(words[rt][t], a);
+              else
+                CodeConvert<MmaT>::u8(words[rt][2 * t], words[rt][2 * t + 1], a);
+#pragma unroll
+              for (int j = 0; j < NT8; ++j) {
+                Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
+                MmaType<MmaT>::mma(accg[ch][rt][j], a, b);
+                if constexpr (SPLIT_X) {
+                  Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
+                  MmaType<MmaT>::mma(accg[ch][rt][j], a, bb);
+                }
               }
             }
-            const int kg = ks + kc + t * 16 + 16;  // global k after this tile
-            if (kg == flush_at) {
-              flush((kg - 1) >> p.group_shift);
-              flush_at = min(flush_at + (1 << p.group_shift), ke);
+            if (!coarse_groups) {
+              const int kg = ks + kc + t * 16 + 16;  // global k after this tile
+              if (kg == flush_at) {
+                flush((kg - 1) >> p.group_shift);
+                flush_at = min(flush_at + (1 << p.group_shift), ke);
+              }
             }
+          }
+        }
+        if (coarse_groups) {
+          const int kg = ks + kc + kChunkK;  // global k after this chunk
+          if (kg == flush_at) {
+            flush((kg - 1) >> p.group_shift);
+            flush_at = min(flush_at + (1 << p.group_shift), ke);
           }
         }
       }
@@ -325,30 +354,30 @@ __global__ void __launch_bounds__(WARPS * 32)
   }
 
   // ---- epilogue: direct, or split-K partials + deterministic last-block reduction ----
-  const int rows_base = nt * kTileRows + lane / 4;
-  if (p.splits == 1) {
-    if (active) {
+  auto for_each_output = [&](auto&& f) {
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt) {
+      if (nt0 + rt >= n_tiles) continue;
 #pragma unroll
       for (int j = 0; j < NT8; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int n = rows_base + (e >= 2 ? 8 : 0);
+          const int n = r0[rt] + (e >= 2 ? 8 : 0);
           const int m = m0 + j * 8 + (lane % 4) * 2 + (e & 1);
-          if (n < p.N && m < p.M) store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[j][e]));
+          if (n < p.N && m < p.M) f(m, n, acc[rt][j][e]);
         }
     }
+  };
+  if (p.splits == 1) {
+    if (active)
+      for_each_output([&](int m, int n, float v) {
+        store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, v));
+      });
     return;
   }
   if (active) {
     float* part = p.partial + int64_t(split) * p.M * p.N;
-#pragma unroll
-    for (int j = 0; j < NT8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int n = rows_base + (e >= 2 ? 8 : 0);
-        const int m = m0 + j * 8 + (lane % 4) * 2 + (e & 1);
-        if (n < p.N && m < p.M) __stcg(part + int64_t(m) * p.N + n, acc[j][e]);
-      }
+    for_each_output([&](int m, int n, float v) { __stcg(part + int64_t(m) * p.N + n, v); });
   }
   __threadfence();  // make this block's partials visible before taking a ticket
   __syncthreads();
@@ -358,8 +387,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   __syncthreads();
   if (!is_last) return;
   __threadfence();
-  const int n_first = blockIdx.x * WARPS * kTileRows;
-  const int tile_rows = min(WARPS * kTileRows, p.N - n_first);
+  const int n_first = blockIdx.x * WARPS * RT * kTileRows;
+  const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
   for (int i = threadIdx.x; i < tile_rows * cols; i += blockDim.x) {
     const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;

@@ -1,0 +1,239 @@
+// The CUDA driver of `mixq bench`: mixq::linear and the cuBLAS FP16/BF16 baseline in one process.
+// Cold L2: each timed call uses the next of enough prepared copies to cover >= 4x the L2; a figure
+// is the median of 7 replays of a CUDA graph of >= 10 calls (graph replay removes launch gaps, as
+// in shared/bench/peers.py). The streaming-read ceiling of the same run is part of device().
+#if defined(MIXQ_WITH_CUDA)
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "bench_driver.hpp"
+#include "cuda/read_ceiling.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::bench {
+
+namespace {
+
+#define BENCH_CUDA(expr)                                                                        \
+  do {                                                                                          \
+    const cudaError_t e_ = (expr);                                                              \
+    MIXQ_CHECK(e_ == cudaSuccess, ErrorCode::Cuda, #expr ": ", cudaGetErrorString(e_));         \
+  } while (0)
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Host f32 -> device 16-bit (or f32) rows.
+std::vector<uint16_t> to_16bit(const float* x, size_t n, DType t) {
+  std::vector<uint16_t> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+  return out;
+}
+
+class CudaBenchDriver final : public BenchDriver {
+ public:
+  explicit CudaBenchDriver(const DriverConfig& cfg) : device_(cfg.device), act_(cfg.cuda_activation) {
+    MIXQ_CHECK(act_ == DType::F16 || act_ == DType::BF16, ErrorCode::InvalidArgument,
+               "bench: CUDA activations must be f16 or bf16, got ", dtype_name(act_));
+    BENCH_CUDA(cudaSetDevice(device_));
+    BENCH_CUDA(cudaGetDeviceProperties(&prop_, device_));
+    BENCH_CUDA(cudaStreamCreate(&stream_));
+    MIXQ_CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasCreate");
+    cublasSetStream(cublas_, stream_);
+    // The read ceiling at the size of a large layer's INT4 weights (anchors.md: 154 MB).
+    ceiling_ = cuda::measure_read_ceiling(size_t(154) << 20, device_);
+  }
+  ~CudaBenchDriver() override {
+    release();
+    cublasDestroy(cublas_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string backend() const override { return "cuda"; }
+  std::string device() const override {
+    std::ostringstream os;
+    os << prop_.name << " (" << prop_.multiProcessorCount << " SMs, " << (prop_.l2CacheSize >> 20)
+       << " MB L2; streaming-read ceiling " << ceiling_.tb_per_s << " TB/s on "
+       << (ceiling_.bytes >> 20) << " MB, " << ceiling_.us << " us)";
+    return os.str();
+  }
+  std::string baseline_name() const override {
+    return std::string("cuBLAS ") + (act_ == DType::F16 ? "FP16" : "BF16") + " (cublasGemmEx)";
+  }
+  DType activation_dtype() const override { return act_; }
+  std::vector<std::string> default_schemes() const override {
+    return {"w4g128", "w8g128", "w4g32asym", "w4g128zp"};
+  }
+  int64_t cache_bytes() const override { return prop_.l2CacheSize; }
+
+  void release() override {
+    prepared_.clear();
+    prepared_for_ = nullptr;
+    for (void* p : dense_) cudaFree(p);
+    dense_.clear();
+    dense_for_ = nullptr;
+  }
+
+  TimedRun run_quantized(const QuantizedWeight& w, ActQuant act, int /*copies*/,
+                         const HostProblem& p, const TimingPolicy&) override {
+    MIXQ_CHECK(act == ActQuant::None, ErrorCode::Unsupported, "cuda: ", act_quant_name(act),
+               " activations are not implemented on the CUDA backend yet");
+    TimedRun t;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (prepared_for_ != &w) {
+      prepared_.clear();
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.device = device_;
+      const int n = rotation(size_t(w.storage_bytes()));
+      for (int i = 0; i < n; ++i) prepared_.push_back(prepare(w, o));
+      prepared_for_ = &w;
+    }
+    upload_x(p);
+    t.setup_s = seconds_since(t0);
+    const TensorView xv(x_, act_, {p.M, p.K}, Device::CUDA, device_);
+    const TensorView yv(y_, DType::F32, {p.M, p.N}, Device::CUDA, device_);
+    time_graph(t, int(prepared_.size()), [&](int i) {
+      ExecContext c;
+      c.stream = stream_;
+      linear(xv, prepared_[i], yv, {}, c);
+    });
+    t.kernel = prepared_[0].kernel_name(p.M);
+    download_y(p);
+    return t;
+  }
+
+  TimedRun run_dense(const float* w, int /*copies*/, const HostProblem& p,
+                     const TimingPolicy&) override {
+    TimedRun t;
+    const auto t0 = std::chrono::steady_clock::now();
+    const size_t wb = size_t(p.N * p.K) * 2;
+    if (dense_for_ != w) {
+      release();
+      const std::vector<uint16_t> h = to_16bit(w, size_t(p.N * p.K), act_);
+      const int n = rotation(wb);
+      for (int i = 0; i < n; ++i) {
+        void* d = nullptr;
+        BENCH_CUDA(cudaMalloc(&d, wb));
+        BENCH_CUDA(cudaMemcpy(d, h.data(), wb, cudaMemcpyHostToDevice));
+        dense_.push_back(d);
+      }
+      dense_for_ = w;
+    }
+    upload_x(p);
+    t.setup_s = seconds_since(t0);
+    const cudaDataType_t dt = act_ == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+    time_graph(t, int(dense_.size()), [&](int i) {
+      const float alpha = 1.f, beta = 0.f;
+      // Y[M][N] (row-major) = X[M][K] . W[N][K]^T, the 16-bit output of a framework's matmul
+      const cublasStatus_t st = cublasGemmEx(
+          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.M), int(p.K), &alpha, dense_[i], dt,
+          int(p.K), x_, dt, int(p.K), &beta, y16_, dt, int(p.N), CUBLAS_COMPUTE_32F,
+          CUBLAS_GEMM_DEFAULT);
+      MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasGemmEx: status ", int(st));
+    });
+    t.kernel = baseline_name();
+    // the 16-bit output, widened on the host
+    std::vector<uint16_t> h(size_t(p.M * p.N));
+    BENCH_CUDA(cudaMemcpy(h.data(), y16_, h.size() * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < h.size(); ++i)
+      p.y[i] = act_ == DType::F16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+    return t;
+  }
+
+ private:
+  // copies that keep the working set >= 4x the L2 (at most 16)
+  int rotation(size_t bytes) const {
+    const size_t want = (4 * size_t(prop_.l2CacheSize) + bytes - 1) / std::max<size_t>(bytes, 1);
+    return int(std::min<size_t>(16, std::max<size_t>(1, want)));
+  }
+
+  void ensure(void** p, size_t* cap, size_t bytes) {
+    if (*cap >= bytes) return;
+    if (*p) cudaFree(*p);
+    BENCH_CUDA(cudaMalloc(p, bytes));
+    *cap = bytes;
+  }
+
+  void upload_x(const HostProblem& p) {
+    ensure(&x_, &x_cap_, size_t(p.M * p.K) * 2);
+    ensure(&y_, &y_cap_, size_t(p.M * p.N) * 4);
+    ensure(&y16_, &y16_cap_, size_t(p.M * p.N) * 2);
+    const std::vector<uint16_t> h = to_16bit(p.x, size_t(p.M * p.K), act_);
+    BENCH_CUDA(cudaMemcpy(x_, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    // poison: every element the kernel fails to write shows up as NaN in the error check
+    BENCH_CUDA(cudaMemset(y_, 0xFF, size_t(p.M * p.N) * 4));
+  }
+
+  void download_y(const HostProblem& p) {
+    BENCH_CUDA(cudaMemcpy(p.y, y_, size_t(p.M * p.N) * 4, cudaMemcpyDeviceToHost));
+  }
+
+  void time_graph(TimedRun& t, int n_rot, const std::function<void(int)>& call) {
+    const int calls = std::max(n_rot, 10);
+    for (int i = 0; i < 3; ++i) call(i % n_rot);  // warm-up (module load, cuBLAS heuristics)
+    BENCH_CUDA(cudaStreamSynchronize(stream_));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    BENCH_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) call(i % n_rot);
+    BENCH_CUDA(cudaStreamEndCapture(stream_, &g));
+    BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    BENCH_CUDA(cudaGraphLaunch(ge, stream_));
+    BENCH_CUDA(cudaStreamSynchronize(stream_));
+    cudaEvent_t a, b;
+    BENCH_CUDA(cudaEventCreate(&a));
+    BENCH_CUDA(cudaEventCreate(&b));
+    std::vector<double> us;
+    for (int r = 0; r < 7; ++r) {
+      BENCH_CUDA(cudaEventRecord(a, stream_));
+      BENCH_CUDA(cudaGraphLaunch(ge, stream_));
+      BENCH_CUDA(cudaEventRecord(b, stream_));
+      BENCH_CUDA(cudaEventSynchronize(b));
+      float ms = 0;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+      us.push_back(ms * 1e3 / calls);
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    std::sort(us.begin(), us.end());
+    t.median_us = us[us.size() / 2];
+    t.min_us = us.front();
+    t.reps = 7;
+  }
+
+  int device_;
+  DType act_;
+  cudaDeviceProp prop_{};
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cuda::ReadCeiling ceiling_;
+  std::vector<PreparedWeight> prepared_;
+  const QuantizedWeight* prepared_for_ = nullptr;
+  std::vector<void*> dense_;
+  const float* dense_for_ = nullptr;
+  void *x_ = nullptr, *y_ = nullptr, *y16_ = nullptr;
+  size_t x_cap_ = 0, y_cap_ = 0, y16_cap_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<BenchDriver> make_cuda_bench_driver(const DriverConfig& cfg) {
+  if (!cuda_available()) return nullptr;
+  return std::make_unique<CudaBenchDriver>(cfg);
+}
+
+}  // namespace mixq::bench
+
+#endif  // MIXQ_WITH_CUDA
