@@ -216,17 +216,25 @@ __global__ void __launch_bounds__(WARPS * 32)
       // (scale, offset) pairs of rows r0 and r0 + 8 for the current group, loaded one group ahead
       // so the flush never waits on memory.
       float2 pa[RT], pb[RT];
+      // byte pointers to this lane's two rows of (scale, offset) pairs, computed once
+      const int psize = p.pair_f32 ? 8 : 4;
+      const char* prow_a[RT];
+      const char* prow_b[RT];
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt) {
+        prow_a[rt] = static_cast<const char*>(p.pairs) + int64_t(r0[rt]) * p.groups * psize;
+        prow_b[rt] = prow_a[rt] + int64_t(8) * p.groups * psize;
+      }
       auto load_pairs = [&](int gi) {
+        const int off = gi * psize;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
           if (p.pair_f32) {
-            const float2* pr = static_cast<const float2*>(p.pairs);
-            pa[rt] = pr[int64_t(r0[rt]) * p.groups + gi];
-            pb[rt] = pr[int64_t(r0[rt] + 8) * p.groups + gi];
+            pa[rt] = *reinterpret_cast<const float2*>(prow_a[rt] + off);
+            pb[rt] = *reinterpret_cast<const float2*>(prow_b[rt] + off);
           } else {
-            const half2* pr = static_cast<const half2*>(p.pairs);
-            pa[rt] = __half22float2(pr[int64_t(r0[rt]) * p.groups + gi]);
-            pb[rt] = __half22float2(pr[int64_t(r0[rt] + 8) * p.groups + gi]);
+            pa[rt] = __half22float2(*reinterpret_cast<const half2*>(prow_a[rt] + off));
+            pb[rt] = __half22float2(*reinterpret_cast<const half2*>(prow_b[rt] + off));
           }
         }
       };
@@ -264,51 +272,67 @@ __global__ void __launch_bounds__(WARPS * 32)
 
       const int c_first = ks / kChunkK;
       const int chunks = (ke - ks) / kChunkK;
-      // this lane's slots: slot i holds, per row tile, kLoadsPerChunk uint4 at
-      // ring + i * kSlot + (rt * 32) * kLoadsPerChunk
-      uint4* ring = ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk;
-      auto issue = [&](int i) {
-        if (i < chunks) {
-          uint4* dst = ring + (i % kStages) * kSlot;
+      // Running state, hoisted so the loop does no 64-bit index arithmetic: the next chunk to copy
+      // of each row tile, this lane's shared-memory addresses of the next slot to fill and to
+      // read, and the ldmatrix addresses of the current chunk.
+      const uint4* src[RT];
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt) src[rt] = wtile[rt] + int64_t(c_first) * 32 * kLoadsPerChunk;
+      constexpr uint32_t kSlotBytes = kSlot * 16, kTileBytes = 32 * kLoadsPerChunk * 16;
+      const uint32_t ring0 = smem_addr(ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk);
+      uint32_t fill_addr = ring0, read_addr = ring0;
+      const uint32_t ring_end = ring0 + kStages * kSlotBytes;
+      int issued = 0;
+      auto issue = [&]() {
+        if (issued < chunks) {
 #pragma unroll
           for (int rt = 0; rt < RT; ++rt) {
-            const uint4* src = wtile[rt] + int64_t(c_first + i) * 32 * kLoadsPerChunk;
 #pragma unroll
-            for (int l = 0; l < kLoadsPerChunk; ++l) cp_async_16(dst + rt * 32 * kLoadsPerChunk + l, src + l);
+            for (int l = 0; l < kLoadsPerChunk; ++l)
+              cp_async_16_u32(fill_addr + rt * kTileBytes + l * 16, src[rt] + l);
+            src[rt] += 32 * kLoadsPerChunk;
           }
         }
         cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
+        ++issued;
+        fill_addr += kSlotBytes;
+        if (fill_addr == ring_end) fill_addr = ring0;
       };
 #pragma unroll
-      for (int i = 0; i < kStages - 1; ++i) issue(i);
+      for (int i = 0; i < kStages - 1; ++i) issue();
+      uint32_t lm_addr[NT8], lm_lo_addr[NT8];
+#pragma unroll
+      for (int j = 0; j < NT8; ++j) {
+        lm_addr[j] = smem_addr(xs + lm_off[j]);
+        if constexpr (SPLIT_X) lm_lo_addr[j] = smem_addr(xs_lo + lm_off[j]);
+      }
       // global k where the current group's sum must be folded in (group end or stage end)
       int flush_at = min(((ks >> p.group_shift) + 1) << p.group_shift, ke);
+      int kg = ks;  // global k at the start of the current chunk
 
       for (int c = 0; c < chunks; ++c) {
         cp_async_wait<kStages - 2>();  // this lane's copies of chunk c have landed
         uint32_t words[RT][kWordsPerLane];
-        {
-          const uint4* slot = ring + (c % kStages) * kSlot;
 #pragma unroll
-          for (int rt = 0; rt < RT; ++rt)
+        for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
-            for (int l = 0; l < kLoadsPerChunk; ++l) {
-              const uint4 v = slot[rt * 32 * kLoadsPerChunk + l];
-              words[rt][4 * l + 0] = v.x;
-              words[rt][4 * l + 1] = v.y;
-              words[rt][4 * l + 2] = v.z;
-              words[rt][4 * l + 3] = v.w;
-            }
-        }
-        issue(c + kStages - 1);  // refills the slot read in the previous iteration
-        const int kc = c * kChunkK;  // k offset of this chunk inside the stage
+          for (int l = 0; l < kLoadsPerChunk; ++l) {
+            const uint4 v = lds_u4(read_addr + rt * kTileBytes + l * 16);
+            words[rt][4 * l + 0] = v.x;
+            words[rt][4 * l + 1] = v.y;
+            words[rt][4 * l + 2] = v.z;
+            words[rt][4 * l + 3] = v.w;
+          }
+        read_addr += kSlotBytes;
+        if (read_addr == ring_end) read_addr = ring0;
+        issue();  // refills the slot read in the previous iteration
 #pragma unroll
         for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
           uint32_t bx[NT8][4], bl[NT8][4];
 #pragma unroll
           for (int j = 0; j < NT8; ++j) {
-            ldmatrix_x4(bx[j], xs + lm_off[j] + kc + tp * 32);
-            if constexpr (SPLIT_X) ldmatrix_x4(bl[j], xs_lo + lm_off[j] + kc + tp * 32);
+            ldmatrix_x4_u32(bx[j], lm_addr[j] + tp * 64);
+            if constexpr (SPLIT_X) ldmatrix_x4_u32(bl[j], lm_lo_addr[j] + tp * 64);
           }
 #pragma unroll
           for (int th = 0; th < 2; ++th) {
@@ -331,21 +355,21 @@ __global__ void __launch_bounds__(WARPS * 32)
                 }
               }
             }
-            if (!coarse_groups) {
-              const int kg = ks + kc + t * 16 + 16;  // global k after this tile
-              if (kg == flush_at) {
-                flush((kg - 1) >> p.group_shift);
-                flush_at = min(flush_at + (1 << p.group_shift), ke);
-              }
+            if (!coarse_groups && kg + t * 16 + 16 == flush_at) {
+              flush((flush_at - 1) >> p.group_shift);
+              flush_at = min(flush_at + (1 << p.group_shift), ke);
             }
           }
         }
-        if (coarse_groups) {
-          const int kg = ks + kc + kChunkK;  // global k after this chunk
-          if (kg == flush_at) {
-            flush((kg - 1) >> p.group_shift);
-            flush_at = min(flush_at + (1 << p.group_shift), ke);
-          }
+#pragma unroll
+        for (int j = 0; j < NT8; ++j) {
+          lm_addr[j] += kChunkK * 2;
+          if constexpr (SPLIT_X) lm_lo_addr[j] += kChunkK * 2;
+        }
+        kg += kChunkK;
+        if (coarse_groups && kg == flush_at) {
+          flush((flush_at - 1) >> p.group_shift);
+          flush_at = min(flush_at + (1 << p.group_shift), ke);
         }
       }
       cp_async_wait<0>();
