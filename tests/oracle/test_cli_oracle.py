@@ -71,6 +71,8 @@ def all_commands(mixq, path, tensor, workdir, needles):
     x = os.path.join(str(workdir), "x.npy")
     np.save(x, np.ones((2, 64), np.float32))
     y = os.path.join(str(workdir), "y.npy")
+    if os.path.exists(y):
+        os.remove(y)
     base = os.path.basename(path)
     expect_clean_failure(mixq, "dequantize", path, tensor, "-o", y, needles=[base, *needles])
     expect_clean_failure(mixq, "matmul", "--weights", f"{path}:{tensor}", "--input", x, "-o", y,
@@ -91,7 +93,6 @@ def test_bad_gguf_files(mixq_cli, workdir):
         expect_clean_failure(mixq_cli, "inspect", bad, needles=[os.path.basename(bad)])
         all_commands(mixq_cli, bad, "blk.0.w", workdir, [])
     all_commands(mixq_cli, good, "blk.0.nope", workdir, ["blk.0.nope"])
-    all_commands(mixq_cli, good, "blk.0.norm", workdir, ["blk.0.norm"])  # 1-D: not a weight
 
 
 def test_bad_safetensors_files(mixq_cli, workdir):
@@ -102,7 +103,7 @@ def test_bad_safetensors_files(mixq_cli, workdir):
     cases = {"trunc.safetensors": data[:-5],
              "garbage.safetensors": rng.integers(0, 256, 3000, dtype=np.uint8).tobytes(),
              "hugeheader.safetensors": (10 ** 12).to_bytes(8, "little") + data[8:],
-             "badjson.safetensors": data[:8] + b"{" + data[9:]}
+             "badjson.safetensors": data[:8] + b"[" + data[9:]}
     for name, content in cases.items():
         bad = os.path.join(str(workdir), name)
         open(bad, "wb").write(content)
@@ -125,20 +126,21 @@ def test_inconsistent_gptq_awq_fp8_mixq(mixq_cli, workdir):
     bad = dict(tensors)
     bad["layer.scales"] = tensors["layer.scales"][:, :N - 8].copy()  # N disagrees with qweight
     save(p, bad)
-    all_commands(mixq_cli, p, "layer", workdir, ["layer.scales"])
+    all_commands(mixq_cli, p, "layer", workdir, ['"layer"', "scales [4, 56]"])
     bad = dict(tensors)
     bad["layer.qzeros"] = tensors["layer.qzeros"][:2].copy()  # too few groups
     save(p, bad)
-    all_commands(mixq_cli, p, "layer", workdir, ["layer.qzeros"])
+    all_commands(mixq_cli, p, "layer", workdir, ['"layer"', "qzeros [2, 8]"])
     bad = dict(tensors)
-    bad["layer.g_idx"] = tensors["layer.g_idx"][:K - 3].copy()
+    # (a shorter g_idx is a valid odd K, qweight rows = ceil(K*b/32); a longer one needs more rows)
+    bad["layer.g_idx"] = np.concatenate([tensors["layer.g_idx"], np.full(9, 3, np.int32)])
     save(p, bad)
-    all_commands(mixq_cli, p, "layer", workdir, ["layer.g_idx"])
+    all_commands(mixq_cli, p, "layer", workdir, ["g_idx"])  # K=137 / g_idx[7] = 99
     bad = dict(tensors)
     bad["layer.g_idx"] = tensors["layer.g_idx"].copy()
     bad["layer.g_idx"][7] = 99  # group out of range
     save(p, bad)
-    all_commands(mixq_cli, p, "layer", workdir, ["layer.g_idx"])
+    all_commands(mixq_cli, p, "layer", workdir, ["g_idx"])  # K=137 / g_idx[7] = 99
     os.remove(os.path.join(str(workdir), "quantize_config.json"))
 
     # AWQ: scales' N does not match 8 * qweight columns.
@@ -148,14 +150,14 @@ def test_inconsistent_gptq_awq_fp8_mixq(mixq_cli, workdir):
                                                    "zero_point": True, "version": "gemm"}}, "config.json")
     p = os.path.join(str(workdir), "awq.safetensors")
     save(p, {"m.qweight": awq_pack(q), "m.qzeros": awq_pack(z), "m.scales": f16_values(rng, (K // g, N + 16))})
-    all_commands(mixq_cli, p, "m", workdir, ["m."])
+    all_commands(mixq_cli, p, "m", workdir, ['"m"', "scales [4, 80]"])
     os.remove(os.path.join(str(workdir), "config.json"))
 
     # FP8 block: scale_inv grid does not cover the weight.
     p = os.path.join(str(workdir), "fp8.safetensors")
     save(p, {"x.weight": rng.integers(0, 0x70, size=(130, 200), dtype=np.uint8),
              "x.weight_scale_inv": np.ones((1, 2), np.float32)}, renames={"x.weight": "F8_E4M3"})
-    all_commands(mixq_cli, p, "x.weight", workdir, ["x.weight"])
+    all_commands(mixq_cli, p, "x.weight", workdir, ['"x.weight"', "weight_scale_inv [1, 2]"])
 
     # mixq layout: a codes tensor with a row missing.
     src = os.path.join(str(workdir), "src.safetensors")
@@ -167,4 +169,4 @@ def test_inconsistent_gptq_awq_fp8_mixq(mixq_cli, workdir):
     arrays["a.w.codes"] = arrays["a.w.codes"][:7].copy()
     p = os.path.join(str(workdir), "mixq_bad.safetensors")
     st_numpy.save_file(arrays, p, metadata=meta)
-    all_commands(mixq_cli, p, "a.w", workdir, ["a.w.codes"])
+    all_commands(mixq_cli, p, "a.w", workdir, ['"a.w.codes" is U8 [7, 32]'])

@@ -203,7 +203,8 @@ def test_matmul_and_inspect_every_ggml_type(qtype, mixq_cli, workdir):
     write_fixture(path, [("blk.0.ffn_down.weight", q, qtype), ("blk.0.norm", norm, T.F32)])
     w = gguf.quants.dequantize(q, qtype).astype(np.float64)
     assert w.shape == (n, k) and np.all(np.isfinite(w))
-    check_matmul(mixq_cli, workdir, path, "blk.0.ffn_down.weight", w)
+    rel = check_matmul(mixq_cli, workdir, path, "blk.0.ffn_down.weight", w)
+    print(f"matmul {qtype.name}: worst relative error {rel:.2e}")
 
     fmt, tensors, meta = inspect(mixq_cli, path)
     assert fmt == "gguf v3"
@@ -280,6 +281,8 @@ def test_quantize_scheme_and_format_must_match(mixq_cli, workdir):
     src = os.path.join(workdir, "src.safetensors")
     st_fixture(src, rng, k=96)
     out = os.path.join(workdir, "o.gguf")
+    if os.path.exists(out):  # --workdir persists between runs
+        os.remove(out)
     expect_clean_failure(mixq_cli, "quantize", src, "-o", out, "--format", "gguf", "--scheme", "w4g128",
                          needles=["w4g128", "GGUF", "q4_0"])
     expect_clean_failure(mixq_cli, "quantize", src, "-o", out, "--scheme", "q4_0",
