@@ -36,7 +36,9 @@ bool gguf_type_for(const std::string& scheme, GgmlType* type) {
   return false;
 }
 
-bool is_float(const std::string& dtype) { return dtype == "F32" || dtype == "F16" || dtype == "BF16"; }
+bool is_float(const std::string& dtype) {
+  return dtype == "F32" || dtype == "F16" || dtype == "BF16";
+}
 
 GgmlType same_dtype(const std::string& dtype) {
   return dtype == "F32" ? GgmlType::F32 : dtype == "F16" ? GgmlType::F16 : GgmlType::BF16;
@@ -59,8 +61,8 @@ std::vector<uint8_t> encode_matrix(const formats::SafetensorsTensor& t, GgmlType
                                    const std::string& in) {
   const int64_t N = t.shape[0], K = t.shape[1];
   const formats::GgmlTypeInfo* info = formats::ggml_type_info(static_cast<uint32_t>(type));
-  MIXQ_CHECK_ARG(K % info->block_elems == 0, "quantize: ", in, ": tensor '", t.name, "' has K = ",
-                 K, " columns, not a multiple of the ", info->name, " block size ",
+  MIXQ_CHECK_ARG(K % info->block_elems == 0, "quantize: ", in, ": tensor '", t.name,
+                 "' has K = ", K, " columns, not a multiple of the ", info->name, " block size ",
                  info->block_elems, " (exclude it with --skip, or choose another type)");
   const int64_t row_bytes = formats::ggml_row_bytes(type, K);
   std::vector<uint8_t> out(static_cast<size_t>(N * row_bytes));
@@ -84,7 +86,8 @@ bool is_gguf_scheme(const std::string& name) {
 }
 
 bool TensorSelection::selected(const std::string& name) const {
-  return (!has_only || std::regex_search(name, only)) && !(has_skip && std::regex_search(name, skip));
+  return (!has_only || std::regex_search(name, only)) &&
+         !(has_skip && std::regex_search(name, skip));
 }
 
 int quantize_to_gguf(const std::string& in, const std::string& out, const std::string& scheme,
@@ -100,9 +103,11 @@ int quantize_to_gguf(const std::string& in, const std::string& out, const std::s
   int n_quantized = 0, n_copied = 0;
   int64_t in_bytes = 0, out_bytes = 0;
   for (const formats::SafetensorsTensor& t : file->tensors()) {
-    const bool nonempty = std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d >= 1; });
+    const bool nonempty =
+        std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d >= 1; });
     if (!is_float(t.dtype) || t.shape.empty() || t.shape.size() > 4 || !nonempty) {
-      left_out.push_back(t.name + " (" + t.dtype + ", rank " + std::to_string(t.shape.size()) + ")");
+      left_out.push_back(t.name + " (" + t.dtype + ", rank " + std::to_string(t.shape.size()) +
+                         ")");
       continue;
     }
     formats::GgufTensorToWrite w;
@@ -132,11 +137,13 @@ int quantize_to_gguf(const std::string& in, const std::string& out, const std::s
   formats::save_gguf(out, tensors,
                      {{"mixq.scheme", formats::GgufValue::string(type_name)},
                       {"mixq.source", formats::GgufValue::string(in)}});
-  for (const std::string& s : left_out) std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
-  std::printf("%s -> %s (gguf): %d tensor(s) quantized to %s, %d copied, %zu left out; "
-              "%lld -> %lld bytes of tensors\n",
-              in.c_str(), out.c_str(), n_quantized, type_name.c_str(), n_copied, left_out.size(),
-              static_cast<long long>(in_bytes), static_cast<long long>(out_bytes));
+  for (const std::string& s : left_out)
+    std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
+  std::printf(
+      "%s -> %s (gguf): %d tensor(s) quantized to %s, %d copied, %zu left out; "
+      "%lld -> %lld bytes of tensors\n",
+      in.c_str(), out.c_str(), n_quantized, type_name.c_str(), n_copied, left_out.size(),
+      static_cast<long long>(in_bytes), static_cast<long long>(out_bytes));
   return 0;
 }
 
