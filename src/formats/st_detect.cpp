@@ -126,7 +126,8 @@ GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::st
     K = R * 32 / bits;
   }
   MIXQ_CHECK(K >= 1 && gptq_qweight_rows(K, bits) == R, ErrorCode::Format, what, ": qweight ",
-             shape_str(qw.shape), " does not hold K=", K, " ", bits, "-bit codes per column");
+             shape_str(qw.shape), " does not hold K=", K, " ", bits, "-bit codes per column",
+             gi ? " (K is the length of g_idx)" : "");
   int64_t g = c.group_size == -1 ? K : c.group_size;
   if (!gi && g == 0) g = (K + G - 1) / G;
   if (!gi || g > 0) {

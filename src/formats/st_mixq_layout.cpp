@@ -53,10 +53,13 @@ const SafetensorsTensor& part(const SafetensorsFile& f, const std::string& name,
                               const std::vector<int64_t>& shape) {
   const SafetensorsTensor* t = f.find(name);
   MIXQ_CHECK(t != nullptr, ErrorCode::Format, what, ": missing tensor \"", name, "\"");
+  auto text = [](const std::vector<int64_t>& v) {
+    std::string r = "[";
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
+    return r + "]";
+  };
   MIXQ_CHECK(t->dtype == dtype && t->shape == shape, ErrorCode::Format, what, ": tensor \"", name,
-             "\" is ", t->dtype, " of rank ", t->shape.size(), ", expected ", dtype, " [",
-             shape.size() > 0 ? std::to_string(shape[0]) : "", shape.size() > 1 ? ", " : "",
-             shape.size() > 1 ? std::to_string(shape[1]) : "", "]");
+             "\" is ", t->dtype, " ", text(t->shape), ", expected ", dtype, " ", text(shape));
   return *t;
 }
 

@@ -1,20 +1,24 @@
 """Oracle tests for mixq's safetensors reader/writer and its GPTQ / AWQ / FP8-block / dense
 conversions, against the `safetensors` package (files written and read by it) and numpy.
 
-Packing and dequantization here are written independently from formats.md §3-§6 in numpy; mixq
-is driven through tests/tools/st_tool.cpp (built into the --mixq-tools-dir directory).
+Packing and dequantization are written independently from formats.md §3-§6 in numpy
+(st_packers.py). mixq is driven both through tests/tools/st_tool.cpp (built into the
+--mixq-tools-dir directory) and through the real CLI: `mixq dequantize` must give the same bits,
+`mixq inspect` must list the weight with its logical shape and the config's settings, and
+`mixq matmul` (cpu and ref backends, f32 activations) must be within 1e-5 of the float64 product
+with the numpy-dequantized weight.
 numpy has no bf16 / float8 dtypes: such tensors are saved by safetensors as U16 / U8 and the
 header's dtype is then renamed (same byte size, offsets unchanged).
 """
 import json
 import os
-import struct
 import subprocess
 
 import numpy as np
 import pytest
 
-st_numpy = pytest.importorskip("safetensors.numpy")
+from cli_util import check_matmul, cli_dequantize, inspect
+from st_packers import awq_pack, e4m3_decode, f16_values, gptq_tensors, save, st_numpy
 
 
 @pytest.fixture(scope="session")
@@ -33,94 +37,32 @@ def run_tool(tool, *args):
     return r
 
 
-def save(path, tensors, renames=None, metadata=None):
-    """safetensors.numpy.save_file, then rename dtypes numpy lacks (e.g. {"w": "F8_E4M3"})."""
-    st_numpy.save_file(tensors, str(path), metadata=metadata)
-    if not renames:
-        return
-    raw = open(path, "rb").read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    for name, dt in renames.items():
-        header[name]["dtype"] = dt
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
-
-
-def f16_values(rng, shape):
-    return rng.uniform(0.001, 0.1, size=shape).astype(np.float16)
-
-
-# ----------------------------------------------------------------------------- packers (numpy)
-
-def pack_bits_along_axis0(codes, bits):
-    """Dense little-endian bitstream of each column: element i at global bit i*bits."""
-    rows, cols = codes.shape
-    nwords = (rows * bits + 31) // 32
-    words = np.zeros((nwords + 1, cols), dtype=np.uint64)
-    for i in range(rows):
-        bit = i * bits
-        w, s = divmod(bit, 32)
-        v = codes[i].astype(np.uint64) << np.uint64(s)
-        words[w] |= v & np.uint64(0xFFFFFFFF)
-        words[w + 1] |= v >> np.uint64(32)
-    return words[:nwords].astype(np.uint32).view(np.int32)
-
-
-def gptq_tensors(rng, bits, K, N, g, act_order, v1):
-    G = (K + g - 1) // g
-    q = rng.integers(0, 2 ** bits, size=(K, N), dtype=np.uint32)
-    zlo = 1 if v1 else 0  # v1 stores z - 1, so its zeros live in [1, 2^b]; v2 in [0, 2^b - 1]
-    z = rng.integers(zlo, 2 ** bits + zlo, size=(G, N), dtype=np.int64)
-    s = f16_values(rng, (G, N))
-    if act_order:
-        perm = rng.permutation(K)
-        g_idx = np.empty(K, dtype=np.int32)
-        g_idx[perm] = np.arange(K) // g
-    else:
-        g_idx = (np.arange(K) // g).astype(np.int32)
-    stored = (z - 1) if v1 else z
-    tensors = {
-        "layer.qweight": pack_bits_along_axis0(q, bits),
-        "layer.qzeros": pack_bits_along_axis0(stored.T.astype(np.uint32), bits).T.copy(),
-        "layer.scales": s,
-        "layer.g_idx": g_idx,
-        "layer.bias": rng.standard_normal(N).astype(np.float16),
-    }
-    # W[n, k] = s[g_idx[k], n] * (q[k, n] - z[g_idx[k], n]), f32 (exact)
-    ref = (s[g_idx].astype(np.float32) * (q.astype(np.float32) - z[g_idx].astype(np.float32))).T
-    return tensors, ref
-
-
-AWQ_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
-
-
-def awq_pack(codes):
-    """codes [R, N] -> [R, ceil(N/8)]: nibble i of word c holds column 8c + ORDER[i]."""
-    R, N = codes.shape
-    C = (N + 7) // 8
-    padded = np.zeros((R, C * 8), dtype=np.uint32)
-    padded[:, :N] = codes
-    out = np.zeros((R, C), dtype=np.uint32)
-    for i, col in enumerate(AWQ_ORDER):
-        out |= padded[:, col::8] << np.uint32(4 * i)
-    return out.view(np.int32)
-
-
-def e4m3_decode(b):
-    b = b.astype(np.int64)
-    sign = np.where(b >> 7, -1.0, 1.0)
-    e = (b >> 3) & 0xF
-    m = b & 7
-    mag = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7))
-    return (sign * mag).astype(np.float32)
-
-
 def load_dequant(tool, path, tensor, workdir):
     out = os.path.join(str(workdir), "deq.npy")
     run_tool(tool, "dequant", path, tensor, out)
     return np.load(out)
+
+
+def check_cli(mixq, workdir, path, tensor, ref, type_has, meta=None, fmt=None, nbytes=None):
+    """The real CLI on one weight: dequantize bit-equal to `ref`; inspect lists it as a weight
+    with shape [N, K], a type containing `type_has`, bytes (= `nbytes` when given) and bits per
+    weight consistent, and the metadata pairs `meta`; matmul within 1e-5 of float64."""
+    N, K = ref.shape
+    got = cli_dequantize(mixq, path, tensor, workdir)
+    assert got.dtype == np.float32 and got.shape == (N, K)
+    assert np.array_equal(got.view(np.uint32), np.ascontiguousarray(ref, np.float32).view(np.uint32))
+    file_fmt, tensors, metadata = inspect(mixq, path)
+    if fmt:
+        assert file_fmt == fmt
+    e = tensors[tensor]
+    assert e["weight"] and e["shape"] == [N, K] and type_has in e["type"], e
+    if nbytes is not None:
+        assert e["bytes"] == nbytes, e
+    assert abs(e["bpw"] - e["bytes"] * 8 / (N * K)) < 1e-3, e
+    for k, v in (meta or {}).items():
+        assert metadata.get(k) == v, (k, metadata)
+    check_matmul(mixq, workdir, path, tensor, ref.astype(np.float64))
+    return tensors, metadata
 
 
 # ----------------------------------------------------------------------------- tests
@@ -128,7 +70,7 @@ def load_dequant(tool, path, tensor, workdir):
 @pytest.mark.parametrize("bits", [2, 3, 4, 8])
 @pytest.mark.parametrize("v1", [True, False])
 @pytest.mark.parametrize("act_order", [False, True])
-def test_gptq_dequant_matches_numpy(tool, workdir, bits, v1, act_order):
+def test_gptq_dequant_matches_numpy(tool, mixq_cli, workdir, bits, v1, act_order):
     rng = np.random.default_rng(bits * 10 + v1 * 2 + act_order)
     K, N, g = 256, 96, 64
     tensors, ref = gptq_tensors(rng, bits, K, N, g, act_order, v1)
@@ -141,6 +83,16 @@ def test_gptq_dequant_matches_numpy(tool, workdir, bits, v1, act_order):
     got = load_dequant(tool, path, "layer", workdir)
     assert got.dtype == np.float32 and got.shape == (N, K)
     assert np.array_equal(got, ref)
+    nbytes = sum(tensors[f"layer.{p}"].nbytes for p in ("qweight", "qzeros", "scales", "g_idx"))
+    order = " g_idx" if act_order else ""
+    tensors_listed, _ = check_cli(
+        mixq_cli, workdir, path, "layer", ref, f"gptq-{'v1' if v1 else 'v2'} {bits}bit", fmt="safetensors (gptq)",
+        nbytes=nbytes, meta={"quantization.bits": str(bits), "quantization.group_size": str(g),
+                             "quantization.desc_act": "true" if act_order else "false",
+                             "quantization.config_file": os.path.join(str(workdir), "quantize_config.json"),
+                             "format": "pt"})
+    assert tensors_listed["layer.bias"]["shape"] == [N] and not tensors_listed["layer.bias"]["weight"]
+    assert order in tensors_listed["layer"]["type"]
     # mixq's own layout written from it: readable by safetensors, same dequantization.
     out = os.path.join(str(workdir), "mixq.safetensors")
     run_tool(tool, "save-mixq", path, out)
@@ -153,7 +105,7 @@ def test_gptq_dequant_matches_numpy(tool, workdir, bits, v1, act_order):
 
 
 @pytest.mark.parametrize("K,N,g", [(256, 64, 128), (128, 40, 32), (96, 13, 96)])
-def test_awq_dequant_matches_numpy(tool, workdir, K, N, g):
+def test_awq_dequant_matches_numpy(tool, mixq_cli, workdir, K, N, g):
     rng = np.random.default_rng(K + N + g)
     G = (K + g - 1) // g
     q = rng.integers(0, 16, size=(K, N), dtype=np.uint32)
@@ -167,10 +119,14 @@ def test_awq_dequant_matches_numpy(tool, workdir, K, N, g):
     gi = np.arange(K) // g
     ref = ((q.astype(np.float32) - z[gi].astype(np.float32)) * s[gi].astype(np.float32)).T
     assert np.array_equal(load_dequant(tool, path, "m", workdir), ref)
+    check_cli(mixq_cli, workdir, path, "m", ref, "awq-gemm 4bit", fmt="safetensors (awq)",
+              nbytes=awq_pack(q).nbytes + awq_pack(z).nbytes + s.nbytes,
+              meta={"quantization.quant_method": "awq", "quantization.group_size": str(g),
+                    "quantization.version": "gemm"})
 
 
-@pytest.mark.parametrize("N,K", [(300, 200), (128, 384), (7, 130)])
-def test_fp8_block_dequant_matches_numpy(tool, workdir, N, K):
+@pytest.mark.parametrize("N,K", [(300, 200), (128, 384), (7, 130), (129, 257)])
+def test_fp8_block_dequant_matches_numpy(tool, mixq_cli, workdir, N, K):
     rng = np.random.default_rng(N * K)
     w = rng.integers(0, 256, size=(N, K), dtype=np.uint8)
     w[(w & 0x7F) == 0x7F] = 0x38  # no NaN codes
@@ -179,9 +135,11 @@ def test_fp8_block_dequant_matches_numpy(tool, workdir, N, K):
     save(path, {"x.weight": w, "x.weight_scale_inv": sinv}, renames={"x.weight": "F8_E4M3"})
     ref = e4m3_decode(w) * np.repeat(np.repeat(sinv, 128, 0), 128, 1)[:N, :K]
     assert np.array_equal(load_dequant(tool, path, "x.weight", workdir), ref)
+    check_cli(mixq_cli, workdir, path, "x.weight", ref, "fp8 128x", fmt="safetensors (fp8)",
+              nbytes=w.nbytes + sinv.nbytes)
 
 
-def test_dense_and_writer_roundtrip(tool, workdir):
+def test_dense_and_writer_roundtrip(tool, mixq_cli, workdir):
     rng = np.random.default_rng(5)
     f32 = rng.standard_normal((5, 7)).astype(np.float32)
     f16 = rng.standard_normal((3, 9)).astype(np.float16)
@@ -199,6 +157,13 @@ def test_dense_and_writer_roundtrip(tool, workdir):
     assert np.array_equal(load_dequant(tool, path, "b", workdir), f16.astype(np.float32))
     assert np.array_equal(load_dequant(tool, path, "c", workdir),
                           (bf16.astype(np.uint32) << 16).view(np.float32))
+    for name, ref, dt in (("a", f32, "F32"), ("b", f16.astype(np.float32), "F16"),
+                          ("c", (bf16.astype(np.uint32) << 16).view(np.float32), "BF16")):
+        listed, meta = check_cli(mixq_cli, workdir, path, name, ref, dt, fmt="safetensors (dense)",
+                                 nbytes=ref.size * (4 if dt == "F32" else 2),
+                                 meta={"format": "pt", "note": 'é " \\'})
+    assert listed["i8"]["shape"] == [11] and not listed["i8"]["weight"]
+    assert listed["scalar"]["shape"] == [] and listed["empty"]["shape"] == [0, 4]
     # (a) a file written by mixq's writer reads back with safetensors, data and metadata equal
     # (without the bf16 tensor, which safetensors.numpy cannot return).
     path = os.path.join(str(workdir), "plain.safetensors")

@@ -248,6 +248,67 @@ TEST_F(CliTest, QuantizeInspectDequantizeMatmulEndToEnd) {
   for (size_t i = 0; i < h.size(); ++i) ASSERT_EQ(h[i], mixq::f16_to_f32(fx.h[i])) << i;
 }
 
+// --format gguf: the selected matrix becomes Q8_0 (bytes of ggml's reference encoder), the other
+// float tensors are copied in their own type; inspect / dequantize / matmul read the GGUF back.
+TEST_F(CliTest, QuantizeToGgufAndReadBack) {
+  const std::string in = path("gguf_src.safetensors");
+  const Fixture fx = write_fixture(in);
+  const std::string g = path("out.gguf");
+  RunResult r = run("quantize '" + in + "' -o '" + g + "' --format gguf --scheme q8_0 --only 'layer\\.h'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("ids"), std::string::npos) << "integer tensors are left out and listed";
+  r = run("inspect '" + g + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* needle : {"gguf v3", "layer.h", "Q8_0", "[24, 96]", "8.500", "layer.w", "F32",
+                             "[37, 200]", "layer.bias", "mixq.scheme"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in\n" << r.out;
+  EXPECT_EQ(r.out.find("ids"), std::string::npos);
+
+  // Q8_0 by hand (formats.md §1.5): d = amax/127 rounded to f16, q = round(x/d) half away.
+  r = run("dequantize '" + g + "' layer.h -o '" + path("gh.npy") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::vector<int64_t> shape;
+  const std::vector<float> h = read_f32(path("gh.npy"), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{24, 96}));
+  for (int64_t b = 0; b < 24 * 96 / 32; ++b) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(mixq::f16_to_f32(fx.h[b * 32 + i])));
+    const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+    const float dh = mixq::f16_to_f32(mixq::f32_to_f16(d));
+    for (int i = 0; i < 32; ++i) {
+      const float q = std::round(mixq::f16_to_f32(fx.h[b * 32 + i]) * id);
+      ASSERT_EQ(h[b * 32 + i], q * dh) << b << " " << i;
+    }
+  }
+  r = run("dequantize '" + g + "' layer.w -o '" + path("gw.npy") + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_f32(path("gw.npy"), &shape), fx.w) << "copied F32 tensors stay bit-exact";
+
+  std::vector<float> x = normal(3 * 96, 6, 1.f);
+  mixq::formats::write_npy(path("xg.npy"), DType::F32, {3, 96}, x.data());
+  r = run("matmul --weights '" + g + ":layer.h' --input '" + path("xg.npy") + "' -o '" +
+          path("yg.npy") + "' --backend cpu");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<float> y = read_f32(path("yg.npy"), &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{3, 24}));
+  double num = 0, den = 0;
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t n = 0; n < 24; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < 96; ++k) ref += double(x[m * 96 + k]) * h[n * 96 + k];
+      num += (y[m * 24 + n] - ref) * (y[m * 24 + n] - ref);
+      den += ref * ref;
+    }
+  EXPECT_LE(std::sqrt(num / den), 1e-5);
+
+  // Schemes and formats must match; K = 200 is not a multiple of Q4_0's 32 (the tensor is named).
+  expect_clean_failure("quantize '" + in + "' -o '" + g + "' --format gguf --scheme w4g128", 2,
+                       {"w4g128", "GGUF"});
+  expect_clean_failure("quantize '" + in + "' -o '" + g + "' --scheme q4_k", 2, {"q4_k", "--format gguf"});
+  expect_clean_failure("quantize '" + in + "' -o '" + path("bad.gguf") + "' --format gguf --scheme q4_0", 1,
+                       {"layer.w", "200", "32"});
+}
+
 TEST_F(CliTest, BenchQuickRunsAndWritesJson) {
   const std::string json = path("bench.json");
   const RunResult r = run("bench --quick --json '" + json + "'", 300);

@@ -1,5 +1,6 @@
-// mixq quantize IN.safetensors -o OUT.safetensors --scheme S: round-to-nearest quantization of
-// every floating-point matrix of a safetensors file into mixq's own safetensors layout.
+// mixq quantize IN.safetensors -o OUT --scheme S [--format mixq|gguf]: round-to-nearest
+// quantization of every floating-point matrix of a safetensors file, into mixq's own safetensors
+// layout (default) or a GGUF file of ggml block types (quantize_gguf.cpp).
 #include <cstdio>
 #include <cstring>
 #include <regex>
@@ -11,13 +12,14 @@
 #include "mixq/formats/checkpoint.hpp"
 #include "mixq/formats/safetensors.hpp"
 #include "mixq/quantize.hpp"
+#include "quantize_gguf.hpp"
 
 namespace mixq::cli {
 
 namespace {
 
 const char kHelp[] =
-    "usage: mixq quantize IN.safetensors -o OUT.safetensors --scheme SCHEME [options]\n\n"
+    "usage: mixq quantize IN.safetensors -o OUT --scheme SCHEME [--format mixq|gguf] [options]\n\n"
     "Quantizes every 2-D F32/F16/BF16 tensor of IN (rows = output features N, columns = K) with\n"
     "mixq's round-to-nearest quantizer and writes mixq's safetensors layout (W.codes, W.scales,\n"
     "W.zeros; the scheme in __metadata__ \"mixq.scheme\").\n"
@@ -28,8 +30,14 @@ const char kHelp[] =
     "  w4g128zp (uint4 + integer zero point), w8g128, w8g64asym, w4pc / w8pc (per channel),\n"
     "  fp8b128 (e4m3, f32 scale per 128x128 block); any w4/w8 with g32/g64/g128/g256/pc,\n"
     "  optional 'asym' or 'zp', optional '-bf16' / '-f32' scale type (default f16).\n\n"
+    "--format gguf writes a GGUF v3 file instead (tensor names kept as they are): the selected\n"
+    "matrices encoded as one ggml type by ggml's reference quantization steps (Q4_0/Q8_0 bytes\n"
+    "checked against gguf-py; Q4_K not checked against libggml); every\n"
+    "other F32/F16/BF16 tensor of rank 1..4 is copied in its own type. GGUF schemes: q4_0, q8_0\n"
+    "(K a multiple of 32), q4_k (K a multiple of 256), f16, bf16, f32.\n\n"
     "options:\n"
     "  -o, --output OUT      output file (required)\n"
+    "  --format F            mixq (default: mixq's safetensors layout) or gguf\n"
     "  --scheme SCHEME       quantization scheme (required)\n"
     "  --only REGEX          quantize only tensors whose name matches (ECMAScript regex search)\n"
     "  --skip REGEX          do not quantize tensors whose name matches\n";
@@ -51,12 +59,29 @@ DType float_dtype(const std::string& st) {
 int run_quantize(int argc, char** argv) {
   Args a("quantize", argc, argv,
          {{"-o", "--output", true}, {"--scheme", "", true}, {"--only", "", true},
-          {"--skip", "", true}});
+          {"--skip", "", true}, {"--format", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(1, 1, "IN.safetensors");
   const std::string in = a.positionals()[0];
   const std::string out = a.require("-o");
   const std::string scheme_text = a.require("--scheme");
+  const std::string format = a.get("--format", "mixq");
+  if (format != "mixq" && format != "gguf")
+    usage_fail("quantize", "--format must be mixq or gguf, got '" + format + "'");
+  TensorSelection sel;
+  sel.has_only = a.has("--only");
+  sel.has_skip = a.has("--skip");
+  sel.only = compile_regex("--only", a.get("--only", ".*"));
+  sel.skip = compile_regex("--skip", a.get("--skip", "$^"));
+  if (format == "gguf") {
+    if (!is_gguf_scheme(scheme_text))
+      usage_fail("quantize", "scheme '" + scheme_text + "' cannot be written as GGUF (--format gguf " +
+                                 "takes the ggml types q4_0, q8_0, q4_k, f16, bf16, f32)");
+    return quantize_to_gguf(in, out, scheme_text, sel);
+  }
+  if (is_gguf_scheme(scheme_text))
+    usage_fail("quantize", "scheme '" + scheme_text + "' is a GGUF type: add --format gguf, or use a " +
+                               "mixq scheme (w4g128, w8g128, fp8b128, ...) for mixq's layout");
   QuantScheme scheme;
   try {
     scheme = parse_scheme(scheme_text);
@@ -64,9 +89,6 @@ int run_quantize(int argc, char** argv) {
     // An unknown scheme is a usage error; parse_scheme's message lists the valid names.
     usage_fail("quantize", std::string(e.what()).substr(std::strlen("mixq: ")));
   }
-  const bool has_only = a.has("--only"), has_skip = a.has("--skip");
-  const std::regex only = compile_regex("--only", a.get("--only", ".*"));
-  const std::regex skip = compile_regex("--skip", a.get("--skip", "$^"));
 
   const auto file = formats::SafetensorsFile::open(in);
   std::vector<std::pair<std::string, QuantizedWeight>> weights;
@@ -80,8 +102,7 @@ int run_quantize(int argc, char** argv) {
       continue;
     }
     const DType dt = float_dtype(t.dtype);
-    const bool selected = (!has_only || std::regex_search(t.name, only)) &&
-                          !(has_skip && std::regex_search(t.name, skip));
+    const bool selected = sel.selected(t.name);
     // The mapping may be unaligned for the element type; quantize from an aligned copy.
     HostBuffer copy(t.nbytes);
     std::memcpy(copy.data(), t.data, t.nbytes);
@@ -105,7 +126,7 @@ int run_quantize(int argc, char** argv) {
     weights.emplace_back(t.name, std::move(w));
   }
   MIXQ_CHECK_ARG(n_quantized > 0, "quantize: no 2-D F32/F16/BF16 tensor of '", in,
-                 "' was selected for quantization", (has_only || has_skip ? " by --only/--skip" : ""));
+                 "' was selected for quantization", (sel.has_only || sel.has_skip ? " by --only/--skip" : ""));
   formats::save_mixq_safetensors(out, weights,
                                  {{"mixq.scheme", scheme_name(scheme)}, {"mixq.source", in}});
   for (const std::string& s : left_out) std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
