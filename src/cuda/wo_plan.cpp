@@ -8,7 +8,7 @@ namespace mixq::cuda {
 
 // Must match kStreamWarps (wo_kernels.hpp) and kWoStages (kernels/sm80_wo_stream.cuh).
 constexpr int kStreamWarpsPlan = 4;
-constexpr int kStreamStages = 8;
+constexpr int stream_stages(int bits) { return bits == 4 ? 6 : 4; }
 
 const char* wo_kernel_name(WoKernel k) {
   return k == WoKernel::Stream ? "sm80_wo_stream" : "wo_dequant_cublas";
@@ -57,7 +57,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     // activations (+ zero row), their group sums, and the per-warp cp.async weight rings
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
            (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
-           size_t(kStreamWarpsPlan) * kStreamStages * rt * 32 * (L.bits == 4 ? 16 : 32);
+           size_t(kStreamWarpsPlan) * stream_stages(L.bits) * rt * 32 * (L.bits == 4 ? 16 : 32);
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.

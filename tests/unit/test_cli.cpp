@@ -311,7 +311,8 @@ TEST_F(CliTest, QuantizeToGgufAndReadBack) {
 
 TEST_F(CliTest, BenchQuickRunsAndWritesJson) {
   const std::string json = path("bench.json");
-  const RunResult r = run("bench --quick --json '" + json + "'", 300);
+  // the CPU driver: its default scheme list is what this test checks (a GPU machine would pick cuda)
+  const RunResult r = run("bench --quick --backend cpu --json '" + json + "'", 300);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const std::string j = slurp(json);
   EXPECT_NE(j.find("\"results\""), std::string::npos);

@@ -126,7 +126,8 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
   __syncthreads();
 }
 
-constexpr int kWoStages = 8;
+template <int BITS>
+constexpr int kWoStages = BITS == 4 ? 6 : 4;  // chunks in flight per warp (smem ring depth)
 
 // RT 16-row tiles of W per warp: the B fragments (activations) and the per-chunk bookkeeping are
 // shared by RT tiles, and their MMAs are independent of each other (more instruction-level
@@ -140,11 +141,15 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // 16-byte copies per lane per chunk and tile
   // Weight chunks in flight per warp: a cp.async ring in shared memory gives the depth without
   // unrolling the loop (an unrolled register ring overflowed the instruction cache) or registers.
-  constexpr int kStages = kWoStages;
+  constexpr int kStages = kWoStages<BITS>;
   constexpr int kSlot = RT * 32 * kLoadsPerChunk;     // uint4 per ring slot (one chunk)
   // Independent MMA accumulator chains: with a single (row tile, token tile) pair, even and odd K
   // tiles accumulate separately so consecutive MMAs do not wait on each other.
   constexpr int kChains = NT8 * RT == 1 ? 2 : 1;
+  constexpr float kBias = BiasedCodes<MmaT, BITS>::kBias;
+  // Biased sums grow with kBias * sum(x): fold them into the f32 accumulator at least every
+  // kMaxRun elements (any point works: the flush is linear) so their rounding stays negligible.
+  constexpr int kMaxRunShift = 8;
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int split = blockIdx.y;
@@ -205,6 +210,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 
   // groups of 64 or more end on chunk boundaries: test once per chunk instead of per tile
   const bool coarse_groups = p.group_shift >= 6;
+  const int run_step = 1 << min(p.group_shift, kMaxRunShift);  // K between flushes
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
@@ -215,6 +221,8 @@ __global__ void __launch_bounds__(WARPS * 32)
     if (active) {
       // (scale, offset) pairs of rows r0 and r0 + 8 for the current group, loaded one group ahead
       // so the flush never waits on memory.
+      // global k where the current run's sum must be folded in (run end, group end or stage end)
+      int flush_at = min((ks / run_step + 1) * run_step, ke);
       float2 pa[RT], pb[RT];
       // byte pointers to this lane's two rows of (scale, offset) pairs, computed once
       const int psize = p.pair_f32 ? 8 : 4;
@@ -243,7 +251,9 @@ __global__ void __launch_bounds__(WARPS * 32)
         float2 a[RT], b[RT];
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) a[rt] = pa[rt], b[rt] = pb[rt];
-        if (gi + 1 < g_first + n_groups) load_pairs(gi + 1);
+        // the next flush folds the next group (or, within a long group, this one again)
+        const int g_next = min(flush_at + run_step, ke) - 1;
+        if ((g_next >> p.group_shift) != gi) load_pairs(g_next >> p.group_shift);
         const int gl = gi - g_first;
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
@@ -262,10 +272,12 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
               for (int ch = 0; ch < kChains; ++ch) accg[ch][rt][j][e] = 0.f;
             }
-            acc[rt][j][0] += a[rt].x * g[0] + a[rt].y * xa;
-            acc[rt][j][1] += a[rt].x * g[1] + a[rt].y * xb;
-            acc[rt][j][2] += b[rt].x * g[2] + b[rt].y * xa;
-            acc[rt][j][3] += b[rt].x * g[3] + b[rt].y * xb;
+            // the MMA summed x * (u + kBias): s*g + (o' - kBias*s)*sum(x) = sum(x * (s*u + o'))
+            const float oa = fmaf(-kBias, a[rt].x, a[rt].y), ob = fmaf(-kBias, b[rt].x, b[rt].y);
+            acc[rt][j][0] += a[rt].x * g[0] + oa * xa;
+            acc[rt][j][1] += a[rt].x * g[1] + oa * xb;
+            acc[rt][j][2] += b[rt].x * g[2] + ob * xa;
+            acc[rt][j][3] += b[rt].x * g[3] + ob * xb;
           }
         }
       };
@@ -306,8 +318,6 @@ __global__ void __launch_bounds__(WARPS * 32)
         lm_addr[j] = smem_addr(xs + lm_off[j]);
         if constexpr (SPLIT_X) lm_lo_addr[j] = smem_addr(xs_lo + lm_off[j]);
       }
-      // global k where the current group's sum must be folded in (group end or stage end)
-      int flush_at = min(((ks >> p.group_shift) + 1) << p.group_shift, ke);
       int kg = ks;  // global k at the start of the current chunk
 
       for (int c = 0; c < chunks; ++c) {
@@ -341,10 +351,7 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
             for (int rt = 0; rt < RT; ++rt) {
               Frag16x16 a;
-              if constexpr (BITS == 4)
-                CodeConvert<MmaT>::u4(words[rt][t], a);
-              else
-                CodeConvert<MmaT>::u8(words[rt][2 * t], words[rt][2 * t + 1], a);
+              BiasedCodes<MmaT, BITS>::convert(&words[rt][BITS == 4 ? t : 2 * t], a);
 #pragma unroll
               for (int j = 0; j < NT8; ++j) {
                 Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
@@ -357,7 +364,7 @@ __global__ void __launch_bounds__(WARPS * 32)
             }
             if (!coarse_groups && kg + t * 16 + 16 == flush_at) {
               flush((flush_at - 1) >> p.group_shift);
-              flush_at = min(flush_at + (1 << p.group_shift), ke);
+              flush_at = min(flush_at + run_step, ke);
             }
           }
         }
@@ -369,7 +376,7 @@ __global__ void __launch_bounds__(WARPS * 32)
         kg += kChunkK;
         if (coarse_groups && kg == flush_at) {
           flush((flush_at - 1) >> p.group_shift);
-          flush_at = min(flush_at + (1 << p.group_shift), ke);
+          flush_at = min(flush_at + run_step, ke);
         }
       }
       cp_async_wait<0>();
