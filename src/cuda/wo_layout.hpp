@@ -28,7 +28,7 @@ inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-constexpr int wo_row_tiles(int mt) { return mt <= 8 ? 4 : mt <= 32 ? 2 : 1; }
+constexpr int wo_row_tiles(int mt) { return mt <= 32 ? 2 : 1; }
 
 struct WoLayout {
   int64_t N = 0, K = 0, Np = 0, Kp = 0;
