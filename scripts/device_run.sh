@@ -19,7 +19,7 @@ for step in "$@"; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
-          --gtest_filter='CudaWeightOnly.OddShapes*:CudaWeightOnly.Deterministic*' > "$OUT/sanitize_$tool.log" 2>&1
+          --gtest_filter='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*' > "$OUT/sanitize_$tool.log" 2>&1
         echo "compute-sanitizer $tool rc=$?"; tail -3 "$OUT/sanitize_$tool.log"
       done ;;
     sass)
@@ -61,6 +61,22 @@ for f in funcs:
         break
 PY
       ;;
+    bench)
+      # the nine layers of anchors.md x the M sweep, W4/W8 g128, f16 and bf16, cuBLAS in-process
+      shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+      for act in f16 bf16; do
+        "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act $act --shapes $shapes \
+          --m 1,2,4,8,16,32,64,128,256,1024,4096 --schemes w4g128,w8g128 --no-progress \
+          --json "$OUT/bench_cuda_$act.json" > "$OUT/bench_cuda_$act.txt" 2>&1
+        echo "mixq bench --act $act rc=$?"
+      done ;;
+    peers)
+      # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
+      if [ -f peers/peers.py ]; then
+        OUT="$OUT" TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 \
+          timeout 400 python3 peers/peers.py > "$OUT/peers_tinygemm.log" 2>&1
+        echo "peers.py rc=$?"
+      fi ;;
     *) echo "unknown step $step" ;;
   esac
 done
