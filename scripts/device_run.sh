@@ -8,8 +8,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export MIXQ_BUILD_DIR=${MIXQ_BUILD_DIR:-build-gpu}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)
-cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build "$MIXQ_BUILD_DIR" -j 16 > "$OUT/build.log" 2>&1 || { grep -E "error|FAILED" "$OUT/build.log" | head -40; exit 1; }
+# build logs stay on the machine unless the build fails (only 8 files come back from $OUT)
+LOGS=/tmp/mixq-logs; mkdir -p "$LOGS"
+cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
+cmake --build "$MIXQ_BUILD_DIR" -j 16 > "$LOGS/build.log" 2>&1 || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 for step in "$@"; do
   case "$step" in
@@ -19,8 +21,8 @@ for step in "$@"; do
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
-          --gtest_filter='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*' > "$OUT/sanitize_$tool.log" 2>&1
-        echo "compute-sanitizer $tool rc=$?"; tail -3 "$OUT/sanitize_$tool.log"
+          --gtest_filter='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*' > "$LOGS/sanitize_$tool.log" 2>&1
+        echo "compute-sanitizer $tool rc=$?"; tail -3 "$LOGS/sanitize_$tool.log"
       done ;;
     sass)
       cuobjdump --dump-resource-usage "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/resources.txt" 2>&1
@@ -74,7 +76,7 @@ PY
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then
         OUT="$OUT" TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 \
-          timeout 400 python3 peers/peers.py > "$OUT/peers_tinygemm.log" 2>&1
+          timeout 400 python3 peers/peers.py > "$LOGS/peers_tinygemm.log" 2>&1
         echo "peers.py rc=$?"
       fi ;;
     *) echo "unknown step $step" ;;

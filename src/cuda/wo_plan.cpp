@@ -15,8 +15,11 @@ const char* wo_kernel_name(WoKernel k) {
 }
 
 int64_t stream_max_m(const DeviceCaps&, int, bool x_f32) {
-  // f32 activations run two MMAs per tile (hi/lo split), so cuBLAS takes over earlier.
-  return x_f32 ? 32 : 64;
+  // Measured on H200 (bench/results/cuda_weight_only.md, mixq bench --backend cuda): on
+  // 14336x21504 W4 g128 the streaming kernel takes 406 us at M = 32 and 1312 us at M = 64, where
+  // dequantize + cuBLAS takes ~510 us. f32 activations run two MMAs per tile (hi/lo split), so
+  // cuBLAS takes over earlier.
+  return x_f32 ? 16 : 32;
 }
 
 namespace {

@@ -1,0 +1,78 @@
+"""Turns `mixq bench --backend cuda --json` outputs (f16 and bf16) and the tinygemm peer JSON of the
+same device run into bench/results/cuda_weight_only.md.
+
+  python3 bench/make_cuda_results.py RESULTS_DIR > bench/results/cuda_weight_only.md
+"""
+import json
+import os
+import sys
+
+d = sys.argv[1]
+f16 = json.load(open(os.path.join(d, "bench_cuda_f16.json")))
+bf16 = json.load(open(os.path.join(d, "bench_cuda_bf16.json")))
+peer_path = os.path.join(d, "peers_tinygemm.json")
+peers = json.load(open(peer_path)) if os.path.exists(peer_path) else {"rows": []}
+tiny = {(r["K"], r["N"], r["M"]): r.get("torch_tinygemm_w4g128_bf16") for r in peers["rows"]}
+
+# Marlin W4 g128 FP16 on the H100 (anchors.md; not runnable here, different chip when the device
+# is an H200): shown for orientation only.
+MARLIN = {}
+for line in open(os.path.join(os.path.dirname(__file__), "marlin_h100_anchors.tsv")):
+    if line.strip() and not line.startswith("#"):
+        k, n, m, us = line.split()
+        MARLIN[(int(k), int(n), int(m))] = float(us)
+
+
+def index(rep):
+    out = {}
+    for r in rep["results"]:
+        out[(r["scheme"], r["K"], r["N"], r["M"])] = r
+    return out
+
+
+a, b = index(f16), index(bf16)
+dev = f16["device"]
+ceiling_us_154 = float(dev.split("TB/s on 154 MB, ")[1].split(" us")[0]) if "on 154 MB" in dev else None
+ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in dev else None
+
+print("# CUDA weight-only linear: measured results\n")
+print("Device: %s\n" % dev)
+print("Commands (one device run):\n")
+print("```\n%s\n%s\n%s\n```\n" % (
+    f16["command"], bf16["command"],
+    "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "
+    "python3 peers/peers.py   # shared/bench/peers.py, same device run"))
+print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
+      "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
+      "(> 1: mixq faster). `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "
+      "of the streaming-read ceiling measured in the same run (%.2f TB/s). Marlin figures are from "
+      "anchors.md (H100), not from this run.\n" % (ceiling_tbs or 0))
+shapes = []
+for r in f16["results"]:
+    if (r["K"], r["N"]) not in shapes:
+        shapes.append((r["K"], r["N"]))
+hdr = ("| K×N | M | cuBLAS FP16 | mixq W4 FP16 | x | %ceil | mixq W8 FP16 | x | cuBLAS BF16 | "
+       "mixq W4 BF16 | x | mixq W8 BF16 | tinygemm W4 BF16 | Marlin W4 (H100) | kernel (W4 FP16) |")
+print(hdr)
+print("|" + "---|" * (hdr.count("|") - 1))
+for (K, N) in shapes:
+    ms = sorted({r["M"] for r in f16["results"] if r["K"] == K and r["N"] == N})
+    for M in ms:
+        def t(ix, s):
+            r = ix.get((s, K, N, M))
+            return r["time_us"] if r and r.get("time_us") else None
+        c16, w4, w8 = t(a, "dense"), t(a, "w4g128"), t(a, "w8g128")
+        cb, w4b, w8b = t(b, "dense"), t(b, "w4g128"), t(b, "w8g128")
+        r4 = a.get(("w4g128", K, N, M))
+        ceil = ""
+        if r4 and ceiling_tbs and M <= 16:
+            ceil = "%.0f%%" % (100 * r4["weight_bytes"] / (r4["time_us"] * 1e-6) / (ceiling_tbs * 1e12))
+        f = lambda v: "%.1f" % v if v else "–"
+        x = lambda c, v: "%.2f" % (c / v) if c and v else "–"
+        tg = tiny.get((K, N, M))
+        print("| %dx%d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            K, N, M, f(c16), f(w4), x(c16, w4), ceil, f(w8), x(c16, w8), f(cb), f(w4b), x(cb, w4b),
+            f(w8b), f(tg), f(MARLIN.get((K, N, M))), r4["kernel"] if r4 else ""))
+bad = [r for rep in (f16, bf16) for r in rep["results"] if not r.get("ok", True)]
+print("\nRows outside their error tolerance: %d of %d." % (
+    len(bad), len(f16["results"]) + len(bf16["results"])))
