@@ -8,9 +8,10 @@ import os
 import sys
 
 d = sys.argv[1]
-f16 = json.load(open(os.path.join(d, "bench_cuda_f16.json")))
-bf16 = json.load(open(os.path.join(d, "bench_cuda_bf16.json")))
-peer_path = os.path.join(d, "peers_tinygemm.json")
+F16, BF16, PEERS = "cuda_weight_only_f16.json", "cuda_weight_only_bf16.json", "cuda_peers_tinygemm.json"
+f16 = json.load(open(os.path.join(d, F16)))
+bf16 = json.load(open(os.path.join(d, BF16)))
+peer_path = os.path.join(d, PEERS)
 peers = json.load(open(peer_path)) if os.path.exists(peer_path) else {"rows": []}
 tiny = {(r["K"], r["N"], r["M"]): r.get("torch_tinygemm_w4g128_bf16") for r in peers["rows"]}
 
