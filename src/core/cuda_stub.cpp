@@ -17,17 +17,6 @@ int cuda_device_count() { return 0; }
 DeviceBuffer::DeviceBuffer(size_t, int) {
   MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
 }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {
-  o.ptr_ = nullptr;
-  o.bytes_ = 0;
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  std::swap(ptr_, o.ptr_);
-  std::swap(bytes_, o.bytes_);
-  std::swap(device_, o.device_);
-  return *this;
-}
 DeviceBuffer::~DeviceBuffer() = default;
 TensorView DeviceBuffer::view(DType, std::initializer_list<int64_t>) const {
   MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");

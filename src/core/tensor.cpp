@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "mixq/error.hpp"
 
@@ -82,6 +83,20 @@ void check_rows_contiguous(const TensorView& v, const char* arg) {
   if (v.rank == 2)
     MIXQ_CHECK_ARG(v.stride[0] >= v.shape[1], arg, ": row stride ", v.stride[0],
                    " is smaller than the row length ", v.shape[1]);
+}
+
+// Moves need no CUDA: shared by the CUDA build (src/cuda/runtime.cpp) and the stub.
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {
+  o.ptr_ = nullptr;
+  o.bytes_ = 0;
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(ptr_, o.ptr_);
+  std::swap(bytes_, o.bytes_);
+  std::swap(device_, o.device_);
+  return *this;
 }
 
 void HostBuffer::Free::operator()(void* p) const { std::free(p); }

@@ -33,19 +33,6 @@ DeviceBuffer::DeviceBuffer(size_t bytes, int device) : bytes_(bytes), device_(de
              " bytes) on device ", device, " failed: ", cudaGetErrorString(e));
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
-    : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {
-  o.ptr_ = nullptr;
-  o.bytes_ = 0;
-}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  std::swap(ptr_, o.ptr_);
-  std::swap(bytes_, o.bytes_);
-  std::swap(device_, o.device_);
-  return *this;
-}
-
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);
 }
