@@ -46,8 +46,10 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
                w.K, ") > 65536 would overflow the int32 accumulator");
     qsum_total_.assign(static_cast<size_t>(w.N), 0);
     row_scale_.assign(static_cast<size_t>(w.N), 0.f);
+    const int64_t ns = pw_.n_segs();
     for (int64_t n = 0; n < w.N; ++n) {
-      for (int64_t k = 0; k < w.K; ++k) qsum_total_[n] += w.code_int(n, k);
+      for (int64_t s = 0; s < ns; ++s)
+        qsum_total_[n] += pw_.qsum[static_cast<size_t>(((n / kLanes) * ns + s) * kLanes + n % kLanes)];
       row_scale_[n] = w.scale(n, 0);
     }
   }

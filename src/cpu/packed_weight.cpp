@@ -6,6 +6,7 @@
 
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace mixq::cpu {
 
@@ -107,7 +108,93 @@ float PackedWeight::code_value(int64_t p, int r, int64_t kp) const {
   }
 }
 
-PackedWeight pack_weight(const QuantizedWeight& w) {
+namespace {
+
+// Packs the codes of output row n (lane r of its panel) for every segment straight from the
+// canonical bytes (no per-element accessor calls): one pass that reads the row once.
+// Returns nothing; fills codes and the per-segment integer code sums.
+void pack_row_codes(const QuantizedWeight& w, PackedWeight& pw, int64_t n) {
+  const int64_t p = n / kLanes;
+  const int r = static_cast<int>(n % kLanes);
+  const int64_t ns = pw.n_segs();
+  uint8_t* pc = pw.codes.data() + p * pw.panel_bytes();
+  const uint8_t* row = w.codes.data() + n * w.row_bytes();
+  for (int64_t s = 0; s < ns; ++s) {
+    const Segment& sg = pw.segs[s];
+    int32_t qs = 0;
+    switch (pw.kind) {
+      case CodeKind::Int4: {
+        // u = nibble ^ 8 for I4 (two's complement nibble q, u = q + 8), the nibble for U4.
+        const uint8_t flip = pw.code_shift ? 8 : 0;
+        int32_t usum = 0;
+        for (int32_t i0 = 0; i0 < sg.valid; i0 += 8) {
+          uint8_t* dst = pc + (sg.kp0 + i0) / 8 * 64 + r * 4;
+          uint8_t u[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          const int32_t cnt = std::min<int32_t>(8, sg.valid - i0);
+          for (int32_t j = 0; j < cnt; ++j) {
+            const int64_t k = sg.k0 + i0 + j;
+            u[j] = static_cast<uint8_t>(((row[k >> 1] >> ((k & 1) * 4)) & 0xF) ^ flip);
+            usum += u[j];
+          }
+          for (int j = 0; j < 4; ++j) dst[j] = static_cast<uint8_t>(u[j] | (u[j + 4] << 4));
+        }
+        // Padding keeps byte 0 (u = 0); the code sum covers the valid columns only.
+        qs = usum - pw.code_shift * sg.valid;
+        break;
+      }
+      case CodeKind::Int8:
+      case CodeKind::Uint8:
+      case CodeKind::Fp8: {
+        const uint8_t* src = row + sg.k0;
+        for (int32_t i = 0; i < sg.valid; ++i) {
+          const int64_t kp = sg.kp0 + i;
+          pc[kp / 8 * 128 + (kp & 7) / 4 * 64 + r * 4 + (kp & 3)] = src[i];
+          qs += pw.kind == CodeKind::Int8 ? static_cast<int8_t>(src[i]) : src[i];
+        }
+        break;
+      }
+      case CodeKind::F16:
+      case CodeKind::BF16:
+      case CodeKind::F32: {
+        const int64_t eb = pw.kind == CodeKind::F32 ? 4 : 2;
+        const uint8_t* src = row + sg.k0 * eb;
+        for (int32_t i = 0; i < sg.valid; ++i) {
+          const int64_t kp = sg.kp0 + i;
+          std::memcpy(pc + kp / 8 * pw.group_bytes + ((kp & 7) * kLanes + r) * eb, src + i * eb,
+                      static_cast<size_t>(eb));
+        }
+        break;
+      }
+    }
+    if (pw.is_integer()) pw.qsum[static_cast<size_t>((p * ns + s) * kLanes + r)] = qs;
+  }
+}
+
+// Per-(panel, segment, lane) scale / offset of output row n.
+void pack_row_scales(const QuantizedWeight& w, PackedWeight& pw, int64_t n) {
+  const int64_t p = n / kLanes;
+  const int r = static_cast<int>(n % kLanes);
+  const int64_t ns = pw.n_segs();
+  for (int64_t s = 0; s < ns; ++s) {
+    const size_t si = static_cast<size_t>((p * ns + s) * kLanes + r);
+    if (!w.has_scales) {
+      pw.scale[si] = 1.f;
+      continue;
+    }
+    const Segment& sg = pw.segs[s];
+    const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
+    const float sc = w.scale(nb, kb);
+    pw.scale[si] = sc;
+    if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
+    // s*(q - z) = q*s + (-s*z): one rounding of s*z more than the reference (relative 6e-8).
+    if (w.zero_kind == ZeroKind::ZeroPoint)
+      pw.offset[si] = -sc * static_cast<float>(w.zero_point(nb, kb));
+  }
+}
+
+}  // namespace
+
+PackedWeight pack_weight(const QuantizedWeight& w, int threads) {
   PackedWeight pw;
   pw.N = w.N;
   pw.K = w.K;
@@ -121,57 +208,25 @@ PackedWeight pack_weight(const QuantizedWeight& w) {
   pw.Kp = last.kp0 + last.len;
   pw.n_panels = (w.N + kLanes - 1) / kLanes;
   const int64_t ns = pw.n_segs();
-  pw.codes.assign(static_cast<size_t>(pw.n_panels * pw.panel_bytes()), 0);
-  pw.scale.assign(static_cast<size_t>(pw.n_panels * ns * kLanes), 0.f);
-  if (pw.has_offset) pw.offset.assign(pw.scale.size(), 0.f);
-  pw.qsum.assign(pw.scale.size(), 0);
+  const size_t n_meta = static_cast<size_t>(pw.n_panels * ns * kLanes);
+  // The big buffer is zero-filled by the threads that fill it (first touch, in parallel).
+  pw.codes = AlignedBytes(static_cast<size_t>(pw.n_panels * pw.panel_bytes()));
+  pw.scale.assign(n_meta, 0.f);
+  if (pw.has_offset) pw.offset.assign(n_meta, 0.f);
+  if (pw.is_integer()) pw.qsum.assign(n_meta, 0);
 
-  const bool integer = pw.is_integer();
-  for (int64_t n = 0; n < w.N; ++n) {
-    const int64_t p = n / kLanes;
-    const int r = static_cast<int>(n % kLanes);
-    uint8_t* pc = pw.codes.data() + p * pw.panel_bytes();
-    for (int64_t s = 0; s < ns; ++s) {
-      const Segment& sg = pw.segs[s];
-      const size_t si = static_cast<size_t>((p * ns + s) * kLanes + r);
-      int32_t qs = 0;
-      for (int32_t i = 0; i < sg.valid; ++i) {
-        const int64_t k = sg.k0 + i;
-        const CodePos pos = code_pos(pw.kind, pw.group_bytes, r, sg.kp0 + i);
-        switch (pw.kind) {
-          case CodeKind::Int4: {
-            const int32_t q = w.code_int(n, k);
-            qs += q;
-            pc[pos.byte] |= static_cast<uint8_t>((q + pw.code_shift) << pos.shift);
-            break;
-          }
-          case CodeKind::Int8:
-          case CodeKind::Uint8: {
-            const int32_t q = w.code_int(n, k);
-            qs += q;
-            pc[pos.byte] = static_cast<uint8_t>(q);
-            break;
-          }
-          case CodeKind::Fp8: pc[pos.byte] = w.codes[n * w.row_bytes() + k]; break;
-          case CodeKind::F16:
-          case CodeKind::BF16: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 2], 2); break;
-          case CodeKind::F32: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 4], 4); break;
-        }
-      }
-      if (integer) pw.qsum[si] = qs;
-      if (!w.has_scales) {
-        pw.scale[si] = 1.f;
-        continue;
-      }
-      const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
-      const float sc = w.scale(nb, kb);
-      pw.scale[si] = sc;
-      if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
-      // s*(q - z) = q*s + (-s*z): one rounding of s*z more than the reference (relative 6e-8).
-      if (w.zero_kind == ZeroKind::ZeroPoint)
-        pw.offset[si] = -sc * static_cast<float>(w.zero_point(nb, kb));
+  // Panels in groups of 16 per task: each task owns whole panels (disjoint writes).
+  const int64_t per_task = 16;
+  parallel_for(resolve_num_threads(threads), (pw.n_panels + per_task - 1) / per_task,
+               [&](int64_t t) {
+    const int64_t p0 = t * per_task, p1 = std::min(pw.n_panels, p0 + per_task);
+    std::memset(pw.codes.data() + p0 * pw.panel_bytes(), 0,
+                static_cast<size_t>((p1 - p0) * pw.panel_bytes()));
+    for (int64_t n = p0 * kLanes; n < std::min(w.N, p1 * kLanes); ++n) {
+      pack_row_codes(w, pw, n);
+      pack_row_scales(w, pw, n);
     }
-  }
+  });
   return pw;
 }
 
