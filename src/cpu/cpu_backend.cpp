@@ -34,7 +34,8 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
       path_(choose_path(o.act, o.force_kernel,
                         w.code_type == DType::I4 || w.code_type == DType::U4 ||
                             w.code_type == DType::I8 || w.code_type == DType::U8)),
-      kt_(&select_kernels()) {
+      kt_(&select_kernels()),
+      direct_f32_(pw_.kind == CodeKind::F32 && !w.has_scales) {
   backend = BackendKind::CPU;
   opts = o;
   N = w.N;
@@ -93,8 +94,58 @@ size_t CpuPrepared::workspace_size(int64_t M) const {
   return staging_bytes(M) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
 }
 
+namespace {
+// A per-thread, 64-byte aligned float scratch that only grows (GEMM activation and weight tiles).
+float* thread_scratch(int slot, size_t floats) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[slot];
+  if (b.size() < floats + 16) b.resize(floats + 16);
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(b.data()) + 63) / 64 * 64);
+}
+}  // namespace
+
+void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t p1, float* c,
+                               int64_t ldc) const {
+  const int64_t MR = kGemmMaxRows;
+  for (size_t ci = 0; ci + 1 < chunk_starts_.size(); ++ci) {
+    const int64_t s0 = chunk_starts_[ci], s1 = chunk_starts_[ci + 1];
+    const int64_t kp0 = pw_.segs[s0].kp0;
+    const int64_t kc = pw_.segs[s1 - 1].kp0 + pw_.segs[s1 - 1].len - kp0;
+    // Activations of this K chunk, packed per register tile as [k][tile rows].
+    float* ap = thread_scratch(0, static_cast<size_t>(rows * kc));
+    for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+      const int64_t tr = std::min(MR, rows - r0);
+      float* dst = ap + r0 * kc;
+      for (int64_t m = 0; m < tr; ++m) {
+        const float* src = x + (r0 + m) * pw_.Kp + kp0;
+        for (int64_t k = 0; k < kc; ++k) dst[k * tr + m] = src[k];
+      }
+    }
+    // Weights of the chunk, dequantized to f32 once per call (dense f32 ones are used in place).
+    float* wb = direct_f32_ ? nullptr : thread_scratch(1, static_cast<size_t>(2 * kc * kLanes));
+    for (int64_t p = p0; p < p1; p += 2) {
+      const bool two = p + 1 < p1;
+      const float* w[2] = {nullptr, nullptr};
+      for (int i = 0; i < (two ? 2 : 1); ++i) {
+        if (direct_f32_) {
+          w[i] = reinterpret_cast<const float*>(pw_.panel_codes(p + i)) + kp0 * kLanes;
+        } else {
+          kt_->decode_panel(pw_, p + i, s0, s1, wb + i * kc * kLanes);
+          w[i] = wb + i * kc * kLanes;
+        }
+      }
+      for (int64_t r0 = 0; r0 < rows; r0 += MR) {
+        const int tr = static_cast<int>(std::min(MR, rows - r0));
+        kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, tr, w[0], w[1], kc,
+                                    c + r0 * ldc + (p - p0) * kLanes, ldc, ci > 0});
+      }
+    }
+  }
+}
+
 void CpuPrepared::compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1,
                           bool chunked, void* c, int64_t ldc) const {
+  if (chunked && !int_path()) return compute_gemm(st.xf, rows, p0, p1, static_cast<float*>(c), ldc);
   const int64_t ns = pw_.n_segs();
   const std::vector<int64_t> whole = {0, ns};
   const std::vector<int64_t>& chunks = chunked ? chunk_starts_ : whole;

@@ -49,6 +49,10 @@ class CpuPrepared final : public PreparedImpl {
   // c[rows][ldc] (float, or int32 for per-tensor) for panels [p0, p1) (column (p - p0) * 16).
   void compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1, bool chunked,
                void* c, int64_t ldc) const;
+  // Large-M float path: K chunks of dequantized f32 weight panels times packed activation
+  // tiles (x: staged rows [rows][Kp]); c as in compute().
+  void compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t p1, float* c,
+                    int64_t ldc) const;
   // bias + clamp (+ requantization) of c into the output.
   void finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, int64_t p1,
               const Epilogue& ep, const OutMap& out) const;
@@ -57,6 +61,7 @@ class CpuPrepared final : public PreparedImpl {
   PackedWeight pw_;
   CpuPath path_;
   const KernelTable* kt_;
+  bool direct_f32_;                    // dense f32 codes without scales: GEMM reads them in place
   std::vector<int64_t> chunk_starts_;  // segment indices starting a K chunk (plus n_segs)
   std::vector<int64_t> qsum_total_;    // per output row: sum of codes over K (per-tensor)
   std::vector<float> row_scale_;       // per output row: per-channel scale (per-tensor)

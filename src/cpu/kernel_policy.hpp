@@ -27,8 +27,8 @@ namespace mixq::cpu {
 enum class CpuPath : uint8_t { F32, I8Dot, W8A8, Fp8, I8PerTensor };
 
 constexpr int64_t kGemvMaxRows = 8;
-constexpr int64_t kGemmChunkK = 1024;
-constexpr int64_t kRowsPerTask = 64;
+constexpr int64_t kGemmChunkK = 512;
+constexpr int64_t kRowsPerTask = 256;
 
 // Throws InvalidArgument for an unknown force_kernel, Unsupported when it cannot apply.
 CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes);
