@@ -31,9 +31,8 @@ float bias_at(const Epilogue& ep, int64_t n) {
 CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
                          const PrepareOptions& o)
     : pw_(pack_weight(w)),
-      path_(choose_path(o.act, o.force_kernel,
-                        w.code_type == DType::I4 || w.code_type == DType::U4 ||
-                            w.code_type == DType::I8 || w.code_type == DType::U8)),
+      path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type))),
+      small_path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type), 1)),
       kt_(&select_kernels()),
       direct_f32_(pw_.kind == CodeKind::F32 && !w.has_scales) {
   backend = BackendKind::CPU;
@@ -66,21 +65,21 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
 }
 
 std::string CpuPrepared::kernel_name(int64_t M) const {
-  return cpu_kernel_name(kt_->isa, path_, M);
+  return cpu_kernel_name(kt_->isa, path_for(M), M);
 }
 
-size_t CpuPrepared::staging_bytes(int64_t rows) const {
+size_t CpuPrepared::staging_bytes(int64_t rows, CpuPath path) const {
   const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp),
                ns = static_cast<size_t>(pw_.n_segs());
-  if (int_path()) return align64(r * kp) + align64(r * ns * sizeof(ActSegment));
+  if (int_path(path)) return align64(r * kp) + align64(r * ns * sizeof(ActSegment));
   return align64(r * kp * sizeof(float)) + align64(r * ns * sizeof(float));
 }
 
-StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows) const {
+StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows, CpuPath path) const {
   StagedRows st;
   char* p = static_cast<char*>(mem);
   const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp);
-  if (int_path()) {
+  if (int_path(path)) {
     st.xb = reinterpret_cast<uint8_t*>(p);
     st.xs = reinterpret_cast<ActSegment*>(p + align64(r * kp));
   } else {
@@ -91,7 +90,7 @@ StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows) const {
 }
 
 size_t CpuPrepared::workspace_size(int64_t M) const {
-  return staging_bytes(M) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
+  return staging_bytes(M, path_for(M)) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
 }
 
 namespace {
@@ -144,18 +143,18 @@ void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t
 }
 
 void CpuPrepared::compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1,
-                          bool chunked, void* c, int64_t ldc) const {
-  if (chunked && !int_path()) return compute_gemm(st.xf, rows, p0, p1, static_cast<float*>(c), ldc);
+                          bool chunked, CpuPath path, void* c, int64_t ldc) const {
+  if (chunked && !int_path(path)) return compute_gemm(st.xf, rows, p0, p1, static_cast<float*>(c), ldc);
   const int64_t ns = pw_.n_segs();
   const std::vector<int64_t> whole = {0, ns};
   const std::vector<int64_t>& chunks = chunked ? chunk_starts_ : whole;
-  const bool int_mode = path_ == CpuPath::I8PerTensor;
+  const bool int_mode = path == CpuPath::I8PerTensor;
   for (size_t ci = 0; ci + 1 < chunks.size(); ++ci) {
     for (int64_t p = p0; p < p1; ++p) {
       for (int64_t r0 = 0; r0 < rows; r0 += kMaxTileRows) {
         const int tr = static_cast<int>(std::min<int64_t>(kMaxTileRows, rows - r0));
         const int64_t col = (p - p0) * kLanes;
-        if (int_path()) {
+        if (int_path(path)) {
           IntTileArgs a{&pw_, p, chunks[ci], chunks[ci + 1], st.xb + r0 * pw_.Kp, pw_.Kp,
                         st.xs ? st.xs + r0 * ns : nullptr, ns, tr, int_mode,
                         static_cast<char*>(c) + (r0 * ldc + col) * 4, ldc, ci > 0};
@@ -226,8 +225,9 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
     ws = reinterpret_cast<char*>(own.data());
   }
   ws = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
-  const StagedRows st = carve_staging(ws, M);
-  void* cbuf = ws + staging_bytes(M);
+  const CpuPath path = path_for(M);
+  const StagedRows st = carve_staging(ws, M, path);
+  void* cbuf = ws + staging_bytes(M, path);
   const int64_t ldc = n_cols();
 
   // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
@@ -235,7 +235,7 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
   const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
   parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
     const int64_t m0 = t * stage_rows, m1 = std::min(M, m0 + stage_rows);
-    switch (path_) {
+    switch (path) {
       case CpuPath::F32:
         stage_float_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
                          const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
@@ -246,7 +246,7 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
         break;
       case CpuPath::W8A8:
       case CpuPath::I8Dot:
-        stage_int8_block_rows(rr, pw_, path_ == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
+        stage_int8_block_rows(rr, pw_, path == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
                               const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
         break;
@@ -269,7 +269,7 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
     if (s.xb) s.xb += m0 * pw_.Kp;
     if (s.xs) s.xs += m0 * pw_.n_segs();
     char* c = static_cast<char*>(cbuf) + (m0 * ldc + p0 * kLanes) * 4;
-    compute(s, m1 - m0, p0, p1, split.chunk_k > 0, c, ldc);
+    compute(s, m1 - m0, p0, p1, split.chunk_k > 0, path, c, ldc);
     std::vector<int64_t> row_off(static_cast<size_t>(m1 - m0));
     for (int64_t m = m0; m < m1; ++m) row_off[m - m0] = m * y.ld();
     finish(c, ldc, m1 - m0, p0, p1, ep, OutMap{y.data, y.dtype, row_off.data(), 1});

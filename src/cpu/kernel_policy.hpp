@@ -30,8 +30,14 @@ constexpr int64_t kGemvMaxRows = 8;
 constexpr int64_t kGemmChunkK = 512;
 constexpr int64_t kRowsPerTask = 256;
 
+// The path of a call with M activation rows. Weight-only without force_kernel: I8Dot for
+// M <= kGemvMaxRows with integer codes (decode is memory-bound only with 64-MAC vpdpbusd; the
+// activation rounding costs ~5e-3 relative error, see docs/cpu-backend.md), F32 otherwise.
+// force_kernel "cpu_f32" (or f32gemv / f32gemm) selects the exact F32 path for every M,
+// "cpu_i8dot" the int8-activation path for every M.
 // Throws InvalidArgument for an unknown force_kernel, Unsupported when it cannot apply.
-CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes);
+CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes,
+                    int64_t M = kGemvMaxRows + 1);
 
 // "cpu_<isa>_<kind>", kind one of f32gemv, f32gemm, i8dot, w8a8, fp8, i8tensor.
 std::string cpu_kernel_name(const char* isa, CpuPath path, int64_t M);

@@ -21,6 +21,11 @@ namespace mixq::cpu {
 
 namespace {
 
+#ifndef MIXQ_PF
+#define MIXQ_PF 2048
+#endif
+constexpr int kPrefetchBytes = MIXQ_PF;
+
 template <CodeKind CK>
 inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {
   if constexpr (CK == CodeKind::Int4) {
@@ -85,6 +90,8 @@ void float_tile(const FloatTileArgs& a) {
     for (int m = 0; m < MR; ++m) xr[m] = a.x + m * a.ldx + sg.kp0;
     const int32_t len = sg.len;
     for (int32_t g = 0; g < len; g += 8, cp += gb) {
+      for (int64_t l = 0; l < gb; l += 64)  // see int_tile: more lines in flight per core
+        _mm_prefetch(reinterpret_cast<const char*>(cp) + kPrefetchBytes + l, _MM_HINT_T0);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m512 wv = decode_float<CK>(cp, j, tab);
@@ -140,6 +147,11 @@ void int_tile(const IntTileArgs& a) {
     for (int m = 0; m < MR; ++m) xrow[m] = a.x + m * a.ldx + sg.kp0;
     const int32_t len = sg.len;
     auto group = [&](int32_t g, const uint8_t* gp, __m512i* a0, __m512i* a1) {
+      // Software prefetch keeps more weight lines in flight than the hardware streamer alone
+      // (one core's DRAM bandwidth is latency-bound).
+      _mm_prefetch(reinterpret_cast<const char*>(gp) + kPrefetchBytes, _MM_HINT_T0);
+      if constexpr (CK != CodeKind::Int4)
+        _mm_prefetch(reinterpret_cast<const char*>(gp) + kPrefetchBytes + 64, _MM_HINT_T0);
       if constexpr (CK == CodeKind::Int4) {
         const __m512i v = _mm512_loadu_si512(gp);
         const __m512i lo = _mm512_and_si512(v, low4);
@@ -297,6 +309,8 @@ void decode_panel_kind(const PackedWeight& w, int64_t panel, int64_t seg0, int64
     const __m512 of = w.has_offset ? _mm512_loadu_ps(&w.offset[si]) : _mm512_setzero_ps();
     const uint8_t* cp = pc + sg.kp0 / 8 * gb;
     for (int32_t g = 0; g < sg.len; g += 8, cp += gb, out += 8 * kLanes) {
+      for (int64_t l = 0; l < gb; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(cp) + kPrefetchBytes + l, _MM_HINT_T0);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j)
         _mm512_store_ps(out + j * kLanes, _mm512_fmadd_ps(decode_float<CK>(cp, j, tab), sc, of));

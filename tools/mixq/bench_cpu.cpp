@@ -54,6 +54,14 @@ double emulated_error_tolerance(ActQuant act, DType activation_dtype) {
   return t;
 }
 
+double i8dot_error_tolerance(DType activation_dtype) {
+  return std::max(1e-2, error_tolerance(ActQuant::None, activation_dtype));
+}
+
+double i8dot_emulated_error_tolerance(DType activation_dtype) {
+  return std::max(1e-4, error_tolerance(ActQuant::None, activation_dtype));
+}
+
 int timed_reps(const TimingPolicy& p, double first_call_s) {
   int n = p.reps;
   if (first_call_s > 0) n = std::min<int>(n, static_cast<int>(p.budget_s / first_call_s));

@@ -119,6 +119,9 @@ int run_matmul(int argc, char** argv) {
   PrepareOptions opts;
   opts.backend = backend;
   opts.act = act;
+  // matmul promises 1e-5 of float64 for f32 activations: on CPU force the exact f32 path (the
+  // backend's default for M <= 8 quantizes activations to int8 for speed).
+  if (backend == BackendKind::CPU && act == ActQuant::None) opts.force_kernel = "cpu_f32";
   const PreparedWeight pw = prepare(w, opts);
   ExecContext ctx;
   ctx.num_threads = threads;
