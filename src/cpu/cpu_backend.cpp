@@ -105,15 +105,19 @@ float* thread_scratch(int slot, size_t floats) {
 
 void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t p1, float* c,
                                int64_t ldc) const {
-  const int64_t MR = kGemmMaxRows;
+  // Register tiles of near-equal height <= kGemmMaxRows (16 rows: 8 + 8, not 12 + 4).
+  const int64_t n_tiles = (rows + kGemmMaxRows - 1) / kGemmMaxRows;
+  std::vector<int64_t> tile0(static_cast<size_t>(n_tiles + 1), 0);
+  for (int64_t t = 0; t < n_tiles; ++t)
+    tile0[t + 1] = tile0[t] + rows / n_tiles + (t < rows % n_tiles ? 1 : 0);
   for (size_t ci = 0; ci + 1 < chunk_starts_.size(); ++ci) {
     const int64_t s0 = chunk_starts_[ci], s1 = chunk_starts_[ci + 1];
     const int64_t kp0 = pw_.segs[s0].kp0;
     const int64_t kc = pw_.segs[s1 - 1].kp0 + pw_.segs[s1 - 1].len - kp0;
     // Activations of this K chunk, packed per register tile as [k][tile rows].
     float* ap = thread_scratch(0, static_cast<size_t>(rows * kc));
-    for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-      const int64_t tr = std::min(MR, rows - r0);
+    for (int64_t t = 0; t < n_tiles; ++t) {
+      const int64_t r0 = tile0[t], tr = tile0[t + 1] - r0;
       float* dst = ap + r0 * kc;
       for (int64_t m = 0; m < tr; ++m) {
         const float* src = x + (r0 + m) * pw_.Kp + kp0;
@@ -133,10 +137,10 @@ void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t
           w[i] = wb + i * kc * kLanes;
         }
       }
-      for (int64_t r0 = 0; r0 < rows; r0 += MR) {
-        const int tr = static_cast<int>(std::min(MR, rows - r0));
-        kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, tr, w[0], w[1], kc,
-                                    c + r0 * ldc + (p - p0) * kLanes, ldc, ci > 0});
+      for (int64_t t = 0; t < n_tiles; ++t) {
+        const int64_t r0 = tile0[t];
+        kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, static_cast<int>(tile0[t + 1] - r0), w[0], w[1],
+                                    kc, c + r0 * ldc + (p - p0) * kLanes, ldc, ci > 0});
       }
     }
   }
