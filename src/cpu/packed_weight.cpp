@@ -166,10 +166,16 @@ void pack_panel_codes(const QuantizedWeight& w, PackedWeight& pw, int64_t p) {
           case CodeKind::Uint8:
           case CodeKind::Fp8: {
             const uint8_t* src = row + k0;
-            for (int32_t j = 0; j < cnt; ++j) {
-              grp[(j / 4) * 64 + r * 4 + (j & 3)] = src[j];
-              qs[r] += pw.kind == CodeKind::Int8 ? static_cast<int8_t>(src[j]) : src[j];
+            if (cnt == 8) {  // two dwords: k 0..3 in the first register, 4..7 in the second
+              std::memcpy(grp + r * 4, src, 4);
+              std::memcpy(grp + 64 + r * 4, src + 4, 4);
+            } else {
+              for (int32_t j = 0; j < cnt; ++j) grp[(j / 4) * 64 + r * 4 + (j & 3)] = src[j];
             }
+            if (pw.kind == CodeKind::Int8)
+              for (int32_t j = 0; j < cnt; ++j) qs[r] += static_cast<int8_t>(src[j]);
+            else if (pw.kind == CodeKind::Uint8)
+              for (int32_t j = 0; j < cnt; ++j) qs[r] += src[j];
             break;
           }
           case CodeKind::F16:
