@@ -42,15 +42,17 @@ inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {
     return _mm512_cvtepi32_ps(b);
   } else if constexpr (CK == CodeKind::Fp8) {
     // e4m3 magnitude m (7 bits) placed at f32 bit 20 is the value times 2^-120 (subnormals
-    // included, exactly); restore the sign; 0x7F / 0xFF are NaN.
+    // included, exactly). Byte jj is moved to bits 24..31 (sign on bit 31), an arithmetic
+    // shift by 4 puts the magnitude at bits 20..26 and keeps the sign, one mask clears the rest;
+    // 0x7F / 0xFF are NaN.
     const __m512i v = _mm512_loadu_si512(cp + (j >> 2) * 64);
-    const __m512i b = _mm512_and_si512(_mm512_srli_epi32(v, 8 * (j & 3)), _mm512_set1_epi32(0xFF));
-    const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
-    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)),
-                             _mm512_set1_ps(1.329227995784916e36f));  // 2^120
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
-    f = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
-    const __mmask16 nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F));
+    const __m512i t = _mm512_slli_epi32(v, 24 - 8 * (j & 3));
+    const __m512i bits = _mm512_and_si512(_mm512_srai_epi32(t, 4),
+                                          _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+    const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits),
+                                   _mm512_set1_ps(1.329227995784916e36f));  // 2^120
+    const __m512i m7f = _mm512_set1_epi32(0x7F000000);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(t, m7f), m7f);
     return _mm512_mask_blend_ps(nan, f, _mm512_set1_ps(__builtin_nanf("")));
   } else if constexpr (CK == CodeKind::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + j * 32)));

@@ -435,3 +435,44 @@ TEST(CpuBackend, WorkspaceTooSmallIsAnError) {
   ctx.workspace_bytes = ws.size();
   linear(x.view(), p, y.view(), {}, ctx);
 }
+
+// Every e4m3 code (normals, subnormals, both signs) decoded by the float kernels exactly: one-hot
+// activation rows pick single weights, so y[m][n] must equal the dequantized weight bit for bit,
+// through the GEMV (M <= 8) and the GEMM decode (M > 8). NaN codes (0x7F, 0xFF) make their row NaN.
+TEST(CpuBackend, Fp8DecodeAllCodesExactly) {
+  const int64_t N = 37, K = 256;
+  QuantizedWeight w;
+  w.N = N; w.K = K; w.code_type = DType::F8E4M3; w.block_k = 128; w.block_n = 1;
+  w.scale_type = DType::F32;
+  w.allocate();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      uint8_t c = static_cast<uint8_t>((k + 5 * n) & 0xFF);
+      if ((c & 0x7F) == 0x7F) c = static_cast<uint8_t>(c ^ 0x01);  // no NaN here
+      w.codes[n * K + k] = c;
+    }
+  for (int64_t i = 0; i < N * 2; ++i) {
+    const float s = (i % 2) ? 0.5f : 1.f;
+    std::memcpy(&w.scales[4 * i], &s, 4);
+  }
+  w.validate();
+  for (int64_t M : {1, 8, 9, 30}) {
+    Buf x(DType::F32, M, K), y(DType::F32, M, N);
+    std::vector<int64_t> col(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      col[m] = (m * 37 + 3) % K;
+      for (int64_t k = 0; k < K; ++k) ref::store_from_double(x.view(), m, k, k == col[m] ? 1.0 : 0.0);
+    }
+    y.poison();
+    linear(x.view(), prepare(w, cpu_opts()), y.view(), {}, {});
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        ASSERT_EQ(y.view().ptr<float>()[m * N + n], w.dequant(n, col[m]))
+            << "M=" << M << " n=" << n << " code 0x" << std::hex << int(w.codes[n * K + col[m]]);
+  }
+  w.codes[3 * K + 10] = 0xFF;  // a NaN code in row 3
+  Buf x = random_matrix(DType::F32, 2, K, 4), y(DType::F32, 2, N);
+  linear(x.view(), prepare(w, cpu_opts()), y.view(), {}, {});
+  EXPECT_TRUE(std::isnan(y.view().ptr<float>()[3]));
+  EXPECT_FALSE(std::isnan(y.view().ptr<float>()[4]));
+}
