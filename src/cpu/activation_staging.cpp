@@ -21,6 +21,16 @@ float RowReader::at(int64_t m, int64_t k) const {
 
 namespace {
 
+// std::nearbyint in the default rounding mode (half to even) without the libm call: adding and
+// subtracting 2^52 + 2^51 rounds a double of magnitude < 2^51 to an integer (values here are
+// within about [-129, 128]; larger ones, infinities and NaN take the library path).
+inline double round_half_even(double v) {
+  constexpr double kMagic = 6755399441055744.0;  // 2^52 + 2^51
+  if (!(std::fabs(v) < 1e15)) return std::nearbyint(v);
+  // Not folded to v: the build does not use -ffast-math (IEEE sums are not reassociated).
+  return (v + kMagic) - kMagic;
+}
+
 // Converts row m into canonical order (k_perm applied) as f32.
 void load_row(const RowReader& x, const PackedWeight& w, int64_t m, float* row) {
   if (w.k_perm.empty() && x.dtype == DType::F32) {
@@ -108,7 +118,7 @@ void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t un
       for (int64_t k = k0; k < k1; ++k) {
         int32_t v = 0;
         if (sc > 0) {
-          const double r = std::nearbyint((static_cast<double>(row[k]) - of) / sc);
+          const double r = round_half_even((static_cast<double>(row[k]) - of) / sc);
           v = !(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r));
         }
         q[k] = static_cast<int8_t>(v);
