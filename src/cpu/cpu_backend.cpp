@@ -252,7 +252,7 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
       case CpuPath::I8Dot:
         stage_int8_block_rows(rr, pw_, path == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
-                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
+                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs(), kt_->quantize_i8);
         break;
       case CpuPath::I8PerTensor:
         stage_int8_tensor_rows(x.ptr<const int8_t>(), x.ld(), pw_, m0, m1,

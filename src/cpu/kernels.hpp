@@ -83,6 +83,9 @@ struct KernelTable {
   void (*decode_panel)(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
                        float* out);
   void (*gemm_tile)(const GemmTileArgs&);
+  // q[i] = clamp(round_half_even((double(x[i]) - of) / sc), -128, 127) for i < n (sc > 0):
+  // the arithmetic of quantize_activations_int8_block, bit for bit.
+  void (*quantize_i8)(const float* x, int64_t n, float of, float sc, int8_t* q);
 };
 
 const KernelTable& scalar_kernels();

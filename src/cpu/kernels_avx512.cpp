@@ -383,11 +383,32 @@ void gemm_tile_avx512(const GemmTileArgs& t) {
   else gemm_tile_np<1>(t);
 }
 
+// 8 values per step in double, exactly the scalar arithmetic: (double(x) - of) / sc with IEEE
+// double subtraction and division, round half to even, clamp (NaN -> -128 like the scalar
+// "!(r >= -128)" test).
+void quantize_i8_avx512(const float* x, int64_t n, float of, float sc, int8_t* q) {
+  const __m512d vo = _mm512_set1_pd(of), vs = _mm512_set1_pd(sc);
+  const __m512d lo = _mm512_set1_pd(-128.0), hi = _mm512_set1_pd(127.0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    __m512d r = _mm512_roundscale_pd(_mm512_div_pd(_mm512_sub_pd(d, vo), vs),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask8 ok = _mm512_cmp_pd_mask(r, lo, _CMP_GE_OQ);  // false for NaN
+    r = _mm512_mask_blend_pd(ok, lo, _mm512_min_pd(r, hi));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi64_epi8(_mm512_cvtpd_epi64(r)));
+  }
+  for (; i < n; ++i) {
+    const double r = __builtin_nearbyint((static_cast<double>(x[i]) - of) / sc);
+    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
+  }
+}
+
 }  // namespace
 
 const KernelTable* avx512_kernels() {
   static const KernelTable t{"avx512", float_tile_avx512, int_tile_avx512, decode_panel_avx512,
-                             gemm_tile_avx512};
+                             gemm_tile_avx512, quantize_i8_avx512};
   return &t;
 }
 

@@ -1,5 +1,6 @@
 // Portable kernels: the semantics of kernels.hpp written plainly. Used on CPUs without AVX2 and
 // as the executable specification the SIMD kernels are tested against.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -60,6 +61,13 @@ void gemm_tile_scalar(const GemmTileArgs& a) {
     }
 }
 
+void quantize_i8_scalar(const float* x, int64_t n, float of, float sc, int8_t* q) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = std::nearbyint((static_cast<double>(x[i]) - of) / sc);  // half to even
+    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
+  }
+}
+
 void int_tile_scalar(const IntTileArgs& a) {
   const PackedWeight& w = *a.w;
   const int64_t ns = w.n_segs();
@@ -100,7 +108,7 @@ void int_tile_scalar(const IntTileArgs& a) {
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar", float_tile_scalar, int_tile_scalar, decode_panel_scalar, gemm_tile_scalar};
+  static const KernelTable t{"scalar", float_tile_scalar, int_tile_scalar, decode_panel_scalar, gemm_tile_scalar, quantize_i8_scalar};
   return t;
 }
 

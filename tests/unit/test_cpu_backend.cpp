@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cpu/kernel_policy.hpp"
+#include "cpu/kernels.hpp"
 #include "mixq/cpu.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -475,4 +476,24 @@ TEST(CpuBackend, Fp8DecodeAllCodesExactly) {
   linear(x.view(), prepare(w, cpu_opts()), y.view(), {}, {});
   EXPECT_TRUE(std::isnan(y.view().ptr<float>()[3]));
   EXPECT_FALSE(std::isnan(y.view().ptr<float>()[4]));
+}
+
+// The SIMD int8 activation quantizer against the scalar one (the library arithmetic): random
+// values, exact ties (x - of = (j + 0.5) * sc), out-of-range values, infinities and NaN.
+TEST(CpuBackend, QuantizeI8SimdMatchesScalar) {
+  const cpu::KernelTable* simd = cpu::avx512_kernels();
+  if (!simd || std::string(cpu::select_kernels().isa) != "avx512") GTEST_SKIP() << "no AVX-512";
+  const float of = 0.25f, sc = 0.5f;
+  std::vector<float> x;
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> d(-80.f, 80.f);
+  for (int i = 0; i < 300; ++i) x.push_back(d(g));
+  for (int j = -130; j < 130; ++j) x.push_back(of + (j + 0.5f) * sc);  // ties: half to even
+  for (float v : {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 0.f, -0.f}) x.push_back(v);
+  for (int64_t n : {int64_t(x.size()), int64_t(13), int64_t(8)}) {
+    std::vector<int8_t> a(x.size(), 7), b(x.size(), 7);
+    simd->quantize_i8(x.data(), n, of, sc, a.data());
+    cpu::scalar_kernels().quantize_i8(x.data(), n, of, sc, b.data());
+    EXPECT_EQ(a, b) << "n=" << n;
+  }
 }
