@@ -15,7 +15,8 @@ namespace mixq::cpu {
 // dense baseline for the quantized kernels (same threads, same panel code).
 class DenseGemmF32 {
  public:
-  // Copies and packs W (num_threads: 0 = MIXQ_NUM_THREADS or all hardware threads).
+  // Copies and packs W (on the backend's default threads). num_threads is what run() uses:
+  // 0 = MIXQ_NUM_THREADS or all hardware threads.
   DenseGemmF32(const float* W, int64_t N, int64_t K, int num_threads = 0);
   // X [M][K], Y [M][N], row-major contiguous. Calls on one object are serialized (they share a
   // workspace that grows to the largest M seen).

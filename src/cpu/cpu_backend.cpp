@@ -89,8 +89,15 @@ StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows, CpuPath path) con
   return st;
 }
 
+bool CpuPrepared::prepacks(int64_t M) const {
+  return M > kGemvMaxRows && !int_path(path_for(M));
+}
+
 size_t CpuPrepared::workspace_size(int64_t M) const {
-  return staging_bytes(M, path_for(M)) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
+  // staging, the output accumulators, and (float GEMM) the activations packed per tile.
+  const size_t pack = prepacks(M) ? align64(static_cast<size_t>(M * pw_.Kp) * 4) : 0;
+  return staging_bytes(M, path_for(M)) + align64(static_cast<size_t>(M * n_cols()) * 4) + pack +
+         64;
 }
 
 namespace {
@@ -103,26 +110,47 @@ float* thread_scratch(int slot, size_t floats) {
 }
 }  // namespace
 
-void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t p1, float* c,
-                               int64_t ldc) const {
-  // Register tiles of near-equal height <= kGemmMaxRows (16 rows: 8 + 8, not 12 + 4).
+namespace {
+// Register tiles of near-equal height <= kGemmMaxRows (16 rows: 8 + 8, not 12 + 4): starts.
+std::vector<int64_t> gemm_tiles(int64_t rows) {
   const int64_t n_tiles = (rows + kGemmMaxRows - 1) / kGemmMaxRows;
   std::vector<int64_t> tile0(static_cast<size_t>(n_tiles + 1), 0);
   for (int64_t t = 0; t < n_tiles; ++t)
     tile0[t + 1] = tile0[t] + rows / n_tiles + (t < rows % n_tiles ? 1 : 0);
+  return tile0;
+}
+}  // namespace
+
+void CpuPrepared::pack_gemm_chunk(const float* x, int64_t rows, size_t ci, float* ap) const {
+  const std::vector<int64_t> tile0 = gemm_tiles(rows);
+  const int64_t kp0 = pw_.segs[chunk_starts_[ci]].kp0;
+  const Segment& last = pw_.segs[chunk_starts_[ci + 1] - 1];
+  const int64_t kc = last.kp0 + last.len - kp0;
+  for (size_t t = 0; t + 1 < tile0.size(); ++t) {
+    const int64_t r0 = tile0[t], tr = tile0[t + 1] - r0;
+    float* dst = ap + r0 * kc;
+    for (int64_t m = 0; m < tr; ++m) {
+      const float* src = x + (r0 + m) * pw_.Kp + kp0;
+      for (int64_t k = 0; k < kc; ++k) dst[k * tr + m] = src[k];
+    }
+  }
+}
+
+void CpuPrepared::compute_gemm(const float* x, const float* xpack, int64_t rows, int64_t p0,
+                               int64_t p1, float* c, int64_t ldc) const {
+  const std::vector<int64_t> tile0 = gemm_tiles(rows);
+  const size_t n_tiles = tile0.size() - 1;
   for (size_t ci = 0; ci + 1 < chunk_starts_.size(); ++ci) {
     const int64_t s0 = chunk_starts_[ci], s1 = chunk_starts_[ci + 1];
     const int64_t kp0 = pw_.segs[s0].kp0;
     const int64_t kc = pw_.segs[s1 - 1].kp0 + pw_.segs[s1 - 1].len - kp0;
-    // Activations of this K chunk, packed per register tile as [k][tile rows].
-    float* ap = thread_scratch(0, static_cast<size_t>(rows * kc));
-    for (int64_t t = 0; t < n_tiles; ++t) {
-      const int64_t r0 = tile0[t], tr = tile0[t + 1] - r0;
-      float* dst = ap + r0 * kc;
-      for (int64_t m = 0; m < tr; ++m) {
-        const float* src = x + (r0 + m) * pw_.Kp + kp0;
-        for (int64_t k = 0; k < kc; ++k) dst[k * tr + m] = src[k];
-      }
+    // Activations of this K chunk as [tile][k][tile rows]: packed once per call by linear(), or
+    // here (conv2d tiles).
+    const float* ap = xpack ? xpack + rows * kp0 : nullptr;
+    if (!ap) {
+      float* buf = thread_scratch(0, static_cast<size_t>(rows * kc));
+      pack_gemm_chunk(x, rows, ci, buf);
+      ap = buf;
     }
     // Weights of the chunk, dequantized to f32 once per call (dense f32 ones are used in place).
     float* wb = direct_f32_ ? nullptr : thread_scratch(1, static_cast<size_t>(2 * kc * kLanes));
@@ -137,7 +165,7 @@ void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t
           w[i] = wb + i * kc * kLanes;
         }
       }
-      for (int64_t t = 0; t < n_tiles; ++t) {
+      for (size_t t = 0; t < n_tiles; ++t) {
         const int64_t r0 = tile0[t];
         kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, static_cast<int>(tile0[t + 1] - r0), w[0], w[1],
                                     kc, c + r0 * ldc + (p - p0) * kLanes, ldc, ci > 0});
@@ -148,7 +176,8 @@ void CpuPrepared::compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t
 
 void CpuPrepared::compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1,
                           bool chunked, CpuPath path, void* c, int64_t ldc) const {
-  if (chunked && !int_path(path)) return compute_gemm(st.xf, rows, p0, p1, static_cast<float*>(c), ldc);
+  if (chunked && !int_path(path))
+    return compute_gemm(st.xf, st.xpack, rows, p0, p1, static_cast<float*>(c), ldc);
   const int64_t ns = pw_.n_segs();
   const std::vector<int64_t> whole = {0, ns};
   const std::vector<int64_t>& chunks = chunked ? chunk_starts_ : whole;
@@ -230,9 +259,12 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
   }
   ws = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
   const CpuPath path = path_for(M);
-  const StagedRows st = carve_staging(ws, M, path);
+  StagedRows st = carve_staging(ws, M, path);
   void* cbuf = ws + staging_bytes(M, path);
   const int64_t ldc = n_cols();
+  float* xpack = prepacks(M) ? reinterpret_cast<float*>(static_cast<char*>(cbuf) +
+                                                        align64(static_cast<size_t>(M * ldc) * 4))
+                             : nullptr;
 
   // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
   const RowReader rr{x.data, x.dtype, x.ld()};
@@ -263,6 +295,17 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
 
   const int64_t m_tasks = (M + split.rows_per_task - 1) / split.rows_per_task;
   const int64_t p_tasks = (pw_.n_panels + split.panels_per_task - 1) / split.panels_per_task;
+  if (xpack) {
+    // Pack the staged rows per GEMM register tile once (every panel-group task reads them), as
+    // [row block][chunk][tile][k][tile rows].
+    const int64_t n_chunks = static_cast<int64_t>(chunk_starts_.size()) - 1;
+    parallel_for(threads, m_tasks * n_chunks, [&](int64_t t) {
+      const int64_t mt = t / n_chunks, ci = t % n_chunks;
+      const int64_t m0 = mt * split.rows_per_task, m1 = std::min(M, m0 + split.rows_per_task);
+      pack_gemm_chunk(st.xf + m0 * pw_.Kp, m1 - m0, static_cast<size_t>(ci),
+                      xpack + m0 * pw_.Kp + (m1 - m0) * pw_.segs[chunk_starts_[ci]].kp0);
+    });
+  }
   parallel_for(threads, m_tasks * p_tasks, [&](int64_t t) {
     const int64_t mt = t / p_tasks, pt = t % p_tasks;
     const int64_t m0 = mt * split.rows_per_task, m1 = std::min(M, m0 + split.rows_per_task);
@@ -270,6 +313,7 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
                   p1 = std::min(pw_.n_panels, p0 + split.panels_per_task);
     StagedRows s = st;
     if (s.xf) { s.xf += m0 * pw_.Kp; s.xsum += m0 * pw_.n_segs(); }
+    if (xpack) s.xpack = xpack + m0 * pw_.Kp;
     if (s.xb) s.xb += m0 * pw_.Kp;
     if (s.xs) s.xs += m0 * pw_.n_segs();
     char* c = static_cast<char*>(cbuf) + (m0 * ldc + p0 * kLanes) * 4;

@@ -18,6 +18,7 @@ struct StagedRows {
   const float* xsum = nullptr;
   const uint8_t* xb = nullptr;
   const ActSegment* xs = nullptr;
+  const float* xpack = nullptr;  // float GEMM: rows packed per register tile (or null)
 };
 
 // Where output element (m, n) goes: base + row_off(m) + n * col_stride (in elements).
@@ -54,8 +55,13 @@ class CpuPrepared final : public PreparedImpl {
                CpuPath path, void* c, int64_t ldc) const;
   // Large-M float path: K chunks of dequantized f32 weight panels times packed activation
   // tiles (x: staged rows [rows][Kp]); c as in compute().
-  void compute_gemm(const float* x, int64_t rows, int64_t p0, int64_t p1, float* c,
-                    int64_t ldc) const;
+  // xpack: the rows already packed by pack_gemm_chunk for every chunk ([chunk][tile][k][rows],
+  // chunk ci at xpack + rows * kp0(ci)), or null to pack per chunk into thread scratch.
+  void compute_gemm(const float* x, const float* xpack, int64_t rows, int64_t p0, int64_t p1,
+                    float* c, int64_t ldc) const;
+  // Packs rows [0, rows) of staged x ([rows][Kp]) for K chunk ci as [tile][k][tile rows].
+  void pack_gemm_chunk(const float* x, int64_t rows, size_t ci, float* ap) const;
+  bool prepacks(int64_t M) const;  // linear() packs the GEMM activations once
   // bias + clamp (+ requantization) of c into the output.
   void finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, int64_t p1,
               const Epilogue& ep, const OutMap& out) const;

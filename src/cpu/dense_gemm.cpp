@@ -11,7 +11,7 @@
 namespace mixq::cpu {
 
 namespace {
-PreparedWeight prepare_dense(const float* W, int64_t N, int64_t K, int threads) {
+PreparedWeight prepare_dense(const float* W, int64_t N, int64_t K) {
   MIXQ_CHECK_ARG(W, "DenseGemmF32: null weight pointer");
   MIXQ_CHECK_ARG(N >= 1 && K >= 1 && N <= (int64_t(1) << 31) && K <= (int64_t(1) << 31),
                  "DenseGemmF32: N (", N, ") and K (", K, ") must be in [1, 2^31]");
@@ -27,13 +27,12 @@ PreparedWeight prepare_dense(const float* W, int64_t N, int64_t K, int threads) 
   PrepareOptions o;
   o.backend = BackendKind::CPU;
   o.force_kernel = "cpu_f32";
-  (void)threads;  // packing uses the backend's default thread count
   return prepare(q, o);
 }
 }  // namespace
 
 DenseGemmF32::DenseGemmF32(const float* W, int64_t N, int64_t K, int num_threads)
-    : N_(N), K_(K), threads_(num_threads), pw_(prepare_dense(W, N, K, num_threads)) {}
+    : N_(N), K_(K), threads_(num_threads), pw_(prepare_dense(W, N, K)) {}
 
 void DenseGemmF32::run(const float* X, int64_t M, float* Y) const {
   MIXQ_CHECK_ARG(X && Y, "DenseGemmF32::run: null pointer");

@@ -30,7 +30,7 @@ namespace mixq::cpu {
 enum class CpuPath : uint8_t { F32, I8Dot, W8A8, Fp8, I8PerTensor };
 
 constexpr int64_t kGemvMaxRows = 8;
-constexpr int64_t kGemmChunkK = 256;
+constexpr int64_t kGemmChunkK = 512;
 constexpr int64_t kRowsPerTask = 256;
 
 // The path of a call with M activation rows. Weight-only without force_kernel: I8Dot for
