@@ -497,3 +497,17 @@ TEST(CpuBackend, QuantizeI8SimdMatchesScalar) {
     EXPECT_EQ(a, b) << "n=" << n;
   }
 }
+
+// The float GEMM with several K chunks (K = 1300: 512-column chunks, ragged last block) and
+// several 256-row blocks (M = 300), activations packed once per call per (row block, chunk).
+TEST(CpuBackend, GemmManyChunksAndRowBlocks) {
+  const QuantizedWeight w = make_weight("w4g128", 40, 1300, 31);
+  for (int64_t M : {9, 40, 300}) {
+    // (No clamp here: max|err| / max|ref| would compare f32 rounding of ~20-sized sums with
+    // outputs clamped to 2.)
+    EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 2), 1e-5) << "M=" << M;
+    EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 1), 1e-5) << "M=" << M;
+  }
+  const QuantizedWeight f = dense_weight(DType::F32, 33, 1100, 5);
+  EXPECT_LE(run_weight_only(f, 270, DType::F32, DType::F32, false, 2), 1e-5);
+}
