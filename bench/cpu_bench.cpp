@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <cstring>
 #include <vector>
 
 #include "mixq/cpu.hpp"
@@ -39,19 +40,25 @@ int main(int argc, char** argv) {
   printf("cpu isa %s, N=%lld K=%lld threads=%d (best of runs, us)\n", cpu::isa_name(), (long long)N,
          (long long)K, threads);
   struct Case { const char* scheme; ActQuant act; const char* force; };
-  const Case cases[] = {{"w4g32", ActQuant::None, ""}, {"w4g32", ActQuant::None, "cpu_i8dot"},
-                        {"w4g128", ActQuant::None, ""}, {"w8g32", ActQuant::None, ""},
-                        {"w8g32", ActQuant::None, "cpu_i8dot"}, {"w8g128", ActQuant::Int8Block, ""},
-                        {"fp8b128", ActQuant::Fp8Block, ""}};
+  const Case cases[] = {{"w4g128", ActQuant::None, "cpu_f32"}, {"w4g128", ActQuant::None, "cpu_i8dot"},
+                        {"w4g32asym", ActQuant::None, "cpu_f32"}, {"w4g32asym", ActQuant::None, "cpu_i8dot"},
+                        {"w8g128", ActQuant::None, "cpu_f32"}, {"w8g128", ActQuant::None, "cpu_i8dot"},
+                        {"w8g128", ActQuant::Int8Block, ""}, {"fp8b128", ActQuant::Fp8Block, ""}};
+  // CASES=w4g128 (substring filter on the scheme) and MS=1,8,256 select a subset.
+  std::vector<int64_t> ms = {1, 8, 16, 256};
+  if (const char* e = std::getenv("MS")) {
+    ms.clear();
+    for (const char* p = e; *p;) { ms.push_back(std::atoll(p)); while (*p && *p != ',') ++p; if (*p) ++p; }
+  }
   for (const Case& c : cases) {
+    if (const char* f = std::getenv("CASES"); f && !std::strstr(c.scheme, f)) continue;
     const QuantizedWeight q = quantize_weight(wv, parse_scheme(c.scheme));
     PrepareOptions o;
     o.backend = BackendKind::CPU;
     o.act = c.act;
     o.force_kernel = c.force;
     const PreparedWeight p = prepare(q, o);
-    for (int64_t M : {1, 8, 256, 512}) {
-      if (M == 512 && std::getenv("SKIP_512")) continue;
+    for (int64_t M : ms) {
       std::vector<float> x(static_cast<size_t>(M * K)), y(static_cast<size_t>(M * N));
       for (auto& v : x) v = d(g);
       ExecContext ctx;
@@ -64,10 +71,11 @@ int main(int argc, char** argv) {
              q.storage_bytes() / us * 1e-3);
     }
   }
-  for (int64_t M : {1, 256}) {
+  const cpu::DenseGemmF32 dense(wf.data(), N, K, threads);
+  for (int64_t M : ms) {
     std::vector<float> x(static_cast<size_t>(M * K)), y(static_cast<size_t>(M * N));
-    const double us = time_us([&] { cpu::dense_gemm_f32(x.data(), M, wf.data(), N, K, y.data(), threads); }, 2);
-    printf("dense f32 (incl. repack)            M=%-4lld %10.0f us  %7.1f GFLOP/s\n", (long long)M, us,
-           2e-3 * M * N * K / us);
+    const double us = time_us([&] { dense.run(x.data(), M, y.data()); }, M >= 256 ? 2 : 10);
+    printf("dense f32 (DenseGemmF32)             M=%-4lld %10.0f us  %7.1f GFLOP/s  %6.1f GB/s\n",
+           (long long)M, us, 2e-3 * M * N * K / us, 4e-3 * N * K / us);
   }
 }

@@ -21,6 +21,30 @@ float RowReader::at(int64_t m, int64_t k) const {
 
 namespace {
 
+// min / max of x[0..n) ignoring NaN, as std::min(lo, x) / std::max(hi, x) folded from
+// +inf / -inf (so the result matches quantize_activations_int8_block's), in 16 lanes that the
+// compiler maps to minps / maxps ((x < lo) ? x : lo is exactly their semantics).
+void row_range(const float* x, int64_t n, float* lo_out, float* hi_out) {
+  float lo[16], hi[16];
+  for (int j = 0; j < 16; ++j) lo[j] = INFINITY, hi[j] = -INFINITY;
+  int64_t k = 0;
+  for (; k + 16 <= n; k += 16)
+    for (int j = 0; j < 16; ++j) {
+      lo[j] = x[k + j] < lo[j] ? x[k + j] : lo[j];
+      hi[j] = x[k + j] > hi[j] ? x[k + j] : hi[j];
+    }
+  for (; k < n; ++k) {
+    lo[0] = std::min(lo[0], x[k]);
+    hi[0] = std::max(hi[0], x[k]);
+  }
+  for (int j = 1; j < 16; ++j) {
+    lo[0] = std::min(lo[0], lo[j]);
+    hi[0] = std::max(hi[0], hi[j]);
+  }
+  *lo_out = lo[0];
+  *hi_out = hi[0];
+}
+
 // Converts row m into canonical order (k_perm applied) as f32.
 void load_row(const RowReader& x, const PackedWeight& w, int64_t m, float* row) {
   if (w.k_perm.empty() && x.dtype == DType::F32) {
@@ -78,7 +102,8 @@ void stage_fp8_rows(const RowReader& x, const PackedWeight& w, int64_t m0, int64
 }
 
 void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t unit_block,
-                           int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs) {
+                           int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs,
+                           QuantizeI8Fn quantize_i8) {
   const int64_t ns = w.n_segs();
   const uint8_t bias = w.kind == CodeKind::Int8 ? 128 : 0;
   std::vector<float> row(static_cast<size_t>(w.K));
@@ -98,30 +123,24 @@ void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t un
         k1 = w.segs[s_end - 1].k0 + w.segs[s_end - 1].valid;
       }
       // Exactly quantize_activations_int8_block's arithmetic.
-      float lo = INFINITY, hi = -INFINITY;
-      for (int64_t k = k0; k < k1; ++k) {
-        lo = std::min(lo, row[k]);
-        hi = std::max(hi, row[k]);
-      }
+      float lo, hi;
+      row_range(row.data() + k0, k1 - k0, &lo, &hi);
       const float sc = (hi - lo) / 255.0f;
       const float of = sc > 0 ? lo + 128.0f * sc : lo;
-      for (int64_t k = k0; k < k1; ++k) {
-        int32_t v = 0;
-        if (sc > 0) {
-          const double r = std::nearbyint((static_cast<double>(row[k]) - of) / sc);
-          v = !(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r));
-        }
-        q[k] = static_cast<int8_t>(v);
-      }
+      if (sc > 0) quantize_i8(row.data() + k0, k1 - k0, of, sc, q.data() + k0);
+      else std::fill(q.begin() + k0, q.begin() + k1, int8_t(0));
       for (; s < s_end; ++s) {
         const Segment& sg = w.segs[s];
+        // Locals: the byte stores below could otherwise alias the segment fields.
+        const int8_t* src = q.data() + sg.k0;
+        uint8_t* out = dst + sg.kp0;
+        const int32_t valid = sg.valid, len = sg.len;
         int32_t sum = 0;
-        for (int32_t i = 0; i < sg.valid; ++i) {
-          const int8_t v = q[sg.k0 + i];
-          sum += v;
-          dst[sg.kp0 + i] = static_cast<uint8_t>(static_cast<uint8_t>(v) + bias);
+        for (int32_t i = 0; i < valid; ++i) {
+          sum += src[i];
+          out[i] = static_cast<uint8_t>(static_cast<uint8_t>(src[i]) + bias);
         }
-        for (int32_t i = sg.valid; i < sg.len; ++i) dst[sg.kp0 + i] = bias;
+        for (int32_t i = valid; i < len; ++i) out[i] = bias;
         as[s].sx = sc;
         as[s].ox = of;
         as[s].sum_qx = sum;

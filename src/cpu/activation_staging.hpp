@@ -33,8 +33,11 @@ void stage_fp8_rows(const RowReader& x, const PackedWeight& w, int64_t m0, int64
 // Integer paths. Quantization units: `unit_block` > 0 quantizes per block of that many
 // canonical columns (W8A8: bit-exact with quantize_activations_int8_block); 0 quantizes per
 // segment (weight-only i8dot). Bytes hold qx (s8) or qx + 128 for Int8 weight codes.
+// quantize_i8 is the kernel table's (KernelTable::quantize_i8).
+using QuantizeI8Fn = void (*)(const float* x, int64_t n, float of, float sc, int8_t* q);
 void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t unit_block,
-                           int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs);
+                           int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs,
+                           QuantizeI8Fn quantize_i8);
 // Per-tensor INT8: x is already int8 (row-major, ld). Bytes x + 128 (weights are Int8).
 void stage_int8_tensor_rows(const int8_t* x, int64_t ld, const PackedWeight& w, int64_t m0,
                             int64_t m1, uint8_t* xb);

@@ -31,10 +31,10 @@ float bias_at(const Epilogue& ep, int64_t n) {
 CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
                          const PrepareOptions& o)
     : pw_(pack_weight(w)),
-      path_(choose_path(o.act, o.force_kernel,
-                        w.code_type == DType::I4 || w.code_type == DType::U4 ||
-                            w.code_type == DType::I8 || w.code_type == DType::U8)),
-      kt_(&select_kernels()) {
+      path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type))),
+      small_path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type), 1)),
+      kt_(&select_kernels()),
+      direct_f32_(pw_.kind == CodeKind::F32 && !w.has_scales) {
   backend = BackendKind::CPU;
   opts = o;
   N = w.N;
@@ -46,8 +46,10 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
                w.K, ") > 65536 would overflow the int32 accumulator");
     qsum_total_.assign(static_cast<size_t>(w.N), 0);
     row_scale_.assign(static_cast<size_t>(w.N), 0.f);
+    const int64_t ns = pw_.n_segs();
     for (int64_t n = 0; n < w.N; ++n) {
-      for (int64_t k = 0; k < w.K; ++k) qsum_total_[n] += w.code_int(n, k);
+      for (int64_t s = 0; s < ns; ++s)
+        qsum_total_[n] += pw_.qsum[static_cast<size_t>(((n / kLanes) * ns + s) * kLanes + n % kLanes)];
       row_scale_[n] = w.scale(n, 0);
     }
   }
@@ -63,21 +65,21 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
 }
 
 std::string CpuPrepared::kernel_name(int64_t M) const {
-  return cpu_kernel_name(kt_->isa, path_, M);
+  return cpu_kernel_name(kt_->isa, path_for(M), M);
 }
 
-size_t CpuPrepared::staging_bytes(int64_t rows) const {
+size_t CpuPrepared::staging_bytes(int64_t rows, CpuPath path) const {
   const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp),
                ns = static_cast<size_t>(pw_.n_segs());
-  if (int_path()) return align64(r * kp) + align64(r * ns * sizeof(ActSegment));
+  if (int_path(path)) return align64(r * kp) + align64(r * ns * sizeof(ActSegment));
   return align64(r * kp * sizeof(float)) + align64(r * ns * sizeof(float));
 }
 
-StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows) const {
+StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows, CpuPath path) const {
   StagedRows st;
   char* p = static_cast<char*>(mem);
   const size_t r = static_cast<size_t>(rows), kp = static_cast<size_t>(pw_.Kp);
-  if (int_path()) {
+  if (int_path(path)) {
     st.xb = reinterpret_cast<uint8_t*>(p);
     st.xs = reinterpret_cast<ActSegment*>(p + align64(r * kp));
   } else {
@@ -87,22 +89,105 @@ StagedRows CpuPrepared::carve_staging(void* mem, int64_t rows) const {
   return st;
 }
 
+bool CpuPrepared::prepacks(int64_t M) const {
+  return M > kGemvMaxRows && !int_path(path_for(M));
+}
+
 size_t CpuPrepared::workspace_size(int64_t M) const {
-  return staging_bytes(M) + align64(static_cast<size_t>(M * n_cols()) * 4) + 64;
+  // staging, the output accumulators, and (float GEMM) the activations packed per tile.
+  const size_t pack = prepacks(M) ? align64(static_cast<size_t>(M * pw_.Kp) * 4) : 0;
+  return staging_bytes(M, path_for(M)) + align64(static_cast<size_t>(M * n_cols()) * 4) + pack +
+         64;
+}
+
+namespace {
+// A per-thread, 64-byte aligned float scratch that only grows (GEMM activation and weight tiles).
+float* thread_scratch(int slot, size_t floats) {
+  thread_local std::vector<float> buf[2];
+  std::vector<float>& b = buf[slot];
+  if (b.size() < floats + 16) b.resize(floats + 16);
+  return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(b.data()) + 63) / 64 * 64);
+}
+}  // namespace
+
+namespace {
+// Register tiles of near-equal height <= kGemmMaxRows (16 rows: 8 + 8, not 12 + 4): starts.
+std::vector<int64_t> gemm_tiles(int64_t rows) {
+  const int64_t n_tiles = (rows + kGemmMaxRows - 1) / kGemmMaxRows;
+  std::vector<int64_t> tile0(static_cast<size_t>(n_tiles + 1), 0);
+  for (int64_t t = 0; t < n_tiles; ++t)
+    tile0[t + 1] = tile0[t] + rows / n_tiles + (t < rows % n_tiles ? 1 : 0);
+  return tile0;
+}
+}  // namespace
+
+void CpuPrepared::pack_gemm_chunk(const float* x, int64_t rows, size_t ci, float* ap) const {
+  const std::vector<int64_t> tile0 = gemm_tiles(rows);
+  const int64_t kp0 = pw_.segs[chunk_starts_[ci]].kp0;
+  const Segment& last = pw_.segs[chunk_starts_[ci + 1] - 1];
+  const int64_t kc = last.kp0 + last.len - kp0;
+  for (size_t t = 0; t + 1 < tile0.size(); ++t) {
+    const int64_t r0 = tile0[t], tr = tile0[t + 1] - r0;
+    float* dst = ap + r0 * kc;
+    for (int64_t m = 0; m < tr; ++m) {
+      const float* src = x + (r0 + m) * pw_.Kp + kp0;
+      for (int64_t k = 0; k < kc; ++k) dst[k * tr + m] = src[k];
+    }
+  }
+}
+
+void CpuPrepared::compute_gemm(const float* x, const float* xpack, int64_t rows, int64_t p0,
+                               int64_t p1, float* c, int64_t ldc) const {
+  const std::vector<int64_t> tile0 = gemm_tiles(rows);
+  const size_t n_tiles = tile0.size() - 1;
+  for (size_t ci = 0; ci + 1 < chunk_starts_.size(); ++ci) {
+    const int64_t s0 = chunk_starts_[ci], s1 = chunk_starts_[ci + 1];
+    const int64_t kp0 = pw_.segs[s0].kp0;
+    const int64_t kc = pw_.segs[s1 - 1].kp0 + pw_.segs[s1 - 1].len - kp0;
+    // Activations of this K chunk as [tile][k][tile rows]: packed once per call by linear(), or
+    // here (conv2d tiles).
+    const float* ap = xpack ? xpack + rows * kp0 : nullptr;
+    if (!ap) {
+      float* buf = thread_scratch(0, static_cast<size_t>(rows * kc));
+      pack_gemm_chunk(x, rows, ci, buf);
+      ap = buf;
+    }
+    // Weights of the chunk, dequantized to f32 once per call (dense f32 ones are used in place).
+    float* wb = direct_f32_ ? nullptr : thread_scratch(1, static_cast<size_t>(2 * kc * kLanes));
+    for (int64_t p = p0; p < p1; p += 2) {
+      const bool two = p + 1 < p1;
+      const float* w[2] = {nullptr, nullptr};
+      for (int i = 0; i < (two ? 2 : 1); ++i) {
+        if (direct_f32_) {
+          w[i] = reinterpret_cast<const float*>(pw_.panel_codes(p + i)) + kp0 * kLanes;
+        } else {
+          kt_->decode_panel(pw_, p + i, s0, s1, wb + i * kc * kLanes);
+          w[i] = wb + i * kc * kLanes;
+        }
+      }
+      for (size_t t = 0; t < n_tiles; ++t) {
+        const int64_t r0 = tile0[t];
+        kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, static_cast<int>(tile0[t + 1] - r0), w[0], w[1],
+                                    kc, c + r0 * ldc + (p - p0) * kLanes, ldc, ci > 0});
+      }
+    }
+  }
 }
 
 void CpuPrepared::compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1,
-                          bool chunked, void* c, int64_t ldc) const {
+                          bool chunked, CpuPath path, void* c, int64_t ldc) const {
+  if (chunked && !int_path(path))
+    return compute_gemm(st.xf, st.xpack, rows, p0, p1, static_cast<float*>(c), ldc);
   const int64_t ns = pw_.n_segs();
   const std::vector<int64_t> whole = {0, ns};
   const std::vector<int64_t>& chunks = chunked ? chunk_starts_ : whole;
-  const bool int_mode = path_ == CpuPath::I8PerTensor;
+  const bool int_mode = path == CpuPath::I8PerTensor;
   for (size_t ci = 0; ci + 1 < chunks.size(); ++ci) {
     for (int64_t p = p0; p < p1; ++p) {
       for (int64_t r0 = 0; r0 < rows; r0 += kMaxTileRows) {
         const int tr = static_cast<int>(std::min<int64_t>(kMaxTileRows, rows - r0));
         const int64_t col = (p - p0) * kLanes;
-        if (int_path()) {
+        if (int_path(path)) {
           IntTileArgs a{&pw_, p, chunks[ci], chunks[ci + 1], st.xb + r0 * pw_.Kp, pw_.Kp,
                         st.xs ? st.xs + r0 * ns : nullptr, ns, tr, int_mode,
                         static_cast<char*>(c) + (r0 * ldc + col) * 4, ldc, ci > 0};
@@ -173,16 +258,20 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
     ws = reinterpret_cast<char*>(own.data());
   }
   ws = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
-  const StagedRows st = carve_staging(ws, M);
-  void* cbuf = ws + staging_bytes(M);
+  const CpuPath path = path_for(M);
+  StagedRows st = carve_staging(ws, M, path);
+  void* cbuf = ws + staging_bytes(M, path);
   const int64_t ldc = n_cols();
+  float* xpack = prepacks(M) ? reinterpret_cast<float*>(static_cast<char*>(cbuf) +
+                                                        align64(static_cast<size_t>(M * ldc) * 4))
+                             : nullptr;
 
   // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
   const RowReader rr{x.data, x.dtype, x.ld()};
   const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
   parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
     const int64_t m0 = t * stage_rows, m1 = std::min(M, m0 + stage_rows);
-    switch (path_) {
+    switch (path) {
       case CpuPath::F32:
         stage_float_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
                          const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
@@ -193,9 +282,9 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
         break;
       case CpuPath::W8A8:
       case CpuPath::I8Dot:
-        stage_int8_block_rows(rr, pw_, path_ == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
+        stage_int8_block_rows(rr, pw_, path == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
-                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
+                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs(), kt_->quantize_i8);
         break;
       case CpuPath::I8PerTensor:
         stage_int8_tensor_rows(x.ptr<const int8_t>(), x.ld(), pw_, m0, m1,
@@ -206,6 +295,17 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
 
   const int64_t m_tasks = (M + split.rows_per_task - 1) / split.rows_per_task;
   const int64_t p_tasks = (pw_.n_panels + split.panels_per_task - 1) / split.panels_per_task;
+  if (xpack) {
+    // Pack the staged rows per GEMM register tile once (every panel-group task reads them), as
+    // [row block][chunk][tile][k][tile rows].
+    const int64_t n_chunks = static_cast<int64_t>(chunk_starts_.size()) - 1;
+    parallel_for(threads, m_tasks * n_chunks, [&](int64_t t) {
+      const int64_t mt = t / n_chunks, ci = t % n_chunks;
+      const int64_t m0 = mt * split.rows_per_task, m1 = std::min(M, m0 + split.rows_per_task);
+      pack_gemm_chunk(st.xf + m0 * pw_.Kp, m1 - m0, static_cast<size_t>(ci),
+                      xpack + m0 * pw_.Kp + (m1 - m0) * pw_.segs[chunk_starts_[ci]].kp0);
+    });
+  }
   parallel_for(threads, m_tasks * p_tasks, [&](int64_t t) {
     const int64_t mt = t / p_tasks, pt = t % p_tasks;
     const int64_t m0 = mt * split.rows_per_task, m1 = std::min(M, m0 + split.rows_per_task);
@@ -213,10 +313,11 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
                   p1 = std::min(pw_.n_panels, p0 + split.panels_per_task);
     StagedRows s = st;
     if (s.xf) { s.xf += m0 * pw_.Kp; s.xsum += m0 * pw_.n_segs(); }
+    if (xpack) s.xpack = xpack + m0 * pw_.Kp;
     if (s.xb) s.xb += m0 * pw_.Kp;
     if (s.xs) s.xs += m0 * pw_.n_segs();
     char* c = static_cast<char*>(cbuf) + (m0 * ldc + p0 * kLanes) * 4;
-    compute(s, m1 - m0, p0, p1, split.chunk_k > 0, c, ldc);
+    compute(s, m1 - m0, p0, p1, split.chunk_k > 0, path, c, ldc);
     std::vector<int64_t> row_off(static_cast<size_t>(m1 - m0));
     for (int64_t m = m0; m < m1; ++m) row_off[m - m0] = m * y.ld();
     finish(c, ldc, m1 - m0, p0, p1, ep, OutMap{y.data, y.dtype, row_off.data(), 1});

@@ -70,11 +70,11 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
     const int64_t mt = t / p_tasks, pt = t % p_tasks;
     const int64_t q0 = mt * tile, q1 = std::min(pixels, q0 + tile), rows = q1 - q0;
     const int64_t p0 = pt * ppt, p1 = std::min(pw_.n_panels, p0 + ppt);
-    std::vector<uint8_t> mem(staging_bytes(rows) + 64 +
+    std::vector<uint8_t> mem(staging_bytes(rows, path_) + 64 +
                              static_cast<size_t>(rows * (p1 - p0) * kLanes * 4));
     char* base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) / 64 * 64);
-    const StagedRows st = carve_staging(base, rows);
-    void* c = base + staging_bytes(rows);
+    const StagedRows st = carve_staging(base, rows, path_);
+    void* c = base + staging_bytes(rows, path_);
     std::vector<int64_t> row_off(static_cast<size_t>(rows));
     std::vector<float> gf;
     std::vector<int8_t> gi;
@@ -114,7 +114,7 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
       stage_float_gathered(gf.data(), rows, pw_, const_cast<float*>(st.xf),
                            const_cast<float*>(st.xsum));
     const int64_t ldc = (p1 - p0) * kLanes;
-    compute(st, rows, p0, p1, rows > kGemvMaxRows, c, ldc);
+    compute(st, rows, p0, p1, rows > kGemvMaxRows, path_, c, ldc);
     finish(c, ldc, rows, p0, p1, ep, OutMap{y.data, y.dtype, row_off.data(), d.nchw ? d.Ho * d.Wo : 1});
   });
 }

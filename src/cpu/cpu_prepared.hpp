@@ -18,6 +18,7 @@ struct StagedRows {
   const float* xsum = nullptr;
   const uint8_t* xb = nullptr;
   const ActSegment* xs = nullptr;
+  const float* xpack = nullptr;  // float GEMM: rows packed per register tile (or null)
 };
 
 // Where output element (m, n) goes: base + row_off(m) + n * col_stride (in elements).
@@ -39,24 +40,38 @@ class CpuPrepared final : public PreparedImpl {
   void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p, const Epilogue& ep,
               const ExecContext& ctx) const override;
 
-  bool int_path() const { return path_ == CpuPath::W8A8 || path_ == CpuPath::I8Dot ||
-                                 path_ == CpuPath::I8PerTensor; }
+  // The path of a linear call with M rows (conv2d always runs path_, the large-M path).
+  CpuPath path_for(int64_t M) const { return M <= kGemvMaxRows ? small_path_ : path_; }
+  static bool int_path(CpuPath p) {
+    return p == CpuPath::W8A8 || p == CpuPath::I8Dot || p == CpuPath::I8PerTensor;
+  }
   int64_t n_cols() const { return pw_.n_panels * kLanes; }  // N padded to panels
   // Staging bytes for `rows` activation rows.
-  size_t staging_bytes(int64_t rows) const;
-  StagedRows carve_staging(void* mem, int64_t rows) const;
+  size_t staging_bytes(int64_t rows, CpuPath path) const;
+  StagedRows carve_staging(void* mem, int64_t rows, CpuPath path) const;
 
   // c[rows][ldc] (float, or int32 for per-tensor) for panels [p0, p1) (column (p - p0) * 16).
   void compute(const StagedRows& st, int64_t rows, int64_t p0, int64_t p1, bool chunked,
-               void* c, int64_t ldc) const;
+               CpuPath path, void* c, int64_t ldc) const;
+  // Large-M float path: K chunks of dequantized f32 weight panels times packed activation
+  // tiles (x: staged rows [rows][Kp]); c as in compute().
+  // xpack: the rows already packed by pack_gemm_chunk for every chunk ([chunk][tile][k][rows],
+  // chunk ci at xpack + rows * kp0(ci)), or null to pack per chunk into thread scratch.
+  void compute_gemm(const float* x, const float* xpack, int64_t rows, int64_t p0, int64_t p1,
+                    float* c, int64_t ldc) const;
+  // Packs rows [0, rows) of staged x ([rows][Kp]) for K chunk ci as [tile][k][tile rows].
+  void pack_gemm_chunk(const float* x, int64_t rows, size_t ci, float* ap) const;
+  bool prepacks(int64_t M) const;  // linear() packs the GEMM activations once
   // bias + clamp (+ requantization) of c into the output.
   void finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, int64_t p1,
               const Epilogue& ep, const OutMap& out) const;
 
  private:
   PackedWeight pw_;
-  CpuPath path_;
+  CpuPath path_;        // M > kGemvMaxRows (and conv2d)
+  CpuPath small_path_;  // M <= kGemvMaxRows
   const KernelTable* kt_;
+  bool direct_f32_;                    // dense f32 codes without scales: GEMM reads them in place
   std::vector<int64_t> chunk_starts_;  // segment indices starting a K chunk (plus n_segs)
   std::vector<int64_t> qsum_total_;    // per output row: sum of codes over K (per-tensor)
   std::vector<float> row_scale_;       // per output row: per-channel scale (per-tensor)

@@ -17,7 +17,8 @@ std::string strip_kernel_name(std::string s) {
 }
 }  // namespace
 
-CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes) {
+CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes,
+                    int64_t M) {
   const std::string f = strip_kernel_name(force_kernel);
   switch (act) {
     case ActQuant::Int8Block: return CpuPath::W8A8;
@@ -25,7 +26,8 @@ CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_
     case ActQuant::Int8PerTensor: return CpuPath::I8PerTensor;
     case ActQuant::None: break;
   }
-  if (f.empty() || f == "f32" || f == "f32gemv" || f == "f32gemm") return CpuPath::F32;
+  if (f.empty()) return integer_codes && M <= kGemvMaxRows ? CpuPath::I8Dot : CpuPath::F32;
+  if (f == "f32" || f == "f32gemv" || f == "f32gemm") return CpuPath::F32;
   if (f == "i8dot") {
     MIXQ_CHECK(integer_codes, ErrorCode::Unsupported,
                "force_kernel 'cpu_i8dot' needs integer weight codes (i4, u4, i8, u8)");

@@ -1,20 +1,23 @@
 // Which CPU kernel a call runs and how the work is cut: small pure functions, tested on their own.
 //
-// Path per activation mode (weight-only default = exact float path):
+// Path per activation mode:
 //   weight-only   F32    dequantize-in-register + f32 FMA, relative error <= 1e-5 vs float64 (the
-//                        only difference from the reference is f32 accumulation). Default.
+//                        only difference from the reference is f32 accumulation). Default for
+//                        M > kGemvMaxRows and for non-integer codes; every M with "cpu_f32".
 //                 I8Dot  activations quantized per segment (<= 256 along K) to int8 with
 //                        scale+offset, vpdpbusd integer dots (the ggml way); relative error
-//                        ~1e-3..1e-2 from activation rounding. Only with force_kernel "cpu_i8dot"
-//                        (integer codes only), because `mixq matmul` requires 1e-5 for f32.
+//                        ~5e-3 from activation rounding. Default for M <= kGemvMaxRows with
+//                        integer codes (memory-bound there, the F32 GEMV is not); every M with
+//                        "cpu_i8dot". `mixq matmul` forces "cpu_f32" (it promises 1e-5).
 //   int8-block    W8A8   quantize X exactly as quantize_activations_int8_block, integer dots,
 //                        four-term formula per block in f32 registers.
 //   fp8-block     Fp8    quantize X per token per 128 to e4m3 (bit-exact with the quantizer),
 //                        dequantize to f32 once per call, then the float path on e4m3 codes.
 //   int8-tensor   I8PerTensor  exact int32 accumulation, requantization in double.
 // Within the float path, rows <= kGemvMaxRows run "f32gemv" (whole K per task, no K chunking:
-// memory-bound, the weights stream once); larger M runs "f32gemm" (K cut into chunks of
-// ~kGemmChunkK padded columns, 64-row activation blocks kept in L2, 8-row register tiles).
+// the weights stream once); larger M runs "f32gemm" (K cut into chunks of ~kGemmChunkK padded
+// columns, each weight panel chunk dequantized once to f32, 12x32 register tiles over up to
+// kRowsPerTask activation rows).
 #pragma once
 
 #include <cstdint>
@@ -27,11 +30,17 @@ namespace mixq::cpu {
 enum class CpuPath : uint8_t { F32, I8Dot, W8A8, Fp8, I8PerTensor };
 
 constexpr int64_t kGemvMaxRows = 8;
-constexpr int64_t kGemmChunkK = 1024;
-constexpr int64_t kRowsPerTask = 64;
+constexpr int64_t kGemmChunkK = 512;
+constexpr int64_t kRowsPerTask = 256;
 
+// The path of a call with M activation rows. Weight-only without force_kernel: I8Dot for
+// M <= kGemvMaxRows with integer codes (decode is memory-bound only with 64-MAC vpdpbusd; the
+// activation rounding costs ~5e-3 relative error, see docs/cpu-backend.md), F32 otherwise.
+// force_kernel "cpu_f32" (or f32gemv / f32gemm) selects the exact F32 path for every M,
+// "cpu_i8dot" the int8-activation path for every M.
 // Throws InvalidArgument for an unknown force_kernel, Unsupported when it cannot apply.
-CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes);
+CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes,
+                    int64_t M = kGemvMaxRows + 1);
 
 // "cpu_<isa>_<kind>", kind one of f32gemv, f32gemm, i8dot, w8a8, fp8, i8tensor.
 std::string cpu_kernel_name(const char* isa, CpuPath path, int64_t M);

@@ -59,11 +59,33 @@ struct IntTileArgs {
   bool accumulate;
 };
 
+// Large-M float path (f32gemm): the weights of a K chunk are decoded once per call into f32
+// (w = q * scale + offset, [padded k][16 lanes] per panel) and a register-blocked GEMM tile runs
+// over every activation row: c[m][0..16*np) (+)= sum_k a[k][m] * w_p[k][lane].
+constexpr int kGemmMaxRows = 12;  // rows of one GEMM register tile (12 x 32 = 24 accumulators)
+
+struct GemmTileArgs {
+  const float* a;     // activations packed [kc][rows] (row index fastest)
+  int rows;           // 1..kGemmMaxRows
+  const float* w0;    // panel 0 weights [kc][16]
+  const float* w1;    // panel 1 weights [kc][16], or nullptr for a single panel
+  int64_t kc;
+  float* c;           // c + m*ldc: 16 (or 32) outputs of row m
+  int64_t ldc;
+  bool accumulate;
+};
+
 struct KernelTable {
   const char* isa;  // "scalar", "avx2", "avx512"
   void (*float_tile)(const FloatTileArgs&);
   void (*int_tile)(const IntTileArgs&);
-  // Dense blocked f32 GEMM tile (used by dense_gemm_f32 through the same float_tile).
+  // Dequantizes segments [seg0, seg1) of a panel into out[(kp - kp0(seg0))][16] f32.
+  void (*decode_panel)(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
+                       float* out);
+  void (*gemm_tile)(const GemmTileArgs&);
+  // q[i] = clamp(round_half_even((double(x[i]) - of) / sc), -128, 127) for i < n (sc > 0):
+  // the arithmetic of quantize_activations_int8_block, bit for bit.
+  void (*quantize_i8)(const float* x, int64_t n, float of, float sc, int8_t* q);
 };
 
 const KernelTable& scalar_kernels();

@@ -21,6 +21,11 @@ namespace mixq::cpu {
 
 namespace {
 
+#ifndef MIXQ_PF
+#define MIXQ_PF 2048
+#endif
+constexpr int kPrefetchBytes = MIXQ_PF;
+
 template <CodeKind CK>
 inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {
   if constexpr (CK == CodeKind::Int4) {
@@ -37,15 +42,17 @@ inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {
     return _mm512_cvtepi32_ps(b);
   } else if constexpr (CK == CodeKind::Fp8) {
     // e4m3 magnitude m (7 bits) placed at f32 bit 20 is the value times 2^-120 (subnormals
-    // included, exactly); restore the sign; 0x7F / 0xFF are NaN.
+    // included, exactly). Byte jj is moved to bits 24..31 (sign on bit 31), an arithmetic
+    // shift by 4 puts the magnitude at bits 20..26 and keeps the sign, one mask clears the rest;
+    // 0x7F / 0xFF are NaN.
     const __m512i v = _mm512_loadu_si512(cp + (j >> 2) * 64);
-    const __m512i b = _mm512_and_si512(_mm512_srli_epi32(v, 8 * (j & 3)), _mm512_set1_epi32(0xFF));
-    const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi32(0x7F));
-    __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)),
-                             _mm512_set1_ps(1.329227995784916e36f));  // 2^120
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(0x80)), 24);
-    f = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(f), sign));
-    const __mmask16 nan = _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7F));
+    const __m512i t = _mm512_slli_epi32(v, 24 - 8 * (j & 3));
+    const __m512i bits = _mm512_and_si512(_mm512_srai_epi32(t, 4),
+                                          _mm512_set1_epi32(static_cast<int>(0x87F00000u)));
+    const __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(bits),
+                                   _mm512_set1_ps(1.329227995784916e36f));  // 2^120
+    const __m512i m7f = _mm512_set1_epi32(0x7F000000);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(t, m7f), m7f);
     return _mm512_mask_blend_ps(nan, f, _mm512_set1_ps(__builtin_nanf("")));
   } else if constexpr (CK == CodeKind::F16) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(cp + j * 32)));
@@ -71,26 +78,34 @@ void float_tile(const FloatTileArgs& a) {
     tab = _mm512_load_ps(t);
   }
   const uint8_t* pc = w.panel_codes(a.panel);
+  // Independent accumulator chains: with few rows one chain per row would serialize on the FMA
+  // latency (4 cycles) instead of its throughput.
+  constexpr int NA = MR == 1 ? 4 : MR == 2 ? 2 : 1;
   for (int64_t s = a.seg0; s < a.seg1; ++s) {
     const Segment& sg = w.segs[s];
-    __m512 acc[MR];
-    for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
+    __m512 acc[NA][MR];
+    for (int c = 0; c < NA; ++c)
+      for (int m = 0; m < MR; ++m) acc[c][m] = _mm512_setzero_ps();
     const uint8_t* cp = pc + sg.kp0 / 8 * gb;
     // Row pointers hoisted so the broadcasts fold into the FMAs as memory operands.
     const float* xr[MR];
     for (int m = 0; m < MR; ++m) xr[m] = a.x + m * a.ldx + sg.kp0;
     const int32_t len = sg.len;
     for (int32_t g = 0; g < len; g += 8, cp += gb) {
+      for (int64_t l = 0; l < gb; l += 64)  // see int_tile: more lines in flight per core
+        _mm_prefetch(reinterpret_cast<const char*>(cp) + kPrefetchBytes + l, _MM_HINT_T0);
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const __m512 wv = decode_float<CK>(cp, j, tab);
         for (int m = 0; m < MR; ++m)
-          acc[m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xr[m][g + j]), acc[m]);
+          acc[j % NA][m] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xr[m][g + j]), acc[j % NA][m]);
       }
     }
+    for (int c = 1; c < NA; ++c)
+      for (int m = 0; m < MR; ++m) acc[0][m] = _mm512_add_ps(acc[0][m], acc[c][m]);
     const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes);
     const __m512 sc = _mm512_loadu_ps(&w.scale[si]);
-    for (int m = 0; m < MR; ++m) tot[m] = _mm512_fmadd_ps(acc[m], sc, tot[m]);
+    for (int m = 0; m < MR; ++m) tot[m] = _mm512_fmadd_ps(acc[0][m], sc, tot[m]);
     if (w.has_offset) {
       const __m512 of = _mm512_loadu_ps(&w.offset[si]);
       for (int m = 0; m < MR; ++m)
@@ -124,33 +139,50 @@ void int_tile(const IntTileArgs& a) {
   const uint8_t* pc = w.panel_codes(a.panel);
   for (int64_t s = a.seg0; s < a.seg1; ++s) {
     const Segment& sg = w.segs[s];
-    __m512i acc[MR];
-    for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_si512();
+    // Chains: [group parity][lo/hi half]; two groups in flight only for a single row (latency).
+    constexpr int NG = MR == 1 ? 2 : 1;
+    __m512i acc[NG][2][MR];
+    for (int q = 0; q < NG; ++q)
+      for (int m = 0; m < MR; ++m) acc[q][0][m] = acc[q][1][m] = _mm512_setzero_si512();
     const uint8_t* cp = pc + sg.kp0 / 8 * gb;
     const uint8_t* xrow[MR];
     for (int m = 0; m < MR; ++m) xrow[m] = a.x + m * a.ldx + sg.kp0;
     const int32_t len = sg.len;
-    for (int32_t g = 0; g < len; g += 8, cp += gb) {
+    auto group = [&](int32_t g, const uint8_t* gp, __m512i* a0, __m512i* a1) {
+      // Software prefetch keeps more weight lines in flight than the hardware streamer alone
+      // (one core's DRAM bandwidth is latency-bound).
+      _mm_prefetch(reinterpret_cast<const char*>(gp) + kPrefetchBytes, _MM_HINT_T0);
+      if constexpr (CK != CodeKind::Int4)
+        _mm_prefetch(reinterpret_cast<const char*>(gp) + kPrefetchBytes + 64, _MM_HINT_T0);
       if constexpr (CK == CodeKind::Int4) {
-        const __m512i v = _mm512_loadu_si512(cp);
+        const __m512i v = _mm512_loadu_si512(gp);
         const __m512i lo = _mm512_and_si512(v, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
         for (int m = 0; m < MR; ++m) {
-          acc[m] = _mm512_dpbusd_epi32(acc[m], lo, bcast4(xrow[m] + g));
-          acc[m] = _mm512_dpbusd_epi32(acc[m], hi, bcast4(xrow[m] + g + 4));
+          a0[m] = _mm512_dpbusd_epi32(a0[m], lo, bcast4(xrow[m] + g));
+          a1[m] = _mm512_dpbusd_epi32(a1[m], hi, bcast4(xrow[m] + g + 4));
         }
       } else {
-        const __m512i v0 = _mm512_loadu_si512(cp), v1 = _mm512_loadu_si512(cp + 64);
+        const __m512i v0 = _mm512_loadu_si512(gp), v1 = _mm512_loadu_si512(gp + 64);
         for (int m = 0; m < MR; ++m) {
           if constexpr (CK == CodeKind::Uint8) {
-            acc[m] = _mm512_dpbusd_epi32(acc[m], v0, bcast4(xrow[m] + g));
-            acc[m] = _mm512_dpbusd_epi32(acc[m], v1, bcast4(xrow[m] + g + 4));
+            a0[m] = _mm512_dpbusd_epi32(a0[m], v0, bcast4(xrow[m] + g));
+            a1[m] = _mm512_dpbusd_epi32(a1[m], v1, bcast4(xrow[m] + g + 4));
           } else {  // signed codes: activations carry the +128 bias
-            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g), v0);
-            acc[m] = _mm512_dpbusd_epi32(acc[m], bcast4(xrow[m] + g + 4), v1);
+            a0[m] = _mm512_dpbusd_epi32(a0[m], bcast4(xrow[m] + g), v0);
+            a1[m] = _mm512_dpbusd_epi32(a1[m], bcast4(xrow[m] + g + 4), v1);
           }
         }
       }
+    };
+    int32_t g = 0;
+    for (; g + 8 * NG <= len; g += 8 * NG, cp += gb * NG)
+      for (int q = 0; q < NG; ++q) group(g + 8 * q, cp + gb * q, acc[q][0], acc[q][1]);
+    for (; g < len; g += 8, cp += gb) group(g, cp, acc[0][0], acc[0][1]);
+    for (int m = 0; m < MR; ++m) {
+      acc[0][0][m] = _mm512_add_epi32(acc[0][0][m], acc[0][1][m]);
+      if constexpr (NG > 1)
+        acc[0][0][m] = _mm512_add_epi32(acc[0][0][m], _mm512_add_epi32(acc[1][0][m], acc[1][1][m]));
     }
     const size_t si = static_cast<size_t>((a.panel * ns + s) * kLanes);
     const __m512i qsum = _mm512_loadu_si512(&w.qsum[si]);
@@ -165,10 +197,10 @@ void int_tile(const IntTileArgs& a) {
     for (int m = 0; m < MR; ++m) {
       const ActSegment& as = a.xs[m * a.ldxs + s];
       __m512i d;
-      if constexpr (CK == CodeKind::Int8) d = _mm512_sub_epi32(acc[m], corr_w);
+      if constexpr (CK == CodeKind::Int8) d = _mm512_sub_epi32(acc[0][0][m], corr_w);
       else if constexpr (CK == CodeKind::Int4)
-        d = _mm512_sub_epi32(acc[m], _mm512_set1_epi32(w.code_shift * as.sum_qx));
-      else d = acc[m];
+        d = _mm512_sub_epi32(acc[0][0][m], _mm512_set1_epi32(w.code_shift * as.sum_qx));
+      else d = acc[0][0][m];
       if constexpr (INT_MODE) {
         itot[m] = _mm512_add_epi32(itot[m], d);
       } else {
@@ -259,10 +291,124 @@ void int_tile_avx512(const IntTileArgs& a) {
   else int_kind<false>(a);
 }
 
+// Dequantizes segments of a panel to f32: w = q * scale + offset (one fused rounding; the
+// reference's unfused f32 formula differs by at most one ulp of w).
+template <CodeKind CK>
+void decode_panel_kind(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
+                       float* out) {
+  const int64_t ns = w.n_segs(), gb = w.group_bytes;
+  __m512 tab = _mm512_setzero_ps();
+  if constexpr (CK == CodeKind::Int4) {
+    alignas(64) float t[16];
+    for (int i = 0; i < 16; ++i) t[i] = float(i - w.code_shift);
+    tab = _mm512_load_ps(t);
+  }
+  const uint8_t* pc = w.panel_codes(panel);
+  for (int64_t s = seg0; s < seg1; ++s) {
+    const Segment& sg = w.segs[s];
+    const size_t si = static_cast<size_t>((panel * ns + s) * kLanes);
+    const __m512 sc = _mm512_loadu_ps(&w.scale[si]);
+    const __m512 of = w.has_offset ? _mm512_loadu_ps(&w.offset[si]) : _mm512_setzero_ps();
+    const uint8_t* cp = pc + sg.kp0 / 8 * gb;
+    for (int32_t g = 0; g < sg.len; g += 8, cp += gb, out += 8 * kLanes) {
+      for (int64_t l = 0; l < gb; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(cp) + kPrefetchBytes + l, _MM_HINT_T0);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        _mm512_store_ps(out + j * kLanes, _mm512_fmadd_ps(decode_float<CK>(cp, j, tab), sc, of));
+    }
+  }
+}
+
+void decode_panel_avx512(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
+                         float* out) {
+  switch (w.kind) {
+    case CodeKind::Int4: return decode_panel_kind<CodeKind::Int4>(w, panel, seg0, seg1, out);
+    case CodeKind::Int8: return decode_panel_kind<CodeKind::Int8>(w, panel, seg0, seg1, out);
+    case CodeKind::Uint8: return decode_panel_kind<CodeKind::Uint8>(w, panel, seg0, seg1, out);
+    case CodeKind::Fp8: return decode_panel_kind<CodeKind::Fp8>(w, panel, seg0, seg1, out);
+    case CodeKind::F16: return decode_panel_kind<CodeKind::F16>(w, panel, seg0, seg1, out);
+    case CodeKind::BF16: return decode_panel_kind<CodeKind::BF16>(w, panel, seg0, seg1, out);
+    case CodeKind::F32: return decode_panel_kind<CodeKind::F32>(w, panel, seg0, seg1, out);
+  }
+}
+
+// MR rows x NP panels of f32 accumulators (MR * NP <= 24 of the 32 zmm registers); per k: NP
+// weight loads and MR broadcasts (folded into the FMAs) for MR * NP FMAs.
+template <int MR, int NP>
+void gemm_tile_mr(const GemmTileArgs& t) {
+  __m512 c[NP][MR];
+  for (int p = 0; p < NP; ++p)
+    for (int m = 0; m < MR; ++m) c[p][m] = _mm512_setzero_ps();
+  const float* a = t.a;
+  const float* w0 = t.w0;
+  const float* w1 = NP == 2 ? t.w1 : t.w0;
+  for (int64_t k = 0; k < t.kc; ++k, a += MR, w0 += kLanes, w1 += kLanes) {
+    const __m512 b0 = _mm512_load_ps(w0);
+    const __m512 b1 = NP == 2 ? _mm512_load_ps(w1) : b0;
+#pragma GCC unroll 12
+    for (int m = 0; m < MR; ++m) {
+      const __m512 av = _mm512_set1_ps(a[m]);
+      c[0][m] = _mm512_fmadd_ps(b0, av, c[0][m]);
+      if constexpr (NP == 2) c[1][m] = _mm512_fmadd_ps(b1, av, c[1][m]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int p = 0; p < NP; ++p) {
+      float* dst = t.c + m * t.ldc + p * kLanes;
+      _mm512_storeu_ps(dst, t.accumulate ? _mm512_add_ps(_mm512_loadu_ps(dst), c[p][m]) : c[p][m]);
+    }
+}
+
+template <int NP>
+void gemm_tile_np(const GemmTileArgs& t) {
+  switch (t.rows) {
+    case 1: return gemm_tile_mr<1, NP>(t);
+    case 2: return gemm_tile_mr<2, NP>(t);
+    case 3: return gemm_tile_mr<3, NP>(t);
+    case 4: return gemm_tile_mr<4, NP>(t);
+    case 5: return gemm_tile_mr<5, NP>(t);
+    case 6: return gemm_tile_mr<6, NP>(t);
+    case 7: return gemm_tile_mr<7, NP>(t);
+    case 8: return gemm_tile_mr<8, NP>(t);
+    case 9: return gemm_tile_mr<9, NP>(t);
+    case 10: return gemm_tile_mr<10, NP>(t);
+    case 11: return gemm_tile_mr<11, NP>(t);
+    default: return gemm_tile_mr<12, NP>(t);
+  }
+}
+
+void gemm_tile_avx512(const GemmTileArgs& t) {
+  if (t.w1) gemm_tile_np<2>(t);
+  else gemm_tile_np<1>(t);
+}
+
+// 8 values per step in double, exactly the scalar arithmetic: (double(x) - of) / sc with IEEE
+// double subtraction and division, round half to even, clamp (NaN -> -128 like the scalar
+// "!(r >= -128)" test).
+void quantize_i8_avx512(const float* x, int64_t n, float of, float sc, int8_t* q) {
+  const __m512d vo = _mm512_set1_pd(of), vs = _mm512_set1_pd(sc);
+  const __m512d lo = _mm512_set1_pd(-128.0), hi = _mm512_set1_pd(127.0);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    __m512d r = _mm512_roundscale_pd(_mm512_div_pd(_mm512_sub_pd(d, vo), vs),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask8 ok = _mm512_cmp_pd_mask(r, lo, _CMP_GE_OQ);  // false for NaN
+    r = _mm512_mask_blend_pd(ok, lo, _mm512_min_pd(r, hi));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi64_epi8(_mm512_cvtpd_epi64(r)));
+  }
+  for (; i < n; ++i) {
+    const double r = __builtin_nearbyint((static_cast<double>(x[i]) - of) / sc);
+    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
+  }
+}
+
 }  // namespace
 
 const KernelTable* avx512_kernels() {
-  static const KernelTable t{"avx512", float_tile_avx512, int_tile_avx512};
+  static const KernelTable t{"avx512", float_tile_avx512, int_tile_avx512, decode_panel_avx512,
+                             gemm_tile_avx512, quantize_i8_avx512};
   return &t;
 }
 

@@ -1,5 +1,6 @@
 // Portable kernels: the semantics of kernels.hpp written plainly. Used on CPUs without AVX2 and
 // as the executable specification the SIMD kernels are tested against.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -28,6 +29,42 @@ void float_tile_scalar(const FloatTileArgs& a) {
       }
       c[r] = tot;
     }
+  }
+}
+
+void decode_panel_scalar(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
+                         float* out) {
+  const int64_t ns = w.n_segs(), base = w.segs[seg0].kp0;
+  for (int64_t s = seg0; s < seg1; ++s) {
+    const Segment& sg = w.segs[s];
+    const size_t si = static_cast<size_t>((panel * ns + s) * kLanes);
+    for (int32_t i = 0; i < sg.len; ++i)
+      for (int r = 0; r < kLanes; ++r) {
+        const float o = w.has_offset ? w.offset[si + r] : 0.f;
+        out[(sg.kp0 + i - base) * kLanes + r] =
+            w.code_value(panel, r, sg.kp0 + i) * w.scale[si + r] + o;
+      }
+  }
+}
+
+void gemm_tile_scalar(const GemmTileArgs& a) {
+  const int np = a.w1 ? 2 : 1;
+  for (int m = 0; m < a.rows; ++m)
+    for (int p = 0; p < np; ++p) {
+      const float* w = p ? a.w1 : a.w0;
+      for (int r = 0; r < kLanes; ++r) {
+        float acc = 0.f;
+        for (int64_t k = 0; k < a.kc; ++k) acc += a.a[k * a.rows + m] * w[k * kLanes + r];
+        float& c = a.c[m * a.ldc + p * kLanes + r];
+        c = a.accumulate ? c + acc : acc;
+      }
+    }
+}
+
+void quantize_i8_scalar(const float* x, int64_t n, float of, float sc, int8_t* q) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double r = std::nearbyint((static_cast<double>(x[i]) - of) / sc);  // half to even
+    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
   }
 }
 
@@ -71,7 +108,7 @@ void int_tile_scalar(const IntTileArgs& a) {
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar", float_tile_scalar, int_tile_scalar};
+  static const KernelTable t{"scalar", float_tile_scalar, int_tile_scalar, decode_panel_scalar, gemm_tile_scalar, quantize_i8_scalar};
   return t;
 }
 

@@ -6,6 +6,7 @@
 
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace mixq::cpu {
 
@@ -107,7 +108,118 @@ float PackedWeight::code_value(int64_t p, int r, int64_t kp) const {
   }
 }
 
-PackedWeight pack_weight(const QuantizedWeight& w) {
+namespace {
+
+// 8 nibbles n0..n7 (n_i = nibble i of the little-endian word x, i.e. canonical k order) into
+// the packed word whose byte j holds n_j | n_{j+4} << 4; also returns the nibble sum.
+inline uint32_t shuffle_nibbles(uint32_t x, int32_t* sum) {
+  const uint32_t lo = x & 0x0F0F0F0Fu, hi = (x >> 4) & 0x0F0F0F0Fu;  // n0 n2 n4 n6 / n1 n3 n5 n7
+  uint32_t t = lo + hi;
+  t = (t & 0x00FF00FFu) + ((t >> 8) & 0x00FF00FFu);
+  *sum += static_cast<int32_t>((t & 0xFFFF) + (t >> 16));
+  const uint32_t first = (lo & 0xFF) | (hi & 0xFF) << 8 | ((lo >> 8) & 0xFF) << 16 |
+                         ((hi >> 8) & 0xFF) << 24;                         // n0 n1 n2 n3
+  const uint32_t second = ((lo >> 16) & 0xFF) | ((hi >> 16) & 0xFF) << 8 | (lo >> 24) << 16 |
+                          (hi >> 24) << 24;                                // n4 n5 n6 n7
+  return first | second << 4;
+}
+
+// Packs the codes of panel p (all its segments) straight from the canonical bytes, one 8-k
+// group (one or two cache lines of output) at a time, and its per-segment integer code sums.
+void pack_panel_codes(const QuantizedWeight& w, PackedWeight& pw, int64_t p) {
+  const int64_t ns = pw.n_segs();
+  uint8_t* pc = pw.codes.data() + p * pw.panel_bytes();
+  const int lanes = static_cast<int>(std::min<int64_t>(kLanes, w.N - p * kLanes));
+  const int64_t rb = w.row_bytes();
+  const uint8_t* rows = w.codes.data() + p * kLanes * rb;
+  // I4: u = nibble ^ 8 (two's complement nibble q, u = q + 8); U4: the nibble.
+  const uint32_t flip = pw.code_shift ? 0x88888888u : 0u;
+  for (int64_t s = 0; s < ns; ++s) {
+    const Segment& sg = pw.segs[s];
+    int32_t qs[kLanes] = {};
+    for (int32_t i0 = 0; i0 < sg.valid; i0 += 8) {
+      const int32_t cnt = std::min<int32_t>(8, sg.valid - i0);
+      const int64_t k0 = sg.k0 + i0;
+      uint8_t* grp = pc + (sg.kp0 + i0) / 8 * pw.group_bytes;
+      for (int r = 0; r < lanes; ++r) {
+        const uint8_t* row = rows + r * rb;
+        switch (pw.kind) {
+          case CodeKind::Int4: {
+            uint32_t x = 0;
+            if (cnt == 8 && (k0 & 1) == 0) {
+              std::memcpy(&x, row + k0 / 2, 4);
+            } else {  // odd start or ragged tail: gather the nibbles one by one
+              for (int32_t j = 0; j < cnt; ++j) {
+                const int64_t k = k0 + j;
+                x |= static_cast<uint32_t>((row[k >> 1] >> ((k & 1) * 4)) & 0xF) << (4 * j);
+              }
+            }
+            // Padding nibbles stay u = 0 (excluded from the sums below by the correction).
+            const uint32_t valid_mask = cnt == 8 ? 0xFFFFFFFFu : (1u << (4 * cnt)) - 1;
+            int32_t usum = 0;
+            const uint32_t out = shuffle_nibbles((x ^ flip) & valid_mask, &usum);
+            std::memcpy(grp + r * 4, &out, 4);
+            qs[r] += usum - pw.code_shift * cnt;
+            break;
+          }
+          case CodeKind::Int8:
+          case CodeKind::Uint8:
+          case CodeKind::Fp8: {
+            const uint8_t* src = row + k0;
+            if (cnt == 8) {  // two dwords: k 0..3 in the first register, 4..7 in the second
+              std::memcpy(grp + r * 4, src, 4);
+              std::memcpy(grp + 64 + r * 4, src + 4, 4);
+            } else {
+              for (int32_t j = 0; j < cnt; ++j) grp[(j / 4) * 64 + r * 4 + (j & 3)] = src[j];
+            }
+            if (pw.kind == CodeKind::Int8)
+              for (int32_t j = 0; j < cnt; ++j) qs[r] += static_cast<int8_t>(src[j]);
+            else if (pw.kind == CodeKind::Uint8)
+              for (int32_t j = 0; j < cnt; ++j) qs[r] += src[j];
+            break;
+          }
+          case CodeKind::F16:
+          case CodeKind::BF16:
+          case CodeKind::F32: {
+            const int64_t eb = pw.kind == CodeKind::F32 ? 4 : 2;
+            const uint8_t* src = row + k0 * eb;
+            for (int32_t j = 0; j < cnt; ++j)
+              std::memcpy(grp + (j * kLanes + r) * eb, src + j * eb, static_cast<size_t>(eb));
+            break;
+          }
+        }
+      }
+    }
+    if (pw.is_integer())
+      std::memcpy(&pw.qsum[static_cast<size_t>((p * ns + s) * kLanes)], qs, sizeof(qs));
+  }
+}
+
+// Per-(panel, segment, lane) scale / offset of output row n.
+void pack_row_scales(const QuantizedWeight& w, PackedWeight& pw, int64_t n) {
+  const int64_t p = n / kLanes;
+  const int r = static_cast<int>(n % kLanes);
+  const int64_t ns = pw.n_segs();
+  for (int64_t s = 0; s < ns; ++s) {
+    const size_t si = static_cast<size_t>((p * ns + s) * kLanes + r);
+    if (!w.has_scales) {
+      pw.scale[si] = 1.f;
+      continue;
+    }
+    const Segment& sg = pw.segs[s];
+    const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
+    const float sc = w.scale(nb, kb);
+    pw.scale[si] = sc;
+    if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
+    // s*(q - z) = q*s + (-s*z): one rounding of s*z more than the reference (relative 6e-8).
+    if (w.zero_kind == ZeroKind::ZeroPoint)
+      pw.offset[si] = -sc * static_cast<float>(w.zero_point(nb, kb));
+  }
+}
+
+}  // namespace
+
+PackedWeight pack_weight(const QuantizedWeight& w, int threads) {
   PackedWeight pw;
   pw.N = w.N;
   pw.K = w.K;
@@ -121,57 +233,23 @@ PackedWeight pack_weight(const QuantizedWeight& w) {
   pw.Kp = last.kp0 + last.len;
   pw.n_panels = (w.N + kLanes - 1) / kLanes;
   const int64_t ns = pw.n_segs();
-  pw.codes.assign(static_cast<size_t>(pw.n_panels * pw.panel_bytes()), 0);
-  pw.scale.assign(static_cast<size_t>(pw.n_panels * ns * kLanes), 0.f);
-  if (pw.has_offset) pw.offset.assign(pw.scale.size(), 0.f);
-  pw.qsum.assign(pw.scale.size(), 0);
+  const size_t n_meta = static_cast<size_t>(pw.n_panels * ns * kLanes);
+  // The big buffer is zero-filled by the threads that fill it (first touch, in parallel).
+  pw.codes = AlignedBytes(static_cast<size_t>(pw.n_panels * pw.panel_bytes()));
+  pw.scale.assign(n_meta, 0.f);
+  if (pw.has_offset) pw.offset.assign(n_meta, 0.f);
+  if (pw.is_integer()) pw.qsum.assign(n_meta, 0);
 
-  const bool integer = pw.is_integer();
-  for (int64_t n = 0; n < w.N; ++n) {
-    const int64_t p = n / kLanes;
-    const int r = static_cast<int>(n % kLanes);
-    uint8_t* pc = pw.codes.data() + p * pw.panel_bytes();
-    for (int64_t s = 0; s < ns; ++s) {
-      const Segment& sg = pw.segs[s];
-      const size_t si = static_cast<size_t>((p * ns + s) * kLanes + r);
-      int32_t qs = 0;
-      for (int32_t i = 0; i < sg.valid; ++i) {
-        const int64_t k = sg.k0 + i;
-        const CodePos pos = code_pos(pw.kind, pw.group_bytes, r, sg.kp0 + i);
-        switch (pw.kind) {
-          case CodeKind::Int4: {
-            const int32_t q = w.code_int(n, k);
-            qs += q;
-            pc[pos.byte] |= static_cast<uint8_t>((q + pw.code_shift) << pos.shift);
-            break;
-          }
-          case CodeKind::Int8:
-          case CodeKind::Uint8: {
-            const int32_t q = w.code_int(n, k);
-            qs += q;
-            pc[pos.byte] = static_cast<uint8_t>(q);
-            break;
-          }
-          case CodeKind::Fp8: pc[pos.byte] = w.codes[n * w.row_bytes() + k]; break;
-          case CodeKind::F16:
-          case CodeKind::BF16: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 2], 2); break;
-          case CodeKind::F32: std::memcpy(pc + pos.byte, &w.codes[(n * w.K + k) * 4], 4); break;
-        }
-      }
-      if (integer) pw.qsum[si] = qs;
-      if (!w.has_scales) {
-        pw.scale[si] = 1.f;
-        continue;
-      }
-      const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
-      const float sc = w.scale(nb, kb);
-      pw.scale[si] = sc;
-      if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
-      // s*(q - z) = q*s + (-s*z): one rounding of s*z more than the reference (relative 6e-8).
-      if (w.zero_kind == ZeroKind::ZeroPoint)
-        pw.offset[si] = -sc * static_cast<float>(w.zero_point(nb, kb));
-    }
-  }
+  // Panels in groups of 16 per task: each task owns whole panels (disjoint writes).
+  const int64_t per_task = 16;
+  parallel_for(resolve_num_threads(threads), (pw.n_panels + per_task - 1) / per_task,
+               [&](int64_t t) {
+    const int64_t p0 = t * per_task, p1 = std::min(pw.n_panels, p0 + per_task);
+    std::memset(pw.codes.data() + p0 * pw.panel_bytes(), 0,
+                static_cast<size_t>((p1 - p0) * pw.panel_bytes()));
+    for (int64_t p = p0; p < p1; ++p) pack_panel_codes(w, pw, p);
+    for (int64_t n = p0 * kLanes; n < std::min(w.N, p1 * kLanes); ++n) pack_row_scales(w, pw, n);
+  });
   return pw;
 }
 

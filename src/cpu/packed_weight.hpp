@@ -22,6 +22,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "mixq/quantized_weight.hpp"
@@ -29,6 +31,27 @@
 namespace mixq::cpu {
 
 enum class CodeKind : uint8_t { Int4, Int8, Uint8, Fp8, F16, BF16, F32 };
+
+// A 64-byte aligned byte buffer left uninitialized on allocation (pack_weight zero-fills it in
+// parallel, so the pages are first touched by the threads that fill them).
+class AlignedBytes {
+ public:
+  AlignedBytes() = default;
+  explicit AlignedBytes(size_t n)
+      : p_(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))), n_(n) {
+    if (!p_) throw std::bad_alloc();
+  }
+  uint8_t* data() { return p_.get(); }
+  const uint8_t* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> p_;
+  size_t n_ = 0;
+};
 
 struct Segment {
   int64_t k0;     // first canonical column
@@ -45,10 +68,10 @@ struct PackedWeight {
   int64_t group_bytes = 0;  // bytes per 8 k of one panel
   std::vector<Segment> segs;
   std::vector<int32_t> k_perm;  // canonical column j reads original column k_perm[j] (or empty)
-  std::vector<uint8_t> codes;   // [panel][Kp/8][group_bytes], 64-byte aligned start
+  AlignedBytes codes;           // [panel][Kp/8][group_bytes], 64-byte aligned
   std::vector<float> scale;     // [panel][seg][16]
   std::vector<float> offset;    // [panel][seg][16] (empty unless has_offset)
-  std::vector<int32_t> qsum;    // [panel][seg][16] sum of integer codes q (integer kinds)
+  std::vector<int32_t> qsum;    // [panel][seg][16] sum of integer codes q (integer kinds only)
 
   int64_t n_segs() const { return static_cast<int64_t>(segs.size()); }
   int64_t panel_bytes() const { return Kp / 8 * group_bytes; }
@@ -65,7 +88,8 @@ struct PackedWeight {
 // Splits [0, K) into segments following the weight's blocks (dense without scales: one block).
 std::vector<Segment> make_segments(int64_t K, int64_t block_k);
 
-// Builds the packed layout. The weight was validated by the caller.
-PackedWeight pack_weight(const QuantizedWeight& w);
+// Builds the packed layout on `threads` threads (0 = default). The weight was validated by the
+// caller.
+PackedWeight pack_weight(const QuantizedWeight& w, int threads = 0);
 
 }  // namespace mixq::cpu

@@ -1,6 +1,9 @@
 // The optimized CPU backend against the float64 reference kernels (mixq::ref), on random data at
 // odd shapes, with poisoned outputs. Tolerances (max |cpu - ref| / max |ref| over the output):
-//   weight-only f32 path, f32 output ........ 1e-5 (f32 accumulation vs float64)
+//   weight-only f32 path, f32 output ........ 1e-5 (f32 accumulation vs float64); forced with
+//                                               "cpu_f32" (the default for M <= 8 is i8dot)
+//   weight-only default, M <= 8 (i8dot) ...... 1e-2 vs float64; 1e-5 vs float64 on the same
+//                                               int8-quantized activations
 //   f16 / bf16 outputs ....................... one output ulp: 1e-3 / 8e-3 (plus the above)
 //   weight-only i8dot (int8 activations) ..... 1e-2 (activation quantization error)
 //   W8A8 int8-block .......................... 1e-5 (same quantized X; f32 four-term sums)
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "cpu/kernel_policy.hpp"
+#include "cpu/kernels.hpp"
 #include "mixq/cpu.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -86,7 +90,7 @@ PrepareOptions cpu_opts(ActQuant act = ActQuant::None, const std::string& force 
 }
 
 double run_weight_only(const QuantizedWeight& w, int64_t M, DType xt, DType yt, bool bias_clamp,
-                       int threads, const std::string& force = "") {
+                       int threads, const std::string& force = "cpu_f32") {
   Buf x = random_matrix(xt, M, w.K, 1000 + M);
   Buf y(yt, M, w.N), yr(DType::F32, M, w.N);
   Buf b = random_matrix(DType::F32, 1, w.N, 7);
@@ -315,6 +319,72 @@ TEST(CpuBackend, ScalarFallbackMatches) {
   unsetenv("MIXQ_CPU_ISA");
 }
 
+// The default weight-only path for M <= 8 quantizes X to int8 per segment (block <= 256 here):
+// within 1e-2 of float64, and within 1e-5 of float64 on the int8-quantized activations (which
+// catches a wrong scale / offset / code sum that the loose bound would hide). M = 9 goes back
+// to the exact f32 GEMM.
+TEST(CpuBackend, WeightOnlyDefaultSmallMIsInt8Dot) {
+  int i = 0;
+  for (const char* s : {"w4g128", "w4g32asym", "w4g128zp", "w8g64asym", "w8g128", "w4g32zp"}) {
+    const int64_t N = 37 + 16 * (i % 3), K = 300 + 37 * (i % 4);  // ragged last blocks
+    const QuantizedWeight w = make_weight(s, N, K, 21 + i++);
+    const PreparedWeight p = prepare(w, cpu_opts());
+    for (int64_t M : {1, 2, 5, 8}) {
+      EXPECT_NE(p.kernel_name(M).find("i8dot"), std::string::npos) << s << " M=" << M;
+      EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 2, ""), 1e-2) << s << " M=" << M;
+      // Emulation: the same activations quantized by the int8-block quantizer (block = the
+      // weight's block = the kernel's segment), dequantized, through the float64 reference.
+      Buf x = random_matrix(DType::F32, M, w.K, 1000 + M);
+      const Int8BlockActivations q = quantize_activations_int8_block(x.view(), w.block_k);
+      Buf xq(DType::F32, M, w.K);
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < w.K; ++k) {
+          const int64_t b = m * q.n_blocks() + k / w.block_k;
+          ref::store_from_double(xq.view(), m, k, double(q.q[m * w.K + k]) * q.scale[b] + q.offset[b]);
+        }
+      Buf y(DType::F32, M, w.N), yr(DType::F32, M, w.N);
+      y.poison();
+      ExecContext ctx;
+      ctx.num_threads = 2;
+      linear(x.view(), p, y.view(), {}, ctx);
+      ref::linear_weight_only(xq.view(), w, yr.view(), {});
+      EXPECT_LE(rel_err(y, yr), 1e-5) << s << " M=" << M << " (vs int8-quantized activations)";
+    }
+    EXPECT_NE(p.kernel_name(9).find("f32gemm"), std::string::npos);
+    EXPECT_LE(run_weight_only(w, 9, DType::F32, DType::F32, true, 2, ""), 1e-5) << s;
+    // The exact path stays selectable for every M.
+    EXPECT_NE(prepare(w, cpu_opts(ActQuant::None, "cpu_f32")).kernel_name(1).find("f32gemv"),
+              std::string::npos);
+  }
+}
+
+// The packed-once dense baseline: GEMV (M <= 8) and the 12x32 GEMM tiles (M = 9, 13, 30: full
+// and partial row tiles), an odd number of panels (the last one alone), reused across calls.
+TEST(CpuBackend, DenseGemmF32Prepared) {
+  const int64_t N = 45, K = 301;
+  Buf w = random_matrix(DType::F32, N, K, 3);
+  const cpu::DenseGemmF32 d(w.view().ptr<float>(), N, K, 2);
+  EXPECT_EQ(d.N(), N);
+  EXPECT_EQ(d.K(), K);
+  for (int rep = 0; rep < 2; ++rep)
+    for (int64_t M : {1, 3, 8, 9, 13, 30}) {
+      Buf x = random_matrix(DType::F32, M, K, 10 + M);
+      Buf y(DType::F32, M, N), yr(DType::F32, M, N);
+      y.poison();
+      d.run(x.view().ptr<float>(), M, y.view().ptr<float>());
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += double(x.view().ptr<float>()[m * K + k]) * w.view().ptr<float>()[n * K + k];
+          ref::store_from_double(yr.view(), m, n, acc);
+        }
+      EXPECT_LE(rel_err(y, yr), 1e-5) << "M=" << M;
+    }
+  EXPECT_THROW(cpu::DenseGemmF32(nullptr, N, K), mixq::Error);
+  EXPECT_THROW(cpu::DenseGemmF32(w.view().ptr<float>(), 0, K), mixq::Error);
+}
+
 TEST(CpuBackend, DenseGemmBaseline) {
   const int64_t M = 7, N = 33, K = 71;
   Buf x = random_matrix(DType::F32, M, K, 1), w = random_matrix(DType::F32, N, K, 2);
@@ -333,6 +403,12 @@ TEST(CpuBackend, DenseGemmBaseline) {
 TEST(CpuBackend, KernelPolicy) {
   using namespace cpu;
   EXPECT_EQ(choose_path(ActQuant::None, "", true), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, 1), CpuPath::I8Dot);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, kGemvMaxRows), CpuPath::I8Dot);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, kGemvMaxRows + 1), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "", false, 1), CpuPath::F32);  // fp8 / dense codes
+  EXPECT_EQ(choose_path(ActQuant::None, "cpu_f32", true, 1), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "cpu_i8dot", true, 100), CpuPath::I8Dot);
   EXPECT_EQ(choose_path(ActQuant::None, "cpu_avx512_i8dot", true), CpuPath::I8Dot);
   EXPECT_EQ(cpu_kernel_name("avx512", CpuPath::F32, 1), "cpu_avx512_f32gemv");
   EXPECT_EQ(cpu_kernel_name("avx512", CpuPath::F32, 9), "cpu_avx512_f32gemm");
@@ -359,4 +435,79 @@ TEST(CpuBackend, WorkspaceTooSmallIsAnError) {
   ctx.workspace = ws.data();
   ctx.workspace_bytes = ws.size();
   linear(x.view(), p, y.view(), {}, ctx);
+}
+
+// Every e4m3 code (normals, subnormals, both signs) decoded by the float kernels exactly: one-hot
+// activation rows pick single weights, so y[m][n] must equal the dequantized weight bit for bit,
+// through the GEMV (M <= 8) and the GEMM decode (M > 8). NaN codes (0x7F, 0xFF) make their row NaN.
+TEST(CpuBackend, Fp8DecodeAllCodesExactly) {
+  const int64_t N = 37, K = 256;
+  QuantizedWeight w;
+  w.N = N; w.K = K; w.code_type = DType::F8E4M3; w.block_k = 128; w.block_n = 1;
+  w.scale_type = DType::F32;
+  w.allocate();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k) {
+      uint8_t c = static_cast<uint8_t>((k + 5 * n) & 0xFF);
+      if ((c & 0x7F) == 0x7F) c = static_cast<uint8_t>(c ^ 0x01);  // no NaN here
+      w.codes[n * K + k] = c;
+    }
+  for (int64_t i = 0; i < N * 2; ++i) {
+    const float s = (i % 2) ? 0.5f : 1.f;
+    std::memcpy(&w.scales[4 * i], &s, 4);
+  }
+  w.validate();
+  for (int64_t M : {1, 8, 9, 30}) {
+    Buf x(DType::F32, M, K), y(DType::F32, M, N);
+    std::vector<int64_t> col(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      col[m] = (m * 37 + 3) % K;
+      for (int64_t k = 0; k < K; ++k) ref::store_from_double(x.view(), m, k, k == col[m] ? 1.0 : 0.0);
+    }
+    y.poison();
+    linear(x.view(), prepare(w, cpu_opts()), y.view(), {}, {});
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        ASSERT_EQ(y.view().ptr<float>()[m * N + n], w.dequant(n, col[m]))
+            << "M=" << M << " n=" << n << " code 0x" << std::hex << int(w.codes[n * K + col[m]]);
+  }
+  w.codes[3 * K + 10] = 0xFF;  // a NaN code in row 3
+  Buf x = random_matrix(DType::F32, 2, K, 4), y(DType::F32, 2, N);
+  linear(x.view(), prepare(w, cpu_opts()), y.view(), {}, {});
+  EXPECT_TRUE(std::isnan(y.view().ptr<float>()[3]));
+  EXPECT_FALSE(std::isnan(y.view().ptr<float>()[4]));
+}
+
+// The SIMD int8 activation quantizer against the scalar one (the library arithmetic): random
+// values, exact ties (x - of = (j + 0.5) * sc), out-of-range values, infinities and NaN.
+TEST(CpuBackend, QuantizeI8SimdMatchesScalar) {
+  const cpu::KernelTable* simd = cpu::avx512_kernels();
+  if (!simd || std::string(cpu::select_kernels().isa) != "avx512") GTEST_SKIP() << "no AVX-512";
+  const float of = 0.25f, sc = 0.5f;
+  std::vector<float> x;
+  std::mt19937 g(3);
+  std::uniform_real_distribution<float> d(-80.f, 80.f);
+  for (int i = 0; i < 300; ++i) x.push_back(d(g));
+  for (int j = -130; j < 130; ++j) x.push_back(of + (j + 0.5f) * sc);  // ties: half to even
+  for (float v : {INFINITY, -INFINITY, NAN, 1e30f, -1e30f, 0.f, -0.f}) x.push_back(v);
+  for (int64_t n : {int64_t(x.size()), int64_t(13), int64_t(8)}) {
+    std::vector<int8_t> a(x.size(), 7), b(x.size(), 7);
+    simd->quantize_i8(x.data(), n, of, sc, a.data());
+    cpu::scalar_kernels().quantize_i8(x.data(), n, of, sc, b.data());
+    EXPECT_EQ(a, b) << "n=" << n;
+  }
+}
+
+// The float GEMM with several K chunks (K = 1300: 512-column chunks, ragged last block) and
+// several 256-row blocks (M = 300), activations packed once per call per (row block, chunk).
+TEST(CpuBackend, GemmManyChunksAndRowBlocks) {
+  const QuantizedWeight w = make_weight("w4g128", 40, 1300, 31);
+  for (int64_t M : {9, 40, 300}) {
+    // (No clamp here: max|err| / max|ref| would compare f32 rounding of ~20-sized sums with
+    // outputs clamped to 2.)
+    EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 2), 1e-5) << "M=" << M;
+    EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 1), 1e-5) << "M=" << M;
+  }
+  const QuantizedWeight f = dense_weight(DType::F32, 33, 1100, 5);
+  EXPECT_LE(run_weight_only(f, 270, DType::F32, DType::F32, false, 2), 1e-5);
 }

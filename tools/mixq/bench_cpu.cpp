@@ -54,6 +54,14 @@ double emulated_error_tolerance(ActQuant act, DType activation_dtype) {
   return t;
 }
 
+double i8dot_error_tolerance(DType activation_dtype) {
+  return std::max(1e-2, error_tolerance(ActQuant::None, activation_dtype));
+}
+
+double i8dot_emulated_error_tolerance(DType activation_dtype) {
+  return std::max(1e-4, error_tolerance(ActQuant::None, activation_dtype));
+}
+
 int timed_reps(const TimingPolicy& p, double first_call_s) {
   int n = p.reps;
   if (first_call_s > 0) n = std::min<int>(n, static_cast<int>(p.budget_s / first_call_s));
@@ -134,13 +142,15 @@ class CpuDriver final : public BenchDriver {
     return cpu_model() + ", " + std::to_string(threads_) + " thread(s)";
   }
   std::string baseline_name() const override {
-    return "dense f32 GEMM (mixq::cpu::dense_gemm_f32)";
+    return "dense f32 GEMM (mixq::cpu::DenseGemmF32, packed once)";
   }
   DType activation_dtype() const override { return DType::F32; }
   int threads() const override { return threads_; }
   void release() override {
     prepared_.clear();
     cached_weight_ = nullptr;
+    dense_.reset();
+    dense_src_ = nullptr;
   }
   std::vector<std::string> default_schemes() const override {
     return {"w4g128", "w4g32asym", "w4g128zp", "w8g128", "fp8b128", "w8g128:int8", "fp8b128:fp8"};
@@ -193,18 +203,26 @@ class CpuDriver final : public BenchDriver {
 
   TimedRun run_dense(const float* w, int copies, const HostProblem& p,
                      const TimingPolicy& policy) override {
-    // Copies of the dense weight so that small layers are not timed out of the cache.
+    // Packed once per weight (like the quantized weights), reused for every M; the cache is
+    // flushed before each timed call when the weight would otherwise stay cached.
     const auto t0 = std::chrono::steady_clock::now();
     const bool flush = copies > 1;
+    if (!dense_ || dense_src_ != w || dense_->N() != p.N || dense_->K() != p.K) {
+      dense_.reset();
+      dense_ = std::make_unique<cpu::DenseGemmF32>(w, p.N, p.K, threads_);
+      dense_src_ = w;
+    }
+    std::fill(p.y, p.y + p.M * p.N, 0.f);  // grows the workspace outside the timed calls
+    dense_->run(p.x, std::min<int64_t>(p.M, 1), p.y);
     const double setup = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     TimedRun r = time_calls(
-        [&](int) { cpu::dense_gemm_f32(p.x, p.M, w, p.N, p.K, p.y, threads_); },
+        [&](int) { dense_->run(p.x, p.M, p.y); },
         [&](const std::function<void(int)>& call, int i) {
           if (flush) flush_cache();
           return wall_time_call(call, i);
         },
         policy);
-    r.kernel = "dense_gemm_f32";
+    r.kernel = "dense_" + dense_->kernel_name(p.M).substr(4);  // "dense_avx512_f32gemv", ...
     r.setup_s = setup;
     return r;
   }
@@ -217,6 +235,8 @@ class CpuDriver final : public BenchDriver {
   const QuantizedWeight* cached_weight_ = nullptr;
   ActQuant cached_act_ = ActQuant::None;
   std::vector<PreparedWeight> prepared_;
+  std::unique_ptr<cpu::DenseGemmF32> dense_;  // the packed dense baseline weight
+  const float* dense_src_ = nullptr;
   HostBuffer flush_buf_;
 
   // Evicts the last-level cache by reading a buffer twice its size (untimed), so that a small

@@ -206,6 +206,29 @@ std::vector<double> sampled_activations(const float* x, int64_t K, const OutputS
   return out;
 }
 
+std::vector<double> sampled_activations_i8dot(const float* x, int64_t K, const OutputSample& s,
+                                              int64_t block_k) {
+  MIXQ_CHECK_ARG(block_k >= 1, "sampled_activations_i8dot: block_k (", block_k, ") must be >= 1");
+  const int64_t R = static_cast<int64_t>(s.rows.size());
+  std::vector<double> out(static_cast<size_t>(R * K));
+  std::vector<float> piece;
+  for (int64_t r = 0; r < R; ++r) {
+    const float* row = x + s.rows[r] * K;
+    for (int64_t b0 = 0; b0 < K; b0 += block_k) {
+      const int64_t b1 = std::min(K, b0 + block_k);
+      for (int64_t k0 = b0; k0 < b1; k0 += 256) {  // the backend's segment length limit
+        const int64_t len = std::min<int64_t>(256, b1 - k0);
+        piece.assign(row + k0, row + k0 + len);
+        const Int8BlockActivations q =
+            quantize_activations_int8_block(TensorView(piece.data(), DType::F32, {1, len}), len);
+        for (int64_t k = 0; k < len; ++k)
+          out[r * K + k0 + k] = double(q.q[k]) * q.scale[0] + q.offset[0];
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<float> sampled_weight_rows(int64_t K, const OutputSample& s,
                                        const std::function<void(int64_t, float*)>& weight_row) {
   std::vector<float> rows(s.cols.size() * static_cast<size_t>(K));

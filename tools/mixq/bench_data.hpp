@@ -47,6 +47,11 @@ std::vector<double> reference_on_sample(const std::vector<double>& xs, int64_t K
 // Fp8Block).
 std::vector<double> sampled_activations(const float* x, int64_t K, const OutputSample& s,
                                         ActQuant act, int64_t block);
+// The same for the CPU backend's weight-only int8-dot kernel (cpu_*_i8dot): each row quantized
+// per *segment* (every weight block of block_k columns split into pieces of <= 256 columns),
+// with the arithmetic of quantize_activations_int8_block applied to each piece.
+std::vector<double> sampled_activations_i8dot(const float* x, int64_t K, const OutputSample& s,
+                                              int64_t block_k);
 
 // Relative Frobenius error ||y - ref|| / ||ref|| over the sample; y is the full [M][N] output.
 // NaN when y holds a non-finite value at a sampled position.

@@ -45,6 +45,13 @@ BenchScheme parse_bench_scheme(const std::string& name);  // throws InvalidArgum
 //    wrong scale or a dropped block, which the first tolerance would hide.
 double error_tolerance(ActQuant act, DType activation_dtype);
 double emulated_error_tolerance(ActQuant act, DType activation_dtype);
+// The CPU backend's weight-only int8-dot kernel (default for M <= 8 with integer codes):
+// activations are quantized to int8 per weight segment (<= 256 columns, scale + offset), so vs
+// float64 it is held to the INT8-activation tolerance (1e-2; ~3e-3..6e-3 measured on Gaussian
+// data), and vs the float64 product of the same int8-quantized activations to 1e-4 (only f32
+// accumulation differs, ~1e-7 measured; a wrong scale, offset or dropped segment gives > 1e-2).
+double i8dot_error_tolerance(DType activation_dtype);
+double i8dot_emulated_error_tolerance(DType activation_dtype);
 
 struct TimingPolicy {
   int warmup = 1;

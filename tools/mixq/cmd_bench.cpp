@@ -315,13 +315,21 @@ int run_bench(int argc, char** argv) {
           const std::vector<double> xs = sampled_activations(x.data(), K, s, ActQuant::None, 0);
           r.rel_err = relative_error(y.data(), N, s, reference_on_sample(xs, K, s, wrows));
           r.emu_err = r.rel_err;
+          // The CPU backend's default for small M quantizes the activations to int8 per
+          // weight segment (kernel cpu_*_i8dot): judged like INT8 activations, and emulated.
+          const bool i8dot = r.kernel.find("i8dot") != std::string::npos;
           if (sc.act != ActQuant::None) {
             const auto xq = sampled_activations(x.data(), K, s, sc.act, w.block_k);
             r.emu_err = relative_error(y.data(), N, s, reference_on_sample(xq, K, s, wrows));
+          } else if (i8dot) {
+            const auto xq = sampled_activations_i8dot(x.data(), K, s, w.block_k);
+            r.emu_err = relative_error(y.data(), N, s, reference_on_sample(xq, K, s, wrows));
           }
           ref_s += seconds_since(t_ref);
-          r.tol = tol_scale * error_tolerance(sc.act, act_dtype);
-          r.emu_tol = tol_scale * emulated_error_tolerance(sc.act, act_dtype);
+          r.tol = tol_scale * (i8dot ? i8dot_error_tolerance(act_dtype)
+                                     : error_tolerance(sc.act, act_dtype));
+          r.emu_tol = tol_scale * (i8dot ? i8dot_emulated_error_tolerance(act_dtype)
+                                         : emulated_error_tolerance(sc.act, act_dtype));
           r.speedup = r.time_us > 0 ? dense_us[mi] / r.time_us : 0;
           r.sample = s.describe(M, N);
           rows_by_m[mi].push_back(r);
