@@ -7,9 +7,10 @@
 // (r = lane/4, k = 2*(lane%4)), so fragment register i = half2(slot i, slot i+4). For int8 two
 // words hold the 8 bytes: word 0 = (r,k) (r,k+1) (r+8,k) (r+8,k+1), word 1 = the same at k+8.
 //
-// The values produced are the unsigned codes u in [0, 15] / [0, 255], exact in f16 and bf16; the
-// code offset and the zero point are folded into the per-group offset term by the kernel, so the
-// tensor cores see small exact integers and the scale is applied once per group in f32.
+// The values produced are the unsigned codes u in [0, 15] / [0, 255] plus a constant bias (the
+// mantissa trick's 1024 or 128), exact in f16 and bf16; the bias, the code offset and the zero
+// point are folded into the per-group offset term by the kernel, so the tensor cores see small
+// exact integers and the scale is applied once per group in f32.
 #pragma once
 
 #include "cuda/kernels/mma_sm80.cuh"
@@ -19,6 +20,7 @@ namespace mixq::cuda {
 // (a & b) | c
 constexpr int kLopAndOr = (0xF0 & 0xCC) | 0xAA;
 
+// bf16 int8 codes: 255 does not fit under a bf16 bias, so the codes go through f32 exactly.
 template <typename T>
 struct CodeConvert;
 
@@ -62,47 +64,7 @@ struct BiasedCodes<__nv_bfloat16, 8> {
 };
 
 template <>
-struct CodeConvert<half> {
-  // int4: OR a nibble into the mantissa of 1024.0 (0x6400): low nibble -> 1024 + u, a nibble 4 bits
-  // higher -> 1024 + 16u, fixed by one FMA (x/16 - 64). One shift by 8 serves the other half.
-  static __device__ __forceinline__ void u4(uint32_t w, Frag16x16& a) {
-    const uint32_t l0 = lop3<kLopAndOr>(w, 0x000F000Fu, 0x64006400u);
-    const uint32_t h0 = lop3<kLopAndOr>(w, 0x00F000F0u, 0x64006400u);
-    w >>= 8;
-    const uint32_t l1 = lop3<kLopAndOr>(w, 0x000F000Fu, 0x64006400u);
-    const uint32_t h1 = lop3<kLopAndOr>(w, 0x00F000F0u, 0x64006400u);
-    const half2 k1024 = __halves2half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400));
-    const half2 k16th = __halves2half2(__ushort_as_half(0x2C00), __ushort_as_half(0x2C00));
-    const half2 km64 = __halves2half2(__ushort_as_half(0xD400), __ushort_as_half(0xD400));
-    *reinterpret_cast<half2*>(&a.r[0]) = __hsub2(*reinterpret_cast<const half2*>(&l0), k1024);
-    *reinterpret_cast<half2*>(&a.r[1]) = __hfma2(*reinterpret_cast<const half2*>(&h0), k16th, km64);
-    *reinterpret_cast<half2*>(&a.r[2]) = __hsub2(*reinterpret_cast<const half2*>(&l1), k1024);
-    *reinterpret_cast<half2*>(&a.r[3]) = __hfma2(*reinterpret_cast<const half2*>(&h1), k16th, km64);
-  }
-  // int8: byte permute into 0x64XX = 1024 + u, then subtract 1024.
-  static __device__ __forceinline__ void u8(uint32_t w0, uint32_t w1, Frag16x16& a) {
-    const half2 k1024 = __halves2half2(__ushort_as_half(0x6400), __ushort_as_half(0x6400));
-    uint32_t t[4] = {prmt(w0, 0x64646464u, 0x4140u), prmt(w0, 0x64646464u, 0x4342u),
-                     prmt(w1, 0x64646464u, 0x4140u), prmt(w1, 0x64646464u, 0x4342u)};
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      *reinterpret_cast<half2*>(&a.r[i]) = __hsub2(*reinterpret_cast<const half2*>(&t[i]), k1024);
-  }
-};
-
-template <>
 struct CodeConvert<__nv_bfloat16> {
-  // bf16 has 7 mantissa bits, so only a nibble in bits 0..3 fits under 128.0 (0x4300): four shifts.
-  static __device__ __forceinline__ void u4(uint32_t w, Frag16x16& a) {
-    const __nv_bfloat162 k1 = __floats2bfloat162_rn(1.f, 1.f);
-    const __nv_bfloat162 km128 = __floats2bfloat162_rn(-128.f, -128.f);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t v = lop3<kLopAndOr>(w >> (4 * i), 0x000F000Fu, 0x43004300u);
-      *reinterpret_cast<__nv_bfloat162*>(&a.r[i]) =
-          __hfma2(*reinterpret_cast<const __nv_bfloat162*>(&v), k1, km128);
-    }
-  }
   // int8: 255 does not fit a bf16 with exponent 2^7, so go through f32 (0x4B0000XX = 2^23 + u).
   static __device__ __forceinline__ void u8(uint32_t w0, uint32_t w1, Frag16x16& a) {
     const uint32_t ws[2] = {w0, w1};
