@@ -2,6 +2,8 @@
 # What one call on the GPU machine runs: build with ninja (CUDA for sm_80 + sm_90a), run every test,
 # then optional extra steps. Logs and JSON go to $OUT.
 #   bash scripts/device_run.sh [test|sanitize|bench|sass]...
+# Env: MIXQ_CUDA_ARCHS (default "80;90a"; "90a" builds faster), MIXQ_TARGETS (ninja targets,
+# default all), MIXQ_BUILD_DIR.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -10,8 +12,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 t0=$(date +%s)
 # build logs stay on the machine unless the build fails (only 8 files come back from $OUT)
 LOGS=/tmp/mixq-logs; mkdir -p "$LOGS"
-cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
-cmake --build "$MIXQ_BUILD_DIR" -j 16 > "$LOGS/build.log" 2>&1 || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
+cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON "-DMIXQ_CUDA_ARCHS=${MIXQ_CUDA_ARCHS:-80;90a}" > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
+cmake --build "$MIXQ_BUILD_DIR" -j 16 ${MIXQ_TARGETS:+--target $MIXQ_TARGETS} > "$LOGS/build.log" 2>&1 || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 for step in "$@"; do
   case "$step" in

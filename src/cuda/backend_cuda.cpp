@@ -13,6 +13,7 @@
 
 #include "core/prepared.hpp"
 #include "cuda/check.hpp"
+#include "cuda/backend_factories.hpp"
 #include "cuda/device_context.hpp"
 #include "cuda/wo_kernels.hpp"
 #include "cuda/wo_plan.hpp"
@@ -96,8 +97,6 @@ class CudaWeightOnly final : public PreparedImpl {
     MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda backend needs compute capability "
                ">= 8.0 (mma.sync m16n8k16 bf16), device ", device_, " is ", caps_.cc_major, ".",
                caps_.cc_minor);
-    MIXQ_CHECK(o.act == ActQuant::None, ErrorCode::Unsupported, "cuda backend: ",
-               act_quant_name(o.act), " activations are not implemented yet (weight-only only)");
     const bool int_codes = w.code_type == DType::I4 || w.code_type == DType::U4 ||
                            w.code_type == DType::I8 || w.code_type == DType::U8;
     MIXQ_CHECK(int_codes && w.has_scales && w.block_n == 1, ErrorCode::Unsupported,
@@ -336,12 +335,25 @@ class CudaWeightOnly final : public PreparedImpl {
 
 }  // namespace
 
+namespace cuda {
+std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts) {
+  return std::make_shared<CudaWeightOnly>(w, opts);
+}
+}  // namespace cuda
+
 std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
                                                  const PrepareOptions& opts) {
   MIXQ_CHECK(conv == nullptr, ErrorCode::Unsupported,
              "cuda backend: conv2d is not implemented (use the cpu backend)");
   MIXQ_CHECK(cuda_available(), ErrorCode::Unsupported, "backend cuda: no CUDA device is available");
-  return std::make_shared<CudaWeightOnly>(w, opts);
+  switch (opts.act) {
+    case ActQuant::None: return cuda::prepare_weight_only(w, opts);
+    case ActQuant::Fp8Block: return cuda::prepare_fp8_block(w, opts);
+    case ActQuant::Int8Block: return cuda::prepare_int8_block(w, opts);
+    case ActQuant::Int8PerTensor: return cuda::prepare_int8_tensor(w, opts);
+  }
+  MIXQ_FAIL(ErrorCode::InvalidArgument, "prepare: unknown act mode ", int(opts.act));
 }
 
 }  // namespace mixq

@@ -1,0 +1,20 @@
+// Internal: one factory per CUDA prepared-weight kind; prepare_cuda (backend_cuda.cpp) picks one
+// from PrepareOptions::act. Each validates what it supports and throws Unsupported otherwise.
+#pragma once
+
+#include <memory>
+
+#include "core/prepared.hpp"
+
+namespace mixq::cuda {
+
+std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts);
+std::shared_ptr<const PreparedImpl> prepare_fp8_block(const QuantizedWeight& w,
+                                                      const PrepareOptions& opts);
+std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
+                                                       const PrepareOptions& opts);
+std::shared_ptr<const PreparedImpl> prepare_int8_tensor(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts);
+
+}  // namespace mixq::cuda
