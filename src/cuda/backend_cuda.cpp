@@ -17,6 +17,7 @@
 #include "cuda/device_context.hpp"
 #include "cuda/wo_kernels.hpp"
 #include "cuda/wo_plan.hpp"
+#include "cuda/wo_wgmma.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -121,13 +122,17 @@ class CudaWeightOnly final : public PreparedImpl {
     // Internal scratch (shared per device) sized for the streaming path at every M it serves
     // and for one cuBLAS chunk. Tickets are this weight's own: they start at zero and every
     // launch leaves them at zero.
+    wgmma_ = cuda::wo_wgmma_available(device_);
     size_t ws = 0, tickets = 0;
-    for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(4096)}) {
+    for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(128),
+                      int64_t(256), int64_t(4096)}) {
       for (bool f32 : {false, true}) {
-        const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_, "");
-        const WoPlan q = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_, "stream");
-        ws = std::max({ws, cuda::wo_workspace_bytes(p), cuda::wo_workspace_bytes(q)});
-        tickets = std::max({tickets, p.tickets, q.tickets});
+        for (const char* force : {"", "stream", "cublas"}) {
+          const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,
+                                                  force, wgmma_ && !f32);
+          ws = std::max(ws, cuda::wo_workspace_bytes(p));
+          tickets = std::max(tickets, p.tickets);
+        }
       }
     }
     scratch_ = ctx_->reserve_scratch(ws);
@@ -139,15 +144,16 @@ class CudaWeightOnly final : public PreparedImpl {
   std::string kernel_name(int64_t M) const override {
     const WoPlan p = plan(M, false, false, true);
     std::string s = cuda::wo_kernel_name(p.kernel);
-    if (p.kernel == WoKernel::Stream)
+    if (p.kernel != WoKernel::DequantCublas)
       s += "_w" + std::to_string(L_.bits) + "_mt" + std::to_string(p.mt) + "_s" + std::to_string(p.splits);
     return s;
   }
 
   size_t workspace_size(int64_t M) const override {
     // The larger of the 16-bit and f32 activation plans, so one size serves every dtype.
-    return std::max(cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0, false)),
-                    cuda::wo_workspace_bytes(plan(M, true, perm_.size() > 0, false)));
+    return std::max({cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0, false)),
+                     cuda::wo_workspace_bytes(plan(M, false, perm_.size() > 0, false, false)),
+                     cuda::wo_workspace_bytes(plan(M, true, perm_.size() > 0, false))});
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -158,7 +164,10 @@ class CudaWeightOnly final : public PreparedImpl {
     const int64_t M = x.shape[0];
     const bool x_f32 = x.dtype == DType::F32;
     const bool gather = perm_.size() > 0;
-    const WoPlan p = plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32);
+    // the wgmma kernel stages X rows with 16-byte copies
+    const bool x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld() % 8 == 0;
+    const WoPlan p =
+        plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32, x_aligned);
     const size_t need = cuda::wo_workspace_bytes(p);
     char* ws;
     unsigned* tickets;
@@ -181,6 +190,8 @@ class CudaWeightOnly final : public PreparedImpl {
     }
     if (p.kernel == WoKernel::Stream)
       run_stream(p, x, y, ep, ws, tickets, stream);
+    else if (p.kernel == WoKernel::Wgmma)
+      run_wgmma(p, x, y, ep, ws, stream);
     else
       run_cublas(p, x, y, ep, ws, stream);
   }
@@ -188,10 +199,14 @@ class CudaWeightOnly final : public PreparedImpl {
  private:
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
 
-  WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct) const {
+  WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct, bool x_aligned = true) const {
     std::string force = opts.force_kernel.empty() ? env_force_kernel() : opts.force_kernel;
-    if (force != "stream" && force != "cublas") force.clear();
-    return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, y_direct, caps_, force);
+    if (force != "stream" && force != "cublas" && force != "wgmma") force.clear();
+    // a forced kernel that cannot serve this call (f32 or unaligned activations) falls back
+    const bool wgmma_ok = wgmma_ && !x_f32 && (x_aligned || gather);
+    if (force == "wgmma" && !wgmma_ok) force.clear();
+    return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, y_direct, caps_, force,
+                                  wgmma_ok);
   }
 
   // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp).
@@ -244,6 +259,30 @@ class CudaWeightOnly final : public PreparedImpl {
 
   void run_stream(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
                   char* ws, unsigned* tickets, cudaStream_t stream) const {
+    cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, tickets);
+    const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
+    cuda::launch_wo_stream(k, p.mt, L_.bits, grid, p.smem_bytes, stream);
+  }
+
+  // The Hopper wgmma kernel; act-order gathers X into the workspace first (16-byte aligned rows).
+  void run_wgmma(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                 char* ws, cudaStream_t stream) const {
+    cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, nullptr);
+    if (perm_.size()) {
+      char* gathered = ws + align(p.partial_floats * 4) + align(p.tickets * 4) + align(p.chunk_bytes);
+      const int64_t ldg = cuda::round_up(K, 8);
+      cuda::launch_gather_columns(x.data, x.ld(), 2, static_cast<const int32_t*>(perm_.data()),
+                                  x.shape[0], K, gathered, ldg, stream);
+      k.x = gathered;
+      k.ldx = ldg;
+      k.k_perm = nullptr;
+    }
+    const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
+    cuda::launch_wo_wgmma(k, p.mt, L_.bits, grid, stream);
+  }
+
+  cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,
+                                     const Epilogue& ep, char* ws, unsigned* tickets) const {
     cuda::WoStreamParams k{};
     k.x = x.data;
     k.ldx = x.ld();
@@ -272,8 +311,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.bias_type = ep.bias.empty() ? IoType::F32 : io_type(ep.bias.dtype);
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
-    const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
-    cuda::launch_wo_stream(k, p.mt, L_.bits, grid, p.smem_bytes, stream);
+    return k;
   }
 
   void run_cublas(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -325,6 +363,7 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   int device_ = 0;
+  bool wgmma_ = false;  // the sm_90a wgmma kernel is in this binary and runs on this device
   DeviceCaps caps_;
   WoLayout L_;
   int group_shift_ = 30;

@@ -11,7 +11,11 @@ constexpr int kStreamWarpsPlan = 4;
 constexpr int stream_stages(int bits) { return bits == 4 ? 6 : 4; }
 
 const char* wo_kernel_name(WoKernel k) {
-  return k == WoKernel::Stream ? "sm80_wo_stream" : "wo_dequant_cublas";
+  switch (k) {
+    case WoKernel::Stream: return "sm80_wo_stream";
+    case WoKernel::Wgmma: return "sm90_wo_wgmma";
+    default: return "wo_dequant_cublas";
+  }
 }
 
 int64_t stream_max_m(const DeviceCaps&, int, bool x_f32) {
@@ -27,12 +31,44 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
 }  // namespace
 
+int choose_splits(int64_t tiles, int sm_count, int chunks, int max_splits) {
+  int best = 1;
+  double best_eff = 0;
+  for (int s = 1; s <= max_splits && s * 4 <= std::max(chunks, 4); ++s) {
+    const int64_t ctas = tiles * s;
+    const int64_t waves = (ctas + sm_count - 1) / sm_count;
+    // 2% per extra split for the partial-sum traffic and the reduction
+    const double eff = double(ctas) / double(waves * sm_count) * (1.0 - 0.02 * (s - 1));
+    if (eff > best_eff + 1e-9) { best_eff = eff; best = s; }
+  }
+  return best;
+}
+
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
-                        bool y_direct, const DeviceCaps& caps, const std::string& force) {
-  MIXQ_CHECK_ARG(force.empty() || force == "stream" || force == "cublas",
-                 "force_kernel '", force, "' is not one of stream, cublas");
+                        bool y_direct, const DeviceCaps& caps, const std::string& force,
+                        bool wgmma_ok) {
+  MIXQ_CHECK_ARG(force.empty() || force == "stream" || force == "cublas" || force == "wgmma",
+                 "force_kernel '", force, "' is not one of stream, cublas, wgmma");
+  MIXQ_CHECK(force != "wgmma" || wgmma_ok, ErrorCode::Unsupported,
+             "force_kernel 'wgmma' needs an sm_90a build on a Hopper GPU and 16-bit activations "
+             "with 16-byte aligned rows");
   WoPlan p;
   const bool stream = force == "stream" || (force.empty() && M <= stream_max_m(caps, L.bits, x_f32));
+  if (!stream && wgmma_ok && force != "cublas") {
+    p.kernel = WoKernel::Wgmma;
+    p.mt = M <= 64 ? 64 : M <= 128 ? 128 : 256;
+    p.m_blocks = ceil_div(M, p.mt);
+    p.n_blocks = ceil_div(L.N, 128);
+    const int chunks = int(L.Kp / kChunkK);
+    const int64_t cap = int64_t(kMaxWgmmaPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
+    const int max_splits = int(std::max<int64_t>(1, std::min<int64_t>(8, cap)));
+    p.splits = choose_splits(int64_t(p.n_blocks) * p.m_blocks, caps.sm_count, chunks, max_splits);
+    p.chunks_per_split = ceil_div(chunks, p.splits);
+    p.splits = ceil_div(chunks, p.chunks_per_split);
+    p.partial_floats = p.splits > 1 ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
+    p.gather_bytes = gather ? size_t(M * round_up(L.K, 8) * x_bytes) : 0;
+    return p;
+  }
   if (!stream) {
     p.kernel = WoKernel::DequantCublas;
     const int64_t elem = x_f32 ? 4 : 2;

@@ -18,7 +18,7 @@ struct DeviceCaps {
   size_t l2_bytes = 50u << 20;
 };
 
-enum class WoKernel { Stream, DequantCublas };
+enum class WoKernel { Stream, DequantCublas, Wgmma };
 const char* wo_kernel_name(WoKernel k);
 
 struct WoPlan {
@@ -40,6 +40,7 @@ struct WoPlan {
   size_t chunk_bytes = 0;
   size_t gather_bytes = 0;    // act-order: X permuted once
   size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its dtype directly
+  // Hopper wgmma kernel: m_blocks x n_blocks (128 rows) x splits, token tile mt, partial_floats
 };
 
 // Largest M the streaming kernel serves before dequantize+cuBLAS wins (measured: see
@@ -47,14 +48,22 @@ struct WoPlan {
 int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
+constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgmma kernel
 // Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient (32 MB chunks cost
 // ~20% at M = 4096 on 14336x21504); the buffer is per-device scratch shared by all weights.
 constexpr size_t kDequantChunkBytes = size_t(256) << 20;
 
-// force: "" (automatic), "stream" or "cublas".
+// force: "" (automatic), "stream", "cublas" or "wgmma".
 // y_direct: cuBLAS can write the output dtype itself (it equals the activation dtype, or is f32).
+// wgmma_ok: the Hopper wgmma kernel can run this call (sm_90a binary on a 9.x device, 16-bit
+// activations with 16-byte aligned rows); it then serves every M past the streaming kernel.
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
-                        bool y_direct, const DeviceCaps& caps, const std::string& force);
+                        bool y_direct, const DeviceCaps& caps, const std::string& force,
+                        bool wgmma_ok = false);
+
+// Splits of K that best fill `sm_count` single-CTA SMs with `tiles` output tiles (at most
+// max_splits, at least 4 chunks per split): the wave-quantization efficiency is maximized.
+int choose_splits(int64_t tiles, int sm_count, int chunks, int max_splits);
 
 // Bytes of workspace a plan needs (partials, tickets, dequant chunk, gather), 256-aligned parts.
 size_t wo_workspace_bytes(const WoPlan& p);

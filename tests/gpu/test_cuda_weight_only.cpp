@@ -211,6 +211,46 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
   }
 }
 
+bool hopper() {
+  int dev = 0, major = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  return major == 9;
+}
+
+// The sm_90a wgmma kernel (M past the streaming kernel): every M tile size, split-K, schemes,
+// activation/output types, odd shapes, act-order, bias and clamp.
+TEST(CudaWeightOnly, HopperWgmmaKernel) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "not a Hopper GPU";
+  {
+    PrepareOptions o;
+    o.backend = BackendKind::CUDA;
+    const PreparedWeight pw = prepare(make_weight(256, 512, "w4g128", 1), o);
+    EXPECT_NE(pw.kernel_name(64).find("sm90_wo_wgmma"), std::string::npos)
+        << "a Hopper build should serve M = 64 with the wgmma kernel, got " << pw.kernel_name(64);
+  }
+  uint32_t seed = 500;
+  for (int64_t M : {1, 2, 17, 33, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4096})
+    expect_ok({M, 200, 520, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+  for (const char* s : {"w4g32", "w4g64", "w4g128", "w4g256", "w4pc", "w4g128asym", "w4g32zp",
+                        "w4g128zp", "w8g128", "w8g32asym", "w8pc", "w8g64zp", "w4g128-bf16",
+                        "w4g64-f32", "w4g16"})
+    for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::F16, DType::F16, "wgmma"}, seed++);
+  for (DType xt : {DType::F16, DType::BF16})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32})
+      for (const char* s : {"w4g128", "w8g128", "w4g64asym"})
+        expect_ok({100, 72, 776, s, xt, yt, "wgmma"}, seed++);
+  // split-K over many chunks (8 row tiles of 128 do not fill the GPU), TP shapes
+  expect_ok({48, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+  expect_ok({300, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
+  expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, "wgmma", true, true}, seed++);
+  expect_ok({90, 100, 300, "w4g64asym", DType::F16, DType::F16, "wgmma", false, true, Epilogue::relu6()}, seed++);
+  expect_ok({200, 17, 31, "w8pc", DType::BF16, DType::F32, "wgmma", false, true, Epilogue::relu()}, seed++);
+  // K = 777: rows not 16-byte aligned, the call falls back to another kernel and stays right
+  expect_ok({50, 72, 777, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+}
+
 TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   SKIP_WITHOUT_GPU();
   const int64_t M = 5, N = 4096, K = 4096;

@@ -73,4 +73,36 @@ TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
   EXPECT_EQ(p.gather_bytes, size_t(4096) * 8192 * 2);  // act-order permutes X once
   EXPECT_EQ(p.out_bytes, size_t(4096) * 57344 * 4);    // f32 staging for an output cuBLAS can't write
 }
+TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
+  const DeviceCaps caps;
+  const WoLayout L = layout(21504, 14336, 4, 128);
+  for (int64_t M : {33, 64, 65, 128, 200, 256, 1024, 4096}) {
+    const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "", true);
+    ASSERT_EQ(p.kernel, WoKernel::Wgmma) << M;
+    EXPECT_EQ(p.mt, M <= 64 ? 64 : M <= 128 ? 128 : 256);
+    EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
+    EXPECT_EQ(p.n_blocks, (21504 + 127) / 128);
+    const int chunks = int(L.Kp / kChunkK);
+    EXPECT_GE(p.splits * p.chunks_per_split, chunks);
+    EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
+    EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
+    EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * 21504 : 0);
+  }
+  // without the kernel (or forced away) the old paths stay
+  EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "", false).kernel,
+            WoKernel::DequantCublas);
+  EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
+            WoKernel::DequantCublas);
+  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
+  EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);
+}
+
+TEST(CudaPlan, SplitsFillWaves) {
+  EXPECT_EQ(choose_splits(132, 132, 224, 8), 1);   // one full wave
+  EXPECT_EQ(choose_splits(168, 132, 224, 8), 3);   // 1.27 waves -> 504 CTAs in 3.8 waves
+  EXPECT_EQ(choose_splits(32, 132, 64, 8), 4);     // small layer: 128 CTAs
+  EXPECT_EQ(choose_splits(32, 132, 8, 8), 2);      // at least 4 chunks per split
+  EXPECT_EQ(choose_splits(1000, 132, 224, 1), 1);  // capped
+}
 #endif  // MIXQ_WITH_CUDA
