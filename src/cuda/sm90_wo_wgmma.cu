@@ -31,7 +31,10 @@ constexpr int kWarps = 8;          // two warpgroups of 4
 
 template <int MT>
 struct WgmmaTile {
-  static constexpr int kStages = MT == 256 ? 4 : MT == 128 ? 6 : 8;
+  // MT <= 128: two CTAs per SM (~97 KB of shared memory each) so that 4 warps per scheduler
+  // hide the dequantization latencies; MT = 256 needs its 128 accumulators per thread alone.
+  static constexpr int kStages = MT == 64 ? 6 : 4;
+  static constexpr int kCtasPerSm = MT == 256 ? 1 : 2;
   static constexpr int kXBytes = MT * kChunkK * 2;  // swizzled [MT][64] 16-bit, 1024-aligned
   template <int BITS>
   static constexpr int w_bytes() { return kWarps * 32 * (BITS == 4 ? 16 : 32); }
@@ -90,18 +93,6 @@ struct PairF32 {
 template <typename T, int BITS, bool HALF_PAIRS>
 struct ChunkDequant;
 
-// Loads the lane's 16-byte (int4) / 32-byte (int8) packed chunk from shared memory and writes the
-// 4 k16 steps of A fragments. ga/gb: per k16 step, the pair slot of rows r and r+8.
-template <int BITS>
-__device__ __forceinline__ void load_codes(uint32_t smem, uint32_t (&w)[BITS == 4 ? 4 : 8]) {
-  const uint4 a = lds_u4(smem);
-  w[0] = a.x; w[1] = a.y; w[2] = a.z; w[3] = a.w;
-  if constexpr (BITS == 8) {
-    const uint4 b = lds_u4(smem + 16);
-    w[4] = b.x; w[5] = b.y; w[6] = b.z; w[7] = b.w;
-  }
-}
-
 // Biased 16-bit f16 values (1024 + u) of fragment register i of k16 step j.
 template <int BITS>
 __device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) {
@@ -117,7 +108,7 @@ __device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) 
 #endif
 
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
-__global__ void __launch_bounds__(kWarps * 32, 1) wo_wgmma_kernel(const WoStreamParams p) {
+__global__ void __launch_bounds__(kWarps * 32, WgmmaTile<MT>::kCtasPerSm) wo_wgmma_kernel(const WoStreamParams p) {
 #if defined(MIXQ_SM90A)
   using Tile = WgmmaTile<MT>;
   constexpr int S = Tile::kStages;
@@ -142,37 +133,56 @@ __global__ void __launch_bounds__(kWarps * 32, 1) wo_wgmma_kernel(const WoStream
   const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));
 
   auto x_stage = [&](int s) { return smem0 + uint32_t(s * kStageBytes); };
-  auto w_stage = [&](int s) { return x_stage(s) + Tile::kXBytes; };
-  auto p_stage = [&](int s) { return w_stage(s) + kWBytes; };
+  auto w_off = [&](int s) { return uint32_t(s * kStageBytes + Tile::kXBytes); };
+  auto p_off = [&](int s) { return w_off(s) + uint32_t(kWBytes); };
+  // generic pointer to the aligned base: ordinary loads of the stages are ordered by the barriers
+  const uint8_t* sptr = smem_raw + (smem0 - smem_addr(smem_raw));
+
+  // Per-thread copy assignments are the same for every chunk (computed once): X row r0 + 32j,
+  // 16-byte column chunk xc (its swizzled slot is the same for all j since 32j keeps r % 8).
+  constexpr int kXPerThread = MT * 8 / (kWarps * 32);
+  const int r0 = tid >> 3, xc = tid & 7;
+  const uint32_t x_dst0 = uint32_t(r0 * 128 + ((xc ^ (r0 & 7)) << 4));
+  const int64_t x_row_step = int64_t(32) * p.ldx * 2;
+  const char* x_src0 = static_cast<const char*>(p.x) + (int64_t(m0 + r0) * p.ldx + xc * 8) * 2;
+  const int x_rows_ok = min(kXPerThread, max(0, (p.M - m0 - r0 + 31) / 32));  // rows j < this exist
+  const int nt = n_tile0 + warp;
+  const bool w_ok = nt < n_row_tiles;
+  const char* w_src0 = reinterpret_cast<const char*>(p.codes) + (int64_t(nt) * chunks * 32 + lane) * kLaneBytes;
+  const uint32_t w_dst = uint32_t((warp * 32 + lane) * kLaneBytes);
+  const char* p_src0 = static_cast<const char*>(p.pairs) +
+                       int64_t(nt * kTileRows + (lane & 15)) * p.groups * pair_size;
+  const uint32_t p_dst = uint32_t((warp * kTileRows + (lane & 15)) * 4 * 8);
 
   // One chunk into stage s: X rows m0.. (zero beyond M and K), weights, pairs.
   auto load_chunk = [&](int c, int s) {
     const int k0 = c * kChunkK;
-    const uint32_t xs = x_stage(s);
-    const char* xg = static_cast<const char*>(p.x);
-    for (int i = tid; i < MT * 8; i += kWarps * 32) {
-      const int r = i >> 3, ch = i & 7;
-      const int m = m0 + r, k = k0 + ch * 8;
-      int bytes = (m < p.M && k < p.K) ? min(8, p.K - k) * 2 : 0;
-      const void* src = bytes ? xg + (int64_t(m) * p.ldx + k) * 2 : p.x;
-      cp_async_zfill(xs + uint32_t(r * 128 + ((ch ^ (r & 7)) << 4)), src, bytes);
+    const uint32_t xs = x_stage(s) + x_dst0;
+    const int kb = max(0, min(8, p.K - (k0 + xc * 8))) * 2;
+    const char* xg = x_src0 + int64_t(k0) * 2;
+#pragma unroll
+    for (int j = 0; j < kXPerThread; ++j) {
+      const int bytes = j < x_rows_ok ? kb : 0;
+      cp_async_zfill(xs + uint32_t(j * 32 * 128), bytes ? xg + j * x_row_step : p.x, bytes);
     }
-    const int nt = n_tile0 + warp;
-    if (nt < n_row_tiles) {
-      const char* wg = reinterpret_cast<const char*>(p.codes) +
-                       ((int64_t(nt) * chunks + c) * 32 + lane) * kLaneBytes;
-      const uint32_t ws = w_stage(s) + uint32_t((warp * 32 + lane) * kLaneBytes);
+    if (w_ok) {
+      const char* wg = w_src0 + int64_t(c) * 32 * kLaneBytes;
+      const uint32_t ws = smem0 + w_off(s) + w_dst;
       cp_async_16_u32(ws, wg);
       if constexpr (BITS == 8) cp_async_16_u32(ws + 16, wg + 16);
       // lanes 0..15: row nt*16 + lane, the chunk's ppc pairs (contiguous in the row)
       if (lane < kTileRows) {
-        const int row = nt * kTileRows + lane;
-        const int g0 = (k0 >> gs);
-        const char* pg = static_cast<const char*>(p.pairs) + (int64_t(row) * p.groups + g0) * pair_size;
-        const uint32_t ps = p_stage(s) + uint32_t((warp * kTileRows + lane) * 4 * 8);
-        for (int q = 0; q < ppc && g0 + q < p.groups; ++q) {
-          if (pair_size == 8) cp_async_small<8>(ps + q * 8, pg + q * 8);
-          else cp_async_small<4>(ps + q * 8, pg + q * 4);
+        const int g0 = k0 >> gs;
+        const char* pg = p_src0 + int64_t(g0) * pair_size;
+        const uint32_t ps = smem0 + p_off(s) + p_dst;
+        if (ppc == 1) {
+          if (pair_size == 8) cp_async_small<8>(ps, pg);
+          else cp_async_small<4>(ps, pg);
+        } else {
+          for (int q = 0; q < ppc; ++q) {
+            if (pair_size == 8) cp_async_small<8>(ps + q * 8, pg + q * 8);
+            else cp_async_small<4>(ps + q * 8, pg + q * 4);
+          }
         }
       }
     }
@@ -183,52 +193,69 @@ __global__ void __launch_bounds__(kWarps * 32, 1) wo_wgmma_kernel(const WoStream
   for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
   uint32_t a[2][4][4];  // [buffer][k16 step][fragment register]
 
-  // Dequantizes chunk i (stage s) into A buffer b.
   const int r_lo = lane >> 2;  // rows r_lo and r_lo + 8 of the warp's tile
+  // (scale, offset) of rows r_lo and r_lo + 8 for pair slot q, as two 32-bit words each:
+  // half path: s2/o2 = half2(s, s) / half2(o', o'); f32 path: s and o' - 1024 s.
+  auto load_pairs = [&](int s, int q, uint32_t (&s2)[2], uint32_t (&o2)[2], float (&sf)[2], float (&of)[2]) {
+    const uint8_t* pp = sptr + p_off(s) + (warp * kTileRows * 4 + r_lo * 4 + q) * 8;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ph = pp + h * 8 * 4 * 8;
+      if constexpr (HALF_PAIRS) {
+        const __half2 pr = *reinterpret_cast<const __half2*>(ph);
+        const __half2 sv = __low2half2(pr), ov = __high2half2(pr);
+        s2[h] = *reinterpret_cast<const uint32_t*>(&sv);
+        o2[h] = *reinterpret_cast<const uint32_t*>(&ov);
+      } else {
+        float sv, ov;
+        if (p.pair_f32) {
+          const float2 f = *reinterpret_cast<const float2*>(ph);
+          sv = f.x; ov = f.y;
+        } else {
+          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(ph));
+          sv = f.x; ov = f.y;
+        }
+        sf[h] = sv;
+        of[h] = fmaf(-1024.f, sv, ov);  // fold the mantissa-trick bias: w = (1024+u) s + (o' - 1024 s)
+      }
+    }
+  };
+  auto dequant_step = [&](const uint32_t* w, int j, const uint32_t (&s2)[2], const uint32_t (&o2)[2],
+                          const float (&sf)[2], const float (&of)[2], uint32_t (&dst)[4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // registers 0, 2: row r; 1, 3: row r + 8
+      const uint32_t v = biased_f16<BITS>(w, j, i);
+      if constexpr (HALF_PAIRS) {
+        dst[i] = Dequant<half, true>::pair(v, s2[i & 1], o2[i & 1]);
+      } else {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+        dst[i] = pack2<T>(fmaf(f.x, sf[i & 1], of[i & 1]), fmaf(f.y, sf[i & 1], of[i & 1]));
+      }
+    }
+  };
+  // Dequantizes the chunk in stage s into A buffer dst.
   auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
     uint32_t w[BITS == 4 ? 4 : 8];
-    load_codes<BITS>(w_stage(s) + uint32_t((warp * 32 + lane) * kLaneBytes), w);
-    const uint32_t ps = p_stage(s) + uint32_t(warp * kTileRows * 4 * 8);
+    {
+      const uint4* wp = reinterpret_cast<const uint4*>(sptr + w_off(s) + w_dst);
+      const uint4 lo = wp[0];
+      w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+      if constexpr (BITS == 8) {
+        const uint4 hi = wp[1];
+        w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+      }
+    }
+    uint32_t s2[2], o2[2];
+    float sf[2], of[2];
+    if (ppc == 1) {  // one group spans the chunk: one pair per row
+      load_pairs(s, 0, s2, o2, sf, of);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int q = ppc == 1 ? 0 : (j * 16) >> gs;  // pair slot of this k16 step
-      const uint32_t pa = ps + uint32_t((r_lo * 4 + q) * 8), pb = pa + 8 * 4 * 8;
-      if constexpr (HALF_PAIRS) {
-        uint32_t sa, sb;
-        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(sa) : "r"(pa));
-        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(sb) : "r"(pb));
-        const __half2 pha = *reinterpret_cast<const __half2*>(&sa), phb = *reinterpret_cast<const __half2*>(&sb);
-        const __half2 s_a = __low2half2(pha), o_a = __high2half2(pha);
-        const __half2 s_b = __low2half2(phb), o_b = __high2half2(phb);
-        const uint32_t s2[2] = {*reinterpret_cast<const uint32_t*>(&s_a), *reinterpret_cast<const uint32_t*>(&s_b)};
-        const uint32_t o2[2] = {*reinterpret_cast<const uint32_t*>(&o_a), *reinterpret_cast<const uint32_t*>(&o_b)};
+      for (int j = 0; j < 4; ++j) dequant_step(w, j, s2, o2, sf, of, dst[j]);
+    } else {
 #pragma unroll
-        for (int i = 0; i < 4; ++i)  // registers 0, 2: row r; 1, 3: row r + 8
-          dst[j][i] = Dequant<half, true>::pair(biased_f16<BITS>(w, j, i), s2[i & 1], o2[i & 1]);
-      } else {
-        float sr[2], orr[2];
-        if (p.pair_f32) {
-          float2 fa, fb;
-          asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(fa.x), "=f"(fa.y) : "r"(pa));
-          asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(fb.x), "=f"(fb.y) : "r"(pb));
-          sr[0] = fa.x; orr[0] = fa.y; sr[1] = fb.x; orr[1] = fb.y;
-        } else {
-          uint32_t ha, hb;
-          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(ha) : "r"(pa));
-          asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(hb) : "r"(pb));
-          const float2 fa = __half22float2(*reinterpret_cast<const __half2*>(&ha));
-          const float2 fb = __half22float2(*reinterpret_cast<const __half2*>(&hb));
-          sr[0] = fa.x; orr[0] = fa.y; sr[1] = fb.x; orr[1] = fb.y;
-        }
-        // fold the mantissa-trick bias: w = (1024 + u) * s + (o' - 1024 * s)
-        orr[0] = fmaf(-1024.f, sr[0], orr[0]);
-        orr[1] = fmaf(-1024.f, sr[1], orr[1]);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint32_t v = biased_f16<BITS>(w, j, i);
-          const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-          dst[j][i] = pack2<T>(fmaf(f.x, sr[i & 1], orr[i & 1]), fmaf(f.y, sr[i & 1], orr[i & 1]));
-        }
+      for (int j = 0; j < 4; ++j) {
+        load_pairs(s, (j * 16) >> gs, s2, o2, sf, of);
+        dequant_step(w, j, s2, o2, sf, of, dst[j]);
       }
     }
   };

@@ -1,6 +1,7 @@
 #include "cuda/wo_plan.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "mixq/error.hpp"
 
@@ -53,10 +54,17 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
              "force_kernel 'wgmma' needs an sm_90a build on a Hopper GPU and 16-bit activations "
              "with 16-byte aligned rows");
   WoPlan p;
-  const bool stream = force == "stream" || (force.empty() && M <= stream_max_m(caps, L.bits, x_f32));
-  if (!stream && wgmma_ok && force != "cublas") {
+  // Measured on H200 (bench/results/cuda_wo_wgmma.md): the wgmma kernel beats the streaming
+  // kernel from M = 9 (14336x21504: 138 us at M = 16 against 219) and dequantize + cuBLAS up to
+  // M = 256; past that cuBLAS on the dequantized weight is still faster.
+  const int64_t stream_max = wgmma_ok ? kWgmmaMinM - 1 : stream_max_m(caps, L.bits, x_f32);
+  const bool stream = force == "stream" || (force.empty() && M <= stream_max);
+  const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
+  if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
     p.mt = M <= 64 ? 64 : M <= 128 ? 128 : 256;
+    if (const char* e = std::getenv("MIXQ_WGMMA_MT"))  // tuning knob: force the token tile
+      if (std::atoi(e) == 64 || std::atoi(e) == 128 || std::atoi(e) == 256) p.mt = std::atoi(e);
     p.m_blocks = ceil_div(M, p.mt);
     p.n_blocks = ceil_div(L.N, 128);
     const int chunks = int(L.Kp / kChunkK);
