@@ -55,7 +55,8 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
              "with 16-byte aligned rows");
   WoPlan p;
   // Measured on H200 (bench/results/cuda_wo_wgmma.md): the wgmma kernel beats the streaming
-  // kernel from M = 9 (14336x21504: 138 us at M = 16 against 219) and dequantize + cuBLAS up to
+  // kernel from M = 8 (14336x21504: 138 us at M = 16 against 219, even at M = 8; 4096x4096: 15 us
+  // against 21 at M = 8) and dequantize + cuBLAS up to
   // M = 256; past that cuBLAS on the dequantized weight is still faster.
   const int64_t stream_max = wgmma_ok ? kWgmmaMinM - 1 : stream_max_m(caps, L.bits, x_f32);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);

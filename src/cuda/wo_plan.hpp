@@ -48,7 +48,7 @@ struct WoPlan {
 int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
-constexpr int64_t kWgmmaMinM = 9;    // below: the streaming kernel (with wgmma available)
+constexpr int64_t kWgmmaMinM = 8;    // below: the streaming kernel (with wgmma available)
 constexpr int64_t kWgmmaMaxM = 256;  // above: dequantize + cuBLAS
 constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgmma kernel
 // Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient (32 MB chunks cost

@@ -76,7 +76,7 @@ TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
 TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   const DeviceCaps caps;
   const WoLayout L = layout(21504, 14336, 4, 128);
-  for (int64_t M : {9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
+  for (int64_t M : {8, 9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
     const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, M > kWgmmaMaxM ? "wgmma" : "", true);
     ASSERT_EQ(p.kernel, WoKernel::Wgmma) << M;
     EXPECT_EQ(p.mt, M <= 64 ? 64 : M <= 128 ? 128 : 256);
@@ -93,7 +93,7 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  EXPECT_EQ(plan_weight_only(7, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
   EXPECT_EQ(plan_weight_only(1024, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
