@@ -94,7 +94,7 @@ std::vector<int64_t> rows_to_check(int64_t M) {
   for (int64_t m : {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(63), int64_t(64),
                     int64_t(127), int64_t(128), int64_t(129), int64_t(255), int64_t(256)})
     if (m < M) r.push_back(m);
-  std::mt19937 rng(uint32_t(M));
+  std::mt19937 rng{static_cast<uint32_t>(M)};
   for (int i = 0; i < 16; ++i) r.push_back(int64_t(rng() % uint32_t(M)));
   r.push_back(M - 1);
   return r;
