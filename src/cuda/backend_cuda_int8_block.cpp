@@ -1,12 +1,204 @@
-// CUDA prepared weight for ActQuant::Int8Block (placeholder until its kernels land).
+// CUDA prepared weight for ActQuant::Int8Block (W8A8 per block, mission.md §2).
+//
+// prepare: the i8 codes are copied into a zero-padded [Np][Kp] matrix (K contiguous, the layout
+// the GEMM's cp.async + ldmatrix want) and the per-(K block, row) epilogue values are precomputed
+// block-major: sw, ow and dw = sw*Σqw + g_i*ow (int8_gemm.hpp).
+// linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
+// the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cuda/act_quant.hpp"
 #include "cuda/backend_factories.hpp"
-#include "mixq/error.hpp"
+#include "cuda/device_context.hpp"
+#include "cuda/int8_backend_common.hpp"
+#include "cuda/int8_block_prepared.hpp"
+#include "cuda/int8_gemm.hpp"
 
 namespace mixq::cuda {
 
-std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& /*w*/,
-                                        const PrepareOptions& /*opts*/) {
-  MIXQ_FAIL(ErrorCode::Unsupported, "cuda backend: Int8Block activations are not implemented yet");
+namespace {
+
+using int8b::align256;
+using int8b::round_up;
+
+// Rows of activations the internal scratch (no ExecContext::workspace) is sized for.
+constexpr int64_t kScratchRows = 4096;
+
+class CudaInt8Block final : public PreparedImpl {
+ public:
+  CudaInt8Block(const QuantizedWeight& w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    int8b::check_device(o);
+    device_ = o.device;
+    int8b::DeviceGuard guard(device_);
+    ctx_ = &DeviceContext::get(device_);
+    caps_ = ctx_->caps();
+    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda int8-block needs compute "
+               "capability >= 8.0 (mma.sync s8), device ", device_, " is ", caps_.cc_major, ".",
+               caps_.cc_minor);
+    // ops.cpp checked: i8 codes, symmetric or offset, block_n 1, no k_perm, act_block == block_k.
+    g_ = w.block_k;
+    MIXQ_CHECK(g_ == 64 || g_ == 128, ErrorCode::Unsupported, "cuda int8-block: the K block (",
+               g_, ") must be 64 or 128 (weight ", w.describe(), ")");
+    MIXQ_CHECK(N < (int64_t(1) << 30) && K < (int64_t(1) << 30), ErrorCode::Unsupported,
+               "cuda int8-block: N (", N, ") and K (", K, ") must be < 2^30");
+    offset_ = w.zero_kind == ZeroKind::Offset;
+    nb_ = (K + g_ - 1) / g_;
+    Kp_ = nb_ * g_;
+    Np_ = round_up(N, kInt8PadN);
+    std::vector<int8_t> codes(size_t(Np_ * Kp_), 0);
+    std::vector<float> sw(size_t(nb_ * Np_), 0.f), ow(offset_ ? sw.size() : 0, 0.f),
+        dw(sw.size(), 0.f);
+    for (int64_t n = 0; n < N; ++n) {
+      std::memcpy(&codes[size_t(n * Kp_)], w.codes.data() + n * w.row_bytes(), size_t(K));
+      for (int64_t b = 0; b < nb_; ++b) {
+        const int64_t k0 = b * g_, k1 = std::min(K, k0 + g_);
+        int64_t qsum = 0;
+        for (int64_t k = k0; k < k1; ++k) qsum += codes[size_t(n * Kp_ + k)];
+        const double s = w.scale(n, b), off = offset_ ? w.offset(n, b) : 0.0;
+        sw[size_t(b * Np_ + n)] = float(s);
+        if (offset_) ow[size_t(b * Np_ + n)] = float(off);
+        dw[size_t(b * Np_ + n)] = float(s * double(qsum) + double(k1 - k0) * off);
+      }
+    }
+    codes_ = upload(codes.data(), codes.size());
+    sw_ = upload(sw.data(), sw.size() * 4);
+    dw_ = upload(dw.data(), dw.size() * 4);
+    if (offset_) ow_ = upload(ow.data(), ow.size() * 4);
+    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  std::string kernel_name(int64_t M) const override {
+    return std::string(pick(M).name) + "_g" + std::to_string(g_) + (offset_ ? "_offset" : "_sym");
+  }
+
+  // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts.
+  size_t workspace_size(int64_t M) const override {
+    const size_t meta = align256(size_t(nb_ * act_meta_pitch(M)) * 4);
+    return align256(size_t(M * act_row_pitch(K))) + 3 * meta;
+  }
+
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "linear: x (device ",
+                   x.device_index, ") and y (device ", y.device_index,
+                   ") must be on the prepared weight's device ", device_);
+    const int64_t M = x.shape[0];
+    MIXQ_CHECK(M < INT_MAX / 2, ErrorCode::Unsupported, "cuda int8-block: M (", M,
+               ") must be < 2^30");
+    const size_t need = workspace_size(M);
+    char* ws;
+    if (ctx.workspace) {
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
+                     " bytes is smaller than the ", need, " bytes this call needs "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(ctx.workspace);
+    } else {
+      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
+                     " bytes of workspace, more than the ", scratch_->size(),
+                     " reserved at prepare time; pass ExecContext::workspace "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(scratch_->data());
+    }
+    Int8QuantizedActs a;
+    a.M = M;
+    a.ldq = act_row_pitch(K);
+    a.ld_meta = act_meta_pitch(M);
+    const size_t meta = align256(size_t(nb_ * a.ld_meta) * 4);
+    char* p = ws;
+    a.q = reinterpret_cast<int8_t*>(p);
+    p += align256(size_t(M * a.ldq));
+    a.scale = reinterpret_cast<float*>(p);
+    a.offset = reinterpret_cast<float*>(p + meta);
+    a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
+    int8b::DeviceGuard guard(device_);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
+                               const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
+                               const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
+                               a.ld_meta, stream);
+    gemm(a, y, ep, stream);
+  }
+
+  void gemm(const Int8QuantizedActs& a, const TensorView& y, const Epilogue& ep,
+            cudaStream_t stream) const {
+    Int8GemmParams p;
+    p.mode = Int8Mode::Block;
+    p.M = int(a.M);
+    p.N = int(N);
+    p.K = int(K);
+    p.kb = int(g_);
+    p.n_kblocks = int(nb_);
+    p.a = a.q;
+    p.lda = a.ldq;
+    p.b = static_cast<const int8_t*>(codes_.data());
+    p.ldb = Kp_;
+    p.Np = Np_;
+    p.sx = a.scale;
+    p.ox = a.offset;
+    p.sumx = a.sums;
+    p.ld_meta = a.ld_meta;
+    p.sw = static_cast<const float*>(sw_.data());
+    p.ow = offset_ ? static_cast<const float*>(ow_.data()) : nullptr;
+    p.dw = static_cast<const float*>(dw_.data());
+    p.y = y.data;
+    p.ldy = y.ld();
+    p.y_type = int8b::type_code(y.dtype);
+    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
+    p.clamp_lo = ep.clamp_lo;
+    p.clamp_hi = ep.clamp_hi;
+    pick(a.M).launch(p, stream);
+  }
+
+  int device() const { return device_; }
+
+ private:
+  Int8GemmKernel pick(int64_t M) const {
+    return select_int8_gemm(caps_, Int8Mode::Block, int(g_), offset_, M, int8b::force_kernel(opts));
+  }
+
+  DeviceBuffer upload(const void* src, size_t bytes) const {
+    DeviceBuffer b(std::max<size_t>(bytes, 16), device_);
+    b.copy_from_host(src, bytes);
+    return b;
+  }
+
+  int device_ = 0;
+  DeviceCaps caps_;
+  DeviceContext* ctx_ = nullptr;
+  int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0;
+  bool offset_ = false;
+  DeviceBuffer codes_, sw_, ow_, dw_;
+  std::shared_ptr<DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
+                                                       const PrepareOptions& opts) {
+  return std::make_shared<CudaInt8Block>(w, opts);
+}
+
+void int8_block_gemm_prequantized(const PreparedWeight& w, const Int8QuantizedActs& a,
+                                  const TensorView& y, const Epilogue& ep, void* stream) {
+  const auto* p = dynamic_cast<const CudaInt8Block*>(&w.impl());
+  MIXQ_CHECK_ARG(p != nullptr, "int8_block_gemm_prequantized: not a CUDA int8-block weight");
+  MIXQ_CHECK_ARG(y.rank == 2 && y.shape[0] == a.M && y.shape[1] == p->N && a.ldq >= p->K &&
+                     a.ldq % 16 == 0 && a.ld_meta >= a.M && a.ld_meta % 4 == 0,
+                 "int8_block_gemm_prequantized: inconsistent shapes (y ", y.describe(), ", M ",
+                 a.M, ", ldq ", a.ldq, ", ld_meta ", a.ld_meta, ")");
+  if (a.M == 0) return;
+  int8b::DeviceGuard guard(p->device());
+  p->gemm(a, y, ep, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace mixq::cuda

@@ -1,0 +1,59 @@
+// Internal helpers shared by the two INT8 prepared weights (backend_cuda_int8_block.cpp,
+// backend_cuda_int8_tensor.cpp): device selection, dtype codes, workspace carving.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "cuda/check.hpp"
+#include "mixq/error.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/tensor.hpp"
+
+namespace mixq::cuda::int8b {
+
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+// 0 f16, 1 bf16, 2 f32, 3 i8 (the kernels' type codes).
+inline int type_code(DType t) {
+  switch (t) {
+    case DType::F16: return 0;
+    case DType::BF16: return 1;
+    case DType::F32: return 2;
+    case DType::I8: return 3;
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda int8: unsupported dtype ", dtype_name(t));
+  }
+}
+
+inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// PrepareOptions::force_kernel (an unknown name is an error), else MIXQ_FORCE_KERNEL when it names
+// an int8 kernel ("sm80_i8_..."; other values are meant for other backends and ignored).
+inline std::string force_kernel(const PrepareOptions& o) {
+  if (!o.force_kernel.empty()) return o.force_kernel;
+  const char* e = std::getenv("MIXQ_FORCE_KERNEL");
+  if (e && std::string(e).rfind("sm80_i8", 0) == 0) return std::string(e);
+  return std::string();
+}
+
+inline void check_device(const PrepareOptions& o) {
+  MIXQ_CHECK_ARG(o.device >= 0 && o.device < cuda_device_count(), "prepare: CUDA device ",
+                 o.device, " does not exist (", cuda_device_count(), " visible)");
+}
+
+}  // namespace mixq::cuda::int8b

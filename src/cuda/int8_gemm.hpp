@@ -1,0 +1,97 @@
+// Host-side interface of the INT8 x INT8 tensor-core GEMMs (W8A8 per block, and per-tensor with a
+// requantized output). Plain C++ so that the prepared weights and the tests compile with the host
+// compiler.
+//
+// A: quantized activations [M][lda] i8 (lda a multiple of 16; each row is read in 16-byte chunks up
+//    to round_up(K, 16), chunks past that are zero-filled; columns past K are zero codes or
+//    multiply zero weight codes). B: the packed weight [Np][Kp] i8, Np = round_up(N, kInt8PadN),
+//    Kp = round_up(K, kb) (kb = the K block, 64 or 128 for the block mode, 128 per-tensor),
+//    rows and columns past N / K zero.
+//
+// Block mode (ActQuant::Int8Block), per K block i of g_i real elements:
+//   C += sx*sw*dot + sx*Σqx*ow + ox*(sw*Σqw + g_i*ow)
+// with the activation meta of act_quant.hpp (sx, ox, Σqx at [i*ld_meta + m]) and the weight meta
+// built at prepare time, block-major: sw, ow, dw = sw*Σqw + g_i*ow at [i*Np + n].
+//
+// Per-tensor mode (ActQuant::Int8PerTensor): acc = Σ xq*wq - Z_I*Σqw over all of K in int32 (exact
+// while the true value fits, which K <= 65536 guarantees), then in double, in the reference's
+// order: real = clamp((S_I*S_W[n])*acc + bias), y = clamp(nearbyint(real / S_O) + Z_O) for i8
+// output, or y = (float)real for f32 output.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda/wo_plan.hpp"
+
+namespace mixq::cuda {
+
+constexpr int64_t kInt8PadN = 128;        // packed weight rows are padded to this
+constexpr int64_t kInt8TensorBlockK = 128;  // the per-tensor mode's pipeline stage along K
+constexpr int64_t kInt8TensorMaxK = 65536;  // int32 accumulation bound of the per-tensor mode
+
+enum class Int8Mode { Block, Tensor };
+
+struct Int8GemmParams {
+  Int8Mode mode = Int8Mode::Block;
+  int M = 0, N = 0, K = 0;
+  int kb = 128;                 // K block (block mode: g; tensor mode: kInt8TensorBlockK)
+  int n_kblocks = 0;            // ceil(K / kb)
+  const int8_t* a = nullptr;    // [M][lda]
+  int64_t lda = 0;
+  const int8_t* b = nullptr;    // [Np][Kp]
+  int64_t ldb = 0;              // Kp
+  int64_t Np = 0;
+  // block mode: activation meta (act_quant.hpp) and weight meta ([kblock][Np])
+  const float* sx = nullptr;
+  const float* ox = nullptr;
+  const int32_t* sumx = nullptr;
+  int64_t ld_meta = 0;
+  const float* sw = nullptr;
+  const float* ow = nullptr;    // null for symmetric weights
+  const float* dw = nullptr;
+  // tensor mode
+  const int32_t* wsum = nullptr;    // [Np] Σqw over the row
+  const double* wscale = nullptr;   // [Np] S_I * S_W[n] (double, the reference's product)
+  int in_zero = 0;
+  double out_scale = 1.0;
+  int out_zero = 0;
+  // output and epilogue
+  void* y = nullptr;
+  int64_t ldy = 0;
+  int y_type = 0;               // 0 f16, 1 bf16, 2 f32, 3 i8 (tensor mode only)
+  const void* bias = nullptr;   // [N] or null
+  int bias_type = 2;            // 0 f16, 1 bf16, 2 f32
+  float clamp_lo = 0.f, clamp_hi = 0.f;
+};
+
+// A kernel family that runs Int8GemmParams. The prepared weights pick one per call from the
+// device's compute capability and M (select_int8_gemm); an alternative kernel (e.g. a Hopper
+// wgmma one) plugs in by returning another launcher there. `launch` must be stream-ordered,
+// synchronisation-free and graph-capturable; it reads only what the params point at.
+using Int8GemmLaunchFn = void (*)(const Int8GemmParams& p, cudaStream_t stream);
+struct Int8GemmKernel {
+  const char* name = "";
+  Int8GemmLaunchFn launch = nullptr;
+};
+
+// force: "" (automatic) or a kernel name from int8_gemm_kernel_names() (PrepareOptions /
+// MIXQ_FORCE_KERNEL); an unknown name throws InvalidArgument listing the valid ones.
+Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, bool offset,
+                                int64_t M, const std::string& force);
+std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool offset);
+
+// The sm_80 mma.sync kernels (also what runs on Hopper until a wgmma kernel is plugged in), by CTA
+// tile: "sm80_i8_16x32" (2 warps; small M, weight streaming), "sm80_i8_64x64" (4 warps) and
+// "sm80_i8_128x128" (8 warps of 64x32).
+void launch_sm80_int8_small(const Int8GemmParams& p, cudaStream_t stream);
+void launch_sm80_int8_medium(const Int8GemmParams& p, cudaStream_t stream);
+void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t stream);
+// Largest M served by the small / medium tiles (see docs and bench/results for the measurements).
+int64_t int8_small_max_m(const DeviceCaps& caps);
+int64_t int8_medium_max_m(const DeviceCaps& caps);
+
+}  // namespace mixq::cuda

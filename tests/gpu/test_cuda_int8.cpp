@@ -1,0 +1,481 @@
+// CUDA INT8 GEMMs against the float64 references:
+//  - W8A8 per block: the GEMM alone on host-quantized activations vs ref::linear_w8a8_block (the
+//    four-term formula on the same codes), and end to end (device quantizer + GEMM) vs
+//    ref::linear_w8a8_block_dequant (dequantize everything, float64);
+//  - per-tensor requantized: vs ref::linear_int8_requant, exact.
+// Outputs are poisoned (NaN / 0x7F bytes) before every run and every element is checked for it;
+// values are compared on every row up to M = 128 and on sampled rows (tile edges included) above.
+// Skipped (visibly) when no GPU is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/act_quant.hpp"
+#include "cuda/int8_block_prepared.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/reference.hpp"
+
+using namespace mixq;
+
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Host matrix in a float dtype (raw bits), rows contiguous.
+struct HostMat {
+  std::vector<uint8_t> bytes;
+  DType dtype;
+  int64_t rows, cols;
+  TensorView view() { return TensorView(bytes.data(), dtype, {rows, cols}); }
+  // Rows `idx` only (the references are row-independent: quantization is per row).
+  HostMat subset(const std::vector<int64_t>& idx) const {
+    const size_t rb = size_t(cols) * (dtype_bits(dtype) / 8);
+    HostMat s{std::vector<uint8_t>(idx.size() * rb), dtype, int64_t(idx.size()), cols};
+    for (size_t i = 0; i < idx.size(); ++i)
+      std::memcpy(s.bytes.data() + i * rb, bytes.data() + size_t(idx[i]) * rb, rb);
+    return s;
+  }
+};
+
+HostMat make_float(int64_t rows, int64_t cols, DType t, uint32_t seed, float scale = 1.f) {
+  std::vector<float> x = randn(size_t(rows * cols), seed, scale);
+  HostMat a{std::vector<uint8_t>(size_t(rows * cols) * (dtype_bits(t) / 8)), t, rows, cols};
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(a.bytes.data() + 4 * i, &x[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(a.bytes.data() + 2 * i, &h, 2);
+    }
+  }
+  return a;
+}
+
+double value_at(const std::vector<uint8_t>& y, DType t, size_t i) {
+  uint16_t h;
+  switch (t) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, y.data() + 4 * i, 4);
+      return f;
+    }
+    case DType::F16: std::memcpy(&h, y.data() + 2 * i, 2); return f16_to_f32(h);
+    case DType::BF16: std::memcpy(&h, y.data() + 2 * i, 2); return bf16_to_f32(h);
+    case DType::I8: return double(int8_t(y[i]));
+    default: return NAN;
+  }
+}
+
+std::vector<int64_t> rows_to_check(int64_t M) {
+  std::vector<int64_t> r;
+  if (M <= 128) {
+    for (int64_t m = 0; m < M; ++m) r.push_back(m);
+    return r;
+  }
+  for (int64_t m : {int64_t(0), int64_t(1), int64_t(15), int64_t(16), int64_t(63), int64_t(64),
+                    int64_t(127), int64_t(128), int64_t(129), int64_t(255), int64_t(256)})
+    if (m < M) r.push_back(m);
+  std::mt19937 rng{static_cast<uint32_t>(M)};
+  for (int i = 0; i < 16; ++i) r.push_back(int64_t(rng() % uint32_t(M)));
+  r.push_back(M - 1);
+  return r;
+}
+
+// Relative Frobenius error of the checked rows of y (device result, [M][N]) vs ref ([rows][N]
+// f64), after verifying that no element of y is still poisoned (NaN).
+double rel_error(const std::vector<uint8_t>& y, DType yt, int64_t M, int64_t N,
+                 const std::vector<int64_t>& rows, const std::vector<double>& ref) {
+  for (int64_t i = 0; i < M * N; ++i) {
+    const double v = value_at(y, yt, size_t(i));
+    if (!std::isfinite(v)) {
+      ADD_FAILURE() << "element (" << i / N << ", " << i % N << ") not written or not finite: " << v;
+      return INFINITY;
+    }
+  }
+  double num = 0, den = 0;
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      const double a = value_at(y, yt, size_t(rows[r] * N + n)), b = ref[r * N + n];
+      num += (a - b) * (a - b);
+      den += b * b;
+    }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct BlockCase {
+  int64_t M, N, K, g;
+  bool offset;
+  DType xt = DType::F16, yt = DType::F32;
+  bool bias = false;
+  bool clamp = false;
+  std::string force;
+};
+
+std::string name_of(const BlockCase& c) {
+  return "M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" + std::to_string(c.K) +
+         " g=" + std::to_string(c.g) + (c.offset ? " offset" : " sym") + " x=" +
+         dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") +
+         (c.clamp ? " clamp" : "") + (c.force.empty() ? "" : " force=" + c.force);
+}
+
+// Output-rounding part of the error budget: the GEMM's f32 result is within ~1e-6 of the exact
+// value, the stored 16-bit output adds half an ulp of its type.
+double out_tolerance(DType yt) {
+  if (yt == DType::F16) return 6e-4;  // 2^-11 relative, rms well below
+  if (yt == DType::BF16) return 4e-3; // 2^-8
+  return 1e-5;
+}
+
+struct BlockResult {
+  double gemm_err = INFINITY;  // GEMM on host-quantized X vs the four-term reference
+  double e2e_err = INFINITY;   // device quantizer + GEMM vs the dequantized float64 reference
+};
+
+BlockResult run_block_case(const BlockCase& c, uint32_t seed) {
+  BlockResult res;
+  const std::string scheme = "w8g" + std::to_string(c.g) + (c.offset ? "asym" : "");
+  std::vector<float> wf = randn(size_t(c.N * c.K), seed, 0.05f);
+  if (c.offset)  // a non-zero mean per row so that the offset terms matter
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t k = 0; k < c.K; ++k) wf[size_t(n * c.K + k)] += 0.02f * float(n % 7) - 0.05f;
+  const QuantizedWeight w =
+      quantize_weight(TensorView(wf.data(), DType::F32, {c.N, c.K}), parse_scheme(scheme));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  o.force_kernel = c.force;
+  const PreparedWeight pw = prepare(w, o);
+
+  HostMat x = make_float(c.M, c.K, c.xt, seed + 1);
+  for (size_t i = 0; i < size_t(c.K); ++i)  // a shifted row: large activation offsets
+    if (c.xt == DType::F32) {
+      float f;
+      std::memcpy(&f, x.bytes.data() + 4 * i, 4);
+      f += 3.f;
+      std::memcpy(x.bytes.data() + 4 * i, &f, 4);
+    }
+  Epilogue ep;
+  std::vector<float> bias_h;
+  DeviceBuffer dbias;
+  if (c.bias) {
+    bias_h = randn(size_t(c.N), seed + 3);
+    dbias = DeviceBuffer(bias_h.size() * 4);
+    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+    ep.bias = dbias.view(DType::F32, {c.N});
+  }
+  if (c.clamp) {
+    ep.clamp_lo = -0.5f;
+    ep.clamp_hi = 0.75f;
+  }
+  Epilogue ep_host = ep;
+  if (c.bias) ep_host.bias = TensorView(bias_h.data(), DType::F32, {c.N});
+
+  const std::vector<int64_t> rows = rows_to_check(c.M);
+  HostMat xs = x.subset(rows);
+  const int64_t R = int64_t(rows.size());
+  std::vector<double> ref4(size_t(R * c.N)), refd(size_t(R * c.N));
+  ref::linear_w8a8_block(xs.view(), w, c.g, TensorView(ref4.data(), DType::F64, {R, c.N}), ep_host);
+  ref::linear_w8a8_block_dequant(xs.view(), w, c.g, TensorView(refd.data(), DType::F64, {R, c.N}),
+                                 ep_host);
+
+  const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
+  DeviceBuffer dy(yb);
+  std::vector<uint8_t> y(yb);
+
+  // 1) GEMM alone on host-quantized activations uploaded in the act_quant.hpp layout.
+  {
+    const Int8BlockActivations a = quantize_activations_int8_block(x.view(), c.g);
+    const int64_t ldq = cuda::act_row_pitch(c.K), ldm = cuda::act_meta_pitch(c.M), nb = a.n_blocks();
+    std::vector<int8_t> q(size_t(c.M * ldq), 0);
+    for (int64_t m = 0; m < c.M; ++m)
+      std::memcpy(&q[size_t(m * ldq)], &a.q[size_t(m * c.K)], size_t(c.K));
+    // Pad rows of the meta get garbage-like values: the GEMM must not use them for valid rows.
+    std::vector<float> sx(size_t(nb * ldm), 1e30f), ox(size_t(nb * ldm), -1e30f);
+    std::vector<int32_t> sums(size_t(nb * ldm), 1 << 30);
+    for (int64_t m = 0; m < c.M; ++m)
+      for (int64_t b = 0; b < nb; ++b) {
+        sx[size_t(b * ldm + m)] = a.scale[size_t(m * nb + b)];
+        ox[size_t(b * ldm + m)] = a.offset[size_t(m * nb + b)];
+        sums[size_t(b * ldm + m)] = a.sums[size_t(m * nb + b)];
+      }
+    DeviceBuffer dq(q.size()), dsx(sx.size() * 4), dox(ox.size() * 4), dsum(sums.size() * 4);
+    dq.copy_from_host(q.data(), q.size());
+    dsx.copy_from_host(sx.data(), sx.size() * 4);
+    dox.copy_from_host(ox.data(), ox.size() * 4);
+    dsum.copy_from_host(sums.data(), sums.size() * 4);
+    cuda::Int8QuantizedActs qa;
+    qa.M = c.M;
+    qa.q = static_cast<const int8_t*>(dq.data());
+    qa.ldq = ldq;
+    qa.scale = static_cast<const float*>(dsx.data());
+    qa.offset = static_cast<const float*>(dox.data());
+    qa.sums = static_cast<const int32_t*>(dsum.data());
+    qa.ld_meta = ldm;
+    if (cudaMemset(dy.data(), 0xFF, yb) != cudaSuccess) return res;
+    cuda::int8_block_gemm_prequantized(pw, qa, dy.view(c.yt, {c.M, c.N}), ep, nullptr);
+    if (cudaDeviceSynchronize() != cudaSuccess) return res;
+    dy.copy_to_host(y.data(), yb);
+    res.gemm_err = rel_error(y, c.yt, c.M, c.N, rows, ref4);
+  }
+  // 2) End to end through mixq::linear (device activation quantizer), caller workspace.
+  {
+    DeviceBuffer dx(x.bytes.size());
+    dx.copy_from_host(x.bytes.data(), x.bytes.size());
+    DeviceBuffer ws(linear_workspace_size(pw, c.M));
+    ExecContext ctx;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+    if (cudaMemset(dy.data(), 0xFF, yb) != cudaSuccess) return res;
+    linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep, ctx);
+    if (cudaDeviceSynchronize() != cudaSuccess) return res;
+    dy.copy_to_host(y.data(), yb);
+    res.e2e_err = rel_error(y, c.yt, c.M, c.N, rows, refd);
+  }
+  return res;
+}
+
+// End to end vs the dequantize-everything float64 reference: the codes are identical (the device
+// quantizer does the host's math), so the gap is the f32 evaluation of the four-term sum (a few
+// f32 roundings per K block, partly cancelling offset terms): documented bound 2e-5 for f32
+// output, plus the output rounding for 16-bit outputs.
+double e2e_tolerance(DType yt) { return yt == DType::F32 ? 2e-5 : out_tolerance(yt); }
+
+void check_block(const BlockCase& c, uint32_t seed) {
+  const BlockResult r = run_block_case(c, seed);
+  EXPECT_LE(r.gemm_err, out_tolerance(c.yt)) << name_of(c) << " (GEMM vs four-term reference)";
+  EXPECT_LE(r.e2e_err, e2e_tolerance(c.yt)) << name_of(c) << " (end to end vs dequant reference)";
+}
+
+TEST(CudaInt8Block, ShapesAndBlocks) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 100;
+  for (int64_t g : {64, 128})
+    for (bool off : {false, true})
+      for (int64_t M : {1, 2, 7, 16, 33, 128, 300, 1000})
+        check_block({M, 1000, 1000, g, off, DType::F16, DType::F32}, seed++);
+}
+
+TEST(CudaInt8Block, LongKOddN) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 200;
+  for (int64_t g : {64, 128})
+    for (bool off : {false, true})
+      for (int64_t M : {1, 16, 33, 300})
+        check_block({M, 257, 4096 + 64, g, off, DType::BF16, DType::F32}, seed++);
+}
+
+TEST(CudaInt8Block, DtypesBiasClamp) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 300;
+  for (DType xt : {DType::F16, DType::BF16, DType::F32})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32})
+      check_block({37, 203, 520, 64, true, xt, yt, true, true}, seed++);
+  check_block({5, 130, 136, 128, false, DType::F32, DType::F32, true, false}, seed++);
+  check_block({129, 1000, 1000, 128, false, DType::F16, DType::BF16, false, true}, seed++);
+}
+
+TEST(CudaInt8Block, EveryKernel) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 400;
+  for (const char* k : {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128"})
+    for (int64_t M : {3, 70, 200})
+      for (int64_t g : {64, 128})
+        check_block({M, 300, 700, g, M == 70, DType::F16, DType::F32, true, false, k}, seed++);
+}
+
+TEST(CudaInt8Block, DeterministicAndInternalScratch) {
+  SKIP_WITHOUT_GPU();
+  const int64_t M = 150, N = 500, K = 640;
+  std::vector<float> wf = randn(size_t(N * K), 7, 0.05f);
+  const QuantizedWeight w = quantize_weight(TensorView(wf.data(), DType::F32, {N, K}),
+                                            parse_scheme("w8g128asym"));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  const PreparedWeight pw = prepare(w, o);
+  HostMat x = make_float(M, K, DType::F16, 8);
+  DeviceBuffer dx(x.bytes.size()), dy(size_t(M * N) * 4);
+  dx.copy_from_host(x.bytes.data(), x.bytes.size());
+  std::vector<uint8_t> y1(dy.size()), y2(dy.size());
+  for (auto* y : {&y1, &y2}) {
+    CUDA_OK(cudaMemset(dy.data(), 0xFF, dy.size()));
+    linear(dx.view(DType::F16, {M, K}), pw, dy.view(DType::F32, {M, N}));  // internal scratch
+    CUDA_OK(cudaDeviceSynchronize());
+    dy.copy_to_host(y->data(), y->size());
+  }
+  EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size()));
+  EXPECT_NE(pw.kernel_name(1), pw.kernel_name(4096));
+}
+
+TEST(CudaInt8Block, BadInputs) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> wf = randn(64 * 256, 9, 0.05f);
+  const TensorView wv(wf.data(), DType::F32, {64, 256});
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  // block mismatch
+  o.act_block = 64;
+  try {
+    prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
+    ADD_FAILURE() << "act_block 64 with a g128 weight was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("act_block"), std::string::npos) << e.what();
+  }
+  o.act_block = 0;
+  // an unsupported block size
+  try {
+    prepare(quantize_weight(wv, parse_scheme("w8g32")), o);
+    ADD_FAILURE() << "g32 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+  }
+  // int4 weights
+  EXPECT_THROW(prepare(quantize_weight(wv, parse_scheme("w4g128")), o), Error);
+  // wrong activation / output dtypes, too small a workspace, an unknown kernel name
+  const PreparedWeight pw = prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
+  DeviceBuffer dx(4 * 256 * 4), dy(4 * 64 * 4);
+  EXPECT_THROW(linear(dx.view(DType::I8, {4, 256}), pw, dy.view(DType::F32, {4, 64})), Error);
+  EXPECT_THROW(linear(dx.view(DType::F32, {4, 256}), pw, dy.view(DType::I8, {4, 64})), Error);
+  EXPECT_THROW(linear(dx.view(DType::F32, {4, 255}), pw, dy.view(DType::F32, {4, 64})), Error);
+  ExecContext small;
+  small.workspace = dx.data();
+  small.workspace_bytes = 16;
+  try {
+    linear(dx.view(DType::F32, {4, 256}), pw, dy.view(DType::F32, {4, 64}), {}, small);
+    ADD_FAILURE() << "a 16-byte workspace was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+  o.force_kernel = "no_such_kernel";
+  const PreparedWeight pf = prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
+  EXPECT_THROW(linear(dx.view(DType::F32, {4, 256}), pf, dy.view(DType::F32, {4, 64})), Error);
+}
+
+// ---------------------------------------------------------------- per-tensor, requantized
+
+struct TensorCase {
+  int64_t M, N, K;
+  DType yt;
+  bool bias = false, clamp = false;
+  int64_t ldx_pad = 0;  // x rows with a larger stride
+  std::string force;
+};
+
+void check_tensor(const TensorCase& c, uint32_t seed) {
+  SCOPED_TRACE("M=" + std::to_string(c.M) + " N=" + std::to_string(c.N) + " K=" +
+               std::to_string(c.K) + " y=" + dtype_name(c.yt) + " ldpad=" +
+               std::to_string(c.ldx_pad) + " force=" + c.force);
+  std::vector<float> wf = randn(size_t(c.N * c.K), seed, 0.05f);
+  const QuantizedWeight w =
+      quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {c.N, c.K}));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8PerTensor;
+  o.input_quant = {0.02f, -3};
+  // an output scale that spreads the results over the int8 range
+  o.output_quant = {0.02f * 0.0004f * std::sqrt(float(c.K)) * 40.f, 5};
+  o.force_kernel = c.force;
+  const PreparedWeight pw = prepare(w, o);
+  const int64_t ldx = c.K + c.ldx_pad;
+  std::mt19937 rng(seed + 1);
+  std::vector<int8_t> x(size_t(c.M * ldx));
+  for (auto& v : x) v = int8_t(int(rng() % 256) - 128);
+  Epilogue ep;
+  std::vector<float> bias_h;
+  DeviceBuffer dbias;
+  if (c.bias) {
+    bias_h = randn(size_t(c.N), seed + 3, 0.05f);
+    dbias = DeviceBuffer(bias_h.size() * 4);
+    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+    ep.bias = dbias.view(DType::F32, {c.N});
+  }
+  if (c.clamp) ep.clamp_lo = 0.f;
+  Epilogue ep_host = ep;
+  if (c.bias) ep_host.bias = TensorView(bias_h.data(), DType::F32, {c.N});
+  const TensorView xh = TensorView::strided(x.data(), DType::I8, {c.M, c.K}, {ldx, 1});
+  const size_t eb = c.yt == DType::I8 ? 1 : 4;
+  std::vector<uint8_t> yref(size_t(c.M * c.N) * eb), y(yref.size());
+  ref::linear_int8_requant(xh, w, o.input_quant, o.output_quant,
+                           TensorView(yref.data(), c.yt, {c.M, c.N}), ep_host);
+  DeviceBuffer dx(x.size()), dy(y.size());
+  dx.copy_from_host(x.data(), x.size());
+  // Poison: 0x7F bytes are code 127 for i8 (the results are spread so that most are not) and a
+  // NaN-free but absurd 3.4e38 for f32; every element is compared exactly below.
+  ASSERT_EQ(cudaMemset(dy.data(), 0x7F, y.size()), cudaSuccess);
+  linear(TensorView::strided(dx.data(), DType::I8, {c.M, c.K}, {ldx, 1}, Device::CUDA), pw,
+         dy.view(c.yt, {c.M, c.N}), ep);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dy.copy_to_host(y.data(), y.size());
+  int64_t bad = 0, distinct = 0;
+  std::vector<bool> seen(256, false);
+  for (int64_t i = 0; i < c.M * c.N; ++i) {
+    if (std::memcmp(&y[size_t(i) * eb], &yref[size_t(i) * eb], eb) != 0 && bad++ < 5)
+      ADD_FAILURE() << "(" << i / c.N << ", " << i % c.N << "): got " << value_at(y, c.yt, size_t(i))
+                    << ", reference " << value_at(yref, c.yt, size_t(i));
+    if (c.yt == DType::I8 && !seen[yref[size_t(i)]]) {
+      seen[yref[size_t(i)]] = true;
+      ++distinct;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  if (c.yt == DType::I8 && c.M * c.N > 1000) EXPECT_GT(distinct, 50) << "test data too narrow";
+}
+
+TEST(CudaInt8Tensor, RequantExact) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 500;
+  for (DType yt : {DType::I8, DType::F32})
+    for (int64_t M : {1, 7, 33, 300})
+      for (int64_t K : {1000, 1024, 4160})
+        check_tensor({M, M == 300 ? 1000 : 77, K, yt, M == 7, M == 33}, seed++);
+}
+
+TEST(CudaInt8Tensor, StridedAndEveryKernel) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 600;
+  check_tensor({20, 130, 512, DType::I8, true, false, 16}, seed++);   // aligned stride: direct
+  check_tensor({20, 130, 512, DType::I8, true, false, 3}, seed++);    // odd stride: padded copy
+  for (const char* k : {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128"})
+    check_tensor({45, 150, 800, DType::I8, true, true, 0, k}, seed++);
+}
+
+TEST(CudaInt8Tensor, BadInputs) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> wf = randn(64 * 256, 9, 0.05f);
+  const QuantizedWeight w = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {64, 256}));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8PerTensor;
+  const PreparedWeight pw = prepare(w, o);
+  DeviceBuffer dx(4 * 256 * 4), dy(4 * 64 * 4);
+  EXPECT_THROW(linear(dx.view(DType::F16, {4, 256}), pw, dy.view(DType::F32, {4, 64})), Error);
+  EXPECT_THROW(linear(dx.view(DType::I8, {4, 256}), pw, dy.view(DType::F16, {4, 64})), Error);
+  // block-quantized weights are refused for the per-tensor mode
+  EXPECT_THROW(prepare(quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}),
+                                       parse_scheme("w8g128")), o), Error);
+  o.input_quant.scale = 0.f;
+  EXPECT_THROW(prepare(w, o), Error);
+}
+
+}  // namespace
