@@ -1,0 +1,47 @@
+// Hopper warpgroup MMA plumbing: shared-memory matrix descriptors for 128-byte-swizzled K-major
+// tiles (the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B) and the fence / commit / wait
+// instructions around wgmma.mma_async. sm_90a only (guard callers with __CUDA_ARCH_FEAT_SM90_ALL).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/kernels/sm90_wgmma_ops.cuh"
+
+namespace mixq::cuda::sm90 {
+
+// Descriptor of a K-major tile whose rows are 128 bytes, stored as 8-row x 128-byte swizzle atoms
+// (1024 bytes each) one after another along M/N. The tile base must be 1024-byte aligned so the
+// hardware's swizzle phase (address bits 7..9) matches what TMA wrote.
+//   bits  0..13  start address >> 4
+//   bits 16..29  leading byte offset >> 4 (unused for swizzled K-major layouts; 1 by convention)
+//   bits 32..45  stride byte offset >> 4: 1024 bytes between consecutive 8-row atoms
+//   bits 62..63  layout: 1 = 128-byte swizzle
+__device__ __forceinline__ uint64_t desc_kmajor_sw128(uint32_t smem_addr) {
+  uint64_t d = uint64_t((smem_addr & 0x3FFFF) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
+  d |= uint64_t(1) << 62;
+  return d;
+}
+// Stepping K by k bytes inside the 128-byte row moves the start address only: the swizzle is a
+// function of the absolute address, so the hardware finds the permuted 16-byte chunks itself.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) {
+  return d + (bytes >> 4);
+}
+
+// Orders this warpgroup's register/smem accesses before the following wgmma.mma_async.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous MMA.
+__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+}  // namespace mixq::cuda::sm90
