@@ -203,6 +203,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int i = 0; i < R; ++i) total[i] = 0.f;
       for (int kb = 0; kb < p.num_kb; ++kb) {
         mbar_wait(&full[stage], phase);
+        __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
         const auto scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
                                         b_meta + stage * Policy::kBMetaBytes, row, col);
         const uint64_t da =
