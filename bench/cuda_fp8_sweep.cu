@@ -190,7 +190,7 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   return ok;
 }
 
-static double time_us(const Problem& p, int sms, int group_n, int iters) {
+static double time_us(const Problem& p, int sms, int group_n, int block_n, int iters) {
   void* y;
   CK(cudaMalloc(&y, p.M * p.N * 2));
   std::vector<double> ts;
@@ -201,6 +201,7 @@ static double time_us(const Problem& p, int sms, int group_n, int iters) {
     for (int i = 0; i < iters; ++i) {
       auto a = args_of(p, p.b_rot[i % p.n_rot], y, 1, nullptr, 2, -INFINITY, INFINITY, sms);
       a.group_n = group_n;
+      a.block_n = block_n;
       launch_sm90_fp8_block_gemm(a, 0);
     }
     CK(cudaEventRecord(e1));
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> nk = {{7168, 16384}, {24576, 1536}, {21504, 14336}, {57344, 8192}};
   bool check_only = false, bench_only = false;
   int only_case = -1;
-  std::vector<int64_t> groups = {0};
+  std::vector<int64_t> groups = {0}, bns = {0};
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -234,6 +235,7 @@ int main(int argc, char** argv) {
     else if (a == "--case" && i + 1 < argc) only_case = std::atoi(argv[++i]);
     else if (a == "--ms" && i + 1 < argc) ms = parse_list(argv[++i]);
     else if (a == "--groups" && i + 1 < argc) groups = parse_list(argv[++i]);
+    else if (a == "--bn" && i + 1 < argc) bns = parse_list(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--nk" && i + 1 < argc) {
       nk.clear();
@@ -272,7 +274,7 @@ int main(int argc, char** argv) {
   FILE* jf = json ? std::fopen(json, "w") : nullptr;
   if (jf) std::fprintf(jf, "{\"device\": \"%s\", \"kernel\": \"%s\", \"rows\": [\n", prop.name, mixq::cuda::sm90_fp8_gemm_name());
   bool first = true;
-  std::printf("%6s %6s %6s %6s %10s %10s\n", "M", "N", "K", "group", "us", "TFLOP/s");
+  std::printf("%6s %6s %6s %6s %4s %10s %10s\n", "M", "N", "K", "group", "bn", "us", "TFLOP/s");
   for (auto [N, K] : nk)
     for (int64_t M : ms) {
       const double bytes = double(N) * K;
@@ -283,12 +285,13 @@ int main(int argc, char** argv) {
         const bool ok = check(p, 1, false, -INFINITY, INFINITY, 1000, sms, &s);
         if (!ok) { ++fails; std::printf("check %s\n", s.c_str()); }
       }
+      for (int64_t bn : bns)
       for (int64_t g : groups) {
-        const double us = time_us(p, sms, int(g), 20);
+        const double us = time_us(p, sms, int(g), int(bn), 20);
         const double tf = 2.0 * M * N * K / us * 1e-6;
-        std::printf("%6ld %6ld %6ld %6ld %10.1f %10.1f\n", long(M), long(N), long(K), long(g), us, tf);
-        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"us\": %.2f, \"tflops\": %.1f}",
-                             first ? "" : ",\n", long(M), long(N), long(K), long(g), us, tf);
+        std::printf("%6ld %6ld %6ld %6ld %4ld %10.1f %10.1f\n", long(M), long(N), long(K), long(g), long(bn), us, tf);
+        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"block_n\": %ld, \"us\": %.2f, \"tflops\": %.1f}",
+                             first ? "" : ",\n", long(M), long(N), long(K), long(g), long(bn), us, tf);
         first = false;
       }
       free_problem(p);

@@ -27,6 +27,7 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = default)
+  int block_n = 0;             // N tile: 0 (default, 192) or 128
 };
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
@@ -37,6 +38,6 @@ inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
-const char* sm90_fp8_gemm_name();
+const char* sm90_fp8_gemm_name(int block_n = 0);
 
 }  // namespace mixq::cuda

@@ -19,7 +19,7 @@
 //   kAMetaBytes, kBMetaBytes        per-stage smem for the block's metadata (128-byte multiples)
 //   kMetaTxBytes                    bytes its TMA loads deliver per stage
 //   load_meta(pp, a_meta, b_meta, bar, m0, n0, kb)   producer side (TMA on `bar`)
-//   Scale read(a_meta, b_meta, row, col, kb)         consumer side, before the MMA
+//   Scale read(a_meta, b_meta, row, n0, kb)          consumer side, before the MMA
 //   promote(total, acc, scale)                       after the MMA, in registers
 #pragma once
 
@@ -205,7 +205,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(&full[stage], phase);
         __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
         const auto scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
-                                        b_meta + stage * Policy::kBMetaBytes, row, col, kb);
+                                        b_meta + stage * Policy::kBMetaBytes, row, nb * BN, kb);
         const uint64_t da =
             desc_kmajor_sw128(smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * 128));
         const uint64_t db = desc_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
