@@ -59,11 +59,11 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// 128 x 192 tiles: fewer L2 -> SM bytes per FLOP than 128 x 128 (the limit at large M), and the
-// 96 + 96 accumulator registers per consumer thread still fit under setmaxnreg 232.
-const char* sm90_fp8_gemm_name(int block_n) {
-  return block_n == 128 ? "sm90_fp8_block_gemm_bm128_bn128_s6" : "sm90_fp8_block_gemm_bm128_bn192_s5";
-}
+// 128 x 128 tiles, 6 stages: the configuration verified on the device. A 128 x 192 variant
+// (fewer L2 -> SM bytes per FLOP; 96 + 96 accumulator registers fit under setmaxnreg 232)
+// compiles without spills but HUNG on the GPU in its first test (cause not found yet), so the
+// launcher refuses it until it is debugged.
+const char* sm90_fp8_gemm_name(int /*block_n*/) { return "sm90_fp8_block_gemm_bm128_bn128_s6"; }
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.M < (int64_t(1) << 31) &&
@@ -80,12 +80,10 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
-  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128 || a.block_n == 192,
-                 "sm90 fp8 gemm: block_n must be 0 (default), 128 or 192, got ", a.block_n);
-  if (a.block_n == 128)
-    launch_fp8<128, 6>(a, stream);
-  else
-    launch_fp8<192, 5>(a, stream);
+  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128,
+                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", a.block_n,
+                 " (the 192-wide tile hangs on the GPU and is disabled)");
+  launch_fp8<128, 6>(a, stream);
 }
 
 }  // namespace mixq::cuda

@@ -27,7 +27,7 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = default)
-  int block_n = 0;             // N tile: 0 (default, 192) or 128
+  int block_n = 0;             // N tile: 0 (default) or 128 (192 exists but is disabled: hangs)
 };
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
