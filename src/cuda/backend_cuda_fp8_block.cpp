@@ -1,12 +1,166 @@
-// CUDA prepared weight for ActQuant::Fp8Block (placeholder until its kernels land).
+// CUDA prepared weight for ActQuant::Fp8Block (DeepSeek-V3 style): fp8b128 weights (e4m3 codes,
+// one f32 scale per 128x128 block) times activations quantized per call, per token per 128
+// along K (launch_quantize_fp8_1x128, act_quant.hpp layout), multiplied by the Hopper TMA +
+// wgmma kernel (sm90_fp8_gemm.cu). Hopper (compute capability 9.0) only.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cuda/act_quant.hpp"
 #include "cuda/backend_factories.hpp"
+#include "cuda/check.hpp"
+#include "cuda/device_context.hpp"
+#include "cuda/sm90_fp8_gemm.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::cuda {
 
-std::shared_ptr<const PreparedImpl> prepare_fp8_block(const QuantizedWeight& /*w*/,
-                                        const PrepareOptions& /*opts*/) {
-  MIXQ_FAIL(ErrorCode::Unsupported, "cuda backend: Fp8Block activations are not implemented yet");
+namespace {
+
+int io_type_of(DType t) {
+  switch (t) {
+    case DType::F16: return 0;
+    case DType::BF16: return 1;
+    case DType::F32: return 2;
+    default:
+      MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda fp8 block: unsupported activation/output/bias dtype ",
+                dtype_name(t));
+  }
+}
+
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
+    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~ScopedDevice() { cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// Largest M served from the internal scratch when the caller passes no workspace.
+constexpr int64_t kScratchRows = 4096;
+
+class CudaFp8Block final : public PreparedImpl {
+ public:
+  CudaFp8Block(const QuantizedWeight& w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    device_ = o.device;
+    MIXQ_CHECK_ARG(device_ >= 0 && device_ < cuda_device_count(), "prepare: CUDA device ", device_,
+                   " does not exist (", cuda_device_count(), " visible)");
+    ScopedDevice guard(device_);
+    ctx_ = &DeviceContext::get(device_);
+    const DeviceCaps& caps = ctx_->caps();
+    MIXQ_CHECK(sm90_fp8_gemm_supported(caps.cc_major, caps.cc_minor), ErrorCode::Unsupported,
+               "cuda Fp8Block: the FP8 block-scaled GEMM needs a Hopper GPU (compute capability "
+               "9.0: wgmma e4m3 + TMA); device ", device_, " is ", caps.cc_major, ".",
+               caps.cc_minor, " (use the cpu backend or weight-only activations)");
+    MIXQ_CHECK(w.code_type == DType::F8E4M3 && w.has_scales && w.scale_type == DType::F32 &&
+                   w.block_n == 128 && (w.block_k == 128 || (K < 128 && w.block_k == K)) &&
+                   w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+               ErrorCode::Unsupported,
+               "cuda Fp8Block: needs fp8b128 weights (f8e4m3 codes, f32 scales per 128x128 "
+               "block, no act-order), got ", w.describe());
+    MIXQ_CHECK(N < (int64_t(1) << 31) && K < (int64_t(1) << 31), ErrorCode::Unsupported,
+               "cuda Fp8Block: N (", N, ") and K (", K, ") must be < 2^31");
+    sms_ = caps.sm_count;
+    nkb_ = (K + 127) / 128;
+    ldb_ = act_row_pitch(K);  // 16-byte rows for TMA, zero codes past K
+    ld_sb_ = (nkb_ + 3) / 4 * 4;
+    const int64_t nbn = w.n_blocks_n();
+    std::vector<uint8_t> codes(size_t(N * ldb_), 0);
+    for (int64_t n = 0; n < N; ++n)
+      std::memcpy(codes.data() + n * ldb_, w.codes.data() + n * w.row_bytes(), size_t(K));
+    std::vector<float> sb(size_t(nbn * ld_sb_), 0.f);
+    for (int64_t nb = 0; nb < nbn; ++nb)
+      for (int64_t kb = 0; kb < nkb_; ++kb) sb[size_t(nb * ld_sb_ + kb)] = w.scale(nb, kb);
+    codes_ = DeviceBuffer(codes.size(), device_);
+    codes_.copy_from_host(codes.data(), codes.size());
+    scales_ = DeviceBuffer(sb.size() * 4, device_);
+    scales_.copy_from_host(sb.data(), sb.size() * 4);
+    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
+  }
+
+  std::string kernel_name(int64_t /*M*/) const override { return sm90_fp8_gemm_name(); }
+
+  // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)].
+  size_t workspace_size(int64_t M) const override {
+    return align256(size_t(M * act_row_pitch(K))) + size_t(nkb_ * act_meta_pitch(M)) * 4;
+  }
+
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "linear: x (device ",
+                   x.device_index, ") and y (device ", y.device_index,
+                   ") must be on the prepared weight's device ", device_);
+    const int64_t M = x.shape[0];
+    const size_t need = workspace_size(M);
+    char* ws;
+    if (ctx.workspace) {
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
+                     " bytes is smaller than the ", need, " bytes this call needs "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(ctx.workspace);
+    } else {
+      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
+                     " bytes of workspace, more than the ", scratch_->size(),
+                     " reserved at prepare time; pass ExecContext::workspace "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(scratch_->data());
+    }
+    ScopedDevice guard(device_);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
+    uint8_t* q = reinterpret_cast<uint8_t*>(ws);
+    float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
+    launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
+                              stream);
+    Sm90Fp8GemmArgs a;
+    a.a = q;
+    a.lda = ldq;
+    a.sa = sa;
+    a.ld_sa = ld_meta;
+    a.b = static_cast<const uint8_t*>(codes_.data());
+    a.ldb = ldb_;
+    a.sb = static_cast<const float*>(scales_.data());
+    a.ld_sb = ld_sb_;
+    a.M = M;
+    a.N = N;
+    a.K = K;
+    a.y = y.data;
+    a.ldy = y.ld();
+    a.y_type = io_type_of(y.dtype);
+    a.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    a.bias_type = ep.bias.empty() ? 2 : io_type_of(ep.bias.dtype);
+    a.clamp_lo = ep.clamp_lo;
+    a.clamp_hi = ep.clamp_hi;
+    a.num_sms = sms_;
+    launch_sm90_fp8_block_gemm(a, stream);
+  }
+
+ private:
+  int device_ = 0, sms_ = 132;
+  int64_t nkb_ = 0, ldb_ = 0, ld_sb_ = 0;
+  DeviceContext* ctx_ = nullptr;
+  DeviceBuffer codes_, scales_;
+  std::shared_ptr<DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PreparedImpl> prepare_fp8_block(const QuantizedWeight& w,
+                                                      const PrepareOptions& opts) {
+  return std::make_shared<CudaFp8Block>(w, opts);
 }
 
 }  // namespace mixq::cuda

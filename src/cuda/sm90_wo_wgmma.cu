@@ -263,14 +263,14 @@ __global__ void __launch_bounds__(kWarps * 32, WgmmaTile<MT>::kCtasPerSm) wo_wgm
   auto mma_chunk = [&](int s, const uint32_t (&src)[4][4]) {
     const uint32_t xs = x_stage(s);
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) sm90::fence_operand(acc[i]);
+    for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
     sm90::wgmma_fence();
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      sm90::WgmmaRS<T, MT>::mma(acc, src[j], sm90::desc_k_major_sw128(xs + uint32_t(j * 32)), 1);
+      sm90::WgmmaRS<T, MT>::mma(acc, src[j], sm90::desc_kmajor_sw128(xs + uint32_t(j * 32)), 1);
     sm90::wgmma_commit();
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) sm90::fence_operand(acc[i]);
+    for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
   };
 
   // Prologue: S - 2 chunks in flight (a stage is refilled two chunks after its MMAs were issued,
@@ -298,7 +298,7 @@ __global__ void __launch_bounds__(kWarps * 32, WgmmaTile<MT>::kCtasPerSm) wo_wgm
   }
   sm90::wgmma_wait<0>();
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) sm90::fence_operand(acc[i]);
+  for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
 
   // Epilogue. Accumulator 4*q + e: weight row r_lo (+8 for e >= 2), token 8q + 2*(lane%4) + (e&1).
   const int n_row0 = (n_tile0 + warp) * kTileRows + r_lo;

@@ -1,6 +1,6 @@
-// Hopper (sm_90a) warpgroup MMA primitives: fences, commit/wait, shared-memory matrix descriptors
-// and the register-A wgmma instructions. Only meaningful inside code compiled for sm_90a; callers
-// guard their kernel bodies with MIXQ_SM90A.
+// Hopper warpgroup MMA plumbing: shared-memory matrix descriptors for 128-byte-swizzled K-major
+// tiles (the layout TMA writes with CU_TENSOR_MAP_SWIZZLE_128B) and the fence / commit / wait
+// instructions around wgmma.mma_async. sm_90a only (guard callers with __CUDA_ARCH_FEAT_SM90_ALL).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,46 +8,54 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/sm90_wgmma_ops.cuh"
+
+// Defined while compiling the sm_90a image: kernels guard wgmma/TMA code with it.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define MIXQ_SM90A 1
 #endif
 
 namespace mixq::cuda::sm90 {
 
-// Orders this thread's earlier register writes (A fragments, accumulators) before the next
-// wgmma reads them.
-__device__ __forceinline__ void wgmma_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-// Waits until at most N committed wgmma groups of this warp are still in flight.
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// Keeps the compiler from moving reads/writes of an accumulator across the asynchronous MMAs
-// (it sees the asm as synchronous otherwise).
-__device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
-__device__ __forceinline__ void fence_operand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
-
-// Descriptor of a K-major tile of 16-bit elements stored with the 128-byte swizzle: rows of 64
-// elements (128 bytes), 16-byte chunk c of row r at chunk c ^ (r % 8), 8-row groups 1024 bytes
-// apart, tile base 1024-byte aligned. A k16 step inside the 64-wide row is +32 bytes on the start
-// address (the swizzle is applied by the hardware on the final address bits).
-__device__ __forceinline__ uint64_t desc_k_major_sw128(uint32_t smem_byte_addr) {
-  uint64_t d = 0;
-  d |= uint64_t((smem_byte_addr & 0x3FFFF) >> 4);  // start address
-  d |= uint64_t(1) << 16;                           // leading byte offset (unused here)
-  d |= uint64_t(1024 >> 4) << 32;                   // stride byte offset: next 8-row group
-  d |= uint64_t(1) << 62;                           // swizzle mode: 128 B
+// Descriptor of a K-major tile whose rows are 128 bytes, stored as 8-row x 128-byte swizzle atoms
+// (1024 bytes each) one after another along M/N. The tile base must be 1024-byte aligned so the
+// hardware's swizzle phase (address bits 7..9) matches what TMA wrote.
+//   bits  0..13  start address >> 4
+//   bits 16..29  leading byte offset >> 4 (unused for swizzled K-major layouts; 1 by convention)
+//   bits 32..45  stride byte offset >> 4: 1024 bytes between consecutive 8-row atoms
+//   bits 62..63  layout: 1 = 128-byte swizzle
+__device__ __forceinline__ uint64_t desc_kmajor_sw128(uint32_t smem_addr) {
+  uint64_t d = uint64_t((smem_addr & 0x3FFFF) >> 4);
+  d |= uint64_t(1) << 16;
+  d |= uint64_t(1024 >> 4) << 32;
+  d |= uint64_t(1) << 62;
   return d;
 }
+// Stepping K by k bytes inside the 128-byte row moves the start address only: the swizzle is a
+// function of the absolute address, so the hardware finds the permuted 16-byte chunks itself.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) {
+  return d + (bytes >> 4);
+}
 
+// Orders this warpgroup's register/smem accesses before the following wgmma.mma_async.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous MMA.
+__device__ __forceinline__ void reg_fence(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+__device__ __forceinline__ void reg_fence(int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+
+// d += A(registers) . B(shared, K-major), m64 N k16, f16/bf16 in, f32 accumulators; A is the
+// warp's 16x16 fragment in the mma.sync m16n8k16 A layout (the per-warp layout of wgmma's A).
 template <typename T, int N>
-struct WgmmaRS;  // d += A(registers) . B(shared, K-major), m64 N k16, f32 accumulators
-
+struct WgmmaRS;
 #include "cuda/kernels/sm90_wgmma_rs.inc"
 
 }  // namespace mixq::cuda::sm90

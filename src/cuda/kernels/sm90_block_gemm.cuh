@@ -1,0 +1,240 @@
+// Hopper block-scaled 8-bit GEMM skeleton: Y[M][N] = sum over 128-wide K blocks of
+// promote(A_blk . B_blk^T), A [M][K] and B [N][K] K-major 8-bit codes.
+//
+// One CTA = 3 warpgroups, persistent over 128 x BN output tiles:
+//   warpgroup 0 (producer) drops to a few registers; one thread issues the TMA loads of each K
+//     block (A 128x128, B BNx128, both 128-byte swizzled, plus the policy's per-block metadata)
+//     into a kStages-deep shared-memory ring, gated by per-slot full/empty mbarriers.
+//   warpgroups 1, 2 (consumers) take the registers back and each owns 64 rows of the tile: per
+//     K block, four wgmma m64nBNk32 into a fresh accumulator, then the policy folds that partial
+//     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
+//     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
+//     and each block has its own scales anyway.
+// Tiles are visited in groups of `group_n` N-tiles, M-fastest inside a group, so the CTAs that
+// run at the same time share B tiles (weights) and A rows in L2.
+//
+// Policy (see Fp8BlockScaledPolicy in sm90_fp8_gemm.cu) provides:
+//   template <int N> using Mma      wgmma wrapper (WgmmaE4M3<N>, WgmmaS8<N>)
+//   Params                          its tensor maps / pointers (kernel parameter, grid constant)
+//   kAMetaBytes, kBMetaBytes        per-stage smem for the block's metadata (128-byte multiples)
+//   kMetaTxBytes                    bytes its TMA loads deliver per stage
+//   load_meta(pp, a_meta, b_meta, bar, m0, n0, kb)   producer side (TMA on `bar`)
+//   Scale read(a_meta, b_meta, row, n0, kb)          consumer side, before the MMA
+//   promote(total, acc, scale)                       after the MMA, in registers
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/sm90_sync.cuh"
+#include "cuda/kernels/sm90_wgmma.cuh"
+
+namespace mixq::cuda::sm90 {
+
+struct BlockGemmParams {
+  int M = 0, N = 0, num_kb = 0;
+  int num_m = 0, num_n = 0, num_tiles = 0, group_n = 8;
+  // epilogue: y = clamp(acc + bias[n], lo, hi) in y_type (0 f16, 1 bf16, 2 f32)
+  void* y = nullptr;
+  int64_t ldy = 0;
+  int y_type = 2;
+  int y_pairs = 0;  // 1: two adjacent outputs can be written as one aligned vector
+  const void* bias = nullptr;
+  int bias_type = 2;
+  float clamp_lo = 0.f, clamp_hi = 0.f;
+};
+
+template <int BN, int kStages, class Policy>
+struct BlockGemmShape {
+  static constexpr int kBM = 128, kBK = 128, kThreads = 384;
+  static constexpr int kABytes = kBM * kBK, kBBytes = BN * kBK;  // both 1024-byte multiples
+  static constexpr int kStageBytes =
+      kABytes + kBBytes + Policy::kAMetaBytes + Policy::kBMetaBytes;
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+};
+
+__host__ __device__ inline void tile_coords(int t, const BlockGemmParams& p, int& mb, int& nb) {
+  const int per_group = p.group_n * p.num_m;
+  const int g = t / per_group;
+  const int first = g * p.group_n;
+  const int gn = p.num_n - first < p.group_n ? p.num_n - first : p.group_n;
+  const int in = t - g * per_group;
+  mb = in / gn;
+  nb = first + in % gn;
+}
+
+__device__ __forceinline__ float load_io(const void* p, int type, int64_t i) {
+  if (type == 0) return __half2float(static_cast<const __half*>(p)[i]);
+  if (type == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+template <int kYType>
+struct OutT;
+template <> struct OutT<0> { using T = __half; using T2 = __half2; };
+template <> struct OutT<1> { using T = __nv_bfloat16; using T2 = __nv_bfloat162; };
+template <> struct OutT<2> { using T = float; using T2 = float2; };
+
+template <int kYType>
+__device__ __forceinline__ typename OutT<kYType>::T to_out(float v) {
+  if constexpr (kYType == 0) return __float2half_rn(v);
+  else if constexpr (kYType == 1) return __float2bfloat16_rn(v);
+  else return v;
+}
+template <int kYType>
+__device__ __forceinline__ typename OutT<kYType>::T2 to_out2(float a, float b) {
+  if constexpr (kYType == 0) return __floats2half2_rn(a, b);
+  else if constexpr (kYType == 1) return __floats2bfloat162_rn(a, b);
+  else return make_float2(a, b);
+}
+
+// Epilogue straight from the accumulator registers: + bias, clamp, convert, guarded stores.
+// Registers 4j, 4j+1 are (row r0, columns c, c+1), 4j+2, 4j+3 the same columns of row r0 + 8.
+template <int kYType, int R>
+__device__ __forceinline__ void store_tile(const BlockGemmParams& p, const float (&total)[R],
+                                           int64_t r0, int c0) {
+  using T = typename OutT<kYType>::T;
+  using T2 = typename OutT<kYType>::T2;
+  T* y = static_cast<T*>(p.y);
+  const bool row0 = r0 < p.M, row1 = r0 + 8 < p.M;
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const int c = c0 + 8 * j;
+    if (c >= p.N) break;
+    const bool two = c + 1 < p.N;
+    float b0 = 0.f, b1 = 0.f;
+    if (p.bias) {
+      b0 = load_io(p.bias, p.bias_type, c);
+      if (two) b1 = load_io(p.bias, p.bias_type, c + 1);
+    }
+    float v[4] = {total[4 * j] + b0, total[4 * j + 1] + b1, total[4 * j + 2] + b0,
+                  total[4 * j + 3] + b1};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = fminf(fmaxf(v[i], p.clamp_lo), p.clamp_hi);
+    T* y0 = y + r0 * p.ldy + c;
+    T* y1 = y0 + 8 * p.ldy;
+    if (two && p.y_pairs) {
+      if (row0) *reinterpret_cast<T2*>(y0) = to_out2<kYType>(v[0], v[1]);
+      if (row1) *reinterpret_cast<T2*>(y1) = to_out2<kYType>(v[2], v[3]);
+    } else {
+      if (row0) y0[0] = to_out<kYType>(v[0]);
+      if (row1) y1[0] = to_out<kYType>(v[2]);
+      if (two && row0) y0[1] = to_out<kYType>(v[1]);
+      if (two && row1) y1[1] = to_out<kYType>(v[3]);
+    }
+  }
+}
+
+template <int BN, int kStages, class Policy>
+__global__ void __launch_bounds__(384, 1)
+    sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
+                           const __grid_constant__ CUtensorMap tm_b,
+                           const __grid_constant__ typename Policy::Params pp,
+                           const BlockGemmParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = BlockGemmShape<BN, kStages, Policy>;
+  using Mma = typename Policy::template Mma<BN>;
+  using Acc = typename Mma::Acc;
+  constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
+
+  extern __shared__ uint8_t smem_raw[];
+  // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* a_tiles = smem;
+  uint8_t* b_tiles = a_tiles + kStages * Shape::kABytes;
+  uint8_t* a_meta = b_tiles + kStages * Shape::kBBytes;
+  uint8_t* b_meta = a_meta + kStages * Policy::kAMetaBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(b_meta + kStages * Policy::kBMetaBytes);
+  uint64_t* empty = full + kStages;
+
+  const int warpgroup = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes)
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_desc(&tm_a);
+      tma_prefetch_desc(&tm_b);
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+        int mb, nb;
+        tile_coords(t, p, mb, nb);
+        const int m0 = mb * Shape::kBM, n0 = nb * BN;
+        for (int kb = 0; kb < p.num_kb; ++kb) {
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_arrive_expect_tx(&full[stage],
+                                Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
+          tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
+          Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
+                            b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int cw = warpgroup - 1;  // which 64-row half of the tile
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int row = cw * 64 + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
+    const int col = 2 * (lane % 4);                  // and columns 8j + col, 8j + col + 1
+    float total[R];
+    Acc acc[R];
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
+      int mb, nb;
+      tile_coords(t, p, mb, nb);
+#pragma unroll
+      for (int i = 0; i < R; ++i) total[i] = 0.f;
+      for (int kb = 0; kb < p.num_kb; ++kb) {
+        mbar_wait(&full[stage], phase);
+        __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+        const auto scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
+                                        b_meta + stage * Policy::kBMetaBytes, row, nb * BN, kb);
+        const uint64_t da =
+            desc_kmajor_sw128(smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * 128));
+        const uint64_t db = desc_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          Mma::mma(acc, desc_advance(da, 32 * k), desc_advance(db, 32 * k), k);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < R; ++i) reg_fence(acc[i]);
+        if (lane == 0) mbar_arrive(&empty[stage]);  // this warp is done with the slot
+        Policy::promote(total, acc, scale);
+        if (++stage == kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+      const int64_t r0 = int64_t(mb) * Shape::kBM + row;
+      const int c0 = nb * BN + col;
+      if (p.y_type == 0) store_tile<0>(p, total, r0, c0);
+      else if (p.y_type == 1) store_tile<1>(p, total, r0, c0);
+      else store_tile<2>(p, total, r0, c0);
+    }
+  }
+#else
+  // Built for an architecture without wgmma/TMA: the host never launches this (sm_90 only).
+  __trap();
+#endif
+}
+
+}  // namespace mixq::cuda::sm90

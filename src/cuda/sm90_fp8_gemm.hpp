@@ -1,0 +1,43 @@
+// Hopper (sm_90a) FP8 block-scaled GEMM: Y = sum_kb (XQ_kb . WQ_kb^T) * sa[m][kb] * sb[n/128][kb]
+// with e4m3 activations quantized per token per 128 along K (layout of act_quant.hpp) and e4m3
+// weights with one f32 scale per 128x128 block. Epilogue: + bias[n], clamp, f16/bf16/f32 out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mixq::cuda {
+
+struct Sm90Fp8GemmArgs {
+  const uint8_t* a = nullptr;  // [M][lda] e4m3 codes, lda % 16 == 0, zeros past K not needed
+  int64_t lda = 0;
+  const float* sa = nullptr;   // sa(m, kb) at sa[kb * ld_sa + m], ld_sa % 4 == 0
+  int64_t ld_sa = 0;
+  const uint8_t* b = nullptr;  // [N][ldb] e4m3 codes, ldb % 16 == 0
+  int64_t ldb = 0;
+  const float* sb = nullptr;   // sb(nb, kb) at sb[nb * ld_sb + kb], ld_sb % 4 == 0
+  int64_t ld_sb = 0;
+  int64_t M = 0, N = 0, K = 0;
+  void* y = nullptr;           // [M][ldy] in y_type (0 f16, 1 bf16, 2 f32)
+  int64_t ldy = 0;
+  int y_type = 2;
+  const void* bias = nullptr;  // [N] in bias_type, or null
+  int bias_type = 2;
+  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
+  int num_sms = 132;           // persistent grid size limit
+  int group_n = 0;             // tile raster group along N (0 = default)
+  int block_n = 0;             // N tile: 0 (default) or 128 (192 exists but is disabled: hangs)
+};
+
+// True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
+inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
+  return cc_major == 9 && cc_minor == 0;
+}
+
+// Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
+void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
+
+const char* sm90_fp8_gemm_name(int block_n = 0);
+
+}  // namespace mixq::cuda

@@ -1,0 +1,61 @@
+// Host-side TMA tensor maps (CUtensorMap) for the Hopper kernels. cuTensorMapEncodeTiled is a
+// driver API function; it is looked up through the runtime (cudaGetDriverEntryPointByVersion) so
+// the library does not link libcuda. Encoding is a pure host computation (no GPU work, no sync),
+// so maps are built per launch and passed as __grid_constant__ kernel parameters, which keeps
+// launches CUDA-graph capturable.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/check.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+using TensorMapEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*,
+                                          const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                          const cuuint32_t*, CUtensorMapInterleave,
+                                          CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                          CUtensorMapFloatOOBfill);
+
+inline TensorMapEncodeTiled tensor_map_encoder() {
+  static const TensorMapEncodeTiled fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    MIXQ_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                     cudaEnableDefault, &q));
+    MIXQ_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, ErrorCode::Cuda,
+               "cuTensorMapEncodeTiled is not available from the CUDA driver (status ", int(q), ")");
+    return reinterpret_cast<TensorMapEncodeTiled>(p);
+  }();
+  return fn;
+}
+
+// 2-D map over a row-major matrix: dim0 elements contiguous, dim1 rows `row_bytes` apart.
+// Reads outside [0, dim0) x [0, dim1) return zeros.
+inline CUtensorMap make_tensor_map_2d(CUtensorMapDataType type, const void* base, uint64_t dim0,
+                                      uint64_t dim1, uint64_t row_bytes, uint32_t box0,
+                                      uint32_t box1, CUtensorMapSwizzle swizzle) {
+  MIXQ_CHECK(reinterpret_cast<uintptr_t>(base) % 16 == 0 && row_bytes % 16 == 0 && dim0 > 0 &&
+                 dim1 > 0,
+             ErrorCode::InvalidArgument, "tensor map: base ", base, " and row pitch ", row_bytes,
+             " must be 16-byte aligned, dims (", dim0, ", ", dim1, ") positive");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {dim0, dim1};
+  const cuuint64_t strides[1] = {row_bytes};
+  const cuuint32_t box[2] = {box0, box1};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = tensor_map_encoder()(
+      &map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  MIXQ_CHECK(r == CUDA_SUCCESS, ErrorCode::Cuda, "cuTensorMapEncodeTiled failed (", int(r),
+             ") for dims (", dim0, ", ", dim1, "), pitch ", row_bytes, ", box (", box0, ", ", box1,
+             ")");
+  return map;
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,179 @@
+// CUDA Fp8Block linear (activations quantized per token per 128 on the GPU, fp8b128 weights,
+// Hopper wgmma GEMM) against ref::linear_fp8_block, the float64 oracle on the same quantized
+// inputs. Skipped (visibly) without a GPU, or on a GPU that is not compute capability 9.0.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/reference.hpp"
+
+using namespace mixq;
+
+namespace {
+
+bool hopper() {
+  if (!cuda_available()) return false;
+  cudaDeviceProp p;
+  return cudaGetDeviceProperties(&p, 0) == cudaSuccess && p.major == 9 && p.minor == 0;
+}
+
+#define SKIP_WITHOUT_HOPPER() \
+  if (!hopper()) GTEST_SKIP() << "needs a compute capability 9.0 GPU"
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {
+  std::vector<uint8_t> b(x.size() * (dtype_bits(t) / 8));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(b.data() + 4 * i, &x[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+double value(const std::vector<uint8_t>& y, DType t, size_t i) {
+  uint16_t h;
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, y.data() + 4 * i, 4);
+    return f;
+  }
+  std::memcpy(&h, y.data() + 2 * i, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+struct Case {
+  int64_t M, N, K;
+  DType xt = DType::BF16, yt = DType::BF16;
+  bool bias = false;
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  bool caller_workspace = false;
+};
+
+std::string name(const Case& c) {
+  return "M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) +
+         " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") +
+         " clamp [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]";
+}
+
+void run(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(name(c));
+  std::vector<float> wf = randn(size_t(c.N * c.K), seed, 0.05f);
+  // Row blocks with very different magnitudes exercise the per-block weight scales.
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t k = 0; k < c.K; ++k) wf[size_t(n * c.K + k)] *= float(1 + (n / 128 + k / 128) % 5);
+  const QuantizedWeight w =
+      quantize_weight(TensorView(wf.data(), DType::F32, {c.N, c.K}), parse_scheme("fp8b128"));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Fp8Block;
+  const PreparedWeight pw = prepare(w, o);
+
+  std::vector<float> xf = randn(size_t(c.M * c.K), seed + 1);
+  for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
+    for (int64_t k = 0; k < c.K; ++k) xf[size_t(m * c.K + k)] *= std::pow(10.f, float(m % 6) - 3.f);
+  std::vector<uint8_t> xb = to_bytes(xf, c.xt);
+  const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
+  DeviceBuffer dx(xb.size()), dy(yb);
+  dx.copy_from_host(xb.data(), xb.size());
+  ASSERT_EQ(cudaMemset(dy.data(), 0xFF, yb), cudaSuccess);  // NaN poison in every float type
+  std::vector<float> bias_h;
+  DeviceBuffer dbias;
+  Epilogue ep;
+  ep.clamp_lo = c.lo;
+  ep.clamp_hi = c.hi;
+  if (c.bias) {
+    bias_h = randn(size_t(c.N), seed + 3, 4.f);
+    dbias = DeviceBuffer(bias_h.size() * 4);
+    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+    ep.bias = dbias.view(DType::F32, {c.N});
+  }
+  ExecContext ctx;
+  DeviceBuffer ws;
+  if (c.caller_workspace) {
+    ws = DeviceBuffer(linear_workspace_size(pw, c.M));
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+  }
+  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep, ctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> y(yb);
+  dy.copy_to_host(y.data(), yb);
+
+  std::vector<double> ref(size_t(c.M * c.N));
+  Epilogue rep = ep;
+  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
+  ref::linear_fp8_block(TensorView(xb.data(), c.xt, {c.M, c.K}), w,
+                        TensorView(ref.data(), DType::F64, {c.M, c.N}), rep);
+  double sxy = 0, sxx = 0, syy = 0, sdd = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double g = value(y, c.yt, i), r = ref[i];
+    if (!std::isfinite(g)) {
+      ADD_FAILURE() << "output (m " << i / c.N << ", n " << i % c.N << ") not written: " << g;
+      return;
+    }
+    sxy += g * r;
+    sxx += r * r;
+    syy += g * g;
+    sdd += (g - r) * (g - r);
+  }
+  const double cos_err = (sxx + syy) > 0 ? 1 - 2 * sxy / (sxx + syy) : 0;
+  const double rel_fro = std::sqrt(sdd / std::max(sxx, 1e-300));
+  EXPECT_LE(cos_err, 1e-3);
+  EXPECT_LE(rel_fro, 2e-3);
+}
+
+}  // namespace
+
+TEST(CudaFp8Block, RowCounts) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 1;
+  for (int64_t M : {1, 7, 64, 129, 1000}) run({M, 1000, 1000}, seed++);
+  run({2048, 264, 1000}, seed++);  // narrower N keeps the float64 reference quick
+}
+
+TEST(CudaFp8Block, OddShapesBiasClamp) {
+  SKIP_WITHOUT_HOPPER();
+  run({33, 384, 7168 + 64, DType::BF16, DType::BF16, true}, 11);
+  run({129, 1000, 1000, DType::F16, DType::F32, true, -2.f, 3.f}, 12);
+  run({5, 131, 77, DType::F32, DType::F16, true, 0.f}, 13);
+  run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
+}
+
+TEST(CudaFp8Block, ActivationAndOutputTypes) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 20;
+  for (DType xt : {DType::F16, DType::BF16, DType::F32})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32}) run({70, 200, 520, xt, yt, true}, seed++);
+}
+
+TEST(CudaFp8Block, RejectsNonFp8Weights) {
+  SKIP_WITHOUT_HOPPER();
+  std::vector<float> wf = randn(64 * 256, 3);
+  const QuantizedWeight w =
+      quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}), parse_scheme("w4g128"));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Fp8Block;
+  EXPECT_THROW(prepare(w, o), Error);
+}
