@@ -295,8 +295,8 @@ TEST(CudaActQuant, Int8ExactTies) {
   SKIP_WITHOUT_GPU();
   for (int64_t block : {32, 64, 128, 256}) {
     const int64_t K = block * 8;
-    std::vector<float> row(size_t(K));
-    std::mt19937 rng(unsigned(block));
+    std::vector<float> row(static_cast<size_t>(K));
+    std::mt19937 rng(static_cast<unsigned>(block));
     std::uniform_int_distribution<int> di(-128, 126);
     for (int64_t k = 0; k < K; ++k) {
       const int64_t j = k % block;
