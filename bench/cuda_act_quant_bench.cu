@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
       const size_t esize = t == DType::F32 ? 4 : 2;
       const size_t xbytes = size_t(M * K) * esize;
       const int nrot = rot_count(xbytes);
-      std::vector<void*> xs(size_t(nrot));
+      std::vector<void*> xs(static_cast<size_t>(nrot));
       {
         std::vector<uint16_t> h(size_t(M * K) * esize / 2);
         std::mt19937 rng(1);

@@ -214,6 +214,8 @@ __global__ void __launch_bounds__(kThreads)
   if (tk.active && tk.lane == 0) scale[tk.kb * ld_meta + tk.m] = s;
 }
 
+// ~62 registers, 4 blocks of 256 threads per SM: 1024 threads x 32-64 bytes in flight (capping
+// at 40 registers for 6 blocks spilled the chunk to local memory).
 template <int XT, int BLOCK>
 __global__ void __launch_bounds__(kThreads)
     quantize_int8_block_kernel(const void* __restrict__ x, int64_t ldx, int64_t M, int64_t K,

@@ -100,8 +100,14 @@ class CudaWeightOnly final : public PreparedImpl {
                caps_.cc_minor);
     const bool int_codes = w.code_type == DType::I4 || w.code_type == DType::U4 ||
                            w.code_type == DType::I8 || w.code_type == DType::U8;
-    MIXQ_CHECK(int_codes && w.has_scales && w.block_n == 1, ErrorCode::Unsupported,
-               "cuda weight-only: needs int4/int8 codes with per-row block scales, got ", w.describe());
+    // FP8 block weights (e.g. fp8b128: 128x128 blocks): any block_n, expanded to one scale per
+    // row at prepare time.
+    const bool fp8 = w.code_type == DType::F8E4M3;
+    MIXQ_CHECK((int_codes && w.has_scales && w.block_n == 1) ||
+                   (fp8 && w.has_scales && w.block_n >= 1 && w.zero_kind == ZeroKind::None),
+               ErrorCode::Unsupported,
+               "cuda weight-only: needs int4/int8 codes with per-row block scales or e4m3 codes "
+               "with block scales, got ", w.describe());
     MIXQ_CHECK(K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30), ErrorCode::Unsupported,
                "cuda weight-only: N (", N, ") and K (", K, ") must be < 2^30");
 
@@ -110,6 +116,8 @@ class CudaWeightOnly final : public PreparedImpl {
     L_.Np = cuda::round_up(N, cuda::kTileRows);
     L_.Kp = cuda::round_up(K, cuda::kChunkK);
     L_.bits = dtype_bits(w.code_type);
+    L_.e4m3 = fp8;
+    if (fp8) check_no_nan_codes(w);
     group_shift_ = group_shift_of(w);
     L_.group = int64_t(1) << group_shift_;
     L_.groups = (L_.Kp + L_.group - 1) / L_.group;
@@ -122,7 +130,8 @@ class CudaWeightOnly final : public PreparedImpl {
     // Internal scratch (shared per device) sized for the streaming path at every M it serves
     // and for one cuBLAS chunk. Tickets are this weight's own: they start at zero and every
     // launch leaves them at zero.
-    wgmma_ = cuda::wo_wgmma_available(device_);
+    // the wgmma kernel decodes integer codes only (e4m3 weights use the stream / cuBLAS paths)
+    wgmma_ = !L_.e4m3 && cuda::wo_wgmma_available(device_);
     size_t ws = 0, tickets = 0;
     for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(128),
                       int64_t(256), int64_t(4096)}) {
@@ -145,7 +154,8 @@ class CudaWeightOnly final : public PreparedImpl {
     const WoPlan p = plan(M, false, false, true);
     std::string s = cuda::wo_kernel_name(p.kernel);
     if (p.kernel != WoKernel::DequantCublas)
-      s += "_w" + std::to_string(L_.bits) + "_mt" + std::to_string(p.mt) + "_s" + std::to_string(p.splits);
+      s += (L_.e4m3 ? std::string("_fp8") : "_w" + std::to_string(L_.bits)) + "_mt" +
+           std::to_string(p.mt) + "_s" + std::to_string(p.splits);
     return s;
   }
 
@@ -209,15 +219,28 @@ class CudaWeightOnly final : public PreparedImpl {
                                   wgmma_ok);
   }
 
-  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp).
+  // e4m3 has no infinities and its NaN (0x7F / 0xFF) has no place in a weight; the kernels would
+  // decode it as a finite value (sm_80 bit trick) or NaN (sm_90 cvt), so refuse it up front.
+  static void check_no_nan_codes(const QuantizedWeight& w) {
+    const int64_t rb = w.row_bytes();
+    for (int64_t n = 0; n < w.N; ++n)
+      for (int64_t k = 0; k < w.K; ++k) {
+        const uint8_t b = w.codes[size_t(n * rb + k)];
+        MIXQ_CHECK_ARG((b & 0x7F) != 0x7F, "prepare (cuda): e4m3 weight code at [", n, ", ", k,
+                       "] is NaN (byte ", int(b), "); FP8 weights must be finite");
+      }
+  }
+
+  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp);
+  // e4m3: (s of the row's block, 0), u the e4m3 value.
   void build_pairs(const QuantizedWeight& w) {
-    const int32_t cmin = code_min(w.code_type);
+    const int32_t cmin = L_.e4m3 ? 0 : code_min(w.code_type);
     const int64_t G = L_.groups, Gc = w.n_blocks_k();
     std::vector<float> s(size_t(L_.Np * G), 0.f), o(size_t(L_.Np * G), 0.f);
     bool half_exact = true;
     for (int64_t n = 0; n < N; ++n)
       for (int64_t g = 0; g < std::min(G, Gc); ++g) {
-        const double sc = w.scale(n, g);
+        const double sc = w.scale(n / w.block_n, g);
         double off = 0;
         // q = u + cmin, so s*q + o = s*u + (o + cmin*s); s*(q - z) = s*u + s*(cmin - z).
         switch (w.zero_kind) {
@@ -261,7 +284,7 @@ class CudaWeightOnly final : public PreparedImpl {
                   char* ws, unsigned* tickets, cudaStream_t stream) const {
     cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, tickets);
     const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
-    cuda::launch_wo_stream(k, p.mt, L_.bits, grid, p.smem_bytes, stream);
+    cuda::launch_wo_stream(k, p.mt, L_.code_kind(), grid, p.smem_bytes, stream);
   }
 
   // The Hopper wgmma kernel; act-order gathers X into the workspace first (16-byte aligned rows).

@@ -8,12 +8,12 @@ void launch_wo_stream_f16(const WoStreamParams&, int, int, dim3, size_t, cudaStr
 void launch_wo_stream_bf16(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
 void launch_wo_stream_f32(const WoStreamParams&, int, int, dim3, size_t, cudaStream_t);
 
-void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+void launch_wo_stream(const WoStreamParams& p, int mt, int codes, dim3 grid, size_t smem,
                       cudaStream_t stream) {
   switch (p.x_type) {
-    case IoType::F16: return launch_wo_stream_f16(p, mt, bits, grid, smem, stream);
-    case IoType::BF16: return launch_wo_stream_bf16(p, mt, bits, grid, smem, stream);
-    case IoType::F32: return launch_wo_stream_f32(p, mt, bits, grid, smem, stream);
+    case IoType::F16: return launch_wo_stream_f16(p, mt, codes, grid, smem, stream);
+    case IoType::BF16: return launch_wo_stream_bf16(p, mt, codes, grid, smem, stream);
+    case IoType::F32: return launch_wo_stream_f32(p, mt, codes, grid, smem, stream);
   }
 }
 

@@ -2,8 +2,8 @@
 #include "cuda/wo_stream_launch.cuh"
 
 namespace mixq::cuda {
-void launch_wo_stream_f16(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+void launch_wo_stream_f16(const WoStreamParams& p, int mt, int codes, dim3 grid, size_t smem,
                               cudaStream_t stream) {
-  launch_stream_for_type<half, false>(p, mt, bits, grid, smem, stream);
+  launch_stream_for_type<half, false>(p, mt, codes, grid, smem, stream);
 }
 }  // namespace mixq::cuda

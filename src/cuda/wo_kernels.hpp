@@ -14,16 +14,19 @@ namespace mixq::cuda {
 
 constexpr int kStreamWarps = 4;
 // grid = (ceil(n_tiles / kStreamWarps), splits, ceil(M / mt)), block = kStreamWarps * 32.
-void launch_wo_stream(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+// codes: WoLayout::code_kind() (kCodesU4, kCodesU8 or kCodesE4M3).
+void launch_wo_stream(const WoStreamParams& p, int mt, int codes, dim3 grid, size_t smem,
                       cudaStream_t stream);
 
-// GPU repack: canonical row-major codes ([N][row_bytes], I4/U4 packed two per byte, I8/U8 one per
-// byte) -> the fragment-ordered layout of wo_layout.hpp, converting signed codes to unsigned.
+// GPU repack: canonical row-major codes ([N][row_bytes], I4/U4 packed two per byte, I8/U8/E4M3
+// one per byte) -> the fragment-ordered layout of wo_layout.hpp, converting signed codes to
+// unsigned (e4m3 bytes are copied as they are: signed_codes = false).
 void launch_wo_repack(const uint8_t* canonical, int64_t row_bytes, bool signed_codes,
                       const WoLayout& layout, uint32_t* packed, cudaStream_t stream);
 
 // Dequantize rows [n0, n0 + rows) of the packed weight into a row-major 16-bit (f16 or bf16) or
-// f32 matrix with leading dimension ld (>= Kp); columns K..Kp-1 are written as zeros.
+// f32 matrix with leading dimension ld (>= Kp); columns K..Kp-1 are written as zeros. e4m3
+// layouts (layout.e4m3) decode the bytes as e4m3 values.
 void launch_wo_dequant(const uint32_t* packed, const void* pairs, const WoLayout& layout,
                        int64_t n0, int64_t rows, int out_type /*0 f16, 1 bf16, 2 f32*/, void* out,
                        int64_t ld, cudaStream_t stream);

@@ -13,6 +13,8 @@
 //   w = s * u + o'   with u = q - code_min the unsigned code (I4: q + 8, I8: q + 128) and
 //   o' = o + code_min * s (offset form), s * (code_min - z) (zero-point form), code_min * s
 //   (symmetric).
+// FP8 (e4m3) weights use the 8-bit layout with the e4m3 bytes stored as they are, and pairs
+// (s, 0) with s the scale of the row's 128x128 block (so u is the e4m3 value, w = s * u).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +23,12 @@ namespace mixq::cuda {
 
 constexpr int kTileRows = 16;
 constexpr int kChunkK = 64;
+
+// Code kinds (the streaming kernel's template parameter): unsigned 4- or 8-bit integers, or e4m3
+// bytes (8-bit storage).
+constexpr int kCodesU4 = 4;
+constexpr int kCodesU8 = 8;
+constexpr int kCodesE4M3 = 83;
 
 inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
@@ -36,6 +44,9 @@ struct WoLayout {
   int64_t group = 0;     // K-run per scale (>= Kp means a single group per row)
   int64_t groups = 0;    // groups per row = ceil(K / group)
   bool pair_f32 = false; // scale pairs stored as float2 (else half2)
+  bool e4m3 = false;     // bits == 8 and the bytes are e4m3 values, not unsigned integers
+
+  int code_kind() const { return e4m3 ? kCodesE4M3 : bits; }
 
   int64_t chunk_bytes_per_lane() const { return bits == 4 ? 16 : 32; }
   int64_t chunks_per_row_tile() const { return Kp / kChunkK; }

@@ -10,6 +10,7 @@
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/wo_kernels.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq::cuda {
 
@@ -136,7 +137,9 @@ __global__ void __launch_bounds__(kDequantWarps * 32)
         }
         const float2 so = dr >= 8 ? pb : pa;
         const bool valid = col0 + dk < L.K;
-        t[dr * kTileLd + j * 16 + dk] = valid ? so.x * float(u) + so.y : 0.f;
+        // e4m3 layouts: the byte is an e4m3 value (pairs are (s, 0))
+        const float val = BITS == 8 && L.e4m3 ? e4m3_to_f32(uint8_t(u)) : float(u);
+        t[dr * kTileLd + j * 16 + dk] = valid ? so.x * val + so.y : 0.f;
       }
     }
     __syncwarp();

@@ -19,13 +19,15 @@ void launch_stream_config(const WoStreamParams& p, dim3 grid, size_t smem, cudaS
   MIXQ_CUDA_CHECK(cudaGetLastError());
 }
 
+// codes: the code kind (wo_layout.hpp): kCodesU4, kCodesU8 or kCodesE4M3.
 template <typename MmaT, bool SPLIT_X>
-void launch_stream_for_type(const WoStreamParams& p, int mt, int bits, dim3 grid, size_t smem,
+void launch_stream_for_type(const WoStreamParams& p, int mt, int codes, dim3 grid, size_t smem,
                             cudaStream_t stream) {
-#define MIXQ_STREAM_CASE(MT_)                                                              \
-  case MT_:                                                                                \
-    return bits == 4 ? launch_stream_config<MmaT, MT_, 4, SPLIT_X>(p, grid, smem, stream)  \
-                     : launch_stream_config<MmaT, MT_, 8, SPLIT_X>(p, grid, smem, stream);
+#define MIXQ_STREAM_CASE(MT_)                                                                    \
+  case MT_:                                                                                      \
+    if (codes == kCodesU4) return launch_stream_config<MmaT, MT_, kCodesU4, SPLIT_X>(p, grid, smem, stream); \
+    if (codes == kCodesU8) return launch_stream_config<MmaT, MT_, kCodesU8, SPLIT_X>(p, grid, smem, stream); \
+    return launch_stream_config<MmaT, MT_, kCodesE4M3, SPLIT_X>(p, grid, smem, stream);
   switch (mt) {
     MIXQ_STREAM_CASE(8)
     MIXQ_STREAM_CASE(16)

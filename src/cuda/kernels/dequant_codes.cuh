@@ -14,6 +14,7 @@
 #pragma once
 
 #include "cuda/kernels/mma_sm80.cuh"
+#include "cuda/wo_layout.hpp"
 
 namespace mixq::cuda {
 
@@ -83,5 +84,56 @@ struct CodeConvert<__nv_bfloat16> {
 __device__ __forceinline__ void BiasedCodes<__nv_bfloat16, 8>::convert(const uint32_t* w, Frag16x16& a) {
   CodeConvert<__nv_bfloat16>::u8(w[0], w[1], a);
 }
+
+// ---- e4m3 weight bytes (FP8 weight-only): the MMA consumes the exact e4m3 values (every e4m3
+// value, subnormals included, is exact in f16 and in bf16), no bias. Byte order as for int8.
+
+// Two e4m3 bytes (bits 0-7 and 8-15 of v) -> f16x2, exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"(static_cast<unsigned short>(v)));
+  return r;
+#else
+  // Bytes to the top of each 16-bit half, then magnitude >> 1: exponent (4 bits) and mantissa
+  // (3) land in the f16 fields with the f16 bias 15 instead of 7, i.e. the value times 2^-8
+  // (subnormals included); the multiply by 2^8 is exact.
+  const uint32_t x = prmt(v, 0u, 0x1404u);  // (0, b0, 0, b1)
+  const uint32_t r = lop3<kLopAndOr>(x >> 1, 0x3F803F80u, x & 0x80008000u);
+  const __half2 h = __hmul2(*reinterpret_cast<const __half2*>(&r), __half2half2(__ushort_as_half(0x5C00u)));
+  return *reinterpret_cast<const uint32_t*>(&h);
+#endif
+}
+
+// Two e4m3 bytes -> bf16x2, exact: magnitude << 4 puts exponent and mantissa in the bf16 fields
+// with bias 127 instead of 7 (the value times 2^-120, subnormals included); times 2^120 is exact.
+__device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t v) {
+  const uint32_t x = prmt(v, 0u, 0x1404u);  // (0, b0, 0, b1): each half = b << 8
+  const uint32_t r = lop3<kLopAndOr>(x >> 4, 0x07F007F0u, x & 0x80008000u);
+  const __nv_bfloat162 k = __halves2bfloat162(__ushort_as_bfloat16(0x7B80u), __ushort_as_bfloat16(0x7B80u));
+  const __nv_bfloat162 b = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&r), k);
+  return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+template <>
+struct BiasedCodes<half, kCodesE4M3> {
+  static constexpr float kBias = 0.f;
+  static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
+    a.r[0] = e4m3x2_to_f16x2(w[0]);
+    a.r[1] = e4m3x2_to_f16x2(w[0] >> 16);
+    a.r[2] = e4m3x2_to_f16x2(w[1]);
+    a.r[3] = e4m3x2_to_f16x2(w[1] >> 16);
+  }
+};
+template <>
+struct BiasedCodes<__nv_bfloat16, kCodesE4M3> {
+  static constexpr float kBias = 0.f;
+  static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
+    a.r[0] = e4m3x2_to_bf16x2(w[0]);
+    a.r[1] = e4m3x2_to_bf16x2(w[0] >> 16);
+    a.r[2] = e4m3x2_to_bf16x2(w[1]);
+    a.r[3] = e4m3x2_to_bf16x2(w[1] >> 16);
+  }
+};
 
 }  // namespace mixq::cuda

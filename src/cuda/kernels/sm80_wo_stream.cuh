@@ -129,6 +129,8 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
 template <int BITS>
 constexpr int kWoStages = BITS == 4 ? 6 : 4;  // chunks in flight per warp (smem ring depth)
 
+// BITS is the code kind of wo_layout.hpp: kCodesU4 (4), kCodesU8 (8) or kCodesE4M3 (8-bit storage,
+// e4m3 values, no bias); everything but the conversion treats e4m3 like 8-bit codes.
 // RT 16-row tiles of W per warp: the B fragments (activations) and the per-chunk bookkeeping are
 // shared by RT tiles, and their MMAs are independent of each other (more instruction-level
 // parallelism per warp). Shared with the host planner through wo_row_tiles().
