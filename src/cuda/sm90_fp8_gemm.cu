@@ -33,7 +33,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                              uint64_t(num_kb), uint64_t(a.ld_sa) * 4, 128, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   pp.sb = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sb, uint64_t(num_kb),
-                             uint64_t(n_blocks), uint64_t(a.ld_sb) * 4, 4, 1,
+                             uint64_t(n_blocks), uint64_t(a.ld_sb) * 4, 4, Policy::kSbRows,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   sm90::BlockGemmParams p;
   p.M = int(a.M);

@@ -26,11 +26,15 @@ struct Fp8BlockScaledPolicy {
   using Mma = WgmmaE4M3<N>;
   struct Params {
     CUtensorMap sa;  // f32 {M, num_kb}, box {128, 1}
-    CUtensorMap sb;  // f32 {num_kb, N blocks}, box {4, 2}
+    CUtensorMap sb;  // f32 {num_kb, N blocks}, box {4, kSbRows}
   };
   static constexpr int kAMetaBytes = 128 * 4;
   static constexpr int kBMetaBytes = 128;  // 32 used; TMA destinations want 128-byte alignment
-  static constexpr uint32_t kMetaTxBytes = 128 * 4 + 32;
+  // The sb box is {4, 1} (16 bytes) when the tile spans one weight block (BN <= 128) and {4, 2}
+  // otherwise; the stage's transaction count must equal the bytes TMA delivers, or the full
+  // barrier never completes (a hang: the 128-wide launcher once used box {4, 1} with 32 here).
+  static constexpr int kSbRows = BN > 128 ? 2 : 1;
+  static constexpr uint32_t kMetaTxBytes = 128 * 4 + 16 * kSbRows;
 
   __device__ __forceinline__ static void load_meta(const Params& pp, void* a_meta, void* b_meta,
                                                    uint64_t* bar, int m0, int n0, int kb) {
