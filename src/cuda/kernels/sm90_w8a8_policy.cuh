@@ -37,6 +37,18 @@ struct Int8BlockPolicy {
   static constexpr int kBMetaBytes = 3 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
   static constexpr uint32_t kMetaTxBytes = 3 * 128 * 4 + (kOffset ? 3 : 2) * BN * 4;
 
+  // Explicit shared-window load: through a generic pointer kept in a struct, the compiler emits a
+  // generic LD (address-space check per load) instead of LDS.
+  __device__ __forceinline__ static float lds(uint32_t addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+    return v;
+  }
+  __device__ __forceinline__ static float2 lds2(uint32_t addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+  }
   __device__ __forceinline__ static void load_meta(const Params& pp, void* a_meta, void* b_meta,
                                                    uint64_t* bar, int m0, int n0, int kb) {
     uint8_t* a = static_cast<uint8_t*>(a_meta);
@@ -51,21 +63,19 @@ struct Int8BlockPolicy {
 
   struct Scale {
     float sx0, sx1, ox0, ox1, u0, u1;  // rows `row`, `row + 8`: sx, ox, sx * Σqx
-    const float* col;                  // the stage's column meta: sw[BN], dw[BN], ow[BN]
+    uint32_t col;                      // shared address of the stage's sw[BN], dw[BN], ow[BN]
   };
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
                                                int /*n0*/, int /*kb*/) {
-    const float* sx = static_cast<const float*>(a_meta);
-    const float* ox = sx + 128;
-    const int32_t* sum = reinterpret_cast<const int32_t*>(sx + 256);
+    const uint32_t a = smem_u32(a_meta) + 4 * row;  // sx[128], ox[128], Σqx[128]
     Scale s;
-    s.sx0 = sx[row];
-    s.sx1 = sx[row + 8];
-    s.ox0 = ox[row];
-    s.ox1 = ox[row + 8];
-    s.u0 = kOffset ? s.sx0 * float(sum[row]) : 0.f;
-    s.u1 = kOffset ? s.sx1 * float(sum[row + 8]) : 0.f;
-    s.col = static_cast<const float*>(b_meta);
+    s.sx0 = lds(a);
+    s.sx1 = lds(a + 32);
+    s.ox0 = lds(a + 512);
+    s.ox1 = lds(a + 512 + 32);
+    s.u0 = kOffset ? s.sx0 * float(__float_as_int(lds(a + 1024))) : 0.f;
+    s.u1 = kOffset ? s.sx1 * float(__float_as_int(lds(a + 1024 + 32))) : 0.f;
+    s.col = smem_u32(b_meta);
     return s;
   }
 
@@ -83,10 +93,10 @@ struct Int8BlockPolicy {
 #pragma unroll
     for (int j = 0; j < R / 4; ++j) {
       const int c = 8 * j + c0;
-      const float2 sw = *reinterpret_cast<const float2*>(s.col + c);
-      const float2 dw = *reinterpret_cast<const float2*>(s.col + BN + c);
+      const float2 sw = lds2(s.col + 4 * c);
+      const float2 dw = lds2(s.col + 4 * (BN + c));
       float2 ow = make_float2(0.f, 0.f);
-      if constexpr (kOffset) ow = *reinterpret_cast<const float2*>(s.col + 2 * BN + c);
+      if constexpr (kOffset) ow = lds2(s.col + 4 * (2 * BN + c));
       const float w[2] = {sw.x, sw.y}, d[2] = {dw.x, dw.y}, o[2] = {ow.x, ow.y};
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
