@@ -2,7 +2,7 @@
 // quantizer alone, cuBLAS FP16 (cublasGemmEx) and cuBLAS INT8 (cublasGemmEx s8 -> s32, no scales)
 // in one process. Cold L2: every timed call uses the next of enough weight copies to cover >= 4x
 // the L2; each figure is the median of 7 replays of a CUDA graph of >= 10 calls.
-//   cuda_int8_sweep [--shapes KxN,...] [--m 1,16,...] [--g 128] [--asym] [--kernels auto|all]
+//   cuda_int8_sweep [--shapes KxN,...] [--m 1,16,...] [--g 128] [--asym] [--kernels auto|all|k1,k2]
 //                   [--json FILE]
 // --kernels all also times every mixq tile shape at each M (MIXQ_FORCE_KERNEL), to measure the
 // dispatch thresholds.
@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, L2 %zu MB, int8-block g%lld %s\n", prop.name, prop.multiProcessorCount, g_l2 >> 20, (long long)g, asym ? "offset" : "symmetric");
   std::printf("%-12s %5s %9s %9s %8s %9s %9s %8s %8s %7s  %s\n", "KxN", "M", "mixq_us", "gemm_us", "quant_us", "fp16_us", "int8_us", "TOPS", "x_fp16", "x_int8", "kernel");
   bool first_row = true;
-  const std::vector<std::string> forced = kernels == "all" ? std::vector<std::string>{"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128"} : std::vector<std::string>{""};
+  // --kernels auto | all (every sm80 tile) | a comma list of kernel names ("auto" = the dispatch)
+  std::vector<std::string> forced = kernels == "all" ? std::vector<std::string>{"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128"} : std::vector<std::string>{""};
+  if (kernels != "all" && kernels != "auto") { forced = split(kernels, ','); for (auto& k : forced) if (k == "auto") k.clear(); }
   for (const auto& shp : split(shapes, ',')) {
     const auto kn = split(shp, 'x');
     const int64_t K = std::stoll(kn[0]), N = std::stoll(kn[1]);

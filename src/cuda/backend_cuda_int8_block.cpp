@@ -156,6 +156,7 @@ class CudaInt8Block final : public PreparedImpl {
     p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
+    p.num_sms = caps_.sm_count;
     pick(a.M).launch(p, stream);
   }
 

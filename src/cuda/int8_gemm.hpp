@@ -66,6 +66,7 @@ struct Int8GemmParams {
   const void* bias = nullptr;   // [N] or null
   int bias_type = 2;            // 0 f16, 1 bf16, 2 f32
   float clamp_lo = 0.f, clamp_hi = 0.f;
+  int num_sms = 0;              // persistent kernels' grid limit (0: ask the current device)
 };
 
 // A kernel family that runs Int8GemmParams. The prepared weights pick one per call from the
@@ -84,7 +85,7 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
                                 int64_t M, const std::string& force);
 std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool offset);
 
-// The sm_80 mma.sync kernels (also what runs on Hopper until a wgmma kernel is plugged in), by CTA
+// The sm_80 mma.sync kernels (what runs on Hopper too below kSm90Int8MinM, or without sm_90a), by CTA
 // tile: "sm80_i8_16x32" (2 warps; small M, weight streaming), "sm80_i8_64x64" (4 warps) and
 // "sm80_i8_128x128" (8 warps of 64x32).
 void launch_sm80_int8_small(const Int8GemmParams& p, cudaStream_t stream);
@@ -93,5 +94,8 @@ void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t stream);
 // Largest M served by the small / medium tiles (see docs and bench/results for the measurements).
 int64_t int8_small_max_m(const DeviceCaps& caps);
 int64_t int8_medium_max_m(const DeviceCaps& caps);
+// Smallest M served by the Hopper wgmma kernel "sm90_i8_128x128" (sm90_w8a8_gemm.hpp; block mode,
+// K block 128, compute capability 9.0 with the sm_90a image).
+int64_t int8_sm90_min_m(const DeviceCaps& caps);
 
 }  // namespace mixq::cuda

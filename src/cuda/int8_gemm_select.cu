@@ -3,6 +3,7 @@
 
 #include "cuda/int8_gemm.hpp"
 #include "cuda/int8_gemm_launch.cuh"
+#include "cuda/sm90_w8a8_gemm.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::cuda {
@@ -20,6 +21,14 @@ void launch_tile(const Int8GemmParams& p, int tile, cudaStream_t stream) {
 constexpr Int8GemmKernel kSmall{"sm80_i8_16x32", launch_sm80_int8_small};
 constexpr Int8GemmKernel kMedium{"sm80_i8_64x64", launch_sm80_int8_medium};
 constexpr Int8GemmKernel kLarge{"sm80_i8_128x128", launch_sm80_int8_large};
+constexpr Int8GemmKernel kHopper{kSm90Int8BlockName, launch_sm90_int8_block};
+
+// The Hopper kernel runs block mode with one 128-wide K block per pipeline stage.
+bool hopper_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && kb == 128; }
+bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
+  return hopper_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
+         sm90_int8_block_available();
+}
 
 }  // namespace
 
@@ -29,9 +38,11 @@ void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t s) { launch_ti
 
 int64_t int8_small_max_m(const DeviceCaps&) { return 16; }
 int64_t int8_medium_max_m(const DeviceCaps&) { return 128; }
+int64_t int8_sm90_min_m(const DeviceCaps&) { return 129; }
 
-std::string int8_gemm_kernel_names(Int8Mode, int, bool) {
-  return std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name;
+std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
+  return std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name +
+         (hopper_fits(mode, kb) ? std::string(", ") + kHopper.name + " (Hopper, sm_90a)" : "");
 }
 
 Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, bool offset,
@@ -39,10 +50,19 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
   if (!force.empty()) {
     for (const Int8GemmKernel& k : {kSmall, kMedium, kLarge})
       if (force == k.name) return k;
+    if (force == kHopper.name) {
+      MIXQ_CHECK(hopper_ok(caps, mode, kb), ErrorCode::Unsupported, "int8 gemm: force_kernel '",
+                 force, "' needs block mode with K block 128 (got ", kb,
+                 "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
+                 ") and a library built with sm_90a");
+      return kHopper;
+    }
     MIXQ_FAIL(ErrorCode::InvalidArgument, "int8 gemm: force_kernel '", force, "' is not one of ",
               int8_gemm_kernel_names(mode, kb, offset));
   }
-  // A Hopper wgmma kernel plugs in here (caps.cc_major == 9) once it exists.
+  // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
+  // kernels reach only 0.3-0.47x cuBLAS FP16 there (bench/results/cuda_int8).
+  if (M >= int8_sm90_min_m(caps) && hopper_ok(caps, mode, kb)) return kHopper;
   if (M <= int8_small_max_m(caps)) return kSmall;
   if (M <= int8_medium_max_m(caps)) return kMedium;
   return kLarge;

@@ -302,6 +302,53 @@ TEST(CudaInt8Block, EveryKernel) {
         check_block({M, 300, 700, g, M == 70, DType::F16, DType::F32, true, false, k}, seed++);
 }
 
+// The Hopper wgmma kernel (sm90_w8a8_gemm.cu), forced by name: every M from one row to several
+// persistent waves of 128 x 128 tiles, odd N / K (TMA zero fill past N, K and M), both weight
+// modes, every output type, bias and clamp. Skipped (visibly) off compute capability 9.0.
+bool hopper_device() {
+  int dev = 0;
+  cudaDeviceProp prop{};
+  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess &&
+         prop.major == 9 && prop.minor == 0;
+}
+
+TEST(CudaInt8Block, HopperWgmma) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  const std::string k = "sm90_i8_128x128";
+  uint32_t seed = 500;
+  for (bool off : {false, true})
+    for (int64_t M : {1, 7, 128, 129, 300, 1000})
+      check_block({M, 1000, 1000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
+  for (bool off : {false, true}) {
+    check_block({33, 257, 4096 + 64, 128, off, DType::BF16, DType::F32, false, false, k}, seed++);
+    check_block({300, 130, 136, 128, off, DType::F32, DType::F32, true, false, k}, seed++);
+    // > 132 tiles: the persistent loop and the stage ring wrap across tiles
+    check_block({2000, 1500, 520, 128, off, DType::F16, DType::F32, true, false, k}, seed++);
+  }
+  for (DType xt : {DType::F16, DType::BF16, DType::F32})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32})
+      check_block({201, 203, 520, 128, true, xt, yt, true, true, k}, seed++);
+}
+
+TEST(CudaInt8Block, HopperWgmmaRefusesG64) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> wf = randn(64 * 256, 11, 0.05f);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  o.force_kernel = "sm90_i8_128x128";
+  DeviceBuffer dx(200 * 256 * 4), dy(200 * 64 * 4);
+  try {  // refused at prepare or at the call, never run
+    const PreparedWeight pw = prepare(
+        quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}), parse_scheme("w8g64")), o);
+    linear(dx.view(DType::F32, {200, 256}), pw, dy.view(DType::F32, {200, 64}));
+    ADD_FAILURE() << "the Hopper kernel was accepted for g = 64";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+  }
+}
+
 TEST(CudaInt8Block, DeterministicAndInternalScratch) {
   SKIP_WITHOUT_GPU();
   const int64_t M = 150, N = 500, K = 640;

@@ -21,6 +21,7 @@
 //   load_meta(pp, a_meta, b_meta, bar, m0, n0, kb)   producer side (TMA on `bar`)
 //   Scale read(a_meta, b_meta, row, n0, kb)          consumer side, before the MMA
 //   promote(total, acc, scale)                       after the MMA, in registers
+//   kPromoteReadsSmem (optional)                     promote() reads the slot's metadata
 #pragma once
 
 #include <cuda_bf16.h>
@@ -127,6 +128,15 @@ __device__ __forceinline__ void store_tile(const BlockGemmParams& p, const float
   }
 }
 
+// Policy::kPromoteReadsSmem (optional, default false): promote() reads the stage's metadata from
+// shared memory, so the consumers release the slot after it rather than right after the MMAs.
+template <class Policy>
+__device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kPromoteReadsSmem)) {
+  return Policy::kPromoteReadsSmem;
+}
+template <class Policy>
+__device__ constexpr bool promote_reads_smem(long) { return false; }
+
 template <int BN, int kStages, class Policy>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
@@ -217,8 +227,10 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
 #pragma unroll
         for (int i = 0; i < R; ++i) reg_fence(acc[i]);
-        if (lane == 0) mbar_arrive(&empty[stage]);  // this warp is done with the slot
+        // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
+        if (!promote_reads_smem<Policy>(0) && lane == 0) mbar_arrive(&empty[stage]);
         Policy::promote(total, acc, scale);
+        if (promote_reads_smem<Policy>(0) && lane == 0) mbar_arrive(&empty[stage]);
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;

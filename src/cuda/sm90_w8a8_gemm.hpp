@@ -1,0 +1,22 @@
+// Hopper (sm_90a) INT8 W8A8 per-block GEMM: the wgmma s8 kernel of the block skeleton
+// (kernels/sm90_block_gemm.cuh) with the four-term promotion of kernels/sm90_w8a8_policy.cuh.
+// Runs the Int8GemmParams of the block mode with K block 128 (int8_gemm.hpp); 128 x 128 tiles.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/int8_gemm.hpp"
+
+namespace mixq::cuda {
+
+constexpr const char* kSm90Int8BlockName = "sm90_i8_128x128";
+
+// True when the library carries the sm_90a image of the kernel and the current device is a
+// compute capability 9.0 GPU (wgmma, TMA, setmaxnreg). Cached per device ordinal.
+bool sm90_int8_block_available();
+
+// Block mode, kb == 128 only; stream-ordered, no synchronisation, graph-capturable. Throws
+// mixq::Error on parameters the kernel cannot run (wrong mode / K block, misaligned pitches).
+void launch_sm90_int8_block(const Int8GemmParams& p, cudaStream_t stream);
+
+}  // namespace mixq::cuda
