@@ -42,7 +42,7 @@ print("Commands (one device run):\n")
 print("```\n%s\n%s\n%s\n```\n" % (
     f16["command"], bf16["command"],
     "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "
-    "python3 peers/peers.py   # shared/bench/peers.py, same device run"))
+    "python3 peers/peers.py   # shared/bench/peers.py; tinygemm JSON from the previous session's H200 run"))
 print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
       "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
       "(> 1: mixq faster). `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "
