@@ -70,17 +70,7 @@ std::string env_force_kernel() {
   return e ? std::string(e) : std::string();
 }
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev_); }
-
- private:
-  int prev_ = 0;
-};
+using cuda::DeviceGuard;
 
 class CudaWeightOnly final : public PreparedImpl {
  public:
@@ -90,8 +80,7 @@ class CudaWeightOnly final : public PreparedImpl {
     N = w.N;
     K = w.K;
     device_ = o.device;
-    MIXQ_CHECK_ARG(device_ >= 0 && device_ < cuda_device_count(), "prepare: CUDA device ", device_,
-                   " does not exist (", cuda_device_count(), " visible)");
+    cuda::check_device_ordinal(device_);
     DeviceGuard guard(device_);
     ctx_ = &cuda::DeviceContext::get(device_);
     caps_ = ctx_->caps();

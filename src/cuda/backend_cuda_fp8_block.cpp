@@ -31,17 +31,6 @@ int io_type_of(DType t) {
   }
 }
 
-class ScopedDevice {
- public:
-  explicit ScopedDevice(int device) {
-    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~ScopedDevice() { cudaSetDevice(prev_); }
-
- private:
-  int prev_ = 0;
-};
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 
@@ -56,9 +45,8 @@ class CudaFp8Block final : public PreparedImpl {
     N = w.N;
     K = w.K;
     device_ = o.device;
-    MIXQ_CHECK_ARG(device_ >= 0 && device_ < cuda_device_count(), "prepare: CUDA device ", device_,
-                   " does not exist (", cuda_device_count(), " visible)");
-    ScopedDevice guard(device_);
+    check_device_ordinal(device_);
+    DeviceGuard guard(device_);
     ctx_ = &DeviceContext::get(device_);
     const DeviceCaps& caps = ctx_->caps();
     MIXQ_CHECK(sm90_fp8_gemm_supported(caps.cc_major, caps.cc_minor), ErrorCode::Unsupported,
@@ -118,7 +106,7 @@ class CudaFp8Block final : public PreparedImpl {
                      "(linear_workspace_size)");
       ws = static_cast<char*>(scratch_->data());
     }
-    ScopedDevice guard(device_);
+    DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
     uint8_t* q = reinterpret_cast<uint8_t*>(ws);

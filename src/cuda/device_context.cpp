@@ -8,6 +8,17 @@
 
 namespace mixq::cuda {
 
+DeviceGuard::DeviceGuard(int device) {
+  MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
+  if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
+}
+DeviceGuard::~DeviceGuard() { cudaSetDevice(prev_); }
+
+void check_device_ordinal(int device) {
+  MIXQ_CHECK_ARG(device >= 0 && device < cuda_device_count(), "prepare: CUDA device ", device,
+                 " does not exist (", cuda_device_count(), " visible)");
+}
+
 namespace {
 std::mutex g_registry_mutex;
 }  // namespace

@@ -14,6 +14,21 @@
 
 namespace mixq::cuda {
 
+// Makes `device` current for a scope (prepare and each call), restoring the caller's device.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_ = 0;
+};
+
+// prepare: throws InvalidArgument naming the ordinal when `device` is not a visible CUDA device.
+void check_device_ordinal(int device);
+
 class DeviceContext {
  public:
   static DeviceContext& get(int device);

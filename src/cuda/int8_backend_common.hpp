@@ -8,25 +8,14 @@
 #include <string>
 
 #include "cuda/check.hpp"
+#include "cuda/device_context.hpp"
 #include "mixq/error.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/tensor.hpp"
 
 namespace mixq::cuda::int8b {
 
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    MIXQ_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) MIXQ_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(prev_); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-};
+using cuda::DeviceGuard;
 
 // 0 f16, 1 bf16, 2 f32, 3 i8 (the kernels' type codes).
 inline int type_code(DType t) {
@@ -52,9 +41,6 @@ inline std::string force_kernel(const PrepareOptions& o) {
   return std::string();
 }
 
-inline void check_device(const PrepareOptions& o) {
-  MIXQ_CHECK_ARG(o.device >= 0 && o.device < cuda_device_count(), "prepare: CUDA device ",
-                 o.device, " does not exist (", cuda_device_count(), " visible)");
-}
+inline void check_device(const PrepareOptions& o) { check_device_ordinal(o.device); }
 
 }  // namespace mixq::cuda::int8b

@@ -251,9 +251,13 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   expect_ok({50, 72, 777, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
 }
 
+// M = 5: streaming kernel; 40: the Hopper wgmma kernel with split-K (on sm_90a) or cuBLAS;
+// 300: wgmma without split / cuBLAS.
 TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   SKIP_WITHOUT_GPU();
-  const int64_t M = 5, N = 4096, K = 4096;
+  for (const int64_t M : {int64_t(5), int64_t(40), int64_t(300)}) {
+  SCOPED_TRACE("M = " + std::to_string(M));
+  const int64_t N = 4096, K = 4096;
   const QuantizedWeight w = make_weight(N, K, "w4g128", 7);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
@@ -284,11 +288,14 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
+  }
 }
 
 TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {
   SKIP_WITHOUT_GPU();
-  const int64_t M = 3, N = 2048, K = 3072;
+  for (const int64_t M : {int64_t(3), int64_t(40), int64_t(300)}) {
+  SCOPED_TRACE("M = " + std::to_string(M));
+  const int64_t N = 2048, K = 3072;
   const QuantizedWeight w = make_weight(N, K, "w4g64", 9);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
@@ -322,6 +329,7 @@ TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {
     ys[i].copy_to_host(got.data(), got.size());
     EXPECT_EQ(got, want) << "stream " << i;
     cudaStreamDestroy(s[i]);
+  }
   }
 }
 
