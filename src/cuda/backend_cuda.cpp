@@ -157,9 +157,7 @@ class CudaWeightOnly final : public PreparedImpl {
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
-    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "linear: x (device ",
-                   x.device_index, ") and y (device ", y.device_index,
-                   ") must be on the prepared weight's device ", device_);
+    cuda::check_call_device(x, y, device_);
     const int64_t M = x.shape[0];
     const bool x_f32 = x.dtype == DType::F32;
     const bool gather = perm_.size() > 0;

@@ -88,24 +88,10 @@ class CudaFp8Block final : public PreparedImpl {
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
-    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "linear: x (device ",
-                   x.device_index, ") and y (device ", y.device_index,
-                   ") must be on the prepared weight's device ", device_);
+    check_call_device(x, y, device_);
     const int64_t M = x.shape[0];
     const size_t need = workspace_size(M);
-    char* ws;
-    if (ctx.workspace) {
-      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
-                     " bytes is smaller than the ", need, " bytes this call needs "
-                     "(linear_workspace_size)");
-      ws = static_cast<char*>(ctx.workspace);
-    } else {
-      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
-                     " bytes of workspace, more than the ", scratch_->size(),
-                     " reserved at prepare time; pass ExecContext::workspace "
-                     "(linear_workspace_size)");
-      ws = static_cast<char*>(scratch_->data());
-    }
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
     DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);

@@ -14,6 +14,26 @@ DeviceGuard::DeviceGuard(int device) {
 }
 DeviceGuard::~DeviceGuard() { cudaSetDevice(prev_); }
 
+void check_call_device(const TensorView& x, const TensorView& y, int device) {
+  MIXQ_CHECK_ARG(x.device_index == device && y.device_index == device, "linear: x (device ",
+                 x.device_index, ") and y (device ", y.device_index,
+                 ") must be on the prepared weight's device ", device);
+}
+
+char* call_workspace(void* workspace, size_t workspace_bytes, size_t need,
+                     const DeviceBuffer& reserved, int64_t M) {
+  if (workspace) {
+    MIXQ_CHECK_ARG(workspace_bytes >= need, "linear: workspace of ", workspace_bytes,
+                   " bytes is smaller than the ", need, " bytes this call needs "
+                   "(linear_workspace_size)");
+    return static_cast<char*>(workspace);
+  }
+  MIXQ_CHECK_ARG(need <= reserved.size(), "linear: M = ", M, " needs ", need,
+                 " bytes of workspace, more than the ", reserved.size(),
+                 " reserved at prepare time; pass ExecContext::workspace (linear_workspace_size)");
+  return static_cast<char*>(reserved.data());
+}
+
 void check_device_ordinal(int device) {
   MIXQ_CHECK_ARG(device >= 0 && device < cuda_device_count(), "prepare: CUDA device ", device,
                  " does not exist (", cuda_device_count(), " visible)");

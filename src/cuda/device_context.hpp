@@ -28,6 +28,12 @@ class DeviceGuard {
 
 // prepare: throws InvalidArgument naming the ordinal when `device` is not a visible CUDA device.
 void check_device_ordinal(int device);
+// linear: x and y must live on the prepared weight's device.
+void check_call_device(const TensorView& x, const TensorView& y, int device);
+// The scratch of a call that needs `need` bytes: the caller's workspace (checked against need) or,
+// without one, the buffer reserved at prepare time (checked too: M decides the size).
+char* call_workspace(void* workspace, size_t workspace_bytes, size_t need,
+                     const DeviceBuffer& reserved, int64_t M);
 
 class DeviceContext {
  public:
