@@ -23,42 +23,16 @@
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
+#include "bench_timing.cuh"
 
 using namespace mixq;
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
 #define CB(x) do { cublasStatus_t e_ = (x); if (e_ != CUBLAS_STATUS_SUCCESS) { std::fprintf(stderr, "%s: status %d\n", #x, int(e_)); std::exit(1); } } while (0)
 
-static std::vector<std::string> split(const std::string& s, char c) {
-  std::vector<std::string> out; size_t a = 0;
-  while (a <= s.size()) { size_t b = s.find(c, a); if (b == std::string::npos) b = s.size(); if (b > a) out.push_back(s.substr(a, b - a)); a = b + 1; }
-  return out;
-}
-
-static size_t g_l2 = 50u << 20;
-
-static double time_graph(const std::function<void(int, cudaStream_t)>& call, int n_rot, cudaStream_t s) {
-  const int calls = std::max(n_rot, 10);
-  for (int i = 0; i < 3; ++i) call(i % n_rot, s);
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g; cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < calls; ++i) call(i % n_rot, s);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  CK(cudaGraphLaunch(ge, s)); CK(cudaStreamSynchronize(s));
-  std::vector<double> ts;
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a, s)); CK(cudaGraphLaunch(ge, s)); CK(cudaEventRecord(b, s)); CK(cudaEventSynchronize(b));
-    float ms; CK(cudaEventElapsedTime(&ms, a, b)); ts.push_back(ms * 1e3 / calls);
-  }
-  std::sort(ts.begin(), ts.end());
-  cudaGraphExecDestroy(ge); cudaGraphDestroy(g); cudaEventDestroy(a); cudaEventDestroy(b);
-  return ts[3];
-}
-
-static int rot_count(size_t bytes) { return int(std::min<size_t>(16, std::max<size_t>(1, (4 * g_l2 + bytes - 1) / bytes))); }
+using bench_timing::g_l2;
+using bench_timing::rot_count;
+using bench_timing::split;
+using bench_timing::time_graph;
 
 static QuantizedWeight random_weight(int64_t N, int64_t K, int64_t g, bool asym, uint32_t seed) {
   QuantizedWeight w;
