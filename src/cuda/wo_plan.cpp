@@ -109,7 +109,9 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.
-  const int blocks_per_sm = p.mt <= 16 ? 6 : 4;
+  int blocks_per_sm = p.mt <= 16 ? 6 : 4;
+  if (const char* e = std::getenv("MIXQ_STREAM_BLOCKS_PER_SM"))  // tuning knob (benchmarks)
+    if (std::atoi(e) >= 1 && std::atoi(e) <= 16) blocks_per_sm = std::atoi(e);
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
   // Split K so that about blocks_per_sm blocks per SM are resident, within the workspace cap.
