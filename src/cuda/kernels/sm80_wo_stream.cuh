@@ -225,7 +225,10 @@ __global__ void __launch_bounds__(WARPS * 32)
       // so the flush never waits on memory.
       // global k where the current run's sum must be folded in (run end, group end or stage end)
       int flush_at = min((ks / run_step + 1) * run_step, ke);
-      float2 pa[RT], pb[RT];
+      // Raw pair bits (float2, or half2 in .x) of rows r0 and r0 + 8: the load is issued one group
+      // ahead and only decoded at the next flush, so its latency (often a DRAM miss: the pairs
+      // of 16 rows are 16 different sectors) hides under a whole group of weight streaming.
+      uint2 qa[RT], qb[RT];
       // byte pointers to this lane's two rows of (scale, offset) pairs, computed once
       const int psize = p.pair_f32 ? 8 : 4;
       const char* prow_a[RT];
@@ -240,19 +243,23 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
           if (p.pair_f32) {
-            pa[rt] = *reinterpret_cast<const float2*>(prow_a[rt] + off);
-            pb[rt] = *reinterpret_cast<const float2*>(prow_b[rt] + off);
+            qa[rt] = *reinterpret_cast<const uint2*>(prow_a[rt] + off);
+            qb[rt] = *reinterpret_cast<const uint2*>(prow_b[rt] + off);
           } else {
-            pa[rt] = __half22float2(*reinterpret_cast<const half2*>(prow_a[rt] + off));
-            pb[rt] = __half22float2(*reinterpret_cast<const half2*>(prow_b[rt] + off));
+            qa[rt].x = *reinterpret_cast<const uint32_t*>(prow_a[rt] + off);
+            qb[rt].x = *reinterpret_cast<const uint32_t*>(prow_b[rt] + off);
           }
         }
+      };
+      auto decode_pair = [&](uint2 q) {
+        if (p.pair_f32) return make_float2(__uint_as_float(q.x), __uint_as_float(q.y));
+        return __half22float2(*reinterpret_cast<const half2*>(&q.x));
       };
       load_pairs(g_first);
       auto flush = [&](int gi) {
         float2 a[RT], b[RT];
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) a[rt] = pa[rt], b[rt] = pb[rt];
+        for (int rt = 0; rt < RT; ++rt) a[rt] = decode_pair(qa[rt]), b[rt] = decode_pair(qb[rt]);
         // the next flush folds the next group (or, within a long group, this one again)
         const int g_next = min(flush_at + run_step, ke) - 1;
         if ((g_next >> p.group_shift) != gi) load_pairs(g_next >> p.group_shift);
