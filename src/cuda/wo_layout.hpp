@@ -32,11 +32,28 @@ constexpr int kCodesE4M3 = 83;
 
 inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-// 16-row tiles of W per warp in the streaming kernel for a token tile of mt (host and device).
 #if defined(__CUDACC__)
-__host__ __device__
+#define MIXQ_HOST_DEVICE __host__ __device__
+#else
+#define MIXQ_HOST_DEVICE
 #endif
-constexpr int wo_row_tiles(int mt) { return mt <= 32 ? 2 : 1; }
+
+// 16-row tiles of W per warp in the streaming kernel for a token tile of mt (host and device).
+// Decode (mt = 8) takes four: the per-chunk bookkeeping (ring addresses, waits, activation
+// fragments, the fold test) is then shared by 16 MMAs instead of 8, which measured as the
+// difference between an issue-bound and a bandwidth-bound kernel at M = 1.
+MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt) { return mt <= 8 ? 4 : mt <= 32 ? 2 : 1; }
+
+// Depth of the streaming kernel's per-warp cp.async ring (chunks in flight per warp) for 4- or
+// 8-bit codes and rt row tiles per warp: deep enough that ~24 resident warps keep well over the
+// ~30 KB per SM in flight that HBM3 needs, shallow enough not to cost residency.
+MIXQ_HOST_DEVICE constexpr int wo_stream_stages(int bits, int rt) {
+  return rt >= 4 ? (bits == 4 ? 4 : 3) : (bits == 4 ? 6 : 4);
+}
+
+// Blocks per SM the streaming kernel for token tile mt is compiled for (launch bounds; 1: no
+// constraint). The host planner sizes shared memory and the K split for that residency.
+MIXQ_HOST_DEVICE constexpr int wo_stream_min_blocks(int mt) { return mt <= 8 ? 4 : 1; }
 
 struct WoLayout {
   int64_t N = 0, K = 0, Np = 0, Kp = 0;

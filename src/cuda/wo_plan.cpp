@@ -7,9 +7,8 @@
 
 namespace mixq::cuda {
 
-// Must match kStreamWarps (wo_kernels.hpp) and kWoStages (kernels/sm80_wo_stream.cuh).
+// Must match kStreamWarps (wo_kernels.hpp).
 constexpr int kStreamWarpsPlan = 4;
-constexpr int stream_stages(int bits) { return bits == 4 ? 6 : 4; }
 
 const char* wo_kernel_name(WoKernel k) {
   switch (k) {
@@ -105,20 +104,24 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     // activations (+ zero row), their group sums, and the per-warp cp.async weight rings
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
            (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
-           size_t(kStreamWarpsPlan) * stream_stages(L.bits) * rt * 32 * (L.bits == 4 ? 16 : 32);
+           size_t(kStreamWarpsPlan) * wo_stream_stages(L.bits, rt) * rt * 32 * (L.bits == 4 ? 16 : 32);
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
-  // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway.
-  int blocks_per_sm = p.mt <= 16 ? 6 : 4;
+  // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway. mt = 8 is
+  // compiled for wo_stream_min_blocks(8) resident blocks (launch bounds), so that many fit.
+  int blocks_per_sm = p.mt <= 8 ? wo_stream_min_blocks(p.mt) : p.mt <= 16 ? 6 : 4;
   if (const char* e = std::getenv("MIXQ_STREAM_BLOCKS_PER_SM"))  // tuning knob (benchmarks)
     if (std::atoi(e) >= 1 && std::atoi(e) <= 16) blocks_per_sm = std::atoi(e);
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
-  // Split K so that about blocks_per_sm blocks per SM are resident, within the workspace cap.
+  // Split K so that all blocks are resident at once (one wave: a second, partial wave would
+  // stream alone with too few loads in flight), as many as fit, each at least kMinChunks long;
+  // within the workspace cap.
+  constexpr int kMinChunks = 4;
   const int64_t base = int64_t(p.n_blocks) * p.m_blocks;
-  const int64_t target = int64_t(caps.sm_count) * blocks_per_sm;
-  int splits = int(std::max<int64_t>(1, (target + base - 1) / base));
-  splits = std::min(splits, chunks);
+  const int64_t resident = int64_t(caps.sm_count) * blocks_per_sm;
+  int splits = int(std::max<int64_t>(1, resident / base));
+  splits = std::min(splits, std::max(1, chunks / kMinChunks));
   const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
   splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
   p.chunks_per_split = ceil_div(chunks, splits);

@@ -8,15 +8,22 @@
 
 namespace mixq::cuda {
 
-template <typename MmaT, int MT, int BITS, bool SPLIT_X>
-void launch_stream_config(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
-  auto kernel = wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, kStreamWarps>;
+template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE>
+void launch_stream_kernel(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
+  auto kernel = wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
   // Raise the dynamic shared-memory limit once per configuration (above 48 KB needs opt-in).
   static const cudaError_t attr_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
   MIXQ_CUDA_CHECK(attr_status);
   kernel<<<grid, kStreamWarps * 32, smem, stream>>>(p);
   MIXQ_CUDA_CHECK(cudaGetLastError());
+}
+
+// Groups shorter than a 64-wide chunk (16, 32) need the per-tile fold test (FINE).
+template <typename MmaT, int MT, int BITS, bool SPLIT_X>
+void launch_stream_config(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
+  if (p.group_shift < 6) return launch_stream_kernel<MmaT, MT, BITS, SPLIT_X, true>(p, grid, smem, stream);
+  launch_stream_kernel<MmaT, MT, BITS, SPLIT_X, false>(p, grid, smem, stream);
 }
 
 // codes: the code kind (wo_layout.hpp): kCodesU4, kCodesU8 or kCodesE4M3.

@@ -27,22 +27,33 @@ struct CodeConvert;
 
 // Fast path: the MMA consumes biased codes (u + kBias), which are exact small integers in the
 // operand type; the kernel removes kBias * sum(x) together with the group offset, in f32. This
-// saves the per-register subtraction (a third of the conversion work). Four shifts extract the
-// eight nibbles (slot i sits at bits 4i and 16 + 4i).
+// saves the per-register subtraction (a third of the conversion work).
+// kHiScale: the codes of the fragment's rows r + 8 (registers 1 and 3) may be produced as
+// kBias + u / kHiScale instead (f16 int4: 1024 + 16u, which needs no shift); the kernel folds the
+// factor into those rows' scale (s * kHiScale) and bias (kBias * kHiScale), exactly.
 template <typename T, int BITS>
 struct BiasedCodes;
 
+// f16 int4: nibble slot i sits at bits 4i and 16 + 4i. Slots 0 and 2 (rows r) are masked at bit
+// 0 into the mantissa of 1024 (1024 + u); slots 1 and 3 (rows r + 8) are masked where they are,
+// at bit 4 (1024 + 16u: still exact, the f16 spacing at 1024 is 1). One shift and four lop3 per
+// 16x16 tile instead of three shifts and four.
 template <>
 struct BiasedCodes<half, 4> {
   static constexpr float kBias = 1024.f;
+  static constexpr float kHiScale = 1.f / 16.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) a.r[i] = lop3<kLopAndOr>(w[0] >> (4 * i), 0x000F000Fu, 0x64006400u);
+    const uint32_t w8 = w[0] >> 8;
+    a.r[0] = lop3<kLopAndOr>(w[0], 0x000F000Fu, 0x64006400u);
+    a.r[1] = lop3<kLopAndOr>(w[0], 0x00F000F0u, 0x64006400u);
+    a.r[2] = lop3<kLopAndOr>(w8, 0x000F000Fu, 0x64006400u);
+    a.r[3] = lop3<kLopAndOr>(w8, 0x00F000F0u, 0x64006400u);
   }
 };
 template <>
 struct BiasedCodes<__nv_bfloat16, 4> {
   static constexpr float kBias = 128.f;
+  static constexpr float kHiScale = 1.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) a.r[i] = lop3<kLopAndOr>(w[0] >> (4 * i), 0x000F000Fu, 0x43004300u);
@@ -51,6 +62,7 @@ struct BiasedCodes<__nv_bfloat16, 4> {
 template <>
 struct BiasedCodes<half, 8> {
   static constexpr float kBias = 1024.f;
+  static constexpr float kHiScale = 1.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
     a.r[0] = prmt(w[0], 0x64646464u, 0x4140u);
     a.r[1] = prmt(w[0], 0x64646464u, 0x4342u);
@@ -61,6 +73,7 @@ struct BiasedCodes<half, 8> {
 template <>
 struct BiasedCodes<__nv_bfloat16, 8> {
   static constexpr float kBias = 0.f;  // 255 does not fit under a bf16 bias; exact u via f32
+  static constexpr float kHiScale = 1.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a);
 };
 
@@ -118,6 +131,7 @@ __device__ __forceinline__ uint32_t e4m3x2_to_bf16x2(uint32_t v) {
 template <>
 struct BiasedCodes<half, kCodesE4M3> {
   static constexpr float kBias = 0.f;
+  static constexpr float kHiScale = 1.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
     a.r[0] = e4m3x2_to_f16x2(w[0]);
     a.r[1] = e4m3x2_to_f16x2(w[0] >> 16);
@@ -128,6 +142,7 @@ struct BiasedCodes<half, kCodesE4M3> {
 template <>
 struct BiasedCodes<__nv_bfloat16, kCodesE4M3> {
   static constexpr float kBias = 0.f;
+  static constexpr float kHiScale = 1.f;
   static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
     a.r[0] = e4m3x2_to_bf16x2(w[0]);
     a.r[1] = e4m3x2_to_bf16x2(w[0] >> 16);

@@ -126,16 +126,15 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
   __syncthreads();
 }
 
-template <int BITS>
-constexpr int kWoStages = BITS == 4 ? 6 : 4;  // chunks in flight per warp (smem ring depth)
-
 // BITS is the code kind of wo_layout.hpp: kCodesU4 (4), kCodesU8 (8) or kCodesE4M3 (8-bit storage,
 // e4m3 values, no bias); everything but the conversion treats e4m3 like 8-bit codes.
 // RT 16-row tiles of W per warp: the B fragments (activations) and the per-chunk bookkeeping are
 // shared by RT tiles, and their MMAs are independent of each other (more instruction-level
 // parallelism per warp). Shared with the host planner through wo_row_tiles().
-template <typename MmaT, int MT, int BITS, bool SPLIT_X, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32)
+// FINE: groups shorter than a chunk (16 or 32), folded after every 16-wide K tile; otherwise the
+// fold test runs once per chunk.
+template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT))
     wo_stream_kernel(const WoStreamParams p) {
   constexpr int RT = wo_row_tiles(MT);
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
@@ -143,12 +142,13 @@ __global__ void __launch_bounds__(WARPS * 32)
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // 16-byte copies per lane per chunk and tile
   // Weight chunks in flight per warp: a cp.async ring in shared memory gives the depth without
   // unrolling the loop (an unrolled register ring overflowed the instruction cache) or registers.
-  constexpr int kStages = kWoStages<BITS>;
+  constexpr int kStages = wo_stream_stages(BITS == 4 ? 4 : 8, RT);
   constexpr int kSlot = RT * 32 * kLoadsPerChunk;     // uint4 per ring slot (one chunk)
   // Independent MMA accumulator chains: with a single (row tile, token tile) pair, even and odd K
   // tiles accumulate separately so consecutive MMAs do not wait on each other.
   constexpr int kChains = NT8 * RT == 1 ? 2 : 1;
   constexpr float kBias = BiasedCodes<MmaT, BITS>::kBias;
+  constexpr float kHiScale = BiasedCodes<MmaT, BITS>::kHiScale;
   // Biased sums grow with kBias * sum(x): fold them into the f32 accumulator at least every
   // kMaxRun elements (any point works: the flush is linear) so their rounding stays negligible.
   constexpr int kMaxRunShift = 8;
@@ -210,8 +210,6 @@ __global__ void __launch_bounds__(WARPS * 32)
         for (int ch = 0; ch < kChains; ++ch) accg[ch][rt][j][e] = 0.f;
       }
 
-  // groups of 64 or more end on chunk boundaries: test once per chunk instead of per tile
-  const bool coarse_groups = p.group_shift >= 6;
   const int run_step = 1 << min(p.group_shift, kMaxRunShift);  // K between flushes
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
@@ -229,25 +227,24 @@ __global__ void __launch_bounds__(WARPS * 32)
       // ahead and only decoded at the next flush, so its latency (often a DRAM miss: the pairs
       // of 16 rows are 16 different sectors) hides under a whole group of weight streaming.
       uint2 qa[RT], qb[RT];
-      // byte pointers to this lane's two rows of (scale, offset) pairs, computed once
+      // this lane's rows of (scale, offset) pairs: rt's rows r0[rt] and r0[rt] + 8, as byte
+      // offsets from row r0[0] (32-bit: fewer registers than RT pairs of pointers)
       const int psize = p.pair_f32 ? 8 : 4;
-      const char* prow_a[RT];
-      const char* prow_b[RT];
+      const int prow_bytes = p.groups * psize;
+      const char* pbase = static_cast<const char*>(p.pairs) + int64_t(r0[0]) * prow_bytes;
+      int poff[RT];
 #pragma unroll
-      for (int rt = 0; rt < RT; ++rt) {
-        prow_a[rt] = static_cast<const char*>(p.pairs) + int64_t(r0[rt]) * p.groups * psize;
-        prow_b[rt] = prow_a[rt] + int64_t(8) * p.groups * psize;
-      }
+      for (int rt = 0; rt < RT; ++rt) poff[rt] = (r0[rt] - r0[0]) * prow_bytes;
       auto load_pairs = [&](int gi) {
-        const int off = gi * psize;
+        const char* pg = pbase + gi * psize;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
           if (p.pair_f32) {
-            qa[rt] = *reinterpret_cast<const uint2*>(prow_a[rt] + off);
-            qb[rt] = *reinterpret_cast<const uint2*>(prow_b[rt] + off);
+            qa[rt] = *reinterpret_cast<const uint2*>(pg + poff[rt]);
+            qb[rt] = *reinterpret_cast<const uint2*>(pg + poff[rt] + 8 * prow_bytes);
           } else {
-            qa[rt].x = *reinterpret_cast<const uint32_t*>(prow_a[rt] + off);
-            qb[rt].x = *reinterpret_cast<const uint32_t*>(prow_b[rt] + off);
+            qa[rt].x = *reinterpret_cast<const uint32_t*>(pg + poff[rt]);
+            qb[rt].x = *reinterpret_cast<const uint32_t*>(pg + poff[rt] + 8 * prow_bytes);
           }
         }
       };
@@ -281,12 +278,14 @@ __global__ void __launch_bounds__(WARPS * 32)
 #pragma unroll
               for (int ch = 0; ch < kChains; ++ch) accg[ch][rt][j][e] = 0.f;
             }
-            // the MMA summed x * (u + kBias): s*g + (o' - kBias*s)*sum(x) = sum(x * (s*u + o'))
-            const float oa = fmaf(-kBias, a[rt].x, a[rt].y), ob = fmaf(-kBias, b[rt].x, b[rt].y);
-            acc[rt][j][0] += a[rt].x * g[0] + oa * xa;
-            acc[rt][j][1] += a[rt].x * g[1] + oa * xb;
-            acc[rt][j][2] += b[rt].x * g[2] + ob * xa;
-            acc[rt][j][3] += b[rt].x * g[3] + ob * xb;
+            // the MMA summed x * (u + kBias): s*g + (o' - kBias*s)*sum(x) = sum(x * (s*u + o'));
+            // rows r + 8 summed x * (u + kBias / kHiScale) / kHiScale, hence their scale s * kHiScale
+            const float sa = a[rt].x, sb = b[rt].x * kHiScale;
+            const float oa = fmaf(-kBias, sa, a[rt].y), ob = fmaf(-kBias, sb, b[rt].y);
+            acc[rt][j][0] = fmaf(sa, g[0], fmaf(oa, xa, acc[rt][j][0]));
+            acc[rt][j][1] = fmaf(sa, g[1], fmaf(oa, xb, acc[rt][j][1]));
+            acc[rt][j][2] = fmaf(sb, g[2], fmaf(ob, xa, acc[rt][j][2]));
+            acc[rt][j][3] = fmaf(sb, g[3], fmaf(ob, xb, acc[rt][j][3]));
           }
         }
       };
@@ -371,7 +370,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                 }
               }
             }
-            if (!coarse_groups && kg + t * 16 + 16 == flush_at) {
+            if (FINE && kg + t * 16 + 16 == flush_at) {
               flush((flush_at - 1) >> p.group_shift);
               flush_at = min(flush_at + run_step, ke);
             }
@@ -383,7 +382,7 @@ __global__ void __launch_bounds__(WARPS * 32)
           if constexpr (SPLIT_X) lm_lo_addr[j] += kChunkK * 2;
         }
         kg += kChunkK;
-        if (coarse_groups && kg == flush_at) {
+        if (!FINE && kg == flush_at) {
           flush((flush_at - 1) >> p.group_shift);
           flush_at = min(flush_at + run_step, ke);
         }
