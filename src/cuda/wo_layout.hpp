@@ -38,11 +38,15 @@ inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 #define MIXQ_HOST_DEVICE
 #endif
 
-// 16-row tiles of W per warp in the streaming kernel for a token tile of mt (host and device).
-// Decode (mt = 8) takes four: the per-chunk bookkeeping (ring addresses, waits, activation
-// fragments, the fold test) is then shared by 16 MMAs instead of 8, which measured as the
-// difference between an issue-bound and a bandwidth-bound kernel at M = 1.
-MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt) { return mt <= 8 ? 4 : mt <= 32 ? 2 : 1; }
+// 16-row tiles of W per warp in the streaming kernel for a token tile of mt and 4- or 8-bit
+// codes (host and device). Decode (mt = 8) with 4-bit codes takes four: the per-chunk bookkeeping
+// (ring addresses, waits, activation fragments, the fold test) is then shared by 16 MMAs instead
+// of 8 (M = 1 on 14336x21504, H100: 98.6 -> 77.5 us together with the cheaper conversion). 8-bit
+// codes keep two: their chunk is twice the bytes already, and four spill at 128 registers; so do
+// f32 activations (split_x: two MMAs per tile on hi/lo halves).
+MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt, int bits, bool split_x) {
+  return mt <= 8 && bits == 4 && !split_x ? 4 : mt <= 32 ? 2 : 1;
+}
 
 // Depth of the streaming kernel's per-warp cp.async ring (chunks in flight per warp) for 4- or
 // 8-bit codes and rt row tiles per warp: deep enough that ~24 resident warps keep well over the
@@ -53,7 +57,9 @@ MIXQ_HOST_DEVICE constexpr int wo_stream_stages(int bits, int rt) {
 
 // Blocks per SM the streaming kernel for token tile mt is compiled for (launch bounds; 1: no
 // constraint). The host planner sizes shared memory and the K split for that residency.
-MIXQ_HOST_DEVICE constexpr int wo_stream_min_blocks(int mt) { return mt <= 8 ? 4 : 1; }
+MIXQ_HOST_DEVICE constexpr int wo_stream_min_blocks(int mt, int bits) {
+  return mt <= 8 ? (bits == 4 ? 4 : 5) : 1;
+}
 
 struct WoLayout {
   int64_t N = 0, K = 0, Np = 0, Kp = 0;

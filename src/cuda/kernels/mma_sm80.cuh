@@ -21,7 +21,7 @@ struct MmaType;  // f16 or bf16 operands, f32 accumulators
 template <>
 struct MmaType<half> {
   static __device__ __forceinline__ void mma(float (&c)[4], const Frag16x16& a, const Frag16x8& b) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -32,7 +32,7 @@ struct MmaType<half> {
 template <>
 struct MmaType<__nv_bfloat16> {
   static __device__ __forceinline__ void mma(float (&c)[4], const Frag16x16& a, const Frag16x8& b) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])

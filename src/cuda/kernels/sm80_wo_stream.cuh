@@ -134,9 +134,9 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
 // FINE: groups shorter than a chunk (16 or 32), folded after every 16-wide K tile; otherwise the
 // fold test runs once per chunk.
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT))
+__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
     wo_stream_kernel(const WoStreamParams p) {
-  constexpr int RT = wo_row_tiles(MT);
+  constexpr int RT = wo_row_tiles(MT, BITS == 4 ? 4 : 8, SPLIT_X);
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk and tile
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // 16-byte copies per lane per chunk and tile
@@ -328,9 +328,11 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT))
       }
       int kg = ks;  // global k at the start of the current chunk
 
-      for (int c = 0; c < chunks; ++c) {
-        cp_async_wait<kStages - 2>();  // this lane's copies of chunk c have landed
-        uint32_t words[RT][kWordsPerLane];
+      // The weight words of chunk c + 1 are read from shared memory while chunk c is multiplied
+      // (right after its last use of the registers), so the shared-memory latency is hidden
+      // behind the MMAs instead of stalling the conversion at the top of every chunk.
+      uint32_t words[RT][kWordsPerLane];
+      auto load_words = [&]() {
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
@@ -343,7 +345,14 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT))
           }
         read_addr += kSlotBytes;
         if (read_addr == ring_end) read_addr = ring0;
-        issue();  // refills the slot read in the previous iteration
+      };
+      static_assert(kStages >= 3, "the ring holds the chunk in registers' successor and more");
+      cp_async_wait<kStages - 2>();  // this lane's copies of chunk 0 have landed
+      load_words();
+
+      for (int c = 0; c < chunks; ++c) {
+        cp_async_wait<kStages - 3>();  // this lane's copies of chunk c + 1 have landed
+        issue();  // refills the slot of chunk c - 1 (read during iteration c - 2)
 #pragma unroll
         for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
           uint32_t bx[NT8][4], bl[NT8][4];
@@ -376,6 +385,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT))
             }
           }
         }
+        if (c + 1 < chunks) load_words();
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
           lm_addr[j] += kChunkK * 2;
