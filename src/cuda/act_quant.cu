@@ -64,6 +64,10 @@ namespace {
 constexpr int kChunk = 16;     // elements per lane and step
 constexpr int kThreads = 256;  // per CTA
 constexpr unsigned kFull = 0xFFFFFFFFu;
+constexpr int kInt8MinCtas = 2;
+// 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
+// docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
+constexpr int kFp8Pieces = 1, kInt8Pieces = 2;
 
 enum XType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
@@ -181,6 +185,13 @@ __device__ __forceinline__ int int8_code(float x, float o, float s, float inv_s)
   }
 }
 
+// The host's INT8 code, computed the host's way (double subtraction and division).
+__device__ __forceinline__ int int8_code_exact(float x, float o, float s) {
+  const double rd = rint(__ddiv_rn(__dsub_rn(static_cast<double>(x), static_cast<double>(o)),
+                                   static_cast<double>(s)));
+  return !(rd >= -128.0) ? -128 : rd > 127.0 ? 127 : static_cast<int>(rd);
+}
+
 template <int G>
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
@@ -198,6 +209,67 @@ __device__ __forceinline__ int group_sum(int v) {
 #pragma unroll
   for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
+}
+
+// Rare paths, kept out of line (noinline) so that their double divisions and calls do not
+// raise the register pressure of the streaming loop; the arrays they take live on the stack
+// only while one of them runs.
+
+// INT8, whole piece exactly (partial piece or extreme block): codes (zero past n_valid), sum.
+__device__ __forceinline__ int int8_piece_exact(const float (&v)[kChunk], int n_valid, float o,
+                                             float s, float inv_s, uint32_t (&packed)[4]) {
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed[i] = 0;
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const int code = j < n_valid ? int8_code(v[j], o, s, inv_s) : 0;
+    sum += code;
+    packed[j / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (j % 4));
+  }
+  return sum;
+}
+
+// INT8 fast path fix-up: elements with |t - rint(t)| >= window get the exact code, stored as
+// magic-number bits (kMagicBits + code) like the fast ones.
+__device__ __forceinline__ void int8_fix_ties(const float (&v)[kChunk], float o, float s, float inv_s,
+                                           float window, uint32_t (&rb)[kChunk]) {
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const float tj = __fmul_rn(__fsub_rn(v[j], o), inv_s);
+    if (fabsf(__fsub_rn(tj, __fsub_rn(__uint_as_float(rb[j]), 12582912.0f))) >= window)
+      rb[j] = 0x4B400000u + static_cast<uint32_t>(int8_code_exact(v[j], o, s));
+  }
+}
+
+// FP8, piece past K: every element by IEEE division, zero codes beyond n_valid.
+__device__ __forceinline__ void fp8_piece_exact(const float (&v)[kChunk], int n_valid, float s,
+                                             uint32_t (&packed)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {
+      const int e = 4 * i + j;
+      const float a = e < n_valid ? __fdiv_rn(v[e], s) : 0.f;
+      const float b = e + 1 < n_valid ? __fdiv_rn(v[e + 1], s) : 0.f;
+      word |= e4m3x2(a, b) << (8 * j);
+    }
+    packed[i] = word;
+  }
+}
+
+// FP8 fast path fix-up: bytes whose bracket straddles an e4m3 boundary get e4m3(x / s).
+__device__ __forceinline__ void fp8_fix_straddles(const float (&v)[kChunk], float s,
+                                               const uint32_t (&straddle)[4], uint32_t (&packed)[4]) {
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const int sh = 8 * (j % 4);
+    if ((straddle[j / 4] >> sh) & 0xFFu) {
+      const uint32_t c = e4m3x2(__fdiv_rn(v[j], s), 0.f) & 0xFFu;
+      packed[j / 4] = (packed[j / 4] & ~(0xFFu << sh)) | (c << sh);
+    }
+  }
 }
 
 // Max |x|, and min / max of x, over a lane's raw pieces. 16-bit inputs are reduced as packed
@@ -330,8 +402,8 @@ __device__ __forceinline__ int piece_valid(const Task& t, int lane, int p, int M
   return t.m >= M ? 0 : left >= kChunk ? kChunk : max(left, 0);
 }
 
-// Register caps: 3 CTAs (24 warps) per SM = at most 80 registers, no spills (checked in SASS),
-// except INT8 with two f16 pieces (~110 registers; capping it spills): 2 CTAs.
+// Register caps: FP8 3 CTAs (24 warps) per SM = at most 80 registers; INT8 2 CTAs (<= 128
+// registers; at 80 its exact fallback paths spilled). SASS checked: no local memory.
 template <int XT, int P>
 __global__ void __launch_bounds__(kThreads, 3)
     quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
@@ -350,29 +422,18 @@ __global__ void __launch_bounds__(kThreads, 3)
       if (n_valid <= 0) continue;
       float v[kChunk];
       to_float<XT>(w[p], v);
-      uint32_t packed[4], diff = 0;
+      uint32_t packed[4], straddle[4], diff = 0;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float* e = v + 4 * i;
         packed[i] = e4m3x4(__fmul_rn(e[0], r_lo), __fmul_rn(e[1], r_lo), __fmul_rn(e[2], r_lo),
                            __fmul_rn(e[3], r_lo));
-        diff |= packed[i] ^ e4m3x4(__fmul_rn(e[0], r_hi), __fmul_rn(e[1], r_hi),
-                                   __fmul_rn(e[2], r_hi), __fmul_rn(e[3], r_hi));
+        straddle[i] = packed[i] ^ e4m3x4(__fmul_rn(e[0], r_hi), __fmul_rn(e[1], r_hi),
+                                         __fmul_rn(e[2], r_hi), __fmul_rn(e[3], r_hi));
+        diff |= straddle[i];
       }
-      if (diff != 0 || n_valid < kChunk) {  // near an e4m3 rounding boundary, or past K
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          uint32_t word = 0;
-#pragma unroll
-          for (int j = 0; j < 4; j += 2) {
-            const int e = 4 * i + j;
-            const float a = e < n_valid ? __fdiv_rn(v[e], s) : 0.f;
-            const float b = e + 1 < n_valid ? __fdiv_rn(v[e + 1], s) : 0.f;
-            word |= e4m3x2(a, b) << (8 * j);
-          }
-          packed[i] = word;
-        }
-      }
+      if (n_valid < kChunk) fp8_piece_exact(v, n_valid, s, packed);  // past K
+      else if (diff != 0) fp8_fix_straddles(v, s, straddle, packed);  // rare: near a boundary
       store_chunk(q + static_cast<int64_t>(t.m) * ldq, t.kb * 128 + (p * L + lane) * kChunk, geo.vec,
                   packed);
     }
@@ -381,13 +442,14 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 template <int XT, int BLOCK, int P>
-__global__ void __launch_bounds__(kThreads, XT == kF16 && P == 2 ? 2 : 3)
+__global__ void __launch_bounds__(kThreads, kInt8MinCtas)
     quantize_int8_block_kernel(const void* __restrict__ x, const Geom geo, int8_t* __restrict__ q,
                                int64_t ldq, float* __restrict__ scale, float* __restrict__ offset,
                                int32_t* __restrict__ sums, int64_t ld_meta) {
   constexpr int L = BLOCK / (kChunk * P), W = raw_words<XT>();
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: t + kMagic = rint(t) in the low bits
   constexpr uint32_t kMagicBits = 0x4B400000u;
+  constexpr float kTieWindow = 0.5f - 0x1p-15f;  // |t - rint(t)| at or above: exact path
   const int M = geo.M, K = geo.K;
   stream_tasks<XT, BLOCK, P>(x, geo, [&](const Task& t, int lane,
                                                         const uint32_t(&w)[P][W]) {
@@ -442,27 +504,18 @@ __global__ void __launch_bounds__(kThreads, XT == kF16 && P == 2 ? 2 : 3)
             dmax = fmaxf(dmax, fabsf(__fsub_rn(tj, __fsub_rn(r, kMagic))));  // |t - rint(t)|, exact
             rb[j] = __float_as_uint(r);
           }
-          fast = dmax < 0.5f - 0x1p-15f;
-          if (fast) {
-            uint32_t total = 0;
+          if (dmax >= kTieWindow) int8_fix_ties(v, o, s, inv_s, kTieWindow, rb);  // rare
+          uint32_t total = 0;
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const uint32_t* r = rb + 4 * i;
-              packed[i] = __byte_perm(__byte_perm(r[0], r[1], 0x0040),
-                                      __byte_perm(r[2], r[3], 0x0040), 0x5410);
-              total += (r[0] + r[1]) + (r[2] + r[3]);
-            }
-            sum += static_cast<int>(total - kChunk * kMagicBits);  // exact modulo 2^32
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t* r = rb + 4 * i;
+            packed[i] = __byte_perm(__byte_perm(r[0], r[1], 0x0040),
+                                    __byte_perm(r[2], r[3], 0x0040), 0x5410);
+            total += (r[0] + r[1]) + (r[2] + r[3]);
           }
+          sum += static_cast<int>(total - kChunk * kMagicBits);  // exact modulo 2^32
         }
-        if (!fast) {  // partial piece, near-tie, or an extreme block: exact per element
-#pragma unroll
-          for (int j = 0; j < kChunk; ++j) {
-            const int code = j < n_valid ? int8_code(v[j], o, s, inv_s) : 0;
-            sum += code;
-            packed[j / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (j % 4));
-          }
-        }
+        if (!fast) sum += int8_piece_exact(v, n_valid, o, s, inv_s, packed);  // tail, extremes
       }
       store_chunk(reinterpret_cast<uint8_t*>(q) + static_cast<int64_t>(t.m) * ldq,
                   t.kb * BLOCK + (p * L + lane) * kChunk, geo.vec, packed);
@@ -510,9 +563,9 @@ int ctas_per_sm_knob() {
   static const int v = std::clamp(env_int("MIXQ_ACT_QUANT_CTAS_PER_SM", 0), 0, 8);
   return v;
 }
-int pieces_knob() {
-  static const int v = env_int("MIXQ_ACT_QUANT_PIECES", 2) == 1 ? 1 : 2;
-  return v;
+int pieces_knob(int fallback) {
+  static const int v = env_int("MIXQ_ACT_QUANT_PIECES", 0);
+  return v == 1 || v == 2 ? v : fallback;
 }
 
 template <auto Kernel>
@@ -533,7 +586,9 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   int dev = 0, sms = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
   MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int per_sm = ctas_per_sm_knob() > 0 ? ctas_per_sm_knob() : max_ctas_per_sm<Kernel>();
+  // never more CTAs than fit at once: the grid-stride split assumes they all run concurrently
+  const int per_sm = ctas_per_sm_knob() > 0 ? std::min(ctas_per_sm_knob(), max_ctas_per_sm<Kernel>())
+                                            : max_ctas_per_sm<Kernel>();
   constexpr int L = BLOCK / (kChunk * P);
   const int64_t nb = (K + BLOCK - 1) / BLOCK;
   const int64_t needed = (M * nb * L + kThreads - 1) / kThreads;
@@ -584,7 +639,7 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
-  const bool two = pieces_knob() == 2;
+  const bool two = pieces_knob(kFp8Pieces) == 2;
   switch (x_type) {
     case kF16:
       if (two) launch_fp8_typed<kF16, 2>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
@@ -611,7 +666,7 @@ void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t 
   MIXQ_CHECK_ARG(scale != nullptr && offset != nullptr && sums != nullptr,
                  "launch_quantize_int8_block: null scale, offset or sums");
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
-  const bool two = pieces_knob() == 2;
+  const bool two = pieces_knob(kInt8Pieces) == 2;
   switch (x_type) {
     case kF16:
       if (two) launch_int8_typed<kF16, 2>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
