@@ -67,7 +67,7 @@ constexpr unsigned kFull = 0xFFFFFFFFu;
 constexpr int kInt8MinCtas = 2;
 // 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
 // docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
-constexpr int kFp8Pieces = 1, kInt8Pieces = 2;
+constexpr int kFp8Pieces = 1, kInt8Pieces = 1;
 
 enum XType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
@@ -230,15 +230,33 @@ __device__ __forceinline__ int int8_piece_exact(const float (&v)[kChunk], int n_
   return sum;
 }
 
+// The exact INT8 code of a near-tie element (|t - rint(t)| >= window, t in [-128.5, 127.5]).
+// When a = x - o is exact in f32 (TwoSum error 0), the host's td = round_d(a / s) lies on the
+// same side of the half-integer h = floor(t) + 0.5 as T = a / s: z = fma(-h, s, a) = RN(a - h s)
+// has the sign of a - h s exactly, and a nonzero a - h s is a multiple of min(ulp(a), ulp(s) / 2)
+// >= s 2^-27 (|a| >= s / 2 here), so |T - h| >= 2^-27, far above half a double ulp at |T| < 256;
+// z = 0 is an exact tie, which the host rounds to even. Otherwise: the host's double arithmetic.
+__device__ __forceinline__ int int8_code_tie(float x, float o, float s, float inv_s) {
+  const float a = __fsub_rn(x, o);
+  const float bb = __fsub_rn(a, x);  // TwoSum(x, -o): err = (x - (a - bb)) + (-o - bb)
+  const float err = __fadd_rn(__fsub_rn(x, __fsub_rn(a, bb)), __fsub_rn(-o, bb));
+  if (err != 0.f) return int8_code_exact(x, o, s);
+  const float n = floorf(__fmul_rn(a, inv_s));
+  const float z = __fmaf_rn(-(n + 0.5f), s, a);
+  const int ni = static_cast<int>(n);
+  const int code = z > 0.f ? ni + 1 : z < 0.f ? ni : ni + (ni & 1);
+  return min(max(code, -128), 127);
+}
+
 // INT8 fast path fix-up: elements with |t - rint(t)| >= window get the exact code, stored as
 // magic-number bits (kMagicBits + code) like the fast ones.
-__device__ __forceinline__ void int8_fix_ties(const float (&v)[kChunk], float o, float s, float inv_s,
-                                           float window, uint32_t (&rb)[kChunk]) {
+__device__ __forceinline__ void int8_fix_ties(const float (&v)[kChunk], float o, float s,
+                                              float inv_s, float window, uint32_t (&rb)[kChunk]) {
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) {
     const float tj = __fmul_rn(__fsub_rn(v[j], o), inv_s);
     if (fabsf(__fsub_rn(tj, __fsub_rn(__uint_as_float(rb[j]), 12582912.0f))) >= window)
-      rb[j] = 0x4B400000u + static_cast<uint32_t>(int8_code_exact(v[j], o, s));
+      rb[j] = 0x4B400000u + static_cast<uint32_t>(int8_code_tie(v[j], o, s, inv_s));
   }
 }
 
