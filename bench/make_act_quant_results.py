@@ -1,5 +1,7 @@
 """Turns the `mixq bench --backend cuda` JSON of the online-activation-quantization schemes
-(fp8b128:fp8, w8g128:int8) and peers.py JSON into bench/results/act_quant_gemms/README.md tables.
+(fp8b128:fp8, w8g128:int8) and peers.py JSON into bench/results/act_quant_gemms/README.md tables,
+plus (when act_quant_bench.json is there) the standalone quantizer bandwidth table of
+build/cuda_act_quant_bench.
 
   python3 bench/make_act_quant_results.py bench/results/act_quant_gemms > bench/results/act_quant_gemms/tables.md
 """
@@ -68,3 +70,18 @@ for r in int8["results"]:
         x(dn and dn["time_us"], r["time_us"]), f(pi.get("cublas_int8")),
         x(pi.get("cublas_int8"), r["time_us"])))
 print("\nRows outside their error tolerance: %d." % len(bad))
+
+aq_path = os.path.join(d, "act_quant_bench.json")
+if os.path.exists(aq_path):
+    aq = json.load(open(aq_path))
+    print("\n## Activation quantizers alone vs the copy ceiling (issue #5 target: >= 80% on 4096x16384)\n")
+    print("Device: %s. D2D copy ceiling %.1f GB/s (cudaMemcpyAsync of 256 MiB, read + write counted), "
+          "same process. Bytes = x read + codes written + meta written (4 B per block FP8, 12 B INT8); "
+          "cold L2 (inputs rotated over >= 4x L2), median of CUDA-graph replays.\n"
+          % (aq["device"], aq["copy_ceiling_gbs"]))
+    print("```\n%s\n```\n" % aq.get("command", "cuda_act_quant_bench --json act_quant_bench.json"))
+    print("| quantizer | act | M x K | us | GB/s | % copy |")
+    print("|---|---|---|---:|---:|---:|")
+    for r in aq["rows"]:
+        print("| %s | %s | %dx%d | %.2f | %.0f | %.1f%% |" % (
+            r["quant"], r["act"], r["M"], r["K"], r["us"], r["gbs"], r["pct_copy"]))

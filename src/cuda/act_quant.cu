@@ -5,27 +5,54 @@
 // a 16-element chunk (32 bytes of f16/bf16 input, 64 of f32, 16 bytes of codes), so loads and
 // the code store are 16-byte vector accesses and a warp reads 512-1024 contiguous bytes of one
 // row. The block's min/max/amax and code sum are reduced with xor shuffles inside the group (no
-// shared memory); the group's first lane writes the meta values. Groups are numbered with the K
-// block fastest, so the grid streams the matrix in row-major order like a copy does. Each thread
-// has all of its loads in flight at once; at full occupancy that is 64-128 KiB per SM, well over
-// what HBM3 needs to reach its bandwidth.
+// shared memory); the group's first lane writes the meta values.
 //
-// Bit-exactness with the CPU quantizers (src/core/quantize.cpp):
-//  - FP8: s = max(amax, 1e-10f) / 448 and x / s are IEEE f32 divisions (__fdiv_rn), as on the
-//    host; e4m3 rounding is RNE saturating (cvt.rn.satfinite on sm_89+, the shared numeric.hpp
-//    routine below that).
-//  - INT8: the host computes round((double(x) - o) / s) in double. Here the code is computed in
-//    f32 as (x - o) * (1/s), whose relative error is below 3 * 2^-24 (< 2.3e-5 absolute for
-//    |t| <= 128.5); whenever that value lies within 1e-4 of a rounding boundary (a half-integer),
-//    or is not finite, the lane redoes the exact double computation. Codes are therefore
-//    identical to the host's, at the cost of a double division for ~2e-4 of the elements.
+// Streaming: the grid is persistent (as many CTAs as fit, see launch_persistent) and walks the
+// (row, block) groups in row-major order, P pieces of 16 elements per lane per step (default 1;
+// 2 measured slower on an H100). Each step first issues the 16-byte loads of the NEXT
+// step, then quantizes the current one, so every warp keeps its loads in flight while it
+// computes; a one-shot thread (load, wait, compute, exit) left the memory pipe idle during the
+// compute phase and reached only 45-72% of the copy ceiling. The per-lane (row, block) cursor
+// advances by a constant stride (no 64-bit division per chunk).
+//
+// Bit-exactness with the CPU quantizers (src/core/quantize.cpp) -- fast paths with exact checks:
+//  - FP8: s = max(amax, 1e-10f) / 448 is an IEEE division (__fdiv_rn) as on the host. The host
+//    code is e(RN(x / s)) with e = e4m3 RNE saturating conversion. Instead of a division per
+//    element the kernel brackets the quotient with the directed-rounding reciprocals
+//    r_lo = RD(1/s) <= 1/s <= r_hi = RU(1/s): for x >= 0 the reals satisfy
+//    x*r_lo <= x/s <= x*r_hi (reversed for x < 0), and RN and e are monotone (non-decreasing)
+//    functions, so e(RN(x*r_lo)), e(RN(x/s)), e(RN(x*r_hi)) are ordered and carry x's sign
+//    (zeros included: all three values are products/quotients of x with a positive number).
+//    Hence if the two outer codes are equal, the host's code equals them. They differ only when
+//    x/s lies within ~1 f32 ulp of an e4m3 rounding boundary (a midpoint between adjacent e4m3
+//    values, subnormal range and saturation included; ~3e-4 of f16 and ~3e-3 of bf16 elements of
+//    normal data): only those bytes are redone with __fdiv_rn. No case analysis of the e4m3
+//    format is involved.
+//  - INT8: the host computes td = round_d(round_d(x - o) / s) in double and rint(td) clamped to
+//    [-128, 127]. The kernel computes t = RN(RN(x - o) * RN(1/s)) in f32: with u = 2^-24 and
+//    s in [2^-100, 2^120] (so 1/s is normal and a subnormal x - o costs < 2^-50),
+//    |t - T| <= 3.0000001 u |T| and |td - T| <= 2^-52 |T| for T = (x - o)/s. All t of a block
+//    lie in [t(min), t(max)] (monotone operations); when that is inside [-128.5, 127.5],
+//    |T| <= 128.51 and |t - td| < 2.3e-5 < 2^-15. The fast path rounds t with the magic
+//    number 1.5 * 2^23 (t + M is rint(t) in the low mantissa bits, whose low byte is the int8
+//    code in two's complement); where |t - rint(t)| < 0.5 - 2^-15, rint(td) = rint(t), which is
+//    in [-128, 127] (t < 127.5 and t >= -128.5 with t = -128.5 flagged). The other elements
+//    (near-ties: ~5e-4 of f16, ~4e-3 of bf16 elements, exact ties are common in 16-bit data)
+//    get the host's double computation. A partial chunk, s outside the range, or a block whose
+//    t range leaves [-128.5, 127.5] takes the exact per-element path: f32 with a double fallback
+//    within 1e-4 of a half-integer (same argument with the looser bound). The code sum is
+//    accumulated exactly from the magic-number bit patterns.
 //  - Non-finite inputs: the host quantizers reject them (INT8) or produce NaN codes (FP8); the
-//    kernels cannot throw, so an INT8 block holding inf/NaN gets non-finite meta and meaningless
-//    codes, and FP8 behaves like the host (amax ignores NaN; an inf gives s = inf and NaN codes).
+//    kernels cannot throw, so an INT8 block holding inf/NaN gets meaningless codes and meta, and
+//    FP8 behaves like the host (amax ignores NaN; an inf gives s = inf and NaN codes).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 
 #include "cuda/act_quant.hpp"
 #include "cuda/check.hpp"
@@ -36,67 +63,73 @@ namespace mixq::cuda {
 
 namespace {
 
-constexpr int kChunk = 16;     // elements per lane
+constexpr int kChunk = 16;     // elements per lane and step
 constexpr int kThreads = 256;  // per CTA
+constexpr unsigned kFull = 0xFFFFFFFFu;
+constexpr int kInt8MinCtas = 2;
+// 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
+// docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
+constexpr int kFp8Pieces = 1, kInt8Pieces = 1;
 
 enum XType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
-__device__ __forceinline__ void unpack_f16x2(uint32_t w, float& lo, float& hi) {
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w));
-  lo = f.x;
-  hi = f.y;
-}
-
-__device__ __forceinline__ void unpack_bf16x2(uint32_t w, float& lo, float& hi) {
-  lo = __uint_as_float(w << 16);
-  hi = __uint_as_float(w & 0xFFFF0000u);
-}
-
+// 32-bit words holding one chunk of raw input (16-bit inputs stay packed until used).
 template <int XT>
-__device__ __forceinline__ float load_scalar(const void* row, int64_t k) {
-  if constexpr (XT == kF32) return __ldg(static_cast<const float*>(row) + k);
-  const uint16_t h = __ldg(static_cast<const unsigned short*>(row) + k);
-  if constexpr (XT == kF16) return __half2float(__ushort_as_half(h));
-  return __uint_as_float(static_cast<uint32_t>(h) << 16);
-}
-
-// Loads chunk [c0, c0 + 16) of one row as f32 (exact for every input type). Elements at or past
-// K are set to 0 and must be masked by the caller (n_valid). `vec`: row start and c0 are 16-byte
-// aligned, so whole chunks use 16-byte loads.
+constexpr int raw_words() { return XT == kF32 ? 16 : 8; }
 template <int XT>
-__device__ __forceinline__ void load_chunk(const void* row, int64_t c0, int n_valid, bool vec,
-                                           float (&v)[kChunk]) {
+constexpr int elem_bytes() { return XT == kF32 ? 4 : 2; }
+
+// Loads chunk [c0, c0 + 16) of one row as raw bits; elements at or past K (n_valid) are zero
+// bits (+0). A partial chunk or an unaligned row uses scalar loads.
+template <int XT>
+__device__ __forceinline__ void load_raw(const void* row, int c0, int n_valid, bool vec,
+                                         uint32_t (&w)[raw_words<XT>()]) {
+  constexpr int W = raw_words<XT>();
   if (vec && n_valid == kChunk) {
-    if constexpr (XT == kF32) {
-      const float4* p = reinterpret_cast<const float4*>(static_cast<const float*>(row) + c0);
-      float4 r[4];
+    const uint4* p = reinterpret_cast<const uint4*>(static_cast<const char*>(row) +
+                                                    static_cast<int64_t>(c0) * elem_bytes<XT>());
 #pragma unroll
-      for (int i = 0; i < 4; ++i) r[i] = __ldg(p + i);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[4 * i + 0] = r[i].x;
-        v[4 * i + 1] = r[i].y;
-        v[4 * i + 2] = r[i].z;
-        v[4 * i + 3] = r[i].w;
-      }
-    } else {
-      const uint4* p = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + c0);
-      const uint4 a = __ldg(p), b = __ldg(p + 1);
-      const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        if constexpr (XT == kF16) unpack_f16x2(w[i], v[2 * i], v[2 * i + 1]);
-        else unpack_bf16x2(w[i], v[2 * i], v[2 * i + 1]);
-      }
+    for (int i = 0; i < W / 4; ++i) {
+      const uint4 r = __ldg(p + i);
+      w[4 * i + 0] = r.x;
+      w[4 * i + 1] = r.y;
+      w[4 * i + 2] = r.z;
+      w[4 * i + 3] = r.w;
     }
     return;
   }
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j) v[j] = j < n_valid ? load_scalar<XT>(row, c0 + j) : 0.f;
+  for (int i = 0; i < W; ++i) {  // each word written once (no zeroing the vector path would pay)
+    if constexpr (XT == kF32) {
+      w[i] = i < n_valid ? __ldg(static_cast<const unsigned int*>(row) + c0 + i) : 0u;
+    } else {
+      const unsigned short* r = static_cast<const unsigned short*>(row) + c0 + 2 * i;
+      const uint32_t lo = 2 * i < n_valid ? __ldg(r) : 0u;
+      const uint32_t hi = 2 * i + 1 < n_valid ? __ldg(r + 1) : 0u;
+      w[i] = lo | (hi << 16);
+    }
+  }
+}
+
+template <int XT>
+__device__ __forceinline__ void to_float(const uint32_t (&w)[raw_words<XT>()], float (&v)[kChunk]) {
+#pragma unroll
+  for (int i = 0; i < raw_words<XT>(); ++i) {
+    if constexpr (XT == kF32) {
+      v[i] = __uint_as_float(w[i]);
+    } else if constexpr (XT == kF16) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      v[2 * i] = f.x;
+      v[2 * i + 1] = f.y;
+    } else {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
+  }
 }
 
 // Stores 16 code bytes (already zero past K) at q_row + c0.
-__device__ __forceinline__ void store_chunk(uint8_t* q_row, int64_t c0, bool vec,
+__device__ __forceinline__ void store_chunk(uint8_t* q_row, int c0, bool vec,
                                             const uint32_t (&packed)[4]) {
   if (vec) {
     *reinterpret_cast<uint4*>(q_row + c0) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
@@ -106,7 +139,8 @@ __device__ __forceinline__ void store_chunk(uint8_t* q_row, int64_t c0, bool vec
   for (int j = 0; j < kChunk; ++j) q_row[c0 + j] = static_cast<uint8_t>(packed[j / 4] >> (8 * (j % 4)));
 }
 
-// f32 pair -> e4m3 pair (lo in the low byte), RNE, saturating to +-448, NaN -> NaN.
+// f32 pair -> e4m3 pair (lo in the low byte), RNE, saturating to +-448, NaN -> NaN. A monotone
+// function of each input (the FP8 fast path relies on that).
 __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   unsigned short r;
@@ -118,8 +152,25 @@ __device__ __forceinline__ uint32_t e4m3x2(float lo, float hi) {
 #endif
 }
 
+// Four values -> four e4m3 bytes (a in the low byte). One PTX block so that the two 16-bit halves
+// are merged by the conversion itself (F2FP ... MERGE_C) instead of a mask and a permute.
+__device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t r;
+  asm("{\n\t.reg .b16 lo, hi;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n\t"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n\t"
+      "mov.b32 %0, {lo, hi};\n\t}"
+      : "=r"(r)
+      : "f"(a), "f"(b), "f"(c), "f"(d));
+  return r;
+#else
+  return e4m3x2(a, b) | (e4m3x2(c, d) << 16);
+#endif
+}
+
 // The INT8 code of x: clamp(rint((double(x) - o) / s), -128, 127), computed in f32 unless the
-// f32 value is too close to a rounding boundary (see the file comment).
+// f32 value is within 1e-4 of a rounding boundary or not finite (exact path; see the file comment).
 __device__ __forceinline__ int int8_code(float x, float o, float s, float inv_s) {
   const float t = __fmul_rn(__fsub_rn(x, o), inv_s);
   const float r = rintf(t);
@@ -136,135 +187,350 @@ __device__ __forceinline__ int int8_code(float x, float o, float s, float inv_s)
   }
 }
 
+// The host's INT8 code, computed the host's way (double subtraction and division).
+__device__ __forceinline__ int int8_code_exact(float x, float o, float s) {
+  const double rd = rint(__ddiv_rn(__dsub_rn(static_cast<double>(x), static_cast<double>(o)),
+                                   static_cast<double>(s)));
+  return !(rd >= -128.0) ? -128 : rd > 127.0 ? 127 : static_cast<int>(rd);
+}
+
 template <int G>
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  for (int o = G / 2; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
   return v;
 }
 template <int G>
 __device__ __forceinline__ float group_min(float v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  for (int o = G / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(kFull, v, o));
   return v;
 }
 template <int G>
 __device__ __forceinline__ int group_sum(int v) {
 #pragma unroll
-  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  for (int o = G / 2; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
   return v;
 }
 
+// Rare paths, kept out of line (noinline) so that their double divisions and calls do not
+// raise the register pressure of the streaming loop; the arrays they take live on the stack
+// only while one of them runs.
+
+// INT8, whole piece exactly (partial piece or extreme block): codes (zero past n_valid), sum.
+__device__ __forceinline__ int int8_piece_exact(const float (&v)[kChunk], int n_valid, float o,
+                                             float s, float inv_s, uint32_t (&packed)[4]) {
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed[i] = 0;
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const int code = j < n_valid ? int8_code(v[j], o, s, inv_s) : 0;
+    sum += code;
+    packed[j / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (j % 4));
+  }
+  return sum;
+}
+
+// INT8 fast path fix-up: elements with |t - rint(t)| >= window get the exact code, stored as
+// magic-number bits (kMagicBits + code) like the fast ones.
+__device__ __forceinline__ void int8_fix_ties(const float (&v)[kChunk], float o, float s, float inv_s,
+                                           float window, uint32_t (&rb)[kChunk]) {
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const float tj = __fmul_rn(__fsub_rn(v[j], o), inv_s);
+    if (fabsf(__fsub_rn(tj, __fsub_rn(__uint_as_float(rb[j]), 12582912.0f))) >= window)
+      rb[j] = 0x4B400000u + static_cast<uint32_t>(int8_code_exact(v[j], o, s));
+  }
+}
+
+// FP8, piece past K: every element by IEEE division, zero codes beyond n_valid.
+__device__ __forceinline__ void fp8_piece_exact(const float (&v)[kChunk], int n_valid, float s,
+                                             uint32_t (&packed)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j += 2) {
+      const int e = 4 * i + j;
+      const float a = e < n_valid ? __fdiv_rn(v[e], s) : 0.f;
+      const float b = e + 1 < n_valid ? __fdiv_rn(v[e + 1], s) : 0.f;
+      word |= e4m3x2(a, b) << (8 * j);
+    }
+    packed[i] = word;
+  }
+}
+
+// FP8 fast path fix-up: bytes whose bracket straddles an e4m3 boundary get e4m3(x / s).
+__device__ __forceinline__ void fp8_fix_straddles(const float (&v)[kChunk], float s,
+                                               const uint32_t (&straddle)[4], uint32_t (&packed)[4]) {
+#pragma unroll
+  for (int j = 0; j < kChunk; ++j) {
+    const int sh = 8 * (j % 4);
+    if ((straddle[j / 4] >> sh) & 0xFFu) {
+      const uint32_t c = e4m3x2(__fdiv_rn(v[j], s), 0.f) & 0xFFu;
+      packed[j / 4] = (packed[j / 4] & ~(0xFFu << sh)) | (c << sh);
+    }
+  }
+}
+
+// Max |x|, and min / max of x, over a lane's raw pieces. 16-bit inputs are reduced as packed
+// pairs (one HMNMX2 per two elements; f16 / bf16 -> f32 is exact and order-preserving, and like
+// fminf / fmaxf the packed min / max ignore a NaN operand).
+template <int XT, int P>
+__device__ __forceinline__ float raw_amax(const uint32_t (&w)[P][raw_words<XT>()]) {
+  if constexpr (XT == kF32) {
+    float a = 0.f;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < raw_words<XT>(); ++i) a = fmaxf(a, fabsf(__uint_as_float(w[p][i])));
+    return a;
+  } else if constexpr (XT == kF16) {
+    __half2 a = __half2(__ushort_as_half(0), __ushort_as_half(0));
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < raw_words<XT>(); ++i)
+        a = __hmax2(a, __habs2(*reinterpret_cast<const __half2*>(&w[p][i])));
+    return fmaxf(__low2float(a), __high2float(a));
+  } else {
+    __nv_bfloat162 a = __nv_bfloat162(__ushort_as_bfloat16(0), __ushort_as_bfloat16(0));
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < raw_words<XT>(); ++i)
+        a = __hmax2(a, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&w[p][i])));
+    return fmaxf(__low2float(a), __high2float(a));
+  }
+}
+
+template <int XT, int P>
+__device__ __forceinline__ void raw_min_max(const uint32_t (&w)[P][raw_words<XT>()], float& lo,
+                                            float& hi) {
+  if constexpr (XT == kF32) {
+    lo = hi = __uint_as_float(w[0][0]);
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < raw_words<XT>(); ++i) {
+        lo = fminf(lo, __uint_as_float(w[p][i]));
+        hi = fmaxf(hi, __uint_as_float(w[p][i]));
+      }
+  } else {
+    using T2 = std::conditional_t<XT == kF16, __half2, __nv_bfloat162>;
+    T2 l = *reinterpret_cast<const T2*>(&w[0][0]), h = l;
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int i = 0; i < raw_words<XT>(); ++i) {
+        l = __hmin2(l, *reinterpret_cast<const T2*>(&w[p][i]));
+        h = __hmax2(h, *reinterpret_cast<const T2*>(&w[p][i]));
+      }
+    lo = fminf(__low2float(l), __high2float(l));
+    hi = fmaxf(__low2float(h), __high2float(h));
+  }
+}
+
+// One lane's task: group (row m, K block kb); the lane owns P pieces of 16 elements, piece p at
+// column kb * BLOCK + (p * L + lane) * 16 with L = BLOCK / (16 P) lanes per group.
 struct Task {
-  bool active;
-  int64_t m, kb, c0;
-  int n_valid;  // elements of this lane's chunk inside [0, K)
-  int lane;     // lane within the group
+  int m, kb;
 };
 
-template <int G>
-__device__ __forceinline__ Task task_of_thread(int64_t M, int64_t K, int64_t nb, int64_t block) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t gid = t / G;
-  Task tk;
-  tk.lane = static_cast<int>(t % G);
-  tk.m = gid / nb;
-  tk.kb = gid % nb;
-  tk.c0 = tk.kb * block + static_cast<int64_t>(tk.lane) * kChunk;
-  tk.active = tk.m < M;
-  const int64_t left = K - tk.c0;
-  tk.n_valid = !tk.active ? 0 : left >= kChunk ? kChunk : left > 0 ? static_cast<int>(left) : 0;
-  return tk;
+// Problem geometry, passed by value (kernel parameters live in constant memory, not registers).
+struct Geom {
+  int M, K, nb;  // rows, columns, K blocks per row
+  int dm, dk;    // one grid step = dm rows + dk blocks (the grid's groups, split by the host)
+  int64_t ldx;   // x row stride in elements
+  bool vec;      // 16-byte aligned rows: vector loads and stores
+};
+
+// The persistent streaming loop shared by both quantizers (see the file comment). Virtual
+// thread v = step * gridDim.x * 256 + blockIdx.x * 256 + threadIdx.x owns group v / L, lane
+// v % L (constant: the stride is a multiple of L). process(task, lane, raw) is called by all 32
+// lanes of a warp together (it shuffles); lanes past the end have m == M. Two register buffers
+// alternate (the loop body is unrolled twice), so the prefetched raw data is never copied.
+template <int XT, int BLOCK, int P, class Process>
+__device__ __forceinline__ void stream_tasks(const void* __restrict__ x, const Geom& geo,
+                                             Process&& process) {
+  constexpr int L = BLOCK / (kChunk * P), W = raw_words<XT>();
+  const int lane = static_cast<int>(threadIdx.x) % L;
+  const auto load = [&](const Task& t, uint32_t (&w)[P][W]) {
+    const void* row = static_cast<const char*>(x) +
+                      (t.m < geo.M ? static_cast<int64_t>(t.m) : 0) * geo.ldx * elem_bytes<XT>();
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int c0 = t.kb * BLOCK + (p * L + lane) * kChunk;
+      const int left = t.m < geo.M ? geo.K - c0 : 0;
+      load_raw<XT>(row, c0, left >= kChunk ? kChunk : max(left, 0), geo.vec, w[p]);
+    }
+  };
+
+  Task cur;
+  {
+    const int64_t g = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / L;
+    cur.m = static_cast<int>(min(g / geo.nb, static_cast<int64_t>(geo.M)));
+    cur.kb = static_cast<int>(g % geo.nb);
+  }
+  if (!__any_sync(kFull, cur.m < geo.M)) return;  // warp-uniform
+
+  const auto step = [&](const uint32_t(&now)[P][W], uint32_t(&next)[P][W]) {
+    Task nxt;
+    nxt.kb = cur.kb + geo.dk;
+    nxt.m = cur.m + geo.dm;
+    if (nxt.kb >= geo.nb) {
+      nxt.kb -= geo.nb;
+      ++nxt.m;
+    }
+    nxt.m = min(nxt.m, geo.M);  // no overflow however long the tail
+    const bool more = __any_sync(kFull, nxt.m < geo.M);
+    if (more) load(nxt, next);  // the next step's loads go out before this step's arithmetic
+    process(cur, lane, now);
+    cur = nxt;
+    return more;
+  };
+  uint32_t raw_a[P][W], raw_b[P][W];
+  load(cur, raw_a);
+  while (step(raw_a, raw_b) && step(raw_b, raw_a)) {
+  }
 }
 
-template <int XT>
-__global__ void __launch_bounds__(kThreads)
-    quantize_fp8_1x128_kernel(const void* __restrict__ x, int64_t ldx, int64_t M, int64_t K,
-                              int64_t nb, uint8_t* __restrict__ q, int64_t ldq,
-                              float* __restrict__ scale, int64_t ld_meta, bool vec) {
-  constexpr int G = 128 / kChunk;
-  const Task tk = task_of_thread<G>(M, K, nb, 128);
-  const int64_t esize = XT == kF32 ? 4 : 2;
-  const void* row = static_cast<const char*>(x) + (tk.active ? tk.m : 0) * ldx * esize;
+// Elements of piece p inside [0, K) (0 for lanes past the last row).
+template <int BLOCK, int P>
+__device__ __forceinline__ int piece_valid(const Task& t, int lane, int p, int M, int K) {
+  constexpr int L = BLOCK / (kChunk * P);
+  const int left = K - (t.kb * BLOCK + (p * L + lane) * kChunk);
+  return t.m >= M ? 0 : left >= kChunk ? kChunk : max(left, 0);
+}
 
-  float v[kChunk];
-  load_chunk<XT>(row, tk.c0, tk.n_valid, vec, v);
-  float amax = 0.f;
+// Register caps: FP8 3 CTAs (24 warps) per SM = at most 80 registers; INT8 2 CTAs (<= 128
+// registers; at 80 its exact fallback paths spilled). SASS checked: no local memory.
+template <int XT, int P>
+__global__ void __launch_bounds__(kThreads, 3)
+    quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
+                              int64_t ldq, float* __restrict__ scale, int64_t ld_meta) {
+  constexpr int L = 128 / (kChunk * P), W = raw_words<XT>();
+  const int M = geo.M, K = geo.K;
+  stream_tasks<XT, 128, P>(x, geo, [&](const Task& t, int lane,
+                                                      const uint32_t(&w)[P][W]) {
+    const float amax = group_max<L>(raw_amax<XT, P>(w));  // elements past K are 0
+    const float s = __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f);
+    if (piece_valid<128, P>(t, lane, 0, M, K) <= 0) return;
+    const float r_lo = __frcp_rd(s), r_hi = __frcp_ru(s);  // r_lo <= 1/s <= r_hi exactly
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j) amax = fmaxf(amax, fabsf(v[j]));  // padding is 0
-  amax = group_max<G>(amax);
-  const float s = __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f);
-
-  if (tk.n_valid > 0) {
-    uint32_t packed[4];
+    for (int p = 0; p < P; ++p) {
+      const int n_valid = piece_valid<128, P>(t, lane, p, M, K);
+      if (n_valid <= 0) continue;
+      float v[kChunk];
+      to_float<XT>(w[p], v);
+      uint32_t packed[4], straddle[4], diff = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t word = 0;
-#pragma unroll
-      for (int j = 0; j < 4; j += 2) {
-        const int e = 4 * i + j;
-        const float a = e < tk.n_valid ? __fdiv_rn(v[e], s) : 0.f;
-        const float b = e + 1 < tk.n_valid ? __fdiv_rn(v[e + 1], s) : 0.f;
-        word |= e4m3x2(a, b) << (8 * j);
+      for (int i = 0; i < 4; ++i) {
+        const float* e = v + 4 * i;
+        packed[i] = e4m3x4(__fmul_rn(e[0], r_lo), __fmul_rn(e[1], r_lo), __fmul_rn(e[2], r_lo),
+                           __fmul_rn(e[3], r_lo));
+        straddle[i] = packed[i] ^ e4m3x4(__fmul_rn(e[0], r_hi), __fmul_rn(e[1], r_hi),
+                                         __fmul_rn(e[2], r_hi), __fmul_rn(e[3], r_hi));
+        diff |= straddle[i];
       }
-      packed[i] = word;
+      if (n_valid < kChunk) fp8_piece_exact(v, n_valid, s, packed);  // past K
+      else if (diff != 0) fp8_fix_straddles(v, s, straddle, packed);  // rare: near a boundary
+      store_chunk(q + static_cast<int64_t>(t.m) * ldq, t.kb * 128 + (p * L + lane) * kChunk, geo.vec,
+                  packed);
     }
-    store_chunk(q + tk.m * ldq, tk.c0, vec, packed);
-  }
-  if (tk.active && tk.lane == 0) scale[tk.kb * ld_meta + tk.m] = s;
+    if (lane == 0) scale[t.kb * ld_meta + t.m] = s;
+  });
 }
 
-// ~62 registers, 4 blocks of 256 threads per SM: 1024 threads x 32-64 bytes in flight (capping
-// at 40 registers for 6 blocks spilled the chunk to local memory).
-template <int XT, int BLOCK>
-__global__ void __launch_bounds__(kThreads)
-    quantize_int8_block_kernel(const void* __restrict__ x, int64_t ldx, int64_t M, int64_t K,
-                               int64_t nb, int8_t* __restrict__ q, int64_t ldq,
-                               float* __restrict__ scale, float* __restrict__ offset,
-                               int32_t* __restrict__ sums, int64_t ld_meta, bool vec) {
-  constexpr int G = BLOCK / kChunk;
-  const Task tk = task_of_thread<G>(M, K, nb, BLOCK);
-  const int64_t esize = XT == kF32 ? 4 : 2;
-  const void* row = static_cast<const char*>(x) + (tk.active ? tk.m : 0) * ldx * esize;
-
-  float v[kChunk];
-  load_chunk<XT>(row, tk.c0, tk.n_valid, vec, v);
-  float lo = INFINITY, hi = -INFINITY;
+template <int XT, int BLOCK, int P>
+__global__ void __launch_bounds__(kThreads, kInt8MinCtas)
+    quantize_int8_block_kernel(const void* __restrict__ x, const Geom geo, int8_t* __restrict__ q,
+                               int64_t ldq, float* __restrict__ scale, float* __restrict__ offset,
+                               int32_t* __restrict__ sums, int64_t ld_meta) {
+  constexpr int L = BLOCK / (kChunk * P), W = raw_words<XT>();
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: t + kMagic = rint(t) in the low bits
+  constexpr uint32_t kMagicBits = 0x4B400000u;
+  constexpr float kTieWindow = 0.5f - 0x1p-15f;  // |t - rint(t)| at or above: exact path
+  const int M = geo.M, K = geo.K;
+  stream_tasks<XT, BLOCK, P>(x, geo, [&](const Task& t, int lane,
+                                                        const uint32_t(&w)[P][W]) {
+    bool full = true;
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j)
-    if (j < tk.n_valid) {
-      lo = fminf(lo, v[j]);
-      hi = fmaxf(hi, v[j]);
-    }
-  lo = group_min<G>(lo);
-  hi = group_max<G>(hi);
-  // Same operation order as the host: no contraction into an FMA.
-  const float s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
-  const bool ranged = s > 0.f;
-  const float o = ranged ? __fadd_rn(lo, __fmul_rn(128.0f, s)) : lo;
-  const float inv_s = ranged ? __frcp_rn(s) : 0.f;
-
-  int sum = 0;
-  uint32_t packed[4] = {0, 0, 0, 0};
-  if (ranged) {
+    for (int p = 0; p < P; ++p) full = full && piece_valid<BLOCK, P>(t, lane, p, M, K) == kChunk;
+    float lo = INFINITY, hi = -INFINITY;
+    if (full) {
+      raw_min_max<XT, P>(w, lo, hi);
+    } else {  // tail of a row or past the last row: mask
 #pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
-      const int c = j < tk.n_valid ? int8_code(v[j], o, s, inv_s) : 0;
-      sum += c;
-      packed[j / 4] |= (static_cast<uint32_t>(c) & 0xFFu) << (8 * (j % 4));
+      for (int p = 0; p < P; ++p) {
+        const int n_valid = piece_valid<BLOCK, P>(t, lane, p, M, K);
+        float v[kChunk];
+        to_float<XT>(w[p], v);
+#pragma unroll
+        for (int j = 0; j < kChunk; ++j)
+          if (j < n_valid) {
+            lo = fminf(lo, v[j]);
+            hi = fmaxf(hi, v[j]);
+          }
+      }
     }
-  }
-  if (tk.n_valid > 0) store_chunk(reinterpret_cast<uint8_t*>(q) + tk.m * ldq, tk.c0, vec, packed);
-  sum = group_sum<G>(sum);
-  if (tk.active && tk.lane == 0) {
-    const int64_t i = tk.kb * ld_meta + tk.m;
-    scale[i] = s;
-    offset[i] = o;
-    sums[i] = sum;
-  }
+    lo = group_min<L>(lo);
+    hi = group_max<L>(hi);
+    // Same operation order as the host: no contraction into an FMA.
+    const float s = __fdiv_rn(__fsub_rn(hi, lo), 255.0f);
+    const bool ranged = s > 0.f;
+    const float o = ranged ? __fadd_rn(lo, __fmul_rn(128.0f, s)) : lo;
+    const float inv_s = ranged ? __frcp_rn(s) : 0.f;
+    const auto t_of = [&](float e) { return __fmul_rn(__fsub_rn(e, o), inv_s); };
+    const bool block_fast = ranged && s >= 0x1p-100f && s <= 0x1p+120f && t_of(lo) >= -128.5f &&
+                            t_of(hi) <= 127.5f;
+
+    int sum = 0;
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const int n_valid = piece_valid<BLOCK, P>(t, lane, p, M, K);
+      if (n_valid <= 0) continue;
+      uint32_t packed[4] = {0, 0, 0, 0};
+      if (ranged) {
+        float v[kChunk];
+        to_float<XT>(w[p], v);
+        bool fast = block_fast && n_valid == kChunk;
+        if (fast) {
+          uint32_t rb[kChunk];
+          float dmax = 0.f;
+#pragma unroll
+          for (int j = 0; j < kChunk; ++j) {
+            const float tj = t_of(v[j]);
+            const float r = __fadd_rn(tj, kMagic);
+            dmax = fmaxf(dmax, fabsf(__fsub_rn(tj, __fsub_rn(r, kMagic))));  // |t - rint(t)|, exact
+            rb[j] = __float_as_uint(r);
+          }
+          if (dmax >= kTieWindow) int8_fix_ties(v, o, s, inv_s, kTieWindow, rb);  // rare
+          uint32_t total = 0;
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const uint32_t* r = rb + 4 * i;
+            packed[i] = __byte_perm(__byte_perm(r[0], r[1], 0x0040),
+                                    __byte_perm(r[2], r[3], 0x0040), 0x5410);
+            total += (r[0] + r[1]) + (r[2] + r[3]);
+          }
+          sum += static_cast<int>(total - kChunk * kMagicBits);  // exact modulo 2^32
+        }
+        if (!fast) sum += int8_piece_exact(v, n_valid, o, s, inv_s, packed);  // tail, extremes
+      }
+      store_chunk(reinterpret_cast<uint8_t*>(q) + static_cast<int64_t>(t.m) * ldq,
+                  t.kb * BLOCK + (p * L + lane) * kChunk, geo.vec, packed);
+    }
+    sum = group_sum<L>(sum);
+    if (lane == 0 && t.m < M) {
+      const int64_t i = t.kb * ld_meta + t.m;
+      scale[i] = s;
+      offset[i] = o;
+      sums[i] = sum;
+    }
+  });
 }
-
-int64_t x_elem_bytes(int x_type) { return x_type == kF32 ? 4 : 2; }
 
 void check_common(const char* op, const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                   const void* q, int64_t ldq, int64_t ld_meta) {
@@ -276,44 +542,95 @@ void check_common(const char* op, const void* x, int x_type, int64_t ldx, int64_
   MIXQ_CHECK_ARG(ldq >= act_row_pitch(K), op, ": ldq (", ldq, ") < act_row_pitch(K) (",
                  act_row_pitch(K), ")");
   MIXQ_CHECK_ARG(ld_meta >= M, op, ": ld_meta (", ld_meta, ") < M (", M, ")");
+  // 32-bit row / column cursors in the kernels
+  MIXQ_CHECK(M <= (int64_t{1} << 30) && K <= (int64_t{1} << 30), ErrorCode::Unsupported, op,
+             ": M = ", M, ", K = ", K, " (at most 2^30 each)");
 }
 
 // 16-byte vector accesses need 16-byte aligned row starts for x and q.
 bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ldq) {
   const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return a16(x) && a16(q) && (ldx * x_elem_bytes(x_type)) % 16 == 0 && ldq % 16 == 0;
+  const int64_t esize = x_type == kF32 ? 4 : 2;
+  return a16(x) && a16(q) && (ldx * esize) % 16 == 0 && ldq % 16 == 0;
 }
 
-unsigned grid_for(int64_t groups, int G) {
-  const int64_t threads = groups * G;
-  const int64_t blocks = (threads + kThreads - 1) / kThreads;
-  MIXQ_CHECK(blocks <= 0x7FFFFFFF, ErrorCode::Unsupported, "activation quantizer: ", groups,
-             " blocks is too many for one launch");
-  return static_cast<unsigned>(blocks);
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : fallback;
 }
 
-template <int XT>
-void launch_int8_typed(int64_t block, unsigned grid, cudaStream_t stream, const void* x,
-                       int64_t ldx, int64_t M, int64_t K, int64_t nb, int8_t* q, int64_t ldq,
-                       float* scale, float* offset, int32_t* sums, int64_t ld_meta, bool vec) {
+// Tuning knobs (benchmarks): MIXQ_ACT_QUANT_CTAS_PER_SM (resident CTAs per SM, default: as many
+// as fit) and MIXQ_ACT_QUANT_PIECES (16-element pieces per lane for 16-bit input, 1 or 2).
+int ctas_per_sm_knob() {
+  static const int v = std::clamp(env_int("MIXQ_ACT_QUANT_CTAS_PER_SM", 0), 0, 8);
+  return v;
+}
+int pieces_knob(int fallback) {
+  static const int v = env_int("MIXQ_ACT_QUANT_PIECES", 0);
+  return v == 1 || v == 2 ? v : fallback;
+}
+
+template <auto Kernel>
+int max_ctas_per_sm() {  // the kernels use no shared memory: registers decide
+  static const int n = [] {
+    int b = 0;
+    MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kThreads, 0));
+    return std::max(b, 1);
+  }();
+  return n;
+}
+
+// Persistent grid: enough CTAs for every SM to hold its resident maximum, fewer if the problem is
+// smaller (the kernels loop, so any grid size is correct).
+template <auto Kernel, int BLOCK, int P, class... Args>
+void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool vec,
+                       cudaStream_t stream, Args... args) {
+  int dev = 0, sms = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
+  MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // never more CTAs than fit at once: the grid-stride split assumes they all run concurrently
+  const int per_sm = ctas_per_sm_knob() > 0 ? std::min(ctas_per_sm_knob(), max_ctas_per_sm<Kernel>())
+                                            : max_ctas_per_sm<Kernel>();
+  constexpr int L = BLOCK / (kChunk * P);
+  const int64_t nb = (K + BLOCK - 1) / BLOCK;
+  const int64_t needed = (M * nb * L + kThreads - 1) / kThreads;
+  const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(needed, int64_t(sms) * per_sm));
+  const int64_t stride = grid * (kThreads / L);  // groups per grid step
+  Geom geo;
+  geo.M = static_cast<int>(M);
+  geo.K = static_cast<int>(K);
+  geo.nb = static_cast<int>(nb);
+  geo.dm = static_cast<int>(stride / nb);
+  geo.dk = static_cast<int>(stride % nb);
+  geo.ldx = ldx;
+  geo.vec = vec;
+  Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, geo, args...);
+}
+
+template <int XT, int P>
+void launch_fp8_typed(cudaStream_t stream, const void* x, int64_t ldx, int64_t M, int64_t K,
+                      bool vec, uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta) {
+  launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(x, ldx, M, K, vec, stream, q, ldq,
+                                                              scale, ld_meta);
+}
+
+template <int XT, int P>
+void launch_int8_typed(int64_t block, cudaStream_t stream, const void* x, int64_t ldx, int64_t M,
+                       int64_t K, bool vec, int8_t* q, int64_t ldq, float* scale, float* offset,
+                       int32_t* sums, int64_t ld_meta) {
+#define MIXQ_INT8_CASE(B)                                                          \
+  case B:                                                                          \
+    launch_persistent<quantize_int8_block_kernel<XT, B, P>, B, P>(                 \
+        x, ldx, M, K, vec, stream, q, ldq, scale, offset, sums, ld_meta);          \
+    break;
   switch (block) {
-    case 32:
-      quantize_int8_block_kernel<XT, 32><<<grid, kThreads, 0, stream>>>(
-          x, ldx, M, K, nb, q, ldq, scale, offset, sums, ld_meta, vec);
-      break;
-    case 64:
-      quantize_int8_block_kernel<XT, 64><<<grid, kThreads, 0, stream>>>(
-          x, ldx, M, K, nb, q, ldq, scale, offset, sums, ld_meta, vec);
-      break;
-    case 128:
-      quantize_int8_block_kernel<XT, 128><<<grid, kThreads, 0, stream>>>(
-          x, ldx, M, K, nb, q, ldq, scale, offset, sums, ld_meta, vec);
-      break;
+    MIXQ_INT8_CASE(32)
+    MIXQ_INT8_CASE(64)
+    MIXQ_INT8_CASE(128)
     default:
-      quantize_int8_block_kernel<XT, 256><<<grid, kThreads, 0, stream>>>(
-          x, ldx, M, K, nb, q, ldq, scale, offset, sums, ld_meta, vec);
-      break;
+      MIXQ_INT8_CASE(256)
   }
+#undef MIXQ_INT8_CASE
 }
 
 }  // namespace
@@ -323,21 +640,19 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
                                cudaStream_t stream) {
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
-  const int64_t nb = (K + 127) / 128;
-  const unsigned grid = grid_for(M * nb, 128 / kChunk);
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
+  const bool two = pieces_knob(kFp8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      quantize_fp8_1x128_kernel<kF16><<<grid, kThreads, 0, stream>>>(x, ldx, M, K, nb, q, ldq,
-                                                                     scale, ld_meta, vec);
+      if (two) launch_fp8_typed<kF16, 2>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      else launch_fp8_typed<kF16, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
     case kBF16:
-      quantize_fp8_1x128_kernel<kBF16><<<grid, kThreads, 0, stream>>>(x, ldx, M, K, nb, q, ldq,
-                                                                      scale, ld_meta, vec);
+      if (two) launch_fp8_typed<kBF16, 2>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      else launch_fp8_typed<kBF16, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
     default:
-      quantize_fp8_1x128_kernel<kF32><<<grid, kThreads, 0, stream>>>(x, ldx, M, K, nb, q, ldq,
-                                                                     scale, ld_meta, vec);
+      launch_fp8_typed<kF32, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");
@@ -352,21 +667,19 @@ void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t 
                  "launch_quantize_int8_block: block (", block, ") must be 32, 64, 128 or 256");
   MIXQ_CHECK_ARG(scale != nullptr && offset != nullptr && sums != nullptr,
                  "launch_quantize_int8_block: null scale, offset or sums");
-  const int64_t nb = (K + block - 1) / block;
-  const unsigned grid = grid_for(M * nb, static_cast<int>(block / kChunk));
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
+  const bool two = pieces_knob(kInt8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      launch_int8_typed<kF16>(block, grid, stream, x, ldx, M, K, nb, q, ldq, scale, offset, sums,
-                              ld_meta, vec);
+      if (two) launch_int8_typed<kF16, 2>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kF16, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     case kBF16:
-      launch_int8_typed<kBF16>(block, grid, stream, x, ldx, M, K, nb, q, ldq, scale, offset, sums,
-                               ld_meta, vec);
+      if (two) launch_int8_typed<kBF16, 2>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kBF16, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     default:
-      launch_int8_typed<kF32>(block, grid, stream, x, ldx, M, K, nb, q, ldq, scale, offset, sums,
-                              ld_meta, vec);
+      launch_int8_typed<kF32, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_int8_block_kernel");

@@ -309,6 +309,99 @@ TEST(CudaActQuant, Int8ExactTies) {
   }
 }
 
+// Adversarial FP8 inputs for the kernel's reciprocal fast path (x * RD(1/s), x * RU(1/s), exact
+// division only when the two codes differ): per 128-group, amax = A fixes s = RN(A / 448) with
+// 1/s not representable, and the other elements are RN(m * s) and its +-1..3 ulp neighbours for
+// every midpoint m between adjacent e4m3 values (the subnormal range and the top binade
+// included), both signs. The host checks below prove the data has teeth: a kernel that used
+// x * RN(1/s) or x * RD(1/s) without the exactness test would get codes wrong here.
+TEST(CudaActQuant, Fp8ReciprocalFastPathBoundaries) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> mids;
+  for (int c = 0; c < 0x7E; ++c) mids.push_back(0.5f * (e4m3_to_f32(uint8_t(c)) + e4m3_to_f32(uint8_t(c + 1))));
+  const float amaxes[] = {1344.f, 44.8f, 3449.6f, 0.7f, 1.0e-3f, 3.0e7f, 123.456f, 5.5e-8f};
+  std::vector<float> row;
+  int64_t naive_wrong = 0, rd_wrong = 0, ru_wrong = 0;
+  for (float A : amaxes) {
+    const float s = std::max(A, 1e-10f) / 448.0f;
+    // directed reciprocals on the host: r * s is exact in double
+    const float r = 1.0f / s;
+    const float r_lo = double(r) * double(s) > 1.0 ? std::nextafter(r, 0.f) : r;
+    const float r_hi = double(r) * double(s) < 1.0 ? std::nextafter(r, 1e30f) : r;
+    std::vector<float> vals;
+    for (float m : mids)
+      for (int k = -3; k <= 3; ++k) {
+        float x = m * s;
+        for (int i = 0; i < std::abs(k); ++i) x = std::nextafter(x, k > 0 ? 1e38f : 0.f);
+        if (!(std::fabs(x) <= A)) continue;
+        for (float v : {x, -x}) {
+          vals.push_back(v);
+          const uint8_t want = f32_to_e4m3(v / s);
+          naive_wrong += f32_to_e4m3(v * r) != want;
+          rd_wrong += f32_to_e4m3(v * r_lo) != want;
+          ru_wrong += f32_to_e4m3(v * r_hi) != want;
+        }
+      }
+    for (size_t i = 0; i < vals.size(); i += 127) {  // groups of 128 led by amax
+      row.push_back(i / 127 % 2 ? -A : A);
+      for (size_t j = i; j < std::min(vals.size(), i + 127); ++j) row.push_back(vals[j]);
+      while (row.size() % 128) row.push_back(0.f);
+    }
+  }
+  EXPECT_GT(naive_wrong, 0) << "test data does not separate x * RN(1/s) from x / s";
+  EXPECT_GT(rd_wrong, 0) << "test data does not exercise the RD bracket";
+  EXPECT_GT(ru_wrong, 0) << "test data does not exercise the RU bracket";
+  const int64_t K = 1024, M = int64_t(row.size()) / K + 1;
+  row.resize(size_t(M * K), 0.f);
+  run_fp8(make_x(row, DType::F32, M, K, K), false, 0, Data::Normal);
+  run_fp8(make_x(row, DType::F32, M, K - 5, K), false, 0, Data::Normal);  // partial tail pieces
+}
+
+// Adversarial INT8 inputs for the magic-number fast path (f32 t = (x - o) * (1/s), accepted when
+// |t - rint(t)| < 0.5 - 2^-15): each block holds its min and max first (fixing s and o exactly
+// as the host computes them) and then values RN(o + (n + 0.5) s) +- 0..3 ulp, i.e. quotients at
+// and around every half-integer n + 0.5 in [-128.5, 127.5]. The host checks show that plain f32
+// rounding of t would get some codes wrong and that the exact fallback is needed.
+TEST(CudaActQuant, Int8MagicRoundingBoundaries) {
+  SKIP_WITHOUT_GPU();
+  for (int64_t block : {32, 64, 128, 256}) {
+    std::vector<float> row;
+    int64_t f32_wrong = 0, flagged = 0;
+    const std::pair<float, float> ranges[] = {{-1.3f, 2.9f}, {0.1f, 0.10007f}, {-5e3f, 7.7e3f},
+                                              {-3e-5f, 1e-5f}, {1000.f, 1000.5f}, {-2.f, 2.f}};
+    for (const auto& [lo, hi] : ranges) {
+      const float s = (hi - lo) / 255.0f;
+      const float o = lo + 128.0f * s;
+      const float inv = 1.0f / s;
+      std::vector<float> vals;
+      for (int n = -129; n <= 127; ++n)
+        for (int k = -3; k <= 3; ++k) {
+          float x = float(double(o) + (n + 0.5) * double(s));
+          for (int i = 0; i < std::abs(k); ++i) x = std::nextafter(x, k > 0 ? 1e38f : -1e38f);
+          if (!(x >= lo && x <= hi)) continue;
+          vals.push_back(x);
+          const double td = (double(x) - o) / s;
+          const int want = int(std::max(-128.0, std::min(127.0, std::nearbyint(td))));
+          const float t = (x - o) * inv;
+          const int fast = int(std::max(-128.f, std::min(127.f, std::nearbyint(t))));
+          f32_wrong += fast != want;
+          flagged += std::fabs(t - std::nearbyint(t)) >= 0.5f - 0x1p-15f;
+        }
+      for (size_t i = 0; i < vals.size(); i += size_t(block - 2)) {
+        row.push_back(lo);
+        row.push_back(hi);
+        for (size_t j = i; j < std::min(vals.size(), i + size_t(block - 2)); ++j) row.push_back(vals[j]);
+        while (row.size() % size_t(block)) row.push_back(lo);
+      }
+    }
+    EXPECT_GT(flagged, 0) << "no near-tie reaches the exact path";
+    if (block == 64) EXPECT_GT(f32_wrong, 0) << "test data does not separate f32 rounding from the host's";
+    const int64_t K = block * 16, M = int64_t(row.size()) / K + 1;
+    row.resize(size_t(M * K), 0.f);
+    run_int8(make_x(row, DType::F32, M, K, K), block, false, 0, Data::Normal);
+  }
+}
+
 // The large shape of the benchmark, once, to cover many CTAs.
 TEST(CudaActQuant, LargeShape) {
   SKIP_WITHOUT_GPU();
