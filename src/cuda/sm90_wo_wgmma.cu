@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/mma_sm80.cuh"
@@ -362,6 +363,10 @@ void launch_for_type(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaS
 
 }  // namespace
 
+namespace {
+void launch_v1(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream);
+}  // namespace
+
 bool wo_wgmma_available(int device) {
   static int cached[64];  // 0 unknown, 1 yes, 2 no (per device ordinal)
   if (device < 0 || device >= 64) return false;
@@ -386,13 +391,20 @@ size_t wo_wgmma_smem_bytes(int mt, int bits) {
 }
 
 void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream) {
-  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
-  if (p.x_type == IoType::F16) {
-    if (half_pairs) launch_for_type<half, true>(p, mt, bits, grid, stream);
-    else launch_for_type<half, false>(p, mt, bits, grid, stream);
+  static const bool v1 = [] {
+    const char* e = std::getenv("MIXQ_WGMMA_V1");
+    return e && e[0] == '1';
+  }();
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  if (!v1 && wo_wgmma_ws_available(device)) {
+    launch_wo_wgmma_ws(p, mt, bits, int(grid.x), int(grid.z), int(grid.y), stream);
   } else {
-    MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma: f16/bf16 activations only");
-    launch_for_type<__nv_bfloat16, false>(p, mt, bits, grid, stream);
+    if (mt < 64) {  // v1 has no 16/32-token tiles
+      mt = 64;
+      grid.z = unsigned((p.M + 63) / 64);
+    }
+    launch_v1(p, mt, bits, grid, stream);
   }
   if (p.splits > 1) {
     const int64_t total = int64_t(p.M) * p.N;
@@ -401,5 +413,18 @@ void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaS
     MIXQ_CUDA_CHECK(cudaGetLastError());
   }
 }
+
+namespace {
+void launch_v1(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream) {
+  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
+  if (p.x_type == IoType::F16) {
+    if (half_pairs) launch_for_type<half, true>(p, mt, bits, grid, stream);
+    else launch_for_type<half, false>(p, mt, bits, grid, stream);
+  } else {
+    MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma: f16/bf16 activations only");
+    launch_for_type<__nv_bfloat16, false>(p, mt, bits, grid, stream);
+  }
+}
+}  // namespace
 
 }  // namespace mixq::cuda

@@ -63,9 +63,11 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
   if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
-    p.mt = M <= 64 ? 64 : M <= 128 ? 128 : 256;
-    if (const char* e = std::getenv("MIXQ_WGMMA_MT"))  // tuning knob: force the token tile
-      if (std::atoi(e) == 64 || std::atoi(e) == 128 || std::atoi(e) == 256) p.mt = std::atoi(e);
+    p.mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
+    if (const char* e = std::getenv("MIXQ_WGMMA_MT")) {  // tuning knob: force the token tile
+      const int v = std::atoi(e);
+      if (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) p.mt = v;
+    }
     p.m_blocks = ceil_div(M, p.mt);
     p.n_blocks = ceil_div(L.N, 128);
     const int chunks = int(L.Kp / kChunkK);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# One device call for the Hopper weight-only wgmma work (sm90_wo_wgmma*.cu): build (sm_90a only),
+# wgmma + weight-only GPU tests, memcheck on a small subset, the sweep (cuBLAS side by side), and
+# optionally the v1 kernel for comparison. Logs under $OUT.
+#   bash scripts/wgmma_device.sh [v1] [ncu]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B=build-gpu
+SHAPES=${SHAPES:-14336x21504,4096x4096,8192x28672,28672x8192}
+MS=${MS:-16,32,64,128,256,1024}
+MIXQ_CUDA_ARCHS=90a MIXQ_TARGETS="mixq_gpu_tests cuda_wo_sweep" bash scripts/device_run.sh > "$OUT/build.txt" 2>&1
+tail -3 "$OUT/build.txt"
+[ -x $B/cuda_wo_sweep ] || exit 1
+timeout ${TEST_TIMEOUT:-120} $B/tests/mixq_gpu_tests --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$OUT/tests.txt" 2>&1
+echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |tests ran|Failure" "$OUT/tests.txt" | head -20
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
+  --gtest_filter='CudaWeightOnly.DeterministicAndGraphCapturable' > "$OUT/memcheck.txt" 2>&1
+echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
+timeout ${SWEEP_TIMEOUT:-150} $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128,w8g128 --act f16,bf16 \
+  --json "$OUT/sweep_ws.json" > "$OUT/sweep_ws.txt" 2>&1
+echo "sweep rc=$?"
+for a in "$@"; do
+  case "$a" in
+    v1) MIXQ_WGMMA_V1=1 MIXQ_FORCE_KERNEL=wgmma timeout 80 $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128 --act f16 --no-baseline \
+          > "$OUT/sweep_v1.txt" 2>&1; echo "v1 sweep rc=$?" ;;
+  esac
+done
+grep -E "^[0-9]+x" "$OUT/sweep_ws.txt" | awk '{printf "%s %s %s M=%s ws=%s cublas=%s x=%s %s\n",$1,$2,$3,$4,$5,$6,$7,$10}'
+[ -f "$OUT/sweep_v1.txt" ] && grep -E "^[0-9]+x" "$OUT/sweep_v1.txt" | awk '{printf "v1 %s %s M=%s %s %s\n",$1,$2,$4,$5,$10}'
+exit 0
