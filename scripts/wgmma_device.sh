@@ -17,7 +17,7 @@ echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |tests ran|Failure" "$OUT/test
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
   --gtest_filter='CudaWeightOnly.DeterministicAndGraphCapturable' > "$OUT/memcheck.txt" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
-timeout ${SWEEP_TIMEOUT:-150} $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128,w8g128 --act f16,bf16 \
+MIXQ_FORCE_KERNEL=${FORCE:-wgmma} timeout ${SWEEP_TIMEOUT:-150} $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128,w8g128 --act f16,bf16 \
   --json "$OUT/sweep_ws.json" > "$OUT/sweep_ws.txt" 2>&1
 echo "sweep rc=$?"
 for a in "$@"; do
