@@ -24,6 +24,16 @@ for a in "$@"; do
   case "$a" in
     v1) MIXQ_WGMMA_V1=1 MIXQ_FORCE_KERNEL=wgmma timeout 80 $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128 --act f16 --no-baseline \
           > "$OUT/sweep_v1.txt" 2>&1; echo "v1 sweep rc=$?" ;;
+    diag)  # timing with parts of the producer's copies left out (wrong results, timing only)
+      for d in 1 2 4 7; do
+        echo "diag=$d: $(MIXQ_WS_DIAG=$d MIXQ_FORCE_KERNEL=wgmma timeout 40 $B/cuda_wo_sweep --shapes 14336x21504 --m 16,128,256 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $4 ":" $5}' | tr '\n' ' ')"
+      done ;;
+    ncu)
+      MIXQ_FORCE_KERNEL=wgmma timeout 100 ncu --clock-control none -k regex:wo_wgmma_ws --launch-count 1 \
+        --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis --section Occupancy \
+        $B/cuda_wo_sweep --shapes 14336x21504 --m ${NCU_M:-128} --schemes w4g128 --act f16 --no-baseline > "$OUT/ncu.txt" 2>&1
+      echo "ncu rc=$?"
+      grep -E "Duration|DRAM Throughput|Compute \(SM\)|L1/TEX Hit|L2 Hit|Stall|Warp Cycles Per Issued|Issued Ipc|Executed Ipc" "$OUT/ncu.txt" | head -20 ;;
   esac
 done
 grep -E "^[0-9]+x" "$OUT/sweep_ws.txt" | awk '{printf "%s %s %s M=%s ws=%s cublas=%s x=%s %s\n",$1,$2,$3,$4,$5,$6,$7,$10}'

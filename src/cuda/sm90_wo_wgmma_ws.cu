@@ -22,6 +22,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
@@ -37,7 +38,11 @@ namespace {
 
 constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
 constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
-constexpr int kPairStride = 40;      // bytes per row: 4 slots x 8 + 8 (spreads rows over banks)
+// Pairs: per row and stage, the 16-byte-aligned window(s) of the global pair row that hold the
+// stage's groups (at most 32 bytes, so at most 3 windows), copied with 16-byte cp.async.cg (L2
+// only). 4- and 8-byte cp.async.ca allocate in the small L1 left next to ~200 KB of shared memory
+// and serialize the producer on L1 misses (measured: ~1 us per stage).
+constexpr int kPairStride = 48;
 constexpr size_t kWsSmemBudget = 227 * 1024;
 
 template <int MT, int BITS>
@@ -57,6 +62,7 @@ struct WsTile {
 // Work decomposition of one launch: units = splits x (num_m x num_n tiles).
 struct WsSchedule {
   int num_n, num_m, tiles, units, group_n;
+  int diag;  // MIXQ_WS_DIAG (timing experiments only, wrong results): 1 no pairs, 2 no W, 4 no X
 };
 
 #if defined(MIXQ_SM90A)
@@ -68,11 +74,9 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
       "l"(src), "r"(bytes), "r"(sm90::smem_u32(bar))
       : "memory");
 }
-// 4- or 8-byte cp.async, zero-filled when src_bytes is 0.
-template <int BYTES>
-__device__ __forceinline__ void cp_async_zfill_small(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
-               "r"(src_bytes)
+// 16-byte cp.async through L2 only; bytes past src_bytes are zero-filled.
+__device__ __forceinline__ void cp_async_cg16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
                : "memory");
 }
 // One arrival on `bar` once all of this thread's earlier cp.async have landed (counted in the
@@ -139,6 +143,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // pairs per row per 64-K stage
       const int psz = HALF_PAIRS ? 4 : (p.pair_f32 ? 8 : 4);
       const char* pairs = static_cast<const char*>(p.pairs);
+      const int64_t pair_end = int64_t(Np) * p.groups * psz;  // bytes of the pair array
       const char* codes = reinterpret_cast<const char*>(p.codes);
       int stage = 0;
       uint32_t phase = 0;
@@ -152,27 +157,32 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int c = c_begin; c < c_end; ++c) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
           if (lane == 0) {
-            sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(Tile::kXBytes + n_w * kTileBytes));
-            sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
+            const int nw = (sched.diag & 2) ? 0 : n_w;
+            const int xb = (sched.diag & 4) ? 0 : Tile::kXBytes;
+            sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(xb + nw * kTileBytes));
+            if (xb)
+              sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
             const uint32_t wdst = sm90::smem_u32(w_tiles + stage * Tile::kWBytes);
-            for (int t = 0; t < n_w; ++t)
+            for (int t = 0; t < nw; ++t)
               bulk_copy(wdst + t * kTileBytes, codes + (int64_t(nt0 + t) * chunks + c) * kTileBytes,
                         kTileBytes, &full[stage]);
           }
-          // pairs of rows lane + 32 j, groups of this stage; zeros past the rows / groups
-          const int g0 = (c * kChunkK) >> gs;
+          // pair windows of rows lane + 32 j (zeros past the end of the pair array)
+          const int64_t g0 = (int64_t(c) * kChunkK) >> gs;
           const uint32_t pdst = sm90::smem_u32(p_tiles + stage * Tile::kPBytes);
+          if (!(sched.diag & 1)) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int row = lane + 32 * j;
-            const int n = nb * 128 + row;
-            for (int q = 0; q < ppc; ++q) {
-              const int g = g0 + q;
-              const bool ok = n < Np && g < p.groups;
-              const char* src = ok ? pairs + (int64_t(n) * p.groups + g) * psz : pairs;
-              const uint32_t dst = pdst + uint32_t(row * kPairStride + q * 8);
-              if (psz == 8) cp_async_zfill_small<8>(dst, src, ok ? 8 : 0);
-              else cp_async_zfill_small<4>(dst, src, ok ? 4 : 0);
+            for (int j = 0; j < 4; ++j) {
+              const int row = lane + 32 * j;
+              const int64_t start = (int64_t(nb * 128 + row) * p.groups + g0) * psz;
+              const int64_t al = start & ~int64_t(15);
+              const int nblk = int((start + ppc * psz - al + 15) >> 4);
+              for (int b = 0; b < nblk; ++b) {
+                const int64_t off = al + 16 * b;
+                const int64_t rem = pair_end - off;
+                const int bytes = rem >= 16 ? 16 : (rem > 0 ? int(rem) : 0);
+                cp_async_cg16(pdst + uint32_t(row * kPairStride + 16 * b), bytes ? pairs + off : pairs, bytes);
+              }
             }
           }
           cp_async_arrive_noinc(&full[stage]);
@@ -198,7 +208,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     uint32_t a[2][4][4];  // [buffer][k16 step][register]
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
-    auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
+    // pair index (mod 2^32) of row r_lo's group 0 in the current unit; psz bytes per pair
+    const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
+    const uint32_t groups = uint32_t(p.groups);
+    uint32_t pair_n0 = 0;
+
+    auto dequant = [&](int s, uint32_t g0, uint32_t (&dst)[4][4]) {
       uint32_t w[BITS == 4 ? 4 : 8];
       const uint32_t wa = w_lane + uint32_t(s * Tile::kWBytes);
       const uint4 lo = sm90::lds128(wa);
@@ -207,18 +222,20 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const uint4 hi = sm90::lds128(wa + 16);
         w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
       }
+      // the stage's first pair sits at byte (start & 15) of each row's window
       const uint32_t pp = p_row + uint32_t(s * Tile::kPBytes);
+      const uint32_t o0 = (pair_n0 + g0) * psz & 15u, o8 = (pair_n0 + 8u * groups + g0) * psz & 15u;
       if (one_pair) {
-        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp, p.pair_f32);
-        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride, p.pair_f32);
+        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + o0, p.pair_f32);
+        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + o8, p.pair_f32);
 #pragma unroll
         for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t q = uint32_t((j * 16) >> gs) * 8;
-          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + q, p.pair_f32);
+          const uint32_t q = uint32_t((j * 16) >> gs) * psz;
+          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + o0 + q, p.pair_f32);
+          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + o8 + q, p.pair_f32);
           sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
         }
       }
@@ -242,6 +259,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       unit_coords(u, sched, split, mb, nb);
       const int c_begin = split * p.chunks_per_split;
       const int n_chunks = min(chunks, c_begin + p.chunks_per_split) - c_begin;
+      pair_n0 = uint32_t(nb * 128 + tile_row * kTileRows + r_lo) * groups;
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
       int prev = -1;  // stage whose MMAs may still be running
@@ -251,7 +269,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           if (i + h < n_chunks) {
             sm90::mbar_wait(&full[stage], phase);
             __syncwarp();  // wgmma needs the warp converged after the spin loop
-            dequant(stage, a[h]);
+            dequant(stage, uint32_t((c_begin + i + h) * kChunkK) >> gs, a[h]);
             mma_stage(stage, a[h]);
             sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
             if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
@@ -374,6 +392,11 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   sch.tiles = num_n * num_m;
   sch.units = sch.tiles * splits;
   sch.group_n = 8;
+  static const int diag = [] {
+    const char* e = std::getenv("MIXQ_WS_DIAG");
+    return e ? std::atoi(e) : 0;
+  }();
+  sch.diag = diag;
   const int ctas = std::min(sch.units, sm_count(device));
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
   if (p.x_type == IoType::F16) {
