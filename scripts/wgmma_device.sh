@@ -24,8 +24,12 @@ for a in "$@"; do
   case "$a" in
     v1) MIXQ_WGMMA_V1=1 MIXQ_FORCE_KERNEL=wgmma timeout 80 $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128 --act f16 --no-baseline \
           > "$OUT/sweep_v1.txt" 2>&1; echo "v1 sweep rc=$?" ;;
+    cublas)  # the dequantize + cuBLAS path at the M where the dispatcher chooses between them
+      MIXQ_FORCE_KERNEL=cublas timeout 60 $B/cuda_wo_sweep --shapes $SHAPES --m 128,256,1024 --schemes w4g128 --act f16 --no-baseline \
+          > "$OUT/sweep_cublas.txt" 2>&1; echo "cublas sweep rc=$?"
+      grep -E "^[0-9]+x" "$OUT/sweep_cublas.txt" | awk '{printf "dq+cublas %s %s M=%s %s\n",$1,$2,$4,$5}' ;;
     diag)  # timing with parts of the producer's copies left out (wrong results, timing only)
-      for d in 1 2 4 7; do
+      for d in ${DIAGS:-1 2 4 7}; do
         echo "diag=$d: $(MIXQ_WS_DIAG=$d MIXQ_FORCE_KERNEL=wgmma timeout 40 $B/cuda_wo_sweep --shapes 14336x21504 --m 16,128,256 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $4 ":" $5}' | tr '\n' ' ')"
       done ;;
     ncu)

@@ -38,11 +38,10 @@ namespace {
 
 constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
 constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
-// Pairs: per row and stage, the 16-byte-aligned window(s) of the global pair row that hold the
-// stage's groups (at most 32 bytes, so at most 3 windows), copied with 16-byte cp.async.cg (L2
-// only). 4- and 8-byte cp.async.ca allocate in the small L1 left next to ~200 KB of shared memory
-// and serialize the producer on L1 misses (measured: ~1 us per stage).
-constexpr int kPairStride = 48;
+// Pairs: one row per producer thread (128 rows, 4 producer warps), the stage's groups copied with
+// 4- / 8-byte cp.async into a 40-byte row slot (spreads the 8 rows a warp reads over the banks).
+// Measured: one producer warp issuing the pair copies of all 128 rows could not keep up.
+constexpr int kPairStride = 40;
 constexpr size_t kWsSmemBudget = 227 * 1024;
 
 template <int MT, int BITS>
@@ -74,9 +73,11 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
       "l"(src), "r"(bytes), "r"(sm90::smem_u32(bar))
       : "memory");
 }
-// 16-byte cp.async through L2 only; bytes past src_bytes are zero-filled.
-__device__ __forceinline__ void cp_async_cg16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+// 4- or 8-byte cp.async, zero-filled when src_bytes is 0.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
+               "r"(src_bytes)
                : "memory");
 }
 // One arrival on `bar` once all of this thread's earlier cp.async have landed (counted in the
@@ -108,6 +109,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   using Tile = WsTile<MT, BITS>;
   constexpr int S = Tile::kStages;
   constexpr int kAcc = MT / 2;
+  // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
+  // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
+  // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
+  constexpr int kSets = MT <= 32 ? 4 : MT <= 128 ? 2 : 1;
   constexpr int kTileBytes = Tile::kTileBytes;
 
   extern __shared__ uint8_t smem_raw[];
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(&full[s], 1 + 32);  // producer's expect_tx arrival + 32 cp.async arrivals
+      sm90::mbar_init(&full[s], 1 + 128);  // the expect_tx arrival + 128 producer cp.async arrivals
       sm90::mbar_init(&empty[s], 8);      // one arrival per consumer warp
     }
     sm90::fence_barrier_init();
@@ -135,61 +140,54 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   if (warpgroup == 0) {
     sm90::setmaxnreg_dec<40>();
-    if (threadIdx.x < 32) {
-      if (lane == 0) sm90::tma_prefetch_desc(&tm_x);
-      const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
-      const int Np = n_row_tiles * kTileRows;
-      const int gs = p.group_shift;
-      const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // pairs per row per 64-K stage
-      const int psz = HALF_PAIRS ? 4 : (p.pair_f32 ? 8 : 4);
-      const char* pairs = static_cast<const char*>(p.pairs);
-      const int64_t pair_end = int64_t(Np) * p.groups * psz;  // bytes of the pair array
-      const char* codes = reinterpret_cast<const char*>(p.codes);
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-        int split, mb, nb;
-        unit_coords(u, sched, split, mb, nb);
-        const int c_begin = split * p.chunks_per_split;
-        const int c_end = min(chunks, c_begin + p.chunks_per_split);
-        const int nt0 = nb * kWsRowTiles;
-        const int n_w = min(kWsRowTiles, n_row_tiles - nt0);  // row tiles that exist
-        for (int c = c_begin; c < c_end; ++c) {
-          sm90::mbar_wait(&empty[stage], phase ^ 1);
-          if (lane == 0) {
-            const int nw = (sched.diag & 2) ? 0 : n_w;
-            const int xb = (sched.diag & 4) ? 0 : Tile::kXBytes;
-            sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(xb + nw * kTileBytes));
-            if (xb)
-              sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
-            const uint32_t wdst = sm90::smem_u32(w_tiles + stage * Tile::kWBytes);
-            for (int t = 0; t < nw; ++t)
-              bulk_copy(wdst + t * kTileBytes, codes + (int64_t(nt0 + t) * chunks + c) * kTileBytes,
-                        kTileBytes, &full[stage]);
-          }
-          // pair windows of rows lane + 32 j (zeros past the end of the pair array)
-          const int64_t g0 = (int64_t(c) * kChunkK) >> gs;
-          const uint32_t pdst = sm90::smem_u32(p_tiles + stage * Tile::kPBytes);
-          if (!(sched.diag & 1)) {
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const int row = lane + 32 * j;
-              const int64_t start = (int64_t(nb * 128 + row) * p.groups + g0) * psz;
-              const int64_t al = start & ~int64_t(15);
-              const int nblk = int((start + ppc * psz - al + 15) >> 4);
-              for (int b = 0; b < nblk; ++b) {
-                const int64_t off = al + 16 * b;
-                const int64_t rem = pair_end - off;
-                const int bytes = rem >= 16 ? 16 : (rem > 0 ? int(rem) : 0);
-                cp_async_cg16(pdst + uint32_t(row * kPairStride + 16 * b), bytes ? pairs + off : pairs, bytes);
-              }
-            }
-          }
-          cp_async_arrive_noinc(&full[stage]);
-          if (++stage == S) {
-            stage = 0;
-            phase ^= 1;
-          }
+    // all 128 threads: the pairs of row threadIdx.x; thread 0 also the X tile and weight tiles
+    const int row = threadIdx.x;
+    if (row == 0) sm90::tma_prefetch_desc(&tm_x);
+    const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
+    const int Np = n_row_tiles * kTileRows;
+    const int gs = p.group_shift;
+    const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // pairs per row per 64-K stage
+    const int psz = HALF_PAIRS ? 4 : (p.pair_f32 ? 8 : 4);
+    const char* codes = reinterpret_cast<const char*>(p.codes);
+    const uint32_t pslot = sm90::smem_u32(p_tiles) + uint32_t(row * kPairStride);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+      int split, mb, nb;
+      unit_coords(u, sched, split, mb, nb);
+      const int c_begin = split * p.chunks_per_split;
+      const int c_end = min(chunks, c_begin + p.chunks_per_split);
+      const int nt0 = nb * kWsRowTiles;
+      const int n_w = min(kWsRowTiles, n_row_tiles - nt0);  // row tiles that exist
+      const int n = nb * 128 + row;
+      const bool row_ok = n < Np && !(sched.diag & 1);
+      const char* prow = static_cast<const char*>(p.pairs) + (row_ok ? int64_t(n) * p.groups * psz : 0);
+      for (int c = c_begin; c < c_end; ++c) {
+        sm90::mbar_wait(&empty[stage], phase ^ 1);
+        if (row == 0) {
+          const int nw = (sched.diag & 2) ? 0 : n_w;
+          const int xb = (sched.diag & 4) ? 0 : Tile::kXBytes;
+          sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(xb + nw * kTileBytes));
+          if (xb)
+            sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
+          const uint32_t wdst = sm90::smem_u32(w_tiles + stage * Tile::kWBytes);
+          for (int t = 0; t < nw; ++t)
+            bulk_copy(wdst + t * kTileBytes, codes + (int64_t(nt0 + t) * chunks + c) * kTileBytes,
+                      kTileBytes, &full[stage]);
+        }
+        // this row's pairs of the stage's groups; zeros past the rows / groups
+        const int g0 = (c * kChunkK) >> gs;
+        const uint32_t dst = pslot + uint32_t(stage * Tile::kPBytes);
+        for (int q = 0; q < ppc; ++q) {
+          const bool ok = row_ok && g0 + q < p.groups;
+          const char* src = prow + (ok ? (g0 + q) * psz : 0);
+          if (psz == 8) cp_async_small_zfill<8>(dst + q * 8, src, ok ? 8 : 0);
+          else cp_async_small_zfill<4>(dst + q * 4, src, ok ? 4 : 0);
+        }
+        cp_async_arrive_noinc(&full[stage]);
+        if (++stage == S) {
+          stage = 0;
+          phase ^= 1;
         }
       }
     }
@@ -204,16 +202,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t p_row = sm90::smem_u32(p_tiles) + uint32_t((tile_row * kTileRows + r_lo) * kPairStride);
     const uint32_t w_lane = sm90::smem_u32(w_tiles) + uint32_t((tile_row * 32 + lane) * (kTileBytes / 32));
 
-    float acc[kAcc];
+    float acc[kSets][kAcc];
     uint32_t a[2][4][4];  // [buffer][k16 step][register]
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
-    // pair index (mod 2^32) of row r_lo's group 0 in the current unit; psz bytes per pair
     const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
-    const uint32_t groups = uint32_t(p.groups);
-    uint32_t pair_n0 = 0;
 
-    auto dequant = [&](int s, uint32_t g0, uint32_t (&dst)[4][4]) {
+    auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
       uint32_t w[BITS == 4 ? 4 : 8];
       const uint32_t wa = w_lane + uint32_t(s * Tile::kWBytes);
       const uint4 lo = sm90::lds128(wa);
@@ -222,34 +217,37 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         const uint4 hi = sm90::lds128(wa + 16);
         w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
       }
-      // the stage's first pair sits at byte (start & 15) of each row's window
       const uint32_t pp = p_row + uint32_t(s * Tile::kPBytes);
-      const uint32_t o0 = (pair_n0 + g0) * psz & 15u, o8 = (pair_n0 + 8u * groups + g0) * psz & 15u;
       if (one_pair) {
-        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + o0, p.pair_f32);
-        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + o8, p.pair_f32);
+        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp, p.pair_f32);
+        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride, p.pair_f32);
 #pragma unroll
         for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const uint32_t q = uint32_t((j * 16) >> gs) * psz;
-          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + o0 + q, p.pair_f32);
-          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + o8 + q, p.pair_f32);
+          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + q, p.pair_f32);
           sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
         }
       }
     };
+    auto fence_acc = [&]() {
+#pragma unroll
+      for (int k = 0; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[k][i]);
+    };
     auto mma_stage = [&](int s, const uint32_t (&src)[4][4]) {
       const uint64_t d = sm90::desc_kmajor_sw128(sm90::smem_u32(x_tiles + s * Tile::kXBytes));
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
+      fence_acc();
       sm90::wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j) sm90::WgmmaRS<T, MT>::mma(acc, src[j], sm90::desc_advance(d, 32 * j), 1);
+      for (int j = 0; j < 4; ++j)
+        sm90::WgmmaRS<T, MT>::mma(acc[j % kSets], src[j], sm90::desc_advance(d, 32 * j), 1);
       sm90::wgmma_commit();
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
+      fence_acc();
     };
 
     int stage = 0;
@@ -259,9 +257,10 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       unit_coords(u, sched, split, mb, nb);
       const int c_begin = split * p.chunks_per_split;
       const int n_chunks = min(chunks, c_begin + p.chunks_per_split) - c_begin;
-      pair_n0 = uint32_t(nb * 128 + tile_row * kTileRows + r_lo) * groups;
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[i] = 0.f;
+      for (int k = 0; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[k][i] = 0.f;
       int prev = -1;  // stage whose MMAs may still be running
       for (int i = 0; i < n_chunks; i += 2) {
 #pragma unroll
@@ -269,7 +268,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           if (i + h < n_chunks) {
             sm90::mbar_wait(&full[stage], phase);
             __syncwarp();  // wgmma needs the warp converged after the spin loop
-            dequant(stage, uint32_t((c_begin + i + h) * kChunkK) >> gs, a[h]);
+            dequant(stage, a[h]);
             mma_stage(stage, a[h]);
             sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
             if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
@@ -282,8 +281,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         }
       }
       sm90::wgmma_wait<0>();
+      fence_acc();
 #pragma unroll
-      for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[i]);
+      for (int k = 1; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[0][i] += acc[k][i];
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
@@ -297,9 +299,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           const int m = m_base + 8 * q + (e & 1);
           if (n < p.N && m < p.M) {
             if (p.splits > 1)
-              p.partial[(int64_t(split) * p.M + m) * p.N + n] = acc[4 * q + e];
+              p.partial[(int64_t(split) * p.M + m) * p.N + n] = acc[0][4 * q + e];
             else
-              store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[4 * q + e]));
+              store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[0][4 * q + e]));
           }
         }
       }
