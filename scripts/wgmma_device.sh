@@ -14,10 +14,13 @@ tail -3 "$OUT/build.txt"
 [ -x $B/cuda_wo_sweep ] || exit 1
 timeout ${TEST_TIMEOUT:-120} $B/tests/mixq_gpu_tests --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$OUT/tests.txt" 2>&1
 echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |tests ran|Failure" "$OUT/tests.txt" | head -20
+# the warp-specialized kernel at every M (the default sends M <= 64 to v1)
+MIXQ_WGMMA_V1=0 timeout ${TEST_TIMEOUT:-120} $B/tests/mixq_gpu_tests --gtest_filter='*Wgmma*:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*' > "$OUT/tests_ws.txt" 2>&1
+echo "tests (ws everywhere) rc=$?"; grep -E "^\[  (FAILED|PASSED) |Failure" "$OUT/tests_ws.txt" | head -10
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
   --gtest_filter='CudaWeightOnly.DeterministicAndGraphCapturable' > "$OUT/memcheck.txt" 2>&1
 echo "memcheck rc=$?"; tail -2 "$OUT/memcheck.txt"
-MIXQ_FORCE_KERNEL=${FORCE:-wgmma} timeout ${SWEEP_TIMEOUT:-150} $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128,w8g128 --act f16,bf16 \
+MIXQ_FORCE_KERNEL=${FORCE-wgmma} timeout ${SWEEP_TIMEOUT:-150} $B/cuda_wo_sweep --shapes $SHAPES --m $MS --schemes w4g128,w8g128 --act f16,bf16 \
   --json "$OUT/sweep_ws.json" > "$OUT/sweep_ws.txt" 2>&1
 echo "sweep rc=$?"
 for a in "$@"; do

@@ -94,7 +94,7 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(7, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(1024, L, 2, false, false, true, caps, "", true).kernel,
+  EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
   EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);
