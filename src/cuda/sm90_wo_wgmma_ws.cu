@@ -86,8 +86,6 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_u32(bar))
                : "memory");
 }
-#endif
-
 __device__ __forceinline__ void unit_coords(int u, const WsSchedule& s, int& split, int& mb, int& nb) {
   split = u / s.tiles;
   const int t = u - split * s.tiles;
@@ -100,6 +98,8 @@ __device__ __forceinline__ void unit_coords(int u, const WsSchedule& s, int& spl
   mb = in / gn;
   nb = first + in % gn;
 }
+
+#endif
 
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
 __global__ void __launch_bounds__(kWsThreads, 1)
