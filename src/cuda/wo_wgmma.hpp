@@ -16,8 +16,8 @@ size_t wo_wgmma_smem_bytes(int mt, int bits);
 // grid = (ceil(N / 128), splits, ceil(M / mt)), 256 threads. x: f16/bf16, rows 16-byte aligned,
 // k_perm must be null (gather first). splits > 1: p.partial holds [splits][M][N] f32 and a
 // reduction kernel applies the epilogue.
-// Dispatches by token tile: mt <= 64 to the v1 kernel of sm90_wo_wgmma.cu (mt 16/32 run as 64),
-// larger to the warp-specialized kernel (sm90_wo_wgmma_ws.cu); MIXQ_WGMMA_V1=1 / =0 forces one.
+// Dispatches W4 with mt <= 64 to the v1 kernel of sm90_wo_wgmma.cu (mt 16/32 run as 64), the rest
+// to the warp-specialized kernel (sm90_wo_wgmma_ws.cu); MIXQ_WGMMA_V1=1 / =0 forces one.
 void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream);
 
 // Warp-specialized TMA/mbarrier kernel (sm90_wo_wgmma_ws.cu): persistent over num_n x num_m tiles
