@@ -15,6 +15,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/mma_sm80.cuh"
@@ -362,6 +363,10 @@ void launch_for_type(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaS
 
 }  // namespace
 
+namespace {
+void launch_v1(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream);
+}  // namespace
+
 bool wo_wgmma_available(int device) {
   static int cached[64];  // 0 unknown, 1 yes, 2 no (per device ordinal)
   if (device < 0 || device >= 64) return false;
@@ -386,13 +391,26 @@ size_t wo_wgmma_smem_bytes(int mt, int bits) {
 }
 
 void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream) {
-  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
-  if (p.x_type == IoType::F16) {
-    if (half_pairs) launch_for_type<half, true>(p, mt, bits, grid, stream);
-    else launch_for_type<half, false>(p, mt, bits, grid, stream);
+  // Which kernel (H100, bench/results/cuda_wo_wgmma_ws.md, g128 f16/bf16): v1 (2 CTAs per SM, 16
+  // consumer warps) is faster for W4 up to M = 64 (14336x21504 M = 16: 137 us against 178), the
+  // warp-specialized kernel for W8 at every M (8192x28672 M = 16: 136 against 152) and for W4 from
+  // M = 128 on (M = 256: 349 against 511; M = 1024: 1139 against 1545).
+  // MIXQ_WGMMA_V1=1 / =0 forces v1 / the warp-specialized kernel.
+  static const int v1_env = [] {
+    const char* e = std::getenv("MIXQ_WGMMA_V1");
+    return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
+  }();
+  const bool v1 = v1_env >= 0 ? v1_env == 1 : (mt <= 64 && bits == 4);
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  if (!v1 && wo_wgmma_ws_available(device)) {
+    launch_wo_wgmma_ws(p, mt, bits, int(grid.x), int(grid.z), int(grid.y), stream);
   } else {
-    MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma: f16/bf16 activations only");
-    launch_for_type<__nv_bfloat16, false>(p, mt, bits, grid, stream);
+    if (mt < 64) {  // v1 has no 16/32-token tiles
+      mt = 64;
+      grid.z = unsigned((p.M + 63) / 64);
+    }
+    launch_v1(p, mt, bits, grid, stream);
   }
   if (p.splits > 1) {
     const int64_t total = int64_t(p.M) * p.N;
@@ -401,5 +419,18 @@ void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaS
     MIXQ_CUDA_CHECK(cudaGetLastError());
   }
 }
+
+namespace {
+void launch_v1(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream) {
+  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
+  if (p.x_type == IoType::F16) {
+    if (half_pairs) launch_for_type<half, true>(p, mt, bits, grid, stream);
+    else launch_for_type<half, false>(p, mt, bits, grid, stream);
+  } else {
+    MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma: f16/bf16 activations only");
+    launch_for_type<__nv_bfloat16, false>(p, mt, bits, grid, stream);
+  }
+}
+}  // namespace
 
 }  // namespace mixq::cuda

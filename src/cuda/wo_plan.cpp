@@ -55,16 +55,19 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   WoPlan p;
   // Measured on H200 (bench/results/cuda_wo_wgmma.md): the wgmma kernel beats the streaming
   // kernel from M = 8 (14336x21504: 138 us at M = 16 against 219, even at M = 8; 4096x4096: 15 us
-  // against 21 at M = 8) and dequantize + cuBLAS up to
-  // M = 256; past that cuBLAS on the dequantized weight is still faster.
+  // against 21 at M = 8). On H100 (bench/results/cuda_wo_wgmma_ws.md) the warp-specialized wgmma
+  // kernel beats dequantize + cuBLAS up to M = 1024 (14336x21504 W4 g128 f16: 1174 us against
+  // 1232; 8192x28672: 747 against 978); past that cuBLAS on the dequantized weight is used.
   const int64_t stream_max = wgmma_ok ? kWgmmaMinM - 1 : stream_max_m(caps, L.bits, x_f32);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
   if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
-    p.mt = M <= 64 ? 64 : M <= 128 ? 128 : 256;
-    if (const char* e = std::getenv("MIXQ_WGMMA_MT"))  // tuning knob: force the token tile
-      if (std::atoi(e) == 64 || std::atoi(e) == 128 || std::atoi(e) == 256) p.mt = std::atoi(e);
+    p.mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
+    if (const char* e = std::getenv("MIXQ_WGMMA_MT")) {  // tuning knob: force the token tile
+      const int v = std::atoi(e);
+      if (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) p.mt = v;
+    }
     p.m_blocks = ceil_div(M, p.mt);
     p.n_blocks = ceil_div(L.N, 128);
     const int chunks = int(L.Kp / kChunkK);

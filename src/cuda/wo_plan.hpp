@@ -49,7 +49,9 @@ int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
 constexpr int64_t kWgmmaMinM = 8;    // below: the streaming kernel (with wgmma available)
-constexpr int64_t kWgmmaMaxM = 256;  // above: dequantize + cuBLAS
+// above: dequantize + cuBLAS (H100, bench/results/cuda_wo_wgmma_ws.md: the warp-specialized
+// kernel beats dequantize + cuBLAS at M = 256 and 1024 on the four benchmark layers, W4 g128 f16)
+constexpr int64_t kWgmmaMaxM = 1024;
 constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgmma kernel
 // Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient (32 MB chunks cost
 // ~20% at M = 4096 on 14336x21504); the buffer is per-device scratch shared by all weights.

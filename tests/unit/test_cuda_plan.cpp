@@ -79,7 +79,7 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   for (int64_t M : {8, 9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
     const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, M > kWgmmaMaxM ? "wgmma" : "", true);
     ASSERT_EQ(p.kernel, WoKernel::Wgmma) << M;
-    EXPECT_EQ(p.mt, M <= 64 ? 64 : M <= 128 ? 128 : 256);
+    EXPECT_EQ(p.mt, M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256);
     EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
     EXPECT_EQ(p.n_blocks, (21504 + 127) / 128);
     const int chunks = int(L.Kp / kChunkK);
@@ -94,7 +94,7 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(7, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(1024, L, 2, false, false, true, caps, "", true).kernel,
+  EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
   EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);

@@ -1,0 +1,117 @@
+// Register dequantization of the packed weight tiles (wo_layout.hpp) into the A operand of the
+// Hopper register-A wgmma (sm90_wo_wgmma*.cu): w = s*u + o', rounded once to the MMA type.
+// The per-warp register layout of wgmma's A is the mma.sync m16n8k16 A-fragment layout, so one
+// packed 16x64 tile gives a warp the A registers of four k16 steps.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/mma_sm80.cuh"
+#include "cuda/kernels/dequant_codes.cuh"
+
+namespace mixq::cuda::sm90 {
+
+// Biased 16-bit f16 values (1024 + u) of fragment register i (0..3) of k16 step j (0..3), from the
+// lane's code words w (4 words for int4, 8 for int8; order: kernels/dequant_codes.cuh).
+template <int BITS>
+__device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) {
+  if constexpr (BITS == 4) {
+    return lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x64006400u);
+  } else {
+    // int8: word 2j = (r,k) (r,k+1) (r+8,k) (r+8,k+1), word 2j+1 the same at k+8
+    const uint32_t src = w[2 * j + (i >> 1)];
+    return prmt(src, 0x64646464u, (i & 1) ? 0x4342u : 0x4140u);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<half>(float lo, float hi) {
+  const __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// (scale, offset) of one row for the dequantization of one k16 step, in the form the two paths
+// use: half path s2/o2 = half2(s, s) / half2(o', o'); f32 path s and o' - 1024 s (the
+// mantissa-trick bias folded in).
+struct RowPair {
+  uint32_t s2, o2;
+  float s, o;
+};
+
+// Shared-memory loads by 32-bit shared address (plain pointers into a re-aligned dynamic smem
+// buffer lose the address space and compile to generic LD).
+__device__ __forceinline__ uint4 lds128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint2 lds64(uint32_t a) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+  return v;
+}
+__device__ __forceinline__ uint32_t lds32(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
+
+// Reads the pair at shared address `a` (half2 or float2 (s, o')).
+template <bool HALF_PAIRS>
+__device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
+  RowPair r{};
+  if constexpr (HALF_PAIRS) {
+    const uint32_t v = lds32(a);
+    const __half2 pr = *reinterpret_cast<const __half2*>(&v);
+    const __half2 sv = __low2half2(pr), ov = __high2half2(pr);
+    r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
+    r.o2 = *reinterpret_cast<const uint32_t*>(&ov);
+  } else {
+    float2 f;
+    if (pair_f32) {
+      const uint2 v = lds64(a);
+      f = make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
+    } else {
+      const uint32_t v = lds32(a);
+      f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+    }
+    r.s = f.x;
+    r.o = fmaf(-1024.f, f.x, f.y);  // w = (1024 + u) s + (o' - 1024 s)
+  }
+  return r;
+}
+
+// A registers of k16 step j: registers 0, 2 hold row r, 1, 3 row r + 8 (pairs p0, p8).
+// Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly, then
+// fma(u, s, o') rounded once on the f16x2 pipe. Otherwise through f32 and one pack.
+template <typename T, int BITS, bool HALF_PAIRS>
+__device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowPair& p0,
+                                            const RowPair& p8, uint32_t (&dst)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const RowPair& pr = (i & 1) ? p8 : p0;
+    const uint32_t v = biased_f16<BITS>(w, j, i);
+    if constexpr (HALF_PAIRS) {
+      const __half2 u = __hsub2(*reinterpret_cast<const __half2*>(&v),
+                                __half2half2(__ushort_as_half(0x6400)));
+      const __half2 r = __hfma2(u, *reinterpret_cast<const __half2*>(&pr.s2),
+                                *reinterpret_cast<const __half2*>(&pr.o2));
+      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+    } else {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+      dst[i] = pack2<T>(fmaf(f.x, pr.s, pr.o), fmaf(f.y, pr.s, pr.o));
+    }
+  }
+}
+
+}  // namespace mixq::cuda::sm90

@@ -1,0 +1,413 @@
+// Hopper weight-only GEMM, warp-specialized (v2 of sm90_wo_wgmma): Y[M][N] = X[M][K] . W[N][K]^T
+// with W the packed INT4/INT8 tiles of wo_layout.hpp, dequantized in registers into the A operand
+// of wgmma.mma_async (register-A form); X is the B operand in shared memory.
+//
+// CTA = 3 warpgroups (384 threads), persistent over work units (128 weight rows x MT tokens x one
+// split of K), 1 CTA per SM:
+//   warpgroup 0 (producer) gives its registers away; one warp fills a STAGES-deep ring of 64-K
+//     stages: lane 0 issues the TMA load of the X tile (MT x 64, 128-byte swizzle, zero-filled past
+//     M and K) and one bulk copy (cp.async.bulk) per 16-row weight tile (512 / 1024 contiguous
+//     bytes), all completing on the stage's `full` mbarrier; the 32 lanes copy the (s, o') pairs of
+//     the 128 rows with cp.async (zero past the last group) and arrive on the same barrier when
+//     their copies land (cp.async.mbarrier.arrive.noinc).
+//   warpgroups 1, 2 (consumers) own 64 weight rows each: per stage they wait `full`, dequantize the
+//     stage into one of two A register buffers, issue 4 wgmma m64nMTk16, and release the previous
+//     stage (`empty`) once wgmma.wait_group 1 says its MMAs are done, so the dequantization of stage
+//     i overlaps the tensor-core work of stage i - 1 and no thread of the CTA ever waits on a
+//     CTA-wide barrier.
+// The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
+// exposed per-chunk overhead, docs/cuda-weight-only.md). Split-K writes f32 partials that the
+// caller reduces in split order (deterministic).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "cuda/check.hpp"
+#include "cuda/kernels/sm80_wo_stream.cuh"
+#include "cuda/kernels/sm90_sync.cuh"
+#include "cuda/kernels/sm90_wgmma.cuh"
+#include "cuda/kernels/sm90_wgmma_dequant.cuh"
+#include "cuda/sm90_tensor_map.hpp"
+#include "cuda/wo_wgmma.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+
+constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
+constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
+// Pairs: one row per producer thread (128 rows, 4 producer warps), the stage's groups copied with
+// 4- / 8-byte cp.async into a 40-byte row slot (spreads the 8 rows a warp reads over the banks).
+// Measured: one producer warp issuing the pair copies of all 128 rows could not keep up.
+constexpr int kPairStride = 40;
+constexpr size_t kWsSmemBudget = 227 * 1024;
+
+template <int MT, int BITS>
+struct WsTile {
+  static constexpr int kXBytes = MT * kChunkK * 2;  // swizzled [MT][64] 16-bit: 1024-byte multiple
+  static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
+  static constexpr int kWBytes = kWsRowTiles * kTileBytes;
+  static constexpr int kPBytes = kWsRowTiles * kTileRows * kPairStride;
+  static constexpr int kStageBytes = kXBytes + kWBytes + kPBytes;
+  // as deep as shared memory allows (more weight bytes in flight per SM), at most 16
+  static constexpr int kStages =
+      std::min<int>(16, int((kWsSmemBudget - 1024 - 16 * 16) / kStageBytes));
+  static constexpr size_t kSmem = 1024 + size_t(kStages) * kStageBytes + 2 * 8 * kStages;
+  static_assert(kStages >= 3, "ring too shallow");
+};
+
+// Work decomposition of one launch: units = splits x (num_m x num_n tiles).
+struct WsSchedule {
+  int num_n, num_m, tiles, units, group_n;
+  int diag;  // MIXQ_WS_DIAG (timing experiments only, wrong results): 1 no pairs, 2 no W, 4 no X
+};
+
+#if defined(MIXQ_SM90A)
+// Contiguous global -> shared copy by the TMA unit, completion counted in bytes on `bar`.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(sm90::smem_u32(bar))
+      : "memory");
+}
+// 4- or 8-byte cp.async, zero-filled when src_bytes is 0.
+template <int BYTES>
+__device__ __forceinline__ void cp_async_small_zfill(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
+               "r"(src_bytes)
+               : "memory");
+}
+// One arrival on `bar` once all of this thread's earlier cp.async have landed (counted in the
+// barrier's expected arrivals: .noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_u32(bar))
+               : "memory");
+}
+__device__ __forceinline__ void unit_coords(int u, const WsSchedule& s, int& split, int& mb, int& nb) {
+  split = u / s.tiles;
+  const int t = u - split * s.tiles;
+  // groups of group_n N-blocks, M-blocks inside a group: CTAs running together share X and W in L2
+  const int per_group = s.group_n * s.num_m;
+  const int g = t / per_group;
+  const int first = g * s.group_n;
+  const int gn = min(s.group_n, s.num_n - first);
+  const int in = t - g * per_group;
+  mb = in / gn;
+  nb = first + in % gn;
+}
+
+#endif
+
+template <typename T, int MT, int BITS, bool HALF_PAIRS>
+__global__ void __launch_bounds__(kWsThreads, 1)
+    wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const WoStreamParams p,
+                       const WsSchedule sched) {
+#if defined(MIXQ_SM90A)
+  using Tile = WsTile<MT, BITS>;
+  constexpr int S = Tile::kStages;
+  constexpr int kAcc = MT / 2;
+  // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
+  // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
+  // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
+  constexpr int kSets = MT <= 32 ? 4 : MT <= 128 ? 2 : 1;
+  constexpr int kTileBytes = Tile::kTileBytes;
+
+  extern __shared__ uint8_t smem_raw[];
+  // 1024-byte alignment: the 128-byte swizzle phase is a function of address bits 7..9
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* x_tiles = smem;
+  uint8_t* w_tiles = x_tiles + S * Tile::kXBytes;
+  uint8_t* p_tiles = w_tiles + S * Tile::kWBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(p_tiles + S * Tile::kPBytes);
+  uint64_t* empty = full + S;
+
+  const int chunks = p.Kp / kChunkK;
+  const int warpgroup = threadIdx.x / 128;
+  const int lane = threadIdx.x & 31;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      sm90::mbar_init(&full[s], 1 + 128);  // the expect_tx arrival + 128 producer cp.async arrivals
+      sm90::mbar_init(&empty[s], 8);      // one arrival per consumer warp
+    }
+    sm90::fence_barrier_init();
+  }
+  __syncthreads();
+
+  if (warpgroup == 0) {
+    sm90::setmaxnreg_dec<40>();
+    // all 128 threads: the pairs of row threadIdx.x; thread 0 also the X tile and weight tiles
+    const int row = threadIdx.x;
+    if (row == 0) sm90::tma_prefetch_desc(&tm_x);
+    const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
+    const int Np = n_row_tiles * kTileRows;
+    const int gs = p.group_shift;
+    const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // pairs per row per 64-K stage
+    const int psz = HALF_PAIRS ? 4 : (p.pair_f32 ? 8 : 4);
+    const char* codes = reinterpret_cast<const char*>(p.codes);
+    const uint32_t pslot = sm90::smem_u32(p_tiles) + uint32_t(row * kPairStride);
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+      int split, mb, nb;
+      unit_coords(u, sched, split, mb, nb);
+      const int c_begin = split * p.chunks_per_split;
+      const int c_end = min(chunks, c_begin + p.chunks_per_split);
+      const int nt0 = nb * kWsRowTiles;
+      const int n_w = min(kWsRowTiles, n_row_tiles - nt0);  // row tiles that exist
+      const int n = nb * 128 + row;
+      const bool row_ok = n < Np && !(sched.diag & 1);
+      const char* prow = static_cast<const char*>(p.pairs) + (row_ok ? int64_t(n) * p.groups * psz : 0);
+      for (int c = c_begin; c < c_end; ++c) {
+        sm90::mbar_wait(&empty[stage], phase ^ 1);
+        if (row == 0) {
+          const int nw = (sched.diag & 2) ? 0 : n_w;
+          const int xb = (sched.diag & 4) ? 0 : Tile::kXBytes;
+          sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(xb + nw * kTileBytes));
+          if (xb)
+            sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
+          const uint32_t wdst = sm90::smem_u32(w_tiles + stage * Tile::kWBytes);
+          for (int t = 0; t < nw; ++t)
+            bulk_copy(wdst + t * kTileBytes, codes + (int64_t(nt0 + t) * chunks + c) * kTileBytes,
+                      kTileBytes, &full[stage]);
+        }
+        // this row's pairs of the stage's groups; zeros past the rows / groups
+        const int g0 = (c * kChunkK) >> gs;
+        const uint32_t dst = pslot + uint32_t(stage * Tile::kPBytes);
+        for (int q = 0; q < ppc; ++q) {
+          const bool ok = row_ok && g0 + q < p.groups;
+          const char* src = prow + (ok ? (g0 + q) * psz : 0);
+          if (psz == 8) cp_async_small_zfill<8>(dst + q * 8, src, ok ? 8 : 0);
+          else cp_async_small_zfill<4>(dst + q * 4, src, ok ? 4 : 0);
+        }
+        cp_async_arrive_noinc(&full[stage]);
+        if (++stage == S) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+  } else {
+    sm90::setmaxnreg_inc<232>();
+    const int warp = (threadIdx.x / 32) & 3;
+    const int tile_row = (warpgroup - 1) * 4 + warp;  // this warp's 16-row tile in the CTA
+    const int r_lo = lane >> 2;                       // rows r_lo and r_lo + 8 of the tile
+    const int gs = p.group_shift;
+    const bool one_pair = gs >= 6;
+    // shared addresses of this lane's pairs (rows r_lo, r_lo + 8) and codes in stage 0
+    const uint32_t p_row = sm90::smem_u32(p_tiles) + uint32_t((tile_row * kTileRows + r_lo) * kPairStride);
+    const uint32_t w_lane = sm90::smem_u32(w_tiles) + uint32_t((tile_row * 32 + lane) * (kTileBytes / 32));
+
+    float acc[kSets][kAcc];
+    uint32_t a[2][4][4];  // [buffer][k16 step][register]
+
+    // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
+    const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
+
+    auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
+      uint32_t w[BITS == 4 ? 4 : 8];
+      const uint32_t wa = w_lane + uint32_t(s * Tile::kWBytes);
+      const uint4 lo = sm90::lds128(wa);
+      w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+      if constexpr (BITS == 8) {
+        const uint4 hi = sm90::lds128(wa + 16);
+        w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+      }
+      const uint32_t pp = p_row + uint32_t(s * Tile::kPBytes);
+      if (one_pair) {
+        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp, p.pair_f32);
+        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride, p.pair_f32);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const uint32_t q = uint32_t((j * 16) >> gs) * psz;
+          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + q, p.pair_f32);
+          sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
+        }
+      }
+    };
+    auto fence_acc = [&]() {
+#pragma unroll
+      for (int k = 0; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[k][i]);
+    };
+    auto mma_stage = [&](int s, const uint32_t (&src)[4][4]) {
+      const uint64_t d = sm90::desc_kmajor_sw128(sm90::smem_u32(x_tiles + s * Tile::kXBytes));
+      fence_acc();
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        sm90::WgmmaRS<T, MT>::mma(acc[j % kSets], src[j], sm90::desc_advance(d, 32 * j), 1);
+      sm90::wgmma_commit();
+      fence_acc();
+    };
+
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
+      int split, mb, nb;
+      unit_coords(u, sched, split, mb, nb);
+      const int c_begin = split * p.chunks_per_split;
+      const int n_chunks = min(chunks, c_begin + p.chunks_per_split) - c_begin;
+#pragma unroll
+      for (int k = 0; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[k][i] = 0.f;
+      int prev = -1;  // stage whose MMAs may still be running
+      for (int i = 0; i < n_chunks; i += 2) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
+          if (i + h < n_chunks) {
+            sm90::mbar_wait(&full[stage], phase);
+            __syncwarp();  // wgmma needs the warp converged after the spin loop
+            dequant(stage, a[h]);
+            mma_stage(stage, a[h]);
+            sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
+            if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
+            prev = stage;
+            if (++stage == S) {
+              stage = 0;
+              phase ^= 1;
+            }
+          }
+        }
+      }
+      sm90::wgmma_wait<0>();
+      fence_acc();
+#pragma unroll
+      for (int k = 1; k < kSets; ++k)
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) acc[0][i] += acc[k][i];
+      if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
+
+      // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
+      const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
+      const int m_base = mb * MT + 2 * (lane & 3);
+#pragma unroll
+      for (int q = 0; q < MT / 8; ++q) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int n = n_row0 + ((e >> 1) << 3);
+          const int m = m_base + 8 * q + (e & 1);
+          if (n < p.N && m < p.M) {
+            if (p.splits > 1)
+              p.partial[(int64_t(split) * p.M + m) * p.N + n] = acc[0][4 * q + e];
+            else
+              store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[0][4 * q + e]));
+          }
+        }
+      }
+    }
+  }
+#else
+  __trap();  // built for a device without sm_90a wgmma/TMA: the host never launches this
+#endif
+}
+
+int sm_count(int device) {
+  static int cached[64];
+  if (device < 0 || device >= 64) return 132;
+  if (cached[device] == 0) {
+    int n = 0;
+    MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    cached[device] = n;
+  }
+  return cached[device];
+}
+
+template <typename T, int MT, int BITS, bool HALF_PAIRS>
+void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const WsSchedule& sch,
+                      int ctas, cudaStream_t stream) {
+  auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS>;
+  const size_t smem = WsTile<MT, BITS>::kSmem;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  MIXQ_CUDA_CHECK(attr);
+  kernel<<<ctas, kWsThreads, smem, stream>>>(tm, p, sch);
+  MIXQ_CUDA_CHECK(cudaGetLastError());
+}
+
+template <typename T, bool HALF_PAIRS>
+void launch_ws_type(const WoStreamParams& p, const CUtensorMap& tm, const WsSchedule& sch,
+                    int ctas, int mt, int bits, cudaStream_t stream) {
+#define MIXQ_WS_CASE(MT_)                                                                     \
+  case MT_:                                                                                   \
+    return bits == 4 ? launch_ws_config<T, MT_, 4, HALF_PAIRS>(p, tm, sch, ctas, stream)      \
+                     : launch_ws_config<T, MT_, 8, HALF_PAIRS>(p, tm, sch, ctas, stream);
+  switch (mt) {
+    MIXQ_WS_CASE(16)
+    MIXQ_WS_CASE(32)
+    MIXQ_WS_CASE(64)
+    MIXQ_WS_CASE(128)
+    MIXQ_WS_CASE(256)
+  }
+#undef MIXQ_WS_CASE
+  MIXQ_FAIL(ErrorCode::Internal, "wo_wgmma_ws: no configuration for mt=", mt);
+}
+
+}  // namespace
+
+bool wo_wgmma_ws_available(int device) {
+  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  if (device < 0 || device >= 64) return false;
+  if (cached[device] == 0) {
+    cudaFuncAttributes attr{};
+    const bool ok =
+        cudaFuncGetAttributes(&attr, wo_wgmma_ws_kernel<half, 64, 4, true>) == cudaSuccess &&
+        attr.binaryVersion == 90;
+    cudaGetLastError();
+    cached[device] = ok ? 1 : 2;
+  }
+  return cached[device] == 1;
+}
+
+size_t wo_wgmma_ws_smem_bytes(int mt, int bits) {
+  switch (mt) {
+    case 16: return bits == 4 ? WsTile<16, 4>::kSmem : WsTile<16, 8>::kSmem;
+    case 32: return bits == 4 ? WsTile<32, 4>::kSmem : WsTile<32, 8>::kSmem;
+    case 64: return bits == 4 ? WsTile<64, 4>::kSmem : WsTile<64, 8>::kSmem;
+    case 128: return bits == 4 ? WsTile<128, 4>::kSmem : WsTile<128, 8>::kSmem;
+    default: return bits == 4 ? WsTile<256, 4>::kSmem : WsTile<256, 8>::kSmem;
+  }
+}
+
+void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
+                        int splits, cudaStream_t stream) {
+  MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo_wgmma_ws: groups of at least 16");
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
+  const CUtensorMap tm = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K),
+                                            uint64_t(p.M), uint64_t(p.ldx) * 2, kChunkK,
+                                            uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+  WsSchedule sch{};
+  sch.num_n = num_n;
+  sch.num_m = num_m;
+  sch.tiles = num_n * num_m;
+  sch.units = sch.tiles * splits;
+  sch.group_n = 8;
+  static const int diag = [] {
+    const char* e = std::getenv("MIXQ_WS_DIAG");
+    return e ? std::atoi(e) : 0;
+  }();
+  sch.diag = diag;
+  const int ctas = std::min(sch.units, sm_count(device));
+  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
+  if (p.x_type == IoType::F16) {
+    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, ctas, mt, bits, stream);
+    else launch_ws_type<half, false>(p, tm, sch, ctas, mt, bits, stream);
+  } else {
+    MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
+    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, ctas, mt, bits, stream);
+  }
+}
+
+}  // namespace mixq::cuda
