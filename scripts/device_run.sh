@@ -21,10 +21,16 @@ for step in "$@"; do
       (cd "$MIXQ_BUILD_DIR" && ctest -j 8 --output-on-failure -L "unit|gpu" > "$OUT/ctest.log" 2>&1); echo "ctest rc=$?"
       grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -30 ;;
     sanitize)
+      # memcheck: the streaming, both wgmma and the cuBLAS paths (determinism/concurrency run all of
+      # them), the quantizers and the act-quant GEMMs; racecheck: mixq's own kernels only (cuBLAS's
+      # nvjet kernels report hazards of their own)
+      mem='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*:CudaActQuant.Fp8MatchesHost:CudaActQuant.Int8MatchesHost:CudaFp8Block.OddShapesBiasClamp:CudaInt8Block.HopperWgmma:CudaFp8WeightOnly.F32ActivationsAndOddShapes'
+      race='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.HopperWgmmaKernel'
       for tool in memcheck racecheck; do
-        compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
-          --gtest_filter='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*' > "$LOGS/sanitize_$tool.log" 2>&1
-        echo "compute-sanitizer $tool rc=$?"; tail -3 "$LOGS/sanitize_$tool.log"
+        filter=$mem; [ $tool = racecheck ] && filter=$race
+        timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
+          --gtest_filter="$filter" > "$LOGS/sanitize_$tool.log" 2>&1
+        echo "compute-sanitizer $tool rc=$?"; tail -3 "$LOGS/sanitize_$tool.log"; cp "$LOGS/sanitize_$tool.log" "$OUT/"
       done ;;
     sass)
       cuobjdump --dump-resource-usage "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/resources.txt" 2>&1
@@ -87,6 +93,13 @@ PY
           --m 1,2,4,8,16,32,64,128,256,1024,4096 --schemes w4g128,w8g128 --no-progress \
           --json "$OUT/bench_cuda_$act.json" > "$OUT/bench_cuda_$act.txt" 2>&1
         echo "mixq bench --act $act rc=$?"
+      done ;;
+    bench_fp8wo)
+      # FP8 (e4m3, 128x128 block scales) weight-only decode against W8 g128 on the large layers
+      for act in f16 bf16; do
+        "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act $act --shapes 14336x21504,8192x57344,28672x8192 \
+          --m 1,4,16 --schemes fp8b128,w8g128 --no-progress --json "$OUT/fp8wo_$act.json" > "$OUT/fp8wo_$act.txt" 2>&1
+        echo "mixq bench fp8b128 --act $act rc=$?"
       done ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
