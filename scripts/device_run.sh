@@ -18,7 +18,7 @@ echo "build: $(( $(date +%s) - t0 )) s"
 for step in "$@"; do
   case "$step" in
     test)
-      (cd "$MIXQ_BUILD_DIR" && ctest -j 8 --output-on-failure -L "unit|gpu" > "$OUT/ctest.log" 2>&1); echo "ctest rc=$?"
+      (cd "$MIXQ_BUILD_DIR" && ctest -j 8 --timeout 300 --output-on-failure -L "unit|gpu" > "$OUT/ctest.log" 2>&1); echo "ctest rc=$?"
       grep -E "tests passed|tests failed|Failed|\*\*\*" "$OUT/ctest.log" | head -30 ;;
     sanitize)
       # memcheck: the streaming, both wgmma and the cuBLAS paths (determinism/concurrency run all of
