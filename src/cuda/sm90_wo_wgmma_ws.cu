@@ -271,6 +271,9 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             dequant(stage, a[h]);
             mma_stage(stage, a[h]);
             sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
+            // every lane's shared-memory reads of that stage happen before lane 0's arrival
+            // (racecheck flagged the producer's refill against the other lanes' reads without it)
+            __syncwarp();
             if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
             prev = stage;
             if (++stage == S) {
@@ -286,6 +289,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       for (int k = 1; k < kSets; ++k)
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[0][i] += acc[k][i];
+      __syncwarp();
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
