@@ -228,9 +228,16 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < R; ++i) reg_fence(acc[i]);
         // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
-        if (!promote_reads_smem<Policy>(0) && lane == 0) mbar_arrive(&empty[stage]);
+        // __syncwarp: every lane's reads of the slot happen before lane 0's arrival.
+        if (!promote_reads_smem<Policy>(0)) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[stage]);
+        }
         Policy::promote(total, acc, scale);
-        if (promote_reads_smem<Policy>(0) && lane == 0) mbar_arrive(&empty[stage]);
+        if (promote_reads_smem<Policy>(0)) {
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[stage]);
+        }
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
