@@ -38,11 +38,11 @@ ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in
 
 print("# CUDA weight-only linear: measured results\n")
 print("Device: %s\n" % dev)
-print("Commands (one device run):\n")
+print("Commands (the two mixq bench runs in one device call; peers.py in the next call of the same session, same H100):\n")
 print("```\n%s\n%s\n%s\n```\n" % (
     f16["command"], bf16["command"],
     "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "
-    "python3 peers/peers.py   # shared/bench/peers.py; tinygemm JSON from the previous session's H200 run"))
+    "python3 peers/peers.py   # shared/bench/peers.py (torch int4 tinygemm, BF16)"))
 print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
       "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
       "(> 1: mixq faster). `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "

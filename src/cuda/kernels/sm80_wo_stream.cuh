@@ -235,6 +235,41 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     const int ke = min(ks + kr_max, k_end);
     const int g_first = ks >> p.group_shift;
     const int n_groups = ((ke - 1) >> p.group_shift) - g_first + 1;
+    // The weight ring of this stage is started before the activations are staged, so the two
+    // DRAM round trips overlap (the first chunks do not depend on X; small layers are latency
+    // bound, and this is one round trip of it).
+    const int c_first = ks / kChunkK;
+    const int chunks = (ke - ks) / kChunkK;
+    // Running state, hoisted so the loop does no 64-bit index arithmetic: the next chunk to copy
+    // of each row tile, this lane's shared-memory addresses of the next slot to fill and to
+    // read, and the ldmatrix addresses of the current chunk.
+    const uint4* src[RT];
+#pragma unroll
+    for (int rt = 0; rt < RT; ++rt) src[rt] = wtile[rt] + int64_t(c_first) * 32 * kLoadsPerChunk;
+    constexpr uint32_t kSlotBytes = kSlot * 16, kTileBytes = 32 * kLoadsPerChunk * 16;
+    const uint32_t ring0 = smem_addr(ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk);
+    uint32_t fill_addr = ring0, read_addr = ring0;
+    const uint32_t ring_end = ring0 + kStages * kSlotBytes;
+    int issued = 0;
+    auto issue = [&]() {
+      if (issued < chunks) {
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) {
+#pragma unroll
+          for (int l = 0; l < kLoadsPerChunk; ++l)
+            cp_async_16_u32(fill_addr + rt * kTileBytes + l * 16, src[rt] + l);
+          src[rt] += 32 * kLoadsPerChunk;
+        }
+      }
+      cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
+      ++issued;
+      fill_addr += kSlotBytes;
+      if (fill_addr == ring_end) fill_addr = ring0;
+    };
+    if (active) {
+#pragma unroll
+      for (int i = 0; i < kStages - 1; ++i) issue();
+    }
     stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, g_first, n_groups);
 
     if (active) {
@@ -309,36 +344,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         }
       };
 
-      const int c_first = ks / kChunkK;
-      const int chunks = (ke - ks) / kChunkK;
-      // Running state, hoisted so the loop does no 64-bit index arithmetic: the next chunk to copy
-      // of each row tile, this lane's shared-memory addresses of the next slot to fill and to
-      // read, and the ldmatrix addresses of the current chunk.
-      const uint4* src[RT];
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt) src[rt] = wtile[rt] + int64_t(c_first) * 32 * kLoadsPerChunk;
-      constexpr uint32_t kSlotBytes = kSlot * 16, kTileBytes = 32 * kLoadsPerChunk * 16;
-      const uint32_t ring0 = smem_addr(ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk);
-      uint32_t fill_addr = ring0, read_addr = ring0;
-      const uint32_t ring_end = ring0 + kStages * kSlotBytes;
-      int issued = 0;
-      auto issue = [&]() {
-        if (issued < chunks) {
-#pragma unroll
-          for (int rt = 0; rt < RT; ++rt) {
-#pragma unroll
-            for (int l = 0; l < kLoadsPerChunk; ++l)
-              cp_async_16_u32(fill_addr + rt * kTileBytes + l * 16, src[rt] + l);
-            src[rt] += 32 * kLoadsPerChunk;
-          }
-        }
-        cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
-        ++issued;
-        fill_addr += kSlotBytes;
-        if (fill_addr == ring_end) fill_addr = ring0;
-      };
-#pragma unroll
-      for (int i = 0; i < kStages - 1; ++i) issue();
       uint32_t lm_addr[NT8], lm_lo_addr[NT8];
 #pragma unroll
       for (int j = 0; j < NT8; ++j) {
