@@ -398,10 +398,16 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   sch.tiles = num_n * num_m;
   sch.units = sch.tiles * splits;
   sch.group_n = 8;
+  // Timing experiments only (results are wrong with it): honoured only in builds configured with
+  // -DMIXQ_WS_DIAG_BUILD, so a stray environment variable can never corrupt a user's output.
+#if defined(MIXQ_WS_DIAG_BUILD)
   static const int diag = [] {
     const char* e = std::getenv("MIXQ_WS_DIAG");
     return e ? std::atoi(e) : 0;
   }();
+#else
+  constexpr int diag = 0;
+#endif
   sch.diag = diag;
   const int ctas = std::min(sch.units, sm_count(device));
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
