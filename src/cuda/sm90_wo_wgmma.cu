@@ -21,6 +21,7 @@
 #include "cuda/kernels/mma_sm80.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/kernels/sm90_wgmma.cuh"
+#include "cuda/kernels/sm90_wgmma_dequant.cuh"
 #include "cuda/wo_kernels.hpp"
 #include "cuda/wo_wgmma.hpp"
 
@@ -73,38 +74,11 @@ struct Dequant<half, true> {
 };
 
 // Any other case: the biased value v is widened to f32 (exact), w = v*s + (o' - bias*s) in f32
-// (the folded offset is computed in f32, its rounding is far below the output's), one rounding.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<half>(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
+// (the folded offset is computed in f32, its rounding is far below the output's), one rounding
+// (sm90::pack2, kernels/sm90_wgmma_dequant.cuh).
+using sm90::pack2;
 
-struct PairF32 {
-  float s, o;  // o already has the code bias folded in: o' - bias * s
-};
-
-template <typename T, int BITS, bool HALF_PAIRS>
-struct ChunkDequant;
-
-// Biased 16-bit f16 values (1024 + u) of fragment register i of k16 step j.
-template <int BITS>
-__device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) {
-  if constexpr (BITS == 4) {
-    return lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x64006400u);
-  } else {
-    // int8: word 2j = (r,k) (r,k+1) (r+8,k) (r+8,k+1), word 2j+1 the same at k+8
-    const uint32_t src = w[2 * j + (i >> 1)];
-    return prmt(src, 0x64646464u, (i & 1) ? 0x4342u : 0x4140u);
-  }
-}
+using sm90::biased_f16;  // biased 16-bit f16 values (1024 + u) of a fragment register
 
 #endif
 

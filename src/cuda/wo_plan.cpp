@@ -111,7 +111,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway. mt = 8 is
-  // compiled for wo_stream_min_blocks(8) resident blocks (launch bounds), so that many fit.
+  // compiled for wo_stream_min_blocks(8, bits) resident blocks (launch bounds), so that many fit.
   int blocks_per_sm = p.mt <= 8 ? wo_stream_min_blocks(p.mt, L.bits) : p.mt <= 16 ? 6 : 4;
   if (const char* e = std::getenv("MIXQ_STREAM_BLOCKS_PER_SM"))  // tuning knob (benchmarks)
     if (std::atoi(e) >= 1 && std::atoi(e) <= 16) blocks_per_sm = std::atoi(e);

@@ -40,11 +40,6 @@ struct MmaType<__nv_bfloat16> {
   }
 };
 
-// Pulls the 32-byte sector at p into L2 (no register result, no wait).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

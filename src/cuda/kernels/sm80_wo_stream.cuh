@@ -212,25 +212,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
 
   const int run_step = 1 << min(p.group_shift, kMaxRunShift);  // K between flushes
 
-  // The scale pairs of the block's rows and K range (a few 32-byte sectors per row, each shared
-  // by 4-8 consecutive groups) are pulled into L2 up front: a pair load that misses L2 takes
-  // longer under full streaming load than the group of weight chunks its one-group-ahead
-  // prefetch has to hide it (ncu: the first use of a new sector stalled on long_sb).
-  {
-    const int psize = p.pair_f32 ? 8 : 4;
-    const int row_first = blockIdx.x * WARPS * RT * kTileRows;
-    const int rows_here = min(WARPS * RT * kTileRows, n_tiles * kTileRows - row_first);
-    const int64_t byte_lo = int64_t(k0 >> p.group_shift) * psize;
-    const int64_t byte_hi = int64_t(((k_end - 1) >> p.group_shift) + 1) * psize;
-    const int sectors = int((byte_hi - (byte_lo & ~int64_t(31)) + 31) / 32);
-    const char* base = static_cast<const char*>(p.pairs) + int64_t(row_first) * p.groups * psize +
-                       (byte_lo & ~int64_t(31));
-    for (int i = threadIdx.x; i < rows_here * sectors; i += blockDim.x) {
-      const int r = i / sectors, sct = i % sectors;
-      prefetch_l2(base + int64_t(r) * p.groups * psize + sct * 32);
-    }
-  }
-
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
     const int g_first = ks >> p.group_shift;
