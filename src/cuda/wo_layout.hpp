@@ -48,11 +48,16 @@ MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt, int bits, bool split_x) {
   return mt <= 8 && bits == 4 && !split_x ? 4 : mt <= 32 ? 2 : 1;
 }
 
-// Depth of the streaming kernel's per-warp cp.async ring (chunks in flight per warp) for 4- or
-// 8-bit codes and rt row tiles per warp: deep enough that ~24 resident warps keep well over the
-// ~30 KB per SM in flight that HBM3 needs, shallow enough not to cost residency.
-MIXQ_HOST_DEVICE constexpr int wo_stream_stages(int bits, int rt) {
-  return rt >= 4 ? (bits == 4 ? 4 : 3) : (bits == 4 ? 6 : 4);
+// Weight chunks per warp in the streaming kernel's register ring (4- or 8-bit codes, rt row
+// tiles per warp): while one chunk is multiplied the other kDepth - 1 are in flight. Two already
+// keep ~16 resident warps x 2 KB = 32 KB per SM in flight, about twice what HBM3's bandwidth x
+// latency asks for; each further chunk costs rt * 4 (int4) or rt * 8 (int8) registers.
+MIXQ_HOST_DEVICE constexpr int wo_stream_depth(int bits, int rt) {
+#if defined(MIXQ_STREAM_DEPTH)
+  return (void)bits, (void)rt, MIXQ_STREAM_DEPTH;
+#else
+  return (void)bits, (void)rt, 2;
+#endif
 }
 
 // Blocks per SM the streaming kernel for token tile mt is compiled for (launch bounds; 1: no

@@ -104,10 +104,9 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   auto smem_for = [&](int stage_chunks, int* max_groups) {
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
     *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-    // activations (+ zero row), their group sums, and the per-warp cp.async weight rings
+    // activations (+ zero row) and their group sums (the weights stream through registers)
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
-           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
-           size_t(kStreamWarpsPlan) * wo_stream_stages(L.bits, rt) * rt * 32 * (L.bits == 4 ? 16 : 32);
+           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16;
   };
   // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
   // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway. mt = 8 is
@@ -118,13 +117,15 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
   // Split K so that all blocks are resident at once (one wave: a second, partial wave would
-  // stream alone with too few loads in flight), as many as fit, each at least kMinChunks long;
+  // stream alone with too few loads in flight), as many as fit, each at least min_chunks long;
   // within the workspace cap.
-  constexpr int kMinChunks = 4;
+  int min_chunks = 4;
+  if (const char* e = std::getenv("MIXQ_STREAM_MIN_CHUNKS"))  // tuning knob (benchmarks)
+    if (std::atoi(e) >= 1 && std::atoi(e) <= 64) min_chunks = std::atoi(e);
   const int64_t base = int64_t(p.n_blocks) * p.m_blocks;
   const int64_t resident = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, resident / base));
-  splits = std::min(splits, std::max(1, chunks / kMinChunks));
+  splits = std::min(splits, std::max(1, chunks / min_chunks));
   const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
   splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
   p.chunks_per_split = ceil_div(chunks, splits);

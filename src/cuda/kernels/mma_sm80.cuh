@@ -73,16 +73,21 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
 __device__ __forceinline__ uint4 ld_stream_u4(const void* p, uint64_t policy) {
   uint4 v;
 #if defined(MIXQ_WEIGHT_EVICT_FIRST)
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
+  asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p), "l"(policy));
 #else
   (void)policy;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
 #endif
   return v;
+}
+
+// Pulls the line holding p into L1 (no registers held while it is in flight).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
 }
 
 __device__ __forceinline__ void ldmatrix_x4_u32(uint32_t (&r)[4], uint32_t smem) {

@@ -71,8 +71,7 @@ struct StreamSmem {
   static __host__ __device__ size_t xsum_bytes(int x_rows, int max_groups) {
     return (size_t(x_rows) * max_groups * sizeof(float) + 15) / 16 * 16;
   }
-  // then the per-warp cp.async rings of weight chunks; the host planner (wo_plan.cpp) sizes the
-  // whole block.
+  // (the weights never pass through shared memory); the host planner (wo_plan.cpp) sizes it.
 };
 
 template <typename MmaT, bool SPLIT_X>
@@ -140,10 +139,11 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk and tile
   constexpr int kLoadsPerChunk = kWordsPerLane / 4;  // 16-byte copies per lane per chunk and tile
-  // Weight chunks in flight per warp: a cp.async ring in shared memory gives the depth without
-  // unrolling the loop (an unrolled register ring overflowed the instruction cache) or registers.
-  constexpr int kStages = wo_stream_stages(BITS == 4 ? 4 : 8, RT);
-  constexpr int kSlot = RT * 32 * kLoadsPerChunk;     // uint4 per ring slot (one chunk)
+  // Weight chunks per warp held in registers: while one is multiplied, the next kDepth - 1 are in
+  // flight (loaded straight from global memory: no shared-memory round trip, whose cp.async + LDS
+  // traffic made the previous version MIO-bound). The chunk loop is unrolled kDepth times so the
+  // buffers keep static register indices; kDepth = 2 keeps the body small for the instruction cache.
+  constexpr int kDepth = wo_stream_depth(BITS == 4 ? 4 : 8, RT);
   // Independent MMA accumulator chains: with a single (row tile, token tile) pair, even and odd K
   // tiles accumulate separately so consecutive MMAs do not wait on each other.
   constexpr int kChains = NT8 * RT == 1 ? 2 : 1;
@@ -164,8 +164,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
   MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
-  uint4* ring_base = reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(xsum) +
-                                              StreamSmem::xsum_bytes(p.x_rows, p.max_groups));
 
   // the zero row (index x_rows) is never overwritten by staging
   for (int i = threadIdx.x; i < ldxs; i += blockDim.x) {
@@ -178,14 +176,16 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int n_tiles = (p.N + kTileRows - 1) / kTileRows;
   const bool active = nt0 < n_tiles;
   const int chunks_per_row = p.Kp / kChunkK;
-  // Row tiles past the end of W (when n_tiles is odd) re-read the warp's first tile; their
-  // results are never stored.
-  const uint4* wtile[RT];
+  // Row tiles past the end of W (when n_tiles is not a multiple of RT) re-read the warp's first
+  // tile; their results are never stored. This lane's words of tile rt are at wbase + toff[rt]
+  // (uint4 units; one 64-bit pointer and RT 32-bit offsets instead of RT pointers: registers).
+  const uint4* wbase = p.codes + (int64_t(nt0) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
+  int toff[RT];
   int r0[RT];  // this lane's rows in tile rt: r0 and r0 + 8
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt) {
     const int nt = nt0 + rt < n_tiles ? nt0 + rt : nt0;
-    wtile[rt] = p.codes + (int64_t(nt) * chunks_per_row * 32 + lane) * kLoadsPerChunk;
+    toff[rt] = (nt - nt0) * chunks_per_row * 32 * kLoadsPerChunk;
     r0[rt] = nt * kTileRows + lane / 4;
   }
   // ldmatrix.x4 row addresses: lanes 0-7 / 8-15 / 16-23 / 24-31 address k offsets 0 / 8 / 16 / 24
@@ -211,57 +211,47 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       }
 
   const int run_step = 1 << min(p.group_shift, kMaxRunShift);  // K between flushes
+  const uint64_t policy = evict_first_policy();
+  uint32_t buf[kDepth][RT][kWordsPerLane];  // the register ring of weight chunks
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
     const int g_first = ks >> p.group_shift;
     const int n_groups = ((ke - 1) >> p.group_shift) - g_first + 1;
-    // The weight ring of this stage is started before the activations are staged, so the two
-    // DRAM round trips overlap (the first chunks do not depend on X; small layers are latency
-    // bound, and this is one round trip of it).
     const int c_first = ks / kChunkK;
     const int chunks = (ke - ks) / kChunkK;
-    // Running state, hoisted so the loop does no 64-bit index arithmetic: the next chunk to copy
-    // of each row tile, this lane's shared-memory addresses of the next slot to fill and to
-    // read, and the ldmatrix addresses of the current chunk.
-    const uint4* src[RT];
+    // The next chunk to load (of row tile 0; hoisted: the loop does no 64-bit index math).
+    const uint4* src = wbase + int64_t(c_first) * 32 * kLoadsPerChunk;
+    auto load_chunk = [&](uint32_t (&w)[RT][kWordsPerLane]) {
 #pragma unroll
-    for (int rt = 0; rt < RT; ++rt) src[rt] = wtile[rt] + int64_t(c_first) * 32 * kLoadsPerChunk;
-    constexpr uint32_t kSlotBytes = kSlot * 16, kTileBytes = 32 * kLoadsPerChunk * 16;
-    const uint32_t ring0 = smem_addr(ring_base + size_t(warp) * kStages * kSlot + lane * kLoadsPerChunk);
-    uint32_t fill_addr = ring0, read_addr = ring0;
-    const uint32_t ring_end = ring0 + kStages * kSlotBytes;
-    int issued = 0;
-    auto issue = [&]() {
-      if (issued < chunks) {
+      for (int rt = 0; rt < RT; ++rt) {
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l)
-            cp_async_16_u32(fill_addr + rt * kTileBytes + l * 16, src[rt] + l);
-          src[rt] += 32 * kLoadsPerChunk;
+        for (int l = 0; l < kLoadsPerChunk; ++l) {
+          const uint4 v = ld_stream_u4(src + toff[rt] + l, policy);
+          w[rt][4 * l + 0] = v.x;
+          w[rt][4 * l + 1] = v.y;
+          w[rt][4 * l + 2] = v.z;
+          w[rt][4 * l + 3] = v.w;
         }
       }
-      cp_async_commit();  // one group per chunk, empty past the end, so the counting is uniform
-      ++issued;
-      fill_addr += kSlotBytes;
-      if (fill_addr == ring_end) fill_addr = ring0;
+      src += 32 * kLoadsPerChunk;
     };
+    // The first chunks of this stage are requested before the activations are staged, so the two
+    // DRAM round trips overlap (small layers are latency-bound, and this is one round trip of it).
     if (active) {
 #pragma unroll
-      for (int i = 0; i < kStages - 1; ++i) issue();
+      for (int d = 0; d < kDepth; ++d)
+        if (d < chunks) load_chunk(buf[d]);
     }
     stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, g_first, n_groups);
 
     if (active) {
-      // (scale, offset) pairs of rows r0 and r0 + 8 for the current group, loaded one group ahead
-      // so the flush never waits on memory.
       // global k where the current run's sum must be folded in (run end, group end or stage end)
       int flush_at = min((ks / run_step + 1) * run_step, ke);
-      // Raw pair bits (float2, or half2 in .x) of rows r0 and r0 + 8: the load is issued one group
-      // ahead and only decoded at the next flush, so its latency (often a DRAM miss: the pairs
-      // of 16 rows are 16 different sectors) hides under a whole group of weight streaming.
-      uint2 qa[RT], qb[RT];
+      // (scale, offset) pairs of rows r0 and r0 + 8 (float2 or half2): the flush that folds group
+      // g prefetches group g + 1's into L1 and reads them there one group later, so their latency
+      // (often a DRAM miss: the pairs of 16 rows are 16 different sectors) hides under a whole
+      // group of weight streaming without holding registers (they limited residency).
       // this lane's rows of (scale, offset) pairs: rt's rows r0[rt] and r0[rt] + 8, as byte
       // offsets from row r0[0] (32-bit: fewer registers than RT pairs of pointers)
       const int psize = p.pair_f32 ? 8 : 4;
@@ -270,31 +260,30 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       int poff[RT];
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) poff[rt] = (r0[rt] - r0[0]) * prow_bytes;
-      auto load_pairs = [&](int gi) {
+      auto prefetch_pairs = [&](int gi) {
         const char* pg = pbase + gi * psize;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
-          if (p.pair_f32) {
-            qa[rt] = *reinterpret_cast<const uint2*>(pg + poff[rt]);
-            qb[rt] = *reinterpret_cast<const uint2*>(pg + poff[rt] + 8 * prow_bytes);
-          } else {
-            qa[rt].x = *reinterpret_cast<const uint32_t*>(pg + poff[rt]);
-            qb[rt].x = *reinterpret_cast<const uint32_t*>(pg + poff[rt] + 8 * prow_bytes);
-          }
+          prefetch_l1(pg + poff[rt]);
+          prefetch_l1(pg + poff[rt] + 8 * prow_bytes);
         }
       };
-      auto decode_pair = [&](uint2 q) {
-        if (p.pair_f32) return make_float2(__uint_as_float(q.x), __uint_as_float(q.y));
-        return __half22float2(*reinterpret_cast<const half2*>(&q.x));
+      auto read_pair = [&](const char* q) {
+        if (p.pair_f32) return __ldg(reinterpret_cast<const float2*>(q));
+        return __half22float2(__ldg(reinterpret_cast<const half2*>(q)));
       };
-      load_pairs(g_first);
+      prefetch_pairs(g_first);
       auto flush = [&](int gi) {
         float2 a[RT], b[RT];
+        const char* pg = pbase + gi * psize;
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) a[rt] = decode_pair(qa[rt]), b[rt] = decode_pair(qb[rt]);
+        for (int rt = 0; rt < RT; ++rt) {
+          a[rt] = read_pair(pg + poff[rt]);
+          b[rt] = read_pair(pg + poff[rt] + 8 * prow_bytes);
+        }
         // the next flush folds the next group (or, within a long group, this one again)
         const int g_next = min(flush_at + run_step, ke) - 1;
-        if ((g_next >> p.group_shift) != gi) load_pairs(g_next >> p.group_shift);
+        if ((g_next >> p.group_shift) != gi) prefetch_pairs(g_next >> p.group_shift);
         const int gl = gi - g_first;
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
@@ -333,31 +322,9 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       }
       int kg = ks;  // global k at the start of the current chunk
 
-      // The weight words of chunk c + 1 are read from shared memory while chunk c is multiplied
-      // (right after its last use of the registers), so the shared-memory latency is hidden
-      // behind the MMAs instead of stalling the conversion at the top of every chunk.
-      uint32_t words[RT][kWordsPerLane];
-      auto load_words = [&]() {
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) {
-            const uint4 v = lds_u4(read_addr + rt * kTileBytes + l * 16);
-            words[rt][4 * l + 0] = v.x;
-            words[rt][4 * l + 1] = v.y;
-            words[rt][4 * l + 2] = v.z;
-            words[rt][4 * l + 3] = v.w;
-          }
-        read_addr += kSlotBytes;
-        if (read_addr == ring_end) read_addr = ring0;
-      };
-      static_assert(kStages >= 3, "the ring holds the chunk in registers' successor and more");
-      cp_async_wait<kStages - 2>();  // this lane's copies of chunk 0 have landed
-      load_words();
-
-      for (int c = 0; c < chunks; ++c) {
-        cp_async_wait<kStages - 3>();  // this lane's copies of chunk c + 1 have landed
-        issue();  // refills the slot of chunk c - 1 (read during iteration c - 2)
+      // One chunk (16 rows x 64 K per row tile): 4 K tiles of 16, their B fragments from the
+      // staged activations, the A fragments converted from the chunk's words.
+      auto multiply_chunk = [&](const uint32_t (&words)[RT][kWordsPerLane]) {
 #pragma unroll
         for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
           uint32_t bx[NT8][4], bl[NT8][4];
@@ -390,19 +357,28 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
             }
           }
         }
-        if (c + 1 < chunks) load_words();
+      };
+
+      // Chunk c lives in buf[c % kDepth]; once multiplied, its registers take chunk c + kDepth.
+      for (int c0 = 0; c0 < chunks; c0 += kDepth) {
 #pragma unroll
-        for (int j = 0; j < NT8; ++j) {
-          lm_addr[j] += kChunkK * 2;
-          if constexpr (SPLIT_X) lm_lo_addr[j] += kChunkK * 2;
-        }
-        kg += kChunkK;
-        if (!FINE && kg == flush_at) {
-          flush((flush_at - 1) >> p.group_shift);
-          flush_at = min(flush_at + run_step, ke);
+        for (int d = 0; d < kDepth; ++d) {
+          if (c0 + d < chunks) {
+            multiply_chunk(buf[d]);
+            if (c0 + d + kDepth < chunks) load_chunk(buf[d]);
+#pragma unroll
+            for (int j = 0; j < NT8; ++j) {
+              lm_addr[j] += kChunkK * 2;
+              if constexpr (SPLIT_X) lm_lo_addr[j] += kChunkK * 2;
+            }
+            kg += kChunkK;
+            if (!FINE && kg == flush_at) {
+              flush((flush_at - 1) >> p.group_shift);
+              flush_at = min(flush_at + run_step, ke);
+            }
+          }
         }
       }
-      cp_async_wait<0>();
     }
     __syncthreads();  // the next stage overwrites the activation tile
   }
