@@ -97,6 +97,18 @@ PY
         echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 4096x4096,4096x6144,8192x8192 --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5}' | tr '\n' ' ')"
       done; done | tee "$OUT/gemv_knobs.txt"
       cat "$OUT/gemv_f16.txt" "$OUT/gemv_forced16.txt" | grep -E '^[0-9]+x|ceiling' ;;
+    gemv3)
+      # register-ring depth x resident blocks for decode (int4, mt = 8): variant builds
+      L=14336x21504,8192x57344,28672x8192,4096x4096,8192x8192
+      echo "default: $(MIXQ_FORCE_KERNEL=stream $MIXQ_BUILD_DIR/cuda_wo_sweep --shapes $L --m 1,4,8 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $4, $5}' | tr '\n' ' ')" | tee "$OUT/gemv3_default.txt"
+      for v in ${GEMV_VARIANTS:-3,3 4,3 6,2}; do
+        set -- ${v/,/ }; d=/tmp/build-d$1b$2
+        cmake -S . -B $d -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a \
+          "-DCMAKE_CUDA_FLAGS=-DMIXQ_STREAM_DEPTH=$1 -DMIXQ_STREAM_MT8_BLOCKS=$2" \
+          "-DCMAKE_CXX_FLAGS=-DMIXQ_STREAM_DEPTH=$1 -DMIXQ_STREAM_MT8_BLOCKS=$2" > /tmp/mixq-logs/v.log 2>&1
+        cmake --build $d -j 16 --target cuda_wo_sweep >> /tmp/mixq-logs/v.log 2>&1 || tail -20 /tmp/mixq-logs/v.log
+        echo "depth=$1 blocks=$2: $(MIXQ_FORCE_KERNEL=stream $d/cuda_wo_sweep --shapes $L --m 1,4,8 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $4, $5}' | tr '\n' ' ')"
+      done | tee "$OUT/gemv3.txt" ;;
     bench)
       # the nine layers of anchors.md x the M sweep, W4/W8 g128, f16 and bf16, cuBLAS in-process
       shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192

@@ -44,8 +44,13 @@ inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 // of 8 (M = 1 on 14336x21504, H100: 98.6 -> 77.5 us together with the cheaper conversion). 8-bit
 // codes keep two: their chunk is twice the bytes already, and four spill at 128 registers; so do
 // f32 activations (split_x: two MMAs per tile on hi/lo halves).
+#if defined(MIXQ_STREAM_MT16_RT4)
+constexpr int kStreamRt4MaxMt = 16;  // experiment: four row tiles up to 16 tokens
+#else
+constexpr int kStreamRt4MaxMt = 8;
+#endif
 MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt, int bits, bool split_x) {
-  return mt <= 8 && bits == 4 && !split_x ? 4 : mt <= 32 ? 2 : 1;
+  return mt <= kStreamRt4MaxMt && bits == 4 && !split_x ? 4 : mt <= 32 ? 2 : 1;
 }
 
 // Weight chunks per warp in the streaming kernel's register ring (4- or 8-bit codes, rt row
@@ -54,7 +59,7 @@ MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt, int bits, bool split_x) {
 // latency asks for; each further chunk costs rt * 4 (int4) or rt * 8 (int8) registers.
 MIXQ_HOST_DEVICE constexpr int wo_stream_depth(int bits, int rt) {
 #if defined(MIXQ_STREAM_DEPTH)
-  return (void)bits, (void)rt, MIXQ_STREAM_DEPTH;
+  return bits == 4 && rt >= 4 ? MIXQ_STREAM_DEPTH : 2;
 #else
   return (void)bits, (void)rt, 2;
 #endif
@@ -63,7 +68,18 @@ MIXQ_HOST_DEVICE constexpr int wo_stream_depth(int bits, int rt) {
 // Blocks per SM the streaming kernel for token tile mt is compiled for (launch bounds; 1: no
 // constraint). The host planner sizes shared memory and the K split for that residency.
 MIXQ_HOST_DEVICE constexpr int wo_stream_min_blocks(int mt, int bits) {
-  return mt <= 8 ? (bits == 4 ? 4 : 5) : 1;
+#if defined(MIXQ_STREAM_MT8_BLOCKS)
+  return mt <= 8 ? (bits == 4 ? MIXQ_STREAM_MT8_BLOCKS : 5) : mt <= 16 ? 3 : 1;
+#else
+  return mt <= 8 ? (bits == 4 ? 4 : 5) : mt <= 16 ? 3 : 1;
+#endif
+}
+
+// Blocks per SM the host planner assumes for token tile mt (the K split is sized so that every
+// block is resident at once): the launch bounds where they constrain, else what the registers
+// allow (mt = 32 and 64 use ~190-240 registers: 2 blocks of 128 threads).
+MIXQ_HOST_DEVICE constexpr int wo_stream_resident_blocks(int mt, int bits) {
+  return mt <= 16 ? wo_stream_min_blocks(mt, bits) : 2;
 }
 
 struct WoLayout {

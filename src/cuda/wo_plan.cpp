@@ -108,10 +108,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
            (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16;
   };
-  // Decode (up to 16 tokens) wants many small blocks resident so that enough weight loads are in
-  // flight; larger tiles are limited by their registers to ~4 blocks per SM anyway. mt = 8 is
-  // compiled for wo_stream_min_blocks(8, bits) resident blocks (launch bounds), so that many fit.
-  int blocks_per_sm = p.mt <= 8 ? wo_stream_min_blocks(p.mt, L.bits) : p.mt <= 16 ? 6 : 4;
+  // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is
+  // compiled for wo_stream_min_blocks() resident blocks (launch bounds), larger tiles are limited
+  // by their registers (wo_stream_resident_blocks).
+  int blocks_per_sm = wo_stream_resident_blocks(p.mt, L.bits);
   if (const char* e = std::getenv("MIXQ_STREAM_BLOCKS_PER_SM"))  // tuning knob (benchmarks)
     if (std::atoi(e) >= 1 && std::atoi(e) <= 16) blocks_per_sm = std::atoi(e);
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
