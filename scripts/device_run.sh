@@ -92,8 +92,8 @@ PY
       "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m 1,2,4,8,16 --schemes w4g128,w8g128 --act f16 \
         --json "$OUT/gemv_f16.json" > "$OUT/gemv_f16.txt" 2>&1; echo "sweep rc=$?"
       MIXQ_FORCE_KERNEL=stream "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504,8192x57344,28672x8192,4096x4096 \
-        --m 16,32 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' > "$OUT/gemv_forced16.txt"
-      for mc in 1 2 4; do for b in 4; do
+        --m 8,16 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E "^[0-9]+x" > "$OUT/gemv_forced16.txt"
+      for mc in 2 4; do for b in 4; do
         echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 4096x4096,4096x6144,8192x8192 --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5}' | tr '\n' ' ')"
       done; done | tee "$OUT/gemv_knobs.txt"
       cat "$OUT/gemv_f16.txt" "$OUT/gemv_forced16.txt" | grep -E '^[0-9]+x|ceiling' ;;
