@@ -116,14 +116,17 @@ class CudaWeightOnly final : public PreparedImpl {
       perm_ = DeviceBuffer(w.k_perm.size() * 4, device_);
       perm_.copy_from_host(w.k_perm.data(), w.k_perm.size() * 4);
     }
-    // Internal scratch (shared per device) sized for the streaming path at every M it serves
-    // and for one cuBLAS chunk. Tickets are this weight's own: they start at zero and every
-    // launch leaves them at zero.
+    // Internal scratch (shared per device) sized for the split-K kernels at every M they serve
+    // (every M up to just past the wgmma range: the split count, and with it the partial-sum
+    // workspace, is not monotonic in M) and for one cuBLAS chunk at M = 4096. Tickets are this
+    // weight's own: they start at zero and every launch leaves them at zero.
     // the wgmma kernel decodes integer codes only (e4m3 weights use the stream / cuBLAS paths)
     wgmma_ = !L_.e4m3 && cuda::wo_wgmma_available(device_);
     size_t ws = 0, tickets = 0;
-    for (int64_t m : {int64_t(1), int64_t(8), int64_t(16), int64_t(32), int64_t(64), int64_t(128),
-                      int64_t(256), int64_t(4096)}) {
+    std::vector<int64_t> probe_m;
+    for (int64_t m = 1; m <= cuda::kWgmmaMaxM + 1; ++m) probe_m.push_back(m);
+    probe_m.push_back(4096);
+    for (int64_t m : probe_m) {
       for (bool f32 : {false, true}) {
         for (const char* force : {"", "stream", "cublas"}) {
           const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,

@@ -76,7 +76,7 @@ TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
 TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   const DeviceCaps caps;
   const WoLayout L = layout(21504, 14336, 4, 128);
-  for (int64_t M : {8, 9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
+  for (int64_t M : {9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
     const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, M > kWgmmaMaxM ? "wgmma" : "", true);
     ASSERT_EQ(p.kernel, WoKernel::Wgmma) << M;
     EXPECT_EQ(p.mt, M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256);
@@ -94,6 +94,12 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(7, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  // M = 8: streaming on large weights, wgmma on small ones (kStreamM8MinBytes)
+  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  const WoLayout small = layout(4096, 4096, 4, 128);
+  ASSERT_LT(small.packed_bytes(), kStreamM8MinBytes);
+  EXPECT_EQ(plan_weight_only(8, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
+  EXPECT_EQ(plan_weight_only(7, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
   EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);

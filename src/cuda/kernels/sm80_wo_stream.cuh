@@ -81,20 +81,21 @@ struct StreamSmem {
   }
 };
 
-// Copies the pairs of rows [n_first, n_first + block_rows) and groups [g_first, g_first +
-// n_groups) into shared memory with cp.async (no register round trip, all in flight at once).
-// Rows past the padded weight (Np) are left as they are: their results are never stored.
-__device__ __forceinline__ void stage_pairs(const WoStreamParams& p, unsigned char* ps, int n_first,
-                                            int block_rows, int g_first, int n_groups) {
-  const int np = (p.N + kTileRows - 1) / kTileRows * kTileRows;
-  const int rows = min(block_rows, np - n_first);
+// One warp copies the pairs of its rows [row0, row0 + rows) (local row lr0 of the block's
+// staged rows) for the stage's groups [gl_lo, gl_hi) into shared memory with cp.async (no
+// register round trip, all in flight at once) and commits them as one group. Only the warp
+// itself reads them (cp.async wait + __syncwarp, no block barrier).
+__device__ __forceinline__ void stage_pairs_warp(const WoStreamParams& p, unsigned char* ps, int lr0,
+                                                 int row0, int rows, int g_first, int gl_lo,
+                                                 int gl_hi, int lane) {
   const int pst = StreamSmem::pair_stride(p.max_groups);
   const int psize = p.pair_f32 ? 8 : 4;
+  const int ng = gl_hi - gl_lo;
   const unsigned char* src = static_cast<const unsigned char*>(p.pairs);
-  for (int i = threadIdx.x; i < rows * n_groups; i += blockDim.x) {
-    const int r = i / n_groups, gl = i % n_groups;
-    const unsigned char* g = src + (int64_t(n_first + r) * p.groups + g_first + gl) * psize;
-    const uint32_t s = smem_addr(ps + (r * pst + gl) * psize);
+  for (int i = lane; i < rows * ng; i += 32) {
+    const int r = i / ng, gl = gl_lo + i % ng;
+    const unsigned char* g = src + (int64_t(row0 + r) * p.groups + g_first + gl) * psize;
+    const uint32_t s = smem_addr(ps + ((lr0 + r) * pst + gl) * psize);
     if (psize == 8) cp_async_8_u32(s, g);
     else cp_async_4_u32(s, g);
   }
@@ -132,7 +133,6 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
       if constexpr (SPLIT_X) xs_lo[m * ldxs + kk] = to_mma<MmaT>(v - from_mma<MmaT>(hi));
     }
   }
-  cp_async_wait<0>();  // the pairs (stage_pairs) too
   __syncthreads();
   // per-(token, group) sums of the staged activations, for the offset term: one warp per
   // (token, group), lanes striding over the group, then a shuffle reduction.
@@ -274,7 +274,16 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       for (int d = 0; d < kDepth; ++d)
         if (d < chunks) load_chunk(buf[d]);
     }
-    stage_pairs(p, pair_s, n_first, kBlockRows, g_first, n_groups);
+    // This warp's pairs, in two cp.async groups: the first ~256 K of the stage (waited for before
+    // the loop) and the rest (waited for at the first flush that needs them), so the loop does
+    // not start behind the whole stage's pairs.
+    const int early_groups = min(n_groups, max(1, 256 >> min(p.group_shift, 8)));
+    if (active) {
+      const int np = (p.N + kTileRows - 1) / kTileRows * kTileRows;
+      const int row0 = nt0 * kTileRows, prows = min(RT * kTileRows, np - row0);
+      stage_pairs_warp(p, pair_s, row0 - n_first, row0, prows, g_first, 0, early_groups, lane);
+      stage_pairs_warp(p, pair_s, row0 - n_first, row0, prows, g_first, early_groups, n_groups, lane);
+    }
     stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, g_first, n_groups);
 
     if (active) {
@@ -294,9 +303,17 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         if (p.pair_f32) return lds_f2(q);
         return __half22float2(lds_h2(q));
       };
+      cp_async_wait<1>();  // the early pairs
+      __syncwarp();
+      bool late_pairs = early_groups == n_groups;
       auto flush = [&](int gi) {
         float2 a[RT], b[RT];
         const int gl = gi - g_first;
+        if (!late_pairs && gl >= early_groups) {
+          cp_async_wait<0>();
+          __syncwarp();
+          late_pairs = true;
+        }
         const uint32_t pg = pbase + gl * psize;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
@@ -398,7 +415,8 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         }
       }
     }
-    __syncthreads();  // the next stage overwrites the activation tile
+    cp_async_wait<0>();  // (no-op unless a stage ended before its late pairs were needed)
+    __syncthreads();  // the next stage overwrites the activation tile and the pairs
   }
 
   // ---- epilogue: direct, or split-K partials + deterministic last-block reduction ----
