@@ -128,7 +128,8 @@ class CudaWeightOnly final : public PreparedImpl {
     probe_m.push_back(4096);
     for (int64_t m : probe_m) {
       for (bool f32 : {false, true}) {
-        for (const char* force : {"", "stream", "cublas"}) {
+        for (const char* force : {"", "stream", "cublas", "wgmma"}) {
+          if (std::string(force) == "wgmma" && (!wgmma_ || f32)) continue;
           const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,
                                                   force, wgmma_ && !f32);
           ws = std::max(ws, cuda::wo_workspace_bytes(p));

@@ -109,11 +109,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   auto smem_for = [&](int stage_chunks, int* max_groups) {
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
     *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-    // activations (+ zero row), their group sums and the block's scale pairs (StreamSmem in
-    // kernels/sm80_wo_stream.cuh; the weights stream through registers)
+    // activations (+ zero row) and their group sums (StreamSmem in kernels/sm80_wo_stream.cuh;
+    // the weights stream through registers)
     return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
-           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16 +
-           size_t(kStreamWarpsPlan) * rt * kTileRows * size_t(*max_groups | 1) * (L.pair_f32 ? 8 : 4);
+           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16;
   };
   // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is
   // compiled for wo_stream_min_blocks() resident blocks (launch bounds), larger tiles are limited

@@ -85,6 +85,11 @@ __device__ __forceinline__ uint4 ld_stream_u4(const void* p, uint64_t policy) {
   return v;
 }
 
+// Pulls the line holding p into L1 (no registers held while it is in flight).
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
 __device__ __forceinline__ void ldmatrix_x4_u32(uint32_t (&r)[4], uint32_t smem) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -106,25 +111,6 @@ __device__ __forceinline__ void cp_async_16_u32(uint32_t smem, const void* gmem)
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
-// 4- and 8-byte copies go through L1 (.ca: .cg is 16 bytes only).
-__device__ __forceinline__ void cp_async_4_u32(uint32_t smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_8_u32(uint32_t smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem), "l"(gmem));
-}
-
-__device__ __forceinline__ float2 lds_f2(uint32_t smem) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(smem));
-  return v;
-}
-__device__ __forceinline__ half2 lds_h2(uint32_t smem) {
-  uint32_t v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(smem));
-  return *reinterpret_cast<half2*>(&v);
-}
-
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

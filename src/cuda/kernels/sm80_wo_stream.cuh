@@ -71,36 +71,8 @@ struct StreamSmem {
   static __host__ __device__ size_t xsum_bytes(int x_rows, int max_groups) {
     return (size_t(x_rows) * max_groups * sizeof(float) + 15) / 16 * 16;
   }
-  // then the (scale, offset) pairs of the block's rows for the stage's groups, raw (half2 or
-  // float2), rows strided by an odd number of pairs so the 8 rows one flush load touches fall in
-  // different banks. The weights never pass through shared memory. The host planner
-  // (wo_plan.cpp) sizes the whole block.
-  static __host__ __device__ int pair_stride(int max_groups) { return max_groups | 1; }
-  static __host__ __device__ size_t pair_bytes(int block_rows, int max_groups, bool pair_f32) {
-    return size_t(block_rows) * pair_stride(max_groups) * (pair_f32 ? 8 : 4);
-  }
+  // (the weights never pass through shared memory); the host planner (wo_plan.cpp) sizes it.
 };
-
-// One warp copies the pairs of its rows [row0, row0 + rows) (local row lr0 of the block's
-// staged rows) for the stage's groups [gl_lo, gl_hi) into shared memory with cp.async (no
-// register round trip, all in flight at once) and commits them as one group. Only the warp
-// itself reads them (cp.async wait + __syncwarp, no block barrier).
-__device__ __forceinline__ void stage_pairs_warp(const WoStreamParams& p, unsigned char* ps, int lr0,
-                                                 int row0, int rows, int g_first, int gl_lo,
-                                                 int gl_hi, int lane) {
-  const int pst = StreamSmem::pair_stride(p.max_groups);
-  const int psize = p.pair_f32 ? 8 : 4;
-  const int ng = gl_hi - gl_lo;
-  const unsigned char* src = static_cast<const unsigned char*>(p.pairs);
-  for (int i = lane; i < rows * ng; i += 32) {
-    const int r = i / ng, gl = gl_lo + i % ng;
-    const unsigned char* g = src + (int64_t(row0 + r) * p.groups + g_first + gl) * psize;
-    const uint32_t s = smem_addr(ps + ((lr0 + r) * pst + gl) * psize);
-    if (psize == 8) cp_async_8_u32(s, g);
-    else cp_async_4_u32(s, g);
-  }
-  cp_async_commit();
-}
 
 template <typename MmaT, bool SPLIT_X>
 __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT* xs, MmaT* xs_lo,
@@ -192,9 +164,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
   MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
-  unsigned char* pair_s = reinterpret_cast<unsigned char*>(xsum) + StreamSmem::xsum_bytes(p.x_rows, p.max_groups);
-  constexpr int kBlockRows = WARPS * RT * kTileRows;
-  const int n_first = blockIdx.x * kBlockRows;
 
   // the zero row (index x_rows) is never overwritten by staging
   for (int i = threadIdx.x; i < ldxs; i += blockDim.x) {
@@ -274,52 +243,48 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       for (int d = 0; d < kDepth; ++d)
         if (d < chunks) load_chunk(buf[d]);
     }
-    // This warp's pairs, in two cp.async groups: the first ~256 K of the stage (waited for before
-    // the loop) and the rest (waited for at the first flush that needs them), so the loop does
-    // not start behind the whole stage's pairs.
-    const int early_groups = min(n_groups, max(1, 256 >> min(p.group_shift, 8)));
-    if (active) {
-      const int np = (p.N + kTileRows - 1) / kTileRows * kTileRows;
-      const int row0 = nt0 * kTileRows, prows = min(RT * kTileRows, np - row0);
-      stage_pairs_warp(p, pair_s, row0 - n_first, row0, prows, g_first, 0, early_groups, lane);
-      stage_pairs_warp(p, pair_s, row0 - n_first, row0, prows, g_first, early_groups, n_groups, lane);
-    }
     stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, g_first, n_groups);
 
     if (active) {
       // global k where the current run's sum must be folded in (run end, group end or stage end)
       int flush_at = min((ks / run_step + 1) * run_step, ke);
-      // (scale, offset) pairs of rows r0 and r0 + 8 (float2 or half2), staged in shared memory
-      // with the activations: loading them from global memory at the flush stalled on their
-      // latency (a quarter of the stall samples even when prefetched into L1 a group ahead).
-      // This lane's rows as byte offsets into the staged block (rt's rows r0[rt], r0[rt] + 8).
+      // (scale, offset) pairs of rows r0 and r0 + 8 (float2 or half2): the flush that folds group
+      // g prefetches group g + 1's into L1 and reads them there one group later, so their latency
+      // (often a DRAM miss: the pairs of 16 rows are 16 different sectors) hides under a whole
+      // group of weight streaming without holding registers (they limited residency).
+      // this lane's rows of (scale, offset) pairs: rt's rows r0[rt] and r0[rt] + 8, as byte
+      // offsets from row r0[0] (32-bit: fewer registers than RT pairs of pointers)
       const int psize = p.pair_f32 ? 8 : 4;
-      const int prow_bytes = StreamSmem::pair_stride(p.max_groups) * psize;
-      const uint32_t pbase = smem_addr(pair_s) + (r0[0] - n_first) * prow_bytes;
+      const int prow_bytes = p.groups * psize;
+      const char* pbase = static_cast<const char*>(p.pairs) + int64_t(r0[0]) * prow_bytes;
       int poff[RT];
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) poff[rt] = (r0[rt] - r0[0]) * prow_bytes;
-      auto read_pair = [&](uint32_t q) {
-        if (p.pair_f32) return lds_f2(q);
-        return __half22float2(lds_h2(q));
+      auto prefetch_pairs = [&](int gi) {
+        const char* pg = pbase + gi * psize;
+#pragma unroll
+        for (int rt = 0; rt < RT; ++rt) {
+          prefetch_l1(pg + poff[rt]);
+          prefetch_l1(pg + poff[rt] + 8 * prow_bytes);
+        }
       };
-      cp_async_wait<1>();  // the early pairs
-      __syncwarp();
-      bool late_pairs = early_groups == n_groups;
+      auto read_pair = [&](const char* q) {
+        if (p.pair_f32) return __ldg(reinterpret_cast<const float2*>(q));
+        return __half22float2(__ldg(reinterpret_cast<const half2*>(q)));
+      };
+      prefetch_pairs(g_first);
       auto flush = [&](int gi) {
         float2 a[RT], b[RT];
-        const int gl = gi - g_first;
-        if (!late_pairs && gl >= early_groups) {
-          cp_async_wait<0>();
-          __syncwarp();
-          late_pairs = true;
-        }
-        const uint32_t pg = pbase + gl * psize;
+        const char* pg = pbase + gi * psize;
 #pragma unroll
         for (int rt = 0; rt < RT; ++rt) {
           a[rt] = read_pair(pg + poff[rt]);
           b[rt] = read_pair(pg + poff[rt] + 8 * prow_bytes);
         }
+        // the next flush folds the next group (or, within a long group, this one again)
+        const int g_next = min(flush_at + run_step, ke) - 1;
+        if ((g_next >> p.group_shift) != gi) prefetch_pairs(g_next >> p.group_shift);
+        const int gl = gi - g_first;
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
           const int mc = j * 8 + (lane % 4) * 2;
@@ -415,8 +380,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         }
       }
     }
-    cp_async_wait<0>();  // (no-op unless a stage ended before its late pairs were needed)
-    __syncthreads();  // the next stage overwrites the activation tile and the pairs
+    __syncthreads();  // the next stage overwrites the activation tile
   }
 
   // ---- epilogue: direct, or split-K partials + deterministic last-block reduction ----
@@ -453,6 +417,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   __syncthreads();
   if (!is_last) return;
   __threadfence();
+  const int n_first = blockIdx.x * WARPS * RT * kTileRows;
   const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
   for (int i = threadIdx.x; i < tile_rows * cols; i += blockDim.x) {
