@@ -58,11 +58,12 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   // against 21 at M = 8). On H100 (bench/results/cuda_wo_wgmma_ws.md) the warp-specialized wgmma
   // kernel beats dequantize + cuBLAS up to M = 1024 (14336x21504 W4 g128 f16: 1174 us against
   // 1232; 8192x28672: 747 against 978); past that cuBLAS on the dequantized weight is used.
-  // At M = 8 the register-ring streaming kernel beats wgmma on large weights (H100, W4 g128 f16,
-  // `MIXQ_FORCE_KERNEL=stream cuda_wo_sweep --m 8`, bench/results/cuda_weight_only_gemv_h100.txt:
-  // 14336x21504 95.9 against 134.5 us, 8192x8192 35.2 against 42.4; W8 14336x21504 161.4 against
-  // 169.4) and loses on small ones (4096x4096: 22.8 against 14.1 us).
-  const int64_t stream_max = wgmma_ok ? (L.packed_bytes() >= kStreamM8MinBytes ? kWgmmaMinM : kWgmmaMinM - 1)
+  // At M = 8 the register-ring streaming kernel beats wgmma on large W4 weights (H100, W4 g128
+  // f16, bench/results/cuda_weight_only_gemv_h100.txt and cuda_weight_only.md: 14336x21504 108
+  // against 134-137 us, 28672x8192 80 against 130, 8192x8192 35 against 42) and loses on small
+  // ones (4096x4096: 23 against 14 us); for W8 it is a wash (-6% ... +13%), so W8 keeps wgmma.
+  const bool stream8 = L.bits == 4 && L.packed_bytes() >= kStreamM8MinBytes;
+  const int64_t stream_max = wgmma_ok ? (stream8 ? kWgmmaMinM : kWgmmaMinM - 1)
                                       : stream_max_m(caps, L.bits, x_f32);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);

@@ -100,6 +100,8 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   ASSERT_LT(small.packed_bytes(), kStreamM8MinBytes);
   EXPECT_EQ(plan_weight_only(8, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
   EXPECT_EQ(plan_weight_only(7, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  EXPECT_EQ(plan_weight_only(8, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::Wgmma);  // W8 keeps wgmma at M = 8
   EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
