@@ -74,12 +74,13 @@ PY
     prof)
       # GEMV diagnosis: blocks-per-SM sweep, then ncu (full set + per-SASS source counters) at M = 1
       W=14336x21504
-      for b in 2 3 4 6 8 12; do
+      for b in ${PROF_BLOCKS:-2 3 4 6 8 12}; do
         echo "blocks_per_sm=$b: $(MIXQ_STREAM_BLOCKS_PER_SM=$b "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $W --m 1,4 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $2, $4, $5}' | tr '\n' ' ')"
       done
-      "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $W --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | head -3
+      PM=${PROF_M:-1}
+      "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $W --m $PM --schemes w4g128 --act f16 --no-baseline 2>&1 | head -3
       ncu --clock-control none -k regex:wo_stream --launch-count 1 --set full --import-source no -o /tmp/gemv \
-        "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $W --m 1 --schemes w4g128 --act f16 --no-baseline > "$LOGS/ncu_run.log" 2>&1
+        "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $W --m $PM --schemes w4g128 --act f16 --no-baseline > "$LOGS/ncu_run.log" 2>&1
       echo "ncu rc=$?"; tail -2 "$LOGS/ncu_run.log"
       ncu -i /tmp/gemv.ncu-rep --page details > "$OUT/gemv_details.txt" 2>&1
       ncu -i /tmp/gemv.ncu-rep --page source --csv --print-source sass > "$OUT/gemv_source.csv" 2>&1 || echo "source page failed"
