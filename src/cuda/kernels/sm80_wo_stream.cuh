@@ -420,11 +420,47 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int n_first = blockIdx.x * WARPS * RT * kTileRows;
   const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
-  for (int i = threadIdx.x; i < tile_rows * cols; i += blockDim.x) {
-    const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
-    float s = 0.f;
-    for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(p.partial + (int64_t(sp) * p.M + m) * p.N + n);
-    store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s));
+  // This reduction is the kernel's tail (every other block is done), so it is latency-bound:
+  // each thread sums kR outputs at once and loads kSp splits of them before adding, i.e. one L2
+  // round trip per kSp splits instead of one per split. The additions stay in split order
+  // (deterministic; the same bits as a plain loop).
+  constexpr int kR = 4, kSp = 8;
+  const int total = tile_rows * cols;
+  const int64_t split_stride = int64_t(p.M) * p.N;
+  for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
+    float s[kR];
+    int64_t off[kR];
+    bool ok[kR];
+#pragma unroll
+    for (int u = 0; u < kR; ++u) {
+      const int i = i0 + u * blockDim.x;
+      ok[u] = i < total;
+      off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
+      s[u] = 0.f;
+    }
+    int sp = 0;
+    for (; sp + kSp <= p.splits; sp += kSp) {
+      float v[kSp][kR];
+#pragma unroll
+      for (int q = 0; q < kSp; ++q)
+#pragma unroll
+        for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
+#pragma unroll
+      for (int q = 0; q < kSp; ++q)
+#pragma unroll
+        for (int u = 0; u < kR; ++u) s[u] += v[q][u];
+    }
+    for (; sp < p.splits; ++sp)
+#pragma unroll
+      for (int u = 0; u < kR; ++u)
+        if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
+#pragma unroll
+    for (int u = 0; u < kR; ++u) {
+      if (!ok[u]) continue;
+      const int i = i0 + u * blockDim.x;
+      const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
+      store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s[u]));
+    }
   }
   if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch (graph replays included)
 }
