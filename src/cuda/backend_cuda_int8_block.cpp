@@ -30,19 +30,12 @@ constexpr int64_t kScratchRows = 4096;
 
 class CudaInt8Block final : public PreparedImpl {
  public:
-  CudaInt8Block(const QuantizedWeight& w, const PrepareOptions& o) {
+  CudaInt8Block(const QuantizedWeight& w, const PrepareOptions& o) : dev_(o, "cuda int8-block") {
     backend = BackendKind::CUDA;
     opts = o;
     N = w.N;
     K = w.K;
-    int8b::check_device(o);
-    device_ = o.device;
-    int8b::DeviceGuard guard(device_);
-    ctx_ = &DeviceContext::get(device_);
-    caps_ = ctx_->caps();
-    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda int8-block needs compute "
-               "capability >= 8.0 (mma.sync s8), device ", device_, " is ", caps_.cc_major, ".",
-               caps_.cc_minor);
+    int8b::DeviceGuard guard(dev_.id);
     // ops.cpp checked: i8 codes, symmetric or offset, block_n 1, no k_perm, act_block == block_k.
     g_ = w.block_k;
     MIXQ_CHECK(g_ == 64 || g_ == 128, ErrorCode::Unsupported, "cuda int8-block: the K block (",
@@ -72,7 +65,7 @@ class CudaInt8Block final : public PreparedImpl {
     sw_ = upload(sw.data(), sw.size() * 4);
     dw_ = upload(dw.data(), dw.size() * 4);
     if (offset_) ow_ = upload(ow.data(), ow.size() * 4);
-    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
+    scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -88,7 +81,7 @@ class CudaInt8Block final : public PreparedImpl {
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
-    check_call_device(x, y, device_);
+    check_call_device(x, y, dev_.id);
     const int64_t M = x.shape[0];
     MIXQ_CHECK(M < INT_MAX / 2, ErrorCode::Unsupported, "cuda int8-block: M (", M,
                ") must be < 2^30");
@@ -105,7 +98,7 @@ class CudaInt8Block final : public PreparedImpl {
     a.scale = reinterpret_cast<float*>(p);
     a.offset = reinterpret_cast<float*>(p + meta);
     a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
-    int8b::DeviceGuard guard(device_);
+    int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
@@ -142,26 +135,25 @@ class CudaInt8Block final : public PreparedImpl {
     p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
-    p.num_sms = caps_.sm_count;
+    p.num_sms = dev_.caps.sm_count;
     pick(a.M).launch(p, stream);
   }
 
-  int device() const { return device_; }
+  int device() const { return dev_.id; }
 
  private:
   Int8GemmKernel pick(int64_t M) const {
-    return select_int8_gemm(caps_, Int8Mode::Block, int(g_), offset_, M, int8b::force_kernel(opts));
+    return select_int8_gemm(dev_.caps, Int8Mode::Block, int(g_), offset_, M,
+                            int8b::force_kernel(opts));
   }
 
   DeviceBuffer upload(const void* src, size_t bytes) const {
-    DeviceBuffer b(std::max<size_t>(bytes, 16), device_);
+    DeviceBuffer b(std::max<size_t>(bytes, 16), dev_.id);
     b.copy_from_host(src, bytes);
     return b;
   }
 
-  int device_ = 0;
-  DeviceCaps caps_;
-  DeviceContext* ctx_ = nullptr;
+  int8b::Int8Device dev_;
   int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0;
   bool offset_ = false;
   DeviceBuffer codes_, sw_, ow_, dw_;

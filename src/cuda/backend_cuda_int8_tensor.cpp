@@ -30,19 +30,13 @@ constexpr int64_t kScratchRows = 4096;
 
 class CudaInt8Tensor final : public PreparedImpl {
  public:
-  CudaInt8Tensor(const QuantizedWeight& w, const PrepareOptions& o) {
+  CudaInt8Tensor(const QuantizedWeight& w, const PrepareOptions& o)
+      : dev_(o, "cuda int8-per-tensor") {
     backend = BackendKind::CUDA;
     opts = o;
     N = w.N;
     K = w.K;
-    int8b::check_device(o);
-    device_ = o.device;
-    int8b::DeviceGuard guard(device_);
-    ctx_ = &DeviceContext::get(device_);
-    caps_ = ctx_->caps();
-    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda int8-per-tensor needs compute "
-               "capability >= 8.0 (mma.sync s8), device ", device_, " is ", caps_.cc_major, ".",
-               caps_.cc_minor);
+    int8b::DeviceGuard guard(dev_.id);
     MIXQ_CHECK(K <= kInt8TensorMaxK, ErrorCode::Unsupported, "cuda int8-per-tensor: K (", K,
                ") must be <= ", kInt8TensorMaxK, " (exact int32 accumulation)");
     MIXQ_CHECK(N < (int64_t(1) << 30), ErrorCode::Unsupported, "cuda int8-per-tensor: N (", N,
@@ -63,7 +57,7 @@ class CudaInt8Tensor final : public PreparedImpl {
     codes_ = upload(codes.data(), codes.size());
     wsum_ = upload(wsum.data(), wsum.size() * 4);
     wscale_ = upload(wscale.data(), wscale.size() * 8);
-    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
+    scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
@@ -78,11 +72,11 @@ class CudaInt8Tensor final : public PreparedImpl {
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
-    check_call_device(x, y, device_);
+    check_call_device(x, y, dev_.id);
     const int64_t M = x.shape[0];
     MIXQ_CHECK(M < INT_MAX / 2, ErrorCode::Unsupported, "cuda int8-per-tensor: M (", M,
                ") must be < 2^30");
-    int8b::DeviceGuard guard(device_);
+    int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     const int8_t* a = static_cast<const int8_t*>(x.data);
     int64_t lda = x.ld();
@@ -130,19 +124,17 @@ class CudaInt8Tensor final : public PreparedImpl {
 
  private:
   Int8GemmKernel pick(int64_t M) const {
-    return select_int8_gemm(caps_, Int8Mode::Tensor, int(kInt8TensorBlockK), false, M,
+    return select_int8_gemm(dev_.caps, Int8Mode::Tensor, int(kInt8TensorBlockK), false, M,
                             int8b::force_kernel(opts));
   }
 
   DeviceBuffer upload(const void* src, size_t bytes) const {
-    DeviceBuffer b(std::max<size_t>(bytes, 16), device_);
+    DeviceBuffer b(std::max<size_t>(bytes, 16), dev_.id);
     b.copy_from_host(src, bytes);
     return b;
   }
 
-  int device_ = 0;
-  DeviceCaps caps_;
-  DeviceContext* ctx_ = nullptr;
+  int8b::Int8Device dev_;
   int64_t nb_ = 0, Kp_ = 0, Np_ = 0;
   DeviceBuffer codes_, wsum_, wscale_;
   std::shared_ptr<DeviceBuffer> scratch_;

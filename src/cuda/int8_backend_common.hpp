@@ -43,4 +43,21 @@ inline std::string force_kernel(const PrepareOptions& o) {
 
 inline void check_device(const PrepareOptions& o) { check_device_ordinal(o.device); }
 
+// The device a prepared INT8 weight lives on, checked at prepare: an mma.sync s8 GPU (compute
+// capability >= 8.0). `what` names the prepared kind in the error.
+struct Int8Device {
+  int id = 0;
+  DeviceContext* ctx = nullptr;
+  DeviceCaps caps;
+  Int8Device(const PrepareOptions& o, const char* what) {
+    check_device(o);
+    id = o.device;
+    DeviceGuard guard(id);
+    ctx = &DeviceContext::get(id);
+    caps = ctx->caps();
+    MIXQ_CHECK(caps.cc_major >= 8, ErrorCode::Unsupported, what, " needs compute capability >= 8.0 "
+               "(mma.sync s8), device ", id, " is ", caps.cc_major, ".", caps.cc_minor);
+  }
+};
+
 }  // namespace mixq::cuda::int8b
