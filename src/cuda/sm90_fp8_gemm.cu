@@ -43,15 +43,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   p.num_n = int((a.N + BN - 1) / BN);
   p.num_tiles = p.num_m * p.num_n;
   p.group_n = a.group_n > 0 ? a.group_n : 8;
-  p.y = a.y;
-  p.ldy = a.ldy;
-  p.y_type = a.y_type;
-  const int yb = a.y_type == 2 ? 4 : 2;
-  p.y_pairs = (a.ldy % 2 == 0 && reinterpret_cast<uintptr_t>(a.y) % (2 * yb) == 0) ? 1 : 0;
-  p.bias = a.bias;
-  p.bias_type = a.bias_type;
-  p.clamp_lo = a.clamp_lo;
-  p.clamp_hi = a.clamp_hi;
+  p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   const int grid = std::max(1, std::min(p.num_tiles, a.num_sms));
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(tm_a, tm_b, pp, p);
   MIXQ_CUDA_CHECK_LAUNCH("sm90_fp8_block_gemm");

@@ -55,15 +55,7 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
   p.num_n = (a.N + kBN - 1) / kBN;
   p.num_tiles = p.num_m * p.num_n;
   p.group_n = 8;
-  p.y = a.y;
-  p.ldy = a.ldy;
-  p.y_type = a.y_type;
-  const int yb = a.y_type == 2 ? 4 : 2;
-  p.y_pairs = (a.ldy % 2 == 0 && reinterpret_cast<uintptr_t>(a.y) % (2 * yb) == 0) ? 1 : 0;
-  p.bias = a.bias;
-  p.bias_type = a.bias_type;
-  p.clamp_lo = a.clamp_lo;
-  p.clamp_hi = a.clamp_hi;
+  p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   int sms = a.num_sms;
   if (sms <= 0) {
     int dev = 0;

@@ -45,6 +45,20 @@ struct BlockGemmParams {
   const void* bias = nullptr;
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
+
+  // The epilogue fields (host side), y_pairs from y's alignment and leading dimension.
+  void set_output(void* y_, int64_t ldy_, int y_type_, const void* bias_, int bias_type_, float lo,
+                  float hi) {
+    y = y_;
+    ldy = ldy_;
+    y_type = y_type_;
+    const int yb = y_type == 2 ? 4 : 2;
+    y_pairs = (ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % (2 * yb) == 0) ? 1 : 0;
+    bias = bias_;
+    bias_type = bias_type_;
+    clamp_lo = lo;
+    clamp_hi = hi;
+  }
 };
 
 template <int BN, int kStages, class Policy>
