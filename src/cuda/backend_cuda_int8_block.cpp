@@ -61,10 +61,10 @@ class CudaInt8Block final : public PreparedImpl {
         dw[size_t(b * Np_ + n)] = float(s * double(qsum) + double(k1 - k0) * off);
       }
     }
-    codes_ = upload(codes.data(), codes.size());
-    sw_ = upload(sw.data(), sw.size() * 4);
-    dw_ = upload(dw.data(), dw.size() * 4);
-    if (offset_) ow_ = upload(ow.data(), ow.size() * 4);
+    codes_ = dev_.upload(codes.data(), codes.size());
+    sw_ = dev_.upload(sw.data(), sw.size() * 4);
+    dw_ = dev_.upload(dw.data(), dw.size() * 4);
+    if (offset_) ow_ = dev_.upload(ow.data(), ow.size() * 4);
     scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
@@ -145,12 +145,6 @@ class CudaInt8Block final : public PreparedImpl {
   Int8GemmKernel pick(int64_t M) const {
     return select_int8_gemm(dev_.caps, Int8Mode::Block, int(g_), offset_, M,
                             int8b::force_kernel(opts));
-  }
-
-  DeviceBuffer upload(const void* src, size_t bytes) const {
-    DeviceBuffer b(std::max<size_t>(bytes, 16), dev_.id);
-    b.copy_from_host(src, bytes);
-    return b;
   }
 
   int8b::Int8Device dev_;

@@ -54,9 +54,9 @@ class CudaInt8Tensor final : public PreparedImpl {
       wsum[size_t(n)] = s;
       wscale[size_t(n)] = double(o.input_quant.scale) * double(w.scale(n, 0));
     }
-    codes_ = upload(codes.data(), codes.size());
-    wsum_ = upload(wsum.data(), wsum.size() * 4);
-    wscale_ = upload(wscale.data(), wscale.size() * 8);
+    codes_ = dev_.upload(codes.data(), codes.size());
+    wsum_ = dev_.upload(wsum.data(), wsum.size() * 4);
+    wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
     scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -126,12 +126,6 @@ class CudaInt8Tensor final : public PreparedImpl {
   Int8GemmKernel pick(int64_t M) const {
     return select_int8_gemm(dev_.caps, Int8Mode::Tensor, int(kInt8TensorBlockK), false, M,
                             int8b::force_kernel(opts));
-  }
-
-  DeviceBuffer upload(const void* src, size_t bytes) const {
-    DeviceBuffer b(std::max<size_t>(bytes, 16), dev_.id);
-    b.copy_from_host(src, bytes);
-    return b;
   }
 
   int8b::Int8Device dev_;

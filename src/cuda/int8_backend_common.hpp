@@ -58,6 +58,12 @@ struct Int8Device {
     MIXQ_CHECK(caps.cc_major >= 8, ErrorCode::Unsupported, what, " needs compute capability >= 8.0 "
                "(mma.sync s8), device ", id, " is ", caps.cc_major, ".", caps.cc_minor);
   }
+  // A device copy of host bytes (at least 16 bytes allocated).
+  DeviceBuffer upload(const void* src, size_t bytes) const {
+    DeviceBuffer b(bytes > 16 ? bytes : 16, id);
+    b.copy_from_host(src, bytes);
+    return b;
+  }
 };
 
 }  // namespace mixq::cuda::int8b
