@@ -112,7 +112,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
     // activations (+ zero row) and their group sums (StreamSmem in kernels/sm80_wo_stream.cuh;
     // the weights stream through registers)
-    return size_t(p.x_rows + 1) * size_t(kr + 8) * 2 * sx +
+    return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx +
            (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16;
   };
   // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is

@@ -59,14 +59,17 @@ template <>
 __device__ __forceinline__ float from_mma<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 
 // Shared-memory layout of one block: the staged activation rows (only as many as the call has,
-// x_rows <= MT, so decode with M = 1 stages one row, not eight) plus one zero row that the
-// ldmatrix lanes of absent tokens point at; then the per-(token, group) sums. Rows are padded by
-// 16 bytes so the 8 row addresses of an ldmatrix fall in different banks.
+// x_rows <= MT, so decode with M = 1 stages one row, not eight) plus one chunk-wide zero row that
+// the ldmatrix lanes of absent tokens point at (their addresses do not advance with the chunk,
+// so it costs 144 bytes, not a whole row: a full-length zero row pushed long splits at M >= 2
+// into a second stage); then the per-(token, group) sums. Rows are padded by 16 bytes so the 8
+// row addresses of an ldmatrix fall in different banks.
 struct StreamSmem {
   static constexpr int kPad = 8;  // elements
+  static constexpr int kZeroRow = kChunkK + kPad;  // elements
   static __host__ __device__ int row_stride(int kr) { return kr + kPad; }
   static __host__ __device__ size_t x_bytes(int x_rows, int kr) {
-    return size_t(x_rows + 1) * row_stride(kr) * 2;
+    return (size_t(x_rows) * row_stride(kr) + kZeroRow) * 2;
   }
   static __host__ __device__ size_t xsum_bytes(int x_rows, int max_groups) {
     return (size_t(x_rows) * max_groups * sizeof(float) + 15) / 16 * 16;
@@ -162,11 +165,11 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int kr_max = p.chunks_per_stage * kChunkK;
   const int ldxs = StreamSmem::row_stride(kr_max);
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
-  MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows + 1) * ldxs : nullptr;
+  MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows) * ldxs + StreamSmem::kZeroRow : nullptr;
   float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
 
   // the zero row (index x_rows) is never overwritten by staging
-  for (int i = threadIdx.x; i < ldxs; i += blockDim.x) {
+  for (int i = threadIdx.x; i < StreamSmem::kZeroRow; i += blockDim.x) {
     xs[size_t(p.x_rows) * ldxs + i] = to_mma<MmaT>(0.f);
     if constexpr (SPLIT_X) xs_lo[size_t(p.x_rows) * ldxs + i] = to_mma<MmaT>(0.f);
   }
@@ -192,10 +195,12 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   // (two 16-wide K tiles) of the 8 token rows; tokens the block does not have read the zero row.
   const int lm_k = (lane >> 3) * 8;
   int lm_off[NT8];
+  uint32_t lm_step[NT8];  // bytes per chunk: 0 for the zero row
 #pragma unroll
   for (int j = 0; j < NT8; ++j) {
     const int r = j * 8 + (lane & 7);
     lm_off[j] = (r < rows ? r : p.x_rows) * ldxs + lm_k;
+    lm_step[j] = r < rows ? kChunkK * 2 : 0;
   }
 
   float acc[RT][NT8][4], accg[kChains][RT][NT8][4];
@@ -368,8 +373,8 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
             if (c0 + d + kDepth < chunks) load_chunk(buf[d]);
 #pragma unroll
             for (int j = 0; j < NT8; ++j) {
-              lm_addr[j] += kChunkK * 2;
-              if constexpr (SPLIT_X) lm_lo_addr[j] += kChunkK * 2;
+              lm_addr[j] += lm_step[j];
+              if constexpr (SPLIT_X) lm_lo_addr[j] += lm_step[j];
             }
             kg += kChunkK;
             if (!FINE && kg == flush_at) {
