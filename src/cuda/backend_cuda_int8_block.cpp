@@ -128,13 +128,7 @@ class CudaInt8Block final : public PreparedImpl {
     p.sw = static_cast<const float*>(sw_.data());
     p.ow = offset_ ? static_cast<const float*>(ow_.data()) : nullptr;
     p.dw = static_cast<const float*>(dw_.data());
-    p.y = y.data;
-    p.ldy = y.ld();
-    p.y_type = int8b::type_code(y.dtype);
-    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
-    p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
-    p.clamp_lo = ep.clamp_lo;
-    p.clamp_hi = ep.clamp_hi;
+    int8b::set_output(p, y, ep);
     p.num_sms = dev_.caps.sm_count;
     pick(a.M).launch(p, stream);
   }

@@ -112,13 +112,7 @@ class CudaInt8Tensor final : public PreparedImpl {
     p.in_zero = opts.input_quant.zero;
     p.out_scale = opts.output_quant.scale;
     p.out_zero = opts.output_quant.zero;
-    p.y = y.data;
-    p.ldy = y.ld();
-    p.y_type = int8b::type_code(y.dtype);
-    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
-    p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
-    p.clamp_lo = ep.clamp_lo;
-    p.clamp_hi = ep.clamp_hi;
+    int8b::set_output(p, y, ep);
     pick(M).launch(p, stream);
   }
 

@@ -9,6 +9,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/device_context.hpp"
+#include "cuda/int8_gemm.hpp"
 #include "mixq/error.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/tensor.hpp"
@@ -42,6 +43,17 @@ inline std::string force_kernel(const PrepareOptions& o) {
 }
 
 inline void check_device(const PrepareOptions& o) { check_device_ordinal(o.device); }
+
+// The output fields of the GEMM parameters: y (its dtype), bias and clamp of the epilogue.
+inline void set_output(Int8GemmParams& p, const TensorView& y, const Epilogue& ep) {
+  p.y = y.data;
+  p.ldy = y.ld();
+  p.y_type = type_code(y.dtype);
+  p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+  p.bias_type = ep.bias.empty() ? 2 : type_code(ep.bias.dtype);
+  p.clamp_lo = ep.clamp_lo;
+  p.clamp_hi = ep.clamp_hi;
+}
 
 // The device a prepared INT8 weight lives on, checked at prepare: an mma.sync s8 GPU (compute
 // capability >= 8.0). `what` names the prepared kind in the error.

@@ -96,14 +96,6 @@ __device__ __forceinline__ void ldmatrix_x4_u32(uint32_t (&r)[4], uint32_t smem)
                : "r"(smem));
 }
 
-__device__ __forceinline__ uint4 lds_u4(uint32_t smem) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(smem));
-  return v;
-}
-
 __device__ __forceinline__ void cp_async_16_u32(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 }
