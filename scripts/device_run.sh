@@ -126,6 +126,22 @@ PY
           --m 1,4,16 --schemes fp8b128,w8g128 --no-progress --json "$OUT/fp8wo_$act.json" > "$OUT/fp8wo_$act.txt" 2>&1
         echo "mixq bench fp8b128 --act $act rc=$?"
       done ;;
+    wsk)
+      # warp-specialized wgmma kernel (stream-K): its GPU tests with it forced at every M, then
+      # the nine layers at M = 64..1024 next to cuBLAS
+      MIXQ_WGMMA_V1=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$OUT/wsk_tests.log" 2>&1
+      echo "ws-forced gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/wsk_tests.log" | tr '\n' ' ')"
+      shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+      "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSK_M:-64,128,256,1024} --schemes ${WSK_SCHEMES:-w4g128,w8g128} \
+        --act ${WSK_ACT:-f16} --json "$OUT/wsk_sweep.json" > "$OUT/wsk_sweep.txt" 2>&1; echo "sweep rc=$?"
+      grep -E '^[0-9]+x|ceiling' "$OUT/wsk_sweep.txt"
+      # the schedule forced both ways (W4 f16), to calibrate the cost model of wo_stream_k.hpp
+      if [ -n "${WSK_FORCED:-}" ]; then
+        for mode in dp sk; do
+          MIXQ_WS_SCHEDULE=$mode "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSK_M:-64,128,256,1024} \
+            --schemes w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v m=$mode '{print m, $1, $4, $5}'
+        done | tee "$OUT/wsk_forced.txt" | paste - - - - - - - - | head -40
+      fi ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

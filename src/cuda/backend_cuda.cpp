@@ -147,8 +147,9 @@ class CudaWeightOnly final : public PreparedImpl {
     const WoPlan p = plan(M, false, false, true);
     std::string s = cuda::wo_kernel_name(p.kernel);
     if (p.kernel != WoKernel::DequantCublas)
-      s += (L_.e4m3 ? std::string("_fp8") : "_w" + std::to_string(L_.bits)) + "_mt" +
-           std::to_string(p.mt) + "_s" + std::to_string(p.splits);
+      s += std::string(p.stream_k ? "_ws" : "") +
+           (L_.e4m3 ? std::string("_fp8") : "_w" + std::to_string(L_.bits)) + "_mt" +
+           std::to_string(p.mt) + (p.stream_k ? std::string("_sk") : "_s" + std::to_string(p.splits));
     return s;
   }
 
@@ -192,7 +193,7 @@ class CudaWeightOnly final : public PreparedImpl {
     if (p.kernel == WoKernel::Stream)
       run_stream(p, x, y, ep, ws, tickets, stream);
     else if (p.kernel == WoKernel::Wgmma)
-      run_wgmma(p, x, y, ep, ws, stream);
+      run_wgmma(p, x, y, ep, ws, tickets, stream);
     else
       run_cublas(p, x, y, ep, ws, stream);
   }
@@ -280,8 +281,8 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // The Hopper wgmma kernel; act-order gathers X into the workspace first (16-byte aligned rows).
   void run_wgmma(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
-                 char* ws, cudaStream_t stream) const {
-    cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, nullptr);
+                 char* ws, unsigned* tickets, cudaStream_t stream) const {
+    cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, tickets);
     if (perm_.size()) {
       char* gathered = ws + align(p.partial_floats * 4) + align(p.tickets * 4) + align(p.chunk_bytes);
       const int64_t ldg = cuda::round_up(K, 8);
@@ -292,7 +293,7 @@ class CudaWeightOnly final : public PreparedImpl {
       k.k_perm = nullptr;
     }
     const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
-    cuda::launch_wo_wgmma(k, p.mt, L_.bits, grid, stream);
+    cuda::launch_wo_wgmma(k, p.mt, L_.bits, grid, p.stream_k, stream);
   }
 
   cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,

@@ -364,28 +364,21 @@ size_t wo_wgmma_smem_bytes(int mt, int bits) {
   }
 }
 
-void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream) {
-  // Which kernel (H100, bench/results/cuda_wo_wgmma_ws.md, g128 f16/bf16): v1 (2 CTAs per SM, 16
-  // consumer warps) is faster for W4 up to M = 64 (14336x21504 M = 16: 137 us against 178), the
-  // warp-specialized kernel for W8 at every M (8192x28672 M = 16: 136 against 152) and for W4 from
-  // M = 128 on (M = 256: 349 against 511; M = 1024: 1139 against 1545).
-  // MIXQ_WGMMA_V1=1 / =0 forces v1 / the warp-specialized kernel.
-  static const int v1_env = [] {
-    const char* e = std::getenv("MIXQ_WGMMA_V1");
-    return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
-  }();
-  const bool v1 = v1_env >= 0 ? v1_env == 1 : (mt <= 64 && bits == 4);
+void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, bool stream_k,
+                     cudaStream_t stream) {
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
-  if (!v1 && wo_wgmma_ws_available(device)) {
-    launch_wo_wgmma_ws(p, mt, bits, int(grid.x), int(grid.z), int(grid.y), stream);
-  } else {
-    if (mt < 64) {  // v1 has no 16/32-token tiles
-      mt = 64;
-      grid.z = unsigned((p.M + 63) / 64);
-    }
-    launch_v1(p, mt, bits, grid, stream);
+  if (stream_k) {
+    MIXQ_CHECK(wo_wgmma_ws_available(device), ErrorCode::Internal,
+               "wo_wgmma: the warp-specialized kernel is not in this binary for device ", device);
+    launch_wo_wgmma_ws(p, mt, bits, int(grid.x), int(grid.z), stream);
+    return;
   }
+  if (mt < 64) {  // v1 has no 16/32-token tiles
+    mt = 64;
+    grid.z = unsigned((p.M + 63) / 64);
+  }
+  launch_v1(p, mt, bits, grid, stream);
   if (p.splits > 1) {
     const int64_t total = int64_t(p.M) * p.N;
     const int blocks = int(std::min<int64_t>((total + 255) / 256, 4096));

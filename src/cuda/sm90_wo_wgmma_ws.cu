@@ -2,8 +2,8 @@
 // with W the packed INT4/INT8 tiles of wo_layout.hpp, dequantized in registers into the A operand
 // of wgmma.mma_async (register-A form); X is the B operand in shared memory.
 //
-// CTA = 3 warpgroups (384 threads), persistent over work units (128 weight rows x MT tokens x one
-// split of K), 1 CTA per SM:
+// CTA = 3 warpgroups (384 threads), persistent over output tiles of 128 weight rows x MT tokens,
+// 1 CTA per SM, hybrid data-parallel + stream-K (wo_stream_k.hpp):
 //   warpgroup 0 (producer) gives its registers away; one warp fills a STAGES-deep ring of 64-K
 //     stages: lane 0 issues the TMA load of the X tile (MT x 64, 128-byte swizzle, zero-filled past
 //     M and K) and one bulk copy (cp.async.bulk) per 16-row weight tile (512 / 1024 contiguous
@@ -16,13 +16,14 @@
 //     i overlaps the tensor-core work of stage i - 1 and no thread of the CTA ever waits on a
 //     CTA-wide barrier.
 // The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
-// exposed per-chunk overhead, docs/cuda-weight-only.md). Split-K writes f32 partials that the
-// caller reduces in split order (deterministic).
+// exposed per-chunk overhead, docs/cuda-weight-only.md). The pieces of a tile cut between CTAs go
+// to per-CTA partial slots that stream_k_fixup_kernel sums in CTA order (deterministic).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
@@ -30,6 +31,7 @@
 #include "cuda/kernels/sm90_wgmma.cuh"
 #include "cuda/kernels/sm90_wgmma_dequant.cuh"
 #include "cuda/sm90_tensor_map.hpp"
+#include "cuda/wo_stream_k.hpp"
 #include "cuda/wo_wgmma.hpp"
 
 namespace mixq::cuda {
@@ -58,12 +60,6 @@ struct WsTile {
   static_assert(kStages >= 3, "ring too shallow");
 };
 
-// Work decomposition of one launch: units = splits x (num_m x num_n tiles).
-struct WsSchedule {
-  int num_n, num_m, tiles, units, group_n;
-  int diag;  // MIXQ_WS_DIAG (timing experiments only, wrong results): 1 no pairs, 2 no W, 4 no X
-};
-
 #if defined(MIXQ_SM90A)
 // Contiguous global -> shared copy by the TMA unit, completion counted in bytes on `bar`.
 __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
@@ -86,25 +82,72 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_u32(bar))
                : "memory");
 }
-__device__ __forceinline__ void unit_coords(int u, const WsSchedule& s, int& split, int& mb, int& nb) {
-  split = u / s.tiles;
-  const int t = u - split * s.tiles;
-  // groups of group_n N-blocks, M-blocks inside a group: CTAs running together share X and W in L2
-  const int per_group = s.group_n * s.num_m;
-  const int g = t / per_group;
-  const int first = g * s.group_n;
-  const int gn = min(s.group_n, s.num_n - first);
-  const int in = t - g * per_group;
-  mb = in / gn;
-  nb = first + in % gn;
+#endif
+
+// Partial slot layout [slot][consumer warpgroup][MT/8][128 threads] float4 (accumulators 4q..4q+3
+// of a thread): coalesced per warp on both sides.
+template <int MT>
+__device__ __forceinline__ float4* stream_k_slot(float* partial, int slot, int wg, int tid) {
+  return reinterpret_cast<float4*>(partial) + (int64_t(slot) * 2 + wg) * (MT / 8) * 128 + tid;
 }
 
-#endif
+// Sums the pieces of every tile cut between CTAs, in CTA order (deterministic), and applies the
+// epilogue. Block (t, wg, qg): stream-K tile t, the 64 rows of consumer warpgroup wg, accumulator
+// float4s kFixupQ * qg ..; thread = the consumer thread whose accumulators it finishes (same
+// fragment layout as the main kernel). The contributors' slots are resolved once per block into
+// shared memory (the owner arithmetic is 64-bit division), in batches of 128.
+constexpr int kFixupQ = 2;
+template <int MT>
+__global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParams p,
+                                                             const StreamKSchedule sched) {
+  __shared__ int slots[128];
+  const int t = blockIdx.x, wg = blockIdx.y, q0 = blockIdx.z * kFixupQ, tid = threadIdx.x;
+  const int64_t t_begin = int64_t(t) * sched.chunks;
+  const int b_lo = StreamKCursor::sk_owner(sched, t_begin);
+  const int b_hi = StreamKCursor::sk_owner(sched, t_begin + sched.chunks - 1);
+  if (b_lo == b_hi) return;  // whole tile in one CTA: written by the main kernel
+  float4 v[kFixupQ];
+  for (int base = b_lo; base <= b_hi; base += 128) {
+    const int n_b = min(128, b_hi + 1 - base);
+    __syncthreads();
+    if (tid < n_b) slots[tid] = StreamKCursor::slot_of(sched, base + tid, t);
+    __syncthreads();
+    for (int i = 0; i < n_b; ++i) {
+      const float4* src = stream_k_slot<MT>(p.partial, slots[i], wg, tid) + q0 * 128;
+      float4 u[kFixupQ];
+#pragma unroll
+      for (int q = 0; q < kFixupQ; ++q) u[q] = __ldcg(src + q * 128);
+#pragma unroll
+      for (int q = 0; q < kFixupQ; ++q) {
+        if (base + i == b_lo) {
+          v[q] = u[q];
+        } else {
+          v[q].x += u[q].x; v[q].y += u[q].y; v[q].z += u[q].z; v[q].w += u[q].w;
+        }
+      }
+    }
+  }
+  int mb, nb;
+  stream_k_tile_coords(sched, sched.dp_tiles + t, mb, nb);
+  const int warp = tid >> 5, lane = tid & 31;
+  const int n_row0 = nb * 128 + (wg * 4 + warp) * kTileRows + (lane >> 2);
+  const int m_base = mb * MT + 2 * (lane & 3);
+#pragma unroll
+  for (int q = 0; q < kFixupQ; ++q) {
+    const float e4[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int n = n_row0 + ((e >> 1) << 3);
+      const int m = m_base + 8 * (q0 + q) + (e & 1);
+      if (n < p.N && m < p.M) store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, e4[e]));
+    }
+  }
+}
 
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
 __global__ void __launch_bounds__(kWsThreads, 1)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const WoStreamParams p,
-                       const WsSchedule sched) {
+                       const StreamKSchedule sched) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, BITS>;
   constexpr int S = Tile::kStages;
@@ -152,11 +195,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t pslot = sm90::smem_u32(p_tiles) + uint32_t(row * kPairStride);
     int stage = 0;
     uint32_t phase = 0;
-    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-      int split, mb, nb;
-      unit_coords(u, sched, split, mb, nb);
-      const int c_begin = split * p.chunks_per_split;
-      const int c_end = min(chunks, c_begin + p.chunks_per_split);
+    StreamKCursor cur(sched, blockIdx.x);
+    StreamKWork w;
+    while (cur.next(sched, w)) {
+      int mb, nb;
+      stream_k_tile_coords(sched, w.tile, mb, nb);
+      const int c_begin = w.c0;
+      const int c_end = w.c1;
       const int nt0 = nb * kWsRowTiles;
       const int n_w = min(kWsRowTiles, n_row_tiles - nt0);  // row tiles that exist
       const int n = nb * 128 + row;
@@ -250,13 +295,24 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       fence_acc();
     };
 
+    // A piece of a tile cut between CTAs: its sums go to this CTA's partial slot (0: the first
+    // piece of its stream-K range, 1: the last) for stream_k_fixup_kernel.
+    auto store_partial = [&](const StreamKWork& w, const float (&r)[kAcc]) {
+      float4* dst = stream_k_slot<MT>(p.partial, 2 * blockIdx.x + (w.first ? 0 : 1), warpgroup - 1,
+                                      threadIdx.x & 127);
+#pragma unroll
+      for (int q = 0; q < MT / 8; ++q)
+        __stcg(dst + q * 128, make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]));
+    };
+
     int stage = 0;
     uint32_t phase = 0;
-    for (int u = blockIdx.x; u < sched.units; u += gridDim.x) {
-      int split, mb, nb;
-      unit_coords(u, sched, split, mb, nb);
-      const int c_begin = split * p.chunks_per_split;
-      const int n_chunks = min(chunks, c_begin + p.chunks_per_split) - c_begin;
+    StreamKCursor cur(sched, blockIdx.x);
+    StreamKWork w;
+    while (cur.next(sched, w)) {
+      int mb, nb;
+      stream_k_tile_coords(sched, w.tile, mb, nb);
+      const int n_chunks = w.c1 - w.c0;
 #pragma unroll
       for (int k = 0; k < kSets; ++k)
 #pragma unroll
@@ -292,6 +348,11 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       __syncwarp();
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
 
+      if (w.split) {
+        store_partial(w, acc[0]);
+        continue;
+      }
+
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
       const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
       const int m_base = mb * MT + 2 * (lane & 3);
@@ -301,12 +362,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         for (int e = 0; e < 4; ++e) {
           const int n = n_row0 + ((e >> 1) << 3);
           const int m = m_base + 8 * q + (e & 1);
-          if (n < p.N && m < p.M) {
-            if (p.splits > 1)
-              p.partial[(int64_t(split) * p.M + m) * p.N + n] = acc[0][4 * q + e];
-            else
-              store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[0][4 * q + e]));
-          }
+          if (n < p.N && m < p.M)
+            store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[0][4 * q + e]));
         }
       }
     }
@@ -328,7 +385,7 @@ int sm_count(int device) {
 }
 
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
-void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const WsSchedule& sch,
+void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const StreamKSchedule& sch,
                       int ctas, cudaStream_t stream) {
   auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS>;
   const size_t smem = WsTile<MT, BITS>::kSmem;
@@ -337,10 +394,15 @@ void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const WsSc
   MIXQ_CUDA_CHECK(attr);
   kernel<<<ctas, kWsThreads, smem, stream>>>(tm, p, sch);
   MIXQ_CUDA_CHECK(cudaGetLastError());
+  if (stream_k_split_pieces(sch) > 0) {
+    const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
+    stream_k_fixup_kernel<MT><<<grid, 128, 0, stream>>>(p, sch);
+    MIXQ_CUDA_CHECK(cudaGetLastError());
+  }
 }
 
 template <typename T, bool HALF_PAIRS>
-void launch_ws_type(const WoStreamParams& p, const CUtensorMap& tm, const WsSchedule& sch,
+void launch_ws_type(const WoStreamParams& p, const CUtensorMap& tm, const StreamKSchedule& sch,
                     int ctas, int mt, int bits, cudaStream_t stream) {
 #define MIXQ_WS_CASE(MT_)                                                                     \
   case MT_:                                                                                   \
@@ -384,20 +446,20 @@ size_t wo_wgmma_ws_smem_bytes(int mt, int bits) {
 }
 
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
-                        int splits, cudaStream_t stream) {
+                        cudaStream_t stream) {
   MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo_wgmma_ws: groups of at least 16");
+  MIXQ_CHECK(p.partial, ErrorCode::Internal, "wo_wgmma_ws: no stream-K workspace");
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
   // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
   const CUtensorMap tm = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K),
                                             uint64_t(p.M), uint64_t(p.ldx) * 2, kChunkK,
                                             uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
-  WsSchedule sch{};
-  sch.num_n = num_n;
-  sch.num_m = num_m;
-  sch.tiles = num_n * num_m;
-  sch.units = sch.tiles * splits;
-  sch.group_n = 8;
+  static const int mode = [] {  // tuning knob (benchmarks): dp = whole tiles, sk = stream-K
+    const char* e = std::getenv("MIXQ_WS_SCHEDULE");
+    return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;
+  }();
+  StreamKSchedule sch = make_stream_k_schedule(num_n, num_m, p.Kp / kChunkK, sm_count(device), mt, mode);
   // Timing experiments only (results are wrong with it): honoured only in builds configured with
   // -DMIXQ_WS_DIAG_BUILD, so a stray environment variable can never corrupt a user's output.
 #if defined(MIXQ_WS_DIAG_BUILD)
@@ -409,7 +471,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   constexpr int diag = 0;
 #endif
   sch.diag = diag;
-  const int ctas = std::min(sch.units, sm_count(device));
+  const int ctas = sch.grid;
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
   if (p.x_type == IoType::F16) {
     if (half_pairs) launch_ws_type<half, true>(p, tm, sch, ctas, mt, bits, stream);

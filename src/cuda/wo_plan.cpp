@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "cuda/wo_stream_k.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::cuda {
@@ -77,13 +78,27 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     p.m_blocks = ceil_div(M, p.mt);
     p.n_blocks = ceil_div(L.N, 128);
     const int chunks = int(L.Kp / kChunkK);
+    p.gather_bytes = gather ? size_t(M * round_up(L.K, 8) * x_bytes) : 0;
+    // Which kernel (H100, bench/results/cuda_wo_wgmma_ws.md, g128 f16/bf16): v1 (2 CTAs per SM,
+    // 16 consumer warps) is faster for W4 up to M = 64 (14336x21504 M = 16: 137 us against 178),
+    // the warp-specialized kernel for W8 at every M (8192x28672 M = 16: 136 against 152) and for
+    // W4 from M = 128 on. MIXQ_WGMMA_V1=1 / =0 forces v1 / the warp-specialized kernel.
+    static const int v1_env = [] {
+      const char* e = std::getenv("MIXQ_WGMMA_V1");
+      return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
+    }();
+    p.stream_k = v1_env >= 0 ? v1_env == 0 : !(p.mt <= 64 && L.bits == 4);
+    if (p.stream_k) {
+      p.chunks_per_split = chunks;
+      p.partial_floats = size_t(stream_k_partial_floats(caps.sm_count, p.mt));
+      return p;
+    }
     const int64_t cap = int64_t(kMaxWgmmaPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
     const int max_splits = int(std::max<int64_t>(1, std::min<int64_t>(8, cap)));
     p.splits = choose_splits(int64_t(p.n_blocks) * p.m_blocks, caps.sm_count, chunks, max_splits);
     p.chunks_per_split = ceil_div(chunks, p.splits);
     p.splits = ceil_div(chunks, p.chunks_per_split);
     p.partial_floats = p.splits > 1 ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
-    p.gather_bytes = gather ? size_t(M * round_up(L.K, 8) * x_bytes) : 0;
     return p;
   }
   if (!stream) {

@@ -40,7 +40,10 @@ struct WoPlan {
   size_t chunk_bytes = 0;
   size_t gather_bytes = 0;    // act-order: X permuted once
   size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its dtype directly
-  // Hopper wgmma kernel: m_blocks x n_blocks (128 rows) x splits, token tile mt, partial_floats
+  // Hopper wgmma kernel: m_blocks x n_blocks (128 rows), token tile mt. stream_k: the
+  // warp-specialized kernel (splits = 1; partial_floats / tickets are its stream-K slots and
+  // tickets, wo_stream_k.hpp); otherwise the v1 kernel with splits and partial_floats.
+  bool stream_k = false;
 };
 
 // Largest M the streaming kernel serves before dequantize+cuBLAS wins (measured: see

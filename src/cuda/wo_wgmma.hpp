@@ -14,17 +14,19 @@ bool wo_wgmma_available(int device);
 // Dynamic shared memory of one CTA for a token tile mt (64, 128, 256) and code width.
 size_t wo_wgmma_smem_bytes(int mt, int bits);
 // grid = (ceil(N / 128), splits, ceil(M / mt)), 256 threads. x: f16/bf16, rows 16-byte aligned,
-// k_perm must be null (gather first). splits > 1: p.partial holds [splits][M][N] f32 and a
-// reduction kernel applies the epilogue.
-// Dispatches W4 with mt <= 64 to the v1 kernel of sm90_wo_wgmma.cu (mt 16/32 run as 64), the rest
-// to the warp-specialized kernel (sm90_wo_wgmma_ws.cu); MIXQ_WGMMA_V1=1 / =0 forces one.
-void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_t stream);
+// k_perm must be null (gather first).
+// stream_k (plan_weight_only decides): the warp-specialized kernel (sm90_wo_wgmma_ws.cu), grid.y
+// ignored, p.partial / p.tickets the stream-K slots and tickets of wo_stream_k.hpp (tickets zero
+// before the launch, left zero). Otherwise the v1 kernel of sm90_wo_wgmma.cu (mt 16/32 run as 64):
+// splits > 1: p.partial holds [splits][M][N] f32 and a reduction kernel applies the epilogue.
+void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, bool stream_k,
+                     cudaStream_t stream);
 
 // Warp-specialized TMA/mbarrier kernel (sm90_wo_wgmma_ws.cu): persistent over num_n x num_m tiles
-// of 128 weight rows x mt tokens (mt = 16, 32, 64, 128, 256) x splits; same contract as above.
+// of 128 weight rows x mt tokens (mt = 16, 32, 64, 128, 256), hybrid data-parallel + stream-K.
 bool wo_wgmma_ws_available(int device);
 size_t wo_wgmma_ws_smem_bytes(int mt, int bits);
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
-                        int splits, cudaStream_t stream);
+                        cudaStream_t stream);
 
 }  // namespace mixq::cuda

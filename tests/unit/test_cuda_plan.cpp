@@ -2,7 +2,13 @@
 #if defined(MIXQ_WITH_CUDA)
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <vector>
+
 #include "cuda/wo_plan.hpp"
+#include "cuda/wo_stream_k.hpp"
 #include "mixq/error.hpp"
 
 using namespace mixq;
@@ -85,9 +91,21 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
     const int chunks = int(L.Kp / kChunkK);
     EXPECT_GE(p.splits * p.chunks_per_split, chunks);
     EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
-    EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
-    EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * 21504 : 0);
+    // W4 up to M = 64 on v1 (split-K + reduction), from M = 128 on the warp-specialized stream-K
+    // kernel (two partial slots per CTA for the stream-K fixup)
+    EXPECT_EQ(p.stream_k, p.mt > 64) << M;
+    if (p.stream_k) {
+      EXPECT_EQ(p.splits, 1);
+      EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * 128 * p.mt);
+      EXPECT_EQ(p.tickets, 0u);
+    } else {
+      EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
+      EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * 21504 : 0);
+    }
   }
+  // W8 runs the warp-specialized kernel at every M
+  for (int64_t M : {9, 64, 300})
+    EXPECT_TRUE(plan_weight_only(M, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "wgmma", true).stream_k);
   // without the kernel (or forced away) the old paths stay
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "", false).kernel,
             WoKernel::DequantCublas);
@@ -114,5 +132,93 @@ TEST(CudaPlan, SplitsFillWaves) {
   EXPECT_EQ(choose_splits(32, 132, 64, 8), 4);     // small layer: 128 CTAs
   EXPECT_EQ(choose_splits(32, 132, 8, 8), 2);      // at least 4 chunks per split
   EXPECT_EQ(choose_splits(1000, 132, 224, 1), 1);  // capped
+}
+
+// The stream-K walk of the warp-specialized kernel, exactly as every CTA of a launch walks it:
+// each (tile, chunk) once, every SM the same work to within one chunk plus the whole-tile rounds,
+// a split piece only at the ends of a CTA's range, and the fixup's contributor enumeration
+// (owners, slots) naming exactly the CTAs and slots that wrote the tile's pieces.
+TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
+  struct Case { int num_n, num_m, chunks, sms, mt; };
+  for (const Case c : {Case{168, 1, 224, 132, 256}, Case{168, 4, 224, 132, 256}, Case{32, 1, 64, 132, 256},
+                       Case{32, 1, 224, 132, 256}, Case{132, 2, 10, 132, 128}, Case{1, 1, 1, 132, 16},
+                       Case{3, 1, 2, 132, 64}, Case{86, 1, 116, 132, 128}, Case{448, 1, 128, 132, 16},
+                       Case{200, 3, 7, 46, 256}, Case{5, 1, 1000, 108, 32}, Case{140, 1, 3, 132, 64},
+                       Case{32, 4, 64, 132, 256}}) {
+    const StreamKSchedule s = make_stream_k_schedule(c.num_n, c.num_m, c.chunks, c.sms, c.mt);
+    SCOPED_TRACE(::testing::Message() << c.num_n << "x" << c.num_m << " tiles, " << c.chunks
+                                      << " chunks, " << c.sms << " SMs, mt " << c.mt);
+    ASSERT_EQ(s.tiles, c.num_n * c.num_m);
+    ASSERT_GE(s.grid, 1);
+    ASSERT_LE(s.grid, c.sms);
+    ASSERT_EQ(s.dp_tiles + s.sk_tiles, s.tiles);
+    if (s.sk_tiles) {
+      ASSERT_EQ(s.dp_tiles % s.grid, 0) << "whole rounds before the stream-K part";
+      ASSERT_LE(s.sk_ctas, s.grid);
+      ASSERT_LE(s.sk_ctas, s.sk_iters) << "an empty stream-K range";
+    }
+    std::vector<int> seen(size_t(s.tiles) * c.chunks, 0);
+    std::vector<std::vector<std::pair<int, int>>> writers(size_t(s.tiles));  // (cta, slot)
+    int64_t most = 0, least = INT64_MAX;
+    for (int b = 0; b < s.grid; ++b) {
+      StreamKCursor cur(s, b);
+      StreamKWork w;
+      int64_t work = 0;
+      int split_pieces = 0;
+      std::vector<bool> sk_split;
+      while (cur.next(s, w)) {
+        ASSERT_GE(w.tile, 0);
+        ASSERT_LT(w.tile, s.tiles);
+        ASSERT_LT(w.c0, w.c1);
+        ASSERT_LE(w.c1, s.chunks);
+        for (int k = w.c0; k < w.c1; ++k) ++seen[size_t(w.tile) * c.chunks + k];
+        work += w.c1 - w.c0;
+        EXPECT_EQ(w.split, w.c0 != 0 || w.c1 != s.chunks);
+        if (w.split) {
+          ++split_pieces;
+          ASSERT_GE(w.tile, s.dp_tiles);
+          writers[size_t(w.tile)].push_back({b, 2 * b + (w.first ? 0 : 1)});
+        }
+        if (w.tile >= s.dp_tiles) sk_split.push_back(w.split);
+      }
+      // only the first and the last piece of a range may be cut
+      for (size_t i = 1; i + 1 < sk_split.size(); ++i) EXPECT_FALSE(sk_split[i]) << "CTA " << b;
+      EXPECT_LE(split_pieces, 2);
+      most = std::max(most, work);
+      least = std::min(least, work);
+    }
+    for (size_t i = 0; i < seen.size(); ++i)
+      ASSERT_EQ(seen[i], 1) << "tile " << i / c.chunks << " chunk " << i % c.chunks;
+    if (s.sk_tiles && s.sk_ctas == s.grid) {
+      EXPECT_LE(most - least, 1) << "unbalanced";
+    }
+    // the fixup's enumeration names exactly the CTAs and slots that wrote each cut tile
+    int64_t pieces = 0;
+    for (int t = s.dp_tiles; t < s.tiles; ++t) {
+      const auto& wr = writers[size_t(t)];
+      if (wr.empty()) continue;  // the whole tile in one CTA
+      pieces += int64_t(wr.size());
+      const int tk = t - s.dp_tiles;
+      const int64_t tb = int64_t(tk) * s.chunks;
+      const int lo = StreamKCursor::sk_owner(s, tb), hi = StreamKCursor::sk_owner(s, tb + s.chunks - 1);
+      ASSERT_EQ(size_t(hi - lo + 1), wr.size());
+      for (int b = lo; b <= hi; ++b) {
+        EXPECT_EQ(wr[size_t(b - lo)].first, b);
+        EXPECT_EQ(StreamKCursor::slot_of(s, b, tk), wr[size_t(b - lo)].second);
+      }
+    }
+    EXPECT_EQ(pieces, stream_k_split_pieces(s));
+  }
+  // 168 tiles on 132 SMs (14336x21504, M = 256): stream-K instead of two rounds
+  const StreamKSchedule a = make_stream_k_schedule(168, 1, 224, 132, 256);
+  EXPECT_GT(a.sk_tiles, 0);
+  EXPECT_EQ(a.sk_ctas, 132);
+  EXPECT_LT(stream_k_cost_us(a, 256), 0.75 * 2 * 224 * stream_k_chunk_us(256));
+  // 128 tiles of 64 chunks (4096x4096, M = 1024): one round of whole tiles beats cutting them
+  const StreamKSchedule b = make_stream_k_schedule(32, 4, 64, 132, 256);
+  EXPECT_EQ(b.sk_tiles, 0);
+  EXPECT_EQ(b.grid, 128);
+  // an exact multiple: no stream-K
+  EXPECT_EQ(make_stream_k_schedule(132, 2, 10, 132, 128).sk_tiles, 0);
 }
 #endif  // MIXQ_WITH_CUDA
