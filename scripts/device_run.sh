@@ -142,6 +142,31 @@ PY
             --schemes w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v m=$mode '{print m, $1, $4, $5}'
         done | tee "$OUT/wsk_forced.txt" | paste - - - - - - - - | head -40
       fi ;;
+    wsprof)
+      # ncu on the warp-specialized wgmma kernel: W8 M = 64 (stream-K, per-stage floor) and W4
+      # M = 1024 (whole tiles, tensor-bound) on 14336x21504
+      for cfg in "w8g128 64" "w4g128 1024"; do
+        set -- $cfg
+        ncu --clock-control none -k regex:wo_wgmma_ws_kernel --launch-count 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+          --section WarpStateStats --section LaunchStats --section Occupancy \
+          "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504 --m $2 --schemes $1 --act f16 --no-baseline \
+          > "$OUT/wsprof_$1_m$2.txt" 2>&1
+        echo "== ncu $1 M=$2 rc=$?"
+        grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Executed Ipc A|Issue Slots Busy|Warp Cycles Per Issued|Stall|Max Bandwidth|L2 Hit Rate|Mem Pipes Busy|Tensor" "$OUT/wsprof_$1_m$2.txt" | head -30
+      done ;;
+    wsdiag)
+      # which copy costs the warp-specialized kernel its per-stage time: a diagnostic build
+      # (-DMIXQ_WS_DIAG_BUILD; results are wrong on purpose) with the pairs (1), weights (2),
+      # activations (4) or all three (7) not loaded
+      d=/tmp/build-wsdiag
+      cmake -S . -B $d -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a \
+        "-DCMAKE_CUDA_FLAGS=-DMIXQ_WS_DIAG_BUILD" > /tmp/mixq-logs/diag.log 2>&1
+      cmake --build $d -j 16 --target cuda_wo_sweep >> /tmp/mixq-logs/diag.log 2>&1 || tail -20 /tmp/mixq-logs/diag.log
+      for dg in 0 1 2 4 7; do
+        echo "diag=$dg: $(MIXQ_WS_DIAG=$dg MIXQ_WGMMA_V1=0 $d/cuda_wo_sweep --shapes 14336x21504,4096x4096 --m 16,64,128,256,1024 \
+          --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5}' | tr '\n' ';')"
+      done | tee "$OUT/wsdiag.txt" ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

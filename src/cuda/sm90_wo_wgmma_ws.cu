@@ -107,23 +107,21 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   const int b_hi = StreamKCursor::sk_owner(sched, t_begin + sched.chunks - 1);
   if (b_lo == b_hi) return;  // whole tile in one CTA: written by the main kernel
   float4 v[kFixupQ];
+#pragma unroll
+  for (int q = 0; q < kFixupQ; ++q) v[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x exactly
   for (int base = b_lo; base <= b_hi; base += 128) {
     const int n_b = min(128, b_hi + 1 - base);
     __syncthreads();
     if (tid < n_b) slots[tid] = StreamKCursor::slot_of(sched, base + tid, t);
     __syncthreads();
+    // unrolled: several contributors' loads in flight at once (the sums stay in CTA order)
+#pragma unroll 4
     for (int i = 0; i < n_b; ++i) {
       const float4* src = stream_k_slot<MT>(p.partial, slots[i], wg, tid) + q0 * 128;
-      float4 u[kFixupQ];
-#pragma unroll
-      for (int q = 0; q < kFixupQ; ++q) u[q] = __ldcg(src + q * 128);
 #pragma unroll
       for (int q = 0; q < kFixupQ; ++q) {
-        if (base + i == b_lo) {
-          v[q] = u[q];
-        } else {
-          v[q].x += u[q].x; v[q].y += u[q].y; v[q].z += u[q].z; v[q].w += u[q].w;
-        }
+        const float4 u = __ldcg(src + q * 128);
+        v[q].x += u.x; v[q].y += u.y; v[q].z += u.z; v[q].w += u.w;
       }
     }
   }
