@@ -155,6 +155,17 @@ PY
         echo "== ncu $1 M=$2 rc=$?"
         grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|Compute \(SM\) Throughput|Executed Ipc A|Issue Slots Busy|Warp Cycles Per Issued|Stall|Max Bandwidth|L2 Hit Rate|Mem Pipes Busy|Tensor" "$OUT/wsprof_$1_m$2.txt" | head -30
       done ;;
+    wssmall)
+      # small M: the default dispatch, the v1 wgmma kernel forced, and wgmma forced where the
+      # streaming kernel serves (M <= 8), on the nine layers
+      shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+      for v in default v1 wgmma; do
+        env=""; ms=4,8,16,32,64
+        [ $v = v1 ] && env="MIXQ_WGMMA_V1=1" && ms=16,32,64
+        [ $v = wgmma ] && env="MIXQ_FORCE_KERNEL=wgmma" && ms=2,4,8
+        env $env "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m $ms --schemes w4g128,w8g128 --act f16 \
+          $([ $v = default ] || echo --no-baseline) 2>&1 | grep -E '^[0-9]+x' | awk -v v=$v '{print v, $1, $2, $4, $5, $6, $10}'
+      done | tee "$OUT/wssmall.txt" | wc -l ;;
     wsdiag)
       # which copy costs the warp-specialized kernel its per-stage time: a diagnostic build
       # (-DMIXQ_WS_DIAG_BUILD; results are wrong on purpose) with the pairs (1), weights (2),

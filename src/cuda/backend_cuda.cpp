@@ -122,6 +122,7 @@ class CudaWeightOnly final : public PreparedImpl {
     // weight's own: they start at zero and every launch leaves them at zero.
     // the wgmma kernel decodes integer codes only (e4m3 weights use the stream / cuBLAS paths)
     wgmma_ = !L_.e4m3 && cuda::wo_wgmma_available(device_);
+    if (wgmma_) build_pairs_group_major();
     size_t ws = 0, tickets = 0;
     std::vector<int64_t> probe_m;
     for (int64_t m = 1; m <= cuda::kWgmmaMaxM + 1; ++m) probe_m.push_back(m);
@@ -262,6 +263,23 @@ class CudaWeightOnly final : public PreparedImpl {
     pairs_.copy_from_host(buf.data(), buf.size());
   }
 
+  // Group-major copy of the pairs for the warp-specialized wgmma kernel: the pairs of one group
+  // for 128 consecutive rows are contiguous (one bulk copy per stage instead of 128 per-row
+  // cp.async, which cost 10-17% at M >= 256: bench/results/cuda_wo_wgmma_ws_streamk/h100_wsdiag.txt).
+  void build_pairs_group_major() {
+    const size_t psz = L_.pair_f32 ? 8 : 4;
+    const int64_t G = L_.groups;
+    pairs_gm_ld_ = cuda::round_up(N, 128);
+    std::vector<uint8_t> rm(size_t(L_.pair_bytes()));
+    pairs_.copy_to_host(rm.data(), rm.size());
+    std::vector<uint8_t> gm(size_t(G * pairs_gm_ld_) * psz, 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < G; ++g)
+        std::memcpy(gm.data() + size_t(g * pairs_gm_ld_ + n) * psz, rm.data() + size_t(n * G + g) * psz, psz);
+    pairs_gm_ = DeviceBuffer(gm.size(), device_);
+    pairs_gm_.copy_from_host(gm.data(), gm.size());
+  }
+
   void upload_codes(const QuantizedWeight& w) {
     DeviceBuffer canon(w.codes.size(), device_);
     canon.copy_from_host(w.codes.data(), w.codes.size());
@@ -309,6 +327,8 @@ class CudaWeightOnly final : public PreparedImpl {
     k.x_rows = p.x_rows;
     k.codes = static_cast<const uint4*>(codes_.data());
     k.pairs = pairs_.data();
+    k.pairs_gm = pairs_gm_.size() ? pairs_gm_.data() : nullptr;
+    k.pairs_gm_ld = pairs_gm_ld_;
     k.pair_f32 = L_.pair_f32;
     k.Kp = int(L_.Kp);
     k.group_shift = group_shift_;
@@ -383,7 +403,8 @@ class CudaWeightOnly final : public PreparedImpl {
   WoLayout L_;
   int group_shift_ = 30;
   cuda::DeviceContext* ctx_ = nullptr;
-  DeviceBuffer codes_, pairs_, perm_, internal_tickets_;
+  DeviceBuffer codes_, pairs_, pairs_gm_, perm_, internal_tickets_;
+  int64_t pairs_gm_ld_ = 0;
   std::shared_ptr<DeviceBuffer> scratch_;
 };
 

@@ -58,4 +58,27 @@ inline CUtensorMap make_tensor_map_2d(CUtensorMapDataType type, const void* base
   return map;
 }
 
+// 3-D map, no swizzle: dim0 elements contiguous, dim1 / dim2 strides in bytes (16-byte multiples).
+// Reads outside the dims return zeros (and still count in the transaction bytes).
+inline CUtensorMap make_tensor_map_3d(CUtensorMapDataType type, const void* base, uint64_t dim0,
+                                      uint64_t dim1, uint64_t dim2, uint64_t stride1,
+                                      uint64_t stride2, uint32_t box0, uint32_t box1, uint32_t box2) {
+  MIXQ_CHECK(reinterpret_cast<uintptr_t>(base) % 16 == 0 && stride1 % 16 == 0 && stride2 % 16 == 0 &&
+                 dim0 > 0 && dim1 > 0 && dim2 > 0,
+             ErrorCode::InvalidArgument, "tensor map: base ", base, " and strides (", stride1, ", ",
+             stride2, ") must be 16-byte aligned, dims (", dim0, ", ", dim1, ", ", dim2, ") positive");
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {dim0, dim1, dim2};
+  const cuuint64_t strides[2] = {stride1, stride2};
+  const cuuint32_t box[3] = {box0, box1, box2};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  const CUresult r = tensor_map_encoder()(
+      &map, type, 3, const_cast<void*>(base), dims, strides, box, elem_strides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  MIXQ_CHECK(r == CUDA_SUCCESS, ErrorCode::Cuda, "cuTensorMapEncodeTiled failed (", int(r),
+             ") for dims (", dim0, ", ", dim1, ", ", dim2, "), box (", box0, ", ", box1, ", ", box2, ")");
+  return map;
+}
+
 }  // namespace mixq::cuda

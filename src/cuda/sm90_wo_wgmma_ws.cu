@@ -4,12 +4,11 @@
 //
 // CTA = 3 warpgroups (384 threads), persistent over output tiles of 128 weight rows x MT tokens,
 // 1 CTA per SM, hybrid data-parallel + stream-K (wo_stream_k.hpp):
-//   warpgroup 0 (producer) gives its registers away; one warp fills a STAGES-deep ring of 64-K
-//     stages: lane 0 issues the TMA load of the X tile (MT x 64, 128-byte swizzle, zero-filled past
-//     M and K) and one bulk copy (cp.async.bulk) per 16-row weight tile (512 / 1024 contiguous
-//     bytes), all completing on the stage's `full` mbarrier; the 32 lanes copy the (s, o') pairs of
-//     the 128 rows with cp.async (zero past the last group) and arrive on the same barrier when
-//     their copies land (cp.async.mbarrier.arrive.noinc).
+//   warpgroup 0 (producer) gives its registers away; one thread fills a STAGES-deep ring of 64-K
+//     stages with three TMA loads each, completing on the stage's `full` mbarrier (expect_tx): the
+//     X tile (MT x 64, 128-byte swizzle, zero-filled past M and K), the stage's chunk of the CTA's
+//     8 packed 16-row weight tiles (3-D box, zero past the last row tile), and the (s, o') pairs
+//     of the stage's groups for the 128 rows (2-D box over a group-major copy of the pairs).
 //   warpgroups 1, 2 (consumers) own 64 weight rows each: per stage they wait `full`, dequantize the
 //     stage into one of two A register buffers, issue 4 wgmma m64nMTk16, and release the previous
 //     stage (`empty`) once wgmma.wait_group 1 says its MMAs are done, so the dequantization of stage
@@ -40,10 +39,9 @@ namespace {
 
 constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
 constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
-// Pairs: one row per producer thread (128 rows, 4 producer warps), the stage's groups copied with
-// 4- / 8-byte cp.async into a 40-byte row slot (spreads the 8 rows a warp reads over the banks).
-// Measured: one producer warp issuing the pair copies of all 128 rows could not keep up.
-constexpr int kPairStride = 40;
+// Pairs of a stage: [group of the stage (at most 4: groups of >= 16)][128 rows] x 4 / 8 bytes.
+// (Before: 128 per-row cp.async into 40-byte row slots; their latency cost 10-17% at M >= 256.)
+constexpr int kMaxPairGroups = 4;
 constexpr size_t kWsSmemBudget = 227 * 1024;
 
 template <int MT, int BITS>
@@ -51,7 +49,7 @@ struct WsTile {
   static constexpr int kXBytes = MT * kChunkK * 2;  // swizzled [MT][64] 16-bit: 1024-byte multiple
   static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
   static constexpr int kWBytes = kWsRowTiles * kTileBytes;
-  static constexpr int kPBytes = kWsRowTiles * kTileRows * kPairStride;
+  static constexpr int kPBytes = kMaxPairGroups * kWsRowTiles * kTileRows * 8;
   static constexpr int kStageBytes = kXBytes + kWBytes + kPBytes;
   // as deep as shared memory allows (more weight bytes in flight per SM), at most 16
   static constexpr int kStages =
@@ -60,29 +58,6 @@ struct WsTile {
   static_assert(kStages >= 3, "ring too shallow");
 };
 
-#if defined(MIXQ_SM90A)
-// Contiguous global -> shared copy by the TMA unit, completion counted in bytes on `bar`.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(sm90::smem_u32(bar))
-      : "memory");
-}
-// 4- or 8-byte cp.async, zero-filled when src_bytes is 0.
-template <int BYTES>
-__device__ __forceinline__ void cp_async_small_zfill(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(src), "n"(BYTES),
-               "r"(src_bytes)
-               : "memory");
-}
-// One arrival on `bar` once all of this thread's earlier cp.async have landed (counted in the
-// barrier's expected arrivals: .noinc).
-__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_u32(bar))
-               : "memory");
-}
-#endif
 
 // Partial slot layout [slot][consumer warpgroup][MT/8][128 threads] float4 (accumulators 4q..4q+3
 // of a thread): coalesced per warp on both sides.
@@ -144,7 +119,8 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
 
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
 __global__ void __launch_bounds__(kWsThreads, 1)
-    wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const WoStreamParams p,
+    wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
+                       const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
                        const StreamKSchedule sched) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, BITS>;
@@ -166,13 +142,12 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   uint64_t* full = reinterpret_cast<uint64_t*>(p_tiles + S * Tile::kPBytes);
   uint64_t* empty = full + S;
 
-  const int chunks = p.Kp / kChunkK;
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(&full[s], 1 + 128);  // the expect_tx arrival + 128 producer cp.async arrivals
+      sm90::mbar_init(&full[s], 1);  // the producer's expect_tx arrival (+ the bytes)
       sm90::mbar_init(&empty[s], 8);      // one arrival per consumer warp
     }
     sm90::fence_barrier_init();
@@ -180,17 +155,23 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   __syncthreads();
 
   if (warpgroup == 0) {
-    sm90::setmaxnreg_dec<40>();
-    // all 128 threads: the pairs of row threadIdx.x; thread 0 also the X tile and weight tiles
-    const int row = threadIdx.x;
-    if (row == 0) sm90::tma_prefetch_desc(&tm_x);
-    const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
-    const int Np = n_row_tiles * kTileRows;
+    // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
+    // at 40, the consumers of MT = 256 (128 accumulators + 2 A buffers) fit in 224
+    sm90::setmaxnreg_dec<56>();
+    if (threadIdx.x != 0) return;  // one thread issues every copy
+    // Three TMA loads per stage (one per operand: a bulk copy per weight tile and per pair group
+    // made the single issuing thread the bottleneck): X [MT][64] swizzled, the stage's chunk of
+    // the CTA's 8 weight row tiles (3-D box, zero past the last row tile) and the pairs of the
+    // stage's groups for the 128 rows (2-D box over the group-major copy).
+    sm90::tma_prefetch_desc(&tm_x);
+    sm90::tma_prefetch_desc(&tm_w);
+    sm90::tma_prefetch_desc(&tm_p);
     const int gs = p.group_shift;
-    const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // pairs per row per 64-K stage
-    const int psz = HALF_PAIRS ? 4 : (p.pair_f32 ? 8 : 4);
-    const char* codes = reinterpret_cast<const char*>(p.codes);
-    const uint32_t pslot = sm90::smem_u32(p_tiles) + uint32_t(row * kPairStride);
+    const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // groups per 64-K stage
+    const uint32_t pbytes = uint32_t(ppc * kWsRowTiles * kTileRows) * (HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u));
+    const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(kWsRowTiles * kTileBytes);
+    const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXBytes);
+    const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
     int stage = 0;
     uint32_t phase = 0;
     StreamKCursor cur(sched, blockIdx.x);
@@ -198,36 +179,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     while (cur.next(sched, w)) {
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
-      const int c_begin = w.c0;
-      const int c_end = w.c1;
-      const int nt0 = nb * kWsRowTiles;
-      const int n_w = min(kWsRowTiles, n_row_tiles - nt0);  // row tiles that exist
-      const int n = nb * 128 + row;
-      const bool row_ok = n < Np && !(sched.diag & 1);
-      const char* prow = static_cast<const char*>(p.pairs) + (row_ok ? int64_t(n) * p.groups * psz : 0);
-      for (int c = c_begin; c < c_end; ++c) {
+      for (int c = w.c0; c < w.c1; ++c) {
         sm90::mbar_wait(&empty[stage], phase ^ 1);
-        if (row == 0) {
-          const int nw = (sched.diag & 2) ? 0 : n_w;
-          const int xb = (sched.diag & 4) ? 0 : Tile::kXBytes;
-          sm90::mbar_arrive_expect_tx(&full[stage], uint32_t(xb + nw * kTileBytes));
-          if (xb)
-            sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
-          const uint32_t wdst = sm90::smem_u32(w_tiles + stage * Tile::kWBytes);
-          for (int t = 0; t < nw; ++t)
-            bulk_copy(wdst + t * kTileBytes, codes + (int64_t(nt0 + t) * chunks + c) * kTileBytes,
-                      kTileBytes, &full[stage]);
-        }
-        // this row's pairs of the stage's groups; zeros past the rows / groups
-        const int g0 = (c * kChunkK) >> gs;
-        const uint32_t dst = pslot + uint32_t(stage * Tile::kPBytes);
-        for (int q = 0; q < ppc; ++q) {
-          const bool ok = row_ok && g0 + q < p.groups;
-          const char* src = prow + (ok ? (g0 + q) * psz : 0);
-          if (psz == 8) cp_async_small_zfill<8>(dst + q * 8, src, ok ? 8 : 0);
-          else cp_async_small_zfill<4>(dst + q * 4, src, ok ? 4 : 0);
-        }
-        cp_async_arrive_noinc(&full[stage]);
+        sm90::mbar_arrive_expect_tx(&full[stage], xbytes + wbytes + pb);
+        if (xbytes)
+          sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
+        if (wbytes)
+          sm90::tma_load_3d(w_tiles + stage * Tile::kWBytes, &tm_w, &full[stage], 0, c, nb * kWsRowTiles);
+        if (pb)
+          sm90::tma_load_2d(p_tiles + stage * Tile::kPBytes, &tm_p, &full[stage], nb * 128,
+                            (c * kChunkK) >> gs);
         if (++stage == S) {
           stage = 0;
           phase ^= 1;
@@ -235,21 +196,21 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       }
     }
   } else {
-    sm90::setmaxnreg_inc<232>();
+    sm90::setmaxnreg_inc<224>();
     const int warp = (threadIdx.x / 32) & 3;
     const int tile_row = (warpgroup - 1) * 4 + warp;  // this warp's 16-row tile in the CTA
     const int r_lo = lane >> 2;                       // rows r_lo and r_lo + 8 of the tile
     const int gs = p.group_shift;
     const bool one_pair = gs >= 6;
-    // shared addresses of this lane's pairs (rows r_lo, r_lo + 8) and codes in stage 0
-    const uint32_t p_row = sm90::smem_u32(p_tiles) + uint32_t((tile_row * kTileRows + r_lo) * kPairStride);
+    // shared addresses of this lane's pairs (rows r_lo, r_lo + 8; group-major) and codes in stage 0
+    const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
+    const uint32_t p_row = sm90::smem_u32(p_tiles) + uint32_t(tile_row * kTileRows + r_lo) * psz;
     const uint32_t w_lane = sm90::smem_u32(w_tiles) + uint32_t((tile_row * 32 + lane) * (kTileBytes / 32));
 
     float acc[kSets][kAcc];
     uint32_t a[2][4][4];  // [buffer][k16 step][register]
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
-    const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
 
     auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
       uint32_t w[BITS == 4 ? 4 : 8];
@@ -263,15 +224,15 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       const uint32_t pp = p_row + uint32_t(s * Tile::kPBytes);
       if (one_pair) {
         const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp, p.pair_f32);
-        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride, p.pair_f32);
+        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * psz, p.pair_f32);
 #pragma unroll
         for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
       } else {
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t q = uint32_t((j * 16) >> gs) * psz;
+          const uint32_t q = uint32_t((j * 16) >> gs) * (kWsRowTiles * kTileRows) * psz;
           const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * kPairStride + q, p.pair_f32);
+          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * psz + q, p.pair_f32);
           sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
         }
       }
@@ -382,15 +343,20 @@ int sm_count(int device) {
   return cached[device];
 }
 
+// The kernel's three TMA descriptors (activations, weight tiles, group-major pairs).
+struct WsMaps {
+  CUtensorMap x, w, p;
+};
+
 template <typename T, int MT, int BITS, bool HALF_PAIRS>
-void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const StreamKSchedule& sch,
+void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       int ctas, cudaStream_t stream) {
   auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS>;
   const size_t smem = WsTile<MT, BITS>::kSmem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
-  kernel<<<ctas, kWsThreads, smem, stream>>>(tm, p, sch);
+  kernel<<<ctas, kWsThreads, smem, stream>>>(tm.x, tm.w, tm.p, p, sch);
   MIXQ_CUDA_CHECK(cudaGetLastError());
   if (stream_k_split_pieces(sch) > 0) {
     const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
@@ -400,7 +366,7 @@ void launch_ws_config(const WoStreamParams& p, const CUtensorMap& tm, const Stre
 }
 
 template <typename T, bool HALF_PAIRS>
-void launch_ws_type(const WoStreamParams& p, const CUtensorMap& tm, const StreamKSchedule& sch,
+void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                     int ctas, int mt, int bits, cudaStream_t stream) {
 #define MIXQ_WS_CASE(MT_)                                                                     \
   case MT_:                                                                                   \
@@ -447,12 +413,27 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
                         cudaStream_t stream) {
   MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo_wgmma_ws: groups of at least 16");
   MIXQ_CHECK(p.partial, ErrorCode::Internal, "wo_wgmma_ws: no stream-K workspace");
+  MIXQ_CHECK(p.pairs_gm && p.pairs_gm_ld % 128 == 0 && p.pairs_gm_ld >= p.N, ErrorCode::Internal,
+             "wo_wgmma_ws: needs the group-major pairs");
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
   // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
-  const CUtensorMap tm = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K),
-                                            uint64_t(p.M), uint64_t(p.ldx) * 2, kChunkK,
-                                            uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+  WsMaps tm;
+  tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
+                            uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+  // codes: [row tile][chunk][tile bytes] as u32, boxes of one chunk of 8 row tiles (128 rows)
+  const int chunks = p.Kp / kChunkK;
+  const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
+  const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
+  tm.w = make_tensor_map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, tile_bytes / 4, uint64_t(chunks),
+                            uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
+                            tile_bytes / 4, 1, 8);
+  // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
+  const int ppc = p.group_shift >= 6 ? 1 : (1 << (6 - p.group_shift));
+  const uint32_t psz = p.pair_f32 ? 8u : 4u;
+  tm.p = make_tensor_map_2d(p.pair_f32 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                            p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
+                            uint64_t(p.pairs_gm_ld) * psz, 128, uint32_t(ppc), CU_TENSOR_MAP_SWIZZLE_NONE);
   static const int mode = [] {  // tuning knob (benchmarks): dp = whole tiles, sk = stream-K
     const char* e = std::getenv("MIXQ_WS_SCHEDULE");
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;

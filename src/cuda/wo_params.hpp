@@ -20,6 +20,10 @@ struct WoStreamParams {
   // weights (wo_layout.hpp)
   const uint4* codes;
   const void* pairs;  // (s, o') per (row, group): float2 or half2
+  // the same pairs group-major, [groups][pairs_gm_ld rows] (zero past N; ld a multiple of 128),
+  // for the warp-specialized wgmma kernel (one bulk copy per group and 128-row tile); nullable
+  const void* pairs_gm;
+  int64_t pairs_gm_ld;
   bool pair_f32;
   int Kp;
   int group_shift;    // log2 of the group size (30: one group per row)

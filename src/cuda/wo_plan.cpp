@@ -79,15 +79,14 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     p.n_blocks = ceil_div(L.N, 128);
     const int chunks = int(L.Kp / kChunkK);
     p.gather_bytes = gather ? size_t(M * round_up(L.K, 8) * x_bytes) : 0;
-    // Which kernel (H100, bench/results/cuda_wo_wgmma_ws.md, g128 f16/bf16): v1 (2 CTAs per SM,
-    // 16 consumer warps) is faster for W4 up to M = 64 (14336x21504 M = 16: 137 us against 178),
-    // the warp-specialized kernel for W8 at every M (8192x28672 M = 16: 136 against 152) and for
-    // W4 from M = 128 on. MIXQ_WGMMA_V1=1 / =0 forces v1 / the warp-specialized kernel.
+    // Which kernel: the warp-specialized kernel at every M since its copies are three TMA loads
+    // per stage (H100, bench/results/cuda_wo_wgmma_ws_streamk.md: 14336x21504 W8 M = 64 124 us
+    // against 148 for W4 on v1); MIXQ_WGMMA_V1=1 forces the v1 kernel (2 CTAs per SM, split-K).
     static const int v1_env = [] {
       const char* e = std::getenv("MIXQ_WGMMA_V1");
       return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
     }();
-    p.stream_k = v1_env >= 0 ? v1_env == 0 : !(p.mt <= 64 && L.bits == 4);
+    p.stream_k = v1_env != 1;
     if (p.stream_k) {
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(stream_k_partial_floats(caps.sm_count, p.mt));

@@ -50,10 +50,10 @@ inline void stream_k_split(StreamKSchedule& s, int dp_tiles, int G) {
 // Pieces of tiles cut between CTAs (each writes a partial slot the fixup kernel reads).
 inline int64_t stream_k_split_pieces(const StreamKSchedule& s);
 
-// Estimated time of one 64-K stage of a 128 x mt tile on one SM (us), fitted to whole-tile runs
-// of the kernel on H100 (bench/results/cuda_wo_wgmma_ws_streamk.md: 0.60 at mt = 64, 0.68 at 128,
-// 0.78 at 256): a per-stage floor of the dequantize -> wgmma chain plus the tensor time.
-inline double stream_k_chunk_us(int mt) { return 0.55 + 0.0008 * mt; }
+// Estimated time of one 64-K stage of a 128 x mt tile on one SM (us), fitted to runs of the kernel
+// on H100 with three TMA loads per stage (bench/results/cuda_wo_wgmma_ws_streamk.md: ~0.44 at
+// mt = 64 and ~0.72 at 256): a per-stage floor of the dequantize -> wgmma chain plus tensor time.
+inline double stream_k_chunk_us(int mt) { return 0.40 + 0.0012 * mt; }
 
 // Estimated time (us) of a schedule: the busiest CTA's chunks (whole-tile rounds, a partial last
 // round counting as a round, plus its stream-K range), plus the fixup kernel (launch, and every

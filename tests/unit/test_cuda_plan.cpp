@@ -91,9 +91,8 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
     const int chunks = int(L.Kp / kChunkK);
     EXPECT_GE(p.splits * p.chunks_per_split, chunks);
     EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
-    // W4 up to M = 64 on v1 (split-K + reduction), from M = 128 on the warp-specialized stream-K
-    // kernel (two partial slots per CTA for the stream-K fixup)
-    EXPECT_EQ(p.stream_k, p.mt > 64) << M;
+    // the warp-specialized stream-K kernel (two partial slots per CTA for the fixup) at every M
+    EXPECT_TRUE(p.stream_k) << M;
     if (p.stream_k) {
       EXPECT_EQ(p.splits, 1);
       EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * 128 * p.mt);
