@@ -63,9 +63,14 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   // f16, bench/results/cuda_weight_only_gemv_h100.txt and cuda_weight_only.md: 14336x21504 108
   // against 134-137 us, 28672x8192 80 against 130, 8192x8192 35 against 42) and loses on small
   // ones (4096x4096: 23 against 14 us); for W8 it is a wash (-6% ... +13%), so W8 keeps wgmma.
-  const bool stream8 = L.bits == 4 && L.packed_bytes() >= kStreamM8MinBytes;
-  const int64_t stream_max = wgmma_ok ? (stream8 ? kWgmmaMinM : kWgmmaMinM - 1)
-                                      : stream_max_m(caps, L.bits, x_f32);
+  // Since its copies are three TMA loads per stage, the warp-specialized wgmma kernel streams W8
+  // at ~89% of the read ceiling from M = 2 on large weights (14336x21504 W8 M = 4: 117 us against
+  // 160 on the streaming kernel; bench/results/cuda_wo_wgmma_ws_streamk/h100_small_m.txt).
+  const bool big = L.packed_bytes() >= kStreamM8MinBytes;
+  const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32)
+                             : L.bits == 8 && big ? 1
+                             : L.bits == 4 && big ? kWgmmaMinM
+                                                  : kWgmmaMinM - 1;
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
   if (!stream && wgmma) {

@@ -119,6 +119,13 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   EXPECT_EQ(plan_weight_only(7, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
   EXPECT_EQ(plan_weight_only(8, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::Wgmma);  // W8 keeps wgmma at M = 8
+  // large W8 weights: wgmma from M = 2, the streaming kernel at M = 1; small W8 weights from M = 8
+  EXPECT_EQ(plan_weight_only(2, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::Wgmma);
+  EXPECT_EQ(plan_weight_only(1, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::Stream);
+  EXPECT_EQ(plan_weight_only(4, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::Stream);
   EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
