@@ -5,18 +5,14 @@
 // The first dp_tiles tiles (a multiple of G) run whole, tile t on CTA t % G. The iterations (64-K
 // chunks) of the remaining sk_tiles tiles are cut into sk_ctas equal contiguous ranges, one per
 // CTA, so every SM gets the same amount of work and no partial wave is left (before: 168 tiles on
-// 132 SMs ran in 2 full rounds, 64% of the tensor rate). A tile cut between CTAs is summed by the
-// last of its CTAs to finish (a ticket per tile), from per-CTA partial slots and in CTA order, so
-// the result does not depend on which CTA finishes last.
+// 132 SMs ran in 2 full rounds, 64% of the tensor rate). The pieces of a tile cut between CTAs go
+// to per-CTA partial slots; the fixup kernel sums them in CTA order, so the result is the same on
+// every run. make_stream_k_schedule picks the variant with a cost model.
 #pragma once
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define MIXQ_HD __host__ __device__ __forceinline__
-#else
-#define MIXQ_HD inline
-#endif
+#include "mixq/numeric.hpp"  // MIXQ_HD (host + device inline)
 
 namespace mixq::cuda {
 
@@ -177,4 +173,3 @@ inline int64_t stream_k_partial_floats(int max_ctas, int mt) { return int64_t(2)
 
 }  // namespace mixq::cuda
 
-#undef MIXQ_HD
