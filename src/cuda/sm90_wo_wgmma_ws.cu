@@ -172,27 +172,23 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(kWsRowTiles * kTileBytes);
     const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXBytes);
     const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
-    int stage = 0;
-    uint32_t phase = 0;
+    sm90::RingPos<S> ring;
     StreamKCursor cur(sched, blockIdx.x);
     StreamKWork w;
     while (cur.next(sched, w)) {
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
       for (int c = w.c0; c < w.c1; ++c) {
-        sm90::mbar_wait(&empty[stage], phase ^ 1);
-        sm90::mbar_arrive_expect_tx(&full[stage], xbytes + wbytes + pb);
+        sm90::mbar_wait(&empty[ring.stage], ring.phase ^ 1);
+        sm90::mbar_arrive_expect_tx(&full[ring.stage], xbytes + wbytes + pb);
         if (xbytes)
-          sm90::tma_load_2d(x_tiles + stage * Tile::kXBytes, &tm_x, &full[stage], c * kChunkK, mb * MT);
+          sm90::tma_load_2d(x_tiles + ring.stage * Tile::kXBytes, &tm_x, &full[ring.stage], c * kChunkK, mb * MT);
         if (wbytes)
-          sm90::tma_load_3d(w_tiles + stage * Tile::kWBytes, &tm_w, &full[stage], 0, c, nb * kWsRowTiles);
+          sm90::tma_load_3d(w_tiles + ring.stage * Tile::kWBytes, &tm_w, &full[ring.stage], 0, c, nb * kWsRowTiles);
         if (pb)
-          sm90::tma_load_2d(p_tiles + stage * Tile::kPBytes, &tm_p, &full[stage], nb * 128,
+          sm90::tma_load_2d(p_tiles + ring.stage * Tile::kPBytes, &tm_p, &full[ring.stage], nb * 128,
                             (c * kChunkK) >> gs);
-        if (++stage == S) {
-          stage = 0;
-          phase ^= 1;
-        }
+        ring.advance();
       }
     }
   } else {
@@ -264,8 +260,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
         __stcg(dst + q * 128, make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]));
     };
 
-    int stage = 0;
-    uint32_t phase = 0;
+    sm90::RingPos<S> ring;
     StreamKCursor cur(sched, blockIdx.x);
     StreamKWork w;
     while (cur.next(sched, w)) {
@@ -281,20 +276,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
           if (i + h < n_chunks) {
-            sm90::mbar_wait(&full[stage], phase);
+            sm90::mbar_wait(&full[ring.stage], ring.phase);
             __syncwarp();  // wgmma needs the warp converged after the spin loop
-            dequant(stage, a[h]);
-            mma_stage(stage, a[h]);
+            dequant(ring.stage, a[h]);
+            mma_stage(ring.stage, a[h]);
             sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
             // every lane's shared-memory reads of that stage happen before lane 0's arrival
             // (racecheck flagged the producer's refill against the other lanes' reads without it)
             __syncwarp();
             if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
-            prev = stage;
-            if (++stage == S) {
-              stage = 0;
-              phase ^= 1;
-            }
+            prev = ring.stage;
+            ring.advance();
           }
         }
       }
