@@ -178,6 +178,26 @@ PY
         echo "diag=$dg: $(MIXQ_WS_DIAG=$dg MIXQ_WGMMA_V1=0 $d/cuda_wo_sweep --shapes 14336x21504,4096x4096 --m 16,64,128,256,1024 \
           --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5}' | tr '\n' ';')"
       done | tee "$OUT/wsdiag.txt" ;;
+    wssrc)
+      # per-instruction warp-stall sampling of the warp-specialized kernel (W4 M = 16 on
+      # 14336x21504, the consumer-bound case): the hottest SASS lines with their stall reasons
+      ncu --clock-control none -k regex:wo_wgmma_ws_kernel --launch-count 1 --section SourceCounters \
+        --section WarpStateStats --import-source no -o /tmp/wssrc -f \
+        "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504 --m ${WSSRC_M:-16} --schemes ${WSSRC_SCHEME:-w4g128} \
+        --act f16 --no-baseline > "$LOGS/wssrc.log" 2>&1; echo "ncu rc=$?"
+      ncu --import /tmp/wssrc.ncu-rep --page details > "$OUT/wssrc_details.txt" 2>&1
+      grep -E "Stall|Warp Cycles|Issued" "$OUT/wssrc_details.txt" | head -20
+      ncu --import /tmp/wssrc.ncu-rep --page source --csv --print-source sass > "$LOGS/wssrc_src.csv" 2>&1
+      echo "source page rc=$? lines=$(wc -l < "$LOGS/wssrc_src.csv")"
+      python3 scripts/ncu_hot_sass.py "$LOGS/wssrc_src.csv" > "$OUT/wssrc_hot.txt" 2>&1; head -60 "$OUT/wssrc_hot.txt" ;;
+    bigm)
+      # the warp-specialized kernel forced at M = 2048 / 4096 against the default (dequantize + cuBLAS)
+      shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+      for v in default wgmma; do
+        env=""; [ $v = wgmma ] && env="MIXQ_FORCE_KERNEL=wgmma"
+        env $env "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${BIGM_M:-2048,4096} --schemes ${BIGM_SCHEMES:-w4g128,w8g128} \
+          --act ${BIGM_ACT:-f16} $([ $v = default ] || echo --no-baseline) 2>&1 | grep -E '^[0-9]+x' | awk -v v=$v '{print v, $0}'
+      done | tee "$OUT/bigm.txt" | awk '{print $1,$2,$3,$4,$5,$6,$7,$11}' ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

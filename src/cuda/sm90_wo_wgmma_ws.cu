@@ -39,18 +39,28 @@ namespace {
 
 constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
 constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
-// Pairs of a stage: [group of the stage (at most 4: groups of >= 16)][128 rows] x 4 / 8 bytes.
+// Pairs of a 64-K chunk: [group of the chunk (at most 4: groups of >= 16)][128 rows] x 4 / 8 bytes.
 // (Before: 128 per-row cp.async into 40-byte row slots; their latency cost 10-17% at M >= 256.)
 constexpr int kMaxPairGroups = 4;
 constexpr size_t kWsSmemBudget = 227 * 1024;
 
+// 64-K chunks per stage. Every stage costs a consumer warp a fixed ~70 instructions (barrier
+// wait and release, descriptors, loop) besides its 16 dequantized registers per chunk, and with
+// two consumer warps per scheduler the warps issue only every ~4.6 cycles (H100 W4 M = 16, ncu
+// source counters: bench/results/cuda_wo_wgmma_ws_k128/): two chunks per stage halve that floor
+// per byte. Large token tiles keep one chunk: their accumulators leave no registers for two
+// 32-register A buffers.
+constexpr int ws_chunks_per_stage(int mt) { return mt <= 64 ? 2 : 1; }
+
 template <int MT, int BITS>
 struct WsTile {
-  static constexpr int kXBytes = MT * kChunkK * 2;  // swizzled [MT][64] 16-bit: 1024-byte multiple
+  static constexpr int kCps = ws_chunks_per_stage(MT);
+  static constexpr int kXBytes = MT * kChunkK * 2;  // one swizzled [MT][64] 16-bit box: 1024-byte multiple
   static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
-  static constexpr int kWBytes = kWsRowTiles * kTileBytes;
-  static constexpr int kPBytes = kMaxPairGroups * kWsRowTiles * kTileRows * 8;
-  static constexpr int kStageBytes = kXBytes + kWBytes + kPBytes;
+  static constexpr int kXStage = kCps * kXBytes;
+  static constexpr int kWStage = kWsRowTiles * kCps * kTileBytes;  // [row tile][chunk][tile]
+  static constexpr int kPStage = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
+  static constexpr int kStageBytes = kXStage + kWStage + kPStage;
   // as deep as shared memory allows (more weight bytes in flight per SM), at most 16
   static constexpr int kStages =
       std::min<int>(16, int((kWsSmemBudget - 1024 - 16 * 16) / kStageBytes));
@@ -125,6 +135,8 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, BITS>;
   constexpr int S = Tile::kStages;
+  constexpr int CPS = Tile::kCps;
+  constexpr int kSteps = 4 * CPS;  // k16 steps per stage
   constexpr int kAcc = MT / 2;
   // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
   // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
@@ -133,44 +145,47 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   constexpr int kTileBytes = Tile::kTileBytes;
 
   extern __shared__ uint8_t smem_raw[];
-  // 1024-byte alignment: the 128-byte swizzle phase is a function of address bits 7..9
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~uintptr_t(1023));
-  uint8_t* x_tiles = smem;
-  uint8_t* w_tiles = x_tiles + S * Tile::kXBytes;
-  uint8_t* p_tiles = w_tiles + S * Tile::kWBytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(p_tiles + S * Tile::kPBytes);
-  uint64_t* empty = full + S;
+  // Every shared address as a 32-bit offset computed once (a generic pointer would be converted
+  // again at every stage). 1024-byte alignment: the 128-byte swizzle phase is a function of
+  // address bits 7..9 (the shared window's base is aligned far beyond that).
+  const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t x_tiles = smem;
+  const uint32_t w_tiles = x_tiles + S * Tile::kXStage;
+  const uint32_t p_tiles = w_tiles + S * Tile::kWStage;
+  const uint32_t full = p_tiles + S * Tile::kPStage;  // S barriers of 8 bytes
+  const uint32_t empty = full + 8 * S;
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      sm90::mbar_init(&full[s], 1);  // the producer's expect_tx arrival (+ the bytes)
-      sm90::mbar_init(&empty[s], 8);      // one arrival per consumer warp
+      sm90::mbar_init(full + 8 * s, 1);   // the producer's expect_tx arrival (+ the bytes)
+      sm90::mbar_init(empty + 8 * s, 8);  // one arrival per consumer warp
     }
     sm90::fence_barrier_init();
   }
   __syncthreads();
 
+  const int gs = p.group_shift;
+  const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
   if (warpgroup == 0) {
     // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
     // at 40, the consumers of MT = 256 (128 accumulators + 2 A buffers) fit in 224
     sm90::setmaxnreg_dec<56>();
     if (threadIdx.x != 0) return;  // one thread issues every copy
-    // Three TMA loads per stage (one per operand: a bulk copy per weight tile and per pair group
-    // made the single issuing thread the bottleneck): X [MT][64] swizzled, the stage's chunk of
-    // the CTA's 8 weight row tiles (3-D box, zero past the last row tile) and the pairs of the
-    // stage's groups for the 128 rows (2-D box over the group-major copy).
+    // Per stage one TMA load per operand and chunk (a bulk copy per weight tile and per pair group
+    // made the single issuing thread the bottleneck): X [MT][64] swizzled per chunk, the stage's
+    // chunks of the CTA's 8 weight row tiles (3-D box, zero past the last row tile and chunk) and
+    // the pairs of the stage's groups for the 128 rows (2-D box over the group-major copy).
     sm90::tma_prefetch_desc(&tm_x);
     sm90::tma_prefetch_desc(&tm_w);
     sm90::tma_prefetch_desc(&tm_p);
-    const int gs = p.group_shift;
-    const int ppc = gs >= 6 ? 1 : (1 << (6 - gs));  // groups per 64-K stage
-    const uint32_t pbytes = uint32_t(ppc * kWsRowTiles * kTileRows) * (HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u));
-    const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(kWsRowTiles * kTileBytes);
-    const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXBytes);
+    const int stage_shift = CPS == 2 ? 7 : 6;  // log2 of the stage's K
+    const int pgroups = gs >= stage_shift ? 1 : (1 << (stage_shift - gs));
+    const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
+    const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(Tile::kWStage);
+    const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXStage);
     const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
     sm90::RingPos<S> ring;
     StreamKCursor cur(sched, blockIdx.x);
@@ -179,15 +194,18 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
       for (int c = w.c0; c < w.c1; ++c) {
-        sm90::mbar_wait(&empty[ring.stage], ring.phase ^ 1);
-        sm90::mbar_arrive_expect_tx(&full[ring.stage], xbytes + wbytes + pb);
+        const uint32_t fb = full + 8 * ring.stage;
+        sm90::mbar_wait(empty + 8 * ring.stage, ring.phase ^ 1);
+        sm90::mbar_arrive_expect_tx(fb, xbytes + wbytes + pb);
         if (xbytes)
-          sm90::tma_load_2d(x_tiles + ring.stage * Tile::kXBytes, &tm_x, &full[ring.stage], c * kChunkK, mb * MT);
+#pragma unroll
+          for (int h = 0; h < CPS; ++h)
+            sm90::tma_load_2d(x_tiles + ring.stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
+                              (c * CPS + h) * kChunkK, mb * MT);
         if (wbytes)
-          sm90::tma_load_3d(w_tiles + ring.stage * Tile::kWBytes, &tm_w, &full[ring.stage], 0, c, nb * kWsRowTiles);
+          sm90::tma_load_3d(w_tiles + ring.stage * Tile::kWStage, &tm_w, fb, 0, c * CPS, nb * kWsRowTiles);
         if (pb)
-          sm90::tma_load_2d(p_tiles + ring.stage * Tile::kPBytes, &tm_p, &full[ring.stage], nb * 128,
-                            (c * kChunkK) >> gs);
+          sm90::tma_load_2d(p_tiles + ring.stage * Tile::kPStage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
         ring.advance();
       }
     }
@@ -196,40 +214,42 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const int warp = (threadIdx.x / 32) & 3;
     const int tile_row = (warpgroup - 1) * 4 + warp;  // this warp's 16-row tile in the CTA
     const int r_lo = lane >> 2;                       // rows r_lo and r_lo + 8 of the tile
-    const int gs = p.group_shift;
-    const bool one_pair = gs >= 6;
-    // shared addresses of this lane's pairs (rows r_lo, r_lo + 8; group-major) and codes in stage 0
-    const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
-    const uint32_t p_row = sm90::smem_u32(p_tiles) + uint32_t(tile_row * kTileRows + r_lo) * psz;
-    const uint32_t w_lane = sm90::smem_u32(w_tiles) + uint32_t((tile_row * 32 + lane) * (kTileBytes / 32));
+    // this lane's pairs (rows r_lo, r_lo + 8; group-major) and codes in stage 0
+    const uint32_t p_row = p_tiles + uint32_t(tile_row * kTileRows + r_lo) * psz;
+    const uint32_t w_lane = w_tiles + uint32_t(tile_row * CPS * kTileBytes + lane * (kTileBytes / 32));
+    const uint32_t x_desc0 = sm90::desc_lo_kmajor_sw128(x_tiles);
+    const uint32_t pair_group = uint32_t(kWsRowTiles * kTileRows) * psz;  // bytes per pair group
 
     float acc[kSets][kAcc];
-    uint32_t a[2][4][4];  // [buffer][k16 step][register]
+    uint32_t a[2][kSteps][4];  // [buffer][k16 step][register]
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
-
-    auto dequant = [&](int s, uint32_t (&dst)[4][4]) {
-      uint32_t w[BITS == 4 ? 4 : 8];
-      const uint32_t wa = w_lane + uint32_t(s * Tile::kWBytes);
-      const uint4 lo = sm90::lds128(wa);
-      w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
-      if constexpr (BITS == 8) {
-        const uint4 hi = sm90::lds128(wa + 16);
-        w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
-      }
-      const uint32_t pp = p_row + uint32_t(s * Tile::kPBytes);
-      if (one_pair) {
-        const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp, p.pair_f32);
-        const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * psz, p.pair_f32);
+    auto dequant = [&](int s, uint32_t (&dst)[kSteps][4]) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const uint32_t q = uint32_t((j * 16) >> gs) * (kWsRowTiles * kTileRows) * psz;
+      for (int h = 0; h < CPS; ++h) {
+        uint32_t w[BITS == 4 ? 4 : 8];
+        const uint32_t wa = w_lane + uint32_t(s * Tile::kWStage + h * kTileBytes);
+        const uint4 lo = sm90::lds128(wa);
+        w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+        if constexpr (BITS == 8) {
+          const uint4 hi = sm90::lds128(wa + 16);
+          w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+        }
+        const uint32_t pp = p_row + uint32_t(s * Tile::kPStage);
+        if (gs >= 6) {  // one group for the whole chunk
+          const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
           const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + 8 * psz + q, p.pair_f32);
-          sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[j]);
+          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
+            const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+            const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+            sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+          }
         }
       }
     };
@@ -239,13 +259,16 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[k][i]);
     };
-    auto mma_stage = [&](int s, const uint32_t (&src)[4][4]) {
-      const uint64_t d = sm90::desc_kmajor_sw128(sm90::smem_u32(x_tiles + s * Tile::kXBytes));
+    auto mma_stage = [&](int s, const uint32_t (&src)[kSteps][4]) {
+      // chunk h's X box is kXBytes after chunk h - 1's; a k16 step is 32 bytes along its rows
+      const uint32_t d = x_desc0 + uint32_t(s * Tile::kXStage) / 16;
       fence_acc();
       sm90::wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        sm90::WgmmaRS<T, MT>::mma(acc[j % kSets], src[j], sm90::desc_advance(d, 32 * j), 1);
+      for (int j = 0; j < kSteps; ++j)
+        sm90::WgmmaRS<T, MT>::mma(acc[j % kSets], src[j],
+                                  sm90::desc_from_lo_sw128(d + uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32) / 16),
+                                  1);
       sm90::wgmma_commit();
       fence_acc();
     };
@@ -266,17 +289,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     while (cur.next(sched, w)) {
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
-      const int n_chunks = w.c1 - w.c0;
+      const int n_stages = w.c1 - w.c0;
 #pragma unroll
       for (int k = 0; k < kSets; ++k)
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[k][i] = 0.f;
       int prev = -1;  // stage whose MMAs may still be running
-      for (int i = 0; i < n_chunks; i += 2) {
+      for (int i = 0; i < n_stages; i += 2) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
-          if (i + h < n_chunks) {
-            sm90::mbar_wait(&full[ring.stage], ring.phase);
+          if (i + h < n_stages) {
+            sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
             __syncwarp();  // wgmma needs the warp converged after the spin loop
             dequant(ring.stage, a[h]);
             mma_stage(ring.stage, a[h]);
@@ -284,7 +307,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
             // every lane's shared-memory reads of that stage happen before lane 0's arrival
             // (racecheck flagged the producer's refill against the other lanes' reads without it)
             __syncwarp();
-            if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
+            if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
             prev = ring.stage;
             ring.advance();
           }
@@ -297,7 +320,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 #pragma unroll
         for (int i = 0; i < kAcc; ++i) acc[0][i] += acc[k][i];
       __syncwarp();
-      if (prev >= 0 && lane == 0) sm90::mbar_arrive(&empty[prev]);
+      if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
 
       if (w.split) {
         store_partial(w, acc[0]);
@@ -391,16 +414,6 @@ bool wo_wgmma_ws_available(int device) {
   return cached[device] == 1;
 }
 
-size_t wo_wgmma_ws_smem_bytes(int mt, int bits) {
-  switch (mt) {
-    case 16: return bits == 4 ? WsTile<16, 4>::kSmem : WsTile<16, 8>::kSmem;
-    case 32: return bits == 4 ? WsTile<32, 4>::kSmem : WsTile<32, 8>::kSmem;
-    case 64: return bits == 4 ? WsTile<64, 4>::kSmem : WsTile<64, 8>::kSmem;
-    case 128: return bits == 4 ? WsTile<128, 4>::kSmem : WsTile<128, 8>::kSmem;
-    default: return bits == 4 ? WsTile<256, 4>::kSmem : WsTile<256, 8>::kSmem;
-  }
-}
-
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
                         cudaStream_t stream) {
   MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo_wgmma_ws: groups of at least 16");
@@ -413,15 +426,17 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   WsMaps tm;
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
-  // codes: [row tile][chunk][tile bytes] as u32, boxes of one chunk of 8 row tiles (128 rows)
+  // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
+  const int cps = ws_chunks_per_stage(mt);
   const int chunks = p.Kp / kChunkK;
   const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
   const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
   tm.w = make_tensor_map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, tile_bytes / 4, uint64_t(chunks),
                             uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
-                            tile_bytes / 4, 1, 8);
+                            tile_bytes / 4, uint32_t(cps), 8);
   // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
-  const int ppc = p.group_shift >= 6 ? 1 : (1 << (6 - p.group_shift));
+  const int stage_shift = cps == 2 ? 7 : 6;
+  const int ppc = p.group_shift >= stage_shift ? 1 : (1 << (stage_shift - p.group_shift));
   const uint32_t psz = p.pair_f32 ? 8u : 4u;
   tm.p = make_tensor_map_2d(p.pair_f32 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
                             p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
@@ -430,7 +445,8 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
     const char* e = std::getenv("MIXQ_WS_SCHEDULE");
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;
   }();
-  StreamKSchedule sch = make_stream_k_schedule(num_n, num_m, p.Kp / kChunkK, sm_count(device), mt, mode);
+  StreamKSchedule sch =
+      make_stream_k_schedule(num_n, num_m, (chunks + cps - 1) / cps, sm_count(device), mt, mode, cps);
   // Timing experiments only (results are wrong with it): honoured only in builds configured with
   // -DMIXQ_WS_DIAG_BUILD, so a stray environment variable can never corrupt a user's output.
 #if defined(MIXQ_WS_DIAG_BUILD)

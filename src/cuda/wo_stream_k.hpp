@@ -18,7 +18,8 @@ namespace mixq::cuda {
 
 struct StreamKSchedule {
   int num_n = 1, num_m = 1, tiles = 1, group_n = 8;
-  int chunks = 1;        // iterations per tile (64-K chunks)
+  int chunks = 1;        // iterations per tile (stages of cps 64-K chunks)
+  int cps = 1;           // 64-K chunks per iteration (the kernel's stage)
   int grid = 1;          // CTAs launched
   int dp_tiles = 0;      // whole tiles, tile t on CTA t % grid
   int sk_tiles = 0;      // tiles dp_tiles .. tiles-1, split by iteration ranges
@@ -50,6 +51,9 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s);
 // on H100 with three TMA loads per stage (bench/results/cuda_wo_wgmma_ws_streamk.md: ~0.44 at
 // mt = 64 and ~0.72 at 256): a per-stage floor of the dequantize -> wgmma chain plus tensor time.
 inline double stream_k_chunk_us(int mt) { return 0.40 + 0.0012 * mt; }
+// One iteration of cps chunks: a 128-K stage shares the per-stage floor (waits, descriptors,
+// release) between two chunks.
+inline double stream_k_iter_us(int mt, int cps) { return stream_k_chunk_us(mt) * (cps == 2 ? 1.6 : 1.0); }
 
 // Estimated time (us) of a schedule: the busiest CTA's chunks (whole-tile rounds, a partial last
 // round counting as a round, plus its stream-K range), plus the fixup kernel (launch, and every
@@ -57,7 +61,7 @@ inline double stream_k_chunk_us(int mt) { return 0.40 + 0.0012 * mt; }
 inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
   const int64_t dp_rounds = (s.dp_tiles + s.grid - 1) / s.grid;
   const int64_t sk_per_cta = s.sk_tiles ? (s.sk_iters + s.sk_ctas - 1) / s.sk_ctas : 0;
-  double t = double(dp_rounds * s.chunks + sk_per_cta) * stream_k_chunk_us(mt);
+  double t = double(dp_rounds * s.chunks + sk_per_cta) * stream_k_iter_us(mt, s.cps);
   const int64_t pieces = stream_k_split_pieces(s);
   if (pieces) t += 2.0 + double(pieces) * 128.0 * mt * 4 * 2 / 5.0e6;
   return t;
@@ -70,8 +74,9 @@ inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
 // mode (tuning knob MIXQ_WS_SCHEDULE): 0 the cheapest, 1 whole tiles only, 2 the cheaper stream-K
 // variant whatever it costs.
 inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, int max_ctas, int mt,
-                                              int mode = 0) {
+                                              int mode = 0, int cps = 1) {
   StreamKSchedule s;
+  s.cps = cps;
   s.num_n = num_n;
   s.num_m = num_m;
   s.tiles = num_n * num_m;

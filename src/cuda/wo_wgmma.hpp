@@ -25,7 +25,6 @@ void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, bool 
 // Warp-specialized TMA/mbarrier kernel (sm90_wo_wgmma_ws.cu): persistent over num_n x num_m tiles
 // of 128 weight rows x mt tokens (mt = 16, 32, 64, 128, 256), hybrid data-parallel + stream-K.
 bool wo_wgmma_ws_available(int device);
-size_t wo_wgmma_ws_smem_bytes(int mt, int bits);
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
                         cudaStream_t stream);
 

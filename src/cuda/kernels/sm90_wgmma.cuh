@@ -24,12 +24,18 @@ namespace mixq::cuda::sm90 {
 //   bits 16..29  leading byte offset >> 4 (unused for swizzled K-major layouts; 1 by convention)
 //   bits 32..45  stride byte offset >> 4: 1024 bytes between consecutive 8-row atoms
 //   bits 62..63  layout: 1 = 128-byte swizzle
+// Built as two 32-bit words: the low word (start address >> 4, leading byte offset) of the tile at
+// smem_addr and the constant high word. Stepping through the tiles of a ring is then 32-bit
+// arithmetic on the low word (the 14-bit address field spans all 228 KB of shared memory, so it
+// never carries into the offset field).
+__device__ __forceinline__ uint32_t desc_lo_kmajor_sw128(uint32_t smem_addr) {
+  return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
+}
+__device__ __forceinline__ uint64_t desc_from_lo_sw128(uint32_t lo) {
+  return (uint64_t((1024 >> 4) | (1u << 30)) << 32) | lo;
+}
 __device__ __forceinline__ uint64_t desc_kmajor_sw128(uint32_t smem_addr) {
-  uint64_t d = uint64_t((smem_addr & 0x3FFFF) >> 4);
-  d |= uint64_t(1) << 16;
-  d |= uint64_t(1024 >> 4) << 32;
-  d |= uint64_t(1) << 62;
-  return d;
+  return desc_from_lo_sw128(desc_lo_kmajor_sw128(smem_addr));
 }
 // Stepping K by k bytes inside the 128-byte row moves the start address only: the swizzle is a
 // function of the absolute address, so the hardware finds the permuted 16-byte chunks itself.

@@ -46,6 +46,7 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
 struct RowPair {
   uint32_t s2, o2;
   float s, o;
+  float s16, o16;  // f32 path, int4 registers 1 and 3 (1024 + 16u): s / 16 and o' - 64 s
 };
 
 // Shared-memory loads by 32-bit shared address (plain pointers into a re-aligned dynamic smem
@@ -87,29 +88,49 @@ __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
     }
     r.s = f.x;
     r.o = fmaf(-1024.f, f.x, f.y);  // w = (1024 + u) s + (o' - 1024 s)
+    r.s16 = f.x * 0.0625f;
+    r.o16 = fmaf(-64.f, f.x, f.y);  // w = (1024 + 16u) s/16 + (o' - 64 s)
   }
   return r;
 }
 
+// Biased f16 value of register i of k16 step j for the register-A dequantization: int4 registers
+// 1 and 3 are masked where their nibbles sit (bit 4 of each half: 1024 + 16u, exact), which saves
+// the shifts of biased_f16 (one shift per word instead of three); int8 as biased_f16.
+template <int BITS>
+__device__ __forceinline__ uint32_t biased_f16_x16(const uint32_t* w, int j, int i) {
+  if constexpr (BITS == 4) {
+    const uint32_t src = (i & 2) ? (w[j] >> 8) : w[j];
+    return lop3<kLopAndOr>(src, (i & 1) ? 0x00F000F0u : 0x000F000Fu, 0x64006400u);
+  } else {
+    return biased_f16<8>(w, j, i);
+  }
+}
+
 // A registers of k16 step j: registers 0, 2 hold row r, 1, 3 row r + 8 (pairs p0, p8).
-// Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly, then
-// fma(u, s, o') rounded once on the f16x2 pipe. Otherwise through f32 and one pack.
+// Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly (or
+// (1024 + 16u) / 16 - 64, exact), then fma(u, s, o') rounded once on the f16x2 pipe. Otherwise
+// through f32 and one pack.
 template <typename T, int BITS, bool HALF_PAIRS>
 __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowPair& p0,
                                             const RowPair& p8, uint32_t (&dst)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const RowPair& pr = (i & 1) ? p8 : p0;
-    const uint32_t v = biased_f16<BITS>(w, j, i);
+    const bool x16 = BITS == 4 && (i & 1);  // the value is 1024 + 16u
+    const uint32_t v = biased_f16_x16<BITS>(w, j, i);
     if constexpr (HALF_PAIRS) {
-      const __half2 u = __hsub2(*reinterpret_cast<const __half2*>(&v),
-                                __half2half2(__ushort_as_half(0x6400)));
+      const __half2 hv = *reinterpret_cast<const __half2*>(&v);
+      const __half2 u = x16 ? __hfma2(hv, __half2half2(__ushort_as_half(0x2C00)),   // 1/16
+                                      __half2half2(__ushort_as_half(0xD400)))       // -64
+                            : __hsub2(hv, __half2half2(__ushort_as_half(0x6400)));  // 1024
       const __half2 r = __hfma2(u, *reinterpret_cast<const __half2*>(&pr.s2),
                                 *reinterpret_cast<const __half2*>(&pr.o2));
       dst[i] = *reinterpret_cast<const uint32_t*>(&r);
     } else {
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-      dst[i] = pack2<T>(fmaf(f.x, pr.s, pr.o), fmaf(f.y, pr.s, pr.o));
+      const float s = x16 ? pr.s16 : pr.s, o = x16 ? pr.o16 : pr.o;
+      dst[i] = pack2<T>(fmaf(f.x, s, o), fmaf(f.y, s, o));
     }
   }
 }
