@@ -198,6 +198,30 @@ PY
         env $env "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${BIGM_M:-2048,4096} --schemes ${BIGM_SCHEMES:-w4g128,w8g128} \
           --act ${BIGM_ACT:-f16} $([ $v = default ] || echo --no-baseline) 2>&1 | grep -E '^[0-9]+x' | awk -v v=$v '{print v, $0}'
       done | tee "$OUT/bigm.txt" | awk '{print $1,$2,$3,$4,$5,$6,$7,$11}' ;;
+    wsshape)
+      # the shapes of the MT = 16 warp-specialized kernel (MIXQ_WS_SHAPE 1: one CTA per SM, 128-K
+      # stages; 2: two CTAs, 64-K stages; 3: two CTAs, 128-K stages, one A buffer): the wgmma GPU
+      # tests with each, then the nine layers with the kernel forced at M = 1, 4, 16
+      shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+      for sh in 1 2 3; do
+        MIXQ_WS_SHAPE=$sh MIXQ_WGMMA_V1=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$LOGS/wsshape_tests_$sh.log" 2>&1
+        echo "shape $sh gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/wsshape_tests_$sh.log" | tr '\n' ' ')"
+      done
+      for sh in 1 2 3; do
+        MIXQ_WS_SHAPE=$sh MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSSHAPE_M:-1,4,16} \
+          --schemes w4g128,w8g128 --act ${WSSHAPE_ACT:-f16} --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v s=$sh '{print s, $1, $2, $4, $5}'
+      done > "$OUT/wsshape.txt"
+      python3 - "$OUT/wsshape.txt" <<'PY'
+import sys, collections
+t = collections.defaultdict(dict)
+for l in open(sys.argv[1]):
+    s, shp, sch, m, us = l.split()
+    t[(shp, sch, int(m))][s] = float(us)
+print("shape      scheme   M   one-cta-k128  two-cta-k64  two-cta-k128")
+for k in sorted(t, key=lambda k: (k[1], k[2], k[0])):
+    print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d}  " + "  ".join(f"{t[k].get(s, 0):11.1f}" for s in "123"))
+PY
+      ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

@@ -44,17 +44,37 @@ constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
 constexpr int kMaxPairGroups = 4;
 constexpr size_t kWsSmemBudget = 227 * 1024;
 
-// 64-K chunks per stage. Every stage costs a consumer warp a fixed ~70 instructions (barrier
-// wait and release, descriptors, loop) besides its 16 dequantized registers per chunk, and with
-// two consumer warps per scheduler the warps issue only every ~4.6 cycles (H100 W4 M = 16, ncu
-// source counters: bench/results/cuda_wo_wgmma_ws_k128/): two chunks per stage halve that floor
-// per byte. Large token tiles keep one chunk: their accumulators leave no registers for two
-// 32-register A buffers.
-constexpr int ws_chunks_per_stage(int mt) { return mt <= 64 ? 2 : 1; }
+// Shape of the consumer work, per token tile (WsConfig):
+// - chunks per stage: every stage costs a consumer warp a fixed ~70 instructions (barrier wait
+//   and release, descriptors, loop) besides its 16 dequantized registers per 64-K chunk, and with
+//   two consumer warps per scheduler a warp issues only every ~4.6 cycles (H100 W4 M = 16, ncu
+//   source counters: bench/results/cuda_wo_wgmma_ws_k128.md); two chunks per stage halve that
+//   floor per byte. Large token tiles keep one chunk: their accumulators leave no registers for
+//   two 32-register A buffers.
+// - CTAs per SM: two CTAs give the latency-bound consumers of small tiles four warps per
+//   scheduler, each CTA with half the shared memory and registers (104 per consumer thread).
+// - A register buffers: two let the dequantization of stage i overlap the MMAs of stage i - 1;
+//   one (wait for the MMAs before the next stage) leaves the overlap to the other warpgroups.
+enum class WsShape { OneCta, TwoCtas, TwoCtasK128 };
+template <int MT, WsShape SHAPE>
+struct WsConfig {
+  static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
+  static constexpr int kCps = SHAPE == WsShape::TwoCtas ? 1 : SHAPE == WsShape::TwoCtasK128 ? 2 : MT <= 64 ? 2 : 1;
+  static constexpr int kBufs = SHAPE == WsShape::TwoCtasK128 ? 1 : 2;
+  static_assert(kCtas <= ws_max_ctas_per_sm(MT), "the stream-K workspace is sized for fewer CTAs");
+};
 
-template <int MT, int BITS>
+template <int MT, int BITS, WsShape SHAPE>
 struct WsTile {
-  static constexpr int kCps = ws_chunks_per_stage(MT);
+  static constexpr int kCtas = WsConfig<MT, SHAPE>::kCtas;
+  static constexpr int kCps = WsConfig<MT, SHAPE>::kCps;
+  static constexpr int kBufs = WsConfig<MT, SHAPE>::kBufs;
+  // registers per thread: the launch-bound share (65536 / 384 / kCtas, a multiple of 8); the
+  // producer gives all but 24 (1 CTA: 56, its address arithmetic spills below) away, the
+  // consumers take what that frees
+  static constexpr int kRegs = (65536 / (kWsThreads * kCtas)) / 8 * 8;
+  static constexpr int kProducerRegs = kCtas == 1 ? 56 : 24;
+  static constexpr int kConsumerRegs = std::min(256, (kRegs + (kRegs - kProducerRegs) / 2) / 8 * 8);
   static constexpr int kXBytes = MT * kChunkK * 2;  // one swizzled [MT][64] 16-bit box: 1024-byte multiple
   static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
   static constexpr int kXStage = kCps * kXBytes;
@@ -63,7 +83,7 @@ struct WsTile {
   static constexpr int kStageBytes = kXStage + kWStage + kPStage;
   // as deep as shared memory allows (more weight bytes in flight per SM), at most 16
   static constexpr int kStages =
-      std::min<int>(16, int((kWsSmemBudget - 1024 - 16 * 16) / kStageBytes));
+      std::min<int>(16, int((kWsSmemBudget / kCtas - 1024 - 16 * 16) / kStageBytes));
   static constexpr size_t kSmem = 1024 + size_t(kStages) * kStageBytes + 2 * 8 * kStages;
   static_assert(kStages >= 3, "ring too shallow");
 };
@@ -127,21 +147,22 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   }
 }
 
-template <typename T, int MT, int BITS, bool HALF_PAIRS>
-__global__ void __launch_bounds__(kWsThreads, 1)
+template <typename T, int MT, int BITS, bool HALF_PAIRS, WsShape SHAPE>
+__global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
                        const StreamKSchedule sched) {
 #if defined(MIXQ_SM90A)
-  using Tile = WsTile<MT, BITS>;
+  using Tile = WsTile<MT, BITS, SHAPE>;
   constexpr int S = Tile::kStages;
   constexpr int CPS = Tile::kCps;
+  constexpr int NBUF = Tile::kBufs;
   constexpr int kSteps = 4 * CPS;  // k16 steps per stage
   constexpr int kAcc = MT / 2;
   // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
   // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
   // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
-  constexpr int kSets = MT <= 32 ? 4 : MT <= 128 ? 2 : 1;
+  constexpr int kSets = MT <= 32 ? (NBUF * CPS == 4 ? 4 : 2) : MT <= 128 ? 2 : 1;
   constexpr int kTileBytes = Tile::kTileBytes;
 
   extern __shared__ uint8_t smem_raw[];
@@ -172,7 +193,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   if (warpgroup == 0) {
     // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
     // at 40, the consumers of MT = 256 (128 accumulators + 2 A buffers) fit in 224
-    sm90::setmaxnreg_dec<56>();
+    sm90::setmaxnreg_dec<Tile::kProducerRegs>();
     if (threadIdx.x != 0) return;  // one thread issues every copy
     // Per stage one TMA load per operand and chunk (a bulk copy per weight tile and per pair group
     // made the single issuing thread the bottleneck): X [MT][64] swizzled per chunk, the stage's
@@ -210,7 +231,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
       }
     }
   } else {
-    sm90::setmaxnreg_inc<224>();
+    sm90::setmaxnreg_inc<Tile::kConsumerRegs>();
     const int warp = (threadIdx.x / 32) & 3;
     const int tile_row = (warpgroup - 1) * 4 + warp;  // this warp's 16-row tile in the CTA
     const int r_lo = lane >> 2;                       // rows r_lo and r_lo + 8 of the tile
@@ -221,7 +242,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     const uint32_t pair_group = uint32_t(kWsRowTiles * kTileRows) * psz;  // bytes per pair group
 
     float acc[kSets][kAcc];
-    uint32_t a[2][kSteps][4];  // [buffer][k16 step][register]
+    uint32_t a[NBUF][kSteps][4];  // [buffer][k16 step][register]
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
     auto dequant = [&](int s, uint32_t (&dst)[kSteps][4]) {
@@ -301,14 +322,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
           if (i + h < n_stages) {
             sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
             __syncwarp();  // wgmma needs the warp converged after the spin loop
-            dequant(ring.stage, a[h]);
-            mma_stage(ring.stage, a[h]);
-            sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
+            dequant(ring.stage, a[h % NBUF]);
+            mma_stage(ring.stage, a[h % NBUF]);
+            // two buffers: the previous stage's MMAs are done, release it; one buffer: this
+            // stage's MMAs are done (its registers are rewritten next), release it
+            sm90::wgmma_wait<NBUF - 1>();
             // every lane's shared-memory reads of that stage happen before lane 0's arrival
             // (racecheck flagged the producer's refill against the other lanes' reads without it)
             __syncwarp();
+            if (NBUF == 1) prev = ring.stage;
             if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
-            prev = ring.stage;
+            prev = NBUF == 1 ? -1 : ring.stage;
             ring.advance();
           }
         }
@@ -363,15 +387,15 @@ struct WsMaps {
   CUtensorMap x, w, p;
 };
 
-template <typename T, int MT, int BITS, bool HALF_PAIRS>
+template <typename T, int MT, int BITS, bool HALF_PAIRS, WsShape SHAPE>
 void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
-                      int ctas, cudaStream_t stream) {
-  auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS>;
-  const size_t smem = WsTile<MT, BITS>::kSmem;
+                      cudaStream_t stream) {
+  auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS, SHAPE>;
+  const size_t smem = WsTile<MT, BITS, SHAPE>::kSmem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
-  kernel<<<ctas, kWsThreads, smem, stream>>>(tm.x, tm.w, tm.p, p, sch);
+  kernel<<<sch.grid, kWsThreads, smem, stream>>>(tm.x, tm.w, tm.p, p, sch);
   MIXQ_CUDA_CHECK(cudaGetLastError());
   if (stream_k_split_pieces(sch) > 0) {
     const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
@@ -380,19 +404,39 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   }
 }
 
+// The shape of token tile mt: two CTAs per SM at mt = 16 (MIXQ_WS_SHAPE=1: one, 2: two with one
+// chunk per stage (default), 3: two with two chunks per stage and one A buffer; tuning knob).
+WsShape ws_shape_of(int mt) {
+  static const int env = [] {
+    const char* e = std::getenv("MIXQ_WS_SHAPE");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (mt > 16) return WsShape::OneCta;
+  return env == 1 ? WsShape::OneCta : env == 3 ? WsShape::TwoCtasK128 : WsShape::TwoCtas;
+}
+int ws_chunks_per_stage(WsShape shape, int mt) {
+  switch (shape) {
+    case WsShape::TwoCtas: return WsConfig<16, WsShape::TwoCtas>::kCps;
+    case WsShape::TwoCtasK128: return WsConfig<16, WsShape::TwoCtasK128>::kCps;
+    default: return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
+  }
+}
+
 template <typename T, bool HALF_PAIRS>
-void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
-                    int ctas, int mt, int bits, cudaStream_t stream) {
-#define MIXQ_WS_CASE(MT_)                                                                     \
-  case MT_:                                                                                   \
-    return bits == 4 ? launch_ws_config<T, MT_, 4, HALF_PAIRS>(p, tm, sch, ctas, stream)      \
-                     : launch_ws_config<T, MT_, 8, HALF_PAIRS>(p, tm, sch, ctas, stream);
+void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, WsShape shape,
+                    int mt, int bits, cudaStream_t stream) {
+#define MIXQ_WS_CASE(MT_, SHAPE_)                                                                      \
+  return bits == 4 ? launch_ws_config<T, MT_, 4, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)               \
+                   : launch_ws_config<T, MT_, 8, HALF_PAIRS, SHAPE_>(p, tm, sch, stream);
   switch (mt) {
-    MIXQ_WS_CASE(16)
-    MIXQ_WS_CASE(32)
-    MIXQ_WS_CASE(64)
-    MIXQ_WS_CASE(128)
-    MIXQ_WS_CASE(256)
+    case 16:
+      if (shape == WsShape::OneCta) MIXQ_WS_CASE(16, WsShape::OneCta)
+      if (shape == WsShape::TwoCtasK128) MIXQ_WS_CASE(16, WsShape::TwoCtasK128)
+      MIXQ_WS_CASE(16, WsShape::TwoCtas)
+    case 32: MIXQ_WS_CASE(32, WsShape::OneCta)
+    case 64: MIXQ_WS_CASE(64, WsShape::OneCta)
+    case 128: MIXQ_WS_CASE(128, WsShape::OneCta)
+    case 256: MIXQ_WS_CASE(256, WsShape::OneCta)
   }
 #undef MIXQ_WS_CASE
   MIXQ_FAIL(ErrorCode::Internal, "wo_wgmma_ws: no configuration for mt=", mt);
@@ -406,7 +450,7 @@ bool wo_wgmma_ws_available(int device) {
   if (cached[device] == 0) {
     cudaFuncAttributes attr{};
     const bool ok =
-        cudaFuncGetAttributes(&attr, wo_wgmma_ws_kernel<half, 64, 4, true>) == cudaSuccess &&
+        cudaFuncGetAttributes(&attr, wo_wgmma_ws_kernel<half, 64, 4, true, WsShape::OneCta>) == cudaSuccess &&
         attr.binaryVersion == 90;
     cudaGetLastError();
     cached[device] = ok ? 1 : 2;
@@ -427,7 +471,8 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
-  const int cps = ws_chunks_per_stage(mt);
+  const WsShape shape = ws_shape_of(mt);
+  const int cps = ws_chunks_per_stage(shape, mt);
   const int chunks = p.Kp / kChunkK;
   const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
   const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
@@ -446,7 +491,8 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;
   }();
   StreamKSchedule sch =
-      make_stream_k_schedule(num_n, num_m, (chunks + cps - 1) / cps, sm_count(device), mt, mode, cps);
+      make_stream_k_schedule(num_n, num_m, (chunks + cps - 1) / cps, sm_count(device) * (shape == WsShape::OneCta ? 1 : 2), mt,
+                             mode, cps);
   // Timing experiments only (results are wrong with it): honoured only in builds configured with
   // -DMIXQ_WS_DIAG_BUILD, so a stray environment variable can never corrupt a user's output.
 #if defined(MIXQ_WS_DIAG_BUILD)
@@ -458,14 +504,13 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   constexpr int diag = 0;
 #endif
   sch.diag = diag;
-  const int ctas = sch.grid;
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
   if (p.x_type == IoType::F16) {
-    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, ctas, mt, bits, stream);
-    else launch_ws_type<half, false>(p, tm, sch, ctas, mt, bits, stream);
+    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, shape, mt, bits, stream);
+    else launch_ws_type<half, false>(p, tm, sch, shape, mt, bits, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, ctas, mt, bits, stream);
+    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, bits, stream);
   }
 }
 

@@ -66,11 +66,14 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   // Since its copies are three TMA loads per stage, the warp-specialized wgmma kernel streams W8
   // at ~89% of the read ceiling from M = 2 on large weights (14336x21504 W8 M = 4: 117 us against
   // 160 on the streaming kernel; bench/results/cuda_wo_wgmma_ws_streamk/h100_small_m.txt).
+  // With 128-K stages (two CTAs per SM at M <= 16) the warp-specialized kernel beats the
+  // streaming kernel from M = 3 on every layer, W4 and W8 (H100, bench/results/
+  // cuda_wo_wgmma_ws_k128.md: 14336x21504 W4 M = 4 71 us against 78, 4096x4096 11.3 against 14.6);
+  // at M = 2 they are within 3%, and large W8 weights keep it from M = 2 (113 against 117 us).
   const bool big = L.packed_bytes() >= kStreamM8MinBytes;
   const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32)
                              : L.bits == 8 && big ? 1
-                             : L.bits == 4 && big ? kWgmmaMinM
-                                                  : kWgmmaMinM - 1;
+                                                  : kWgmmaMinM;
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
   if (!stream && wgmma) {
@@ -94,7 +97,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     p.stream_k = v1_env != 1;
     if (p.stream_k) {
       p.chunks_per_split = chunks;
-      p.partial_floats = size_t(stream_k_partial_floats(caps.sm_count, p.mt));
+      p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));
       return p;
     }
     const int64_t cap = int64_t(kMaxWgmmaPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));

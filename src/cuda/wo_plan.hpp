@@ -51,8 +51,8 @@ struct WoPlan {
 int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
-constexpr int64_t kWgmmaMinM = 8;    // below: the streaming kernel (with wgmma available)
-constexpr int64_t kStreamM8MinBytes = int64_t(32) << 20;  // and at M = 8 for W4 from this size
+constexpr int64_t kWgmmaMinM = 2;    // up to this M: the streaming kernel (with wgmma available)
+constexpr int64_t kStreamM8MinBytes = int64_t(32) << 20;  // W8 weights this large: only M = 1
 // above: dequantize + cuBLAS (H100, bench/results/cuda_wo_wgmma_ws.md: the warp-specialized
 // kernel beats dequantize + cuBLAS at M = 256 and 1024 on the four benchmark layers, W4 g128 f16)
 constexpr int64_t kWgmmaMaxM = 1024;

@@ -173,8 +173,16 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
   return pieces;
 }
 
+// CTAs per SM of the warp-specialized kernel at most (its small token tiles may run two per SM,
+// sm90_wo_wgmma_ws.cu): sizes the stream-K workspace.
+MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 16 ? 2 : 1; }
+
 // Workspace of one launch: 2 partial slots per CTA of 128 rows x mt f32 sums.
 inline int64_t stream_k_partial_floats(int max_ctas, int mt) { return int64_t(2) * max_ctas * 128 * mt; }
+// ... for the warp-specialized kernel's grid on sm_count SMs
+inline int64_t ws_partial_floats(int sm_count, int mt) {
+  return stream_k_partial_floats(sm_count * ws_max_ctas_per_sm(mt), mt);
+}
 
 }  // namespace mixq::cuda
 

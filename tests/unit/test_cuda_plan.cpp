@@ -95,7 +95,8 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
     EXPECT_TRUE(p.stream_k) << M;
     if (p.stream_k) {
       EXPECT_EQ(p.splits, 1);
-      EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * 128 * p.mt);
+      // two slots per CTA; small token tiles may run two CTAs per SM
+      EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(p.mt) * 128 * p.mt);
       EXPECT_EQ(p.tickets, 0u);
     } else {
       EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
@@ -110,22 +111,23 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(7, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
-  // M = 8: streaming on large weights, wgmma on small ones (kStreamM8MinBytes)
-  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+  // W4: the streaming kernel up to M = 2, wgmma from M = 3 on every size (kWgmmaMinM)
   const WoLayout small = layout(4096, 4096, 4, 128);
   ASSERT_LT(small.packed_bytes(), kStreamM8MinBytes);
-  EXPECT_EQ(plan_weight_only(8, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
-  EXPECT_EQ(plan_weight_only(7, small, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(8, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::Wgmma);  // W8 keeps wgmma at M = 8
-  // large W8 weights: wgmma from M = 2, the streaming kernel at M = 1; small W8 weights from M = 8
+  for (const WoLayout* w : {&L, &small}) {
+    EXPECT_EQ(plan_weight_only(2, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
+    EXPECT_EQ(plan_weight_only(3, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
+    EXPECT_EQ(plan_weight_only(8, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
+  }
+  // large W8 weights: wgmma from M = 2, the streaming kernel at M = 1; small W8 weights from M = 3
   EXPECT_EQ(plan_weight_only(2, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::Wgmma);
   EXPECT_EQ(plan_weight_only(1, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(4, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
+  EXPECT_EQ(plan_weight_only(2, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::Stream);
+  EXPECT_EQ(plan_weight_only(3, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::Wgmma);
   EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
