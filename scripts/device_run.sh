@@ -182,11 +182,14 @@ PY
       # per-instruction warp-stall sampling of the warp-specialized kernel (W4 M = 16 on
       # 14336x21504, the consumer-bound case): the hottest SASS lines with their stall reasons
       ncu --clock-control none -k regex:wo_wgmma_ws_kernel --launch-count 1 --section SourceCounters \
-        --section WarpStateStats --import-source no -o /tmp/wssrc -f \
+        --section WarpStateStats --section ComputeWorkloadAnalysis --section SpeedOfLight \
+        --metrics "regex:sm__(inst_executed_)?pipe_.*(tensor|alu|fma|shared).*" --import-source no -o /tmp/wssrc -f \
         "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 14336x21504 --m ${WSSRC_M:-16} --schemes ${WSSRC_SCHEME:-w4g128} \
         --act f16 --no-baseline > "$LOGS/wssrc.log" 2>&1; echo "ncu rc=$?"
       ncu --import /tmp/wssrc.ncu-rep --page details > "$OUT/wssrc_details.txt" 2>&1
-      grep -E "Stall|Warp Cycles|Issued" "$OUT/wssrc_details.txt" | head -20
+      grep -E "Stall|Warp Cycles|Issued|Duration|Throughput|Busy|Ipc" "$OUT/wssrc_details.txt" | head -24
+      ncu --import /tmp/wssrc.ncu-rep --page raw > "$LOGS/wssrc_raw.txt" 2>&1
+      grep -E "pipe_" "$LOGS/wssrc_raw.txt" | grep -vE " 0$| 0(\.0+)?$" | sort -k3 -n -r | head -40 | tee "$OUT/wssrc_pipes.txt"
       ncu --import /tmp/wssrc.ncu-rep --page source --csv --print-source sass > "$LOGS/wssrc_src.csv" 2>&1
       echo "source page rc=$? lines=$(wc -l < "$LOGS/wssrc_src.csv")"
       python3 scripts/ncu_hot_sass.py "$LOGS/wssrc_src.csv" > "$OUT/wssrc_hot.txt" 2>&1; head -60 "$OUT/wssrc_hot.txt" ;;
@@ -199,17 +202,17 @@ PY
           --act ${BIGM_ACT:-f16} $([ $v = default ] || echo --no-baseline) 2>&1 | grep -E '^[0-9]+x' | awk -v v=$v '{print v, $0}'
       done | tee "$OUT/bigm.txt" | awk '{print $1,$2,$3,$4,$5,$6,$7,$11}' ;;
     wsshape)
-      # the shapes of the MT = 16 warp-specialized kernel (MIXQ_WS_SHAPE 1: one CTA per SM, 128-K
-      # stages; 2: two CTAs, 64-K stages; 3: two CTAs, 128-K stages, one A buffer): the wgmma GPU
-      # tests with each, then the nine layers with the kernel forced at M = 1, 4, 16
+      # the shapes of the MT = 16 warp-specialized kernel (MIXQ_WS_SHAPE 1: one CTA per SM; 2: two
+      # CTAs, one A buffer): the wgmma GPU tests with each, then the nine layers with the kernel
+      # forced at M = 1, 4, 16 (WSSHAPE_SCHEMES, default W4/W8 g128)
       shapes=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
-      for sh in 1 2 3; do
-        MIXQ_WS_SHAPE=$sh MIXQ_WGMMA_V1=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$LOGS/wsshape_tests_$sh.log" 2>&1
+      for sh in 1 2; do
+        MIXQ_WS_SHAPE=$sh MIXQ_WGMMA_V1=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*:CudaFp8WeightOnly.*' > "$LOGS/wsshape_tests_$sh.log" 2>&1
         echo "shape $sh gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/wsshape_tests_$sh.log" | tr '\n' ' ')"
       done
-      for sh in 1 2 3; do
+      for sh in 1 2; do
         MIXQ_WS_SHAPE=$sh MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSSHAPE_M:-1,4,16} \
-          --schemes w4g128,w8g128 --act ${WSSHAPE_ACT:-f16} --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v s=$sh '{print s, $1, $2, $4, $5}'
+          --schemes ${WSSHAPE_SCHEMES:-w4g128,w8g128} --act ${WSSHAPE_ACT:-f16} --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v s=$sh '{print s, $1, $2, $4, $5}'
       done > "$OUT/wsshape.txt"
       python3 - "$OUT/wsshape.txt" <<'PY'
 import sys, collections
@@ -217,9 +220,9 @@ t = collections.defaultdict(dict)
 for l in open(sys.argv[1]):
     s, shp, sch, m, us = l.split()
     t[(shp, sch, int(m))][s] = float(us)
-print("shape      scheme   M   one-cta-k128  two-cta-k64  two-cta-k128")
+print("shape      scheme   M    one-cta  two-ctas")
 for k in sorted(t, key=lambda k: (k[1], k[2], k[0])):
-    print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d}  " + "  ".join(f"{t[k].get(s, 0):11.1f}" for s in "123"))
+    print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d}  " + "  ".join(f"{t[k].get(s, 0):8.1f}" for s in "12"))
 PY
       ;;
     peers)

@@ -120,8 +120,8 @@ class CudaWeightOnly final : public PreparedImpl {
     // (every M up to just past the wgmma range: the split count, and with it the partial-sum
     // workspace, is not monotonic in M) and for one cuBLAS chunk at M = 4096. Tickets are this
     // weight's own: they start at zero and every launch leaves them at zero.
-    // the wgmma kernel decodes integer codes only (e4m3 weights use the stream / cuBLAS paths)
-    wgmma_ = !L_.e4m3 && cuda::wo_wgmma_available(device_);
+    // the warp-specialized wgmma kernel decodes integer and e4m3 codes (the v1 kernel integers only)
+    wgmma_ = cuda::wo_wgmma_available(device_);
     if (wgmma_) build_pairs_group_major();
     size_t ws = 0, tickets = 0;
     std::vector<int64_t> probe_m;
@@ -311,7 +311,7 @@ class CudaWeightOnly final : public PreparedImpl {
       k.k_perm = nullptr;
     }
     const dim3 grid(unsigned(p.n_blocks), unsigned(p.splits), unsigned(p.m_blocks));
-    cuda::launch_wo_wgmma(k, p.mt, L_.bits, grid, p.stream_k, stream);
+    cuda::launch_wo_wgmma(k, p.mt, L_.code_kind(), grid, p.stream_k, stream);
   }
 
   cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,

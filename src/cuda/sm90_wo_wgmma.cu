@@ -364,16 +364,18 @@ size_t wo_wgmma_smem_bytes(int mt, int bits) {
   }
 }
 
-void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, bool stream_k,
+void launch_wo_wgmma(const WoStreamParams& p, int mt, int codes, dim3 grid, bool stream_k,
                      cudaStream_t stream) {
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
   if (stream_k) {
     MIXQ_CHECK(wo_wgmma_ws_available(device), ErrorCode::Internal,
                "wo_wgmma: the warp-specialized kernel is not in this binary for device ", device);
-    launch_wo_wgmma_ws(p, mt, bits, int(grid.x), int(grid.z), stream);
+    launch_wo_wgmma_ws(p, mt, codes, int(grid.x), int(grid.z), stream);
     return;
   }
+  MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal, "wo_wgmma v1: integer codes only, got ", codes);
+  const int bits = codes;
   if (mt < 64) {  // v1 has no 16/32-token tiles
     mt = 64;
     grid.z = unsigned((p.M + 63) / 64);

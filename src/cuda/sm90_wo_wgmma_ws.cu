@@ -55,17 +55,20 @@ constexpr size_t kWsSmemBudget = 227 * 1024;
 //   scheduler, each CTA with half the shared memory and registers (104 per consumer thread).
 // - A register buffers: two let the dequantization of stage i overlap the MMAs of stage i - 1;
 //   one (wait for the MMAs before the next stage) leaves the overlap to the other warpgroups.
-enum class WsShape { OneCta, TwoCtas, TwoCtasK128 };
+//   Two CTAs need the single buffer: with two, ptxas serializes the wgmmas (C7512, too few
+//   registers); two CTAs with 64-K stages and two buffers measured 4-20% slower than one CTA.
+enum class WsShape { OneCta, TwoCtas };
 template <int MT, WsShape SHAPE>
 struct WsConfig {
   static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
-  static constexpr int kCps = SHAPE == WsShape::TwoCtas ? 1 : SHAPE == WsShape::TwoCtasK128 ? 2 : MT <= 64 ? 2 : 1;
-  static constexpr int kBufs = SHAPE == WsShape::TwoCtasK128 ? 1 : 2;
+  static constexpr int kCps = SHAPE == WsShape::TwoCtas ? 2 : MT <= 64 ? 2 : 1;
+  static constexpr int kBufs = SHAPE == WsShape::TwoCtas ? 1 : 2;
   static_assert(kCtas <= ws_max_ctas_per_sm(MT), "the stream-K workspace is sized for fewer CTAs");
 };
 
-template <int MT, int BITS, WsShape SHAPE>
+template <int MT, int CODES, WsShape SHAPE>
 struct WsTile {
+  static constexpr int BITS = CODES == 4 ? 4 : 8;  // e4m3 (kCodesE4M3) uses the 8-bit layout
   static constexpr int kCtas = WsConfig<MT, SHAPE>::kCtas;
   static constexpr int kCps = WsConfig<MT, SHAPE>::kCps;
   static constexpr int kBufs = WsConfig<MT, SHAPE>::kBufs;
@@ -147,13 +150,14 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   }
 }
 
-template <typename T, int MT, int BITS, bool HALF_PAIRS, WsShape SHAPE>
+template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
                        const StreamKSchedule sched) {
 #if defined(MIXQ_SM90A)
-  using Tile = WsTile<MT, BITS, SHAPE>;
+  using Tile = WsTile<MT, CODES, SHAPE>;
+  constexpr int BITS = Tile::BITS;
   constexpr int S = Tile::kStages;
   constexpr int CPS = Tile::kCps;
   constexpr int NBUF = Tile::kBufs;
@@ -262,14 +266,14 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
           const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+          for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
         } else {
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
             const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
             const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
-            sm90::dequant_k16<T, BITS, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+            sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
           }
         }
       }
@@ -387,11 +391,11 @@ struct WsMaps {
   CUtensorMap x, w, p;
 };
 
-template <typename T, int MT, int BITS, bool HALF_PAIRS, WsShape SHAPE>
+template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
 void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  auto kernel = wo_wgmma_ws_kernel<T, MT, BITS, HALF_PAIRS, SHAPE>;
-  const size_t smem = WsTile<MT, BITS, SHAPE>::kSmem;
+  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE>;
+  const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
@@ -404,34 +408,35 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   }
 }
 
-// The shape of token tile mt: two CTAs per SM at mt = 16 (MIXQ_WS_SHAPE=1: one, 2: two with one
-// chunk per stage (default), 3: two with two chunks per stage and one A buffer; tuning knob).
-WsShape ws_shape_of(int mt) {
+// The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at
+// M = 1, 4, 16 on the nine layers): W4 weights of 48 MB or more run two CTAs per SM at mt = 16
+// (14336x21504: 67 us against 71 with one CTA; 8192x57344 98 against 104); smaller W4 weights
+// and 8-bit codes (memory-bound) are 0-20% faster with one CTA. MIXQ_WS_SHAPE=1|2 forces one or
+// two CTAs per SM at mt = 16 (tuning knob).
+WsShape ws_shape_of(int mt, int bits, int64_t weight_bytes) {
   static const int env = [] {
     const char* e = std::getenv("MIXQ_WS_SHAPE");
     return e ? std::atoi(e) : 0;
   }();
   if (mt > 16) return WsShape::OneCta;
-  return env == 1 ? WsShape::OneCta : env == 3 ? WsShape::TwoCtasK128 : WsShape::TwoCtas;
+  if (env == 1 || env == 2) return env == 1 ? WsShape::OneCta : WsShape::TwoCtas;
+  return bits == 4 && weight_bytes >= (int64_t(48) << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 int ws_chunks_per_stage(WsShape shape, int mt) {
-  switch (shape) {
-    case WsShape::TwoCtas: return WsConfig<16, WsShape::TwoCtas>::kCps;
-    case WsShape::TwoCtasK128: return WsConfig<16, WsShape::TwoCtasK128>::kCps;
-    default: return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
-  }
+  if (shape == WsShape::TwoCtas) return WsConfig<16, WsShape::TwoCtas>::kCps;
+  return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
 }
 
 template <typename T, bool HALF_PAIRS>
 void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, WsShape shape,
-                    int mt, int bits, cudaStream_t stream) {
+                    int mt, int codes, cudaStream_t stream) {
 #define MIXQ_WS_CASE(MT_, SHAPE_)                                                                      \
-  return bits == 4 ? launch_ws_config<T, MT_, 4, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)               \
-                   : launch_ws_config<T, MT_, 8, HALF_PAIRS, SHAPE_>(p, tm, sch, stream);
+  return codes == 4   ? launch_ws_config<T, MT_, 4, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)            \
+         : codes == 8 ? launch_ws_config<T, MT_, 8, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)            \
+                      : launch_ws_config<T, MT_, kCodesE4M3, HALF_PAIRS, SHAPE_>(p, tm, sch, stream);
   switch (mt) {
     case 16:
       if (shape == WsShape::OneCta) MIXQ_WS_CASE(16, WsShape::OneCta)
-      if (shape == WsShape::TwoCtasK128) MIXQ_WS_CASE(16, WsShape::TwoCtasK128)
       MIXQ_WS_CASE(16, WsShape::TwoCtas)
     case 32: MIXQ_WS_CASE(32, WsShape::OneCta)
     case 64: MIXQ_WS_CASE(64, WsShape::OneCta)
@@ -458,8 +463,11 @@ bool wo_wgmma_ws_available(int device) {
   return cached[device] == 1;
 }
 
-void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
+void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, int num_m,
                         cudaStream_t stream) {
+  MIXQ_CHECK(codes == 4 || codes == 8 || codes == kCodesE4M3, ErrorCode::Internal,
+             "wo_wgmma_ws: code kind ", codes);
+  const int bits = codes == 4 ? 4 : 8;
   MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo_wgmma_ws: groups of at least 16");
   MIXQ_CHECK(p.partial, ErrorCode::Internal, "wo_wgmma_ws: no stream-K workspace");
   MIXQ_CHECK(p.pairs_gm && p.pairs_gm_ld % 128 == 0 && p.pairs_gm_ld >= p.N, ErrorCode::Internal,
@@ -471,7 +479,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
-  const WsShape shape = ws_shape_of(mt);
+  const WsShape shape = ws_shape_of(mt, bits, int64_t(p.N) * p.Kp * bits / 8);
   const int cps = ws_chunks_per_stage(shape, mt);
   const int chunks = p.Kp / kChunkK;
   const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
@@ -506,11 +514,11 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, in
   sch.diag = diag;
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
   if (p.x_type == IoType::F16) {
-    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, shape, mt, bits, stream);
-    else launch_ws_type<half, false>(p, tm, sch, shape, mt, bits, stream);
+    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, shape, mt, codes, stream);
+    else launch_ws_type<half, false>(p, tm, sch, shape, mt, codes, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, bits, stream);
+    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, codes, stream);
   }
 }
 

@@ -94,7 +94,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
       const char* e = std::getenv("MIXQ_WGMMA_V1");
       return e && (e[0] == '0' || e[0] == '1') ? e[0] - '0' : -1;
     }();
-    p.stream_k = v1_env != 1;
+    p.stream_k = v1_env != 1 || L.e4m3;  // v1 decodes integer codes only
     if (p.stream_k) {
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));

@@ -19,13 +19,14 @@ size_t wo_wgmma_smem_bytes(int mt, int bits);
 // ignored, p.partial / p.tickets the stream-K slots and tickets of wo_stream_k.hpp (tickets zero
 // before the launch, left zero). Otherwise the v1 kernel of sm90_wo_wgmma.cu (mt 16/32 run as 64):
 // splits > 1: p.partial holds [splits][M][N] f32 and a reduction kernel applies the epilogue.
-void launch_wo_wgmma(const WoStreamParams& p, int mt, int bits, dim3 grid, bool stream_k,
+// codes: 4, 8 or kCodesE4M3 (wo_layout.hpp; e4m3 on the warp-specialized kernel only).
+void launch_wo_wgmma(const WoStreamParams& p, int mt, int codes, dim3 grid, bool stream_k,
                      cudaStream_t stream);
 
 // Warp-specialized TMA/mbarrier kernel (sm90_wo_wgmma_ws.cu): persistent over num_n x num_m tiles
 // of 128 weight rows x mt tokens (mt = 16, 32, 64, 128, 256), hybrid data-parallel + stream-K.
 bool wo_wgmma_ws_available(int device);
-void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int bits, int num_n, int num_m,
+void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, int num_m,
                         cudaStream_t stream);
 
 }  // namespace mixq::cuda

@@ -38,6 +38,19 @@ QuantizedWeight make_fp8_weight(int64_t N, int64_t K, uint32_t seed) {
   return quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme("fp8b128"));
 }
 
+// The same with every block scale rounded to f16 (the kernels then take their f16 pair path).
+QuantizedWeight make_fp8_weight_f16_scales(int64_t N, int64_t K, uint32_t seed) {
+  QuantizedWeight w = make_fp8_weight(N, K, seed);
+  EXPECT_EQ(w.scale_type, DType::F32);
+  for (size_t i = 0; i + 4 <= w.scales.size(); i += 4) {
+    float f;
+    std::memcpy(&f, w.scales.data() + i, 4);
+    f = f16_to_f32(f32_to_f16(f));
+    std::memcpy(w.scales.data() + i, &f, 4);
+  }
+  return w;
+}
+
 std::vector<uint8_t> make_acts(int64_t M, int64_t K, DType t, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -68,7 +81,8 @@ double value(const std::vector<uint8_t>& y, DType t, size_t i) {
 struct Case {
   int64_t M, N, K;
   DType xt;
-  std::string force;  // "", "stream", "cublas"
+  std::string force;  // "", "stream", "cublas", "wgmma"
+  bool f16_scales = false;
 };
 
 std::string name(const Case& c) {
@@ -79,7 +93,7 @@ std::string name(const Case& c) {
 // Relative Frobenius error of y (dtype = x dtype) against the float64 reference, every element
 // checked to be written (output poisoned first).
 double run_case(const Case& c, uint32_t seed) {
-  const QuantizedWeight w = make_fp8_weight(c.N, c.K, seed);
+  const QuantizedWeight w = c.f16_scales ? make_fp8_weight_f16_scales(c.N, c.K, seed) : make_fp8_weight(c.N, c.K, seed);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
@@ -123,6 +137,29 @@ TEST(CudaFp8WeightOnly, EveryMBothPathsF16Bf16) {
         const Case c{M, 1000, 1000, xt, force};
         EXPECT_LE(run_case(c, seed++), tolerance(xt)) << name(c);
       }
+}
+
+// The warp-specialized Hopper kernel decodes e4m3 (sm90_wo_wgmma_ws.cu): forced at every token
+// tile (and both CTA shapes of M <= 16 through the device script's MIXQ_WS_SHAPE runs), f16 and
+// bf16, f32 and f16-exact block scales, odd shapes.
+TEST(CudaFp8WeightOnly, HopperWgmmaKernel) {
+  SKIP_WITHOUT_GPU();
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  const PreparedWeight pw = prepare(make_fp8_weight(256, 512, 3), o);
+  if (pw.kernel_name(16).find("sm90_wo_wgmma_ws_fp8") == std::string::npos)
+    GTEST_SKIP() << "no sm_90a warp-specialized kernel on this device: " << pw.kernel_name(16);
+  uint32_t seed = 500;
+  for (DType xt : {DType::F16, DType::BF16})
+    for (int64_t M : {1, 3, 16, 17, 40, 64, 65, 200, 300})
+      for (bool f16s : {false, true}) {
+        const Case c{M, 1000, 1000, xt, "wgmma", f16s};
+        EXPECT_LE(run_case(c, seed++), tolerance(xt)) << name(c) << (f16s ? " f16 scales" : "");
+      }
+  for (const Case& c : {Case{3, 129, 100, DType::F16, "wgmma"}, Case{9, 257, 4100, DType::BF16, "wgmma"},
+                        Case{2, 16, 64, DType::F16, "wgmma", true}, Case{33, 10944, 7392, DType::F16, "wgmma"},
+                        Case{130, 520, 300, DType::BF16, "wgmma", true}})
+    EXPECT_LE(run_case(c, seed++), tolerance(c.xt)) << name(c);
 }
 
 TEST(CudaFp8WeightOnly, F32ActivationsAndOddShapes) {

@@ -108,17 +108,30 @@ __device__ __forceinline__ uint32_t biased_f16_x16(const uint32_t* w, int j, int
 }
 
 // A registers of k16 step j: registers 0, 2 hold row r, 1, 3 row r + 8 (pairs p0, p8).
+// CODES: 4 or 8 (unsigned integer codes), kCodesE4M3 (e4m3 bytes in the int8 byte order; their
+// pairs are (s, 0) by the layout's contract, wo_layout.hpp).
 // Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly (or
-// (1024 + 16u) / 16 - 64, exact), then fma(u, s, o') rounded once on the f16x2 pipe. Otherwise
-// through f32 and one pack.
-template <typename T, int BITS, bool HALF_PAIRS>
+// (1024 + 16u) / 16 - 64, exact; e4m3: the exact f16 value), then fma(u, s, o') rounded once on
+// the f16x2 pipe. Otherwise through f32 and one pack.
+template <typename T, int CODES, bool HALF_PAIRS>
 __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowPair& p0,
                                             const RowPair& p8, uint32_t (&dst)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const RowPair& pr = (i & 1) ? p8 : p0;
-    const bool x16 = BITS == 4 && (i & 1);  // the value is 1024 + 16u
-    const uint32_t v = biased_f16_x16<BITS>(w, j, i);
+    if constexpr (CODES == kCodesE4M3) {
+      const uint32_t v = e4m3x2_to_f16x2(w[2 * j + (i >> 1)] >> (16 * (i & 1)));
+      if constexpr (HALF_PAIRS) {
+        const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&pr.s2));
+        dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+      } else {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
+        dst[i] = pack2<T>(f.x * pr.s, f.y * pr.s);
+      }
+      continue;
+    }
+    const bool x16 = CODES == 4 && (i & 1);  // the value is 1024 + 16u
+    const uint32_t v = biased_f16_x16<CODES>(w, j, i);
     if constexpr (HALF_PAIRS) {
       const __half2 hv = *reinterpret_cast<const __half2*>(&v);
       const __half2 u = x16 ? __hfma2(hv, __half2half2(__ushort_as_half(0x2C00)),   // 1/16
