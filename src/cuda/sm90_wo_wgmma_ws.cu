@@ -82,13 +82,15 @@ struct WsTile {
   static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
   static constexpr int kXStage = kCps * kXBytes;
   static constexpr int kWStage = kWsRowTiles * kCps * kTileBytes;  // [row tile][chunk][tile]
-  static constexpr int kPStage = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
-  static constexpr int kStageBytes = kXStage + kWStage + kPStage;
-  // as deep as shared memory allows (more weight bytes in flight per SM), at most 16
-  static constexpr int kStages =
-      std::min<int>(16, int((kWsSmemBudget / kCtas - 1024 - 16 * 16) / kStageBytes));
-  static constexpr size_t kSmem = 1024 + size_t(kStages) * kStageBytes + 2 * 8 * kStages;
-  static_assert(kStages >= 3, "ring too shallow");
+  // pairs of a stage at most (groups of 16, f32 pairs); a launch sizes its ring for its own
+  // (ws_stages: W4 g128 f16 pairs take 512 bytes a stage, not 8 KB, so the ring is deeper)
+  static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
+  static constexpr int kMaxStages = 24;
+  // this CTA's share of the SM's shared memory; the ring (as deep as fits, at most kMaxStages:
+  // more weight bytes in flight per SM), then 2 barriers per stage
+  static constexpr size_t kSmem = kWsSmemBudget / kCtas / 1024 * 1024;
+  static constexpr size_t kRingBytes = kSmem - 1024 - 2 * 8 * kMaxStages;
+  static_assert(kRingBytes / (kXStage + kWStage + kPStageMax) >= 3, "ring too shallow");
 };
 
 
@@ -158,7 +160,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, CODES, SHAPE>;
   constexpr int BITS = Tile::BITS;
-  constexpr int S = Tile::kStages;
   constexpr int CPS = Tile::kCps;
   constexpr int NBUF = Tile::kBufs;
   constexpr int kSteps = 4 * CPS;  // k16 steps per stage
@@ -173,11 +174,20 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // Every shared address as a 32-bit offset computed once (a generic pointer would be converted
   // again at every stage). 1024-byte alignment: the 128-byte swizzle phase is a function of
   // address bits 7..9 (the shared window's base is aligned far beyond that).
+  const int gs = p.group_shift;
+  const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
+  // the pairs of a stage: its groups x 128 rows (TMA destinations 128-byte aligned), and the ring
+  // as deep as this launch's stages fit
+  const int stage_shift = CPS == 2 ? 7 : 6;  // log2 of the stage's K
+  const int pgroups = gs >= stage_shift ? 1 : (1 << (stage_shift - gs));
+  const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
+  const uint32_t p_stage = (pbytes + 127u) & ~127u;
+  const int S = min(Tile::kMaxStages, int(Tile::kRingBytes / (Tile::kXStage + Tile::kWStage + p_stage)));
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t x_tiles = smem;
   const uint32_t w_tiles = x_tiles + S * Tile::kXStage;
   const uint32_t p_tiles = w_tiles + S * Tile::kWStage;
-  const uint32_t full = p_tiles + S * Tile::kPStage;  // S barriers of 8 bytes
+  const uint32_t full = p_tiles + S * p_stage;  // S barriers of 8 bytes
   const uint32_t empty = full + 8 * S;
 
   const int warpgroup = threadIdx.x / 128;
@@ -192,8 +202,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   }
   __syncthreads();
 
-  const int gs = p.group_shift;
-  const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
   if (warpgroup == 0) {
     // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
     // at 40, the consumers of MT = 256 (128 accumulators + 2 A buffers) fit in 224
@@ -206,13 +214,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     sm90::tma_prefetch_desc(&tm_x);
     sm90::tma_prefetch_desc(&tm_w);
     sm90::tma_prefetch_desc(&tm_p);
-    const int stage_shift = CPS == 2 ? 7 : 6;  // log2 of the stage's K
-    const int pgroups = gs >= stage_shift ? 1 : (1 << (stage_shift - gs));
-    const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
     const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(Tile::kWStage);
     const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXStage);
     const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
-    sm90::RingPos<S> ring;
+    sm90::RingPos ring(S);
     StreamKCursor cur(sched, blockIdx.x);
     StreamKWork w;
     while (cur.next(sched, w)) {
@@ -230,7 +235,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         if (wbytes)
           sm90::tma_load_3d(w_tiles + ring.stage * Tile::kWStage, &tm_w, fb, 0, c * CPS, nb * kWsRowTiles);
         if (pb)
-          sm90::tma_load_2d(p_tiles + ring.stage * Tile::kPStage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
+          sm90::tma_load_2d(p_tiles + ring.stage * p_stage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
         ring.advance();
       }
     }
@@ -260,7 +265,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           const uint4 hi = sm90::lds128(wa + 16);
           w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
         }
-        const uint32_t pp = p_row + uint32_t(s * Tile::kPStage);
+        const uint32_t pp = p_row + uint32_t(s) * p_stage;
         if (gs >= 6) {  // one group for the whole chunk
           const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
           const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
@@ -308,7 +313,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         __stcg(dst + q * 128, make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]));
     };
 
-    sm90::RingPos<S> ring;
+    sm90::RingPos ring(S);
     StreamKCursor cur(sched, blockIdx.x);
     StreamKWork w;
     while (cur.next(sched, w)) {

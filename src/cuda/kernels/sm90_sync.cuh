@@ -50,14 +50,15 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive(smem_u32(bar)); }
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) { mbar_wait(smem_u32(bar), parity); }
 
-// Position in an S-deep ring of mbarrier-guarded stages: the slot and the parity of its current
+// Position in an n-deep ring of mbarrier-guarded stages: the slot and the parity of its current
 // phase (flips each time the ring wraps). Producer and consumers each walk their own copy.
-template <int S>
 struct RingPos {
   int stage = 0;
   uint32_t phase = 0;
+  int n;
+  __device__ __forceinline__ explicit RingPos(int depth) : n(depth) {}
   __device__ __forceinline__ void advance() {
-    if (++stage == S) {
+    if (++stage == n) {
       stage = 0;
       phase ^= 1;
     }
