@@ -225,6 +225,25 @@ for k in sorted(t, key=lambda k: (k[1], k[2], k[0])):
     print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d}  " + "  ".join(f"{t[k].get(s, 0):8.1f}" for s in "12"))
 PY
       ;;
+    wsstages)
+      # ring depth of the warp-specialized kernel (MIXQ_WS_STAGES caps it): W4/W8 g128 f16
+      shapes=14336x21504,4096x4096,28672x8192,8192x57344,8192x8192
+      for st in ${WSSTAGES:-3 4 5 6 8 11 24}; do
+        MIXQ_WS_STAGES=$st MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSSTAGES_M:-4,16,64,256} \
+          --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v s=$st '{print s, $1, $2, $4, $5}'
+      done > "$OUT/wsstages.txt"
+      python3 - "$OUT/wsstages.txt" <<'PY'
+import sys, collections
+t = collections.defaultdict(dict); cols = []
+for l in open(sys.argv[1]):
+    s, shp, sch, m, us = l.split()
+    t[(shp, sch, int(m))][s] = float(us)
+    if s not in cols: cols.append(s)
+print("shape      scheme   M  " + " ".join(f"S<={c:>4s}" for c in cols))
+for k in sorted(t, key=lambda k: (k[1], k[2], k[0])):
+    print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d} " + " ".join(f"{t[k].get(c, 0):7.1f}" for c in cols))
+PY
+      ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

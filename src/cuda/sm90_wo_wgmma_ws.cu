@@ -35,7 +35,9 @@
 
 namespace mixq::cuda {
 
-namespace {
+// Named (not anonymous) so that the host pass does not warn about the tile constants only the
+// device code reads.
+namespace ws_detail {
 
 constexpr int kWsRowTiles = 8;       // 16-row weight tiles per CTA (128 rows)
 constexpr int kWsThreads = 384;      // producer + 2 consumer warpgroups
@@ -85,13 +87,22 @@ struct WsTile {
   // pairs of a stage at most (groups of 16, f32 pairs); a launch sizes its ring for its own
   // (ws_stages: W4 g128 f16 pairs take 512 bytes a stage, not 8 KB, so the ring is deeper)
   static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
-  static constexpr int kMaxStages = 24;
+  // Deeper is not faster (H100, MIXQ_WS_STAGES sweep, bench/results/cuda_wo_wgmma_ws_k128.md):
+  // W4 M = 16 on 14336x21504 with two CTAs takes 66.7 us at 4 stages a CTA, 69 at 8-24; W8 M = 4
+  // 113.5 at 8, 120.7 at 24; fewer than 4 (one CTA: 6) lose up to 20%.
+  // MIXQ_WS_STAGES overrides it (up to 24: the barriers reserved).
+  static constexpr int kMaxStages = kCtas == 2 ? 4 : 8;
   // this CTA's share of the SM's shared memory; the ring (as deep as fits, at most kMaxStages:
   // more weight bytes in flight per SM), then 2 barriers per stage
   static constexpr size_t kSmem = kWsSmemBudget / kCtas / 1024 * 1024;
-  static constexpr size_t kRingBytes = kSmem - 1024 - 2 * 8 * kMaxStages;
+  static constexpr size_t kRingBytes = kSmem - 1024 - 2 * 8 * 24;
   static_assert(kRingBytes / (kXStage + kWStage + kPStageMax) >= 3, "ring too shallow");
 };
+
+}  // namespace ws_detail
+
+namespace {
+using namespace ws_detail;
 
 
 // Partial slot layout [slot][consumer warpgroup][MT/8][128 threads] float4 (accumulators 4q..4q+3
@@ -182,7 +193,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const int pgroups = gs >= stage_shift ? 1 : (1 << (stage_shift - gs));
   const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
   const uint32_t p_stage = (pbytes + 127u) & ~127u;
-  const int S = min(Tile::kMaxStages, int(Tile::kRingBytes / (Tile::kXStage + Tile::kWStage + p_stage)));
+  const int S = min(sched.max_stages > 0 ? min(sched.max_stages, 24) : Tile::kMaxStages,
+                   int(Tile::kRingBytes / (Tile::kXStage + Tile::kWStage + p_stage)));
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t x_tiles = smem;
   const uint32_t w_tiles = x_tiles + S * Tile::kXStage;
@@ -517,6 +529,11 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   constexpr int diag = 0;
 #endif
   sch.diag = diag;
+  static const int max_stages = [] {  // tuning knob (benchmarks): cap on the ring depth
+    const char* e = std::getenv("MIXQ_WS_STAGES");
+    return e ? std::atoi(e) : 0;
+  }();
+  sch.max_stages = max_stages;
   const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
   if (p.x_type == IoType::F16) {
     if (half_pairs) launch_ws_type<half, true>(p, tm, sch, shape, mt, codes, stream);

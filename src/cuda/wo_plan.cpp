@@ -75,7 +75,9 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
                              : L.bits == 8 && big ? 1
                                                   : kWgmmaMinM;
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
-  const bool wgmma = force == "wgmma" || (force.empty() && wgmma_ok && M <= kWgmmaMaxM);
+  const bool big_gemm = L.K >= 8192 && L.N * L.K >= (int64_t(128) << 20);
+  const bool wgmma = force == "wgmma" ||
+                     (force.empty() && wgmma_ok && (M <= kWgmmaMaxM || (big_gemm && M <= kWgmmaBigMaxM)));
   if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
     p.mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;

@@ -53,9 +53,13 @@ int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
 constexpr int64_t kWgmmaMinM = 2;    // up to this M: the streaming kernel (with wgmma available)
 constexpr int64_t kStreamM8MinBytes = int64_t(32) << 20;  // W8 weights this large: only M = 1
-// above: dequantize + cuBLAS (H100, bench/results/cuda_wo_wgmma_ws.md: the warp-specialized
-// kernel beats dequantize + cuBLAS at M = 256 and 1024 on the four benchmark layers, W4 g128 f16)
-constexpr int64_t kWgmmaMaxM = 1024;
+// Above: dequantize + cuBLAS. Measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md, the
+// kernel forced against the default on the nine layers, W4/W8 g128 f16): the warp-specialized
+// kernel wins at M = 2048 on every layer (14336x21504 W4 1961 us against 2152), and at M = 4096 on
+// weights with K >= 8192 and N * K >= 128M (28672x8192 W4 2820 against 3356; 14336x21504 3784
+// against 3878), losing 1-9% on the others (4096x6144 338 against 310).
+constexpr int64_t kWgmmaMaxM = 2048;
+constexpr int64_t kWgmmaBigMaxM = 4096;
 constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgmma kernel
 // Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient (32 MB chunks cost
 // ~20% at M = 4096 on 14336x21504); the buffer is per-device scratch shared by all weights.

@@ -128,8 +128,15 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
             WoKernel::Stream);
   EXPECT_EQ(plan_weight_only(3, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::Wgmma);
-  EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
+  // past kWgmmaMaxM: dequantize + cuBLAS, except on large GEMMs (K >= 8192, N K >= 128M) up to
+  // kWgmmaBigMaxM
+  EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, small, 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);
+  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
+  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
+            WoKernel::DequantCublas);
+  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM, layout(4096, 14336, 4, 128), 2, false, false, true, caps, "", true).kernel,
+            WoKernel::DequantCublas);  // 14336x4096: N K = 58M
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
   EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);
 }
