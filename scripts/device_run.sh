@@ -244,6 +244,30 @@ for k in sorted(t, key=lambda k: (k[1], k[2], k[0])):
     print(f"{k[0]:11s} {k[1]:7s} {k[2]:3d} " + " ".join(f"{t[k].get(c, 0):7.1f}" for c in cols))
 PY
       ;;
+    wsfold)
+      # scale after the MMA (fold) against the per-register path (MIXQ_WS_FOLD=0): the wgmma GPU
+      # tests with the fold off, then W4 g128 bf16 and FP8 (f32 block scales) f16/bf16 at small M
+      MIXQ_WS_FOLD=0 MIXQ_WGMMA_V1=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*:CudaFp8WeightOnly.*' > "$LOGS/wsfold_tests.log" 2>&1
+      echo "fold-off gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/wsfold_tests.log" | tr '\n' ' ')"
+      shapes=14336x21504,4096x4096,28672x8192,8192x57344,8192x8192
+      for f in 1 0; do
+        for act in bf16 f16; do
+          sch=w4g128,fp8b128; [ $act = f16 ] && sch=fp8b128
+          MIXQ_WS_FOLD=$f MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shapes --m ${WSFOLD_M:-4,16,64} \
+            --schemes $sch --act $act --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk -v f=$f '{print f, $1, $2, $3, $4, $5}'
+        done
+      done > "$OUT/wsfold.txt"
+      python3 - "$OUT/wsfold.txt" <<'PY'
+import sys, collections
+t = collections.defaultdict(dict)
+for l in open(sys.argv[1]):
+    f, shp, sch, act, m, us = l.split()
+    t[(shp, sch, act, int(m))][f] = float(us)
+print("shape       scheme  act   M   fold  per-reg")
+for k in sorted(t, key=lambda k: (k[1], k[2], k[3], k[0])):
+    print(f"{k[0]:11s} {k[1]:7s} {k[2]:4s} {k[3]:3d} {t[k].get('1', 0):6.1f} {t[k].get('0', 0):7.1f}")
+PY
+      ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

@@ -106,6 +106,7 @@ class CudaWeightOnly final : public PreparedImpl {
     L_.Kp = cuda::round_up(K, cuda::kChunkK);
     L_.bits = dtype_bits(w.code_type);
     L_.e4m3 = fp8;
+    int_zero_ = w.zero_kind != ZeroKind::Offset;
     if (fp8) check_no_nan_codes(w);
     group_shift_ = group_shift_of(w);
     L_.group = int64_t(1) << group_shift_;
@@ -330,6 +331,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.pairs_gm = pairs_gm_.size() ? pairs_gm_.data() : nullptr;
     k.pairs_gm_ld = pairs_gm_ld_;
     k.pair_f32 = L_.pair_f32;
+    k.int_zero = int_zero_;
     k.Kp = int(L_.Kp);
     k.group_shift = group_shift_;
     k.groups = int(L_.groups);
@@ -402,6 +404,7 @@ class CudaWeightOnly final : public PreparedImpl {
   DeviceCaps caps_;
   WoLayout L_;
   int group_shift_ = 30;
+  bool int_zero_ = false;  // offsets are -zc s with zc an integer (not ZeroKind::Offset)
   cuda::DeviceContext* ctx_ = nullptr;
   DeviceBuffer codes_, pairs_, pairs_gm_, perm_, internal_tickets_;
   int64_t pairs_gm_ld_ = 0;

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
@@ -163,7 +164,9 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   }
 }
 
-template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
+// FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
+// (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
+template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE, bool FOLD = false>
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
@@ -178,7 +181,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
   // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
   // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
-  constexpr int kSets = MT <= 32 ? (NBUF * CPS == 4 ? 4 : 2) : MT <= 128 ? 2 : 1;
+  // (fold mode keeps a second, per-stage set of accumulators per A buffer: fewer sets)
+  constexpr int kSets = FOLD ? (MT <= 32 ? 2 : 1) : MT <= 32 ? (NBUF * CPS == 4 ? 4 : 2) : MT <= 128 ? 2 : 1;
+  constexpr int kStageBufs = FOLD ? NBUF : 1;  // stage accumulator buffers
   constexpr int kTileBytes = Tile::kTileBytes;
 
   extern __shared__ uint8_t smem_raw[];
@@ -262,11 +267,32 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     const uint32_t x_desc0 = sm90::desc_lo_kmajor_sw128(x_tiles);
     const uint32_t pair_group = uint32_t(kWsRowTiles * kTileRows) * psz;  // bytes per pair group
 
-    float acc[kSets][kAcc];
+    float acc[kStageBufs][kSets][kAcc];  // fold: per-stage sums; otherwise the tile's sums
+    float accm[kAcc];                    // fold: the tile's sums (unused otherwise)
     uint32_t a[NBUF][kSteps][4];  // [buffer][k16 step][register]
+    sm90::FoldRow fold_rows[NBUF][2];    // fold: rows r, r + 8 of the stage in A buffer b
 
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
-    auto dequant = [&](int s, uint32_t (&dst)[kSteps][4]) {
+    auto dequant = [&](int s, uint32_t (&dst)[kSteps][4], sm90::FoldRow (&fr)[2]) {
+      if constexpr (FOLD) {  // one group for the whole stage
+        const uint32_t pp = p_row + uint32_t(s) * p_stage;
+        fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
+        fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
+#pragma unroll
+        for (int h = 0; h < CPS; ++h) {
+          uint32_t w[BITS == 4 ? 4 : 8];
+          const uint32_t wa = w_lane + uint32_t(s * Tile::kWStage + h * kTileBytes);
+          const uint4 lo = sm90::lds128(wa);
+          w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+          if constexpr (BITS == 8) {
+            const uint4 hi = sm90::lds128(wa + 16);
+            w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+          }
+#pragma unroll
+          for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
+        }
+        return;
+      }
 #pragma unroll
       for (int h = 0; h < CPS; ++h) {
         uint32_t w[BITS == 4 ? 4 : 8];
@@ -297,22 +323,38 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     };
     auto fence_acc = [&]() {
 #pragma unroll
-      for (int k = 0; k < kSets; ++k)
+      for (int b = 0; b < kStageBufs; ++b)
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[k][i]);
+        for (int k = 0; k < kSets; ++k)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[b][k][i]);
     };
-    auto mma_stage = [&](int s, const uint32_t (&src)[kSteps][4]) {
+    // fold mode: the stage's first wgmma on each accumulator set overwrites it (scale-d 0)
+    auto mma_stage = [&](int s, const uint32_t (&src)[kSteps][4], float (&d_acc)[kSets][kAcc]) {
       // chunk h's X box is kXBytes after chunk h - 1's; a k16 step is 32 bytes along its rows
       const uint32_t d = x_desc0 + uint32_t(s * Tile::kXStage) / 16;
       fence_acc();
       sm90::wgmma_fence();
 #pragma unroll
       for (int j = 0; j < kSteps; ++j)
-        sm90::WgmmaRS<T, MT>::mma(acc[j % kSets], src[j],
+        sm90::WgmmaRS<T, MT>::mma(d_acc[j % kSets], src[j],
                                   sm90::desc_from_lo_sw128(d + uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32) / 16),
-                                  1);
+                                  FOLD && j < kSets ? 0 : 1);
       sm90::wgmma_commit();
       fence_acc();
+    };
+    // fold mode: a completed stage's sums, times the row scales, into the tile's sums
+    // (accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2)
+    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2]) {
+      if constexpr (FOLD) {
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) {
+          float t = d_acc[0][i];
+#pragma unroll
+          for (int k = 1; k < kSets; ++k) t += d_acc[k][i];
+          accm[i] = fmaf(t, fr[(i >> 1) & 1].scale, accm[i]);
+        }
+      }
     };
 
     // A piece of a tile cut between CTAs: its sums go to this CTA's partial slot (0: the first
@@ -332,43 +374,82 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
       const int n_stages = w.c1 - w.c0;
+      if constexpr (FOLD) {
 #pragma unroll
-      for (int k = 0; k < kSets; ++k)
+        for (int i = 0; i < kAcc; ++i) accm[i] = 0.f;
+      } else {
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc[k][i] = 0.f;
+        for (int k = 0; k < kSets; ++k)
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) acc[0][k][i] = 0.f;
+      }
       int prev = -1;  // stage whose MMAs may still be running
-      for (int i = 0; i < n_stages; i += 2) {
+      if constexpr (FOLD && NBUF == 2) {
+        // Software-pipelined: stage t is dequantized while stage t - 1's MMAs run, then
+        // wgmma.wait_group 0, the fold of stage t - 1 and stage t's MMAs. The fold reads
+        // accumulators only while no wgmma is in flight (otherwise ptxas serializes every wgmma,
+        // C7514).
+        for (int i = 0; i < n_stages; i += 2) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
-          if (i + h < n_stages) {
-            sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
-            __syncwarp();  // wgmma needs the warp converged after the spin loop
-            dequant(ring.stage, a[h % NBUF]);
-            mma_stage(ring.stage, a[h % NBUF]);
-            // two buffers: the previous stage's MMAs are done, release it; one buffer: this
-            // stage's MMAs are done (its registers are rewritten next), release it
-            sm90::wgmma_wait<NBUF - 1>();
-            // every lane's shared-memory reads of that stage happen before lane 0's arrival
-            // (racecheck flagged the producer's refill against the other lanes' reads without it)
-            __syncwarp();
-            if (NBUF == 1) prev = ring.stage;
-            if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
-            prev = NBUF == 1 ? -1 : ring.stage;
-            ring.advance();
+          for (int h = 0; h < 2; ++h) {  // by two: buffer indices are compile-time constants
+            if (i + h < n_stages) {
+              sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
+              __syncwarp();  // wgmma needs the warp converged after the spin loop
+              dequant(ring.stage, a[h], fold_rows[h]);
+              sm90::wgmma_wait<0>();
+              if (prev >= 0) {
+                fold_stage(acc[1 - h], fold_rows[1 - h]);
+                __syncwarp();  // every lane's reads of the stage before lane 0 releases it
+                if (lane == 0) sm90::mbar_arrive(empty + 8 * prev);
+              }
+              mma_stage(ring.stage, a[h], acc[h]);
+              prev = ring.stage;
+              ring.advance();
+            }
           }
         }
+        sm90::wgmma_wait<0>();
+        fence_acc();
+        if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0]);
+        else fold_stage(acc[NBUF - 1], fold_rows[NBUF - 1]);
+      } else {
+        for (int i = 0; i < n_stages; i += 2) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
+            if (i + h < n_stages) {
+              sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
+              __syncwarp();  // wgmma needs the warp converged after the spin loop
+              dequant(ring.stage, a[h % NBUF], fold_rows[h % NBUF]);
+              mma_stage(ring.stage, a[h % NBUF], acc[0]);
+              // two buffers: the previous stage's MMAs are done, release it; one buffer: this
+              // stage's MMAs are done (its registers are rewritten next, fold mode folds them)
+              sm90::wgmma_wait<NBUF - 1>();
+              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0]);
+              // every lane's shared-memory reads of that stage happen before lane 0's arrival
+              // (racecheck flagged the producer's refill against the other lanes' reads without it)
+              __syncwarp();
+              if (NBUF == 1) prev = ring.stage;
+              if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
+              prev = NBUF == 1 ? -1 : ring.stage;
+              ring.advance();
+            }
+          }
+        }
+        sm90::wgmma_wait<0>();
+        fence_acc();
       }
-      sm90::wgmma_wait<0>();
-      fence_acc();
+      float (&sums)[kAcc] = *(FOLD ? &accm : &acc[0][0]);
+      if constexpr (!FOLD) {
 #pragma unroll
-      for (int k = 1; k < kSets; ++k)
+        for (int k = 1; k < kSets; ++k)
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) acc[0][i] += acc[k][i];
+          for (int i = 0; i < kAcc; ++i) acc[0][0][i] += acc[0][k][i];
+      }
       __syncwarp();
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
 
       if (w.split) {
-        store_partial(w, acc[0]);
+        store_partial(w, sums);
         continue;
       }
 
@@ -382,7 +463,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           const int n = n_row0 + ((e >> 1) << 3);
           const int m = m_base + 8 * q + (e & 1);
           if (n < p.N && m < p.M)
-            store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, acc[0][4 * q + e]));
+            store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, sums[4 * q + e]));
         }
       }
     }
@@ -403,15 +484,24 @@ int sm_count(int device) {
   return cached[device];
 }
 
+// MIXQ_WS_FOLD=0 turns the fold (scale after the MMA) off (tuning knob / A-B comparisons).
+bool ws_fold_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("MIXQ_WS_FOLD");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
 // The kernel's three TMA descriptors (activations, weight tiles, group-major pairs).
 struct WsMaps {
   CUtensorMap x, w, p;
 };
 
-template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
-void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
+template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE, bool FOLD>
+void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE>;
+  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, FOLD>;
   const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
@@ -423,6 +513,22 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
     stream_k_fixup_kernel<MT><<<grid, 128, 0, stream>>>(p, sch);
     MIXQ_CUDA_CHECK(cudaGetLastError());
   }
+}
+
+// Fold (scale after the MMA) where it applies and pays: the stage is one group with an integer
+// zero, and the per-register path would go through f32 (bf16 activations or f32 pairs; f16 pairs
+// keep their two-instruction f16x2 path); token tiles up to 64 (the consumer-bound decode range);
+// not bf16 x int8 (255 has no exact bf16 bias).
+template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
+void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
+                      cudaStream_t stream) {
+  constexpr bool kFoldable = !HALF_PAIRS && MT <= 64 && !(std::is_same_v<T, __nv_bfloat16> && CODES == 8);
+  const int stage_shift = WsConfig<MT, SHAPE>::kCps == 2 ? 7 : 6;
+  if constexpr (kFoldable) {
+    if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
+      return launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, true>(p, tm, sch, stream);
+  }
+  launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, false>(p, tm, sch, stream);
 }
 
 // The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at

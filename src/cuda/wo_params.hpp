@@ -25,6 +25,7 @@ struct WoStreamParams {
   const void* pairs_gm;
   int64_t pairs_gm_ld;
   bool pair_f32;
+  bool int_zero;      // o' = -zc s with zc an integer (symmetric / zero-point / e4m3 weights)
   int Kp;
   int group_shift;    // log2 of the group size (30: one group per row)
   int groups;         // groups per row (scale-pair row stride)

@@ -249,6 +249,12 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   expect_ok({200, 17, 31, "w8pc", DType::BF16, DType::F32, "wgmma", false, true, Epilogue::relu()}, seed++);
   // K = 777: rows not 16-byte aligned, the call falls back to another kernel and stays right
   expect_ok({50, 72, 777, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+  // scale after the MMA (fold: bf16 activations or f32 pairs, one group per 128-K stage, integer
+  // zero) next to the per-register path (float offsets, f16 pairs), every token tile up to 64;
+  // the device script reruns this with both MT = 16 shapes and with the fold off
+  for (DType xt : {DType::F16, DType::BF16})
+    for (const char* s : {"w4g128", "w4pc", "w4g128zp", "w4g256", "w8g128", "w8pc", "w4g128-f32", "w4g128asym"})
+      for (int64_t M : {3, 17, 33, 64}) expect_ok({M, 136, 1000, s, xt, xt, "wgmma"}, seed++);
 }
 
 // M = 5: streaming kernel; 40: the Hopper wgmma kernel with split-K (on sm_90a) or cuBLAS;

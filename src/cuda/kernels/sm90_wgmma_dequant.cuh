@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/mma_sm80.cuh"
 #include "cuda/kernels/dequant_codes.cuh"
@@ -144,6 +145,70 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
       const float s = x16 ? pr.s16 : pr.s, o = x16 ? pr.o16 : pr.o;
       dst[i] = pack2<T>(fmaf(f.x, s, o), fmaf(f.y, s, o));
+    }
+  }
+}
+
+// ---- scale after the MMA ("fold"): for weights whose group covers the whole stage and whose
+// offset is an integer zero (o' = -zc s), the A operand is the exact integer u - zc (or the exact
+// e4m3 value), the stage's MMAs go to their own accumulators, and s is applied to those sums in
+// f32 once per stage. This drops the f32 round trip of the bf16 / f32-pair paths (about six
+// instructions per register down to two or three) and applies the scale in f32.
+
+// The raw pair (s, o') at shared address a.
+__device__ __forceinline__ float2 read_pair_raw(uint32_t a, bool pair_f32) {
+  if (pair_f32) {
+    const uint2 v = lds64(a);
+    return make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
+  }
+  const uint32_t v = lds32(a);
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+
+// Per-row constants of a folded stage: the f32 scale applied to the stage sums (s, or s / 16 for
+// f16 int4 registers 1 and 3, which carry 16 (u - zc)) and the 16-bit value subtracted from the
+// biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused).
+struct FoldRow {
+  float scale;
+  uint32_t sub2;
+};
+template <typename T, int CODES>
+__device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
+  FoldRow r{};
+  // o' = -zc s up to f32 rounding, |zc| <= 255: an approximate quotient rounds to zc exactly
+  const float zc = so.x != 0.f ? rintf(__fdividef(-so.y, so.x)) : 0.f;
+  const bool x16 = CODES == 4 && std::is_same_v<T, half> && odd_rows;
+  r.scale = x16 ? so.x * 0.0625f : so.x;
+  if constexpr (std::is_same_v<T, half>) {
+    const __half h = __float2half_rn(x16 ? 1024.f + 16.f * zc : 1024.f + zc);  // exact: < 2048
+    r.sub2 = uint32_t(__half_as_ushort(h)) * 0x10001u;
+  } else {
+    const __nv_bfloat16 b = __float2bfloat16_rn(128.f + zc);  // int4: 128 + zc < 256, exact
+    r.sub2 = uint32_t(__bfloat16_as_ushort(b)) * 0x10001u;
+  }
+  return r;
+}
+
+// A registers of k16 step j in fold mode (rows r: f0, rows r + 8: f8).
+template <typename T, int CODES>
+__device__ __forceinline__ void fold_codes_k16(const uint32_t* w, int j, const FoldRow& f0, const FoldRow& f8,
+                                               uint32_t (&dst)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const FoldRow& fr = (i & 1) ? f8 : f0;
+    if constexpr (CODES == kCodesE4M3) {
+      const uint32_t b = w[2 * j + (i >> 1)] >> (16 * (i & 1));
+      dst[i] = std::is_same_v<T, half> ? e4m3x2_to_f16x2(b) : e4m3x2_to_bf16x2(b);
+    } else if constexpr (std::is_same_v<T, half>) {
+      const uint32_t v = biased_f16_x16<CODES>(w, j, i);  // 1024 + u (int4 odd: 1024 + 16u)
+      const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&fr.sub2));
+      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+    } else {
+      static_assert(CODES == 4, "bf16 fold: int4 codes only (int8 does not fit under a bf16 bias)");
+      const uint32_t v = lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x43004300u);  // 128 + u
+      const __nv_bfloat162 r =
+          __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), *reinterpret_cast<const __nv_bfloat162*>(&fr.sub2));
+      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
     }
   }
 }
