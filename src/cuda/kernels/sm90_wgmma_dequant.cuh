@@ -197,8 +197,8 @@ __device__ __forceinline__ void fold_codes_k16(const uint32_t* w, int j, const F
   for (int i = 0; i < 4; ++i) {
     const FoldRow& fr = (i & 1) ? f8 : f0;
     if constexpr (CODES == kCodesE4M3) {
-      const uint32_t b = w[2 * j + (i >> 1)] >> (16 * (i & 1));
-      dst[i] = std::is_same_v<T, half> ? e4m3x2_to_f16x2(b) : e4m3x2_to_bf16x2(b);
+      static_assert(std::is_same_v<T, half>, "e4m3 fold: f16 activations (bf16 keeps the f32 path)");
+      dst[i] = e4m3x2_to_f16x2(w[2 * j + (i >> 1)] >> (16 * (i & 1)));
     } else if constexpr (std::is_same_v<T, half>) {
       const uint32_t v = biased_f16_x16<CODES>(w, j, i);  // 1024 + u (int4 odd: 1024 + 16u)
       const __half2 r = __hsub2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&fr.sub2));
