@@ -520,12 +520,15 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // keep their f16x2 path); token tiles up to 64 (the consumer-bound decode range). H100
 // (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4 g128 bf16
 // M = 16 69.4 us against 80.0 on 14336x21504, FP8 f16 (f32 block scales) 118.4 against 120.2.
-// Not bf16 x int8 (255 has no exact bf16 bias) and not bf16 x e4m3 (its 5-instruction bf16
-// conversion measured 0-3% slower than the f32 path on the memory-bound FP8 decode).
+// Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its 5-instruction bf16
+// conversion measured 0-3% slower than the f32 path on the memory-bound FP8 decode), and not at
+// mt = 32 (W4 bf16 M = 32: 1-4% slower than the per-register path on the nine layers; at 16 and
+// 64 the fold wins by 2-15%; bench/results/cuda_wo_wgmma_ws_k128/h100_fold_bf16_m16_32_64.txt).
 template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
 void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  constexpr bool kFoldable = !HALF_PAIRS && MT <= 64 && !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
+  constexpr bool kFoldable =
+      !HALF_PAIRS && MT <= 64 && MT != 32 && !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
   const int stage_shift = WsConfig<MT, SHAPE>::kCps == 2 ? 7 : 6;
   if constexpr (kFoldable) {
     if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
