@@ -272,6 +272,16 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     uint32_t a[NBUF][kSteps][4];  // [buffer][k16 step][register]
     sm90::FoldRow fold_rows[NBUF][2];    // fold: rows r, r + 8 of the stage in A buffer b
 
+    // This lane's code words of chunk h of stage s (16 bytes of int4, 32 of int8 / e4m3).
+    auto load_codes = [&](int s, int h, uint32_t (&w)[BITS == 4 ? 4 : 8]) {
+      const uint32_t wa = w_lane + uint32_t(s * Tile::kWStage + h * kTileBytes);
+      const uint4 lo = sm90::lds128(wa);
+      w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+      if constexpr (BITS == 8) {
+        const uint4 hi = sm90::lds128(wa + 16);
+        w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+      }
+    };
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
     auto dequant = [&](int s, uint32_t (&dst)[kSteps][4], sm90::FoldRow (&fr)[2]) {
       if constexpr (FOLD) {  // one group for the whole stage
@@ -281,13 +291,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 #pragma unroll
         for (int h = 0; h < CPS; ++h) {
           uint32_t w[BITS == 4 ? 4 : 8];
-          const uint32_t wa = w_lane + uint32_t(s * Tile::kWStage + h * kTileBytes);
-          const uint4 lo = sm90::lds128(wa);
-          w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
-          if constexpr (BITS == 8) {
-            const uint4 hi = sm90::lds128(wa + 16);
-            w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
-          }
+          load_codes(s, h, w);
 #pragma unroll
           for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
         }
@@ -296,13 +300,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 #pragma unroll
       for (int h = 0; h < CPS; ++h) {
         uint32_t w[BITS == 4 ? 4 : 8];
-        const uint32_t wa = w_lane + uint32_t(s * Tile::kWStage + h * kTileBytes);
-        const uint4 lo = sm90::lds128(wa);
-        w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
-        if constexpr (BITS == 8) {
-          const uint4 hi = sm90::lds128(wa + 16);
-          w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
-        }
+        load_codes(s, h, w);
         const uint32_t pp = p_row + uint32_t(s) * p_stage;
         if (gs >= 6) {  // one group for the whole chunk
           const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
