@@ -61,6 +61,14 @@ constexpr size_t kWsSmemBudget = 227 * 1024;
 //   Two CTAs need the single buffer: with two, ptxas serializes the wgmmas (C7512, too few
 //   registers); two CTAs with 64-K stages and two buffers measured 4-20% slower than one CTA.
 enum class WsShape { OneCta, TwoCtas };
+// log2 of a stage's K (64 per chunk)
+MIXQ_HD constexpr int ws_stage_shift(int chunks_per_stage) { return chunks_per_stage == 2 ? 7 : 6; }
+// Groups (of 2^group_shift) whose pairs one stage loads: one when a group covers the stage.
+MIXQ_HD constexpr int ws_stage_groups(int chunks_per_stage, int group_shift) {
+  return group_shift >= ws_stage_shift(chunks_per_stage) ? 1 : 1 << (ws_stage_shift(chunks_per_stage) - group_shift);
+}
+// Ring depth the shared memory reserves barriers for (MIXQ_WS_STAGES may ask for this many).
+constexpr int kWsRingMaxStages = 24;
 template <int MT, WsShape SHAPE>
 struct WsConfig {
   static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
@@ -96,7 +104,7 @@ struct WsTile {
   // this CTA's share of the SM's shared memory; the ring (as deep as fits, at most kMaxStages:
   // more weight bytes in flight per SM), then 2 barriers per stage
   static constexpr size_t kSmem = kWsSmemBudget / kCtas / 1024 * 1024;
-  static constexpr size_t kRingBytes = kSmem - 1024 - 2 * 8 * 24;
+  static constexpr size_t kRingBytes = kSmem - 1024 - 2 * 8 * kWsRingMaxStages;
   static_assert(kRingBytes / (kXStage + kWStage + kPStageMax) >= 3, "ring too shallow");
 };
 
@@ -164,6 +172,19 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   }
 }
 
+// Calls f(work, m block, n block) for every piece of work of this CTA, in the order the producer
+// and the consumers both walk (their rings stay in step).
+template <class F>
+__device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, F&& f) {
+  StreamKCursor cur(sched, blockIdx.x);
+  StreamKWork w;
+  while (cur.next(sched, w)) {
+    int mb, nb;
+    stream_k_tile_coords(sched, w.tile, mb, nb);
+    f(w, mb, nb);
+  }
+}
+
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
 template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE, bool FOLD = false>
@@ -194,11 +215,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
   // the pairs of a stage: its groups x 128 rows (TMA destinations 128-byte aligned), and the ring
   // as deep as this launch's stages fit
-  const int stage_shift = CPS == 2 ? 7 : 6;  // log2 of the stage's K
-  const int pgroups = gs >= stage_shift ? 1 : (1 << (stage_shift - gs));
+  const int pgroups = ws_stage_groups(CPS, gs);
   const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
   const uint32_t p_stage = (pbytes + 127u) & ~127u;
-  const int S = min(sched.max_stages > 0 ? min(sched.max_stages, 24) : Tile::kMaxStages,
+  const int S = min(sched.max_stages > 0 ? min(sched.max_stages, kWsRingMaxStages) : Tile::kMaxStages,
                    int(Tile::kRingBytes / (Tile::kXStage + Tile::kWStage + p_stage)));
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t x_tiles = smem;
@@ -235,11 +255,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXStage);
     const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
     sm90::RingPos ring(S);
-    StreamKCursor cur(sched, blockIdx.x);
-    StreamKWork w;
-    while (cur.next(sched, w)) {
-      int mb, nb;
-      stream_k_tile_coords(sched, w.tile, mb, nb);
+    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
       for (int c = w.c0; c < w.c1; ++c) {
         const uint32_t fb = full + 8 * ring.stage;
         sm90::mbar_wait(empty + 8 * ring.stage, ring.phase ^ 1);
@@ -255,7 +271,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           sm90::tma_load_2d(p_tiles + ring.stage * p_stage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
         ring.advance();
       }
-    }
+    });
   } else {
     sm90::setmaxnreg_inc<Tile::kConsumerRegs>();
     const int warp = (threadIdx.x / 32) & 3;
@@ -366,11 +382,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     };
 
     sm90::RingPos ring(S);
-    StreamKCursor cur(sched, blockIdx.x);
-    StreamKWork w;
-    while (cur.next(sched, w)) {
-      int mb, nb;
-      stream_k_tile_coords(sched, w.tile, mb, nb);
+    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
       const int n_stages = w.c1 - w.c0;
       if constexpr (FOLD) {
 #pragma unroll
@@ -448,7 +460,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       if (w.split) {
         store_partial(w, sums);
-        continue;
+        return;
       }
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
@@ -464,7 +476,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
             store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, sums[4 * q + e]));
         }
       }
-    }
+    });
   }
 #else
   __trap();  // built for a device without sm_90a wgmma/TMA: the host never launches this
@@ -527,7 +539,7 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
                       cudaStream_t stream) {
   constexpr bool kFoldable =
       !HALF_PAIRS && MT <= 64 && MT != 32 && !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
-  const int stage_shift = WsConfig<MT, SHAPE>::kCps == 2 ? 7 : 6;
+  const int stage_shift = ws_stage_shift(WsConfig<MT, SHAPE>::kCps);
   if constexpr (kFoldable) {
     if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
       return launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, true>(p, tm, sch, stream);
@@ -615,8 +627,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
                             uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
                             tile_bytes / 4, uint32_t(cps), 8);
   // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
-  const int stage_shift = cps == 2 ? 7 : 6;
-  const int ppc = p.group_shift >= stage_shift ? 1 : (1 << (stage_shift - p.group_shift));
+  const int ppc = ws_stage_groups(cps, p.group_shift);
   const uint32_t psz = p.pair_f32 ? 8u : 4u;
   tm.p = make_tensor_map_2d(p.pair_f32 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
                             p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
