@@ -311,26 +311,26 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 #pragma unroll
           for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
         }
-        return;
-      }
+      } else {
 #pragma unroll
-      for (int h = 0; h < CPS; ++h) {
-        uint32_t w[BITS == 4 ? 4 : 8];
-        load_codes(s, h, w);
-        const uint32_t pp = p_row + uint32_t(s) * p_stage;
-        if (gs >= 6) {  // one group for the whole chunk
-          const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
-          const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-          const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
+        for (int h = 0; h < CPS; ++h) {
+          uint32_t w[BITS == 4 ? 4 : 8];
+          load_codes(s, h, w);
+          const uint32_t pp = p_row + uint32_t(s) * p_stage;
+          if (gs >= 6) {  // one group for the whole chunk
+            const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
             const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
             const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
-            sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
+              const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+              const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+              sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+            }
           }
         }
       }
