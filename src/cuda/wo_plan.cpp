@@ -54,22 +54,13 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
              "force_kernel 'wgmma' needs an sm_90a build on a Hopper GPU and 16-bit activations "
              "with 16-byte aligned rows");
   WoPlan p;
-  // Measured on H200 (bench/results/cuda_wo_wgmma.md): the wgmma kernel beats the streaming
-  // kernel from M = 8 (14336x21504: 138 us at M = 16 against 219, even at M = 8; 4096x4096: 15 us
-  // against 21 at M = 8). On H100 (bench/results/cuda_wo_wgmma_ws.md) the warp-specialized wgmma
-  // kernel beats dequantize + cuBLAS up to M = 1024 (14336x21504 W4 g128 f16: 1174 us against
-  // 1232; 8192x28672: 747 against 978); past that cuBLAS on the dequantized weight is used.
-  // At M = 8 the register-ring streaming kernel beats wgmma on large W4 weights (H100, W4 g128
-  // f16, bench/results/cuda_weight_only_gemv_h100.txt and cuda_weight_only.md: 14336x21504 108
-  // against 134-137 us, 28672x8192 80 against 130, 8192x8192 35 against 42) and loses on small
-  // ones (4096x4096: 23 against 14 us); for W8 it is a wash (-6% ... +13%), so W8 keeps wgmma.
-  // Since its copies are three TMA loads per stage, the warp-specialized wgmma kernel streams W8
-  // at ~89% of the read ceiling from M = 2 on large weights (14336x21504 W8 M = 4: 117 us against
-  // 160 on the streaming kernel; bench/results/cuda_wo_wgmma_ws_streamk/h100_small_m.txt).
-  // With 128-K stages (two CTAs per SM at M <= 16) the warp-specialized kernel beats the
-  // streaming kernel from M = 3 on every layer, W4 and W8 (H100, bench/results/
-  // cuda_wo_wgmma_ws_k128.md: 14336x21504 W4 M = 4 71 us against 78, 4096x4096 11.3 against 14.6);
-  // at M = 2 they are within 3%, and large W8 weights keep it from M = 2 (113 against 117 us).
+  // Which kernel, measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md; the thresholds of
+  // earlier versions and their data are in cuda_wo_wgmma_ws_streamk.md and cuda_wo_wgmma.md):
+  // - the warp-specialized wgmma kernel (128-K stages, two CTAs per SM at M <= 16) beats the
+  //   streaming kernel from M = 3 on every layer, W4 and W8 (14336x21504 W4 M = 4: 71 us against
+  //   78; 4096x4096: 11.3 against 14.6); at M = 2 the two are within 3%, and large W8 weights
+  //   take the wgmma kernel from M = 2 (113 against 117 us);
+  // - past kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs) dequantize + cuBLAS wins (wo_plan.hpp).
   const bool big = L.packed_bytes() >= kStreamM8MinBytes;
   const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32)
                              : L.bits == 8 && big ? 1
