@@ -10,6 +10,7 @@
 // Decoding is exact for all three.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -120,6 +121,19 @@ MIXQ_HD uint8_t f32_to_e4m3(float f) {
   uint32_t out = r >> 20;
   if (out > 0x7E) out = 0x7E;  // rounding up past 448 saturates (448 < x < 464 rounds to 448)
   return (uint8_t)(sign | out);
+}
+
+// The INT8 activation code of x in a block with offset o and scale s > 0, inv_s = RN(1 / s)
+// (quantize_activations_int8_block; every backend computes it bit for bit this way):
+//   t = RN(RN(x - o) * inv_s) in f32, clamped to [-128, 127] (NaN -> -128), rounded half to even.
+// t is within 3 f32 ulps of the real (x - o) / s, so the code is the nearest integer except when
+// the quotient lies within ~2e-5 of a half-integer. The f32 recipe (what GPU quantizers compute
+// anyway) replaced a double-precision division whose exact-tie fix-ups held the CUDA quantizer
+// to 54-75% of the copy ceiling (docs/cuda-act-quant.md).
+MIXQ_HD int8_t int8_act_code(float x, float o, float inv_s) {
+  float t = (x - o) * inv_s;  // two roundings: the build keeps them apart (no FMA contraction)
+  t = fminf(fmaxf(t, -128.0f), 127.0f);  // fmaxf returns -128 for NaN
+  return static_cast<int8_t>(nearbyintf(t));
 }
 
 }  // namespace mixq

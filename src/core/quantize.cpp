@@ -284,10 +284,11 @@ Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_
       MIXQ_CHECK_ARG(std::isfinite(s), "quantize_activations_int8_block: row ", m, " block ", b,
                      " spans [", lo, ", ", hi, "], too wide for an f32 scale");
       const float o = s > 0 ? lo + 128.0f * s : lo;
+      const float inv_s = s > 0 ? 1.0f / s : 0.f;
       int32_t sum = 0;
       for (int64_t k = k0; k < k1; ++k) {
         const int32_t qv =
-            s > 0 ? round_clamp((ref::load_as_double(x, m, k) - o) / s, -128, 127) : 0;
+            s > 0 ? int8_act_code(static_cast<float>(ref::load_as_double(x, m, k)), o, inv_s) : 0;
         a.q[m * a.K + k] = static_cast<int8_t>(qv);
         sum += qv;
       }

@@ -16,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include "cpu/kernels.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq::cpu {
 
@@ -383,25 +384,20 @@ void gemm_tile_avx512(const GemmTileArgs& t) {
   else gemm_tile_np<1>(t);
 }
 
-// 8 values per step in double, exactly the scalar arithmetic: (double(x) - of) / sc with IEEE
-// double subtraction and division, round half to even, clamp (NaN -> -128 like the scalar
-// "!(r >= -128)" test).
+// 16 values per step, exactly int8_act_code: RN(x - of) * RN(1 / sc) in f32, clamp (max_ps
+// returns its second operand, -128, for a NaN first operand), round half to even (MXCSR default).
 void quantize_i8_avx512(const float* x, int64_t n, float of, float sc, int8_t* q) {
-  const __m512d vo = _mm512_set1_pd(of), vs = _mm512_set1_pd(sc);
-  const __m512d lo = _mm512_set1_pd(-128.0), hi = _mm512_set1_pd(127.0);
+  const float inv = 1.0f / sc;
+  const __m512 vo = _mm512_set1_ps(of), vi = _mm512_set1_ps(inv);
+  const __m512 lo = _mm512_set1_ps(-128.0f), hi = _mm512_set1_ps(127.0f);
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
-    __m512d r = _mm512_roundscale_pd(_mm512_div_pd(_mm512_sub_pd(d, vo), vs),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __mmask8 ok = _mm512_cmp_pd_mask(r, lo, _CMP_GE_OQ);  // false for NaN
-    r = _mm512_mask_blend_pd(ok, lo, _mm512_min_pd(r, hi));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi64_epi8(_mm512_cvtpd_epi64(r)));
+  for (; i + 16 <= n; i += 16) {
+    __m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vo), vi);
+    t = _mm512_min_ps(_mm512_max_ps(t, lo), hi);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i),
+                     _mm512_cvtsepi32_epi8(_mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
   }
-  for (; i < n; ++i) {
-    const double r = __builtin_nearbyint((static_cast<double>(x[i]) - of) / sc);
-    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
-  }
+  for (; i < n; ++i) q[i] = int8_act_code(x[i], of, inv);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cpu/kernels.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq::cpu {
 
@@ -62,10 +63,8 @@ void gemm_tile_scalar(const GemmTileArgs& a) {
 }
 
 void quantize_i8_scalar(const float* x, int64_t n, float of, float sc, int8_t* q) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double r = std::nearbyint((static_cast<double>(x[i]) - of) / sc);  // half to even
-    q[i] = static_cast<int8_t>(!(r >= -128) ? -128 : (r > 127 ? 127 : static_cast<int32_t>(r)));
-  }
+  const float inv = 1.0f / sc;
+  for (int64_t i = 0; i < n; ++i) q[i] = int8_act_code(x[i], of, inv);
 }
 
 void int_tile_scalar(const IntTileArgs& a) {

@@ -28,20 +28,14 @@
 //    values, subnormal range and saturation included; ~3e-4 of f16 and ~3e-3 of bf16 elements of
 //    normal data): only those bytes are redone with __fdiv_rn. No case analysis of the e4m3
 //    format is involved.
-//  - INT8: the host computes td = round_d(round_d(x - o) / s) in double and rint(td) clamped to
-//    [-128, 127]. The kernel computes t = RN(RN(x - o) * RN(1/s)) in f32: with u = 2^-24 and
-//    s in [2^-100, 2^120] (so 1/s is normal and a subnormal x - o costs < 2^-50),
-//    |t - T| <= 3.0000001 u |T| and |td - T| <= 2^-52 |T| for T = (x - o)/s. All t of a block
-//    lie in [t(min), t(max)] (monotone operations); when that is inside [-128.5, 127.5],
-//    |T| <= 128.51 and |t - td| < 2.3e-5 < 2^-15. The fast path rounds t with the magic
-//    number 1.5 * 2^23 (t + M is rint(t) in the low mantissa bits, whose low byte is the int8
-//    code in two's complement); where |t - rint(t)| < 0.5 - 2^-15, rint(td) = rint(t), which is
-//    in [-128, 127] (t < 127.5 and t >= -128.5 with t = -128.5 flagged). The other elements
-//    (near-ties: ~5e-4 of f16, ~4e-3 of bf16 elements, exact ties are common in 16-bit data)
-//    get the host's double computation. A partial chunk, s outside the range, or a block whose
-//    t range leaves [-128.5, 127.5] takes the exact per-element path: f32 with a double fallback
-//    within 1e-4 of a half-integer (same argument with the looser bound). The code sum is
-//    accumulated exactly from the magic-number bit patterns.
+//  - INT8: the codes are int8_act_code (mixq/numeric.hpp), an f32 recipe by definition:
+//    t = RN(RN(x - o) * RN(1/s)), clamped to [-128, 127], then rounded half to even by adding the
+//    magic number 1.5 * 2^23 (t + M is rint(t) in the low mantissa bits, whose low byte is the
+//    int8 code in two's complement). Every operation is IEEE-rounded on host and device alike, so
+//    no element needs a fix-up. (Until session 8 the definition was a double division; its
+//    near-tie fix-ups -- 0.8% of f16 and 5% of bf16 16-element chunks -- held this kernel to
+//    75% / 54% of the copy ceiling.) The code sum is accumulated exactly from the magic-number
+//    bit patterns.
 //  - Non-finite inputs: the host quantizers reject them (INT8) or produce NaN codes (FP8); the
 //    kernels cannot throw, so an INT8 block holding inf/NaN gets meaningless codes and meta, and
 //    FP8 behaves like the host (amax ignores NaN; an inf gives s = inf and NaN codes).
@@ -66,7 +60,7 @@ namespace {
 constexpr int kChunk = 16;     // elements per lane and step
 constexpr int kThreads = 256;  // per CTA
 constexpr unsigned kFull = 0xFFFFFFFFu;
-constexpr int kInt8MinCtas = 2;
+constexpr int kInt8MinCtas = 3;
 // 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
 // docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
 constexpr int kFp8Pieces = 1, kInt8Pieces = 1;
@@ -169,31 +163,6 @@ __device__ __forceinline__ uint32_t e4m3x4(float a, float b, float c, float d) {
 #endif
 }
 
-// The INT8 code of x: clamp(rint((double(x) - o) / s), -128, 127), computed in f32 unless the
-// f32 value is within 1e-4 of a rounding boundary or not finite (exact path; see the file comment).
-__device__ __forceinline__ int int8_code(float x, float o, float s, float inv_s) {
-  const float t = __fmul_rn(__fsub_rn(x, o), inv_s);
-  const float r = rintf(t);
-  const float frac = fabsf(__fsub_rn(t, r));  // exact (Sterbenz)
-  if (fabsf(__fsub_rn(frac, 0.5f)) > 1e-4f) {  // false for NaN / inf
-    return static_cast<int>(fminf(fmaxf(r, -128.0f), 127.0f));
-  } else {
-    const double td = __ddiv_rn(__dsub_rn(static_cast<double>(x), static_cast<double>(o)),
-                                static_cast<double>(s));
-    const double rd = rint(td);  // half to even, like std::nearbyint
-    if (!(rd >= -128.0)) return -128;  // also NaN
-    if (rd > 127.0) return 127;
-    return static_cast<int>(rd);
-  }
-}
-
-// The host's INT8 code, computed the host's way (double subtraction and division).
-__device__ __forceinline__ int int8_code_exact(float x, float o, float s) {
-  const double rd = rint(__ddiv_rn(__dsub_rn(static_cast<double>(x), static_cast<double>(o)),
-                                   static_cast<double>(s)));
-  return !(rd >= -128.0) ? -128 : rd > 127.0 ? 127 : static_cast<int>(rd);
-}
-
 template <int G>
 __device__ __forceinline__ float group_max(float v) {
 #pragma unroll
@@ -213,36 +182,7 @@ __device__ __forceinline__ int group_sum(int v) {
   return v;
 }
 
-// Rare paths, kept out of line (noinline) so that their double divisions and calls do not
-// raise the register pressure of the streaming loop; the arrays they take live on the stack
-// only while one of them runs.
-
-// INT8, whole piece exactly (partial piece or extreme block): codes (zero past n_valid), sum.
-__device__ __forceinline__ int int8_piece_exact(const float (&v)[kChunk], int n_valid, float o,
-                                             float s, float inv_s, uint32_t (&packed)[4]) {
-  int sum = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed[i] = 0;
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j) {
-    const int code = j < n_valid ? int8_code(v[j], o, s, inv_s) : 0;
-    sum += code;
-    packed[j / 4] |= (static_cast<uint32_t>(code) & 0xFFu) << (8 * (j % 4));
-  }
-  return sum;
-}
-
-// INT8 fast path fix-up: elements with |t - rint(t)| >= window get the exact code, stored as
-// magic-number bits (kMagicBits + code) like the fast ones.
-__device__ __forceinline__ void int8_fix_ties(const float (&v)[kChunk], float o, float s, float inv_s,
-                                           float window, uint32_t (&rb)[kChunk]) {
-#pragma unroll
-  for (int j = 0; j < kChunk; ++j) {
-    const float tj = __fmul_rn(__fsub_rn(v[j], o), inv_s);
-    if (fabsf(__fsub_rn(tj, __fsub_rn(__uint_as_float(rb[j]), 12582912.0f))) >= window)
-      rb[j] = 0x4B400000u + static_cast<uint32_t>(int8_code_exact(v[j], o, s));
-  }
-}
+// Rare FP8 paths (a piece past K, a code near an e4m3 boundary): per-element IEEE divisions.
 
 // FP8, piece past K: every element by IEEE division, zero codes beyond n_valid.
 __device__ __forceinline__ void fp8_piece_exact(const float (&v)[kChunk], int n_valid, float s,
@@ -404,8 +344,8 @@ __device__ __forceinline__ int piece_valid(const Task& t, int lane, int p, int M
   return t.m >= M ? 0 : left >= kChunk ? kChunk : max(left, 0);
 }
 
-// Register caps: FP8 3 CTAs (24 warps) per SM = at most 80 registers; INT8 2 CTAs (<= 128
-// registers; at 80 its exact fallback paths spilled). SASS checked: no local memory.
+// Register caps: 3 CTAs (24 warps) per SM = at most 80 registers, for both quantizers (INT8 needed
+// 2 CTAs while it carried a double-precision fix-up path). SASS checked: no local memory.
 template <int XT, int P>
 __global__ void __launch_bounds__(kThreads, 3)
     quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
@@ -451,7 +391,6 @@ __global__ void __launch_bounds__(kThreads, kInt8MinCtas)
   constexpr int L = BLOCK / (kChunk * P), W = raw_words<XT>();
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: t + kMagic = rint(t) in the low bits
   constexpr uint32_t kMagicBits = 0x4B400000u;
-  constexpr float kTieWindow = 0.5f - 0x1p-15f;  // |t - rint(t)| at or above: exact path
   const int M = geo.M, K = geo.K;
   stream_tasks<XT, BLOCK, P>(x, geo, [&](const Task& t, int lane,
                                                         const uint32_t(&w)[P][W]) {
@@ -482,9 +421,6 @@ __global__ void __launch_bounds__(kThreads, kInt8MinCtas)
     const bool ranged = s > 0.f;
     const float o = ranged ? __fadd_rn(lo, __fmul_rn(128.0f, s)) : lo;
     const float inv_s = ranged ? __frcp_rn(s) : 0.f;
-    const auto t_of = [&](float e) { return __fmul_rn(__fsub_rn(e, o), inv_s); };
-    const bool block_fast = ranged && s >= 0x1p-100f && s <= 0x1p+120f && t_of(lo) >= -128.5f &&
-                            t_of(hi) <= 127.5f;
 
     int sum = 0;
 #pragma unroll
@@ -495,29 +431,28 @@ __global__ void __launch_bounds__(kThreads, kInt8MinCtas)
       if (ranged) {
         float v[kChunk];
         to_float<XT>(w[p], v);
-        bool fast = block_fast && n_valid == kChunk;
-        if (fast) {
-          uint32_t rb[kChunk];
-          float dmax = 0.f;
+        // int8_act_code: t = RN(RN(x - o) * inv_s), clamped (fmaxf maps NaN to -128); adding
+        // 1.5 * 2^23 rounds it half to even and leaves kMagicBits + code in the bits.
+        uint32_t rb[kChunk];
 #pragma unroll
-          for (int j = 0; j < kChunk; ++j) {
-            const float tj = t_of(v[j]);
-            const float r = __fadd_rn(tj, kMagic);
-            dmax = fmaxf(dmax, fabsf(__fsub_rn(tj, __fsub_rn(r, kMagic))));  // |t - rint(t)|, exact
-            rb[j] = __float_as_uint(r);
-          }
-          if (dmax >= kTieWindow) int8_fix_ties(v, o, s, inv_s, kTieWindow, rb);  // rare
-          uint32_t total = 0;
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const uint32_t* r = rb + 4 * i;
-            packed[i] = __byte_perm(__byte_perm(r[0], r[1], 0x0040),
-                                    __byte_perm(r[2], r[3], 0x0040), 0x5410);
-            total += (r[0] + r[1]) + (r[2] + r[3]);
-          }
-          sum += static_cast<int>(total - kChunk * kMagicBits);  // exact modulo 2^32
+        for (int j = 0; j < kChunk; ++j) {
+          const float tj = fminf(fmaxf(__fmul_rn(__fsub_rn(v[j], o), inv_s), -128.0f), 127.0f);
+          rb[j] = __float_as_uint(__fadd_rn(tj, kMagic));
         }
-        if (!fast) sum += int8_piece_exact(v, n_valid, o, s, inv_s, packed);  // tail, extremes
+        if (n_valid < kChunk) {  // past K: code 0
+#pragma unroll
+          for (int j = 0; j < kChunk; ++j)
+            if (j >= n_valid) rb[j] = kMagicBits;
+        }
+        uint32_t total = 0;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint32_t* r = rb + 4 * i;
+          packed[i] = __byte_perm(__byte_perm(r[0], r[1], 0x0040),
+                                  __byte_perm(r[2], r[3], 0x0040), 0x5410);
+          total += (r[0] + r[1]) + (r[2] + r[3]);
+        }
+        sum += static_cast<int>(total - kChunk * kMagicBits);  // exact modulo 2^32
       }
       store_chunk(reinterpret_cast<uint8_t*>(q) + static_cast<int64_t>(t.m) * ldq,
                   t.kb * BLOCK + (p * L + lane) * kChunk, geo.vec, packed);

@@ -369,8 +369,11 @@ void check_int8_block_activations(const HostTensor& x, int64_t M, int64_t K, int
         qmin = std::min(qmin, q);
         qmax = std::max(qmax, q);
         const double xv = x.get(m * K + k);
-        // s/2, plus the f32 rounding of the offset lo + 128 s (which the codes cannot absorb).
-        const double tol = s / 2 + 2 * half_ulp(DType::F32, o) + 4 * half_ulp(DType::F32, xv);
+        // s/2, plus the f32 rounding of the offset lo + 128 s (which the codes cannot absorb),
+        // plus the f32 quotient's error near a half-integer (int8_act_code: t within 3 ulps of
+        // (x - o) / s, |t| <= 128.5).
+        const double tol = s / 2 + 2 * half_ulp(DType::F32, o) + 4 * half_ulp(DType::F32, xv) +
+                           3 * half_ulp(DType::F32, 128.5) * s;
         ASSERT_LE(std::fabs(q * s + o - xv), tol) << what << " m " << m << " k " << k;
       }
       EXPECT_EQ(a.sums[m * nb + b], sum) << what << " m " << m << " block " << b;
@@ -449,4 +452,19 @@ TEST(ActivationQuant, Fp8PerTokenGroupsOf128) {
           }
         }
     }
+}
+
+// The INT8 activation code's definition (mixq/numeric.hpp): f32 quotient, clamp, half to even.
+TEST(ActivationQuant, Int8ActCodeDefinition) {
+  EXPECT_EQ(int8_act_code(2.5f, 0.f, 1.f), 2);    // tie -> even
+  EXPECT_EQ(int8_act_code(3.5f, 0.f, 1.f), 4);
+  EXPECT_EQ(int8_act_code(-2.5f, 0.f, 1.f), -2);
+  EXPECT_EQ(int8_act_code(127.5f, 0.f, 1.f), 127);  // clamped before rounding
+  EXPECT_EQ(int8_act_code(-300.f, 0.f, 1.f), -128);
+  EXPECT_EQ(int8_act_code(NAN, 0.f, 1.f), -128);
+  EXPECT_EQ(int8_act_code(INFINITY, 0.f, 1.f), 127);
+  // two roundings in f32: (1 + 2^-23) - 1 = 2^-23 exactly, times 2^22 * 3 = 1.5 -> 2
+  EXPECT_EQ(int8_act_code(1.0f + 0x1p-23f, 1.0f, 0x1p22f * 3), 2);
+  // 0.1f * 5 rounds to 0.5 in f32 (the real product is 0.50000000745...): a tie, half to even -> 0
+  EXPECT_EQ(int8_act_code(0.1f, 0.f, 5.f), 0);
 }
