@@ -270,6 +270,28 @@ for k in sorted(t, key=lambda k: (k[1], k[2], k[3], k[0])):
     print(f"{k[0]:11s} {k[1]:7s} {k[2]:4s} {k[3]:3d} {t[k].get('1', 0):6.1f} {t[k].get('0', 0):7.1f}")
 PY
       ;;
+    actq)
+      # activation quantizers against the copy ceiling, then the INT8 W8A8 linear end to end
+      "$MIXQ_BUILD_DIR/cuda_act_quant_bench" --shapes 4096x16384,4096x4096,512x16384 --act f16,bf16,f32 \
+        --json "$OUT/act_quant_bench.json" > "$OUT/act_quant_bench.txt" 2>&1; echo "act_quant_bench rc=$?"
+      cat "$OUT/act_quant_bench.txt"
+      "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act f16 --schemes w8g128:int8 --no-progress \
+        --shapes 14336x21504,4096x4096,14336x4096,8192x8192 --m 1024,4096 --json "$OUT/int8_e2e.json" > "$OUT/int8_e2e.txt" 2>&1
+      echo "mixq bench int8 rc=$?"; grep -E "^\|? ?[0-9]+x|TB/s" "$OUT/int8_e2e.txt" | head -20 ;;
+    small)
+      # M = 1-2 on the small layers: graph time, the K-split knob, the wgmma kernel forced, and
+      # ncu's kernel duration (cache flushed) against the graph time
+      S=4096x4096,4096x6144,14336x4096,8192x10240
+      "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E "^[0-9]+x|ceiling"
+      for mc in 1 3 4 6; do
+        echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 4096x4096,4096x6144 --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
+      done
+      echo "wgmma forced: $(MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5, $9}' | tr '\n' ' ')"
+      for shp in 4096x4096 14336x4096; do
+        ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum -k regex:wo_stream --launch-skip 20 --launch-count 3 \
+          "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shp --m 1 --schemes w4g128 --act f16 --no-baseline > "$LOGS/ncu_small.log" 2>&1
+        echo "ncu $shp: $(grep -E 'gpu__time_duration|dram__bytes_read' "$LOGS/ncu_small.log" | awk '{print $1, $(NF-1), $NF}' | tr '\n' ' ')"
+      done ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then
