@@ -275,22 +275,23 @@ PY
       "$MIXQ_BUILD_DIR/cuda_act_quant_bench" --shapes 4096x16384,4096x4096,512x16384 --act f16,bf16,f32 \
         --json "$OUT/act_quant_bench.json" > "$OUT/act_quant_bench.txt" 2>&1; echo "act_quant_bench rc=$?"
       cat "$OUT/act_quant_bench.txt"
+      for band in ${ACTQ_BANDS:-0 3}; do
+        echo "MIXQ_ACT_QUANT_BAND=$band:"; MIXQ_ACT_QUANT_BAND=$band "$MIXQ_BUILD_DIR/cuda_act_quant_bench" --shapes 4096x16384,512x16384 --act f16,bf16 2>&1 | grep -E "^(fp8|int8)"
+      done
       "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act f16 --schemes w8g128:int8 --no-progress \
         --shapes 14336x21504,4096x4096,14336x4096,8192x8192 --m 1024,4096 --json "$OUT/int8_e2e.json" > "$OUT/int8_e2e.txt" 2>&1
       echo "mixq bench int8 rc=$?"; grep -E "^\|? ?[0-9]+x|TB/s" "$OUT/int8_e2e.txt" | head -20 ;;
     small)
-      # M = 1-2 on the small layers: graph time, the K-split knob, the wgmma kernel forced, and
-      # ncu's kernel duration (cache flushed) against the graph time
+      # M = 1-2 on the small layers: graph time with and without the L2 prefetch, the K-split
+      # knobs with it, the wgmma kernel forced
       S=4096x4096,4096x6144,14336x4096,8192x10240
       "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E "^[0-9]+x|ceiling"
-      for mc in 1 3 4 6; do
-        echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes 4096x4096,4096x6144 --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
+      echo "no L2 prefetch: $(MIXQ_STREAM_L2_PREFETCH=0 "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
+      for mc in ${SMALL_MC:-2 8 16}; do
+        echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
       done
-      echo "wgmma forced: $(MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5, $9}' | tr '\n' ' ')"
-      for shp in 4096x4096 14336x4096; do
-        ncu --metrics gpu__time_duration.sum,dram__bytes_read.sum -k regex:wo_stream --launch-skip 20 --launch-count 3 \
-          "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $shp --m 1 --schemes w4g128 --act f16 --no-baseline > "$LOGS/ncu_small.log" 2>&1
-        echo "ncu $shp: $(grep -E 'gpu__time_duration|dram__bytes_read' "$LOGS/ncu_small.log" | awk '{print $1, $(NF-1), $NF}' | tr '\n' ' ')"
+      for b in ${SMALL_BLOCKS:-2 3}; do
+        echo "blocks_per_sm=$b: $(MIXQ_STREAM_BLOCKS_PER_SM=$b "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
       done ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)

@@ -64,6 +64,9 @@ constexpr int kInt8MinCtas = 3;
 // 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
 // docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
 constexpr int kFp8Pieces = 1, kInt8Pieces = 1;
+// Task order (Geom): log2 of the rows per band. INT8 writes three meta values per block, which
+// row-major order scatters over one 32-byte sector each; 8-row bands fill the sectors.
+constexpr int kFp8BandShift = 0, kInt8BandShift = 3;
 
 enum XType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
@@ -279,11 +282,17 @@ struct Task {
 };
 
 // Problem geometry, passed by value (kernel parameters live in constant memory, not registers).
+// Groups are ordered in bands of 2^band_shift rows: inside a band, position q is block q >>
+// band_shift of row band * 2^band_shift + (q & (2^band_shift - 1)), i.e. the rows of a band
+// are adjacent for each block. The meta arrays are [kb][m] (M contiguous), so with 8-row bands
+// the lanes that write a block's scale / offset / sum write 8 adjacent floats (one 32-byte
+// sector) instead of 8 sectors of 4 bytes each; band_shift = 0 is plain row-major order.
 struct Geom {
-  int M, K, nb;  // rows, columns, K blocks per row
-  int dm, dk;    // one grid step = dm rows + dk blocks (the grid's groups, split by the host)
-  int64_t ldx;   // x row stride in elements
-  bool vec;      // 16-byte aligned rows: vector loads and stores
+  int M, K, nb;            // rows, columns, K blocks per row
+  int band_shift, bands;   // rows per band (log2), bands = ceil(M / rows per band)
+  int dband, dq;           // one grid step = dband bands + dq positions (split by the host)
+  int64_t ldx;             // x row stride in elements
+  bool vec;                // 16-byte aligned rows: vector loads and stores
 };
 
 // The persistent streaming loop shared by both quantizers (see the file comment). Virtual
@@ -307,24 +316,33 @@ __device__ __forceinline__ void stream_tasks(const void* __restrict__ x, const G
     }
   };
 
-  Task cur;
+  // this lane's cursor: band and position q in [0, per) inside it
+  const int per = geo.nb << geo.band_shift, row_mask = (1 << geo.band_shift) - 1;
+  int band, q;
   {
     const int64_t g = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / L;
-    cur.m = static_cast<int>(min(g / geo.nb, static_cast<int64_t>(geo.M)));
-    cur.kb = static_cast<int>(g % geo.nb);
+    band = static_cast<int>(min(g / per, static_cast<int64_t>(geo.bands)));
+    q = static_cast<int>(g % per);
   }
-  if (!__any_sync(kFull, cur.m < geo.M)) return;  // warp-uniform
+  const auto task = [&]() {
+    Task t;
+    t.m = band < geo.bands ? min((band << geo.band_shift) + (q & row_mask), geo.M) : geo.M;
+    t.kb = q >> geo.band_shift;
+    return t;
+  };
+  if (!__any_sync(kFull, band < geo.bands)) return;  // warp-uniform
+  Task cur = task();
 
   const auto step = [&](const uint32_t(&now)[P][W], uint32_t(&next)[P][W]) {
-    Task nxt;
-    nxt.kb = cur.kb + geo.dk;
-    nxt.m = cur.m + geo.dm;
-    if (nxt.kb >= geo.nb) {
-      nxt.kb -= geo.nb;
-      ++nxt.m;
+    q += geo.dq;
+    band += geo.dband;
+    if (q >= per) {
+      q -= per;
+      ++band;
     }
-    nxt.m = min(nxt.m, geo.M);  // no overflow however long the tail
-    const bool more = __any_sync(kFull, nxt.m < geo.M);
+    band = min(band, geo.bands);  // no overflow however long the tail
+    const Task nxt = task();
+    const bool more = __any_sync(kFull, band < geo.bands);
     if (more) load(nxt, next);  // the next step's loads go out before this step's arithmetic
     process(cur, lane, now);
     cur = nxt;
@@ -495,10 +513,15 @@ int env_int(const char* name, int fallback) {
 }
 
 // Tuning knobs (benchmarks): MIXQ_ACT_QUANT_CTAS_PER_SM (resident CTAs per SM, default: as many
-// as fit) and MIXQ_ACT_QUANT_PIECES (16-element pieces per lane for 16-bit input, 1 or 2).
+// as fit), MIXQ_ACT_QUANT_PIECES (16-element pieces per lane for 16-bit input, 1 or 2) and
+// MIXQ_ACT_QUANT_BAND (rows per band of the task order, log2: 0..3).
 int ctas_per_sm_knob() {
   static const int v = std::clamp(env_int("MIXQ_ACT_QUANT_CTAS_PER_SM", 0), 0, 8);
   return v;
+}
+int band_knob(int fallback) {  // MIXQ_ACT_QUANT_BAND: log2 of the rows per band, 0..3
+  static const int v = env_int("MIXQ_ACT_QUANT_BAND", -1);
+  return v >= 0 && v <= 3 ? v : fallback;
 }
 int pieces_knob(int fallback) {
   static const int v = env_int("MIXQ_ACT_QUANT_PIECES", 0);
@@ -518,7 +541,7 @@ int max_ctas_per_sm() {  // the kernels use no shared memory: registers decide
 // Persistent grid: enough CTAs for every SM to hold its resident maximum, fewer if the problem is
 // smaller (the kernels loop, so any grid size is correct).
 template <auto Kernel, int BLOCK, int P, class... Args>
-void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool vec,
+void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool vec, int band_shift,
                        cudaStream_t stream, Args... args) {
   int dev = 0, sms = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
@@ -535,8 +558,11 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   geo.M = static_cast<int>(M);
   geo.K = static_cast<int>(K);
   geo.nb = static_cast<int>(nb);
-  geo.dm = static_cast<int>(stride / nb);
-  geo.dk = static_cast<int>(stride % nb);
+  geo.band_shift = band_shift;
+  geo.bands = static_cast<int>((M + (int64_t{1} << band_shift) - 1) >> band_shift);
+  const int64_t per = nb << band_shift;
+  geo.dband = static_cast<int>(stride / per);
+  geo.dq = static_cast<int>(stride % per);
   geo.ldx = ldx;
   geo.vec = vec;
   Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, geo, args...);
@@ -545,7 +571,8 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
 template <int XT, int P>
 void launch_fp8_typed(cudaStream_t stream, const void* x, int64_t ldx, int64_t M, int64_t K,
                       bool vec, uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta) {
-  launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(x, ldx, M, K, vec, stream, q, ldq,
+  launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(x, ldx, M, K, vec,
+                                                              band_knob(kFp8BandShift), stream, q, ldq,
                                                               scale, ld_meta);
 }
 
@@ -556,7 +583,7 @@ void launch_int8_typed(int64_t block, cudaStream_t stream, const void* x, int64_
 #define MIXQ_INT8_CASE(B)                                                          \
   case B:                                                                          \
     launch_persistent<quantize_int8_block_kernel<XT, B, P>, B, P>(                 \
-        x, ldx, M, K, vec, stream, q, ldq, scale, offset, sums, ld_meta);          \
+        x, ldx, M, K, vec, band_knob(kInt8BandShift), stream, q, ldq, scale, offset, sums, ld_meta); \
     break;
   switch (block) {
     MIXQ_INT8_CASE(32)

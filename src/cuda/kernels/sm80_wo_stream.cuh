@@ -18,6 +18,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda/kernels/dequant_codes.cuh"
 #include "cuda/wo_layout.hpp"
 #include "cuda/wo_params.hpp"
@@ -191,6 +193,23 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     toff[rt] = (nt - nt0) * chunks_per_row * 32 * kLoadsPerChunk;
     r0[rt] = nt * kTileRows + lane / 4;
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Short splits (small layers) are latency-bound: the register ring holds kDepth chunks, so the
+  // rest of the split would only be requested a DRAM round trip later. Lane 0 asks the TMA unit
+  // to pull the following chunks of each row tile (contiguous bytes) into L2 now: one
+  // instruction per tile, no registers, no per-lane load work; the ring's loads then hit L2.
+  if (p.l2_prefetch_chunks > 0 && active && lane == 0) {
+    const int n = min(p.l2_prefetch_chunks, (k_end - k0) / kChunkK - kDepth);
+    if (n > 0) {
+      const uint4* from = p.codes + (int64_t(nt0) * chunks_per_row + k0 / kChunkK + kDepth) * 32 * kLoadsPerChunk;
+#pragma unroll
+      for (int rt = 0; rt < RT; ++rt)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from + toff[rt]),
+                     "r"(uint32_t(n) * 32 * kLoadsPerChunk * 16)
+                     : "memory");
+    }
+  }
+#endif
   // ldmatrix.x4 row addresses: lanes 0-7 / 8-15 / 16-23 / 24-31 address k offsets 0 / 8 / 16 / 24
   // (two 16-wide K tiles) of the 8 token rows; tokens the block does not have read the zero row.
   const int lm_k = (lane >> 3) * 8;
@@ -426,47 +445,52 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
   // This reduction is the kernel's tail (every other block is done), so it is latency-bound:
-  // each thread sums kR outputs at once and loads kSp splits of them before adding, i.e. one L2
-  // round trip per kSp splits instead of one per split. The additions stay in split order
-  // (deterministic; the same bits as a plain loop).
-  constexpr int kR = 4, kSp = 8;
+  // each thread sums R outputs at once and loads SP splits of them before adding, i.e. one L2
+  // round trip per SP splits instead of one per split: R = 4, SP = 8, or R = 2, SP = 16 when
+  // the tile has at most two outputs per thread (decode: 16 splits in one round trip). The
+  // additions stay in split order (deterministic; the same bits as a plain loop).
   const int total = tile_rows * cols;
   const int64_t split_stride = int64_t(p.M) * p.N;
-  for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
-    float s[kR];
-    int64_t off[kR];
-    bool ok[kR];
+  auto reduce = [&](auto r_tag, auto sp_tag) {
+    constexpr int kR = decltype(r_tag)::value, kSp = decltype(sp_tag)::value;
+    for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
+      float s[kR];
+      int64_t off[kR];
+      bool ok[kR];
 #pragma unroll
-    for (int u = 0; u < kR; ++u) {
-      const int i = i0 + u * blockDim.x;
-      ok[u] = i < total;
-      off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
-      s[u] = 0.f;
+      for (int u = 0; u < kR; ++u) {
+        const int i = i0 + u * blockDim.x;
+        ok[u] = i < total;
+        off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
+        s[u] = 0.f;
+      }
+      int sp = 0;
+      for (; sp + kSp <= p.splits; sp += kSp) {
+        float v[kSp][kR];
+#pragma unroll
+        for (int q = 0; q < kSp; ++q)
+#pragma unroll
+          for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
+#pragma unroll
+        for (int q = 0; q < kSp; ++q)
+#pragma unroll
+          for (int u = 0; u < kR; ++u) s[u] += v[q][u];
+      }
+      for (; sp < p.splits; ++sp)
+#pragma unroll
+        for (int u = 0; u < kR; ++u)
+          if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
+#pragma unroll
+      for (int u = 0; u < kR; ++u) {
+        if (!ok[u]) continue;
+        const int i = i0 + u * blockDim.x;
+        const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
+        store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s[u]));
+      }
     }
-    int sp = 0;
-    for (; sp + kSp <= p.splits; sp += kSp) {
-      float v[kSp][kR];
-#pragma unroll
-      for (int q = 0; q < kSp; ++q)
-#pragma unroll
-        for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
-#pragma unroll
-      for (int q = 0; q < kSp; ++q)
-#pragma unroll
-        for (int u = 0; u < kR; ++u) s[u] += v[q][u];
-    }
-    for (; sp < p.splits; ++sp)
-#pragma unroll
-      for (int u = 0; u < kR; ++u)
-        if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
-#pragma unroll
-    for (int u = 0; u < kR; ++u) {
-      if (!ok[u]) continue;
-      const int i = i0 + u * blockDim.x;
-      const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
-      store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s[u]));
-    }
-  }
+  };
+  if (total <= 2 * int(blockDim.x)) reduce(std::integral_constant<int, 2>{}, std::integral_constant<int, 16>{});
+  else reduce(std::integral_constant<int, 4>{}, std::integral_constant<int, 8>{});
   if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch (graph replays included)
 }
 
