@@ -282,17 +282,15 @@ PY
         --shapes 14336x21504,4096x4096,14336x4096,8192x8192 --m 1024,4096 --json "$OUT/int8_e2e.json" > "$OUT/int8_e2e.txt" 2>&1
       echo "mixq bench int8 rc=$?"; grep -E "^\|? ?[0-9]+x|TB/s" "$OUT/int8_e2e.txt" | head -20 ;;
     small)
-      # M = 1-2 on the small layers: graph time with and without the L2 prefetch, the K-split
-      # knobs with it, the wgmma kernel forced
+      # M = 1-2 on the small layers: graph time, the K-split knobs, the wgmma kernel forced
       S=4096x4096,4096x6144,14336x4096,8192x10240
-      "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E "^[0-9]+x|ceiling"
-      echo "no L2 prefetch: $(MIXQ_STREAM_L2_PREFETCH=0 "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
-      for mc in ${SMALL_MC:-2 8 16}; do
-        echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
-      done
-      for b in ${SMALL_BLOCKS:-2 3}; do
-        echo "blocks_per_sm=$b: $(MIXQ_STREAM_BLOCKS_PER_SM=$b "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
-      done ;;
+      {
+        "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1,2 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E "^[0-9]+x|ceiling"
+        for mc in ${SMALL_MC:-2 8}; do
+          echo "min_chunks=$mc: $(MIXQ_STREAM_MIN_CHUNKS=$mc "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128,w8g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $2, $4, $5, $9}' | tr '\n' ' ')"
+        done
+        echo "wgmma forced: $(MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5, $9}' | tr '\n' ' ')"
+      } | tee "$OUT/small.txt" ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

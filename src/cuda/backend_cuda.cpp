@@ -339,7 +339,6 @@ class CudaWeightOnly final : public PreparedImpl {
     k.chunks_per_stage = p.chunks_per_stage;
     k.max_groups = p.max_groups_per_stage;
     k.splits = p.splits;
-    k.l2_prefetch_chunks = p.l2_prefetch_chunks;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;
     k.y = y.data;

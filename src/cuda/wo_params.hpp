@@ -34,9 +34,6 @@ struct WoStreamParams {
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
   int max_groups;        // per-stage (token, group) sums reserved in shared memory
   int splits;
-  // sm_90: chunks of each row tile past the register ring's first fill that the kernel asks the
-  // TMA unit to prefetch into L2 at its start (0: none); see the kernel
-  int l2_prefetch_chunks;
   float* partial;        // [splits][M][N] when splits > 1
   unsigned* tickets;     // one per (n block, m block), zero before the launch
   // output

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
 
 #include "cuda/wo_stream_k.hpp"
 #include "mixq/error.hpp"
@@ -171,14 +170,6 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.smem_bytes = smem_for(stage, &p.max_groups_per_stage);
   p.partial_floats = p.splits > 1 ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
   p.tickets = size_t(base);
-  // Weights that fit well inside L2 (the small layers, latency-bound): each warp has the rest of
-  // its split prefetched into L2 at the start (sm_90 bulk prefetch; the kernel ignores it below
-  // sm_90). Larger weights stream at full bandwidth already, and a whole-split prefetch would
-  // only evict itself. MIXQ_STREAM_L2_PREFETCH=0 turns it off (benchmarks).
-  const bool prefetch_off = std::getenv("MIXQ_STREAM_L2_PREFETCH") &&
-                            std::string(std::getenv("MIXQ_STREAM_L2_PREFETCH")) == "0";
-  if (!prefetch_off && caps.cc_major >= 9 && size_t(L.packed_bytes()) <= caps.l2_bytes * 3 / 4)
-    p.l2_prefetch_chunks = p.chunks_per_split;
   return p;
 }
 

@@ -32,7 +32,6 @@ struct WoPlan {
   int chunks_per_split = 1;
   int chunks_per_stage = 1;
   int max_groups_per_stage = 1;
-  int l2_prefetch_chunks = 0;  // see WoStreamParams::l2_prefetch_chunks
   size_t smem_bytes = 0;
   size_t partial_floats = 0;  // split-K workspace
   size_t tickets = 0;

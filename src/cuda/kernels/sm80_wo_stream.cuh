@@ -193,23 +193,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     toff[rt] = (nt - nt0) * chunks_per_row * 32 * kLoadsPerChunk;
     r0[rt] = nt * kTileRows + lane / 4;
   }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Short splits (small layers) are latency-bound: the register ring holds kDepth chunks, so the
-  // rest of the split would only be requested a DRAM round trip later. Lane 0 asks the TMA unit
-  // to pull the following chunks of each row tile (contiguous bytes) into L2 now: one
-  // instruction per tile, no registers, no per-lane load work; the ring's loads then hit L2.
-  if (p.l2_prefetch_chunks > 0 && active && lane == 0) {
-    const int n = min(p.l2_prefetch_chunks, (k_end - k0) / kChunkK - kDepth);
-    if (n > 0) {
-      const uint4* from = p.codes + (int64_t(nt0) * chunks_per_row + k0 / kChunkK + kDepth) * 32 * kLoadsPerChunk;
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from + toff[rt]),
-                     "r"(uint32_t(n) * 32 * kLoadsPerChunk * 16)
-                     : "memory");
-    }
-  }
-#endif
   // ldmatrix.x4 row addresses: lanes 0-7 / 8-15 / 16-23 / 24-31 address k offsets 0 / 8 / 16 / 24
   // (two 16-wide K tiles) of the 8 token rows; tokens the block does not have read the zero row.
   const int lm_k = (lane >> 3) * 8;
