@@ -291,29 +291,6 @@ PY
         done
         echo "wgmma forced: $(MIXQ_FORCE_KERNEL=wgmma "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes $S --m 1 --schemes w4g128 --act f16 --no-baseline 2>&1 | grep -E '^[0-9]+x' | awk '{print $1, $5, $9}' | tr '\n' ' ')"
       } | tee "$OUT/small.txt" ;;
-    bf16split)
-      # bf16 split-scale dequantization (int4, f16 pairs, integer zero) against the f32 path
-      # (MIXQ_WS_BF16_SPLIT=0) and, at mt = 16 / 64, against the fold (MIXQ_WS_FOLD=0 forces split)
-      MIXQ_WS_FOLD=0 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter='*Wgmma*:CudaWeightOnly.*' > "$LOGS/split_tests.log" 2>&1
-      echo "fold-off (split everywhere) gpu tests rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$LOGS/split_tests.log" | tr '\n' ' ')"
-      shapes=14336x21504,4096x4096,8192x8192,4096x28672,28672x8192
-      for v in "1 1" "0 1" "1 0"; do
-        set -- $v
-        MIXQ_WS_BF16_SPLIT=$1 MIXQ_WS_FOLD=$2 "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act bf16 --shapes $shapes \
-          --m ${SPLIT_M:-16,32,64,128,256} --schemes w4g128 --no-progress 2>&1 | grep -E '^w4' | awk -v t="split=$1,fold=$2" '{print t, $2, $3, $5}'
-      done > "$OUT/bf16split.txt"
-      python3 - "$OUT/bf16split.txt" <<'PY'
-import sys, collections
-t = collections.defaultdict(dict)
-for l in open(sys.argv[1]):
-    v, shp, m, us = l.split()
-    t[(shp, int(m))][v] = float(us)
-cols = ["split=1,fold=1", "split=0,fold=1", "split=1,fold=0"]
-print("shape        M  " + "  ".join(cols))
-for k in sorted(t, key=lambda k: (k[1], k[0])):
-    print(f"{k[0]:11s} {k[1]:4d}  " + "  ".join(f"{t[k].get(c, 0):14.1f}" for c in cols))
-PY
-      ;;
     peers)
       # torch's int4 tinygemm (BF16) in the same run (cuBLAS is timed inside mixq bench)
       if [ -f peers/peers.py ]; then

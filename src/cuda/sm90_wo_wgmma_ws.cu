@@ -319,16 +319,16 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           const uint32_t pp = p_row + uint32_t(s) * p_stage;
           if (gs >= 6) {  // one group for the whole chunk
             const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
-            const sm90::RowPair p0 = sm90::read_pair<T, HALF_PAIRS>(pp + q, p.pair_f32);
-            const sm90::RowPair p8 = sm90::read_pair<T, HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+            const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+            const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
 #pragma unroll
             for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
               const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
-              const sm90::RowPair p0 = sm90::read_pair<T, HALF_PAIRS>(pp + q, p.pair_f32);
-              const sm90::RowPair p8 = sm90::read_pair<T, HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+              const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
+              const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
               sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
             }
           }
@@ -503,15 +503,6 @@ bool ws_fold_enabled() {
   return on;
 }
 
-// MIXQ_WS_BF16_SPLIT=0 turns the bf16 split-scale dequantization off (A-B comparisons).
-bool ws_bf16_split_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("MIXQ_WS_BF16_SPLIT");
-    return !(e && e[0] == '0');
-  }();
-  return on;
-}
-
 // The kernel's three TMA descriptors (activations, weight tiles, group-major pairs).
 struct WsMaps {
   CUtensorMap x, w, p;
@@ -546,19 +537,14 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
 void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-  if constexpr (kBf16 && HALF_PAIRS && CODES != 4) {
-    MIXQ_FAIL(ErrorCode::Internal, "wo_wgmma_ws: the bf16 split-scale path takes int4 codes only");
-  } else {
-    constexpr bool kFoldable =
-        (!HALF_PAIRS || kBf16) && MT <= 64 && MT != 32 && !(kBf16 && CODES != 4);
-    const int stage_shift = ws_stage_shift(WsConfig<MT, SHAPE>::kCps);
-    if constexpr (kFoldable) {
-      if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
-        return launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, true>(p, tm, sch, stream);
-    }
-    launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, false>(p, tm, sch, stream);
+  constexpr bool kFoldable =
+      !HALF_PAIRS && MT <= 64 && MT != 32 && !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
+  const int stage_shift = ws_stage_shift(WsConfig<MT, SHAPE>::kCps);
+  if constexpr (kFoldable) {
+    if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
+      return launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, true>(p, tm, sch, stream);
   }
+  launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, false>(p, tm, sch, stream);
 }
 
 // The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at
@@ -675,12 +661,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     else launch_ws_type<half, false>(p, tm, sch, shape, mt, codes, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    // bf16 split-scale dequantization (sm90_wgmma_dequant.cuh) where it is exact: f16 pairs,
-    // integer zero, int4 codes; MIXQ_WS_BF16_SPLIT=0 keeps the f32 path (A-B comparisons)
-    if (!p.pair_f32 && p.int_zero && codes == 4 && ws_bf16_split_enabled())
-      launch_ws_type<__nv_bfloat16, true>(p, tm, sch, shape, mt, codes, stream);
-    else
-      launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, codes, stream);
+    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, codes, stream);
   }
 }
 

@@ -87,23 +87,3 @@ TEST(Numeric, E4M3NearestOverAllFloatsInRange) {
     }
   }
 }
-
-// The bf16 split-scale dequantization of the Hopper wgmma kernel (sm90_wgmma_dequant.cuh) rests
-// on two exactness facts, checked here for every positive finite f16 scale s and every int4
-// difference a = u - zc: s_lo = s - bf16(s) is a bf16 value, and a * s_lo is a bf16 value, so
-// fma(a, bf16(s), a * s_lo) rounds the exact a * s once.
-TEST(Numeric, Bf16SplitScaleIsExact) {
-  int64_t inexact = 0;
-  for (uint32_t h = 1; h < 0x7C00; ++h) {
-    const float s = f16_to_f32(uint16_t(h));
-    const float hi = bf16_to_f32(f32_to_bf16(s));
-    const float lo = s - hi;  // exact in f32
-    inexact += bf16_to_f32(f32_to_bf16(lo)) != lo;
-    for (int a = -15; a <= 15; ++a) {
-      const float p = float(a) * lo;  // exact in f32 (<= 4 + 11 bits)
-      inexact += bf16_to_f32(f32_to_bf16(p)) != p;
-      inexact += double(a) * hi + double(p) != double(a) * double(s);
-    }
-  }
-  EXPECT_EQ(inexact, 0);
-}

@@ -41,14 +41,11 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// (scale, offset) of one row for the dequantization of one k16 step, in the form the paths use:
-// - f16 half path: s2 / o2 = half2(s, s) / half2(o', o');
-// - bf16 split-scale path (f16 pairs, integer zero, int4): s2 / o2 = bf16x2 of s_hi = RN(s) and
-//   s_lo = s - s_hi (exact: an f16 s has 11 significant bits, s_lo at most 2), z2 = bf16x2 of
-//   128 + zc;
-// - f32 path: s and o' - 1024 s (the mantissa-trick bias folded in).
+// (scale, offset) of one row for the dequantization of one k16 step, in the form the two paths
+// use: half path s2/o2 = half2(s, s) / half2(o', o'); f32 path s and o' - 1024 s (the
+// mantissa-trick bias folded in).
 struct RowPair {
-  uint32_t s2, o2, z2;
+  uint32_t s2, o2;
   float s, o;
   float s16, o16;  // f32 path, int4 registers 1 and 3 (1024 + 16u): s / 16 and o' - 64 s
 };
@@ -72,21 +69,10 @@ __device__ __forceinline__ uint32_t lds32(uint32_t a) {
 }
 
 // Reads the pair at shared address `a` (half2 or float2 (s, o')).
-template <typename T, bool HALF_PAIRS>
+template <bool HALF_PAIRS>
 __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
   RowPair r{};
-  if constexpr (HALF_PAIRS && std::is_same_v<T, __nv_bfloat16>) {
-    const uint32_t v = lds32(a);
-    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-    // o' = -zc s up to rounding, |zc| <= 15: an approximate quotient rounds to zc exactly
-    const float zc = f.x != 0.f ? rintf(__fdividef(-f.y, f.x)) : 0.f;
-    const __nv_bfloat16 hi = __float2bfloat16_rn(f.x);
-    const __nv_bfloat16 lo = __float2bfloat16_rn(f.x - __bfloat162float(hi));  // exact
-    const __nv_bfloat16 z = __float2bfloat16_rn(128.f + zc);                    // exact
-    r.s2 = uint32_t(__bfloat16_as_ushort(hi)) * 0x10001u;
-    r.o2 = uint32_t(__bfloat16_as_ushort(lo)) * 0x10001u;
-    r.z2 = uint32_t(__bfloat16_as_ushort(z)) * 0x10001u;
-  } else if constexpr (HALF_PAIRS) {
+  if constexpr (HALF_PAIRS) {
     const uint32_t v = lds32(a);
     const __half2 pr = *reinterpret_cast<const __half2*>(&v);
     const __half2 sv = __low2half2(pr), ov = __high2half2(pr);
@@ -127,28 +113,13 @@ __device__ __forceinline__ uint32_t biased_f16_x16(const uint32_t* w, int j, int
 // pairs are (s, 0) by the layout's contract, wo_layout.hpp).
 // Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly (or
 // (1024 + 16u) / 16 - 64, exact; e4m3: the exact f16 value), then fma(u, s, o') rounded once on
-// the f16x2 pipe.
-// bf16 split-scale path (bf16 activations, f16 pairs, o' = -zc s, int4): a = (128 + u) -
-// (128 + zc) = u - zc exactly, then fma(a, s_hi, a * s_lo) on the bf16x2 pipe: a * s_lo is exact
-// (4 + 2 significant bits) and the fma rounds a * s once, the value the f32 path rounds to bf16
-// (four instructions per register instead of about six through f32).
-// Otherwise through f32 and one pack.
+// the f16x2 pipe. Otherwise through f32 and one pack.
 template <typename T, int CODES, bool HALF_PAIRS>
 __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowPair& p0,
                                             const RowPair& p8, uint32_t (&dst)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const RowPair& pr = (i & 1) ? p8 : p0;
-    if constexpr (HALF_PAIRS && std::is_same_v<T, __nv_bfloat16>) {
-      static_assert(CODES == 4, "bf16 split-scale path: int4 codes only");
-      using B2 = __nv_bfloat162;
-      const uint32_t v = lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x43004300u);  // 128 + u
-      const B2 a = __hsub2(*reinterpret_cast<const B2*>(&v), *reinterpret_cast<const B2*>(&pr.z2));
-      const B2 r = __hfma2(a, *reinterpret_cast<const B2*>(&pr.s2),
-                           __hmul2(a, *reinterpret_cast<const B2*>(&pr.o2)));
-      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
-      continue;
-    }
     if constexpr (CODES == kCodesE4M3) {
       const uint32_t v = e4m3x2_to_f16x2(w[2 * j + (i >> 1)] >> (16 * (i & 1)));
       if constexpr (HALF_PAIRS) {
