@@ -255,8 +255,8 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   for (DType xt : {DType::F16, DType::BF16})
     for (const char* s : {"w4g128", "w4pc", "w4g128zp", "w4g256", "w8g128", "w8pc", "w4g128-f32", "w4g128asym"})
       for (int64_t M : {3, 17, 33, 64}) expect_ok({M, 136, 1000, s, xt, xt, "wgmma"}, seed++);
-  // bf16 split-scale dequantization (int4, f16 pairs, integer zero) with groups shorter than a
-  // chunk (pairs read per k16 step) and at the large token tiles
+  // bf16 activations with groups shorter than a chunk (pairs read per k16 step) and zero-point
+  // forms, at a medium and a large token tile
   for (const char* s : {"w4g16", "w4g32zp", "w4g64", "w4g128zp"})
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
 }
