@@ -447,21 +447,22 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
         s[u] = 0.f;
       }
-      // batches of kSp splits, the last one partial (predicated: a split count below kSp, e.g.
-      // the 6 splits of a large layer, is one round trip too, not one per split)
-      for (int sp = 0; sp < p.splits; sp += kSp) {
+      int sp = 0;
+      for (; sp + kSp <= p.splits; sp += kSp) {
         float v[kSp][kR];
 #pragma unroll
         for (int q = 0; q < kSp; ++q)
 #pragma unroll
-          for (int u = 0; u < kR; ++u)
-            v[q][u] = ok[u] && sp + q < p.splits ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
+          for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
 #pragma unroll
         for (int q = 0; q < kSp; ++q)
 #pragma unroll
-          for (int u = 0; u < kR; ++u)
-            if (sp + q < p.splits) s[u] += v[q][u];
+          for (int u = 0; u < kR; ++u) s[u] += v[q][u];
       }
+      for (; sp < p.splits; ++sp)
+#pragma unroll
+        for (int u = 0; u < kR; ++u)
+          if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
 #pragma unroll
       for (int u = 0; u < kR; ++u) {
         if (!ok[u]) continue;
