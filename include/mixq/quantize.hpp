@@ -54,6 +54,10 @@ struct Int8BlockActivations {
   std::vector<int32_t> sums;   // [M][ceil(K/block)]
   int64_t n_blocks() const { return (K + block - 1) / block; }
 };
+// Per row and block of `block` columns: scale = (max - min) / 255, offset = min + 128 scale (both
+// f32), code = int8_act_code(x, offset, 1 / scale) (mixq/numeric.hpp: an f32 quotient, clamped,
+// rounded half to even; every backend produces these codes bit for bit), sums = the block's code
+// sum. A constant block gets scale 0, offset x and codes 0; non-finite input is an error.
 Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_t block);
 
 // Run-time per-token 1x128 FP8 activation quantization (DeepSeek-V3):
