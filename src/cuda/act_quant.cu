@@ -8,7 +8,8 @@
 // shared memory); the group's first lane writes the meta values.
 //
 // Streaming: the grid is persistent (as many CTAs as fit, see launch_persistent) and walks the
-// (row, block) groups in row-major order, P pieces of 16 elements per lane per step (default 1;
+// (row, block) groups in bands of rows (Geom: row-major for FP8, 8-row bands for INT8), P pieces of
+// 16 elements per lane per step (default 1;
 // 2 measured slower on an H100). Each step first issues the 16-byte loads of the NEXT
 // step, then quantizes the current one, so every warp keeps its loads in flight while it
 // computes; a one-shot thread (load, wait, compute, exit) left the memory pipe idle during the
