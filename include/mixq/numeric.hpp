@@ -130,10 +130,14 @@ MIXQ_HD uint8_t f32_to_e4m3(float f) {
 // the quotient lies within ~2e-5 of a half-integer. The f32 recipe (what GPU quantizers compute
 // anyway) replaced a double-precision division whose exact-tie fix-ups held the CUDA quantizer
 // to 54-75% of the copy ceiling (docs/cuda-act-quant.md).
+// int8_act_quotient is t clamped, before the rounding (the CUDA quantizer rounds it with a magic
+// number instead of nearbyintf).
+MIXQ_HD float int8_act_quotient(float x, float o, float inv_s) {
+  const float t = (x - o) * inv_s;  // two roundings (a product of a difference: no FMA form)
+  return fminf(fmaxf(t, -128.0f), 127.0f);  // fmaxf returns -128 for NaN
+}
 MIXQ_HD int8_t int8_act_code(float x, float o, float inv_s) {
-  float t = (x - o) * inv_s;  // two roundings: the build keeps them apart (no FMA contraction)
-  t = fminf(fmaxf(t, -128.0f), 127.0f);  // fmaxf returns -128 for NaN
-  return static_cast<int8_t>(nearbyintf(t));
+  return static_cast<int8_t>(nearbyintf(int8_act_quotient(x, o, inv_s)));
 }
 
 }  // namespace mixq

@@ -61,7 +61,7 @@ namespace {
 constexpr int kChunk = 16;     // elements per lane and step
 constexpr int kThreads = 256;  // per CTA
 constexpr unsigned kFull = 0xFFFFFFFFu;
-constexpr int kInt8MinCtas = 3;
+constexpr int kMinCtasPerSm = 3;  // launch bounds of both quantizers (see the register caps)
 // 16-element pieces per lane for 16-bit input (f32 input: 1), measured on an H100 (see
 // docs/cuda-act-quant.md); MIXQ_ACT_QUANT_PIECES overrides.
 constexpr int kFp8Pieces = 1, kInt8Pieces = 1;
@@ -366,7 +366,7 @@ __device__ __forceinline__ int piece_valid(const Task& t, int lane, int p, int M
 // Register caps: 3 CTAs (24 warps) per SM = at most 80 registers, for both quantizers (INT8 needed
 // 2 CTAs while it carried a double-precision fix-up path). SASS checked: no local memory.
 template <int XT, int P>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
                               int64_t ldq, float* __restrict__ scale, int64_t ld_meta) {
   constexpr int L = 128 / (kChunk * P), W = raw_words<XT>();
@@ -403,7 +403,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 template <int XT, int BLOCK, int P>
-__global__ void __launch_bounds__(kThreads, kInt8MinCtas)
+__global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     quantize_int8_block_kernel(const void* __restrict__ x, const Geom geo, int8_t* __restrict__ q,
                                int64_t ldq, float* __restrict__ scale, float* __restrict__ offset,
                                int32_t* __restrict__ sums, int64_t ld_meta) {
@@ -450,14 +450,12 @@ __global__ void __launch_bounds__(kThreads, kInt8MinCtas)
       if (ranged) {
         float v[kChunk];
         to_float<XT>(w[p], v);
-        // int8_act_code: t = RN(RN(x - o) * inv_s), clamped (fmaxf maps NaN to -128); adding
-        // 1.5 * 2^23 rounds it half to even and leaves kMagicBits + code in the bits.
+        // int8_act_code: the clamped quotient plus 1.5 * 2^23 is rounded half to even and
+        // leaves kMagicBits + code in the bits.
         uint32_t rb[kChunk];
 #pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const float tj = fminf(fmaxf(__fmul_rn(__fsub_rn(v[j], o), inv_s), -128.0f), 127.0f);
-          rb[j] = __float_as_uint(__fadd_rn(tj, kMagic));
-        }
+        for (int j = 0; j < kChunk; ++j)
+          rb[j] = __float_as_uint(__fadd_rn(int8_act_quotient(v[j], o, inv_s), kMagic));
         if (n_valid < kChunk) {  // past K: code 0
 #pragma unroll
           for (int j = 0; j < kChunk; ++j)
