@@ -4,7 +4,9 @@
 // large ones), timed with CUDA events over launches that rotate weight copies (cold L2).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //     bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o fp8_sweep
-//   ./fp8_sweep [--check-only] [--ms 2048,4096] [--nk 7168x16384,...] [--json out.json]
+//   ./fp8_sweep [--check-only] [--ms 2048,4096] [--nk 7168x16384,...] [--bn 128,192]
+//               [--cluster 1,2] [--json out.json]
+// The checks run every (block_n, cluster) configuration of the lists (all four by default).
 // Shapes are given as NxK (output features x reduction), unlike peers.py (KxN).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -124,7 +126,7 @@ static Sm90Fp8GemmArgs args_of(const Problem& p, const uint8_t* b, void* y, int 
 
 // Checks `samples` outputs (all when samples <= 0) against float64; returns the pass flag.
 static bool check(const Problem& p, int y_type, bool with_bias, float lo, float hi, int64_t samples,
-                  int sms, std::string* summary) {
+                  int sms, int bn, int cluster, std::string* summary) {
   const int yb = y_type == 2 ? 4 : 2;
   void* y;
   CK(cudaMalloc(&y, p.M * p.N * yb));
@@ -136,7 +138,10 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
     CK(cudaMalloc(&bias_d, p.N * 4));
     CK(cudaMemcpy(bias_d, bias_h.data(), p.N * 4, cudaMemcpyHostToDevice));
   }
-  launch_sm90_fp8_block_gemm(args_of(p, p.b, y, y_type, bias_d, 2, lo, hi, sms), 0);
+  auto args = args_of(p, p.b, y, y_type, bias_d, 2, lo, hi, sms);
+  args.block_n = bn;
+  args.cluster = cluster;
+  launch_sm90_fp8_block_gemm(args, 0);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   unsigned* bad_d;
@@ -181,7 +186,8 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   const double tol = y_type == 2 ? 1e-3 : 2e-3;  // f32 out: tensor-core accumulation rounding only
   const bool ok = bad == 0 && cos_err <= 1e-3 && rel_fro <= tol;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "M=%ld N=%ld K=%ld y=%d bias=%d checked=%ld nonfinite=%u 1-cos=%.2e relfro=%.2e %s",
+  std::snprintf(buf, sizeof buf, "%s M=%ld N=%ld K=%ld y=%d bias=%d checked=%ld nonfinite=%u 1-cos=%.2e relfro=%.2e %s",
+                mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_config(p.M, bn, cluster)),
                 long(p.M), long(p.N), long(p.K), y_type, int(with_bias), long(count), bad, cos_err,
                 rel_fro, ok ? "OK" : "FAIL");
   *summary = buf;
@@ -190,7 +196,7 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   return ok;
 }
 
-static double time_us(const Problem& p, int sms, int group_n, int block_n, int iters) {
+static double time_us(const Problem& p, int sms, int group_n, int block_n, int cluster, int iters) {
   void* y;
   CK(cudaMalloc(&y, p.M * p.N * 2));
   std::vector<double> ts;
@@ -202,6 +208,7 @@ static double time_us(const Problem& p, int sms, int group_n, int block_n, int i
       auto a = args_of(p, p.b_rot[i % p.n_rot], y, 1, nullptr, 2, -INFINITY, INFINITY, sms);
       a.group_n = group_n;
       a.block_n = block_n;
+      a.cluster = cluster;
       launch_sm90_fp8_block_gemm(a, 0);
     }
     CK(cudaEventRecord(e1));
@@ -226,7 +233,8 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> nk = {{7168, 16384}, {24576, 1536}, {21504, 14336}, {57344, 8192}};
   bool check_only = false, bench_only = false;
   int only_case = -1;
-  std::vector<int64_t> groups = {0}, bns = {0};
+  std::vector<int64_t> groups = {0}, bns = {0}, clusters = {0}, check_bns = {128, 192},
+                       check_clusters = {1, 2};
   const char* json = nullptr;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -235,7 +243,8 @@ int main(int argc, char** argv) {
     else if (a == "--case" && i + 1 < argc) only_case = std::atoi(argv[++i]);
     else if (a == "--ms" && i + 1 < argc) ms = parse_list(argv[++i]);
     else if (a == "--groups" && i + 1 < argc) groups = parse_list(argv[++i]);
-    else if (a == "--bn" && i + 1 < argc) bns = parse_list(argv[++i]);
+    else if (a == "--bn" && i + 1 < argc) bns = check_bns = parse_list(argv[++i]);
+    else if (a == "--cluster" && i + 1 < argc) clusters = check_clusters = parse_list(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--nk" && i + 1 < argc) {
       nk.clear();
@@ -262,19 +271,23 @@ int main(int argc, char** argv) {
       const C& c = cases[ci];
       if (only_case >= 0 && int(ci) != only_case) continue;
       Problem p = make_problem(c.M, c.N, c.K, 1, uint64_t(c.M * 131 + c.N * 7 + c.K));
-      std::string s;
-      const bool ok = check(p, c.y, c.bias, c.lo, c.hi, c.samples, sms, &s);
-      fails += !ok;
-      std::printf("check %s\n", s.c_str());
+      for (int64_t bn : check_bns)
+        for (int64_t cl : check_clusters) {
+          std::string s;
+          const bool ok = check(p, c.y, c.bias, c.lo, c.hi, c.samples, sms, int(bn), int(cl), &s);
+          fails += !ok;
+          std::printf("check %s\n", s.c_str());
+          std::fflush(stdout);
+        }
       free_problem(p);
     }
     std::printf("checks: %d failed\n", fails);
   }
   if (check_only) return fails ? 1 : 0;
   FILE* jf = json ? std::fopen(json, "w") : nullptr;
-  if (jf) std::fprintf(jf, "{\"device\": \"%s\", \"kernel\": \"%s\", \"rows\": [\n", prop.name, mixq::cuda::sm90_fp8_gemm_name());
+  if (jf) std::fprintf(jf, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
   bool first = true;
-  std::printf("%6s %6s %6s %6s %4s %10s %10s\n", "M", "N", "K", "group", "bn", "us", "TFLOP/s");
+  std::printf("%6s %6s %6s %6s %4s %3s %10s %10s  %s\n", "M", "N", "K", "group", "bn", "cl", "us", "TFLOP/s", "kernel");
   for (auto [N, K] : nk)
     for (int64_t M : ms) {
       const double bytes = double(N) * K;
@@ -282,16 +295,19 @@ int main(int argc, char** argv) {
       Problem p = make_problem(M, N, K, n_rot, 99);
       if (!bench_only || true) {
         std::string s;
-        const bool ok = check(p, 1, false, -INFINITY, INFINITY, 1000, sms, &s);
+        const bool ok = check(p, 1, false, -INFINITY, INFINITY, 1000, sms, int(bns[0]), int(clusters[0]), &s);
         if (!ok) { ++fails; std::printf("check %s\n", s.c_str()); }
       }
       for (int64_t bn : bns)
+      for (int64_t cl : clusters)
       for (int64_t g : groups) {
-        const double us = time_us(p, sms, int(g), int(bn), 20);
+        const double us = time_us(p, sms, int(g), int(bn), int(cl), 20);
         const double tf = 2.0 * M * N * K / us * 1e-6;
-        std::printf("%6ld %6ld %6ld %6ld %4ld %10.1f %10.1f\n", long(M), long(N), long(K), long(g), long(bn), us, tf);
-        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"block_n\": %ld, \"us\": %.2f, \"tflops\": %.1f}",
-                             first ? "" : ",\n", long(M), long(N), long(K), long(g), long(bn), us, tf);
+        const char* name = mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_config(M, int(bn), int(cl)));
+        std::printf("%6ld %6ld %6ld %6ld %4ld %3ld %10.1f %10.1f  %s\n", long(M), long(N), long(K), long(g), long(bn), long(cl), us, tf, name);
+        std::fflush(stdout);
+        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"kernel\": \"%s\", \"us\": %.2f, \"tflops\": %.1f}",
+                             first ? "" : ",\n", long(M), long(N), long(K), long(g), name, us, tf);
         first = false;
       }
       free_problem(p);

@@ -2,6 +2,7 @@
 # One GPU-machine call for the FP8 block GEMM work: standalone harness (checks + timings), the
 # project's GPU tests for Fp8Block, compute-sanitizer memcheck on a small subset, peers.
 #   bash scripts/fp8_device.sh [harness] [tests] [peers]     (outputs to $OUT)
+# Env: BNS / CLUSTERS (harness timing lists, default 128,192 / 1,2), GROUPS_ (raster groups).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -12,18 +13,19 @@ for step in "$@"; do
       nvcc -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude --expt-relaxed-constexpr \
         bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o /tmp/fp8_sweep 2>&1 | grep -iE "error" ;
       timeout 120 /tmp/fp8_sweep --check-only > "$OUT/checks.txt" 2>&1; echo "harness checks rc=$?"; grep -E "FAIL|failed|error|illegal" "$OUT/checks.txt" | head -12
-      timeout 200 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --json "$OUT/fp8_sweep.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.txt" ;;
+      timeout 300 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --bn ${BNS:-128,192} --cluster ${CLUSTERS:-1,2} \
+        --json "$OUT/fp8_sweep.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.txt" ;;
     tests)
       t0=$(date +%s)
       cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /tmp/cmake.log 2>&1 || { tail -20 /tmp/cmake.log; exit 1; }
       cmake --build build-gpu -j 16 --target mixq_gpu_tests > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
       echo "build: $(( $(date +%s) - t0 )) s"
-      timeout 200 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
+      timeout 300 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*:CudaInt8*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
       grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Expected|Which is|actual|error" "$OUT/gtest.txt" | head -40
       timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/mixq_gpu_tests \
-        --gtest_filter='CudaFp8Block.OddShapesBiasClamp' > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -4 "$OUT/memcheck.txt" ;;
+        --gtest_filter='CudaFp8Block.OddShapesBiasClamp:CudaFp8Block.EveryTileConfiguration' > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -4 "$OUT/memcheck.txt" ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
-        timeout 200 python3 ../../peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
+        timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
   esac
 done

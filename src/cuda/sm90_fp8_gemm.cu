@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "cuda/check.hpp"
-#include "cuda/kernels/sm90_block_gemm.cuh"
+#include "cuda/sm90_block_gemm_launch.cuh"
 #include "cuda/kernels/sm90_promotion.cuh"
 #include "cuda/sm90_tensor_map.hpp"
 #include "mixq/error.hpp"
@@ -13,21 +13,18 @@ namespace mixq::cuda {
 
 namespace {
 
-
-template <int BN, int S>
+template <int BN, int S, int C>
 void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   using Policy = sm90::Fp8BlockScaledPolicy<BN>;
-  using Shape = sm90::BlockGemmShape<BN, S, Policy>;
-  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy>;
-  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Shape::kSmemBytes));
+  using Shape = sm90::BlockGemmShape<BN, S, Policy, C>;
   const int64_t num_kb = (a.K + 127) / 128, n_blocks = (a.N + 127) / 128;
   const CUtensorMap tm_a =
       make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(a.K), uint64_t(a.M),
                          uint64_t(a.lda), 128, Shape::kBM, CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tm_b =
-      make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.b, uint64_t(a.K), uint64_t(a.N),
-                         uint64_t(a.ldb), 128, BN, CU_TENSOR_MAP_SWIZZLE_128B);
+  // Each CTA of a pair loads (and multicasts) its share of B's rows.
+  const CUtensorMap tm_b = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.b, uint64_t(a.K),
+                                              uint64_t(a.N), uint64_t(a.ldb), 128,
+                                              Shape::kBRowsPerCta, CU_TENSOR_MAP_SWIZZLE_128B);
   typename Policy::Params pp;
   pp.sa = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sa, uint64_t(a.M),
                              uint64_t(num_kb), uint64_t(a.ld_sa) * 4, 128, 1,
@@ -36,26 +33,53 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                              uint64_t(n_blocks), uint64_t(a.ld_sb) * 4, 4, Policy::kSbRows,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   sm90::BlockGemmParams p;
-  p.M = int(a.M);
-  p.N = int(a.N);
-  p.num_kb = int(num_kb);
-  p.num_m = int((a.M + Shape::kBM - 1) / Shape::kBM);
-  p.num_n = int((a.N + BN - 1) / BN);
-  p.num_tiles = p.num_m * p.num_n;
+  p.set_tiles(int(a.M), int(a.N), int(num_kb), Shape::kBM, BN, C);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  const int grid = std::max(1, std::min(p.num_tiles, a.num_sms));
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(tm_a, tm_b, pp, p);
-  MIXQ_CUDA_CHECK_LAUNCH("sm90_fp8_block_gemm");
+  launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
+                                      sm90_fp8_gemm_name({BN, C}));
 }
 
 }  // namespace
 
-// 128 x 128 tiles, 6 stages: the configuration verified on the device. A 128 x 192 variant
-// (fewer L2 -> SM bytes per FLOP; 96 + 96 accumulator registers fit under setmaxnreg 232)
-// compiles without spills but HUNG on the GPU in its first test (cause not found yet), so the
-// launcher refuses it until it is debugged.
-const char* sm90_fp8_gemm_name(int /*block_n*/) { return "sm90_fp8_block_gemm_bm128_bn128_s6"; }
+// Defaults: see the file comment of sm90_fp8_gemm.hpp (measured on the H100, session 9).
+Sm90Fp8Config sm90_fp8_gemm_config(int64_t M, int block_n, int cluster) {
+  MIXQ_CHECK_ARG(block_n == 0 || block_n == 128 || block_n == 192,
+                 "sm90 fp8 gemm: block_n must be 0 (default), 128 or 192, got ", block_n);
+  MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
+                 "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
+  Sm90Fp8Config c{block_n ? block_n : kSm90Fp8DefaultBlockN, cluster};
+  if (c.cluster == 0) {
+    // Pairs of M tiles: an odd tile count leaves half a pair idle, worth it only when that half is
+    // a small part of the work.
+    const int64_t m_tiles = (M + 127) / 128;
+    c.cluster = m_tiles >= 2 && (m_tiles % 2 == 0 || m_tiles >= 7) ? 2 : 1;
+  }
+  return c;
+}
+
+const char* sm90_fp8_gemm_name(Sm90Fp8Config c) {
+  if (c.block_n == 192)
+    return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2" : "sm90_fp8_block_gemm_bm128_bn192_s5";
+  return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2" : "sm90_fp8_block_gemm_bm128_bn128_s6";
+}
+
+bool sm90_fp8_gemm_config_by_name(const std::string& name, Sm90Fp8Config* c) {
+  for (int bn : {128, 192})
+    for (int cl : {1, 2})
+      if (name == sm90_fp8_gemm_name({bn, cl})) {
+        *c = {bn, cl};
+        return true;
+      }
+  return false;
+}
+
+std::string sm90_fp8_gemm_names() {
+  std::string s;
+  for (int bn : {128, 192})
+    for (int cl : {1, 2}) s += std::string(s.empty() ? "" : ", ") + sm90_fp8_gemm_name({bn, cl});
+  return s;
+}
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.M < (int64_t(1) << 31) &&
@@ -72,10 +96,14 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
-  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128,
-                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", a.block_n,
-                 " (the 192-wide tile hangs on the GPU and is disabled)");
-  launch_fp8<128, 6>(a, stream);
+  const Sm90Fp8Config c = sm90_fp8_gemm_config(a.M, a.block_n, a.cluster);
+  if (c.block_n == 192) {
+    if (c.cluster == 2) launch_fp8<192, 5, 2>(a, stream);
+    else launch_fp8<192, 5, 1>(a, stream);
+  } else {
+    if (c.cluster == 2) launch_fp8<128, 6, 2>(a, stream);
+    else launch_fp8<128, 6, 1>(a, stream);
+  }
 }
 
 }  // namespace mixq::cuda

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace mixq::cuda {
 
@@ -27,8 +28,16 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = default)
-  int block_n = 0;             // N tile: 0 (default) or 128 (192 exists but is disabled: hangs)
+  int block_n = 0;             // N tile: 0 (default), 128 or 192
+  int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
 };
+
+// Tile configuration. Zeros resolve to the defaults for M; bad values throw.
+struct Sm90Fp8Config {
+  int block_n = 128, cluster = 1;
+};
+constexpr int kSm90Fp8DefaultBlockN = 128;
+Sm90Fp8Config sm90_fp8_gemm_config(int64_t M, int block_n = 0, int cluster = 0);
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
 inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
@@ -38,6 +47,9 @@ inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
-const char* sm90_fp8_gemm_name(int block_n = 0);
+const char* sm90_fp8_gemm_name(Sm90Fp8Config c);
+// Kernel names (force_kernel / MIXQ_FORCE_KERNEL) -> configuration; false for other names.
+bool sm90_fp8_gemm_config_by_name(const std::string& name, Sm90Fp8Config* c);
+std::string sm90_fp8_gemm_names();
 
 }  // namespace mixq::cuda

@@ -68,12 +68,14 @@ struct Case {
   bool bias = false;
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   bool caller_workspace = false;
+  std::string force;  // kernel name (PrepareOptions::force_kernel), empty: the dispatch
 };
 
 std::string name(const Case& c) {
   return "M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) +
          " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") +
-         " clamp [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]";
+         " clamp [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]" +
+         (c.force.empty() ? "" : " force=" + c.force);
 }
 
 void run(const Case& c, uint32_t seed) {
@@ -87,7 +89,9 @@ void run(const Case& c, uint32_t seed) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Fp8Block;
+  o.force_kernel = c.force;
   const PreparedWeight pw = prepare(w, o);
+  if (!c.force.empty()) EXPECT_EQ(pw.kernel_name(c.M), c.force);
 
   std::vector<float> xf = randn(size_t(c.M * c.K), seed + 1);
   for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
@@ -158,6 +162,48 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
   run({129, 1000, 1000, DType::F16, DType::F32, true, -2.f, 3.f}, 12);
   run({5, 131, 77, DType::F32, DType::F16, true, 0.f}, 13);
   run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
+}
+
+// Every tile configuration forced: 128- and 192-wide N tiles (a 192-wide tile straddles two
+// 128-row weight-scale blocks), single CTAs and CTA pairs multicasting B (an odd number of M
+// tiles leaves the second CTA of the last pair entirely past M), several persistent waves.
+TEST(CudaFp8Block, EveryTileConfiguration) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 40;
+  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
+    Case c{1, 1000, 1000};
+    c.force = k;
+    for (int64_t M : {1, 129, 300}) {
+      c.M = M;
+      run(c, seed++);
+    }
+    Case odd{383, 455, 7168 + 64, DType::F16, DType::F32, true, -3.f, 4.f};
+    odd.force = k;
+    run(odd, seed++);
+    Case waves{2000, 1500, 520, DType::BF16, DType::BF16, true};  // > 132 tiles: rings wrap
+    waves.force = k;
+    run(waves, seed++);
+  }
+}
+
+TEST(CudaFp8Block, RejectsUnknownKernel) {
+  SKIP_WITHOUT_HOPPER();
+  std::vector<float> wf = randn(256 * 256, 5);
+  const QuantizedWeight w =
+      quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("fp8b128"));
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Fp8Block;
+  o.force_kernel = "sm90_fp8_block_gemm_bm128_bn256";
+  try {
+    prepare(w, o);
+    ADD_FAILURE() << "an unknown kernel name was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sm90_fp8_block_gemm_bm128_bn192_s5_c2"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(CudaFp8Block, ActivationAndOutputTypes) {

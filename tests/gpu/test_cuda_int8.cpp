@@ -302,7 +302,8 @@ TEST(CudaInt8Block, EveryKernel) {
         check_block({M, 300, 700, g, M == 70, DType::F16, DType::F32, true, false, k}, seed++);
 }
 
-// The Hopper wgmma kernel (sm90_w8a8_gemm.cu), forced by name: every M from one row to several
+// The Hopper wgmma kernels (sm90_w8a8_gemm.cu: single CTAs and CTA pairs multicasting the weight
+// tile), forced by name: every M from one row (the pair's second CTA entirely past M) to several
 // persistent waves of 128 x 128 tiles, odd N / K (TMA zero fill past N, K and M), both weight
 // modes, every output type, bias and clamp. Skipped (visibly) off compute capability 9.0.
 bool hopper_device() {
@@ -315,20 +316,22 @@ bool hopper_device() {
 TEST(CudaInt8Block, HopperWgmma) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
-  const std::string k = "sm90_i8_128x128";
   uint32_t seed = 500;
-  for (bool off : {false, true})
-    for (int64_t M : {1, 7, 128, 129, 300, 1000})
-      check_block({M, 1000, 1000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
-  for (bool off : {false, true}) {
-    check_block({33, 257, 4096 + 64, 128, off, DType::BF16, DType::F32, false, false, k}, seed++);
-    check_block({300, 130, 136, 128, off, DType::F32, DType::F32, true, false, k}, seed++);
-    // > 132 tiles: the persistent loop and the stage ring wrap across tiles
-    check_block({2000, 1500, 520, 128, off, DType::F16, DType::F32, true, false, k}, seed++);
+  for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2"}) {
+    SCOPED_TRACE(k);
+    for (bool off : {false, true})
+      for (int64_t M : {1, 7, 128, 129, 300, 1000})
+        check_block({M, 1000, 1000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
+    for (bool off : {false, true}) {
+      check_block({33, 257, 4096 + 64, 128, off, DType::BF16, DType::F32, false, false, k}, seed++);
+      check_block({300, 130, 136, 128, off, DType::F32, DType::F32, true, false, k}, seed++);
+      // > 132 tiles: the persistent loop and the stage ring wrap across tiles
+      check_block({2000, 1500, 520, 128, off, DType::F16, DType::F32, true, false, k}, seed++);
+    }
+    for (DType xt : {DType::F16, DType::BF16, DType::F32})
+      for (DType yt : {DType::F16, DType::BF16, DType::F32})
+        check_block({201, 203, 520, 128, true, xt, yt, true, true, k}, seed++);
   }
-  for (DType xt : {DType::F16, DType::BF16, DType::F32})
-    for (DType yt : {DType::F16, DType::BF16, DType::F32})
-      check_block({201, 203, 520, 128, true, xt, yt, true, true, k}, seed++);
 }
 
 TEST(CudaInt8Block, HopperWgmmaRefusesG64) {

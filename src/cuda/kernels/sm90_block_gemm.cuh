@@ -10,8 +10,17 @@
 //     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
 //     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
 //     and each block has its own scales anyway.
-// Tiles are visited in groups of `group_n` N-tiles, M-fastest inside a group, so the CTAs that
+// Tiles are visited in groups of `group_n` N-tiles, N-fastest inside a group, so the CTAs that
 // run at the same time share B tiles (weights) and A rows in L2.
+//
+// kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
+// (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
+// TMA-loads half of B's rows and multicasts it into both CTAs' slots, so every weight byte leaves
+// L2 once per pair. At 128 x 128 tiles the L2 -> SM traffic is 32 KB per 4.2 MFLOP, ~7.5 TB/s at
+// 950 TFLOP/s, which is about what H100's L2 delivers; multicast cuts it by a quarter (BN = 128)
+// or more (BN = 192). A slot can be refilled only when the consumers of BOTH CTAs are done with
+// it (the peer's producer writes into it too), so each consumer warp arrives on the empty
+// barriers of both CTAs, and each barrier counts 8 x kCluster arrivals.
 //
 // Policy (see Fp8BlockScaledPolicy in sm90_fp8_gemm.cu) provides:
 //   template <int N> using Mma      wgmma wrapper (WgmmaE4M3<N>, WgmmaS8<N>)
@@ -36,7 +45,19 @@ namespace mixq::cuda::sm90 {
 
 struct BlockGemmParams {
   int M = 0, N = 0, num_kb = 0;
-  int num_m = 0, num_n = 0, num_tiles = 0, group_n = 8;
+  int num_m = 0, num_n = 0, group_n = 8;
+  int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
+  int num_tiles = 0;  // num_mu * num_n units
+  // Tile counts of an M x N output in kBM x bn tiles, units of `cluster` M tiles.
+  void set_tiles(int M_, int N_, int kb, int bm, int bn, int cluster) {
+    M = M_;
+    N = N_;
+    num_kb = kb;
+    num_m = (M + bm - 1) / bm;
+    num_n = (N + bn - 1) / bn;
+    num_mu = (num_m + cluster - 1) / cluster;
+    num_tiles = num_mu * num_n;
+  }
   // epilogue: y = clamp(acc + bias[n], lo, hi) in y_type (0 f16, 1 bf16, 2 f32)
   void* y = nullptr;
   int64_t ldy = 0;
@@ -61,17 +82,21 @@ struct BlockGemmParams {
   }
 };
 
-template <int BN, int kStages, class Policy>
+template <int BN, int kStages, class Policy, int kCluster = 1>
 struct BlockGemmShape {
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(BN % (8 * kCluster) == 0, "each CTA's share of B is whole 8-row swizzle atoms");
   static constexpr int kBM = 128, kBK = 128, kThreads = 384;
   static constexpr int kABytes = kBM * kBK, kBBytes = BN * kBK;  // both 1024-byte multiples
+  static constexpr int kBRowsPerCta = BN / kCluster;  // rows of B each CTA loads (and multicasts)
   static constexpr int kStageBytes =
       kABytes + kBBytes + Policy::kAMetaBytes + Policy::kBMetaBytes;
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
 };
 
+// Unit t -> (M unit, N tile).
 __host__ __device__ inline void tile_coords(int t, const BlockGemmParams& p, int& mb, int& nb) {
-  const int per_group = p.group_n * p.num_m;
+  const int per_group = p.group_n * p.num_mu;
   const int g = t / per_group;
   const int first = g * p.group_n;
   const int gn = p.num_n - first < p.group_n ? p.num_n - first : p.group_n;
@@ -151,14 +176,27 @@ __device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kProm
 template <class Policy>
 __device__ constexpr bool promote_reads_smem(long) { return false; }
 
-template <int BN, int kStages, class Policy>
+// A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
+// of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
+// happen before the arrivals.
+template <int kCluster>
+__device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
+  __syncwarp();
+  if constexpr (kCluster == 1) {
+    if (lane == 0) mbar_arrive(empty_bar);
+  } else {
+    if (lane < kCluster) mbar_arrive_cluster(cluster_map_shared(empty_bar, uint32_t(lane)));
+  }
+}
+
+template <int BN, int kStages, class Policy, int kCluster>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
                            const __grid_constant__ typename Policy::Params pp,
                            const BlockGemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = BlockGemmShape<BN, kStages, Policy>;
+  using Shape = BlockGemmShape<BN, kStages, Policy, kCluster>;
   using Mma = typename Policy::template Mma<BN>;
   using Acc = typename Mma::Acc;
   constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
@@ -175,14 +213,18 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* empty = full + kStages;
 
   const int warpgroup = threadIdx.x / 128;
+  const int rank = kCluster > 1 ? int(cluster_ctarank()) : 0;
+  const int cluster_id = blockIdx.x / kCluster, num_clusters = gridDim.x / kCluster;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes)
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+      mbar_init(&full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes of all CTAs)
+      mbar_init(&empty[s], 8 * kCluster);  // one arrival per consumer warp of the cluster
     }
     fence_barrier_init();
   }
-  __syncthreads();
+  // The peer's barriers must be initialised before this CTA multicasts into them or arrives there.
+  if constexpr (kCluster > 1) cluster_sync();
+  else __syncthreads();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<40>();
@@ -191,16 +233,24 @@ __global__ void __launch_bounds__(384, 1)
       tma_prefetch_desc(&tm_b);
       int stage = 0;
       uint32_t phase = 0;
-      for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-        int mb, nb;
-        tile_coords(t, p, mb, nb);
-        const int m0 = mb * Shape::kBM, n0 = nb * BN;
+      for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
+        int mu, nb;
+        tile_coords(t, p, mu, nb);
+        const int m0 = (mu * kCluster + rank) * Shape::kBM, n0 = nb * BN;
         for (int kb = 0; kb < p.num_kb; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage],
                                 Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
           tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
-          tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
+          if constexpr (kCluster == 1) {
+            tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
+          } else {
+            // This CTA's share of B's rows, written into the same slot of every CTA of the pair.
+            const int r0 = rank * Shape::kBRowsPerCta;
+            tma_load_2d_multicast(smem_u32(b_tiles + stage * Shape::kBBytes + r0 * 128), &tm_b,
+                                  smem_u32(&full[stage]), kb * 128, n0 + r0,
+                                  uint16_t((1u << kCluster) - 1));
+          }
           Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
                             b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
           if (++stage == kStages) {
@@ -220,9 +270,12 @@ __global__ void __launch_bounds__(384, 1)
     Acc acc[R];
     int stage = 0;
     uint32_t phase = 0;
-    for (int t = blockIdx.x; t < p.num_tiles; t += gridDim.x) {
-      int mb, nb;
-      tile_coords(t, p, mb, nb);
+    // The shared::cluster addresses of this CTA's empty barriers (rank 0 and 1 views).
+    const uint32_t empty0 = smem_u32(empty);
+    for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
+      int mu, nb;
+      tile_coords(t, p, mu, nb);
+      const int mb = mu * kCluster + rank;
 #pragma unroll
       for (int i = 0; i < R; ++i) total[i] = 0.f;
       for (int kb = 0; kb < p.num_kb; ++kb) {
@@ -243,15 +296,9 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < R; ++i) reg_fence(acc[i]);
         // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
         // __syncwarp: every lane's reads of the slot happen before lane 0's arrival.
-        if (!promote_reads_smem<Policy>(0)) {
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&empty[stage]);
-        }
+        if (!promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
         Policy::promote(total, acc, scale);
-        if (promote_reads_smem<Policy>(0)) {
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&empty[stage]);
-        }
+        if (promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
         if (++stage == kStages) {
           stage = 0;
           phase ^= 1;
@@ -264,6 +311,8 @@ __global__ void __launch_bounds__(384, 1)
       else store_tile<2>(p, total, r0, c0);
     }
   }
+  // No CTA may exit while its peer can still arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
 #else
   // Built for an architecture without wgmma/TMA: the host never launches this (sm_90 only).
   __trap();

@@ -98,6 +98,41 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
   tma_load_3d(smem_u32(dst), map, smem_u32(bar), c0, c1, c2);
 }
 
+// Multicast form (thread block clusters): the box lands at the same shared-memory offset in every
+// CTA of `cta_mask` and each destination's mbarrier at `bar`'s offset receives the complete_tx for
+// the bytes written there. One L2 read feeds all of them.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, uint32_t bar,
+                                                      int32_t c0, int32_t c1, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(cta_mask)
+      : "memory");
+}
+
+// --- thread block clusters ----------------------------------------------------------------------
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// The shared::cluster address of the variable at shared::cta address `addr` in CTA `rank`.
+__device__ __forceinline__ uint32_t cluster_map_shared(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Arrival on an mbarrier of any CTA of the cluster (address from cluster_map_shared); release at
+// cluster scope orders this thread's earlier reads of that CTA's shared memory before it.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr)
+               : "memory");
+}
+// Every thread of every CTA of the cluster (not .aligned: callers may be diverged).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // --- register budget per warpgroup ----------------------------------------------------------
 // The producer warpgroup only issues TMA, so it hands registers to the MMA warpgroups.
 template <int kRegs>

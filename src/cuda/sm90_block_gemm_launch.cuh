@@ -1,0 +1,55 @@
+// Host side of the Hopper block GEMM (kernels/sm90_block_gemm.cuh), shared by the FP8 and INT8
+// launchers: shared-memory opt-in, a persistent grid of as many CTAs (or CTA pairs) as can be
+// resident at once, and the cluster launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cuda/check.hpp"
+#include "cuda/kernels/sm90_block_gemm.cuh"
+
+namespace mixq::cuda {
+
+template <int BN, int S, class Policy, int kCluster>
+void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
+                       const typename Policy::Params& pp, const sm90::BlockGemmParams& p, int sms,
+                       cudaStream_t stream, const char* name) {
+  using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster>;
+  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster>;
+  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Shape::kSmemBytes));
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(Shape::kThreads);
+  cfg.dynamicSmemBytes = Shape::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kCluster > 1 ? 1 : 0;
+  // Concurrent work units: one CTA per SM (the ring takes most of shared memory); for pairs, the
+  // number of clusters the GPCs can hold at once (an SM left without a partner in its GPC idles).
+  int slots = std::max(1, sms);
+  if constexpr (kCluster > 1) {
+    static int cached[64] = {};
+    int dev = 0;
+    MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
+    int& c = cached[dev & 63];
+    if (c == 0) {
+      cfg.gridDim = dim3(kCluster * slots);
+      MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&c, kernel, &cfg));
+      MIXQ_CHECK(c > 0, ErrorCode::Cuda, name, ": no cluster of ", kCluster,
+                 " CTAs with ", Shape::kSmemBytes, " bytes of shared memory fits on device ", dev);
+    }
+    slots = std::min(slots / kCluster, c);
+  }
+  cfg.gridDim = dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, pp, p));
+  MIXQ_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace mixq::cuda
