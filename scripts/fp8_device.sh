@@ -18,12 +18,17 @@ for step in "$@"; do
     tests)
       t0=$(date +%s)
       cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /tmp/cmake.log 2>&1 || { tail -20 /tmp/cmake.log; exit 1; }
-      cmake --build build-gpu -j 16 --target mixq_gpu_tests > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
+      cmake --build build-gpu -j 16 --target mixq_gpu_tests cuda_int8_sweep > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
       echo "build: $(( $(date +%s) - t0 )) s"
       timeout 300 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*:CudaInt8*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
       grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Expected|Which is|actual|error" "$OUT/gtest.txt" | head -40
       timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/mixq_gpu_tests \
         --gtest_filter='CudaFp8Block.OddShapesBiasClamp:CudaFp8Block.EveryTileConfiguration' > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -4 "$OUT/memcheck.txt" ;;
+    int8)
+      # the Hopper INT8 kernels side by side (single CTAs, CTA pairs) with cuBLAS FP16 / INT8
+      timeout 300 build-gpu/cuda_int8_sweep --shapes ${I8SHAPES:-16384x7168,1536x24576,14336x21504,8192x57344} \
+        --m ${I8MS:-1024,4096} --kernels sm90_i8_128x128,sm90_i8_128x128_c2 --json "$OUT/int8_sweep.json" > "$OUT/int8.txt" 2>&1
+      echo "int8 sweep rc=$?"; cat "$OUT/int8.txt" ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
         timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
