@@ -15,6 +15,18 @@ for step in "$@"; do
       timeout 120 /tmp/fp8_sweep --check-only > "$OUT/checks.txt" 2>&1; echo "harness checks rc=$?"; grep -E "FAIL|failed|error|illegal" "$OUT/checks.txt" | head -12
       timeout 300 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --bn ${BNS:-128,192} --cluster ${CLUSTERS:-1,2} \
         --json "$OUT/fp8_sweep.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.txt" ;;
+    prof)
+      # Nsight Compute on one timed launch per configuration (M = 4096, 7168 x 16384)
+      [ -x /tmp/fp8_sweep ] || nvcc -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude --expt-relaxed-constexpr \
+        bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o /tmp/fp8_sweep
+      for cfg in ${PROF_CFGS:-128:1 128:2}; do
+        bn=${cfg%:*}; cl=${cfg#*:}
+        timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 \
+          --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \
+          /tmp/fp8_sweep --bench-only --ms 4096 --nk 7168x16384 --bn $bn --cluster $cl > "$OUT/ncu_bn${bn}_c${cl}.txt" 2>&1
+        echo "== bn=$bn cluster=$cl rc=$?"
+        grep -E "Duration|Grid Size|Cluster|Throughput|Registers|Achieved Occupancy|Waves|Stall|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu_bn${bn}_c${cl}.txt" | head -40
+      done ;;
     tests)
       t0=$(date +%s)
       cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /tmp/cmake.log 2>&1 || { tail -20 /tmp/cmake.log; exit 1; }
