@@ -15,6 +15,10 @@ for step in "$@"; do
       timeout 120 /tmp/fp8_sweep --check-only > "$OUT/checks.txt" 2>&1; echo "harness checks rc=$?"; grep -E "FAIL|failed|error|illegal" "$OUT/checks.txt" | head -12
       timeout 300 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --bn ${BNS:-128,192} --cluster ${CLUSTERS:-1,2} \
         --json "$OUT/fp8_sweep.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.txt" ;;
+    nomc)
+      # TEMP: pairs with and without multicast, cluster occupancy
+      MIXQ_DEBUG_LAUNCH=1 timeout 100 /tmp/fp8_sweep --bench-only --ms 4096 --nk 7168x16384 --bn 128 --cluster 2 2>&1 | tail -3
+      MIXQ_DEBUG_NOMC=1 timeout 100 /tmp/fp8_sweep --bench-only --ms 4096 --nk 7168x16384 --bn 128,192 --cluster 2 2>&1 | tail -3 ;;
     prof)
       # Nsight Compute on one timed launch per configuration (M = 4096, 7168 x 16384)
       [ -x /tmp/fp8_sweep ] || nvcc -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude --expt-relaxed-constexpr \

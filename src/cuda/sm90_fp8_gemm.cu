@@ -2,6 +2,7 @@
 #include "cuda/sm90_fp8_gemm.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/sm90_block_gemm_launch.cuh"
@@ -36,6 +37,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   p.set_tiles(int(a.M), int(a.N), int(num_kb), Shape::kBM, BN, C);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
+  p.debug_no_multicast = std::getenv("MIXQ_DEBUG_NOMC") ? 1 : 0;
   launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
                                       sm90_fp8_gemm_name({BN, C}));
 }
