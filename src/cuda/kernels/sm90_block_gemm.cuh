@@ -9,7 +9,8 @@
 //     K block, four wgmma m64nBNk32 into a fresh accumulator, then the policy folds that partial
 //     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
 //     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
-//     and each block has its own scales anyway.
+//     and each block has its own scales anyway. Two accumulator sets alternate, so block kb + 1's
+//     MMAs are in flight while block kb is promoted.
 // Tiles are visited in groups of `group_n` N-tiles, N-fastest inside a group, so the CTAs that
 // run at the same time share B tiles (weights) and A rows in L2.
 //
@@ -177,6 +178,14 @@ __device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kProm
 template <class Policy>
 __device__ constexpr bool promote_reads_smem(long) { return false; }
 
+// Policy::kTwoAccumulators (optional, default true): see the consumer loop.
+template <class Policy>
+__device__ constexpr auto two_accumulators(int) -> decltype(bool(Policy::kTwoAccumulators)) {
+  return Policy::kTwoAccumulators;
+}
+template <class Policy>
+__device__ constexpr bool two_accumulators(long) { return true; }
+
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
 // happen before the arrivals.
@@ -272,45 +281,89 @@ __global__ void __launch_bounds__(384, 1)
     const int row = cw * 64 + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
     const int col = 2 * (lane % 4);                  // and columns 8j + col, 8j + col + 1
     float total[R];
-    Acc acc[R];
-    int stage = 0;
-    uint32_t phase = 0;
+    // Two accumulator sets: the MMAs of K block kb + 1 run on the tensor cores while this warp
+    // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
+    // With one set, both consumer warpgroups issue their MMAs together, wait for them together
+    // and promote together, and the tensor cores idle through every promotion.
+    // Two sets need 3 x R registers of the 232 (FP8 at BN = 128: 192); policies whose promotion
+    // needs more registers opt out (Policy::kTwoAccumulators = false) and run the serial loop.
+    constexpr bool kTwoAcc = two_accumulators<Policy>(0) && 3 * R <= 192;
+    Acc acc0[R], acc1[kTwoAcc ? R : 1];
+    RingPos in(kStages);  // the next slot to consume
     // The shared::cluster addresses of this CTA's empty barriers (rank 0 and 1 views).
     const uint32_t empty0 = smem_u32(empty);
+    using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0));
+    // Waits for the next slot, reads the block's scales, issues its 4 MMAs into `acc` (fresh
+    // accumulator) and commits them as one group. Returns the slot.
+    auto issue = [&](Acc(&acc)[R], Scale& scale, int n0, int kb) {
+      const int stage = in.stage;
+      mbar_wait(&full[stage], in.phase);
+      __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+      scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
+                           b_meta + stage * Policy::kBMetaBytes, row, n0, kb);
+      const uint64_t da =
+          desc_kmajor_sw128(smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * 128));
+      const uint64_t db = desc_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        Mma::mma(acc, desc_advance(da, 32 * k), desc_advance(db, 32 * k), k);
+      wgmma_commit();
+      in.advance();
+      return stage;
+    };
+    // After the wait that completed `acc`'s group: fold it into the total, release its slot.
+    auto retire = [&](Acc(&acc)[R], const Scale& scale, int stage) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) reg_fence(acc[i]);
+      // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
+      if (!promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
+      Policy::promote(total, acc, scale);
+      if (promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
+    };
     for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
       int mu, nb;
       tile_coords(t, p, mu, nb);
       const int mb = mu * kCluster + rank;
+      const int n0 = nb * BN;
 #pragma unroll
       for (int i = 0; i < R; ++i) total[i] = 0.f;
-      for (int kb = 0; kb < p.num_kb; ++kb) {
-        mbar_wait(&full[stage], phase);
-        __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
-        const auto scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
-                                        b_meta + stage * Policy::kBMetaBytes, row, nb * BN, kb);
-        const uint64_t da =
-            desc_kmajor_sw128(smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * 128));
-        const uint64_t db = desc_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
-        wgmma_fence();
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-          Mma::mma(acc, desc_advance(da, 32 * k), desc_advance(db, 32 * k), k);
-        wgmma_commit();
-        wgmma_wait<0>();
-#pragma unroll
-        for (int i = 0; i < R; ++i) reg_fence(acc[i]);
-        // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
-        // __syncwarp: every lane's reads of the slot happen before lane 0's arrival.
-        if (!promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
-        Policy::promote(total, acc, scale);
-        if (promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
-        if (++stage == kStages) {
-          stage = 0;
-          phase ^= 1;
+      if constexpr (kTwoAcc) {
+        Scale s0, s1;
+        int st0 = issue(acc0, s0, n0, 0), st1;
+        int kb = 0;
+        // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
+        // block kb in flight on entry.
+        for (; kb + 2 < p.num_kb; kb += 2) {
+          st1 = issue(acc1, s1, n0, kb + 1);
+          wgmma_wait<1>();
+          retire(acc0, s0, st0);
+          st0 = issue(acc0, s0, n0, kb + 2);
+          wgmma_wait<1>();
+          retire(acc1, s1, st1);
+        }
+        // One or two blocks left (kb in flight in acc0).
+        if (kb + 1 < p.num_kb) {
+          st1 = issue(acc1, s1, n0, kb + 1);
+          wgmma_wait<1>();
+          retire(acc0, s0, st0);
+          wgmma_wait<0>();
+          retire(acc1, s1, st1);
+        } else {
+          wgmma_wait<0>();
+          retire(acc0, s0, st0);
+        }
+      } else {
+        // One set: issue, wait, promote.
+        for (int kb = 0; kb < p.num_kb; ++kb) {
+          Scale s0;
+          const int st0 = issue(acc0, s0, n0, kb);
+          wgmma_wait<0>();
+          retire(acc0, s0, st0);
         }
       }
       const int64_t r0 = int64_t(mb) * Shape::kBM + row;
-      const int c0 = nb * BN + col;
+      const int c0 = n0 + col;
       if (p.y_type == 0) store_tile<0>(p, total, r0, c0);
       else if (p.y_type == 1) store_tile<1>(p, total, r0, c0);
       else store_tile<2>(p, total, r0, c0);

@@ -33,6 +33,9 @@ struct Int8BlockPolicy {
     CUtensorMap sw, dw, ow;    // {Np, num_kb}, box {BN, 1} (f32); ow unused without offsets
   };
   static constexpr bool kPromoteReadsSmem = true;
+  // Two accumulator sets (2 x 64 s32) next to the 64 f32 totals and this promotion's operands
+  // spill (~1 KB per thread, measured with ptxas -v): the INT8 kernel runs the serial loop.
+  static constexpr bool kTwoAccumulators = false;
   static constexpr int kAMetaBytes = 3 * 128 * 4;
   static constexpr int kBMetaBytes = 3 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
   static constexpr uint32_t kMetaTxBytes = 3 * 128 * 4 + (kOffset ? 3 : 2) * BN * 4;
