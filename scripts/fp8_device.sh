@@ -2,7 +2,7 @@
 # One GPU-machine call for the FP8 block GEMM work: standalone harness (checks + timings), the
 # project's GPU tests for Fp8Block, compute-sanitizer memcheck on a small subset, peers.
 #   bash scripts/fp8_device.sh [harness] [tests] [peers]     (outputs to $OUT)
-# Env: BNS / CLUSTERS (harness timing lists, default 128,192 / 1,2), GROUPS_ (raster groups).
+# Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -13,17 +13,13 @@ for step in "$@"; do
       nvcc -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude --expt-relaxed-constexpr \
         bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o /tmp/fp8_sweep 2>&1 | grep -iE "error" ;
       timeout 120 /tmp/fp8_sweep --check-only > "$OUT/checks.txt" 2>&1; echo "harness checks rc=$?"; grep -E "FAIL|failed|error|illegal" "$OUT/checks.txt" | head -12
-      timeout 300 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --bn ${BNS:-128,192} --cluster ${CLUSTERS:-1,2} \
+      timeout 300 /tmp/fp8_sweep --bench-only ${GROUPS_:+--groups $GROUPS_} --bn ${BNS:-128} --cluster ${CLUSTERS:-1,2} \
         --json "$OUT/fp8_sweep.json" > "$OUT/bench.txt" 2>&1; echo "bench rc=$?"; cat "$OUT/bench.txt" ;;
-    nomc)
-      # TEMP: pairs with and without multicast, cluster occupancy
-      MIXQ_DEBUG_LAUNCH=1 timeout 100 /tmp/fp8_sweep --bench-only --ms 4096 --nk 7168x16384 --bn 128 --cluster 2 2>&1 | tail -3
-      MIXQ_DEBUG_NOMC=1 timeout 100 /tmp/fp8_sweep --bench-only --ms 4096 --nk 7168x16384 --bn 128,192 --cluster 2 2>&1 | tail -3 ;;
     prof)
       # Nsight Compute on one timed launch per configuration (M = 4096, 7168 x 16384)
       [ -x /tmp/fp8_sweep ] || nvcc -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude --expt-relaxed-constexpr \
         bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o /tmp/fp8_sweep
-      for cfg in ${PROF_CFGS:-128:1 128:2}; do
+      for cfg in ${PROF_CFGS:-128:1}; do
         bn=${cfg%:*}; cl=${cfg#*:}
         timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 \
           --section SpeedOfLight --section LaunchStats --section Occupancy --section MemoryWorkloadAnalysis --section WarpStateStats \

@@ -6,8 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm90_block_gemm.cuh"
@@ -48,9 +46,6 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                  " CTAs with ", Shape::kSmemBytes, " bytes of shared memory fits on device ", dev);
     }
     slots = std::min(slots / kCluster, c);
-    if (std::getenv("MIXQ_DEBUG_LAUNCH"))
-      std::fprintf(stderr, "%s: max active clusters %d, grid %d\n", name, c,
-                   kCluster * std::max(1, std::min(p.num_tiles, slots)));
   }
   cfg.gridDim = dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, pp, p));

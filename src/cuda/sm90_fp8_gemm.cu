@@ -2,7 +2,6 @@
 #include "cuda/sm90_fp8_gemm.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/sm90_block_gemm_launch.cuh"
@@ -37,49 +36,40 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   p.set_tiles(int(a.M), int(a.N), int(num_kb), Shape::kBM, BN, C);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  p.debug_no_multicast = std::getenv("MIXQ_DEBUG_NOMC") ? 1 : 0;
   launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
                                       sm90_fp8_gemm_name({BN, C}));
 }
 
 }  // namespace
 
-// Defaults: see the file comment of sm90_fp8_gemm.hpp (measured on the H100, session 9).
-Sm90Fp8Config sm90_fp8_gemm_config(int64_t M, int block_n, int cluster) {
-  MIXQ_CHECK_ARG(block_n == 0 || block_n == 128 || block_n == 192,
-                 "sm90 fp8 gemm: block_n must be 0 (default), 128 or 192, got ", block_n);
+// Defaults measured on the H100 (session 9, bench/results/session9/): single CTAs. CTA pairs
+// multicasting B were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth), and a
+// 192-wide N tile (one accumulator set: two do not fit in registers) 2-25% slower than 128.
+Sm90Fp8Config sm90_fp8_gemm_config(int64_t /*M*/, int block_n, int cluster) {
+  MIXQ_CHECK_ARG(block_n == 0 || block_n == 128,
+                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", block_n);
   MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
                  "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
-  Sm90Fp8Config c{block_n ? block_n : kSm90Fp8DefaultBlockN, cluster};
-  if (c.cluster == 0) {
-    // Pairs of M tiles: an odd tile count leaves half a pair idle, worth it only when that half is
-    // a small part of the work.
-    const int64_t m_tiles = (M + 127) / 128;
-    c.cluster = m_tiles >= 2 && (m_tiles % 2 == 0 || m_tiles >= 7) ? 2 : 1;
-  }
-  return c;
+  return {128, cluster ? cluster : 1};
 }
 
 const char* sm90_fp8_gemm_name(Sm90Fp8Config c) {
-  if (c.block_n == 192)
-    return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2" : "sm90_fp8_block_gemm_bm128_bn192_s5";
-  return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2" : "sm90_fp8_block_gemm_bm128_bn128_s6";
+  return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
+                        : "sm90_fp8_block_gemm_bm128_bn128_s6";
 }
 
 bool sm90_fp8_gemm_config_by_name(const std::string& name, Sm90Fp8Config* c) {
-  for (int bn : {128, 192})
-    for (int cl : {1, 2})
-      if (name == sm90_fp8_gemm_name({bn, cl})) {
-        *c = {bn, cl};
-        return true;
-      }
+  for (int cl : {1, 2})
+    if (name == sm90_fp8_gemm_name({128, cl})) {
+      *c = {128, cl};
+      return true;
+    }
   return false;
 }
 
 std::string sm90_fp8_gemm_names() {
   std::string s;
-  for (int bn : {128, 192})
-    for (int cl : {1, 2}) s += std::string(s.empty() ? "" : ", ") + sm90_fp8_gemm_name({bn, cl});
+  for (int cl : {1, 2}) s += std::string(s.empty() ? "" : ", ") + sm90_fp8_gemm_name({128, cl});
   return s;
 }
 
@@ -99,13 +89,8 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
   const Sm90Fp8Config c = sm90_fp8_gemm_config(a.M, a.block_n, a.cluster);
-  if (c.block_n == 192) {
-    if (c.cluster == 2) launch_fp8<192, 5, 2>(a, stream);
-    else launch_fp8<192, 5, 1>(a, stream);
-  } else {
-    if (c.cluster == 2) launch_fp8<128, 6, 2>(a, stream);
-    else launch_fp8<128, 6, 1>(a, stream);
-  }
+  if (c.cluster == 2) launch_fp8<128, 6, 2>(a, stream);
+  else launch_fp8<128, 6, 1>(a, stream);
 }
 
 }  // namespace mixq::cuda

@@ -28,15 +28,15 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = default)
-  int block_n = 0;             // N tile: 0 (default), 128 or 192
+  int block_n = 0;             // N tile: 0 (default) or 128
   int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
 };
 
-// Tile configuration. Zeros resolve to the defaults for M; bad values throw.
+// Tile configuration (128 x 128 tiles; single CTAs or pairs). Zeros resolve to the defaults;
+// bad values throw.
 struct Sm90Fp8Config {
   int block_n = 128, cluster = 1;
 };
-constexpr int kSm90Fp8DefaultBlockN = 128;
 Sm90Fp8Config sm90_fp8_gemm_config(int64_t M, int block_n = 0, int cluster = 0);
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).

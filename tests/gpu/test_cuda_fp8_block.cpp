@@ -164,14 +164,12 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
   run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
 }
 
-// Every tile configuration forced: 128- and 192-wide N tiles (a 192-wide tile straddles two
-// 128-row weight-scale blocks), single CTAs and CTA pairs multicasting B (an odd number of M
+// Every tile configuration forced: single CTAs and CTA pairs multicasting B (an odd number of M
 // tiles leaves the second CTA of the last pair entirely past M), several persistent waves.
 TEST(CudaFp8Block, EveryTileConfiguration) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 40;
-  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
+  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2"}) {
     Case c{1, 1000, 1000};
     c.force = k;
     for (int64_t M : {1, 129, 300}) {
@@ -195,13 +193,13 @@ TEST(CudaFp8Block, RejectsUnknownKernel) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Fp8Block;
-  o.force_kernel = "sm90_fp8_block_gemm_bm128_bn256";
+  o.force_kernel = "sm90_fp8_block_gemm_bm128_bn192_s5";
   try {
     prepare(w, o);
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("sm90_fp8_block_gemm_bm128_bn192_s5_c2"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("sm90_fp8_block_gemm_bm128_bn128_s6_c2"), std::string::npos)
         << e.what();
   }
 }

@@ -49,7 +49,6 @@ struct BlockGemmParams {
   int num_m = 0, num_n = 0, group_n = 8;
   int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
   int num_tiles = 0;  // num_mu * num_n units
-  int debug_no_multicast = 0;  // TEMP experiment: pairs load all of B themselves
   // Tile counts of an M x N output in kBM x bn tiles, units of `cluster` M tiles.
   void set_tiles(int M_, int N_, int kb, int bm, int bn, int cluster) {
     M = M_;
@@ -254,10 +253,6 @@ __global__ void __launch_bounds__(384, 1)
           tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
           if constexpr (kCluster == 1) {
             tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
-          } else if (p.debug_no_multicast) {
-            for (int h = 0; h < kCluster; ++h)
-              tma_load_2d(b_tiles + stage * Shape::kBBytes + h * Shape::kBRowsPerCta * 128, &tm_b,
-                          &full[stage], kb * 128, n0 + h * Shape::kBRowsPerCta);
           } else {
             // This CTA's share of B's rows, written into the same slot of every CTA of the pair.
             const int r0 = rank * Shape::kBRowsPerCta;
