@@ -119,6 +119,18 @@ PY
           --json "$OUT/bench_cuda_$act.json" > "$OUT/bench_cuda_$act.txt" 2>&1
         echo "mixq bench --act $act rc=$?"
       done ;;
+    bench_actq)
+      # FP8 block and INT8 W8A8 end to end (activation quantization inside the timed call) on the
+      # issue-5 shapes, then cuBLASLt block FP8 / _int_mm / cuBLAS FP16 in the same call
+      "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act bf16 --schemes fp8b128:fp8,w8g128:int8 \
+        --shapes 16384x7168,1536x24576,14336x21504,8192x57344 --m 2048,4096 --no-progress \
+        --json "$OUT/act_bench.json" > "$OUT/act_bench.txt" 2>&1
+      echo "mixq bench fp8/int8 rc=$?"; cat "$OUT/act_bench.txt"
+      if [ -f peers/peers.py ]; then
+        OPS=cublas_fp8_block128,cublas_int8,cublas_fp16 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
+          timeout 300 python3 peers/peers.py > "$OUT/act_peers.txt" 2>&1
+        echo "peers rc=$?"; grep -E '^\{"model' "$OUT/act_peers.txt"
+      fi ;;
     bench_fp8wo)
       # FP8 (e4m3, 128x128 block scales) weight-only decode against W8 g128 on the large layers
       for act in f16 bf16; do
