@@ -27,10 +27,12 @@ struct Sm90Fp8GemmArgs {
   int bias_type = 2;
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
-  int group_n = 0;             // tile raster group along N (0 = default)
+  int group_n = 0;             // tile raster group along N (0 = kSm90Fp8DefaultGroupN)
   int block_n = 0;             // N tile: 0 (default) or 128
   int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
 };
+
+constexpr int kSm90Fp8DefaultGroupN = 2;
 
 // Tile configuration (128 x 128 tiles; single CTAs or pairs). Zeros resolve to the defaults;
 // bad values throw.
