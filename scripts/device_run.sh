@@ -126,6 +126,13 @@ PY
         --shapes 16384x7168,1536x24576,14336x21504,8192x57344 --m 2048,4096 --no-progress \
         --json "$OUT/act_bench.json" > "$OUT/act_bench.txt" 2>&1
       echo "mixq bench fp8/int8 rc=$?"; cat "$OUT/act_bench.txt"
+      if [ -n "${ACTQ_GROUPS:-}" ]; then  # raster-group A/B of both Hopper GEMMs
+        for g in $ACTQ_GROUPS; do
+          echo "== MIXQ_BLOCK_GEMM_GROUP_N=$g"
+          MIXQ_BLOCK_GEMM_GROUP_N=$g "$MIXQ_BUILD_DIR/mixq" bench --backend cuda --act bf16 --schemes fp8b128:fp8,w8g128:int8 \
+            --shapes 16384x7168,1536x24576,14336x21504,8192x57344 --m 2048,4096 --no-progress 2>&1 | grep -E "^(fp8|w8)"
+        done > "$OUT/act_groups.txt"; cat "$OUT/act_groups.txt"
+      fi
       if [ -f peers/peers.py ]; then
         OPS=cublas_fp8_block128,cublas_int8,cublas_fp16 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
           timeout 300 python3 peers/peers.py > "$OUT/act_peers.txt" 2>&1

@@ -6,11 +6,22 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm90_block_gemm.cuh"
 
 namespace mixq::cuda {
+
+// Raster group (N tiles per group) of the block GEMMs: MIXQ_BLOCK_GEMM_GROUP_N (benchmark knob,
+// read once) when set to a positive number, else the launcher's measured default.
+inline int block_gemm_group_n(int default_group_n) {
+  static const int env = [] {
+    const char* e = std::getenv("MIXQ_BLOCK_GEMM_GROUP_N");
+    return e ? std::atoi(e) : 0;
+  }();
+  return env > 0 ? env : default_group_n;
+}
 
 template <int BN, int S, class Policy, int kCluster>
 void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,

@@ -37,7 +37,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   // Raster groups of 2 N tiles: the 132 tiles in flight share few weight tiles, each read by
   // every M tile of the group. Measured against 4, 8, 16 and 32 on the H100 (session 9, call 6):
   // fastest or within 1% on all 8 target shapes, up to 15% faster than 8.
-  p.group_n = a.group_n > 0 ? a.group_n : kSm90Fp8DefaultGroupN;
+  p.group_n = a.group_n > 0 ? a.group_n : block_gemm_group_n(kSm90Fp8DefaultGroupN);
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
                                       sm90_fp8_gemm_name({BN, C}));

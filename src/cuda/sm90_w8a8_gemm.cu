@@ -47,7 +47,7 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
                   : pp.dw;
   sm90::BlockGemmParams p;
   p.set_tiles(a.M, a.N, a.n_kblocks, Shape::kBM, kBN, C);
-  p.group_n = 8;
+  p.group_n = block_gemm_group_n(8);
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   int sms = a.num_sms;
   if (sms <= 0) {
