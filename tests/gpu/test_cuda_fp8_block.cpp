@@ -185,17 +185,26 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
   }
 }
 
-TEST(CudaFp8Block, RejectsUnknownKernel) {
-  SKIP_WITHOUT_HOPPER();
-  std::vector<float> wf = randn(256 * 256, 5);
-  const QuantizedWeight w =
-      quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("fp8b128"));
+namespace {
+// A random N x 256 weight in `scheme` and the options of a CUDA Fp8Block preparation.
+QuantizedWeight random_weight(int64_t N, const char* scheme, uint32_t seed) {
+  std::vector<float> wf = randn(size_t(N * 256), seed);
+  return quantize_weight(TensorView(wf.data(), DType::F32, {N, 256}), parse_scheme(scheme));
+}
+PrepareOptions fp8_block_options() {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Fp8Block;
+  return o;
+}
+}  // namespace
+
+TEST(CudaFp8Block, RejectsUnknownKernel) {
+  SKIP_WITHOUT_HOPPER();
+  PrepareOptions o = fp8_block_options();
   o.force_kernel = "sm90_fp8_block_gemm_bm128_bn192_s5";
   try {
-    prepare(w, o);
+    prepare(random_weight(256, "fp8b128", 5), o);
     ADD_FAILURE() << "an unknown kernel name was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
@@ -213,11 +222,5 @@ TEST(CudaFp8Block, ActivationAndOutputTypes) {
 
 TEST(CudaFp8Block, RejectsNonFp8Weights) {
   SKIP_WITHOUT_HOPPER();
-  std::vector<float> wf = randn(64 * 256, 3);
-  const QuantizedWeight w =
-      quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}), parse_scheme("w4g128"));
-  PrepareOptions o;
-  o.backend = BackendKind::CUDA;
-  o.act = ActQuant::Fp8Block;
-  EXPECT_THROW(prepare(w, o), Error);
+  EXPECT_THROW(prepare(random_weight(64, "w4g128", 3), fp8_block_options()), Error);
 }
