@@ -187,7 +187,7 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   const bool ok = bad == 0 && cos_err <= 1e-3 && rel_fro <= tol;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s M=%ld N=%ld K=%ld y=%d bias=%d checked=%ld nonfinite=%u 1-cos=%.2e relfro=%.2e %s",
-                mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_config(p.M, bn, cluster)),
+                mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_cluster(cluster)),
                 long(p.M), long(p.N), long(p.K), y_type, int(with_bias), long(count), bad, cos_err,
                 rel_fro, ok ? "OK" : "FAIL");
   *summary = buf;
@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
       for (int64_t g : groups) {
         const double us = time_us(p, sms, int(g), int(bn), int(cl), 20);
         const double tf = 2.0 * M * N * K / us * 1e-6;
-        const char* name = mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_config(M, int(bn), int(cl)));
+        const char* name = mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_cluster(int(cl)));
         std::printf("%6ld %6ld %6ld %6ld %4ld %3ld %10.1f %10.1f  %s\n", long(M), long(N), long(K), long(g), long(bn), long(cl), us, tf, name);
         std::fflush(stdout);
         if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"kernel\": \"%s\", \"us\": %.2f, \"tflops\": %.1f}",

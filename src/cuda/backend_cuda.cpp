@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "cuda/check.hpp"
 #include "cuda/backend_factories.hpp"
 #include "cuda/device_context.hpp"
+#include "cuda/force_kernel.hpp"
 #include "cuda/wo_kernels.hpp"
 #include "cuda/wo_plan.hpp"
 #include "cuda/wo_wgmma.hpp"
@@ -63,11 +63,6 @@ int group_shift_of(const QuantizedWeight& w) {
              "cuda weight-only: block_k ", w.block_k, " must be a power of two >= 16 or cover the "
              "whole row (K = ", w.K, ")");
   return s;
-}
-
-std::string env_force_kernel() {
-  const char* e = std::getenv("MIXQ_FORCE_KERNEL");
-  return e ? std::string(e) : std::string();
 }
 
 using cuda::DeviceGuard;
@@ -204,7 +199,7 @@ class CudaWeightOnly final : public PreparedImpl {
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
 
   WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct, bool x_aligned = true) const {
-    std::string force = opts.force_kernel.empty() ? env_force_kernel() : opts.force_kernel;
+    std::string force = cuda::forced_kernel(opts);
     if (force != "stream" && force != "cublas" && force != "wgmma") force.clear();
     // a forced kernel that cannot serve this call (f32 or unaligned activations) falls back
     const bool wgmma_ok = wgmma_ && !x_f32 && (x_aligned || gather);

@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "cuda/backend_factories.hpp"
 #include "cuda/check.hpp"
 #include "cuda/device_context.hpp"
+#include "cuda/force_kernel.hpp"
 #include "cuda/sm90_fp8_gemm.hpp"
 #include "mixq/error.hpp"
 
@@ -63,18 +63,12 @@ class CudaFp8Block final : public PreparedImpl {
     MIXQ_CHECK(N < (int64_t(1) << 31) && K < (int64_t(1) << 31), ErrorCode::Unsupported,
                "cuda Fp8Block: N (", N, ") and K (", K, ") must be < 2^31");
     sms_ = caps.sm_count;
-    // force_kernel, else MIXQ_FORCE_KERNEL when it names an FP8 GEMM (other values are meant for
-    // other backends): one tile configuration for every M.
-    std::string force = o.force_kernel;
-    const char* env = std::getenv("MIXQ_FORCE_KERNEL");
-    if (force.empty() && env && std::string(env).rfind("sm90_fp8", 0) == 0) force = env;
+    // A forced kernel (force_kernel, or MIXQ_FORCE_KERNEL naming an FP8 GEMM) runs every M.
+    const std::string force = forced_kernel(o, {"sm90_fp8"});
     if (!force.empty()) {
-      Sm90Fp8Config c;
-      MIXQ_CHECK(sm90_fp8_gemm_config_by_name(force, &c), ErrorCode::InvalidArgument,
-                 "cuda Fp8Block: force_kernel '", force, "' is not one of ",
-                 sm90_fp8_gemm_names());
-      forced_block_n_ = c.block_n;
-      forced_cluster_ = c.cluster;
+      forced_cluster_ = sm90_fp8_gemm_cluster_by_name(force);
+      MIXQ_CHECK(forced_cluster_ > 0, ErrorCode::InvalidArgument, "cuda Fp8Block: force_kernel '",
+                 force, "' is not one of ", sm90_fp8_gemm_names());
     }
     nkb_ = (K + 127) / 128;
     ldb_ = act_row_pitch(K);  // 16-byte rows for TMA, zero codes past K
@@ -93,8 +87,8 @@ class CudaFp8Block final : public PreparedImpl {
     scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
   }
 
-  std::string kernel_name(int64_t M) const override {
-    return sm90_fp8_gemm_name(sm90_fp8_gemm_config(M, forced_block_n_, forced_cluster_));
+  std::string kernel_name(int64_t /*M*/) const override {
+    return sm90_fp8_gemm_name(sm90_fp8_gemm_cluster(forced_cluster_));
   }
 
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)].
@@ -135,14 +129,13 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_lo = ep.clamp_lo;
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
-    a.block_n = forced_block_n_;
     a.cluster = forced_cluster_;
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
  private:
   int device_ = 0, sms_ = 132;
-  int forced_block_n_ = 0, forced_cluster_ = 0;  // 0: the per-M defaults
+  int forced_cluster_ = 0;  // 0: the default
   int64_t nkb_ = 0, ldb_ = 0, ld_sb_ = 0;
   DeviceContext* ctx_ = nullptr;
   DeviceBuffer codes_, scales_;

@@ -4,11 +4,11 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "cuda/check.hpp"
 #include "cuda/device_context.hpp"
+#include "cuda/force_kernel.hpp"
 #include "cuda/int8_gemm.hpp"
 #include "mixq/error.hpp"
 #include "mixq/ops.hpp"
@@ -32,14 +32,10 @@ inline int type_code(DType t) {
 inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
-// PrepareOptions::force_kernel (an unknown name is an error), else MIXQ_FORCE_KERNEL when it names
-// an int8 kernel ("sm80_i8_...", "sm90_i8_..."; other values are meant for other backends).
+// The forced int8 kernel (an unknown name is an error): PrepareOptions::force_kernel, else
+// MIXQ_FORCE_KERNEL when it names an int8 kernel ("sm80_i8_...", "sm90_i8_...").
 inline std::string force_kernel(const PrepareOptions& o) {
-  if (!o.force_kernel.empty()) return o.force_kernel;
-  const char* e = std::getenv("MIXQ_FORCE_KERNEL");
-  if (e && (std::string(e).rfind("sm80_i8", 0) == 0 || std::string(e).rfind("sm90_i8", 0) == 0))
-    return std::string(e);
-  return std::string();
+  return forced_kernel(o, {"sm80_i8", "sm90_i8"});
 }
 
 inline void check_device(const PrepareOptions& o) { check_device_ordinal(o.device); }

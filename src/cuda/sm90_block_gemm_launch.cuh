@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "cuda/check.hpp"
@@ -46,15 +47,17 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
   // number of clusters the GPCs can hold at once (an SM left without a partner in its GPC idles).
   int slots = std::max(1, sms);
   if constexpr (kCluster > 1) {
-    static int cached[64] = {};
+    // Per device ordinal; atomic because prepared weights may be called from several threads.
+    static std::atomic<int> cached[64] = {};
     int dev = 0;
     MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
-    int& c = cached[dev & 63];
+    int c = cached[dev & 63].load(std::memory_order_relaxed);
     if (c == 0) {
       cfg.gridDim = dim3(kCluster * slots);
       MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&c, kernel, &cfg));
       MIXQ_CHECK(c > 0, ErrorCode::Cuda, name, ": no cluster of ", kCluster,
                  " CTAs with ", Shape::kSmemBytes, " bytes of shared memory fits on device ", dev);
+      cached[dev & 63].store(c, std::memory_order_relaxed);
     }
     slots = std::min(slots / kCluster, c);
   }

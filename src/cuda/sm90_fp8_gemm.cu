@@ -40,7 +40,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   p.group_n = a.group_n > 0 ? a.group_n : block_gemm_group_n(kSm90Fp8DefaultGroupN);
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
-                                      sm90_fp8_gemm_name({BN, C}));
+                                      sm90_fp8_gemm_name(C));
 }
 
 }  // namespace
@@ -48,32 +48,25 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
 // Defaults measured on the H100 (session 9, bench/results/session9/): single CTAs. CTA pairs
 // multicasting B were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth), and a
 // 192-wide N tile (one accumulator set: two do not fit in registers) 2-25% slower than 128.
-Sm90Fp8Config sm90_fp8_gemm_config(int64_t /*M*/, int block_n, int cluster) {
-  MIXQ_CHECK_ARG(block_n == 0 || block_n == 128,
-                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", block_n);
+int sm90_fp8_gemm_cluster(int cluster) {
   MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
                  "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
-  return {128, cluster ? cluster : 1};
+  return cluster ? cluster : 1;
 }
 
-const char* sm90_fp8_gemm_name(Sm90Fp8Config c) {
-  return c.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
-                        : "sm90_fp8_block_gemm_bm128_bn128_s6";
+const char* sm90_fp8_gemm_name(int cluster) {
+  return cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
+                      : "sm90_fp8_block_gemm_bm128_bn128_s6";
 }
 
-bool sm90_fp8_gemm_config_by_name(const std::string& name, Sm90Fp8Config* c) {
+int sm90_fp8_gemm_cluster_by_name(const std::string& name) {
   for (int cl : {1, 2})
-    if (name == sm90_fp8_gemm_name({128, cl})) {
-      *c = {128, cl};
-      return true;
-    }
-  return false;
+    if (name == sm90_fp8_gemm_name(cl)) return cl;
+  return 0;
 }
 
 std::string sm90_fp8_gemm_names() {
-  std::string s;
-  for (int cl : {1, 2}) s += std::string(s.empty() ? "" : ", ") + sm90_fp8_gemm_name({128, cl});
-  return s;
+  return std::string(sm90_fp8_gemm_name(1)) + ", " + sm90_fp8_gemm_name(2);
 }
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
@@ -91,8 +84,9 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
-  const Sm90Fp8Config c = sm90_fp8_gemm_config(a.M, a.block_n, a.cluster);
-  if (c.cluster == 2) launch_fp8<128, 6, 2>(a, stream);
+  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128,
+                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", a.block_n);
+  if (sm90_fp8_gemm_cluster(a.cluster) == 2) launch_fp8<128, 6, 2>(a, stream);
   else launch_fp8<128, 6, 1>(a, stream);
 }
 

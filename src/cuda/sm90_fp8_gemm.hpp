@@ -34,12 +34,9 @@ struct Sm90Fp8GemmArgs {
 
 constexpr int kSm90Fp8DefaultGroupN = 2;
 
-// Tile configuration (128 x 128 tiles; single CTAs or pairs). Zeros resolve to the defaults;
-// bad values throw.
-struct Sm90Fp8Config {
-  int block_n = 128, cluster = 1;
-};
-Sm90Fp8Config sm90_fp8_gemm_config(int64_t M, int block_n = 0, int cluster = 0);
+// The kernels run 128 x 128 tiles, as single CTAs (cluster 1) or CTA pairs (cluster 2).
+// sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
+int sm90_fp8_gemm_cluster(int cluster);
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
 inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
@@ -49,9 +46,9 @@ inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
-const char* sm90_fp8_gemm_name(Sm90Fp8Config c);
-// Kernel names (force_kernel / MIXQ_FORCE_KERNEL) -> configuration; false for other names.
-bool sm90_fp8_gemm_config_by_name(const std::string& name, Sm90Fp8Config* c);
+const char* sm90_fp8_gemm_name(int cluster);
+// Kernel name (force_kernel / MIXQ_FORCE_KERNEL) -> its cluster size; 0 for other names.
+int sm90_fp8_gemm_cluster_by_name(const std::string& name);
 std::string sm90_fp8_gemm_names();
 
 }  // namespace mixq::cuda

@@ -17,11 +17,11 @@
 // kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
 // (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
 // TMA-loads half of B's rows and multicasts it into both CTAs' slots, so every weight byte leaves
-// L2 once per pair. At 128 x 128 tiles the L2 -> SM traffic is 32 KB per 4.2 MFLOP, ~7.5 TB/s at
-// 950 TFLOP/s, which is about what H100's L2 delivers; multicast cuts it by a quarter (BN = 128)
-// or more (BN = 192). A slot can be refilled only when the consumers of BOTH CTAs are done with
-// it (the peer's producer writes into it too), so each consumer warp arrives on the empty
-// barriers of both CTAs, and each barrier counts 8 x kCluster arrivals.
+// L2 once per pair (a quarter less L2 -> SM traffic at 128 x 128 tiles). Measured on the H100
+// (session 9) pairs were no faster than single CTAs, so they are an option, not the default. A
+// slot can be refilled only when the consumers of BOTH CTAs are done with it (the peer's producer
+// writes into it too), so each consumer warp arrives on the empty barriers of both CTAs, and each
+// barrier counts 8 x kCluster arrivals.
 //
 // Policy (see Fp8BlockScaledPolicy in sm90_fp8_gemm.cu) provides:
 //   template <int N> using Mma      wgmma wrapper (WgmmaE4M3<N>, WgmmaS8<N>)
