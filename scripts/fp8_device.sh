@@ -2,7 +2,8 @@
 # One GPU-machine call for the FP8 block GEMM work: standalone harness (checks + timings), the
 # project's GPU tests for Fp8Block, compute-sanitizer memcheck on a small subset, peers.
 #   bash scripts/fp8_device.sh [harness] [tests] [peers]     (outputs to $OUT)
-# Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups).
+# Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups), SANF
+# (the gtest filter compute-sanitizer memcheck and racecheck run), I8SHAPES / I8MS (int8 sweep).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -34,8 +35,11 @@ for step in "$@"; do
       echo "build: $(( $(date +%s) - t0 )) s"
       timeout 300 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*:CudaInt8*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
       grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Expected|Which is|actual|error" "$OUT/gtest.txt" | head -40
-      timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/tests/mixq_gpu_tests \
-        --gtest_filter='CudaFp8Block.OddShapesBiasClamp:CudaFp8Block.EveryTileConfiguration' > "$OUT/memcheck.txt" 2>&1; echo "memcheck rc=$?"; tail -4 "$OUT/memcheck.txt" ;;
+      for tool in memcheck racecheck; do
+        timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/mixq_gpu_tests \
+          --gtest_filter="${SANF:-CudaFp8Block.OddShapesBiasClamp:CudaFp8Block.EveryTileConfiguration:CudaInt8Block.HopperWgmma}" \
+          > "$OUT/$tool.txt" 2>&1; echo "$tool rc=$?"; tail -3 "$OUT/$tool.txt"
+      done ;;
     int8)
       # the Hopper INT8 kernels side by side (single CTAs, CTA pairs) with cuBLAS FP16 / INT8
       timeout 300 build-gpu/cuda_int8_sweep --shapes ${I8SHAPES:-16384x7168,1536x24576,14336x21504,8192x57344} \

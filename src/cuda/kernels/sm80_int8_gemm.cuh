@@ -228,7 +228,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
       for (int j = 0; j < C::NT; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = wn * C::WTN + j * 8 + tig * 2 + e;
+          // The meta rows are stored in the int8_meta_col order (n0 is a multiple of 16).
+          const int col = int(int8_meta_col(wn * C::WTN + j * 8 + tig * 2 + e));
           csw[j][e] = s_sw[col];
           cdw[j][e] = s_dw[col];
           cow[j][e] = C::kOffset ? s_ow[col] : 0.f;

@@ -308,13 +308,22 @@ __global__ void __launch_bounds__(384, 1)
       return stage;
     };
     // After the wait that completed `acc`'s group: fold it into the total, release its slot.
+    // The slot is free once the MMAs have read it, unless promote() still reads its metadata; then
+    // it is released one block later, before the next promote(): a release (__syncwarp + arrive)
+    // placed after promote() makes ptxas serialize the wgmma pipeline (C7514), and costs a ring
+    // slot that the 6-deep ring can spare.
+    constexpr bool kDeferRelease = promote_reads_smem<Policy>(0);
+    int held = -1;  // kDeferRelease: the slot whose metadata the last promote() read
     auto retire = [&](Acc(&acc)[R], const Scale& scale, int stage) {
 #pragma unroll
       for (int i = 0; i < R; ++i) reg_fence(acc[i]);
-      // The slot is free once the MMAs have read it, unless promote() still reads its metadata.
-      if (!promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
+      if constexpr (kDeferRelease) {
+        if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+        held = stage;
+      } else {
+        release_slot<kCluster>(empty0 + 8 * stage, lane);
+      }
       Policy::promote(total, acc, scale);
-      if (promote_reads_smem<Policy>(0)) release_slot<kCluster>(empty0 + 8 * stage, lane);
     };
     for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
       int mu, nb;
@@ -363,6 +372,8 @@ __global__ void __launch_bounds__(384, 1)
       else if (p.y_type == 1) store_tile<1>(p, total, r0, c0);
       else store_tile<2>(p, total, r0, c0);
     }
+    // The last held slot: a peer CTA's producer may still wait for it.
+    if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
   }
   // No CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
