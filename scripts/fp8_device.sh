@@ -2,6 +2,8 @@
 # One GPU-machine call for the FP8 block GEMM work: standalone harness (checks + timings), the
 # project's GPU tests for Fp8Block, compute-sanitizer memcheck on a small subset, peers.
 #   bash scripts/fp8_device.sh [harness] [tests] [peers]     (outputs to $OUT)
+# Steps: build (ninja targets BUILD_TARGETS), tests (build + GPU tests + sanitizers), int8 (sweep),
+# i8prof (ncu on the INT8 kernel), harness, prof, peers.
 # Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups), SANF
 # (the gtest filter compute-sanitizer memcheck and racecheck run), I8SHAPES / I8MS (int8 sweep).
 set -uo pipefail
@@ -28,11 +30,13 @@ for step in "$@"; do
         echo "== bn=$bn cluster=$cl rc=$?"
         grep -E "Duration|Grid Size|Cluster|Throughput|Registers|Achieved Occupancy|Waves|Stall|Warp Cycles Per Issued|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu_bn${bn}_c${cl}.txt" | head -40
       done ;;
-    tests)
+    build)
       t0=$(date +%s)
       cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /tmp/cmake.log 2>&1 || { tail -20 /tmp/cmake.log; exit 1; }
-      cmake --build build-gpu -j 16 --target mixq_gpu_tests cuda_int8_sweep > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
-      echo "build: $(( $(date +%s) - t0 )) s"
+      cmake --build build-gpu -j 16 --target ${BUILD_TARGETS:-mixq_gpu_tests cuda_int8_sweep} > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
+      echo "build: $(( $(date +%s) - t0 )) s" ;;
+    tests)
+      bash "$0" build || exit 1
       timeout 300 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*:CudaInt8*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
       grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Expected|Which is|actual|error" "$OUT/gtest.txt" | head -40
       for tool in memcheck racecheck; do
@@ -45,6 +49,16 @@ for step in "$@"; do
       timeout 300 build-gpu/cuda_int8_sweep --shapes ${I8SHAPES:-16384x7168,1536x24576,14336x21504,8192x57344} \
         --m ${I8MS:-1024,4096} --kernels sm90_i8_128x128,sm90_i8_128x128_c2 --json "$OUT/int8_sweep.json" > "$OUT/int8.txt" 2>&1
       echo "int8 sweep rc=$?"; cat "$OUT/int8.txt" ;;
+    i8prof)
+      # Nsight Compute on the Hopper INT8 kernel (one launch, M = 4096, 8192 x 8192): where it stalls
+      st="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction sleeping membar branch_resolving"
+      mets="smsp__inst_executed.sum,sm__cycles_elapsed.avg,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__warps_active.avg.per_cycle_active"
+      for x in $st; do mets="$mets,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"; done
+      timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 2 --launch-count 1 --metrics "$mets" \
+        --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+        build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels sm90_i8_128x128 > "$OUT/i8prof.txt" 2>&1
+      echo "i8prof rc=$?"
+      grep -E "stalled|inst_executed|cycles_elapsed|issue_active|gmma|pipe_|wavefronts|conflicts|warps_active|Duration|Throughput|Busy|Pipe" "$OUT/i8prof.txt" | sed -E 's/smsp__average_warps_issue_stalled_//' | head -60 ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
         timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
