@@ -5,7 +5,8 @@
 # Steps: build (ninja targets BUILD_TARGETS), tests (build + GPU tests + sanitizers), int8 (sweep),
 # i8prof (ncu on the INT8 kernel), harness, prof, peers.
 # Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups), SANF
-# (the gtest filter compute-sanitizer memcheck and racecheck run), I8SHAPES / I8MS (int8 sweep).
+# (the gtest filter compute-sanitizer runs), SAN_TOOLS (default memcheck racecheck; empty: none),
+# I8SHAPES / I8MS / I8K (int8 sweep shapes, M, kernels).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -39,7 +40,7 @@ for step in "$@"; do
       bash "$0" build || exit 1
       timeout 300 build-gpu/tests/mixq_gpu_tests --gtest_filter='CudaFp8Block*:CudaActQuant*:CudaInt8*' > "$OUT/gtest.txt" 2>&1; echo "gtest rc=$?"
       grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Expected|Which is|actual|error" "$OUT/gtest.txt" | head -40
-      for tool in memcheck racecheck; do
+      for tool in ${SAN_TOOLS-memcheck racecheck}; do
         timeout 200 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/mixq_gpu_tests \
           --gtest_filter="${SANF:-CudaFp8Block.OddShapesBiasClamp:CudaFp8Block.EveryTileConfiguration:CudaInt8Block.HopperWgmma}" \
           > "$OUT/$tool.txt" 2>&1; echo "$tool rc=$?"; tail -3 "$OUT/$tool.txt"
@@ -47,7 +48,7 @@ for step in "$@"; do
     int8)
       # the Hopper INT8 kernels side by side (single CTAs, CTA pairs) with cuBLAS FP16 / INT8
       timeout 300 build-gpu/cuda_int8_sweep --shapes ${I8SHAPES:-16384x7168,1536x24576,14336x21504,8192x57344} \
-        --m ${I8MS:-1024,4096} --kernels sm90_i8_128x128,sm90_i8_128x128_c2 --json "$OUT/int8_sweep.json" > "$OUT/int8.txt" 2>&1
+        --m ${I8MS:-1024,4096} --kernels ${I8K:-sm90_i8_128x128,sm90_i8_128x128_c2} --json "$OUT/int8_sweep.json" > "$OUT/int8.txt" 2>&1
       echo "int8 sweep rc=$?"; cat "$OUT/int8.txt" ;;
     i8prof)
       # Nsight Compute on the Hopper INT8 kernel (one launch, M = 4096, 8192 x 8192): where it stalls

@@ -2,8 +2,8 @@
 //
 // prepare: the i8 codes are copied into a zero-padded [Np][Kp] matrix (K contiguous, the layout
 // the GEMM's cp.async + ldmatrix want) and the per-(K block, row) epilogue values are precomputed
-// block-major: sw (rounded to 22 bits), ow, dw = sw*Σqw + g_i*ow and mw = -magic*sw, each row in
-// the int8_meta_col order (int8_gemm.hpp).
+// block-major: sw (rounded to 22 bits), ow and dw = sw*Σqw + g_i*ow, each row in the
+// int8_meta_col order (int8_gemm.hpp).
 // linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
 // the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
 #include <algorithm>
@@ -49,7 +49,7 @@ class CudaInt8Block final : public PreparedImpl {
     Np_ = round_up(N, kInt8PadN);
     std::vector<int8_t> codes(size_t(Np_ * Kp_), 0);
     std::vector<float> sw(size_t(nb_ * Np_), 0.f), ow(offset_ ? sw.size() : 0, 0.f),
-        dw(sw.size(), 0.f), mw(sw.size(), 0.f);
+        dw(sw.size(), 0.f);
     for (int64_t n = 0; n < N; ++n) {
       std::memcpy(&codes[size_t(n * Kp_)], w.codes.data() + n * w.row_bytes(), size_t(K));
       for (int64_t b = 0; b < nb_; ++b) {
@@ -61,7 +61,6 @@ class CudaInt8Block final : public PreparedImpl {
         const double off = offset_ ? w.offset(n, b) : 0.0;
         const size_t at = size_t(b * Np_ + int8_meta_col(n));
         sw[at] = s;
-        mw[at] = -kInt8Magic * s;
         if (offset_) ow[at] = float(off);
         dw[at] = float(double(s) * double(qsum) + double(k1 - k0) * off);
       }
@@ -69,7 +68,6 @@ class CudaInt8Block final : public PreparedImpl {
     codes_ = dev_.upload(codes.data(), codes.size());
     sw_ = dev_.upload(sw.data(), sw.size() * 4);
     dw_ = dev_.upload(dw.data(), dw.size() * 4);
-    mw_ = dev_.upload(mw.data(), mw.size() * 4);
     if (offset_) ow_ = dev_.upload(ow.data(), ow.size() * 4);
     scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
@@ -134,7 +132,6 @@ class CudaInt8Block final : public PreparedImpl {
     p.sw = static_cast<const float*>(sw_.data());
     p.ow = offset_ ? static_cast<const float*>(ow_.data()) : nullptr;
     p.dw = static_cast<const float*>(dw_.data());
-    p.mw = static_cast<const float*>(mw_.data());
     int8b::set_output(p, y, ep);
     p.num_sms = dev_.caps.sm_count;
     pick(a.M).launch(p, stream);
@@ -151,7 +148,7 @@ class CudaInt8Block final : public PreparedImpl {
   int8b::Int8Device dev_;
   int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0;
   bool offset_ = false;
-  DeviceBuffer codes_, sw_, ow_, dw_, mw_;
+  DeviceBuffer codes_, sw_, ow_, dw_;
   std::shared_ptr<DeviceBuffer> scratch_;
 };
 

@@ -11,10 +11,10 @@
 // Block mode (ActQuant::Int8Block), per K block i of g_i real elements:
 //   C += sx*sw*dot + sx*Σqx*ow + ox*(sw*Σqw + g_i*ow)
 // with the activation meta of act_quant.hpp (sx, ox, Σqx at [i*ld_meta + m]) and the weight meta
-// built at prepare time, block-major: sw, ow, dw = sw*Σqw + g_i*ow and mw = -kInt8Magic*sw at
-// [i*Np + int8_meta_col(n)] (a permutation inside every 16 columns, see int8_meta_col). sw is
-// rounded to 22 significant bits at prepare, so that kInt8Magic*sw is exact in f32 (see the sm90
-// policy: one FMA then turns the magic-number accumulator into sw*dot, rounded once).
+// built at prepare time, block-major: sw, ow, dw = sw*Σqw + g_i*ow at [i*Np + int8_meta_col(n)]
+// (a permutation inside every 16 columns, see int8_meta_col). sw is rounded to 22 significant bits
+// at prepare, so that kInt8Magic*sw is exact in f32 (see the sm90 policy: one FMA then turns the
+// magic-number accumulator into sw*dot, rounded once).
 //
 // Per-tensor mode (ActQuant::Int8PerTensor): acc = Σ xq*wq - Z_I*Σqw over all of K in int32 (exact
 // while the true value fits, which K <= 65536 guarantees), then in double, in the reference's
@@ -83,7 +83,6 @@ struct Int8GemmParams {
   const float* sw = nullptr;
   const float* ow = nullptr;    // null for symmetric weights
   const float* dw = nullptr;
-  const float* mw = nullptr;    // -kInt8Magic * sw (the Hopper kernel)
   // tensor mode
   const int32_t* wsum = nullptr;    // [Np] Σqw over the row
   const double* wscale = nullptr;   // [Np] S_I * S_W[n] (double, the reference's product)

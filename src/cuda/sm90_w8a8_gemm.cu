@@ -14,7 +14,7 @@ namespace mixq::cuda {
 
 namespace {
 
-constexpr int kBN = 128, kStages = 6;  // 6 x (16 + 16 + 3.5) KiB of shared memory
+constexpr int kBN = 128, kStages = 6;  // 6 x (16 + 16 + 3) KiB of shared memory
 
 template <bool kOffset, int C>
 void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
@@ -41,8 +41,6 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
   pp.sw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sw, Np, nkb, col_pitch, kBN, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   pp.dw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.dw, Np, nkb, col_pitch, kBN, 1,
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.mw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.mw, Np, nkb, col_pitch, kBN, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   pp.ow = kOffset ? make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.ow, Np, nkb, col_pitch,
                                        kBN, 1, CU_TENSOR_MAP_SWIZZLE_NONE)
@@ -72,8 +70,6 @@ void check_params(const Int8GemmParams& a, const char* name) {
                      a.ld_meta >= a.M && a.ld_meta % 4 == 0,
                  name, ": pitches lda ", a.lda, ", ldb ", a.ldb, ", ld_meta ", a.ld_meta,
                  " must cover K / M and be 16-byte multiples (TMA)");
-  MIXQ_CHECK_ARG(a.sx && a.ox && a.sumx && a.sw && a.dw && a.mw, name,
-                 ": the block mode needs sx, ox, Σqx, sw, dw and mw (mw null: ", !a.mw, ")");
   MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 &&
                      a.bias_type <= 2,
                  name, ": bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",

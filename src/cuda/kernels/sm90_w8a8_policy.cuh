@@ -2,24 +2,30 @@
 // (int8_gemm.hpp, block mode, K block g = 128 = one pipeline stage):
 //   total[m][n] += sx*(sw*dot) + ox*dw + (sx*Σqx)*ow       (dot = the block's s8.s8 -> s32 sum)
 // Row meta (sx, ox, Σqx; act_quant.hpp layout: [kb][ld_meta] M-contiguous) and column meta (sw,
-// mw, dw, ow; [kb][Np] in the int8_meta_col order) are TMA-loaded per stage as {128 rows} / {BN
+// dw, ow; [kb][Np] in the int8_meta_col order) are TMA-loaded per stage as {128 rows} / {BN
 // columns} boxes next to the codes. Rows past M read as zeros (TMA out-of-bounds fill), so
 // garbage in the meta's pad rows never reaches a stored value.
 //
-// Cost model (why the promotion is written this way): per K block each consumer thread folds 64
-// accumulators, and the block's MMAs take the SM's tensor cores 512 cycles (128 x 128 x 128 s8
-// MACs at 4096 per cycle) while the two consumer warpgroups put 2 warps on each scheduler: the
-// promotion must stay under ~4 issued instructions per accumulator or it, not the tensor cores,
-// sets the pace. So:
-//  - the accumulator is s32 and |dot| <= 128 * 128 * 128 = 2^21 < 2^22, so acc + 0x4B400000 read
-//    as a float is exactly kInt8Magic + dot (one IADD; I2F runs at 1/8 rate);
-//  - fma(kInt8Magic + dot, sw, mw) with mw = -kInt8Magic * sw (exact: sw has 22 significant bits)
-//    is sw * dot rounded once, without the FADD that would remove the magic first;
-//  - then two (offset weights: three) FMAs: 4 (5) instructions per accumulator, down from 5 (6).
-// The column values come from shared memory (3 or 4 floats x BN/2 columns per thread do not fit in
-// registers); the int8_meta_col order gives each thread its columns of two consecutive 8-column
-// groups in one 16-byte load, so the loads cost 3/8 (1/2) of an instruction per accumulator. The
-// policy sets kPromoteReadsSmem: the skeleton releases the slot only after promote().
+// Cost model (measured with ncu on the H100, 8192 x 8192 x 4096; why the promotion is written this
+// way): per K block each consumer thread folds 64 accumulators, and the block's MMAs take the SM's
+// tensor cores 512 cycles (128 x 128 x 128 s8 MACs at 4096 per cycle). Two resources compete:
+//  - shared-memory wavefronts. The wgmma operand reads are 384 per block (48 KB: each warpgroup
+//    reads its 8 KB of A and all 16 KB of B), and a column value costs every warp one wavefront
+//    per 4 bytes a thread receives, however wide the load (lanes of one row group read the same
+//    address; an LDS.128 is served in four quarter-warp wavefronts). With three column fields
+//    (sw, mw, dw) that was 800 more per block: 1184 wavefronts, 82% L1 throughput, ~1640 cycles
+//    per block. So mw is not loaded: it is one FMUL per column (0.5 per accumulator), and each
+//    column value is loaded once per block (2 fields: 512 + 384 wavefronts);
+//  - issue slots: two consumer warps share each scheduler, so the promotion must stay near 4
+//    instructions per accumulator:
+//    - the accumulator is s32 and |dot| <= 128 * 128 * 128 = 2^21 < 2^22, so acc + 0x4B400000 read
+//      as a float is exactly kInt8Magic + dot (one IADD; I2F runs at 1/8 rate);
+//    - fma(kInt8Magic + dot, sw, -kInt8Magic * sw) is sw * dot rounded once (kInt8Magic * sw is
+//      exact: sw has 22 significant bits), without the FADD that would remove the magic first;
+//    - then two (offset weights: three) FMAs.
+// The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
+// 16-byte load (fewer instructions; the same wavefronts). The policy sets kPromoteReadsSmem: the
+// skeleton releases the slot only after promote().
 #pragma once
 
 #include <cuda.h>
@@ -39,12 +45,12 @@ struct Int8BlockPolicy {
   using Mma = WgmmaS8<N>;
   struct Params {
     CUtensorMap sx, ox, sumx;  // {M, num_kb}, box {128, 1} (f32, f32, s32)
-    CUtensorMap sw, mw, dw, ow;  // {Np, num_kb}, box {BN, 1} (f32); ow unused without offsets
+    CUtensorMap sw, dw, ow;    // {Np, num_kb}, box {BN, 1} (f32); ow unused without offsets
   };
   static constexpr bool kPromoteReadsSmem = true;
-  static constexpr int kColumnFields = kOffset ? 4 : 3;  // sw, mw, dw (, ow)
+  static constexpr int kColumnFields = kOffset ? 3 : 2;  // sw, dw (, ow)
   static constexpr int kAMetaBytes = 3 * 128 * 4;
-  static constexpr int kBMetaBytes = 4 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
+  static constexpr int kBMetaBytes = 3 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
   static constexpr uint32_t kMetaTxBytes = 3 * 128 * 4 + kColumnFields * BN * 4;
 
   // Explicit shared-window load: through a generic pointer kept in a struct, the compiler emits a
@@ -69,9 +75,8 @@ struct Int8BlockPolicy {
     tma_load_2d(a + 512, &pp.ox, bar, m0, kb);
     tma_load_2d(a + 1024, &pp.sumx, bar, m0, kb);
     tma_load_2d(b, &pp.sw, bar, n0, kb);
-    tma_load_2d(b + BN * 4, &pp.mw, bar, n0, kb);
-    tma_load_2d(b + 2 * BN * 4, &pp.dw, bar, n0, kb);
-    if constexpr (kOffset) tma_load_2d(b + 3 * BN * 4, &pp.ow, bar, n0, kb);
+    tma_load_2d(b + BN * 4, &pp.dw, bar, n0, kb);
+    if constexpr (kOffset) tma_load_2d(b + 2 * BN * 4, &pp.ow, bar, n0, kb);
   }
 
   // Only the stage's addresses: the row values are read in promote(), after the MMAs, so that the
@@ -99,10 +104,12 @@ struct Int8BlockPolicy {
 #pragma unroll
     for (int q = 0; q < R / 8; ++q) {
       const uint32_t at = s.col + 64 * q;
-      const float4 w4 = lds4(at), mw4 = lds4(at + 4 * BN), d4 = lds4(at + 8 * BN);
+      const float4 w4 = lds4(at), d4 = lds4(at + 4 * BN);
       float4 o4 = make_float4(0.f, 0.f, 0.f, 0.f);
-      if constexpr (kOffset) o4 = lds4(at + 12 * BN);
-      const float w[4] = {w4.x, w4.y, w4.z, w4.w}, mw[4] = {mw4.x, mw4.y, mw4.z, mw4.w};
+      if constexpr (kOffset) o4 = lds4(at + 8 * BN);
+      const float w[4] = {w4.x, w4.y, w4.z, w4.w};
+      const float mw[4] = {-kInt8Magic * w4.x, -kInt8Magic * w4.y, -kInt8Magic * w4.z,
+                           -kInt8Magic * w4.w};
       const float d[4] = {d4.x, d4.y, d4.z, d4.w}, o[4] = {o4.x, o4.y, o4.z, o4.w};
 #pragma unroll
       for (int jj = 0; jj < 2; ++jj)
