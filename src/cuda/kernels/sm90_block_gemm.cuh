@@ -280,8 +280,9 @@ __global__ void __launch_bounds__(384, 1)
     // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
     // With one set, both consumer warpgroups issue their MMAs together, wait for them together
     // and promote together, and the tensor cores idle through every promotion.
-    // Two sets need 3 x R registers of the 232 (FP8 at BN = 128: 192); policies whose promotion
-    // needs more registers opt out (Policy::kTwoAccumulators = false) and run the serial loop.
+    // Two sets need 3 x R registers of the 232 (BN = 128: 192); both policies (FP8, INT8) fit. A
+    // wider tile, or a policy whose promotion needs more registers (Policy::kTwoAccumulators =
+    // false), runs the serial loop.
     constexpr bool kTwoAcc = two_accumulators<Policy>(0) && 3 * R <= 192;
     Acc acc0[R], acc1[kTwoAcc ? R : 1];
     RingPos in(kStages);  // the next slot to consume
