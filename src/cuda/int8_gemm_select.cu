@@ -23,6 +23,7 @@ constexpr Int8GemmKernel kMedium{"sm80_i8_64x64", launch_sm80_int8_medium};
 constexpr Int8GemmKernel kLarge{"sm80_i8_128x128", launch_sm80_int8_large};
 constexpr Int8GemmKernel kHopper{kSm90Int8BlockName, launch_sm90_int8_block};
 constexpr Int8GemmKernel kHopperPair{kSm90Int8PairName, launch_sm90_int8_pair};
+constexpr Int8GemmKernel kHopperTall{kSm90Int8TallName, launch_sm90_int8_tall};
 
 // The Hopper kernel runs block mode with one 128-wide K block per pipeline stage.
 bool hopper_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && kb == 128; }
@@ -44,7 +45,7 @@ int64_t int8_sm90_min_m(const DeviceCaps&) { return 129; }
 std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
   return std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name +
          (hopper_fits(mode, kb) ? std::string(", ") + kHopper.name + ", " + kHopperPair.name +
-                                      " (Hopper, sm_90a)"
+                                      ", " + kHopperTall.name + " (Hopper, sm_90a)"
                                 : "");
 }
 
@@ -53,12 +54,12 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
   if (!force.empty()) {
     for (const Int8GemmKernel& k : {kSmall, kMedium, kLarge})
       if (force == k.name) return k;
-    if (force == kHopper.name || force == kHopperPair.name) {
+    if (force == kHopper.name || force == kHopperPair.name || force == kHopperTall.name) {
       MIXQ_CHECK(hopper_ok(caps, mode, kb), ErrorCode::Unsupported, "int8 gemm: force_kernel '",
                  force, "' needs block mode with K block 128 (got ", kb,
                  "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
                  ") and a library built with sm_90a");
-      return force == kHopper.name ? kHopper : kHopperPair;
+      return force == kHopper.name ? kHopper : force == kHopperPair.name ? kHopperPair : kHopperTall;
     }
     MIXQ_FAIL(ErrorCode::InvalidArgument, "int8 gemm: force_kernel '", force, "' is not one of ",
               int8_gemm_kernel_names(mode, kb, offset));

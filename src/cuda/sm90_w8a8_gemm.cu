@@ -14,12 +14,22 @@ namespace mixq::cuda {
 
 namespace {
 
-constexpr int kBN = 128, kStages = 6;  // 6 x (16 + 16 + 3) KiB of shared memory
+// kSub = 1: 128 x 128 tiles, 6 stages of (16 + 16 + 3) KiB. kSub = 2: 256 x 64 tiles (two m64
+// sub-tiles per consumer warpgroup: half the per-column promotion work), 5 stages of
+// (32 + 8 + 3.75) KiB.
+template <int kSub>
+struct W8a8Tile {
+  static constexpr int kBN = 128 / kSub, kStages = kSub == 1 ? 6 : 5;
+  template <bool kOffset>
+  using Policy = sm90::Int8BlockPolicy<kBN, kOffset, 128 * kSub>;
+};
 
-template <bool kOffset, int C>
-void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
-  using Policy = sm90::Int8BlockPolicy<kBN, kOffset>;
-  using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, C>;
+template <bool kOffset, int C, int kSub>
+void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
+  using Tile = W8a8Tile<kSub>;
+  constexpr int kBN = Tile::kBN, kStages = Tile::kStages;
+  using Policy = typename Tile::template Policy<kOffset>;
+  using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, C, kSub>;
   const uint64_t M = uint64_t(a.M), N = uint64_t(a.N), K = uint64_t(a.K);
   const uint64_t nkb = uint64_t(a.n_kblocks), Np = uint64_t(a.Np);
   // Codes: columns past K read as zeros (TMA fill), so neither operand needs its K padding.
@@ -32,11 +42,12 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
                                               CU_TENSOR_MAP_SWIZZLE_128B);
   typename Policy::Params pp;
   const uint64_t row_pitch = uint64_t(a.ld_meta) * 4, col_pitch = Np * 4;
-  pp.sx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sx, M, nkb, row_pitch, 128, 1,
+  const uint32_t bm = Shape::kBM;
+  pp.sx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sx, M, nkb, row_pitch, bm, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.ox = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.ox, M, nkb, row_pitch, 128, 1,
+  pp.ox = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.ox, M, nkb, row_pitch, bm, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.sumx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_INT32, a.sumx, M, nkb, row_pitch, 128, 1,
+  pp.sumx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_INT32, a.sumx, M, nkb, row_pitch, bm, 1,
                                CU_TENSOR_MAP_SWIZZLE_NONE);
   pp.sw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sw, Np, nkb, col_pitch, kBN, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
@@ -47,7 +58,7 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
                   : pp.dw;
   sm90::BlockGemmParams p;
   p.set_tiles(a.M, a.N, a.n_kblocks, Shape::kBM, kBN, C);
-  p.group_n = block_gemm_group_n(8);
+  p.group_n = block_gemm_group_n(8 * kSub);  // the same N extent per raster group
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   int sms = a.num_sms;
   if (sms <= 0) {
@@ -55,8 +66,7 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream) {
     MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
     MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   }
-  launch_block_gemm<kBN, kStages, Policy, C>(tm_a, tm_b, pp, p, sms, stream,
-                                             C == 2 ? kSm90Int8PairName : kSm90Int8BlockName);
+  launch_block_gemm<kBN, kStages, Policy, C, kSub>(tm_a, tm_b, pp, p, sms, stream, name);
 }
 
 void check_params(const Int8GemmParams& a, const char* name) {
@@ -88,12 +98,13 @@ bool sm90_int8_block_available() {
   if (cached[dev] == 0) {
     cudaDeviceProp prop{};
     cudaFuncAttributes attr{};
-    using Policy = sm90::Int8BlockPolicy<kBN, false>;
+    using Tile = W8a8Tile<1>;
+    using Policy = Tile::Policy<false>;
     const bool ok =
         cudaGetDeviceProperties(&prop, dev) == cudaSuccess && prop.major == 9 &&
         prop.minor == 0 &&
-        cudaFuncGetAttributes(&attr, sm90::sm90_block_gemm_kernel<kBN, kStages, Policy, 1>) ==
-            cudaSuccess &&
+        cudaFuncGetAttributes(&attr, sm90::sm90_block_gemm_kernel<Tile::kBN, Tile::kStages,
+                                                                  Policy, 1>) == cudaSuccess &&
         attr.binaryVersion == 90;
     cudaGetLastError();
     cached[dev] = ok ? 1 : 2;
@@ -103,14 +114,20 @@ bool sm90_int8_block_available() {
 
 void launch_sm90_int8_block(const Int8GemmParams& a, cudaStream_t stream) {
   check_params(a, kSm90Int8BlockName);
-  if (a.ow) launch_w8a8<true, 1>(a, stream);
-  else launch_w8a8<false, 1>(a, stream);
+  if (a.ow) launch_w8a8<true, 1, 1>(a, stream, kSm90Int8BlockName);
+  else launch_w8a8<false, 1, 1>(a, stream, kSm90Int8BlockName);
 }
 
 void launch_sm90_int8_pair(const Int8GemmParams& a, cudaStream_t stream) {
   check_params(a, kSm90Int8PairName);
-  if (a.ow) launch_w8a8<true, 2>(a, stream);
-  else launch_w8a8<false, 2>(a, stream);
+  if (a.ow) launch_w8a8<true, 2, 1>(a, stream, kSm90Int8PairName);
+  else launch_w8a8<false, 2, 1>(a, stream, kSm90Int8PairName);
+}
+
+void launch_sm90_int8_tall(const Int8GemmParams& a, cudaStream_t stream) {
+  check_params(a, kSm90Int8TallName);
+  if (a.ow) launch_w8a8<true, 1, 2>(a, stream, kSm90Int8TallName);
+  else launch_w8a8<false, 1, 2>(a, stream, kSm90Int8TallName);
 }
 
 }  // namespace mixq::cuda

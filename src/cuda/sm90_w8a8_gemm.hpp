@@ -12,6 +12,8 @@ namespace mixq::cuda {
 constexpr const char* kSm90Int8BlockName = "sm90_i8_128x128";
 // The same tiles run by CTA pairs (a cluster along M) that multicast the shared weight tile.
 constexpr const char* kSm90Int8PairName = "sm90_i8_128x128_c2";
+// 256 x 64 tiles: two m64 sub-tiles per consumer warpgroup (half the per-column promotion work)
+constexpr const char* kSm90Int8TallName = "sm90_i8_256x64";
 
 // True when the library carries the sm_90a image of the kernel and the current device is a
 // compute capability 9.0 GPU (wgmma, TMA, setmaxnreg). Cached per device ordinal.
@@ -21,5 +23,6 @@ bool sm90_int8_block_available();
 // mixq::Error on parameters the kernel cannot run (wrong mode / K block, misaligned pitches).
 void launch_sm90_int8_block(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm90_int8_pair(const Int8GemmParams& p, cudaStream_t stream);
+void launch_sm90_int8_tall(const Int8GemmParams& p, cudaStream_t stream);
 
 }  // namespace mixq::cuda

@@ -302,8 +302,8 @@ TEST(CudaInt8Block, EveryKernel) {
         check_block({M, 300, 700, g, M == 70, DType::F16, DType::F32, true, false, k}, seed++);
 }
 
-// The Hopper wgmma kernels (sm90_w8a8_gemm.cu: single CTAs and CTA pairs multicasting the weight
-// tile), forced by name: every M from one row (the pair's second CTA entirely past M) to several
+// The Hopper wgmma kernels (sm90_w8a8_gemm.cu: single CTAs, CTA pairs multicasting the weight
+// tile, 256 x 64 tiles of two m64 sub-tiles per warpgroup), forced by name: every M from one row (the pair's second CTA entirely past M) to several
 // persistent waves of 128 x 128 tiles, odd N / K (TMA zero fill past N, K and M), both weight
 // modes, every output type, bias and clamp. Skipped (visibly) off compute capability 9.0.
 bool hopper_device() {
@@ -317,7 +317,7 @@ TEST(CudaInt8Block, HopperWgmma) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
   uint32_t seed = 500;
-  for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2"}) {
+  for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"}) {
     SCOPED_TRACE(k);
     for (bool off : {false, true})
       for (int64_t M : {1, 7, 128, 129, 300, 1000})

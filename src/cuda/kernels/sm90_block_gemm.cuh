@@ -5,8 +5,9 @@
 //   warpgroup 0 (producer) drops to a few registers; one thread issues the TMA loads of each K
 //     block (A 128x128, B BNx128, both 128-byte swizzled, plus the policy's per-block metadata)
 //     into a kStages-deep shared-memory ring, gated by per-slot full/empty mbarriers.
-//   warpgroups 1, 2 (consumers) take the registers back and each owns 64 rows of the tile: per
-//     K block, four wgmma m64nBNk32 into a fresh accumulator, then the policy folds that partial
+//   warpgroups 1, 2 (consumers) take the registers back and each owns 64 kSub rows of the tile
+//     (kSub m64 sub-tiles): per K block, four wgmma m64nBNk32 per sub-tile into a fresh
+//     accumulator, then the policy folds that partial
 //     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
 //     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
 //     and each block has its own scales anyway. Two accumulator sets alternate, so block kb + 1's
@@ -30,7 +31,8 @@
 //   kMetaTxBytes                    bytes its TMA loads deliver per stage
 //   load_meta(pp, a_meta, b_meta, bar, m0, n0, kb)   producer side (TMA on `bar`)
 //   Scale read(a_meta, b_meta, row, n0, kb)          consumer side, before the MMA
-//   promote(total, acc, scale)                       after the MMA, in registers
+//   promote(total, acc, scale)                       after the MMA, in registers; total and acc
+//                                                    are [kSub][BN / 2] (sub-tile s: rows + 64 s)
 //   kPromoteReadsSmem (optional)                     promote() reads the slot's metadata
 #pragma once
 
@@ -83,11 +85,15 @@ struct BlockGemmParams {
   }
 };
 
-template <int BN, int kStages, class Policy, int kCluster = 1>
+// kSub: m64 sub-tiles per consumer warpgroup (the tile is 128 kSub rows). Two sub-tiles give each
+// thread 4 rows instead of 2 for every column it holds, halving the per-column work and loads of
+// a promotion that has per-column values (INT8), at the price of B being read by two wgmma.
+template <int BN, int kStages, class Policy, int kCluster = 1, int kSub = 1>
 struct BlockGemmShape {
   static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kSub == 1 || kSub == 2, "one or two m64 sub-tiles per consumer warpgroup");
   static_assert(BN % (8 * kCluster) == 0, "each CTA's share of B is whole 8-row swizzle atoms");
-  static constexpr int kBM = 128, kBK = 128, kThreads = 384;
+  static constexpr int kBM = 128 * kSub, kBK = 128, kThreads = 384;
   static constexpr int kABytes = kBM * kBK, kBBytes = BN * kBK;  // both 1024-byte multiples
   static constexpr int kBRowsPerCta = BN / kCluster;  // rows of B each CTA loads (and multicasts)
   static constexpr int kStageBytes =
@@ -198,14 +204,14 @@ __device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
   }
 }
 
-template <int BN, int kStages, class Policy, int kCluster>
+template <int BN, int kStages, class Policy, int kCluster, int kSub = 1>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
                            const __grid_constant__ typename Policy::Params pp,
                            const BlockGemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = BlockGemmShape<BN, kStages, Policy, kCluster>;
+  using Shape = BlockGemmShape<BN, kStages, Policy, kCluster, kSub>;
   using Mma = typename Policy::template Mma<BN>;
   using Acc = typename Mma::Acc;
   constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
@@ -271,11 +277,12 @@ __global__ void __launch_bounds__(384, 1)
     }
   } else {
     setmaxnreg_inc<232>();
-    const int cw = warpgroup - 1;  // which 64-row half of the tile
+    const int cw = warpgroup - 1;  // which half of the tile (64 kSub rows)
     const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-    const int row = cw * 64 + warp * 16 + lane / 4;  // this thread's rows: row, row + 8
-    const int col = 2 * (lane % 4);                  // and columns 8j + col, 8j + col + 1
-    float total[R];
+    // This thread's rows: row + 64 s + {0, 8} for sub-tile s.
+    const int row = cw * 64 * kSub + warp * 16 + lane / 4;
+    const int col = 2 * (lane % 4);  // and columns 8j + col, 8j + col + 1
+    float total[kSub][R];
     // Two accumulator sets: the MMAs of K block kb + 1 run on the tensor cores while this warp
     // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
     // With one set, both consumer warpgroups issue their MMAs together, wait for them together
@@ -283,15 +290,15 @@ __global__ void __launch_bounds__(384, 1)
     // Two sets need 3 x R registers of the 232 (BN = 128: 192); both policies (FP8, INT8) fit. A
     // wider tile, or a policy whose promotion needs more registers (Policy::kTwoAccumulators =
     // false), runs the serial loop.
-    constexpr bool kTwoAcc = two_accumulators<Policy>(0) && 3 * R <= 192;
-    Acc acc0[R], acc1[kTwoAcc ? R : 1];
+    constexpr bool kTwoAcc = two_accumulators<Policy>(0) && 3 * R * kSub <= 192;
+    Acc acc0[kSub][R], acc1[kTwoAcc ? kSub : 1][kTwoAcc ? R : 1];
     RingPos in(kStages);  // the next slot to consume
     // The shared::cluster addresses of this CTA's empty barriers (rank 0 and 1 views).
     const uint32_t empty0 = smem_u32(empty);
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0));
     // Waits for the next slot, reads the block's scales, issues its 4 MMAs into `acc` (fresh
     // accumulator) and commits them as one group. Returns the slot.
-    auto issue = [&](Acc(&acc)[R], Scale& scale, int n0, int kb) {
+    auto issue = [&](Acc(&acc)[kSub][R], Scale& scale, int n0, int kb) {
       const int stage = in.stage;
       mbar_wait(&full[stage], in.phase);
       __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
@@ -300,13 +307,16 @@ __global__ void __launch_bounds__(384, 1)
       // Low descriptor words only (32-bit adds; the high word is a constant): the 64-bit
       // descriptor arithmetic cost ~10 integer instructions per K block on the issue-bound INT8
       // path.
-      const uint32_t da =
-          desc_lo_kmajor_sw128(smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * 128));
+      const uint32_t da = desc_lo_kmajor_sw128(
+          smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * kSub * 128));
       const uint32_t db = desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-        Mma::mma(acc, desc_from_lo_sw128(da + 2 * k), desc_from_lo_sw128(db + 2 * k), k);
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub)  // sub-tile rows are 64 x 128 bytes further on
+          Mma::mma(acc[sub], desc_from_lo_sw128(da + sub * (64 * 128 / 16) + 2 * k),
+                   desc_from_lo_sw128(db + 2 * k), k);
       wgmma_commit();
       in.advance();
       return stage;
@@ -318,9 +328,11 @@ __global__ void __launch_bounds__(384, 1)
     // slot that the 6-deep ring can spare.
     constexpr bool kDeferRelease = promote_reads_smem<Policy>(0);
     int held = -1;  // kDeferRelease: the slot whose metadata the last promote() read
-    auto retire = [&](Acc(&acc)[R], const Scale& scale, int stage) {
+    auto retire = [&](Acc(&acc)[kSub][R], const Scale& scale, int stage) {
 #pragma unroll
-      for (int i = 0; i < R; ++i) reg_fence(acc[i]);
+      for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+        for (int i = 0; i < R; ++i) reg_fence(acc[sub][i]);
       if constexpr (kDeferRelease) {
         if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
         held = stage;
@@ -335,7 +347,9 @@ __global__ void __launch_bounds__(384, 1)
       const int mb = mu * kCluster + rank;
       const int n0 = nb * BN;
 #pragma unroll
-      for (int i = 0; i < R; ++i) total[i] = 0.f;
+      for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+        for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
       if constexpr (kTwoAcc) {
         Scale s0, s1;
         int st0 = issue(acc0, s0, n0, 0), st1;
@@ -370,11 +384,14 @@ __global__ void __launch_bounds__(384, 1)
           retire(acc0, s0, st0);
         }
       }
-      const int64_t r0 = int64_t(mb) * Shape::kBM + row;
       const int c0 = n0 + col;
-      if (p.y_type == 0) store_tile<0>(p, total, r0, c0);
-      else if (p.y_type == 1) store_tile<1>(p, total, r0, c0);
-      else store_tile<2>(p, total, r0, c0);
+#pragma unroll
+      for (int sub = 0; sub < kSub; ++sub) {
+        const int64_t r0 = int64_t(mb) * Shape::kBM + row + 64 * sub;
+        if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0);
+        else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0);
+        else store_tile<2>(p, total[sub], r0, c0);
+      }
     }
     // The last held slot: a peer CTA's producer may still wait for it.
     if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);

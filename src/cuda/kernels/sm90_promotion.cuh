@@ -54,9 +54,12 @@ struct Fp8BlockScaledPolicy {
   }
   // wgmma accumulator layout (m64nN): registers 4j, 4j+1 hold row `row`, 4j+2, 4j+3 row `row+8`,
   // columns 8j + 2 (lane % 4) + {0, 1}.
-  template <int R>
-  __device__ __forceinline__ static void promote(float (&total)[R], const float (&acc)[R],
+  template <int S, int R>
+  __device__ __forceinline__ static void promote(float (&totals)[S][R], const float (&accs)[S][R],
                                                  Scale s) {
+    static_assert(S == 1, "read() gives the scales of rows row, row + 8: one m64 sub-tile");
+    float(&total)[R] = totals[0];
+    const float(&acc)[R] = accs[0];
 #pragma unroll
     for (int j = 0; j < R / 4; ++j) {
       float lo = s.lo0, hi = s.hi0;

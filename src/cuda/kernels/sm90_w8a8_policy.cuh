@@ -38,20 +38,22 @@
 
 namespace mixq::cuda::sm90 {
 
-template <int BN, bool kOffset>
+// BM: rows of the CTA tile (128 kSub of the skeleton), the box of the row meta.
+template <int BN, bool kOffset, int BM = 128>
 struct Int8BlockPolicy {
   static_assert(BN % 32 == 0 && BN <= 256, "TMA box of the column meta: BN <= 256 floats");
+  static_assert(BM == 128 || BM == 256, "TMA box of the row meta: BM <= 256 floats");
   template <int N>
   using Mma = WgmmaS8<N>;
   struct Params {
-    CUtensorMap sx, ox, sumx;  // {M, num_kb}, box {128, 1} (f32, f32, s32)
+    CUtensorMap sx, ox, sumx;  // {M, num_kb}, box {BM, 1} (f32, f32, s32)
     CUtensorMap sw, dw, ow;    // {Np, num_kb}, box {BN, 1} (f32); ow unused without offsets
   };
   static constexpr bool kPromoteReadsSmem = true;
   static constexpr int kColumnFields = kOffset ? 3 : 2;  // sw, dw (, ow)
-  static constexpr int kAMetaBytes = 3 * 128 * 4;
+  static constexpr int kAMetaBytes = 3 * BM * 4;
   static constexpr int kBMetaBytes = 3 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
-  static constexpr uint32_t kMetaTxBytes = 3 * 128 * 4 + kColumnFields * BN * 4;
+  static constexpr uint32_t kMetaTxBytes = 3 * BM * 4 + kColumnFields * BN * 4;
 
   // Explicit shared-window load: through a generic pointer kept in a struct, the compiler emits a
   // generic LD (address-space check per load) instead of LDS.
@@ -72,8 +74,8 @@ struct Int8BlockPolicy {
     uint8_t* a = static_cast<uint8_t*>(a_meta);
     uint8_t* b = static_cast<uint8_t*>(b_meta);
     tma_load_2d(a, &pp.sx, bar, m0, kb);
-    tma_load_2d(a + 512, &pp.ox, bar, m0, kb);
-    tma_load_2d(a + 1024, &pp.sumx, bar, m0, kb);
+    tma_load_2d(a + 4 * BM, &pp.ox, bar, m0, kb);
+    tma_load_2d(a + 8 * BM, &pp.sumx, bar, m0, kb);
     tma_load_2d(b, &pp.sw, bar, n0, kb);
     tma_load_2d(b + BN * 4, &pp.dw, bar, n0, kb);
     if constexpr (kOffset) tma_load_2d(b + 2 * BN * 4, &pp.ow, bar, n0, kb);
@@ -83,7 +85,7 @@ struct Int8BlockPolicy {
   // two accumulator sets in flight do not each hold 6 more live registers (the consumer's 232 are
   // nearly all taken by 3 x 64 accumulators and totals).
   struct Scale {
-    uint32_t row;  // shared address of this thread's sx (ox at +512, Σqx at +1024; row + 8 at +32)
+    uint32_t row;  // shared address of this thread's sx (ox at +4 BM, Σqx at +8 BM; row + 8 at +32)
     uint32_t col;  // shared address of this thread's first 16 bytes of the stage's sw[BN] row
   };
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
@@ -92,15 +94,23 @@ struct Int8BlockPolicy {
   }
 
   // Accumulator layout (m64nN): registers 4j, 4j+1 are row `row`, 4j+2, 4j+3 row `row + 8`,
-  // columns 8j + 2 (lane % 4) + {0, 1} of the tile. In the int8_meta_col order the column values
-  // of j = 2q, 2q + 1 are the 16 bytes at 64 q + 16 (lane % 4) of each field's row.
-  template <int R>
-  __device__ __forceinline__ static void promote(float (&total)[R], const int32_t (&acc)[R],
+  // columns 8j + 2 (lane % 4) + {0, 1} of the tile; sub-tile `sub` is 64 sub rows further. In the
+  // int8_meta_col order the column values of j = 2q, 2q + 1 are the 16 bytes at 64 q + 16 (lane %
+  // 4) of each field's row; they are loaded once and serve every sub-tile.
+  template <int S, int R>
+  __device__ __forceinline__ static void promote(float (&total)[S][R], const int32_t (&acc)[S][R],
                                                  const Scale& s) {
-    const float sx0 = lds(s.row), sx1 = lds(s.row + 32);
-    const float ox0 = lds(s.row + 512), ox1 = lds(s.row + 512 + 32);
-    const float u0 = kOffset ? sx0 * float(__float_as_int(lds(s.row + 1024))) : 0.f;
-    const float u1 = kOffset ? sx1 * float(__float_as_int(lds(s.row + 1024 + 32))) : 0.f;
+    static_assert(64 * S <= BM / 2, "a consumer warpgroup's sub-tiles lie inside its half");
+    float sx[S][2], ox[S][2], u[S][2];  // per sub-tile, rows +0 / +8: sx, ox, sx * Σqx
+#pragma unroll
+    for (int sub = 0; sub < S; ++sub)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t r = s.row + 4 * (64 * sub + 8 * h);
+        sx[sub][h] = lds(r);
+        ox[sub][h] = lds(r + 4 * BM);
+        u[sub][h] = kOffset ? sx[sub][h] * float(__float_as_int(lds(r + 8 * BM))) : 0.f;
+      }
 #pragma unroll
     for (int q = 0; q < R / 8; ++q) {
       const uint32_t at = s.col + 64 * q;
@@ -112,20 +122,21 @@ struct Int8BlockPolicy {
                            -kInt8Magic * w4.w};
       const float d[4] = {d4.x, d4.y, d4.z, d4.w}, o[4] = {o4.x, o4.y, o4.z, o4.w};
 #pragma unroll
-      for (int jj = 0; jj < 2; ++jj)
+      for (int sub = 0; sub < S; ++sub)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float a = h ? sx1 : sx0, cx = h ? ox1 : ox0, u = h ? u1 : u0;
+        for (int jj = 0; jj < 2; ++jj)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
-            // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
-            const float sd = fmaf(__int_as_float(acc[i] + int32_t(kInt8MagicBits)), w[c], mw[c]);
-            float v = fmaf(cx, d[c], total[i]);
-            if constexpr (kOffset) v = fmaf(u, o[c], v);
-            total[i] = fmaf(a, sd, v);
-          }
-        }
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
+              // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
+              const float sd =
+                  fmaf(__int_as_float(acc[sub][i] + int32_t(kInt8MagicBits)), w[c], mw[c]);
+              float v = fmaf(ox[sub][h], d[c], total[sub][i]);
+              if constexpr (kOffset) v = fmaf(u[sub][h], o[c], v);
+              total[sub][i] = fmaf(sx[sub][h], sd, v);
+            }
     }
   }
 };
