@@ -25,7 +25,7 @@ for step in "$@"; do
       # them), the quantizers and the act-quant GEMMs; racecheck: mixq's own kernels only (cuBLAS's
       # nvjet kernels report hazards of their own)
       mem='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.Deterministic*:CudaWeightOnly.Concurrent*:CudaActQuant.Fp8MatchesHost:CudaActQuant.Int8MatchesHost:CudaFp8Block.OddShapesBiasClamp:CudaInt8Block.HopperWgmma:CudaFp8WeightOnly.F32ActivationsAndOddShapes'
-      race='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.HopperWgmmaKernel:CudaFp8Block.OddShapesBiasClamp'
+      race='CudaWeightOnly.SchemesAndBlockSizes:CudaWeightOnly.HopperWgmmaKernel:CudaFp8Block.OddShapesBiasClamp:CudaInt8Block.HopperWgmma'
       for tool in memcheck racecheck; do
         filter=$mem; [ $tool = racecheck ] && filter=$race
         timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
