@@ -3,7 +3,7 @@
 # project's GPU tests for Fp8Block, compute-sanitizer memcheck on a small subset, peers.
 #   bash scripts/fp8_device.sh [harness] [tests] [peers]     (outputs to $OUT)
 # Steps: build (ninja targets BUILD_TARGETS), tests (build + GPU tests + sanitizers), int8 (sweep),
-# i8prof (ncu on the INT8 kernel), harness, prof, peers.
+# i8prof (ncu on the INT8 kernel), i8src (its stalls by SASS line), harness, prof, peers.
 # Env: BNS / CLUSTERS (harness timing lists, default 128 / 1,2), GROUPS_ (raster groups), SANF
 # (the gtest filter compute-sanitizer runs), SAN_TOOLS (default memcheck racecheck; empty: none),
 # I8SHAPES / I8MS / I8K (int8 sweep shapes, M, kernels).
@@ -60,6 +60,17 @@ for step in "$@"; do
         build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels sm90_i8_128x128 > "$OUT/i8prof.txt" 2>&1
       echo "i8prof rc=$?"
       grep -E "stalled|inst_executed|cycles_elapsed|issue_active|gmma|pipe_|wavefronts|conflicts|warps_active|Duration|Throughput|Busy|Pipe" "$OUT/i8prof.txt" | sed -E 's/smsp__average_warps_issue_stalled_//' | head -60 ;;
+    i8src)
+      # ncu source counters of the INT8 kernel: where the warps stall, by SASS line (top entries),
+      # plus the raw page for offline reading
+      timeout 240 ncu --clock-control none -k regex:block_gemm --launch-skip 2 --launch-count 1 \
+        --section SourceCounters --section WarpStateStats --print-details all \
+        build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels ${I8PROF_K:-sm90_i8_128x128} > "$OUT/i8src.txt" 2>&1
+      echo "i8src rc=$?"; grep -iE "stall|sampl|Warp Cycles|Issued" "$OUT/i8src.txt" | head -60
+      timeout 240 ncu --clock-control none -k regex:block_gemm --launch-skip 2 --launch-count 1 --set full --import-source no \
+        --page source --csv --print-source sass \
+        build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels ${I8PROF_K:-sm90_i8_128x128} > "$OUT/i8sass.csv" 2>&1
+      echo "i8sass rc=$? $(wc -l < "$OUT/i8sass.csv") lines" ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
         timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
