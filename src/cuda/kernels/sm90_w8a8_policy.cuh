@@ -130,9 +130,15 @@ struct Int8BlockPolicy {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
+#if defined(MIXQ_INT8_PROMOTE_I2F)
+              // Build-time experiment (-DMIXQ_INT8_PROMOTE_I2F): I2FP instead of the magic add,
+              // to compare their pipes; exact too (|dot| < 2^24).
+              const float sd = __int2float_rn(acc[sub][i]) * w[c];
+#else
               // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
               const float sd =
                   fmaf(__int_as_float(acc[sub][i] + int32_t(kInt8MagicBits)), w[c], mw[c]);
+#endif
               float v = fmaf(ox[sub][h], d[c], total[sub][i]);
               if constexpr (kOffset) v = fmaf(u[sub][h], o[c], v);
               total[sub][i] = fmaf(sx[sub][h], sd, v);
