@@ -2,8 +2,8 @@
 //
 // prepare: the i8 codes are copied into a zero-padded [Np][Kp] matrix (K contiguous, the layout
 // the GEMM's cp.async + ldmatrix want) and the per-(K block, row) epilogue values are precomputed
-// block-major: sw, ow and dw = sw*Σqw + g_i*ow, each row in the int8_meta_col order
-// (int8_gemm.hpp).
+// block-major: sw (rounded to 22 bits), ow and dw = sw*Σqw + g_i*ow, each row in the
+// int8_meta_col order (int8_gemm.hpp).
 // linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
 // the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
 #include <algorithm>
@@ -56,11 +56,13 @@ class CudaInt8Block final : public PreparedImpl {
         const int64_t k0 = b * g_, k1 = std::min(K, k0 + g_);
         int64_t qsum = 0;
         for (int64_t k = k0; k < k1; ++k) qsum += codes[size_t(n * Kp_ + k)];
-        const double s = w.scale(n, b), off = offset_ ? w.offset(n, b) : 0.0;
+        // The scale the kernels use: 22 significant bits (int8_gemm.hpp), dw built from it.
+        const float s = int8_round_scale_22(float(w.scale(n, b)));
+        const double off = offset_ ? w.offset(n, b) : 0.0;
         const size_t at = size_t(b * Np_ + int8_meta_col(n));
-        sw[at] = float(s);
+        sw[at] = s;
         if (offset_) ow[at] = float(off);
-        dw[at] = float(s * double(qsum) + double(k1 - k0) * off);
+        dw[at] = float(double(s) * double(qsum) + double(k1 - k0) * off);
       }
     }
     codes_ = dev_.upload(codes.data(), codes.size());

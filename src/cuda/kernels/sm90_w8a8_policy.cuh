@@ -6,21 +6,23 @@
 // columns} boxes next to the codes. Rows past M read as zeros (TMA out-of-bounds fill), so
 // garbage in the meta's pad rows never reaches a stored value.
 //
-// Cost model (measured with ncu on the H100, 8192 x 8192 x 4096, bench/results/session10; why
-// the promotion is written this way): per K block each consumer thread folds 64 accumulators, and
-// the block's MMAs take the SM's tensor cores 512 cycles (128 x 128 x 128 s8 MACs at 4096 per
-// cycle). What competes with them:
+// Cost model (measured with ncu on the H100, 8192 x 8192 x 4096; why the promotion is written this
+// way): per K block each consumer thread folds 64 accumulators, and the block's MMAs take the SM's
+// tensor cores 512 cycles (128 x 128 x 128 s8 MACs at 4096 per cycle). Two resources compete:
 //  - shared-memory wavefronts. The wgmma operand reads are 384 per block (48 KB: each warpgroup
 //    reads its 8 KB of A and all 16 KB of B), and a column value costs every warp one wavefront
 //    per 4 bytes a thread receives, however wide the load (lanes of one row group read the same
-//    address; an LDS.128 is served in four quarter-warp wavefronts). Each column value (sw, dw;
-//    ow with offsets) is loaded once per block: 544 more wavefronts.
-//  - issue and pipes: two consumer warps share each scheduler. Per accumulator: I2FP (exact,
-//    |dot| <= 2^21), FMUL by sw, then two FMAs (three with offsets). The exact "magic number"
-//    conversion (an integer add of 0x4B400000, folded into an FMA with -magic*sw, which needed sw
-//    rounded to 22 bits) issues the same count, but its VIADDs run on the half-rate integer pipe:
-//    ncu put 35% of the stall samples on them (math-pipe throttle), and I2FP measured 2-6% faster
-//    on every shape tried (session 10, call 9).
+//    address; an LDS.128 is served in four quarter-warp wavefronts). With three column fields
+//    (sw, mw, dw) that was 800 more per block: 1184 wavefronts, 82% L1 throughput, ~1640 cycles
+//    per block. So mw is not loaded: it is one FMUL per column (0.5 per accumulator), and each
+//    column value is loaded once per block (2 fields: 512 + 384 wavefronts);
+//  - issue slots: two consumer warps share each scheduler, so the promotion must stay near 4
+//    instructions per accumulator:
+//    - the accumulator is s32 and |dot| <= 128 * 128 * 128 = 2^21 < 2^22, so acc + 0x4B400000 read
+//      as a float is exactly kInt8Magic + dot (one IADD; I2F runs at 1/8 rate);
+//    - fma(kInt8Magic + dot, sw, -kInt8Magic * sw) is sw * dot rounded once (kInt8Magic * sw is
+//      exact: sw has 22 significant bits), without the FADD that would remove the magic first;
+//    - then two (offset weights: three) FMAs.
 // The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
 // 16-byte load (fewer instructions; the same wavefronts). The policy sets kPromoteReadsSmem: the
 // skeleton releases the slot only after promote().
@@ -30,6 +32,7 @@
 
 #include <cstdint>
 
+#include "cuda/int8_gemm.hpp"
 #include "cuda/kernels/sm90_sync.cuh"
 #include "cuda/kernels/sm90_wgmma_ops.cuh"
 
@@ -115,6 +118,8 @@ struct Int8BlockPolicy {
       float4 o4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if constexpr (kOffset) o4 = lds4(at + 8 * BN);
       const float w[4] = {w4.x, w4.y, w4.z, w4.w};
+      const float mw[4] = {-kInt8Magic * w4.x, -kInt8Magic * w4.y, -kInt8Magic * w4.z,
+                           -kInt8Magic * w4.w};
       const float d[4] = {d4.x, d4.y, d4.z, d4.w}, o[4] = {o4.x, o4.y, o4.z, o4.w};
 #pragma unroll
       for (int sub = 0; sub < S; ++sub)
@@ -125,7 +130,15 @@ struct Int8BlockPolicy {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
-              const float sd = __int2float_rn(acc[sub][i]) * w[c];  // sw * dot, one rounding
+#if defined(MIXQ_INT8_PROMOTE_I2F)
+              // Build-time experiment (-DMIXQ_INT8_PROMOTE_I2F): I2FP instead of the magic add,
+              // to compare their pipes; exact too (|dot| < 2^24).
+              const float sd = __int2float_rn(acc[sub][i]) * w[c];
+#else
+              // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
+              const float sd =
+                  fmaf(__int_as_float(acc[sub][i] + int32_t(kInt8MagicBits)), w[c], mw[c]);
+#endif
               float v = fmaf(ox[sub][h], d[c], total[sub][i]);
               if constexpr (kOffset) v = fmaf(u[sub][h], o[c], v);
               total[sub][i] = fmaf(sx[sub][h], sd, v);
