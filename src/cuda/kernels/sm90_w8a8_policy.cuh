@@ -131,8 +131,10 @@ struct Int8BlockPolicy {
             for (int e = 0; e < 2; ++e) {
               const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
 #if defined(MIXQ_INT8_PROMOTE_I2F)
-              // Build-time experiment (-DMIXQ_INT8_PROMOTE_I2F): I2FP instead of the magic add,
-              // to compare their pipes; exact too (|dot| < 2^24).
+              // Build-time switch (-DMIXQ_INT8_PROMOTE_I2F): I2FP instead of the magic add, exact
+              // too (|dot| < 2^24). The magic VIADDs run on the half-rate integer pipe (35% of the
+              // ncu stall samples); this measured 2-6% faster (bench/results/session10, call 9) but
+              // has not yet passed the device tests, so it is not the default.
               const float sd = __int2float_rn(acc[sub][i]) * w[c];
 #else
               // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
