@@ -183,14 +183,6 @@ __device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kProm
 template <class Policy>
 __device__ constexpr bool promote_reads_smem(long) { return false; }
 
-// Policy::kTwoAccumulators (optional, default true): see the consumer loop.
-template <class Policy>
-__device__ constexpr auto two_accumulators(int) -> decltype(bool(Policy::kTwoAccumulators)) {
-  return Policy::kTwoAccumulators;
-}
-template <class Policy>
-__device__ constexpr bool two_accumulators(long) { return true; }
-
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
 // happen before the arrivals.
@@ -287,14 +279,13 @@ __global__ void __launch_bounds__(384, 1)
     // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
     // With one set, both consumer warpgroups issue their MMAs together, wait for them together
     // and promote together, and the tensor cores idle through every promotion.
-    // Two sets need 3 x R registers of the 232 (BN = 128: 192); both policies (FP8, INT8) fit. A
-    // wider tile, or a policy whose promotion needs more registers (Policy::kTwoAccumulators =
-    // false), runs the serial loop.
-    constexpr bool kTwoAcc = two_accumulators<Policy>(0) && 3 * R * kSub <= 192;
-    Acc acc0[kSub][R], acc1[kTwoAcc ? kSub : 1][kTwoAcc ? R : 1];
+    // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
+    // tiles. (The 192-wide FP8 tile, which did not fit, ran a one-set loop; it was measured slower
+    // and removed in session 9, and the loop with it.)
+    static_assert(3 * R * kSub <= 192, "two accumulator sets and the totals must fit in registers");
+    Acc acc0[kSub][R], acc1[kSub][R];
     RingPos in(kStages);  // the next slot to consume
-    // The shared::cluster addresses of this CTA's empty barriers (rank 0 and 1 views).
-    const uint32_t empty0 = smem_u32(empty);
+    const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0));
     // Waits for the next slot, reads the block's scales, issues its 4 MMAs into `acc` (fresh
     // accumulator) and commits them as one group. Returns the slot.
@@ -306,7 +297,8 @@ __global__ void __launch_bounds__(384, 1)
                            b_meta + stage * Policy::kBMetaBytes, row, n0, kb);
       // Low descriptor words only (32-bit adds; the high word is a constant): the 64-bit
       // descriptor arithmetic cost ~10 integer instructions per K block on the issue-bound INT8
-      // path.
+      // path. Stepping K inside the 128-byte rows moves the start address only: the swizzle is a
+      // function of the absolute address, so the hardware finds the permuted chunks itself.
       const uint32_t da = desc_lo_kmajor_sw128(
           smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * kSub * 128));
       const uint32_t db = desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
@@ -350,39 +342,29 @@ __global__ void __launch_bounds__(384, 1)
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
         for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
-      if constexpr (kTwoAcc) {
-        Scale s0, s1;
-        int st0 = issue(acc0, s0, n0, 0), st1;
-        int kb = 0;
-        // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
-        // block kb in flight on entry.
-        for (; kb + 2 < p.num_kb; kb += 2) {
-          st1 = issue(acc1, s1, n0, kb + 1);
-          wgmma_wait<1>();
-          retire(acc0, s0, st0);
-          st0 = issue(acc0, s0, n0, kb + 2);
-          wgmma_wait<1>();
-          retire(acc1, s1, st1);
-        }
-        // One or two blocks left (kb in flight in acc0).
-        if (kb + 1 < p.num_kb) {
-          st1 = issue(acc1, s1, n0, kb + 1);
-          wgmma_wait<1>();
-          retire(acc0, s0, st0);
-          wgmma_wait<0>();
-          retire(acc1, s1, st1);
-        } else {
-          wgmma_wait<0>();
-          retire(acc0, s0, st0);
-        }
+      Scale s0, s1;
+      int st0 = issue(acc0, s0, n0, 0), st1;
+      int kb = 0;
+      // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
+      // block kb in flight on entry.
+      for (; kb + 2 < p.num_kb; kb += 2) {
+        st1 = issue(acc1, s1, n0, kb + 1);
+        wgmma_wait<1>();
+        retire(acc0, s0, st0);
+        st0 = issue(acc0, s0, n0, kb + 2);
+        wgmma_wait<1>();
+        retire(acc1, s1, st1);
+      }
+      // One or two blocks left (kb in flight in acc0).
+      if (kb + 1 < p.num_kb) {
+        st1 = issue(acc1, s1, n0, kb + 1);
+        wgmma_wait<1>();
+        retire(acc0, s0, st0);
+        wgmma_wait<0>();
+        retire(acc1, s1, st1);
       } else {
-        // One set: issue, wait, promote.
-        for (int kb = 0; kb < p.num_kb; ++kb) {
-          Scale s0;
-          const int st0 = issue(acc0, s0, n0, kb);
-          wgmma_wait<0>();
-          retire(acc0, s0, st0);
-        }
+        wgmma_wait<0>();
+        retire(acc0, s0, st0);
       }
       const int c0 = n0 + col;
 #pragma unroll

@@ -37,11 +37,6 @@ __device__ __forceinline__ uint64_t desc_from_lo_sw128(uint32_t lo) {
 __device__ __forceinline__ uint64_t desc_kmajor_sw128(uint32_t smem_addr) {
   return desc_from_lo_sw128(desc_lo_kmajor_sw128(smem_addr));
 }
-// Stepping K by k bytes inside the 128-byte row moves the start address only: the swizzle is a
-// function of the absolute address, so the hardware finds the permuted 16-byte chunks itself.
-__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) {
-  return d + (bytes >> 4);
-}
 
 // Orders this warpgroup's register/smem accesses before the following wgmma.mma_async.
 __device__ __forceinline__ void wgmma_fence() {
