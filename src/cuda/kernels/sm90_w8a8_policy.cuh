@@ -55,19 +55,13 @@ struct Int8BlockPolicy {
   static constexpr int kBMetaBytes = 3 * BN * 4;  // a 128-byte multiple for BN % 32 == 0
   static constexpr uint32_t kMetaTxBytes = 3 * BM * 4 + kColumnFields * BN * 4;
 
-  // Explicit shared-window load: through a generic pointer kept in a struct, the compiler emits a
-  // generic LD (address-space check per load) instead of LDS.
-  __device__ __forceinline__ static float lds(uint32_t addr) {
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr));
-    return v;
-  }
+  // Shared-window loads (sm90_sync.cuh): through a generic pointer kept in a struct, the compiler
+  // emits a generic LD (address-space check per load) instead of LDS.
+  __device__ __forceinline__ static float lds(uint32_t addr) { return __uint_as_float(lds32(addr)); }
   __device__ __forceinline__ static float4 lds4(uint32_t addr) {
-    float4 v;
-    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(addr));
-    return v;
+    const uint4 v = lds128(addr);
+    return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                       __uint_as_float(v.w));
   }
   __device__ __forceinline__ static void load_meta(const Params& pp, void* a_meta, void* b_meta,
                                                    uint64_t* bar, int m0, int n0, int kb) {

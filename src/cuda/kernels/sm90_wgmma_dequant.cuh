@@ -12,6 +12,7 @@
 
 #include "cuda/kernels/mma_sm80.cuh"
 #include "cuda/kernels/dequant_codes.cuh"
+#include "cuda/kernels/sm90_sync.cuh"
 
 namespace mixq::cuda::sm90 {
 
@@ -49,24 +50,6 @@ struct RowPair {
   float s, o;
   float s16, o16;  // f32 path, int4 registers 1 and 3 (1024 + 16u): s / 16 and o' - 64 s
 };
-
-// Shared-memory loads by 32-bit shared address (plain pointers into a re-aligned dynamic smem
-// buffer lose the address space and compile to generic LD).
-__device__ __forceinline__ uint4 lds128(uint32_t a) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
-  return v;
-}
-__device__ __forceinline__ uint2 lds64(uint32_t a) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
-  return v;
-}
-__device__ __forceinline__ uint32_t lds32(uint32_t a) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
-  return v;
-}
 
 // Reads the pair at shared address `a` (half2 or float2 (s, o')).
 template <bool HALF_PAIRS>
