@@ -56,8 +56,7 @@ class CudaInt8Block final : public PreparedImpl {
         const int64_t k0 = b * g_, k1 = std::min(K, k0 + g_);
         int64_t qsum = 0;
         for (int64_t k = k0; k < k1; ++k) qsum += codes[size_t(n * Kp_ + k)];
-        // The scale the kernels use: 22 significant bits (int8_gemm.hpp), dw built from it.
-        const float s = int8_round_scale_22(float(w.scale(n, b)));
+        const float s = float(w.scale(n, b));
         const double off = offset_ ? w.offset(n, b) : 0.0;
         const size_t at = size_t(b * Np_ + int8_meta_col(n));
         sw[at] = s;

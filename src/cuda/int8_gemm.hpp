@@ -12,9 +12,7 @@
 //   C += sx*sw*dot + sx*Σqx*ow + ox*(sw*Σqw + g_i*ow)
 // with the activation meta of act_quant.hpp (sx, ox, Σqx at [i*ld_meta + m]) and the weight meta
 // built at prepare time, block-major: sw, ow, dw = sw*Σqw + g_i*ow at [i*Np + int8_meta_col(n)]
-// (a permutation inside every 16 columns, see int8_meta_col). sw is rounded to 22 significant bits
-// at prepare, so that kInt8Magic*sw is exact in f32 (see the sm90 policy: one FMA then turns the
-// magic-number accumulator into sw*dot, rounded once).
+// (a permutation inside every 16 columns, see int8_meta_col).
 //
 // Per-tensor mode (ActQuant::Int8PerTensor): acc = Σ xq*wq - Z_I*Σqw over all of K in int32 (exact
 // while the true value fits, which K <= 65536 guarantees), then in double, in the reference's
@@ -26,7 +24,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "cuda/wo_plan.hpp"
@@ -39,30 +36,12 @@ constexpr int64_t kInt8TensorMaxK = 65536;  // int32 accumulation bound of the p
 
 enum class Int8Mode { Block, Tensor };
 
-// 2^23 + 2^22: an int32 |v| < 2^22 added to this float's bit pattern reads as the float
-// kInt8Magic + v exactly (the "magic number" int -> float conversion).
-constexpr float kInt8Magic = 12582912.0f;
-constexpr uint32_t kInt8MagicBits = 0x4B400000u;
-
 // Where column n's weight meta sits in its [Np] row. The accumulator fragment of an MMA gives a
 // thread columns 8j + 2t + {0, 1} (t = lane % 4); inside every group of 16 columns the meta is
 // stored in the order (t, j % 2, e), so one 16-byte shared load brings a thread its four columns
 // of two consecutive j (the Hopper kernel; the sm80 kernel indexes through this too).
 __host__ __device__ constexpr int64_t int8_meta_col(int64_t n) {
   return (n & ~int64_t(15)) | (((n >> 1) & 3) << 2) | (((n >> 3) & 1) << 1) | (n & 1);
-}
-
-// sw rounded to nearest-even at 22 significant bits: kInt8Magic * sw (= 3 * 2^22 * sw) then needs
-// at most 24 and is exact in f32. The relative change is <= 2^-22.
-inline float int8_round_scale_22(float s) {
-  uint32_t u;
-  std::memcpy(&u, &s, 4);
-  if ((u & 0x7F800000u) == 0x7F800000u) return s;  // inf / nan stay (rejected upstream)
-  u += 1u + ((u >> 2) & 1u);
-  u &= ~3u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
 }
 
 struct Int8GemmParams {

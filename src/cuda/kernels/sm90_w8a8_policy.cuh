@@ -17,12 +17,12 @@
 //    per block. So mw is not loaded: it is one FMUL per column (0.5 per accumulator), and each
 //    column value is loaded once per block (2 fields: 512 + 384 wavefronts);
 //  - issue slots: two consumer warps share each scheduler, so the promotion must stay near 4
-//    instructions per accumulator:
-//    - the accumulator is s32 and |dot| <= 128 * 128 * 128 = 2^21 < 2^22, so acc + 0x4B400000 read
-//      as a float is exactly kInt8Magic + dot (one IADD; I2F runs at 1/8 rate);
-//    - fma(kInt8Magic + dot, sw, -kInt8Magic * sw) is sw * dot rounded once (kInt8Magic * sw is
-//      exact: sw has 22 significant bits), without the FADD that would remove the magic first;
-//    - then two (offset weights: three) FMAs.
+//    instructions per accumulator: I2FP (exact: |dot| <= 128 * 128 * 128 = 2^21 < 2^24), FMUL by
+//    sw, then two (offset weights: three) FMAs. Until session 10 the conversion was the magic-number
+//    add (acc + 0x4B400000 read as a float, then one FMA with a precomputed -magic * sw, which needed
+//    sw rounded to 22 bits at prepare): ncu put 35% of the stall samples on those VIADDs (the
+//    half-rate integer pipe), and I2FP + FMUL measured 2-6% faster on all 8 shapes tried
+//    (bench/results/session10, call 9).
 // The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
 // 16-byte load (fewer instructions; the same wavefronts). The policy sets kPromoteReadsSmem: the
 // skeleton releases the slot only after promote().
@@ -112,8 +112,6 @@ struct Int8BlockPolicy {
       float4 o4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if constexpr (kOffset) o4 = lds4(at + 8 * BN);
       const float w[4] = {w4.x, w4.y, w4.z, w4.w};
-      const float mw[4] = {-kInt8Magic * w4.x, -kInt8Magic * w4.y, -kInt8Magic * w4.z,
-                           -kInt8Magic * w4.w};
       const float d[4] = {d4.x, d4.y, d4.z, d4.w}, o[4] = {o4.x, o4.y, o4.z, o4.w};
 #pragma unroll
       for (int sub = 0; sub < S; ++sub)
@@ -124,17 +122,7 @@ struct Int8BlockPolicy {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
-#if defined(MIXQ_INT8_PROMOTE_I2F)
-              // Build-time switch (-DMIXQ_INT8_PROMOTE_I2F): I2FP instead of the magic add, exact
-              // too (|dot| < 2^24). The magic VIADDs run on the half-rate integer pipe (35% of the
-              // ncu stall samples); this measured 2-6% faster (bench/results/session10, call 9) but
-              // has not yet passed the device tests, so it is not the default.
-              const float sd = __int2float_rn(acc[sub][i]) * w[c];
-#else
-              // (kInt8Magic + dot) * sw - kInt8Magic * sw = sw * dot, rounded once.
-              const float sd =
-                  fmaf(__int_as_float(acc[sub][i] + int32_t(kInt8MagicBits)), w[c], mw[c]);
-#endif
+              const float sd = __int2float_rn(acc[sub][i]) * w[c];  // sw * dot, rounded once
               float v = fmaf(ox[sub][h], d[c], total[sub][i]);
               if constexpr (kOffset) v = fmaf(u[sub][h], o[c], v);
               total[sub][i] = fmaf(sx[sub][h], sd, v);
