@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/kernels/sm90_wgmma_rs.inc: the wgmma.mma_async m64nNk16 instructions with the
-A operand in registers (f16 / bf16 in, f32 accumulators) for the N sizes the kernels use. Inline
-asm needs one operand per accumulator register, so the statements are generated, not typed.
+"""Writes src/cuda/kernels/sm90_wgmma_rs.inc: the wgmma.mma_async instructions with the A operand in
+registers and f32 accumulators, for the N sizes the kernels use: m64nNk16 f16 / bf16 (WgmmaRS) and
+m64nNk8 tf32 (WgmmaTf32RS; no transpose immediate for tf32). Inline asm needs one operand per
+accumulator register, so the statements are generated, not typed.
     python3 scripts/gen_wgmma_rs.py > src/cuda/kernels/sm90_wgmma_rs.inc
 """
 NS = [16, 32, 64, 128, 256]
@@ -27,3 +28,24 @@ for ctype, ptype in TYPES:
         lines.append("  }")
         lines.append("};")
         print("\n".join(lines))
+
+# tf32: A is the warp's 16x8 fragment (mma.sync m16n8k8 tf32 layout: a0 (g, t), a1 (g + 8, t),
+# a2 (g, t + 4), a3 (g + 8, t + 4), g = lane / 4, t = lane % 4); B K-major in shared memory.
+print("// d[N/2] f32 += A(16x8 tf32 per warp, registers) . B (K-major tf32 in shared memory), m64nNk8.")
+for n in [64, 128]:
+    nd = n // 2
+    dl = ", ".join("%%%d" % i for i in range(nd))
+    a0 = nd
+    lines = []
+    lines.append("template <> struct WgmmaTf32RS<%d> {" % n)
+    lines.append("  static __device__ __forceinline__ void mma(float (&d)[%d], const uint32_t (&a)[4], uint64_t desc_b) {" % nd)
+    lines.append("    asm volatile(")
+    lines.append('        "{\\n.reg .pred p;\\nsetp.eq.u32 p, 1, 1;\\n"')  # scale-d = 1: accumulate
+    lines.append('        "wgmma.mma_async.sync.aligned.m64n%dk8.f32.tf32.tf32 {%s}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1;\\n}\\n"'
+                 % (n, dl, a0, a0 + 1, a0 + 2, a0 + 3, a0 + 4))
+    outs = ", ".join('"+f"(d[%d])' % i for i in range(nd))
+    lines.append("        : " + outs)
+    lines.append('        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));')
+    lines.append("  }")
+    lines.append("};")
+    print("\n".join(lines))

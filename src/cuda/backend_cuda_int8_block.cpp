@@ -2,8 +2,9 @@
 //
 // prepare: the i8 codes are copied into a zero-padded [Np][Kp] matrix (K contiguous, the layout
 // the GEMM's cp.async + ldmatrix want) and the per-(K block, row) epilogue values are precomputed
-// block-major: sw (rounded to 22 bits), ow and dw = sw*Σqw + g_i*ow, each row in the
-// int8_meta_col order (int8_gemm.hpp).
+// block-major: sw, ow and dw = sw*Σqw + g_i*ow, each row in the int8_meta_col order
+// (int8_gemm.hpp); where the Hopper kernel can run, also dw (and ow) K-major as tf32 hi / lo pairs
+// for its rank-1 stages (r1w, int8_gemm.hpp).
 // linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
 // the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "cuda/int8_backend_common.hpp"
 #include "cuda/int8_block_prepared.hpp"
 #include "cuda/int8_gemm.hpp"
+#include "cuda/sm90_w8a8_gemm.hpp"
 
 namespace mixq::cuda {
 
@@ -28,6 +30,19 @@ using int8b::round_up;
 
 // Rows of activations the internal scratch (no ExecContext::workspace) is sized for.
 constexpr int64_t kScratchRows = 4096;
+
+// f32 -> the nearest tf32 value (10 explicit mantissa bits, ties away from zero), as an f32 whose
+// low 13 bits are zero; a finite value that would round past the largest one is truncated instead.
+float tf32_nearest(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if ((u & 0x7F800000u) == 0x7F800000u) return v;
+  uint32_t r = (u + 0x1000u) & 0xFFFFE000u;
+  if ((r & 0x7F800000u) == 0x7F800000u) r = u & 0xFFFFE000u;
+  float out;
+  std::memcpy(&out, &r, 4);
+  return out;
+}
 
 class CudaInt8Block final : public PreparedImpl {
  public:
@@ -50,6 +65,10 @@ class CudaInt8Block final : public PreparedImpl {
     std::vector<int8_t> codes(size_t(Np_ * Kp_), 0);
     std::vector<float> sw(size_t(nb_ * Np_), 0.f), ow(offset_ ? sw.size() : 0, 0.f),
         dw(sw.size(), 0.f);
+    // The Hopper kernel's rank-1 planes (K block 128 on an sm_90a-capable device only).
+    const bool rank1 = g_ == 128 && sm90_int8_block_available();
+    r1_ld_ = rank1 ? int8_rank1_pitch(nb_) : 0;
+    std::vector<float> r1w(size_t((offset_ ? 4 : 2) * Np_ * r1_ld_), 0.f);
     for (int64_t n = 0; n < N; ++n) {
       std::memcpy(&codes[size_t(n * Kp_)], w.codes.data() + n * w.row_bytes(), size_t(K));
       for (int64_t b = 0; b < nb_; ++b) {
@@ -61,13 +80,24 @@ class CudaInt8Block final : public PreparedImpl {
         const size_t at = size_t(b * Np_ + int8_meta_col(n));
         sw[at] = s;
         if (offset_) ow[at] = float(off);
-        dw[at] = float(double(s) * double(qsum) + double(k1 - k0) * off);
+        const double d = double(s) * double(qsum) + double(k1 - k0) * off;
+        dw[at] = float(d);
+        if (rank1) {  // hi / lo planes of dw (term 0) and ow (term 1), column n, K block b
+          const double v[2] = {d, off};
+          for (int term = 0; term < (offset_ ? 2 : 1); ++term) {
+            const float hi = tf32_nearest(float(v[term]));
+            r1w[size_t(((2 * term) * Np_ + n) * r1_ld_ + b)] = hi;
+            r1w[size_t(((2 * term + 1) * Np_ + n) * r1_ld_ + b)] =
+                tf32_nearest(float(v[term] - double(hi)));
+          }
+        }
       }
     }
     codes_ = dev_.upload(codes.data(), codes.size());
     sw_ = dev_.upload(sw.data(), sw.size() * 4);
     dw_ = dev_.upload(dw.data(), dw.size() * 4);
     if (offset_) ow_ = dev_.upload(ow.data(), ow.size() * 4);
+    if (rank1) r1w_ = dev_.upload(r1w.data(), r1w.size() * 4);
     scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
@@ -131,6 +161,8 @@ class CudaInt8Block final : public PreparedImpl {
     p.sw = static_cast<const float*>(sw_.data());
     p.ow = offset_ ? static_cast<const float*>(ow_.data()) : nullptr;
     p.dw = static_cast<const float*>(dw_.data());
+    p.r1w = r1_ld_ > 0 ? static_cast<const float*>(r1w_.data()) : nullptr;
+    p.r1_ld = r1_ld_;
     int8b::set_output(p, y, ep);
     p.num_sms = dev_.caps.sm_count;
     pick(a.M).launch(p, stream);
@@ -145,9 +177,9 @@ class CudaInt8Block final : public PreparedImpl {
   }
 
   int8b::Int8Device dev_;
-  int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0;
+  int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0, r1_ld_ = 0;
   bool offset_ = false;
-  DeviceBuffer codes_, sw_, ow_, dw_;
+  DeviceBuffer codes_, sw_, ow_, dw_, r1w_;
   std::shared_ptr<DeviceBuffer> scratch_;
 };
 

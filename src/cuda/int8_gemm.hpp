@@ -13,6 +13,11 @@
 // with the activation meta of act_quant.hpp (sx, ox, Σqx at [i*ld_meta + m]) and the weight meta
 // built at prepare time, block-major: sw, ow, dw = sw*Σqw + g_i*ow at [i*Np + int8_meta_col(n)]
 // (a permutation inside every 16 columns, see int8_meta_col).
+// The Hopper kernel runs the two dot-independent terms as their own small GEMM on the tensor cores
+// (tf32, see kernels/sm90_w8a8_policy.cuh) and reads dw (and ow) a second time, K-major and split
+// for it: r1w[(2 term + part) Np + n][kb] (term 0 dw, 1 ow; part 0 hi = tf32(v), 1 lo =
+// tf32(v - hi), both exact tf32 values), natural column order, kb padded with zeros to KBp =
+// round_up(num_kb, kInt8Rank1Blocks) (int8_rank1_pitch).
 //
 // Per-tensor mode (ActQuant::Int8PerTensor): acc = Σ xq*wq - Z_I*Σqw over all of K in int32 (exact
 // while the true value fits, which K <= 65536 guarantees), then in double, in the reference's
@@ -35,6 +40,12 @@ constexpr int64_t kInt8TensorBlockK = 128;  // the per-tensor mode's pipeline st
 constexpr int64_t kInt8TensorMaxK = 65536;  // int32 accumulation bound of the per-tensor mode
 
 enum class Int8Mode { Block, Tensor };
+
+// K blocks per rank-1 stage of the Hopper block kernel (one tf32 k8 MMA step).
+constexpr int64_t kInt8Rank1Blocks = 8;
+inline int64_t int8_rank1_pitch(int64_t num_kb) {
+  return (num_kb + kInt8Rank1Blocks - 1) / kInt8Rank1Blocks * kInt8Rank1Blocks;
+}
 
 // Where column n's weight meta sits in its [Np] row. The accumulator fragment of an MMA gives a
 // thread columns 8j + 2t + {0, 1} (t = lane % 4); inside every group of 16 columns the meta is
@@ -62,6 +73,8 @@ struct Int8GemmParams {
   const float* sw = nullptr;
   const float* ow = nullptr;    // null for symmetric weights
   const float* dw = nullptr;
+  const float* r1w = nullptr;   // Hopper kernel: [2 T Np][r1_ld] tf32 hi / lo of dw (, ow)
+  int64_t r1_ld = 0;            // int8_rank1_pitch(n_kblocks)
   // tensor mode
   const int32_t* wsum = nullptr;    // [Np] Σqw over the row
   const double* wscale = nullptr;   // [Np] S_I * S_W[n] (double, the reference's product)

@@ -14,9 +14,9 @@ namespace mixq::cuda {
 
 namespace {
 
-// kSub = 1: 128 x 128 tiles, 6 stages of (16 + 16 + 3) KiB. kSub = 2: 256 x 64 tiles (two m64
+// kSub = 1: 128 x 128 tiles, 6 stages of (16 + 16 + 1) KiB. kSub = 2: 256 x 64 tiles (two m64
 // sub-tiles per consumer warpgroup: half the per-column promotion work), 5 stages of
-// (32 + 8 + 3.75) KiB.
+// (32 + 8 + 1.25) KiB.
 template <int kSub>
 struct W8a8Tile {
   static constexpr int kBN = 128 / kSub, kStages = kSub == 1 ? 6 : 5;
@@ -42,20 +42,22 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
                                               CU_TENSOR_MAP_SWIZZLE_128B);
   typename Policy::Params pp;
   const uint64_t row_pitch = uint64_t(a.ld_meta) * 4, col_pitch = Np * 4;
-  const uint32_t bm = Shape::kBM;
-  pp.sx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sx, M, nkb, row_pitch, bm, 1,
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.ox = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.ox, M, nkb, row_pitch, bm, 1,
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.sumx = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_INT32, a.sumx, M, nkb, row_pitch, bm, 1,
-                               CU_TENSOR_MAP_SWIZZLE_NONE);
+  const uint32_t bm = Shape::kBM, r1 = uint32_t(kInt8Rank1Blocks);
+  const auto row_map = [&](const void* base, CUtensorMapDataType type, uint32_t kbs) {
+    return make_tensor_map_2d(type, base, M, nkb, row_pitch, bm, kbs, CU_TENSOR_MAP_SWIZZLE_NONE);
+  };
+  pp.sx = row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1);
   pp.sw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sw, Np, nkb, col_pitch, kBN, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.dw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.dw, Np, nkb, col_pitch, kBN, 1,
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
-  pp.ow = kOffset ? make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.ow, Np, nkb, col_pitch,
-                                       kBN, 1, CU_TENSOR_MAP_SWIZZLE_NONE)
-                  : pp.dw;
+  pp.ox8 = row_map(a.ox, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, r1);
+  pp.sx8 = kOffset ? row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, r1) : pp.ox8;
+  pp.sumx8 = kOffset ? row_map(a.sumx, CU_TENSOR_MAP_DATA_TYPE_INT32, r1) : pp.ox8;
+  // The rank-1 weight planes: 8 K blocks (32 bytes) x BN rows per box, the 32-byte swizzle the
+  // tf32 MMA's B descriptor names.
+  pp.r1w = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.r1w, uint64_t(a.r1_ld),
+                              (kOffset ? 4 : 2) * Np, uint64_t(a.r1_ld) * 4, r1, kBN,
+                              CU_TENSOR_MAP_SWIZZLE_32B);
+  pp.r1_np = int(Np);
   sm90::BlockGemmParams p;
   p.set_tiles(a.M, a.N, a.n_kblocks, Shape::kBM, kBN, C);
   p.group_n = block_gemm_group_n(8 * kSub);  // the same N extent per raster group
@@ -80,6 +82,10 @@ void check_params(const Int8GemmParams& a, const char* name) {
                      a.ld_meta >= a.M && a.ld_meta % 4 == 0,
                  name, ": pitches lda ", a.lda, ", ldb ", a.ldb, ", ld_meta ", a.ld_meta,
                  " must cover K / M and be 16-byte multiples (TMA)");
+  MIXQ_CHECK_ARG(a.r1w != nullptr && a.r1_ld == int8_rank1_pitch(a.n_kblocks), name,
+                 ": the rank-1 weight planes (r1w ", static_cast<const void*>(a.r1w), ", r1_ld ",
+                 a.r1_ld, ") are missing or not int8_rank1_pitch(", a.n_kblocks, ") = ",
+                 int8_rank1_pitch(a.n_kblocks), " wide");
   MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 &&
                      a.bias_type <= 2,
                  name, ": bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",

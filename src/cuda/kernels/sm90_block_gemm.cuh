@@ -34,6 +34,11 @@
 //   promote(total, acc, scale)                       after the MMA, in registers; total and acc
 //                                                    are [kSub][BN / 2] (sub-tile s: rows + 64 s)
 //   kPromoteReadsSmem (optional)                     promote() reads the slot's metadata
+//   kRank1 (optional) with rank1_stages(num_kb), kRank1TxBytes, load_rank1(pp, a_slot, b_slot,
+//     bar, m0, n0, i) and rank1(total, a_slot, b_slot, row): a policy whose result has a part
+//     that is its own small GEMM (INT8's dot-independent terms) gets rank1_stages() extra ring
+//     stages at the start of every tile, loaded into the code slots; rank1() issues and commits
+//     their MMAs into the totals, and the skeleton waits for them before the slot goes back.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -182,6 +187,12 @@ __device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kProm
 }
 template <class Policy>
 __device__ constexpr bool promote_reads_smem(long) { return false; }
+template <class Policy>
+__host__ __device__ constexpr auto has_rank1(int) -> decltype(bool(Policy::kRank1)) {
+  return Policy::kRank1;
+}
+template <class Policy>
+__host__ __device__ constexpr bool has_rank1(long) { return false; }
 
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
@@ -244,6 +255,19 @@ __global__ void __launch_bounds__(384, 1)
         int mu, nb;
         tile_coords(t, p, mu, nb);
         const int m0 = (mu * kCluster + rank) * Shape::kBM, n0 = nb * BN;
+        if constexpr (has_rank1<Policy>(0)) {
+          // Each CTA loads its own rank-1 stages (no multicast); the slot protocol is unchanged.
+          for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
+            mbar_wait(&empty[stage], phase ^ 1);
+            mbar_arrive_expect_tx(&full[stage], Policy::kRank1TxBytes);
+            Policy::load_rank1(pp, a_tiles + stage * Shape::kABytes,
+                               b_tiles + stage * Shape::kBBytes, &full[stage], m0, n0, i);
+            if (++stage == kStages) {
+              stage = 0;
+              phase ^= 1;
+            }
+          }
+        }
         for (int kb = 0; kb < p.num_kb; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage],
@@ -342,6 +366,24 @@ __global__ void __launch_bounds__(384, 1)
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
         for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
+      if constexpr (has_rank1<Policy>(0)) {
+        // The tile's rank-1 stages, MMAs straight into the totals; each group completes before its
+        // slot is released (the MMAs read the slot) and before promote() touches the totals.
+        for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
+          const int stage = in.stage;
+          mbar_wait(&full[stage], in.phase);
+          __syncwarp();
+          Policy::rank1(total, a_tiles + stage * Shape::kABytes, b_tiles + stage * Shape::kBBytes,
+                        row);
+          wgmma_wait<0>();
+#pragma unroll
+          for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+            for (int r = 0; r < R; ++r) reg_fence(total[sub][r]);
+          release_slot<kCluster>(empty0 + 8 * stage, lane);
+          in.advance();
+        }
+      }
       Scale s0, s1;
       int st0 = issue(acc0, s0, n0, 0), st1;
       int kb = 0;

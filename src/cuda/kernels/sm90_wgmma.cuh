@@ -38,6 +38,14 @@ __device__ __forceinline__ uint64_t desc_kmajor_sw128(uint32_t smem_addr) {
   return desc_from_lo_sw128(desc_lo_kmajor_sw128(smem_addr));
 }
 
+// Descriptor of a K-major tile whose rows are 32 bytes (8 tf32 values: one k8 step), as TMA writes
+// it with CU_TENSOR_MAP_SWIZZLE_32B: 8-row x 32-byte atoms (256 bytes) one after another along N,
+// tile base 256-byte aligned. Layout field 3 = 32-byte swizzle; stride byte offset 256.
+__device__ __forceinline__ uint64_t desc_kmajor_sw32(uint32_t smem_addr) {
+  const uint32_t lo = ((smem_addr & 0x3FFFF) >> 4) | (1u << 16);
+  return (uint64_t((256 >> 4) | (3u << 30)) << 32) | lo;
+}
+
 // Orders this warpgroup's register/smem accesses before the following wgmma.mma_async.
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -57,6 +65,10 @@ __device__ __forceinline__ void reg_fence(int32_t& r) { asm volatile("" : "+r"(r
 // warp's 16x16 fragment in the mma.sync m16n8k16 A layout (the per-warp layout of wgmma's A).
 template <typename T, int N>
 struct WgmmaRS;
+// d += A(registers) . B(shared, K-major), m64 N k8, tf32 in, f32 accumulators (always accumulate);
+// A is the warp's 16x8 fragment in the mma.sync m16n8k8 tf32 A layout.
+template <int N>
+struct WgmmaTf32RS;
 #include "cuda/kernels/sm90_wgmma_rs.inc"
 
 }  // namespace mixq::cuda::sm90
