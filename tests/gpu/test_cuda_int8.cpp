@@ -327,6 +327,9 @@ TEST(CudaInt8Block, HopperWgmma) {
       check_block({300, 130, 136, 128, off, DType::F32, DType::F32, true, false, k}, seed++);
       // > 132 tiles: the persistent loop and the stage ring wrap across tiles
       check_block({2000, 1500, 520, 128, off, DType::F16, DType::F32, true, false, k}, seed++);
+      // more rank-1 stages (K / 1024) than ring slots, on CTAs that run several tiles (a ring
+      // slot held across tiles deadlocked this until session 11's fix)
+      check_block({2000, 1500, 7000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
     }
     for (DType xt : {DType::F16, DType::BF16, DType::F32})
       for (DType yt : {DType::F16, DType::BF16, DType::F32})

@@ -367,6 +367,14 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
       if constexpr (has_rank1<Policy>(0)) {
+        // The slot the previous tile's last promote() read goes back first: the producer fills
+        // this tile's rank-1 stages in ring order, and with more of them than free slots it would
+        // wait for that slot while the consumers wait for the rank-1 stage behind it (a deadlock
+        // from 6 rank-1 stages, K > 5 x 1024, on a CTA's second tile). No MMA is in flight here.
+        if constexpr (kDeferRelease) {
+          if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+          held = -1;
+        }
         // The tile's rank-1 stages, MMAs straight into the totals; each group completes before its
         // slot is released (the MMAs read the slot) and before promote() touches the totals.
         for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
