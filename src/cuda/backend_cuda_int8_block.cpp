@@ -2,8 +2,8 @@
 //
 // prepare: the i8 codes are copied into a zero-padded [Np][Kp] matrix (K contiguous, the layout
 // the GEMM's cp.async + ldmatrix want) and the per-(K block, row) epilogue values are precomputed
-// block-major: sw (rounded to 22 bits), ow and dw = sw*Σqw + g_i*ow, each row in the
-// int8_meta_col order (int8_gemm.hpp).
+// block-major: sw, ow and dw = sw*Σqw + g_i*ow, each row in the int8_meta_col order
+// (int8_gemm.hpp).
 // linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
 // the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
 #include <algorithm>

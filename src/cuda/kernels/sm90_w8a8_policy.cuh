@@ -12,10 +12,10 @@
 //  - shared-memory wavefronts. The wgmma operand reads are 384 per block (48 KB: each warpgroup
 //    reads its 8 KB of A and all 16 KB of B), and a column value costs every warp one wavefront
 //    per 4 bytes a thread receives, however wide the load (lanes of one row group read the same
-//    address; an LDS.128 is served in four quarter-warp wavefronts). With three column fields
-//    (sw, mw, dw) that was 800 more per block: 1184 wavefronts, 82% L1 throughput, ~1640 cycles
-//    per block. So mw is not loaded: it is one FMUL per column (0.5 per accumulator), and each
-//    column value is loaded once per block (2 fields: 512 + 384 wavefronts);
+//    address; an LDS.128 is served in four quarter-warp wavefronts). Session 10 loaded a third
+//    column field (mw = -magic * sw, for the conversion below): 800 more wavefronts per block,
+//    1184 in all, 82% L1 throughput, ~1640 cycles per block. Now each column value (sw, dw; ow
+//    with offset weights) is loaded once per block: 384 + 544 wavefronts;
 //  - issue slots: two consumer warps share each scheduler, so the promotion must stay near 4
 //    instructions per accumulator: I2FP (exact: |dot| <= 128 * 128 * 128 = 2^21 < 2^24), FMUL by
 //    sw, then two (offset weights: three) FMAs. Until session 10 the conversion was the magic-number
