@@ -27,6 +27,9 @@
 // took ~1460 cycles per block; now it is 3 (I2FP, FMUL by sw, FFMA by sx) and one column field
 // (sw) instead of two, while the rank-1 stages cost the tensor cores 3 tf32 k8 MMAs per 8 K
 // blocks and term (tf32 runs at 1/4 of the s8 rate: ~9% of the s8 MMA time, 19% with offsets).
+// Shared-memory wavefronts are the other budget: the wgmma operand reads are 384 per block, and a
+// column value costs every warp one wavefront per 4 bytes a thread receives (lanes of a row group
+// read the same address), so the promotion reads one column field (sw) per block.
 // The magic-number int -> float conversion (session 10) lost to I2FP: its VIADDs ran on the
 // half-rate integer pipe (35% of the stall samples).
 // The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
