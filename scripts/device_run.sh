@@ -3,7 +3,8 @@
 # then optional extra steps. Logs and JSON go to $OUT.
 #   bash scripts/device_run.sh [test|sanitize|bench|sass]...
 # Env: MIXQ_CUDA_ARCHS (default "80;90a"; "90a" builds faster), MIXQ_TARGETS (ninja targets,
-# default all), MIXQ_BUILD_DIR.
+# default all), MIXQ_BUILD_DIR, MIXQ_PREBUILT (non-empty: the build dir's binaries were carried, skip
+# the build; see scripts/prebuild_gpu.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -12,8 +13,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 t0=$(date +%s)
 # build logs stay on the machine unless the build fails (only 8 files come back from $OUT)
 LOGS=/tmp/mixq-logs; mkdir -p "$LOGS"
-cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON "-DMIXQ_CUDA_ARCHS=${MIXQ_CUDA_ARCHS:-80;90a}" > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
-cmake --build "$MIXQ_BUILD_DIR" -j 16 ${MIXQ_TARGETS:+--target $MIXQ_TARGETS} > "$LOGS/build.log" 2>&1 || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
+if [ -n "${MIXQ_PREBUILT:-}" ]; then
+  # binaries built on the CPU machine (same nvcc 13.0) and sent with `carry`: no cmake here (its
+  # cache names the other machine's paths), which saves the 150-270 s build of a fresh machine
+  python3 -c "import tarfile; tarfile.open(\"$MIXQ_BUILD_DIR/gpu-bins.tar.xz\").extractall()" || exit 1
+  echo "build: prebuilt, carried"
+else
+  cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON "-DMIXQ_CUDA_ARCHS=${MIXQ_CUDA_ARCHS:-80;90a}" > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
+  cmake --build "$MIXQ_BUILD_DIR" -j 16 ${MIXQ_TARGETS:+--target $MIXQ_TARGETS} > "$LOGS/build.log" 2>&1 || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
+fi
 echo "build: $(( $(date +%s) - t0 )) s"
 for step in "$@"; do
   case "$step" in
