@@ -34,8 +34,6 @@
 //   promote(total, acc, scale)                       after the MMA, in registers; total and acc
 //                                                    are [kSub][BN / 2] (sub-tile s: rows + 64 s)
 //   kPromoteReadsSmem (optional)                     promote() reads the slot's metadata
-//   preload(scale) (optional)                        metadata loads into `scale`, issued before
-//                                                    the wait that retires the block
 //   kRank1 (optional) with rank1_stages(num_kb), kRank1TxBytes, load_rank1(pp, a_slot, b_slot,
 //     bar, m0, n0, i) and rank1(total, a_slot, b_slot, row): a policy whose result has a part
 //     that is its own small GEMM (INT8's dot-independent terms) gets rank1_stages() extra ring
@@ -189,14 +187,6 @@ __device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kProm
 }
 template <class Policy>
 __device__ constexpr bool promote_reads_smem(long) { return false; }
-// Policy::preload(scale) (optional): loads part of the block's metadata into `scale` before the
-// wgmma.wait that retires the block, so that the load latency runs under the wait.
-template <class Policy, class Scale>
-__device__ __forceinline__ auto preload(Scale& s, int) -> decltype(Policy::preload(s)) {
-  Policy::preload(s);
-}
-template <class Policy, class Scale>
-__device__ __forceinline__ void preload(Scale&, long) {}
 template <class Policy>
 __host__ __device__ constexpr auto has_rank1(int) -> decltype(bool(Policy::kRank1)) {
   return Policy::kRank1;
@@ -409,25 +399,20 @@ __global__ void __launch_bounds__(384, 1)
       // block kb in flight on entry.
       for (; kb + 2 < p.num_kb; kb += 2) {
         st1 = issue(acc1, s1, n0, kb + 1);
-        preload<Policy>(s0, 0);
         wgmma_wait<1>();
         retire(acc0, s0, st0);
         st0 = issue(acc0, s0, n0, kb + 2);
-        preload<Policy>(s1, 0);
         wgmma_wait<1>();
         retire(acc1, s1, st1);
       }
       // One or two blocks left (kb in flight in acc0).
       if (kb + 1 < p.num_kb) {
         st1 = issue(acc1, s1, n0, kb + 1);
-        preload<Policy>(s0, 0);
         wgmma_wait<1>();
         retire(acc0, s0, st0);
-        preload<Policy>(s1, 0);
         wgmma_wait<0>();
         retire(acc1, s1, st1);
       } else {
-        preload<Policy>(s0, 0);
         wgmma_wait<0>();
         retire(acc0, s0, st0);
       }

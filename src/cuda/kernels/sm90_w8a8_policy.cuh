@@ -146,36 +146,15 @@ struct Int8BlockPolicy {
     wgmma_commit();
   }
 
-  // The stage's addresses, and (preload(), below) the first kPreQ 16-byte groups of sw and the
-  // thread's sx values in registers. The loads are issued before the wgmma.wait that retires the
-  // block, so their latency (long while the MMAs stream operands out of shared memory) runs under
-  // that wait: loaded inside promote(), ncu put 21% of the kernel's stall samples on the first
-  // FMUL waiting for them (short scoreboard, session 12). Only half of sw is preloaded: two
-  // accumulator sets and the totals take 192 of the 232 registers, and the other half is loaded
-  // at the start of promote(), in flight while the first half is folded.
-  static constexpr int kS = BM / 128;  // m64 sub-tiles per consumer warpgroup
-  static constexpr int kQ = BN / 16;  // 16-byte groups of sw per thread (4 of its columns each)
-  static constexpr int kPreQ = kQ / 2;  // of them preloaded
+  // Only the stage's addresses: the row values are read in promote(), after the MMAs, so that the
+  // two accumulator sets in flight do not each hold more live registers.
   struct Scale {
     uint32_t row;  // shared address of this thread's sx (row + 8 at +32)
     uint32_t col;  // shared address of this thread's first 16 bytes of the stage's sw[BN] row
-    float sx[kS][2];
-    float4 w[kPreQ];
   };
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
                                                int /*n0*/, int /*kb*/) {
-    Scale s;
-    s.row = smem_u32(a_meta) + 4 * row;
-    s.col = smem_u32(b_meta) + 16 * (threadIdx.x % 4);
-    return s;
-  }
-  __device__ __forceinline__ static void preload(Scale& s) {
-#pragma unroll
-    for (int sub = 0; sub < kS; ++sub)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) s.sx[sub][h] = lds(s.row + 4 * (64 * sub + 8 * h));
-#pragma unroll
-    for (int q = 0; q < kPreQ; ++q) s.w[q] = lds4(s.col + 64 * q);
+    return {smem_u32(a_meta) + 4 * row, smem_u32(b_meta) + 16 * (threadIdx.x % 4)};
   }
 
   // Accumulator layout (m64nN): registers 4j, 4j+1 are row `row`, 4j+2, 4j+3 row `row + 8`,
@@ -187,13 +166,14 @@ struct Int8BlockPolicy {
   __device__ __forceinline__ static void promote(float (&total)[S][R], const int32_t (&acc)[S][R],
                                                  const Scale& s) {
     static_assert(64 * S <= BM / 2, "a consumer warpgroup's sub-tiles lie inside its half");
-    static_assert(S == kS && R / 8 == kQ, "the preloaded values match the tile");
-    float4 rest[kQ - kPreQ];  // issued together, first: in flight while the preloaded half is used
+    float sx[S][2];
 #pragma unroll
-    for (int q = kPreQ; q < kQ; ++q) rest[q - kPreQ] = lds4(s.col + 64 * q);
+    for (int sub = 0; sub < S; ++sub)
 #pragma unroll
-    for (int q = 0; q < kQ; ++q) {
-      const float4 w4 = q < kPreQ ? s.w[q] : rest[q - kPreQ];
+      for (int h = 0; h < 2; ++h) sx[sub][h] = lds(s.row + 4 * (64 * sub + 8 * h));
+#pragma unroll
+    for (int q = 0; q < R / 8; ++q) {
+      const float4 w4 = lds4(s.col + 64 * q);
       const float w[4] = {w4.x, w4.y, w4.z, w4.w};
 #pragma unroll
       for (int sub = 0; sub < S; ++sub)
@@ -204,7 +184,7 @@ struct Int8BlockPolicy {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 4 * (2 * q + jj) + 2 * h + e, c = 2 * jj + e;
-              total[sub][i] = fmaf(s.sx[sub][h], __int2float_rn(acc[sub][i]) * w[c], total[sub][i]);
+              total[sub][i] = fmaf(sx[sub][h], __int2float_rn(acc[sub][i]) * w[c], total[sub][i]);
             }
     }
   }
