@@ -16,7 +16,7 @@ LOGS=/tmp/mixq-logs; mkdir -p "$LOGS"
 if [ -n "${MIXQ_PREBUILT:-}" ]; then
   # binaries built on the CPU machine (same nvcc 13.0) and sent with `carry`: no cmake here (its
   # cache names the other machine's paths), which saves the 150-270 s build of a fresh machine
-  python3 -c "import tarfile; tarfile.open(\"$MIXQ_BUILD_DIR/gpu-bins.tar.xz\").extractall()" || exit 1
+  bash scripts/prebuild_gpu.sh unpack || exit 1
   echo "build: prebuilt, carried"
 else
   cmake -S . -B "$MIXQ_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON "-DMIXQ_CUDA_ARCHS=${MIXQ_CUDA_ARCHS:-80;90a}" > "$LOGS/cmake.log" 2>&1 || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }

@@ -33,7 +33,7 @@ for step in "$@"; do
       done ;;
     build)
       # MIXQ_PREBUILT: build-gpu's binaries came with `carry` (scripts/prebuild_gpu.sh)
-      [ -n "${MIXQ_PREBUILT:-}" ] && { python3 -c "import tarfile; tarfile.open('build-gpu/gpu-bins.tar.xz').extractall()" || exit 1; echo "build: prebuilt, carried"; continue; }
+      [ -n "${MIXQ_PREBUILT:-}" ] && { bash scripts/prebuild_gpu.sh unpack || exit 1; echo "build: prebuilt, carried"; continue; }
       t0=$(date +%s)
       cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /tmp/cmake.log 2>&1 || { tail -20 /tmp/cmake.log; exit 1; }
       cmake --build build-gpu -j 16 --target ${BUILD_TARGETS:-mixq_gpu_tests cuda_int8_sweep} > /tmp/build.log 2>&1 || { grep -E "error|FAILED" /tmp/build.log | head -30; cp /tmp/build.log "$OUT/"; exit 1; }
