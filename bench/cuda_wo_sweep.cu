@@ -2,7 +2,10 @@
 // ceiling of this run. Cold L2: every timed call uses the next of enough weight copies to cover
 // >= 4x the L2; each figure is the median of 7 replays of a CUDA graph of >= 10 calls.
 //   cuda_wo_sweep [--shapes KxN,...] [--m 1,16,...] [--schemes w4g128,w8g128] [--act f16,bf16]
-//                 [--json FILE]
+//                 [--json FILE] [--variants 'VAR=V,VAR=V;VAR=V;...' [--rounds R]]
+// --variants times mixq once per variant (a set of environment variables, e.g. the planner's
+// knobs; an empty variant is the default), R rounds alternating the variants, in this process
+// and on the same prepared weights: a same-process A/B. Rows end with the variant.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -64,13 +67,39 @@ int main(int argc, char** argv) {
   std::string shapes = "14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192";
   std::string ms = "1,2,4,8,16,32,64,128,256,1024,4096", schemes = "w4g128,w8g128", acts = "f16,bf16", json;
   bool baseline = true;
+  std::string variants_arg;
+  int rounds = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return std::string(i + 1 < argc ? argv[++i] : ""); };
     if (a == "--shapes") shapes = next(); else if (a == "--m") ms = next(); else if (a == "--schemes") schemes = next();
     else if (a == "--act") acts = next(); else if (a == "--json") json = next(); else if (a == "--no-baseline") baseline = false;
+    else if (a == "--variants") variants_arg = next(); else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str()));
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
+  // each variant: the VAR=VALUE settings it applies (every variable any variant names is unset first)
+  std::vector<std::vector<std::pair<std::string, std::string>>> variants;
+  std::vector<std::string> variant_names, variant_vars;
+  if (variants_arg.empty()) {
+    variants.emplace_back();
+    variant_names.push_back("");
+  } else {
+    for (const auto& v : split(variants_arg, ';')) {
+      variants.emplace_back();
+      for (const auto& kv : split(v, ',')) {
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos) continue;
+        variants.back().emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+        if (std::find(variant_vars.begin(), variant_vars.end(), kv.substr(0, eq)) == variant_vars.end())
+          variant_vars.push_back(kv.substr(0, eq));
+      }
+      variant_names.push_back(v.empty() ? "default" : v);
+    }
+  }
+  auto apply_variant = [&](size_t vi) {
+    for (const auto& var : variant_vars) unsetenv(var.c_str());
+    for (const auto& [k, v] : variants[vi]) setenv(k.c_str(), v.c_str(), 1);
+  };
   cudaDeviceProp prop; CK(cudaGetDeviceProperties(&prop, 0)); g_l2 = prop.l2CacheSize;
   cudaStream_t s; CK(cudaStreamCreate(&s));
   cublasHandle_t h; cublasCreate(&h); cublasSetStream(h, s);
@@ -124,20 +153,25 @@ int main(int argc, char** argv) {
         for (int r = 0; r < rotq; ++r) pw.push_back(prepare(qw, o));
         for (const auto& mstr : split(ms, ',')) {
           const int64_t M = std::stoll(mstr);
+          double cub = 0;
+          for (int round = 0; round < rounds; ++round)
+          for (size_t vi = 0; vi < variants.size(); ++vi) {
+          apply_variant(vi);
           const double us = time_graph([&](int i, cudaStream_t st) {
             ExecContext c; c.stream = st;
             linear(TensorView(x, xt, {M, K}, Device::CUDA), pw[i], TensorView(y, xt, {M, N}, Device::CUDA), {}, c); }, rotq, s);
-          double cub = 0;
-          if (baseline) {
+          if (baseline && round == 0 && vi == 0) {
             cub = time_graph([&](int i, cudaStream_t st) {
               (void)st; const float al = 1.f, be = 0.f; const cudaDataType_t t = xt == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
               cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &al, w16[i], t, int(K), x, t, int(K), &be, y, t, int(N), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT); }, rot16, s);
           }
           const double bytes = double(qbytes) + double(M) * K * 2 + double(M) * N * 2;
           const std::string kname = pw[0].kernel_name(M);
-          std::printf("%-12s %-6s %-4s %5lld  %10.1f %10.1f %10.2f  %8.0f %8.1f  %s\n", shp.c_str(), sch.c_str(), act.c_str(), (long long)M, us, cub, cub / us, bytes / us * 1e-3, 2.0 * M * N * K / us * 1e-6, kname.c_str());
+          std::printf("%-12s %-6s %-4s %5lld  %10.1f %10.1f %10.2f  %8.0f %8.1f  %s%s%s\n", shp.c_str(), sch.c_str(), act.c_str(), (long long)M, us, cub, cub / us, bytes / us * 1e-3, 2.0 * M * N * K / us * 1e-6, kname.c_str(), variant_names[vi].empty() ? "" : "  ", variant_names[vi].c_str());
           std::fflush(stdout);
-          if (js) { std::fprintf(js, "%s{\"K\": %lld, \"N\": %lld, \"M\": %lld, \"scheme\": \"%s\", \"act\": \"%s\", \"mixq_us\": %.2f, \"cublas_us\": %.2f, \"kernel\": \"%s\", \"weight_bytes\": %zu}", first_row ? "" : ",", (long long)K, (long long)N, (long long)M, sch.c_str(), act.c_str(), us, cub, kname.c_str(), qbytes); first_row = false; }
+          if (js) { std::fprintf(js, "%s{\"K\": %lld, \"N\": %lld, \"M\": %lld, \"scheme\": \"%s\", \"act\": \"%s\", \"mixq_us\": %.2f, \"cublas_us\": %.2f, \"kernel\": \"%s\", \"variant\": \"%s\", \"round\": %d, \"weight_bytes\": %zu}", first_row ? "" : ",", (long long)K, (long long)N, (long long)M, sch.c_str(), act.c_str(), us, cub, kname.c_str(), variant_names[vi].c_str(), round, qbytes); first_row = false; }
+          }
+          apply_variant(0);
         }
       }
       for (auto p : w16) cudaFree(p);

@@ -40,6 +40,29 @@ for step in "$@"; do
           --gtest_filter="$filter" > "$LOGS/sanitize_$tool.log" 2>&1
         echo "compute-sanitizer $tool rc=$?"; tail -3 "$LOGS/sanitize_$tool.log"; cp "$LOGS/sanitize_$tool.log" "$OUT/"
       done ;;
+    wotests)
+      # the weight-only GPU tests with the (prebuilt) test binary itself: ctest needs the build's
+      # cmake cache, which a carried build does not have
+      timeout "${WOT_TIMEOUT:-300}" "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" \
+        --gtest_filter="${WOT_FILTER:-CudaWeightOnly.*:CudaFp8WeightOnly.*}" > "$OUT/wotests.log" 2>&1
+      echo "wotests rc=$?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|^\[       OK \]" "$OUT/wotests.log" | tail -25 ;;
+    wosan)
+      # compute-sanitizer on the streaming kernel's K-split paths (K-warps, clusters, partials)
+      for tool in memcheck racecheck; do
+        filter=${WOSAN_FILTER:-CudaWeightOnly.StreamKernelWarpSplitsAndClusters}
+        [ $tool = memcheck ] && filter="$filter:CudaWeightOnly.Deterministic*"
+        timeout "${WOSAN_TIMEOUT:-200}" compute-sanitizer --tool $tool --error-exitcode 9 \
+          "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter="$filter" > "$OUT/wosan_$tool.log" 2>&1
+        echo "compute-sanitizer $tool rc=$?"; tail -3 "$OUT/wosan_$tool.log"
+      done ;;
+    variants)
+      # same-process A/B of planner knobs: cuda_wo_sweep --variants (VAR_LIST: 'A;B;...', each
+      # variant VAR=V,...), VAR_ROUNDS rounds alternating them; table: scripts/variants_table.py
+      timeout "${VAR_TIMEOUT:-300}" "$MIXQ_BUILD_DIR/cuda_wo_sweep" --shapes "${VAR_SHAPES:-4096x4096}" \
+        --m "${VAR_MS:-1,2}" --schemes "${VAR_SCHEMES:-w4g128,w8g128}" --act "${VAR_ACT:-f16}" --no-baseline \
+        --variants "$VAR_LIST" --rounds "${VAR_ROUNDS:-2}" --json "$OUT/variants.json" > "$OUT/variants.txt" 2>&1
+      echo "variants rc=$?"; grep -m1 ceiling "$OUT/variants.txt"
+      python3 scripts/variants_table.py "$OUT/variants.json" ;;
     sass)
       cuobjdump --dump-resource-usage "$MIXQ_BUILD_DIR"/CMakeFiles/mixq.dir/src/cuda/sm80_wo_stream_f16.cu.o > "$OUT/resources.txt" 2>&1
       grep -E "REG|STACK" "$OUT/resources.txt" | head -20

@@ -79,6 +79,7 @@ class CudaWeightOnly final : public PreparedImpl {
     DeviceGuard guard(device_);
     ctx_ = &cuda::DeviceContext::get(device_);
     caps_ = ctx_->caps();
+    caps_.stream_clusters = cuda::wo_stream_clusters_available(device_);
     MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda backend needs compute capability "
                ">= 8.0 (mma.sync m16n8k16 bf16), device ", device_, " is ", caps_.cc_major, ".",
                caps_.cc_minor);
@@ -132,6 +133,16 @@ class CudaWeightOnly final : public PreparedImpl {
           ws = std::max(ws, cuda::wo_workspace_bytes(p));
           tickets = std::max(tickets, p.tickets);
         }
+        // the streaming kernel's K-split knobs may be changed by the environment after prepare
+        // (benchmarks): size for every combination (a forced stream plan at M covers the
+        // automatic one wherever that streams)
+        for (int warps_k : {1, 2, 4})
+          for (int cluster : {0, 1}) {
+            const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,
+                                                    "stream", false, {warps_k, cluster});
+            ws = std::max(ws, cuda::wo_workspace_bytes(p));
+            tickets = std::max(tickets, p.tickets);
+          }
       }
     }
     scratch_ = ctx_->reserve_scratch(ws);
@@ -146,7 +157,8 @@ class CudaWeightOnly final : public PreparedImpl {
     if (p.kernel != WoKernel::DequantCublas)
       s += std::string(p.stream_k ? "_ws" : "") +
            (L_.e4m3 ? std::string("_fp8") : "_w" + std::to_string(L_.bits)) + "_mt" +
-           std::to_string(p.mt) + (p.stream_k ? std::string("_sk") : "_s" + std::to_string(p.splits));
+           std::to_string(p.mt) + (p.stream_k ? std::string("_sk") : "_s" + std::to_string(p.splits)) +
+           (p.cluster ? "c" : "") + (p.warps_k > 1 ? "_k" + std::to_string(p.warps_k) : "");
     return s;
   }
 
@@ -186,6 +198,9 @@ class CudaWeightOnly final : public PreparedImpl {
                      "(linear_workspace_size)");
       ws = static_cast<char*>(scratch_->data());
       tickets = static_cast<unsigned*>(internal_tickets_.data());
+      MIXQ_CHECK(p.tickets * 4 <= internal_tickets_.size(), ErrorCode::Internal, "linear: M = ", M,
+                 " needs ", p.tickets, " split-K tickets, more than the ",
+                 internal_tickets_.size() / 4, " reserved at prepare time");
     }
     if (p.kernel == WoKernel::Stream)
       run_stream(p, x, y, ep, ws, tickets, stream);
@@ -332,8 +347,10 @@ class CudaWeightOnly final : public PreparedImpl {
     k.groups = int(L_.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
-    k.max_groups = p.max_groups_per_stage;
+    k.max_runs = p.max_runs_per_stage;
     k.splits = p.splits;
+    k.warps_k = p.warps_k;
+    k.cluster = p.cluster;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;
     k.y = y.data;

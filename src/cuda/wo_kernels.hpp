@@ -17,6 +17,9 @@ constexpr int kStreamWarps = 4;
 // codes: WoLayout::code_kind() (kCodesU4, kCodesU8 or kCodesE4M3).
 void launch_wo_stream(const WoStreamParams& p, int mt, int codes, dim3 grid, size_t smem,
                       cudaStream_t stream);
+// Whether the streaming kernel's image that runs on `device` can reduce its splits in a
+// thread-block cluster (WoStreamParams::cluster): sm_90 code on a 9.x device.
+bool wo_stream_clusters_available(int device);
 
 // GPU repack: canonical row-major codes ([N][row_bytes], I4/U4 packed two per byte, I8/U8/E4M3
 // one per byte) -> the fragment-ordered layout of wo_layout.hpp, converting signed codes to

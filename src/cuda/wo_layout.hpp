@@ -75,6 +75,15 @@ MIXQ_HOST_DEVICE constexpr int wo_stream_min_blocks(int mt, int bits) {
 #endif
 }
 
+// The streaming kernel folds its biased MMA sums (they grow with the bias times sum(x)) into the
+// f32 accumulators once per run: a group, or a 2^kStreamMaxRunShift-long piece of a longer group.
+// The activation sums of the offset term are kept per run (the host sizes them).
+constexpr int kStreamMaxRunShift = 8;
+
+// Largest thread-block cluster the streaming kernel's split-K reduction uses (the splits of one
+// output tile form a cluster; 16 is H100's non-portable maximum).
+constexpr int kStreamMaxClusterSplits = 16;
+
 // Blocks per SM the host planner assumes for token tile mt (the K split is sized so that every
 // block is resident at once): the launch bounds where they constrain, else what the registers
 // allow (mt = 32 and 64 use ~190-240 registers: 2 blocks of 128 threads).

@@ -32,10 +32,16 @@ struct WoStreamParams {
   // decomposition
   int chunks_per_split;  // 64-wide K chunks per split
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
-  int max_groups;        // per-stage (token, group) sums reserved in shared memory
+  int max_runs;          // (token, run) activation sums per K-warp and stage in shared memory
   int splits;
-  float* partial;        // [splits][M][N] when splits > 1
-  unsigned* tickets;     // one per (n block, m block), zero before the launch
+  // Warps of a block that split its K range between them (1, 2 or 4; the other kStreamWarps /
+  // warps_k warps own different rows); their sums meet in shared memory.
+  int warps_k;
+  // sm_90: the splits of one output tile run as one thread-block cluster (1, splits, 1) and
+  // reduce through distributed shared memory (no partials, fence or ticket in global memory).
+  bool cluster;
+  float* partial;        // [splits][M][N] when splits > 1 and !cluster
+  unsigned* tickets;     // one per (n block, m block), zero before the launch (!cluster)
   // output
   void* y;
   int64_t ldy;

@@ -47,7 +47,7 @@ int choose_splits(int64_t tiles, int sm_count, int chunks, int max_splits) {
 
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
                         bool y_direct, const DeviceCaps& caps, const std::string& force,
-                        bool wgmma_ok) {
+                        bool wgmma_ok, const StreamKnobs& knobs) {
   MIXQ_CHECK_ARG(force.empty() || force == "stream" || force == "cublas" || force == "wgmma",
                  "force_kernel '", force, "' is not one of stream, cublas, wgmma");
   MIXQ_CHECK(force != "wgmma" || wgmma_ok, ErrorCode::Unsupported,
@@ -125,18 +125,26 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.m_blocks = ceil_div(M, p.mt);
   const int n_tiles = ceil_div(L.N, kTileRows);
   const int rt = wo_row_tiles(p.mt, L.bits, x_f32);
-  p.n_blocks = ceil_div(n_tiles, kStreamWarpsPlan * rt);
+  // K-warps: warps of a block that split its K range (their sums meet in shared memory).
+  int warps_k = 1;
+  if (const char* e = std::getenv("MIXQ_STREAM_WARPS_K"))  // tuning knob (benchmarks, tests)
+    if (std::atoi(e) == 1 || std::atoi(e) == 2 || std::atoi(e) == 4) warps_k = std::atoi(e);
+  if (knobs.warps_k == 1 || knobs.warps_k == 2 || knobs.warps_k == 4) warps_k = knobs.warps_k;
+  p.warps_k = warps_k;
+  const int warps_n = kStreamWarpsPlan / warps_k;
+  p.n_blocks = ceil_div(n_tiles, warps_n * rt);
   const int chunks = int(L.Kp / kChunkK);
 
   p.x_rows = int(std::min<int64_t>(p.mt, M));
   const int sx = x_f32 ? 2 : 1;
-  auto smem_for = [&](int stage_chunks, int* max_groups) {
+  auto smem_for = [&](int stage_chunks, int* max_runs) {
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
-    *max_groups = int(kr / std::min<int64_t>(L.group, kr)) + 2;
-    // activations (+ zero row) and their group sums (StreamSmem in kernels/sm80_wo_stream.cuh;
-    // the weights stream through registers)
+    const int64_t run = std::min<int64_t>(L.group, int64_t(1) << kStreamMaxRunShift);
+    *max_runs = int(kr / std::min<int64_t>(run, kr)) + 2;
+    // activations (+ zero row) and their sums per run and K-warp (StreamSmem in
+    // kernels/sm80_wo_stream.cuh; the weights stream through registers)
     return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx +
-           (size_t(p.x_rows) * *max_groups * 4 + 15) / 16 * 16;
+           (size_t(warps_k) * p.x_rows * *max_runs * 4 + 15) / 16 * 16;
   };
   // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is
   // compiled for wo_stream_min_blocks() resident blocks (launch bounds), larger tiles are limited
@@ -147,19 +155,29 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
   // Split K so that all blocks are resident at once (one wave: a second, partial wave would
-  // stream alone with too few loads in flight), as many as fit, each at least min_chunks long;
-  // within the workspace cap.
+  // stream alone with too few loads in flight), as many as fit, each at least min_chunks long
+  // per K-warp. On sm_90 the splits of a tile reduce inside a thread-block cluster (at most
+  // kStreamMaxClusterSplits), elsewhere through global partials within the workspace cap.
   int min_chunks = 4;
   if (const char* e = std::getenv("MIXQ_STREAM_MIN_CHUNKS"))  // tuning knob (benchmarks)
     if (std::atoi(e) >= 1 && std::atoi(e) <= 64) min_chunks = std::atoi(e);
+  bool cluster = caps.stream_clusters;
+  if (const char* e = std::getenv("MIXQ_STREAM_CLUSTER"))  // tuning knob: 0 = global partials
+    if (e[0] == '0') cluster = false;
+  if (knobs.cluster >= 0) cluster = caps.stream_clusters && knobs.cluster > 0;
   const int64_t base = int64_t(p.n_blocks) * p.m_blocks;
   const int64_t resident = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, resident / base));
-  splits = std::min(splits, std::max(1, chunks / min_chunks));
-  const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
-  splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
+  splits = std::min(splits, std::max(1, chunks / (min_chunks * warps_k)));
+  if (cluster) {
+    splits = std::min(splits, kStreamMaxClusterSplits);
+  } else {
+    const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
+    splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
+  }
   p.chunks_per_split = ceil_div(chunks, splits);
   p.splits = ceil_div(chunks, p.chunks_per_split);
+  p.cluster = cluster && p.splits > 1;
   // Stage as much of the split's K range as fits the budget (ideally all of it: one barrier).
   int stage = 1;
   for (int s = p.chunks_per_split; s >= 1; --s) {
@@ -167,9 +185,17 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     if (smem_for(s, &g) <= budget) { stage = s; break; }
   }
   p.chunks_per_stage = stage;
-  p.smem_bytes = smem_for(stage, &p.max_groups_per_stage);
-  p.partial_floats = p.splits > 1 ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
-  p.tickets = size_t(base);
+  p.smem_bytes = smem_for(stage, &p.max_runs_per_stage);
+  // after the K loop the same memory holds the K-warps' accumulators, then the cluster's tile
+  // (StreamSmem::warp_k_bytes, cluster_bytes)
+  const int acc_per_lane = rt * (p.mt / 8) * 4;
+  if (warps_k > 1)
+    p.smem_bytes = std::max(p.smem_bytes, size_t(warps_k - 1) * warps_n * 32 * acc_per_lane * 4);
+  if (p.cluster)
+    p.smem_bytes = std::max(p.smem_bytes, size_t(warps_n) * rt * kTileRows * p.x_rows * 4);
+  const bool global_partials = p.splits > 1 && !p.cluster;
+  p.partial_floats = global_partials ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
+  p.tickets = global_partials ? size_t(base) : 0;
   return p;
 }
 

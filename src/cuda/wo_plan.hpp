@@ -16,6 +16,9 @@ struct DeviceCaps {
   int cc_major = 9, cc_minor = 0;
   size_t smem_per_block_optin = 227 * 1024;
   size_t l2_bytes = 50u << 20;
+  // the streaming kernel's loaded image can launch thread-block clusters (sm_90 code on a 9.x
+  // device: wo_stream_clusters_available)
+  bool stream_clusters = false;
 };
 
 enum class WoKernel { Stream, DequantCublas, Wgmma };
@@ -30,8 +33,10 @@ struct WoPlan {
   int n_blocks = 1;
   int splits = 1;
   int chunks_per_split = 1;
+  int warps_k = 1;            // warps of a block splitting its K range (WoStreamParams::warps_k)
+  bool cluster = false;       // splits reduce inside a thread-block cluster (WoStreamParams::cluster)
   int chunks_per_stage = 1;
-  int max_groups_per_stage = 1;
+  int max_runs_per_stage = 1;  // (token, run) sums per K-warp (kStreamMaxRunShift)
   size_t smem_bytes = 0;
   size_t partial_floats = 0;  // split-K workspace
   size_t tickets = 0;
@@ -65,13 +70,21 @@ constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgm
 // ~20% at M = 4096 on 14336x21504); the buffer is per-device scratch shared by all weights.
 constexpr size_t kDequantChunkBytes = size_t(256) << 20;
 
+// The streaming kernel's K-split knobs; a negative field means "the default" (the environment
+// variables MIXQ_STREAM_WARPS_K and MIXQ_STREAM_CLUSTER, else the planner's choice). Prepare
+// probes every combination so that its workspace and tickets serve whatever a call picks.
+struct StreamKnobs {
+  int warps_k = -1;  // 1, 2 or 4
+  int cluster = -1;  // 0: global partials; 1: clusters where the kernel image allows them
+};
+
 // force: "" (automatic), "stream", "cublas" or "wgmma".
 // y_direct: cuBLAS can write the output dtype itself (it equals the activation dtype, or is f32).
 // wgmma_ok: the Hopper wgmma kernel can run this call (sm_90a binary on a 9.x device, 16-bit
 // activations with 16-byte aligned rows); it then serves every M past the streaming kernel.
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
                         bool y_direct, const DeviceCaps& caps, const std::string& force,
-                        bool wgmma_ok = false);
+                        bool wgmma_ok = false, const StreamKnobs& knobs = {});
 
 // Splits of K that best fill `sm_count` single-CTA SMs with `tiles` output tiles (at most
 // max_splits, at least 4 chunks per split): the wave-quantization efficiency is maximized.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <vector>
 
@@ -45,28 +46,54 @@ TEST(CudaPlan, KernelChoiceFollowsTheMeasuredThreshold) {
 
 TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
   DeviceCaps caps;
-  for (int sms : {46, 108, 132}) {
-    caps.sm_count = sms;
-    for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {21504, 14336}, {10944, 7392}, {17, 31}})
-      for (int bits : {4, 8})
-        for (int64_t g : {int64_t(32), int64_t(128), int64_t(1) << 30})
-          for (int64_t M : {1, 3, 8, 9, 16, 31, 32, 64, 200}) {
-            const WoLayout L = layout(N, K, bits, g);
-            const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "stream");
-            const int chunks = int(L.Kp / kChunkK);
-            EXPECT_GE(p.splits * p.chunks_per_split, chunks);
-            EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
-            EXPECT_GE(p.chunks_per_stage, 1);
-            EXPECT_LE(p.chunks_per_stage, p.chunks_per_split);
-            EXPECT_LE(p.smem_bytes, caps.smem_per_block_optin);
-            EXPECT_GE(p.mt, std::min<int64_t>(M, 64));
-            EXPECT_EQ(p.x_rows, std::min<int64_t>(p.mt, M));
-            EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
-            EXPECT_LE(p.partial_floats, kMaxPartialFloats > size_t(M * N) ? kMaxPartialFloats : size_t(M * N) * 1);
-            EXPECT_EQ(p.tickets, size_t(p.n_blocks) * p.m_blocks);
-            EXPECT_GE(wo_workspace_bytes(p), p.partial_floats * 4 + p.tickets * 4);
-          }
-  }
+  const char* warps_k_env = std::getenv("MIXQ_STREAM_WARPS_K");
+  for (const char* warps_k : {"", "1", "2", "4"})
+    for (bool clusters : {false, true})
+      for (int sms : {46, 108, 132}) {
+        if (*warps_k) setenv("MIXQ_STREAM_WARPS_K", warps_k, 1);
+        else unsetenv("MIXQ_STREAM_WARPS_K");
+        caps.sm_count = sms;
+        caps.stream_clusters = clusters;
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {21504, 14336}, {10944, 7392}, {17, 31}})
+          for (int bits : {4, 8})
+            for (int64_t g : {int64_t(32), int64_t(128), int64_t(1) << 30})
+              for (int64_t M : {1, 3, 8, 9, 16, 31, 32, 64, 200}) {
+                const WoLayout L = layout(N, K, bits, g);
+                const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "stream");
+                const int chunks = int(L.Kp / kChunkK);
+                EXPECT_GE(p.splits * p.chunks_per_split, chunks);
+                EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
+                EXPECT_GE(p.chunks_per_stage, 1);
+                EXPECT_LE(p.chunks_per_stage, p.chunks_per_split);
+                EXPECT_LE(p.smem_bytes, caps.smem_per_block_optin);
+                EXPECT_GE(p.mt, std::min<int64_t>(M, 64));
+                EXPECT_EQ(p.x_rows, std::min<int64_t>(p.mt, M));
+                EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
+                EXPECT_TRUE(p.warps_k == 1 || p.warps_k == 2 || p.warps_k == 4);
+                if (*warps_k) {
+                  EXPECT_EQ(p.warps_k, std::atoi(warps_k));
+                }
+                // the blocks cover every 16-row tile
+                const int rows_per_block = (4 / p.warps_k) * wo_row_tiles(p.mt, bits, false) * kTileRows;
+                EXPECT_GE(int64_t(p.n_blocks) * rows_per_block, L.Np);
+                EXPECT_LT(int64_t(p.n_blocks - 1) * rows_per_block, L.Np);
+                // clusters only where the kernel can launch them, at most the cluster limit; then
+                // neither partials nor tickets in global memory
+                EXPECT_EQ(p.cluster, clusters && p.splits > 1);
+                if (p.cluster) {
+                  EXPECT_LE(p.splits, kStreamMaxClusterSplits);
+                  EXPECT_EQ(p.partial_floats, 0u);
+                  EXPECT_EQ(p.tickets, 0u);
+                } else {
+                  EXPECT_LE(p.partial_floats, kMaxPartialFloats > size_t(M * N) ? kMaxPartialFloats : size_t(M * N) * 1);
+                  EXPECT_EQ(p.tickets, p.splits > 1 ? size_t(p.n_blocks) * p.m_blocks : 0u);
+                  EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * N : 0u);
+                }
+                EXPECT_GE(wo_workspace_bytes(p), p.partial_floats * 4 + p.tickets * 4);
+              }
+      }
+  if (warps_k_env) setenv("MIXQ_STREAM_WARPS_K", warps_k_env, 1);
+  else unsetenv("MIXQ_STREAM_WARPS_K");
 }
 
 TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
