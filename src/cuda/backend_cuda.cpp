@@ -133,16 +133,13 @@ class CudaWeightOnly final : public PreparedImpl {
           ws = std::max(ws, cuda::wo_workspace_bytes(p));
           tickets = std::max(tickets, p.tickets);
         }
-        // the streaming kernel's K-split knobs may be changed by the environment after prepare
-        // (benchmarks): size for every combination (a forced stream plan at M covers the
+        // the streaming kernel's split reduction may be forced by the environment after prepare
+        // (benchmarks): size for global partials too (a forced stream plan at M covers the
         // automatic one wherever that streams)
-        for (int warps_k : {1, 2, 4})
-          for (int cluster : {0, 1}) {
-            const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,
-                                                    "stream", false, {warps_k, cluster});
-            ws = std::max(ws, cuda::wo_workspace_bytes(p));
-            tickets = std::max(tickets, p.tickets);
-          }
+        const WoPlan p = cuda::plan_weight_only(m, L_, f32 ? 4 : 2, f32, false, true, caps_,
+                                                "stream", false, cuda::StreamKnobs{0});
+        ws = std::max(ws, cuda::wo_workspace_bytes(p));
+        tickets = std::max(tickets, p.tickets);
       }
     }
     scratch_ = ctx_->reserve_scratch(ws);
@@ -158,7 +155,7 @@ class CudaWeightOnly final : public PreparedImpl {
       s += std::string(p.stream_k ? "_ws" : "") +
            (L_.e4m3 ? std::string("_fp8") : "_w" + std::to_string(L_.bits)) + "_mt" +
            std::to_string(p.mt) + (p.stream_k ? std::string("_sk") : "_s" + std::to_string(p.splits)) +
-           (p.cluster ? "c" : "") + (p.warps_k > 1 ? "_k" + std::to_string(p.warps_k) : "");
+           (p.cluster ? "c" : "");
     return s;
   }
 
@@ -349,7 +346,6 @@ class CudaWeightOnly final : public PreparedImpl {
     k.chunks_per_stage = p.chunks_per_stage;
     k.max_runs = p.max_runs_per_stage;
     k.splits = p.splits;
-    k.warps_k = p.warps_k;
     k.cluster = p.cluster;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;

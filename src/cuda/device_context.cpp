@@ -5,6 +5,7 @@
 #include <map>
 
 #include "cuda/check.hpp"
+#include "cuda/cluster_capacity.hpp"
 
 namespace mixq::cuda {
 
@@ -59,6 +60,7 @@ DeviceContext::DeviceContext(int device) : device_(device) {
   caps_.cc_minor = prop.minor;
   caps_.smem_per_block_optin = prop.sharedMemPerBlockOptin;
   caps_.l2_bytes = prop.l2CacheSize;
+  probe_cluster_capacity(device, caps_);
   int prev = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&prev));
   MIXQ_CUDA_CHECK(cudaSetDevice(device));

@@ -34,9 +34,6 @@ struct WoStreamParams {
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
   int max_runs;          // (token, run) activation sums per K-warp and stage in shared memory
   int splits;
-  // Warps of a block that split its K range between them (1, 2 or 4; the other kStreamWarps /
-  // warps_k warps own different rows); their sums meet in shared memory.
-  int warps_k;
   // sm_90: the splits of one output tile run as one thread-block cluster (1, splits, 1) and
   // reduce through distributed shared memory (no partials, fence or ticket in global memory).
   bool cluster;

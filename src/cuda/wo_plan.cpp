@@ -125,14 +125,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.m_blocks = ceil_div(M, p.mt);
   const int n_tiles = ceil_div(L.N, kTileRows);
   const int rt = wo_row_tiles(p.mt, L.bits, x_f32);
-  // K-warps: warps of a block that split its K range (their sums meet in shared memory).
-  int warps_k = 1;
-  if (const char* e = std::getenv("MIXQ_STREAM_WARPS_K"))  // tuning knob (benchmarks, tests)
-    if (std::atoi(e) == 1 || std::atoi(e) == 2 || std::atoi(e) == 4) warps_k = std::atoi(e);
-  if (knobs.warps_k == 1 || knobs.warps_k == 2 || knobs.warps_k == 4) warps_k = knobs.warps_k;
-  p.warps_k = warps_k;
-  const int warps_n = kStreamWarpsPlan / warps_k;
-  p.n_blocks = ceil_div(n_tiles, warps_n * rt);
+  p.n_blocks = ceil_div(n_tiles, kStreamWarpsPlan * rt);
   const int chunks = int(L.Kp / kChunkK);
 
   p.x_rows = int(std::min<int64_t>(p.mt, M));
@@ -141,10 +134,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
     const int64_t run = std::min<int64_t>(L.group, int64_t(1) << kStreamMaxRunShift);
     *max_runs = int(kr / std::min<int64_t>(run, kr)) + 2;
-    // activations (+ zero row) and their sums per run and K-warp (StreamSmem in
-    // kernels/sm80_wo_stream.cuh; the weights stream through registers)
+    // activations (+ zero row) and their per-run sums (StreamSmem in kernels/sm80_wo_stream.cuh;
+    // the weights stream through registers)
     return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx +
-           (size_t(warps_k) * p.x_rows * *max_runs * 4 + 15) / 16 * 16;
+           (size_t(p.x_rows) * *max_runs * 4 + 15) / 16 * 16;
   };
   // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is
   // compiled for wo_stream_min_blocks() resident blocks (launch bounds), larger tiles are limited
@@ -155,28 +148,45 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin, (228 * 1024) / blocks_per_sm - 1024);
 
   // Split K so that all blocks are resident at once (one wave: a second, partial wave would
-  // stream alone with too few loads in flight), as many as fit, each at least min_chunks long
-  // per K-warp. On sm_90 the splits of a tile reduce inside a thread-block cluster (at most
-  // kStreamMaxClusterSplits), elsewhere through global partials within the workspace cap.
+  // stream alone with too few loads in flight), as many as fit, each at least min_chunks long.
   int min_chunks = 4;
   if (const char* e = std::getenv("MIXQ_STREAM_MIN_CHUNKS"))  // tuning knob (benchmarks)
     if (std::atoi(e) >= 1 && std::atoi(e) <= 64) min_chunks = std::atoi(e);
-  bool cluster = caps.stream_clusters;
-  if (const char* e = std::getenv("MIXQ_STREAM_CLUSTER"))  // tuning knob: 0 = global partials
-    if (e[0] == '0') cluster = false;
-  if (knobs.cluster >= 0) cluster = caps.stream_clusters && knobs.cluster > 0;
   const int64_t base = int64_t(p.n_blocks) * p.m_blocks;
   const int64_t resident = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, resident / base));
-  splits = std::min(splits, std::max(1, chunks / (min_chunks * warps_k)));
-  if (cluster) {
-    splits = std::min(splits, kStreamMaxClusterSplits);
-  } else {
-    const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
-    splits = int(std::max<int64_t>(1, std::min<int64_t>(splits, cap)));
+  splits = std::min(splits, std::max(1, chunks / min_chunks));
+  auto set_splits = [&](int s) {
+    p.chunks_per_split = ceil_div(chunks, s);
+    p.splits = ceil_div(chunks, p.chunks_per_split);
+  };
+  set_splits(splits);
+  // The splits' reduction. On sm_90 the splits of a tile can run as one thread-block cluster and
+  // reduce through distributed shared memory: no partials, fence, ticket or last-block L2 round
+  // trip (H100, M = 1-2: 4096x4096 W4 11.2 -> 10.7 us, 12.7 -> 11.0 at M = 2). But clusters are
+  // placed within one GPC: where the grid fills the GPU (8192x8192 W4: 32 clusters of 16 for 528
+  // block slots) part of it waits for a second wave and the call is 25-42% slower
+  // (bench/results/session13/call1). So a cluster only where every cluster of the grid fits at
+  // once (caps.cluster_capacity) and without cutting the split count; MIXQ_STREAM_CLUSTER=0|1
+  // (or knobs.cluster) forces global partials or clusters (at most kStreamMaxClusterSplits).
+  int cluster_mode = -1;
+  if (const char* e = std::getenv("MIXQ_STREAM_CLUSTER"))  // tuning knob (benchmarks, tests)
+    if (e[0] == '0' || e[0] == '1') cluster_mode = e[0] - '0';
+  if (knobs.cluster >= 0) cluster_mode = knobs.cluster > 0;
+  bool cluster = false;
+  if (caps.stream_clusters && p.splits > 1) {
+    if (cluster_mode == 1) {
+      cluster = true;
+      set_splits(std::min(splits, kStreamMaxClusterSplits));
+    } else if (cluster_mode < 0 && p.splits <= kStreamMaxClusterSplits) {
+      const int b = std::min(blocks_per_sm, DeviceCaps::kMaxClusterBlocksPerSm);
+      cluster = base <= caps.cluster_capacity[b][p.splits];
+    }
   }
-  p.chunks_per_split = ceil_div(chunks, splits);
-  p.splits = ceil_div(chunks, p.chunks_per_split);
+  if (!cluster) {
+    const int64_t cap = int64_t(kMaxPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));
+    set_splits(int(std::max<int64_t>(1, std::min<int64_t>(p.splits, cap))));
+  }
   p.cluster = cluster && p.splits > 1;
   // Stage as much of the split's K range as fits the budget (ideally all of it: one barrier).
   int stage = 1;
@@ -186,13 +196,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   }
   p.chunks_per_stage = stage;
   p.smem_bytes = smem_for(stage, &p.max_runs_per_stage);
-  // after the K loop the same memory holds the K-warps' accumulators, then the cluster's tile
-  // (StreamSmem::warp_k_bytes, cluster_bytes)
-  const int acc_per_lane = rt * (p.mt / 8) * 4;
-  if (warps_k > 1)
-    p.smem_bytes = std::max(p.smem_bytes, size_t(warps_k - 1) * warps_n * 32 * acc_per_lane * 4);
+  // after the K loop the same memory holds the block's output tile of the cluster reduction
+  // (StreamSmem::cluster_bytes)
   if (p.cluster)
-    p.smem_bytes = std::max(p.smem_bytes, size_t(warps_n) * rt * kTileRows * p.x_rows * 4);
+    p.smem_bytes = std::max(p.smem_bytes, size_t(kStreamWarpsPlan) * rt * kTileRows * p.x_rows * 4);
   const bool global_partials = p.splits > 1 && !p.cluster;
   p.partial_floats = global_partials ? size_t(p.splits) * size_t(M) * size_t(L.N) : 0;
   p.tickets = global_partials ? size_t(base) : 0;

@@ -19,6 +19,11 @@ struct DeviceCaps {
   // the streaming kernel's loaded image can launch thread-block clusters (sm_90 code on a 9.x
   // device: wo_stream_clusters_available)
   bool stream_clusters = false;
+  // cluster_capacity[b][s]: how many clusters of s blocks (128 threads) the GPU holds at once
+  // when b such blocks fit an SM (cudaOccupancyMaxActiveClusters; 0: unknown). Clusters are
+  // placed within one GPC, so near full occupancy fewer fit than SMs x b / s.
+  static constexpr int kMaxClusterBlocksPerSm = 8;
+  int cluster_capacity[kMaxClusterBlocksPerSm + 1][kStreamMaxClusterSplits + 1] = {};
 };
 
 enum class WoKernel { Stream, DequantCublas, Wgmma };
@@ -33,7 +38,6 @@ struct WoPlan {
   int n_blocks = 1;
   int splits = 1;
   int chunks_per_split = 1;
-  int warps_k = 1;            // warps of a block splitting its K range (WoStreamParams::warps_k)
   bool cluster = false;       // splits reduce inside a thread-block cluster (WoStreamParams::cluster)
   int chunks_per_stage = 1;
   int max_runs_per_stage = 1;  // (token, run) sums per K-warp (kStreamMaxRunShift)
@@ -70,12 +74,11 @@ constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgm
 // ~20% at M = 4096 on 14336x21504); the buffer is per-device scratch shared by all weights.
 constexpr size_t kDequantChunkBytes = size_t(256) << 20;
 
-// The streaming kernel's K-split knobs; a negative field means "the default" (the environment
-// variables MIXQ_STREAM_WARPS_K and MIXQ_STREAM_CLUSTER, else the planner's choice). Prepare
-// probes every combination so that its workspace and tickets serve whatever a call picks.
+// The streaming kernel's split-K reduction: cluster < 0 is the planner's choice (or the
+// environment's MIXQ_STREAM_CLUSTER=0|1), 0 global partials, 1 a cluster wherever the kernel image
+// can launch one (forced). Prepare probes both so that its workspace and tickets serve either.
 struct StreamKnobs {
-  int warps_k = -1;  // 1, 2 or 4
-  int cluster = -1;  // 0: global partials; 1: clusters where the kernel image allows them
+  int cluster = -1;
 };
 
 // force: "" (automatic), "stream", "cublas" or "wgmma".

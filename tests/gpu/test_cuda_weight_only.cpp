@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mixq/error.hpp"
@@ -266,51 +268,39 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
 }
 
-// The streaming kernel's two K-split levels, forced through the planner's knobs: 1, 2 or 4 warps
-// of a block splitting its K range (sums meet in shared memory), and the splits of a tile reduced
-// in a thread-block cluster (sm_90 images) or through global partials. Shapes where the warps'
-// ranges and the splits cut groups (per-channel, g256, g32 below a chunk), every token tile,
+// The streaming kernel's split-K reduction both ways, forced through the planner's knob: the
+// splits of a tile reduced in a thread-block cluster (sm_90 images) or through global partials.
+// Shapes where the splits cut groups (per-channel, g256, g16/g32 below a chunk), every token tile,
 // f32 activations (two MMAs per tile), act-order, bias and clamp, odd N and K.
-TEST(CudaWeightOnly, StreamKernelWarpSplitsAndClusters) {
+TEST(CudaWeightOnly, StreamKernelClusterAndGlobalReduction) {
   SKIP_WITHOUT_GPU();
-  struct Env {
-    const char* name;
-    std::string saved;
-    bool had;
-    explicit Env(const char* n) : name(n), had(std::getenv(n) != nullptr) {
-      if (had) saved = std::getenv(n);
-    }
-    ~Env() {
-      if (had) setenv(name, saved.c_str(), 1);
-      else unsetenv(name);
-    }
-  } env_k("MIXQ_STREAM_WARPS_K"), env_c("MIXQ_STREAM_CLUSTER");
+  const char* saved = std::getenv("MIXQ_STREAM_CLUSTER");
+  const std::string saved_value = saved ? saved : "";
   uint32_t seed = 900;
-  for (const char* warps_k : {"1", "2", "4"})
-    for (const char* cluster : {"1", "0"}) {
-      setenv("MIXQ_STREAM_WARPS_K", warps_k, 1);
-      setenv("MIXQ_STREAM_CLUSTER", cluster, 1);
-      SCOPED_TRACE(std::string("warps_k ") + warps_k + ", cluster " + cluster);
-      {
-        // the knobs reach the plan: 16 splits of a 4096-deep K at M = 1
-        PrepareOptions o;
-        o.backend = BackendKind::CUDA;
-        o.force_kernel = "stream";
-        const std::string kn = prepare(make_weight(512, 4096, "w4g128", 1), o).kernel_name(1);
-        EXPECT_EQ(kn.find(std::string("_k") + warps_k) != std::string::npos, std::string(warps_k) != "1") << kn;
-        // "_s<splits>c": the splits reduce in a cluster (sm_90 images only)
-        const bool in_cluster = kn.find('c', kn.rfind("_s")) != std::string::npos;
-        EXPECT_EQ(in_cluster, std::string(cluster) == "1" && hopper()) << kn;
-      }
-      expect_ok({1, 4096, 4096, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
-      expect_ok({2, 1000, 7392, "w4g32", DType::F16, DType::F16, "stream"}, seed++);
-      expect_ok({1, 520, 14336, "w8pc", DType::BF16, DType::F32, "stream"}, seed++);
-      expect_ok({5, 300, 4100, "w4g256asym", DType::F16, DType::F16, "stream", false, true}, seed++);
-      expect_ok({17, 200, 3000, "w4g64zp", DType::BF16, DType::BF16, "stream"}, seed++);
-      expect_ok({40, 136, 2000, "w8g128", DType::F32, DType::F16, "stream"}, seed++);
-      expect_ok({9, 72, 777, "w4g128", DType::F16, DType::F32, "stream", true, true, Epilogue::relu6()}, seed++);
-      expect_ok({3, 10944, 7392, "w4g16", DType::F16, DType::F16, "stream"}, seed++);
+  for (const char* cluster : {"1", "0"}) {
+    setenv("MIXQ_STREAM_CLUSTER", cluster, 1);
+    SCOPED_TRACE(std::string("MIXQ_STREAM_CLUSTER=") + cluster);
+    {
+      // the knob reaches the plan: "_s<splits>c" means the splits reduce in a cluster
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.force_kernel = "stream";
+      const std::string kn = prepare(make_weight(512, 4096, "w4g128", 1), o).kernel_name(1);
+      const bool in_cluster = kn.find('c', kn.rfind("_s")) != std::string::npos;
+      EXPECT_EQ(in_cluster, std::string(cluster) == "1" && hopper()) << kn;
     }
+    expect_ok({1, 4096, 4096, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({2, 1000, 7392, "w4g32", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({1, 520, 14336, "w8pc", DType::BF16, DType::F32, "stream"}, seed++);
+    expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({5, 300, 4100, "w4g256asym", DType::F16, DType::F16, "stream", false, true}, seed++);
+    expect_ok({17, 200, 3000, "w4g64zp", DType::BF16, DType::BF16, "stream"}, seed++);
+    expect_ok({40, 136, 2000, "w8g128", DType::F32, DType::F16, "stream"}, seed++);
+    expect_ok({9, 72, 777, "w4g128", DType::F16, DType::F32, "stream", true, true, Epilogue::relu6()}, seed++);
+    expect_ok({3, 10944, 7392, "w4g16", DType::F16, DType::F16, "stream"}, seed++);
+  }
+  if (saved) setenv("MIXQ_STREAM_CLUSTER", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_STREAM_CLUSTER");
 }
 
 // M = 1 (and 5 before Hopper): streaming kernel, split-K (clusters on sm_90); 40: the Hopper wgmma kernel with split-K (on sm_90a) or cuBLAS;

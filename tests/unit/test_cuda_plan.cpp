@@ -46,20 +46,21 @@ TEST(CudaPlan, KernelChoiceFollowsTheMeasuredThreshold) {
 
 TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
   DeviceCaps caps;
-  const char* warps_k_env = std::getenv("MIXQ_STREAM_WARPS_K");
-  for (const char* warps_k : {"", "1", "2", "4"})
-    for (bool clusters : {false, true})
+  // cluster capacity: none known, a GPU that holds any grid, one that holds 20 clusters at most
+  for (int capacity : {0, 1 << 20, 20})
+    for (int knob : {-1, 0, 1})
       for (int sms : {46, 108, 132}) {
-        if (*warps_k) setenv("MIXQ_STREAM_WARPS_K", warps_k, 1);
-        else unsetenv("MIXQ_STREAM_WARPS_K");
         caps.sm_count = sms;
-        caps.stream_clusters = clusters;
+        caps.stream_clusters = capacity > 0;
+        for (auto& row : caps.cluster_capacity)
+          for (int& c : row) c = capacity;
         for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {21504, 14336}, {10944, 7392}, {17, 31}})
           for (int bits : {4, 8})
             for (int64_t g : {int64_t(32), int64_t(128), int64_t(1) << 30})
               for (int64_t M : {1, 3, 8, 9, 16, 31, 32, 64, 200}) {
                 const WoLayout L = layout(N, K, bits, g);
-                const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "stream");
+                const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "stream", false,
+                                                  StreamKnobs{knob});
                 const int chunks = int(L.Kp / kChunkK);
                 EXPECT_GE(p.splits * p.chunks_per_split, chunks);
                 EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
@@ -69,21 +70,22 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
                 EXPECT_GE(p.mt, std::min<int64_t>(M, 64));
                 EXPECT_EQ(p.x_rows, std::min<int64_t>(p.mt, M));
                 EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
-                EXPECT_TRUE(p.warps_k == 1 || p.warps_k == 2 || p.warps_k == 4);
-                if (*warps_k) {
-                  EXPECT_EQ(p.warps_k, std::atoi(warps_k));
+                // clusters only where the kernel can launch them and (unless forced) where the whole
+                // grid of clusters fits at once; then neither partials nor tickets in global memory
+                if (capacity == 0 || knob == 0 || p.splits == 1) {
+                  EXPECT_FALSE(p.cluster);
                 }
-                // the blocks cover every 16-row tile
-                const int rows_per_block = (4 / p.warps_k) * wo_row_tiles(p.mt, bits, false) * kTileRows;
-                EXPECT_GE(int64_t(p.n_blocks) * rows_per_block, L.Np);
-                EXPECT_LT(int64_t(p.n_blocks - 1) * rows_per_block, L.Np);
-                // clusters only where the kernel can launch them, at most the cluster limit; then
-                // neither partials nor tickets in global memory
-                EXPECT_EQ(p.cluster, clusters && p.splits > 1);
+                if (capacity > 0 && knob == 1 && p.splits > 1) {
+                  EXPECT_TRUE(p.cluster);
+                }
                 if (p.cluster) {
                   EXPECT_LE(p.splits, kStreamMaxClusterSplits);
+                  if (knob < 0) {
+                    EXPECT_LE(int64_t(p.n_blocks) * p.m_blocks, capacity);
+                  }
                   EXPECT_EQ(p.partial_floats, 0u);
                   EXPECT_EQ(p.tickets, 0u);
+                  EXPECT_GE(p.smem_bytes, size_t(4) * wo_row_tiles(p.mt, bits, false) * kTileRows * p.x_rows * 4);
                 } else {
                   EXPECT_LE(p.partial_floats, kMaxPartialFloats > size_t(M * N) ? kMaxPartialFloats : size_t(M * N) * 1);
                   EXPECT_EQ(p.tickets, p.splits > 1 ? size_t(p.n_blocks) * p.m_blocks : 0u);
@@ -92,8 +94,22 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
                 EXPECT_GE(wo_workspace_bytes(p), p.partial_floats * 4 + p.tickets * 4);
               }
       }
-  if (warps_k_env) setenv("MIXQ_STREAM_WARPS_K", warps_k_env, 1);
-  else unsetenv("MIXQ_STREAM_WARPS_K");
+}
+
+// The automatic choice keeps the split count of the global-partials plan: a cluster never costs
+// splits (14336x4096 at M = 1 wants 32; capping it at 16 for a cluster measured 10% slower).
+TEST(CudaPlan, StreamClusterKeepsTheSplitCount) {
+  DeviceCaps caps;
+  caps.stream_clusters = true;
+  for (auto& row : caps.cluster_capacity)
+    for (int& c : row) c = 1 << 20;
+  for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 14336}, {21504, 14336}}) {
+    const WoLayout L = layout(N, K, 4, 128);
+    const WoPlan a = plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{0});
+    const WoPlan b = plan_weight_only(1, L, 2, false, false, true, caps, "stream");
+    EXPECT_EQ(a.splits, b.splits) << N << "x" << K;
+    EXPECT_EQ(b.cluster, a.splits > 1 && a.splits <= kStreamMaxClusterSplits) << N << "x" << K;
+  }
 }
 
 TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {

@@ -7,16 +7,15 @@
 //   loads, several tiles in flight per lane, straight into registers (no shared-memory round trip:
 //   nothing else in the block reads those bytes).
 // - The block's activations X[m0:m0+MT][k0:k0+kr] are staged once in shared memory (zero padded)
-//   and fed to the MMAs with ldmatrix; their per-group sums are precomputed there.
+//   and fed to the MMAs with ldmatrix; their per-run sums (a group, or 256 K of a longer one) are
+//   precomputed there.
 // - Codes become exact small integers (u) in f16/bf16 (dequant_codes.cuh); each group's MMA sum is
 //   scaled in f32 registers once per group: acc += s * sum(x*u) + o' * sum(x).
-// - K is split so every SM has work, at two levels:
-//   - between the warps of a block (warps_k of them share rows and split the block's K range;
-//     their sums meet in shared memory): more loads in flight per row without more global splits;
-//   - between blocks (split-K). On sm_90 the splits of one output tile are a thread-block cluster
-//     and reduce through distributed shared memory. Elsewhere partial sums go to a workspace and
-//     the last block of each tile to arrive (an atomic ticket) reduces them. Both add the splits
-//     in a fixed order (deterministic) and apply bias, clamp and the output conversion.
+// - K is split across blocks (split-K) so every SM has work. Where the splits of one output tile
+//   fit the GPU as a thread-block cluster (sm_90), they reduce through distributed shared memory;
+//   otherwise partial sums go to a workspace and the last block of each tile to arrive (an atomic
+//   ticket) reduces them. Both add the splits in a fixed order (deterministic) and apply bias,
+//   clamp and the output conversion.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -78,30 +77,20 @@ struct StreamSmem {
   static __host__ __device__ size_t x_bytes(int x_rows, int kr) {
     return (size_t(x_rows) * row_stride(kr) + kZeroRow) * 2;
   }
-  static __host__ __device__ size_t xsum_bytes(int x_rows, int max_runs, int warps_k) {
-    return (size_t(warps_k) * x_rows * max_runs * sizeof(float) + 15) / 16 * 16;
+  static __host__ __device__ size_t xsum_bytes(int x_rows, int max_runs) {
+    return (size_t(x_rows) * max_runs * sizeof(float) + 15) / 16 * 16;
   }
-  // After the K loop the same memory holds, in turn, the K-warps' accumulators (warps 1..warps_k-1
-  // of each row group, register order, lanes contiguous: no bank conflicts) and the block's
-  // output tile for the cluster reduction ([token][row]).
-  static __host__ __device__ size_t warp_k_bytes(int warps_k, int warps_n, int acc_per_lane) {
-    return size_t(warps_k - 1) * warps_n * 32 * acc_per_lane * sizeof(float);
-  }
+  // After the K loop the same memory holds the block's output tile for the cluster reduction
+  // ([token][row]).
   static __host__ __device__ size_t cluster_bytes(int tile_rows, int x_rows) {
     return size_t(tile_rows) * x_rows * sizeof(float);
   }
   // (the weights never pass through shared memory); the host planner (wo_plan.cpp) sizes it.
 };
 
-// First chunk of K-warp q's share of a stage of `chunks` chunks (warps_k warps split it).
-__device__ __forceinline__ int warp_k_chunk(int q, int chunks, int warps_k) {
-  return q * chunks / warps_k;
-}
-
-// Stages X[m0:m0+rows][ks:ke) and the per-(token, run) sums of every K-warp's share of it:
-// xsum[(q * rows + m) * p.max_runs + rl] sums run r_first(q) + rl of token m (runs of
-// 2^run_shift K: the stretches the kernel folds at once) over K-warp q's range only (a run that
-// two warps' ranges cut gets one sum per piece).
+// Stages X[m0:m0+rows][ks:ke) and its per-(token, run) sums: xsum[m * p.max_runs + rl] sums run
+// (ks >> run_shift) + rl of token m within [ks, ke) (runs of 2^run_shift K: the stretches the
+// kernel folds at once).
 template <typename MmaT, bool SPLIT_X>
 __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT* xs, MmaT* xs_lo,
                                                   int ldxs, float* xsum, int m0, int rows, int ks,
@@ -137,26 +126,20 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
   // per-(token, run) sums of the staged activations, for the offset term: one warp per
   // (token, run), lanes striding over the run, then a shuffle reduction.
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int chunks = (ke - ks) / kChunkK;
-  for (int q = 0; q < p.warps_k; ++q) {
-    const int qa = ks + warp_k_chunk(q, chunks, p.warps_k) * kChunkK;
-    const int qb = ks + warp_k_chunk(q + 1, chunks, p.warps_k) * kChunkK;
-    if (qa >= qb) continue;
-    const int r_first = qa >> run_shift;
-    const int n_runs = ((qb - 1) >> run_shift) - r_first + 1;
-    for (int i = warp; i < rows * n_runs; i += warps) {
-      const int m = i / n_runs, rl = i % n_runs;
-      const int ka = max((r_first + rl) << run_shift, qa) - ks;
-      const int kb = min((r_first + rl + 1) << run_shift, qb) - ks;
-      float s = 0.f;
-      for (int kk = ka + lane; kk < kb; kk += 32) {
-        s += from_mma<MmaT>(xs[m * ldxs + kk]);
-        if constexpr (SPLIT_X) s += from_mma<MmaT>(xs_lo[m * ldxs + kk]);
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-      if (lane == 0) xsum[(q * rows + m) * p.max_runs + rl] = s;
+  const int r_first = ks >> run_shift;
+  const int n_runs = ((ke - 1) >> run_shift) - r_first + 1;
+  for (int i = warp; i < rows * n_runs; i += warps) {
+    const int m = i / n_runs, rl = i % n_runs;
+    const int ka = max((r_first + rl) << run_shift, ks) - ks;
+    const int kb = min((r_first + rl + 1) << run_shift, ke) - ks;
+    float s = 0.f;
+    for (int kk = ka + lane; kk < kb; kk += 32) {
+      s += from_mma<MmaT>(xs[m * ldxs + kk]);
+      if constexpr (SPLIT_X) s += from_mma<MmaT>(xs_lo[m * ldxs + kk]);
     }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
+    if (lane == 0) xsum[m * p.max_runs + rl] = s;
   }
   __syncthreads();
 }
@@ -209,10 +192,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // warps_k warps share each group of rows and split the block's K range between them
-  const int warps_k = p.warps_k, warps_n = WARPS / warps_k;
-  const int wk = warp % warps_k, wn = warp / warps_k;
-  const int nt0 = (blockIdx.x * warps_n + wn) * RT;  // first 16-row tile of W owned by this warp
+  const int nt0 = (blockIdx.x * WARPS + warp) * RT;  // first 16-row tile of W owned by this warp
   const int n_tiles = (p.N + kTileRows - 1) / kTileRows;
   const bool active = nt0 < n_tiles;
   const int chunks_per_row = p.Kp / kChunkK;
@@ -259,15 +239,11 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
-    // this warp's share of the stage: chunks [cw0, cw0 + chunks), K [kws, kwe)
-    const int stage_chunks = (ke - ks) / kChunkK;
-    const int cw0 = warp_k_chunk(wk, stage_chunks, warps_k);
-    const int chunks = warp_k_chunk(wk + 1, stage_chunks, warps_k) - cw0;
-    const int kws = ks + cw0 * kChunkK, kwe = kws + chunks * kChunkK;
-    const int g_first = kws >> p.group_shift, r_first = kws >> run_shift;
-    const float* xw = xsum + wk * rows * p.max_runs;  // this warp's run sums
+    const int g_first = ks >> p.group_shift, r_first = ks >> run_shift;
+    const int c_first = ks / kChunkK;
+    const int chunks = (ke - ks) / kChunkK;
     // The next chunk to load (of row tile 0; hoisted: the loop does no 64-bit index math).
-    const uint4* src = wbase + int64_t(ks / kChunkK + cw0) * 32 * kLoadsPerChunk;
+    const uint4* src = wbase + int64_t(c_first) * 32 * kLoadsPerChunk;
     auto load_chunk = [&](uint32_t (&w)[RT][kWordsPerLane]) {
 #pragma unroll
       for (int rt = 0; rt < RT; ++rt) {
@@ -291,10 +267,9 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     }
     stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, run_shift);
 
-    if (active && chunks > 0) {
-      // global k where the current run's sum must be folded in (run end, group end or the end of
-      // this warp's range)
-      int flush_at = min((kws / run_step + 1) * run_step, kwe);
+    if (active) {
+      // global k where the current run's sum must be folded in (run end, group end or stage end)
+      int flush_at = min((ks / run_step + 1) * run_step, ke);
       // (scale, offset) pairs of rows r0 and r0 + 8 (float2 or half2): the flush that folds group
       // g prefetches group g + 1's into L1 and reads them there one group later, so their latency
       // (often a DRAM miss: the pairs of 16 rows are 16 different sectors) hides under a whole
@@ -329,15 +304,15 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
           b[rt] = read_pair(pg + poff[rt] + 8 * prow_bytes);
         }
         // the next flush folds the next group (or, within a long group, this one again)
-        const int g_next = min(flush_at + run_step, kwe) - 1;
+        const int g_next = min(flush_at + run_step, ke) - 1;
         if ((g_next >> p.group_shift) != gi) prefetch_pairs(g_next >> p.group_shift);
         const int rl = ((flush_at - 1) >> run_shift) - r_first;  // the run this flush folds
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
           const int mc = j * 8 + (lane % 4) * 2;
           // columns of absent tokens are never stored; their sums are read as zero
-          const float xa = mc < rows ? xw[mc * p.max_runs + rl] : 0.f;
-          const float xb = mc + 1 < rows ? xw[(mc + 1) * p.max_runs + rl] : 0.f;
+          const float xa = mc < rows ? xsum[mc * p.max_runs + rl] : 0.f;
+          const float xb = mc + 1 < rows ? xsum[(mc + 1) * p.max_runs + rl] : 0.f;
 #pragma unroll
           for (int rt = 0; rt < RT; ++rt) {
             float g[4];
@@ -364,10 +339,10 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       uint32_t lm_addr[NT8], lm_lo_addr[NT8];
 #pragma unroll
       for (int j = 0; j < NT8; ++j) {
-        lm_addr[j] = smem_addr(xs + lm_off[j]) + cw0 * lm_step[j];
-        if constexpr (SPLIT_X) lm_lo_addr[j] = smem_addr(xs_lo + lm_off[j]) + cw0 * lm_step[j];
+        lm_addr[j] = smem_addr(xs + lm_off[j]);
+        if constexpr (SPLIT_X) lm_lo_addr[j] = smem_addr(xs_lo + lm_off[j]);
       }
-      int kg = kws;  // global k at the start of the current chunk
+      int kg = ks;  // global k at the start of the current chunk
 
       // One chunk (16 rows x 64 K per row tile): 4 K tiles of 16, their B fragments from the
       // staged activations, the A fragments converted from the chunk's words.
@@ -400,7 +375,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
             }
             if (FINE && kg + t * 16 + 16 == flush_at) {
               flush((flush_at - 1) >> p.group_shift);
-              flush_at = min(flush_at + run_step, kwe);
+              flush_at = min(flush_at + run_step, ke);
             }
           }
         }
@@ -421,7 +396,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
             kg += kChunkK;
             if (!FINE && kg == flush_at) {
               flush((flush_at - 1) >> p.group_shift);
-              flush_at = min(flush_at + run_step, kwe);
+              flush_at = min(flush_at + run_step, ke);
             }
           }
         }
@@ -429,35 +404,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     }
     __syncthreads();  // the next stage overwrites the activation tile (and the epilogue reuses it)
   }
-
-  // ---- the K-warps' sums meet in shared memory: warp wk = 0 of each row group adds the others'
-  // in K-warp order (deterministic) and alone carries the block's sums from here on ----
-  if (warps_k > 1) {
-    constexpr int kAccPerLane = RT * NT8 * 4;
-    float* red = reinterpret_cast<float*>(smem_raw);
-    if (active && wk > 0) {
-      float* dst = red + ((wk - 1) * warps_n + wn) * 32 * kAccPerLane + lane;
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-        for (int j = 0; j < NT8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dst[((rt * NT8 + j) * 4 + e) * 32] = acc[rt][j][e];
-    }
-    __syncthreads();
-    if (active && wk == 0)
-      for (int q = 1; q < warps_k; ++q) {
-        const float* src = red + ((q - 1) * warps_n + wn) * 32 * kAccPerLane + lane;
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int j = 0; j < NT8; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[rt][j][e] += src[((rt * NT8 + j) * 4 + e) * 32];
-      }
-    __syncthreads();  // the cluster reduction below reuses the memory
-  }
-  const bool owner = active && wk == 0;  // holds the block's sums of its rows
 
   // ---- epilogue: direct, or split-K across a cluster (sm_90) or through global partials ----
   auto for_each_output = [&](auto&& f) {
@@ -475,14 +421,14 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     }
   };
   if (p.splits == 1) {
-    if (owner)
+    if (active)
       for_each_output([&](int m, int n, float v) {
         store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, v));
       });
     return;
   }
-  const int n_first = blockIdx.x * warps_n * RT * kTileRows;
-  const int tile_rows = min(warps_n * RT * kTileRows, p.N - n_first);
+  const int n_first = blockIdx.x * WARPS * RT * kTileRows;
+  const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
   if (p.cluster) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -496,7 +442,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
     float* tile = reinterpret_cast<float*>(smem_raw);  // [cols][tile_rows]
-    if (owner)
+    if (active)
       for_each_output([&](int m, int n, float v) { tile[(m - m0) * tile_rows + (n - n_first)] = v; });
     cluster.sync();
     const int S = p.splits, rank = int(cluster.block_rank());
@@ -520,7 +466,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
 #endif
     return;
   }
-  if (owner) {
+  if (active) {
     float* part = p.partial + int64_t(split) * p.M * p.N;
     for_each_output([&](int m, int n, float v) { __stcg(part + int64_t(m) * p.N + n, v); });
   }
