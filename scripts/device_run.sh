@@ -47,9 +47,9 @@ for step in "$@"; do
         --gtest_filter="${WOT_FILTER:-CudaWeightOnly.*:CudaFp8WeightOnly.*}" > "$OUT/wotests.log" 2>&1
       echo "wotests rc=$?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|^\[       OK \]" "$OUT/wotests.log" | tail -25 ;;
     wosan)
-      # compute-sanitizer on the streaming kernel's K-split paths (K-warps, clusters, partials)
+      # compute-sanitizer on the streaming kernel's split-K reductions (clusters, global partials)
       for tool in memcheck racecheck; do
-        filter=${WOSAN_FILTER:-CudaWeightOnly.StreamKernelWarpSplitsAndClusters}
+        filter=${WOSAN_FILTER:-CudaWeightOnly.StreamKernelClusterAndGlobalReduction}
         [ $tool = memcheck ] && filter="$filter:CudaWeightOnly.Deterministic*"
         timeout "${WOSAN_TIMEOUT:-200}" compute-sanitizer --tool $tool --error-exitcode 9 \
           "$MIXQ_BUILD_DIR/tests/mixq_gpu_tests" --gtest_filter="$filter" > "$OUT/wosan_$tool.log" 2>&1
