@@ -18,6 +18,7 @@
 #include <cstdlib>
 
 #include "cuda/check.hpp"
+#include "cuda/kernel_image.hpp"
 #include "cuda/kernels/mma_sm80.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/kernels/sm90_wgmma.cuh"
@@ -342,18 +343,8 @@ void launch_v1(const WoStreamParams& p, int mt, int bits, dim3 grid, cudaStream_
 }  // namespace
 
 bool wo_wgmma_available(int device) {
-  static int cached[64];  // 0 unknown, 1 yes, 2 no (per device ordinal)
-  if (device < 0 || device >= 64) return false;
-  if (cached[device] == 0) {
-    cudaDeviceProp prop{};
-    cudaFuncAttributes attr{};
-    const bool ok = cudaGetDeviceProperties(&prop, device) == cudaSuccess && prop.major == 9 &&
-                    cudaFuncGetAttributes(&attr, wo_wgmma_kernel<half, 64, 4, true>) == cudaSuccess &&
-                    attr.binaryVersion == 90;
-    cudaGetLastError();
-    cached[device] = ok ? 1 : 2;
-  }
-  return cached[device] == 1;
+  static PerDeviceFlag cache;
+  return runs_sm90_image(cache, device, reinterpret_cast<const void*>(wo_wgmma_kernel<half, 64, 4, true>));
 }
 
 size_t wo_wgmma_smem_bytes(int mt, int bits) {

@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #include "cuda/check.hpp"
+#include "cuda/kernel_image.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/kernels/sm90_sync.cuh"
 #include "cuda/kernels/sm90_wgmma.cuh"
@@ -589,17 +590,9 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
 }  // namespace
 
 bool wo_wgmma_ws_available(int device) {
-  static int cached[64];  // 0 unknown, 1 yes, 2 no
-  if (device < 0 || device >= 64) return false;
-  if (cached[device] == 0) {
-    cudaFuncAttributes attr{};
-    const bool ok =
-        cudaFuncGetAttributes(&attr, wo_wgmma_ws_kernel<half, 64, 4, true, WsShape::OneCta>) == cudaSuccess &&
-        attr.binaryVersion == 90;
-    cudaGetLastError();
-    cached[device] = ok ? 1 : 2;
-  }
-  return cached[device] == 1;
+  static PerDeviceFlag cache;
+  return runs_sm90_image(
+      cache, device, reinterpret_cast<const void*>(wo_wgmma_ws_kernel<half, 64, 4, true, WsShape::OneCta>));
 }
 
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, int num_m,

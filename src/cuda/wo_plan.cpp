@@ -163,7 +163,8 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   set_splits(splits);
   // The splits' reduction. On sm_90 the splits of a tile can run as one thread-block cluster and
   // reduce through distributed shared memory: no partials, fence, ticket or last-block L2 round
-  // trip (H100, M = 1-2: 4096x4096 W4 11.2 -> 10.7 us, 12.7 -> 11.0 at M = 2). But clusters are
+  // trip (H100, M = 1-2: 4096x4096 W4 10.4 -> 9.9 us, 11.9 -> 10.1 at M = 2; session13/call2,
+  // where this rule never lost). But clusters are
   // placed within one GPC: where the grid fills the GPU (8192x8192 W4: 32 clusters of 16 for 528
   // block slots) part of it waits for a second wave and the call is 25-42% slower
   // (bench/results/session13/call1). So a cluster only where every cluster of the grid fits at

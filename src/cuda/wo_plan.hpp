@@ -40,7 +40,7 @@ struct WoPlan {
   int chunks_per_split = 1;
   bool cluster = false;       // splits reduce inside a thread-block cluster (WoStreamParams::cluster)
   int chunks_per_stage = 1;
-  int max_runs_per_stage = 1;  // (token, run) sums per K-warp (kStreamMaxRunShift)
+  int max_runs_per_stage = 1;  // (token, run) activation sums per stage (kStreamMaxRunShift)
   size_t smem_bytes = 0;
   size_t partial_floats = 0;  // split-K workspace
   size_t tickets = 0;
