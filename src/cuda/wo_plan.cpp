@@ -198,7 +198,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   p.chunks_per_stage = stage;
   p.smem_bytes = smem_for(stage, &p.max_runs_per_stage);
   // after the K loop the same memory holds the block's output tile of the cluster reduction
-  // (StreamSmem::cluster_bytes)
+  // ([x_rows][rows of the block] floats; StreamSmem in kernels/sm80_wo_stream.cuh)
   if (p.cluster)
     p.smem_bytes = std::max(p.smem_bytes, size_t(kStreamWarpsPlan) * rt * kTileRows * p.x_rows * 4);
   const bool global_partials = p.splits > 1 && !p.cluster;

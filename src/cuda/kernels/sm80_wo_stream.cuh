@@ -68,8 +68,10 @@ __device__ __forceinline__ float from_mma<__nv_bfloat16>(__nv_bfloat16 v) { retu
 // x_rows <= MT, so decode with M = 1 stages one row, not eight) plus one chunk-wide zero row that
 // the ldmatrix lanes of absent tokens point at (their addresses do not advance with the chunk,
 // so it costs 144 bytes, not a whole row: a full-length zero row pushed long splits at M >= 2
-// into a second stage); then the per-(token, group) sums. Rows are padded by 16 bytes so the 8
-// row addresses of an ldmatrix fall in different banks.
+// into a second stage); then the per-(token, run) sums, [x_rows][max_runs] floats. Rows are
+// padded by 16 bytes so the 8 row addresses of an ldmatrix fall in different banks. After the K
+// loop the same memory holds the block's output tile for the cluster reduction ([token][row]).
+// The weights never pass through shared memory; the host planner (wo_plan.cpp) sizes it.
 struct StreamSmem {
   static constexpr int kPad = 8;  // elements
   static constexpr int kZeroRow = kChunkK + kPad;  // elements
@@ -77,15 +79,6 @@ struct StreamSmem {
   static __host__ __device__ size_t x_bytes(int x_rows, int kr) {
     return (size_t(x_rows) * row_stride(kr) + kZeroRow) * 2;
   }
-  static __host__ __device__ size_t xsum_bytes(int x_rows, int max_runs) {
-    return (size_t(x_rows) * max_runs * sizeof(float) + 15) / 16 * 16;
-  }
-  // After the K loop the same memory holds the block's output tile for the cluster reduction
-  // ([token][row]).
-  static __host__ __device__ size_t cluster_bytes(int tile_rows, int x_rows) {
-    return size_t(tile_rows) * x_rows * sizeof(float);
-  }
-  // (the weights never pass through shared memory); the host planner (wo_plan.cpp) sizes it.
 };
 
 // Stages X[m0:m0+rows][ks:ke) and its per-(token, run) sums: xsum[m * p.max_runs + rl] sums run
