@@ -4,9 +4,10 @@
 // large ones), timed with CUDA events over launches that rotate weight copies (cold L2).
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc -Iinclude \
 //     bench/cuda_fp8_sweep.cu src/cuda/sm90_fp8_gemm.cu src/core/error.cpp -o fp8_sweep
-//   ./fp8_sweep [--check-only] [--ms 2048,4096] [--nk 7168x16384,...] [--bn 128]
-//               [--cluster 1,2] [--json out.json]
-// The checks run every (block_n, cluster) configuration of the lists (both by default).
+//   ./fp8_sweep [--check-only] [--ms 2048,4096] [--nk 7168,16384,...] [--bn 0,128,192]
+//               [--cluster 1,2] [--json out.json] [--iters 20] [--rounds 1]
+// The checks run every (block_n, cluster) configuration of the lists (block_n 0: the launcher's
+// pick). --rounds R > 1 times the variants in R interleaved rounds (median).
 // Shapes are given as NxK (output features x reduction), unlike peers.py (KxN).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -124,6 +125,13 @@ static Sm90Fp8GemmArgs args_of(const Problem& p, const uint8_t* b, void* y, int 
   return a;
 }
 
+// The kernel a launch with block_n / cluster (0: picked / default) runs for p.
+static const char* kernel_name(const Problem& p, int bn, int cluster, int sms) {
+  mixq::cuda::Sm90Fp8Tile t{bn, mixq::cuda::sm90_fp8_gemm_cluster(cluster)};
+  if (bn == 0) t.block_n = mixq::cuda::sm90_fp8_gemm_pick(p.M, p.N, sms).block_n;
+  return mixq::cuda::sm90_fp8_gemm_name(t);
+}
+
 // Checks `samples` outputs (all when samples <= 0) against float64; returns the pass flag.
 static bool check(const Problem& p, int y_type, bool with_bias, float lo, float hi, int64_t samples,
                   int sms, int bn, int cluster, std::string* summary) {
@@ -187,7 +195,7 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   const bool ok = bad == 0 && cos_err <= 1e-3 && rel_fro <= tol;
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s M=%ld N=%ld K=%ld y=%d bias=%d checked=%ld nonfinite=%u 1-cos=%.2e relfro=%.2e %s",
-                mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_cluster(cluster)),
+                kernel_name(p, bn, cluster, sms),
                 long(p.M), long(p.N), long(p.K), y_type, int(with_bias), long(count), bad, cos_err,
                 rel_fro, ok ? "OK" : "FAIL");
   *summary = buf;
@@ -196,13 +204,15 @@ static bool check(const Problem& p, int y_type, bool with_bias, float lo, float 
   return ok;
 }
 
-static double time_us(const Problem& p, int sms, int group_n, int block_n, int cluster, int iters) {
+// Median of reps - 1 timed batches of `iters` launches (the first batch warms up).
+static double time_us(const Problem& p, int sms, int group_n, int block_n, int cluster, int iters,
+                      int reps) {
   void* y;
   CK(cudaMalloc(&y, p.M * p.N * 2));
   std::vector<double> ts;
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-  for (int rep = 0; rep < 6; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     CK(cudaEventRecord(e0));
     for (int i = 0; i < iters; ++i) {
       auto a = args_of(p, p.b_rot[i % p.n_rot], y, 1, nullptr, 2, -INFINITY, INFINITY, sms);
@@ -233,9 +243,11 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> nk = {{7168, 16384}, {24576, 1536}, {21504, 14336}, {57344, 8192}};
   bool check_only = false, bench_only = false;
   int only_case = -1;
-  std::vector<int64_t> groups = {0}, bns = {0}, clusters = {0}, check_bns = {128},
+  std::vector<int64_t> groups = {0}, bns = {0}, clusters = {0}, check_bns = {128, 192},
                        check_clusters = {1, 2};
   const char* json = nullptr;
+  int iters = 20;  // launches per timed repeat; large values time a sustained (power-limited) run
+  int rounds = 1;  // > 1: interleaved rounds of all variants, median over rounds
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--check-only") check_only = true;
@@ -246,6 +258,8 @@ int main(int argc, char** argv) {
     else if (a == "--bn" && i + 1 < argc) bns = check_bns = parse_list(argv[++i]);
     else if (a == "--cluster" && i + 1 < argc) clusters = check_clusters = parse_list(argv[++i]);
     else if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--iters" && i + 1 < argc) iters = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     else if (a == "--nk" && i + 1 < argc) {
       nk.clear();
       auto v = parse_list(argv[++i]);
@@ -287,7 +301,7 @@ int main(int argc, char** argv) {
   FILE* jf = json ? std::fopen(json, "w") : nullptr;
   if (jf) std::fprintf(jf, "{\"device\": \"%s\", \"rows\": [\n", prop.name);
   bool first = true;
-  std::printf("%6s %6s %6s %6s %4s %3s %10s %10s  %s\n", "M", "N", "K", "group", "bn", "cl", "us", "TFLOP/s", "kernel");
+  std::printf("%6s %6s %6s %6s %10s %10s  %s\n", "M", "N", "K", "group", "us", "TFLOP/s", "kernel");
   for (auto [N, K] : nk)
     for (int64_t M : ms) {
       const double bytes = double(N) * K;
@@ -298,16 +312,28 @@ int main(int argc, char** argv) {
         const bool ok = check(p, 1, false, -INFINITY, INFINITY, 1000, sms, int(bns[0]), int(clusters[0]), &s);
         if (!ok) { ++fails; std::printf("check %s\n", s.c_str()); }
       }
+      // Variants are timed in interleaved rounds (each round times every variant once), so clock
+      // and temperature drift under the power cap falls on all of them alike.
+      struct Variant { int64_t bn, cl, g; };
+      std::vector<Variant> vars;
       for (int64_t bn : bns)
-      for (int64_t cl : clusters)
-      for (int64_t g : groups) {
-        const double us = time_us(p, sms, int(g), int(bn), int(cl), 20);
+        for (int64_t cl : clusters)
+          for (int64_t g : groups) vars.push_back({bn, cl, g});
+      std::vector<std::vector<double>> times(vars.size());
+      for (int r = 0; r < rounds; ++r)
+        for (size_t v = 0; v < vars.size(); ++v)
+          times[v].push_back(time_us(p, sms, int(vars[v].g), int(vars[v].bn), int(vars[v].cl),
+                                     iters, rounds > 1 ? 2 : 6));
+      for (size_t v = 0; v < vars.size(); ++v) {
+        const auto [bn, cl, g] = vars[v];
+        std::sort(times[v].begin(), times[v].end());
+        const double us = times[v][times[v].size() / 2];
         const double tf = 2.0 * M * N * K / us * 1e-6;
-        const char* name = mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_cluster(int(cl)));
-        std::printf("%6ld %6ld %6ld %6ld %4ld %3ld %10.1f %10.1f  %s\n", long(M), long(N), long(K), long(g), long(bn), long(cl), us, tf, name);
+        const char* name = kernel_name(p, int(bn), int(cl), sms);
+        std::printf("%6ld %6ld %6ld %6ld %10.1f %10.1f  %s\n", long(M), long(N), long(K), long(g), us, tf, name);
         std::fflush(stdout);
-        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"kernel\": \"%s\", \"us\": %.2f, \"tflops\": %.1f}",
-                             first ? "" : ",\n", long(M), long(N), long(K), long(g), name, us, tf);
+        if (jf) std::fprintf(jf, "%s  {\"M\": %ld, \"N\": %ld, \"K\": %ld, \"group_n\": %ld, \"rounds\": %d, \"kernel\": \"%s\", \"us\": %.2f, \"tflops\": %.1f}",
+                             first ? "" : ",\n", long(M), long(N), long(K), long(g), rounds, name, us, tf);
         first = false;
       }
       free_problem(p);

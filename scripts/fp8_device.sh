@@ -73,6 +73,52 @@ for step in "$@"; do
         --page source --csv --print-source sass \
         build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels ${I8PROF_K:-sm90_i8_128x128} > "$OUT/i8sass.csv" 2>&1
       echo "i8sass rc=$? $(wc -l < "$OUT/i8sass.csv") lines" ;;
+    fp8probe)
+      # cuBLASLt's block-scaled FP8 kernel beside mixq's (7168 x 16384, M = 4096): kernel names of
+      # the target shapes, sustained clock / power over a few seconds each, and one ncu launch each.
+      # FP8_BIN: a prebuilt harness (carried), else the one `harness` built.
+      B=${FP8_BIN:-/tmp/fp8_sweep}
+      smi() { nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader,nounits -lms 100 > "$OUT/smi_$1.csv" 2>/dev/null & }
+      med() { python3 -c "import sys,statistics as s; r=[l.split(',') for l in open(sys.argv[1]) if l.strip()]; r=r[len(r)//4:]; print(sys.argv[2], 'samples', len(r), 'clock MHz', s.median(float(x[0]) for x in r), 'power W', s.median(float(x[1]) for x in r), 'temp', s.median(float(x[2]) for x in r))" "$OUT/smi_$1.csv" "$1"; }
+      timeout 120 python3 scripts/fp8_peer_probe.py names > "$OUT/lt_names.txt" 2>&1; echo "names rc=$?"; grep -E "K=" "$OUT/lt_names.txt" | grep -viE "elementwise|distribution|copy|fill" | head -24
+      smi lt; sp=$!; timeout 60 python3 scripts/fp8_peer_probe.py sustain 16384 7168 4096 5 2>&1 | tail -2; kill $sp 2>/dev/null; wait $sp 2>/dev/null; med lt
+      smi mixq; sp=$!; timeout 60 $B --bench-only --ms 4096 --nk 7168x16384 --cluster 1 --iters ${SUSTAIN_ITERS:-1000} 2>&1 | tail -2; kill $sp 2>/dev/null; wait $sp 2>/dev/null; med mixq
+      mets="sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,lts__t_sectors.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,gpu__time_duration.sum,sm__warps_active.avg.per_cycle_active"
+      timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --section LaunchStats --metrics "$mets" \
+        python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/ncu_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"
+      timeout 150 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --section LaunchStats --metrics "$mets" \
+        $B --bench-only --ms 4096 --nk 7168x16384 --cluster 1 > "$OUT/ncu_mixq.txt" 2>&1; echo "ncu mixq rc=$?"
+      for f in lt mixq; do echo "== $f"; grep -E "^  [a-zA-Z_]|Grid Size|Block Size|Cluster Size|Registers|Dynamic Shared|$(echo $mets | tr , '|')" "$OUT/ncu_$f.txt" | grep -v "^==" | head -24; done ;;
+    fp8ab)
+      # Same-process A/B of the FP8 GEMM's cluster and raster knobs (harness FP8_BIN), M = AB_MS
+      B=${FP8_BIN:-/tmp/fp8_sweep}
+      timeout 300 $B --bench-only --ms ${AB_MS:-4096} --nk ${AB_NK:-7168,16384,24576,1536,21504,14336,57344,8192} \
+        --cluster ${AB_CLUSTERS:-1,2} --groups ${AB_GROUPS:-0} ${AB_SETS:+--sets $AB_SETS} --rounds ${AB_ROUNDS:-1} --json "$OUT/fp8ab.json" > "$OUT/fp8ab.txt" 2>&1; echo "fp8ab rc=$?"; cat "$OUT/fp8ab.txt" ;;
+    fp8ncu)
+      # ncu of mixq's FP8 GEMM (each cluster size of NCU_CLUSTERS) and cuBLASLt's on 7168 x 16384,
+      # M = 4096: clock, cycles, L2 / DRAM bytes, issue activity and the stall reasons per issue.
+      B=${FP8_BIN:-/tmp/fp8_sweep}
+      st="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction sleeping membar branch_resolving"
+      mets="sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes_read.sum,gpu__time_duration.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
+      for x in $st; do mets="$mets,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"; done
+      for cl in ${NCU_CLUSTERS:-1 2}; do
+        timeout 150 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --metrics "$mets" \
+          $B --bench-only --ms 4096 --nk ${NCU_NK:-7168x16384} --cluster $cl ${FP8_ARGS:-} > "$OUT/ncu_mixq_c$cl.txt" 2>&1; echo "ncu mixq c$cl rc=$?"
+      done
+      [ -n "${NCU_LT-1}" ] && { timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --metrics "$mets" \
+        python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/ncu_mixq_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"; }
+      python3 scripts/ncu_metrics_table.py "$OUT"/ncu_mixq_*.txt ;;
+    fp8src)
+      # Warp stalls by SASS line (ncu source page, CSV) of mixq's FP8 GEMM (cluster 1) and of
+      # cuBLASLt's on 7168 x 16384, M = 4096, then the hottest lines of each
+      B=${FP8_BIN:-/tmp/fp8_sweep}
+      timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --section SourceCounters \
+        --page source --csv --print-source sass $B --bench-only --ms 4096 --nk ${NCU_NK:-7168x16384} --cluster 1 ${FP8_ARGS:-} > "$OUT/src_mixq.csv" 2>&1
+      echo "src mixq rc=$? $(wc -l < "$OUT/src_mixq.csv") lines"
+      [ -n "${SRC_LT-1}" ] && timeout 200 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --section SourceCounters \
+        --page source --csv --print-source sass python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/src_lt.csv" 2>&1
+      echo "src cublaslt rc=$? $(wc -l < "$OUT/src_lt.csv") lines"
+      for f in mixq lt; do python3 scripts/ncu_hot_sass.py "$OUT/src_$f.csv" 25 > "$OUT/hot_$f.txt" 2>&1; head -40 "$OUT/hot_$f.txt"; done ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
         timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;

@@ -66,8 +66,8 @@ class CudaFp8Block final : public PreparedImpl {
     // A forced kernel (force_kernel, or MIXQ_FORCE_KERNEL naming an FP8 GEMM) runs every M.
     const std::string force = forced_kernel(o, {"sm90_fp8"});
     if (!force.empty()) {
-      forced_cluster_ = sm90_fp8_gemm_cluster_by_name(force);
-      MIXQ_CHECK(forced_cluster_ > 0, ErrorCode::InvalidArgument, "cuda Fp8Block: force_kernel '",
+      forced_ = sm90_fp8_gemm_tile_by_name(force);
+      MIXQ_CHECK(forced_.block_n > 0, ErrorCode::InvalidArgument, "cuda Fp8Block: force_kernel '",
                  force, "' is not one of ", sm90_fp8_gemm_names());
     }
     nkb_ = (K + 127) / 128;
@@ -87,8 +87,8 @@ class CudaFp8Block final : public PreparedImpl {
     scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
   }
 
-  std::string kernel_name(int64_t /*M*/) const override {
-    return sm90_fp8_gemm_name(sm90_fp8_gemm_cluster(forced_cluster_));
+  std::string kernel_name(int64_t M) const override {
+    return sm90_fp8_gemm_name(forced_.block_n > 0 ? forced_ : sm90_fp8_gemm_pick(M, N, sms_));
   }
 
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)].
@@ -129,13 +129,14 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_lo = ep.clamp_lo;
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
-    a.cluster = forced_cluster_;
+    a.block_n = forced_.block_n;  // 0: picked from M and N by the launcher
+    a.cluster = forced_.cluster;
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
  private:
   int device_ = 0, sms_ = 132;
-  int forced_cluster_ = 0;  // 0: the default
+  Sm90Fp8Tile forced_;  // block_n 0: the launcher's pick
   int64_t nkb_ = 0, ldb_ = 0, ld_sb_ = 0;
   DeviceContext* ctx_ = nullptr;
   DeviceBuffer codes_, scales_;

@@ -24,12 +24,12 @@ inline int block_gemm_group_n(int default_group_n) {
   return env > 0 ? env : default_group_n;
 }
 
-template <int BN, int S, class Policy, int kCluster, int kSub = 1>
+template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
 void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                        const typename Policy::Params& pp, const sm90::BlockGemmParams& p, int sms,
                        cudaStream_t stream, const char* name) {
   using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster, kSub>;
-  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub>;
+  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets>;
   MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Shape::kSmemBytes));
   cudaLaunchConfig_t cfg{};

@@ -13,11 +13,12 @@ namespace mixq::cuda {
 
 namespace {
 
-template <int BN, int S, int C>
+template <int BN, int S, int C, int kSets>
 void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   using Policy = sm90::Fp8BlockScaledPolicy<BN>;
   using Shape = sm90::BlockGemmShape<BN, S, Policy, C>;
   const int64_t num_kb = (a.K + 127) / 128, n_blocks = (a.N + 127) / 128;
+  static_assert(Shape::kSmemBytes <= 227 * 1024, "the ring must fit in shared memory");
   const CUtensorMap tm_a =
       make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(a.K), uint64_t(a.M),
                          uint64_t(a.lda), 128, Shape::kBM, CU_TENSOR_MAP_SWIZZLE_128B);
@@ -39,34 +40,56 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   // fastest or within 1% on all 8 target shapes, up to 15% faster than 8.
   p.group_n = a.group_n > 0 ? a.group_n : block_gemm_group_n(kSm90Fp8DefaultGroupN);
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  launch_block_gemm<BN, S, Policy, C>(tm_a, tm_b, pp, p, a.num_sms, stream,
-                                      sm90_fp8_gemm_name(C));
+  launch_block_gemm<BN, S, Policy, C, 1, kSets>(tm_a, tm_b, pp, p, a.num_sms, stream,
+                                                sm90_fp8_gemm_name({BN, C}));
 }
 
 }  // namespace
 
-// Defaults measured on the H100 (session 9, bench/results/session9/): single CTAs. CTA pairs
-// multicasting B were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth), and a
-// 192-wide N tile (one accumulator set: two do not fit in registers) 2-25% slower than 128.
+// Single CTAs by default (H100, session 9, bench/results/session9/): CTA pairs multicasting B
+// were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth); session 14 (call 6)
+// measured pairs with 192-wide tiles within -1..+7% of single CTAs.
 int sm90_fp8_gemm_cluster(int cluster) {
   MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
                  "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
   return cluster ? cluster : 1;
 }
 
-const char* sm90_fp8_gemm_name(int cluster) {
-  return cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
-                      : "sm90_fp8_block_gemm_bm128_bn128_s6";
+// 128 x 192 tiles take 1/6 fewer bytes per FLOP from L2 than 128 x 128 (40 KB per 128 x 192 x 128
+// block against 32 KB per 128 x 128 x 128), which under the H100's 700 W cap shows as a higher
+// clock: measured 4-12% faster on the #5 shapes with full waves (session 14, calls 6 and 9; one
+// accumulator set, 5 stages). They give fewer, larger work units, so the pick compares the
+// waves each tile needs, the 192-wide one credited with kWideSpeedup per column.
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {
+  constexpr double kWideSpeedup = 1.07;
+  const int64_t m_tiles = (M + 127) / 128, slots = std::max(1, sms);
+  auto waves = [&](int64_t bn) { return (m_tiles * ((N + bn - 1) / bn) + slots - 1) / slots; };
+  const double narrow = double(waves(128)) * 128, wide = double(waves(192)) * 192 / kWideSpeedup;
+  return {wide < narrow ? 192 : 128, 1};
 }
 
-int sm90_fp8_gemm_cluster_by_name(const std::string& name) {
-  for (int cl : {1, 2})
-    if (name == sm90_fp8_gemm_name(cl)) return cl;
-  return 0;
+const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
+  if (t.block_n == 192)
+    return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
+                          : "sm90_fp8_block_gemm_bm128_bn192_s5";
+  return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
+                        : "sm90_fp8_block_gemm_bm128_bn128_s6";
+}
+
+namespace {
+constexpr Sm90Fp8Tile kTiles[] = {{128, 1}, {128, 2}, {192, 1}, {192, 2}};
+}  // namespace
+
+Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {
+  for (const Sm90Fp8Tile& t : kTiles)
+    if (name == sm90_fp8_gemm_name(t)) return t;
+  return {};
 }
 
 std::string sm90_fp8_gemm_names() {
-  return std::string(sm90_fp8_gemm_name(1)) + ", " + sm90_fp8_gemm_name(2);
+  std::string s;
+  for (const Sm90Fp8Tile& t : kTiles) s += (s.empty() ? "" : ", ") + std::string(sm90_fp8_gemm_name(t));
+  return s;
 }
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
@@ -84,10 +107,18 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
-  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128,
-                 "sm90 fp8 gemm: block_n must be 0 (default) or 128, got ", a.block_n);
-  if (sm90_fp8_gemm_cluster(a.cluster) == 2) launch_fp8<128, 6, 2>(a, stream);
-  else launch_fp8<128, 6, 1>(a, stream);
+  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128 || a.block_n == 192,
+                 "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", a.block_n);
+  const int bn = a.block_n ? a.block_n : sm90_fp8_gemm_pick(a.M, a.N, a.num_sms).block_n;
+  const bool pair = sm90_fp8_gemm_cluster(a.cluster) == 2;
+  // Stages: as many as fit in 227 KB of shared memory.
+  if (bn == 192) {
+    if (pair) launch_fp8<192, 5, 2, 1>(a, stream);
+    else launch_fp8<192, 5, 1, 1>(a, stream);
+  } else {
+    if (pair) launch_fp8<128, 6, 2, 2>(a, stream);
+    else launch_fp8<128, 6, 1, 2>(a, stream);
+  }
 }
 
 }  // namespace mixq::cuda

@@ -28,13 +28,20 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = kSm90Fp8DefaultGroupN)
-  int block_n = 0;             // N tile: 0 (default) or 128
+  int block_n = 0;             // N tile: 0 (picked from M, N: sm90_fp8_gemm_pick), 128 or 192
   int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
 };
 
 constexpr int kSm90Fp8DefaultGroupN = 2;
 
-// The kernels run 128 x 128 tiles, as single CTAs (cluster 1) or CTA pairs (cluster 2).
+// A tile configuration: 128 x block_n outputs per CTA (128: two accumulator sets, 6-stage ring;
+// 192: one set, 5 stages), single CTAs (cluster 1) or CTA pairs multicasting B (cluster 2).
+struct Sm90Fp8Tile {
+  int block_n = 0;
+  int cluster = 0;
+};
+// The tile the launcher runs for an M x N output on `sms` SMs when block_n / cluster are 0.
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms);
 // sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
 int sm90_fp8_gemm_cluster(int cluster);
 
@@ -46,9 +53,10 @@ inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
-const char* sm90_fp8_gemm_name(int cluster);
-// Kernel name (force_kernel / MIXQ_FORCE_KERNEL) -> its cluster size; 0 for other names.
-int sm90_fp8_gemm_cluster_by_name(const std::string& name);
+// Kernel name of a resolved tile (block_n 128 or 192, cluster 1 or 2).
+const char* sm90_fp8_gemm_name(Sm90Fp8Tile tile);
+// Kernel name (force_kernel / MIXQ_FORCE_KERNEL) -> its tile; {0, 0} for other names.
+Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name);
 std::string sm90_fp8_gemm_names();
 
 }  // namespace mixq::cuda

@@ -164,12 +164,14 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
   run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
 }
 
-// Every tile configuration forced: single CTAs and CTA pairs multicasting B (an odd number of M
-// tiles leaves the second CTA of the last pair entirely past M), several persistent waves.
+// Every tile configuration forced: 128- and 192-wide tiles (192 spans two weight blocks at every
+// other tile), single CTAs and CTA pairs multicasting B (an odd number of M tiles leaves the second
+// CTA of the last pair entirely past M), several persistent waves.
 TEST(CudaFp8Block, EveryTileConfiguration) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 40;
-  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2"}) {
+  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
     Case c{1, 1000, 1000};
     c.force = k;
     for (int64_t M : {1, 129, 300}) {
@@ -202,7 +204,7 @@ PrepareOptions fp8_block_options() {
 TEST(CudaFp8Block, RejectsUnknownKernel) {
   SKIP_WITHOUT_HOPPER();
   PrepareOptions o = fp8_block_options();
-  o.force_kernel = "sm90_fp8_block_gemm_bm128_bn192_s5";
+  o.force_kernel = "sm90_fp8_block_gemm_bm128_bn256_s4";
   try {
     prepare(random_weight(256, "fp8b128", 5), o);
     ADD_FAILURE() << "an unknown kernel name was accepted";

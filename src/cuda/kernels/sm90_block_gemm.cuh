@@ -10,8 +10,10 @@
 //     accumulator, then the policy folds that partial
 //     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
 //     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
-//     and each block has its own scales anyway. Two accumulator sets alternate, so block kb + 1's
-//     MMAs are in flight while block kb is promoted.
+//     and each block has its own scales anyway. With two accumulator sets (kAccSets = 2) block
+//     kb + 1's MMAs are in flight while block kb is promoted; with one (wider tiles, whose
+//     accumulators and totals leave no room for a second set) each warpgroup promotes while the
+//     other one's MMAs run.
 // Tiles are visited in groups of `group_n` N-tiles, N-fastest inside a group, so the CTAs that
 // run at the same time share B tiles (weights) and A rows in L2.
 //
@@ -207,7 +209,10 @@ __device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
   }
 }
 
-template <int BN, int kStages, class Policy, int kCluster, int kSub = 1>
+// kAccSets: 2 = block kb + 1's MMAs are issued before block kb is promoted (two accumulator sets);
+// 1 = each warpgroup waits for its own MMAs (wgmma.wait_group 0) before it promotes, and the
+// tensor cores stay busy with the other consumer warpgroup's MMAs meanwhile.
+template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
@@ -304,9 +309,9 @@ __global__ void __launch_bounds__(384, 1)
     // With one set, both consumer warpgroups issue their MMAs together, wait for them together
     // and promote together, and the tensor cores idle through every promotion.
     // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
-    // tiles. (The 192-wide FP8 tile, which did not fit, ran a one-set loop; it was measured slower
-    // and removed in session 9, and the loop with it.)
-    static_assert(3 * R * kSub <= 192, "two accumulator sets and the totals must fit in registers");
+    // 128-wide tiles. The 192-wide FP8 tile has registers for one set (kAccSets = 1).
+    static_assert(kAccSets == 1 || kAccSets == 2, "one or two accumulator sets");
+    static_assert((kAccSets + 1) * R * kSub <= 192, "the accumulator sets and the totals must fit in registers");
     Acc acc0[kSub][R], acc1[kSub][R];
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
@@ -393,6 +398,16 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       Scale s0, s1;
+      if constexpr (kAccSets == 1) {
+        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
+        // (Waiting for the next slot and reading its scales before this block's wait, so that
+        // only the promotion lies between the blocks, measured no faster: session 14, call 9.)
+        for (int kb = 0; kb < p.num_kb; ++kb) {
+          const int st = issue(acc0, s0, n0, kb);
+          wgmma_wait<0>();
+          retire(acc0, s0, st);
+        }
+      } else {
       int st0 = issue(acc0, s0, n0, 0), st1;
       int kb = 0;
       // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
@@ -416,6 +431,7 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_wait<0>();
         retire(acc0, s0, st0);
       }
+      }  // kAccSets == 2
       const int c0 = n0 + col;
 #pragma unroll
       for (int sub = 0; sub < kSub; ++sub) {
