@@ -47,8 +47,8 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
 }  // namespace
 
 // Single CTAs by default (H100, session 9, bench/results/session9/): CTA pairs multicasting B
-// were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth); session 14 (call 6)
-// measured pairs with 192-wide tiles within -1..+7% of single CTAs.
+// were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth); with 192-wide tiles
+// pairs measured 1% faster to 11% slower (session 14, call 6).
 int sm90_fp8_gemm_cluster(int cluster) {
   MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
                  "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
@@ -57,7 +57,7 @@ int sm90_fp8_gemm_cluster(int cluster) {
 
 // 128 x 192 tiles take 1/6 fewer bytes per FLOP from L2 than 128 x 128 (40 KB per 128 x 192 x 128
 // block against 32 KB per 128 x 128 x 128), which under the H100's 700 W cap shows as a higher
-// clock: measured 4-12% faster on the #5 shapes with full waves (session 14, calls 6 and 9; one
+// clock: measured 3-17% faster on the six #5 shapes where it is picked (session 14, call 10; one
 // accumulator set, 5 stages). They give fewer, larger work units, so the pick compares the
 // waves each tile needs, the 192-wide one credited with kWideSpeedup per column.
 Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {
@@ -88,7 +88,8 @@ Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {
 
 std::string sm90_fp8_gemm_names() {
   std::string s;
-  for (const Sm90Fp8Tile& t : kTiles) s += (s.empty() ? "" : ", ") + std::string(sm90_fp8_gemm_name(t));
+  for (const Sm90Fp8Tile& t : kTiles)
+    s += (s.empty() ? "" : ", ") + std::string(sm90_fp8_gemm_name(t));
   return s;
 }
 

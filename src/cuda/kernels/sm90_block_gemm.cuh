@@ -26,7 +26,7 @@
 // writes into it too), so each consumer warp arrives on the empty barriers of both CTAs, and each
 // barrier counts 8 x kCluster arrivals.
 //
-// Policy (see Fp8BlockScaledPolicy in sm90_fp8_gemm.cu) provides:
+// Policy (see Fp8BlockScaledPolicy in sm90_promotion.cuh) provides:
 //   template <int N> using Mma      wgmma wrapper (WgmmaE4M3<N>, WgmmaS8<N>)
 //   Params                          its tensor maps / pointers (kernel parameter, grid constant)
 //   kAMetaBytes, kBMetaBytes        per-stage smem for the block's metadata (128-byte multiples)
@@ -311,7 +311,8 @@ __global__ void __launch_bounds__(384, 1)
     // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
     // 128-wide tiles. The 192-wide FP8 tile has registers for one set (kAccSets = 1).
     static_assert(kAccSets == 1 || kAccSets == 2, "one or two accumulator sets");
-    static_assert((kAccSets + 1) * R * kSub <= 192, "the accumulator sets and the totals must fit in registers");
+    static_assert((kAccSets + 1) * R * kSub <= 192,
+                  "the accumulator sets and the totals must fit in registers");
     Acc acc0[kSub][R], acc1[kSub][R];
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)

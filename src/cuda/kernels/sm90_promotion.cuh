@@ -16,14 +16,18 @@ namespace mixq::cuda::sm90 {
 //   total[m][n] += dot_kb(xq[m], wq[n]) * sa[m][kb] * sb[n / 128][kb]
 // sa is one float per (row, K block), TMA-loaded per stage for the tile's 128 rows; sb is one
 // float per (128-row weight block, K block). An N tile of BN columns starts at a multiple of BN, so
-// at most 128 - gcd(BN, 128) columns into a weight block: with BN <= 128 + gcd(BN, 128) (128, 160,
-// 192) it touches at most two weight blocks, and each stage loads a {4 K blocks} x {2 weight
+// at most 128 - gcd(BN, 128) columns into a weight block: with BN <= 128 + gcd(BN, 128) (64, 128,
+// 160, 192; the launcher runs 128 and 192) it touches at most two weight blocks, and each stage loads a {4 K blocks} x {2 weight
 // blocks} box of sb (a box's first element must be 16-byte aligned: kb = 1 faults with an illegal
 // instruction, hence the aligned group of four K blocks; read() picks kb % 4).
 template <int BN>
 struct Fp8BlockScaledPolicy {
-  static constexpr int gcd128(int n) { return n % 128 == 0 ? 128 : n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : n % 16 == 0 ? 16 : 8; }
-  static_assert(BN % 8 == 0 && BN <= 128 + gcd128(BN), "an N tile must span at most two weight blocks");
+  // gcd(n, 128) for n a multiple of 8
+  static constexpr int gcd128(int n) {
+    return n % 128 == 0 ? 128 : n % 64 == 0 ? 64 : n % 32 == 0 ? 32 : n % 16 == 0 ? 16 : 8;
+  }
+  static_assert(BN % 8 == 0 && BN <= 128 + gcd128(BN),
+                "an N tile must span at most two weight blocks");
   // BN divides 128: every tile lies inside one weight block (no second scale, no split).
   static constexpr bool kOneBlock = 128 % BN == 0;
   template <int N>
