@@ -119,6 +119,26 @@ for step in "$@"; do
         --page source --csv --print-source sass python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/src_lt.csv" 2>&1
       echo "src cublaslt rc=$? $(wc -l < "$OUT/src_lt.csv") lines"
       for f in mixq lt; do python3 scripts/ncu_hot_sass.py "$OUT/src_$f.csv" 25 > "$OUT/hot_$f.txt" 2>&1; head -40 "$OUT/hot_$f.txt"; done ;;
+    fp8l2)
+      # Where the L2 bytes of the FP8 GEMM come from (ncu's lts__t_* breakdown, the names this ncu
+      # knows): mixq's 192-wide tile as single CTAs and as pairs (B multicast), and cuBLASLt, on
+      # 21504 x 14336, M = 4096
+      B=${FP8_BIN:-/tmp/fp8_sweep}
+      ncu --query-metrics --chip gh100 > "$OUT/ncu_query.txt" 2>&1 || ncu --query-metrics > "$OUT/ncu_query.txt" 2>&1
+      mets="sm__cycles_elapsed.avg.per_second,gpu__time_duration.sum,dram__bytes_read.sum"
+      for w in lts__t_bytes lts__t_sectors lts__t_requests_srcunit_tex lts__t_sectors_srcunit_tex lts__t_sectors_srcunit_tex_op_read \
+               lts__t_sectors_srcunit_ltcfabric lts__t_sectors_srcnode_gpc lts__t_sectors_srcunit_tex_lookup_hit lts__t_sectors_srcunit_tex_lookup_miss; do
+        grep -qE "^$w[[:space:]]" "$OUT/ncu_query.txt" && mets="$mets,$w.sum"
+      done
+      echo "metrics: $mets"
+      for cl in 1 2; do
+        timeout 120 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --metrics "$mets" \
+          $B --bench-only --ms 4096 --nk 21504x14336 --bn 192 --cluster $cl > "$OUT/l2_c$cl.txt" 2>&1; echo "l2 c$cl rc=$?"
+      done
+      timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --metrics "$mets" \
+        python3 scripts/fp8_peer_probe.py plain 14336 21504 4096 6 > "$OUT/l2_lt.txt" 2>&1; echo "l2 cublaslt rc=$?"
+      rm -f "$OUT/ncu_query.txt"
+      python3 scripts/ncu_metrics_table.py "$OUT"/l2_c1.txt "$OUT"/l2_c2.txt "$OUT"/l2_lt.txt ;;
     peers)
       OPS=cublas_fp8_block128 MS=2048,4096 SHAPES=16384x7168,1536x24576,14336x21504,8192x57344 \
         timeout 200 python3 peers/peers.py > "$OUT/peers.txt" 2>&1; echo "peers rc=$?"; grep -E '^\{"model' "$OUT/peers.txt" ;;
