@@ -127,9 +127,7 @@ static Sm90Fp8GemmArgs args_of(const Problem& p, const uint8_t* b, void* y, int 
 
 // The kernel a launch with block_n / cluster (0: picked / default) runs for p.
 static const char* kernel_name(const Problem& p, int bn, int cluster, int sms) {
-  mixq::cuda::Sm90Fp8Tile t{bn, mixq::cuda::sm90_fp8_gemm_cluster(cluster)};
-  if (bn == 0) t.block_n = mixq::cuda::sm90_fp8_gemm_pick(p.M, p.N, sms).block_n;
-  return mixq::cuda::sm90_fp8_gemm_name(t);
+  return mixq::cuda::sm90_fp8_gemm_name(mixq::cuda::sm90_fp8_gemm_tile(p.M, p.N, sms, {bn, cluster}));
 }
 
 // Checks `samples` outputs (all when samples <= 0) against float64; returns the pass flag.

@@ -10,6 +10,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+# ncu's stall reasons, as per-issue ratios (append to a --metrics list)
+STALLS="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction sleeping membar branch_resolving"
+stall_metrics() { for x in $STALLS; do printf ',smsp__average_warps_issue_stalled_%s_per_issue_active.ratio' "$x"; done; }
+# ncu_cublaslt K N SECONDS NCU_ARGS...: ncu on one cuBLASLt block-FP8 launch (M = 4096, the
+# NVTX-scoped launches of scripts/fp8_peer_probe.py), report on stdout
+ncu_cublaslt() {
+  local k=$1 n=$2 t=$3; shift 3
+  timeout "$t" ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 "$@" \
+    python3 scripts/fp8_peer_probe.py plain "$k" "$n" 4096 6
+}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
 for step in "$@"; do
   case "$step" in
@@ -54,9 +64,8 @@ for step in "$@"; do
       echo "int8 sweep rc=$?"; cat "$OUT/int8.txt" ;;
     i8prof)
       # Nsight Compute on the Hopper INT8 kernel (one launch, M = 4096, 8192 x 8192): where it stalls
-      st="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction sleeping membar branch_resolving"
       mets="smsp__inst_executed.sum,sm__cycles_elapsed.avg,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,smsp__warps_active.avg.per_cycle_active"
-      for x in $st; do mets="$mets,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"; done
+      mets="$mets$(stall_metrics)"
       timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 2 --launch-count 1 --metrics "$mets" \
         --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
         build-gpu/cuda_int8_sweep --shapes ${I8PROF_SHAPE:-8192x8192} --m 4096 --kernels sm90_i8_128x128 > "$OUT/i8prof.txt" 2>&1
@@ -84,8 +93,7 @@ for step in "$@"; do
       smi lt; sp=$!; timeout 60 python3 scripts/fp8_peer_probe.py sustain 16384 7168 4096 5 2>&1 | tail -2; kill $sp 2>/dev/null; wait $sp 2>/dev/null; med lt
       smi mixq; sp=$!; timeout 60 $B --bench-only --ms 4096 --nk 7168x16384 --cluster 1 --iters ${SUSTAIN_ITERS:-1000} 2>&1 | tail -2; kill $sp 2>/dev/null; wait $sp 2>/dev/null; med mixq
       mets="sm__cycles_elapsed.avg.per_second,sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,lts__t_sectors.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,gpu__time_duration.sum,sm__warps_active.avg.per_cycle_active"
-      timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --section LaunchStats --metrics "$mets" \
-        python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/ncu_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"
+      ncu_cublaslt 16384 7168 150 --section LaunchStats --metrics "$mets" > "$OUT/ncu_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"
       timeout 150 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --section LaunchStats --metrics "$mets" \
         $B --bench-only --ms 4096 --nk 7168x16384 --cluster 1 > "$OUT/ncu_mixq.txt" 2>&1; echo "ncu mixq rc=$?"
       for f in lt mixq; do echo "== $f"; grep -E "^  [a-zA-Z_]|Grid Size|Block Size|Cluster Size|Registers|Dynamic Shared|$(echo $mets | tr , '|')" "$OUT/ncu_$f.txt" | grep -v "^==" | head -24; done ;;
@@ -98,15 +106,13 @@ for step in "$@"; do
       # ncu of mixq's FP8 GEMM (each cluster size of NCU_CLUSTERS) and cuBLASLt's on 7168 x 16384,
       # M = 4096: clock, cycles, L2 / DRAM bytes, issue activity and the stall reasons per issue.
       B=${FP8_BIN:-/tmp/fp8_sweep}
-      st="long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle lg_throttle barrier not_selected selected dispatch_stall no_instruction sleeping membar branch_resolving"
       mets="sm__cycles_elapsed.avg,sm__cycles_elapsed.avg.per_second,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes_read.sum,gpu__time_duration.sum,smsp__inst_executed.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
-      for x in $st; do mets="$mets,smsp__average_warps_issue_stalled_${x}_per_issue_active.ratio"; done
+      mets="$mets$(stall_metrics)"
       for cl in ${NCU_CLUSTERS:-1 2}; do
         timeout 150 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --metrics "$mets" \
           $B --bench-only --ms 4096 --nk ${NCU_NK:-7168x16384} --cluster $cl ${FP8_ARGS:-} > "$OUT/ncu_mixq_c$cl.txt" 2>&1; echo "ncu mixq c$cl rc=$?"
       done
-      [ -n "${NCU_LT-1}" ] && { timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --metrics "$mets" \
-        python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/ncu_mixq_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"; }
+      [ -n "${NCU_LT-1}" ] && { ncu_cublaslt 16384 7168 150 --metrics "$mets" > "$OUT/ncu_mixq_lt.txt" 2>&1; echo "ncu cublaslt rc=$?"; }
       python3 scripts/ncu_metrics_table.py "$OUT"/ncu_mixq_*.txt ;;
     fp8src)
       # Warp stalls by SASS line (ncu source page, CSV) of mixq's FP8 GEMM (cluster 1) and of
@@ -115,8 +121,8 @@ for step in "$@"; do
       timeout 200 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --section SourceCounters \
         --page source --csv --print-source sass $B --bench-only --ms 4096 --nk ${NCU_NK:-7168x16384} --cluster 1 ${FP8_ARGS:-} > "$OUT/src_mixq.csv" 2>&1
       echo "src mixq rc=$? $(wc -l < "$OUT/src_mixq.csv") lines"
-      [ -n "${SRC_LT-1}" ] && timeout 200 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --section SourceCounters \
-        --page source --csv --print-source sass python3 scripts/fp8_peer_probe.py plain 16384 7168 4096 6 > "$OUT/src_lt.csv" 2>&1
+      [ -n "${SRC_LT-1}" ] && ncu_cublaslt 16384 7168 200 --section SourceCounters --page source --csv --print-source sass \
+        > "$OUT/src_lt.csv" 2>&1
       echo "src cublaslt rc=$? $(wc -l < "$OUT/src_lt.csv") lines"
       for f in mixq lt; do python3 scripts/ncu_hot_sass.py "$OUT/src_$f.csv" 25 > "$OUT/hot_$f.txt" 2>&1; head -40 "$OUT/hot_$f.txt"; done ;;
     fp8l2)
@@ -135,8 +141,7 @@ for step in "$@"; do
         timeout 120 ncu --clock-control none -k regex:block_gemm --launch-skip 3 --launch-count 1 --metrics "$mets" \
           $B --bench-only --ms 4096 --nk 21504x14336 --bn 192 --cluster $cl > "$OUT/l2_c$cl.txt" 2>&1; echo "l2 c$cl rc=$?"
       done
-      timeout 150 ncu --clock-control none --nvtx --nvtx-include "probe/" --launch-skip 3 --launch-count 1 --metrics "$mets" \
-        python3 scripts/fp8_peer_probe.py plain 14336 21504 4096 6 > "$OUT/l2_lt.txt" 2>&1; echo "l2 cublaslt rc=$?"
+      ncu_cublaslt 14336 21504 150 --metrics "$mets" > "$OUT/l2_lt.txt" 2>&1; echo "l2 cublaslt rc=$?"
       rm -f "$OUT/ncu_query.txt"
       python3 scripts/ncu_metrics_table.py "$OUT"/l2_c1.txt "$OUT"/l2_c2.txt "$OUT"/l2_lt.txt ;;
     peers)

@@ -88,7 +88,7 @@ class CudaFp8Block final : public PreparedImpl {
   }
 
   std::string kernel_name(int64_t M) const override {
-    return sm90_fp8_gemm_name(forced_.block_n > 0 ? forced_ : sm90_fp8_gemm_pick(M, N, sms_));
+    return sm90_fp8_gemm_name(sm90_fp8_gemm_tile(M, N, sms_, forced_));
   }
 
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)].

@@ -68,6 +68,13 @@ Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {
   return {wide < narrow ? 192 : 128, 1};
 }
 
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested) {
+  MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128 || requested.block_n == 192,
+                 "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", requested.block_n);
+  return {requested.block_n ? requested.block_n : sm90_fp8_gemm_pick(M, N, sms).block_n,
+          sm90_fp8_gemm_cluster(requested.cluster)};
+}
+
 const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
   if (t.block_n == 192)
     return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
@@ -108,12 +115,10 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
-  MIXQ_CHECK_ARG(a.block_n == 0 || a.block_n == 128 || a.block_n == 192,
-                 "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", a.block_n);
-  const int bn = a.block_n ? a.block_n : sm90_fp8_gemm_pick(a.M, a.N, a.num_sms).block_n;
-  const bool pair = sm90_fp8_gemm_cluster(a.cluster) == 2;
+  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster});
+  const bool pair = t.cluster == 2;
   // Stages: as many as fit in 227 KB of shared memory.
-  if (bn == 192) {
+  if (t.block_n == 192) {
     if (pair) launch_fp8<192, 5, 2, 1>(a, stream);
     else launch_fp8<192, 5, 1, 1>(a, stream);
   } else {

@@ -40,8 +40,11 @@ struct Sm90Fp8Tile {
   int block_n = 0;
   int cluster = 0;
 };
-// The tile the launcher runs for an M x N output on `sms` SMs when block_n / cluster are 0.
+// The tile the launcher picks for an M x N output on `sms` SMs (single CTAs).
 Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms);
+// The tile a launch runs: `requested` with block_n 0 replaced by the pick and cluster 0 by 1;
+// throws on a block_n other than 0, 128, 192 or a cluster other than 0, 1, 2.
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested);
 // sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
 int sm90_fp8_gemm_cluster(int cluster);
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda/sm90_fp8_gemm.hpp"
+#include "mixq/error.hpp"
 
 using namespace mixq::cuda;
 
@@ -21,6 +22,17 @@ TEST(CudaFp8Tiles, WideTilesWhereTheirWavesAreFull) {
   // The pick is single CTAs; it never throws on degenerate SM counts.
   EXPECT_EQ(sm90_fp8_gemm_pick(4096, 21504, 132).cluster, 1);
   EXPECT_EQ(sm90_fp8_gemm_pick(4096, 21504, 0).block_n, 192);
+}
+
+TEST(CudaFp8Tiles, RequestedTileResolves) {
+  const Sm90Fp8Tile picked = sm90_fp8_gemm_tile(4096, 21504, 132, {});
+  EXPECT_EQ(picked.block_n, 192);
+  EXPECT_EQ(picked.cluster, 1);
+  const Sm90Fp8Tile forced = sm90_fp8_gemm_tile(4096, 21504, 132, {128, 2});
+  EXPECT_EQ(forced.block_n, 128);
+  EXPECT_EQ(forced.cluster, 2);
+  EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {160, 1}), mixq::Error);
+  EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {128, 3}), mixq::Error);
 }
 
 TEST(CudaFp8Tiles, NamesRoundTrip) {
