@@ -269,6 +269,15 @@ class CudaWeightOnly final : public PreparedImpl {
     }
     pairs_ = DeviceBuffer(buf.size(), device_);
     pairs_.copy_from_host(buf.data(), buf.size());
+    // the streaming kernel's lane-order copy (wo_layout.hpp: stream_pair_index)
+    const size_t psz = L_.pair_f32 ? 8 : 4;
+    std::vector<uint8_t> lane(size_t(L_.stream_pair_bytes()), 0);
+    for (int64_t n = 0; n < L_.Np; ++n)
+      for (int64_t g = 0; g < G; ++g)
+        std::memcpy(lane.data() + size_t(cuda::stream_pair_index(n, g, G)) * psz,
+                    buf.data() + size_t(n * G + g) * psz, psz);
+    pairs_stream_ = DeviceBuffer(lane.size(), device_);
+    pairs_stream_.copy_from_host(lane.data(), lane.size());
   }
 
   // Group-major copy of the pairs for the warp-specialized wgmma kernel: the pairs of one group
@@ -335,6 +344,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.x_rows = p.x_rows;
     k.codes = static_cast<const uint4*>(codes_.data());
     k.pairs = pairs_.data();
+    k.pairs_stream = pairs_stream_.data();
     k.pairs_gm = pairs_gm_.size() ? pairs_gm_.data() : nullptr;
     k.pairs_gm_ld = pairs_gm_ld_;
     k.pair_f32 = L_.pair_f32;
@@ -347,6 +357,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.max_runs = p.max_runs_per_stage;
     k.splits = p.splits;
     k.cluster = p.cluster;
+    k.pdl = p.pdl;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;
     k.y = y.data;
@@ -414,7 +425,7 @@ class CudaWeightOnly final : public PreparedImpl {
   int group_shift_ = 30;
   bool int_zero_ = false;  // offsets are -zc s with zc an integer (not ZeroKind::Offset)
   cuda::DeviceContext* ctx_ = nullptr;
-  DeviceBuffer codes_, pairs_, pairs_gm_, perm_, internal_tickets_;
+  DeviceBuffer codes_, pairs_, pairs_stream_, pairs_gm_, perm_, internal_tickets_;
   int64_t pairs_gm_ld_ = 0;
   std::shared_ptr<DeviceBuffer> scratch_;
 };

@@ -105,6 +105,24 @@ struct WoLayout {
   int64_t chunks_per_row_tile() const { return Kp / kChunkK; }
   int64_t packed_bytes() const { return (Np / kTileRows) * chunks_per_row_tile() * 32 * chunk_bytes_per_lane(); }
   int64_t pair_bytes() const { return Np * groups * (pair_f32 ? 8 : 4); }
+  // the streaming kernel's copy of the pairs (stream_pair_index), rows padded to a multiple of 64
+  int64_t stream_pair_bytes() const { return round_up(Np, 64) * groups * (pair_f32 ? 8 : 4); }
 };
+
+// The streaming kernel's copy of the (s, o') pairs, in lane order: at a group fold each lane of a
+// warp needs the pairs of rows r and r + 8 (r = lane / 4) of each of its RT row tiles, and here
+// those are contiguous. Row tiles are taken four at a time (a quad: 64 rows); quad q and group g
+// own a block of 64 pairs in which lane quad lq (0-7) has 8 consecutive pairs, rows lq and lq + 8
+// of the quad's tiles 0-3:
+//   index of (row n, group g) = ((q * groups + g) * 8 + lq) * 8 + rt * 2 + h
+//   with q = n / 64, rt = (n / 16) % 4, lq = n % 8, h = (n % 16) / 8.
+// A warp's RT tiles start at a multiple of RT (4, 2 or 1), so a lane reads its 2 * RT pairs with
+// one or two 16-byte loads (8 bytes for RT = 1 with half2 pairs), and a warp's fold reads one
+// 256-byte block (half2) instead of touching 16 * RT rows' separate sectors: the row-major pairs
+// cost an L1 wavefront per row and were 18% of the decode time on 14336x21504 W4
+// (bench/cuda_wo_stream_probe.cu, session 15). Rows past Np are zero.
+MIXQ_HOST_DEVICE constexpr int64_t stream_pair_index(int64_t n, int64_t g, int64_t groups) {
+  return (((n / 64) * groups + g) * 8 + n % 8) * 8 + ((n / 16) % 4) * 2 + (n % 16) / 8;
+}
 
 }  // namespace mixq::cuda

@@ -20,6 +20,8 @@ struct WoStreamParams {
   // weights (wo_layout.hpp)
   const uint4* codes;
   const void* pairs;  // (s, o') per (row, group): float2 or half2
+  // the same pairs in the streaming kernel's lane order (wo_layout.hpp: stream_pair_index)
+  const void* pairs_stream;
   // the same pairs group-major, [groups][pairs_gm_ld rows] (zero past N; ld a multiple of 128),
   // for the warp-specialized wgmma kernel (one bulk copy per group and 128-row tile); nullable
   const void* pairs_gm;
@@ -37,6 +39,8 @@ struct WoStreamParams {
   // sm_90: the splits of one output tile run as one thread-block cluster (1, splits, 1) and
   // reduce through distributed shared memory (no partials, fence or ticket in global memory).
   bool cluster;
+  // sm_90 image: launched with programmatic dependent launch (kernels/grid_dependency.cuh)
+  bool pdl;
   float* partial;        // [splits][M][N] when splits > 1 and !cluster
   unsigned* tickets;     // one per (n block, m block), zero before the launch (!cluster)
   // output
@@ -46,6 +50,14 @@ struct WoStreamParams {
   const void* bias;  // nullable, [N]
   IoType bias_type;
   float clamp_lo, clamp_hi;
+  // timing experiments only (bench/cuda_wo_stream_probe.cu, built with MIXQ_STREAM_DIAG; the
+  // library's kernels ignore it): kStreamDiag* bits switch parts of the kernel off
+  int diag;
 };
+
+constexpr int kStreamDiagNoStage = 1;   // no activation staging (global reads, sums)
+constexpr int kStreamDiagNoPairs = 2;   // constant scale pairs (no pair loads)
+constexpr int kStreamDiagNoMath = 4;    // words XORed, no conversion or MMA
+constexpr int kStreamDiagNoReduce = 8;  // no split reduction or output stores
 
 }  // namespace mixq::cuda

@@ -189,6 +189,20 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     set_splits(int(std::max<int64_t>(1, std::min<int64_t>(p.splits, cap))));
   }
   p.cluster = cluster && p.splits > 1;
+  // Programmatic dependent launch on the sm_90 image (the kernel waits for the previous grid only
+  // after its first weight loads are in flight; the next grid may start once all of its blocks
+  // run). H100, M = 1-2 (bench/results/session15/call5): 3-15% faster on every W4 layer
+  // (4096x4096 9.1 -> 8.1 us) and on the W8 grids that fill the GPU or run short splits, but
+  // 4-11% slower where a long-running grid leaves a fifth of the block slots free (W8 4096x28672,
+  // 14336x21504, 8192x57344: the next grid's early blocks take those slots and stream alongside).
+  // MIXQ_STREAM_PDL=0|1 (or knobs.pdl) forces it off or on.
+  int pdl_mode = -1;
+  if (const char* e = std::getenv("MIXQ_STREAM_PDL"))  // tuning knob (benchmarks, tests)
+    if (e[0] == '0' || e[0] == '1') pdl_mode = e[0] - '0';
+  if (knobs.pdl >= 0) pdl_mode = knobs.pdl;
+  const bool fills = base * p.splits * 5 >= resident * 4;  // >= 80% of the block slots
+  const bool short_split = p.chunks_per_split <= kStreamPdlMaxFreeChunks;
+  p.pdl = caps.stream_clusters && (pdl_mode == 1 || (pdl_mode < 0 && (fills || short_split)));
   // Stage as much of the split's K range as fits the budget (ideally all of it: one barrier).
   int stage = 1;
   for (int s = p.chunks_per_split; s >= 1; --s) {

@@ -16,8 +16,8 @@ struct DeviceCaps {
   int cc_major = 9, cc_minor = 0;
   size_t smem_per_block_optin = 227 * 1024;
   size_t l2_bytes = 50u << 20;
-  // the streaming kernel's loaded image can launch thread-block clusters (sm_90 code on a 9.x
-  // device: wo_stream_clusters_available)
+  // the streaming kernel's loaded image can launch thread-block clusters and programmatic
+  // dependent launches (sm_90 code on a 9.x device: wo_stream_clusters_available)
   bool stream_clusters = false;
   // cluster_capacity[b][s]: how many clusters of s blocks (128 threads) the GPU holds at once
   // when b such blocks fit an SM (cudaOccupancyMaxActiveClusters; 0: unknown). Clusters are
@@ -39,6 +39,7 @@ struct WoPlan {
   int splits = 1;
   int chunks_per_split = 1;
   bool cluster = false;       // splits reduce inside a thread-block cluster (WoStreamParams::cluster)
+  bool pdl = false;           // programmatic dependent launch (WoStreamParams::pdl)
   int chunks_per_stage = 1;
   int max_runs_per_stage = 1;  // (token, run) activation sums per stage (kStreamMaxRunShift)
   size_t smem_bytes = 0;
@@ -77,8 +78,15 @@ constexpr size_t kDequantChunkBytes = size_t(256) << 20;
 // The streaming kernel's split-K reduction: cluster < 0 is the planner's choice (or the
 // environment's MIXQ_STREAM_CLUSTER=0|1), 0 global partials, 1 a cluster wherever the kernel image
 // can launch one (forced). Prepare probes both so that its workspace and tickets serve either.
+// Programmatic dependent launch of the streaming kernel where its grid leaves block slots free only
+// for splits up to this many chunks (wo_plan.cpp).
+constexpr int kStreamPdlMaxFreeChunks = 16;
+
+// pdl < 0: programmatic dependent launch by the planner's rule wherever the image has it (or the environment's
+// MIXQ_STREAM_PDL=0|1), 0 off, 1 on (where the image has it).
 struct StreamKnobs {
   int cluster = -1;
+  int pdl = -1;
 };
 
 // force: "" (automatic), "stream", "cublas" or "wgmma".

@@ -15,28 +15,32 @@ void launch_stream_kernel(const WoStreamParams& p, dim3 grid, size_t smem, cudaS
   static const cudaError_t attr_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
   MIXQ_CUDA_CHECK(attr_status);
-  if (!p.cluster) {
-    kernel<<<grid, kStreamWarps * 32, smem, stream>>>(p);
-    MIXQ_CUDA_CHECK(cudaGetLastError());
-    return;
-  }
   // The splits of one output tile form a cluster (1, splits, 1); more than 8 blocks is a
   // non-portable size (H100 allows 16) that the kernel must opt into.
-  static const cudaError_t cluster_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  MIXQ_CUDA_CHECK(cluster_status);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1;
-  attr[0].val.clusterDim.y = grid.y;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (p.cluster) {
+    static const cudaError_t cluster_status =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    MIXQ_CUDA_CHECK(cluster_status);
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = 1;
+    attr[n_attr].val.clusterDim.y = grid.y;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (p.pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(kStreamWarps * 32);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = n_attr;
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
 }
 

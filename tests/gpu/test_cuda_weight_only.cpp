@@ -343,6 +343,79 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   }
 }
 
+// Programmatic dependent launch (sm_90 decode): a call may start while the previous kernel of its
+// stream still runs, and must wait for it before it reads its activations. A chain of decode calls,
+// each reading the previous call's output (poisoned before the chain), eager and graph-replayed
+// with dependent launch, gives the bits of the same chain run one call at a time without it.
+TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
+  SKIP_WITHOUT_GPU();
+  const char* saved = std::getenv("MIXQ_STREAM_PDL");
+  const std::string saved_value = saved ? saved : "";
+  const int64_t D = 4096;
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  const PreparedWeight wa = prepare(make_weight(D, D, "w4g128", 21), o);
+  const PreparedWeight wb = prepare(make_weight(D, D, "w8g128", 22), o);
+  for (const int64_t M : {int64_t(1), int64_t(2)}) {
+    SCOPED_TRACE("M = " + std::to_string(M));
+    HostActs x = make_acts(M, D, DType::F16, 23);
+    constexpr int kCalls = 6;
+    DeviceBuffer dx(x.bytes.size());
+    dx.copy_from_host(x.bytes.data(), x.bytes.size());
+    std::vector<DeviceBuffer> ys;
+    for (int i = 0; i < kCalls; ++i) ys.emplace_back(M * D * 2);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ExecContext ctx;
+    ctx.stream = s;
+    auto chain = [&](bool sync_each) {
+      for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
+      for (int i = 0; i < kCalls; ++i) {
+        const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
+        linear(in.view(DType::F16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::F16, {M, D}), {}, ctx);
+        if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      }
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    };
+    auto outputs = [&] {
+      std::vector<std::vector<uint8_t>> out;
+      for (auto& y : ys) {
+        out.emplace_back(y.size());
+        y.copy_to_host(out.back().data(), y.size());
+      }
+      return out;
+    };
+    setenv("MIXQ_STREAM_PDL", "0", 1);
+    chain(true);
+    const auto want = outputs();
+    setenv("MIXQ_STREAM_PDL", "1", 1);
+    for (int rep = 0; rep < 3; ++rep) {
+      chain(false);
+      EXPECT_EQ(outputs(), want) << "eager chain " << rep;
+    }
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
+    for (int i = 0; i < kCalls; ++i) {
+      const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
+      linear(in.view(DType::F16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::F16, {M, D}), {}, ctx);
+    }
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 5; ++rep) {
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      EXPECT_EQ(outputs(), want) << "graph replay " << rep;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+  if (saved) setenv("MIXQ_STREAM_PDL", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_STREAM_PDL");
+}
+
 TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {
   SKIP_WITHOUT_GPU();
   for (const int64_t M : {int64_t(3), int64_t(40), int64_t(300)}) {

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "cuda/wo_plan.hpp"
@@ -109,6 +110,71 @@ TEST(CudaPlan, StreamClusterKeepsTheSplitCount) {
     const WoPlan b = plan_weight_only(1, L, 2, false, false, true, caps, "stream");
     EXPECT_EQ(a.splits, b.splits) << N << "x" << K;
     EXPECT_EQ(b.cluster, a.splits > 1 && a.splits <= kStreamMaxClusterSplits) << N << "x" << K;
+  }
+}
+
+// Programmatic dependent launch only where the loaded image has the sm_90 grid-dependency wait
+// (a launch without it on an older image would let the kernel read activations too early).
+TEST(CudaPlan, StreamDependentLaunchOnlyOnTheSm90Image) {
+  const WoLayout L = layout(4096, 4096, 4, 128);
+  DeviceCaps caps;
+  for (bool image : {false, true}) {
+    caps.stream_clusters = image;
+    EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, -1}).pdl, image);
+    EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, 1}).pdl, image);
+    EXPECT_FALSE(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, 0}).pdl);
+  }
+  // the measured rule: on where the grid fills >= 80% of the block slots or the split is short,
+  // off for a long split in an underfilled grid (W8 8192x57344 at M = 1: 448 blocks of 660, 128
+  // chunks each)
+  for (auto [N, K, bits, want] : {std::tuple<int64_t, int64_t, int, bool>{4096, 4096, 4, true},
+                                  {4096, 4096, 8, true},
+                                  {21504, 14336, 4, true},
+                                  {8192, 28672, 8, true},
+                                  {57344, 8192, 8, false},
+                                  {21504, 14336, 8, false}}) {
+    const WoPlan p = plan_weight_only(1, layout(N, K, bits, 128), 2, false, false, true, caps, "stream");
+    const int64_t blocks = int64_t(p.n_blocks) * p.splits * p.m_blocks;
+    const int64_t slots = int64_t(caps.sm_count) * wo_stream_resident_blocks(8, bits);
+    EXPECT_EQ(p.pdl, want) << K << "x" << N << " W" << bits << ": " << blocks << " blocks of " << slots
+                           << ", " << p.chunks_per_split << " chunks per split";
+    EXPECT_TRUE(plan_weight_only(1, layout(N, K, bits, 128), 2, false, false, true, caps, "stream", false,
+                                 StreamKnobs{-1, 1}).pdl);
+  }
+}
+
+// The streaming kernel's lane-order pairs (wo_layout.hpp): a bijection of the rows padded to 64
+// and the groups onto the buffer, and each lane's 2 * RT pairs of a group contiguous, starting at
+// its warp's first tile within the quad.
+TEST(CudaPlan, StreamPairIndexIsLaneContiguous) {
+  for (int64_t N : {16, 100, 4096}) {
+    for (int64_t groups : {1, 3, 32}) {
+      WoLayout L = layout(N, 64 * groups, 4, 64);
+      ASSERT_EQ(L.groups, groups);
+      const int64_t rows = round_up(L.Np, 64);
+      ASSERT_EQ(L.stream_pair_bytes(), rows * groups * 4);
+      std::vector<int> seen(size_t(rows * groups), 0);
+      for (int64_t n = 0; n < rows; ++n)
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t i = stream_pair_index(n, g, groups);
+          ASSERT_GE(i, 0);
+          ASSERT_LT(i, rows * groups);
+          ++seen[size_t(i)];
+        }
+      for (int c : seen) ASSERT_EQ(c, 1);
+      // lane l of a warp whose RT tiles start at tile nt0 (a multiple of RT): rows
+      // nt0*16 + rt*16 + l/4 (+ 8), rt < RT, at base + 2 rt (+ 1)
+      for (int rt_count : {1, 2, 4})
+        for (int64_t nt0 = 0; nt0 < rows / 16; nt0 += rt_count)
+          for (int lane = 0; lane < 32; lane += 5)
+            for (int64_t g = 0; g < groups; ++g) {
+              const int64_t base = stream_pair_index(nt0 * 16 + lane / 4, g, groups);
+              EXPECT_EQ(base, ((nt0 / 4 * groups + g) * 8 + lane / 4) * 8 + (nt0 % 4) * 2);
+              for (int rt = 0; rt < rt_count; ++rt)
+                for (int h = 0; h < 2; ++h)
+                  ASSERT_EQ(stream_pair_index((nt0 + rt) * 16 + lane / 4 + 8 * h, g, groups), base + 2 * rt + h);
+            }
+    }
   }
 }
 

@@ -10,7 +10,11 @@
 //   and fed to the MMAs with ldmatrix; their per-run sums (a group, or 256 K of a longer one) are
 //   precomputed there.
 // - Codes become exact small integers (u) in f16/bf16 (dequant_codes.cuh); each group's MMA sum is
-//   scaled in f32 registers once per group: acc += s * sum(x*u) + o' * sum(x).
+//   scaled in f32 registers once per group: acc += s * sum(x*u) + o' * sum(x), with the (s, o')
+//   pairs read from a lane-order copy (wo_layout.hpp: one or two 16-byte loads per lane and group).
+// - On sm_90 the kernel is launched with programmatic dependent launch: it issues its first weight
+//   loads, then waits for the previous kernel of the stream (grid_dependency.cuh) before it reads
+//   activations or writes anything, so its launch and first DRAM round trip overlap that kernel.
 // - K is split across blocks (split-K) so every SM has work. Where the splits of one output tile
 //   fit the GPU as a thread-block cluster (sm_90), they reduce through distributed shared memory;
 //   otherwise partial sums go to a workspace and the last block of each tile to arrive (an atomic
@@ -25,6 +29,7 @@
 #include <type_traits>
 
 #include "cuda/kernels/dequant_codes.cuh"
+#include "cuda/kernels/grid_dependency.cuh"
 #include "cuda/wo_layout.hpp"
 #include "cuda/wo_params.hpp"
 
@@ -166,6 +171,15 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   // the offset term to the activation sum of its own run, so a group longer than a run is folded
   // piece by piece.
 
+#if defined(MIXQ_STREAM_DIAG)
+  const int diag = p.diag;
+#else
+  constexpr int diag = 0;
+#endif
+  // With programmatic dependent launch (sm_90, WoStreamParams::pdl) the next kernel of the stream
+  // may start once every block of this grid has started: a decode kernel's weight loads then
+  // overlap this grid's tail. Its blocks only take the slots this grid's finished blocks free.
+  allow_dependent_launch();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int split = blockIdx.y;
   const int k0 = split * p.chunks_per_split * kChunkK;
@@ -258,43 +272,55 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       for (int d = 0; d < kDepth; ++d)
         if (d < chunks) load_chunk(buf[d]);
     }
-    stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, run_shift);
+    // Everything before this point reads only the prepared weight; the activations (and the
+    // workspace and output, after it) may be written by the previous kernel of the stream.
+    grid_dependency_wait();
+    if (diag & kStreamDiagNoStage) __syncthreads();
+    else stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, run_shift);
 
     if (active) {
       // global k where the current run's sum must be folded in (run end, group end or stage end)
       int flush_at = min((ks / run_step + 1) * run_step, ke);
-      // (scale, offset) pairs of rows r0 and r0 + 8 (float2 or half2): the flush that folds group
-      // g prefetches group g + 1's into L1 and reads them there one group later, so their latency
-      // (often a DRAM miss: the pairs of 16 rows are 16 different sectors) hides under a whole
-      // group of weight streaming without holding registers (they limited residency).
-      // this lane's rows of (scale, offset) pairs: rt's rows r0[rt] and r0[rt] + 8, as byte
-      // offsets from row r0[0] (32-bit: fewer registers than RT pairs of pointers)
+      // (scale, offset) pairs of rows r0 and r0 + 8 of the RT tiles (float2 or half2), in the lane
+      // order of wo_layout.hpp (stream_pair_index): 2 * RT contiguous pairs per lane and group,
+      // 64 pairs per quad of tiles and group. The flush that folds group g prefetches group
+      // g + 1's into L1 and reads them there one group later, so their latency (a DRAM miss)
+      // hides under a whole group of weight streaming without holding registers (they limit
+      // residency).
       const int psize = p.pair_f32 ? 8 : 4;
-      const int prow_bytes = p.groups * psize;
-      const char* pbase = static_cast<const char*>(p.pairs) + int64_t(r0[0]) * prow_bytes;
-      int poff[RT];
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt) poff[rt] = (r0[rt] - r0[0]) * prow_bytes;
+      const int group_bytes = 64 * psize;  // one quad's pairs of one group
+      const char* pbase = static_cast<const char*>(p.pairs_stream) +
+                          ((int64_t(nt0 / 4) * p.groups * 8 + lane / 4) * 8 + (nt0 % 4) * 2) * psize;
       auto prefetch_pairs = [&](int gi) {
-        const char* pg = pbase + gi * psize;
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-          prefetch_l1(pg + poff[rt]);
-          prefetch_l1(pg + poff[rt] + 8 * prow_bytes);
-        }
-      };
-      auto read_pair = [&](const char* q) {
-        if (p.pair_f32) return __ldg(reinterpret_cast<const float2*>(q));
-        return __half22float2(__ldg(reinterpret_cast<const half2*>(q)));
+        if (diag & kStreamDiagNoPairs) return;
+        prefetch_l1(pbase + int64_t(gi) * group_bytes);  // 2 * RT pairs: within one 128-byte line
       };
       prefetch_pairs(g_first);
       auto flush = [&](int gi) {
-        float2 a[RT], b[RT];
-        const char* pg = pbase + gi * psize;
+        float2 pr[2 * RT];  // pr[2 rt]: row r0[rt], pr[2 rt + 1]: row r0[rt] + 8
+        const char* q = pbase + int64_t(gi) * group_bytes;
+        if (diag & kStreamDiagNoPairs) {
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-          a[rt] = read_pair(pg + poff[rt]);
-          b[rt] = read_pair(pg + poff[rt] + 8 * prow_bytes);
+          for (int i = 0; i < 2 * RT; ++i) pr[i] = make_float2(0.01f, -0.08f);
+        } else if (p.pair_f32) {
+#pragma unroll
+          for (int i = 0; i < RT; ++i) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(q) + i);
+            pr[2 * i] = make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
+            pr[2 * i + 1] = make_float2(__uint_as_float(v.z), __uint_as_float(v.w));
+          }
+        } else if constexpr (RT >= 2) {
+#pragma unroll
+          for (int i = 0; i < RT / 2; ++i) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(q) + i);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) pr[4 * i + e] = __half22float2(*reinterpret_cast<const half2*>(&w[e]));
+          }
+        } else {
+          const uint2 v = __ldg(reinterpret_cast<const uint2*>(q));
+          pr[0] = __half22float2(*reinterpret_cast<const half2*>(&v.x));
+          pr[1] = __half22float2(*reinterpret_cast<const half2*>(&v.y));
         }
         // the next flush folds the next group (or, within a long group, this one again)
         const int g_next = min(flush_at + run_step, ke) - 1;
@@ -319,8 +345,8 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
             }
             // the MMA summed x * (u + kBias): s*g + (o' - kBias*s)*sum(x) = sum(x * (s*u + o'));
             // rows r + 8 summed x * (u + kBias / kHiScale) / kHiScale, hence their scale s * kHiScale
-            const float sa = a[rt].x, sb = b[rt].x * kHiScale;
-            const float oa = fmaf(-kBias, sa, a[rt].y), ob = fmaf(-kBias, sb, b[rt].y);
+            const float sa = pr[2 * rt].x, sb = pr[2 * rt + 1].x * kHiScale;
+            const float oa = fmaf(-kBias, sa, pr[2 * rt].y), ob = fmaf(-kBias, sb, pr[2 * rt + 1].y);
             acc[rt][j][0] = fmaf(sa, g[0], fmaf(oa, xa, acc[rt][j][0]));
             acc[rt][j][1] = fmaf(sa, g[1], fmaf(oa, xb, acc[rt][j][1]));
             acc[rt][j][2] = fmaf(sb, g[2], fmaf(ob, xa, acc[rt][j][2]));
@@ -340,6 +366,15 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       // One chunk (16 rows x 64 K per row tile): 4 K tiles of 16, their B fragments from the
       // staged activations, the A fragments converted from the chunk's words.
       auto multiply_chunk = [&](const uint32_t (&words)[RT][kWordsPerLane]) {
+        if (diag & kStreamDiagNoMath) {
+          uint32_t x = 0;
+#pragma unroll
+          for (int rt = 0; rt < RT; ++rt)
+#pragma unroll
+            for (int i = 0; i < kWordsPerLane; ++i) x ^= words[rt][i];
+          accg[0][0][0][0] += __uint_as_float(x & 0x007FFFFFu);  // keeps the loads (denormal)
+          return;
+        }
 #pragma unroll
         for (int tp = 0; tp < 2; ++tp) {  // pairs of 16-wide K tiles
           uint32_t bx[NT8][4], bl[NT8][4];
@@ -413,6 +448,10 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         }
     }
   };
+  if (diag & kStreamDiagNoReduce) {
+    if (active && acc[0][0][0] == 1234.5f) store_io(p.y, 0, p.y_type, acc[0][0][0]);
+    return;
+  }
   if (p.splits == 1) {
     if (active)
       for_each_output([&](int m, int n, float v) {
