@@ -27,6 +27,17 @@ int64_t stream_max_m(const DeviceCaps&, int, bool x_f32) {
   return x_f32 ? 16 : 32;
 }
 
+int64_t stream_max_m_wgmma(const WoLayout& L) {
+  // H100, the streaming kernel forced against the wgmma kernel at M = 1-8 on the nine layers, W4
+  // and W8 g128 f16 (bench/results/session15/call6, after the lane-order pairs): small layers
+  // stay on the streaming kernel longer (4096x6144 W4 M = 4: 9.6 us against 12.3; 4096x4096 W8
+  // M = 4: 12.8 against 13.1), the largest W8 weights leave it at M = 2 (14336x21504: 119.5
+  // against 115.4). Within 3% of the better kernel on every measured row.
+  const int64_t mib = L.packed_bytes() >> 20;
+  if (L.bits == 4) return mib <= 16 ? 6 : 2;
+  return mib <= 20 ? 4 : mib <= 96 ? 3 : mib <= 256 ? 2 : 1;
+}
+
 namespace {
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
@@ -54,17 +65,13 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
              "force_kernel 'wgmma' needs an sm_90a build on a Hopper GPU and 16-bit activations "
              "with 16-byte aligned rows");
   WoPlan p;
-  // Which kernel, measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md; the thresholds of
-  // earlier versions and their data are in cuda_wo_wgmma_ws_streamk.md and cuda_wo_wgmma.md):
-  // - the warp-specialized wgmma kernel (128-K stages, two CTAs per SM at M <= 16) beats the
-  //   streaming kernel from M = 3 on every layer, W4 and W8 (14336x21504 W4 M = 4: 71 us against
-  //   78; 4096x4096: 11.3 against 14.6); at M = 2 the two are within 3%, and large W8 weights
-  //   take the wgmma kernel from M = 2 (113 against 117 us);
+  // Which kernel, measured on H100:
+  // - the streaming kernel up to stream_max_m_wgmma(L), then the warp-specialized wgmma kernel
+  //   (128-K stages, two CTAs per SM at M <= 16); the thresholds of earlier versions and their
+  //   data are in bench/results/cuda_wo_wgmma_ws_k128.md, cuda_wo_wgmma_ws_streamk.md and
+  //   cuda_wo_wgmma.md;
   // - past kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs) dequantize + cuBLAS wins (wo_plan.hpp).
-  const bool big = L.packed_bytes() >= kStreamM8MinBytes;
-  const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32)
-                             : L.bits == 8 && big ? 1
-                                                  : kWgmmaMinM;
+  const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32) : stream_max_m_wgmma(L);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool big_gemm = L.K >= 8192 && L.N * L.K >= (int64_t(128) << 20);
   const bool wgmma = force == "wgmma" ||

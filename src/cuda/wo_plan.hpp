@@ -59,10 +59,10 @@ struct WoPlan {
 // Largest M the streaming kernel serves before dequantize+cuBLAS wins (measured: see
 // docs/cuda-weight-only.md). Overridable with MIXQ_FORCE_KERNEL=stream|cublas.
 int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
+// ... where the Hopper wgmma kernel can take over (measured: it depends on the weight's size).
+int64_t stream_max_m_wgmma(const WoLayout& L);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
-constexpr int64_t kWgmmaMinM = 2;    // up to this M: the streaming kernel (with wgmma available)
-constexpr int64_t kStreamM8MinBytes = int64_t(32) << 20;  // W8 weights this large: only M = 1
 // Above: dequantize + cuBLAS. Measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md, the
 // kernel forced against the default on the nine layers, W4/W8 g128 f16): the warp-specialized
 // kernel wins at M = 2048 on every layer (14336x21504 W4 1961 us against 2152), and at M = 4096 on

@@ -231,23 +231,28 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
             WoKernel::DequantCublas);
-  // W4: the streaming kernel up to M = 2, wgmma from M = 3 on every size (kWgmmaMinM)
-  const WoLayout small = layout(4096, 4096, 4, 128);
-  ASSERT_LT(small.packed_bytes(), kStreamM8MinBytes);
-  for (const WoLayout* w : {&L, &small}) {
-    EXPECT_EQ(plan_weight_only(2, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Stream);
-    EXPECT_EQ(plan_weight_only(3, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
-    EXPECT_EQ(plan_weight_only(8, *w, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
+  // the streaming kernel up to stream_max_m_wgmma (measured), then wgmma: W4 up to M = 6 on
+  // small weights, 2 on large ones; W8 from 4 down to 1 as the weight grows
+  auto kernel_at = [&](int64_t M, int64_t N, int64_t K, int bits) {
+    return plan_weight_only(M, layout(N, K, bits, 128), 2, false, false, true, caps, "", true).kernel;
+  };
+  for (auto [N, K, bits, last] : {std::tuple<int64_t, int64_t, int, int64_t>{4096, 4096, 4, 6},
+                                  {6144, 4096, 4, 6},
+                                  {4096, 14336, 4, 2},
+                                  {21504, 14336, 4, 2},
+                                  {4096, 4096, 8, 4},
+                                  {6144, 4096, 8, 3},
+                                  {8192, 8192, 8, 3},
+                                  {8192, 28672, 8, 2},
+                                  {21504, 14336, 8, 1},
+                                  {57344, 8192, 8, 1}}) {
+    SCOPED_TRACE(std::to_string(K) + "x" + std::to_string(N) + " W" + std::to_string(bits));
+    EXPECT_EQ(stream_max_m_wgmma(layout(N, K, bits, 128)), last);
+    EXPECT_EQ(kernel_at(1, N, K, bits), WoKernel::Stream);
+    EXPECT_EQ(kernel_at(last, N, K, bits), WoKernel::Stream);
+    EXPECT_EQ(kernel_at(last + 1, N, K, bits), WoKernel::Wgmma);
   }
-  // large W8 weights: wgmma from M = 2, the streaming kernel at M = 1; small W8 weights from M = 3
-  EXPECT_EQ(plan_weight_only(2, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::Wgmma);
-  EXPECT_EQ(plan_weight_only(1, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(2, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(3, layout(4096, 4096, 8, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::Wgmma);
+  const WoLayout small = layout(4096, 4096, 4, 128);
   // past kWgmmaMaxM: dequantize + cuBLAS, except on large GEMMs (K >= 8192, N K >= 128M) up to
   // kWgmmaBigMaxM
   EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, small, 2, false, false, true, caps, "", true).kernel,
