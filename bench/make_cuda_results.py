@@ -38,7 +38,10 @@ ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in
 
 print("# CUDA weight-only linear: measured results\n")
 print("Device: %s\n" % dev)
-print("Commands (the two mixq bench runs in one device call; tinygemm from peers.py in an earlier device call (cuda_peers_tinygemm.json, session 6), on an H100 of the same model):\n")
+NOTE = os.environ.get("RESULTS_NOTE", "the two mixq bench runs in one device call; tinygemm from "
+                      "peers.py in an earlier device call (cuda_peers_tinygemm.json), on an H100 of "
+                      "the same model")
+print("Commands (%s):\n" % NOTE)
 print("```\n%s\n%s\n%s\n```\n" % (
     f16["command"], bf16["command"],
     "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "

@@ -46,6 +46,8 @@ inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 // f32 activations (split_x: two MMAs per tile on hi/lo halves).
 #if defined(MIXQ_STREAM_MT16_RT4)
 constexpr int kStreamRt4MaxMt = 16;  // experiment: four row tiles up to 16 tokens
+#elif defined(MIXQ_STREAM_DECODE_RT2)
+constexpr int kStreamRt4MaxMt = 0;  // experiment: two row tiles at every token tile
 #else
 constexpr int kStreamRt4MaxMt = 8;
 #endif
@@ -59,7 +61,11 @@ MIXQ_HOST_DEVICE constexpr int wo_row_tiles(int mt, int bits, bool split_x) {
 // latency asks for; each further chunk costs rt * 4 (int4) or rt * 8 (int8) registers.
 MIXQ_HOST_DEVICE constexpr int wo_stream_depth(int bits, int rt) {
 #if defined(MIXQ_STREAM_DEPTH)
+#if defined(MIXQ_STREAM_DECODE_RT2)
+  return bits == 4 ? MIXQ_STREAM_DEPTH : 2;
+#else
   return bits == 4 && rt >= 4 ? MIXQ_STREAM_DEPTH : 2;
+#endif
 #else
   return (void)bits, (void)rt, 2;
 #endif
