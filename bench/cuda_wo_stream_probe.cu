@@ -8,7 +8,7 @@
 //   nvcc -O3 -std=c++17 -DMIXQ_STREAM_DIAG -I bench -I src -gencode=arch=compute_90a,code=sm_90a
 //        --expt-relaxed-constexpr bench/cuda_wo_stream_probe.cu -o wo_stream_probe
 // Run: ./wo_stream_probe [KxN,...] [bits: 4|8] [blocks per SM the split is sized for, 0: default]
-//      [1: also the rows with parts switched off]
+//      [1: also the rows with parts switched off] [M,... (1-8, default 1)]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -20,6 +20,7 @@
 
 #include "bench_timing.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
+#include "cuda/wo_stream_launch_config.hpp"
 
 #if !defined(MIXQ_STREAM_DIAG)
 #error "build with -DMIXQ_STREAM_DIAG"
@@ -46,29 +47,8 @@ void set_attributes() {
 
 template <int BITS>
 void launch(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t s) {
-  auto kernel = wo_stream_kernel<half, 8, BITS, false, false, 4>;
-  cudaLaunchAttribute attr[2];
-  int n = 0;
-  if (p.cluster) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = 1;
-    attr[n].val.clusterDim.y = grid.y;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (p.pdl) {
-    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = n;
-  CK(cudaLaunchKernelEx(&cfg, kernel, p));
+  const StreamLaunchConfig lc(p, grid, 128, smem, s);
+  CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<half, 8, BITS, false, false, 4>, p));
 }
 
 template <int BITS>
@@ -90,7 +70,7 @@ int max_clusters(int splits, size_t smem) {
 }
 
 template <int BITS>
-void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
+void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) {
   constexpr int RT = wo_row_tiles(8, BITS, false);
   set_attributes<BITS>();
   const int n_tiles = (N + 15) / 16, chunks = K / 64;
@@ -100,10 +80,17 @@ void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
   int cps = (chunks + splits - 1) / splits;
   splits = (chunks + cps - 1) / cps;
   const int run = std::min(128, 1 << kStreamMaxRunShift);
-  const int kr = cps * 64;
-  const int max_runs = kr / std::min(run, kr) + 2;
-  size_t smem = (size_t(1) * (kr + 8) + 64 + 8) * 2 + (size_t(max_runs) * 4 + 15) / 16 * 16;
-  const size_t smem_cluster = std::max(smem, size_t(4) * RT * 16 * 1 * 4);
+  // the planner's staging: as much of the split as fits the shared memory of blocks_per_sm blocks
+  const int x_rows = std::min(M, 8);
+  auto smem_for = [&](int stage, int* runs) {
+    const int kr = stage * 64;
+    *runs = kr / std::min(run, kr) + 2;
+    return (size_t(x_rows) * (kr + 8) + 64 + 8) * 2 + (size_t(x_rows) * *runs * 4 + 15) / 16 * 16;
+  };
+  int stage = cps, max_runs = 0;
+  while (stage > 1 && smem_for(stage, &max_runs) > size_t(228 * 1024) / blocks_per_sm - 1024) --stage;
+  const size_t smem = smem_for(stage, &max_runs);
+  const size_t smem_cluster = std::max(smem, size_t(4) * RT * 16 * x_rows * 4);
   const bool cluster_ok = splits <= kStreamMaxClusterSplits && splits > 1 &&
                           n_blocks <= max_clusters<BITS>(splits, smem_cluster);
 
@@ -117,7 +104,7 @@ void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
   std::vector<half2> hp(pair_bytes / 4);
   std::uniform_real_distribution<float> us(0.005f, 0.02f);
   for (auto& v : hp) v = __floats2half2_rn(us(rng), -0.08f);
-  std::vector<half> hx(K);
+  std::vector<half> hx(size_t(M) * K);
   std::normal_distribution<float> nx(0.f, 1.f);
   for (auto& v : hx) v = __float2half(nx(rng));
   std::vector<Copy> copies(n_rot);
@@ -130,10 +117,10 @@ void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
   half *x, *y;
   float* partial;
   unsigned* tickets;
-  CK(cudaMalloc(&x, K * 2));
-  CK(cudaMemcpy(x, hx.data(), K * 2, cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&y, N * 2));
-  CK(cudaMalloc(&partial, size_t(splits) * N * 4));
+  CK(cudaMalloc(&x, size_t(M) * K * 2));
+  CK(cudaMemcpy(x, hx.data(), size_t(M) * K * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&y, size_t(M) * N * 2));
+  CK(cudaMalloc(&partial, size_t(splits) * M * N * 4));
   CK(cudaMalloc(&tickets, n_blocks * 4));
   CK(cudaMemset(tickets, 0, n_blocks * 4));
 
@@ -141,17 +128,17 @@ void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
   p.x = x;
   p.ldx = K;
   p.x_type = IoType::F16;
-  p.M = 1;
+  p.M = M;
   p.N = N;
   p.K = K;
-  p.x_rows = 1;
+  p.x_rows = x_rows;
   p.pair_f32 = false;
   p.int_zero = true;
   p.Kp = K;
   p.group_shift = 7;
   p.groups = groups;
   p.chunks_per_split = cps;
-  p.chunks_per_stage = cps;
+  p.chunks_per_stage = stage;
   p.max_runs = max_runs;
   p.splits = splits;
   p.partial = partial;
@@ -182,21 +169,21 @@ void run_shape(int K, int N, int blocks_per_sm, int sms, cudaStream_t s) {
     p.diag = 0;
     p.codes = copies[0].codes;
     p.pairs_stream = copies[0].pairs;
-    CK(cudaMemset(y, 0xFF, N * 2));
+    CK(cudaMemset(y, 0xFF, size_t(M) * N * 2));
     launch<BITS>(p, grid, m.cluster ? smem_cluster : smem, s);
     CK(cudaStreamSynchronize(s));
-    outs.emplace_back(N);
-    CK(cudaMemcpy(outs.back().data(), y, N * 2, cudaMemcpyDeviceToHost));
+    outs.emplace_back(size_t(M) * N);
+    CK(cudaMemcpy(outs.back().data(), y, size_t(M) * N * 2, cudaMemcpyDeviceToHost));
   }
   int mismatches = 0;
   for (size_t i = 1; i < outs.size(); ++i)
-    for (int n = 0; n < N; ++n)
+    for (size_t n = 0; n < outs[i].size(); ++n)
       mismatches += __half_as_ushort(outs[i][n]) != __half_as_ushort(outs[0][n]);
 
-  std::printf("\n%dx%d W%d M=1: grid %dx%d (%d chunks per split), %.1f MB, %d copies, cluster %s, "
+  std::printf("\n%dx%d W%d M=%d: grid %dx%d (%d chunks per split, %d per stage), %.1f MB, %d copies, cluster %s, "
               "outputs of the modes differ in %d of %d\n",
-              K, N, BITS, n_blocks, splits, cps, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
-              mismatches, N * int(outs.size() - 1));
+              K, N, BITS, M, n_blocks, splits, cps, stage, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
+              mismatches, M * N * int(outs.size() - 1));
   std::printf("%-34s", "diag \\ us per call");
   for (const Mode& m : modes) std::printf(" %12s", m.name);
   std::printf("\n");
@@ -251,14 +238,18 @@ int main(int argc, char** argv) {
   const int bits = argc > 2 ? std::atoi(argv[2]) : 4;
   const int bps = argc > 3 && std::atoi(argv[3]) > 0 ? std::atoi(argv[3]) : (bits == 4 ? 4 : 5);
   g_diag_rows = argc > 4 && std::atoi(argv[4]) != 0;
+  std::vector<int> ms;
+  for (const auto& m : bench_timing::split(argc > 5 ? argv[5] : "1", ',')) ms.push_back(std::min(8, std::max(1, std::stoi(m))));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   std::printf("%s: %d SMs; split sized for %d blocks per SM; median of 7 graph replays, cold L2\n",
               prop.name, prop.multiProcessorCount, bps);
   for (const auto& t : bench_timing::split(shapes, ',')) {
     const int K = std::stoi(t.substr(0, t.find('x'))), N = std::stoi(t.substr(t.find('x') + 1));
-    if (bits == 8) run_shape<kCodesU8>(K, N, bps, prop.multiProcessorCount, s);
-    else run_shape<kCodesU4>(K, N, bps, prop.multiProcessorCount, s);
+    for (int M : ms) {
+      if (bits == 8) run_shape<kCodesU8>(K, N, M, bps, prop.multiProcessorCount, s);
+      else run_shape<kCodesU4>(K, N, M, bps, prop.multiProcessorCount, s);
+    }
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
+#include "cuda/wo_stream_launch_config.hpp"
 #include "cuda/wo_kernels.hpp"
 
 namespace mixq::cuda {
@@ -15,33 +16,15 @@ void launch_stream_kernel(const WoStreamParams& p, dim3 grid, size_t smem, cudaS
   static const cudaError_t attr_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
   MIXQ_CUDA_CHECK(attr_status);
-  // The splits of one output tile form a cluster (1, splits, 1); more than 8 blocks is a
-  // non-portable size (H100 allows 16) that the kernel must opt into.
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
+  // More than 8 blocks in a cluster is a non-portable size (H100 allows 16) that the kernel must
+  // opt into.
   if (p.cluster) {
     static const cudaError_t cluster_status =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     MIXQ_CUDA_CHECK(cluster_status);
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = 1;
-    attr[n_attr].val.clusterDim.y = grid.y;
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
   }
-  if (p.pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kStreamWarps * 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n_attr;
-  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, p));
+  const StreamLaunchConfig launch(p, grid, kStreamWarps * 32, smem, stream);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, p));
 }
 
 // Groups shorter than a 64-wide chunk (16, 32) need the per-tile fold test (FINE).
