@@ -1,9 +1,8 @@
 // Diagnostic: how fast can the GEMV's weight-access pattern stream, with no math at all?
-// Each warp streams RT 16-row tiles of the packed layout (wo_layout.hpp: 512-byte chunks, the
-// chunks of one tile contiguous, tiles KC * 512 bytes apart) through a D-chunk register ring, like
-// sm80_wo_stream.cuh, and only XORs the words. "interleaved" places the RT tiles of a warp next to
-// each other chunk by chunk (one 2 KB run per chunk instead of four 512-byte runs).
-// Built as the cuda_stream_pattern target (or: nvcc -O3 -std=c++17 -I bench
+// The kernel (stream_read_kernel.cuh) streams each warp's RT row tiles through a D-chunk register
+// ring and only XORs the words; "interleaved" places a warp's RT tiles next to each other chunk by
+// chunk (one 2 KB run per chunk instead of four 512-byte runs).
+// Built as the cuda_stream_pattern target (or: nvcc -O3 -std=c++17 -I bench -I src
 // -gencode=arch=compute_90a,code=sm_90a bench/cuda_stream_pattern.cu -o pat). Results:
 // bench/results/cuda_weight_only_gemv_h100.txt (section 5).
 #include <cuda_runtime.h>
@@ -12,43 +11,9 @@
 #include <vector>
 
 #include "bench_timing.cuh"
+#include "stream_read_kernel.cuh"
 
 using bench_timing::time_graph;
-
-template <int RT, int D, bool INTERLEAVED>
-__global__ void __launch_bounds__(128) stream_pattern(const uint4* w, int n_tiles, int kc,
-                                                      int chunks_per_split, unsigned* sink) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nt0 = (blockIdx.x * 4 + warp) * RT;
-  if (nt0 >= n_tiles) return;
-  const int c0 = blockIdx.y * chunks_per_split;
-  const int chunks = min(chunks_per_split, kc - c0);
-  auto addr = [&](int rt, int c) -> const uint4* {
-    const int64_t cc = c0 + c;
-    if (INTERLEAVED) return w + ((int64_t(nt0 / RT) * kc + cc) * RT + rt) * 32 + lane;
-    return w + (int64_t(nt0 + rt) * kc + cc) * 32 + lane;
-  };
-  uint4 buf[D][RT];
-  unsigned acc = 0;
-#pragma unroll
-  for (int d = 0; d < D; ++d)
-    if (d < chunks)
-#pragma unroll
-      for (int rt = 0; rt < RT; ++rt) buf[d][rt] = __ldcs(addr(rt, d));
-  for (int c = 0; c < chunks; c += D) {
-#pragma unroll
-    for (int d = 0; d < D; ++d) {
-      if (c + d < chunks) {
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt) acc ^= buf[d][rt].x ^ buf[d][rt].y ^ buf[d][rt].z ^ buf[d][rt].w;
-        if (c + d + D < chunks)
-#pragma unroll
-          for (int rt = 0; rt < RT; ++rt) buf[d][rt] = __ldcs(addr(rt, c + d + D));
-      }
-    }
-  }
-  if (acc == 0x9E3779B9u) sink[0] = acc;  // never true for the zero-filled input: keeps the loads
-}
 
 template <int RT, int D, bool IL>
 void run(const char* name, std::vector<uint4*>& copies, int n_tiles, int kc, int blocks_per_sm,
@@ -61,10 +26,10 @@ void run(const char* name, std::vector<uint4*>& copies, int n_tiles, int kc, int
   const dim3 grid(bx, splits);
   // residency capped at blocks_per_sm through shared memory, as the GEMV's registers cap it
   const size_t smem = (227u * 1024u) / blocks_per_sm - 1024;
-  CK(cudaFuncSetAttribute(stream_pattern<RT, D, IL>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  CK(cudaFuncSetAttribute(stream_tiles<RT, D, IL, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const double us = time_graph(
       [&](int i, cudaStream_t st) {
-        stream_pattern<RT, D, IL><<<grid, 128, smem, st>>>(copies[i], n_tiles, kc, cps, sink);
+        stream_tiles<RT, D, IL, false><<<grid, 128, smem, st>>>(copies[i], n_tiles, kc, cps, sink);
       },
       int(copies.size()), s);
   std::printf("%-28s grid %4dx%-3d  %7.1f us  %6.0f GB/s\n", name, grid.x, grid.y, us, bytes / us * 1e-3);
@@ -78,11 +43,7 @@ int main() {
   const int n_tiles = N / 16, kc = K / 64;
   const size_t bytes = size_t(n_tiles) * kc * 512;
   const int n_rot = bench_timing::rot_count(bytes);
-  std::vector<uint4*> copies(n_rot);
-  for (auto& p : copies) {
-    CK(cudaMalloc(&p, bytes));
-    CK(cudaMemset(p, 0, bytes));
-  }
+  std::vector<uint4*> copies = zeroed_copies(bytes, n_rot);
   unsigned* sink;
   CK(cudaMalloc(&sink, 4));
   cudaStream_t s;
