@@ -20,7 +20,7 @@
 
 #include "bench_timing.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
-#include "cuda/wo_stream_launch_config.hpp"
+#include "cuda/wo_launch_config.hpp"
 
 #if !defined(MIXQ_STREAM_DIAG)
 #error "build with -DMIXQ_STREAM_DIAG"
@@ -47,7 +47,7 @@ void set_attributes() {
 
 template <int BITS>
 void launch(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t s) {
-  const StreamLaunchConfig lc(p, grid, 128, smem, s);
+  const WoLaunchConfig lc(p, grid, 128, smem, s);
   CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<half, 8, BITS, false, false, 4>, p));
 }
 

@@ -27,11 +27,13 @@
 
 #include "cuda/check.hpp"
 #include "cuda/kernel_image.hpp"
+#include "cuda/kernels/grid_dependency.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/kernels/sm90_sync.cuh"
 #include "cuda/kernels/sm90_wgmma.cuh"
 #include "cuda/kernels/sm90_wgmma_dequant.cuh"
 #include "cuda/sm90_tensor_map.hpp"
+#include "cuda/wo_launch_config.hpp"
 #include "cuda/wo_stream_k.hpp"
 #include "cuda/wo_wgmma.hpp"
 
@@ -132,6 +134,10 @@ template <int MT>
 __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParams p,
                                                              const StreamKSchedule sched) {
   __shared__ int slots[128];
+  // launched as a dependent of the main kernel (p.pdl): its launch overlaps that kernel, its reads
+  // of the partial slots wait for it
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int t = blockIdx.x, wg = blockIdx.y, q0 = blockIdx.z * kFixupQ, tid = threadIdx.x;
   const int64_t t_begin = int64_t(t) * sched.chunks;
   const int b_lo = StreamKCursor::sk_owner(sched, t_begin);
@@ -188,7 +194,7 @@ __device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, F
 
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
-template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE, bool FOLD = false>
+template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD = false>
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
@@ -213,7 +219,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // again at every stage). 1024-byte alignment: the 128-byte swizzle phase is a function of
   // address bits 7..9 (the shared window's base is aligned far beyond that).
   const int gs = p.group_shift;
-  const uint32_t psz = HALF_PAIRS ? 4u : (p.pair_f32 ? 8u : 4u);
+  const uint32_t psz = PP == sm90::PairPath::Half ? 4u : (p.pair_f32 ? 8u : 4u);
   // the pairs of a stage: its groups x 128 rows (TMA destinations 128-byte aligned), and the ring
   // as deep as this launch's stages fit
   const int pgroups = ws_stage_groups(CPS, gs);
@@ -230,6 +236,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
   const int warpgroup = threadIdx.x / 128;
   const int lane = threadIdx.x & 31;
+  // The next dependent launch of the stream (the fixup kernel, or the next call's kernel, which
+  // reads only its weights before it waits for this grid) may start as soon as every CTA runs.
+  allow_dependent_launch();
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
@@ -255,21 +264,39 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     const uint32_t wbytes = (sched.diag & 2) ? 0u : uint32_t(Tile::kWStage);
     const uint32_t xbytes = (sched.diag & 4) ? 0u : uint32_t(Tile::kXStage);
     const uint32_t pb = (sched.diag & 1) ? 0u : pbytes;
-    sm90::RingPos ring(S);
-    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
-      for (int c = w.c0; c < w.c1; ++c) {
-        const uint32_t fb = full + 8 * ring.stage;
-        sm90::mbar_wait(empty + 8 * ring.stage, ring.phase ^ 1);
-        sm90::mbar_arrive_expect_tx(fb, xbytes + wbytes + pb);
-        if (xbytes)
+    auto load_weights = [&](uint32_t stage, uint32_t fb, int c, int nb) {
+      if (wbytes) sm90::tma_load_3d(w_tiles + stage * Tile::kWStage, &tm_w, fb, 0, c * CPS, nb * kWsRowTiles);
+      if (pb) sm90::tma_load_2d(p_tiles + stage * p_stage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
+    };
+    auto load_x = [&](uint32_t stage, uint32_t fb, int c, int mb) {
+      if (xbytes)
 #pragma unroll
-          for (int h = 0; h < CPS; ++h)
-            sm90::tma_load_2d(x_tiles + ring.stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
-                              (c * CPS + h) * kChunkK, mb * MT);
-        if (wbytes)
-          sm90::tma_load_3d(w_tiles + ring.stage * Tile::kWStage, &tm_w, fb, 0, c * CPS, nb * kWsRowTiles);
-        if (pb)
-          sm90::tma_load_2d(p_tiles + ring.stage * p_stage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
+        for (int h = 0; h < CPS; ++h)
+          sm90::tma_load_2d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
+                            (c * CPS + h) * kChunkK, mb * MT);
+    };
+    // The weights and pairs of the ring's first stages are a prepared weight no kernel of the
+    // stream writes: they are in flight before the wait for the previous grid (programmatic
+    // dependent launch, a no-op without it); the activations of those stages follow the wait.
+    int early = 0;
+    ws_for_each_work(sched, [&](const StreamKWork& w, int, int nb) {
+      for (int c = w.c0; c < w.c1 && early < S; ++c, ++early) {
+        sm90::mbar_arrive_expect_tx(full + 8 * early, xbytes + wbytes + pb);
+        load_weights(early, full + 8 * early, c, nb);
+      }
+    });
+    grid_dependency_wait();
+    sm90::RingPos ring(S);
+    int issued = 0;
+    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
+      for (int c = w.c0; c < w.c1; ++c, ++issued) {
+        const uint32_t fb = full + 8 * ring.stage;
+        if (issued >= early) {
+          sm90::mbar_wait(empty + 8 * ring.stage, ring.phase ^ 1);
+          sm90::mbar_arrive_expect_tx(fb, xbytes + wbytes + pb);
+          load_weights(ring.stage, fb, c, nb);
+        }
+        load_x(ring.stage, fb, c, mb);
         ring.advance();
       }
     });
@@ -313,24 +340,36 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
         }
       } else {
+        const uint32_t pp = p_row + uint32_t(s) * p_stage;
+        if (gs >= ws_stage_shift(CPS)) {  // one group for the whole stage: its pairs read once
+          const sm90::RowPair p0 = sm90::read_pair<PP>(pp, p.pair_f32);
+          const sm90::RowPair p8 = sm90::read_pair<PP>(pp + 8 * psz, p.pair_f32);
 #pragma unroll
-        for (int h = 0; h < CPS; ++h) {
-          uint32_t w[BITS == 4 ? 4 : 8];
-          load_codes(s, h, w);
-          const uint32_t pp = p_row + uint32_t(s) * p_stage;
-          if (gs >= 6) {  // one group for the whole chunk
-            const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
-            const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-            const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
+          for (int h = 0; h < CPS; ++h) {
+            uint32_t w[BITS == 4 ? 4 : 8];
+            load_codes(s, h, w);
 #pragma unroll
-            for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
-          } else {
+            for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, PP>(w, j, p0, p8, dst[4 * h + j]);
+          }
+        } else {
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
-              const sm90::RowPair p0 = sm90::read_pair<HALF_PAIRS>(pp + q, p.pair_f32);
-              const sm90::RowPair p8 = sm90::read_pair<HALF_PAIRS>(pp + q + 8 * psz, p.pair_f32);
-              sm90::dequant_k16<T, CODES, HALF_PAIRS>(w, j, p0, p8, dst[4 * h + j]);
+          for (int h = 0; h < CPS; ++h) {
+            uint32_t w[BITS == 4 ? 4 : 8];
+            load_codes(s, h, w);
+            if (gs >= 6) {  // one group for the whole chunk
+              const uint32_t q = uint32_t((h * kChunkK) >> gs) * pair_group;
+              const sm90::RowPair p0 = sm90::read_pair<PP>(pp + q, p.pair_f32);
+              const sm90::RowPair p8 = sm90::read_pair<PP>(pp + q + 8 * psz, p.pair_f32);
+#pragma unroll
+              for (int j = 0; j < 4; ++j) sm90::dequant_k16<T, CODES, PP>(w, j, p0, p8, dst[4 * h + j]);
+            } else {
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const uint32_t q = uint32_t((h * kChunkK + j * 16) >> gs) * pair_group;
+                const sm90::RowPair p0 = sm90::read_pair<PP>(pp + q, p.pair_f32);
+                const sm90::RowPair p8 = sm90::read_pair<PP>(pp + q + 8 * psz, p.pair_f32);
+                sm90::dequant_k16<T, CODES, PP>(w, j, p0, p8, dst[4 * h + j]);
+              }
             }
           }
         }
@@ -509,43 +548,46 @@ struct WsMaps {
   CUtensorMap x, w, p;
 };
 
-template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE, bool FOLD>
+template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD>
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, FOLD>;
+  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
   const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
-  kernel<<<sch.grid, kWsThreads, smem, stream>>>(tm.x, tm.w, tm.p, p, sch);
-  MIXQ_CUDA_CHECK(cudaGetLastError());
+  {
+    const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, p, sch));
+  }
   if (stream_k_split_pieces(sch) > 0) {
     const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
-    stream_k_fixup_kernel<MT><<<grid, 128, 0, stream>>>(p, sch);
-    MIXQ_CUDA_CHECK(cudaGetLastError());
+    const WoLaunchConfig lc(grid, 128, 0, stream, p.pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_k_fixup_kernel<MT>, p, sch));
   }
 }
 
 // Fold (scale after the MMA) where it applies and pays: the stage is one group with an integer
-// zero, and the per-register path would go through f32 (bf16 activations or f32 pairs; f16 pairs
-// keep their f16x2 path); token tiles up to 64 (the consumer-bound decode range). H100
-// (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4 g128 bf16
-// M = 16 69.4 us against 80.0 on 14336x21504, FP8 f16 (f32 block scales) 118.4 against 120.2.
-// Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its 5-instruction bf16
-// conversion measured 0-3% slower than the f32 path on the memory-bound FP8 decode), and not at
-// mt = 32 (W4 bf16 M = 32: 1-4% slower than the per-register path on the nine layers; at 16 and
-// 64 the fold wins by 2-15%; bench/results/cuda_wo_wgmma_ws_k128/h100_fold_bf16_m16_32_64.txt).
-template <typename T, int MT, int CODES, bool HALF_PAIRS, WsShape SHAPE>
+// zero, and the per-register path would go through f32 (bf16 activations off the Bf16Zero path,
+// or f32 pairs; f16 pairs keep their f16x2 path); token tiles up to 64 (the consumer-bound decode
+// range). H100 (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4
+// g128 bf16 M = 16 69.4 us against 80.0 on 14336x21504 (f32 path), FP8 f16 (f32 block scales)
+// 118.4 against 120.2. Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its
+// 5-instruction bf16 conversion measured 0-3% slower than the f32 path on the memory-bound FP8
+// decode), and not at mt = 32 (W4 bf16 M = 32: 1-4% slower than the per-register f32 path on the
+// nine layers; at 16 and 64 the fold wins by 2-15%;
+// bench/results/cuda_wo_wgmma_ws_k128/h100_fold_bf16_m16_32_64.txt).
+template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE>
 void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
                       cudaStream_t stream) {
-  constexpr bool kFoldable =
-      !HALF_PAIRS && MT <= 64 && MT != 32 && !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
+  constexpr bool kFoldable = PP == sm90::PairPath::F32 && MT <= 64 && MT != 32 &&
+                             !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
   const int stage_shift = ws_stage_shift(WsConfig<MT, SHAPE>::kCps);
   if constexpr (kFoldable) {
     if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
-      return launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, true>(p, tm, sch, stream);
+      return launch_ws_kernel<T, MT, CODES, PP, SHAPE, true>(p, tm, sch, stream);
   }
-  launch_ws_kernel<T, MT, CODES, HALF_PAIRS, SHAPE, false>(p, tm, sch, stream);
+  launch_ws_kernel<T, MT, CODES, PP, SHAPE, false>(p, tm, sch, stream);
 }
 
 // The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at
@@ -567,24 +609,42 @@ int ws_chunks_per_stage(WsShape shape, int mt) {
   return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
 }
 
-template <typename T, bool HALF_PAIRS>
+// codes 4, 8 or kCodesE4M3; the Bf16Zero path decodes int4 only (ws_pair_path)
+template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
+void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
+                     cudaStream_t stream) {
+  if constexpr (PP == sm90::PairPath::Bf16Zero) {
+    MIXQ_CHECK(codes == 4, ErrorCode::Internal, "wo_wgmma_ws: the bf16 integer-zero path decodes int4");
+    launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
+  } else {
+    if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
+    else if (codes == 8) launch_ws_config<T, MT, 8, PP, SHAPE>(p, tm, sch, stream);
+    else launch_ws_config<T, MT, kCodesE4M3, PP, SHAPE>(p, tm, sch, stream);
+  }
+}
+
+template <typename T, sm90::PairPath PP>
 void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, WsShape shape,
                     int mt, int codes, cudaStream_t stream) {
-#define MIXQ_WS_CASE(MT_, SHAPE_)                                                                      \
-  return codes == 4   ? launch_ws_config<T, MT_, 4, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)            \
-         : codes == 8 ? launch_ws_config<T, MT_, 8, HALF_PAIRS, SHAPE_>(p, tm, sch, stream)            \
-                      : launch_ws_config<T, MT_, kCodesE4M3, HALF_PAIRS, SHAPE_>(p, tm, sch, stream);
   switch (mt) {
     case 16:
-      if (shape == WsShape::OneCta) MIXQ_WS_CASE(16, WsShape::OneCta)
-      MIXQ_WS_CASE(16, WsShape::TwoCtas)
-    case 32: MIXQ_WS_CASE(32, WsShape::OneCta)
-    case 64: MIXQ_WS_CASE(64, WsShape::OneCta)
-    case 128: MIXQ_WS_CASE(128, WsShape::OneCta)
-    case 256: MIXQ_WS_CASE(256, WsShape::OneCta)
+      if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 16, WsShape::OneCta>(p, tm, sch, codes, stream);
+      return launch_ws_codes<T, PP, 16, WsShape::TwoCtas>(p, tm, sch, codes, stream);
+    case 32: return launch_ws_codes<T, PP, 32, WsShape::OneCta>(p, tm, sch, codes, stream);
+    case 64: return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
+    case 128: return launch_ws_codes<T, PP, 128, WsShape::OneCta>(p, tm, sch, codes, stream);
+    case 256: return launch_ws_codes<T, PP, 256, WsShape::OneCta>(p, tm, sch, codes, stream);
   }
-#undef MIXQ_WS_CASE
   MIXQ_FAIL(ErrorCode::Internal, "wo_wgmma_ws: no configuration for mt=", mt);
+}
+
+// The bf16 dequantization path: Bf16Zero for int4 codes with an integer zero and groups of at
+// least a chunk (pairs read once per chunk or stage: their integer zero costs a division);
+// MIXQ_WS_BF16_NATIVE=0 forces the f32 / fold paths (tuning knob, read per call so that one
+// process can compare both: cuda_wo_sweep --variants).
+bool ws_bf16_zero_path(const WoStreamParams& p, int codes) {
+  const char* e = std::getenv("MIXQ_WS_BF16_NATIVE");
+  return !(e && e[0] == '0') && codes == 4 && p.int_zero && p.group_shift >= 6;
 }
 
 }  // namespace
@@ -592,7 +652,7 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
 bool wo_wgmma_ws_available(int device) {
   static PerDeviceFlag cache;
   return runs_sm90_image(
-      cache, device, reinterpret_cast<const void*>(wo_wgmma_ws_kernel<half, 64, 4, true, WsShape::OneCta>));
+      cache, device, reinterpret_cast<const void*>(wo_wgmma_ws_kernel<half, 64, 4, sm90::PairPath::Half, WsShape::OneCta>));
 }
 
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, int num_m,
@@ -648,13 +708,14 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     return e ? std::atoi(e) : 0;
   }();
   sch.max_stages = max_stages;
-  const bool half_pairs = p.x_type == IoType::F16 && !p.pair_f32;
+  using sm90::PairPath;
   if (p.x_type == IoType::F16) {
-    if (half_pairs) launch_ws_type<half, true>(p, tm, sch, shape, mt, codes, stream);
-    else launch_ws_type<half, false>(p, tm, sch, shape, mt, codes, stream);
+    if (!p.pair_f32) launch_ws_type<half, PairPath::Half>(p, tm, sch, shape, mt, codes, stream);
+    else launch_ws_type<half, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    launch_ws_type<__nv_bfloat16, false>(p, tm, sch, shape, mt, codes, stream);
+    if (ws_bf16_zero_path(p, codes)) launch_ws_type<__nv_bfloat16, PairPath::Bf16Zero>(p, tm, sch, shape, mt, codes, stream);
+    else launch_ws_type<__nv_bfloat16, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   }
 }
 

@@ -104,6 +104,13 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     }();
     p.stream_k = v1_env != 1 || L.e4m3;  // v1 decodes integer codes only
     if (p.stream_k) {
+      // Programmatic dependent launch of the kernel and its stream-K fixup (sm90_wo_wgmma_ws.cu):
+      // a call's weight loads start while the previous kernel drains, the fixup's launch overlaps
+      // the kernel. Its persistent grid fills every SM, so the next grid's CTAs start only as this
+      // one's retire (the streaming kernel's underfilled-grid loss cannot happen).
+      // MIXQ_WGMMA_PDL=0 turns it off (tuning knob, tests).
+      const char* e = std::getenv("MIXQ_WGMMA_PDL");
+      p.pdl = !(e && e[0] == '0');
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));
       return p;

@@ -4,7 +4,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm80_wo_stream.cuh"
-#include "cuda/wo_stream_launch_config.hpp"
+#include "cuda/wo_launch_config.hpp"
 #include "cuda/wo_kernels.hpp"
 
 namespace mixq::cuda {
@@ -23,7 +23,7 @@ void launch_stream_kernel(const WoStreamParams& p, dim3 grid, size_t smem, cudaS
         cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     MIXQ_CUDA_CHECK(cluster_status);
   }
-  const StreamLaunchConfig launch(p, grid, kStreamWarps * 32, smem, stream);
+  const WoLaunchConfig launch(p, grid, kStreamWarps * 32, smem, stream);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, p));
 }
 

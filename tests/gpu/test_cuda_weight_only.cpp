@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixq/error.hpp"
@@ -343,21 +344,26 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   }
 }
 
-// Programmatic dependent launch (sm_90 decode): a call may start while the previous kernel of its
-// stream still runs, and must wait for it before it reads its activations. A chain of decode calls,
+// Programmatic dependent launch (sm_90: the streaming kernel at M = 1-2, the wgmma kernel and its
+// stream-K fixup at M = 16 and 64): a call may start while the previous kernel of its stream still
+// runs, and must wait for it before it reads its activations or writes anything. A chain of calls,
 // each reading the previous call's output (poisoned before the chain), eager and graph-replayed
 // with dependent launch, gives the bits of the same chain run one call at a time without it.
 TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
   SKIP_WITHOUT_GPU();
-  const char* saved = std::getenv("MIXQ_STREAM_PDL");
-  const std::string saved_value = saved ? saved : "";
+  const char* knobs[] = {"MIXQ_STREAM_PDL", "MIXQ_WGMMA_PDL"};
+  std::vector<std::pair<bool, std::string>> saved;
+  for (const char* k : knobs) saved.emplace_back(std::getenv(k) != nullptr, std::getenv(k) ? std::getenv(k) : "");
+  auto set_knobs = [&](const char* v) {
+    for (const char* k : knobs) setenv(k, v, 1);
+  };
   const int64_t D = 4096;
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   const PreparedWeight wa = prepare(make_weight(D, D, "w4g128", 21), o);
   const PreparedWeight wb = prepare(make_weight(D, D, "w8g128", 22), o);
-  for (const int64_t M : {int64_t(1), int64_t(2)}) {
-    SCOPED_TRACE("M = " + std::to_string(M));
+  for (const int64_t M : {int64_t(1), int64_t(2), int64_t(16), int64_t(64)}) {
+    SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M) + " / " + wb.kernel_name(M));
     HostActs x = make_acts(M, D, DType::F16, 23);
     constexpr int kCalls = 6;
     DeviceBuffer dx(x.bytes.size());
@@ -385,10 +391,10 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
       }
       return out;
     };
-    setenv("MIXQ_STREAM_PDL", "0", 1);
+    set_knobs("0");
     chain(true);
     const auto want = outputs();
-    setenv("MIXQ_STREAM_PDL", "1", 1);
+    set_knobs("1");
     for (int rep = 0; rep < 3; ++rep) {
       chain(false);
       EXPECT_EQ(outputs(), want) << "eager chain " << rep;
@@ -412,8 +418,10 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
   }
-  if (saved) setenv("MIXQ_STREAM_PDL", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_STREAM_PDL");
+  for (size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i].first) setenv(knobs[i], saved[i].second.c_str(), 1);
+    else unsetenv(knobs[i]);
+  }
 }
 
 TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {

@@ -42,34 +42,60 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// (scale, offset) of one row for the dequantization of one k16 step, in the form the two paths
-// use: half path s2/o2 = half2(s, s) / half2(o', o'); f32 path s and o' - 1024 s (the
-// mantissa-trick bias folded in).
+// How the register-A kernels dequantize a k16 step (their PAIRS template parameter):
+// - Half: f16 activations, pairs exact in f16: u = (1024 + u) - 1024 exactly on the f16x2 pipe,
+//   then fma(u, s, o') rounded once.
+// - Bf16Zero: bf16 activations, int4 codes, integer zero (o' = -zc s) and groups of >= 64:
+//   (128 + u) - (128 + zc) is exact on the bf16x2 pipe (integers below 256), then times s rounded
+//   to bf16 (the scale precision of Marlin's and tinygemm's bf16 paths): two bf16x2 instructions a
+//   register where the f32 path takes six (two conversions, two FMAs, a pack).
+// - F32: through f32 and one pack (float offsets, f32 pairs on f16, int8 / e4m3 codes with bf16,
+//   groups below 64 with bf16).
+enum class PairPath { F32, Half, Bf16Zero };
+
+// (scale, offset) of one row for the dequantization of one k16 step, in the form the paths use:
+// Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc); F32 s
+// and o' - 1024 s (the mantissa-trick bias folded in).
 struct RowPair {
   uint32_t s2, o2;
   float s, o;
   float s16, o16;  // f32 path, int4 registers 1 and 3 (1024 + 16u): s / 16 and o' - 64 s
 };
 
-// Reads the pair at shared address `a` (half2 or float2 (s, o')).
-template <bool HALF_PAIRS>
+// The raw pair (s, o') at shared address a (float2, or half2 widened).
+__device__ __forceinline__ float2 read_pair_raw(uint32_t a, bool pair_f32) {
+  if (pair_f32) {
+    const uint2 v = lds64(a);
+    return make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
+  }
+  const uint32_t v = lds32(a);
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+
+// The integer zero zc of a pair with o' = -zc s (up to f32 rounding, |zc| <= 255: an approximate
+// quotient rounds to zc exactly); 0 where s is 0.
+__device__ __forceinline__ float integer_zero(float2 so) {
+  return so.x != 0.f ? rintf(__fdividef(-so.y, so.x)) : 0.f;
+}
+
+// Reads the pair at shared address `a` (half2 on the Half path, else float2 or half2 by pair_f32).
+template <PairPath PP>
 __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
   RowPair r{};
-  if constexpr (HALF_PAIRS) {
+  if constexpr (PP == PairPath::Half) {
     const uint32_t v = lds32(a);
     const __half2 pr = *reinterpret_cast<const __half2*>(&v);
     const __half2 sv = __low2half2(pr), ov = __high2half2(pr);
     r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
     r.o2 = *reinterpret_cast<const uint32_t*>(&ov);
+  } else if constexpr (PP == PairPath::Bf16Zero) {
+    const float2 f = read_pair_raw(a, pair_f32);
+    const __nv_bfloat162 sv = __float2bfloat162_rn(f.x);
+    const __nv_bfloat162 zv = __float2bfloat162_rn(128.f + integer_zero(f));  // int4: < 256, exact
+    r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
+    r.o2 = *reinterpret_cast<const uint32_t*>(&zv);
   } else {
-    float2 f;
-    if (pair_f32) {
-      const uint2 v = lds64(a);
-      f = make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
-    } else {
-      const uint32_t v = lds32(a);
-      f = __half22float2(*reinterpret_cast<const __half2*>(&v));
-    }
+    const float2 f = read_pair_raw(a, pair_f32);
     r.s = f.x;
     r.o = fmaf(-1024.f, f.x, f.y);  // w = (1024 + u) s + (o' - 1024 s)
     r.s16 = f.x * 0.0625f;
@@ -96,16 +122,18 @@ __device__ __forceinline__ uint32_t biased_f16_x16(const uint32_t* w, int j, int
 // pairs are (s, 0) by the layout's contract, wo_layout.hpp).
 // Half path (f16 activations, pairs exact in f16): u = (1024 + u) - 1024 exactly (or
 // (1024 + 16u) / 16 - 64, exact; e4m3: the exact f16 value), then fma(u, s, o') rounded once on
-// the f16x2 pipe. Otherwise through f32 and one pack.
-template <typename T, int CODES, bool HALF_PAIRS>
+// the f16x2 pipe; Bf16Zero: (128 + u) - (128 + zc) exactly, times s (one rounding). Otherwise
+// through f32 and one pack.
+template <typename T, int CODES, PairPath PP>
 __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowPair& p0,
                                             const RowPair& p8, uint32_t (&dst)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const RowPair& pr = (i & 1) ? p8 : p0;
     if constexpr (CODES == kCodesE4M3) {
+      static_assert(PP != PairPath::Bf16Zero, "e4m3 codes take the Half or F32 path");
       const uint32_t v = e4m3x2_to_f16x2(w[2 * j + (i >> 1)] >> (16 * (i & 1)));
-      if constexpr (HALF_PAIRS) {
+      if constexpr (PP == PairPath::Half) {
         const __half2 r = __hmul2(*reinterpret_cast<const __half2*>(&v), *reinterpret_cast<const __half2*>(&pr.s2));
         dst[i] = *reinterpret_cast<const uint32_t*>(&r);
       } else {
@@ -114,9 +142,18 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
       }
       continue;
     }
+    if constexpr (PP == PairPath::Bf16Zero) {
+      static_assert(CODES == 4 && std::is_same_v<T, __nv_bfloat16>, "Bf16Zero: int4 codes, bf16");
+      const uint32_t v = lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x43004300u);  // 128 + u
+      const __nv_bfloat162 u = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v),
+                                       *reinterpret_cast<const __nv_bfloat162*>(&pr.o2));
+      const __nv_bfloat162 r = __hmul2(u, *reinterpret_cast<const __nv_bfloat162*>(&pr.s2));
+      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+      continue;
+    }
     const bool x16 = CODES == 4 && (i & 1);  // the value is 1024 + 16u
     const uint32_t v = biased_f16_x16<CODES>(w, j, i);
-    if constexpr (HALF_PAIRS) {
+    if constexpr (PP == PairPath::Half) {
       const __half2 hv = *reinterpret_cast<const __half2*>(&v);
       const __half2 u = x16 ? __hfma2(hv, __half2half2(__ushort_as_half(0x2C00)),   // 1/16
                                       __half2half2(__ushort_as_half(0xD400)))       // -64
@@ -138,16 +175,6 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
 // f32 once per stage. This drops the f32 round trip of the bf16 / f32-pair paths (about six
 // instructions per register down to two or three) and applies the scale in f32.
 
-// The raw pair (s, o') at shared address a.
-__device__ __forceinline__ float2 read_pair_raw(uint32_t a, bool pair_f32) {
-  if (pair_f32) {
-    const uint2 v = lds64(a);
-    return make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
-  }
-  const uint32_t v = lds32(a);
-  return __half22float2(*reinterpret_cast<const __half2*>(&v));
-}
-
 // Per-row constants of a folded stage: the f32 scale applied to the stage sums (s, or s / 16 for
 // f16 int4 registers 1 and 3, which carry 16 (u - zc)) and the 16-bit value subtracted from the
 // biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused).
@@ -158,8 +185,7 @@ struct FoldRow {
 template <typename T, int CODES>
 __device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
   FoldRow r{};
-  // o' = -zc s up to f32 rounding, |zc| <= 255: an approximate quotient rounds to zc exactly
-  const float zc = so.x != 0.f ? rintf(__fdividef(-so.y, so.x)) : 0.f;
+  const float zc = integer_zero(so);
   const bool x16 = CODES == 4 && std::is_same_v<T, half> && odd_rows;
   r.scale = x16 ? so.x * 0.0625f : so.x;
   if constexpr (std::is_same_v<T, half>) {
