@@ -638,13 +638,21 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
   MIXQ_FAIL(ErrorCode::Internal, "wo_wgmma_ws: no configuration for mt=", mt);
 }
 
-// The bf16 dequantization path: Bf16Zero for int4 codes with an integer zero and groups of at
-// least a chunk (pairs read once per chunk or stage: their integer zero costs a division);
-// MIXQ_WS_BF16_NATIVE=0 forces the f32 / fold paths (tuning knob, read per call so that one
-// process can compare both: cuda_wo_sweep --variants).
-bool ws_bf16_zero_path(const WoStreamParams& p, int codes) {
+// The bf16 dequantization path of token tile mt: Bf16Zero (int4 codes, integer zero, groups of at
+// least a chunk: the pairs are read once per chunk or stage, their integer zero costs a division)
+// at mt = 32 and 256, and at 16 and 64 where the fold does not apply (groups shorter than a
+// stage); otherwise the fold (mt = 16, 64) or the f32 path (mt = 128). H100, same-process A/B on
+// the nine layers, W4 g128 bf16 (bench/results/session16/call1, MIXQ_WS_BF16_NATIVE=0 against 1):
+// Bf16Zero is 3-5% faster than the f32 path at mt = 32 and 2-4% at mt = 256, 6-10% slower than
+// the fold at mt = 16, within 1% of it at mt = 64, and 2-8% slower than the f32 path at mt = 128.
+// MIXQ_WS_BF16_NATIVE=0|1 forces it off or on (wherever it applies; tuning knob, read per call so
+// that one process can compare: cuda_wo_sweep --variants).
+bool ws_bf16_zero_path(const WoStreamParams& p, int codes, int mt, WsShape shape) {
+  if (codes != 4 || !p.int_zero || p.group_shift < 6) return false;
   const char* e = std::getenv("MIXQ_WS_BF16_NATIVE");
-  return !(e && e[0] == '0') && codes == 4 && p.int_zero && p.group_shift >= 6;
+  if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+  const bool folds = ws_fold_enabled() && p.group_shift >= ws_stage_shift(ws_chunks_per_stage(shape, mt));
+  return mt == 32 || mt == 256 || ((mt == 16 || mt == 64) && !folds);
 }
 
 }  // namespace
@@ -714,7 +722,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     else launch_ws_type<half, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    if (ws_bf16_zero_path(p, codes)) launch_ws_type<__nv_bfloat16, PairPath::Bf16Zero>(p, tm, sch, shape, mt, codes, stream);
+    if (ws_bf16_zero_path(p, codes, mt, shape)) launch_ws_type<__nv_bfloat16, PairPath::Bf16Zero>(p, tm, sch, shape, mt, codes, stream);
     else launch_ws_type<__nv_bfloat16, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   }
 }

@@ -105,12 +105,18 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     p.stream_k = v1_env != 1 || L.e4m3;  // v1 decodes integer codes only
     if (p.stream_k) {
       // Programmatic dependent launch of the kernel and its stream-K fixup (sm90_wo_wgmma_ws.cu):
-      // a call's weight loads start while the previous kernel drains, the fixup's launch overlaps
-      // the kernel. Its persistent grid fills every SM, so the next grid's CTAs start only as this
-      // one's retire (the streaming kernel's underfilled-grid loss cannot happen).
-      // MIXQ_WGMMA_PDL=0 turns it off (tuning knob, tests).
+      // a call's first weight loads start while the previous kernel drains, the fixup's launch
+      // overlaps the kernel. H100, same-process A/B on the nine layers, W4/W8 g128 f16, M = 4, 16,
+      // 64, 256 (bench/results/session16/call1): 2-9% faster on the weights of 32 MiB and more at
+      // M <= 64 (14336x21504 W4 M = 4 67.4 -> 64.4 us, 4096x28672 29.9 -> 27.2), on every layer
+      // at M = 64 and on the weights below 96 MiB at M = 256; 3-5% slower at M = 16 on the
+      // smaller weights (4096x4096 W4 12.5 -> 13.1) and 0-8% slower at M = 256 on the largest
+      // (14336x21504 W8 238 -> 257). So neither of those. MIXQ_WGMMA_PDL=0|1 forces it off or on
+      // (tuning knob, tests; read per call).
       const char* e = std::getenv("MIXQ_WGMMA_PDL");
-      p.pdl = !(e && e[0] == '0');
+      const int64_t mib = L.packed_bytes() >> 20;
+      const bool no_pdl = (p.mt == 16 && mib < 32) || (p.mt >= 128 && mib >= 96);
+      p.pdl = e && (e[0] == '0' || e[0] == '1') ? e[0] == '1' : !no_pdl;
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));
       return p;

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstdint>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -141,6 +142,35 @@ TEST(CudaPlan, StreamDependentLaunchOnlyOnTheSm90Image) {
     EXPECT_TRUE(plan_weight_only(1, layout(N, K, bits, 128), 2, false, false, true, caps, "stream", false,
                                  StreamKnobs{-1, 1}).pdl);
   }
+}
+
+// The wgmma kernel's dependent launch (wo_plan.cpp, measured): on, except at M <= 16 on weights
+// below 32 MiB and at M > 64 on weights of 96 MiB and more; MIXQ_WGMMA_PDL=0|1 forces it.
+TEST(CudaPlan, WgmmaDependentLaunchFollowsTheMeasuredRule) {
+  const DeviceCaps caps;
+  const char* saved = std::getenv("MIXQ_WGMMA_PDL");
+  const std::string saved_value = saved ? saved : "";
+  unsetenv("MIXQ_WGMMA_PDL");
+  auto pdl = [&](int64_t M, int64_t N, int64_t K, int bits) {
+    const WoPlan p = plan_weight_only(M, layout(N, K, bits, 128), 2, false, false, true, caps, "wgmma", true);
+    EXPECT_EQ(p.kernel, WoKernel::Wgmma);
+    return p.pdl;
+  };
+  EXPECT_FALSE(pdl(16, 4096, 4096, 4));    // 8 MiB at mt = 16
+  EXPECT_FALSE(pdl(4, 4096, 14336, 4));    // 28 MiB
+  EXPECT_TRUE(pdl(16, 8192, 8192, 4));     // 32 MiB
+  EXPECT_TRUE(pdl(4, 21504, 14336, 4));    // 147 MiB
+  EXPECT_TRUE(pdl(64, 4096, 4096, 4));     // every weight at mt = 32 and 64
+  EXPECT_TRUE(pdl(32, 4096, 4096, 8));
+  EXPECT_TRUE(pdl(256, 8192, 8192, 8));    // 64 MiB at mt = 256
+  EXPECT_FALSE(pdl(256, 8192, 28672, 4));  // 112 MiB
+  EXPECT_FALSE(pdl(128, 21504, 14336, 8));
+  setenv("MIXQ_WGMMA_PDL", "1", 1);
+  EXPECT_TRUE(pdl(16, 4096, 4096, 4));
+  setenv("MIXQ_WGMMA_PDL", "0", 1);
+  EXPECT_FALSE(pdl(16, 8192, 8192, 4));
+  if (saved) setenv("MIXQ_WGMMA_PDL", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_WGMMA_PDL");
 }
 
 // The streaming kernel's lane-order pairs (wo_layout.hpp): a bijection of the rows padded to 64
