@@ -358,6 +358,7 @@ class CudaWeightOnly final : public PreparedImpl {
     k.splits = p.splits;
     k.cluster = p.cluster;
     k.pdl = p.pdl;
+    k.early_stages = p.early_stages;
     k.partial = reinterpret_cast<float*>(ws);
     k.tickets = tickets;
     k.y = y.data;

@@ -275,16 +275,20 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           sm90::tma_load_2d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
                             (c * CPS + h) * kChunkK, mb * MT);
     };
-    // The weights and pairs of the ring's first stages are a prepared weight no kernel of the
-    // stream writes: they are in flight before the wait for the previous grid (programmatic
-    // dependent launch, a no-op without it); the activations of those stages follow the wait.
+    // The weights and pairs of the first sched.early_stages stages (the plan's choice,
+    // wo_plan.cpp) are a prepared weight no kernel of the stream writes: they are in flight before
+    // the wait for the previous grid (programmatic dependent launch; the wait is a no-op without
+    // it), the activations of those stages follow the wait. They queue ahead of the first
+    // activation tile, so the consumers start only once they have landed.
+    const int early_cap = sched.early_stages < 0 ? S : min(sched.early_stages, S);
     int early = 0;
-    ws_for_each_work(sched, [&](const StreamKWork& w, int, int nb) {
-      for (int c = w.c0; c < w.c1 && early < S; ++c, ++early) {
-        sm90::mbar_arrive_expect_tx(full + 8 * early, xbytes + wbytes + pb);
-        load_weights(early, full + 8 * early, c, nb);
-      }
-    });
+    if (early_cap > 0)
+      ws_for_each_work(sched, [&](const StreamKWork& w, int, int nb) {
+        for (int c = w.c0; c < w.c1 && early < early_cap; ++c, ++early) {
+          sm90::mbar_arrive_expect_tx(full + 8 * early, xbytes + wbytes + pb);
+          load_weights(early, full + 8 * early, c, nb);
+        }
+      });
     grid_dependency_wait();
     sm90::RingPos ring(S);
     int issued = 0;
@@ -716,6 +720,10 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     return e ? std::atoi(e) : 0;
   }();
   sch.max_stages = max_stages;
+  // the plan's weight stages before the grid dependency wait; MIXQ_WS_EARLY overrides it (tuning
+  // knob, read per call: 0 none, the order of a launch without dependent launch; -1 the whole ring)
+  sch.early_stages = p.early_stages;
+  if (const char* e = std::getenv("MIXQ_WS_EARLY")) sch.early_stages = std::atoi(e);
   using sm90::PairPath;
   if (p.x_type == IoType::F16) {
     if (!p.pair_f32) launch_ws_type<half, PairPath::Half>(p, tm, sch, shape, mt, codes, stream);

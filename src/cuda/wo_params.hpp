@@ -41,6 +41,9 @@ struct WoStreamParams {
   bool cluster;
   // sm_90 image: launched with programmatic dependent launch (kernels/grid_dependency.cuh)
   bool pdl;
+  // warp-specialized wgmma kernel: stages whose weights load before the wait for the previous grid
+  // (-1: the whole ring; StreamKSchedule::early_stages)
+  int early_stages;
   float* partial;        // [splits][M][N] when splits > 1 and !cluster
   unsigned* tickets;     // one per (n block, m block), zero before the launch (!cluster)
   // output

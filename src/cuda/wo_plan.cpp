@@ -104,19 +104,26 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
     }();
     p.stream_k = v1_env != 1 || L.e4m3;  // v1 decodes integer codes only
     if (p.stream_k) {
-      // Programmatic dependent launch of the kernel and its stream-K fixup (sm90_wo_wgmma_ws.cu):
-      // a call's first weight loads start while the previous kernel drains, the fixup's launch
-      // overlaps the kernel. H100, same-process A/B on the nine layers, W4/W8 g128 f16, M = 4, 16,
-      // 64, 256 (bench/results/session16/call1): 2-9% faster on the weights of 32 MiB and more at
-      // M <= 64 (14336x21504 W4 M = 4 67.4 -> 64.4 us, 4096x28672 29.9 -> 27.2), on every layer
-      // at M = 64 and on the weights below 96 MiB at M = 256; 3-5% slower at M = 16 on the
-      // smaller weights (4096x4096 W4 12.5 -> 13.1) and 0-8% slower at M = 256 on the largest
-      // (14336x21504 W8 238 -> 257). So neither of those. MIXQ_WGMMA_PDL=0|1 forces it off or on
-      // (tuning knob, tests; read per call).
-      const char* e = std::getenv("MIXQ_WGMMA_PDL");
+      // Programmatic dependent launch of the kernel and its stream-K fixup (sm90_wo_wgmma_ws.cu)
+      // and the weight stages loaded before its dependency wait. H100, same-process A/B on the
+      // nine layers, W4/W8 g128 f16, M = 8 ... 256 (bench/results/session16/call4: no PDL, PDL
+      // with 0, 1, 2 and a ring of early stages):
+      // - the weight-stream-bound launches (W8 up to M = 64 on 32 MiB and more, W4 up to M = 16
+      //   on the two-CTA weights of 48 MiB and more) gain 2-5% with PDL and the whole ring loaded
+      //   early (14336x21504 W4 M = 8 66.9 -> 64.7 us, W8 113.9 -> 111.6);
+      // - elsewhere early stages cost the consumers the ring's fill (4096x4096 W4 M = 16 11.5 ->
+      //   13.1 with the ring, 11.9 with one stage); PDL without them gains 1-5% at M > 64 on
+      //   weights below 96 MiB (4096x6144 W8 M = 256 35.5 -> 33.5) and loses up to 8% at M = 32
+      //   and 64 on the large W4 weights (28672x8192 M = 64 68.0 -> 73.3): off there.
+      // The rule is within 2% of the best of the five variants on every row of that run.
+      // MIXQ_WGMMA_PDL=0|1 forces PDL off or on (tuning knob, tests; read per call), MIXQ_WS_EARLY
+      // the early stages (sm90_wo_wgmma_ws.cu).
       const int64_t mib = L.packed_bytes() >> 20;
-      const bool no_pdl = (p.mt == 16 && mib < 32) || (p.mt >= 128 && mib >= 96);
-      p.pdl = e && (e[0] == '0' || e[0] == '1') ? e[0] == '1' : !no_pdl;
+      const bool stream_bound = M <= 64 && (L.bits == 8 ? mib >= 32 : M <= 16 && mib >= 48);
+      const bool short_compute = M > 64 && mib < 96;
+      const char* e = std::getenv("MIXQ_WGMMA_PDL");
+      p.pdl = e && (e[0] == '0' || e[0] == '1') ? e[0] == '1' : stream_bound || short_compute;
+      p.early_stages = p.pdl && stream_bound ? -1 : 0;
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));
       return p;

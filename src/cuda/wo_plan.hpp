@@ -40,6 +40,7 @@ struct WoPlan {
   int chunks_per_split = 1;
   bool cluster = false;       // splits reduce inside a thread-block cluster (WoStreamParams::cluster)
   bool pdl = false;           // programmatic dependent launch (WoStreamParams::pdl)
+  int early_stages = 0;       // wgmma: weight stages loaded before the dependency wait (-1: the ring)
   int chunks_per_stage = 1;
   int max_runs_per_stage = 1;  // (token, run) activation sums per stage (kStreamMaxRunShift)
   size_t smem_bytes = 0;

@@ -27,6 +27,7 @@ struct StreamKSchedule {
   int64_t sk_iters = 0;  // sk_tiles * chunks
   int diag = 0;          // MIXQ_WS_DIAG (timing experiments only): 1 no pairs, 2 no W, 4 no X
   int max_stages = 0;    // ring depth cap of the warp-specialized kernel (0: its default)
+  int early_stages = 0;  // stages whose weights load before the wait for the previous grid (<0: the ring)
 };
 
 // A stream-K range shorter than this many chunks costs more in partial-sum traffic than it saves.

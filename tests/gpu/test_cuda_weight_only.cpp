@@ -351,11 +351,13 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
 // with dependent launch, gives the bits of the same chain run one call at a time without it.
 TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
   SKIP_WITHOUT_GPU();
-  const char* knobs[] = {"MIXQ_STREAM_PDL", "MIXQ_WGMMA_PDL"};
+  // PDL on both kernels; the wgmma kernel with its whole ring of weight stages issued before the
+  // dependency wait (MIXQ_WS_EARLY=-1, the order of its weight-stream-bound launches)
+  const char* knobs[] = {"MIXQ_STREAM_PDL", "MIXQ_WGMMA_PDL", "MIXQ_WS_EARLY"};
   std::vector<std::pair<bool, std::string>> saved;
   for (const char* k : knobs) saved.emplace_back(std::getenv(k) != nullptr, std::getenv(k) ? std::getenv(k) : "");
   auto set_knobs = [&](const char* v) {
-    for (const char* k : knobs) setenv(k, v, 1);
+    for (const char* k : knobs) setenv(k, std::string(k) == "MIXQ_WS_EARLY" && v[0] == '1' ? "-1" : v, 1);
   };
   const int64_t D = 4096;
   PrepareOptions o;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cuda/wo_plan.hpp"
@@ -144,31 +145,36 @@ TEST(CudaPlan, StreamDependentLaunchOnlyOnTheSm90Image) {
   }
 }
 
-// The wgmma kernel's dependent launch (wo_plan.cpp, measured): on, except at M <= 16 on weights
-// below 32 MiB and at M > 64 on weights of 96 MiB and more; MIXQ_WGMMA_PDL=0|1 forces it.
+// The wgmma kernel's dependent launch and early weight stages (wo_plan.cpp, measured): PDL with
+// the whole ring early on the weight-stream-bound launches, PDL alone at M > 64 below 96 MiB,
+// neither elsewhere; MIXQ_WGMMA_PDL=0|1 forces PDL.
 TEST(CudaPlan, WgmmaDependentLaunchFollowsTheMeasuredRule) {
   const DeviceCaps caps;
   const char* saved = std::getenv("MIXQ_WGMMA_PDL");
   const std::string saved_value = saved ? saved : "";
   unsetenv("MIXQ_WGMMA_PDL");
-  auto pdl = [&](int64_t M, int64_t N, int64_t K, int bits) {
+  // (pdl, early stages) of M x N x K at `bits`
+  auto plan = [&](int64_t M, int64_t N, int64_t K, int bits) {
     const WoPlan p = plan_weight_only(M, layout(N, K, bits, 128), 2, false, false, true, caps, "wgmma", true);
     EXPECT_EQ(p.kernel, WoKernel::Wgmma);
-    return p.pdl;
+    return std::make_pair(p.pdl, p.early_stages);
   };
-  EXPECT_FALSE(pdl(16, 4096, 4096, 4));    // 8 MiB at mt = 16
-  EXPECT_FALSE(pdl(4, 4096, 14336, 4));    // 28 MiB
-  EXPECT_TRUE(pdl(16, 8192, 8192, 4));     // 32 MiB
-  EXPECT_TRUE(pdl(4, 21504, 14336, 4));    // 147 MiB
-  EXPECT_TRUE(pdl(64, 4096, 4096, 4));     // every weight at mt = 32 and 64
-  EXPECT_TRUE(pdl(32, 4096, 4096, 8));
-  EXPECT_TRUE(pdl(256, 8192, 8192, 8));    // 64 MiB at mt = 256
-  EXPECT_FALSE(pdl(256, 8192, 28672, 4));  // 112 MiB
-  EXPECT_FALSE(pdl(128, 21504, 14336, 8));
+  using P = std::pair<bool, int>;
+  EXPECT_EQ(plan(4, 21504, 14336, 4), P(true, -1));    // W4, 147 MiB, two CTAs per SM
+  EXPECT_EQ(plan(16, 28672, 4096, 4), P(true, -1));    // W4, 56 MiB
+  EXPECT_EQ(plan(32, 4096, 14336, 8), P(true, -1));    // W8, 56 MiB
+  EXPECT_EQ(plan(64, 57344, 8192, 8), P(true, -1));
+  EXPECT_EQ(plan(16, 8192, 8192, 4), P(false, 0));     // W4, 32 MiB: one CTA per SM
+  EXPECT_EQ(plan(32, 21504, 14336, 4), P(false, 0));   // W4 past M = 16
+  EXPECT_EQ(plan(16, 4096, 4096, 8), P(false, 0));     // W8, 16 MiB
+  EXPECT_EQ(plan(256, 8192, 8192, 8), P(true, 0));     // M > 64, 64 MiB
+  EXPECT_EQ(plan(128, 4096, 4096, 4), P(true, 0));
+  EXPECT_EQ(plan(256, 8192, 28672, 4), P(false, 0));   // 112 MiB
+  EXPECT_EQ(plan(128, 21504, 14336, 8), P(false, 0));
   setenv("MIXQ_WGMMA_PDL", "1", 1);
-  EXPECT_TRUE(pdl(16, 4096, 4096, 4));
+  EXPECT_EQ(plan(16, 4096, 4096, 4), P(true, 0));
   setenv("MIXQ_WGMMA_PDL", "0", 1);
-  EXPECT_FALSE(pdl(16, 8192, 8192, 4));
+  EXPECT_EQ(plan(4, 21504, 14336, 4), P(false, 0));
   if (saved) setenv("MIXQ_WGMMA_PDL", saved_value.c_str(), 1);
   else unsetenv("MIXQ_WGMMA_PDL");
 }
