@@ -17,6 +17,10 @@
 // The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
 // exposed per-chunk overhead, docs/cuda-weight-only.md). The pieces of a tile cut between CTAs go
 // to per-CTA partial slots that stream_k_fixup_kernel sums in CTA order (deterministic).
+// Where the plan asks for it (wo_plan.cpp), both kernels are programmatic dependent launches: the
+// producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
+// WoStreamParams::early_stages stages and before any activation load; the fixup waits for the
+// kernel. Without it the waits are no-ops.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -613,7 +617,7 @@ int ws_chunks_per_stage(WsShape shape, int mt) {
   return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
 }
 
-// codes 4, 8 or kCodesE4M3; the Bf16Zero path decodes int4 only (ws_pair_path)
+// codes 4, 8 or kCodesE4M3; the Bf16Zero path decodes int4 only (ws_bf16_zero_path)
 template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
 void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
                      cudaStream_t stream) {
