@@ -353,11 +353,15 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
   SKIP_WITHOUT_GPU();
   // PDL on both kernels; the wgmma kernel with its whole ring of weight stages issued before the
   // dependency wait (MIXQ_WS_EARLY=-1, the order of its weight-stream-bound launches)
-  const char* knobs[] = {"MIXQ_STREAM_PDL", "MIXQ_WGMMA_PDL", "MIXQ_WS_EARLY"};
+  struct Knob {
+    const char *name, *off, *on;
+  };
+  const Knob knobs[] = {{"MIXQ_STREAM_PDL", "0", "1"}, {"MIXQ_WGMMA_PDL", "0", "1"}, {"MIXQ_WS_EARLY", "0", "-1"}};
   std::vector<std::pair<bool, std::string>> saved;
-  for (const char* k : knobs) saved.emplace_back(std::getenv(k) != nullptr, std::getenv(k) ? std::getenv(k) : "");
-  auto set_knobs = [&](const char* v) {
-    for (const char* k : knobs) setenv(k, std::string(k) == "MIXQ_WS_EARLY" && v[0] == '1' ? "-1" : v, 1);
+  for (const Knob& k : knobs)
+    saved.emplace_back(std::getenv(k.name) != nullptr, std::getenv(k.name) ? std::getenv(k.name) : "");
+  auto set_knobs = [&](bool on) {
+    for (const Knob& k : knobs) setenv(k.name, on ? k.on : k.off, 1);
   };
   const int64_t D = 4096;
   PrepareOptions o;
@@ -393,10 +397,10 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
       }
       return out;
     };
-    set_knobs("0");
+    set_knobs(false);
     chain(true);
     const auto want = outputs();
-    set_knobs("1");
+    set_knobs(true);
     for (int rep = 0; rep < 3; ++rep) {
       chain(false);
       EXPECT_EQ(outputs(), want) << "eager chain " << rep;
@@ -421,8 +425,8 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
     cudaStreamDestroy(s);
   }
   for (size_t i = 0; i < saved.size(); ++i) {
-    if (saved[i].first) setenv(knobs[i], saved[i].second.c_str(), 1);
-    else unsetenv(knobs[i]);
+    if (saved[i].first) setenv(knobs[i].name, saved[i].second.c_str(), 1);
+    else unsetenv(knobs[i].name);
   }
 }
 
