@@ -121,7 +121,10 @@ __global__ void __launch_bounds__(kDequantWarps * 32)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t col0 = kc * kChunkK + j * 16;
-      const int64_t gi = col0 / L.group;  // a 16-wide tile never straddles a group
+      // A 16-wide tile never straddles a group. A tile wholly in the K padding (K a multiple of
+      // the group, Kp > K) would index one group past the row (past the pairs for the last row):
+      // its values are zeros (`valid` below), so the row's last pair serves.
+      const int64_t gi = std::min<int64_t>(col0 / L.group, L.groups - 1);
       const float2 pa = load_pair(pairs, L.pair_f32, r0 * L.groups + gi);
       const float2 pb = load_pair(pairs, L.pair_f32, (r0 + 8) * L.groups + gi);
 #pragma unroll

@@ -206,6 +206,10 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
   expect_ok({3, 10944, 7392, "w4g128", DType::F16, DType::F16, ""}, seed++);
   expect_ok({17, 10944, 7392, "w4g32", DType::BF16, DType::BF16, ""}, seed++);
   expect_ok({300, 1000, 7392, "w8g128", DType::F16, DType::F32, ""}, seed++);
+  // K a multiple of the group but not of 64: the dequantize kernel's 16-wide steps in the K
+  // padding would index one group past the row (clamped since session 17; the values are zeros)
+  expect_ok({40, 136, 7392, "w4g32", DType::F16, DType::F16, "cublas"}, seed++);
+  expect_ok({40, 24, 96, "w8g32asym", DType::BF16, DType::F32, "cublas"}, seed++);
   // per-channel scales with splits longer than the streaming kernel's 256-K fold: each fold must
   // apply the offset term to its own stretch of K (before session 13 every fold added the whole
   // split's activation sum: wrong once a split held two folds, e.g. 12 splits of 384 K here)
