@@ -26,7 +26,7 @@ __global__ void __launch_bounds__(256, 1) probe(int groups, unsigned long long* 
   uint8_t* a_t = smem;
   uint8_t* b_t = smem + 2 * 16384;
   for (int i = threadIdx.x; i < (2 * 16384 + 2 * N * 128) / 4; i += blockDim.x)
-    reinterpret_cast<uint32_t*>(smem)[i] = (i * 2654435761u) & 0x3B3B3B3Bu;
+    reinterpret_cast<uint32_t*>(smem)[i] = (i * 2654435761u) & 0x3B3B3B3Bu;  // varied, never NaN
   __syncthreads();
   if (wg >= WGS) return;
   float acc0[R], acc1[R], total[R];
@@ -117,6 +117,7 @@ void run(const char* name, int groups, int sms) {
   std::printf("%-16s N=%3d wgs=%d sets=%d promote=%d  cycles/group %7.1f  ideal %6.1f  eff %5.1f%%  %7.1f TFLOP/s  %s\n",
               name, N, WGS, SETS, PROMOTE, per, ideal, 100 * ideal / per,
               flops / (ms * 1e-3) * 1e-12, cudaGetErrorString(cudaGetLastError()));
+  cudaEventDestroy(e0); cudaEventDestroy(e1);
   cudaFree(cyc); cudaFree(sink);
 }
 
