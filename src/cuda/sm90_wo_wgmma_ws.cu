@@ -575,10 +575,24 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   }
 }
 
+// The fold on the f16x2 path (f16 activations and pairs, int4 codes, integer zero, a group per
+// stage): the A operand is the exact (1024 + u) - (1024 + zc) (or 16 (u - zc) for the registers
+// of rows r + 8), one f16x2 instruction a register fewer than fma(u, s, o'), and s is applied to
+// the stage's sums in f32. H100, same-process A/B on the nine layers, W4/W8 g128 f16, M = 3 ... 64
+// (bench/results/session18/call2): W4 at mt = 16 1-4% faster on the weights of 16 MiB and more
+// (4096x28672 M = 4 27.4 -> 26.3 us, 14336x21504 64.4 -> 64.0), 0-3% slower on the two smaller
+// ones; W4 at mt = 32 and 64 2-5% slower; W8 within 1% at mt = 16 (so not built for it).
+// MIXQ_WS_FOLD_HALF=0|1 forces it off or on where it is built (tuning knob, tests; read per call).
+bool ws_fold_half(const WoStreamParams& p) {
+  const char* e = std::getenv("MIXQ_WS_FOLD_HALF");
+  if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+  return int64_t(p.N) * p.Kp / 2 >= (int64_t(16) << 20);
+}
+
 // Fold (scale after the MMA) where it applies and pays: the stage is one group with an integer
 // zero, and the per-register path would go through f32 (bf16 activations off the Bf16Zero path,
-// or f32 pairs; f16 pairs keep their f16x2 path); token tiles up to 64 (the consumer-bound decode
-// range). H100 (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4
+// or f32 pairs; f16 pairs keep their f16x2 path, except int4 at mt = 16: ws_fold_half); token
+// tiles up to 64 (the consumer-bound decode range). H100 (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4
 // g128 bf16 M = 16 69.4 us against 80.0 on 14336x21504 (f32 path), FP8 f16 (f32 block scales)
 // 118.4 against 120.2. Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its
 // 5-instruction bf16 conversion measured 0-3% slower than the f32 path on the memory-bound FP8
@@ -590,9 +604,10 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
                       cudaStream_t stream) {
   constexpr bool kFoldable = PP == sm90::PairPath::F32 && MT <= 64 && MT != 32 &&
                              !(std::is_same_v<T, __nv_bfloat16> && CODES != 4);
+  constexpr bool kFoldableHalf = PP == sm90::PairPath::Half && MT == 16 && CODES == 4;
   const int stage_shift = ws_stage_shift(WsConfig<MT, SHAPE>::kCps);
-  if constexpr (kFoldable) {
-    if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled())
+  if constexpr (kFoldable || kFoldableHalf) {
+    if (p.int_zero && p.group_shift >= stage_shift && ws_fold_enabled() && (!kFoldableHalf || ws_fold_half(p)))
       return launch_ws_kernel<T, MT, CODES, PP, SHAPE, true>(p, tm, sch, stream);
   }
   launch_ws_kernel<T, MT, CODES, PP, SHAPE, false>(p, tm, sch, stream);

@@ -267,6 +267,11 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   for (DType xt : {DType::F16, DType::BF16})
     for (const char* s : {"w4g128", "w4pc", "w4g128zp", "w4g256", "w8g128", "w8pc", "w4g128-f32", "w4g128asym"})
       for (int64_t M : {3, 17, 33, 64}) expect_ok({M, 136, 1000, s, xt, xt, "wgmma"}, seed++);
+  // the fold on the f16x2 path (int4 weights of 16 MiB and more at mt = 16: ws_fold_half; the
+  // device script also reruns this test with MIXQ_WS_FOLD_HALF=1, which folds the small shapes
+  // above too), symmetric and zero-point
+  for (const char* s : {"w4g128", "w4g128zp"})
+    for (int64_t M : {4, 16}) expect_ok({M, 4096, 8192, s, DType::F16, DType::F16, "wgmma"}, seed++);
   // bf16 activations with groups shorter than a chunk (pairs read per k16 step) and zero-point
   // forms, at a medium and a large token tile
   for (const char* s : {"w4g16", "w4g32zp", "w4g64", "w4g128zp"})
