@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // again at every stage). 1024-byte alignment: the 128-byte swizzle phase is a function of
   // address bits 7..9 (the shared window's base is aligned far beyond that).
   const int gs = p.group_shift;
-  const uint32_t psz = PP == sm90::PairPath::Half ? 4u : (p.pair_f32 ? 8u : 4u);
+  // bytes per pair: half2 (Half), the packed bf16 word (Bf16Zero), else float2 or half2
+  const uint32_t psz = PP == sm90::PairPath::Half || PP == sm90::PairPath::Bf16Zero ? 4u : (p.pair_f32 ? 8u : 4u);
   // the pairs of a stage: its groups x 128 rows (TMA destinations 128-byte aligned), and the ring
   // as deep as this launch's stages fit
   const int pgroups = ws_stage_groups(CPS, gs);
@@ -662,20 +663,21 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
 }
 
 // The bf16 dequantization path of token tile mt: Bf16Zero (int4 codes, integer zero, groups of at
-// least a chunk: the pairs are read once per chunk or stage, their integer zero costs a division)
-// at mt = 32 and 256, and at 16 and 64 where the fold does not apply (groups shorter than a
-// stage); otherwise the fold (mt = 16, 64) or the f32 path (mt = 128). H100, same-process A/B on
-// the nine layers, W4 g128 bf16 (bench/results/session16/call1, MIXQ_WS_BF16_NATIVE=0 against 1):
-// Bf16Zero is 3-5% faster than the f32 path at mt = 32 and 2-4% at mt = 256, 6-10% slower than
-// the fold at mt = 16, within 1% of it at mt = 64, and 2-8% slower than the f32 path at mt = 128.
+// least a chunk: one packed word per row and chunk or stage, WoStreamParams::pairs_gm_bz) from
+// mt = 32 on, and at 16 where the fold does not apply (groups shorter than a stage); otherwise the
+// fold (mt = 16). H100, same-process A/B on the nine layers, W4 g128 bf16, MIXQ_WS_BF16_NATIVE=0
+// against 1 (bench/results/session18/call5, packed pairs): Bf16Zero is 4-8% faster than the f32
+// path at mt = 32, 3-5% at mt = 128, 0-9% at mt = 256 and 7-14% at M = 1024, and within -2% /
+// +0.5% of the fold at mt = 64. (Session 16, when it derived zc with a division per stage and
+// row: 3-5% faster at mt = 32, 2-8% slower at mt = 128, 6-10% slower than the fold at mt = 16.)
 // MIXQ_WS_BF16_NATIVE=0|1 forces it off or on (wherever it applies; tuning knob, read per call so
 // that one process can compare: cuda_wo_sweep --variants).
 bool ws_bf16_zero_path(const WoStreamParams& p, int codes, int mt, WsShape shape) {
-  if (codes != 4 || !p.int_zero || p.group_shift < 6) return false;
+  if (codes != 4 || !p.int_zero || p.group_shift < 6 || !p.pairs_gm_bz) return false;
   const char* e = std::getenv("MIXQ_WS_BF16_NATIVE");
   if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
   const bool folds = ws_fold_enabled() && p.group_shift >= ws_stage_shift(ws_chunks_per_stage(shape, mt));
-  return mt == 32 || mt == 256 || ((mt == 16 || mt == 64) && !folds);
+  return mt >= 32 || !folds;
 }
 
 }  // namespace
@@ -711,11 +713,14 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
                             uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
                             tile_bytes / 4, uint32_t(cps), 8);
   // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
+  // (the bf16 integer-zero path reads its packed copy of the pairs)
+  const bool bf16_zero = p.x_type == IoType::BF16 && ws_bf16_zero_path(p, codes, mt, shape);
   const int ppc = ws_stage_groups(cps, p.group_shift);
-  const uint32_t psz = p.pair_f32 ? 8u : 4u;
-  tm.p = make_tensor_map_2d(p.pair_f32 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                            p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
-                            uint64_t(p.pairs_gm_ld) * psz, 128, uint32_t(ppc), CU_TENSOR_MAP_SWIZZLE_NONE);
+  const bool pair64 = p.pair_f32 && !bf16_zero;
+  tm.p = make_tensor_map_2d(pair64 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                            bf16_zero ? p.pairs_gm_bz : p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
+                            uint64_t(p.pairs_gm_ld) * (pair64 ? 8u : 4u), 128, uint32_t(ppc),
+                            CU_TENSOR_MAP_SWIZZLE_NONE);
   static const int mode = [] {  // tuning knob (benchmarks): dp = whole tiles, sk = stream-K
     const char* e = std::getenv("MIXQ_WS_SCHEDULE");
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;
@@ -749,7 +754,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     else launch_ws_type<half, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   } else {
     MIXQ_CHECK(p.x_type == IoType::BF16, ErrorCode::Internal, "wo_wgmma_ws: f16/bf16 activations only");
-    if (ws_bf16_zero_path(p, codes, mt, shape)) launch_ws_type<__nv_bfloat16, PairPath::Bf16Zero>(p, tm, sch, shape, mt, codes, stream);
+    if (bf16_zero) launch_ws_type<__nv_bfloat16, PairPath::Bf16Zero>(p, tm, sch, shape, mt, codes, stream);
     else launch_ws_type<__nv_bfloat16, PairPath::F32>(p, tm, sch, shape, mt, codes, stream);
   }
 }

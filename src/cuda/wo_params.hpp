@@ -26,6 +26,9 @@ struct WoStreamParams {
   // for the warp-specialized wgmma kernel (one bulk copy per group and 128-row tile); nullable
   const void* pairs_gm;
   int64_t pairs_gm_ld;
+  // the same, packed for the bf16 integer-zero path (sm90::PairPath::Bf16Zero): one word per
+  // (group, row), bf16 s low and bf16 128 + zc high; int4 codes with an integer zero only, nullable
+  const void* pairs_gm_bz;
   bool pair_f32;
   bool int_zero;      // o' = -zc s with zc an integer (symmetric / zero-point / e4m3 weights)
   int Kp;

@@ -54,8 +54,9 @@ __device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
 enum class PairPath { F32, Half, Bf16Zero };
 
 // (scale, offset) of one row for the dequantization of one k16 step, in the form the paths use:
-// Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc); F32 s
-// and o' - 1024 s (the mantissa-trick bias folded in).
+// Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc) (from
+// the packed word (bf16 s, bf16 128 + zc) of WoStreamParams::pairs_gm_bz); F32 s and o' - 1024 s
+// (the mantissa-trick bias folded in).
 struct RowPair {
   uint32_t s2, o2;
   float s, o;
@@ -89,11 +90,9 @@ __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
     r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
     r.o2 = *reinterpret_cast<const uint32_t*>(&ov);
   } else if constexpr (PP == PairPath::Bf16Zero) {
-    const float2 f = read_pair_raw(a, pair_f32);
-    const __nv_bfloat162 sv = __float2bfloat162_rn(f.x);
-    const __nv_bfloat162 zv = __float2bfloat162_rn(128.f + integer_zero(f));  // int4: < 256, exact
-    r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
-    r.o2 = *reinterpret_cast<const uint32_t*>(&zv);
+    const uint32_t v = lds32(a);  // bf16 s | bf16 (128 + zc) << 16: each half broadcast
+    r.s2 = prmt(v, 0u, 0x1010u);
+    r.o2 = prmt(v, 0u, 0x3232u);
   } else {
     const float2 f = read_pair_raw(a, pair_f32);
     r.s = f.x;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 18, call 5 (H100, prebuilt: bash scripts/prebuild_gpu.sh mixq_gpu_tests cuda_wo_sweep mixq_cli).
+# The bf16 integer-zero path reading packed (bf16 s, bf16 128 + zc) pairs (no division per stage):
+# weight-only GPU tests, the wgmma tests with Bf16Zero forced on and off, memcheck with it on; a
+# same-process A/B of the paths (MIXQ_WS_BF16_NATIVE=0: f32 path / 1: Bf16Zero), nine layers, W4
+# g128 bf16, M = 32 ... 1024, two rounds (session 16 call 1 measured the same A/B with the division);
+# then the weight-only table on this code: both mixq bench runs and peers.py's tinygemm.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B=build-gpu
+bash scripts/prebuild_gpu.sh unpack || exit 1
+summary() { grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$1" | tail -8; }
+timeout 240 $B/tests/mixq_gpu_tests --gtest_filter='CudaWeightOnly.*:CudaFp8WeightOnly.*' > "$OUT/wotests.log" 2>&1
+echo "wotests rc=$?"; summary "$OUT/wotests.log"
+for v in 1 0; do
+  MIXQ_WS_BF16_NATIVE=$v timeout 90 $B/tests/mixq_gpu_tests --gtest_filter='CudaWeightOnly.HopperWgmmaKernel' > /tmp/bn_$v.log 2>&1
+  echo "MIXQ_WS_BF16_NATIVE=$v wgmma tests rc=$?"; summary /tmp/bn_$v.log
+done
+MIXQ_WS_BF16_NATIVE=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
+  --gtest_filter='CudaWeightOnly.HopperWgmmaKernel' > /tmp/memcheck.log 2>&1
+echo "memcheck rc=$?"; tail -2 /tmp/memcheck.log
+for f in /tmp/bn_1.log /tmp/bn_0.log /tmp/memcheck.log; do echo "== $f"; tail -3 $f; done > "$OUT/knobs_memcheck.txt"
+NINE=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
+timeout 200 $B/cuda_wo_sweep --shapes "$NINE" --m 32,64,128,256,1024 --schemes w4g128 --act bf16 --no-baseline \
+  --variants 'MIXQ_WS_BF16_NATIVE=0;MIXQ_WS_BF16_NATIVE=1' --rounds 2 --json "$OUT/ab_bf16.json" > /tmp/ab_bf16.txt 2>&1
+echo "ab rc=$?"; python3 scripts/variants_table.py "$OUT/ab_bf16.json" > "$OUT/ab_bf16.table"; cut -c1-62 "$OUT/ab_bf16.table" | head -60
+for act in f16 bf16; do
+  timeout 240 $B/mixq bench --backend cuda --act $act --shapes $NINE --m 1,2,4,8,16,32,64,128,256,1024,4096 \
+    --schemes w4g128,w8g128 --no-progress --json "$OUT/bench_cuda_$act.json" > /tmp/bench_cuda_$act.txt 2>&1
+  echo "mixq bench --act $act rc=$?"
+done
+OUT=$OUT TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 timeout 90 python3 peers/peers.py > /tmp/peers.txt 2>&1
+echo "peers rc=$?"; ls "$OUT"
