@@ -593,9 +593,9 @@ bool ws_fold_half(const WoStreamParams& p) {
 // Fold (scale after the MMA) where it applies and pays: the stage is one group with an integer
 // zero, and the per-register path would go through f32 (bf16 activations off the Bf16Zero path,
 // or f32 pairs; f16 pairs keep their f16x2 path, except int4 at mt = 16: ws_fold_half); token
-// tiles up to 64 (the consumer-bound decode range). H100 (bench/results/cuda_wo_wgmma_ws_k128.md, MIXQ_WS_FOLD=0 against the default): W4
-// g128 bf16 M = 16 69.4 us against 80.0 on 14336x21504 (f32 path), FP8 f16 (f32 block scales)
-// 118.4 against 120.2. Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its
+// tiles up to 64 (the consumer-bound decode range). H100 (bench/results/cuda_wo_wgmma_ws_k128.md,
+// MIXQ_WS_FOLD=0 against the default): W4 g128 bf16 M = 16 69.4 us against 80.0 on 14336x21504
+// (f32 path), FP8 f16 (f32 block scales) 118.4 against 120.2. Not bf16 x int8 (255 has no exact bf16 bias), not bf16 x e4m3 (its
 // 5-instruction bf16 conversion measured 0-3% slower than the f32 path on the memory-bound FP8
 // decode), and not at mt = 32 (W4 bf16 M = 32: 1-4% slower than the per-register f32 path on the
 // nine layers; at 16 and 64 the fold wins by 2-15%;
