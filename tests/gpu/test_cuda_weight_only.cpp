@@ -257,6 +257,9 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   expect_ok({48, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
   expect_ok({300, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
   expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, "wgmma", true, true}, seed++);
+  // one output tile cut into more stream-K pieces (132 on an H100: one per CTA) than the fixup
+  // kernel resolves in its first batch of 128 slots
+  expect_ok({16, 64, 69632, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
   expect_ok({90, 100, 300, "w4g64asym", DType::F16, DType::F16, "wgmma", false, true, Epilogue::relu6()}, seed++);
   expect_ok({200, 17, 31, "w8pc", DType::BF16, DType::F32, "wgmma", false, true, Epilogue::relu()}, seed++);
   // K = 777: rows not 16-byte aligned, the call falls back to another kernel and stays right
