@@ -16,11 +16,14 @@
 //     CTA-wide barrier.
 // The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
 // exposed per-chunk overhead, docs/cuda-weight-only.md). The pieces of a tile cut between CTAs go
-// to per-CTA partial slots that stream_k_fixup_kernel sums in CTA order (deterministic).
+// to per-CTA partial slots, summed in CTA order (deterministic) either by the CTA that owns the
+// tile, at the end of its range, behind per-tile completion flags (the inline reduction, small
+// token tiles: ws_inline_reduce), or by stream_k_fixup_kernel after the grid.
 // Where the plan asks for it (wo_plan.cpp), both kernels are programmatic dependent launches: the
 // producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
 // WoStreamParams::early_stages stages and before any activation load; the fixup waits for the
-// kernel. Without it the waits are no-ops.
+// kernel. Without it the waits are no-ops. The inline reduction's waits are safe because the
+// persistent grid is resident at once (one or two CTAs per SM, sized from the SM count).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -192,6 +195,26 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   }
 }
 
+// Inline stream-K reduction (StreamKSchedule::inline_reduce). A CTA holds at most one non-owner
+// piece, the first of its stream-K range when that starts inside a tile. Its consumer warps store
+// their partial sums and arrive on a named barrier without waiting; a spare warp of the producer
+// warpgroup waits there, then publishes the piece with one GPU-scope fence and an increment of the
+// tile's 8 flags (one per 16-row weight tile: the owner's warps wait independently). The fence
+// stays off the consumers: a fence per consumer warp stalled the issue-bound W4 consumers and
+// cost 2-7% on the medium layers (bench/results/session20/call1).
+constexpr int kPieceBarrier = 1;                     // named barrier id (0 is __syncthreads)
+constexpr int kPieceBarrierThreads = 2 * 128 + 32;  // the consumer warpgroups + the signalling warp
+__device__ __forceinline__ void signal_first_piece(const StreamKSchedule& sched, unsigned* flags) {
+  if (int(blockIdx.x) >= sched.sk_ctas || sched.sk_tiles == 0) return;
+  const int64_t it0 = StreamKCursor::sk_start(sched, int(blockIdx.x));
+  const int t = int(it0 / sched.chunks);
+  if (it0 == int64_t(t) * sched.chunks) return;  // the range starts a tile: no non-owner piece
+  sm90::named_barrier_sync(kPieceBarrier, kPieceBarrierThreads);
+  __threadfence();  // cumulative: the consumers' stores, ordered before the barrier, are released
+  const int lane = threadIdx.x & 31;
+  if (lane < kStreamKFlagsPerTile) atomicAdd(flags + t * kStreamKFlagsPerTile + lane, 1u);
+}
+
 // Calls f(work, m block, n block) for every piece of work of this CTA, in the order the producer
 // and the consumers both walk (their rings stay in step).
 template <class F>
@@ -267,7 +290,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
     // at 40, the consumers of MT = 256 (128 accumulators + 2 A buffers) fit in 224
     sm90::setmaxnreg_dec<Tile::kProducerRegs>();
-    if (threadIdx.x != 0) return;  // one thread issues every copy
+    if (threadIdx.x != 0) {  // one thread issues every copy
+      if (threadIdx.x / 32 == 1 && sched.inline_reduce) signal_first_piece(sched, p.tickets);
+      return;
+    }
     // Per stage one TMA load per operand and chunk (a bulk copy per weight tile and per pair group
     // made the single issuing thread the bottleneck): X [MT][64] swizzled per chunk, the stage's
     // chunks of the CTA's 8 weight row tiles (3-D box, zero past the last row tile and chunk) and
@@ -439,6 +465,33 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         __stcg(dst + q * 128, make_float4(r[4 * q], r[4 * q + 1], r[4 * q + 2], r[4 * q + 3]));
     };
 
+    uint32_t* const flags = reinterpret_cast<uint32_t*>(p.tickets);
+    // The owner's piece of a cut tile (its first, the last of this CTA's range) is still in
+    // registers: wait until this warp's flag counts every other contributor (usually long done),
+    // add their slots in CTA order (the fixup kernel's order: the same bits), reset the flag.
+    auto add_other_pieces = [&](const StreamKWork& w, float (&r)[kAcc]) {
+      const int t = w.tile - sched.dp_tiles;
+      const int b_hi = StreamKCursor::sk_owner(sched, int64_t(t) * sched.chunks + sched.chunks - 1);
+      uint32_t* flag = flags + t * kStreamKFlagsPerTile + tile_row;
+      const uint32_t others = uint32_t(b_hi - int(blockIdx.x));
+      while (sm90::ld_acquire_gpu(flag) < others) {
+      }
+      // unrolled where the registers allow: several contributors' loads in flight at once (the
+      // sums stay in CTA order)
+#pragma unroll(MT <= 64 ? 4 : 1)
+      for (int b = int(blockIdx.x) + 1; b <= b_hi; ++b) {
+        const float4* src =
+            stream_k_slot<MT>(p.partial, StreamKCursor::slot_of(sched, b, t), warpgroup - 1, threadIdx.x & 127);
+#pragma unroll
+        for (int q = 0; q < MT / 8; ++q) {
+          const float4 u = __ldcg(src + q * 128);
+          r[4 * q] += u.x; r[4 * q + 1] += u.y; r[4 * q + 2] += u.z; r[4 * q + 3] += u.w;
+        }
+      }
+      __syncwarp();  // every lane has seen the count before it is reset for the next launch
+      if (lane == 0) *flag = 0u;
+    };
+
     sm90::RingPos ring(S);
     ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
       const int n_stages = w.c1 - w.c0;
@@ -517,8 +570,13 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
 
       if (w.split) {
-        store_partial(w, sums);
-        return;
+        if (w.c0 != 0 || !sched.inline_reduce) {
+          store_partial(w, sums);
+          // a non-owner piece (inline reduction): signal_first_piece publishes it
+          if (sched.inline_reduce) sm90::named_barrier_arrive(kPieceBarrier, kPieceBarrierThreads);
+          return;
+        }
+        add_other_pieces(w, sums);  // this CTA owns the tile: it writes the output
       }
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
@@ -578,7 +636,7 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
     const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, p, sch));
   }
-  if (stream_k_split_pieces(sch) > 0) {
+  if (!sch.inline_reduce && stream_k_split_pieces(sch) > 0) {
     const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
     const WoLaunchConfig lc(grid, 128, 0, stream, p.pdl);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_k_fixup_kernel<MT>, p, sch));
@@ -689,6 +747,25 @@ bool ws_bf16_zero_path(const WoStreamParams& p, int codes, int mt, WsShape shape
   return mt >= 32 || !folds;
 }
 
+// Where the cut tiles are summed: inside the kernel by their owner CTA, or by the fixup kernel
+// after the grid. Inline saves the fixup launch and its wait for the whole grid on the boundary
+// between back-to-back calls, but the owner sums the other pieces alone at the end of its range,
+// and a tile cut into many pieces makes it wait for CTAs that end with it. H100, same-process A/B
+// on the nine layers, W4/W8 g128 f16 (bench/results/session20/call2, call3; rows of the small
+// layers are stable to 1%, the large ones drift by up to 10% between rounds at M >= 64):
+// - mt = 16 and 32: inline is 1-7% faster on every layer but 28672x8192 (equal), however many
+//   pieces a tile has (4096x4096 M = 8: 11.3 -> 10.8 us; 8192x8192 W8 M = 32: 32.5 -> 30.3);
+// - mt = 64: 2-5% faster where a cut tile has at most ~2.5 pieces (8192x10240, 8192x8192,
+//   4096x28672), 2-5% slower at 2.75-4 (4096x6144, 4096x4096, 14336x21504);
+// - mt >= 128: 1-18% slower on most layers (14336x4096 M = 256 50.4 -> 59.6).
+// MIXQ_WS_REDUCE=fixup|inline forces one (tuning knob, tests; read per call).
+bool ws_inline_reduce(const StreamKSchedule& sch, int mt) {
+  const char* e = std::getenv("MIXQ_WS_REDUCE");
+  if (e && std::string(e) == "fixup") return false;
+  if (e && std::string(e) == "inline") return true;
+  return mt <= 32 || (mt == 64 && 2 * sch.sk_ctas <= 5 * sch.sk_tiles);
+}
+
 }  // namespace
 
 bool wo_wgmma_ws_available(int device) {
@@ -757,6 +834,12 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   // knob, read per call: 0 none, the order of a launch without dependent launch; -1 the whole ring)
   sch.early_stages = p.early_stages;
   if (const char* e = std::getenv("MIXQ_WS_EARLY")) sch.early_stages = std::atoi(e);
+  sch.inline_reduce = ws_inline_reduce(sch, mt);
+  if (sch.inline_reduce) {
+    MIXQ_CHECK(p.tickets, ErrorCode::Internal, "wo_wgmma_ws: no stream-K flags");
+    MIXQ_CHECK(int64_t(sch.sk_tiles) * kStreamKFlagsPerTile <= ws_flags(sm_count(device), mt), ErrorCode::Internal,
+               "wo_wgmma_ws: ", sch.sk_tiles, " stream-K tiles need more flags than the workspace holds");
+  }
   using sm90::PairPath;
   if (p.x_type == IoType::F16) {
     if (!p.pair_f32) launch_ws_type<half, PairPath::Half>(p, tm, sch, shape, mt, codes, stream);

@@ -126,6 +126,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
       p.early_stages = p.pdl && stream_bound ? -1 : 0;
       p.chunks_per_split = chunks;
       p.partial_floats = size_t(ws_partial_floats(caps.sm_count, p.mt));
+      p.tickets = size_t(ws_flags(caps.sm_count, p.mt));  // the inline reduction's flags
       return p;
     }
     const int64_t cap = int64_t(kMaxWgmmaPartialFloats / size_t(std::max<int64_t>(1, M * L.N)));

@@ -6,8 +6,11 @@
 // chunks) of the remaining sk_tiles tiles are cut into sk_ctas equal contiguous ranges, one per
 // CTA, so every SM gets the same amount of work and no partial wave is left (before: 168 tiles on
 // 132 SMs ran in 2 full rounds, 64% of the tensor rate). The pieces of a tile cut between CTAs go
-// to per-CTA partial slots; the fixup kernel sums them in CTA order, so the result is the same on
-// every run. make_stream_k_schedule picks the variant with a cost model.
+// to per-CTA partial slots, summed in CTA order, so the result is the same on every run: by the CTA
+// holding the tile's first piece (its owner; that piece is the last of the owner's range, the
+// others start their CTAs' ranges), once per-tile flags say the other pieces are in
+// (inline_reduce), or else by a fixup kernel after the grid. make_stream_k_schedule picks the
+// variant with a cost model.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +31,7 @@ struct StreamKSchedule {
   int diag = 0;          // MIXQ_WS_DIAG (timing experiments only): 1 no pairs, 2 no W, 4 no X
   int max_stages = 0;    // ring depth cap of the warp-specialized kernel (0: its default)
   int early_stages = 0;  // stages whose weights load before the wait for the previous grid (<0: the ring)
+  bool inline_reduce = true;  // cut tiles summed by their owner CTA (else the fixup kernel)
 };
 
 // A stream-K range shorter than this many chunks costs more in partial-sum traffic than it saves.
@@ -59,7 +63,8 @@ inline double stream_k_iter_us(int mt, int cps) { return stream_k_chunk_us(mt) *
 
 // Estimated time (us) of a schedule: the busiest CTA's chunks (whole-tile rounds, a partial last
 // round counting as a round, plus its stream-K range), plus the fixup kernel (launch, and every
-// partial written and read once at ~5 TB/s: they are L2-resident) when tiles are cut.
+// partial written and read once at ~5 TB/s: they are L2-resident) when tiles are cut. (Fitted
+// before the inline reduction; the choices it makes were kept when that came, session 20.)
 inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
   const int64_t dp_rounds = (s.dp_tiles + s.grid - 1) / s.grid;
   const int64_t sk_per_cta = s.sk_tiles ? (s.sk_iters + s.sk_ctas - 1) / s.sk_ctas : 0;
@@ -118,6 +123,8 @@ struct StreamKCursor {
     return int64_t(cta) * s.sk_iters / s.sk_ctas;
   }
   // The CTA whose stream-K range holds iteration i (ranges are never empty: sk_ctas <= sk_iters).
+  // A tile's owner (the CTA of its first piece) is sk_owner of its first iteration, its last
+  // contributor sk_owner of its last.
   MIXQ_HD static int sk_owner(const StreamKSchedule& s, int64_t i) {
     return int(((i + 1) * s.sk_ctas - 1) / s.sk_iters);
   }
@@ -178,6 +185,14 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
 // CTAs per SM of the warp-specialized kernel at most (its small token tiles may run two per SM,
 // sm90_wo_wgmma_ws.cu): sizes the stream-K workspace.
 MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 16 ? 2 : 1; }
+
+// Completion flags of the inline reduction: one per stream-K tile and 16-row weight tile (the
+// consumer warp that owns those rows on every CTA), counting the non-owner pieces stored. Stream-K
+// tiles are fewer than two rounds of the grid (make_stream_k_schedule). Zero before a launch; the
+// owner resets its flags, so every launch leaves them zero.
+constexpr int kStreamKFlagsPerTile = 8;
+inline int64_t stream_k_flags(int max_ctas) { return int64_t(2) * max_ctas * kStreamKFlagsPerTile; }
+inline int64_t ws_flags(int sm_count, int mt) { return stream_k_flags(sm_count * ws_max_ctas_per_sm(mt)); }
 
 // Workspace of one launch: 2 partial slots per CTA of 128 rows x mt f32 sums.
 inline int64_t stream_k_partial_floats(int max_ctas, int mt) { return int64_t(2) * max_ctas * 128 * mt; }

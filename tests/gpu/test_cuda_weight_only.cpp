@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -279,6 +280,70 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   // forms, at a medium and a large token tile
   for (const char* s : {"w4g16", "w4g32zp", "w4g64", "w4g128zp"})
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
+}
+
+// The stream-K pieces of the tiles cut between CTAs, summed inside the wgmma kernel by the CTA
+// that owns the tile (its first piece; MIXQ_WS_REDUCE=inline) against the fixup kernel
+// (MIXQ_WS_REDUCE=fixup; the planner picks per launch): both sum the slots in CTA order, so the bits must be equal. Tiles cut
+// into 2, 3-5, ~16 and 132 pieces, whole-tile rounds plus stream-K, every token tile, f16 and bf16,
+// a caller workspace; three calls in a row (the owners reset the completion flags for the next).
+TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
+  const char* saved = std::getenv("MIXQ_WS_REDUCE");
+  const std::string saved_value = saved ? saved : "";
+  struct Cut {
+    int64_t M, N, K;
+    const char* scheme;
+    DType x;
+    bool caller_ws;
+  };
+  const Cut cuts[] = {
+      {16, 64, 69632, "w4g128", DType::F16, false},    // one tile, a piece per CTA
+      {4, 1000, 7392, "w4g128", DType::F16, false},    // 8 tiles, ~16 pieces each
+      {16, 4096, 8192, "w4g128", DType::F16, false},   // 32 tiles, ~4 pieces each
+      {64, 10944, 4096, "w8g128", DType::F16, true},   // 86 tiles on 132 CTAs
+      {33, 5000, 3000, "w4g128", DType::BF16, false},  // mt 64: 40 tiles
+      {300, 2000, 4096, "w4g64asym", DType::F16, false},
+      {1000, 8192, 4096, "w4g128", DType::F16, true},  // mt 256: a round of whole tiles + stream-K
+  };
+  uint32_t seed = 1300;
+  for (const Cut& c : cuts) {
+    PrepareOptions o;
+    o.backend = BackendKind::CUDA;
+    o.force_kernel = "wgmma";
+    const PreparedWeight pw = prepare(make_weight(c.N, c.K, c.scheme, seed++), o);
+    SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
+                 " " + pw.kernel_name(c.M));
+    EXPECT_NE(pw.kernel_name(c.M).find("_sk"), std::string::npos);
+    HostActs x = make_acts(c.M, c.K, c.x, seed++);
+    DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);
+    dx.copy_from_host(x.bytes.data(), x.bytes.size());
+    DeviceBuffer ws(std::max<size_t>(linear_workspace_size(pw, c.M), 1));
+    if (c.caller_ws) ASSERT_EQ(cudaMemset(ws.data(), 0x5A, ws.size()), cudaSuccess);  // garbage flags
+    ExecContext ctx;
+    if (c.caller_ws) {
+      ctx.workspace = ws.data();
+      ctx.workspace_bytes = ws.size();
+    }
+    auto run = [&] {
+      EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
+      linear(dx.view(c.x, {c.M, c.K}), pw, dy.view(c.x, {c.M, c.N}), {}, ctx);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> out(dy.size());
+      dy.copy_to_host(out.data(), out.size());
+      return out;
+    };
+    setenv("MIXQ_WS_REDUCE", "fixup", 1);
+    const std::vector<uint8_t> want = run();
+    size_t nan_bytes = 0;
+    for (size_t i = 0; i + 1 < want.size(); i += 2) nan_bytes += want[i] == 0xFF && want[i + 1] == 0xFF;
+    EXPECT_EQ(nan_bytes, 0u) << "the fixup run left poisoned outputs";
+    setenv("MIXQ_WS_REDUCE", "inline", 1);
+    for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(), want) << "inline reduction, call " << rep;
+  }
+  if (saved) setenv("MIXQ_WS_REDUCE", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_WS_REDUCE");
 }
 
 // The streaming kernel's split-K reduction both ways, forced through the planner's knob: the

@@ -168,5 +168,19 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// Arrival without waiting: the arriving warp's prior memory accesses are performed relative to the
+// threads that complete the barrier with named_barrier_sync.
+__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// --- flags in global memory between CTAs of one grid ------------------------------------------
+// Acquire load at GPU scope: what the writer stored before its release (fence + atomic) is visible
+// after this load returns the released value.
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* flag) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
 
 }  // namespace mixq::cuda::sm90
