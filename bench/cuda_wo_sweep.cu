@@ -27,6 +27,12 @@
 #include "bench_timing.cuh"
 #include "linear_read_kernel.cuh"
 
+#if defined(MIXQ_WS_DIAG_BUILD)
+namespace mixq::cuda {
+void ws_diag_dump_cta_log(const char* path);  // sm90_wo_wgmma_ws.cu, diagnostic builds only
+}
+#endif
+
 using namespace mixq;
 
 using bench_timing::g_l2;
@@ -170,5 +176,9 @@ int main(int argc, char** argv) {
     }
   }
   if (js) { std::fprintf(js, "]}\n"); std::fclose(js); }
+#if defined(MIXQ_WS_DIAG_BUILD)
+  // diagnostic builds: the wgmma kernel's per-CTA timing log of the last launches
+  if (const char* log = std::getenv("MIXQ_WS_CTA_LOG")) mixq::cuda::ws_diag_dump_cta_log(log);
+#endif
   return 0;
 }

@@ -215,6 +215,25 @@ __device__ __forceinline__ void signal_first_piece(const StreamKSchedule& sched,
   if (lane < kStreamKFlagsPerTile) atomicAdd(flags + t * kStreamKFlagsPerTile + lane, 1u);
 }
 
+#if defined(MIXQ_WS_DIAG_BUILD)
+// Diagnostic builds only: a log of every CTA's start, first landed stage and end (%globaltimer, ns)
+// and SM, in the order CTAs finish (a CTA of the next launch finishes after every CTA of this one:
+// it waits for this grid before its first activation load), read by ws_diag_dump_cta_log.
+constexpr int kWsCtaLogMax = 1 << 16;
+__device__ unsigned long long g_ws_cta_log[kWsCtaLogMax][4];
+__device__ unsigned g_ws_cta_done;
+__device__ __forceinline__ unsigned long long ws_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned ws_smid() {
+  unsigned id;
+  asm volatile("mov.u32 %0, %smid;" : "=r"(id));
+  return id;
+}
+#endif
+
 // Calls f(work, m block, n block) for every piece of work of this CTA, in the order the producer
 // and the consumers both walk (their rings stay in step).
 template <class F>
@@ -492,6 +511,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       if (lane == 0) *flag = 0u;
     };
 
+#if defined(MIXQ_WS_DIAG_BUILD)
+    const unsigned long long diag_t0 = ws_globaltimer();
+    unsigned long long diag_t1 = 0;
+#endif
     sm90::RingPos ring(S);
     ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
       const int n_stages = w.c1 - w.c0;
@@ -515,6 +538,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           for (int h = 0; h < 2; ++h) {  // by two: buffer indices are compile-time constants
             if (i + h < n_stages) {
               sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
+#if defined(MIXQ_WS_DIAG_BUILD)
+              if (diag_t1 == 0) diag_t1 = ws_globaltimer();
+#endif
               __syncwarp();  // wgmma needs the warp converged after the spin loop
               dequant(ring.stage, a[h], fold_rows[h]);
               sm90::wgmma_wait<0>();
@@ -539,6 +565,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
             if (i + h < n_stages) {
               sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
+#if defined(MIXQ_WS_DIAG_BUILD)
+              if (diag_t1 == 0) diag_t1 = ws_globaltimer();
+#endif
               __syncwarp();  // wgmma needs the warp converged after the spin loop
               dequant(ring.stage, a[h % NBUF], fold_rows[h % NBUF]);
               mma_stage(ring.stage, a[h % NBUF], acc[0]);
@@ -593,6 +622,15 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
       }
     });
+#if defined(MIXQ_WS_DIAG_BUILD)
+    if (threadIdx.x == 128) {
+      const unsigned v = atomicAdd(&g_ws_cta_done, 1u) % kWsCtaLogMax;
+      g_ws_cta_log[v][0] = (unsigned long long)blockIdx.x | ((unsigned long long)ws_smid() << 32);
+      g_ws_cta_log[v][1] = diag_t0;
+      g_ws_cta_log[v][2] = diag_t1;
+      g_ws_cta_log[v][3] = ws_globaltimer();
+    }
+#endif
   }
 #else
   __trap();  // built for a device without sm_90a wgmma/TMA: the host never launches this
@@ -767,6 +805,25 @@ bool ws_inline_reduce(const StreamKSchedule& sch, int mt) {
 }
 
 }  // namespace
+
+#if defined(MIXQ_WS_DIAG_BUILD)
+void ws_diag_dump_cta_log(const char* path) {
+  static unsigned long long log[kWsCtaLogMax][4];
+  unsigned done = 0;
+  MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
+  MIXQ_CUDA_CHECK(cudaMemcpyFromSymbol(&done, g_ws_cta_done, sizeof(done)));
+  MIXQ_CUDA_CHECK(cudaMemcpyFromSymbol(log, g_ws_cta_log, sizeof(log)));
+  FILE* f = std::fopen(path, "w");
+  MIXQ_CHECK(f != nullptr, ErrorCode::Internal, "cannot write ", path);
+  std::fprintf(f, "seq,cta,sm,t_start_ns,t_first_stage_ns,t_end_ns\n");
+  const unsigned n = done < unsigned(kWsCtaLogMax) ? done : unsigned(kWsCtaLogMax);
+  for (unsigned i = done - n; i < done; ++i) {
+    const auto& r = log[i % kWsCtaLogMax];
+    std::fprintf(f, "%u,%llu,%llu,%llu,%llu,%llu\n", i, r[0] & 0xffffffffull, r[0] >> 32, r[1], r[2], r[3]);
+  }
+  std::fclose(f);
+}
+#endif
 
 bool wo_wgmma_ws_available(int device) {
   static PerDeviceFlag cache;

@@ -28,5 +28,9 @@ void launch_wo_wgmma(const WoStreamParams& p, int mt, int codes, dim3 grid, bool
 bool wo_wgmma_ws_available(int device);
 void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, int num_m,
                         cudaStream_t stream);
+#if defined(MIXQ_WS_DIAG_BUILD)
+// Diagnostic builds: writes the per-CTA timing log of the warp-specialized kernel (CSV).
+void ws_diag_dump_cta_log(const char* path);
+#endif
 
 }  // namespace mixq::cuda

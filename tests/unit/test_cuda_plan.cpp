@@ -242,7 +242,9 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
       EXPECT_EQ(p.splits, 1);
       // two slots per CTA; small token tiles may run two CTAs per SM
       EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(p.mt) * 128 * p.mt);
-      EXPECT_EQ(p.tickets, 0u);
+      // the inline reduction's completion flags: 8 per stream-K tile, fewer than 2 rounds of tiles
+      EXPECT_EQ(p.tickets, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(p.mt) * kStreamKFlagsPerTile);
+      EXPECT_EQ(p.tickets, size_t(ws_flags(caps.sm_count, p.mt)));
     } else {
       EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
       EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * 21504 : 0);
