@@ -394,12 +394,24 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     };
 
     uint32_t* const flags = reinterpret_cast<uint32_t*>(p.tickets);
+    // The only tile this CTA can own cut (inline reduction) is the one its stream-K range ends in
+    // (the owner's piece is the last of its range). Its last contributor is resolved here, while
+    // the first stage is still in flight: sk_owner and slot_of are 64-bit divisions, which at the
+    // owner's end of range sat on the launch's critical path (one per contributor before; H100,
+    // W4 g128 f16 M = 16: 4096x4096 11.3 -> 10.1 us, 14336x4096 20.3 -> 19.4, 4096x6144 12.8 ->
+    // 12.1; bench/results/session21/call3 against call2).
+    int last_contributor = -1;
+    if (sched.inline_reduce && int(blockIdx.x) < sched.sk_ctas && sched.sk_tiles > 0) {
+      const int64_t t = (StreamKCursor::sk_start(sched, int(blockIdx.x) + 1) - 1) / sched.chunks;
+      last_contributor = StreamKCursor::sk_owner(sched, t * sched.chunks + sched.chunks - 1);
+    }
     // The owner's piece of a cut tile (its first, the last of this CTA's range) is still in
     // registers: wait until this warp's flag counts every other contributor (usually long done),
     // add their slots in CTA order (the fixup kernel's order: the same bits), reset the flag.
+    // Every other contributor's piece starts its range (slot 2 b: StreamKCursor::slot_of).
     auto add_other_pieces = [&](const StreamKWork& w, float (&r)[kAcc]) {
       const int t = w.tile - sched.dp_tiles;
-      const int b_hi = StreamKCursor::sk_owner(sched, int64_t(t) * sched.chunks + sched.chunks - 1);
+      const int b_hi = last_contributor;
       uint32_t* flag = flags + t * kStreamKFlagsPerTile + tile_row;
       const uint32_t others = uint32_t(b_hi - int(blockIdx.x));
       while (sm90::ld_acquire_gpu(flag) < others) {
@@ -408,8 +420,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       // sums stay in CTA order)
 #pragma unroll(MT <= 64 ? 4 : 1)
       for (int b = int(blockIdx.x) + 1; b <= b_hi; ++b) {
-        const float4* src =
-            stream_k_slot<MT>(p.partial, StreamKCursor::slot_of(sched, b, t), warpgroup - 1, threadIdx.x & 127);
+        const float4* src = stream_k_slot<MT>(p.partial, 2 * b, warpgroup - 1, threadIdx.x & 127);
 #pragma unroll
         for (int q = 0; q < MT / 8; ++q) {
           const float4 u = __ldcg(src + q * 128);

@@ -322,7 +322,8 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
                        Case{32, 1, 224, 132, 256}, Case{132, 2, 10, 132, 128}, Case{1, 1, 1, 132, 16},
                        Case{3, 1, 2, 132, 64}, Case{86, 1, 116, 132, 128}, Case{448, 1, 128, 132, 16},
                        Case{200, 3, 7, 46, 256}, Case{5, 1, 1000, 108, 32}, Case{140, 1, 3, 132, 64},
-                       Case{32, 4, 64, 132, 256}}) {
+                       Case{32, 4, 64, 132, 256}, Case{168, 1, 112, 264, 16}, Case{224, 1, 64, 264, 16},
+                       Case{448, 1, 64, 264, 16}, Case{10, 1, 9, 20, 16}}) {
     const StreamKSchedule s = make_stream_k_schedule(c.num_n, c.num_m, c.chunks, c.sms, c.mt);
     SCOPED_TRACE(::testing::Message() << c.num_n << "x" << c.num_m << " tiles, " << c.chunks
                                       << " chunks, " << c.sms << " SMs, mt " << c.mt);
@@ -383,9 +384,15 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
       for (int b = lo; b <= hi; ++b) {
         EXPECT_EQ(wr[size_t(b - lo)].first, b);
         EXPECT_EQ(StreamKCursor::slot_of(s, b, tk), wr[size_t(b - lo)].second);
+        // the inline reduction's owner reads every other contributor's first-piece slot
+        if (b > lo) EXPECT_EQ(wr[size_t(b - lo)].second, 2 * b);
       }
     }
     EXPECT_EQ(pieces, stream_k_split_pieces(s));
+    // the owner of every stream-K iteration is the CTA whose range holds it
+    for (int b = 0; b < s.sk_ctas && s.sk_tiles; ++b)
+      for (int64_t i = StreamKCursor::sk_start(s, b); i < StreamKCursor::sk_start(s, b + 1); ++i)
+        ASSERT_EQ(StreamKCursor::sk_owner(s, i), b) << "iteration " << i;
   }
   // 168 tiles on 132 SMs (14336x21504, M = 256): stream-K instead of two rounds
   const StreamKSchedule a = make_stream_k_schedule(168, 1, 224, 132, 256);
