@@ -406,4 +406,28 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
   // an exact multiple: no stream-K
   EXPECT_EQ(make_stream_k_schedule(132, 2, 10, 132, 128).sk_tiles, 0);
 }
+// Tile -> (m block, n block) is a bijection onto the num_m x num_n blocks, grouped by group_n
+// N-blocks; with one M-block (decode, the division-free path) tile t is N-block t.
+TEST(CudaPlan, StreamKTileCoordsAreABijection) {
+  for (int num_n : {1, 7, 8, 9, 20, 168})
+    for (int num_m : {1, 2, 3, 5}) {
+      StreamKSchedule s;
+      s.num_n = num_n;
+      s.num_m = num_m;
+      s.tiles = num_n * num_m;
+      std::vector<int> seen(size_t(s.tiles), 0);
+      for (int t = 0; t < s.tiles; ++t) {
+        int mb = -1, nb = -1;
+        stream_k_tile_coords(s, t, mb, nb);
+        ASSERT_GE(mb, 0);
+        ASSERT_LT(mb, num_m);
+        ASSERT_GE(nb, 0);
+        ASSERT_LT(nb, num_n);
+        ++seen[size_t(mb * num_n + nb)];
+        if (num_m == 1) EXPECT_EQ(nb, t);
+        else EXPECT_EQ(nb / s.group_n, t / (s.group_n * num_m)) << "tile " << t << " left its group";
+      }
+      for (int v : seen) EXPECT_EQ(v, 1) << num_n << " x " << num_m;
+    }
+}
 #endif  // MIXQ_WITH_CUDA
