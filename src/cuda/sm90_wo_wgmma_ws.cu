@@ -143,11 +143,11 @@ __device__ __forceinline__ unsigned ws_smid() {
 }
 #endif
 
-// Calls f(work, m block, n block) for every piece of work of this CTA, in the order the producer
-// and the consumers both walk (their rings stay in step).
+// Calls f(work, m block, n block) for every piece of work of this CTA (cur: a fresh
+// StreamKCursor of it, built once: its construction divides), in the order the producer and the
+// consumers both walk (their rings stay in step).
 template <class F>
-__device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, F&& f) {
-  StreamKCursor cur(sched, blockIdx.x);
+__device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, StreamKCursor cur, F&& f) {
   StreamKWork w;
   while (cur.next(sched, w)) {
     int mb, nb;
@@ -248,10 +248,16 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // the wait for the previous grid (programmatic dependent launch; the wait is a no-op without
     // it), the activations of those stages follow the wait. They queue ahead of the first
     // activation tile, so the consumers start only once they have landed.
+    // The CTA's cursor, built once before anything waits: built again after the wait, its 64-bit
+    // divisions sat between the previous grid's end and this grid's first activation load (H100,
+    // same-process A/B, W4 g128 f16, M = 16 ... 128: 2-3.5% faster on the two smallest layers,
+    // e.g. 4096x4096 M = 16 10.2 -> 9.9 us, 1-2% on the medium ones, ~0.5% on the large ones;
+    // bench/results/session21/call9).
+    const StreamKCursor cursor(sched, int(blockIdx.x));
     const int early_cap = sched.early_stages < 0 ? S : min(sched.early_stages, S);
     int early = 0;
     if (early_cap > 0)
-      ws_for_each_work(sched, [&](const StreamKWork& w, int, int nb) {
+      ws_for_each_work(sched, cursor, [&](const StreamKWork& w, int, int nb) {
         for (int c = w.c0; c < w.c1 && early < early_cap; ++c, ++early) {
           sm90::mbar_arrive_expect_tx(full + 8 * early, xbytes + wbytes + pb);
           load_weights(early, full + 8 * early, c, nb);
@@ -260,7 +266,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     grid_dependency_wait();
     sm90::RingPos ring(S);
     int issued = 0;
-    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
+    ws_for_each_work(sched, cursor, [&](const StreamKWork& w, int mb, int nb) {
       for (int c = w.c0; c < w.c1; ++c, ++issued) {
         const uint32_t fb = full + 8 * ring.stage;
         if (issued >= early) {
@@ -436,7 +442,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     unsigned long long diag_t1 = 0;
 #endif
     sm90::RingPos ring(S);
-    ws_for_each_work(sched, [&](const StreamKWork& w, int mb, int nb) {
+    ws_for_each_work(sched, StreamKCursor(sched, int(blockIdx.x)), [&](const StreamKWork& w, int mb, int nb) {
       const int n_stages = w.c1 - w.c0;
       if constexpr (FOLD) {
 #pragma unroll
