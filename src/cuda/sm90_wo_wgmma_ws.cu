@@ -406,15 +406,13 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // owner's end of range sat on the launch's critical path (one per contributor before; H100,
     // W4 g128 f16 M = 16: 4096x4096 11.3 -> 10.1 us, 14336x4096 20.3 -> 19.4, 4096x6144 12.8 ->
     // 12.1; bench/results/session21/call3 against call2).
-    int last_contributor = -1;
-    if (sched.inline_reduce && int(blockIdx.x) < sched.sk_ctas && sched.sk_tiles > 0) {
-      const int64_t t = (StreamKCursor::sk_start(sched, int(blockIdx.x) + 1) - 1) / sched.chunks;
-      last_contributor = StreamKCursor::sk_owner(sched, t * sched.chunks + sched.chunks - 1);
-    }
+    const int last_contributor = sched.inline_reduce && int(blockIdx.x) < sched.sk_ctas && sched.sk_tiles > 0
+                                     ? StreamKCursor::last_contributor(sched, int(blockIdx.x))
+                                     : -1;
     // The owner's piece of a cut tile (its first, the last of this CTA's range) is still in
     // registers: wait until this warp's flag counts every other contributor (usually long done),
     // add their slots in CTA order (the fixup kernel's order: the same bits), reset the flag.
-    // Every other contributor's piece starts its range (slot 2 b: StreamKCursor::slot_of).
+    // Every other contributor's piece starts its range (slot 2 b: StreamKCursor::last_contributor).
     auto add_other_pieces = [&](const StreamKWork& w, float (&r)[kAcc]) {
       const int t = w.tile - sched.dp_tiles;
       const int b_hi = last_contributor;

@@ -129,6 +129,13 @@ struct StreamKCursor {
   MIXQ_HD static int sk_owner(const StreamKSchedule& s, int64_t i) {
     return int(((i + 1) * s.sk_ctas - 1) / s.sk_iters);
   }
+  // The last contributor to the tile CTA cta's stream-K range ends in: when cta owns that tile
+  // cut (the owner's piece is the last of its range), the CTAs cta + 1 .. this one hold its other
+  // pieces, each the first of its range (slot 2 b).
+  MIXQ_HD static int last_contributor(const StreamKSchedule& s, int cta) {
+    const int64_t t = (sk_start(s, cta + 1) - 1) / s.chunks;
+    return sk_owner(s, t * s.chunks + s.chunks - 1);
+  }
   // Partial slot of CTA b's piece of stream-K tile t (0-based among the stream-K tiles).
   MIXQ_HD static int slot_of(const StreamKSchedule& s, int b, int t) {
     return 2 * b + (sk_start(s, b) >= int64_t(t) * s.chunks ? 0 : 1);

@@ -381,6 +381,8 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
       const int64_t tb = int64_t(tk) * s.chunks;
       const int lo = StreamKCursor::sk_owner(s, tb), hi = StreamKCursor::sk_owner(s, tb + s.chunks - 1);
       ASSERT_EQ(size_t(hi - lo + 1), wr.size());
+      // what the inline reduction's owner waits for, resolved at its start
+      if (hi > lo) EXPECT_EQ(StreamKCursor::last_contributor(s, lo), hi) << "tile " << tk;
       for (int b = lo; b <= hi; ++b) {
         EXPECT_EQ(wr[size_t(b - lo)].first, b);
         EXPECT_EQ(StreamKCursor::slot_of(s, b, tk), wr[size_t(b - lo)].second);
@@ -406,6 +408,7 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
   // an exact multiple: no stream-K
   EXPECT_EQ(make_stream_k_schedule(132, 2, 10, 132, 128).sk_tiles, 0);
 }
+
 // Tile -> (m block, n block) is a bijection onto the num_m x num_n blocks, grouped by group_n
 // N-blocks; with one M-block (decode, the division-free path) tile t is N-block t.
 TEST(CudaPlan, StreamKTileCoordsAreABijection) {
