@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -79,17 +80,18 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   splits = std::min(splits, std::max(1, chunks / 4));
   int cps = (chunks + splits - 1) / splits;
   splits = (chunks + cps - 1) / cps;
-  const int run = std::min(128, 1 << kStreamMaxRunShift);
   // the planner's staging: as much of the split as fits the shared memory of blocks_per_sm blocks
   const int x_rows = std::min(M, 8);
-  auto smem_for = [&](int stage, int* runs) {
-    const int kr = stage * 64;
-    *runs = kr / std::min(run, kr) + 2;
-    return (size_t(x_rows) * (kr + 8) + 64 + 8) * 2 + (size_t(x_rows) * *runs * 4 + 15) / 16 * 16;
-  };
-  int stage = cps, max_runs = 0;
-  while (stage > 1 && smem_for(stage, &max_runs) > size_t(228 * 1024) / blocks_per_sm - 1024) --stage;
-  const size_t smem = smem_for(stage, &max_runs);
+  auto smem_for = [&](int stage) { return StreamSmem::x_bytes(x_rows, stage * 64); };
+  // MIXQ_PROBE_SMEM_BUDGET: shared memory per SM the staging may take (default: all 228 KB);
+  // MIXQ_PROBE_SMEM_PAD: bytes added to each block's allocation (unused: only the L1 / shared
+  // memory split of the SM changes)
+  const char* budget_env = std::getenv("MIXQ_PROBE_SMEM_BUDGET");
+  const char* pad_env = std::getenv("MIXQ_PROBE_SMEM_PAD");
+  const size_t sm_budget = budget_env ? size_t(std::atol(budget_env)) : size_t(228 * 1024);
+  int stage = cps;
+  while (stage > 1 && smem_for(stage) > sm_budget / blocks_per_sm - 1024) --stage;
+  const size_t smem = smem_for(stage) + (pad_env ? size_t(std::atol(pad_env)) : 0);
   const size_t smem_cluster = std::max(smem, size_t(4) * RT * 16 * x_rows * 4);
   const bool cluster_ok = splits <= kStreamMaxClusterSplits && splits > 1 &&
                           n_blocks <= max_clusters<BITS>(splits, smem_cluster);
@@ -139,7 +141,6 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   p.groups = groups;
   p.chunks_per_split = cps;
   p.chunks_per_stage = stage;
-  p.max_runs = max_runs;
   p.splits = splits;
   p.partial = partial;
   p.tickets = tickets;
@@ -180,9 +181,9 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
     for (size_t n = 0; n < outs[i].size(); ++n)
       mismatches += __half_as_ushort(outs[i][n]) != __half_as_ushort(outs[0][n]);
 
-  std::printf("\n%dx%d W%d M=%d: grid %dx%d (%d chunks per split, %d per stage), %.1f MB, %d copies, cluster %s, "
+  std::printf("\n%dx%d W%d M=%d: grid %dx%d (%d chunks per split, %d per stage, %zu B smem), %.1f MB, %d copies, cluster %s, "
               "outputs of the modes differ in %d of %d\n",
-              K, N, BITS, M, n_blocks, splits, cps, stage, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
+              K, N, BITS, M, n_blocks, splits, cps, stage, smem, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
               mismatches, M * N * int(outs.size() - 1));
   std::printf("%-34s", "diag \\ us per call");
   for (const Mode& m : modes) std::printf(" %12s", m.name);

@@ -379,7 +379,6 @@ class CudaWeightOnly final : public PreparedImpl {
     k.groups = int(L_.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
-    k.max_runs = p.max_runs_per_stage;
     k.splits = p.splits;
     k.cluster = p.cluster;
     k.pdl = p.pdl;

@@ -50,10 +50,6 @@ struct WgmmaTile {
 };
 
 #if !defined(__CUDA_ARCH__) || defined(MIXQ_SM90A)  // device helpers of the sm_90a pass
-__device__ __forceinline__ void cp_async_zfill(uint32_t smem, const void* gmem, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem),
-               "r"(src_bytes));
-}
 template <int BYTES>
 __device__ __forceinline__ void cp_async_small(uint32_t smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(smem), "l"(gmem), "n"(BYTES));
@@ -139,7 +135,7 @@ __global__ void __launch_bounds__(kWarps * 32, WgmmaTile<MT>::kCtasPerSm) wo_wgm
 #pragma unroll
     for (int j = 0; j < kXPerThread; ++j) {
       const int bytes = j < x_rows_ok ? kb : 0;
-      cp_async_zfill(xs + uint32_t(j * 32 * 128), bytes ? xg + j * x_row_step : p.x, bytes);
+      cp_async_16_zfill(xs + uint32_t(j * 32 * 128), bytes ? xg + j * x_row_step : p.x, bytes);
     }
     if (w_ok) {
       const char* wg = w_src0 + int64_t(c) * 32 * kLaneBytes;

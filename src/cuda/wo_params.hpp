@@ -37,7 +37,6 @@ struct WoStreamParams {
   // decomposition
   int chunks_per_split;  // 64-wide K chunks per split
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
-  int max_runs;          // (token, run) activation sums per stage in shared memory
   int splits;
   // sm_90: the splits of one output tile run as one thread-block cluster (1, splits, 1) and
   // reduce through distributed shared memory (no partials, fence or ticket in global memory).

@@ -27,15 +27,27 @@ int64_t stream_max_m(const DeviceCaps&, int, bool x_f32) {
   return x_f32 ? 16 : 32;
 }
 
-int64_t stream_max_m_wgmma(const WoLayout& L) {
+int64_t stream_max_m_wgmma(const WoLayout& L, int sm_count) {
   // H100, the streaming kernel forced against the wgmma kernel at M = 1-8 on the nine layers, W4
-  // and W8 g128 f16 (bench/results/session15/call6, after the lane-order pairs): small layers
-  // stay on the streaming kernel longer (4096x6144 W4 M = 4: 9.6 us against 12.3; 4096x4096 W8
-  // M = 4: 12.8 against 13.1), the largest W8 weights leave it at M = 2 (14336x21504: 119.5
-  // against 115.4). Within 3% of the better kernel on every measured row.
+  // and W8 g128, f16 and bf16 (bench/results/session22/call3, call4: after the streaming kernel's
+  // activations came by cp.async in pieces and its run sums from the tensor cores, its cost
+  // grows ~0.1-0.4 us per token instead of ~2). Up to M = 8 it shares one MMA shape, so where the
+  // wgmma kernel has few 128-row tiles for the SMs (stream-K cuts every tile, its reduction and
+  // tail weigh most) the streaming kernel holds on longer; where the wgmma kernel has more than
+  // two waves of tiles it wins from M = 3 (W4) or even M = 1 (W8 8192x57344: 161.9 us against
+  // 172.7). Within ~1% of the better kernel on every measured row.
   const int64_t mib = L.packed_bytes() >> 20;
-  if (L.bits == 4) return mib <= 16 ? 6 : 2;
-  return mib <= 20 ? 4 : mib <= 96 ? 3 : mib <= 256 ? 2 : 1;
+  const int64_t tiles = (L.N + 127) / 128;  // the wgmma kernel's 128-row weight tiles
+  if (L.bits == 4) {
+    if (mib <= 10) return 6;
+    if (mib <= 48) return 8;
+    if (tiles < sm_count) return 6;
+    if (tiles <= 2 * sm_count) return mib <= 96 ? 4 : 3;
+    return 2;
+  }
+  if (mib <= 20) return 4;
+  if (tiles < sm_count) return mib <= 96 ? 6 : 3;
+  return tiles <= 2 * sm_count ? 1 : 0;
 }
 
 namespace {
@@ -71,7 +83,7 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   //   data are in bench/results/cuda_wo_wgmma_ws_k128.md, cuda_wo_wgmma_ws_streamk.md and
   //   cuda_wo_wgmma.md;
   // - past kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs) dequantize + cuBLAS wins (wo_plan.hpp).
-  const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32) : stream_max_m_wgmma(L);
+  const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32) : stream_max_m_wgmma(L, caps.sm_count);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool big_gemm = L.K >= 8192 && L.N * L.K >= (int64_t(128) << 20);
   const bool wgmma = force == "wgmma" ||
@@ -158,14 +170,11 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
 
   p.x_rows = int(std::min<int64_t>(p.mt, M));
   const int sx = x_f32 ? 2 : 1;
-  auto smem_for = [&](int stage_chunks, int* max_runs) {
+  auto smem_for = [&](int stage_chunks) {
+    // activations (+ zero row; StreamSmem in kernels/sm80_wo_stream.cuh; the weights stream
+    // through registers), hi and lo planes for f32 activations
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
-    const int64_t run = std::min<int64_t>(L.group, int64_t(1) << kStreamMaxRunShift);
-    *max_runs = int(kr / std::min<int64_t>(run, kr)) + 2;
-    // activations (+ zero row) and their per-run sums (StreamSmem in kernels/sm80_wo_stream.cuh;
-    // the weights stream through registers)
-    return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx +
-           (size_t(p.x_rows) * *max_runs * 4 + 15) / 16 * 16;
+    return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx;
   };
   // Decode wants many blocks resident so that enough weight loads are in flight; mt <= 16 is
   // compiled for wo_stream_min_blocks() resident blocks (launch bounds), larger tiles are limited
@@ -234,11 +243,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   // Stage as much of the split's K range as fits the budget (ideally all of it: one barrier).
   int stage = 1;
   for (int s = p.chunks_per_split; s >= 1; --s) {
-    int g;
-    if (smem_for(s, &g) <= budget) { stage = s; break; }
+    if (smem_for(s) <= budget) { stage = s; break; }
   }
   p.chunks_per_stage = stage;
-  p.smem_bytes = smem_for(stage, &p.max_runs_per_stage);
+  p.smem_bytes = smem_for(stage);
   // after the K loop the same memory holds the block's output tile of the cluster reduction
   // ([x_rows][rows of the block] floats; StreamSmem in kernels/sm80_wo_stream.cuh)
   if (p.cluster)

@@ -42,7 +42,6 @@ struct WoPlan {
   bool pdl = false;           // programmatic dependent launch (WoStreamParams::pdl)
   int early_stages = 0;       // wgmma: weight stages loaded before the dependency wait (-1: the ring)
   int chunks_per_stage = 1;
-  int max_runs_per_stage = 1;  // (token, run) activation sums per stage (kStreamMaxRunShift)
   size_t smem_bytes = 0;
   size_t partial_floats = 0;  // split-K workspace
   size_t tickets = 0;
@@ -61,7 +60,7 @@ struct WoPlan {
 // docs/cuda-weight-only.md). Overridable with MIXQ_FORCE_KERNEL=stream|cublas.
 int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 // ... where the Hopper wgmma kernel can take over (measured: it depends on the weight's size).
-int64_t stream_max_m_wgmma(const WoLayout& L);
+int64_t stream_max_m_wgmma(const WoLayout& L, int sm_count);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
 // Above: dequantize + cuBLAS. Measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md, the

@@ -376,6 +376,11 @@ TEST(CudaWeightOnly, StreamKernelClusterAndGlobalReduction) {
     expect_ok({40, 136, 2000, "w8g128", DType::F32, DType::F16, "stream"}, seed++);
     expect_ok({9, 72, 777, "w4g128", DType::F16, DType::F32, "stream", true, true, Epilogue::relu6()}, seed++);
     expect_ok({3, 10944, 7392, "w4g16", DType::F16, DType::F16, "stream"}, seed++);
+    // global partials reduced by 4 / 2 blocks of a tile (16-byte loads), and N % 4 != 0 (one
+    // block, scalar loads)
+    expect_ok({8, 4096, 8192, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({4, 2048, 4096, "w8g128", DType::BF16, DType::BF16, "stream"}, seed++);
+    expect_ok({6, 517, 3000, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
   }
   if (saved) setenv("MIXQ_STREAM_CLUSTER", saved_value.c_str(), 1);
   else unsetenv("MIXQ_STREAM_CLUSTER");
@@ -383,14 +388,14 @@ TEST(CudaWeightOnly, StreamKernelClusterAndGlobalReduction) {
 
 // M = 1 (and 5 before Hopper): streaming kernel, split-K (clusters on sm_90); 40: the Hopper wgmma kernel with split-K (on sm_90a) or cuBLAS;
 // 300: wgmma without split / cuBLAS.
-TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
-  SKIP_WITHOUT_GPU();
-  for (const int64_t M : {int64_t(1), int64_t(5), int64_t(40), int64_t(300)}) {
-  SCOPED_TRACE("M = " + std::to_string(M));
-  const int64_t N = 4096, K = 4096;
+// One eager call, then a graph of three calls replayed five times: every replay gives the eager
+// call's bits (tickets and flags left ready by each launch, fixed summation orders).
+static void expect_replays_match_eager(int64_t M, int64_t N, int64_t K, const std::string& force) {
+  SCOPED_TRACE("M = " + std::to_string(M) + ", " + std::to_string(N) + "x" + std::to_string(K) + " " + force);
   const QuantizedWeight w = make_weight(N, K, "w4g128", 7);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
+  o.force_kernel = force;
   const PreparedWeight pw = prepare(w, o);
   HostActs x = make_acts(M, K, DType::F16, 8);
   DeviceBuffer dx(x.bytes.size()), dy1(M * N * 2), dy2(M * N * 2);
@@ -418,7 +423,18 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
-  }
+}
+
+TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
+  SKIP_WITHOUT_GPU();
+  for (const int64_t M : {int64_t(1), int64_t(5), int64_t(40), int64_t(300)}) expect_replays_match_eager(M, 4096, 4096, "");
+  // the streaming kernel's global partials shared by four reducing blocks per tile
+  const char* saved = std::getenv("MIXQ_STREAM_CLUSTER");
+  const std::string saved_value = saved ? saved : "";
+  setenv("MIXQ_STREAM_CLUSTER", "0", 1);
+  expect_replays_match_eager(8, 4096, 8192, "stream");
+  if (saved) setenv("MIXQ_STREAM_CLUSTER", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_STREAM_CLUSTER");
 }
 
 // Programmatic dependent launch (sm_90: the streaming kernel at M = 1-2, the wgmma kernel and its

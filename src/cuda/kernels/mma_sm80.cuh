@@ -100,6 +100,12 @@ __device__ __forceinline__ void cp_async_16_u32(uint32_t smem, const void* gmem)
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
 }
 
+// 16-byte copy of which only the first src_bytes (0..16) are read and the rest zero-filled: rows
+// and columns past the end of a matrix cost no branch and no read.
+__device__ __forceinline__ void cp_async_16_zfill(uint32_t smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
+}
+
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }

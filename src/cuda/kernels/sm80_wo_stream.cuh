@@ -6,9 +6,11 @@
 // - Each warp owns one 16-row tile of W and streams it along its K range with 16-byte evict-first
 //   loads, several tiles in flight per lane, straight into registers (no shared-memory round trip:
 //   nothing else in the block reads those bytes).
-// - The block's activations X[m0:m0+MT][k0:k0+kr] are staged once in shared memory (zero padded)
-//   and fed to the MMAs with ldmatrix; their per-run sums (a group, or 256 K of a longer one) are
-//   precomputed there.
+// - The block's activations X[m0:m0+MT][k0:k0+kr] are staged in shared memory (zero padded) by
+//   cp.async in a few pieces, the first chunks' piece waited for before the K loop and the others
+//   landing while it runs, and fed to the MMAs with ldmatrix. Their sums over each run (a group,
+//   or 256 K of a longer one), which the offset term needs, come from the tensor cores: one more
+//   MMA per 16-wide K tile with an all-ones A operand.
 // - Codes become exact small integers (u) in f16/bf16 (dequant_codes.cuh); each group's MMA sum is
 //   scaled in f32 registers once per group: acc += s * sum(x*u) + o' * sum(x), with the (s, o')
 //   pairs read from a lane-order copy (wo_layout.hpp: one or two 16-byte loads per lane and group).
@@ -73,10 +75,10 @@ __device__ __forceinline__ float from_mma<__nv_bfloat16>(__nv_bfloat16 v) { retu
 // x_rows <= MT, so decode with M = 1 stages one row, not eight) plus one chunk-wide zero row that
 // the ldmatrix lanes of absent tokens point at (their addresses do not advance with the chunk,
 // so it costs 144 bytes, not a whole row: a full-length zero row pushed long splits at M >= 2
-// into a second stage); then the per-(token, run) sums, [x_rows][max_runs] floats. Rows are
-// padded by 16 bytes so the 8 row addresses of an ldmatrix fall in different banks. After the K
-// loop the same memory holds the block's output tile for the cluster reduction ([token][row]).
-// The weights never pass through shared memory; the host planner (wo_plan.cpp) sizes it.
+// into a second stage). Rows are padded by 16 bytes so the 8 row addresses of an ldmatrix fall in
+// different banks. After the K loop the same memory holds the block's output tile for the cluster
+// reduction ([token][row]). The weights never pass through shared memory; the host planner
+// (wo_plan.cpp) sizes it.
 struct StreamSmem {
   static constexpr int kPad = 8;  // elements
   static constexpr int kZeroRow = kChunkK + kPad;  // elements
@@ -86,93 +88,73 @@ struct StreamSmem {
   }
 };
 
-// Stages X[m0:m0+rows][ks:ke) and its per-(token, run) sums: xsum[m * p.max_runs + rl] sums run
-// (ks >> run_shift) + rl of token m within [ks, ke) (runs of 2^run_shift K: the stretches the
-// kernel folds at once).
+// At most this many blocks share the reduction of one tile's splits (the earlier ones wait for the
+// last: fewer waiting blocks keep the grid's slots for the blocks still streaming).
+constexpr int kStreamMaxReducers = 4;
+
+// A stage's activations arrive in kStreamXPieces pieces of whole chunks, one cp.async group each:
+// the K loop waits for the piece of its next chunk (wait_x_piece), so only the first piece's copy
+// stands between the weight loads already in flight and the first MMA. (Staged at once with plain
+// loads, then summed in shared memory, they cost 9.3 us of a 62 us call on 28672x8192 W4 at M = 8,
+// 1.7 at M = 1; now 2.0 at M = 8: bench/results/session22/call2, call3, the probe's diag rows.)
+constexpr int kStreamXPieces = 4;
+
+// Issues the copies of X[m0:m0+rows][ks:ke) into xs (row stride ldxs), piece q holding chunks
+// [q * piece_chunks, (q + 1) * piece_chunks) of the stage, and always commits kStreamXPieces
+// cp.async groups (empty ones past the last piece) so that the wait counts are constants. Where
+// X cannot be copied in aligned 16-byte pieces (k_perm gathers, f32 activations split into hi and
+// lo, odd strides) it is staged with plain loads and converted here, before the block's barrier.
 template <typename MmaT, bool SPLIT_X>
 __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT* xs, MmaT* xs_lo,
-                                                  int ldxs, float* xsum, int m0, int rows, int ks,
-                                                  int ke, int run_shift) {
+                                                  int ldxs, int m0, int rows, int ks, int ke,
+                                                  int piece_chunks) {
   const int kr = ke - ks;
   const bool vec = !SPLIT_X && p.k_perm == nullptr && p.x_type != IoType::F32 &&
                    (p.ldx % 8) == 0 && (p.K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0;
   if (vec) {
-    const int per_row = kr / 8;
-    for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
-      const int m = i / per_row, kk = (i % per_row) * 8;
-      const int gm = m0 + m, gk = ks + kk;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (gm < p.M && gk < p.K)
-        v = *reinterpret_cast<const uint4*>(static_cast<const MmaT*>(p.x) + int64_t(gm) * p.ldx + gk);
-      *reinterpret_cast<uint4*>(xs + m * ldxs + kk) = v;
-    }
-  } else {
-    for (int i = threadIdx.x; i < rows * kr; i += blockDim.x) {
-      const int m = i / kr, kk = i % kr;
-      const int gm = m0 + m, gk = ks + kk;
-      float v = 0.f;
-      if (gm < p.M && gk < p.K) {
-        const int src = p.k_perm ? p.k_perm[gk] : gk;
-        v = load_io(p.x, int64_t(gm) * p.ldx + src, p.x_type);
+    const MmaT* x = static_cast<const MmaT*>(p.x);
+    const uint32_t xs_addr = smem_addr(xs);
+    const int piece_k = piece_chunks * kChunkK;
+#pragma unroll
+    for (int q = 0; q < kStreamXPieces; ++q) {
+      const int ka = q * piece_k, kb = min(ka + piece_k, kr);
+      const int per_row = max(kb - ka, 0) / 8;  // 16-byte copies per row of this piece
+      for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+        const int m = i / per_row, kk = ka + (i - m * per_row) * 8;
+        const int gm = m0 + m, gk = ks + kk;
+        const bool in = gm < p.M && gk < p.K;  // K % 8 == 0: a copy is all in or all out
+        cp_async_16_zfill(xs_addr + uint32_t(m * ldxs + kk) * 2,
+                          in ? x + int64_t(gm) * p.ldx + gk : x, in ? 16 : 0);
       }
-      const MmaT hi = to_mma<MmaT>(v);
-      xs[m * ldxs + kk] = hi;
-      if constexpr (SPLIT_X) xs_lo[m * ldxs + kk] = to_mma<MmaT>(v - from_mma<MmaT>(hi));
+      cp_async_commit();
     }
+    return;
   }
-  __syncthreads();
-  // Per-(token, run) sums of the staged activations, for the offset term. Each lane sums one
-  // 8-element piece (one 16-byte load) and the R = run / 8 lanes of a run add theirs with log2(R)
-  // shuffles; a warp covers 32 pieces of one token (32 / R runs), its lanes aligned to global piece
-  // indices so that every run's pieces share one aligned lane group. (One warp per (token, run)
-  // with a 32-lane shuffle tree each cost ~2.9 us per token on 14336x21504 at M = 1-8, the weight
-  // stream waiting behind it: session 15.) Runs shorter than 16 keep that loop.
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
-  const int r_first = ks >> run_shift;
-  const int n_runs = ((ke - 1) >> run_shift) - r_first + 1;
-  if (run_shift >= 4) {
-    const int R = 1 << (run_shift - 3);                   // pieces per run: 2 .. 32
-    const int gp0 = (ks >> 3) & ~31, gp1 = (ke + 7) >> 3;  // global pieces, warp-aligned
-    const int per_row = (gp1 - gp0 + 31) >> 5;
-    for (int t = warp; t < rows * per_row; t += warps) {
-      const int m = t / per_row;
-      const int gp = gp0 + (t % per_row) * 32 + lane;
-      const int k = gp * 8;
-      float v = 0.f;
-      if (k >= ks && k < ke) {
-        const uint4 w = *reinterpret_cast<const uint4*>(xs + m * ldxs + (k - ks));
-        const MmaT* e = reinterpret_cast<const MmaT*>(&w);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v += from_mma<MmaT>(e[i]);
-        if constexpr (SPLIT_X) {
-          const uint4 wl = *reinterpret_cast<const uint4*>(xs_lo + m * ldxs + (k - ks));
-          const MmaT* el = reinterpret_cast<const MmaT*>(&wl);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) v += from_mma<MmaT>(el[i]);
-        }
-      }
-      for (int o = 1; o < R; o <<= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-      const int run = k >> run_shift;
-      // the run's first lane writes it, if the run overlaps [ks, ke)
-      if ((lane & (R - 1)) == 0 && (run << run_shift) < ke && ((run + 1) << run_shift) > ks)
-        xsum[m * p.max_runs + run - r_first] = v;
+  for (int i = threadIdx.x; i < rows * kr; i += blockDim.x) {
+    const int m = i / kr, kk = i % kr;
+    const int gm = m0 + m, gk = ks + kk;
+    float v = 0.f;
+    if (gm < p.M && gk < p.K) {
+      const int src = p.k_perm ? p.k_perm[gk] : gk;
+      v = load_io(p.x, int64_t(gm) * p.ldx + src, p.x_type);
     }
-  } else {
-    for (int i = warp; i < rows * n_runs; i += warps) {
-      const int m = i / n_runs, rl = i % n_runs;
-      const int ka = max((r_first + rl) << run_shift, ks) - ks;
-      const int kb = min((r_first + rl + 1) << run_shift, ke) - ks;
-      float s = 0.f;
-      for (int kk = ka + lane; kk < kb; kk += 32) {
-        s += from_mma<MmaT>(xs[m * ldxs + kk]);
-        if constexpr (SPLIT_X) s += from_mma<MmaT>(xs_lo[m * ldxs + kk]);
-      }
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xFFFFFFFFu, s, o);
-      if (lane == 0) xsum[m * p.max_runs + rl] = s;
-    }
+    const MmaT hi = to_mma<MmaT>(v);
+    xs[m * ldxs + kk] = hi;
+    if constexpr (SPLIT_X) xs_lo[m * ldxs + kk] = to_mma<MmaT>(v - from_mma<MmaT>(hi));
   }
-  __syncthreads();
+#pragma unroll
+  for (int q = 0; q < kStreamXPieces; ++q) cp_async_commit();  // empty groups: uniform waits
+}
+
+// Waits for this thread's copies of piece q, then for the whole block's (named barrier 1: every
+// warp of the block calls this once per piece, those without rows included).
+__device__ __forceinline__ void wait_x_piece(int q) {
+  static_assert(kStreamXPieces == 4, "one wait_group immediate per piece");
+  if (q == 0) cp_async_wait<3>();
+  else if (q == 1) cp_async_wait<2>();
+  else if (q == 2) cp_async_wait<1>();
+  else cp_async_wait<0>();
+  asm volatile("bar.sync 1, %0;\n" ::"r"(blockDim.x) : "memory");
 }
 
 // BITS is the code kind of wo_layout.hpp: kCodesU4 (4), kCodesU8 (8) or kCodesE4M3 (8-bit storage,
@@ -223,7 +205,6 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int ldxs = StreamSmem::row_stride(kr_max);
   MmaT* xs = reinterpret_cast<MmaT*>(smem_raw);
   MmaT* xs_lo = SPLIT_X ? xs + size_t(p.x_rows) * ldxs + StreamSmem::kZeroRow : nullptr;
-  float* xsum = reinterpret_cast<float*>(smem_raw + StreamSmem::x_bytes(p.x_rows, kr_max) * (SPLIT_X ? 2 : 1));
 
   // the zero row (index x_rows) is never overwritten by staging
   for (int i = threadIdx.x; i < StreamSmem::kZeroRow; i += blockDim.x) {
@@ -260,7 +241,14 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     lm_step[j] = r < rows ? kChunkK * 2 : 0;
   }
 
-  float acc[RT][NT8][4], accg[kChains][RT][NT8][4];
+  // xsum[j]: the activation sums of the current run, from the all-ones MMA: element 0 / 1 hold
+  // token columns (lane % 4) * 2 and + 1 of token tile j, the columns this lane's accumulators
+  // fold (2 and 3 repeat them for rows r + 8)
+  float acc[RT][NT8][4], accg[kChains][RT][NT8][4], xsum[NT8][4];
+#pragma unroll
+  for (int j = 0; j < NT8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) xsum[j][e] = 0.f;
 #pragma unroll
   for (int rt = 0; rt < RT; ++rt)
 #pragma unroll
@@ -279,7 +267,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
 
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
-    const int g_first = ks >> p.group_shift, r_first = ks >> run_shift;
+    const int g_first = ks >> p.group_shift;
     const int c_first = ks / kChunkK;
     const int chunks = (ke - ks) / kChunkK;
     // The next chunk to load (of row tile 0; hoisted: the loop does no 64-bit index math).
@@ -308,10 +296,18 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     // Everything before this point reads only the prepared weight; the activations (and the
     // workspace and output, after it) may be written by the previous kernel of the stream.
     grid_dependency_wait();
-    if (diag & kStreamDiagNoStage) __syncthreads();
-    else stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, xsum, m0, rows, ks, ke, run_shift);
+    const int piece_chunks = (chunks + kStreamXPieces - 1) / kStreamXPieces;
+    const int pieces = (chunks + piece_chunks - 1) / piece_chunks;
+    if (diag & kStreamDiagNoStage) {
+#pragma unroll
+      for (int q = 0; q < kStreamXPieces; ++q) cp_async_commit();
+    } else {
+      stage_activations<MmaT, SPLIT_X>(p, xs, xs_lo, ldxs, m0, rows, ks, ke, piece_chunks);
+    }
 
-    if (active) {
+    if (!active) {  // no rows of W: only the block's piece barriers
+      for (int q = 0; q < pieces; ++q) wait_x_piece(q);
+    } else {
       // global k where the current run's sum must be folded in (run end, group end or stage end)
       int flush_at = min((ks / run_step + 1) * run_step, ke);
       // (scale, offset) pairs of rows r0 and r0 + 8 of the RT tiles (float2 or half2), in the lane
@@ -358,13 +354,12 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         // the next flush folds the next group (or, within a long group, this one again)
         const int g_next = min(flush_at + run_step, ke) - 1;
         if ((g_next >> p.group_shift) != gi) prefetch_pairs(g_next >> p.group_shift);
-        const int rl = ((flush_at - 1) >> run_shift) - r_first;  // the run this flush folds
 #pragma unroll
         for (int j = 0; j < NT8; ++j) {
-          const int mc = j * 8 + (lane % 4) * 2;
-          // columns of absent tokens are never stored; their sums are read as zero
-          const float xa = mc < rows ? xsum[mc * p.max_runs + rl] : 0.f;
-          const float xb = mc + 1 < rows ? xsum[(mc + 1) * p.max_runs + rl] : 0.f;
+          // this run's activation sums of the lane's two token columns (absent tokens: zero rows)
+          const float xa = xsum[j][0], xb = xsum[j][1];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) xsum[j][e] = 0.f;
 #pragma unroll
           for (int rt = 0; rt < RT; ++rt) {
             float g[4];
@@ -395,6 +390,8 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
         if constexpr (SPLIT_X) lm_lo_addr[j] = smem_addr(xs_lo + lm_off[j]);
       }
       int kg = ks;  // global k at the start of the current chunk
+      constexpr uint32_t kOne2 = std::is_same_v<MmaT, half> ? 0x3C003C00u : 0x3F803F80u;  // (1, 1)
+      const Frag16x16 kOnes{{kOne2, kOne2, kOne2, kOne2}};
 
       // One chunk (16 rows x 64 K per row tile): 4 K tiles of 16, their B fragments from the
       // staged activations, the A fragments converted from the chunk's words.
@@ -434,6 +431,17 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
                 }
               }
             }
+            // the run's activation sums: all-ones A times this tile's B (one MMA per token tile;
+            // the tensor cores are idle at decode, and the sums need no pass over shared memory)
+#pragma unroll
+            for (int j = 0; j < NT8; ++j) {
+              Frag16x8 b{{bx[j][2 * th], bx[j][2 * th + 1]}};
+              MmaType<MmaT>::mma(xsum[j], kOnes, b);
+              if constexpr (SPLIT_X) {
+                Frag16x8 bb{{bl[j][2 * th], bl[j][2 * th + 1]}};
+                MmaType<MmaT>::mma(xsum[j], kOnes, bb);
+              }
+            }
             if (FINE && kg + t * 16 + 16 == flush_at) {
               flush((flush_at - 1) >> p.group_shift);
               flush_at = min(flush_at + run_step, ke);
@@ -443,10 +451,16 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       };
 
       // Chunk c lives in buf[c % kDepth]; once multiplied, its registers take chunk c + kDepth.
+      // The first chunk of each activation piece waits for that piece (the block's copies).
+      int piece = 0, next_piece_at = 0;
       for (int c0 = 0; c0 < chunks; c0 += kDepth) {
 #pragma unroll
         for (int d = 0; d < kDepth; ++d) {
           if (c0 + d < chunks) {
+            if (c0 + d == next_piece_at) {
+              wait_x_piece(piece++);
+              next_piece_at += piece_chunks;
+            }
             multiply_chunk(buf[d]);
             if (c0 + d + kDepth < chunks) load_chunk(buf[d]);
 #pragma unroll
@@ -537,19 +551,70 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   }
   __threadfence();  // make this block's partials visible before taking a ticket
   __syncthreads();
-  __shared__ bool is_last;
-  unsigned* ticket = p.tickets + blockIdx.x + gridDim.x * blockIdx.z;
-  if (threadIdx.x == 0) is_last = atomicAdd(ticket, 1u) == unsigned(p.splits - 1);
-  __syncthreads();
-  if (!is_last) return;
-  __threadfence();
-  // This reduction is the kernel's tail (every other block is done), so it is latency-bound:
-  // each thread sums R outputs at once and loads SP splits of them before adding, i.e. one L2
-  // round trip per SP splits instead of one per split: R = 4, SP = 8, or R = 2, SP = 16 when
-  // the tile has at most two outputs per thread (decode: 16 splits in one round trip). The
-  // additions stay in split order (deterministic; the same bits as a plain loop).
+  // The reduction is the kernel's tail (every other block is done), so it is latency-bound. Where
+  // the tile's rows allow 16-byte partial loads, the last `reducers` blocks to arrive split it
+  // (each thread one float4 of outputs and all splits' loads in flight: one L2 round trip); the
+  // earlier of them wait for the last arrival (all of the grid's blocks are resident: the planner
+  // sizes the split so). One reducer summed 128 KB alone at M = 8 on 28672x8192 in eight rounds
+  // of loads: the reduction and partial stores cost 10.5 us of the call, now 3.4 (session 22,
+  // calls 2-3). The additions stay in split order either way (deterministic).
   const int total = tile_rows * cols;
+  const bool vec4 = (p.N % 4) == 0;  // tile_rows too: n_first is a multiple of 64
+  const int reducers =
+      vec4 ? min(min(p.splits, kStreamMaxReducers), max(1, (total / 4 + int(blockDim.x) - 1) / int(blockDim.x))) : 1;
+  __shared__ int reducer;  // this block's share of the reduction, or < 0: none
+  unsigned* ticket = p.tickets + blockIdx.x + gridDim.x * blockIdx.z;
+  if (threadIdx.x == 0) {
+    const unsigned t = atomicAdd(ticket, 1u);
+    reducer = int(t) - (p.splits - reducers);
+    if (reducer >= 0 && t != unsigned(p.splits - 1)) {
+      unsigned seen;
+      do {
+        __nanosleep(64);
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(seen) : "l"(ticket) : "memory");
+      } while (seen < unsigned(p.splits));
+    }
+  }
+  __syncthreads();
+  if (reducer < 0) return;
+  __threadfence();
   const int64_t split_stride = int64_t(p.M) * p.N;
+  if (vec4) {
+    // outputs [i * 4, i * 4 + 4) of the tile ([cols][tile_rows]): one token, four rows
+    const int items = total / 4, per = (items + reducers - 1) / reducers;
+    const int i_end = min(items, (reducer + 1) * per);
+    for (int i = reducer * per + int(threadIdx.x); i < i_end; i += blockDim.x) {
+      const int m = m0 + i * 4 / tile_rows, n = n_first + i * 4 % tile_rows;
+      const float* src = p.partial + int64_t(m) * p.N + n;
+      float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+      constexpr int kSp = BITS == 4 ? 16 : 8;  // W8 kernels run at 96 registers
+      for (int sp = 0; sp < p.splits; sp += kSp) {
+        float4 v[kSp];
+#pragma unroll
+        for (int q = 0; q < kSp; ++q)
+          v[q] = sp + q < p.splits ? __ldcg(reinterpret_cast<const float4*>(src + (sp + q) * split_stride))
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int q = 0; q < kSp; ++q) {
+          if (sp + q >= p.splits) break;
+          sum.x += v[q].x;
+          sum.y += v[q].y;
+          sum.z += v[q].z;
+          sum.w += v[q].w;
+        }
+      }
+      const float o[4] = {sum.x, sum.y, sum.z, sum.w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) store_io(p.y, int64_t(m) * p.ldy + n + e, p.y_type, epilogue(p, n + e, o[e]));
+    }
+    if (threadIdx.x == 0) {  // the last reducer to finish leaves the ticket zero for the next launch
+      if (reducers == 1 || atomicAdd(ticket, 1u) == unsigned(p.splits + reducers - 1)) *ticket = 0;
+    }
+    return;
+  }
+  // Scalar path (N not a multiple of 4): each thread sums R outputs at once and loads SP splits
+  // of them before adding, i.e. one L2 round trip per SP splits: R = 4, SP = 8, or R = 2, SP = 16
+  // when the tile has at most two outputs per thread.
   auto reduce = [&](auto r_tag, auto sp_tag) {
     constexpr int kR = decltype(r_tag)::value, kSp = decltype(sp_tag)::value;
     for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
