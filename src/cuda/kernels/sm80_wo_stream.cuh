@@ -98,6 +98,11 @@ constexpr int kStreamMaxReducers = 4;
 // loads, then summed in shared memory, they cost 9.3 us of a 62 us call on 28672x8192 W4 at M = 8,
 // 1.7 at M = 1; now 2.0 at M = 8: bench/results/session22/call2, call3, the probe's diag rows.)
 constexpr int kStreamXPieces = 4;
+#if defined(MIXQ_STREAM_X_MIN_PIECE)
+constexpr int kStreamXMinPieceChunks = MIXQ_STREAM_X_MIN_PIECE;  // timing experiments
+#else
+constexpr int kStreamXMinPieceChunks = 8;
+#endif
 
 // Issues the copies of X[m0:m0+rows][ks:ke) into xs (row stride ldxs), piece q holding chunks
 // [q * piece_chunks, (q + 1) * piece_chunks) of the stage, and always commits kStreamXPieces
@@ -296,7 +301,9 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     // Everything before this point reads only the prepared weight; the activations (and the
     // workspace and output, after it) may be written by the previous kernel of the stream.
     grid_dependency_wait();
-    const int piece_chunks = (chunks + kStreamXPieces - 1) / kStreamXPieces;
+    // pieces of at least kStreamXMinPieceChunks: a short split's activations come at once (its
+    // copies are a round trip either way; each piece costs the block a barrier)
+    const int piece_chunks = max(kStreamXMinPieceChunks, (chunks + kStreamXPieces - 1) / kStreamXPieces);
     const int pieces = (chunks + piece_chunks - 1) / piece_chunks;
     if (diag & kStreamDiagNoStage) {
 #pragma unroll
