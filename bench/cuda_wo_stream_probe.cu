@@ -9,6 +9,7 @@
 //        --expt-relaxed-constexpr bench/cuda_wo_stream_probe.cu -o wo_stream_probe
 // Run: ./wo_stream_probe [KxN,...] [bits: 4|8] [blocks per SM the split is sized for, 0: default]
 //      [1: also the rows with parts switched off] [M,... (1-8, default 1)]
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -33,6 +34,7 @@ using bench_timing::time_graph;
 namespace {
 
 bool g_diag_rows = false;
+bool g_bf16 = false;  // MIXQ_PROBE_BF16=1: bf16 activations and outputs (the bf16 kernel)
 
 struct Copy {
   uint4* codes;
@@ -41,7 +43,8 @@ struct Copy {
 
 template <int BITS>
 void set_attributes() {
-  auto kernel = wo_stream_kernel<half, 8, BITS, false, false, 4>;
+  auto kernel = g_bf16 ? wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>
+                       : wo_stream_kernel<half, 8, BITS, false, false, 4>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 }
@@ -49,7 +52,8 @@ void set_attributes() {
 template <int BITS>
 void launch(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t s) {
   const WoLaunchConfig lc(p, grid, 128, smem, s);
-  CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<half, 8, BITS, false, false, 4>, p));
+  if (g_bf16) CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>, p));
+  else CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<half, 8, BITS, false, false, 4>, p));
 }
 
 template <int BITS>
@@ -66,7 +70,8 @@ int max_clusters(int splits, size_t smem) {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int c = 0;
-  CK(cudaOccupancyMaxActiveClusters(&c, wo_stream_kernel<half, 8, BITS, false, false, 4>, &cfg));
+  if (g_bf16) CK(cudaOccupancyMaxActiveClusters(&c, wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>, &cfg));
+  else CK(cudaOccupancyMaxActiveClusters(&c, wo_stream_kernel<half, 8, BITS, false, false, 4>, &cfg));
   return c;
 }
 
@@ -108,7 +113,10 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   for (auto& v : hp) v = __floats2half2_rn(us(rng), -0.08f);
   std::vector<half> hx(size_t(M) * K);
   std::normal_distribution<float> nx(0.f, 1.f);
-  for (auto& v : hx) v = __float2half(nx(rng));
+  for (auto& v : hx) {  // bf16: the same 16-bit slots hold bf16 values
+    const float f = nx(rng);
+    v = g_bf16 ? __ushort_as_half(__bfloat16_as_ushort(__float2bfloat16(f))) : __float2half(f);
+  }
   std::vector<Copy> copies(n_rot);
   for (auto& c : copies) {
     CK(cudaMalloc(&c.codes, code_bytes));
@@ -129,7 +137,7 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   WoStreamParams p{};
   p.x = x;
   p.ldx = K;
-  p.x_type = IoType::F16;
+  p.x_type = g_bf16 ? IoType::BF16 : IoType::F16;
   p.M = M;
   p.N = N;
   p.K = K;
@@ -146,7 +154,7 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   p.tickets = tickets;
   p.y = y;
   p.ldy = N;
-  p.y_type = IoType::F16;
+  p.y_type = g_bf16 ? IoType::BF16 : IoType::F16;
   p.bias_type = IoType::F32;
   p.clamp_lo = -INFINITY;
   p.clamp_hi = INFINITY;
@@ -239,12 +247,13 @@ int main(int argc, char** argv) {
   const int bits = argc > 2 ? std::atoi(argv[2]) : 4;
   const int bps = argc > 3 && std::atoi(argv[3]) > 0 ? std::atoi(argv[3]) : (bits == 4 ? 4 : 5);
   g_diag_rows = argc > 4 && std::atoi(argv[4]) != 0;
+  g_bf16 = std::getenv("MIXQ_PROBE_BF16") && std::atoi(std::getenv("MIXQ_PROBE_BF16")) == 1;
   std::vector<int> ms;
   for (const auto& m : bench_timing::split(argc > 5 ? argv[5] : "1", ',')) ms.push_back(std::min(8, std::max(1, std::stoi(m))));
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
-  std::printf("%s: %d SMs; split sized for %d blocks per SM; median of 7 graph replays, cold L2\n",
-              prop.name, prop.multiProcessorCount, bps);
+  std::printf("%s: %d SMs; %s activations; split sized for %d blocks per SM; median of 7 graph replays, cold L2\n",
+              prop.name, prop.multiProcessorCount, g_bf16 ? "bf16" : "f16", bps);
   for (const auto& t : bench_timing::split(shapes, ',')) {
     const int K = std::stoi(t.substr(0, t.find('x'))), N = std::stoi(t.substr(t.find('x') + 1));
     for (int M : ms) {
