@@ -41,10 +41,16 @@ struct Copy {
   half2* pairs;
 };
 
+// the MT = 8 kernel the probe times (bf16 or f16 activations: the same signature)
+template <int BITS>
+auto probe_kernel() {
+  return g_bf16 ? wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>
+                : wo_stream_kernel<half, 8, BITS, false, false, 4>;
+}
+
 template <int BITS>
 void set_attributes() {
-  auto kernel = g_bf16 ? wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>
-                       : wo_stream_kernel<half, 8, BITS, false, false, 4>;
+  auto kernel = probe_kernel<BITS>();
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 }
@@ -52,8 +58,7 @@ void set_attributes() {
 template <int BITS>
 void launch(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t s) {
   const WoLaunchConfig lc(p, grid, 128, smem, s);
-  if (g_bf16) CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>, p));
-  else CK(cudaLaunchKernelEx(&lc.cfg, wo_stream_kernel<half, 8, BITS, false, false, 4>, p));
+  CK(cudaLaunchKernelEx(&lc.cfg, probe_kernel<BITS>(), p));
 }
 
 template <int BITS>
@@ -70,8 +75,7 @@ int max_clusters(int splits, size_t smem) {
   cfg.attrs = &a;
   cfg.numAttrs = 1;
   int c = 0;
-  if (g_bf16) CK(cudaOccupancyMaxActiveClusters(&c, wo_stream_kernel<__nv_bfloat16, 8, BITS, false, false, 4>, &cfg));
-  else CK(cudaOccupancyMaxActiveClusters(&c, wo_stream_kernel<half, 8, BITS, false, false, 4>, &cfg));
+  CK(cudaOccupancyMaxActiveClusters(&c, probe_kernel<BITS>(), &cfg));
   return c;
 }
 

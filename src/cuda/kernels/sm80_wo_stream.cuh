@@ -614,55 +614,54 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
 #pragma unroll
       for (int e = 0; e < 4; ++e) store_io(p.y, int64_t(m) * p.ldy + n + e, p.y_type, epilogue(p, n + e, o[e]));
     }
-    if (threadIdx.x == 0) {  // the last reducer to finish leaves the ticket zero for the next launch
-      if (reducers == 1 || atomicAdd(ticket, 1u) == unsigned(p.splits + reducers - 1)) *ticket = 0;
-    }
-    return;
+  } else {
+    // Scalar path (N not a multiple of 4, one reducer): each thread sums R outputs at once and loads
+    // SP splits of them before adding, i.e. one L2 round trip per SP splits: R = 4, SP = 8, or R = 2,
+    // SP = 16 when the tile has at most two outputs per thread.
+    auto reduce = [&](auto r_tag, auto sp_tag) {
+      constexpr int kR = decltype(r_tag)::value, kSp = decltype(sp_tag)::value;
+      for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
+        float s[kR];
+        int64_t off[kR];
+        bool ok[kR];
+#pragma unroll
+        for (int u = 0; u < kR; ++u) {
+          const int i = i0 + u * blockDim.x;
+          ok[u] = i < total;
+          off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
+          s[u] = 0.f;
+        }
+        int sp = 0;
+        for (; sp + kSp <= p.splits; sp += kSp) {
+          float v[kSp][kR];
+#pragma unroll
+          for (int q = 0; q < kSp; ++q)
+#pragma unroll
+            for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
+#pragma unroll
+          for (int q = 0; q < kSp; ++q)
+#pragma unroll
+            for (int u = 0; u < kR; ++u) s[u] += v[q][u];
+        }
+        for (; sp < p.splits; ++sp)
+#pragma unroll
+          for (int u = 0; u < kR; ++u)
+            if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
+#pragma unroll
+        for (int u = 0; u < kR; ++u) {
+          if (!ok[u]) continue;
+          const int i = i0 + u * blockDim.x;
+          const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
+          store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s[u]));
+        }
+      }
+    };
+    if (total <= 2 * int(blockDim.x)) reduce(std::integral_constant<int, 2>{}, std::integral_constant<int, 16>{});
+    else reduce(std::integral_constant<int, 4>{}, std::integral_constant<int, 8>{});
   }
-  // Scalar path (N not a multiple of 4): each thread sums R outputs at once and loads SP splits
-  // of them before adding, i.e. one L2 round trip per SP splits: R = 4, SP = 8, or R = 2, SP = 16
-  // when the tile has at most two outputs per thread.
-  auto reduce = [&](auto r_tag, auto sp_tag) {
-    constexpr int kR = decltype(r_tag)::value, kSp = decltype(sp_tag)::value;
-    for (int i0 = threadIdx.x; i0 < total; i0 += blockDim.x * kR) {
-      float s[kR];
-      int64_t off[kR];
-      bool ok[kR];
-#pragma unroll
-      for (int u = 0; u < kR; ++u) {
-        const int i = i0 + u * blockDim.x;
-        ok[u] = i < total;
-        off[u] = ok[u] ? int64_t(m0 + i / tile_rows) * p.N + n_first + i % tile_rows : 0;
-        s[u] = 0.f;
-      }
-      int sp = 0;
-      for (; sp + kSp <= p.splits; sp += kSp) {
-        float v[kSp][kR];
-#pragma unroll
-        for (int q = 0; q < kSp; ++q)
-#pragma unroll
-          for (int u = 0; u < kR; ++u) v[q][u] = ok[u] ? __ldcg(p.partial + (sp + q) * split_stride + off[u]) : 0.f;
-#pragma unroll
-        for (int q = 0; q < kSp; ++q)
-#pragma unroll
-          for (int u = 0; u < kR; ++u) s[u] += v[q][u];
-      }
-      for (; sp < p.splits; ++sp)
-#pragma unroll
-        for (int u = 0; u < kR; ++u)
-          if (ok[u]) s[u] += __ldcg(p.partial + sp * split_stride + off[u]);
-#pragma unroll
-      for (int u = 0; u < kR; ++u) {
-        if (!ok[u]) continue;
-        const int i = i0 + u * blockDim.x;
-        const int m = m0 + i / tile_rows, n = n_first + i % tile_rows;
-        store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, s[u]));
-      }
-    }
-  };
-  if (total <= 2 * int(blockDim.x)) reduce(std::integral_constant<int, 2>{}, std::integral_constant<int, 16>{});
-  else reduce(std::integral_constant<int, 4>{}, std::integral_constant<int, 8>{});
-  if (threadIdx.x == 0) *ticket = 0;  // ready for the next launch (graph replays included)
+  // The last reducer to finish leaves the ticket zero for the next launch (graph replays included).
+  if (threadIdx.x == 0 && (reducers == 1 || atomicAdd(ticket, 1u) == unsigned(p.splits + reducers - 1)))
+    *ticket = 0;
 }
 
 }  // namespace mixq::cuda
