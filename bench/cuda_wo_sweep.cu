@@ -6,6 +6,9 @@
 // --variants times mixq once per variant (a set of environment variables, e.g. the planner's
 // knobs; an empty variant is the default), R rounds alternating the variants, in this process
 // and on the same prepared weights: a same-process A/B. Rows end with the variant.
+// An --act entry may be DATA[:DECLARED][/OUT] (diagnostics): activations filled as DATA (f16 or
+// bf16) but passed as DECLARED, output in OUT (f16, bf16, f32); e.g. "bf16:f16" runs the f16
+// kernel on bf16 bit patterns (timing only) and "bf16/f32" writes f32.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -123,7 +126,13 @@ int main(int argc, char** argv) {
     const auto kn = split(shp, 'x');
     const int64_t K = std::stoll(kn[0]), N = std::stoll(kn[1]);
     for (const auto& act : split(acts, ',')) {
-      const DType xt = act == "bf16" ? DType::BF16 : DType::F16;
+      const std::string act_in = split(act, '/')[0];
+      const auto act_parts = split(act_in, ':');
+      const std::string act_data = act_parts[0], act_decl = act_parts.size() > 1 ? act_parts[1] : act_parts[0];
+      const std::string act_out = act.find('/') != std::string::npos ? act.substr(act.find('/') + 1) : act_decl;
+      const DType xt = act_decl == "bf16" ? DType::BF16 : DType::F16;
+      const DType xdata = act_data == "bf16" ? DType::BF16 : DType::F16;
+      const DType yt = act_out == "f32" ? DType::F32 : act_out == "bf16" ? DType::BF16 : DType::F16;
       // dense baseline weights (16-bit) and activations
       const size_t wbytes16 = size_t(N) * K * 2;
       const int rot16 = rot_count(wbytes16);
@@ -133,7 +142,7 @@ int main(int argc, char** argv) {
       void *x, *y; CK(cudaMalloc(&x, maxM * K * 2)); CK(cudaMalloc(&y, maxM * N * 4));
       {
         std::vector<uint16_t> hx(size_t(maxM * K)); std::mt19937 rng(1); std::normal_distribution<float> nd;
-        for (auto& v : hx) v = xt == DType::F16 ? f32_to_f16(nd(rng)) : f32_to_bf16(nd(rng));
+        for (auto& v : hx) v = xdata == DType::F16 ? f32_to_f16(nd(rng)) : f32_to_bf16(nd(rng));
         CK(cudaMemcpy(x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
       }
       for (const auto& sch : split(schemes, ',')) {
@@ -155,7 +164,7 @@ int main(int argc, char** argv) {
           if (ranged) CK(cudaProfilerStart());
           const double us = time_graph([&](int i, cudaStream_t st) {
             ExecContext c; c.stream = st;
-            linear(TensorView(x, xt, {M, K}, Device::CUDA), pw[i], TensorView(y, xt, {M, N}, Device::CUDA), {}, c); }, rotq, s);
+            linear(TensorView(x, xt, {M, K}, Device::CUDA), pw[i], TensorView(y, yt, {M, N}, Device::CUDA), {}, c); }, rotq, s);
           if (ranged) CK(cudaProfilerStop());
           if (baseline && round == 0 && vi == 0) {
             cub = time_graph([&](int i, cudaStream_t st) {

@@ -379,6 +379,8 @@ class CudaWeightOnly final : public PreparedImpl {
     k.groups = int(L_.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
+  k.prefetch_chunks = p.kernel == WoKernel::Stream ? p.prefetch_chunks : 0;
+  k.prefetch_offset = p.kernel == WoKernel::Stream ? p.prefetch_offset : 0;
     k.splits = p.splits;
     k.cluster = p.cluster;
     k.pdl = p.pdl;

@@ -247,6 +247,19 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   }
   p.chunks_per_stage = stage;
   p.smem_bytes = smem_for(stage);
+  // The weight prefetch: chunks of the first stage past the register ring, into shared memory
+  // after the activations (16-byte words, [warp][chunk][row tile][copy][lane]), as far as the
+  // budget allows.
+  int prefetch = kStreamPrefetchChunks;
+  if (const char* e = std::getenv("MIXQ_STREAM_PREFETCH"))  // tuning knob (benchmarks, tests)
+    if (e[0] >= '0' && e[0] <= '0' + kStreamMaxPrefetchChunks && e[1] == 0) prefetch = e[0] - '0';
+  prefetch = std::max(0, std::min(prefetch, stage - wo_stream_depth(L.bits, rt)));
+  const size_t prefetch_offset = (p.smem_bytes + 15) / 16 * 16;
+  const size_t chunk_bytes = size_t(kStreamWarpsPlan) * rt * 32 * 16 * (L.bits == 4 ? 1 : 2);
+  while (prefetch > 0 && prefetch_offset + prefetch * chunk_bytes > budget) --prefetch;
+  p.prefetch_chunks = prefetch;
+  p.prefetch_offset = prefetch > 0 ? int(prefetch_offset) : 0;
+  if (prefetch > 0) p.smem_bytes = prefetch_offset + prefetch * chunk_bytes;
   // after the K loop the same memory holds the block's output tile of the cluster reduction
   // ([x_rows][rows of the block] floats; StreamSmem in kernels/sm80_wo_stream.cuh)
   if (p.cluster)
