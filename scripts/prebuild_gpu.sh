@@ -15,6 +15,12 @@ if [ "${1:-}" = unpack ]; then  # on the GPU machine (python's tarfile: xz-utils
 fi
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(mixq_gpu_tests cuda_int8_sweep mixq_cli)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /dev/null
+# An object whose dependency record is empty (its depfile lost, e.g. to a compile command run by
+# hand with the same -MF path) never rebuilds on a header change: a stale kernel with an old
+# parameter layout then faults at run time (session 23). Remove such objects so ninja rebuilds them.
+for o in $(cd build-gpu && ninja -t deps 2>/dev/null | awk '/#deps 0,/ {sub(":$", "", $1); print $1}'); do
+  echo "rebuilding $o (no dependency record)"; rm -f "build-gpu/$o"
+done
 cmake --build build-gpu -j "$(nproc)" --target "${targets[@]}"
 files=()
 for t in "${targets[@]}"; do

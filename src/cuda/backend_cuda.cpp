@@ -379,8 +379,6 @@ class CudaWeightOnly final : public PreparedImpl {
     k.groups = int(L_.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
-  k.prefetch_chunks = p.kernel == WoKernel::Stream ? p.prefetch_chunks : 0;
-  k.prefetch_offset = p.kernel == WoKernel::Stream ? p.prefetch_offset : 0;
     k.splits = p.splits;
     k.cluster = p.cluster;
     k.pdl = p.pdl;
@@ -428,7 +426,7 @@ class CudaWeightOnly final : public PreparedImpl {
       const float alpha = 1.f, beta = 0.f;
       for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
         const int64_t rows = std::min(p.chunk_rows, N - n0);
-        cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), L_, n0,
+        cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), pairs_stream_.data(), L_, n0,
                                 rows, out_type, chunk, L_.Kp, stream);
         MIXQ_CUBLAS_CHECK(cublasGemmEx(
             cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,

@@ -38,11 +38,6 @@ struct WoStreamParams {
   int chunks_per_split;  // 64-wide K chunks per split
   int chunks_per_stage;  // chunks of X staged in shared memory at a time
   int splits;
-  // chunks kDepth .. kDepth + prefetch_chunks - 1 of a block's first stage are copied into shared
-  // memory (at byte prefetch_offset) with cp.async before the wait for the previous grid, so a
-  // short split has its whole weight range in flight at once (the register ring holds kDepth)
-  int prefetch_chunks;
-  int prefetch_offset;
   // sm_90: the splits of one output tile run as one thread-block cluster (1, splits, 1) and
   // reduce through distributed shared memory (no partials, fence or ticket in global memory).
   bool cluster;

@@ -152,7 +152,10 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   if (!stream) {
     p.kernel = WoKernel::DequantCublas;
     const int64_t elem = x_f32 ? 4 : 2;
-    int64_t rows = int64_t(kDequantChunkBytes / size_t(L.Kp * elem)) / kTileRows * kTileRows;
+    size_t chunk_bytes = kDequantChunkBytes;
+    if (const char* e = std::getenv("MIXQ_DEQUANT_CHUNK_MB"))  // tuning knob (benchmarks)
+      if (std::atoi(e) >= 1 && std::atoi(e) <= 1024) chunk_bytes = size_t(std::atoi(e)) << 20;
+    int64_t rows = int64_t(chunk_bytes / size_t(L.Kp * elem)) / kTileRows * kTileRows;
     rows = std::max<int64_t>(rows, kTileRows);
     p.chunk_rows = std::min<int64_t>(rows, L.Np);
     p.chunk_bytes = size_t(p.chunk_rows * L.Kp * elem);
@@ -247,19 +250,6 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   }
   p.chunks_per_stage = stage;
   p.smem_bytes = smem_for(stage);
-  // The weight prefetch: chunks of the first stage past the register ring, into shared memory
-  // after the activations (16-byte words, [warp][chunk][row tile][copy][lane]), as far as the
-  // budget allows.
-  int prefetch = kStreamPrefetchChunks;
-  if (const char* e = std::getenv("MIXQ_STREAM_PREFETCH"))  // tuning knob (benchmarks, tests)
-    if (e[0] >= '0' && e[0] <= '0' + kStreamMaxPrefetchChunks && e[1] == 0) prefetch = e[0] - '0';
-  prefetch = std::max(0, std::min(prefetch, stage - wo_stream_depth(L.bits, rt)));
-  const size_t prefetch_offset = (p.smem_bytes + 15) / 16 * 16;
-  const size_t chunk_bytes = size_t(kStreamWarpsPlan) * rt * 32 * 16 * (L.bits == 4 ? 1 : 2);
-  while (prefetch > 0 && prefetch_offset + prefetch * chunk_bytes > budget) --prefetch;
-  p.prefetch_chunks = prefetch;
-  p.prefetch_offset = prefetch > 0 ? int(prefetch_offset) : 0;
-  if (prefetch > 0) p.smem_bytes = prefetch_offset + prefetch * chunk_bytes;
   // after the K loop the same memory holds the block's output tile of the cluster reduction
   // ([x_rows][rows of the block] floats; StreamSmem in kernels/sm80_wo_stream.cuh)
   if (p.cluster)

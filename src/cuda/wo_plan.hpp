@@ -42,8 +42,6 @@ struct WoPlan {
   bool pdl = false;           // programmatic dependent launch (WoStreamParams::pdl)
   int early_stages = 0;       // wgmma: weight stages loaded before the dependency wait (-1: the ring)
   int chunks_per_stage = 1;
-  int prefetch_chunks = 0;    // WoStreamParams::prefetch_chunks (its slots at prefetch_offset)
-  int prefetch_offset = 0;
   size_t smem_bytes = 0;
   size_t partial_floats = 0;  // split-K workspace
   size_t tickets = 0;
@@ -83,12 +81,6 @@ constexpr size_t kDequantChunkBytes = size_t(256) << 20;
 // Programmatic dependent launch of the streaming kernel where its grid leaves block slots free only
 // for splits up to this many chunks (wo_plan.cpp).
 constexpr int kStreamPdlMaxFreeChunks = 16;
-
-// Weight chunks of a streaming block's first stage past its register ring that are copied into
-// shared memory before the wait for the previous grid (WoStreamParams::prefetch_chunks; the
-// environment's MIXQ_STREAM_PREFETCH=0..4 overrides).
-constexpr int kStreamPrefetchChunks = 2;
-constexpr int kStreamMaxPrefetchChunks = 4;
 
 // pdl < 0: programmatic dependent launch by the planner's rule wherever the image has it (or the environment's
 // MIXQ_STREAM_PDL=0|1), 0 off, 1 on (where the image has it).

@@ -157,6 +157,156 @@ __global__ void __launch_bounds__(kDequantWarps * 32)
   }
 }
 
+// ---- 16-bit dequantization (f16 / bf16 rows for cuBLAS), without shared memory ----
+// The kernel above parks every value in a shared-memory tile to transpose it: with its scalar
+// stores and row-major pair loads it ran at 93% of L1 throughput and 22% of DRAM bandwidth
+// (27.4 us on 4096x4096 W4, ncu: bench/results/session23/call3). Here a lane packs its fragment
+// values into 16-bit pairs in registers and the four lanes of a quad, which hold the same rows,
+// transpose their words with two rounds of shuffles; each lane then owns two 8-column segments of
+// its two rows and writes them with 16-byte stores (a quad covers a 128-byte row segment, 64
+// contiguous bytes per store instruction).
+// The pairs come from the lane-order copy (stream_pair_index: rows r and r + 8 adjacent, one load),
+// and the next tile's words are requested before the current one is decoded.
+
+// Lane q of a quad holds v[j] = word q of segment j; afterwards it holds word j of segment q.
+__device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int q) {
+  const bool b1 = (q & 2) != 0, b0 = (q & 1) != 0;
+  uint32_t s0 = b1 ? v[0] : v[2], s1 = b1 ? v[1] : v[3];
+  uint32_t r0 = __shfl_xor_sync(0xffffffffu, s0, 2), r1 = __shfl_xor_sync(0xffffffffu, s1, 2);
+  if (b1) { v[0] = r0; v[1] = r1; } else { v[2] = r0; v[3] = r1; }
+  s0 = b0 ? v[0] : v[1];
+  s1 = b0 ? v[2] : v[3];
+  r0 = __shfl_xor_sync(0xffffffffu, s0, 1);
+  r1 = __shfl_xor_sync(0xffffffffu, s1, 1);
+  if (b0) { v[0] = r0; v[2] = r1; } else { v[1] = r0; v[3] = r1; }
+}
+
+template <typename OutT>
+__device__ __forceinline__ uint32_t pack2(float a, float b);
+template <>
+__device__ __forceinline__ uint32_t pack2<half>(float a, float b) {
+  const half2 h = __floats2half2_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// (s, o') of rows r and r + 8 of tile nt, group gi, from the lane-order copy
+__device__ __forceinline__ void load_stream_pairs(const void* pairs_stream, bool f32, int64_t nt, int lane,
+                                                  int64_t gi, int64_t groups, float2* pa, float2* pb) {
+  const int64_t i = stream_pair_index(nt * kTileRows + lane / 4, gi, groups);  // rows r, r + 8: i, i + 1
+  if (f32) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(static_cast<const float2*>(pairs_stream) + i));
+    *pa = make_float2(v.x, v.y);
+    *pb = make_float2(v.z, v.w);
+  } else {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(static_cast<const half2*>(pairs_stream) + i));
+    *pa = __half22float2(*reinterpret_cast<const half2*>(&v.x));
+    *pb = __half22float2(*reinterpret_cast<const half2*>(&v.y));
+  }
+}
+
+constexpr int kDequant16Warps = 8;
+
+template <typename OutT, int BITS>
+__global__ void __launch_bounds__(kDequant16Warps * 32)
+    dequant16_kernel(const uint32_t* __restrict__ packed, const void* __restrict__ pairs_stream, WoLayout L,
+                     int64_t nt0, int64_t n_tiles, OutT* __restrict__ out, int64_t ld, int64_t row_limit) {
+  constexpr int kWords = BITS == 4 ? 4 : 8;  // per lane and 16x64 tile
+  const int lane = threadIdx.x % 32, q = lane % 4, g = lane / 4;
+  const int64_t C = L.Kp / kChunkK;
+  const int64_t total = n_tiles * C;
+  const int64_t stride = int64_t(gridDim.x) * kDequant16Warps;
+  const bool fine_groups = L.group < kChunkK;  // 16 / 32: a group per 16-wide K tile or pair of them
+  uint32_t cur[kWords], nxt[kWords];
+  auto load_words = [&](int64_t t, uint32_t (&w)[kWords]) {
+    const int64_t nt = nt0 + t / C, kc = t % C;
+    const uint4* wp = reinterpret_cast<const uint4*>(packed + ((nt * C + kc) * 32 + lane) * kWords);
+#pragma unroll
+    for (int i = 0; i < kWords / 4; ++i) {
+      const uint4 v = ld_stream_u4(wp + i, 0);
+      w[4 * i + 0] = v.x;
+      w[4 * i + 1] = v.y;
+      w[4 * i + 2] = v.z;
+      w[4 * i + 3] = v.w;
+    }
+  };
+  int64_t tw = int64_t(blockIdx.x) * kDequant16Warps + threadIdx.x / 32;
+  if (tw < total) load_words(tw, cur);
+  for (; tw < total; tw += stride) {
+    if (tw + stride < total) load_words(tw + stride, nxt);
+    const int64_t nt = nt0 + tw / C, kc = tw % C;
+    // R[h][s][i]: row g + 8h, word i of the quad's 8-column segment s * 4 + i / 2 (the lane's
+    // columns 2q, 2q + 1 of 16-wide tile j are in segment 2j, its columns 2q + 8, 2q + 9 in 2j + 1)
+    uint32_t R[2][2][4];
+    float2 pa, pb;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col0 = kc * kChunkK + j * 16;
+      if (j == 0 || fine_groups)
+        load_stream_pairs(pairs_stream, L.pair_f32, nt, lane, std::min<int64_t>(col0 / L.group, L.groups - 1),
+                          L.groups, &pa, &pb);
+      // codes u[row half][column]: columns 2q, 2q + 1, 2q + 8, 2q + 9 of this 16-wide tile
+      uint32_t u[2][4];
+      if constexpr (BITS == 4) {
+        // nibble slot s: row + 8 if s odd, column + 8 if bit 1, column + 1 if s >= 4 (u4_slot_coords)
+        const uint32_t w = cur[j];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          u[h][0] = (w >> (4 * (0 + h))) & 0xF;
+          u[h][1] = (w >> (4 * (4 + h))) & 0xF;
+          u[h][2] = (w >> (4 * (2 + h))) & 0xF;
+          u[h][3] = (w >> (4 * (6 + h))) & 0xF;
+        }
+      } else {
+        // byte b of half-word h: row + 8 if b >= 2, column + 1 if b odd, column + 8 for h = 1
+        const uint32_t w0 = cur[2 * j], w1 = cur[2 * j + 1];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          u[h][0] = (w0 >> (16 * h)) & 0xFF;
+          u[h][1] = (w0 >> (16 * h + 8)) & 0xFF;
+          u[h][2] = (w1 >> (16 * h)) & 0xFF;
+          u[h][3] = (w1 >> (16 * h + 8)) & 0xFF;
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 so = h ? pb : pa;
+        float v[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int dk = 2 * q + (c & 1) + (c >= 2 ? 8 : 0);
+          // the exact integer u without an I2F (2^23 + u as a float, minus 2^23)
+          const float val = BITS == 8 && L.e4m3 ? e4m3_to_f32(uint8_t(u[h][c]))
+                                                : __uint_as_float(0x4B000000u | u[h][c]) - 8388608.f;
+          v[c] = col0 + dk < L.K ? fmaf(so.x, val, so.y) : 0.f;
+        }
+        R[h][j / 2][(j % 2) * 2 + 0] = pack2<OutT>(v[0], v[1]);
+        R[h][j / 2][(j % 2) * 2 + 1] = pack2<OutT>(v[2], v[3]);
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int s = 0; s < 2; ++s) quad_transpose(R[h][s], q);
+    // lane q: 8-column segments q and q + 4 of rows g and g + 8; each store instruction writes
+    // 64 contiguous bytes of a row per quad (whole 32-byte sectors)
+    const int64_t orow = (nt - nt0) * kTileRows + g;
+    OutT* dst = out + orow * ld + kc * kChunkK + 8 * q;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      if (orow + 8 * h < row_limit) {
+        *reinterpret_cast<uint4*>(dst + 8 * h * ld) = make_uint4(R[h][0][0], R[h][0][1], R[h][0][2], R[h][0][3]);
+        *reinterpret_cast<uint4*>(dst + 8 * h * ld + 32) = make_uint4(R[h][1][0], R[h][1][1], R[h][1][2], R[h][1][3]);
+      }
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) cur[i] = nxt[i];
+  }
+}
+
 // dst[m][n] = clamp(src[m][n] + bias[n]); src and dst may be the same matrix (in place).
 __global__ void epilogue_kernel(const void* src, int64_t lds, IoType st, void* dst, int64_t ldd,
                                 IoType dt, int64_t M, int64_t N, const void* bias, IoType bt,
@@ -200,12 +350,43 @@ void launch_wo_repack(const uint8_t* canonical, int64_t row_bytes, bool signed_c
   MIXQ_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_wo_dequant(const uint32_t* packed, const void* pairs, const WoLayout& layout,
-                       int64_t n0, int64_t rows, int out_type, void* out, int64_t ld,
-                       cudaStream_t stream) {
+void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pairs_stream,
+                       const WoLayout& layout, int64_t n0, int64_t rows, int out_type, void* out,
+                       int64_t ld, cudaStream_t stream) {
   MIXQ_CHECK(n0 % kTileRows == 0, ErrorCode::Internal, "wo_dequant: n0 ", n0, " not tile aligned");
   const int64_t nt0 = n0 / kTileRows, n_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t warps = n_tiles * (layout.Kp / kChunkK);
+  if (out_type != 2) {
+    // 16-bit rows: the register-transpose kernel, one resident wave of blocks striding over the
+    // tiles (each warp keeps its next tile's words in flight)
+    int sms = 132;
+    int device = 0;
+    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    auto launch16 = [&](auto* typed_out, auto bits) {
+      using OutT = std::remove_pointer_t<decltype(typed_out)>;
+      const auto kernel = dequant16_kernel<OutT, decltype(bits)::value>;
+      static const int per_sm = [&] {  // one per instantiation (OutT, bits)
+        int b = 0;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kDequant16Warps * 32, 0) == cudaSuccess && b > 0
+                   ? b : 1;
+      }();
+      const int blocks =
+          int(std::min<int64_t>((warps + kDequant16Warps - 1) / kDequant16Warps, int64_t(sms) * per_sm));
+      kernel<<<blocks, kDequant16Warps * 32, 0, stream>>>(packed, pairs_stream, layout, nt0, n_tiles, typed_out, ld,
+                                                          rows);
+    };
+    using B4 = std::integral_constant<int, 4>;
+    using B8 = std::integral_constant<int, 8>;
+    if (out_type == 0) {
+      if (layout.bits == 4) launch16(static_cast<half*>(out), B4{});
+      else launch16(static_cast<half*>(out), B8{});
+    } else {
+      if (layout.bits == 4) launch16(static_cast<__nv_bfloat16*>(out), B4{});
+      else launch16(static_cast<__nv_bfloat16*>(out), B8{});
+    }
+    MIXQ_CUDA_CHECK(cudaGetLastError());
+    return;
+  }
   const int blocks = int(std::min<int64_t>((warps + kDequantWarps - 1) / kDequantWarps, 132 * 16));
   const int threads = kDequantWarps * 32;
   auto launch = [&](auto* typed_out) {

@@ -95,39 +95,8 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
                   EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * N : 0u);
                 }
                 EXPECT_GE(wo_workspace_bytes(p), p.partial_floats * 4 + p.tickets * 4);
-                // the weight prefetch: past the register ring, within the first stage, in 16-byte
-                // aligned slots after the staged activations, inside the block's allocation
-                const int rt = wo_row_tiles(p.mt, bits, false);
-                EXPECT_GE(p.prefetch_chunks, 0);
-                EXPECT_LE(p.prefetch_chunks, kStreamMaxPrefetchChunks);
-                if (p.prefetch_chunks > 0) {
-                  EXPECT_LE(p.prefetch_chunks + wo_stream_depth(bits, rt), p.chunks_per_stage);
-                  EXPECT_EQ(p.prefetch_offset % 16, 0);
-                  EXPECT_GE(size_t(p.prefetch_offset),
-                            (size_t(p.x_rows) * (p.chunks_per_stage * kChunkK + 8) + kChunkK + 8) * 2);
-                  EXPECT_GE(p.smem_bytes, size_t(p.prefetch_offset) + size_t(p.prefetch_chunks) * 4 * rt *
-                                                                          512 * (bits == 4 ? 1 : 2));
-                }
               }
       }
-}
-
-// Short splits get the weight prefetch (4096x4096 at M = 1: 4 chunks a split, 2 in registers and
-// 2 through shared memory); MIXQ_STREAM_PREFETCH sets it (0 turns it off).
-TEST(CudaPlan, StreamWeightPrefetchOnShortSplits) {
-  DeviceCaps caps;
-  const WoLayout L = layout(4096, 4096, 4, 128);
-  const WoPlan p = plan_weight_only(1, L, 2, false, false, true, caps, "stream");
-  EXPECT_EQ(p.chunks_per_split, 4);
-  EXPECT_EQ(p.prefetch_chunks, std::min(kStreamPrefetchChunks, 2));
-  const char* saved = std::getenv("MIXQ_STREAM_PREFETCH");
-  const std::string saved_value = saved ? saved : "";
-  setenv("MIXQ_STREAM_PREFETCH", "0", 1);
-  EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream").prefetch_chunks, 0);
-  setenv("MIXQ_STREAM_PREFETCH", "4", 1);
-  EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream").prefetch_chunks, 2);  // 4 - 2 in registers
-  if (saved) setenv("MIXQ_STREAM_PREFETCH", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_STREAM_PREFETCH");
 }
 
 // The automatic choice keeps the split count of the global-partials plan: a cluster never costs

@@ -85,14 +85,6 @@ __device__ __forceinline__ uint4 ld_stream_u4(const void* p, uint64_t policy) {
   return v;
 }
 
-__device__ __forceinline__ uint4 ld_shared_u4(uint32_t smem) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(smem));
-  return v;
-}
-
 // Pulls the line holding p into L1 (no registers held while it is in flight).
 __device__ __forceinline__ void prefetch_l1(const void* p) {
   asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));

@@ -270,71 +270,34 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const uint64_t policy = evict_first_policy();
   uint32_t buf[kDepth][RT][kWordsPerLane];  // the register ring of weight chunks
 
-  // This warp's shared-memory slots of the prefetched chunks: [chunk][rt][l][lane] 16-byte words
-  // (a lane reads back only its own copies, so no barrier; conflict-free rows of 32 lanes).
-  constexpr int kPrefetchWords = RT * kLoadsPerChunk * 32;  // per chunk and warp
-  const uint32_t wpre = smem_addr(smem_raw) + uint32_t(p.prefetch_offset) +
-                        uint32_t((warp * p.prefetch_chunks * kPrefetchWords + lane) * 16);
-
   for (int ks = k0; ks < k_end; ks += kr_max) {
     const int ke = min(ks + kr_max, k_end);
     const int g_first = ks >> p.group_shift;
     const int c_first = ks / kChunkK;
     const int chunks = (ke - ks) / kChunkK;
-    // chunks [kDepth, pre_end) of the first stage come from the shared-memory prefetch
-    const int pre_end = ks == k0 ? min(chunks, kDepth + p.prefetch_chunks) : 0;
     // The next chunk to load (of row tile 0; hoisted: the loop does no 64-bit index math).
     const uint4* src = wbase + int64_t(c_first) * 32 * kLoadsPerChunk;
-    int next_c = 0;  // the stage's chunk the next load_chunk fetches
     auto load_chunk = [&](uint32_t (&w)[RT][kWordsPerLane]) {
-      if (next_c >= kDepth && next_c < pre_end) {
-        // copied before the grid-dependency wait; complete once the first activation piece was
-        // waited for (its cp.async group is younger), which precedes every such load
-        const uint32_t a = wpre + uint32_t((next_c - kDepth) * kPrefetchWords * 16);
 #pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
+      for (int rt = 0; rt < RT; ++rt) {
 #pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) {
-            const uint4 v = ld_shared_u4(a + uint32_t((rt * kLoadsPerChunk + l) * 32 * 16));
-            w[rt][4 * l + 0] = v.x;
-            w[rt][4 * l + 1] = v.y;
-            w[rt][4 * l + 2] = v.z;
-            w[rt][4 * l + 3] = v.w;
-          }
-      } else {
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt) {
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l) {
-            const uint4 v = ld_stream_u4(src + toff[rt] + l, policy);
-            w[rt][4 * l + 0] = v.x;
-            w[rt][4 * l + 1] = v.y;
-            w[rt][4 * l + 2] = v.z;
-            w[rt][4 * l + 3] = v.w;
-          }
+        for (int l = 0; l < kLoadsPerChunk; ++l) {
+          const uint4 v = ld_stream_u4(src + toff[rt] + l, policy);
+          w[rt][4 * l + 0] = v.x;
+          w[rt][4 * l + 1] = v.y;
+          w[rt][4 * l + 2] = v.z;
+          w[rt][4 * l + 3] = v.w;
         }
       }
       src += 32 * kLoadsPerChunk;
-      ++next_c;
     };
     // The first chunks of this stage are requested before the activations are staged, so the two
     // DRAM round trips overlap (small layers are latency-bound, and this is one round trip of it).
-    // With a prefetch the next ones follow into shared memory: a short split (4 chunks on the
-    // small layers) then has all of its weights in flight before the previous grid ends, instead
-    // of a second DRAM round trip after the activations arrive.
     if (active) {
 #pragma unroll
       for (int d = 0; d < kDepth; ++d)
         if (d < chunks) load_chunk(buf[d]);
-      for (int c = kDepth; c < pre_end; ++c)
-#pragma unroll
-        for (int rt = 0; rt < RT; ++rt)
-#pragma unroll
-          for (int l = 0; l < kLoadsPerChunk; ++l)
-            cp_async_16_u32(wpre + uint32_t(((c - kDepth) * kPrefetchWords + (rt * kLoadsPerChunk + l) * 32) * 16),
-                            src + (c - kDepth) * 32 * kLoadsPerChunk + toff[rt] + l);
     }
-    cp_async_commit();  // every thread: the activation pieces' wait counts stay constants
     // Everything before this point reads only the prepared weight; the activations (and the
     // workspace and output, after it) may be written by the previous kernel of the stream.
     grid_dependency_wait();
