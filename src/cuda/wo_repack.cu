@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(kDequantWarps * 32)
 // its two rows and writes them with 16-byte stores (a quad covers a 128-byte row segment, 64
 // contiguous bytes per store instruction).
 // The pairs come from the lane-order copy (stream_pair_index: rows r and r + 8 adjacent, one load),
-// and the next tile's words are requested before the current one is decoded.
+// and the next tile's words and pairs are requested before the current one is decoded.
 
 // Lane q of a quad holds v[j] = word q of segment j; afterwards it holds word j of segment q.
 __device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int q) {
@@ -221,8 +221,12 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
   const int64_t total = n_tiles * C;
   const int64_t stride = int64_t(gridDim.x) * kDequant16Warps;
   const bool fine_groups = L.group < kChunkK;  // 16 / 32: a group per 16-wide K tile or pair of them
+  // a tile's words and, for groups of 64 and more, its one pair of (s, o') pairs: the next tile's
+  // are requested before the current one is decoded (the pairs are a dependent DRAM round trip
+  // otherwise: rows r and r + 8 of a tile are a new line for every other chunk)
   uint32_t cur[kWords], nxt[kWords];
-  auto load_words = [&](int64_t t, uint32_t (&w)[kWords]) {
+  float2 cur_pa = make_float2(0.f, 0.f), cur_pb = cur_pa, nxt_pa = cur_pa, nxt_pb = cur_pa;
+  auto load_tile = [&](int64_t t, uint32_t (&w)[kWords], float2& pa, float2& pb) {
     const int64_t nt = nt0 + t / C, kc = t % C;
     const uint4* wp = reinterpret_cast<const uint4*>(packed + ((nt * C + kc) * 32 + lane) * kWords);
 #pragma unroll
@@ -233,20 +237,23 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
       w[4 * i + 2] = v.z;
       w[4 * i + 3] = v.w;
     }
+    if (!fine_groups)
+      load_stream_pairs(pairs_stream, L.pair_f32, nt, lane, std::min<int64_t>(kc * kChunkK / L.group, L.groups - 1),
+                        L.groups, &pa, &pb);
   };
   int64_t tw = int64_t(blockIdx.x) * kDequant16Warps + threadIdx.x / 32;
-  if (tw < total) load_words(tw, cur);
+  if (tw < total) load_tile(tw, cur, cur_pa, cur_pb);
   for (; tw < total; tw += stride) {
-    if (tw + stride < total) load_words(tw + stride, nxt);
+    if (tw + stride < total) load_tile(tw + stride, nxt, nxt_pa, nxt_pb);
     const int64_t nt = nt0 + tw / C, kc = tw % C;
     // R[h][s][i]: row g + 8h, word i of the quad's 8-column segment s * 4 + i / 2 (the lane's
     // columns 2q, 2q + 1 of 16-wide tile j are in segment 2j, its columns 2q + 8, 2q + 9 in 2j + 1)
     uint32_t R[2][2][4];
-    float2 pa, pb;
+    float2 pa = cur_pa, pb = cur_pb;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t col0 = kc * kChunkK + j * 16;
-      if (j == 0 || fine_groups)
+      if (fine_groups)  // groups of 16 / 32: the 16-wide tile's own group
         load_stream_pairs(pairs_stream, L.pair_f32, nt, lane, std::min<int64_t>(col0 / L.group, L.groups - 1),
                           L.groups, &pa, &pb);
       // codes u[row half][column]: columns 2q, 2q + 1, 2q + 8, 2q + 9 of this 16-wide tile
@@ -304,6 +311,8 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
       }
 #pragma unroll
     for (int i = 0; i < kWords; ++i) cur[i] = nxt[i];
+    cur_pa = nxt_pa;
+    cur_pb = nxt_pb;
   }
 }
 
