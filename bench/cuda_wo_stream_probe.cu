@@ -23,7 +23,6 @@
 #include "bench_timing.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/wo_launch_config.hpp"
-#include "cuda/wo_plan.hpp"
 
 // MIXQ_PROBE_NO_DIAG: the kernel as the library compiles it (the diag rows then time the full
 // kernel too; only "full kernel" means anything)
@@ -103,14 +102,7 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   const size_t sm_budget = budget_env ? size_t(std::atol(budget_env)) : size_t(228 * 1024);
   int stage = cps;
   while (stage > 1 && smem_for(stage) > sm_budget / blocks_per_sm - 1024) --stage;
-  // the planner's weight prefetch (MIXQ_PROBE_PREFETCH chunks, default the planner's)
-  const char* pre_env = std::getenv("MIXQ_PROBE_PREFETCH");
-  const int prefetch = std::max(0, std::min(pre_env ? std::atoi(pre_env) : kStreamPrefetchChunks,
-                                            stage - wo_stream_depth(BITS, RT)));
-  const size_t prefetch_offset = (smem_for(stage) + 15) / 16 * 16;
-  const size_t smem = (prefetch ? prefetch_offset + size_t(prefetch) * 4 * RT * 512 * (BITS == 4 ? 1 : 2)
-                                : smem_for(stage)) +
-                      (pad_env ? size_t(std::atol(pad_env)) : 0);
+  const size_t smem = smem_for(stage) + (pad_env ? size_t(std::atol(pad_env)) : 0);
   const size_t smem_cluster = std::max(smem, size_t(4) * RT * 16 * x_rows * 4);
   const bool cluster_ok = splits <= kStreamMaxClusterSplits && splits > 1 &&
                           n_blocks <= max_clusters<BITS>(splits, smem_cluster);
@@ -163,8 +155,6 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
   p.groups = groups;
   p.chunks_per_split = cps;
   p.chunks_per_stage = stage;
-  p.prefetch_chunks = prefetch;
-  p.prefetch_offset = prefetch ? int(prefetch_offset) : 0;
   p.splits = splits;
   p.partial = partial;
   p.tickets = tickets;
@@ -205,9 +195,9 @@ void run_shape(int K, int N, int M, int blocks_per_sm, int sms, cudaStream_t s) 
     for (size_t n = 0; n < outs[i].size(); ++n)
       mismatches += __half_as_ushort(outs[i][n]) != __half_as_ushort(outs[0][n]);
 
-  std::printf("\n%dx%d W%d M=%d: grid %dx%d (%d chunks per split, %d per stage, %d prefetched, %zu B smem), %.1f MB, %d copies, cluster %s, "
+  std::printf("\n%dx%d W%d M=%d: grid %dx%d (%d chunks per split, %d per stage, %zu B smem), %.1f MB, %d copies, cluster %s, "
               "outputs of the modes differ in %d of %d\n",
-              K, N, BITS, M, n_blocks, splits, cps, stage, prefetch, smem, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
+              K, N, BITS, M, n_blocks, splits, cps, stage, smem, gb * 1e-3, n_rot, cluster_ok ? "fits" : "does not fit",
               mismatches, M * N * int(outs.size() - 1));
   std::printf("%-34s", "diag \\ us per call");
   for (const Mode& m : modes) std::printf(" %12s", m.name);

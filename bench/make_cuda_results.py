@@ -48,7 +48,9 @@ print("```\n%s\n%s\n%s\n```\n" % (
     "python3 peers/peers.py   # shared/bench/peers.py (torch int4 tinygemm, BF16)"))
 print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
       "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
-      "(> 1: mixq faster). `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "
+      "(> 1: mixq faster), where the bench recorded it against the cuBLAS baseline timed in "
+      "alternation with that mixq row (`paired_baseline_us`: the same clocks and power state), "
+      "the cuBLAS columns showing the W4 row's pairing. `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "
       "of the streaming-read ceiling measured in the same run (%.2f TB/s). Marlin figures are from "
       "anchors.md (H100), not from this run.\n" % (ceiling_tbs or 0))
 shapes = []
@@ -67,6 +69,14 @@ for (K, N) in shapes:
             return r["time_us"] if r and r.get("time_us") else None
         c16, w4, w8 = t(a, "dense"), t(a, "w4g128"), t(a, "w8g128")
         cb, w4b, w8b = t(b, "dense"), t(b, "w4g128"), t(b, "w8g128")
+        # the cuBLAS time each mixq row was timed against: its paired baseline (replays
+        # alternated with the row's, same process) where the bench recorded one, else the
+        # layer's dense row
+        def base(ix, s, dense):
+            r = ix.get((s, K, N, M))
+            return r.get("paired_baseline_us") or dense if r else dense
+        c16_4, c16_8 = base(a, "w4g128", c16), base(a, "w8g128", c16)
+        cb_4, cb_8 = base(b, "w4g128", cb), base(b, "w8g128", cb)
         r4 = a.get(("w4g128", K, N, M))
         ceil = ""
         if r4 and ceiling_tbs and M <= 16:
@@ -75,7 +85,7 @@ for (K, N) in shapes:
         x = lambda c, v: "%.2f" % (c / v) if c and v else "–"
         tg = tiny.get((K, N, M))
         print("| %dx%d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            K, N, M, f(c16), f(w4), x(c16, w4), ceil, f(w8), x(c16, w8), f(cb), f(w4b), x(cb, w4b),
+            K, N, M, f(c16_4), f(w4), x(c16_4, w4), ceil, f(w8), x(c16_8, w8), f(cb_4), f(w4b), x(cb_4, w4b),
             f(w8b), f(tg), f(MARLIN.get((K, N, M))), r4["kernel"] if r4 else ""))
 bad = [r for rep in (f16, bf16) for r in rep["results"] if not r.get("ok", True)]
 print("\nRows outside their error tolerance: %d of %d." % (

@@ -217,18 +217,30 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
                      int64_t nt0, int64_t n_tiles, OutT* __restrict__ out, int64_t ld, int64_t row_limit) {
   constexpr int kWords = BITS == 4 ? 4 : 8;  // per lane and 16x64 tile
   const int lane = threadIdx.x % 32, q = lane % 4, g = lane / 4;
-  const int64_t C = L.Kp / kChunkK;
-  const int64_t total = n_tiles * C;
-  const int64_t stride = int64_t(gridDim.x) * kDequant16Warps;
-  const bool fine_groups = L.group < kChunkK;  // 16 / 32: a group per 16-wide K tile or pair of them
+  // 32-bit tile coordinates, advanced by the grid stride without a division per tile (the host
+  // checks that n_tiles * C fits)
+  const int C = int(L.Kp / kChunkK);
+  const int total = int(n_tiles) * C;
+  const int stride = int(gridDim.x) * kDequant16Warps;
+  const int d_nt = stride / C, d_kc = stride % C;
+  auto advance = [&](int& nt, int& kc) {
+    nt += d_nt;
+    kc += d_kc;
+    if (kc >= C) {
+      kc -= C;
+      ++nt;
+    }
+  };
+  const int group = int(std::min<int64_t>(L.group, int64_t(1) << 30)), groups = int(L.groups), K = int(L.K);
+  const bool fine_groups = group < kChunkK;  // 16 / 32: a group per 16-wide K tile or pair of them
   // a tile's words and, for groups of 64 and more, its one pair of (s, o') pairs: the next tile's
   // are requested before the current one is decoded (the pairs are a dependent DRAM round trip
   // otherwise: rows r and r + 8 of a tile are a new line for every other chunk)
   uint32_t cur[kWords], nxt[kWords];
   float2 cur_pa = make_float2(0.f, 0.f), cur_pb = cur_pa, nxt_pa = cur_pa, nxt_pb = cur_pa;
-  auto load_tile = [&](int64_t t, uint32_t (&w)[kWords], float2& pa, float2& pb) {
-    const int64_t nt = nt0 + t / C, kc = t % C;
-    const uint4* wp = reinterpret_cast<const uint4*>(packed + ((nt * C + kc) * 32 + lane) * kWords);
+  auto load_tile = [&](int nt, int kc, uint32_t (&w)[kWords], float2& pa, float2& pb) {
+    const uint4* wp =
+        reinterpret_cast<const uint4*>(packed + (((nt0 + nt) * C + kc) * 32 + lane) * int64_t(kWords));
 #pragma unroll
     for (int i = 0; i < kWords / 4; ++i) {
       const uint4 v = ld_stream_u4(wp + i, 0);
@@ -238,70 +250,76 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
       w[4 * i + 3] = v.w;
     }
     if (!fine_groups)
-      load_stream_pairs(pairs_stream, L.pair_f32, nt, lane, std::min<int64_t>(kc * kChunkK / L.group, L.groups - 1),
-                        L.groups, &pa, &pb);
+      load_stream_pairs(pairs_stream, L.pair_f32, nt0 + nt, lane, min(kc * kChunkK / group, groups - 1), groups,
+                        &pa, &pb);
   };
-  int64_t tw = int64_t(blockIdx.x) * kDequant16Warps + threadIdx.x / 32;
-  if (tw < total) load_tile(tw, cur, cur_pa, cur_pb);
+  int tw = int(blockIdx.x) * kDequant16Warps + int(threadIdx.x) / 32;
+  int nt = tw / C, kc = tw % C;  // this warp's tile (relative to nt0) and chunk
+  int n_nt = nt, n_kc = kc;      // the next one's
+  advance(n_nt, n_kc);
+  if (tw < total) load_tile(nt, kc, cur, cur_pa, cur_pb);
   for (; tw < total; tw += stride) {
-    if (tw + stride < total) load_tile(tw + stride, nxt, nxt_pa, nxt_pb);
-    const int64_t nt = nt0 + tw / C, kc = tw % C;
+    if (tw + stride < total) load_tile(n_nt, n_kc, nxt, nxt_pa, nxt_pb);
     // R[h][s][i]: row g + 8h, word i of the quad's 8-column segment s * 4 + i / 2 (the lane's
     // columns 2q, 2q + 1 of 16-wide tile j are in segment 2j, its columns 2q + 8, 2q + 9 in 2j + 1)
     uint32_t R[2][2][4];
-    float2 pa = cur_pa, pb = cur_pb;
+    // CHECK: the chunk reaches past K (its columns there are zeros); every other chunk skips the test
+    auto decode = [&](auto check) {
+      float2 pa = cur_pa, pb = cur_pb;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t col0 = kc * kChunkK + j * 16;
-      if (fine_groups)  // groups of 16 / 32: the 16-wide tile's own group
-        load_stream_pairs(pairs_stream, L.pair_f32, nt, lane, std::min<int64_t>(col0 / L.group, L.groups - 1),
-                          L.groups, &pa, &pb);
-      // codes u[row half][column]: columns 2q, 2q + 1, 2q + 8, 2q + 9 of this 16-wide tile
-      uint32_t u[2][4];
-      if constexpr (BITS == 4) {
-        // nibble slot s: row + 8 if s odd, column + 8 if bit 1, column + 1 if s >= 4 (u4_slot_coords)
-        const uint32_t w = cur[j];
+      for (int j = 0; j < 4; ++j) {
+        const int col0 = kc * kChunkK + j * 16;
+        if (fine_groups)  // groups of 16 / 32: the 16-wide tile's own group
+          load_stream_pairs(pairs_stream, L.pair_f32, nt0 + nt, lane, min(col0 / group, groups - 1), groups, &pa, &pb);
+        // codes u[row half][column]: columns 2q, 2q + 1, 2q + 8, 2q + 9 of this 16-wide tile
+        uint32_t u[2][4];
+        if constexpr (BITS == 4) {
+          // nibble slot s: row + 8 if s odd, column + 8 if bit 1, column + 1 if s >= 4 (u4_slot_coords)
+          const uint32_t w = cur[j];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            u[h][0] = (w >> (4 * (0 + h))) & 0xF;
+            u[h][1] = (w >> (4 * (4 + h))) & 0xF;
+            u[h][2] = (w >> (4 * (2 + h))) & 0xF;
+            u[h][3] = (w >> (4 * (6 + h))) & 0xF;
+          }
+        } else {
+          // byte b of half-word h: row + 8 if b >= 2, column + 1 if b odd, column + 8 for h = 1
+          const uint32_t w0 = cur[2 * j], w1 = cur[2 * j + 1];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            u[h][0] = (w0 >> (16 * h)) & 0xFF;
+            u[h][1] = (w0 >> (16 * h + 8)) & 0xFF;
+            u[h][2] = (w1 >> (16 * h)) & 0xFF;
+            u[h][3] = (w1 >> (16 * h + 8)) & 0xFF;
+          }
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          u[h][0] = (w >> (4 * (0 + h))) & 0xF;
-          u[h][1] = (w >> (4 * (4 + h))) & 0xF;
-          u[h][2] = (w >> (4 * (2 + h))) & 0xF;
-          u[h][3] = (w >> (4 * (6 + h))) & 0xF;
-        }
-      } else {
-        // byte b of half-word h: row + 8 if b >= 2, column + 1 if b odd, column + 8 for h = 1
-        const uint32_t w0 = cur[2 * j], w1 = cur[2 * j + 1];
+          const float2 so = h ? pb : pa;
+          float v[4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          u[h][0] = (w0 >> (16 * h)) & 0xFF;
-          u[h][1] = (w0 >> (16 * h + 8)) & 0xFF;
-          u[h][2] = (w1 >> (16 * h)) & 0xFF;
-          u[h][3] = (w1 >> (16 * h + 8)) & 0xFF;
+          for (int c = 0; c < 4; ++c) {
+            const int dk = 2 * q + (c & 1) + (c >= 2 ? 8 : 0);
+            // the exact integer u without an I2F (2^23 + u as a float, minus 2^23)
+            const float val = BITS == 8 && L.e4m3 ? e4m3_to_f32(uint8_t(u[h][c]))
+                                                  : __uint_as_float(0x4B000000u | u[h][c]) - 8388608.f;
+            v[c] = !decltype(check)::value || col0 + dk < K ? fmaf(so.x, val, so.y) : 0.f;
+          }
+          R[h][j / 2][(j % 2) * 2 + 0] = pack2<OutT>(v[0], v[1]);
+          R[h][j / 2][(j % 2) * 2 + 1] = pack2<OutT>(v[2], v[3]);
         }
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 so = h ? pb : pa;
-        float v[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int dk = 2 * q + (c & 1) + (c >= 2 ? 8 : 0);
-          // the exact integer u without an I2F (2^23 + u as a float, minus 2^23)
-          const float val = BITS == 8 && L.e4m3 ? e4m3_to_f32(uint8_t(u[h][c]))
-                                                : __uint_as_float(0x4B000000u | u[h][c]) - 8388608.f;
-          v[c] = col0 + dk < L.K ? fmaf(so.x, val, so.y) : 0.f;
-        }
-        R[h][j / 2][(j % 2) * 2 + 0] = pack2<OutT>(v[0], v[1]);
-        R[h][j / 2][(j % 2) * 2 + 1] = pack2<OutT>(v[2], v[3]);
-      }
-    }
+    };
+    if ((kc + 1) * kChunkK <= K) decode(std::false_type{});
+    else decode(std::true_type{});
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
       for (int s = 0; s < 2; ++s) quad_transpose(R[h][s], q);
     // lane q: 8-column segments q and q + 4 of rows g and g + 8; each store instruction writes
     // 64 contiguous bytes of a row per quad (whole 32-byte sectors)
-    const int64_t orow = (nt - nt0) * kTileRows + g;
+    const int64_t orow = int64_t(nt) * kTileRows + g;
     OutT* dst = out + orow * ld + kc * kChunkK + 8 * q;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -313,6 +331,9 @@ __global__ void __launch_bounds__(kDequant16Warps * 32)
     for (int i = 0; i < kWords; ++i) cur[i] = nxt[i];
     cur_pa = nxt_pa;
     cur_pb = nxt_pb;
+    nt = n_nt;
+    kc = n_kc;
+    advance(n_nt, n_kc);
   }
 }
 
@@ -366,6 +387,8 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pa
   const int64_t nt0 = n0 / kTileRows, n_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t warps = n_tiles * (layout.Kp / kChunkK);
   if (out_type != 2) {
+    MIXQ_CHECK(warps < (int64_t(1) << 31), ErrorCode::Internal, "wo_dequant: ", warps,
+               " tiles overflow the kernel's 32-bit tile index");
     // 16-bit rows: the register-transpose kernel, one resident wave of blocks striding over the
     // tiles (each warp keeps its next tile's words in flight)
     int sms = 132;

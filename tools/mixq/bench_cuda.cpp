@@ -1,7 +1,10 @@
 // The CUDA driver of `mixq bench`: mixq::linear and the cuBLAS FP16/BF16 baseline in one process.
 // Cold L2: each timed call uses the next of enough prepared copies to cover >= 4x the L2; a figure
 // is the median of 7 replays of a CUDA graph of >= 10 calls (graph replay removes launch gaps, as
-// in shared/bench/peers.py). The streaming-read ceiling of the same run is part of device().
+// in shared/bench/peers.py). A quantized run's replays alternate with replays of the cuBLAS
+// baseline on the same shape and M (TimedRun::paired_baseline_us): at large M both drift with the
+// GPU's clocks and power by up to 10% over a run, and alternating puts them in the same state.
+// The streaming-read ceiling of the same run is part of device().
 #if defined(MIXQ_WITH_CUDA)
 
 #include <cublas_v2.h>
@@ -54,6 +57,7 @@ class CudaBenchDriver final : public BenchDriver {
   }
   ~CudaBenchDriver() override {
     release();
+    release_dense();
     cublasDestroy(cublas_);
     cudaStreamDestroy(stream_);
   }
@@ -75,12 +79,11 @@ class CudaBenchDriver final : public BenchDriver {
   }
   int64_t cache_bytes() const override { return prop_.l2CacheSize; }
 
+  // The prepared copies go; the dense copies of the last shape stay for the paired baseline of
+  // its quantized runs (run_quantized), until a dense weight of another shape replaces them.
   void release() override {
     prepared_.clear();
     prepared_for_ = nullptr;
-    for (void* p : dense_) cudaFree(p);
-    dense_.clear();
-    dense_for_ = nullptr;
   }
 
   TimedRun run_quantized(const QuantizedWeight& w, ActQuant act, int /*copies*/,
@@ -102,11 +105,28 @@ class CudaBenchDriver final : public BenchDriver {
     t.setup_s = seconds_since(t0);
     const TensorView xv(x_, act_, {p.M, p.K}, Device::CUDA, device_);
     const TensorView yv(y_, DType::F32, {p.M, p.N}, Device::CUDA, device_);
-    time_graph(t, int(prepared_.size()), [&](int i) {
+    Graph mixq_graph = make_graph(int(prepared_.size()), [&](int i) {
       ExecContext c;
       c.stream = stream_;
       linear(xv, prepared_[i], yv, {}, c);
     });
+    if (dense_n_ == p.N && dense_k_ == p.K && !dense_.empty()) {
+      // replays alternate: mixq, cuBLAS, mixq, ... (the 16-bit output of cuBLAS goes to y16_)
+      Graph dense_graph = make_graph(int(dense_.size()), [&](int i) { dense_call(p, i); });
+      std::vector<double> a, b;
+      for (int r = 0; r < kReplays; ++r) {
+        a.push_back(replay_us(mixq_graph));
+        b.push_back(replay_us(dense_graph));
+      }
+      finish(t, a);
+      TimedRun d;
+      finish(d, b);
+      t.paired_baseline_us = d.median_us;
+    } else {
+      std::vector<double> a;
+      for (int r = 0; r < kReplays; ++r) a.push_back(replay_us(mixq_graph));
+      finish(t, a);
+    }
     t.kernel = prepared_[0].kernel_name(p.M);
     download_y(p);
     return t;
@@ -117,8 +137,11 @@ class CudaBenchDriver final : public BenchDriver {
     TimedRun t;
     const auto t0 = std::chrono::steady_clock::now();
     const size_t wb = size_t(p.N * p.K) * 2;
-    if (dense_for_ != w) {
+    if (dense_for_ != w || dense_n_ != p.N || dense_k_ != p.K) {
       release();
+      release_dense();
+      dense_n_ = p.N;
+      dense_k_ = p.K;
       const std::vector<uint16_t> h = to_16bit(w, size_t(p.N * p.K), act_);
       const int n = rotation(wb);
       for (int i = 0; i < n; ++i) {
@@ -131,16 +154,10 @@ class CudaBenchDriver final : public BenchDriver {
     }
     upload_x(p);
     t.setup_s = seconds_since(t0);
-    const cudaDataType_t dt = act_ == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
-    time_graph(t, int(dense_.size()), [&](int i) {
-      const float alpha = 1.f, beta = 0.f;
-      // Y[M][N] (row-major) = X[M][K] . W[N][K]^T, the 16-bit output of a framework's matmul
-      const cublasStatus_t st = cublasGemmEx(
-          cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.M), int(p.K), &alpha, dense_[i], dt,
-          int(p.K), x_, dt, int(p.K), &beta, y16_, dt, int(p.N), CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT);
-      MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasGemmEx: status ", int(st));
-    });
+    Graph g = make_graph(int(dense_.size()), [&](int i) { dense_call(p, i); });
+    std::vector<double> us;
+    for (int r = 0; r < kReplays; ++r) us.push_back(replay_us(g));
+    finish(t, us);
     t.kernel = baseline_name();
     // the 16-bit output, widened on the host
     std::vector<uint16_t> h(size_t(p.M * p.N));
@@ -178,39 +195,73 @@ class CudaBenchDriver final : public BenchDriver {
     BENCH_CUDA(cudaMemcpy(p.y, y_, size_t(p.M * p.N) * 4, cudaMemcpyDeviceToHost));
   }
 
-  void time_graph(TimedRun& t, int n_rot, const std::function<void(int)>& call) {
-    const int calls = std::max(n_rot, 10);
-    for (int i = 0; i < 3; ++i) call(i % n_rot);  // warm-up (module load, cuBLAS heuristics)
+  static constexpr int kReplays = 7;
+
+  // An instantiated graph of >= 10 calls (rotating over n_rot weight copies), after 3 warm-up
+  // calls (module load, cuBLAS heuristics) and one untimed replay.
+  struct Graph {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t ge = nullptr;
+    int calls = 0;
+    Graph() = default;
+    Graph(Graph&& o) noexcept : g(o.g), ge(o.ge), calls(o.calls) { o.g = nullptr, o.ge = nullptr; }
+    Graph(const Graph&) = delete;
+    Graph& operator=(const Graph&) = delete;
+    Graph& operator=(Graph&&) = delete;
+    ~Graph() {
+      if (ge) cudaGraphExecDestroy(ge);
+      if (g) cudaGraphDestroy(g);
+    }
+  };
+  Graph make_graph(int n_rot, const std::function<void(int)>& call) {
+    Graph gr;
+    gr.calls = std::max(n_rot, 10);
+    for (int i = 0; i < 3; ++i) call(i % n_rot);
     BENCH_CUDA(cudaStreamSynchronize(stream_));
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
     BENCH_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < calls; ++i) call(i % n_rot);
-    BENCH_CUDA(cudaStreamEndCapture(stream_, &g));
-    BENCH_CUDA(cudaGraphInstantiate(&ge, g, 0));
-    BENCH_CUDA(cudaGraphLaunch(ge, stream_));
+    for (int i = 0; i < gr.calls; ++i) call(i % n_rot);
+    BENCH_CUDA(cudaStreamEndCapture(stream_, &gr.g));
+    BENCH_CUDA(cudaGraphInstantiate(&gr.ge, gr.g, 0));
+    BENCH_CUDA(cudaGraphLaunch(gr.ge, stream_));
     BENCH_CUDA(cudaStreamSynchronize(stream_));
+    return gr;
+  }
+  // One timed replay: us per call.
+  double replay_us(const Graph& gr) {
     cudaEvent_t a, b;
     BENCH_CUDA(cudaEventCreate(&a));
     BENCH_CUDA(cudaEventCreate(&b));
-    std::vector<double> us;
-    for (int r = 0; r < 7; ++r) {
-      BENCH_CUDA(cudaEventRecord(a, stream_));
-      BENCH_CUDA(cudaGraphLaunch(ge, stream_));
-      BENCH_CUDA(cudaEventRecord(b, stream_));
-      BENCH_CUDA(cudaEventSynchronize(b));
-      float ms = 0;
-      BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
-      us.push_back(ms * 1e3 / calls);
-    }
+    BENCH_CUDA(cudaEventRecord(a, stream_));
+    BENCH_CUDA(cudaGraphLaunch(gr.ge, stream_));
+    BENCH_CUDA(cudaEventRecord(b, stream_));
+    BENCH_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
     cudaEventDestroy(a);
     cudaEventDestroy(b);
-    cudaGraphExecDestroy(ge);
-    cudaGraphDestroy(g);
+    return ms * 1e3 / gr.calls;
+  }
+  static void finish(TimedRun& t, std::vector<double> us) {
     std::sort(us.begin(), us.end());
     t.median_us = us[us.size() / 2];
     t.min_us = us.front();
-    t.reps = 7;
+    t.reps = int(us.size());
+  }
+  // Y[M][N] (row-major) = X[M][K] . W[N][K]^T, the 16-bit output of a framework's matmul
+  void dense_call(const HostProblem& p, int i) {
+    const cudaDataType_t dt = act_ == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const float alpha = 1.f, beta = 0.f;
+    const cublasStatus_t st = cublasGemmEx(
+        cublas_, CUBLAS_OP_T, CUBLAS_OP_N, int(p.N), int(p.M), int(p.K), &alpha, dense_[i], dt,
+        int(p.K), x_, dt, int(p.K), &beta, y16_, dt, int(p.N), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasGemmEx: status ", int(st));
+  }
+  void release_dense() {
+    for (void* p : dense_) cudaFree(p);
+    dense_.clear();
+    dense_for_ = nullptr;
+    dense_n_ = dense_k_ = 0;
   }
 
   int device_;
@@ -224,6 +275,7 @@ class CudaBenchDriver final : public BenchDriver {
   ActQuant prepared_act_ = ActQuant::None;
   std::vector<void*> dense_;
   const float* dense_for_ = nullptr;
+  int64_t dense_n_ = 0, dense_k_ = 0;  // the shape of dense_ (kept past release(): pairing)
   void *x_ = nullptr, *y_ = nullptr, *y16_ = nullptr;
   size_t x_cap_ = 0, y_cap_ = 0, y16_cap_ = 0;
 };

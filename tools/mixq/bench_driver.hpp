@@ -72,6 +72,9 @@ struct TimedRun {
   int reps = 0;
   std::string kernel;  // kernel name (PreparedWeight::kernel_name), or the baseline's name
   double setup_s = 0;  // untimed preparation (mixq::prepare of the copies, uploads)
+  // The dense baseline on the same shape and M, its graph replays alternated with this run's
+  // (CUDA): both see the same clocks and power state. 0 where the driver does not pair them.
+  double paired_baseline_us = 0;
 };
 
 // Host activations / outputs, row-major f32. x values are already representable in the driver's
@@ -98,7 +101,9 @@ class BenchDriver {
   virtual int threads() const { return 0; }
 
   // Drivers may keep per-weight state (prepared copies, device uploads) between calls that pass
-  // the same weight; the host calls release() before that weight is destroyed or changed.
+  // the same weight; the host calls release() before that weight is destroyed or changed. (The
+  // CUDA driver keeps its device copies of the last dense weight past release(), for the paired
+  // baseline of the quantized runs on the same shape; a dense weight of another shape replaces them.)
   virtual void release() {}
 
   // Prepares `copies` copies of w (for act), times mixq::linear on p, leaves the output in p.y.

@@ -105,8 +105,9 @@ void write_json(const std::string& path, const BenchReport& r) {
       << ", \"rel_err\": " << json_number(b.rel_err) << ", \"tol\": " << json_number(b.tol)
       << ", \"emul_err\": " << json_number(b.emu_err)
       << ", \"emul_tol\": " << json_number(b.emu_tol)
-      << ", \"speedup_vs_baseline\": " << json_number(b.speedup)
-      << ", \"reference_sample\": " << json_string(b.sample)
+      << ", \"speedup_vs_baseline\": " << json_number(b.speedup);
+    if (b.paired_baseline_us > 0) o << ", \"paired_baseline_us\": " << json_number(b.paired_baseline_us);
+    o << ", \"reference_sample\": " << json_string(b.sample)
       << ", \"ok\": " << (b.ok() ? "true" : "false") << "}";
   }
   o << "\n  ]\n}\n";

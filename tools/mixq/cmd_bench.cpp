@@ -295,6 +295,7 @@ int run_bench(int argc, char** argv) {
               const TimedRun t = driver->run_quantized(w, sc.act, copies, p, policy);
               r.kernel = t.kernel;
               r.time_us = t.median_us, r.min_us = t.min_us, r.reps = t.reps;
+              r.paired_baseline_us = t.paired_baseline_us;
               setup_s += t.setup_s;
             } catch (const Error& e) {
               if (e.code() != ErrorCode::Unsupported) throw;
@@ -330,7 +331,10 @@ int run_bench(int argc, char** argv) {
                                      : error_tolerance(sc.act, act_dtype));
           r.emu_tol = tol_scale * (i8dot ? i8dot_emulated_error_tolerance(act_dtype)
                                          : emulated_error_tolerance(sc.act, act_dtype));
-          r.speedup = r.time_us > 0 ? dense_us[mi] / r.time_us : 0;
+          // the baseline timed alternately with this run where the driver pairs them (CUDA: the
+          // same clocks and power state; large GEMMs drift by up to 10% between moments of a run)
+          const double base_us = r.paired_baseline_us > 0 ? r.paired_baseline_us : dense_us[mi];
+          r.speedup = r.time_us > 0 ? base_us / r.time_us : 0;
           r.sample = s.describe(M, N);
           rows_by_m[mi].push_back(r);
         }
