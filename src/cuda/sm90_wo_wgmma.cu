@@ -72,8 +72,7 @@ struct Dequant<half, true> {
 
 // Any other case: the biased value v is widened to f32 (exact), w = v*s + (o' - bias*s) in f32
 // (the folded offset is computed in f32, its rounding is far below the output's), one rounding
-// (sm90::pack2, kernels/sm90_wgmma_dequant.cuh).
-using sm90::pack2;
+// (pack2, kernels/dequant_codes.cuh).
 
 using sm90::biased_f16;  // biased 16-bit f16 values (1024 + u) of a fragment register
 

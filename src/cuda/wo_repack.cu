@@ -181,19 +181,6 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&v)[4], int q) {
   if (b0) { v[0] = r0; v[2] = r1; } else { v[1] = r0; v[3] = r1; }
 }
 
-template <typename OutT>
-__device__ __forceinline__ uint32_t pack2(float a, float b);
-template <>
-__device__ __forceinline__ uint32_t pack2<half>(float a, float b) {
-  const half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float a, float b) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
 // (s, o') of rows r and r + 8 of tile nt, group gi, from the lane-order copy
 __device__ __forceinline__ void load_stream_pairs(const void* pairs_stream, bool f32, int64_t nt, int lane,
                                                   int64_t gi, int64_t groups, float2* pa, float2* pb) {
@@ -387,7 +374,7 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pa
   const int64_t nt0 = n0 / kTileRows, n_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t warps = n_tiles * (layout.Kp / kChunkK);
   if (out_type != 2) {
-    MIXQ_CHECK(warps < (int64_t(1) << 31), ErrorCode::Internal, "wo_dequant: ", warps,
+    MIXQ_CHECK(warps < (int64_t(1) << 30), ErrorCode::Internal, "wo_dequant: ", warps,
                " tiles overflow the kernel's 32-bit tile index");
     // 16-bit rows: the register-transpose kernel, one resident wave of blocks striding over the
     // tiles (each warp keeps its next tile's words in flight)

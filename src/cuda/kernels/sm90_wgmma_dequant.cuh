@@ -29,18 +29,7 @@ __device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) 
   }
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<half>(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
+// pack2<T>(lo, hi): kernels/dequant_codes.cuh
 
 // How the register-A kernels dequantize a k16 step (their PAIRS template parameter):
 // - Half: f16 activations, pairs exact in f16: u = (1024 + u) - 1024 exactly on the f16x2 pipe,
