@@ -427,7 +427,7 @@ class CudaWeightOnly final : public PreparedImpl {
       for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
         const int64_t rows = std::min(p.chunk_rows, N - n0);
         cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), pairs_stream_.data(), L_, n0,
-                                rows, out_type, chunk, L_.Kp, stream);
+                                rows, out_type, chunk, L_.Kp, caps_.sm_count, stream);
         MIXQ_CUBLAS_CHECK(cublasGemmEx(
             cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
             cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,

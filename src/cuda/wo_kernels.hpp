@@ -30,10 +30,11 @@ void launch_wo_repack(const uint8_t* canonical, int64_t row_bytes, bool signed_c
 // Dequantize rows [n0, n0 + rows) of the packed weight into a row-major 16-bit (f16 or bf16) or
 // f32 matrix with leading dimension ld (>= Kp); columns K..Kp-1 are written as zeros. e4m3
 // layouts (layout.e4m3) decode the bytes as e4m3 values. pairs: row-major (s, o'); pairs_stream:
-// the same in lane order (stream_pair_index), which the 16-bit outputs read.
+// the same in lane order (stream_pair_index), which the 16-bit outputs read. sm_count: the
+// device's SMs (DeviceCaps; sizes the 16-bit kernel's grid).
 void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pairs_stream,
                        const WoLayout& layout, int64_t n0, int64_t rows,
-                       int out_type /*0 f16, 1 bf16, 2 f32*/, void* out, int64_t ld,
+                       int out_type /*0 f16, 1 bf16, 2 f32*/, void* out, int64_t ld, int sm_count,
                        cudaStream_t stream);
 
 // dst[m][n] = clamp(src[m][n] + bias[n]) (after cuBLAS; in place when src == dst), with the

@@ -369,7 +369,7 @@ void launch_wo_repack(const uint8_t* canonical, int64_t row_bytes, bool signed_c
 
 void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pairs_stream,
                        const WoLayout& layout, int64_t n0, int64_t rows, int out_type, void* out,
-                       int64_t ld, cudaStream_t stream) {
+                       int64_t ld, int sm_count, cudaStream_t stream) {
   MIXQ_CHECK(n0 % kTileRows == 0, ErrorCode::Internal, "wo_dequant: n0 ", n0, " not tile aligned");
   const int64_t nt0 = n0 / kTileRows, n_tiles = (rows + kTileRows - 1) / kTileRows;
   const int64_t warps = n_tiles * (layout.Kp / kChunkK);
@@ -378,9 +378,6 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pa
                " tiles overflow the kernel's 32-bit tile index");
     // 16-bit rows: the register-transpose kernel, one resident wave of blocks striding over the
     // tiles (each warp keeps its next tile's words in flight)
-    int sms = 132;
-    int device = 0;
-    if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
     auto launch16 = [&](auto* typed_out, auto bits) {
       using OutT = std::remove_pointer_t<decltype(typed_out)>;
       const auto kernel = dequant16_kernel<OutT, decltype(bits)::value>;
@@ -390,7 +387,7 @@ void launch_wo_dequant(const uint32_t* packed, const void* pairs, const void* pa
                    ? b : 1;
       }();
       const int blocks =
-          int(std::min<int64_t>((warps + kDequant16Warps - 1) / kDequant16Warps, int64_t(sms) * per_sm));
+          int(std::min<int64_t>((warps + kDequant16Warps - 1) / kDequant16Warps, int64_t(sm_count) * per_sm));
       kernel<<<blocks, kDequant16Warps * 32, 0, stream>>>(packed, pairs_stream, layout, nt0, n_tiles, typed_out, ld,
                                                           rows);
     };
