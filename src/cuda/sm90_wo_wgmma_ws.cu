@@ -34,6 +34,7 @@
 
 #include "cuda/check.hpp"
 #include "cuda/kernel_image.hpp"
+#include "cuda/kernels/dequant_codes.cuh"
 #include "cuda/kernels/grid_dependency.cuh"
 #include "cuda/kernels/sm80_wo_stream.cuh"
 #include "cuda/kernels/sm90_sync.cuh"
@@ -80,6 +81,9 @@ MIXQ_HD constexpr int ws_stage_groups(int chunks_per_stage, int group_shift) {
 }
 // Ring depth the shared memory reserves barriers for (MIXQ_WS_STAGES may ask for this many).
 constexpr int kWsRingMaxStages = 24;
+// Named barriers of the TMA-store epilogue, one per consumer warpgroup (0 is __syncthreads, 1 the
+// stream-K piece barrier: sm90_wo_stream_k_reduce.cuh).
+constexpr int kWsEpilogueBarrier0 = 2;
 template <int MT, WsShape SHAPE>
 struct WsConfig {
   static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
@@ -119,6 +123,30 @@ struct WsTile {
   static_assert(kRingBytes / (kXStage + kWStage + kPStageMax) >= 3, "ring too shallow");
 };
 
+// Bytes per (s, o') pair in the stage ring: half2 (Half), the packed bf16 word (Bf16Zero), else
+// float2 or half2.
+template <sm90::PairPath PP>
+MIXQ_HD uint32_t ws_pair_bytes(const WoStreamParams& p) {
+  return PP == sm90::PairPath::Half || PP == sm90::PairPath::Bf16Zero ? 4u : (p.pair_f32 ? 8u : 4u);
+}
+// The pairs of a stage: its groups x 128 rows.
+template <sm90::PairPath PP>
+MIXQ_HD uint32_t ws_stage_pair_bytes(const WoStreamParams& p, int cps) {
+  return uint32_t(ws_stage_groups(cps, p.group_shift) * kWsRowTiles * kTileRows) * ws_pair_bytes<PP>(p);
+}
+// The output staging tile of one consumer warpgroup in the TMA-store epilogue: [MT tokens][64
+// rows] 16-bit, 128-byte rows in the 128-byte swizzle (a 1024-byte multiple); none without it.
+MIXQ_HD constexpr uint32_t ws_y_stage_bytes(int mt, bool y_tma) { return y_tma ? uint32_t(mt) * 128u : 0u; }
+// Ring depth: as deep as the shared memory left by the two staging tiles holds stages (pairs
+// p_stage bytes, TMA destinations 128-byte aligned), at most kMaxStages (or max_stages, a knob).
+template <int MT, int CODES, WsShape SHAPE>
+MIXQ_HD int ws_ring_stages(uint32_t p_stage, uint32_t y_bytes, int max_stages) {
+  using Tile = WsTile<MT, CODES, SHAPE>;
+  const int cap = max_stages > 0 ? (max_stages < kWsRingMaxStages ? max_stages : kWsRingMaxStages) : Tile::kMaxStages;
+  const int fit = int((Tile::kRingBytes - 2 * y_bytes) / (Tile::kXStage + Tile::kWStage + p_stage));
+  return cap < fit ? cap : fit;
+}
+
 }  // namespace ws_detail
 
 namespace {
@@ -156,13 +184,34 @@ __device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, S
   }
 }
 
+// The TMA-store epilogue's staging writes: a consumer thread's MT / 2 sums (accumulator 4q + e:
+// weight row r (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1)) plus the rows' bias, clamped
+// and converted to Y, as the transposed 8x8 matrices of MT / 16 stmatrix.x4: matrix i of the q-th
+// (q even) holds token block q + i / 2, rows 8 (i & 1) .. + 7. row_addr is where this lane's row
+// of the first one goes; token block q + 2 is 16 token rows (2048 bytes) further.
+template <typename Y, int MT>
+__device__ __forceinline__ void ws_stage_outputs(uint32_t row_addr, const float (&r)[MT / 2], float b0, float b8,
+                                                 float lo, float hi) {
+#pragma unroll
+  for (int q = 0; q < MT / 8; q += 2) {
+    uint32_t v[4];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const float* a4 = &r[4 * (q + u)];
+      v[2 * u] = pack2<Y>(fminf(fmaxf(a4[0] + b0, lo), hi), fminf(fmaxf(a4[1] + b0, lo), hi));
+      v[2 * u + 1] = pack2<Y>(fminf(fmaxf(a4[2] + b8, lo), hi), fminf(fmaxf(a4[3] + b8, lo), hi));
+    }
+    sm90::stmatrix_x4_trans(row_addr + uint32_t(q) * 1024u, v[0], v[1], v[2], v[3]);
+  }
+}
+
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
 template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD = false>
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
-                       const __grid_constant__ CUtensorMap tm_p, const WoStreamParams p,
-                       const StreamKSchedule sched) {
+                       const __grid_constant__ CUtensorMap tm_p, const __grid_constant__ CUtensorMap tm_y,
+                       const WoStreamParams p, const StreamKSchedule sched) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, CODES, SHAPE>;
   constexpr int BITS = Tile::BITS;
@@ -183,17 +232,14 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // again at every stage). 1024-byte alignment: the 128-byte swizzle phase is a function of
   // address bits 7..9 (the shared window's base is aligned far beyond that).
   const int gs = p.group_shift;
-  // bytes per pair: half2 (Half), the packed bf16 word (Bf16Zero), else float2 or half2
-  const uint32_t psz = PP == sm90::PairPath::Half || PP == sm90::PairPath::Bf16Zero ? 4u : (p.pair_f32 ? 8u : 4u);
-  // the pairs of a stage: its groups x 128 rows (TMA destinations 128-byte aligned), and the ring
-  // as deep as this launch's stages fit
-  const int pgroups = ws_stage_groups(CPS, gs);
-  const uint32_t pbytes = uint32_t(pgroups * kWsRowTiles * kTileRows) * psz;
+  const uint32_t psz = ws_pair_bytes<PP>(p);
+  const uint32_t pbytes = ws_stage_pair_bytes<PP>(p, CPS);
   const uint32_t p_stage = (pbytes + 127u) & ~127u;
-  const int S = min(sched.max_stages > 0 ? min(sched.max_stages, kWsRingMaxStages) : Tile::kMaxStages,
-                   int(Tile::kRingBytes / (Tile::kXStage + Tile::kWStage + p_stage)));
+  const uint32_t y_bytes = ws_y_stage_bytes(MT, sched.y_tma);
+  const int S = ws_ring_stages<MT, CODES, SHAPE>(p_stage, y_bytes, sched.max_stages);
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
-  const uint32_t x_tiles = smem;
+  const uint32_t y_tiles = smem;  // consumer warpgroup g's staging tile at y_tiles + g y_bytes
+  const uint32_t x_tiles = y_tiles + 2 * y_bytes;
   const uint32_t w_tiles = x_tiles + S * Tile::kXStage;
   const uint32_t p_tiles = w_tiles + S * Tile::kWStage;
   const uint32_t full = p_tiles + S * p_stage;  // S barriers of 8 bytes
@@ -435,6 +481,40 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       if (lane == 0) *flag = 0u;
     };
 
+    // The TMA-store epilogue (sched.y_tma: 16-bit output, whole tiles or their owner's sum). The
+    // direct one stores every accumulator as its own 2-byte value: 8 rows' values, 16 bytes, of
+    // 4 token rows per warp store, 128 stores per thread at MT = 256, and all CTAs reach it at once
+    // with the tensor cores idle. Here the warpgroup writes its 64 rows x MT tokens, transposed by
+    // stmatrix (a token row is 64 rows' outputs, 128 bytes), into its staging tile (MT / 16 stores
+    // per thread), and one thread hands the tile to a TMA store, which clips it at M and N and
+    // drains while the next tile's MMAs run. The staging tile is reused one tile later, after that
+    // thread's store has read it (bulk_wait_group_read).
+    const uint32_t y_tile = y_tiles + uint32_t(warpgroup - 1) * y_bytes;
+    const bool y_issuer = (threadIdx.x & 127) == 0;
+    const int y_barrier = kWsEpilogueBarrier0 + warpgroup - 1;
+    auto store_tile_tma = [&](int mb, int nb, int n_row0, const float (&r)[kAcc]) {
+      float b0 = 0.f, b8 = 0.f;  // bias of rows n_row0, n_row0 + 8
+      if (p.bias) {
+        if (n_row0 < p.N) b0 = load_io(p.bias, n_row0, p.bias_type);
+        if (n_row0 + 8 < p.N) b8 = load_io(p.bias, n_row0 + 8, p.bias_type);
+      }
+      if (y_issuer) sm90::bulk_wait_group_read<0>();  // the previous tile's store has read y_tile
+      sm90::named_barrier_sync(y_barrier, 128);
+      // lane 8i + j addresses row j (token 8 (q + i / 2) + j) of matrix i of each stmatrix.x4:
+      // matrix i holds rows 8 (i & 1) .. + 7 of this warp's 16, i.e. 16-byte chunk 2 warp + (i & 1)
+      // of the token's 128-byte row, at chunk ^ j in the swizzle
+      const int i = lane >> 3, j = lane & 7;
+      const uint32_t row_addr = y_tile + uint32_t(8 * (i >> 1) + j) * 128u + uint32_t(((2 * warp + (i & 1)) ^ j) << 4);
+      if (p.y_type == IoType::F16) ws_stage_outputs<half, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi);
+      else ws_stage_outputs<__nv_bfloat16, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi);
+      sm90::fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
+      sm90::named_barrier_sync(y_barrier, 128);
+      if (y_issuer) {
+        sm90::tma_store_2d(&tm_y, y_tile, nb * 128 + (warpgroup - 1) * 64, mb * MT);
+        sm90::bulk_commit_group();
+      }
+    };
+
 #if defined(MIXQ_WS_DIAG_BUILD)
     const unsigned long long diag_t0 = ws_globaltimer();
     unsigned long long diag_t1 = 0;
@@ -534,6 +614,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
       const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
+      if (sched.y_tma) {
+        store_tile_tma(mb, nb, n_row0, sums);
+        return;
+      }
       const int m_base = mb * MT + 2 * (lane & 3);
 #pragma unroll
       for (int q = 0; q < MT / 8; ++q) {
@@ -546,6 +630,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
       }
     });
+    if (sched.y_tma && y_issuer) sm90::bulk_wait_group<0>();  // the last store, before the CTA's exit
 #if defined(MIXQ_WS_DIAG_BUILD)
     if (threadIdx.x == 128) {
       const unsigned v = atomicAdd(&g_ws_cta_done, 1u) % kWsCtaLogMax;
@@ -581,22 +666,41 @@ bool ws_fold_enabled() {
   return on;
 }
 
-// The kernel's three TMA descriptors (activations, weight tiles, group-major pairs).
+// The kernel's TMA descriptors: activations, weight tiles, group-major pairs, and the output of
+// the TMA-store epilogue (built only where it may run: ws_y_tma_wanted).
 struct WsMaps {
-  CUtensorMap x, w, p;
+  CUtensorMap x, w, p, y;
+  bool y_ok = false;
 };
 
+// The TMA-store epilogue where it can run (16-bit output whose base and rows are 16-byte aligned,
+// a TMA requirement) and is wanted: token tiles of 128 and 256, whose direct stores cost the
+// compute-bound tiles ... (MIXQ_WS_Y_TMA=0|1 forces it off or on wherever it can run; tuning knob,
+// read per call).
+bool ws_y_tma_wanted(const WoStreamParams& p, int mt) {
+  if (p.y_type != IoType::F16 && p.y_type != IoType::BF16) return false;
+  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0) return false;
+  const char* e = std::getenv("MIXQ_WS_Y_TMA");
+  if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+  return mt >= 128;
+}
+
 template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD>
-void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch,
+void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch_in,
                       cudaStream_t stream) {
   auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
   const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
+  // the TMA-store epilogue only where its staging tiles leave a ring of 4 stages (fewer lost up
+  // to 20%: WsTile::kMaxStages)
+  StreamKSchedule sch = sch_in;
+  const uint32_t p_stage = (ws_stage_pair_bytes<PP>(p, WsTile<MT, CODES, SHAPE>::kCps) + 127u) & ~127u;
+  sch.y_tma = tm.y_ok && ws_ring_stages<MT, CODES, SHAPE>(p_stage, ws_y_stage_bytes(MT, true), sch.max_stages) >= 4;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
   {
     const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, p, sch));
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch));
   }
   if (!sch.inline_reduce && stream_k_split_pieces(sch) > 0) {
     const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
@@ -767,7 +871,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
   // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
-  WsMaps tm;
+  WsMaps tm{};
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
@@ -788,6 +892,12 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
                             bf16_zero ? p.pairs_gm_bz : p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
                             uint64_t(p.pairs_gm_ld) * (pair64 ? 8u : 4u), 128, uint32_t(ppc),
                             CU_TENSOR_MAP_SWIZZLE_NONE);
+  // Y [M][N] 16-bit: boxes of 64 rows x mt tokens, 128-byte swizzle (the staging tiles' layout)
+  if (ws_y_tma_wanted(p, mt)) {
+    tm.y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
+                              64, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+    tm.y_ok = true;
+  }
   static const int mode = [] {  // tuning knob (benchmarks): dp = whole tiles, sk = stream-K
     const char* e = std::getenv("MIXQ_WS_SCHEDULE");
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;
@@ -811,6 +921,10 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
     return e ? std::atoi(e) : 0;
   }();
   sch.max_stages = max_stages;
+  if (const char* e = std::getenv("MIXQ_WS_GROUP_N")) {  // tuning knob: N blocks per raster group
+    const int g = std::atoi(e);
+    if (g > 0) sch.group_n = g;
+  }
   // the plan's weight stages before the grid dependency wait; MIXQ_WS_EARLY overrides it (tuning
   // knob, read per call: 0 none, the order of a launch without dependent launch; -1 the whole ring)
   sch.early_stages = p.early_stages;

@@ -346,6 +346,91 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
   else unsetenv("MIXQ_WS_REDUCE");
 }
 
+// The wgmma kernel's two epilogues: 16-bit output tiles staged in shared memory (stmatrix) and
+// TMA-stored (MIXQ_WS_Y_TMA=1, the default at token tiles of 128 and 256) against one store per
+// value (MIXQ_WS_Y_TMA=0). The same sums, bias and clamp, so the bits must be equal. M and N cut
+// the last tile (the TMA store clips it), f16 and bf16 outputs from either activation type, bias
+// and relu6, whole tiles and stream-K owners, every token tile; a row pitch that is not a
+// multiple of 8 elements keeps the direct stores (TMA needs 16-byte rows) and must still be right.
+TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
+  const char* saved = std::getenv("MIXQ_WS_Y_TMA");
+  const std::string saved_value = saved ? saved : "";
+  struct Shape {
+    int64_t M, N, K;
+    const char* scheme;
+    DType x, y;
+    bool bias;
+  };
+  const Shape shapes[] = {
+      {129, 200, 520, "w4g128", DType::F16, DType::F16, false},
+      {300, 1000, 4096, "w4g64asym", DType::F16, DType::BF16, true},
+      {1000, 8192, 4096, "w4g128", DType::F16, DType::F16, true},  // mt 256: whole tiles + stream-K
+      {257, 328, 1000, "w8g128", DType::BF16, DType::BF16, true},
+      {4096, 136, 776, "w4g128zp", DType::BF16, DType::F16, false},
+      {64, 264, 4100, "w4g128", DType::F16, DType::F16, true},     // mt 64: staged only when forced
+      {300, 100, 300, "w4g128", DType::F16, DType::F16, true},     // ldy = 100: direct stores
+  };
+  uint32_t seed = 1500;
+  for (const Shape& c : shapes) {
+    PrepareOptions o;
+    o.backend = BackendKind::CUDA;
+    o.force_kernel = "wgmma";
+    const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed++);
+    const PreparedWeight pw = prepare(w, o);
+    SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
+                 " y=" + dtype_name(c.y) + " " + pw.kernel_name(c.M));
+    HostActs x = make_acts(c.M, c.K, c.x, seed++);
+    DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);
+    dx.copy_from_host(x.bytes.data(), x.bytes.size());
+    std::vector<float> bias_h;
+    DeviceBuffer dbias;
+    Epilogue ep = Epilogue::relu6();
+    if (c.bias) {
+      bias_h = randn(size_t(c.N), seed++);
+      dbias = DeviceBuffer(bias_h.size() * 4);
+      dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+      ep.bias = dbias.view(DType::F32, {c.N});
+    }
+    auto run = [&](const char* y_tma) {
+      setenv("MIXQ_WS_Y_TMA", y_tma, 1);
+      EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
+      linear(dx.view(c.x, {c.M, c.K}), pw, dy.view(c.y, {c.M, c.N}), ep);
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> out(dy.size());
+      dy.copy_to_host(out.data(), out.size());
+      return out;
+    };
+    const std::vector<uint8_t> direct = run("0");
+    const std::vector<uint8_t> staged = run("1");
+    size_t poisoned = 0;
+    for (size_t i = 0; i + 1 < staged.size(); i += 2) poisoned += staged[i] == 0xFF && staged[i + 1] == 0xFF;
+    EXPECT_EQ(poisoned, 0u) << "the TMA-store epilogue left outputs unwritten";
+    EXPECT_EQ(staged, direct);
+    // and both against the float64 reference on a few rows (relu6 after the bias)
+    const int64_t rows[] = {0, c.M / 2, c.M - 1};
+    const size_t eb = 2;
+    std::vector<uint8_t> xs(size_t(3 * c.K) * eb);
+    for (int r = 0; r < 3; ++r)
+      std::memcpy(xs.data() + size_t(r * c.K) * eb, x.bytes.data() + size_t(rows[r] * c.K) * eb, size_t(c.K) * eb);
+    std::vector<double> ref(size_t(3 * c.N));
+    Epilogue rep = Epilogue::relu6();
+    if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
+    ref::linear_weight_only(TensorView(xs.data(), c.x, {3, c.K}), w, TensorView(ref.data(), DType::F64, {3, c.N}), rep);
+    double num = 0, den = 0;
+    for (int r = 0; r < 3; ++r)
+      for (int64_t n = 0; n < c.N; ++n) {
+        const double a = out_value(staged, c.y, size_t(rows[r] * c.N + n)), b = ref[size_t(r * c.N + n)];
+        num += (a - b) * (a - b);
+        den += b * b;
+      }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(c.x, c.y));
+  }
+  if (saved) setenv("MIXQ_WS_Y_TMA", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_WS_Y_TMA");
+}
+
 // The streaming kernel's split-K reduction both ways, forced through the planner's knob: the
 // splits of a tile reduced in a thread-block cluster (sm_90 images) or through global partials.
 // Shapes where the splits cut groups (per-channel, g256, g16/g32 below a chunk), every token tile,

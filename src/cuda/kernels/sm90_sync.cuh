@@ -116,6 +116,40 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, u
   tma_load_3d(smem_u32(dst), map, smem_u32(bar), c0, c1, c2);
 }
 
+// --- TMA stores (shared -> global) and their bulk async-groups -----------------------------------
+// 2-D tile store from shared memory (box layout as the map's loads); the parts of the box outside
+// the tensor are not written. Completion is tracked per thread by bulk async-groups.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, uint32_t src, int32_t c0, int32_t c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// Waits until at most N of this thread's bulk groups still read their shared-memory source.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Waits until at most N of this thread's bulk groups are incomplete (their writes performed).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  asm volatile("cp.async.bulk.wait_group %0;" ::"n"(N) : "memory");
+}
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Four 8x8 16-bit matrices, transposed: register i of lane t holds row t/4, columns 2(t%4) and
+// 2(t%4)+1 of matrix i (the mma accumulator layout); lane 8i+j gives the shared address of the
+// stored row j of matrix i, which receives column j (16 bytes).
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                  uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Multicast form (thread block clusters): the box lands at the same shared-memory offset in every
 // CTA of `cta_mask` and each destination's mbarrier at `bar`'s offset receives the complete_tx for
 // the bytes written there. One L2 read feeds all of them.
