@@ -134,9 +134,9 @@ template <sm90::PairPath PP>
 MIXQ_HD uint32_t ws_stage_pair_bytes(const WoStreamParams& p, int cps) {
   return uint32_t(ws_stage_groups(cps, p.group_shift) * kWsRowTiles * kTileRows) * ws_pair_bytes<PP>(p);
 }
-// The output staging tile of one consumer warpgroup in the TMA-store epilogue: [MT tokens][64
+// The output staging tile of one consumer warpgroup in the TMA-store epilogue: [y_rows tokens][64
 // rows] 16-bit, 128-byte rows in the 128-byte swizzle (a 1024-byte multiple); none without it.
-MIXQ_HD constexpr uint32_t ws_y_stage_bytes(int mt, bool y_tma) { return y_tma ? uint32_t(mt) * 128u : 0u; }
+MIXQ_HD constexpr uint32_t ws_y_stage_bytes(int y_rows) { return uint32_t(y_rows) * 128u; }
 // Ring depth: as deep as the shared memory left by the two staging tiles holds stages (pairs
 // p_stage bytes, TMA destinations 128-byte aligned), at most kMaxStages (or max_stages, a knob).
 template <int MT, int CODES, WsShape SHAPE>
@@ -189,11 +189,14 @@ __device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, S
 // and converted to Y, as the transposed 8x8 matrices of MT / 16 stmatrix.x4: matrix i of the q-th
 // (q even) holds token block q + i / 2, rows 8 (i & 1) .. + 7. row_addr is where this lane's row
 // of the first one goes; token block q + 2 is 16 token rows (2048 bytes) further.
-template <typename Y, int MT>
+// The staging tile holds y_rows tokens (a power of two, 16 ... MT): flush(t) is called when the
+// tokens before t fill it, and returns once it may be rewritten.
+template <typename Y, int MT, class Flush>
 __device__ __forceinline__ void ws_stage_outputs(uint32_t row_addr, const float (&r)[MT / 2], float b0, float b8,
-                                                 float lo, float hi) {
+                                                 float lo, float hi, int y_rows, Flush&& flush) {
 #pragma unroll
   for (int q = 0; q < MT / 8; q += 2) {
+    if (q > 0 && ((8 * q) & (y_rows - 1)) == 0) flush(8 * q);
     uint32_t v[4];
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -201,7 +204,7 @@ __device__ __forceinline__ void ws_stage_outputs(uint32_t row_addr, const float 
       v[2 * u] = pack2<Y>(fminf(fmaxf(a4[0] + b0, lo), hi), fminf(fmaxf(a4[1] + b0, lo), hi));
       v[2 * u + 1] = pack2<Y>(fminf(fmaxf(a4[2] + b8, lo), hi), fminf(fmaxf(a4[3] + b8, lo), hi));
     }
-    sm90::stmatrix_x4_trans(row_addr + uint32_t(q) * 1024u, v[0], v[1], v[2], v[3]);
+    sm90::stmatrix_x4_trans(row_addr + uint32_t((8 * q) & (y_rows - 1)) * 128u, v[0], v[1], v[2], v[3]);
   }
 }
 
@@ -235,7 +238,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const uint32_t psz = ws_pair_bytes<PP>(p);
   const uint32_t pbytes = ws_stage_pair_bytes<PP>(p, CPS);
   const uint32_t p_stage = (pbytes + 127u) & ~127u;
-  const uint32_t y_bytes = ws_y_stage_bytes(MT, sched.y_tma);
+  const uint32_t y_bytes = ws_y_stage_bytes(sched.y_rows);
   const int S = ws_ring_stages<MT, CODES, SHAPE>(p_stage, y_bytes, sched.max_stages);
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t y_tiles = smem;  // consumer warpgroup g's staging tile at y_tiles + g y_bytes
@@ -481,14 +484,14 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       if (lane == 0) *flag = 0u;
     };
 
-    // The TMA-store epilogue (sched.y_tma: 16-bit output, whole tiles or their owner's sum). The
-    // direct one stores every accumulator as its own 2-byte value: 8 rows' values, 16 bytes, of
-    // 4 token rows per warp store, 128 stores per thread at MT = 256, and all CTAs reach it at once
-    // with the tensor cores idle. Here the warpgroup writes its 64 rows x MT tokens, transposed by
-    // stmatrix (a token row is 64 rows' outputs, 128 bytes), into its staging tile (MT / 16 stores
-    // per thread), and one thread hands the tile to a TMA store, which clips it at M and N and
-    // drains while the next tile's MMAs run. The staging tile is reused one tile later, after that
-    // thread's store has read it (bulk_wait_group_read).
+    // The TMA-store epilogue (sched.y_rows > 0: 16-bit output, whole tiles or their owner's sum).
+    // The direct one stores every accumulator as its own 2-byte value: 8 rows' values, 16 bytes,
+    // of 4 token rows per warp store, 128 stores per thread at MT = 256, and all CTAs reach it at
+    // once with the tensor cores idle. Here the warpgroup writes its 64 rows x MT tokens, transposed
+    // by stmatrix (a token row is 64 rows' outputs, 128 bytes), into its staging tile (MT / 16
+    // stores per thread), y_rows tokens at a time, and one thread hands each round to a TMA store,
+    // which clips it at M and N and drains while the next tile's MMAs run. The staging tile is
+    // rewritten once that thread's last store has read it (bulk_wait_group_read).
     const uint32_t y_tile = y_tiles + uint32_t(warpgroup - 1) * y_bytes;
     const bool y_issuer = (threadIdx.x & 127) == 0;
     const int y_barrier = kWsEpilogueBarrier0 + warpgroup - 1;
@@ -498,21 +501,34 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         if (n_row0 < p.N) b0 = load_io(p.bias, n_row0, p.bias_type);
         if (n_row0 + 8 < p.N) b8 = load_io(p.bias, n_row0 + 8, p.bias_type);
       }
-      if (y_issuer) sm90::bulk_wait_group_read<0>();  // the previous tile's store has read y_tile
-      sm90::named_barrier_sync(y_barrier, 128);
+      auto claim = [&]() {
+        if (y_issuer) sm90::bulk_wait_group_read<0>();  // the last store has read y_tile
+        sm90::named_barrier_sync(y_barrier, 128);
+      };
+      auto store = [&](int m0) {  // tokens m0 .. m0 + y_rows - 1 of the output are staged
+        sm90::fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
+        sm90::named_barrier_sync(y_barrier, 128);
+        if (y_issuer) {
+          sm90::tma_store_2d(&tm_y, y_tile, nb * 128 + (warpgroup - 1) * 64, m0);
+          sm90::bulk_commit_group();
+        }
+      };
+      const int y_rows = sched.y_rows;
+      auto flush = [&](int t) {  // the tokens before t of the tile are staged
+        store(mb * MT + t - y_rows);
+        claim();
+      };
+      claim();
       // lane 8i + j addresses row j (token 8 (q + i / 2) + j) of matrix i of each stmatrix.x4:
       // matrix i holds rows 8 (i & 1) .. + 7 of this warp's 16, i.e. 16-byte chunk 2 warp + (i & 1)
       // of the token's 128-byte row, at chunk ^ j in the swizzle
       const int i = lane >> 3, j = lane & 7;
       const uint32_t row_addr = y_tile + uint32_t(8 * (i >> 1) + j) * 128u + uint32_t(((2 * warp + (i & 1)) ^ j) << 4);
-      if (p.y_type == IoType::F16) ws_stage_outputs<half, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi);
-      else ws_stage_outputs<__nv_bfloat16, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi);
-      sm90::fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
-      sm90::named_barrier_sync(y_barrier, 128);
-      if (y_issuer) {
-        sm90::tma_store_2d(&tm_y, y_tile, nb * 128 + (warpgroup - 1) * 64, mb * MT);
-        sm90::bulk_commit_group();
-      }
+      if (p.y_type == IoType::F16)
+        ws_stage_outputs<half, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi, y_rows, flush);
+      else
+        ws_stage_outputs<__nv_bfloat16, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi, y_rows, flush);
+      store(mb * MT + MT - y_rows);
     };
 
 #if defined(MIXQ_WS_DIAG_BUILD)
@@ -614,7 +630,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
       const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
-      if (sched.y_tma) {
+      if (sched.y_rows > 0) {
         store_tile_tma(mb, nb, n_row0, sums);
         return;
       }
@@ -630,7 +646,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
       }
     });
-    if (sched.y_tma && y_issuer) sm90::bulk_wait_group<0>();  // the last store, before the CTA's exit
+    if (sched.y_rows > 0 && y_issuer) sm90::bulk_wait_group<0>();  // the last store, before the CTA's exit
 #if defined(MIXQ_WS_DIAG_BUILD)
     if (threadIdx.x == 128) {
       const unsigned v = atomicAdd(&g_ws_cta_done, 1u) % kWsCtaLogMax;
@@ -667,22 +683,31 @@ bool ws_fold_enabled() {
 }
 
 // The kernel's TMA descriptors: activations, weight tiles, group-major pairs, and the output of
-// the TMA-store epilogue (built only where it may run: ws_y_tma_wanted).
+// the TMA-store epilogue (built only where it may run: y_rows > 0, ws_y_rows).
 struct WsMaps {
   CUtensorMap x, w, p, y;
-  bool y_ok = false;
+  int y_rows = 0;
 };
 
-// The TMA-store epilogue where it can run (16-bit output whose base and rows are 16-byte aligned,
-// a TMA requirement) and is wanted: token tiles of 128 and 256, whose direct stores cost the
-// compute-bound tiles ... (MIXQ_WS_Y_TMA=0|1 forces it off or on wherever it can run; tuning knob,
-// read per call).
-bool ws_y_tma_wanted(const WoStreamParams& p, int mt) {
-  if (p.y_type != IoType::F16 && p.y_type != IoType::BF16) return false;
-  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0) return false;
-  const char* e = std::getenv("MIXQ_WS_Y_TMA");
-  if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
-  return mt >= 128;
+// Tokens per staging round of the TMA-store epilogue, 0 for the direct stores. It runs where it
+// can (16-bit output whose base and rows are 16-byte aligned, a TMA requirement) on token tiles of
+// 128 and 256, 128 tokens a round: H100, same-process A/B against the direct stores on the nine
+// layers, W4 g128 f16, the wgmma kernel forced (bench/results/session24/call1): M = 1024 / 4096
+// 4-21% faster (4096x4096 M = 4096 248 -> 197 us, M = 1024 55.8 -> 46.8), M = 256 up to 19%
+// (4096x28672 111.7 -> 90.8), M = 128 0-5%. A whole 256-token tile a round leaves the ring 4 of its
+// 6 stages (3.6% slower on 8192x8192 M = 256); 128 leaves 5. MIXQ_WS_Y_ROWS=0 forces the direct
+// stores, =R rounds of R tokens (a power of two from 16 to the token tile) wherever it can run
+// (tuning knob, tests; read per call).
+int ws_y_rows(const WoStreamParams& p, int mt) {
+  if (p.y_type != IoType::F16 && p.y_type != IoType::BF16) return 0;
+  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0) return 0;
+  int rows = mt >= 128 ? 128 : 0;
+  if (const char* e = std::getenv("MIXQ_WS_Y_ROWS")) {
+    const int v = std::atoi(e);
+    rows = v <= 0 ? 0 : 16;
+    while (rows * 2 <= std::min(v, mt)) rows *= 2;
+  }
+  return std::min(rows, mt);
 }
 
 template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD>
@@ -694,7 +719,8 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   // to 20%: WsTile::kMaxStages)
   StreamKSchedule sch = sch_in;
   const uint32_t p_stage = (ws_stage_pair_bytes<PP>(p, WsTile<MT, CODES, SHAPE>::kCps) + 127u) & ~127u;
-  sch.y_tma = tm.y_ok && ws_ring_stages<MT, CODES, SHAPE>(p_stage, ws_y_stage_bytes(MT, true), sch.max_stages) >= 4;
+  const bool ring_ok = ws_ring_stages<MT, CODES, SHAPE>(p_stage, ws_y_stage_bytes(tm.y_rows), sch.max_stages) >= 4;
+  sch.y_rows = ring_ok ? tm.y_rows : 0;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   MIXQ_CUDA_CHECK(attr);
@@ -892,12 +918,11 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
                             bf16_zero ? p.pairs_gm_bz : p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
                             uint64_t(p.pairs_gm_ld) * (pair64 ? 8u : 4u), 128, uint32_t(ppc),
                             CU_TENSOR_MAP_SWIZZLE_NONE);
-  // Y [M][N] 16-bit: boxes of 64 rows x mt tokens, 128-byte swizzle (the staging tiles' layout)
-  if (ws_y_tma_wanted(p, mt)) {
+  // Y [M][N] 16-bit: boxes of 64 rows x y_rows tokens, 128-byte swizzle (the staging tiles' layout)
+  tm.y_rows = ws_y_rows(p, mt);
+  if (tm.y_rows > 0)
     tm.y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
-                              64, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
-    tm.y_ok = true;
-  }
+                              64, uint32_t(tm.y_rows), CU_TENSOR_MAP_SWIZZLE_128B);
   static const int mode = [] {  // tuning knob (benchmarks): dp = whole tiles, sk = stream-K
     const char* e = std::getenv("MIXQ_WS_SCHEDULE");
     return !e ? 0 : std::string(e) == "dp" ? 1 : std::string(e) == "sk" ? 2 : 0;

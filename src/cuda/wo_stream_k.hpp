@@ -32,7 +32,7 @@ struct StreamKSchedule {
   int max_stages = 0;    // ring depth cap of the warp-specialized kernel (0: its default)
   int early_stages = 0;  // stages whose weights load before the wait for the previous grid (<0: the ring)
   bool inline_reduce = true;  // cut tiles summed by their owner CTA (else the fixup kernel)
-  bool y_tma = false;  // whole tiles' 16-bit outputs staged in shared memory and TMA-stored
+  int y_rows = 0;  // > 0: 16-bit output tiles staged in shared memory, y_rows tokens at a time, and TMA-stored
 };
 
 // A stream-K range shorter than this many chunks costs more in partial-sum traffic than it saves.

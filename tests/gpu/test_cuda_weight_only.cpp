@@ -347,15 +347,16 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
 }
 
 // The wgmma kernel's two epilogues: 16-bit output tiles staged in shared memory (stmatrix) and
-// TMA-stored (MIXQ_WS_Y_TMA=1, the default at token tiles of 128 and 256) against one store per
-// value (MIXQ_WS_Y_TMA=0). The same sums, bias and clamp, so the bits must be equal. M and N cut
-// the last tile (the TMA store clips it), f16 and bf16 outputs from either activation type, bias
-// and relu6, whole tiles and stream-K owners, every token tile; a row pitch that is not a
-// multiple of 8 elements keeps the direct stores (TMA needs 16-byte rows) and must still be right.
+// TMA-stored, 128 tokens a round (the default at token tiles of 128 and 256) or 32 (several rounds
+// per tile; MIXQ_WS_Y_ROWS=32), against one store per value (MIXQ_WS_Y_ROWS=0). The same sums,
+// bias and clamp, so the bits must be equal. M and N cut the last tile (the TMA store clips it),
+// f16 and bf16 outputs from either activation type, bias and relu6, whole tiles and stream-K
+// owners, every token tile; a row pitch that is not a multiple of 8 elements keeps the direct
+// stores (TMA needs 16-byte rows) and must still be right.
 TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
-  const char* saved = std::getenv("MIXQ_WS_Y_TMA");
+  const char* saved = std::getenv("MIXQ_WS_Y_ROWS");
   const std::string saved_value = saved ? saved : "";
   struct Shape {
     int64_t M, N, K;
@@ -369,7 +370,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       {1000, 8192, 4096, "w4g128", DType::F16, DType::F16, true},  // mt 256: whole tiles + stream-K
       {257, 328, 1000, "w8g128", DType::BF16, DType::BF16, true},
       {4096, 136, 776, "w4g128zp", DType::BF16, DType::F16, false},
-      {64, 264, 4100, "w4g128", DType::F16, DType::F16, true},     // mt 64: staged only when forced
+      {64, 264, 4100, "w4g128", DType::F16, DType::F16, true},     // mt 64: staged only when forced (32)
       {300, 100, 300, "w4g128", DType::F16, DType::F16, true},     // ldy = 100: direct stores
   };
   uint32_t seed = 1500;
@@ -393,8 +394,9 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
       ep.bias = dbias.view(DType::F32, {c.N});
     }
-    auto run = [&](const char* y_tma) {
-      setenv("MIXQ_WS_Y_TMA", y_tma, 1);
+    auto run = [&](const char* y_rows) {
+      if (y_rows) setenv("MIXQ_WS_Y_ROWS", y_rows, 1);
+      else unsetenv("MIXQ_WS_Y_ROWS");
       EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
       linear(dx.view(c.x, {c.M, c.K}), pw, dy.view(c.y, {c.M, c.N}), ep);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -403,11 +405,12 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       return out;
     };
     const std::vector<uint8_t> direct = run("0");
-    const std::vector<uint8_t> staged = run("1");
+    const std::vector<uint8_t> staged = run(nullptr);
     size_t poisoned = 0;
     for (size_t i = 0; i + 1 < staged.size(); i += 2) poisoned += staged[i] == 0xFF && staged[i + 1] == 0xFF;
     EXPECT_EQ(poisoned, 0u) << "the TMA-store epilogue left outputs unwritten";
     EXPECT_EQ(staged, direct);
+    EXPECT_EQ(run("32"), direct) << "staged 32 tokens a round";
     // and both against the float64 reference on a few rows (relu6 after the bias)
     const int64_t rows[] = {0, c.M / 2, c.M - 1};
     const size_t eb = 2;
@@ -427,8 +430,8 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       }
     EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(c.x, c.y));
   }
-  if (saved) setenv("MIXQ_WS_Y_TMA", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_WS_Y_TMA");
+  if (saved) setenv("MIXQ_WS_Y_ROWS", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_WS_Y_ROWS");
 }
 
 // The streaming kernel's split-K reduction both ways, forced through the planner's knob: the
