@@ -149,7 +149,7 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   std::string kernel_name(int64_t M) const override {
-    const WoPlan p = plan(M, false, false, true);
+    const WoPlan p = plan(M, false, false, true, true, true);
     std::string s = cuda::wo_kernel_name(p.kernel);
     if (p.kernel != WoKernel::DequantCublas)
       s += std::string(p.stream_k ? "_ws" : "") +
@@ -174,8 +174,11 @@ class CudaWeightOnly final : public PreparedImpl {
     const bool gather = perm_.size() > 0;
     // the wgmma kernel stages X rows with 16-byte copies
     const bool x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld() % 8 == 0;
+    // the wgmma kernel's TMA-store epilogue writes 16-bit rows of a 16-byte multiple
+    const bool y16 = (y.dtype == DType::F16 || y.dtype == DType::BF16) &&
+                     reinterpret_cast<uintptr_t>(y.data) % 16 == 0 && y.ld() % 8 == 0;
     const WoPlan p =
-        plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32, x_aligned);
+        plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32, x_aligned, y16);
     const size_t need = cuda::wo_workspace_bytes(p);
     char* ws;
     unsigned* tickets;
@@ -210,14 +213,14 @@ class CudaWeightOnly final : public PreparedImpl {
  private:
   static size_t align(size_t b) { return (b + 255) / 256 * 256; }
 
-  WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct, bool x_aligned = true) const {
+  WoPlan plan(int64_t M, bool x_f32, bool gather, bool y_direct, bool x_aligned = true, bool y16 = false) const {
     std::string force = cuda::forced_kernel(opts);
     if (force != "stream" && force != "cublas" && force != "wgmma") force.clear();
     // a forced kernel that cannot serve this call (f32 or unaligned activations) falls back
     const bool wgmma_ok = wgmma_ && !x_f32 && (x_aligned || gather);
     if (force == "wgmma" && !wgmma_ok) force.clear();
     return cuda::plan_weight_only(M, L_, x_f32 ? 4 : 2, x_f32, gather, y_direct, caps_, force,
-                                  wgmma_ok);
+                                  wgmma_ok, {}, y16);
   }
 
   // e4m3 has no infinities and its NaN (0x7F / 0xFF) has no place in a weight; the kernels would

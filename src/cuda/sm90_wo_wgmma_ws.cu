@@ -704,8 +704,9 @@ int ws_y_rows(const WoStreamParams& p, int mt) {
   int rows = mt >= 128 ? 128 : 0;
   if (const char* e = std::getenv("MIXQ_WS_Y_ROWS")) {
     const int v = std::atoi(e);
-    rows = v <= 0 ? 0 : 16;
-    while (rows * 2 <= std::min(v, mt)) rows *= 2;
+    rows = 0;
+    if (v > 0)
+      for (rows = 16; rows * 2 <= std::min(v, mt);) rows *= 2;
   }
   return std::min(rows, mt);
 }

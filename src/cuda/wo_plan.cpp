@@ -70,7 +70,7 @@ int choose_splits(int64_t tiles, int sm_count, int chunks, int max_splits) {
 
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
                         bool y_direct, const DeviceCaps& caps, const std::string& force,
-                        bool wgmma_ok, const StreamKnobs& knobs) {
+                        bool wgmma_ok, const StreamKnobs& knobs, bool y16) {
   MIXQ_CHECK_ARG(force.empty() || force == "stream" || force == "cublas" || force == "wgmma",
                  "force_kernel '", force, "' is not one of stream, cublas, wgmma");
   MIXQ_CHECK(force != "wgmma" || wgmma_ok, ErrorCode::Unsupported,
@@ -82,12 +82,13 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   //   (128-K stages, two CTAs per SM at M <= 16); the thresholds of earlier versions and their
   //   data are in bench/results/cuda_wo_wgmma_ws_k128.md, cuda_wo_wgmma_ws_streamk.md and
   //   cuda_wo_wgmma.md;
-  // - past kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs) dequantize + cuBLAS wins (wo_plan.hpp).
+  // - past kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs) dequantize + cuBLAS wins where the output is
+  //   f32 or unaligned; a 16-bit output stays on the wgmma kernel (wo_plan.hpp).
   const int64_t stream_max = !wgmma_ok ? stream_max_m(caps, L.bits, x_f32) : stream_max_m_wgmma(L, caps.sm_count);
   const bool stream = force == "stream" || (force.empty() && M <= stream_max);
   const bool big_gemm = L.K >= 8192 && L.N * L.K >= (int64_t(128) << 20);
   const bool wgmma = force == "wgmma" ||
-                     (force.empty() && wgmma_ok && (M <= kWgmmaMaxM || (big_gemm && M <= kWgmmaBigMaxM)));
+                     (force.empty() && wgmma_ok && (y16 || M <= kWgmmaMaxM || (big_gemm && M <= kWgmmaBigMaxM)));
   if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
     p.mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;

@@ -63,11 +63,14 @@ int64_t stream_max_m(const DeviceCaps& caps, int bits, bool x_f32);
 int64_t stream_max_m_wgmma(const WoLayout& L, int sm_count);
 
 constexpr size_t kMaxPartialFloats = size_t(4) << 20;   // 16 MB split-K workspace at most
-// Above: dequantize + cuBLAS. Measured on H100 (bench/results/cuda_wo_wgmma_ws_k128.md, the
-// kernel forced against the default on the nine layers, W4/W8 g128 f16): the warp-specialized
-// kernel wins at M = 2048 on every layer (14336x21504 W4 1961 us against 2152), and at M = 4096 on
-// weights with K >= 8192 and N * K >= 128M (28672x8192 W4 2820 against 3356; 14336x21504 3784
-// against 3878), losing 1-9% on the others (4096x6144 338 against 310).
+// Above, for f32 or unaligned outputs: dequantize + cuBLAS. Measured on H100 with the f32 output
+// (bench/results/cuda_wo_wgmma_ws_k128.md, the kernel forced against the default on the nine
+// layers, W4/W8 g128 f16): the warp-specialized kernel wins at M = 2048 on every layer
+// (14336x21504 W4 1961 us against 2152), and at M = 4096 on weights with K >= 8192 and
+// N * K >= 128M (28672x8192 W4 2820 against 3356; 14336x21504 3784 against 3878), losing 1-9% on
+// the others (4096x6144 338 against 310). A 16-bit output goes through the kernel's TMA-store
+// epilogue (session 24), which beats dequantize + cuBLAS by 4-45% on all nine layers at M = 1024,
+// 2048 and 4096 (bench/results/session24/call2/ws_vs_dequant.txt): the wgmma kernel at every M.
 constexpr int64_t kWgmmaMaxM = 2048;
 constexpr int64_t kWgmmaBigMaxM = 4096;
 constexpr size_t kMaxWgmmaPartialFloats = size_t(8) << 20;  // 32 MB for the wgmma kernel
@@ -92,10 +95,12 @@ struct StreamKnobs {
 // force: "" (automatic), "stream", "cublas" or "wgmma".
 // y_direct: cuBLAS can write the output dtype itself (it equals the activation dtype, or is f32).
 // wgmma_ok: the Hopper wgmma kernel can run this call (sm_90a binary on a 9.x device, 16-bit
-// activations with 16-byte aligned rows); it then serves every M past the streaming kernel.
+// activations with 16-byte aligned rows); it then serves the M past the streaming kernel up to
+// kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs), and every M where y16.
+// y16: the output is 16-bit with 16-byte aligned rows (the wgmma kernel's TMA-store epilogue).
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
                         bool y_direct, const DeviceCaps& caps, const std::string& force,
-                        bool wgmma_ok = false, const StreamKnobs& knobs = {});
+                        bool wgmma_ok = false, const StreamKnobs& knobs = {}, bool y16 = false);
 
 // Splits of K that best fill `sm_count` single-CTA SMs with `tiles` output tiles (at most
 // max_splits, at least 4 chunks per split): the wave-quantization efficiency is maximized.

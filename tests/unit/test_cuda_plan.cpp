@@ -307,6 +307,16 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
             WoKernel::DequantCublas);
   EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM, layout(4096, 14336, 4, 128), 2, false, false, true, caps, "", true).kernel,
             WoKernel::DequantCublas);  // 14336x4096: N K = 58M
+  // a 16-bit output (the wgmma kernel's TMA-store epilogue) keeps the wgmma kernel at every M
+  for (int64_t M : {kWgmmaMaxM + 1, kWgmmaBigMaxM + 1, int64_t(16384)}) {
+    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "", true, {}, true).kernel, WoKernel::Wgmma) << M;
+    EXPECT_EQ(plan_weight_only(M, L, 2, false, false, true, caps, "", true, {}, true).kernel, WoKernel::Wgmma) << M;
+    // ... where the kernel can run and nothing is forced
+    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "", false, {}, true).kernel,
+              WoKernel::DequantCublas) << M;
+    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "cublas", true, {}, true).kernel,
+              WoKernel::DequantCublas) << M;
+  }
   EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
   EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);
 }
