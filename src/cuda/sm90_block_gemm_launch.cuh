@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 
 #include "cuda/check.hpp"
 #include "cuda/kernels/sm90_block_gemm.cuh"
+#include "cuda/sm90_tensor_map.hpp"
 
 namespace mixq::cuda {
 
@@ -24,12 +26,36 @@ inline int block_gemm_group_n(int default_group_n) {
   return env > 0 ? env : default_group_n;
 }
 
+// Whether the TMA-store epilogue (store_tile_tma in kernels/sm90_block_gemm.cuh) runs: wherever
+// TMA can address Y, i.e. 16-bit outputs (f16, bf16) whose base is 16-byte aligned and whose row
+// pitch (2 ldy bytes) is a multiple of 16; f32 and other outputs take the direct stores.
+// MIXQ_BLOCK_GEMM_Y_TMA=0 forces the direct stores (A/B knob, tests; read per call).
+inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p) {
+  if (p.y_type != 0 && p.y_type != 1) return false;
+  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0 || p.ldy >= (int64_t(1) << 39))
+    return false;
+  const char* e = std::getenv("MIXQ_BLOCK_GEMM_Y_TMA");
+  return !(e && e[0] == '0');
+}
+
 template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
 void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
-                       const typename Policy::Params& pp, const sm90::BlockGemmParams& p, int sms,
-                       cudaStream_t stream, const char* name) {
+                       const typename Policy::Params& pp, const sm90::BlockGemmParams& params,
+                       int sms, cudaStream_t stream, const char* name) {
   using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster, kSub>;
+  static_assert(Shape::kSmemBytes <= 227 * 1024,
+                "the ring and the epilogue's staging must fit in shared memory");
   auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets>;
+  // Y as 64 x 64 boxes of 16-bit values, 128-byte swizzled (the staging layout); the kernel never
+  // reads the map (left zeroed) on the direct-store path.
+  sm90::BlockGemmParams p = params;
+  CUtensorMap tm_y{};
+  p.y_tma = block_gemm_y_tma(p) ? 1 : 0;
+  if (p.y_tma)
+    tm_y = make_tensor_map_2d(p.y_type == 0 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                              p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
+                              sm90::kYBox, sm90::kYBox, CU_TENSOR_MAP_SWIZZLE_128B);
   MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Shape::kSmemBytes));
   cudaLaunchConfig_t cfg{};
@@ -62,7 +88,7 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
     slots = std::min(slots / kCluster, c);
   }
   cfg.gridDim = dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
-  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, pp, p));
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_y, pp, p));
   MIXQ_CUDA_CHECK_LAUNCH(name);
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/block_gemm_epilogue.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -184,6 +185,49 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
     Case waves{2000, 1500, 520, DType::BF16, DType::BF16, true};  // > 132 tiles: rings wrap
     waves.force = k;
     run(waves, seed++);
+  }
+}
+
+// The TMA-store epilogue against the direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0), byte for byte, with
+// every tile configuration forced: M and N off the tile (M = 1 and 65 leave a consumer warpgroup's
+// rows, or the pair's second CTA, past M), K off the 128-wide block, bias (f32 / bf16 / f16) and
+// relu6, f16 and bf16 outputs. N = 517 in rows of ldy = 520: TMA clips inside a 16-byte chunk and
+// must leave the pad columns alone; N = 7232 at 192-wide tiles leaves the last tile's third box past
+// N. A 517-element pitch or a base 2 bytes past 16-byte alignment take the direct stores both times.
+TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
+  SKIP_WITHOUT_HOPPER();
+  struct Shape {
+    int64_t K;
+    test::YLayout y;
+  };
+  const Shape shapes[] = {
+      {1000, {333, 517, 520, 0, DType::F16, true, DType::F32}},
+      {1000, {333, 520, 520, 0, DType::BF16, true, DType::BF16}},
+      {7168 + 64, {1, 1000, 1000, 0, DType::BF16, false}},
+      {7168 + 64, {65, 1000, 1000, 0, DType::F16, true, DType::F16}},
+      {776, {1000, 7168 + 64, 7168 + 64, 0, DType::BF16, true, DType::F32}},  // rings wrap
+      {300, {300, 517, 517, 0, DType::F16, true, DType::F32}},   // direct stores both times
+      {300, {300, 520, 520, 2, DType::BF16, true, DType::F32}},  // direct stores both times
+  };
+  uint32_t seed = 60;
+  for (const Shape& c : shapes) {
+    const int64_t M = c.y.M, N = c.y.N;
+    std::vector<float> wf = randn(size_t(N * c.K), seed++, 0.05f);
+    const QuantizedWeight w =
+        quantize_weight(TensorView(wf.data(), DType::F32, {N, c.K}), parse_scheme("fp8b128"));
+    const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * c.K), seed++), DType::BF16);
+    DeviceBuffer dx(xb.size());
+    dx.copy_from_host(xb.data(), xb.size());
+    for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+                          "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.act = ActQuant::Fp8Block;
+      o.force_kernel = k;
+      const PreparedWeight pw = prepare(w, o);
+      EXPECT_EQ(pw.kernel_name(M), k);
+      test::expect_epilogues_match(pw, dx.view(DType::BF16, {M, c.K}), c.y, seed++);
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 
 #include "cuda/act_quant.hpp"
 #include "cuda/int8_block_prepared.hpp"
+#include "gpu/block_gemm_epilogue.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -334,6 +335,54 @@ TEST(CudaInt8Block, HopperWgmma) {
     for (DType xt : {DType::F16, DType::BF16, DType::F32})
       for (DType yt : {DType::F16, DType::BF16, DType::F32})
         check_block({201, 203, 520, 128, true, xt, yt, true, true, k}, seed++);
+  }
+}
+
+// The Hopper kernels' TMA-store epilogue against their direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0),
+// byte for byte (block_gemm_epilogue.hpp), every sm90_i8 kernel forced, both weight modes: M and N
+// off the tile (M = 65: on 256 x 64 tiles the second sub-tile holds one row and the second warp
+// group's rows lie past M), K off the K block, bias (f32 / bf16 / f16) and relu6, f16 and bf16
+// outputs, N = 517 in rows of 520 (TMA clips inside a 16-byte chunk), and two layouts that take the
+// direct stores both times (a 517-element pitch, a base 2 bytes past 16-byte alignment).
+TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  struct Shape {
+    int64_t K;
+    test::YLayout y;
+  };
+  const Shape shapes[] = {
+      {1000, {333, 517, 520, 0, DType::F16, true, DType::F32}},
+      {1000, {333, 520, 520, 0, DType::BF16, true, DType::BF16}},
+      {4096 + 64, {1, 1000, 1000, 0, DType::BF16, false}},
+      {4096 + 64, {65, 1000, 1000, 0, DType::F16, true, DType::F16}},
+      {776, {1000, 7168 + 64, 7168 + 64, 0, DType::BF16, true, DType::F32}},  // rings wrap
+      {300, {300, 517, 517, 0, DType::F16, true, DType::F32}},   // direct stores both times
+      {300, {300, 520, 520, 2, DType::BF16, true, DType::F32}},  // direct stores both times
+  };
+  uint32_t seed = 700;
+  bool offset = false;
+  for (const Shape& c : shapes) {
+    const int64_t M = c.y.M, N = c.y.N;
+    std::vector<float> wf = randn(size_t(N * c.K), seed++, 0.05f);
+    if (offset)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < c.K; ++k) wf[size_t(n * c.K + k)] += 0.02f * float(n % 7) - 0.05f;
+    const QuantizedWeight w = quantize_weight(TensorView(wf.data(), DType::F32, {N, c.K}),
+                                              parse_scheme(offset ? "w8g128asym" : "w8g128"));
+    offset = !offset;
+    HostMat x = make_float(M, c.K, DType::F16, seed++);
+    DeviceBuffer dx(x.bytes.size());
+    dx.copy_from_host(x.bytes.data(), x.bytes.size());
+    for (const char* k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"}) {
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.act = ActQuant::Int8Block;
+      o.force_kernel = k;
+      const PreparedWeight pw = prepare(w, o);
+      EXPECT_EQ(pw.kernel_name(M).rfind(std::string(k) + "_g128", 0), 0u) << pw.kernel_name(M);
+      test::expect_epilogues_match(pw, dx.view(DType::F16, {M, c.K}), c.y, seed++);
+    }
   }
 }
 

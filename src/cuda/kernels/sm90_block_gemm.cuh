@@ -16,6 +16,9 @@
 //     other one's MMAs run.
 // Tiles are visited in groups of `group_n` N-tiles, N-fastest inside a group, so the CTAs that
 // run at the same time share B tiles (weights) and A rows in L2.
+// Epilogue: 16-bit outputs that TMA can address (p.y_tma, set by the launcher) are staged in
+// shared memory by stmatrix and written by TMA stores (store_tile_tma); f32 or unaligned outputs
+// are stored straight from the registers (store_tile).
 //
 // kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
 // (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
@@ -73,6 +76,7 @@ struct BlockGemmParams {
   int64_t ldy = 0;
   int y_type = 2;
   int y_pairs = 0;  // 1: two adjacent outputs can be written as one aligned vector
+  int y_tma = 0;    // 1: the TMA-store epilogue (16-bit y; the kernel's tm_y map is valid)
   const void* bias = nullptr;
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
@@ -92,6 +96,13 @@ struct BlockGemmParams {
   }
 };
 
+// The TMA-store epilogue's staging (store_tile_tma): one box of 64 rows x 64 16-bit columns per
+// consumer warpgroup. Its named barriers: kYBarrier0 + consumer warpgroup (0 is __syncthreads; the
+// skeleton and its policies use no other).
+constexpr int kYBox = 64;
+constexpr int kYBoxBytes = kYBox * kYBox * 2;  // 8 KB, a 1024-byte multiple (swizzle atom)
+constexpr int kYBarrier0 = 1;
+
 // kSub: m64 sub-tiles per consumer warpgroup (the tile is 128 kSub rows). Two sub-tiles give each
 // thread 4 rows instead of 2 for every column it holds, halving the per-column work and loads of
 // a promotion that has per-column values (INT8), at the price of B being read by two wgmma.
@@ -105,7 +116,10 @@ struct BlockGemmShape {
   static constexpr int kBRowsPerCta = BN / kCluster;  // rows of B each CTA loads (and multicasts)
   static constexpr int kStageBytes =
       kABytes + kBBytes + Policy::kAMetaBytes + Policy::kBMetaBytes;
-  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8;
+  // The epilogue's staging, one box per consumer warpgroup: two each would cost the 6-stage
+  // 128 x 128 rings a stage (30 KB of the 227 KB are left beside them).
+  static constexpr int kYBytes = 2 * kYBoxBytes;
+  static constexpr int kSmemBytes = 1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8;
 };
 
 // Unit t -> (M unit, N tile).
@@ -181,6 +195,80 @@ __device__ __forceinline__ void store_tile(const BlockGemmParams& p, const float
   }
 }
 
+// TMA-store epilogue (16-bit outputs). store_tile writes each pair of outputs as its own 4-byte
+// store (8 rows x 16 bytes per warp store, plus the bias loads), from every consumer thread at the
+// end of every tile, while the tensor cores idle. Here each consumer warpgroup converts its 64
+// rows of a sub-tile into a staging box in shared memory (stmatrix: four 8x8 matrices, 16-byte
+// rows, per instruction) and one thread hands the box to a TMA store, which clips it at M and N
+// and drains while the next tile's MMAs run. A box is 64 rows x 64 columns (128-byte rows: the
+// widest box the 128-byte swizzle allows, which keeps stmatrix free of bank conflicts); a BN-wide
+// sub-tile is BN / 64 rounds through the warpgroup's single box. A round rewrites the box only
+// after the issuing thread's previous store has read it (bulk_wait_group_read, then the
+// warpgroup's named barrier); the staging writes are ordered before the TMA engine's reads by
+// fence.proxy.async and the barrier that precedes the store.
+template <int kYType>
+__device__ __forceinline__ uint32_t pack_out2(float a, float b) {
+  static_assert(kYType == 0 || kYType == 1, "16-bit outputs");
+  const typename OutT<kYType>::T2 v = to_out2<kYType>(a, b);  // a at the lower address
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One sub-tile of a consumer warpgroup (64 rows from m0, columns n0 .. n0 + 2R - 1; the caller
+// skips sub-tiles past M). total, c0 as in store_tile; the bias and clamp are store_tile's float
+// operations in the same order, so both epilogues write the same bits. box: the warpgroup's
+// staging box (1024-byte aligned); warp: the warp in the warpgroup (rows 16 warp .. + 15).
+template <int kYType, int R>
+__device__ __forceinline__ void store_tile_tma(const BlockGemmParams& p, const CUtensorMap* tm_y,
+                                               const float (&total)[R], int m0, int n0, int c0,
+                                               uint32_t box, int warp, int lane, bool issuer,
+                                               int bar) {
+  static_assert(R % (kYBox / 2) == 0, "whole 64-column boxes");
+  // Lane 8i + k addresses row k of matrix i of a stmatrix.x4 that stores column groups q, q + 1
+  // (8 columns, 16 bytes each): matrix i = rows 8 (i & 1) .. + 7 of the warp's 16, column group
+  // q + (i >> 1). The 128-byte swizzle puts 16-byte chunk g of box row r at chunk g ^ (r % 8), and
+  // r % 8 = k: the 8 rows of a matrix land in 8 different chunks (all 32 banks).
+  const int i = lane >> 3, k = lane & 7;
+  const uint32_t row_addr = box + uint32_t(16 * warp + 8 * (i & 1) + k) * 128u;
+#pragma unroll
+  for (int b = 0; b < R / (kYBox / 2); ++b) {
+    if (n0 + kYBox * b >= p.N) break;  // the box lies past N (the same for the whole warpgroup)
+    // This round's bias, loaded before the wait for the box so that the two latencies overlap.
+    float bias[8][2];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      const int c = c0 + 8 * (8 * b + g);
+      bias[g][0] = bias[g][1] = 0.f;
+      if (p.bias && c < p.N) {
+        bias[g][0] = load_io(p.bias, p.bias_type, c);
+        if (c + 1 < p.N) bias[g][1] = load_io(p.bias, p.bias_type, c + 1);
+      }
+    }
+    if (issuer) bulk_wait_group_read<0>();  // the previous store has read the box
+    named_barrier_sync(bar, 128);
+#pragma unroll
+    for (int q = 0; q < 8; q += 2) {
+      uint32_t v[4];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const float* t = &total[4 * (8 * b + q + u)];
+        const float b0 = bias[q + u][0], b1 = bias[q + u][1];
+        float x[4] = {t[0] + b0, t[1] + b1, t[2] + b0, t[3] + b1};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = fminf(fmaxf(x[e], p.clamp_lo), p.clamp_hi);
+        v[2 * u] = pack_out2<kYType>(x[0], x[1]);      // row r0
+        v[2 * u + 1] = pack_out2<kYType>(x[2], x[3]);  // row r0 + 8
+      }
+      stmatrix_x4(row_addr + (uint32_t((q + (i >> 1)) ^ k) << 4), v[0], v[1], v[2], v[3]);
+    }
+    fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
+    named_barrier_sync(bar, 128);
+    if (issuer) {
+      tma_store_2d(tm_y, box, n0 + kYBox * b, m0);
+      bulk_commit_group();
+    }
+  }
+}
+
 // Policy::kPromoteReadsSmem (optional, default false): promote() reads the stage's metadata from
 // shared memory, so the consumers release the slot after it rather than right after the MMAs.
 template <class Policy>
@@ -216,6 +304,7 @@ template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAc
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
+                           const __grid_constant__ CUtensorMap tm_y,  // read when p.y_tma
                            const __grid_constant__ typename Policy::Params pp,
                            const BlockGemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -223,12 +312,14 @@ __global__ void __launch_bounds__(384, 1)
   using Mma = typename Policy::template Mma<BN>;
   using Acc = typename Mma::Acc;
   constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
+  static_assert(BN % kYBox == 0, "the TMA-store epilogue stores whole 64-column boxes");
 
   extern __shared__ uint8_t smem_raw[];
   // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes.
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~uintptr_t(1023));
-  uint8_t* a_tiles = smem;
+  uint8_t* y_tiles = smem;  // consumer warpgroup cw's staging box at cw kYBoxBytes
+  uint8_t* a_tiles = y_tiles + Shape::kYBytes;
   uint8_t* b_tiles = a_tiles + kStages * Shape::kABytes;
   uint8_t* a_meta = b_tiles + kStages * Shape::kBBytes;
   uint8_t* b_meta = a_meta + kStages * Policy::kAMetaBytes;
@@ -314,6 +405,12 @@ __global__ void __launch_bounds__(384, 1)
     static_assert((kAccSets + 1) * R * kSub <= 192,
                   "the accumulator sets and the totals must fit in registers");
     Acc acc0[kSub][R], acc1[kSub][R];
+    // TMA-store epilogue: this warpgroup's staging box, the thread that issues its stores (and
+    // alone tracks their bulk groups) and the warpgroup's named barrier.
+    const uint32_t y_box = smem_u32(y_tiles) + uint32_t(cw) * kYBoxBytes;
+    const bool y_issuer = threadIdx.x % 128 == 0;
+    const int y_bar = kYBarrier0 + cw;
+    if (p.y_tma && y_issuer) tma_prefetch_desc(&tm_y);
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0));
@@ -434,16 +531,35 @@ __global__ void __launch_bounds__(384, 1)
       }
       }  // kAccSets == 2
       const int c0 = n0 + col;
+      if (p.y_tma) {
 #pragma unroll
-      for (int sub = 0; sub < kSub; ++sub) {
-        const int64_t r0 = int64_t(mb) * Shape::kBM + row + 64 * sub;
-        if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0);
-        else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0);
-        else store_tile<2>(p, total[sub], r0, c0);
+        for (int sub = 0; sub < kSub; ++sub) {
+          // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second
+          // CTA of a pair past M) stores nothing (the condition is the same for the warpgroup).
+          const int64_t m0 = int64_t(mb) * Shape::kBM + cw * 64 * kSub + 64 * sub;
+          if (m0 >= p.M) continue;
+          if (p.y_type == 0)
+            store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar);
+          else
+            store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar);
+        }
+      } else {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          const int64_t r0 = int64_t(mb) * Shape::kBM + row + 64 * sub;
+          if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0);
+          else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0);
+          else store_tile<2>(p, total[sub], r0, c0);
+        }
       }
     }
     // The last held slot: a peer CTA's producer may still wait for it.
     if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+    // The staging boxes must stay until the last TMA store has read them (the CTA's shared memory
+    // is released at its exit); wait for the whole store, before the pair's closing cluster_sync.
+    if (p.y_tma && y_issuer) bulk_wait_group<0>();
   }
   // No CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();

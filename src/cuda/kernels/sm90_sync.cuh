@@ -149,6 +149,14 @@ __device__ __forceinline__ void stmatrix_x4_trans(uint32_t addr, uint32_t r0, ui
                "r"(r1), "r"(r2), "r"(r3)
                : "memory");
 }
+// Four 8x8 16-bit matrices, not transposed: register i of lane t holds row t/4, columns 2(t%4)
+// and 2(t%4)+1 of matrix i (the mma / wgmma accumulator layout); lane 8i+j gives the shared address
+// of row j of matrix i (16 bytes, its 8 columns in order).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
 
 // Multicast form (thread block clusters): the box lands at the same shared-memory offset in every
 // CTA of `cta_mask` and each destination's mbarrier at `bar`'s offset receives the complete_tx for

@@ -1,0 +1,120 @@
+// The two epilogues of the Hopper block GEMMs (src/cuda/kernels/sm90_block_gemm.cuh) on one
+// prepared weight and one input, byte for byte: the TMA-store epilogue (MIXQ_BLOCK_GEMM_Y_TMA
+// unset: on wherever Y is 16-bit, 16-byte aligned with ldy % 8 == 0) against the direct stores
+// (MIXQ_BLOCK_GEMM_Y_TMA=0). Shared by the FP8 and INT8 GPU tests.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+
+namespace mixq::test {
+
+// Y's layout: M x N of a buffer of M rows of ldy elements, starting `shift` bytes into it (the
+// buffer itself is 256-byte aligned).
+struct YLayout {
+  int64_t M, N, ldy;
+  size_t shift = 0;
+  DType yt = DType::BF16;
+  bool bias = true;
+  DType bias_t = DType::F32;
+};
+
+inline std::string describe(const YLayout& c) {
+  return "M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " ldy " +
+         std::to_string(c.ldy) + " shift " + std::to_string(c.shift) + " y=" + dtype_name(c.yt) +
+         (c.bias ? std::string(" bias ") + dtype_name(c.bias_t) : std::string(" no bias")) +
+         " relu6";
+}
+
+// Restores MIXQ_BLOCK_GEMM_Y_TMA as it was at construction.
+class YTmaEnv {
+ public:
+  YTmaEnv() {
+    const char* v = std::getenv(kName);
+    had_ = v != nullptr;
+    if (had_) saved_ = v;
+  }
+  ~YTmaEnv() {
+    if (had_) setenv(kName, saved_.c_str(), 1);
+    else unsetenv(kName);
+  }
+  void direct() { setenv(kName, "0", 1); }
+  void staged() { unsetenv(kName); }
+
+ private:
+  static constexpr const char* kName = "MIXQ_BLOCK_GEMM_Y_TMA";
+  bool had_ = false;
+  std::string saved_;
+};
+
+// linear(x, pw, y) with relu6 (and a bias) through both epilogues into a poisoned (0xFF) buffer:
+// the outputs must be the same bytes, none of the M x N outputs left poisoned, and nothing outside
+// them (pad columns past N, the bytes before y) written.
+inline void expect_epilogues_match(const PreparedWeight& pw, const TensorView& x, const YLayout& c,
+                                   uint32_t seed) {
+  SCOPED_TRACE(describe(c) + " kernel " + pw.kernel_name(c.M));
+  const size_t eb = 2, bytes = c.shift + size_t(c.M * c.ldy) * eb;
+  DeviceBuffer dy(bytes);
+  const TensorView y = TensorView::strided(static_cast<uint8_t*>(dy.data()) + c.shift, c.yt,
+                                           {c.M, c.N}, {c.ldy, 1}, Device::CUDA);
+  Epilogue ep = Epilogue::relu6();
+  DeviceBuffer dbias;
+  if (c.bias) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.f, 2.f);
+    const size_t bb = dtype_bits(c.bias_t) / 8;
+    std::vector<uint8_t> b(size_t(c.N) * bb);
+    for (int64_t n = 0; n < c.N; ++n) {
+      const float v = d(rng);
+      if (c.bias_t == DType::F32) {
+        std::memcpy(b.data() + 4 * n, &v, 4);
+      } else {
+        const uint16_t h = c.bias_t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        std::memcpy(b.data() + 2 * n, &h, 2);
+      }
+    }
+    dbias = DeviceBuffer(b.size());
+    dbias.copy_from_host(b.data(), b.size());
+    ep.bias = dbias.view(c.bias_t, {c.N});
+  }
+  YTmaEnv env;
+  auto run = [&](bool staged) {
+    if (staged) env.staged();
+    else env.direct();
+    EXPECT_EQ(cudaMemset(dy.data(), 0xFF, bytes), cudaSuccess);
+    linear(x, pw, y, ep);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> out(bytes);
+    dy.copy_to_host(out.data(), bytes);
+    return out;
+  };
+  const std::vector<uint8_t> direct = run(false), staged = run(true);
+  size_t poisoned = 0, stray = 0;
+  for (size_t i = 0; i < bytes; ++i) {
+    const bool out = i < c.shift || int64_t((i - c.shift) / eb) % c.ldy >= c.N;
+    if (out) stray += staged[i] != 0xFF;
+    else if ((i - c.shift) % eb == 0) poisoned += staged[i] == 0xFF && staged[i + 1] == 0xFF;
+  }
+  EXPECT_EQ(poisoned, 0u) << "outputs left unwritten";
+  EXPECT_EQ(stray, 0u) << "bytes written outside the M x N outputs";
+  size_t diff = 0, first = bytes;
+  for (size_t i = 0; i < bytes; ++i)
+    if (staged[i] != direct[i]) {
+      if (diff++ == 0) first = i;
+    }
+  const size_t e = first >= c.shift ? (first - c.shift) / eb : 0;
+  EXPECT_EQ(diff, 0u) << "bytes differ between the epilogues, the first at byte " << first
+                      << " (row " << e / size_t(c.ldy) << ", column " << e % size_t(c.ldy) << ")";
+}
+
+}  // namespace mixq::test
