@@ -690,7 +690,9 @@ struct WsMaps {
 };
 
 // Tokens per staging round of the TMA-store epilogue, 0 for the direct stores. It runs where it
-// can (16-bit output whose base and rows are 16-byte aligned, a TMA requirement) on token tiles of
+// can (16-bit output whose base and rows are 16-byte aligned, a TMA requirement, and N % 8 == 0: a
+// TMA store clipped at N inside a 16-byte chunk wrote the chunk's columns past N on the H100,
+// session 24 call 7, sm90_block_gemm_launch.cuh) on token tiles of
 // 128 and 256, 128 tokens a round: H100, same-process A/B against the direct stores on the nine
 // layers, W4 g128 f16, the wgmma kernel forced (bench/results/session24/call1): M = 1024 / 4096
 // 4-21% faster (4096x4096 M = 4096 248 -> 197 us, M = 1024 55.8 -> 46.8), M = 256 up to 19%
@@ -700,7 +702,7 @@ struct WsMaps {
 // (tuning knob, tests; read per call).
 int ws_y_rows(const WoStreamParams& p, int mt) {
   if (p.y_type != IoType::F16 && p.y_type != IoType::BF16) return 0;
-  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0) return 0;
+  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0 || p.N % 8 != 0) return 0;
   int rows = mt >= 128 ? 128 : 0;
   if (const char* e = std::getenv("MIXQ_WS_Y_ROWS")) {
     const int v = std::atoi(e);

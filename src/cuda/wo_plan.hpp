@@ -97,7 +97,8 @@ struct StreamKnobs {
 // wgmma_ok: the Hopper wgmma kernel can run this call (sm_90a binary on a 9.x device, 16-bit
 // activations with 16-byte aligned rows); it then serves the M past the streaming kernel up to
 // kWgmmaMaxM (kWgmmaBigMaxM on large GEMMs), and every M where y16.
-// y16: the output is 16-bit with 16-byte aligned rows (the wgmma kernel's TMA-store epilogue).
+// y16: the output is 16-bit with 16-byte aligned rows and N % 8 == 0 (the wgmma kernel's
+// TMA-store epilogue runs: ws_y_rows).
 WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, bool gather,
                         bool y_direct, const DeviceCaps& caps, const std::string& force,
                         bool wgmma_ok = false, const StreamKnobs& knobs = {}, bool y16 = false);

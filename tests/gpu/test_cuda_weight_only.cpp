@@ -351,8 +351,9 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
 // per tile; MIXQ_WS_Y_ROWS=32), against one store per value (MIXQ_WS_Y_ROWS=0). The same sums,
 // bias and clamp, so the bits must be equal. M and N cut the last tile (the TMA store clips it),
 // f16 and bf16 outputs from either activation type, bias and relu6, whole tiles and stream-K
-// owners, every token tile; a row pitch that is not a multiple of 8 elements keeps the direct
-// stores (TMA needs 16-byte rows) and must still be right.
+// owners, every token tile; a row pitch that is not a multiple of 8 elements, or rows that end
+// inside a 16-byte chunk (N = 517 in rows of 520: a TMA store would write the chunk's columns past
+// N), keep the direct stores and must still be right, the pad columns untouched.
 TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
@@ -363,6 +364,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     const char* scheme;
     DType x, y;
     bool bias;
+    int64_t ldy = 0;  // row pitch of Y (0: N)
   };
   const Shape shapes[] = {
       {129, 200, 520, "w4g128", DType::F16, DType::F16, false},
@@ -372,6 +374,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       {4096, 136, 776, "w4g128zp", DType::BF16, DType::F16, false},
       {64, 264, 4100, "w4g128", DType::F16, DType::F16, true},     // mt 64: staged only when forced (32)
       {300, 100, 300, "w4g128", DType::F16, DType::F16, true},     // ldy = 100: direct stores
+      {1000, 517, 1000, "w4g128", DType::F16, DType::F16, true, 520},  // N % 8 != 0: direct stores
   };
   uint32_t seed = 1500;
   for (const Shape& c : shapes) {
@@ -383,7 +386,8 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
                  " y=" + dtype_name(c.y) + " " + pw.kernel_name(c.M));
     HostActs x = make_acts(c.M, c.K, c.x, seed++);
-    DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);
+    const int64_t ldy = c.ldy ? c.ldy : c.N;
+    DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * ldy) * 2);
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
     std::vector<float> bias_h;
     DeviceBuffer dbias;
@@ -398,7 +402,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       if (y_rows) setenv("MIXQ_WS_Y_ROWS", y_rows, 1);
       else unsetenv("MIXQ_WS_Y_ROWS");
       EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
-      linear(dx.view(c.x, {c.M, c.K}), pw, dy.view(c.y, {c.M, c.N}), ep);
+      linear(dx.view(c.x, {c.M, c.K}), pw, TensorView::strided(dy.data(), c.y, {c.M, c.N}, {ldy, 1}, Device::CUDA), ep);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint8_t> out(dy.size());
       dy.copy_to_host(out.data(), out.size());
@@ -406,9 +410,14 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     };
     const std::vector<uint8_t> direct = run("0");
     const std::vector<uint8_t> staged = run(nullptr);
-    size_t poisoned = 0;
-    for (size_t i = 0; i + 1 < staged.size(); i += 2) poisoned += staged[i] == 0xFF && staged[i + 1] == 0xFF;
+    size_t poisoned = 0, pad_written = 0;
+    for (size_t i = 0; i + 1 < staged.size(); i += 2) {
+      const bool nan = staged[i] == 0xFF && staged[i + 1] == 0xFF;
+      if (int64_t(i / 2) % ldy < c.N) poisoned += nan;
+      else pad_written += !nan;
+    }
     EXPECT_EQ(poisoned, 0u) << "the TMA-store epilogue left outputs unwritten";
+    EXPECT_EQ(pad_written, 0u) << "outputs written past N, into the row pitch's pad";
     EXPECT_EQ(staged, direct);
     EXPECT_EQ(run("32"), direct) << "staged 32 tokens a round";
     // and both against the float64 reference on a few rows (relu6 after the bias)
@@ -424,7 +433,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     double num = 0, den = 0;
     for (int r = 0; r < 3; ++r)
       for (int64_t n = 0; n < c.N; ++n) {
-        const double a = out_value(staged, c.y, size_t(rows[r] * c.N + n)), b = ref[size_t(r * c.N + n)];
+        const double a = out_value(staged, c.y, size_t(rows[r] * ldy + n)), b = ref[size_t(r * c.N + n)];
         num += (a - b) * (a - b);
         den += b * b;
       }
