@@ -191,9 +191,10 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
 // The TMA-store epilogue against the direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0), byte for byte, with
 // every tile configuration forced: M and N off the tile (M = 1 and 65 leave a consumer warpgroup's
 // rows, or the pair's second CTA, past M), K off the 128-wide block, bias (f32 / bf16 / f16) and
-// relu6, f16 and bf16 outputs. N = 517 in rows of ldy = 520: TMA clips inside a 16-byte chunk and
-// must leave the pad columns alone; N = 7232 at 192-wide tiles leaves the last tile's third box past
-// N. A 517-element pitch or a base 2 bytes past 16-byte alignment take the direct stores both times.
+// relu6, f16 and bf16 outputs. N = 7232 at 192-wide tiles leaves the last tile's third box past N.
+// N = 517 in rows of ldy = 520 (a TMA store clipped inside a 16-byte chunk wrote the chunk's pad
+// columns: session 24, call 7), a 517-element pitch and a base 2 bytes past 16-byte alignment take
+// the direct stores both times, and must leave the pad columns alone.
 TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_HOPPER();
   struct Shape {

@@ -342,8 +342,9 @@ TEST(CudaInt8Block, HopperWgmma) {
 // byte for byte (block_gemm_epilogue.hpp), every sm90_i8 kernel forced, both weight modes: M and N
 // off the tile (M = 65: on 256 x 64 tiles the second sub-tile holds one row and the second warp
 // group's rows lie past M), K off the K block, bias (f32 / bf16 / f16) and relu6, f16 and bf16
-// outputs, N = 517 in rows of 520 (TMA clips inside a 16-byte chunk), and two layouts that take the
-// direct stores both times (a 517-element pitch, a base 2 bytes past 16-byte alignment).
+// outputs, and three layouts that take the direct stores both times: N = 517 in rows of 520 (a TMA
+// store clipped inside a 16-byte chunk writes the whole chunk), a 517-element pitch, a base 2 bytes
+// past 16-byte alignment.
 TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
