@@ -15,6 +15,7 @@
 #include "cuda/backend_factories.hpp"
 #include "cuda/device_context.hpp"
 #include "cuda/force_kernel.hpp"
+#include "cuda/sm90_tensor_map.hpp"
 #include "cuda/wo_kernels.hpp"
 #include "cuda/wo_plan.hpp"
 #include "cuda/wo_wgmma.hpp"
@@ -174,9 +175,8 @@ class CudaWeightOnly final : public PreparedImpl {
     const bool gather = perm_.size() > 0;
     // the wgmma kernel stages X rows with 16-byte copies
     const bool x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld() % 8 == 0;
-    // the wgmma kernel's TMA-store epilogue writes 16-bit rows of a 16-byte multiple (ws_y_rows)
-    const bool y16 = (y.dtype == DType::F16 || y.dtype == DType::BF16) &&
-                     reinterpret_cast<uintptr_t>(y.data) % 16 == 0 && y.ld() % 8 == 0 && N % 8 == 0;
+    // the wgmma kernel's TMA-store epilogue can write y (ws_y_rows)
+    const bool y16 = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
     const WoPlan p =
         plan(M, x_f32, gather, y.dtype == x.dtype || y.dtype == DType::F32, x_aligned, y16);
     const size_t need = cuda::wo_workspace_bytes(p);

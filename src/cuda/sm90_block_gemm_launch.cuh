@@ -27,16 +27,12 @@ inline int block_gemm_group_n(int default_group_n) {
 }
 
 // Whether the TMA-store epilogue (store_tile_tma in kernels/sm90_block_gemm.cuh) runs: wherever
-// TMA can address Y, i.e. 16-bit outputs (f16, bf16) whose base is 16-byte aligned and whose row
-// pitch (2 ldy bytes) is a multiple of 16, and whose rows end on a 16-byte boundary (N % 8 == 0:
-// on the H100 a TMA store clipped at N inside a 16-byte chunk still wrote the chunk's columns past
-// N, session 24 call 7); f32 and other outputs take the direct stores.
+// TMA can store Y (16-bit outputs, tma_stores_16bit_rows); f32 and other outputs take the direct
+// stores.
 // MIXQ_BLOCK_GEMM_Y_TMA=0 forces the direct stores (A/B knob, tests; read per call).
 inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p) {
   if (p.y_type != 0 && p.y_type != 1) return false;
-  if (reinterpret_cast<uintptr_t>(p.y) % 16 != 0 || p.ldy % 8 != 0 || p.N % 8 != 0 ||
-      p.ldy >= (int64_t(1) << 39))
-    return false;
+  if (!tma_stores_16bit_rows(p.y, p.ldy, p.N)) return false;
   const char* e = std::getenv("MIXQ_BLOCK_GEMM_Y_TMA");
   return !(e && e[0] == '0');
 }

@@ -1,6 +1,6 @@
 // The two epilogues of the Hopper block GEMMs (src/cuda/kernels/sm90_block_gemm.cuh) on one
 // prepared weight and one input, byte for byte: the TMA-store epilogue (MIXQ_BLOCK_GEMM_Y_TMA
-// unset: on wherever Y is 16-bit, 16-byte aligned with ldy % 8 == 0) against the direct stores
+// unset: on wherever TMA can store Y: 16-bit, 16-byte aligned, ldy % 8 == 0 and N % 8 == 0) against the direct stores
 // (MIXQ_BLOCK_GEMM_Y_TMA=0). Shared by the FP8 and INT8 GPU tests.
 #pragma once
 
@@ -16,6 +16,7 @@
 
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
+#include "scoped_env.hpp"
 
 namespace mixq::test {
 
@@ -35,27 +36,6 @@ inline std::string describe(const YLayout& c) {
          (c.bias ? std::string(" bias ") + dtype_name(c.bias_t) : std::string(" no bias")) +
          " relu6";
 }
-
-// Restores MIXQ_BLOCK_GEMM_Y_TMA as it was at construction.
-class YTmaEnv {
- public:
-  YTmaEnv() {
-    const char* v = std::getenv(kName);
-    had_ = v != nullptr;
-    if (had_) saved_ = v;
-  }
-  ~YTmaEnv() {
-    if (had_) setenv(kName, saved_.c_str(), 1);
-    else unsetenv(kName);
-  }
-  void direct() { setenv(kName, "0", 1); }
-  void staged() { unsetenv(kName); }
-
- private:
-  static constexpr const char* kName = "MIXQ_BLOCK_GEMM_Y_TMA";
-  bool had_ = false;
-  std::string saved_;
-};
 
 // linear(x, pw, y) with relu6 (and a bias) through both epilogues into a poisoned (0xFF) buffer:
 // the outputs must be the same bytes, none of the M x N outputs left poisoned, and nothing outside
@@ -87,10 +67,10 @@ inline void expect_epilogues_match(const PreparedWeight& pw, const TensorView& x
     dbias.copy_from_host(b.data(), b.size());
     ep.bias = dbias.view(c.bias_t, {c.N});
   }
-  YTmaEnv env;
+  ScopedEnv env("MIXQ_BLOCK_GEMM_Y_TMA");
   auto run = [&](bool staged) {
-    if (staged) env.staged();
-    else env.direct();
+    if (staged) env.unset();
+    else env.set("0");
     EXPECT_EQ(cudaMemset(dy.data(), 0xFF, bytes), cudaSuccess);
     linear(x, pw, y, ep);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);

@@ -18,6 +18,7 @@
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
+#include "scoped_env.hpp"
 
 using namespace mixq;
 
@@ -357,8 +358,7 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
 TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
-  const char* saved = std::getenv("MIXQ_WS_Y_ROWS");
-  const std::string saved_value = saved ? saved : "";
+  test::ScopedEnv env("MIXQ_WS_Y_ROWS");
   struct Shape {
     int64_t M, N, K;
     const char* scheme;
@@ -399,8 +399,8 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       ep.bias = dbias.view(DType::F32, {c.N});
     }
     auto run = [&](const char* y_rows) {
-      if (y_rows) setenv("MIXQ_WS_Y_ROWS", y_rows, 1);
-      else unsetenv("MIXQ_WS_Y_ROWS");
+      if (y_rows) env.set(y_rows);
+      else env.unset();
       EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
       linear(dx.view(c.x, {c.M, c.K}), pw, TensorView::strided(dy.data(), c.y, {c.M, c.N}, {ldy, 1}, Device::CUDA), ep);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -439,8 +439,6 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       }
     EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tolerance(c.x, c.y));
   }
-  if (saved) setenv("MIXQ_WS_Y_ROWS", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_WS_Y_ROWS");
 }
 
 // The streaming kernel's split-K reduction both ways, forced through the planner's knob: the
