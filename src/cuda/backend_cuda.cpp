@@ -298,11 +298,14 @@ class CudaWeightOnly final : public PreparedImpl {
         std::memcpy(gm.data() + size_t(g * pairs_gm_ld_ + n) * psz, rm.data() + size_t(n * G + g) * psz, psz);
     pairs_gm_ = DeviceBuffer(gm.size(), device_);
     pairs_gm_.copy_from_host(gm.data(), gm.size());
-    // The bf16 integer-zero path's copy: (bf16 s, bf16 128 + zc) per word, what the kernel derived
-    // from (s, o') per stage and row before (a division and two conversions per pair, ~15% of the
-    // stage's dequantization work at mt = 32). zc = rint(-o' / s) (|zc| <= 15: an approximate
-    // quotient rounds to it exactly, so it equals the kernel's old __fdividef result); 0 where s is 0.
-    if (!int_zero_ || L_.bits != 4 || L_.e4m3) return;
+    // The bf16 integer-zero path's copy: (bf16 s, bf16 128 + zc) per word for int4, what the kernel
+    // derived from (s, o') per stage and row before (a division and two conversions per pair, ~15%
+    // of the stage's dequantization work at mt = 32); (bf16 s, bf16 (128 - zc) s) for int8, whose
+    // kernel adds the second term to (u - 128) s with one rounding, so it is built only where that
+    // product is exact in bf16 for every pair (symmetric codes: zc = 128, the term is 0); other
+    // int8 weights keep the f32 path. zc = rint(-o' / s) (an approximate quotient rounds to it
+    // exactly, so it equals the kernel's old __fdividef result); 0 where s is 0.
+    if (!int_zero_ || L_.e4m3 || (L_.bits != 4 && L_.bits != 8)) return;
     std::vector<uint32_t> bz(size_t(G * pairs_gm_ld_), 0);
     for (int64_t n = 0; n < N; ++n)
       for (int64_t g = 0; g < G; ++g) {
@@ -318,7 +321,14 @@ class CudaWeightOnly final : public PreparedImpl {
           o = f16_to_f32(h[1]);
         }
         const float zc = s != 0.f ? float(std::rint(-double(o) / double(s))) : 0.f;
-        bz[size_t(g * pairs_gm_ld_ + n)] = uint32_t(f32_to_bf16(s)) | uint32_t(f32_to_bf16(128.f + zc)) << 16;
+        const uint16_t s_bf = f32_to_bf16(s);
+        uint16_t hi = f32_to_bf16(128.f + zc);
+        if (L_.bits == 8) {
+          const float term = (128.f - zc) * bf16_to_f32(s_bf);  // exact in f32: 8 x 8 significant bits
+          hi = f32_to_bf16(term);
+          if (bf16_to_f32(hi) != term) return;  // not exact in bf16: this weight keeps the f32 path
+        }
+        bz[size_t(g * pairs_gm_ld_ + n)] = uint32_t(s_bf) | uint32_t(hi) << 16;
       }
     pairs_gm_bz_ = DeviceBuffer(bz.size() * 4, device_);
     pairs_gm_bz_.copy_from_host(bz.data(), bz.size() * 4);

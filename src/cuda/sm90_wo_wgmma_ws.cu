@@ -670,13 +670,14 @@ int ws_chunks_per_stage(WsShape shape, int mt) {
   return mt <= 64 ? WsConfig<64, WsShape::OneCta>::kCps : WsConfig<128, WsShape::OneCta>::kCps;
 }
 
-// codes 4, 8 or kCodesE4M3; the Bf16Zero path decodes int4 only (ws_bf16_zero_path)
+// codes 4, 8 or kCodesE4M3; the Bf16Zero path decodes int4 and int8 (ws_bf16_zero_path)
 template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
 void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
                      cudaStream_t stream) {
   if constexpr (PP == sm90::PairPath::Bf16Zero) {
-    MIXQ_CHECK(codes == 4, ErrorCode::Internal, "wo_wgmma_ws: the bf16 integer-zero path decodes int4");
-    launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
+    MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal, "wo_wgmma_ws: the bf16 integer-zero path decodes int4 / int8");
+    if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
+    else launch_ws_config<T, MT, 8, PP, SHAPE>(p, tm, sch, stream);
   } else {
     if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
     else if (codes == 8) launch_ws_config<T, MT, 8, PP, SHAPE>(p, tm, sch, stream);
@@ -709,10 +710,13 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
 // row: 3-5% faster at mt = 32, 2-8% slower at mt = 128, 6-10% slower than the fold at mt = 16.)
 // MIXQ_WS_BF16_NATIVE=0|1 forces it off or on (wherever it applies; tuning knob, read per call so
 // that one process can compare: cuda_wo_sweep --variants).
+// int8 (pairs_gm_bz holds its words only where they are exact: symmetric codes) takes it at every
+// token tile: the fold does not decode bf16 int8.
 bool ws_bf16_zero_path(const WoStreamParams& p, int codes, int mt, WsShape shape) {
-  if (codes != 4 || !p.int_zero || p.group_shift < 6 || !p.pairs_gm_bz) return false;
+  if ((codes != 4 && codes != 8) || !p.int_zero || p.group_shift < 6 || !p.pairs_gm_bz) return false;
   const char* e = std::getenv("MIXQ_WS_BF16_NATIVE");
   if (e && (e[0] == '0' || e[0] == '1')) return e[0] == '1';
+  if (codes == 8) return true;
   const bool folds = ws_fold_enabled() && p.group_shift >= ws_stage_shift(ws_chunks_per_stage(shape, mt));
   return mt >= 32 || !folds;
 }

@@ -27,7 +27,8 @@ struct WoStreamParams {
   const void* pairs_gm;
   int64_t pairs_gm_ld;
   // the same, packed for the bf16 integer-zero path (sm90::PairPath::Bf16Zero): one word per
-  // (group, row), bf16 s low and bf16 128 + zc high; int4 codes with an integer zero only, nullable
+  // (group, row), bf16 s low and high bf16 128 + zc (int4) or the exact (128 - zc) s (int8, built
+  // only where every pair's is exact in bf16: symmetric codes); integer zeros only, nullable
   const void* pairs_gm_bz;
   bool pair_f32;
   bool int_zero;      // o' = -zc s with zc an integer (symmetric / zero-point / e4m3 weights)

@@ -97,9 +97,9 @@ struct Case {
   Epilogue clamp = {};
 };
 
-// Runs one case; returns the relative Frobenius error on up to `max_rows` sampled rows.
-double run_case(const Case& c, uint32_t seed) {
-  const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.act_order);
+// Runs one case on weight w (c.scheme's, or one the test built); returns the relative Frobenius
+// error on a sample of rows.
+double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vector<uint8_t>* out = nullptr) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
@@ -123,6 +123,7 @@ double run_case(const Case& c, uint32_t seed) {
   MIXQ_CHECK(cudaDeviceSynchronize() == cudaSuccess, ErrorCode::Cuda, "sync");
   std::vector<uint8_t> y(yb);
   dy.copy_to_host(y.data(), yb);
+  if (out) *out = y;
   for (size_t i = 0; i < size_t(c.M * c.N); ++i) {
     const double v = out_value(y, c.yt, i);
     if (!std::isfinite(v)) {
@@ -154,6 +155,10 @@ double run_case(const Case& c, uint32_t seed) {
       den += b * b;
     }
   return std::sqrt(num / std::max(den, 1e-300));
+}
+
+double run_case(const Case& c, uint32_t seed) {
+  return run_case(c, make_weight(c.N, c.K, c.scheme, seed, c.act_order), seed);
 }
 
 std::string name(const Case& c) {
@@ -281,6 +286,57 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
   // forms, at a medium and a large token tile
   for (const char* s : {"w4g16", "w4g32zp", "w4g64", "w4g128zp"})
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
+}
+
+// bf16 activations x int8 codes without the f32 round trip (bf16x2_u8_minus_128: u - 128 from the
+// byte's low 7 bits and its bit 7). With power-of-two scales every dequantized weight (u - zc) s is
+// exact in bf16, so the kernels must match the float64 reference to f32 accumulation (a wrong code
+// would show as an error of s x): the streaming kernel (MMA on u - 128), the wgmma kernel's bf16
+// integer-zero path (fma(u - 128, s, (128 - zc) s)) at every token tile, and the same wgmma kernel
+// with that path off (MIXQ_WS_BF16_NATIVE=0: through f32), whose bits it must equal. Symmetric
+// codes, zero points and per-channel scales; then random scales (w8g64zp: (128 - zc) s not exact
+// in bf16, so the f32 path) against the usual bf16 tolerance.
+TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
+  SKIP_WITHOUT_GPU();
+  test::ScopedEnv env("MIXQ_WS_BF16_NATIVE");
+  auto power_of_two_scales = [](QuantizedWeight w) {
+    const size_t n = size_t(w.n_scale_entries());
+    for (size_t i = 0; i < n; ++i) {
+      const float v = std::ldexp(1.f, -6 - int(i % 7));
+      if (w.scale_type == DType::F32) std::memcpy(w.scales.data() + 4 * i, &v, 4);
+      else {
+        const uint16_t h = w.scale_type == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        std::memcpy(w.scales.data() + 2 * i, &h, 2);
+      }
+    }
+    w.validate();
+    return w;
+  };
+  uint32_t seed = 1700;
+  for (const char* scheme : {"w8g128", "w8g64zp", "w8pc"}) {
+    const QuantizedWeight w = power_of_two_scales(make_weight(264, 1000, scheme, seed++));
+    for (int64_t M : {1, 5}) {
+      const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "stream"};
+      EXPECT_LE(run_case(c, w, seed++), 2e-6) << name(c);
+    }
+    if (!hopper()) continue;
+    for (int64_t M : {3, 17, 40, 100, 300, 1000}) {
+      const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "wgmma"};
+      std::vector<uint8_t> native, f32;
+      env.unset();
+      EXPECT_LE(run_case(c, w, seed, &native), 2e-6) << name(c);
+      env.set("0");
+      EXPECT_LE(run_case(c, w, seed++, &f32), 2e-6) << name(c) << " MIXQ_WS_BF16_NATIVE=0";
+      EXPECT_EQ(native, f32) << name(c) << ": the bf16 int8 path and the f32 path differ";
+    }
+  }
+  env.unset();
+  for (int64_t M : {3, 40, 300})
+    for (const char* force : {"stream", "wgmma"}) {
+      if (std::string(force) == "wgmma" && !hopper()) continue;
+      expect_ok({M, 264, 1000, "w8g64zp", DType::BF16, DType::BF16, force}, seed++);
+      expect_ok({M, 264, 1000, "w8g128", DType::BF16, DType::BF16, force}, seed++);
+    }
 }
 
 // The stream-K pieces of the tiles cut between CTAs, summed inside the wgmma kernel by the CTA

@@ -8,7 +8,7 @@
 // words hold the 8 bytes: word 0 = (r,k) (r,k+1) (r+8,k) (r+8,k+1), word 1 = the same at k+8.
 //
 // The values produced are the unsigned codes u in [0, 15] / [0, 255] plus a constant bias (the
-// mantissa trick's 1024 or 128), exact in f16 and bf16; the bias, the code offset and the zero
+// mantissa trick's 1024 or 128; -128 for bf16 int8), exact in f16 and bf16; the bias, the code offset and the zero
 // point are folded into the per-group offset term by the kernel, so the tensor cores see small
 // exact integers and the scale is applied once per group in f32.
 #pragma once
@@ -20,10 +20,24 @@ namespace mixq::cuda {
 
 // (a & b) | c
 constexpr int kLopAndOr = (0xF0 & 0xCC) | 0xAA;
+// (~a & b) | c
+constexpr int kLopAndNotOr = (~0xF0 & 0xCC & 0xFF) | 0xAA;
 
-// bf16 int8 codes: 255 does not fit under a bf16 bias, so the codes go through f32 exactly.
-template <typename T>
-struct CodeConvert;
+// Two int8 codes (the bytes of `word` that prmt selector `sel` puts at bits 0-7 and 16-23, e.g.
+// 0x4140 for bytes 0, 1) as the exact bf16x2 (u - 128), without the f32 round trip: 255 has no
+// bf16 bias (a bf16 binade holds 128 integers), so the byte is split as u = l + 128 h. Under a 0x43
+// high byte the byte's bit 7 lands in the exponent's lowest bit: clearing it leaves the bf16
+// 128 + l (exponent 2^7, mantissa l); the same bit selects 0x4300 (128, h = 1) or 0x4380 (256,
+// h = 0). (128 + l) - (256 - 128 h) = u - 128 is exact (in [-128, 127]). Four instructions on the
+// integer and f16x2 pipes, where the f32 route took two conversions per register.
+__device__ __forceinline__ uint32_t bf16x2_u8_minus_128(uint32_t word, uint32_t sel) {
+  const uint32_t x = prmt(word, 0x43434343u, sel);
+  const uint32_t a = x & 0xFF7FFF7Fu;                                  // 128 + l
+  const uint32_t b = lop3<kLopAndNotOr>(x, 0x00800080u, 0x43004300u);  // 256 - 128 h
+  const __nv_bfloat162 d =
+      __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const uint32_t*>(&d);
+}
 
 // Fast path: the MMA consumes biased codes (u + kBias), which are exact small integers in the
 // operand type; the kernel removes kBias * sum(x) together with the group offset, in f32. This
@@ -70,33 +84,18 @@ struct BiasedCodes<half, 8> {
     a.r[3] = prmt(w[1], 0x64646464u, 0x4342u);
   }
 };
+// bf16 int8: the MMA consumes u - 128 (a negative bias: bf16x2_u8_minus_128).
 template <>
 struct BiasedCodes<__nv_bfloat16, 8> {
-  static constexpr float kBias = 0.f;  // 255 does not fit under a bf16 bias; exact u via f32
+  static constexpr float kBias = -128.f;
   static constexpr float kHiScale = 1.f;
-  static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a);
-};
-
-template <>
-struct CodeConvert<__nv_bfloat16> {
-  // int8: 255 does not fit a bf16 with exponent 2^7, so go through f32 (0x4B0000XX = 2^23 + u).
-  static __device__ __forceinline__ void u8(uint32_t w0, uint32_t w1, Frag16x16& a) {
-    const uint32_t ws[2] = {w0, w1};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float f[4];
-#pragma unroll
-      for (int b = 0; b < 4; ++b)
-        f[b] = __uint_as_float(prmt(ws[h], 0x4B000000u, 0x7440u | b)) - 8388608.f;
-      *reinterpret_cast<__nv_bfloat162*>(&a.r[2 * h]) = __floats2bfloat162_rn(f[0], f[1]);
-      *reinterpret_cast<__nv_bfloat162*>(&a.r[2 * h + 1]) = __floats2bfloat162_rn(f[2], f[3]);
-    }
+  static __device__ __forceinline__ void convert(const uint32_t* w, Frag16x16& a) {
+    a.r[0] = bf16x2_u8_minus_128(w[0], 0x4140u);
+    a.r[1] = bf16x2_u8_minus_128(w[0], 0x4342u);
+    a.r[2] = bf16x2_u8_minus_128(w[1], 0x4140u);
+    a.r[3] = bf16x2_u8_minus_128(w[1], 0x4342u);
   }
 };
-
-__device__ __forceinline__ void BiasedCodes<__nv_bfloat16, 8>::convert(const uint32_t* w, Frag16x16& a) {
-  CodeConvert<__nv_bfloat16>::u8(w[0], w[1], a);
-}
 
 // ---- e4m3 weight bytes (FP8 weight-only): the MMA consumes the exact e4m3 values (every e4m3
 // value, subnormals included, is exact in f16 and in bf16), no bias. Byte order as for int8.

@@ -34,17 +34,19 @@ __device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) 
 // How the register-A kernels dequantize a k16 step (their PAIRS template parameter):
 // - Half: f16 activations, pairs exact in f16: u = (1024 + u) - 1024 exactly on the f16x2 pipe,
 //   then fma(u, s, o') rounded once.
-// - Bf16Zero: bf16 activations, int4 codes, integer zero (o' = -zc s) and groups of >= 64:
-//   (128 + u) - (128 + zc) is exact on the bf16x2 pipe (integers below 256), then times s rounded
-//   to bf16 (the scale precision of Marlin's and tinygemm's bf16 paths): two bf16x2 instructions a
-//   register where the f32 path takes six (two conversions, two FMAs, a pack).
+// - Bf16Zero: bf16 activations, integer zero (o' = -zc s) and groups of >= 64, s rounded to bf16
+//   (the scale precision of Marlin's and tinygemm's bf16 paths). int4: (128 + u) - (128 + zc) is
+//   exact on the bf16x2 pipe (integers below 256), then times s: two bf16x2 instructions a register
+//   where the f32 path takes six (two conversions, two FMAs, a pack). int8, where (128 - zc) s is
+//   exact in bf16 (symmetric codes: 0): fma(u - 128, s, (128 - zc) s) on the exact u - 128 of
+//   bf16x2_u8_minus_128, five instructions without a conversion.
 // - F32: through f32 and one pack (float offsets, f32 pairs on f16, int8 / e4m3 codes with bf16,
 //   groups below 64 with bf16).
 enum class PairPath { F32, Half, Bf16Zero };
 
 // (scale, offset) of one row for the dequantization of one k16 step, in the form the paths use:
-// Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc) (from
-// the packed word (bf16 s, bf16 128 + zc) of WoStreamParams::pairs_gm_bz); F32 s and o' - 1024 s
+// Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc) for
+// int4, bf162((128 - zc) s) for int8 (from the packed word of WoStreamParams::pairs_gm_bz); F32 s and o' - 1024 s
 // (the mantissa-trick bias folded in).
 struct RowPair {
   uint32_t s2, o2;
@@ -79,7 +81,7 @@ __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
     r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
     r.o2 = *reinterpret_cast<const uint32_t*>(&ov);
   } else if constexpr (PP == PairPath::Bf16Zero) {
-    const uint32_t v = lds32(a);  // bf16 s | bf16 (128 + zc) << 16: each half broadcast
+    const uint32_t v = lds32(a);  // bf16 s | bf16 (128 + zc) or (128 - zc) s << 16: each half broadcast
     r.s2 = prmt(v, 0u, 0x1010u);
     r.o2 = prmt(v, 0u, 0x3232u);
   } else {
@@ -131,12 +133,20 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
       continue;
     }
     if constexpr (PP == PairPath::Bf16Zero) {
-      static_assert(CODES == 4 && std::is_same_v<T, __nv_bfloat16>, "Bf16Zero: int4 codes, bf16");
-      const uint32_t v = lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x43004300u);  // 128 + u
-      const __nv_bfloat162 u = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v),
-                                       *reinterpret_cast<const __nv_bfloat162*>(&pr.o2));
-      const __nv_bfloat162 r = __hmul2(u, *reinterpret_cast<const __nv_bfloat162*>(&pr.s2));
-      dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+      static_assert((CODES == 4 || CODES == 8) && std::is_same_v<T, __nv_bfloat16>, "Bf16Zero: int4 / int8, bf16");
+      const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&pr.s2);
+      const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(&pr.o2);
+      if constexpr (CODES == 4) {
+        const uint32_t v = lop3<kLopAndOr>(w[j] >> (4 * i), 0x000F000Fu, 0x43004300u);  // 128 + u
+        const __nv_bfloat162 u = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), o2);
+        const __nv_bfloat162 r = __hmul2(u, s2);
+        dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+      } else {
+        // (u - 128) s + (128 - zc) s, one rounding: the second term is exact (the pair's contract)
+        const uint32_t v = bf16x2_u8_minus_128(w[2 * j + (i >> 1)], (i & 1) ? 0x4342u : 0x4140u);
+        const __nv_bfloat162 r = __hfma2(*reinterpret_cast<const __nv_bfloat162*>(&v), s2, o2);
+        dst[i] = *reinterpret_cast<const uint32_t*>(&r);
+      }
       continue;
     }
     const bool x16 = CODES == 4 && (i & 1);  // the value is 1024 + 16u
