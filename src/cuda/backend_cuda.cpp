@@ -324,9 +324,9 @@ class CudaWeightOnly final : public PreparedImpl {
         const uint16_t s_bf = f32_to_bf16(s);
         uint16_t hi = f32_to_bf16(128.f + zc);
         if (L_.bits == 8) {
-          const float term = (128.f - zc) * bf16_to_f32(s_bf);  // exact in f32: 8 x 8 significant bits
-          hi = f32_to_bf16(term);
-          if (bf16_to_f32(hi) != term) return;  // not exact in bf16: this weight keeps the f32 path
+          const double term = (128.0 - zc) * double(bf16_to_f32(s_bf));  // exact: 8 x 8 significant bits
+          hi = f32_to_bf16(float(term));
+          if (double(bf16_to_f32(hi)) != term) return;  // not exact in bf16: this weight keeps the f32 path
         }
         bz[size_t(g * pairs_gm_ld_ + n)] = uint32_t(s_bf) | uint32_t(hi) << 16;
       }
