@@ -294,8 +294,8 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
 // would show as an error of s x): the streaming kernel (MMA on u - 128), the wgmma kernel's bf16
 // integer-zero path (fma(u - 128, s, (128 - zc) s)) at every token tile, and the same wgmma kernel
 // with that path off (MIXQ_WS_BF16_NATIVE=0: through f32), whose bits it must equal. Symmetric
-// codes, zero points and per-channel scales; then random scales (w8g64zp: (128 - zc) s not exact
-// in bf16, so the f32 path) against the usual bf16 tolerance.
+// codes, zero points, per-channel scales and f32 pairs; then random scales (w8g64zp: (128 - zc) s
+// not exact in bf16, so the f32 path) against the usual bf16 tolerance.
 TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
   SKIP_WITHOUT_GPU();
   test::ScopedEnv env("MIXQ_WS_BF16_NATIVE");
@@ -313,7 +313,7 @@ TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
     return w;
   };
   uint32_t seed = 1700;
-  for (const char* scheme : {"w8g128", "w8g64zp", "w8pc"}) {
+  for (const char* scheme : {"w8g128", "w8g64zp", "w8pc", "w8g128-f32"}) {
     const QuantizedWeight w = power_of_two_scales(make_weight(264, 1000, scheme, seed++));
     for (int64_t M : {1, 5}) {
       const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "stream"};
