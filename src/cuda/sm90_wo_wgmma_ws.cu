@@ -675,7 +675,8 @@ template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
 void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
                      cudaStream_t stream) {
   if constexpr (PP == sm90::PairPath::Bf16Zero) {
-    MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal, "wo_wgmma_ws: the bf16 integer-zero path decodes int4 / int8");
+    MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal,
+               "wo_wgmma_ws: the bf16 integer-zero path decodes int4 / int8, not code kind ", codes);
     if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
     else launch_ws_config<T, MT, 8, PP, SHAPE>(p, tm, sch, stream);
   } else {

@@ -8,9 +8,9 @@
 // words hold the 8 bytes: word 0 = (r,k) (r,k+1) (r+8,k) (r+8,k+1), word 1 = the same at k+8.
 //
 // The values produced are the unsigned codes u in [0, 15] / [0, 255] plus a constant bias (the
-// mantissa trick's 1024 or 128; -128 for bf16 int8), exact in f16 and bf16; the bias, the code offset and the zero
-// point are folded into the per-group offset term by the kernel, so the tensor cores see small
-// exact integers and the scale is applied once per group in f32.
+// mantissa trick's 1024 or 128; -128 for bf16 int8), exact in f16 and bf16; the bias, the code
+// offset and the zero point are folded into the per-group offset term by the kernel, so the tensor
+// cores see small exact integers and the scale is applied once per group in f32.
 #pragma once
 
 #include "cuda/kernels/mma_sm80.cuh"

@@ -40,14 +40,14 @@ __device__ __forceinline__ uint32_t biased_f16(const uint32_t* w, int j, int i) 
 //   where the f32 path takes six (two conversions, two FMAs, a pack). int8, where (128 - zc) s is
 //   exact in bf16 (symmetric codes: 0): fma(u - 128, s, (128 - zc) s) on the exact u - 128 of
 //   bf16x2_u8_minus_128, five instructions without a conversion.
-// - F32: through f32 and one pack (float offsets, f32 pairs on f16, int8 / e4m3 codes with bf16,
-//   groups below 64 with bf16).
+// - F32: through f32 and one pack (float offsets, f32 pairs on f16, e4m3 codes with bf16, int8
+//   codes with bf16 whose (128 - zc) s is not exact in bf16, groups below 64 with bf16).
 enum class PairPath { F32, Half, Bf16Zero };
 
 // (scale, offset) of one row for the dequantization of one k16 step, in the form the paths use:
 // Half s2/o2 = half2(s, s) / half2(o', o'); Bf16Zero s2/o2 = bf162(s, s) / bf162(128 + zc) for
-// int4, bf162((128 - zc) s) for int8 (from the packed word of WoStreamParams::pairs_gm_bz); F32 s and o' - 1024 s
-// (the mantissa-trick bias folded in).
+// int4, bf162((128 - zc) s) for int8 (from the packed word of WoStreamParams::pairs_gm_bz); F32 s
+// and o' - 1024 s (the mantissa-trick bias folded in).
 struct RowPair {
   uint32_t s2, o2;
   float s, o;
@@ -81,7 +81,7 @@ __device__ __forceinline__ RowPair read_pair(uint32_t a, bool pair_f32) {
     r.s2 = *reinterpret_cast<const uint32_t*>(&sv);
     r.o2 = *reinterpret_cast<const uint32_t*>(&ov);
   } else if constexpr (PP == PairPath::Bf16Zero) {
-    const uint32_t v = lds32(a);  // bf16 s | bf16 (128 + zc) or (128 - zc) s << 16: each half broadcast
+    const uint32_t v = lds32(a);  // bf16 s | bf16 (128 + zc) or (128 - zc) s << 16: halves broadcast
     r.s2 = prmt(v, 0u, 0x1010u);
     r.o2 = prmt(v, 0u, 0x3232u);
   } else {
@@ -133,7 +133,8 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
       continue;
     }
     if constexpr (PP == PairPath::Bf16Zero) {
-      static_assert((CODES == 4 || CODES == 8) && std::is_same_v<T, __nv_bfloat16>, "Bf16Zero: int4 / int8, bf16");
+      static_assert((CODES == 4 || CODES == 8) && std::is_same_v<T, __nv_bfloat16>,
+                    "Bf16Zero: int4 / int8 codes, bf16 activations");
       const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&pr.s2);
       const __nv_bfloat162 o2 = *reinterpret_cast<const __nv_bfloat162*>(&pr.o2);
       if constexpr (CODES == 4) {
