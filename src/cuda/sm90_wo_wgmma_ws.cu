@@ -654,15 +654,15 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at
 // M = 1, 4, 16 on the nine layers): W4 weights of 48 MB or more run two CTAs per SM at mt = 16
 // (14336x21504: 67 us against 71 with one CTA; 8192x57344 98 against 104); smaller W4 weights
-// and 8-bit codes (memory-bound) are 0-20% faster with one CTA. MIXQ_WS_SHAPE=1|2 forces one or
-// two CTAs per SM at mt = 16 (tuning knob).
+// and 8-bit codes (memory-bound) are 0-20% faster with one CTA. Token tiles of 32 are built in both
+// shapes and run one CTA per SM by default. MIXQ_WS_SHAPE=1|2 forces one or two CTAs per SM at
+// mt = 16 and 32 (tuning knob, read per call so that one process can compare).
 WsShape ws_shape_of(int mt, int bits, int64_t weight_bytes) {
-  static const int env = [] {
-    const char* e = std::getenv("MIXQ_WS_SHAPE");
-    return e ? std::atoi(e) : 0;
-  }();
-  if (mt > 16) return WsShape::OneCta;
+  if (mt > 32) return WsShape::OneCta;
+  const char* e = std::getenv("MIXQ_WS_SHAPE");
+  const int env = e ? std::atoi(e) : 0;
   if (env == 1 || env == 2) return env == 1 ? WsShape::OneCta : WsShape::TwoCtas;
+  if (mt > 16) return WsShape::OneCta;
   return bits == 4 && weight_bytes >= (int64_t(48) << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 int ws_chunks_per_stage(WsShape shape, int mt) {
@@ -693,7 +693,9 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
     case 16:
       if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 16, WsShape::OneCta>(p, tm, sch, codes, stream);
       return launch_ws_codes<T, PP, 16, WsShape::TwoCtas>(p, tm, sch, codes, stream);
-    case 32: return launch_ws_codes<T, PP, 32, WsShape::OneCta>(p, tm, sch, codes, stream);
+    case 32:
+      if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 32, WsShape::OneCta>(p, tm, sch, codes, stream);
+      return launch_ws_codes<T, PP, 32, WsShape::TwoCtas>(p, tm, sch, codes, stream);
     case 64: return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
     case 128: return launch_ws_codes<T, PP, 128, WsShape::OneCta>(p, tm, sch, codes, stream);
     case 256: return launch_ws_codes<T, PP, 256, WsShape::OneCta>(p, tm, sch, codes, stream);

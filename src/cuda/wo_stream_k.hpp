@@ -203,7 +203,7 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
 
 // CTAs per SM of the warp-specialized kernel at most (its small token tiles may run two per SM,
 // sm90_wo_wgmma_ws.cu): sizes the stream-K workspace.
-MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 16 ? 2 : 1; }
+MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 32 ? 2 : 1; }
 
 // Completion flags of the inline reduction: one per stream-K tile and 16-row weight tile (the
 // consumer warp that owns those rows on every CTA), counting the non-owner pieces stored. Stream-K

@@ -288,6 +288,25 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
 }
 
+// The small token tiles of the warp-specialized wgmma kernel (mt = 16 and 32) in both CTA shapes:
+// one CTA per SM (MIXQ_WS_SHAPE=1) and two, each with half the ring and registers (=2); read per
+// call. Int4 / int8, symmetric, zero-point and float-offset forms, groups below a stage, f16 and
+// bf16, and a weight whose tiles are cut into many stream-K pieces.
+TEST(CudaWeightOnly, WgmmaSmallTilesInBothCtaShapes) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
+  test::ScopedEnv env("MIXQ_WS_SHAPE");
+  uint32_t seed = 1900;
+  for (const char* shape : {"1", "2"}) {
+    env.set(shape);
+    for (DType xt : {DType::F16, DType::BF16})
+      for (const char* s : {"w4g128", "w8g128", "w4g64asym", "w4g32zp"})
+        for (int64_t M : {5, 16, 17, 32}) expect_ok({M, 264, 1000, s, xt, xt, "wgmma"}, seed++);
+    expect_ok({32, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+    expect_ok({24, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
+  }
+}
+
 // bf16 activations x int8 codes without the f32 round trip (bf16x2_u8_minus_128: u - 128 from the
 // byte's low 7 bits and its bit 7). With power-of-two scales every dequantized weight (u - zc) s is
 // exact in bf16, so the kernels must match the float64 reference to f32 accumulation (a wrong code
