@@ -654,16 +654,21 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // The shape of token tile mt (H100, bench/results/cuda_wo_wgmma_ws_k128.md, W4/W8 g128 at
 // M = 1, 4, 16 on the nine layers): W4 weights of 48 MB or more run two CTAs per SM at mt = 16
 // (14336x21504: 67 us against 71 with one CTA; 8192x57344 98 against 104); smaller W4 weights
-// and 8-bit codes (memory-bound) are 0-20% faster with one CTA. Token tiles of 32 are built in both
-// shapes and run one CTA per SM by default. MIXQ_WS_SHAPE=1|2 forces one or two CTAs per SM at
-// mt = 16 and 32 (tuning knob, read per call so that one process can compare).
-WsShape ws_shape_of(int mt, int bits, int64_t weight_bytes) {
-  if (mt > 32) return WsShape::OneCta;
+// and 8-bit codes (memory-bound) are 0-20% faster with one CTA. At mt = 32 (session 25, call 4:
+// same-process A/B at M = 17 / 24 / 32, bench/results/session25/call4/ab_shape_mt32.md) two CTAs
+// take 9-18% off W4 weights of 48 MB or more in f16 and bf16 (14336x21504 M = 32 78.6 -> 68.4 us,
+// 8192x57344 124.6 -> 102.1) and 4-7% off bf16 W4 weights of 24-48 MB (8192x8192 24.2 -> 22.6),
+// where f16 is within +-2%; they cost 1-10% on the small W4 layers and up to 10% on W8. Token
+// tiles of 64 are built in both shapes for int4 (8-bit stages leave half an SM fewer than 3) and
+// run one CTA per SM by default. MIXQ_WS_SHAPE=1|2 forces one or two CTAs per SM where both are
+// built (tuning knob, read per call so that one process can compare).
+WsShape ws_shape_of(int mt, int bits, int64_t weight_bytes, bool bf16) {
+  if (mt > 64 || (mt == 64 && bits != 4)) return WsShape::OneCta;
   const char* e = std::getenv("MIXQ_WS_SHAPE");
   const int env = e ? std::atoi(e) : 0;
   if (env == 1 || env == 2) return env == 1 ? WsShape::OneCta : WsShape::TwoCtas;
-  if (mt > 16) return WsShape::OneCta;
-  return bits == 4 && weight_bytes >= (int64_t(48) << 20) ? WsShape::TwoCtas : WsShape::OneCta;
+  const int64_t min_mib = mt == 16 ? 48 : mt == 32 ? (bf16 ? 24 : 48) : -1;
+  return bits == 4 && min_mib >= 0 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 int ws_chunks_per_stage(WsShape shape, int mt) {
   if (shape == WsShape::TwoCtas) return WsConfig<16, WsShape::TwoCtas>::kCps;
@@ -674,7 +679,11 @@ int ws_chunks_per_stage(WsShape shape, int mt) {
 template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
 void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
                      cudaStream_t stream) {
-  if constexpr (PP == sm90::PairPath::Bf16Zero) {
+  if constexpr (MT == 64 && SHAPE == WsShape::TwoCtas) {
+    // int4 only: an 8-bit stage of 64 tokens leaves half an SM's shared memory fewer than 3 stages
+    MIXQ_CHECK(codes == 4, ErrorCode::Internal, "wo_wgmma_ws: two CTAs per SM at mt = 64 decode int4, not ", codes);
+    launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
+  } else if constexpr (PP == sm90::PairPath::Bf16Zero) {
     MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal,
                "wo_wgmma_ws: the bf16 integer-zero path decodes int4 / int8, not code kind ", codes);
     if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
@@ -696,7 +705,9 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
     case 32:
       if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 32, WsShape::OneCta>(p, tm, sch, codes, stream);
       return launch_ws_codes<T, PP, 32, WsShape::TwoCtas>(p, tm, sch, codes, stream);
-    case 64: return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
+    case 64:
+      if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
+      return launch_ws_codes<T, PP, 64, WsShape::TwoCtas>(p, tm, sch, codes, stream);
     case 128: return launch_ws_codes<T, PP, 128, WsShape::OneCta>(p, tm, sch, codes, stream);
     case 256: return launch_ws_codes<T, PP, 256, WsShape::OneCta>(p, tm, sch, codes, stream);
   }
@@ -786,7 +797,7 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
-  const WsShape shape = ws_shape_of(mt, bits, int64_t(p.N) * p.Kp * bits / 8);
+  const WsShape shape = ws_shape_of(mt, bits, int64_t(p.N) * p.Kp * bits / 8, p.x_type == IoType::BF16);
   const int cps = ws_chunks_per_stage(shape, mt);
   const int chunks = p.Kp / kChunkK;
   const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
@@ -839,6 +850,8 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   // knob, read per call: 0 none, the order of a launch without dependent launch; -1 the whole ring)
   sch.early_stages = p.early_stages;
   if (const char* e = std::getenv("MIXQ_WS_EARLY")) sch.early_stages = std::atoi(e);
+  // MIXQ_WS_SK_FIRST=0|1: stream-K ranges before whole tiles (tuning knob, read per call)
+  if (const char* e = std::getenv("MIXQ_WS_SK_FIRST")) sch.sk_first = e[0] == '1';
   sch.inline_reduce = ws_inline_reduce(sch, mt);
   if (sch.inline_reduce) {
     MIXQ_CHECK(p.tickets, ErrorCode::Internal, "wo_wgmma_ws: no stream-K flags");
