@@ -658,17 +658,17 @@ void launch_ws_config(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // same-process A/B at M = 17 / 24 / 32, bench/results/session25/call4/ab_shape_mt32.md) two CTAs
 // take 9-18% off W4 weights of 48 MB or more in f16 and bf16 (14336x21504 M = 32 78.6 -> 68.4 us,
 // 8192x57344 124.6 -> 102.1) and 4-7% off bf16 W4 weights of 24-48 MB (8192x8192 24.2 -> 22.6),
-// where f16 is within +-2%; they cost 1-10% on the small W4 layers and up to 10% on W8. Token
-// tiles of 64 are built in both shapes for int4 (8-bit stages leave half an SM fewer than 3) and
-// run one CTA per SM by default. MIXQ_WS_SHAPE=1|2 forces one or two CTAs per SM where both are
-// built (tuning knob, read per call so that one process can compare).
+// where f16 is within +-2%; they cost 1-10% on the small W4 layers and up to 10% on W8. (Token
+// tiles of 64 with two CTAs, int4, measured 2-3.5x slower in call 5: their consumers spill at 104
+// registers. Not built.) MIXQ_WS_SHAPE=1|2 forces one or two CTAs per SM at mt = 16 and 32
+// (tuning knob, read per call so that one process can compare).
 WsShape ws_shape_of(int mt, int bits, int64_t weight_bytes, bool bf16) {
-  if (mt > 64 || (mt == 64 && bits != 4)) return WsShape::OneCta;
+  if (mt > 32) return WsShape::OneCta;
   const char* e = std::getenv("MIXQ_WS_SHAPE");
   const int env = e ? std::atoi(e) : 0;
   if (env == 1 || env == 2) return env == 1 ? WsShape::OneCta : WsShape::TwoCtas;
-  const int64_t min_mib = mt == 16 ? 48 : mt == 32 ? (bf16 ? 24 : 48) : -1;
-  return bits == 4 && min_mib >= 0 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
+  const int64_t min_mib = mt == 16 || !bf16 ? 48 : 24;
+  return bits == 4 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 int ws_chunks_per_stage(WsShape shape, int mt) {
   if (shape == WsShape::TwoCtas) return WsConfig<16, WsShape::TwoCtas>::kCps;
@@ -679,11 +679,7 @@ int ws_chunks_per_stage(WsShape shape, int mt) {
 template <typename T, sm90::PairPath PP, int MT, WsShape SHAPE>
 void launch_ws_codes(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, int codes,
                      cudaStream_t stream) {
-  if constexpr (MT == 64 && SHAPE == WsShape::TwoCtas) {
-    // int4 only: an 8-bit stage of 64 tokens leaves half an SM's shared memory fewer than 3 stages
-    MIXQ_CHECK(codes == 4, ErrorCode::Internal, "wo_wgmma_ws: two CTAs per SM at mt = 64 decode int4, not ", codes);
-    launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
-  } else if constexpr (PP == sm90::PairPath::Bf16Zero) {
+  if constexpr (PP == sm90::PairPath::Bf16Zero) {
     MIXQ_CHECK(codes == 4 || codes == 8, ErrorCode::Internal,
                "wo_wgmma_ws: the bf16 integer-zero path decodes int4 / int8, not code kind ", codes);
     if (codes == 4) launch_ws_config<T, MT, 4, PP, SHAPE>(p, tm, sch, stream);
@@ -705,9 +701,7 @@ void launch_ws_type(const WoStreamParams& p, const WsMaps& tm, const StreamKSche
     case 32:
       if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 32, WsShape::OneCta>(p, tm, sch, codes, stream);
       return launch_ws_codes<T, PP, 32, WsShape::TwoCtas>(p, tm, sch, codes, stream);
-    case 64:
-      if (shape == WsShape::OneCta) return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
-      return launch_ws_codes<T, PP, 64, WsShape::TwoCtas>(p, tm, sch, codes, stream);
+    case 64: return launch_ws_codes<T, PP, 64, WsShape::OneCta>(p, tm, sch, codes, stream);
     case 128: return launch_ws_codes<T, PP, 128, WsShape::OneCta>(p, tm, sch, codes, stream);
     case 256: return launch_ws_codes<T, PP, 256, WsShape::OneCta>(p, tm, sch, codes, stream);
   }
@@ -745,13 +739,19 @@ bool ws_bf16_zero_path(const WoStreamParams& p, int codes, int mt, WsShape shape
 //   pieces a tile has (4096x4096 M = 8: 11.3 -> 10.8 us; 8192x8192 W8 M = 32: 32.5 -> 30.3);
 // - mt = 64: 2-5% faster where a cut tile has at most ~2.5 pieces (8192x10240, 8192x8192,
 //   4096x28672), 2-5% slower at 2.75-4 (4096x6144, 4096x4096, 14336x21504);
-// - mt >= 128: 1-18% slower on most layers (14336x4096 M = 256 50.4 -> 59.6).
+// - mt >= 128: 1-18% slower on most layers (14336x4096 M = 256 50.4 -> 59.6). Since the
+//   TMA-store epilogue (session 25, call 5, W4 g128 f16 M = 256 / 1024 / 4096): 3-15% faster where
+//   the whole grid is stream-K (fewer tiles than CTAs) and a cut tile has at most ~2.5 pieces
+//   (M = 256: 4096x6144 31.0 -> 26.5 us, 8192x10240 70.1 -> 64.4, 8192x8192 57.0 -> 53.0,
+//   28672x8192 177.3 -> 171.4); with ~4 pieces (14336x4096 M = 256) or behind rounds of whole
+//   tiles 0-3% slower, or within the large-M drift.
 // MIXQ_WS_REDUCE=fixup|inline forces one (tuning knob, tests; read per call).
 bool ws_inline_reduce(const StreamKSchedule& sch, int mt) {
   const char* e = std::getenv("MIXQ_WS_REDUCE");
   if (e && std::string(e) == "fixup") return false;
   if (e && std::string(e) == "inline") return true;
-  return mt <= 32 || (mt == 64 && 2 * sch.sk_ctas <= 5 * sch.sk_tiles);
+  const bool few_pieces = 2 * sch.sk_ctas <= 5 * sch.sk_tiles;
+  return mt <= 32 || (mt == 64 && few_pieces) || (sch.dp_tiles == 0 && few_pieces);
 }
 
 }  // namespace
@@ -850,8 +850,6 @@ void launch_wo_wgmma_ws(const WoStreamParams& p, int mt, int codes, int num_n, i
   // knob, read per call: 0 none, the order of a launch without dependent launch; -1 the whole ring)
   sch.early_stages = p.early_stages;
   if (const char* e = std::getenv("MIXQ_WS_EARLY")) sch.early_stages = std::atoi(e);
-  // MIXQ_WS_SK_FIRST=0|1: stream-K ranges before whole tiles (tuning knob, read per call)
-  if (const char* e = std::getenv("MIXQ_WS_SK_FIRST")) sch.sk_first = e[0] == '1';
   sch.inline_reduce = ws_inline_reduce(sch, mt);
   if (sch.inline_reduce) {
     MIXQ_CHECK(p.tickets, ErrorCode::Internal, "wo_wgmma_ws: no stream-K flags");

@@ -32,7 +32,6 @@ struct StreamKSchedule {
   int max_stages = 0;    // ring depth cap of the warp-specialized kernel (0: its default)
   int early_stages = 0;  // stages whose weights load before the wait for the previous grid (<0: the ring)
   bool inline_reduce = true;  // cut tiles summed by their owner CTA (else the fixup kernel)
-  bool sk_first = false;      // a CTA runs its stream-K range before its whole tiles (StreamKCursor)
   int y_rows = 0;  // > 0: 16-bit output tiles staged in shared memory, y_rows tokens at a time, and TMA-stored
 };
 
@@ -154,21 +153,14 @@ struct StreamKCursor {
     }
     it_begin = it;
   }
-  // The CTA's work in order: its whole tiles, then its stream-K range; or (sk_first) the range
-  // first. Ranges first put the cut tiles' pieces at the start of every CTA's timeline, so that
-  // with the inline reduction an owner finds its contributors' pieces done and sums them while the
-  // other CTAs run whole tiles, instead of at the grid's end (or in the fixup kernel after it).
+  // The CTA's work in order: its whole tiles, then its stream-K range. (The range first, which
+  // moves the inline reduction's sums off the grid's end, measured no faster: session 25 call 5.)
   MIXQ_HD bool next(const StreamKSchedule& s, StreamKWork& w) {
-    if (s.sk_first && next_piece(s, w)) return true;
     if (dp_tile < s.dp_tiles) {
       w = StreamKWork{dp_tile, 0, s.chunks, false, false};
       dp_tile += s.grid;
       return true;
     }
-    return !s.sk_first && next_piece(s, w);
-  }
-  // The next piece of the CTA's stream-K range.
-  MIXQ_HD bool next_piece(const StreamKSchedule& s, StreamKWork& w) {
     if (it >= it_end) return false;
     w.tile = s.dp_tiles + sk_tile;
     w.c0 = c;
@@ -213,7 +205,7 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
 
 // CTAs per SM of the warp-specialized kernel at most (its small token tiles may run two per SM,
 // sm90_wo_wgmma_ws.cu): sizes the stream-K workspace.
-MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 64 ? 2 : 1; }
+MIXQ_HD constexpr int ws_max_ctas_per_sm(int mt) { return mt <= 32 ? 2 : 1; }
 
 // Completion flags of the inline reduction: one per stream-K tile and 16-row weight tile (the
 // consumer warp that owns those rows on every CTA), counting the non-owner pieces stored. Stream-K

@@ -288,7 +288,7 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
 }
 
-// The small token tiles of the warp-specialized wgmma kernel (mt = 16, 32, 64) in both CTA shapes:
+// The small token tiles of the warp-specialized wgmma kernel (mt = 16 and 32) in both CTA shapes:
 // one CTA per SM (MIXQ_WS_SHAPE=1) and two, each with half the ring and registers (=2); read per
 // call. Int4 / int8, symmetric, zero-point and float-offset forms, groups below a stage, f16 and
 // bf16, and a weight whose tiles are cut into many stream-K pieces.
@@ -301,9 +301,8 @@ TEST(CudaWeightOnly, WgmmaSmallTilesInBothCtaShapes) {
     env.set(shape);
     for (DType xt : {DType::F16, DType::BF16})
       for (const char* s : {"w4g128", "w8g128", "w4g64asym", "w4g32zp"})
-        for (int64_t M : {5, 16, 17, 32, 33, 64}) expect_ok({M, 264, 1000, s, xt, xt, "wgmma"}, seed++);
+        for (int64_t M : {5, 16, 17, 32}) expect_ok({M, 264, 1000, s, xt, xt, "wgmma"}, seed++);
     expect_ok({32, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
-    expect_ok({64, 1000, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
     expect_ok({24, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
   }
 }
@@ -364,7 +363,6 @@ TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
 // (MIXQ_WS_REDUCE=fixup; the planner picks per launch): both sum the slots in CTA order, so the bits must be equal. Tiles cut
 // into 2, 3-5, ~16 and 132 pieces, whole-tile rounds plus stream-K, every token tile, f16 and bf16,
 // a caller workspace; three calls in a row (the owners reset the completion flags for the next).
-// Both again with every CTA's stream-K range run before its whole tiles (MIXQ_WS_SK_FIRST=1).
 TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
@@ -419,13 +417,6 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     EXPECT_EQ(nan_bytes, 0u) << "the fixup run left poisoned outputs";
     setenv("MIXQ_WS_REDUCE", "inline", 1);
     for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(), want) << "inline reduction, call " << rep;
-    // each CTA's stream-K range before its whole tiles: the same pieces, summed in the same order
-    test::ScopedEnv sk_first("MIXQ_WS_SK_FIRST");
-    sk_first.set("1");
-    for (const char* reduce : {"inline", "fixup"}) {
-      setenv("MIXQ_WS_REDUCE", reduce, 1);
-      for (int rep = 0; rep < 2; ++rep) EXPECT_EQ(run(), want) << "ranges first, " << reduce << ", call " << rep;
-    }
   }
   if (saved) setenv("MIXQ_WS_REDUCE", saved_value.c_str(), 1);
   else unsetenv("MIXQ_WS_REDUCE");
