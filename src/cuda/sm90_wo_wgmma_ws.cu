@@ -3,7 +3,8 @@
 // of wgmma.mma_async (register-A form); X is the B operand in shared memory.
 //
 // CTA = 3 warpgroups (384 threads), persistent over output tiles of 128 weight rows x MT tokens,
-// 1 CTA per SM, hybrid data-parallel + stream-K (wo_stream_k.hpp):
+// 1 CTA per SM (2 at token tiles of 16 and 32 for large int4 weights: ws_shape_of), hybrid
+// data-parallel + stream-K (wo_stream_k.hpp):
 //   warpgroup 0 (producer) gives its registers away; one thread fills a STAGES-deep ring of 64-K
 //     stages with three TMA loads each, completing on the stage's `full` mbarrier (expect_tx): the
 //     X tile (MT x 64, 128-byte swizzle, zero-filled past M and K), the stage's chunk of the CTA's
@@ -17,8 +18,9 @@
 // The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
 // exposed per-chunk overhead, docs/cuda-weight-only.md). The pieces of a tile cut between CTAs go
 // to per-CTA partial slots, summed in CTA order (deterministic) either by the CTA that owns the
-// tile, at the end of its range, behind per-tile completion flags (the inline reduction, small
-// token tiles: ws_inline_reduce), or by stream_k_fixup_kernel after the grid.
+// tile, at the end of its range, behind per-tile completion flags (the inline reduction: small
+// token tiles, and tiles cut into few pieces: ws_inline_reduce), or by stream_k_fixup_kernel
+// after the grid.
 // Where the plan asks for it (wo_plan.cpp), both kernels are programmatic dependent launches: the
 // producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
 // WoStreamParams::early_stages stages and before any activation load; the fixup waits for the
