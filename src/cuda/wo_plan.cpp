@@ -92,14 +92,16 @@ WoPlan plan_weight_only(int64_t M, const WoLayout& L, int x_bytes, bool x_f32, b
   if (!stream && wgmma) {
     p.kernel = WoKernel::Wgmma;
     p.mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
-    // Short GEMMs (K <= 4096) with few 128-row tiles at M > 128: smaller token tiles, until the
-    // tiles cover half the SMs (H100, bench/results/cuda_wo_wgmma_ws_k128/
+    // Short GEMMs (K <= 4096) with few 128-row tiles at M > 128: a token tile of 128 where 256
+    // leaves the tiles short of half the SMs (H100, bench/results/cuda_wo_wgmma_ws_k128/
     // h100_token_tile_sweep_m128_1024.txt, W4 g128 f16: 4096x4096 M = 256 21.7 us at mt = 64
     // against 27.9 at 256, M = 512 33.0 at 128 against 40.7; 4096x6144 M = 256 32.4 at 128
-    // against 31.9). Long K keeps 256: stream-K spreads its few tiles (14336x4096 M = 256: 52.5
+    // against 31.9). Not 64: since the TMA-store epilogue and the inline reduction, 128 is as fast
+    // in f16 and 9% faster in bf16 (session 25 call 7, 4096x4096 M = 256: 21.0 / 21.1 us against
+    // 21.2 / 23.2). Long K keeps 256: stream-K spreads its few tiles (14336x4096 M = 256: 52.5
     // at 256, 62.0 at 64).
-    if (p.mt == 256 && L.K <= 4096)
-      while (p.mt > 64 && int64_t(ceil_div(L.N, 128)) * ceil_div(M, p.mt) < caps.sm_count / 2) p.mt /= 2;
+    if (p.mt == 256 && L.K <= 4096 && int64_t(ceil_div(L.N, 128)) * ceil_div(M, 256) < caps.sm_count / 2)
+      p.mt = 128;
     if (const char* e = std::getenv("MIXQ_WGMMA_MT")) {  // tuning knob: force the token tile
       const int v = std::atoi(e);
       if (v == 16 || v == 32 || v == 64 || v == 128 || v == 256) p.mt = v;
