@@ -30,6 +30,28 @@ struct YLayout {
   DType bias_t = DType::F32;
 };
 
+// One case of the epilogue tests: K and Y's layout. epilogue_shapes(long_k): the cases both
+// block GEMMs run. M and N off the tile (M = 1 and 65: a consumer warpgroup's rows, a pair's second
+// CTA or a second sub-tile past M), K off the 128-wide block (long_k: the rows of M = 1 / 65),
+// bias (f32 / bf16 / f16) or none, f16 and bf16 outputs, the rings wrapping, and three layouts that
+// take the direct stores both times: N = 517 in rows of 520 (a TMA store clipped inside a 16-byte
+// chunk writes the whole chunk), a 517-element pitch, a base 2 bytes past 16-byte alignment.
+struct EpilogueShape {
+  int64_t K;
+  YLayout y;
+};
+inline std::vector<EpilogueShape> epilogue_shapes(int64_t long_k) {
+  return {
+      {1000, {333, 517, 520, 0, DType::F16, true, DType::F32}},
+      {1000, {333, 520, 520, 0, DType::BF16, true, DType::BF16}},
+      {long_k, {1, 1000, 1000, 0, DType::BF16, false}},
+      {long_k, {65, 1000, 1000, 0, DType::F16, true, DType::F16}},
+      {776, {1000, 7168 + 64, 7168 + 64, 0, DType::BF16, true, DType::F32}},  // rings wrap
+      {300, {300, 517, 517, 0, DType::F16, true, DType::F32}},   // direct stores both times
+      {300, {300, 520, 520, 2, DType::BF16, true, DType::F32}},  // direct stores both times
+  };
+}
+
 inline std::string describe(const YLayout& c) {
   return "M " + std::to_string(c.M) + " N " + std::to_string(c.N) + " ldy " +
          std::to_string(c.ldy) + " shift " + std::to_string(c.shift) + " y=" + dtype_name(c.yt) +

@@ -348,22 +348,10 @@ TEST(CudaInt8Block, HopperWgmma) {
 TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
-  struct Shape {
-    int64_t K;
-    test::YLayout y;
-  };
-  const Shape shapes[] = {
-      {1000, {333, 517, 520, 0, DType::F16, true, DType::F32}},
-      {1000, {333, 520, 520, 0, DType::BF16, true, DType::BF16}},
-      {4096 + 64, {1, 1000, 1000, 0, DType::BF16, false}},
-      {4096 + 64, {65, 1000, 1000, 0, DType::F16, true, DType::F16}},
-      {776, {1000, 7168 + 64, 7168 + 64, 0, DType::BF16, true, DType::F32}},  // rings wrap
-      {300, {300, 517, 517, 0, DType::F16, true, DType::F32}},   // direct stores both times
-      {300, {300, 520, 520, 2, DType::BF16, true, DType::F32}},  // direct stores both times
-  };
+  const std::vector<test::EpilogueShape> shapes = test::epilogue_shapes(4096 + 64);
   uint32_t seed = 700;
   bool offset = false;
-  for (const Shape& c : shapes) {
+  for (const test::EpilogueShape& c : shapes) {
     const int64_t M = c.y.M, N = c.y.N;
     std::vector<float> wf = randn(size_t(N * c.K), seed++, 0.05f);
     if (offset)
