@@ -1,7 +1,8 @@
 // CUDA prepared weight for ActQuant::Fp8Block (DeepSeek-V3 style): fp8b128 weights (e4m3 codes,
 // one f32 scale per 128x128 block) times activations quantized per call, per token per 128
 // along K (launch_quantize_fp8_1x128, act_quant.hpp layout), multiplied by the Hopper TMA +
-// wgmma kernel (sm90_fp8_gemm.cu). Hopper (compute capability 9.0) only.
+// wgmma kernel (sm90_fp8_gemm.cu), or for few tokens by the skinny kernel that streams the
+// weights over every SM (sm90_fp8_skinny.cu). Hopper (compute capability 9.0) only.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +39,9 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 // Largest M served from the internal scratch when the caller passes no workspace.
 constexpr int64_t kScratchRows = 4096;
 
+// The skinny kernel up to this M (token tiles of 16 / 32 / 64), the 128-row tiles above it.
+constexpr int64_t kSkinnyMaxM = kSm90Fp8SkinnyMaxM;
+
 class CudaFp8Block final : public PreparedImpl {
  public:
   CudaFp8Block(const QuantizedWeight& w, const PrepareOptions& o) {
@@ -67,8 +71,11 @@ class CudaFp8Block final : public PreparedImpl {
     const std::string force = forced_kernel(o, {"sm90_fp8"});
     if (!force.empty()) {
       forced_ = sm90_fp8_gemm_tile_by_name(force);
-      MIXQ_CHECK(forced_.block_n > 0, ErrorCode::InvalidArgument, "cuda Fp8Block: force_kernel '",
-                 force, "' is not one of ", sm90_fp8_gemm_names());
+      forced_skinny_mt_ = sm90_fp8_skinny_mt_by_name(force);
+      MIXQ_CHECK(forced_.block_n > 0 || forced_skinny_mt_ > 0, ErrorCode::InvalidArgument,
+                 "cuda Fp8Block: force_kernel '", force, "' is not one of ",
+                 sm90_fp8_gemm_names(), ", ", sm90_fp8_skinny_name(16), ", ",
+                 sm90_fp8_skinny_name(32), ", ", sm90_fp8_skinny_name(64));
     }
     nkb_ = (K + 127) / 128;
     ldb_ = act_row_pitch(K);  // 16-byte rows for TMA, zero codes past K
@@ -84,16 +91,33 @@ class CudaFp8Block final : public PreparedImpl {
     codes_.copy_from_host(codes.data(), codes.size());
     scales_ = DeviceBuffer(sb.size() * 4, device_);
     scales_.copy_from_host(sb.data(), sb.size() * 4);
-    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
+    // The skinny kernel's workspace grows with its token tile, not with M: size for each tile.
+    size_t scratch = workspace_size(kScratchRows);
+    for (int64_t m : {int64_t(16), int64_t(32), kSkinnyMaxM})
+      scratch = std::max(scratch, workspace_size(m));
+    scratch_ = ctx_->reserve_scratch(scratch);
+    // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch
+    // leaves them zero.
+    internal_tickets_ = DeviceBuffer(size_t(ceil_div(N, 128)) * 4, device_);
+    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
   std::string kernel_name(int64_t M) const override {
+    if (forced_skinny_mt_) return sm90_fp8_skinny_name(forced_skinny_mt_);
+    if (skinny(M)) return sm90_fp8_skinny_name(skinny_plan(M).mt);
     return sm90_fp8_gemm_name(sm90_fp8_gemm_tile(M, N, sms_, forced_));
   }
 
-  // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)].
+  // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)];
+  // for the skinny kernel then its partial sums and tickets.
   size_t workspace_size(int64_t M) const override {
-    return align256(size_t(M * act_row_pitch(K))) + size_t(nkb_ * act_meta_pitch(M)) * 4;
+    size_t b = align256(size_t(M * act_row_pitch(K))) + size_t(nkb_ * act_meta_pitch(M)) * 4;
+    if (skinny(M)) {
+      const Sm90Fp8SkinnyPlan plan = skinny_plan(M);
+      b = align256(b) + align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
+    }
+    return b;
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -107,6 +131,9 @@ class CudaFp8Block final : public PreparedImpl {
     const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
     uint8_t* q = reinterpret_cast<uint8_t*>(ws);
     float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
+    MIXQ_CHECK_ARG(!forced_skinny_mt_ || M <= forced_skinny_mt_, "cuda Fp8Block: force_kernel '",
+                   sm90_fp8_skinny_name(forced_skinny_mt_), "' serves M <= ", forced_skinny_mt_,
+                   ", got M = ", M);
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
                               stream);
     Sm90Fp8GemmArgs a;
@@ -129,17 +156,40 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_lo = ep.clamp_lo;
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
+    if (skinny(M)) {
+      const Sm90Fp8SkinnyPlan plan = skinny_plan(M);
+      char* after = ws + align256(align256(size_t(M * ldq)) + size_t(nkb_ * ld_meta) * 4);
+      float* partial = reinterpret_cast<float*>(after);
+      unsigned* tickets = static_cast<unsigned*>(internal_tickets_.data());
+      if (ctx.workspace) {  // the caller's memory: its tickets start from zero every call
+        tickets = reinterpret_cast<unsigned*>(after + align256(size_t(plan.partial_floats) * 4));
+        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, size_t(plan.tickets) * 4, stream));
+      }
+      launch_sm90_fp8_skinny_gemm(a, plan, partial, tickets, stream);
+      return;
+    }
     a.block_n = forced_.block_n;  // 0: picked from M and N by the launcher
     a.cluster = forced_.cluster;
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
  private:
+  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  // The skinny kernel serves this M: forced, or M <= kSkinnyMaxM unless a 128-row tile is forced.
+  bool skinny(int64_t M) const {
+    if (forced_skinny_mt_) return M <= forced_skinny_mt_;
+    return forced_.block_n == 0 && M <= kSkinnyMaxM;
+  }
+  Sm90Fp8SkinnyPlan skinny_plan(int64_t M) const {
+    return sm90_fp8_skinny_plan(M, N, K, sms_, forced_skinny_mt_);
+  }
+
   int device_ = 0, sms_ = 132;
-  Sm90Fp8Tile forced_;  // block_n 0: the launcher's pick
+  Sm90Fp8Tile forced_;        // block_n 0: the launcher's pick
+  int forced_skinny_mt_ = 0;  // > 0: the skinny kernel with this token tile is forced
   int64_t nkb_ = 0, ldb_ = 0, ld_sb_ = 0;
   DeviceContext* ctx_ = nullptr;
-  DeviceBuffer codes_, scales_;
+  DeviceBuffer codes_, scales_, internal_tickets_;
   std::shared_ptr<DeviceBuffer> scratch_;
 };
 

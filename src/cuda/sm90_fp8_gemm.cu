@@ -100,7 +100,7 @@ std::string sm90_fp8_gemm_names() {
   return s;
 }
 
-void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
+void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& a) {
   MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.M < (int64_t(1) << 31) &&
                      a.N < (int64_t(1) << 31) && a.K < (int64_t(1) << 31),
                  "sm90 fp8 gemm: M, N, K (", a.M, ", ", a.N, ", ", a.K, ") must be in [1, 2^31)");
@@ -115,6 +115,10 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
                      a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
+}
+
+void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
+  check_sm90_fp8_gemm_args(a);
   const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster});
   const bool pair = t.cluster == 2;
   // Stages: as many as fit in 227 KB of shared memory.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -258,4 +259,150 @@ TEST(CudaFp8Block, ActivationAndOutputTypes) {
 TEST(CudaFp8Block, RejectsNonFp8Weights) {
   SKIP_WITHOUT_HOPPER();
   EXPECT_THROW(prepare(random_weight(64, "w4g128", 3), fp8_block_options()), Error);
+}
+
+// The skinny kernel (M <= 64: the weights as the MMA's wide operand, stream-K over every SM) at
+// every token count around its token tiles, then the 128-row tiles from M = 65.
+TEST(CudaFp8Block, SkinnyKernelEveryTokenCount) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 100;
+  for (int64_t M : {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 63, 64}) {
+    Case c{M, 1000, 1000};
+    c.force = std::string("sm90_fp8_block_skinny_mt") + (M <= 16 ? "16" : M <= 32 ? "32" : "64");
+    run(c, seed++);
+    PrepareOptions o = {};
+    o.backend = BackendKind::CUDA;
+    o.act = ActQuant::Fp8Block;
+    std::vector<float> wf = randn(size_t(256 * 256), seed);
+    const PreparedWeight pw = prepare(
+        quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("fp8b128")), o);
+    EXPECT_EQ(pw.kernel_name(M), c.force) << "the dispatch at M = " << M;
+    EXPECT_EQ(pw.kernel_name(65), "sm90_fp8_block_gemm_bm128_bn128_s6");
+  }
+}
+
+// Shapes that cut the stream-K ranges every way: a tile in 28 pieces (2 tiles x 112 K blocks on
+// 56 CTAs), whole tiles per CTA with the last one past N (131 x 128 + 5 rows), N and K off the
+// 128 blocks, every dtype, bias and clamp, a caller workspace (tickets zeroed per call), and a
+// larger token tile forced for fewer tokens.
+TEST(CudaFp8Block, SkinnyKernelOddShapesAndCutTiles) {
+  SKIP_WITHOUT_HOPPER();
+  run({5, 517, 7168 + 64, DType::F16, DType::F32, true, -2.f, 3.f}, 120);
+  run({1, 200, 14336, DType::BF16, DType::BF16}, 121);
+  run({16, 131 * 128 + 5, 256, DType::BF16, DType::F16, true}, 122);
+  run({33, 131, 77, DType::F32, DType::BF16, true, 0.f}, 123);
+  run({7, 1000, 3000, DType::F16, DType::F16, true, -1e30f, 1e30f, true}, 124);
+  run({64, 300, 4000, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 125);
+  Case c{3, 640, 1000};
+  c.force = "sm90_fp8_block_skinny_mt64";
+  run(c, 126);
+  c.M = 20;
+  c.force = "sm90_fp8_block_skinny_mt32";
+  run(c, 127);
+}
+
+TEST(CudaFp8Block, SkinnyKernelRejectsMoreTokensThanItsTile) {
+  SKIP_WITHOUT_HOPPER();
+  PrepareOptions o = fp8_block_options();
+  o.force_kernel = "sm90_fp8_block_skinny_mt16";
+  const PreparedWeight pw = prepare(random_weight(256, "fp8b128", 7), o);
+  DeviceBuffer dx(17 * 256 * 2), dy(17 * 256 * 2);
+  try {
+    linear(dx.view(DType::BF16, {17, 256}), pw, dy.view(DType::BF16, {17, 256}));
+    ADD_FAILURE() << "M = 17 ran on a kernel of 16-token tiles";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("M = 17"), std::string::npos) << e.what();
+  }
+}
+
+// Deterministic, graph-capturable, and safe under programmatic dependent launch: a chain of
+// calls, each reading the previous call's output (poisoned before the chain), eager with and
+// without dependent launch, graph-replayed, and with caller workspaces, gives the bits of the
+// same chain run one call at a time. 4096 x 4096 cuts tiles across CTAs (tickets, partials).
+TEST(CudaFp8Block, SkinnyKernelDeterministicChainedAndGraphCaptured) {
+  SKIP_WITHOUT_HOPPER();
+  const int64_t D = 4096;
+  const PreparedWeight wa = prepare(
+      quantize_weight(TensorView(randn(size_t(D * D), 31, 0.02f).data(), DType::F32, {D, D}),
+                      parse_scheme("fp8b128")),
+      fp8_block_options());
+  const PreparedWeight wb = prepare(
+      quantize_weight(TensorView(randn(size_t(D * D), 32, 0.02f).data(), DType::F32, {D, D}),
+                      parse_scheme("fp8b128")),
+      fp8_block_options());
+  const char* saved = std::getenv("MIXQ_SKINNY_PDL");
+  const std::string saved_value = saved ? saved : "";
+  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40)}) {
+    SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M));
+    const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * D), 33), DType::BF16);
+    constexpr int kCalls = 6;
+    DeviceBuffer dx(xb.size());
+    dx.copy_from_host(xb.data(), xb.size());
+    std::vector<DeviceBuffer> ys, wss;
+    for (int i = 0; i < kCalls; ++i) {
+      ys.emplace_back(size_t(M * D * 2));
+      wss.emplace_back(linear_workspace_size(i % 2 ? wb : wa, M));
+    }
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    auto enqueue = [&](bool sync_each, bool caller_ws) {
+      for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
+      for (int i = 0; i < kCalls; ++i) {
+        ExecContext ctx;
+        ctx.stream = s;
+        if (caller_ws) {
+          ctx.workspace = wss[size_t(i)].data();
+          ctx.workspace_bytes = wss[size_t(i)].size();
+        }
+        const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
+        linear(in.view(DType::BF16, {M, D}), i % 2 ? wb : wa,
+               ys[size_t(i)].view(DType::BF16, {M, D}), {}, ctx);
+        if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      }
+    };
+    auto outputs = [&] {
+      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<std::vector<uint8_t>> out;
+      for (auto& y : ys) {
+        out.emplace_back(y.size());
+        y.copy_to_host(out.back().data(), y.size());
+      }
+      return out;
+    };
+    setenv("MIXQ_SKINNY_PDL", "0", 1);
+    enqueue(true, false);
+    const auto want = outputs();
+    for (const auto& y : want) {
+      bool finite = true;
+      for (size_t i = 0; i < y.size(); i += 2) {
+        uint16_t h;
+        std::memcpy(&h, y.data() + i, 2);
+        finite = finite && std::isfinite(bf16_to_f32(h));
+      }
+      ASSERT_TRUE(finite) << "an output of the chain was not written (or overflowed)";
+    }
+    setenv("MIXQ_SKINNY_PDL", "1", 1);
+    for (int rep = 0; rep < 3; ++rep) {
+      enqueue(false, rep == 2);
+      EXPECT_EQ(outputs(), want) << "eager chain " << rep;
+    }
+    for (const bool caller_ws : {false, true}) {
+      cudaGraph_t graph;
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+      enqueue(false, caller_ws);
+      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+      cudaGraphExec_t exec;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      for (int rep = 0; rep < 4; ++rep) {
+        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+        EXPECT_EQ(outputs(), want) << "graph replay " << rep << (caller_ws ? " (caller workspaces)" : "");
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+    cudaStreamDestroy(s);
+  }
+  if (saved) setenv("MIXQ_SKINNY_PDL", saved_value.c_str(), 1);
+  else unsetenv("MIXQ_SKINNY_PDL");
 }

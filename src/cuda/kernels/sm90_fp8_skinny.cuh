@@ -1,0 +1,302 @@
+// Hopper FP8 block-scaled GEMM for few tokens (decode, M <= 64): the weights stream through the
+// tensor cores as the wide operand and the tokens are the narrow one ("swap AB"):
+//   Y^T[n][m] = sum_kb (WQ_kb[n] . XQ_kb[m]) * sb[n / 128][kb] * sa[m][kb]
+// The 128-row tile of sm90_block_gemm.cuh would put the M <= 64 tokens on the MMA's 128-row side
+// (mostly padding) and cut the weights into BN-wide tiles, one per CTA and K range whole: at
+// M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs (two rounds, the second a quarter full),
+// about half the weight stream's rate (bench/results/act_quant_gemms/tables.md).
+//
+// CTA = 1 consumer warpgroup (warps 0-3) + 1 producer warp (warp 4), one CTA per SM, persistent.
+//   producer (one thread): per 128-wide K block a stage of the ring: the 128 x 128 weight tile
+//     (TMA, 128-byte swizzle, zero past N and K), the MT x 128 token tile (zero past M and K),
+//     the stage's MT token scales sa[kb][m0 ..] and the weight block's scale (a 16-byte group of
+//     four K blocks: TMA wants 16-byte aligned boxes).
+//   consumers: each warp owns 16 rows of both 64-row halves of the weight tile; per stage two
+//     m64nMTk32 MMAs (one per half) x 4 K steps into a fresh accumulator, then the block's
+//     partial sums are folded into the f32 totals with sb * sa (the tensor-core accumulator never
+//     spans two K blocks, as in the large kernel). The MMAs are a few hundred cycles per 16 KB
+//     stage, which the weight stream delivers in ~0.7 us per SM: the kernel is bound by DRAM.
+// Work: stream-K over (weight tile, K block) iterations (wo_stream_k.hpp, every tile in the
+// stream-K part), so every SM reads the same number of weight bytes whatever N is. A tile cut
+// between CTAs leaves each piece in its CTA's partial slot; the last piece to finish (a ticket
+// per tile) sums the slots in CTA order, so the bits do not depend on which CTA ends last.
+// Programmatic dependent launch: the producer issues the first stages' weight and weight-scale
+// loads, then waits for the previous grid before it loads activations (the quantizer's output);
+// the consumers wait before they touch tickets, partials or Y.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/grid_dependency.cuh"
+#include "cuda/kernels/sm90_block_gemm.cuh"  // load_io, to_out
+#include "cuda/kernels/sm90_sync.cuh"
+#include "cuda/kernels/sm90_wgmma.cuh"
+#include "cuda/wo_stream_k.hpp"
+
+namespace mixq::cuda::sm90 {
+
+struct Fp8SkinnyParams {
+  int M = 0, N = 0, num_kb = 0;
+  StreamKSchedule sched;      // tiles: ceil(N / 128) weight tiles of num_kb iterations
+  float* partial = nullptr;   // stream-K partial slots: 2 per CTA of 128 x MT floats
+  unsigned* tickets = nullptr;  // one per stream-K tile, zero before the launch (left zero)
+  void* y = nullptr;          // [M][ldy] in y_type (0 f16, 1 bf16, 2 f32)
+  int64_t ldy = 0;
+  int y_type = 2;
+  const void* bias = nullptr;  // [N] in bias_type, or null
+  int bias_type = 2;
+  float clamp_lo = 0.f, clamp_hi = 0.f;
+};
+
+template <int MT, int kStages>
+struct Fp8SkinnyShape {
+  static_assert(MT == 16 || MT == 32 || MT == 64, "token tiles of 16, 32 or 64");
+  static constexpr int kThreads = 160;  // consumer warpgroup + producer warp
+  static constexpr int kWBytes = 128 * 128, kXBytes = MT * 128;  // 1024-byte multiples
+  static constexpr int kSaBytes = 256, kSbBytes = 128;  // TMA destinations, 128-byte aligned
+  static constexpr int kStageBytes = kWBytes + kXBytes + kSaBytes + kSbBytes;
+  static constexpr uint32_t kTxBytes = kWBytes + kXBytes + MT * 4 + 16;
+  static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8 + 16;
+  static constexpr int kSlotFloats = 128 * MT;
+};
+
+// Partial slot layout: float4 q (accumulators 4q .. 4q + 3 of a thread, q < MT / 4) of consumer
+// thread tid at [slot][q][tid]: coalesced on both sides.
+template <int MT>
+__device__ __forceinline__ float4* skinny_slot(float* partial, int slot, int tid) {
+  return reinterpret_cast<float4*>(partial) + int64_t(slot) * (MT / 4) * 128 + tid;
+}
+
+// Registers of a consumer thread: half h (weight rows 64 h ..), accumulator 4j + e: weight row
+// 16 warp + lane / 4 + 8 (e >> 1), token 8 j + 2 (lane % 4) + (e & 1).
+template <int kYType, int MT>
+__device__ __forceinline__ void skinny_store(const Fp8SkinnyParams& p, const float (&v)[2][MT / 2],
+                                             int n0, int warp, int lane) {
+  using T = typename OutT<kYType>::T;
+  T* y = static_cast<T*>(p.y);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int n = n0 + 64 * h + 16 * warp + lane / 4 + 8 * r;
+      if (n >= p.N) continue;
+      const float b = p.bias ? load_io(p.bias, p.bias_type, n) : 0.f;
+#pragma unroll
+      for (int j = 0; j < MT / 8; ++j)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int m = 8 * j + 2 * (lane % 4) + c;
+          if (m >= p.M) continue;
+          const float o = fminf(fmaxf(v[h][4 * j + 2 * r + c] + b, p.clamp_lo), p.clamp_hi);
+          y[int64_t(m) * p.ldy + n] = to_out<kYType>(o);
+        }
+    }
+}
+
+template <int MT>
+__device__ __forceinline__ void skinny_store_any(const Fp8SkinnyParams& p,
+                                                 const float (&v)[2][MT / 2], int n0, int warp,
+                                                 int lane) {
+  if (p.y_type == 0) skinny_store<0, MT>(p, v, n0, warp, lane);
+  else if (p.y_type == 1) skinny_store<1, MT>(p, v, n0, warp, lane);
+  else skinny_store<2, MT>(p, v, n0, warp, lane);
+}
+
+constexpr int kSkinnyBarrier = 1;  // the consumer warpgroup's named barrier (0 is __syncthreads)
+
+template <int MT, int kStages>
+__global__ void __launch_bounds__(160, 1)
+    sm90_fp8_skinny_kernel(const __grid_constant__ CUtensorMap tm_w,   // u8 {K, N}, box {128, 128}
+                           const __grid_constant__ CUtensorMap tm_x,   // u8 {K, M}, box {128, MT}
+                           const __grid_constant__ CUtensorMap tm_sa,  // f32 {M, kb}, box {MT, 1}
+                           const __grid_constant__ CUtensorMap tm_sb,  // f32 {kb, N/128}, box {4, 1}
+                           const Fp8SkinnyParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = Fp8SkinnyShape<MT, kStages>;
+  using Mma = WgmmaE4M3<MT>;
+  constexpr int R = MT / 2;  // accumulator registers per thread and m64 half
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* w_tiles = smem;
+  uint8_t* x_tiles = w_tiles + kStages * Shape::kWBytes;
+  uint8_t* sa_meta = x_tiles + kStages * Shape::kXBytes;
+  uint8_t* sb_meta = sa_meta + kStages * Shape::kSaBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sb_meta + kStages * Shape::kSbBytes);
+  uint64_t* empty = full + kStages;
+  int* last_flag = reinterpret_cast<int*>(empty + kStages);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);   // the producer's arrive.expect_tx + the stage's TMA bytes
+      mbar_init(&empty[s], 4);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  allow_dependent_launch();
+  const StreamKSchedule& sched = p.sched;
+
+  if (threadIdx.x >= 128) {  // producer warp
+    if (threadIdx.x != 128) return;
+    tma_prefetch_desc(&tm_w);
+    tma_prefetch_desc(&tm_x);
+    StreamKCursor cur(sched, int(blockIdx.x));
+    StreamKWork w;
+    RingPos out(kStages);
+    // The first stages' weights (no kernel writes them) go out before the wait for the previous
+    // grid; their token tiles and token scales after it.
+    int early_kb[kStages], n_early = 0;
+    bool waited = false;
+    while (cur.next(sched, w)) {
+      int mb, nb;
+      stream_k_tile_coords(sched, w.tile, mb, nb);
+      const int n0 = nb * 128;
+      for (int kb = w.c0; kb < w.c1; ++kb) {
+        const int s = out.stage;
+        mbar_wait(&empty[s], out.phase ^ 1);
+        mbar_arrive_expect_tx(&full[s], Shape::kTxBytes);
+        tma_load_2d(w_tiles + s * Shape::kWBytes, &tm_w, &full[s], kb * 128, n0);
+        tma_load_2d(sb_meta + s * Shape::kSbBytes, &tm_sb, &full[s], kb & ~3, nb);
+        if (waited) {
+          tma_load_2d(x_tiles + s * Shape::kXBytes, &tm_x, &full[s], kb * 128, 0);
+          tma_load_2d(sa_meta + s * Shape::kSaBytes, &tm_sa, &full[s], 0, kb);
+        } else {
+          early_kb[n_early] = kb;  // the ring is at most kStages ahead of the consumers
+          ++n_early;
+          if (n_early == kStages) {
+            grid_dependency_wait();
+            waited = true;
+            for (int i = 0; i < n_early; ++i) {
+              tma_load_2d(x_tiles + i * Shape::kXBytes, &tm_x, &full[i], early_kb[i] * 128, 0);
+              tma_load_2d(sa_meta + i * Shape::kSaBytes, &tm_sa, &full[i], 0, early_kb[i]);
+            }
+          }
+        }
+        out.advance();
+      }
+    }
+    if (!waited) {  // fewer iterations than stages
+      grid_dependency_wait();
+      for (int i = 0; i < n_early; ++i) {
+        tma_load_2d(x_tiles + i * Shape::kXBytes, &tm_x, &full[i], early_kb[i] * 128, 0);
+        tma_load_2d(sa_meta + i * Shape::kSaBytes, &tm_sa, &full[i], 0, early_kb[i]);
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  grid_dependency_wait();  // tickets, partials and Y belong to the previous launches until here
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int col = 2 * (lane % 4);
+  StreamKCursor cur(sched, int(blockIdx.x));
+  StreamKWork w;
+  RingPos in(kStages);
+  float total[2][R];
+  float acc[2][R];
+  while (cur.next(sched, w)) {
+    int mb, nb;
+    stream_k_tile_coords(sched, w.tile, mb, nb);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < R; ++i) total[h][i] = 0.f;
+    for (int kb = w.c0; kb < w.c1; ++kb) {
+      const int s = in.stage;
+      mbar_wait(&full[s], in.phase);
+      __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+      // The block's scales: sb of the weight tile, sa of this thread's token columns.
+      const float sb = __uint_as_float(lds32(smem_u32(sb_meta + s * Shape::kSbBytes) + 4 * (kb & 3)));
+      float sc[MT / 8][2];
+#pragma unroll
+      for (int j = 0; j < MT / 8; ++j) {
+        const uint2 v = lds64(smem_u32(sa_meta + s * Shape::kSaBytes) + 4 * (8 * j + col));
+        sc[j][0] = __uint_as_float(v.x) * sb;
+        sc[j][1] = __uint_as_float(v.y) * sb;
+      }
+      const uint32_t dw = desc_lo_kmajor_sw128(smem_u32(w_tiles + s * Shape::kWBytes));
+      const uint32_t dx = desc_lo_kmajor_sw128(smem_u32(x_tiles + s * Shape::kXBytes));
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)  // the second half's rows are 64 x 128 bytes further on
+          Mma::mma(acc[h], desc_from_lo_sw128(dw + h * (64 * 128 / 16) + 2 * k),
+                   desc_from_lo_sw128(dx + 2 * k), k);
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < R; ++i) reg_fence(acc[h][i]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);  // the MMAs and the scale reads are done with it
+      in.advance();
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int j = 0; j < MT / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            total[h][4 * j + e] = fmaf(acc[h][4 * j + e], sc[j][e & 1], total[h][4 * j + e]);
+    }
+    const int n0 = nb * 128;
+    if (!w.split) {
+      skinny_store_any<MT>(p, total, n0, warp, lane);
+      continue;
+    }
+    // A piece of a cut tile: park it, then the last piece of the tile to arrive sums them all.
+    const int t = w.tile - sched.dp_tiles;
+    const int slot = StreamKCursor::slot_of(sched, int(blockIdx.x), t);
+    float4* dst = skinny_slot<MT>(p.partial, slot, tid);
+#pragma unroll
+    for (int q = 0; q < MT / 4; ++q) {
+      const float* a = &total[q / (R / 4)][4 * (q % (R / 4))];
+      dst[q * 128] = make_float4(a[0], a[1], a[2], a[3]);
+    }
+    __threadfence();  // this thread's slot stores, before the ticket (cumulative through the barrier)
+    const int64_t it0 = int64_t(t) * sched.chunks;
+    const int b_lo = StreamKCursor::sk_owner(sched, it0);
+    const int b_hi = StreamKCursor::sk_owner(sched, it0 + sched.chunks - 1);
+    named_barrier_sync(kSkinnyBarrier, 128);
+    if (tid == 0) *last_flag = atomicAdd(p.tickets + t, 1u) == unsigned(b_hi - b_lo);
+    named_barrier_sync(kSkinnyBarrier, 128);
+    const bool last = *last_flag != 0;
+    named_barrier_sync(kSkinnyBarrier, 128);  // everyone has read the flag before it is rewritten
+    if (!last) continue;
+    __threadfence();  // the other pieces' stores, seen through their tickets
+    float4 sum[MT / 4];
+#pragma unroll
+    for (int q = 0; q < MT / 4; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x
+    for (int b = b_lo; b <= b_hi; ++b) {
+      const float4* src = skinny_slot<MT>(p.partial, StreamKCursor::slot_of(sched, b, t), tid);
+#pragma unroll
+      for (int q = 0; q < MT / 4; ++q) {
+        const float4 u = __ldcg(src + q * 128);
+        sum[q].x += u.x;
+        sum[q].y += u.y;
+        sum[q].z += u.z;
+        sum[q].w += u.w;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < MT / 4; ++q) {
+      float* a = &total[q / (R / 4)][4 * (q % (R / 4))];
+      a[0] = sum[q].x;
+      a[1] = sum[q].y;
+      a[2] = sum[q].z;
+      a[3] = sum[q].w;
+    }
+    skinny_store_any<MT>(p, total, n0, warp, lane);
+    if (tid == 0) p.tickets[t] = 0;  // every piece has arrived: the next launch starts from zero
+  }
+#else
+  __trap();  // built for an architecture without wgmma / TMA: the host never launches this
+#endif
+}
+
+}  // namespace mixq::cuda::sm90
