@@ -51,6 +51,7 @@
 
 #include "cuda/act_quant.hpp"
 #include "cuda/check.hpp"
+#include "cuda/kernels/grid_dependency.cuh"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -371,6 +372,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
                               int64_t ldq, float* __restrict__ scale, int64_t ld_meta) {
   constexpr int L = 128 / (kChunk * P), W = raw_words<XT>();
   const int M = geo.M, K = geo.K;
+  // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
+  allow_dependent_launch();
+  grid_dependency_wait();
   stream_tasks<XT, 128, P>(x, geo, [&](const Task& t, int lane,
                                                       const uint32_t(&w)[P][W]) {
     const float amax = group_max<L>(raw_amax<XT, P>(w));  // elements past K are 0
@@ -541,7 +545,7 @@ int max_ctas_per_sm() {  // the kernels use no shared memory: registers decide
 // smaller (the kernels loop, so any grid size is correct).
 template <auto Kernel, int BLOCK, int P, class... Args>
 void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool vec, int band_shift,
-                       cudaStream_t stream, Args... args) {
+                       cudaStream_t stream, bool pdl, Args... args) {
   int dev = 0, sms = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
   MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -564,15 +568,28 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   geo.dq = static_cast<int>(stride % per);
   geo.ldx = ldx;
   geo.vec = vec;
-  Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, geo, args...);
+  if (!pdl) {
+    Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, geo, args...);
+    return;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, x, geo, args...));
 }
 
 template <int XT, int P>
-void launch_fp8_typed(cudaStream_t stream, const void* x, int64_t ldx, int64_t M, int64_t K,
-                      bool vec, uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta) {
-  launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(x, ldx, M, K, vec,
-                                                              band_knob(kFp8BandShift), stream, q, ldq,
-                                                              scale, ld_meta);
+void launch_fp8_typed(cudaStream_t stream, bool pdl, const void* x, int64_t ldx, int64_t M,
+                      int64_t K, bool vec, uint8_t* q, int64_t ldq, float* scale,
+                      int64_t ld_meta) {
+  launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(
+      x, ldx, M, K, vec, band_knob(kFp8BandShift), stream, pdl, q, ldq, scale, ld_meta);
 }
 
 template <int XT, int P>
@@ -582,7 +599,8 @@ void launch_int8_typed(int64_t block, cudaStream_t stream, const void* x, int64_
 #define MIXQ_INT8_CASE(B)                                                          \
   case B:                                                                          \
     launch_persistent<quantize_int8_block_kernel<XT, B, P>, B, P>(                 \
-        x, ldx, M, K, vec, band_knob(kInt8BandShift), stream, q, ldq, scale, offset, sums, ld_meta); \
+        x, ldx, M, K, vec, band_knob(kInt8BandShift), stream, false, q, ldq, scale, offset, \
+        sums, ld_meta);                                                            \
     break;
   switch (block) {
     MIXQ_INT8_CASE(32)
@@ -598,22 +616,22 @@ void launch_int8_typed(int64_t block, cudaStream_t stream, const void* x, int64_
 
 void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta,
-                               cudaStream_t stream) {
+                               cudaStream_t stream, bool pdl) {
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
   const bool two = pieces_knob(kFp8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      if (two) launch_fp8_typed<kF16, 2>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      else launch_fp8_typed<kF16, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      if (two) launch_fp8_typed<kF16, 2>(stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      else launch_fp8_typed<kF16, 1>(stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
     case kBF16:
-      if (two) launch_fp8_typed<kBF16, 2>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      else launch_fp8_typed<kBF16, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      if (two) launch_fp8_typed<kBF16, 2>(stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      else launch_fp8_typed<kBF16, 1>(stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
     default:
-      launch_fp8_typed<kF32, 1>(stream, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
+      launch_fp8_typed<kF32, 1>(stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");

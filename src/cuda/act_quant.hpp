@@ -25,9 +25,12 @@ inline int64_t act_row_pitch(int64_t K) { return (K + 15) / 16 * 16; }
 inline int64_t act_meta_pitch(int64_t M) { return (M + 3) / 4 * 4; }
 
 // x: [M][K] with row stride ldx (elements); x_type: 0 f16, 1 bf16, 2 f32 (IoType ints).
+// pdl: a programmatic dependent launch (kernels/grid_dependency.cuh): it may start while the
+// previous kernel of the stream runs and waits for it before it reads or writes anything; it lets
+// the next dependent launch (a decode GEMM's early weight loads) start at once.
 void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta,
-                               cudaStream_t stream);
+                               cudaStream_t stream, bool pdl = false);
 
 // block: 32, 64, 128 or 256 (the GEMMs use 64 and 128).
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,

@@ -134,8 +134,23 @@ class CudaFp8Block final : public PreparedImpl {
     MIXQ_CHECK_ARG(!forced_skinny_mt_ || M <= forced_skinny_mt_, "cuda Fp8Block: force_kernel '",
                    sm90_fp8_skinny_name(forced_skinny_mt_), "' serves M <= ", forced_skinny_mt_,
                    ", got M = ", M);
+    const bool few = skinny(M);
+    Sm90Fp8SkinnyPlan plan;
+    float* partial = nullptr;
+    unsigned* tickets = static_cast<unsigned*>(internal_tickets_.data());
+    if (few) {
+      plan = skinny_plan(M);
+      char* after = ws + align256(align256(size_t(M * ldq)) + size_t(nkb_ * ld_meta) * 4);
+      partial = reinterpret_cast<float*>(after);
+      if (ctx.workspace) {
+        // The caller's memory: its tickets start from zero every call. Cleared before the
+        // quantizer, so that the kernel's dependent launch follows the quantizer directly.
+        tickets = reinterpret_cast<unsigned*>(after + align256(size_t(plan.partial_floats) * 4));
+        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, size_t(plan.tickets) * 4, stream));
+      }
+    }
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
-                              stream);
+                              stream, few && sm90_fp8_skinny_pdl());
     Sm90Fp8GemmArgs a;
     a.a = q;
     a.lda = ldq;
@@ -156,15 +171,7 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_lo = ep.clamp_lo;
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
-    if (skinny(M)) {
-      const Sm90Fp8SkinnyPlan plan = skinny_plan(M);
-      char* after = ws + align256(align256(size_t(M * ldq)) + size_t(nkb_ * ld_meta) * 4);
-      float* partial = reinterpret_cast<float*>(after);
-      unsigned* tickets = static_cast<unsigned*>(internal_tickets_.data());
-      if (ctx.workspace) {  // the caller's memory: its tickets start from zero every call
-        tickets = reinterpret_cast<unsigned*>(after + align256(size_t(plan.partial_floats) * 4));
-        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, size_t(plan.tickets) * 4, stream));
-      }
+    if (few) {
       launch_sm90_fp8_skinny_gemm(a, plan, partial, tickets, stream);
       return;
     }

@@ -75,7 +75,11 @@ Sm90Fp8SkinnyPlan sm90_fp8_skinny_plan(int64_t M, int64_t N, int64_t K, int sms,
 // "sm90_fp8_block_skinny_mt16" etc.; the token tile of such a name, 0 for other names.
 const char* sm90_fp8_skinny_name(int mt);
 int sm90_fp8_skinny_mt_by_name(const std::string& name);
-// Launches on `stream` (a programmatic dependent launch unless MIXQ_SKINNY_PDL=0): a.M <= plan.mt,
+// Whether the skinny kernel, and the quantizer before it, are programmatic dependent launches
+// (default; MIXQ_SKINNY_PDL=0 turns it off, read per call): the kernel's first weight stages load
+// while the quantizer (and the previous call) run.
+bool sm90_fp8_skinny_pdl();
+// Launches on `stream` (a programmatic dependent launch where sm90_fp8_skinny_pdl()): a.M <= plan.mt,
 // a.block_n / a.cluster / a.group_n unused; partial (16-byte aligned) and tickets as the plan
 // sizes them, tickets zero (every launch leaves them zero).
 void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90Fp8SkinnyPlan& plan,

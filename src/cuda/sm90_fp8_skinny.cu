@@ -54,9 +54,8 @@ void launch_skinny(const Sm90Fp8GemmArgs& a, const Sm90Fp8SkinnyPlan& plan, floa
   auto kernel = sm90::sm90_fp8_skinny_kernel<MT, kSkinnyStages>;
   MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        Shape::kSmemBytes));
-  const char* e = std::getenv("MIXQ_SKINNY_PDL");
-  const bool pdl = !(e && e[0] == '0');
-  WoLaunchConfig lc(dim3(plan.sched.grid), Shape::kThreads, Shape::kSmemBytes, stream, pdl);
+  WoLaunchConfig lc(dim3(plan.sched.grid), Shape::kThreads, Shape::kSmemBytes, stream,
+                    sm90_fp8_skinny_pdl());
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_w, tm_x, tm_sa, tm_sb, p));
   MIXQ_CUDA_CHECK_LAUNCH(sm90_fp8_skinny_name(MT));
 }
@@ -83,6 +82,11 @@ Sm90Fp8SkinnyPlan sm90_fp8_skinny_plan(int64_t M, int64_t N, int64_t K, int sms,
   plan.partial_floats = stream_k_partial_floats(s.grid, plan.mt);
   plan.tickets = s.tiles;
   return plan;
+}
+
+bool sm90_fp8_skinny_pdl() {
+  const char* e = std::getenv("MIXQ_SKINNY_PDL");
+  return !(e && e[0] == '0');
 }
 
 const char* sm90_fp8_skinny_name(int mt) {

@@ -6,16 +6,18 @@
 // M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs (two rounds, the second a quarter full),
 // about half the weight stream's rate (bench/results/act_quant_gemms/tables.md).
 //
-// CTA = 1 consumer warpgroup (warps 0-3) + 1 producer warp (warp 4), one CTA per SM, persistent.
+// CTA = 2 consumer warpgroups (warps 0-7) + 1 producer warp (warp 8), one CTA per SM, persistent.
 //   producer (one thread): per 128-wide K block a stage of the ring: the 128 x 128 weight tile
 //     (TMA, 128-byte swizzle, zero past N and K), the MT x 128 token tile (zero past M and K),
 //     the stage's MT token scales sa[kb][m0 ..] and the weight block's scale (a 16-byte group of
 //     four K blocks: TMA wants 16-byte aligned boxes).
-//   consumers: each warp owns 16 rows of both 64-row halves of the weight tile; per stage two
-//     m64nMTk32 MMAs (one per half) x 4 K steps into a fresh accumulator, then the block's
-//     partial sums are folded into the f32 totals with sb * sa (the tensor-core accumulator never
-//     spans two K blocks, as in the large kernel). The MMAs are a few hundred cycles per 16 KB
-//     stage, which the weight stream delivers in ~0.7 us per SM: the kernel is bound by DRAM.
+//   consumers: warpgroup cw owns weight rows 64 cw .. 64 cw + 63 of the tile; per stage 4
+//     m64nMTk32 MMAs (K steps) into a fresh accumulator, then the block's partial sums are folded
+//     into the f32 totals with sb * sa (the tensor-core accumulator never spans two K blocks, as
+//     in the large kernel). Each warpgroup waits for its own MMAs and promotes while the other's
+//     run (one warpgroup for both halves made M = 64 13-20% slower than M = 16 on the large
+//     layers: session 26, call 1). The weight stream delivers a 16 KB stage in ~0.7 us per SM,
+//     far more than the MMAs and promotion take: the kernel is bound by DRAM.
 // Work: stream-K over (weight tile, K block) iterations (wo_stream_k.hpp, every tile in the
 // stream-K part), so every SM reads the same number of weight bytes whatever N is. A tile cut
 // between CTAs leaves each piece in its CTA's partial slot; the last piece to finish (a ticket
@@ -54,7 +56,7 @@ struct Fp8SkinnyParams {
 template <int MT, int kStages>
 struct Fp8SkinnyShape {
   static_assert(MT == 16 || MT == 32 || MT == 64, "token tiles of 16, 32 or 64");
-  static constexpr int kThreads = 160;  // consumer warpgroup + producer warp
+  static constexpr int kThreads = 288;  // two consumer warpgroups + producer warp
   static constexpr int kWBytes = 128 * 128, kXBytes = MT * 128;  // 1024-byte multiples
   static constexpr int kSaBytes = 256, kSbBytes = 128;  // TMA destinations, 128-byte aligned
   static constexpr int kStageBytes = kWBytes + kXBytes + kSaBytes + kSbBytes;
@@ -63,52 +65,49 @@ struct Fp8SkinnyShape {
   static constexpr int kSlotFloats = 128 * MT;
 };
 
-// Partial slot layout: float4 q (accumulators 4q .. 4q + 3 of a thread, q < MT / 4) of consumer
-// thread tid at [slot][q][tid]: coalesced on both sides.
+// Partial slot layout: float4 q (accumulators 4q .. 4q + 3 of a thread, q < MT / 8) of consumer
+// thread tid (of 256) at [slot][q][tid]: coalesced on both sides.
 template <int MT>
 __device__ __forceinline__ float4* skinny_slot(float* partial, int slot, int tid) {
-  return reinterpret_cast<float4*>(partial) + int64_t(slot) * (MT / 4) * 128 + tid;
+  return reinterpret_cast<float4*>(partial) + int64_t(slot) * (MT / 8) * 256 + tid;
 }
 
-// Registers of a consumer thread: half h (weight rows 64 h ..), accumulator 4j + e: weight row
-// 16 warp + lane / 4 + 8 (e >> 1), token 8 j + 2 (lane % 4) + (e & 1).
+// Registers of consumer thread tid (warp = tid / 32 of the two warpgroups): accumulator 4j + e
+// holds weight row 16 warp + lane / 4 + 8 (e >> 1) of the tile, token 8 j + 2 (lane % 4) + (e & 1).
 template <int kYType, int MT>
-__device__ __forceinline__ void skinny_store(const Fp8SkinnyParams& p, const float (&v)[2][MT / 2],
+__device__ __forceinline__ void skinny_store(const Fp8SkinnyParams& p, const float (&v)[MT / 2],
                                              int n0, int warp, int lane) {
   using T = typename OutT<kYType>::T;
   T* y = static_cast<T*>(p.y);
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int r = 0; r < 2; ++r) {
+    const int n = n0 + 16 * warp + lane / 4 + 8 * r;
+    if (n >= p.N) continue;
+    const float b = p.bias ? load_io(p.bias, p.bias_type, n) : 0.f;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int n = n0 + 64 * h + 16 * warp + lane / 4 + 8 * r;
-      if (n >= p.N) continue;
-      const float b = p.bias ? load_io(p.bias, p.bias_type, n) : 0.f;
+    for (int j = 0; j < MT / 8; ++j)
 #pragma unroll
-      for (int j = 0; j < MT / 8; ++j)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int m = 8 * j + 2 * (lane % 4) + c;
-          if (m >= p.M) continue;
-          const float o = fminf(fmaxf(v[h][4 * j + 2 * r + c] + b, p.clamp_lo), p.clamp_hi);
-          y[int64_t(m) * p.ldy + n] = to_out<kYType>(o);
-        }
-    }
+      for (int c = 0; c < 2; ++c) {
+        const int m = 8 * j + 2 * (lane % 4) + c;
+        if (m >= p.M) continue;
+        const float o = fminf(fmaxf(v[4 * j + 2 * r + c] + b, p.clamp_lo), p.clamp_hi);
+        y[int64_t(m) * p.ldy + n] = to_out<kYType>(o);
+      }
+  }
 }
 
 template <int MT>
-__device__ __forceinline__ void skinny_store_any(const Fp8SkinnyParams& p,
-                                                 const float (&v)[2][MT / 2], int n0, int warp,
-                                                 int lane) {
+__device__ __forceinline__ void skinny_store_any(const Fp8SkinnyParams& p, const float (&v)[MT / 2],
+                                                 int n0, int warp, int lane) {
   if (p.y_type == 0) skinny_store<0, MT>(p, v, n0, warp, lane);
   else if (p.y_type == 1) skinny_store<1, MT>(p, v, n0, warp, lane);
   else skinny_store<2, MT>(p, v, n0, warp, lane);
 }
 
-constexpr int kSkinnyBarrier = 1;  // the consumer warpgroup's named barrier (0 is __syncthreads)
+constexpr int kSkinnyBarrier = 1;  // the consumer warpgroups' named barrier (0 is __syncthreads)
 
 template <int MT, int kStages>
-__global__ void __launch_bounds__(160, 1)
+__global__ void __launch_bounds__(288, 1)
     sm90_fp8_skinny_kernel(const __grid_constant__ CUtensorMap tm_w,   // u8 {K, N}, box {128, 128}
                            const __grid_constant__ CUtensorMap tm_x,   // u8 {K, M}, box {128, MT}
                            const __grid_constant__ CUtensorMap tm_sa,  // f32 {M, kb}, box {MT, 1}
@@ -132,7 +131,7 @@ __global__ void __launch_bounds__(160, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);   // the producer's arrive.expect_tx + the stage's TMA bytes
-      mbar_init(&empty[s], 4);  // one arrival per consumer warp
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
     }
     fence_barrier_init();
   }
@@ -140,8 +139,8 @@ __global__ void __launch_bounds__(160, 1)
   allow_dependent_launch();
   const StreamKSchedule& sched = p.sched;
 
-  if (threadIdx.x >= 128) {  // producer warp
-    if (threadIdx.x != 128) return;
+  if (threadIdx.x >= 256) {  // producer warp
+    if (threadIdx.x != 256) return;
     tma_prefetch_desc(&tm_w);
     tma_prefetch_desc(&tm_x);
     StreamKCursor cur(sched, int(blockIdx.x));
@@ -192,19 +191,18 @@ __global__ void __launch_bounds__(160, 1)
   // Consumers.
   grid_dependency_wait();  // tickets, partials and Y belong to the previous launches until here
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int cw = tid / 128;  // which 64 rows of the weight tile
   const int col = 2 * (lane % 4);
   StreamKCursor cur(sched, int(blockIdx.x));
   StreamKWork w;
   RingPos in(kStages);
-  float total[2][R];
-  float acc[2][R];
+  float total[R];
+  float acc[R];
   while (cur.next(sched, w)) {
     int mb, nb;
     stream_k_tile_coords(sched, w.tile, mb, nb);
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int i = 0; i < R; ++i) total[h][i] = 0.f;
+    for (int i = 0; i < R; ++i) total[i] = 0.f;
     for (int kb = w.c0; kb < w.c1; ++kb) {
       const int s = in.stage;
       mbar_wait(&full[s], in.phase);
@@ -218,31 +216,26 @@ __global__ void __launch_bounds__(160, 1)
         sc[j][0] = __uint_as_float(v.x) * sb;
         sc[j][1] = __uint_as_float(v.y) * sb;
       }
-      const uint32_t dw = desc_lo_kmajor_sw128(smem_u32(w_tiles + s * Shape::kWBytes));
+      // this warpgroup's 64 rows are 64 x 128 bytes into the weight tile
+      const uint32_t dw =
+          desc_lo_kmajor_sw128(smem_u32(w_tiles + s * Shape::kWBytes + cw * 64 * 128));
       const uint32_t dx = desc_lo_kmajor_sw128(smem_u32(x_tiles + s * Shape::kXBytes));
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 4; ++k)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)  // the second half's rows are 64 x 128 bytes further on
-          Mma::mma(acc[h], desc_from_lo_sw128(dw + h * (64 * 128 / 16) + 2 * k),
-                   desc_from_lo_sw128(dx + 2 * k), k);
+        Mma::mma(acc, desc_from_lo_sw128(dw + 2 * k), desc_from_lo_sw128(dx + 2 * k), k);
       wgmma_commit();
       wgmma_wait<0>();
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int i = 0; i < R; ++i) reg_fence(acc[h][i]);
+      for (int i = 0; i < R; ++i) reg_fence(acc[i]);
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // the MMAs and the scale reads are done with it
       in.advance();
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < MT / 8; ++j)
 #pragma unroll
-        for (int j = 0; j < MT / 8; ++j)
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            total[h][4 * j + e] = fmaf(acc[h][4 * j + e], sc[j][e & 1], total[h][4 * j + e]);
+        for (int e = 0; e < 4; ++e)
+          total[4 * j + e] = fmaf(acc[4 * j + e], sc[j][e & 1], total[4 * j + e]);
     }
     const int n0 = nb * 128;
     if (!w.split) {
@@ -254,29 +247,27 @@ __global__ void __launch_bounds__(160, 1)
     const int slot = StreamKCursor::slot_of(sched, int(blockIdx.x), t);
     float4* dst = skinny_slot<MT>(p.partial, slot, tid);
 #pragma unroll
-    for (int q = 0; q < MT / 4; ++q) {
-      const float* a = &total[q / (R / 4)][4 * (q % (R / 4))];
-      dst[q * 128] = make_float4(a[0], a[1], a[2], a[3]);
-    }
+    for (int q = 0; q < MT / 8; ++q) dst[q * 256] = make_float4(total[4 * q], total[4 * q + 1],
+                                                                total[4 * q + 2], total[4 * q + 3]);
     __threadfence();  // this thread's slot stores, before the ticket (cumulative through the barrier)
     const int64_t it0 = int64_t(t) * sched.chunks;
     const int b_lo = StreamKCursor::sk_owner(sched, it0);
     const int b_hi = StreamKCursor::sk_owner(sched, it0 + sched.chunks - 1);
-    named_barrier_sync(kSkinnyBarrier, 128);
+    named_barrier_sync(kSkinnyBarrier, 256);
     if (tid == 0) *last_flag = atomicAdd(p.tickets + t, 1u) == unsigned(b_hi - b_lo);
-    named_barrier_sync(kSkinnyBarrier, 128);
+    named_barrier_sync(kSkinnyBarrier, 256);
     const bool last = *last_flag != 0;
-    named_barrier_sync(kSkinnyBarrier, 128);  // everyone has read the flag before it is rewritten
+    named_barrier_sync(kSkinnyBarrier, 256);  // everyone has read the flag before it is rewritten
     if (!last) continue;
     __threadfence();  // the other pieces' stores, seen through their tickets
-    float4 sum[MT / 4];
+    float4 sum[MT / 8];
 #pragma unroll
-    for (int q = 0; q < MT / 4; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x
+    for (int q = 0; q < MT / 8; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x
     for (int b = b_lo; b <= b_hi; ++b) {
       const float4* src = skinny_slot<MT>(p.partial, StreamKCursor::slot_of(sched, b, t), tid);
 #pragma unroll
-      for (int q = 0; q < MT / 4; ++q) {
-        const float4 u = __ldcg(src + q * 128);
+      for (int q = 0; q < MT / 8; ++q) {
+        const float4 u = __ldcg(src + q * 256);
         sum[q].x += u.x;
         sum[q].y += u.y;
         sum[q].z += u.z;
@@ -284,12 +275,11 @@ __global__ void __launch_bounds__(160, 1)
       }
     }
 #pragma unroll
-    for (int q = 0; q < MT / 4; ++q) {
-      float* a = &total[q / (R / 4)][4 * (q % (R / 4))];
-      a[0] = sum[q].x;
-      a[1] = sum[q].y;
-      a[2] = sum[q].z;
-      a[3] = sum[q].w;
+    for (int q = 0; q < MT / 8; ++q) {
+      total[4 * q] = sum[q].x;
+      total[4 * q + 1] = sum[q].y;
+      total[4 * q + 2] = sum[q].z;
+      total[4 * q + 3] = sum[q].w;
     }
     skinny_store_any<MT>(p, total, n0, warp, lane);
     if (tid == 0) p.tickets[t] = 0;  // every piece has arrived: the next launch starts from zero
