@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Table of the few-token FP8 W8A8 rows: mixq bench JSON of the default dispatch (the skinny
 kernel), of the 128-row tiles forced, and peers.py's cuBLASLt block FP8 (M padded to 16 there).
-  python3 scripts/skinny_table.py skinny.json tiles128.json peers_fp8.json"""
-import json, re, sys
+  python3 scripts/skinny_table.py skinny.json tiles128.json peers_fp8.json
+  LABEL="no PDL" python3 scripts/skinny_table.py skinny.json skinny_nopdl.json   (other baseline)"""
+import json, os, re, sys
 
 
 def rows(path):
@@ -26,7 +27,8 @@ if len(sys.argv) > 3:
     except (OSError, ValueError):
         pass
 print("Device: %s\n" % dev)
-print("| K×N | M | mixq µs | % read ceiling | ok | kernel | 128-row tiles µs | speedup | cuBLASLt µs (M→16k) | x cuBLASLt |")
+label = os.environ.get("LABEL", "128-row tiles")
+print("| K×N | M | mixq µs | % read ceiling | ok | kernel | %s µs | speedup | cuBLASLt µs (M→16k) | x cuBLASLt |" % label)
 print("|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
 for (K, N, M), r in sorted(new.items(), key=lambda kv: (kv[0][0] * kv[0][1], kv[0][2])):
     us = r["time_us"]

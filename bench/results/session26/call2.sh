@@ -29,6 +29,6 @@ MIXQ_FORCE_KERNEL=sm90_fp8_block_gemm_bm128_bn128_s6 bench fp8b128:fp8 tiles128
 MS=1,16,64 bench fp8b128 wo_fp8
 OUT=$OUT TAG=fp8 CEIL=0 OPS=cublas_fp8_block128 MS=16,32,64 timeout 150 python3 peers/peers.py > /tmp/peers.txt 2>&1
 echo "peers rc=$?"
-python3 scripts/skinny_table.py "$OUT/skinny_nopdl.json" "$OUT/skinny.json" > "$OUT/pdl_ab.md"
+LABEL="no PDL" python3 scripts/skinny_table.py "$OUT/skinny.json" "$OUT/skinny_nopdl.json" > "$OUT/pdl_ab.md"
 python3 scripts/skinny_table.py "$OUT/skinny.json" "$OUT/tiles128.json" "$OUT/peers_fp8.json" | tee "$OUT/table.md"
 grep -E "4096x4096|8192x8192|14336x21504" "$OUT/pdl_ab.md" | head -24
