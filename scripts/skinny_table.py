@@ -28,7 +28,7 @@ if len(sys.argv) > 3:
         pass
 print("Device: %s\n" % dev)
 label = os.environ.get("LABEL", "128-row tiles")
-print("| K×N | M | mixq µs | % read ceiling | ok | kernel | %s µs | speedup | cuBLASLt µs (M→16k) | x cuBLASLt |" % label)
+print("| K×N | M | mixq µs | %% read ceiling | ok | kernel | %s µs | speedup | cuBLASLt µs (M→16k) | x cuBLASLt |" % label)
 print("|---|---:|---:|---:|---|---|---:|---:|---:|---:|")
 for (K, N, M), r in sorted(new.items(), key=lambda kv: (kv[0][0] * kv[0][1], kv[0][2])):
     us = r["time_us"]
