@@ -415,6 +415,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23: t + kMagic = rint(t) in the low bits
   constexpr uint32_t kMagicBits = 0x4B400000u;
   const int M = geo.M, K = geo.K;
+  // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
+  allow_dependent_launch();
+  grid_dependency_wait();
   stream_tasks<XT, BLOCK, P>(x, geo, [&](const Task& t, int lane,
                                                         const uint32_t(&w)[P][W]) {
     bool full = true;
@@ -593,13 +596,13 @@ void launch_fp8_typed(cudaStream_t stream, bool pdl, const void* x, int64_t ldx,
 }
 
 template <int XT, int P>
-void launch_int8_typed(int64_t block, cudaStream_t stream, const void* x, int64_t ldx, int64_t M,
-                       int64_t K, bool vec, int8_t* q, int64_t ldq, float* scale, float* offset,
-                       int32_t* sums, int64_t ld_meta) {
+void launch_int8_typed(int64_t block, cudaStream_t stream, bool pdl, const void* x, int64_t ldx,
+                       int64_t M, int64_t K, bool vec, int8_t* q, int64_t ldq, float* scale,
+                       float* offset, int32_t* sums, int64_t ld_meta) {
 #define MIXQ_INT8_CASE(B)                                                          \
   case B:                                                                          \
     launch_persistent<quantize_int8_block_kernel<XT, B, P>, B, P>(                 \
-        x, ldx, M, K, vec, band_knob(kInt8BandShift), stream, false, q, ldq, scale, offset, \
+        x, ldx, M, K, vec, band_knob(kInt8BandShift), stream, pdl, q, ldq, scale, offset, \
         sums, ld_meta);                                                            \
     break;
   switch (block) {
@@ -640,7 +643,7 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                 int64_t block, int8_t* q, int64_t ldq, float* scale,
                                 float* offset, int32_t* sums, int64_t ld_meta,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool pdl) {
   check_common("launch_quantize_int8_block", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(block == 32 || block == 64 || block == 128 || block == 256,
                  "launch_quantize_int8_block: block (", block, ") must be 32, 64, 128 or 256");
@@ -650,15 +653,15 @@ void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t 
   const bool two = pieces_knob(kInt8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      if (two) launch_int8_typed<kF16, 2>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
-      else launch_int8_typed<kF16, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      if (two) launch_int8_typed<kF16, 2>(block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kF16, 1>(block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     case kBF16:
-      if (two) launch_int8_typed<kBF16, 2>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
-      else launch_int8_typed<kBF16, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      if (two) launch_int8_typed<kBF16, 2>(block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kBF16, 1>(block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     default:
-      launch_int8_typed<kF32, 1>(block, stream, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      launch_int8_typed<kF32, 1>(block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_int8_block_kernel");

@@ -36,6 +36,6 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                 int64_t block, int8_t* q, int64_t ldq, float* scale,
                                 float* offset, int32_t* sums, int64_t ld_meta,
-                                cudaStream_t stream);
+                                cudaStream_t stream, bool pdl = false);
 
 }  // namespace mixq::cuda

@@ -40,7 +40,7 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 constexpr int64_t kScratchRows = 4096;
 
 // The skinny kernel up to this M (token tiles of 16 / 32 / 64), the 128-row tiles above it.
-constexpr int64_t kSkinnyMaxM = kSm90Fp8SkinnyMaxM;
+constexpr int64_t kSkinnyMaxM = kSm90SkinnyMaxM;
 
 class CudaFp8Block final : public PreparedImpl {
  public:
@@ -114,7 +114,7 @@ class CudaFp8Block final : public PreparedImpl {
   size_t workspace_size(int64_t M) const override {
     size_t b = align256(size_t(M * act_row_pitch(K))) + size_t(nkb_ * act_meta_pitch(M)) * 4;
     if (skinny(M)) {
-      const Sm90Fp8SkinnyPlan plan = skinny_plan(M);
+      const Sm90SkinnyPlan plan = skinny_plan(M);
       b = align256(b) + align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
     }
     return b;
@@ -135,7 +135,7 @@ class CudaFp8Block final : public PreparedImpl {
                    sm90_fp8_skinny_name(forced_skinny_mt_), "' serves M <= ", forced_skinny_mt_,
                    ", got M = ", M);
     const bool few = skinny(M);
-    Sm90Fp8SkinnyPlan plan;
+    Sm90SkinnyPlan plan;
     float* partial = nullptr;
     unsigned* tickets = static_cast<unsigned*>(internal_tickets_.data());
     if (few) {
@@ -150,7 +150,7 @@ class CudaFp8Block final : public PreparedImpl {
       }
     }
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
-                              stream, few && sm90_fp8_skinny_pdl());
+                              stream, few && sm90_skinny_pdl());
     Sm90Fp8GemmArgs a;
     a.a = q;
     a.lda = ldq;
@@ -187,8 +187,8 @@ class CudaFp8Block final : public PreparedImpl {
     if (forced_skinny_mt_) return M <= forced_skinny_mt_;
     return forced_.block_n == 0 && M <= kSkinnyMaxM;
   }
-  Sm90Fp8SkinnyPlan skinny_plan(int64_t M) const {
-    return sm90_fp8_skinny_plan(M, N, K, sms_, forced_skinny_mt_);
+  Sm90SkinnyPlan skinny_plan(int64_t M) const {
+    return sm90_skinny_plan(M, N, K, sms_, forced_skinny_mt_);
   }
 
   int device_ = 0, sms_ = 132;

@@ -6,7 +6,9 @@
 // (int8_gemm.hpp); where the Hopper kernel can run, also dw (and ow) K-major as tf32 hi / lo pairs
 // for its rank-1 stages (r1w, int8_gemm.hpp).
 // linear: quantize X into the workspace (act_quant.hpp layout), then one GEMM launch that applies
-// the four-term per-block scaling in registers. Stream-ordered, no synchronisation.
+// the four-term per-block scaling in registers. Stream-ordered, no synchronisation. For few tokens
+// on Hopper the GEMM is the skinny kernel (sm90_i8_skinny.cu), whose stream-K partial sums and
+// tickets follow the activations in the workspace, and both launches are dependent launches.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "cuda/int8_backend_common.hpp"
 #include "cuda/int8_block_prepared.hpp"
 #include "cuda/int8_gemm.hpp"
+#include "cuda/sm90_skinny_gemm.hpp"
 #include "cuda/sm90_w8a8_gemm.hpp"
 
 namespace mixq::cuda {
@@ -43,6 +46,13 @@ float tf32_nearest(float v) {
   std::memcpy(&out, &r, 4);
   return out;
 }
+
+// The skinny kernel's partial sums (after the activations in the workspace) and tickets (the
+// weight's own unless the caller's workspace holds them).
+struct SkinnyWork {
+  float* partial = nullptr;
+  unsigned* tickets = nullptr;
+};
 
 class CudaInt8Block final : public PreparedImpl {
  public:
@@ -98,7 +108,15 @@ class CudaInt8Block final : public PreparedImpl {
     dw_ = dev_.upload(dw.data(), dw.size() * 4);
     if (offset_) ow_ = dev_.upload(ow.data(), ow.size() * 4);
     if (rank1) r1w_ = dev_.upload(r1w.data(), r1w.size() * 4);
-    scratch_ = dev_.ctx->reserve_scratch(workspace_size(kScratchRows));
+    // The skinny kernel's workspace grows with its token tile, not with M: size for each tile.
+    size_t scratch = workspace_size(kScratchRows);
+    for (int64_t m : {int64_t(16), int64_t(32), kSm90SkinnyMaxM})
+      scratch = std::max(scratch, workspace_size(m));
+    scratch_ = dev_.ctx->reserve_scratch(scratch);
+    // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch
+    // leaves them zero.
+    internal_tickets_ = DeviceBuffer(size_t((N + 127) / 128) * 4, dev_.id);
+    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -106,10 +124,15 @@ class CudaInt8Block final : public PreparedImpl {
     return std::string(pick(M).name) + "_g" + std::to_string(g_) + (offset_ ? "_offset" : "_sym");
   }
 
-  // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts.
+  // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; for the
+  // skinny kernel then its partial sums and tickets.
   size_t workspace_size(int64_t M) const override {
-    const size_t meta = align256(size_t(nb_ * act_meta_pitch(M)) * 4);
-    return align256(size_t(M * act_row_pitch(K))) + 3 * meta;
+    size_t b = acts_bytes(M);
+    if (const int mt = pick(M).skinny_mt) {
+      const Sm90SkinnyPlan plan = sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);
+      b += align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
+    }
+    return b;
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -133,15 +156,31 @@ class CudaInt8Block final : public PreparedImpl {
     a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    const int mt = pick(M).skinny_mt;
+    SkinnyWork sk = skinny_work(ws, M);
+    if (mt && ctx.workspace) {
+      // The caller's memory: its tickets start from zero every call. Cleared before the
+      // quantizer, so that the kernel's dependent launch follows the quantizer directly.
+      sk.tickets = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(sk.partial) +
+                                               align256(size_t(skinny_plan(M, mt).partial_floats) * 4));
+      MIXQ_CUDA_CHECK(cudaMemsetAsync(sk.tickets, 0, size_t(skinny_plan(M, mt).tickets) * 4,
+                                      stream));
+    }
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
                                const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
-                               a.ld_meta, stream);
-    gemm(a, y, ep, stream);
+                               a.ld_meta, stream, mt && sm90_skinny_pdl());
+    gemm(a, y, ep, stream, sk);
   }
 
+  SkinnyWork skinny_work(char* ws, int64_t M) const {
+    return {reinterpret_cast<float*>(ws + acts_bytes(M)),
+            static_cast<unsigned*>(internal_tickets_.data())};
+  }
+
+  // sk: the skinny kernel's workspace (the prequantized entry passes none: the internal scratch).
   void gemm(const Int8QuantizedActs& a, const TensorView& y, const Epilogue& ep,
-            cudaStream_t stream) const {
+            cudaStream_t stream, SkinnyWork sk = {}) const {
     Int8GemmParams p;
     p.mode = Int8Mode::Block;
     p.M = int(a.M);
@@ -165,12 +204,30 @@ class CudaInt8Block final : public PreparedImpl {
     p.r1_ld = r1_ld_;
     int8b::set_output(p, y, ep);
     p.num_sms = dev_.caps.sm_count;
-    pick(a.M).launch(p, stream);
+    const Int8GemmKernel k = pick(a.M);
+    if (k.skinny_mt) {
+      if (!sk.partial) {
+        MIXQ_CHECK_ARG(workspace_size(a.M) <= scratch_->size(), "int8 gemm: M = ", a.M,
+                       " needs more scratch than prepare reserved");
+        sk = skinny_work(static_cast<char*>(scratch_->data()), a.M);
+      }
+      p.partial = sk.partial;
+      p.tickets = sk.tickets;
+    }
+    k.launch(p, stream);
   }
 
   int device() const { return dev_.id; }
 
  private:
+  Sm90SkinnyPlan skinny_plan(int64_t M, int mt) const {
+    return sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);
+  }
+  // The quantized activations' part of the workspace.
+  size_t acts_bytes(int64_t M) const {
+    const size_t meta = align256(size_t(nb_ * act_meta_pitch(M)) * 4);
+    return align256(size_t(M * act_row_pitch(K))) + 3 * meta;
+  }
   Int8GemmKernel pick(int64_t M) const {
     return select_int8_gemm(dev_.caps, Int8Mode::Block, int(g_), offset_, M,
                             int8b::force_kernel(opts));
@@ -179,7 +236,7 @@ class CudaInt8Block final : public PreparedImpl {
   int8b::Int8Device dev_;
   int64_t g_ = 128, nb_ = 0, Kp_ = 0, Np_ = 0, r1_ld_ = 0;
   bool offset_ = false;
-  DeviceBuffer codes_, sw_, ow_, dw_, r1w_;
+  DeviceBuffer codes_, sw_, ow_, dw_, r1w_, internal_tickets_;
   std::shared_ptr<DeviceBuffer> scratch_;
 };
 

@@ -89,6 +89,9 @@ struct Int8GemmParams {
   int bias_type = 2;            // 0 f16, 1 bf16, 2 f32
   float clamp_lo = 0.f, clamp_hi = 0.f;
   int num_sms = 0;              // persistent kernels' grid limit (0: ask the current device)
+  // the few-token Hopper kernels (sm90_i8_skinny): stream-K partial sums and tickets
+  float* partial = nullptr;
+  unsigned* tickets = nullptr;
 };
 
 // A kernel family that runs Int8GemmParams. The prepared weights pick one per call from the
@@ -99,6 +102,7 @@ using Int8GemmLaunchFn = void (*)(const Int8GemmParams& p, cudaStream_t stream);
 struct Int8GemmKernel {
   const char* name = "";
   Int8GemmLaunchFn launch = nullptr;
+  int skinny_mt = 0;  // > 0: a few-token kernel of this token tile (needs partial and tickets)
 };
 
 // force: "" (automatic) or a kernel name from int8_gemm_kernel_names() (PrepareOptions /

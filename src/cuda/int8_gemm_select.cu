@@ -3,6 +3,7 @@
 
 #include "cuda/int8_gemm.hpp"
 #include "cuda/int8_gemm_launch.cuh"
+#include "cuda/sm90_skinny_gemm.hpp"
 #include "cuda/sm90_w8a8_gemm.hpp"
 #include "mixq/error.hpp"
 
@@ -24,11 +25,23 @@ constexpr Int8GemmKernel kLarge{"sm80_i8_128x128", launch_sm80_int8_large};
 constexpr Int8GemmKernel kHopper{kSm90Int8BlockName, launch_sm90_int8_block};
 constexpr Int8GemmKernel kHopperPair{kSm90Int8PairName, launch_sm90_int8_pair};
 constexpr Int8GemmKernel kHopperTall{kSm90Int8TallName, launch_sm90_int8_tall};
+void launch_skinny16(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 16, s); }
+void launch_skinny32(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 32, s); }
+void launch_skinny64(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 64, s); }
+const Int8GemmKernel kHopperSkinny[3] = {{sm90_int8_skinny_name(16), launch_skinny16, 16},
+                                         {sm90_int8_skinny_name(32), launch_skinny32, 32},
+                                         {sm90_int8_skinny_name(64), launch_skinny64, 64}};
 
 // The Hopper kernel runs block mode with one 128-wide K block per pipeline stage.
 bool hopper_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && kb == 128; }
 bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
   return hopper_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
+         sm90_int8_block_available();
+}
+// The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage).
+bool skinny_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && (kb == 64 || kb == 128); }
+bool skinny_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
+  return skinny_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();
 }
 
@@ -43,10 +56,13 @@ int64_t int8_medium_max_m(const DeviceCaps&) { return 128; }
 int64_t int8_sm90_min_m(const DeviceCaps&) { return 129; }
 
 std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
-  return std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name +
-         (hopper_fits(mode, kb) ? std::string(", ") + kHopper.name + ", " + kHopperPair.name +
-                                      ", " + kHopperTall.name + " (Hopper, sm_90a)"
-                                : "");
+  std::string s = std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name;
+  if (hopper_fits(mode, kb))
+    s += std::string(", ") + kHopper.name + ", " + kHopperPair.name + ", " + kHopperTall.name;
+  if (skinny_fits(mode, kb))
+    for (const Int8GemmKernel& k : kHopperSkinny) s += std::string(", ") + k.name;
+  if (hopper_fits(mode, kb) || skinny_fits(mode, kb)) s += " (Hopper, sm_90a)";
+  return s;
 }
 
 Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, bool offset,
@@ -61,9 +77,21 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
                  ") and a library built with sm_90a");
       return force == kHopper.name ? kHopper : force == kHopperPair.name ? kHopperPair : kHopperTall;
     }
+    for (const Int8GemmKernel& k : kHopperSkinny)
+      if (force == k.name) {
+        MIXQ_CHECK(skinny_ok(caps, mode, kb), ErrorCode::Unsupported, "int8 gemm: force_kernel '",
+                   force, "' needs block mode with K block 64 or 128 (got ", kb,
+                   "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
+                   ") and a library built with sm_90a");
+        return k;
+      }
     MIXQ_FAIL(ErrorCode::InvalidArgument, "int8 gemm: force_kernel '", force, "' is not one of ",
               int8_gemm_kernel_names(mode, kb, offset));
   }
+  // Hopper, few tokens: the weights streamed over every SM as the wide wgmma operand
+  // (sm90_i8_skinny.cu; session 26).
+  if (M <= kSm90SkinnyMaxM && skinny_ok(caps, mode, kb))
+    return kHopperSkinny[M <= 16 ? 0 : M <= 32 ? 1 : 2];
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
   // kernels reach only 0.3-0.47x cuBLAS FP16 there (bench/results/cuda_int8).
   if (M >= int8_sm90_min_m(caps) && hopper_ok(caps, mode, kb)) return kHopper;

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/wo_stream_k.hpp"
+#include "cuda/sm90_skinny_gemm.hpp"
 
 namespace mixq::cuda {
 
@@ -61,28 +61,14 @@ void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& args);
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
 // Few tokens (decode): the weights as the MMA's wide operand, stream-K over all SMs
-// (kernels/sm90_fp8_skinny.cuh). Token tiles of 16, 32 or 64: M <= 64.
-constexpr int64_t kSm90Fp8SkinnyMaxM = 64;
-struct Sm90Fp8SkinnyPlan {
-  int mt = 0;                  // token tile (16, 32, 64)
-  StreamKSchedule sched;       // ceil(N / 128) weight tiles x ceil(K / 128) iterations
-  int64_t partial_floats = 0;  // workspace of the cut tiles' pieces (f32)
-  int64_t tickets = 0;         // one unsigned per stream-K tile, zero before the launch
-};
-// The plan for an M x N x K call on `sms` SMs; mt 0 picks the smallest token tile >= M, else it
-// must be 16, 32 or 64 and >= M.
-Sm90Fp8SkinnyPlan sm90_fp8_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt = 0);
+// (kernels/sm90_skinny_gemm.cuh, plan in sm90_skinny_gemm.hpp). Token tiles of 16, 32 or 64.
 // "sm90_fp8_block_skinny_mt16" etc.; the token tile of such a name, 0 for other names.
 const char* sm90_fp8_skinny_name(int mt);
 int sm90_fp8_skinny_mt_by_name(const std::string& name);
-// Whether the skinny kernel, and the quantizer before it, are programmatic dependent launches
-// (default; MIXQ_SKINNY_PDL=0 turns it off, read per call): the kernel's first weight stages load
-// while the quantizer (and the previous call) run.
-bool sm90_fp8_skinny_pdl();
-// Launches on `stream` (a programmatic dependent launch where sm90_fp8_skinny_pdl()): a.M <= plan.mt,
+// Launches on `stream` (a programmatic dependent launch where sm90_skinny_pdl()): a.M <= plan.mt,
 // a.block_n / a.cluster / a.group_n unused; partial (16-byte aligned) and tickets as the plan
 // sizes them, tickets zero (every launch leaves them zero).
-void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90Fp8SkinnyPlan& plan,
+void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan,
                                  float* partial, unsigned* tickets, cudaStream_t stream);
 
 // Kernel name of a resolved tile (block_n 128 or 192, cluster 1 or 2).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/block_gemm_epilogue.hpp"
+#include "gpu/chained_calls.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -316,10 +317,8 @@ TEST(CudaFp8Block, SkinnyKernelRejectsMoreTokensThanItsTile) {
   }
 }
 
-// Deterministic, graph-capturable, and safe under programmatic dependent launch: a chain of
-// calls, each reading the previous call's output (poisoned before the chain), eager with and
-// without dependent launch, graph-replayed, and with caller workspaces, gives the bits of the
-// same chain run one call at a time. 4096 x 4096 cuts tiles across CTAs (tickets, partials).
+// Deterministic, graph-capturable, and safe under programmatic dependent launch (chained_calls.hpp).
+// 4096 x 4096 cuts tiles across CTAs (tickets, partials).
 TEST(CudaFp8Block, SkinnyKernelDeterministicChainedAndGraphCaptured) {
   SKIP_WITHOUT_HOPPER();
   const int64_t D = 4096;
@@ -331,78 +330,6 @@ TEST(CudaFp8Block, SkinnyKernelDeterministicChainedAndGraphCaptured) {
       quantize_weight(TensorView(randn(size_t(D * D), 32, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("fp8b128")),
       fp8_block_options());
-  const char* saved = std::getenv("MIXQ_SKINNY_PDL");
-  const std::string saved_value = saved ? saved : "";
-  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40)}) {
-    SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M));
-    const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * D), 33), DType::BF16);
-    constexpr int kCalls = 6;
-    DeviceBuffer dx(xb.size());
-    dx.copy_from_host(xb.data(), xb.size());
-    std::vector<DeviceBuffer> ys, wss;
-    for (int i = 0; i < kCalls; ++i) {
-      ys.emplace_back(size_t(M * D * 2));
-      wss.emplace_back(linear_workspace_size(i % 2 ? wb : wa, M));
-    }
-    cudaStream_t s;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    auto enqueue = [&](bool sync_each, bool caller_ws) {
-      for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
-      for (int i = 0; i < kCalls; ++i) {
-        ExecContext ctx;
-        ctx.stream = s;
-        if (caller_ws) {
-          ctx.workspace = wss[size_t(i)].data();
-          ctx.workspace_bytes = wss[size_t(i)].size();
-        }
-        const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
-        linear(in.view(DType::BF16, {M, D}), i % 2 ? wb : wa,
-               ys[size_t(i)].view(DType::BF16, {M, D}), {}, ctx);
-        if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      }
-    };
-    auto outputs = [&] {
-      EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      std::vector<std::vector<uint8_t>> out;
-      for (auto& y : ys) {
-        out.emplace_back(y.size());
-        y.copy_to_host(out.back().data(), y.size());
-      }
-      return out;
-    };
-    setenv("MIXQ_SKINNY_PDL", "0", 1);
-    enqueue(true, false);
-    const auto want = outputs();
-    for (const auto& y : want) {
-      bool finite = true;
-      for (size_t i = 0; i < y.size(); i += 2) {
-        uint16_t h;
-        std::memcpy(&h, y.data() + i, 2);
-        finite = finite && std::isfinite(bf16_to_f32(h));
-      }
-      ASSERT_TRUE(finite) << "an output of the chain was not written (or overflowed)";
-    }
-    setenv("MIXQ_SKINNY_PDL", "1", 1);
-    for (int rep = 0; rep < 3; ++rep) {
-      enqueue(false, rep == 2);
-      EXPECT_EQ(outputs(), want) << "eager chain " << rep;
-    }
-    for (const bool caller_ws : {false, true}) {
-      cudaGraph_t graph;
-      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-      enqueue(false, caller_ws);
-      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-      cudaGraphExec_t exec;
-      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-      for (int rep = 0; rep < 4; ++rep) {
-        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-        EXPECT_EQ(outputs(), want) << "graph replay " << rep << (caller_ws ? " (caller workspaces)" : "");
-      }
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(graph);
-    }
-    cudaStreamDestroy(s);
-  }
-  if (saved) setenv("MIXQ_SKINNY_PDL", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_SKINNY_PDL");
+  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40)})
+    test::expect_chained_calls_match(wa, wb, D, M, 33);
 }

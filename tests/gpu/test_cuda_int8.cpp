@@ -18,6 +18,7 @@
 #include "cuda/act_quant.hpp"
 #include "cuda/int8_block_prepared.hpp"
 #include "gpu/block_gemm_epilogue.hpp"
+#include "gpu/chained_calls.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -373,6 +374,71 @@ TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
       test::expect_epilogues_match(pw, dx.view(DType::F16, {M, c.K}), c.y, seed++);
     }
   }
+}
+
+// The few-token Hopper kernel (sm90_i8_skinny_mt*: weights as the wide wgmma operand, stream-K
+// over every SM) at every token count around its tiles, both K blocks (g = 64: two blocks per
+// 128-K stage) and weight modes, against the four-term reference (GEMM alone) and the dequantized
+// reference (end to end, caller workspace: tickets cleared per call).
+TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  uint32_t seed = 800;
+  for (int64_t g : {64, 128})
+    for (bool off : {false, true})
+      for (int64_t M : {1, 3, 16, 17, 32, 33, 64}) {
+        const std::string k = std::string("sm90_i8_skinny_mt") + (M <= 16 ? "16" : M <= 32 ? "32" : "64");
+        check_block({M, 1000, 1000, g, off, DType::F16, DType::F32}, seed++);  // the dispatch
+        check_block({M, 1000, 1000, g, off, DType::BF16, DType::F32, false, false, k}, seed++);
+      }
+  std::vector<float> wf = randn(256 * 256, 12, 0.05f);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  const PreparedWeight pw = prepare(
+      quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g64")), o);
+  EXPECT_EQ(pw.kernel_name(1), "sm90_i8_skinny_mt16_g64_sym");
+  EXPECT_EQ(pw.kernel_name(64), "sm90_i8_skinny_mt64_g64_sym");
+  EXPECT_EQ(pw.kernel_name(65).rfind("sm80_i8_64x64", 0), 0u) << pw.kernel_name(65);
+}
+
+// Shapes that cut the stream-K ranges every way (a tile in many pieces; whole tiles per CTA with
+// the last past N; K off the block, with g = 64 stages whose second block lies past K), every
+// dtype, bias and clamp, a larger token tile forced for fewer tokens.
+TEST(CudaInt8Block, HopperSkinnyOddShapes) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  uint32_t seed = 900;
+  for (int64_t g : {64, 128})
+    for (bool off : {false, true}) {
+      check_block({1, 200, 14336, g, off, DType::BF16, DType::F32}, seed++);
+      check_block({16, 131 * 128 + 5, 256, g, off, DType::F16, DType::BF16, true, false}, seed++);
+      check_block({5, 517, 4096 + 64, g, off, DType::F32, DType::F16, true, true}, seed++);
+      check_block({33, 131, 77, g, off, DType::BF16, DType::F32, true, false}, seed++);
+      check_block({3, 640, 1000, g, off, DType::F16, DType::F32, false, false,
+                   "sm90_i8_skinny_mt64"}, seed++);
+    }
+  for (DType xt : {DType::F16, DType::BF16, DType::F32})
+    for (DType yt : {DType::F16, DType::BF16, DType::F32})
+      check_block({37, 203, 520, 64, true, xt, yt, true, true}, seed++);
+}
+
+// Deterministic, graph-capturable, safe under dependent launch (chained_calls.hpp).
+TEST(CudaInt8Block, HopperSkinnyChainedAndGraphCaptured) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  const int64_t D = 4096;
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8Block;
+  const PreparedWeight wa = prepare(
+      quantize_weight(TensorView(randn(size_t(D * D), 41, 0.02f).data(), DType::F32, {D, D}),
+                      parse_scheme("w8g128")), o);
+  const PreparedWeight wb = prepare(
+      quantize_weight(TensorView(randn(size_t(D * D), 42, 0.02f).data(), DType::F32, {D, D}),
+                      parse_scheme("w8g64asym")), o);
+  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40)})
+    test::expect_chained_calls_match(wa, wb, D, M, 43);
 }
 
 TEST(CudaInt8Block, HopperWgmmaRefusesG64) {

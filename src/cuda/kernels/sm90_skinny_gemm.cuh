@@ -1,30 +1,32 @@
-// Hopper FP8 block-scaled GEMM for few tokens (decode, M <= 64): the weights stream through the
+// Hopper 8-bit block-scaled GEMM for few tokens (decode, M <= 64): the weights stream through the
 // tensor cores as the wide operand and the tokens are the narrow one ("swap AB"):
-//   Y^T[n][m] = sum_kb (WQ_kb[n] . XQ_kb[m]) * sb[n / 128][kb] * sa[m][kb]
-// The 128-row tile of sm90_block_gemm.cuh would put the M <= 64 tokens on the MMA's 128-row side
-// (mostly padding) and cut the weights into BN-wide tiles, one per CTA and K range whole: at
-// M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs (two rounds, the second a quarter full),
-// about half the weight stream's rate (bench/results/act_quant_gemms/tables.md).
+//   Y^T[n][m] = sum over K blocks of promote(WQ_kb[n] . XQ_kb[m])
+// with the promotion of a policy (sm90_skinny_policies.cuh): FP8 1x128 / 128x128 block scales, or
+// INT8 W8A8 per block (the four-term formula). The 128-row tiles of sm90_block_gemm.cuh would put
+// the M <= 64 tokens on the MMA's 128-row side (mostly padding) and cut the weights into BN-wide
+// tiles, one per CTA and K range whole: at M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs
+// (two rounds, the second a quarter full), about half the weight stream's rate (FP8: 150-160 us
+// there against 111 us here, bench/results/session26).
 //
 // CTA = 2 consumer warpgroups (warps 0-7) + 1 producer warp (warp 8), one CTA per SM, persistent.
-//   producer (one thread): per 128-wide K block a stage of the ring: the 128 x 128 weight tile
-//     (TMA, 128-byte swizzle, zero past N and K), the MT x 128 token tile (zero past M and K),
-//     the stage's MT token scales sa[kb][m0 ..] and the weight block's scale (a 16-byte group of
-//     four K blocks: TMA wants 16-byte aligned boxes).
-//   consumers: warpgroup cw owns weight rows 64 cw .. 64 cw + 63 of the tile; per stage 4
-//     m64nMTk32 MMAs (K steps) into a fresh accumulator, then the block's partial sums are folded
-//     into the f32 totals with sb * sa (the tensor-core accumulator never spans two K blocks, as
-//     in the large kernel). Each warpgroup waits for its own MMAs and promotes while the other's
-//     run (one warpgroup for both halves made M = 64 13-20% slower than M = 16 on the large
-//     layers: session 26, call 1). The weight stream delivers a 16 KB stage in ~0.7 us per SM,
-//     far more than the MMAs and promotion take: the kernel is bound by DRAM.
-// Work: stream-K over (weight tile, K block) iterations (wo_stream_k.hpp, every tile in the
+//   producer (one thread): per 128-wide K stage of the ring the 128 x 128 weight tile (TMA,
+//     128-byte swizzle, zero past N and K), the MT x 128 token tile (zero past M and K), and the
+//     policy's weight and token meta for the stage's K blocks (one or two).
+//   consumers: warpgroup cw owns weight rows 64 cw .. 64 cw + 63 of the tile; per K block of the
+//     stage m64nMTk32 MMAs into a fresh accumulator (the tensor-core accumulator never spans two K
+//     blocks: each has its own scales), then the policy folds the block into the f32 totals. Each
+//     warpgroup waits for its own MMAs and promotes while the other's run (one warpgroup for both
+//     halves made M = 64 13-20% slower than M = 16 on the large layers: session 26, call 1). The
+//     weight stream delivers a 16 KB stage in ~0.7 us per SM, far more than the MMAs and the
+//     promotion take: the kernel is bound by DRAM.
+// Work: stream-K over (weight tile, K stage) iterations (wo_stream_k.hpp, every tile in the
 // stream-K part), so every SM reads the same number of weight bytes whatever N is. A tile cut
 // between CTAs leaves each piece in its CTA's partial slot; the last piece to finish (a ticket
 // per tile) sums the slots in CTA order, so the bits do not depend on which CTA ends last.
-// Programmatic dependent launch: the producer issues the first stages' weight and weight-scale
-// loads, then waits for the previous grid before it loads activations (the quantizer's output);
-// the consumers wait before they touch tickets, partials or Y.
+// Programmatic dependent launch: the producer issues the first stages' weight loads, then waits
+// for the previous grid before it loads the tokens (the quantizer's output); the consumers wait
+// before they touch tickets, partials or Y. With the quantizer also a dependent launch, the weight
+// stream starts while the quantizer runs (3.5-6 us less per call on the small layers, call 2).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,9 +42,9 @@
 
 namespace mixq::cuda::sm90 {
 
-struct Fp8SkinnyParams {
-  int M = 0, N = 0, num_kb = 0;
-  StreamKSchedule sched;      // tiles: ceil(N / 128) weight tiles of num_kb iterations
+struct SkinnyParams {
+  int M = 0, N = 0;
+  StreamKSchedule sched;      // ceil(N / 128) weight tiles of ceil(K / 128) iterations (stages)
   float* partial = nullptr;   // stream-K partial slots: 2 per CTA of 128 x MT floats
   unsigned* tickets = nullptr;  // one per stream-K tile, zero before the launch (left zero)
   void* y = nullptr;          // [M][ldy] in y_type (0 f16, 1 bf16, 2 f32)
@@ -53,16 +55,16 @@ struct Fp8SkinnyParams {
   float clamp_lo = 0.f, clamp_hi = 0.f;
 };
 
-template <int MT, int kStages>
-struct Fp8SkinnyShape {
+template <class Policy, int MT, int kStages>
+struct SkinnyShape {
   static_assert(MT == 16 || MT == 32 || MT == 64, "token tiles of 16, 32 or 64");
+  static_assert(Policy::kWMetaBytes % 128 == 0 && Policy::kXMetaBytes % 128 == 0,
+                "TMA destinations 128-byte aligned");
   static constexpr int kThreads = 288;  // two consumer warpgroups + producer warp
   static constexpr int kWBytes = 128 * 128, kXBytes = MT * 128;  // 1024-byte multiples
-  static constexpr int kSaBytes = 256, kSbBytes = 128;  // TMA destinations, 128-byte aligned
-  static constexpr int kStageBytes = kWBytes + kXBytes + kSaBytes + kSbBytes;
-  static constexpr uint32_t kTxBytes = kWBytes + kXBytes + MT * 4 + 16;
+  static constexpr int kStageBytes = kWBytes + kXBytes + Policy::kWMetaBytes + Policy::kXMetaBytes;
+  static constexpr uint32_t kTxBytes = kWBytes + kXBytes + Policy::kWMetaTx + Policy::kXMetaTx;
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8 + 16;
-  static constexpr int kSlotFloats = 128 * MT;
 };
 
 // Partial slot layout: float4 q (accumulators 4q .. 4q + 3 of a thread, q < MT / 8) of consumer
@@ -75,7 +77,7 @@ __device__ __forceinline__ float4* skinny_slot(float* partial, int slot, int tid
 // Registers of consumer thread tid (warp = tid / 32 of the two warpgroups): accumulator 4j + e
 // holds weight row 16 warp + lane / 4 + 8 (e >> 1) of the tile, token 8 j + 2 (lane % 4) + (e & 1).
 template <int kYType, int MT>
-__device__ __forceinline__ void skinny_store(const Fp8SkinnyParams& p, const float (&v)[MT / 2],
+__device__ __forceinline__ void skinny_store(const SkinnyParams& p, const float (&v)[MT / 2],
                                              int n0, int warp, int lane) {
   using T = typename OutT<kYType>::T;
   T* y = static_cast<T*>(p.y);
@@ -97,7 +99,7 @@ __device__ __forceinline__ void skinny_store(const Fp8SkinnyParams& p, const flo
 }
 
 template <int MT>
-__device__ __forceinline__ void skinny_store_any(const Fp8SkinnyParams& p, const float (&v)[MT / 2],
+__device__ __forceinline__ void skinny_store_any(const SkinnyParams& p, const float (&v)[MT / 2],
                                                  int n0, int warp, int lane) {
   if (p.y_type == 0) skinny_store<0, MT>(p, v, n0, warp, lane);
   else if (p.y_type == 1) skinny_store<1, MT>(p, v, n0, warp, lane);
@@ -106,25 +108,27 @@ __device__ __forceinline__ void skinny_store_any(const Fp8SkinnyParams& p, const
 
 constexpr int kSkinnyBarrier = 1;  // the consumer warpgroups' named barrier (0 is __syncthreads)
 
-template <int MT, int kStages>
+// Policy: SkinnyFp8Policy<MT> or SkinnyInt8Policy<MT, G, offset> (sm90_skinny_policies.cuh).
+template <class Policy, int MT, int kStages>
 __global__ void __launch_bounds__(288, 1)
-    sm90_fp8_skinny_kernel(const __grid_constant__ CUtensorMap tm_w,   // u8 {K, N}, box {128, 128}
-                           const __grid_constant__ CUtensorMap tm_x,   // u8 {K, M}, box {128, MT}
-                           const __grid_constant__ CUtensorMap tm_sa,  // f32 {M, kb}, box {MT, 1}
-                           const __grid_constant__ CUtensorMap tm_sb,  // f32 {kb, N/128}, box {4, 1}
-                           const Fp8SkinnyParams p) {
+    sm90_skinny_kernel(const __grid_constant__ CUtensorMap tm_w,  // codes {K, N}, box {128, 128}
+                       const __grid_constant__ CUtensorMap tm_x,  // codes {K, M}, box {128, MT}
+                       const __grid_constant__ typename Policy::Params pp,  // the meta's maps
+                       const SkinnyParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = Fp8SkinnyShape<MT, kStages>;
-  using Mma = WgmmaE4M3<MT>;
-  constexpr int R = MT / 2;  // accumulator registers per thread and m64 half
+  using Shape = SkinnyShape<Policy, MT, kStages>;
+  using Mma = typename Policy::Mma;
+  using Acc = typename Mma::Acc;
+  constexpr int R = MT / 2;  // accumulator registers per thread
+  constexpr int kB = Policy::kBlocks, kSteps = 4 / kB;  // K blocks per stage, k32 steps per block
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
                                              ~uintptr_t(1023));
   uint8_t* w_tiles = smem;
   uint8_t* x_tiles = w_tiles + kStages * Shape::kWBytes;
-  uint8_t* sa_meta = x_tiles + kStages * Shape::kXBytes;
-  uint8_t* sb_meta = sa_meta + kStages * Shape::kSaBytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(sb_meta + kStages * Shape::kSbBytes);
+  uint8_t* w_meta = x_tiles + kStages * Shape::kXBytes;
+  uint8_t* x_meta = w_meta + kStages * Policy::kWMetaBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(x_meta + kStages * Policy::kXMetaBytes);
   uint64_t* empty = full + kStages;
   int* last_flag = reinterpret_cast<int*>(empty + kStages);
 
@@ -146,33 +150,31 @@ __global__ void __launch_bounds__(288, 1)
     StreamKCursor cur(sched, int(blockIdx.x));
     StreamKWork w;
     RingPos out(kStages);
-    // The first stages' weights (no kernel writes them) go out before the wait for the previous
-    // grid; their token tiles and token scales after it.
+    // The first stages' weights and weight meta (no kernel writes them) go out before the wait for
+    // the previous grid; their token tiles and token meta after it.
     int early_kb[kStages], n_early = 0;
     bool waited = false;
+    auto load_tokens = [&](int s, int kb) {
+      tma_load_2d(x_tiles + s * Shape::kXBytes, &tm_x, &full[s], kb * 128, 0);
+      Policy::load_xmeta(pp, x_meta + s * Policy::kXMetaBytes, &full[s], kb);
+    };
     while (cur.next(sched, w)) {
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
-      const int n0 = nb * 128;
       for (int kb = w.c0; kb < w.c1; ++kb) {
         const int s = out.stage;
         mbar_wait(&empty[s], out.phase ^ 1);
         mbar_arrive_expect_tx(&full[s], Shape::kTxBytes);
-        tma_load_2d(w_tiles + s * Shape::kWBytes, &tm_w, &full[s], kb * 128, n0);
-        tma_load_2d(sb_meta + s * Shape::kSbBytes, &tm_sb, &full[s], kb & ~3, nb);
+        tma_load_2d(w_tiles + s * Shape::kWBytes, &tm_w, &full[s], kb * 128, nb * 128);
+        Policy::load_wmeta(pp, w_meta + s * Policy::kWMetaBytes, &full[s], nb, kb);
         if (waited) {
-          tma_load_2d(x_tiles + s * Shape::kXBytes, &tm_x, &full[s], kb * 128, 0);
-          tma_load_2d(sa_meta + s * Shape::kSaBytes, &tm_sa, &full[s], 0, kb);
+          load_tokens(s, kb);
         } else {
-          early_kb[n_early] = kb;  // the ring is at most kStages ahead of the consumers
-          ++n_early;
-          if (n_early == kStages) {
+          early_kb[n_early] = kb;  // stage n_early: the ring is at most kStages ahead
+          if (++n_early == kStages) {
             grid_dependency_wait();
             waited = true;
-            for (int i = 0; i < n_early; ++i) {
-              tma_load_2d(x_tiles + i * Shape::kXBytes, &tm_x, &full[i], early_kb[i] * 128, 0);
-              tma_load_2d(sa_meta + i * Shape::kSaBytes, &tm_sa, &full[i], 0, early_kb[i]);
-            }
+            for (int i = 0; i < n_early; ++i) load_tokens(i, early_kb[i]);
           }
         }
         out.advance();
@@ -180,10 +182,7 @@ __global__ void __launch_bounds__(288, 1)
     }
     if (!waited) {  // fewer iterations than stages
       grid_dependency_wait();
-      for (int i = 0; i < n_early; ++i) {
-        tma_load_2d(x_tiles + i * Shape::kXBytes, &tm_x, &full[i], early_kb[i] * 128, 0);
-        tma_load_2d(sa_meta + i * Shape::kSaBytes, &tm_sa, &full[i], 0, early_kb[i]);
-      }
+      for (int i = 0; i < n_early; ++i) load_tokens(i, early_kb[i]);
     }
     return;
   }
@@ -192,12 +191,12 @@ __global__ void __launch_bounds__(288, 1)
   grid_dependency_wait();  // tickets, partials and Y belong to the previous launches until here
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int cw = tid / 128;  // which 64 rows of the weight tile
-  const int col = 2 * (lane % 4);
+  const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);  // and row + 8, columns 8 j + col + {0, 1}
   StreamKCursor cur(sched, int(blockIdx.x));
   StreamKWork w;
   RingPos in(kStages);
   float total[R];
-  float acc[R];
+  Acc acc[kB][R];
   while (cur.next(sched, w)) {
     int mb, nb;
     stream_k_tile_coords(sched, w.tile, mb, nb);
@@ -207,35 +206,32 @@ __global__ void __launch_bounds__(288, 1)
       const int s = in.stage;
       mbar_wait(&full[s], in.phase);
       __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
-      // The block's scales: sb of the weight tile, sa of this thread's token columns.
-      const float sb = __uint_as_float(lds32(smem_u32(sb_meta + s * Shape::kSbBytes) + 4 * (kb & 3)));
-      float sc[MT / 8][2];
-#pragma unroll
-      for (int j = 0; j < MT / 8; ++j) {
-        const uint2 v = lds64(smem_u32(sa_meta + s * Shape::kSaBytes) + 4 * (8 * j + col));
-        sc[j][0] = __uint_as_float(v.x) * sb;
-        sc[j][1] = __uint_as_float(v.y) * sb;
-      }
       // this warpgroup's 64 rows are 64 x 128 bytes into the weight tile
       const uint32_t dw =
           desc_lo_kmajor_sw128(smem_u32(w_tiles + s * Shape::kWBytes + cw * 64 * 128));
       const uint32_t dx = desc_lo_kmajor_sw128(smem_u32(x_tiles + s * Shape::kXBytes));
       wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        Mma::mma(acc, desc_from_lo_sw128(dw + 2 * k), desc_from_lo_sw128(dx + 2 * k), k);
+      for (int b = 0; b < kB; ++b)
+#pragma unroll
+        for (int k = 0; k < kSteps; ++k)  // a fresh accumulator per K block
+          Mma::mma(acc[b], desc_from_lo_sw128(dw + 2 * (b * kSteps + k)),
+                   desc_from_lo_sw128(dx + 2 * (b * kSteps + k)), k);
       wgmma_commit();
       wgmma_wait<0>();
 #pragma unroll
-      for (int i = 0; i < R; ++i) reg_fence(acc[i]);
+      for (int b = 0; b < kB; ++b)
+#pragma unroll
+        for (int i = 0; i < R; ++i) reg_fence(acc[b][i]);
+      // The block's meta is read from the slot while promoting: release it afterwards (the ring is
+      // deep enough for the few hundred cycles).
+#pragma unroll
+      for (int b = 0; b < kB; ++b)
+        Policy::promote(total, acc[b], smem_u32(w_meta + s * Policy::kWMetaBytes),
+                        smem_u32(x_meta + s * Policy::kXMetaBytes), kb, b, row, col);
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);  // the MMAs and the scale reads are done with it
+      if (lane == 0) mbar_arrive(&empty[s]);
       in.advance();
-#pragma unroll
-      for (int j = 0; j < MT / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          total[4 * j + e] = fmaf(acc[4 * j + e], sc[j][e & 1], total[4 * j + e]);
     }
     const int n0 = nb * 128;
     if (!w.split) {

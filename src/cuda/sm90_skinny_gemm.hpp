@@ -1,0 +1,31 @@
+// Host side of the few-token 8-bit GEMMs (kernels/sm90_skinny_gemm.cuh; FP8 block-scaled in
+// sm90_fp8_skinny.cu, INT8 W8A8 per block in sm90_i8_skinny.cu): the plan a prepared weight sizes
+// its workspace from and the launcher runs, and the dependent-launch switch.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/wo_stream_k.hpp"
+
+namespace mixq::cuda {
+
+// Token tiles of 16, 32 or 64: the kernels serve M <= 64.
+constexpr int64_t kSm90SkinnyMaxM = 64;
+
+struct Sm90SkinnyPlan {
+  int mt = 0;                  // token tile (16, 32, 64)
+  StreamKSchedule sched;       // ceil(N / 128) weight tiles x ceil(K / 128) iterations (stages)
+  int64_t partial_floats = 0;  // workspace of the cut tiles' pieces (f32, 16-byte aligned)
+  int64_t tickets = 0;         // one unsigned per stream-K tile, zero before the launch
+};
+
+// The plan for an M x N x K call on `sms` SMs; mt 0 picks the smallest token tile >= M, else it
+// must be 16, 32 or 64 and >= M (throws InvalidArgument otherwise).
+Sm90SkinnyPlan sm90_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt = 0);
+
+// Whether the skinny kernels, and the quantizers before them, are programmatic dependent launches
+// (default; MIXQ_SKINNY_PDL=0 turns it off, read per call): a kernel's first weight stages load
+// while the quantizer (and the previous call) run.
+bool sm90_skinny_pdl();
+
+}  // namespace mixq::cuda

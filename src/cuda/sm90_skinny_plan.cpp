@@ -1,0 +1,36 @@
+// The few-token GEMMs' plan (sm90_skinny_gemm.hpp): token tile, stream-K schedule, workspace.
+#include <cstdlib>
+
+#include "cuda/sm90_skinny_gemm.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+Sm90SkinnyPlan sm90_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt) {
+  MIXQ_CHECK_ARG(M >= 1 && M <= kSm90SkinnyMaxM && N >= 1 && K >= 1,
+                 "sm90 skinny gemm: M (", M, ") must be in [1, ", kSm90SkinnyMaxM, "], N (", N,
+                 ") and K (", K, ") positive");
+  MIXQ_CHECK_ARG(mt == 0 || ((mt == 16 || mt == 32 || mt == 64) && M <= mt),
+                 "sm90 skinny gemm: token tile ", mt, " must be 16, 32 or 64 and hold M = ", M);
+  Sm90SkinnyPlan plan;
+  plan.mt = mt ? mt : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+  StreamKSchedule& s = plan.sched;
+  s.num_n = int((N + 127) / 128);
+  s.num_m = 1;
+  s.tiles = s.num_n;
+  s.chunks = int((K + 127) / 128);
+  s.cps = 1;
+  // Every tile in the stream-K part: each SM streams the same number of 16 KB weight stages
+  // (decode is bound by DRAM, so a partial last round of whole tiles would idle SMs).
+  stream_k_split(s, 0, sms < 1 ? 1 : sms);
+  plan.partial_floats = stream_k_partial_floats(s.grid, plan.mt);
+  plan.tickets = s.tiles;
+  return plan;
+}
+
+bool sm90_skinny_pdl() {
+  const char* e = std::getenv("MIXQ_SKINNY_PDL");
+  return !(e && e[0] == '0');
+}
+
+}  // namespace mixq::cuda

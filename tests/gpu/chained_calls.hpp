@@ -1,0 +1,96 @@
+// Determinism, graph capture and programmatic dependent launch of a decode kernel pair: a chain
+// of calls, each reading the previous call's output (poisoned before the chain), eager with and
+// without dependent launch (MIXQ_SKINNY_PDL), graph-replayed, and with caller workspaces, must
+// give the bits of the same chain run one call at a time without dependent launch.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/scoped_env.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+
+namespace mixq::test {
+
+// wa, wb: D x D prepared weights called alternately; x: M x D bf16 activations (random).
+inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedWeight& wb,
+                                       int64_t D, int64_t M, uint32_t seed) {
+  SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M));
+  ScopedEnv pdl("MIXQ_SKINNY_PDL");
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<uint16_t> xb(size_t(M * D));
+  for (auto& v : xb) v = f32_to_bf16(nd(rng));
+  constexpr int kCalls = 6;
+  DeviceBuffer dx(xb.size() * 2);
+  dx.copy_from_host(xb.data(), xb.size() * 2);
+  std::vector<DeviceBuffer> ys, wss;
+  for (int i = 0; i < kCalls; ++i) {
+    ys.emplace_back(size_t(M * D * 2));
+    wss.emplace_back(linear_workspace_size(i % 2 ? wb : wa, M));
+  }
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  auto enqueue = [&](bool sync_each, bool caller_ws) {
+    for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
+    for (int i = 0; i < kCalls; ++i) {
+      ExecContext ctx;
+      ctx.stream = s;
+      if (caller_ws) {
+        ctx.workspace = wss[size_t(i)].data();
+        ctx.workspace_bytes = wss[size_t(i)].size();
+      }
+      const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
+      linear(in.view(DType::BF16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::BF16, {M, D}),
+             {}, ctx);
+      if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    }
+  };
+  auto outputs = [&] {
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    std::vector<std::vector<uint8_t>> out;
+    for (auto& y : ys) {
+      out.emplace_back(y.size());
+      y.copy_to_host(out.back().data(), y.size());
+    }
+    return out;
+  };
+  pdl.set("0");
+  enqueue(true, false);
+  const auto want = outputs();
+  for (const auto& y : want)
+    for (size_t i = 0; i < y.size(); i += 2) {
+      uint16_t h;
+      std::memcpy(&h, y.data() + i, 2);
+      ASSERT_TRUE(std::isfinite(bf16_to_f32(h))) << "an output of the chain was not written";
+    }
+  pdl.set("1");
+  for (int rep = 0; rep < 3; ++rep) {
+    enqueue(false, rep == 2);
+    EXPECT_EQ(outputs(), want) << "eager chain " << rep;
+  }
+  for (const bool caller_ws : {false, true}) {
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    enqueue(false, caller_ws);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 4; ++rep) {
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      EXPECT_EQ(outputs(), want) << "graph replay " << rep << (caller_ws ? " (caller workspaces)" : "");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+  }
+  cudaStreamDestroy(s);
+}
+
+}  // namespace mixq::test
