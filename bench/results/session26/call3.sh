@@ -16,7 +16,7 @@ for tool in memcheck racecheck; do
   timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 $B/tests/mixq_gpu_tests \
     --gtest_filter='CudaInt8Block.HopperSkinnyOddShapes' > /tmp/$tool.log 2>&1
   echo "$tool rc=$?"; tail -2 /tmp/$tool.log
-done 2>&1 | tee "$OUT/sanitizers.txt"
+done 2>&1 | tee -a "$OUT/tests.log"
 NINE=14336x21504,4096x6144,4096x4096,4096x28672,14336x4096,8192x10240,8192x8192,8192x57344,28672x8192
 bench() { timeout 200 $B/mixq bench --backend cuda --act bf16 --shapes $NINE --m $MS --schemes $1 \
   --no-progress --json "$OUT/$2.json" > /tmp/$2.txt 2>&1; echo "bench $2 rc=$?"; }
