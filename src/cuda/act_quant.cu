@@ -557,7 +557,11 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
                                             : max_ctas_per_sm<Kernel>();
   constexpr int L = BLOCK / (kChunk * P);
   const int64_t nb = (K + BLOCK - 1) / BLOCK;
-  const int64_t needed = (M * nb * L + kThreads - 1) / kThreads;
+  // Tasks walk bands of 2^band_shift rows, the rows past M of the last band included (their lanes
+  // idle): count them, or a small M gets too few CTAs and loops (INT8 at M = 1 with 8-row bands
+  // took 8 serial rounds: ~10 us more than M = 8 on 4096 x 4096, session 26 call 3).
+  const int64_t rows = (M + (int64_t{1} << band_shift) - 1) >> band_shift << band_shift;
+  const int64_t needed = (rows * nb * L + kThreads - 1) / kThreads;
   const int64_t grid = std::max<int64_t>(1, std::min<int64_t>(needed, int64_t(sms) * per_sm));
   const int64_t stride = grid * (kThreads / L);  // groups per grid step
   Geom geo;

@@ -128,7 +128,8 @@ class CudaInt8Block final : public PreparedImpl {
   // skinny kernel then its partial sums and tickets.
   size_t workspace_size(int64_t M) const override {
     size_t b = acts_bytes(M);
-    if (const int mt = pick(M).skinny_mt) {
+    const int mt = pick(M).skinny_mt;
+    if (mt && M <= mt) {  // (a forced skinny kernel refuses larger M at the call)
       const Sm90SkinnyPlan plan = sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);
       b += align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
     }
@@ -157,6 +158,8 @@ class CudaInt8Block final : public PreparedImpl {
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     const int mt = pick(M).skinny_mt;
+    MIXQ_CHECK_ARG(mt == 0 || M <= mt, "cuda int8-block: force_kernel '", pick(M).name,
+                   "' serves M <= ", mt, ", got M = ", M);
     SkinnyWork sk = skinny_work(ws, M);
     if (mt && ctx.workspace) {
       // The caller's memory: its tickets start from zero every call. Cleared before the

@@ -524,9 +524,29 @@ TEST(CudaInt8Block, BadInputs) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
   }
+  // an unknown kernel name: refused at prepare (sizing the workspace asks for the kernel), with
+  // the names that exist
   o.force_kernel = "no_such_kernel";
-  const PreparedWeight pf = prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
-  EXPECT_THROW(linear(dx.view(DType::F32, {4, 256}), pf, dy.view(DType::F32, {4, 64})), Error);
+  try {
+    prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
+    ADD_FAILURE() << "an unknown kernel name was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("sm80_i8_16x32"), std::string::npos) << e.what();
+  }
+  // a few-token kernel forced for more tokens than its tile: refused at the call, naming M
+  if (hopper_device()) {
+    o.force_kernel = "sm90_i8_skinny_mt16";
+    const PreparedWeight ps = prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
+    DeviceBuffer dx17(17 * 256 * 4), dy17(17 * 64 * 4);
+    try {
+      linear(dx17.view(DType::F32, {17, 256}), ps, dy17.view(DType::F32, {17, 64}));
+      ADD_FAILURE() << "M = 17 ran on a kernel of 16-token tiles";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("M = 17"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // ---------------------------------------------------------------- per-tensor, requantized
