@@ -403,8 +403,8 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
 }
 
 // Shapes that cut the stream-K ranges every way (a tile in many pieces; whole tiles per CTA with
-// the last past N; K off the block, with g = 64 stages whose second block lies past K), every
-// dtype, bias and clamp, a larger token tile forced for fewer tokens.
+// the last past N; K off the block: K = 136 is three g = 64 blocks, the second stage's second one
+// past K), every dtype, bias and clamp, a larger token tile forced for fewer tokens.
 TEST(CudaInt8Block, HopperSkinnyOddShapes) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
@@ -414,7 +414,7 @@ TEST(CudaInt8Block, HopperSkinnyOddShapes) {
       check_block({1, 200, 14336, g, off, DType::BF16, DType::F32}, seed++);
       check_block({16, 131 * 128 + 5, 256, g, off, DType::F16, DType::BF16, true, false}, seed++);
       check_block({5, 517, 4096 + 64, g, off, DType::F32, DType::F16, true, true}, seed++);
-      check_block({33, 131, 77, g, off, DType::BF16, DType::F32, true, false}, seed++);
+      check_block({33, 131, 136, g, off, DType::BF16, DType::F32, true, false}, seed++);
       check_block({3, 640, 1000, g, off, DType::F16, DType::F32, false, false,
                    "sm90_i8_skinny_mt64"}, seed++);
     }
