@@ -31,18 +31,8 @@ void launch_fp8_skinny(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan, flo
                              uint64_t(n_blocks), uint64_t(a.ld_sb) * 4, 4, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
   sm90::SkinnyParams p;
-  p.M = int(a.M);
-  p.N = int(a.N);
-  p.sched = plan.sched;
-  p.partial = partial;
-  p.tickets = tickets;
-  p.y = a.y;
-  p.ldy = a.ldy;
-  p.y_type = a.y_type;
-  p.bias = a.bias;
-  p.bias_type = a.bias_type;
-  p.clamp_lo = a.clamp_lo;
-  p.clamp_hi = a.clamp_hi;
+  p.set(int(a.M), int(a.N), plan.sched, partial, tickets, a.y, a.ldy, a.y_type, a.bias,
+        a.bias_type, a.clamp_lo, a.clamp_hi);
   launch_skinny_kernel<Policy, MT>(tm_w, tm_x, pp, p, stream, sm90_fp8_skinny_name(MT));
 }
 

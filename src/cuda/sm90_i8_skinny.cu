@@ -39,18 +39,8 @@ void launch_i8_skinny(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaS
   pp.ox = row_map(a.ox, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
   pp.sum = row_map(a.sumx, CU_TENSOR_MAP_DATA_TYPE_INT32);
   sm90::SkinnyParams p;
-  p.M = a.M;
-  p.N = a.N;
-  p.sched = plan.sched;
-  p.partial = a.partial;
-  p.tickets = a.tickets;
-  p.y = a.y;
-  p.ldy = a.ldy;
-  p.y_type = a.y_type;
-  p.bias = a.bias;
-  p.bias_type = a.bias_type;
-  p.clamp_lo = a.clamp_lo;
-  p.clamp_hi = a.clamp_hi;
+  p.set(a.M, a.N, plan.sched, a.partial, a.tickets, a.y, a.ldy, a.y_type, a.bias, a.bias_type,
+        a.clamp_lo, a.clamp_hi);
   launch_skinny_kernel<Policy, MT>(tm_w, tm_x, pp, p, stream, sm90_int8_skinny_name(MT));
 }
 

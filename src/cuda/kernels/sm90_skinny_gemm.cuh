@@ -53,6 +53,23 @@ struct SkinnyParams {
   const void* bias = nullptr;  // [N] in bias_type, or null
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
+
+  // The work and epilogue fields (host side).
+  void set(int M_, int N_, const StreamKSchedule& s, float* partial_, unsigned* tickets_, void* y_,
+           int64_t ldy_, int y_type_, const void* bias_, int bias_type_, float lo, float hi) {
+    M = M_;
+    N = N_;
+    sched = s;
+    partial = partial_;
+    tickets = tickets_;
+    y = y_;
+    ldy = ldy_;
+    y_type = y_type_;
+    bias = bias_;
+    bias_type = bias_type_;
+    clamp_lo = lo;
+    clamp_hi = hi;
+  }
 };
 
 template <class Policy, int MT, int kStages>
