@@ -164,10 +164,10 @@ class CudaInt8Block final : public PreparedImpl {
     if (mt && ctx.workspace) {
       // The caller's memory: its tickets start from zero every call. Cleared before the
       // quantizer, so that the kernel's dependent launch follows the quantizer directly.
+      const Sm90SkinnyPlan plan = skinny_plan(M, mt);
       sk.tickets = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(sk.partial) +
-                                               align256(size_t(skinny_plan(M, mt).partial_floats) * 4));
-      MIXQ_CUDA_CHECK(cudaMemsetAsync(sk.tickets, 0, size_t(skinny_plan(M, mt).tickets) * 4,
-                                      stream));
+                                               align256(size_t(plan.partial_floats) * 4));
+      MIXQ_CUDA_CHECK(cudaMemsetAsync(sk.tickets, 0, size_t(plan.tickets) * 4, stream));
     }
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),

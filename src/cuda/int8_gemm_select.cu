@@ -39,7 +39,9 @@ bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
          sm90_int8_block_available();
 }
 // The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage).
-bool skinny_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && (kb == 64 || kb == 128); }
+bool skinny_fits(Int8Mode mode, int kb) {
+  return mode == Int8Mode::Block && (kb == 64 || kb == 128);
+}
 bool skinny_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
   return skinny_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();

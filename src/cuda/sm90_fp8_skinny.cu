@@ -53,7 +53,8 @@ void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan&
                                  float* partial, unsigned* tickets, cudaStream_t stream) {
   check_sm90_fp8_gemm_args(a);
   MIXQ_CHECK_ARG(a.M <= plan.mt && (plan.mt == 16 || plan.mt == 32 || plan.mt == 64),
-                 "sm90 fp8 skinny gemm: M = ", a.M, " does not fit the plan's token tile ", plan.mt);
+                 "sm90 fp8 skinny gemm: M = ", a.M, " does not fit the plan's token tile ",
+                 plan.mt);
   MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(partial) % 16 == 0 && tickets != nullptr,
                  "sm90 fp8 skinny gemm: the partial sums (", static_cast<void*>(partial),
                  ") must be 16-byte aligned and the tickets given");

@@ -59,7 +59,9 @@ void launch_mt(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaStream_t
 }  // namespace
 
 const char* sm90_int8_skinny_name(int mt) {
-  return mt == 16 ? "sm90_i8_skinny_mt16" : mt == 32 ? "sm90_i8_skinny_mt32" : "sm90_i8_skinny_mt64";
+  return mt == 16   ? "sm90_i8_skinny_mt16"
+         : mt == 32 ? "sm90_i8_skinny_mt32"
+                    : "sm90_i8_skinny_mt64";
 }
 
 void launch_sm90_int8_skinny(const Int8GemmParams& p, int mt, cudaStream_t stream) {

@@ -85,7 +85,8 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
     for (int rep = 0; rep < 4; ++rep) {
       ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      EXPECT_EQ(outputs(), want) << "graph replay " << rep << (caller_ws ? " (caller workspaces)" : "");
+      EXPECT_EQ(outputs(), want) << "graph replay " << rep
+                                 << (caller_ws ? " (caller workspaces)" : "");
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

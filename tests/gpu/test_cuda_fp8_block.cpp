@@ -317,7 +317,8 @@ TEST(CudaFp8Block, SkinnyKernelRejectsMoreTokensThanItsTile) {
   }
 }
 
-// Deterministic, graph-capturable, and safe under programmatic dependent launch (chained_calls.hpp).
+// Deterministic, graph-capturable, and safe under programmatic dependent launch
+// (chained_calls.hpp).
 // 4096 x 4096 cuts tiles across CTAs (tickets, partials).
 TEST(CudaFp8Block, SkinnyKernelDeterministicChainedAndGraphCaptured) {
   SKIP_WITHOUT_HOPPER();

@@ -387,7 +387,8 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   for (int64_t g : {64, 128})
     for (bool off : {false, true})
       for (int64_t M : {1, 3, 16, 17, 32, 33, 64}) {
-        const std::string k = std::string("sm90_i8_skinny_mt") + (M <= 16 ? "16" : M <= 32 ? "32" : "64");
+        const std::string k =
+            std::string("sm90_i8_skinny_mt") + (M <= 16 ? "16" : M <= 32 ? "32" : "64");
         check_block({M, 1000, 1000, g, off, DType::F16, DType::F32}, seed++);  // the dispatch
         check_block({M, 1000, 1000, g, off, DType::BF16, DType::F32, false, false, k}, seed++);
       }

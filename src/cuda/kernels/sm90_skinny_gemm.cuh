@@ -208,7 +208,8 @@ __global__ void __launch_bounds__(288, 1)
   grid_dependency_wait();  // tickets, partials and Y belong to the previous launches until here
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int cw = tid / 128;  // which 64 rows of the weight tile
-  const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);  // and row + 8, columns 8 j + col + {0, 1}
+  // this thread's weight rows row, row + 8 and tokens 8 j + col + {0, 1}
+  const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
   StreamKCursor cur(sched, int(blockIdx.x));
   StreamKWork w;
   RingPos in(kStages);
@@ -262,7 +263,8 @@ __global__ void __launch_bounds__(288, 1)
 #pragma unroll
     for (int q = 0; q < MT / 8; ++q) dst[q * 256] = make_float4(total[4 * q], total[4 * q + 1],
                                                                 total[4 * q + 2], total[4 * q + 3]);
-    __threadfence();  // this thread's slot stores, before the ticket (cumulative through the barrier)
+    // this thread's slot stores, before the ticket (cumulative through the barrier)
+    __threadfence();
     const int64_t it0 = int64_t(t) * sched.chunks;
     const int b_lo = StreamKCursor::sk_owner(sched, it0);
     const int b_hi = StreamKCursor::sk_owner(sched, it0 + sched.chunks - 1);

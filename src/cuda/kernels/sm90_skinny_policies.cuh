@@ -3,10 +3,11 @@
 // K block's MMA partial sums are folded into the f32 totals. A consumer thread holds the
 // accumulators of weight rows `row`, `row + 8` (of the 128-row tile) and tokens 8 j + col + {0, 1}:
 // register 4 j + e is row row + 8 (e >> 1), token 8 j + col + (e & 1).
-// Policy interface (a policy is a template of the token tile MT): Mma (wgmma wrapper), kBlocks (K blocks per 128-K stage), Params (tensor
-// maps), kWMetaBytes / kXMetaBytes (per-stage shared memory, 128-byte multiples) and kWMetaTx /
-// kXMetaTx (bytes TMA delivers into them), load_wmeta(pp, dst, bar, nb, stage),
-// load_xmeta(pp, dst, bar, stage), promote(total, acc, wmeta, xmeta, stage, block, row, col).
+// Policy interface (a policy is a template of the token tile MT): Mma (wgmma wrapper), kBlocks
+// (K blocks per 128-K stage), Params (tensor maps), kWMetaBytes / kXMetaBytes (per-stage shared
+// memory, 128-byte multiples) and kWMetaTx / kXMetaTx (bytes TMA delivers into them),
+// load_wmeta(pp, dst, bar, nb, stage), load_xmeta(pp, dst, bar, stage),
+// promote(total, acc, wmeta, xmeta, stage, block, row, col).
 #pragma once
 
 #include <cuda.h>
@@ -81,7 +82,8 @@ struct SkinnyInt8Policy {
     uint8_t* d = static_cast<uint8_t*>(dst);
     tma_load_2d(d, &pp.sw, bar, nb * 128, stage * kBlocks);
     tma_load_2d(d + kWFieldBytes, &pp.dw, bar, nb * 128, stage * kBlocks);
-    if constexpr (kOffset) tma_load_2d(d + 2 * kWFieldBytes, &pp.ow, bar, nb * 128, stage * kBlocks);
+    if constexpr (kOffset)
+      tma_load_2d(d + 2 * kWFieldBytes, &pp.ow, bar, nb * 128, stage * kBlocks);
   }
   __device__ __forceinline__ static void load_xmeta(const Params& pp, void* dst, uint64_t* bar,
                                                     int stage) {
