@@ -50,7 +50,9 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
       const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
       linear(in.view(DType::BF16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::BF16, {M, D}),
              {}, ctx);
-      if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      if (sync_each) {
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      }
     }
   };
   auto outputs = [&] {
