@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Session 26, call 7 (H100; call 6's binaries). The INT8 quantizer's task bands at M < 8: INT8 W8A8
-# rows at M = 1, 2, 4, 8 read slower than M = 8 on the small layers after the grid fix (call 5:
-# 4096x6144 18.7 us at M = 1 against 16.6 at M = 8). Same-process A/B of MIXQ_ACT_QUANT_BAND=0
-# (row-major tasks) against the default 8-row bands, two rounds each.
+# rows at M = 1, 2, 4 read slower than M = 8 on the small layers after the grid fix (call 5:
+# 4096x6144 18.7 us at M = 1 against 16.6 at M = 8). A/B of MIXQ_ACT_QUANT_BAND=0
+# (row-major tasks) against the default 8-row bands, two rounds each, in one call (the knob is read
+# once per process: each setting is its own mixq bench process).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=build-gpu
