@@ -39,8 +39,9 @@ size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 // Largest M served from the internal scratch when the caller passes no workspace.
 constexpr int64_t kScratchRows = 4096;
 
-// The skinny kernel up to this M (token tiles of 16 / 32 / 64), the 128-row tiles above it.
-constexpr int64_t kSkinnyMaxM = kSm90SkinnyMaxM;
+// The skinny kernel up to this M (token tiles of 16 / 32 / 64), the 128-row tiles above it; its
+// 128-token tile runs only when forced.
+constexpr int64_t kSkinnyMaxM = 64;
 
 class CudaFp8Block final : public PreparedImpl {
  public:
@@ -75,7 +76,8 @@ class CudaFp8Block final : public PreparedImpl {
       MIXQ_CHECK(forced_.block_n > 0 || forced_skinny_mt_ > 0, ErrorCode::InvalidArgument,
                  "cuda Fp8Block: force_kernel '", force, "' is not one of ",
                  sm90_fp8_gemm_names(), ", ", sm90_fp8_skinny_name(16), ", ",
-                 sm90_fp8_skinny_name(32), ", ", sm90_fp8_skinny_name(64));
+                 sm90_fp8_skinny_name(32), ", ", sm90_fp8_skinny_name(64), ", ",
+                 sm90_fp8_skinny_name(128));
     }
     nkb_ = (K + 127) / 128;
     ldb_ = act_row_pitch(K);  // 16-byte rows for TMA, zero codes past K
@@ -93,7 +95,7 @@ class CudaFp8Block final : public PreparedImpl {
     scales_.copy_from_host(sb.data(), sb.size() * 4);
     // The skinny kernel's workspace grows with its token tile, not with M: size for each tile.
     size_t scratch = workspace_size(kScratchRows);
-    for (int64_t m : {int64_t(16), int64_t(32), kSkinnyMaxM})
+    for (int64_t m : {int64_t(16), int64_t(32), int64_t(64), kSm90SkinnyMaxM})
       scratch = std::max(scratch, workspace_size(m));
     scratch_ = ctx_->reserve_scratch(scratch);
     // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch

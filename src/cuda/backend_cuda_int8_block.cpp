@@ -110,7 +110,7 @@ class CudaInt8Block final : public PreparedImpl {
     if (rank1) r1w_ = dev_.upload(r1w.data(), r1w.size() * 4);
     // The skinny kernel's workspace grows with its token tile, not with M: size for each tile.
     size_t scratch = workspace_size(kScratchRows);
-    for (int64_t m : {int64_t(16), int64_t(32), kSm90SkinnyMaxM})
+    for (int64_t m : {int64_t(16), int64_t(32), int64_t(64), kSm90SkinnyMaxM})
       scratch = std::max(scratch, workspace_size(m));
     scratch_ = dev_.ctx->reserve_scratch(scratch);
     // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch

@@ -28,9 +28,13 @@ constexpr Int8GemmKernel kHopperTall{kSm90Int8TallName, launch_sm90_int8_tall};
 void launch_skinny16(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 16, s); }
 void launch_skinny32(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 32, s); }
 void launch_skinny64(const Int8GemmParams& p, cudaStream_t s) { launch_sm90_int8_skinny(p, 64, s); }
-const Int8GemmKernel kHopperSkinny[3] = {{sm90_int8_skinny_name(16), launch_skinny16, 16},
+void launch_skinny128(const Int8GemmParams& p, cudaStream_t s) {
+  launch_sm90_int8_skinny(p, 128, s);
+}
+const Int8GemmKernel kHopperSkinny[4] = {{sm90_int8_skinny_name(16), launch_skinny16, 16},
                                          {sm90_int8_skinny_name(32), launch_skinny32, 32},
-                                         {sm90_int8_skinny_name(64), launch_skinny64, 64}};
+                                         {sm90_int8_skinny_name(64), launch_skinny64, 64},
+                                         {sm90_int8_skinny_name(128), launch_skinny128, 128}};
 
 // The Hopper kernel runs block mode with one 128-wide K block per pipeline stage.
 bool hopper_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && kb == 128; }
@@ -38,12 +42,13 @@ bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
   return hopper_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();
 }
-// The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage).
-bool skinny_fits(Int8Mode mode, int kb) {
-  return mode == Int8Mode::Block && (kb == 64 || kb == 128);
+// The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage);
+// the 128-token tile K blocks of 128 only.
+bool skinny_fits(Int8Mode mode, int kb, int mt = 64) {
+  return mode == Int8Mode::Block && (kb == 128 || (kb == 64 && mt <= 64));
 }
-bool skinny_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
-  return skinny_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
+bool skinny_ok(const DeviceCaps& caps, Int8Mode mode, int kb, int mt = 64) {
+  return skinny_fits(mode, kb, mt) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();
 }
 
@@ -61,8 +66,8 @@ std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
   std::string s = std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name;
   if (hopper_fits(mode, kb))
     s += std::string(", ") + kHopper.name + ", " + kHopperPair.name + ", " + kHopperTall.name;
-  if (skinny_fits(mode, kb))
-    for (const Int8GemmKernel& k : kHopperSkinny) s += std::string(", ") + k.name;
+  for (const Int8GemmKernel& k : kHopperSkinny)
+    if (skinny_fits(mode, kb, k.skinny_mt)) s += std::string(", ") + k.name;
   if (hopper_fits(mode, kb) || skinny_fits(mode, kb)) s += " (Hopper, sm_90a)";
   return s;
 }
@@ -81,8 +86,9 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
     }
     for (const Int8GemmKernel& k : kHopperSkinny)
       if (force == k.name) {
-        MIXQ_CHECK(skinny_ok(caps, mode, kb), ErrorCode::Unsupported, "int8 gemm: force_kernel '",
-                   force, "' needs block mode with K block 64 or 128 (got ", kb,
+        MIXQ_CHECK(skinny_ok(caps, mode, kb, k.skinny_mt), ErrorCode::Unsupported,
+                   "int8 gemm: force_kernel '", force,
+                   "' needs block mode with K block 64 or 128 (128 for the 128-token tile; got ", kb,
                    "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
                    ") and a library built with sm_90a");
         return k;
@@ -92,8 +98,9 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
   }
   // Hopper, few tokens: the weights streamed over every SM as the wide wgmma operand
   // (sm90_i8_skinny.cu; session 26).
-  if (M <= kSm90SkinnyMaxM && skinny_ok(caps, mode, kb))
-    return kHopperSkinny[M <= 16 ? 0 : M <= 32 ? 1 : 2];
+  const int tile = M <= 16 ? 0 : M <= 32 ? 1 : M <= 64 ? 2 : 3;
+  if (M <= kSm90SkinnyMaxM && skinny_ok(caps, mode, kb, kHopperSkinny[tile].skinny_mt))
+    return kHopperSkinny[tile];
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
   // kernels reach only 0.3-0.47x cuBLAS FP16 there (bench/results/cuda_int8).
   if (M >= int8_sm90_min_m(caps) && hopper_ok(caps, mode, kb)) return kHopper;

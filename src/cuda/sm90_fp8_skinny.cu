@@ -39,12 +39,14 @@ void launch_fp8_skinny(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan, flo
 }  // namespace
 
 const char* sm90_fp8_skinny_name(int mt) {
-  return mt == 16 ? "sm90_fp8_block_skinny_mt16"
-                  : mt == 32 ? "sm90_fp8_block_skinny_mt32" : "sm90_fp8_block_skinny_mt64";
+  return mt == 16   ? "sm90_fp8_block_skinny_mt16"
+         : mt == 32 ? "sm90_fp8_block_skinny_mt32"
+         : mt == 64 ? "sm90_fp8_block_skinny_mt64"
+                    : "sm90_fp8_block_skinny_mt128";
 }
 
 int sm90_fp8_skinny_mt_by_name(const std::string& name) {
-  for (int mt : {16, 32, 64})
+  for (int mt : {16, 32, 64, 128})
     if (name == sm90_fp8_skinny_name(mt)) return mt;
   return 0;
 }
@@ -52,7 +54,8 @@ int sm90_fp8_skinny_mt_by_name(const std::string& name) {
 void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan,
                                  float* partial, unsigned* tickets, cudaStream_t stream) {
   check_sm90_fp8_gemm_args(a);
-  MIXQ_CHECK_ARG(a.M <= plan.mt && (plan.mt == 16 || plan.mt == 32 || plan.mt == 64),
+  MIXQ_CHECK_ARG(a.M <= plan.mt &&
+                     (plan.mt == 16 || plan.mt == 32 || plan.mt == 64 || plan.mt == 128),
                  "sm90 fp8 skinny gemm: M = ", a.M, " does not fit the plan's token tile ",
                  plan.mt);
   MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(partial) % 16 == 0 && tickets != nullptr,
@@ -60,7 +63,8 @@ void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan&
                  ") must be 16-byte aligned and the tickets given");
   if (plan.mt == 16) launch_fp8_skinny<16>(a, plan, partial, tickets, stream);
   else if (plan.mt == 32) launch_fp8_skinny<32>(a, plan, partial, tickets, stream);
-  else launch_fp8_skinny<64>(a, plan, partial, tickets, stream);
+  else if (plan.mt == 64) launch_fp8_skinny<64>(a, plan, partial, tickets, stream);
+  else launch_fp8_skinny<128>(a, plan, partial, tickets, stream);
 }
 
 }  // namespace mixq::cuda

@@ -47,7 +47,10 @@ void launch_i8_skinny(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaS
 template <int MT>
 void launch_mt(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaStream_t stream) {
   const bool off = a.ow != nullptr;
-  if (a.kb == 64) {
+  if constexpr (MT == 128) {  // g = 64's two accumulators a stage do not fit beside MT = 128's
+    if (off) launch_i8_skinny<MT, 128, true>(a, plan, stream);
+    else launch_i8_skinny<MT, 128, false>(a, plan, stream);
+  } else if (a.kb == 64) {
     if (off) launch_i8_skinny<MT, 64, true>(a, plan, stream);
     else launch_i8_skinny<MT, 64, false>(a, plan, stream);
   } else {
@@ -61,13 +64,14 @@ void launch_mt(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaStream_t
 const char* sm90_int8_skinny_name(int mt) {
   return mt == 16   ? "sm90_i8_skinny_mt16"
          : mt == 32 ? "sm90_i8_skinny_mt32"
-                    : "sm90_i8_skinny_mt64";
+         : mt == 64 ? "sm90_i8_skinny_mt64"
+                    : "sm90_i8_skinny_mt128";
 }
 
 void launch_sm90_int8_skinny(const Int8GemmParams& p, int mt, cudaStream_t stream) {
-  MIXQ_CHECK_ARG(p.mode == Int8Mode::Block && (p.kb == 64 || p.kb == 128),
-                 "sm90 int8 skinny gemm: block mode with K block 64 or 128 only (got K block ",
-                 p.kb, ")");
+  MIXQ_CHECK_ARG(p.mode == Int8Mode::Block && (p.kb == 128 || (p.kb == 64 && mt <= 64)),
+                 "sm90 int8 skinny gemm: block mode with K block 64 or 128 only, 128 for the "
+                 "128-token tile (got K block ", p.kb, ", token tile ", mt, ")");
   MIXQ_CHECK_ARG(p.M >= 1 && p.M <= mt && p.lda % 16 == 0 && p.ldb % 16 == 0 &&
                      p.ld_meta % 4 == 0 && p.Np % 128 == 0,
                  "sm90 int8 skinny gemm: M (", p.M, ") must be in [1, ", mt,
@@ -82,7 +86,8 @@ void launch_sm90_int8_skinny(const Int8GemmParams& p, int mt, cudaStream_t strea
   const Sm90SkinnyPlan plan = sm90_skinny_plan(p.M, p.N, p.K, p.num_sms, mt);
   if (mt == 16) launch_mt<16>(p, plan, stream);
   else if (mt == 32) launch_mt<32>(p, plan, stream);
-  else launch_mt<64>(p, plan, stream);
+  else if (mt == 64) launch_mt<64>(p, plan, stream);
+  else launch_mt<128>(p, plan, stream);
 }
 
 }  // namespace mixq::cuda

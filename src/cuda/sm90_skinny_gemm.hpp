@@ -9,18 +9,19 @@
 
 namespace mixq::cuda {
 
-// Token tiles of 16, 32 or 64: the kernels serve M <= 64.
-constexpr int64_t kSm90SkinnyMaxM = 64;
+// Token tiles of 16, 32, 64 or 128: the kernels serve M <= 128 (each backend's dispatch decides
+// up to which M it runs them).
+constexpr int64_t kSm90SkinnyMaxM = 128;
 
 struct Sm90SkinnyPlan {
-  int mt = 0;                  // token tile (16, 32, 64)
+  int mt = 0;                  // token tile (16, 32, 64, 128)
   StreamKSchedule sched;       // ceil(N / 128) weight tiles x ceil(K / 128) iterations (stages)
   int64_t partial_floats = 0;  // workspace of the cut tiles' pieces (f32, 16-byte aligned)
   int64_t tickets = 0;         // one unsigned per stream-K tile, zero before the launch
 };
 
 // The plan for an M x N x K call on `sms` SMs; mt 0 picks the smallest token tile >= M, else it
-// must be 16, 32 or 64 and >= M (throws InvalidArgument otherwise).
+// must be 16, 32, 64 or 128 and >= M (throws InvalidArgument otherwise).
 Sm90SkinnyPlan sm90_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt = 0);
 
 // Whether the skinny kernels, and the quantizers before them, are programmatic dependent launches

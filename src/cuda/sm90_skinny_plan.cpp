@@ -10,10 +10,11 @@ Sm90SkinnyPlan sm90_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt
   MIXQ_CHECK_ARG(M >= 1 && M <= kSm90SkinnyMaxM && N >= 1 && K >= 1,
                  "sm90 skinny gemm: M (", M, ") must be in [1, ", kSm90SkinnyMaxM, "], N (", N,
                  ") and K (", K, ") positive");
-  MIXQ_CHECK_ARG(mt == 0 || ((mt == 16 || mt == 32 || mt == 64) && M <= mt),
-                 "sm90 skinny gemm: token tile ", mt, " must be 16, 32 or 64 and hold M = ", M);
+  MIXQ_CHECK_ARG(mt == 0 || ((mt == 16 || mt == 32 || mt == 64 || mt == 128) && M <= mt),
+                 "sm90 skinny gemm: token tile ", mt, " must be 16, 32, 64 or 128 and hold M = ",
+                 M);
   Sm90SkinnyPlan plan;
-  plan.mt = mt ? mt : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+  plan.mt = mt ? mt : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : 128;
   StreamKSchedule& s = plan.sched;
   s.num_n = int((N + 127) / 128);
   s.num_m = 1;

@@ -25,8 +25,8 @@ void launch_sm90_int8_block(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm90_int8_pair(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm90_int8_tall(const Int8GemmParams& p, cudaStream_t stream);
 
-// Few tokens (M <= mt, mt = 16, 32 or 64; sm90_i8_skinny.cu): the weights as the wide MMA operand,
-// stream-K over every SM, K block 64 or 128. p.partial / p.tickets as sm90_skinny_plan(p.M, p.N,
+// Few tokens (M <= mt, mt = 16, 32, 64 or 128; sm90_i8_skinny.cu): the weights as the wide MMA
+// operand, stream-K over every SM, K block 64 or 128 (128 only at mt = 128). p.partial / p.tickets as sm90_skinny_plan(p.M, p.N,
 // p.K, p.num_sms, mt) sizes them, tickets zero. Programmatic dependent launch where
 // sm90_skinny_pdl(). Names "sm90_i8_skinny_mt16" etc.
 const char* sm90_int8_skinny_name(int mt);

@@ -280,6 +280,16 @@ TEST(CudaFp8Block, SkinnyKernelEveryTokenCount) {
     EXPECT_EQ(pw.kernel_name(M), c.force) << "the dispatch at M = " << M;
     EXPECT_EQ(pw.kernel_name(65), "sm90_fp8_block_gemm_bm128_bn128_s6");
   }
+  // the 128-token tile, forced (the dispatch keeps the 128-row tiles past M = 64)
+  for (int64_t M : {3, 65, 100, 128}) {
+    Case c{M, 1000, 1000};
+    c.force = "sm90_fp8_block_skinny_mt128";
+    run(c, seed++);
+  }
+  run({128, 131 * 128 + 5, 256, DType::BF16, DType::F16, true, -1e30f, 1e30f, false,
+       "sm90_fp8_block_skinny_mt128"}, seed++);
+  run({77, 200, 14336, DType::F16, DType::BF16, false, -1e30f, 1e30f, true,
+       "sm90_fp8_block_skinny_mt128"}, seed++);
 }
 
 // Shapes that cut the stream-K ranges every way: a tile in 28 pieces (2 tiles x 112 K blocks on

@@ -386,9 +386,10 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   uint32_t seed = 800;
   for (int64_t g : {64, 128})
     for (bool off : {false, true})
-      for (int64_t M : {1, 3, 16, 17, 32, 33, 64}) {
-        const std::string k =
-            std::string("sm90_i8_skinny_mt") + (M <= 16 ? "16" : M <= 32 ? "32" : "64");
+      for (int64_t M : {1, 3, 16, 17, 32, 33, 64, 65, 128}) {
+        if (g == 64 && M > 64) continue;  // the 128-token tile takes K blocks of 128 only
+        const std::string k = std::string("sm90_i8_skinny_mt") +
+                              (M <= 16 ? "16" : M <= 32 ? "32" : M <= 64 ? "64" : "128");
         check_block({M, 1000, 1000, g, off, DType::F16, DType::F32}, seed++);  // the dispatch
         check_block({M, 1000, 1000, g, off, DType::BF16, DType::F32, false, false, k}, seed++);
       }
@@ -401,6 +402,14 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   EXPECT_EQ(pw.kernel_name(1), "sm90_i8_skinny_mt16_g64_sym");
   EXPECT_EQ(pw.kernel_name(64), "sm90_i8_skinny_mt64_g64_sym");
   EXPECT_EQ(pw.kernel_name(65).rfind("sm80_i8_64x64", 0), 0u) << pw.kernel_name(65);
+  const PreparedWeight p128 = prepare(
+      quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g128")), o);
+  EXPECT_EQ(p128.kernel_name(100), "sm90_i8_skinny_mt128_g128_sym");
+  EXPECT_EQ(p128.kernel_name(129), "sm90_i8_128x128_g128_sym");
+  o.force_kernel = "sm90_i8_skinny_mt128";  // K blocks of 64 do not fit the 128-token tile
+  EXPECT_THROW(prepare(quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}),
+                                       parse_scheme("w8g64")), o),
+               Error);
 }
 
 // Shapes that cut the stream-K ranges every way (a tile in many pieces; whole tiles per CTA with
@@ -418,6 +427,10 @@ TEST(CudaInt8Block, HopperSkinnyOddShapes) {
       check_block({33, 131, 136, g, off, DType::BF16, DType::F32, true, false}, seed++);
       check_block({3, 640, 1000, g, off, DType::F16, DType::F32, false, false,
                    "sm90_i8_skinny_mt64"}, seed++);
+      if (g == 128) {
+        check_block({100, 131 * 128 + 5, 256, g, off, DType::BF16, DType::F16, true, true}, seed++);
+        check_block({77, 200, 14336, g, off, DType::F16, DType::F32}, seed++);
+      }
     }
   for (DType xt : {DType::F16, DType::BF16, DType::F32})
     for (DType yt : {DType::F16, DType::BF16, DType::F32})

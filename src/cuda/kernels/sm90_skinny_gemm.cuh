@@ -74,7 +74,7 @@ struct SkinnyParams {
 
 template <class Policy, int MT, int kStages>
 struct SkinnyShape {
-  static_assert(MT == 16 || MT == 32 || MT == 64, "token tiles of 16, 32 or 64");
+  static_assert(MT == 16 || MT == 32 || MT == 64 || MT == 128, "token tiles of 16 ... 128");
   static_assert(Policy::kWMetaBytes % 128 == 0 && Policy::kXMetaBytes % 128 == 0,
                 "TMA destinations 128-byte aligned");
   static constexpr int kThreads = 288;  // two consumer warpgroups + producer warp

@@ -30,7 +30,7 @@ struct SkinnyFp8Policy {
     CUtensorMap sa;  // f32 {M, num_kb}, box {MT, 1}
     CUtensorMap sb;  // f32 {num_kb, N blocks}, box {4, 1}: TMA wants 16-byte aligned boxes
   };
-  static constexpr int kWMetaBytes = 128, kXMetaBytes = 256;
+  static constexpr int kWMetaBytes = 128, kXMetaBytes = (MT * 4 + 127) / 128 * 128;
   static constexpr uint32_t kWMetaTx = 16, kXMetaTx = MT * 4;
   __device__ __forceinline__ static void load_wmeta(const Params& pp, void* dst, uint64_t* bar,
                                                     int nb, int kb) {
