@@ -61,7 +61,7 @@ void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& args);
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
 
 // Few tokens (decode): the weights as the MMA's wide operand, stream-K over all SMs
-// (kernels/sm90_skinny_gemm.cuh, plan in sm90_skinny_gemm.hpp). Token tiles of 16, 32 or 64.
+// (kernels/sm90_skinny_gemm.cuh, plan in sm90_skinny_gemm.hpp). Token tiles of 16, 32, 64, 128.
 // "sm90_fp8_block_skinny_mt16" etc.; the token tile of such a name, 0 for other names.
 const char* sm90_fp8_skinny_name(int mt);
 int sm90_fp8_skinny_mt_by_name(const std::string& name);

@@ -1,9 +1,9 @@
-// Hopper 8-bit block-scaled GEMM for few tokens (decode, M <= 64): the weights stream through the
+// Hopper 8-bit block-scaled GEMM for few tokens (decode, M <= 128): the weights stream through the
 // tensor cores as the wide operand and the tokens are the narrow one ("swap AB"):
 //   Y^T[n][m] = sum over K blocks of promote(WQ_kb[n] . XQ_kb[m])
 // with the promotion of a policy (sm90_skinny_policies.cuh): FP8 1x128 / 128x128 block scales, or
 // INT8 W8A8 per block (the four-term formula). The 128-row tiles of sm90_block_gemm.cuh would put
-// the M <= 64 tokens on the MMA's 128-row side (mostly padding) and cut the weights into BN-wide
+// the few tokens on the MMA's 128-row side (mostly padding) and cut the weights into BN-wide
 // tiles, one per CTA and K range whole: at M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs
 // (two rounds, the second a quarter full), about half the weight stream's rate (FP8: 150-160 us
 // there against 111 us here, bench/results/session26).
