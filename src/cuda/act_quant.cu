@@ -52,6 +52,7 @@
 #include "cuda/act_quant.hpp"
 #include "cuda/check.hpp"
 #include "cuda/kernels/grid_dependency.cuh"
+#include "cuda/wo_launch_config.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -575,20 +576,8 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   geo.dq = static_cast<int>(stride % per);
   geo.ldx = ldx;
   geo.vec = vec;
-  if (!pdl) {
-    Kernel<<<static_cast<unsigned>(grid), kThreads, 0, stream>>>(x, geo, args...);
-    return;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(grid));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, x, geo, args...));
+  WoLaunchConfig lc(dim3(static_cast<unsigned>(grid)), kThreads, 0, stream, pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, Kernel, x, geo, args...));
 }
 
 template <int XT, int P>

@@ -98,10 +98,7 @@ class CudaFp8Block final : public PreparedImpl {
     for (int64_t m : {int64_t(16), int64_t(32), int64_t(64), kSm90SkinnyMaxM})
       scratch = std::max(scratch, workspace_size(m));
     scratch_ = ctx_->reserve_scratch(scratch);
-    // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch
-    // leaves them zero.
-    internal_tickets_ = DeviceBuffer(size_t(ceil_div(N, 128)) * 4, device_);
-    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
+    internal_tickets_ = sm90_skinny_tickets(N, device_);  // calls without a caller workspace
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -114,12 +111,8 @@ class CudaFp8Block final : public PreparedImpl {
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)];
   // for the skinny kernel then its partial sums and tickets.
   size_t workspace_size(int64_t M) const override {
-    size_t b = align256(size_t(M * act_row_pitch(K))) + size_t(nkb_ * act_meta_pitch(M)) * 4;
-    if (skinny(M)) {
-      const Sm90SkinnyPlan plan = skinny_plan(M);
-      b = align256(b) + align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
-    }
-    return b;
+    const size_t acts = acts_bytes(M);
+    return skinny(M) ? acts + sm90_skinny_workspace_bytes(skinny_plan(M)) : acts;
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -138,18 +131,14 @@ class CudaFp8Block final : public PreparedImpl {
                    ", got M = ", M);
     const bool few = skinny(M);
     Sm90SkinnyPlan plan;
-    float* partial = nullptr;
-    unsigned* tickets = static_cast<unsigned*>(internal_tickets_.data());
+    Sm90SkinnyWork sk;
     if (few) {
+      // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
+      // dependent launch follows the quantizer directly.
       plan = skinny_plan(M);
-      char* after = ws + align256(align256(size_t(M * ldq)) + size_t(nkb_ * ld_meta) * 4);
-      partial = reinterpret_cast<float*>(after);
-      if (ctx.workspace) {
-        // The caller's memory: its tickets start from zero every call. Cleared before the
-        // quantizer, so that the kernel's dependent launch follows the quantizer directly.
-        tickets = reinterpret_cast<unsigned*>(after + align256(size_t(plan.partial_floats) * 4));
-        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, size_t(plan.tickets) * 4, stream));
-      }
+      sk = sm90_skinny_work(ws + acts_bytes(M), plan,
+                            static_cast<unsigned*>(internal_tickets_.data()),
+                            ctx.workspace != nullptr, stream);
     }
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
                               stream, few && sm90_skinny_pdl());
@@ -174,7 +163,7 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
     if (few) {
-      launch_sm90_fp8_skinny_gemm(a, plan, partial, tickets, stream);
+      launch_sm90_fp8_skinny_gemm(a, plan, sk.partial, sk.tickets, stream);
       return;
     }
     a.block_n = forced_.block_n;  // 0: picked from M and N by the launcher
@@ -183,7 +172,11 @@ class CudaFp8Block final : public PreparedImpl {
   }
 
  private:
-  static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+  // The quantized activations' part of the workspace (the skinny kernel's part follows).
+  size_t acts_bytes(int64_t M) const {
+    return align256(align256(size_t(M * act_row_pitch(K))) +
+                    size_t(nkb_ * act_meta_pitch(M)) * 4);
+  }
   // The skinny kernel serves this M: forced, or M <= kSkinnyMaxM unless a 128-row tile is forced.
   bool skinny(int64_t M) const {
     if (forced_skinny_mt_) return M <= forced_skinny_mt_;

@@ -47,13 +47,6 @@ float tf32_nearest(float v) {
   return out;
 }
 
-// The skinny kernel's partial sums (after the activations in the workspace) and tickets (the
-// weight's own unless the caller's workspace holds them).
-struct SkinnyWork {
-  float* partial = nullptr;
-  unsigned* tickets = nullptr;
-};
-
 class CudaInt8Block final : public PreparedImpl {
  public:
   CudaInt8Block(const QuantizedWeight& w, const PrepareOptions& o) : dev_(o, "cuda int8-block") {
@@ -113,10 +106,7 @@ class CudaInt8Block final : public PreparedImpl {
     for (int64_t m : {int64_t(16), int64_t(32), int64_t(64), kSm90SkinnyMaxM})
       scratch = std::max(scratch, workspace_size(m));
     scratch_ = dev_.ctx->reserve_scratch(scratch);
-    // The skinny kernel's tickets for calls without a caller workspace: zero, and every launch
-    // leaves them zero.
-    internal_tickets_ = DeviceBuffer(size_t((N + 127) / 128) * 4, dev_.id);
-    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
+    internal_tickets_ = sm90_skinny_tickets(N, dev_.id);  // calls without a caller workspace
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -127,13 +117,10 @@ class CudaInt8Block final : public PreparedImpl {
   // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; for the
   // skinny kernel then its partial sums and tickets.
   size_t workspace_size(int64_t M) const override {
-    size_t b = acts_bytes(M);
+    const size_t acts = acts_bytes(M);
     const int mt = pick(M).skinny_mt;
-    if (mt && M <= mt) {  // (a forced skinny kernel refuses larger M at the call)
-      const Sm90SkinnyPlan plan = sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);
-      b += align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
-    }
-    return b;
+    // (a forced skinny kernel refuses a larger M at the call)
+    return mt && M <= mt ? acts + sm90_skinny_workspace_bytes(skinny_plan(M, mt)) : acts;
   }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -157,17 +144,17 @@ class CudaInt8Block final : public PreparedImpl {
     a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    const int mt = pick(M).skinny_mt;
-    MIXQ_CHECK_ARG(mt == 0 || M <= mt, "cuda int8-block: force_kernel '", pick(M).name,
+    const Int8GemmKernel k = pick(M);
+    const int mt = k.skinny_mt;
+    MIXQ_CHECK_ARG(mt == 0 || M <= mt, "cuda int8-block: force_kernel '", k.name,
                    "' serves M <= ", mt, ", got M = ", M);
-    SkinnyWork sk = skinny_work(ws, M);
-    if (mt && ctx.workspace) {
-      // The caller's memory: its tickets start from zero every call. Cleared before the
-      // quantizer, so that the kernel's dependent launch follows the quantizer directly.
-      const Sm90SkinnyPlan plan = skinny_plan(M, mt);
-      sk.tickets = reinterpret_cast<unsigned*>(reinterpret_cast<char*>(sk.partial) +
-                                               align256(size_t(plan.partial_floats) * 4));
-      MIXQ_CUDA_CHECK(cudaMemsetAsync(sk.tickets, 0, size_t(plan.tickets) * 4, stream));
+    Sm90SkinnyWork sk;
+    if (mt) {
+      // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
+      // dependent launch follows the quantizer directly.
+      sk = sm90_skinny_work(ws + acts_bytes(M), skinny_plan(M, mt),
+                            static_cast<unsigned*>(internal_tickets_.data()),
+                            ctx.workspace != nullptr, stream);
     }
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
@@ -176,14 +163,9 @@ class CudaInt8Block final : public PreparedImpl {
     gemm(a, y, ep, stream, sk);
   }
 
-  SkinnyWork skinny_work(char* ws, int64_t M) const {
-    return {reinterpret_cast<float*>(ws + acts_bytes(M)),
-            static_cast<unsigned*>(internal_tickets_.data())};
-  }
-
   // sk: the skinny kernel's workspace (the prequantized entry passes none: the internal scratch).
   void gemm(const Int8QuantizedActs& a, const TensorView& y, const Epilogue& ep,
-            cudaStream_t stream, SkinnyWork sk = {}) const {
+            cudaStream_t stream, Sm90SkinnyWork sk = {}) const {
     Int8GemmParams p;
     p.mode = Int8Mode::Block;
     p.M = int(a.M);
@@ -212,7 +194,9 @@ class CudaInt8Block final : public PreparedImpl {
       if (!sk.partial) {
         MIXQ_CHECK_ARG(workspace_size(a.M) <= scratch_->size(), "int8 gemm: M = ", a.M,
                        " needs more scratch than prepare reserved");
-        sk = skinny_work(static_cast<char*>(scratch_->data()), a.M);
+        sk = sm90_skinny_work(static_cast<char*>(scratch_->data()) + acts_bytes(a.M),
+                              skinny_plan(a.M, k.skinny_mt),
+                              static_cast<unsigned*>(internal_tickets_.data()), false, stream);
       }
       p.partial = sk.partial;
       p.tickets = sk.tickets;

@@ -1,6 +1,7 @@
 // The few-token GEMMs' plan (sm90_skinny_gemm.hpp): token tile, stream-K schedule, workspace.
 #include <cstdlib>
 
+#include "cuda/check.hpp"
 #include "cuda/sm90_skinny_gemm.hpp"
 #include "mixq/error.hpp"
 
@@ -27,6 +28,30 @@ Sm90SkinnyPlan sm90_skinny_plan(int64_t M, int64_t N, int64_t K, int sms, int mt
   plan.partial_floats = stream_k_partial_floats(s.grid, plan.mt);
   plan.tickets = s.tiles;
   return plan;
+}
+
+namespace {
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+}  // namespace
+
+size_t sm90_skinny_workspace_bytes(const Sm90SkinnyPlan& plan) {
+  return align256(size_t(plan.partial_floats) * 4) + size_t(plan.tickets) * 4;
+}
+
+Sm90SkinnyWork sm90_skinny_work(char* at, const Sm90SkinnyPlan& plan, unsigned* own,
+                                bool caller_ws, cudaStream_t stream) {
+  Sm90SkinnyWork w{reinterpret_cast<float*>(at), own};
+  if (caller_ws) {
+    w.tickets = reinterpret_cast<unsigned*>(at + align256(size_t(plan.partial_floats) * 4));
+    MIXQ_CUDA_CHECK(cudaMemsetAsync(w.tickets, 0, size_t(plan.tickets) * 4, stream));
+  }
+  return w;
+}
+
+DeviceBuffer sm90_skinny_tickets(int64_t N, int device) {
+  DeviceBuffer t(size_t((N + 127) / 128) * 4, device);
+  MIXQ_CUDA_CHECK(cudaMemset(t.data(), 0, t.size()));
+  return t;
 }
 
 bool sm90_skinny_pdl() {
