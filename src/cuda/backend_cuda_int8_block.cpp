@@ -68,8 +68,8 @@ class CudaInt8Block final : public PreparedImpl {
     std::vector<int8_t> codes(size_t(Np_ * Kp_), 0);
     std::vector<float> sw(size_t(nb_ * Np_), 0.f), ow(offset_ ? sw.size() : 0, 0.f),
         dw(sw.size(), 0.f);
-    // The Hopper kernel's rank-1 planes (K block 128 on an sm_90a-capable device only).
-    const bool rank1 = g_ == 128 && sm90_int8_block_available();
+    // The Hopper kernel's rank-1 planes (on an sm_90a-capable device only).
+    const bool rank1 = sm90_int8_block_available();
     r1_ld_ = rank1 ? int8_rank1_pitch(nb_) : 0;
     std::vector<float> r1w(size_t((offset_ ? 4 : 2) * Np_ * r1_ld_), 0.f);
     for (int64_t n = 0; n < N; ++n) {

@@ -121,7 +121,7 @@ void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t stream);
 int64_t int8_small_max_m(const DeviceCaps& caps);
 int64_t int8_medium_max_m(const DeviceCaps& caps);
 // Smallest M served by the Hopper wgmma kernel "sm90_i8_128x128" (sm90_w8a8_gemm.hpp; block mode,
-// K block 128, compute capability 9.0 with the sm_90a image).
-int64_t int8_sm90_min_m(const DeviceCaps& caps);
+// K block kb = 64 or 128, compute capability 9.0 with the sm_90a image); the skinny kernels below.
+int64_t int8_sm90_min_m(const DeviceCaps& caps, int kb);
 
 }  // namespace mixq::cuda

@@ -36,10 +36,13 @@ const Int8GemmKernel kHopperSkinny[4] = {{sm90_int8_skinny_name(16), launch_skin
                                          {sm90_int8_skinny_name(64), launch_skinny64, 64},
                                          {sm90_int8_skinny_name(128), launch_skinny128, 128}};
 
-// The Hopper kernel runs block mode with one 128-wide K block per pipeline stage.
-bool hopper_fits(Int8Mode mode, int kb) { return mode == Int8Mode::Block && kb == 128; }
-bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb) {
-  return hopper_fits(mode, kb) && caps.cc_major == 9 && caps.cc_minor == 0 &&
+// The Hopper kernels run block mode with one 128-wide K block per pipeline stage; the 128 x 128
+// single-CTA kernel (all128 = false) also K blocks of 64, two per stage.
+bool hopper_fits(Int8Mode mode, int kb, bool all = false) {
+  return mode == Int8Mode::Block && (kb == 128 || (kb == 64 && !all));
+}
+bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb, bool all = false) {
+  return hopper_fits(mode, kb, all) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();
 }
 // The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage);
@@ -60,12 +63,14 @@ void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t s) { launch_ti
 
 int64_t int8_small_max_m(const DeviceCaps&) { return 16; }
 int64_t int8_medium_max_m(const DeviceCaps&) { return 128; }
-int64_t int8_sm90_min_m(const DeviceCaps&) { return 129; }
+// The first M past the skinny kernels' reach: their 128-token tile runs K blocks of 128 only.
+int64_t int8_sm90_min_m(const DeviceCaps&, int kb) { return kb == 64 ? 65 : 129; }
 
 std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
   std::string s = std::string(kSmall.name) + ", " + kMedium.name + ", " + kLarge.name;
-  if (hopper_fits(mode, kb))
-    s += std::string(", ") + kHopper.name + ", " + kHopperPair.name + ", " + kHopperTall.name;
+  if (hopper_fits(mode, kb)) s += std::string(", ") + kHopper.name;
+  if (hopper_fits(mode, kb, true))
+    s += std::string(", ") + kHopperPair.name + ", " + kHopperTall.name;
   for (const Int8GemmKernel& k : kHopperSkinny)
     if (skinny_fits(mode, kb, k.skinny_mt)) s += std::string(", ") + k.name;
   if (hopper_fits(mode, kb) || skinny_fits(mode, kb)) s += " (Hopper, sm_90a)";
@@ -78,8 +83,10 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
     for (const Int8GemmKernel& k : {kSmall, kMedium, kLarge})
       if (force == k.name) return k;
     if (force == kHopper.name || force == kHopperPair.name || force == kHopperTall.name) {
-      MIXQ_CHECK(hopper_ok(caps, mode, kb), ErrorCode::Unsupported, "int8 gemm: force_kernel '",
-                 force, "' needs block mode with K block 128 (got ", kb,
+      const bool g128_only = force != kHopper.name;
+      MIXQ_CHECK(hopper_ok(caps, mode, kb, g128_only), ErrorCode::Unsupported,
+                 "int8 gemm: force_kernel '", force, "' needs block mode with K block ",
+                 g128_only ? "128" : "64 or 128", " (got ", kb,
                  "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
                  ") and a library built with sm_90a");
       return force == kHopper.name ? kHopper : force == kHopperPair.name ? kHopperPair : kHopperTall;
@@ -103,7 +110,7 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
     return kHopperSkinny[tile];
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
   // kernels reach only 0.3-0.47x cuBLAS FP16 there (bench/results/cuda_int8).
-  if (M >= int8_sm90_min_m(caps) && hopper_ok(caps, mode, kb)) return kHopper;
+  if (M >= int8_sm90_min_m(caps, kb) && hopper_ok(caps, mode, kb)) return kHopper;
   if (M <= int8_small_max_m(caps)) return kSmall;
   if (M <= int8_medium_max_m(caps)) return kMedium;
   return kLarge;

@@ -14,21 +14,23 @@ namespace mixq::cuda {
 
 namespace {
 
-// kSub = 1: 128 x 128 tiles, 6 stages of (16 + 16 + 1) KiB. kSub = 2: 256 x 64 tiles (two m64
-// sub-tiles per consumer warpgroup: half the per-column promotion work), 5 stages of
-// (32 + 8 + 1.25) KiB.
-template <int kSub>
+// kSub = 1: 128 x 128 tiles, 6 stages of (16 + 16 + 1) KiB (g = 64: + 1 KiB of meta). kSub = 2:
+// 256 x 64 tiles (two m64 sub-tiles per consumer warpgroup: half the per-column promotion work),
+// 5 stages of (32 + 8 + 1.25) KiB, g = 128 only (a g = 64 stage would not fit 5 times).
+template <int kSub, int G = 128>
 struct W8a8Tile {
+  static_assert(G == 128 || kSub == 1, "K block 64: 128 x 128 tiles only");
   static constexpr int kBN = 128 / kSub, kStages = kSub == 1 ? 6 : 5;
   template <bool kOffset>
-  using Policy = sm90::Int8BlockPolicy<kBN, kOffset, 128 * kSub>;
+  using Policy = sm90::Int8BlockPolicy<kBN, kOffset, 128 * kSub, G>;
 };
 
-template <bool kOffset, int C, int kSub>
+template <bool kOffset, int C, int kSub, int G = 128>
 void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
-  using Tile = W8a8Tile<kSub>;
+  using Tile = W8a8Tile<kSub, G>;
   constexpr int kBN = Tile::kBN, kStages = Tile::kStages;
   using Policy = typename Tile::template Policy<kOffset>;
+  constexpr uint32_t kBlocks = uint32_t(Policy::kBlocks);
   using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, C, kSub>;
   const uint64_t M = uint64_t(a.M), N = uint64_t(a.N), K = uint64_t(a.K);
   const uint64_t nkb = uint64_t(a.n_kblocks), Np = uint64_t(a.Np);
@@ -46,9 +48,10 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
   const auto row_map = [&](const void* base, CUtensorMapDataType type, uint32_t kbs) {
     return make_tensor_map_2d(type, base, M, nkb, row_pitch, bm, kbs, CU_TENSOR_MAP_SWIZZLE_NONE);
   };
-  pp.sx = row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1);
-  pp.sw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sw, Np, nkb, col_pitch, kBN, 1,
-                             CU_TENSOR_MAP_SWIZZLE_NONE);
+  // A stage's K blocks: [kBlocks][BM] and [kBlocks][BN] boxes (blocks past the last read zeros).
+  pp.sx = row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, kBlocks);
+  pp.sw = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sw, Np, nkb, col_pitch, kBN,
+                             kBlocks, CU_TENSOR_MAP_SWIZZLE_NONE);
   pp.ox8 = row_map(a.ox, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, r1);
   pp.sx8 = kOffset ? row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, r1) : pp.ox8;
   pp.sumx8 = kOffset ? row_map(a.sumx, CU_TENSOR_MAP_DATA_TYPE_INT32, r1) : pp.ox8;
@@ -59,7 +62,7 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
                               CU_TENSOR_MAP_SWIZZLE_32B);
   pp.r1_np = int(Np);
   sm90::BlockGemmParams p;
-  p.set_tiles(a.M, a.N, a.n_kblocks, Shape::kBM, kBN, C);
+  p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, C);  // 128-K stages
   p.group_n = block_gemm_group_n(8 * kSub);  // the same N extent per raster group
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   int sms = a.num_sms;
@@ -71,10 +74,12 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
   launch_block_gemm<kBN, kStages, Policy, C, kSub>(tm_a, tm_b, pp, p, sms, stream, name);
 }
 
-void check_params(const Int8GemmParams& a, const char* name) {
-  MIXQ_CHECK(a.mode == Int8Mode::Block && a.kb == 128, ErrorCode::Unsupported, name,
-             " runs the block mode with K block 128 only (K block ", a.kb, ")");
-  MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.n_kblocks == (a.K + 127) / 128 &&
+// g64: the kernel also runs K blocks of 64.
+void check_params(const Int8GemmParams& a, const char* name, bool g64) {
+  MIXQ_CHECK(a.mode == Int8Mode::Block && (a.kb == 128 || (g64 && a.kb == 64)),
+             ErrorCode::Unsupported, name, " runs the block mode with K block ",
+             g64 ? "64 or 128" : "128", " only (K block ", a.kb, ")");
+  MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.n_kblocks == (a.K + a.kb - 1) / a.kb &&
                      a.Np >= a.N && a.Np % 128 == 0,
                  name, ": bad sizes M ", a.M, ", N ", a.N, ", K ", a.K, ", K blocks ",
                  a.n_kblocks, ", Np ", a.Np);
@@ -119,19 +124,24 @@ bool sm90_int8_block_available() {
 }
 
 void launch_sm90_int8_block(const Int8GemmParams& a, cudaStream_t stream) {
-  check_params(a, kSm90Int8BlockName);
-  if (a.ow) launch_w8a8<true, 1, 1>(a, stream, kSm90Int8BlockName);
-  else launch_w8a8<false, 1, 1>(a, stream, kSm90Int8BlockName);
+  check_params(a, kSm90Int8BlockName, true);
+  if (a.kb == 64) {
+    if (a.ow) launch_w8a8<true, 1, 1, 64>(a, stream, kSm90Int8BlockName);
+    else launch_w8a8<false, 1, 1, 64>(a, stream, kSm90Int8BlockName);
+  } else {
+    if (a.ow) launch_w8a8<true, 1, 1>(a, stream, kSm90Int8BlockName);
+    else launch_w8a8<false, 1, 1>(a, stream, kSm90Int8BlockName);
+  }
 }
 
 void launch_sm90_int8_pair(const Int8GemmParams& a, cudaStream_t stream) {
-  check_params(a, kSm90Int8PairName);
+  check_params(a, kSm90Int8PairName, false);
   if (a.ow) launch_w8a8<true, 2, 1>(a, stream, kSm90Int8PairName);
   else launch_w8a8<false, 2, 1>(a, stream, kSm90Int8PairName);
 }
 
 void launch_sm90_int8_tall(const Int8GemmParams& a, cudaStream_t stream) {
-  check_params(a, kSm90Int8TallName);
+  check_params(a, kSm90Int8TallName, false);
   if (a.ow) launch_w8a8<true, 1, 2>(a, stream, kSm90Int8TallName);
   else launch_w8a8<false, 1, 2>(a, stream, kSm90Int8TallName);
 }

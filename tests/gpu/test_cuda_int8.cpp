@@ -305,9 +305,11 @@ TEST(CudaInt8Block, EveryKernel) {
 }
 
 // The Hopper wgmma kernels (sm90_w8a8_gemm.cu: single CTAs, CTA pairs multicasting the weight
-// tile, 256 x 64 tiles of two m64 sub-tiles per warpgroup), forced by name: every M from one row (the pair's second CTA entirely past M) to several
-// persistent waves of 128 x 128 tiles, odd N / K (TMA zero fill past N, K and M), both weight
-// modes, every output type, bias and clamp. Skipped (visibly) off compute capability 9.0.
+// tile, 256 x 64 tiles of two m64 sub-tiles per warpgroup), forced by name: every M from one row
+// (the pair's second CTA entirely past M) to several persistent waves of 128 x 128 tiles, odd N / K
+// (TMA zero fill past N, K and M), both weight modes, every output type, bias and clamp; the single
+// CTAs also with K blocks of 64 (two per stage; K = 4160, 520, 7000 give odd block counts, the last
+// stage's second block past K). Skipped (visibly) off compute capability 9.0.
 bool hopper_device() {
   int dev = 0;
   cudaDeviceProp prop{};
@@ -319,24 +321,27 @@ TEST(CudaInt8Block, HopperWgmma) {
   SKIP_WITHOUT_GPU();
   if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
   uint32_t seed = 500;
-  for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"}) {
-    SCOPED_TRACE(k);
-    for (bool off : {false, true})
-      for (int64_t M : {1, 7, 128, 129, 300, 1000})
-        check_block({M, 1000, 1000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
-    for (bool off : {false, true}) {
-      check_block({33, 257, 4096 + 64, 128, off, DType::BF16, DType::F32, false, false, k}, seed++);
-      check_block({300, 130, 136, 128, off, DType::F32, DType::F32, true, false, k}, seed++);
-      // > 132 tiles: the persistent loop and the stage ring wrap across tiles
-      check_block({2000, 1500, 520, 128, off, DType::F16, DType::F32, true, false, k}, seed++);
-      // more rank-1 stages (K / 1024) than ring slots, on CTAs that run several tiles (a ring
-      // slot held across tiles deadlocked this until session 11's fix)
-      check_block({2000, 1500, 7000, 128, off, DType::F16, DType::F32, false, false, k}, seed++);
+  for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"})
+    for (int64_t g : {64, 128}) {
+      if (g == 64 && k != "sm90_i8_128x128") continue;  // K blocks of 64: single CTAs only
+      SCOPED_TRACE(k + " g" + std::to_string(g));
+      for (bool off : {false, true})
+        for (int64_t M : {1, 7, 128, 129, 300, 1000})
+          check_block({M, 1000, 1000, g, off, DType::F16, DType::F32, false, false, k}, seed++);
+      for (bool off : {false, true}) {
+        check_block({33, 257, 4096 + 64, g, off, DType::BF16, DType::F32, false, false, k},
+                    seed++);
+        check_block({300, 130, 136, g, off, DType::F32, DType::F32, true, false, k}, seed++);
+        // > 132 tiles: the persistent loop and the stage ring wrap across tiles
+        check_block({2000, 1500, 520, g, off, DType::F16, DType::F32, true, false, k}, seed++);
+        // more rank-1 stages (K / 1024) than ring slots, on CTAs that run several tiles (a ring
+        // slot held across tiles deadlocked this until session 11's fix)
+        check_block({2000, 1500, 7000, g, off, DType::F16, DType::F32, false, false, k}, seed++);
+      }
+      for (DType xt : {DType::F16, DType::BF16, DType::F32})
+        for (DType yt : {DType::F16, DType::BF16, DType::F32})
+          check_block({201, 203, 520, g, true, xt, yt, true, true, k}, seed++);
     }
-    for (DType xt : {DType::F16, DType::BF16, DType::F32})
-      for (DType yt : {DType::F16, DType::BF16, DType::F32})
-        check_block({201, 203, 520, 128, true, xt, yt, true, true, k}, seed++);
-  }
 }
 
 // The Hopper kernels' TMA-store epilogue against their direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0),
@@ -401,7 +406,7 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
       quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g64")), o);
   EXPECT_EQ(pw.kernel_name(1), "sm90_i8_skinny_mt16_g64_sym");
   EXPECT_EQ(pw.kernel_name(64), "sm90_i8_skinny_mt64_g64_sym");
-  EXPECT_EQ(pw.kernel_name(65).rfind("sm80_i8_64x64", 0), 0u) << pw.kernel_name(65);
+  EXPECT_EQ(pw.kernel_name(65), "sm90_i8_128x128_g64_sym");  // past the skinny tiles of g = 64
   const PreparedWeight p128 = prepare(
       quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g128")), o);
   EXPECT_EQ(p128.kernel_name(100), "sm90_i8_skinny_mt128_g128_sym");
@@ -451,25 +456,44 @@ TEST(CudaInt8Block, HopperSkinnyChainedAndGraphCaptured) {
   const PreparedWeight wb = prepare(
       quantize_weight(TensorView(randn(size_t(D * D), 42, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("w8g64asym")), o);
-  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40)})
+  // 1, 16, 40: the skinny kernels; 200: the 128 x 128 kernels (g = 128 and g = 64)
+  for (const int64_t M : {int64_t(1), int64_t(16), int64_t(40), int64_t(200)})
     test::expect_chained_calls_match(wa, wb, D, M, 43);
 }
 
-TEST(CudaInt8Block, HopperWgmmaRefusesG64) {
+// K blocks of 64 on the 128 x 128 kernel at small sizes (the sanitizer subset): odd block counts
+// (K = 136: three blocks, the second stage's second past K; K = 4160: 65), M and N off the tile.
+TEST(CudaInt8Block, HopperWgmmaG64OddBlocks) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  uint32_t seed = 950;
+  for (bool off : {false, true}) {
+    check_block({300, 130, 136, 64, off, DType::F16, DType::BF16, true, true}, seed++);
+    check_block({129, 257, 4096 + 64, 64, off, DType::BF16, DType::F32, false, false}, seed++);
+    check_block({65, 203, 520, 64, off, DType::F32, DType::F16, true, false}, seed++);
+  }
+}
+
+// The pair and 256 x 64 kernels run K blocks of 128 only: forced on a g = 64 weight they are
+// refused (at prepare or at the call), never run.
+TEST(CudaInt8Block, HopperPairAndTallRefuseG64) {
   SKIP_WITHOUT_GPU();
   std::vector<float> wf = randn(64 * 256, 11, 0.05f);
-  PrepareOptions o;
-  o.backend = BackendKind::CUDA;
-  o.act = ActQuant::Int8Block;
-  o.force_kernel = "sm90_i8_128x128";
   DeviceBuffer dx(200 * 256 * 4), dy(200 * 64 * 4);
-  try {  // refused at prepare or at the call, never run
-    const PreparedWeight pw = prepare(
-        quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}), parse_scheme("w8g64")), o);
-    linear(dx.view(DType::F32, {200, 256}), pw, dy.view(DType::F32, {200, 64}));
-    ADD_FAILURE() << "the Hopper kernel was accepted for g = 64";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+  for (const char* k : {"sm90_i8_128x128_c2", "sm90_i8_256x64"}) {
+    PrepareOptions o;
+    o.backend = BackendKind::CUDA;
+    o.act = ActQuant::Int8Block;
+    o.force_kernel = k;
+    try {
+      const PreparedWeight pw = prepare(
+          quantize_weight(TensorView(wf.data(), DType::F32, {64, 256}), parse_scheme("w8g64")), o);
+      linear(dx.view(DType::F32, {200, 256}), pw, dy.view(DType::F32, {200, 64}));
+      ADD_FAILURE() << k << " was accepted for g = 64";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("K block 128"), std::string::npos) << e.what();
+    }
   }
 }
 

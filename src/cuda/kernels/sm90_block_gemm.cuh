@@ -283,6 +283,14 @@ __host__ __device__ constexpr auto has_rank1(int) -> decltype(bool(Policy::kRank
 }
 template <class Policy>
 __host__ __device__ constexpr bool has_rank1(long) { return false; }
+// Policy::kBlocks (optional, default 1): scale blocks per 128-K stage. With 2 (INT8 g = 64) each
+// stage's MMAs form two commit groups of two k32 steps, promoted separately.
+template <class Policy>
+__host__ __device__ constexpr auto policy_blocks(int) -> decltype(int(Policy::kBlocks)) {
+  return Policy::kBlocks;
+}
+template <class Policy>
+__host__ __device__ constexpr int policy_blocks(long) { return 1; }
 
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
@@ -413,15 +421,25 @@ __global__ void __launch_bounds__(384, 1)
     if (p.y_tma && y_issuer) tma_prefetch_desc(&tm_y);
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
-    using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0));
-    // Waits for the next slot, reads the block's scales, issues its 4 MMAs into `acc` (fresh
-    // accumulator) and commits them as one group. Returns the slot.
-    auto issue = [&](Acc(&acc)[kSub][R], Scale& scale, int n0, int kb) {
+    using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0, 0));
+    // Scale blocks per stage: the consumers walk K blocks of 128 / kBlocks; a stage's blocks are
+    // its halves (kBlocks = 2), each its own commit group into its own accumulator set.
+    constexpr int kBlocks = policy_blocks<Policy>(0);
+    static_assert(kBlocks == 1 || (kBlocks == 2 && kAccSets == 2),
+                  "two blocks per stage run with two accumulator sets (one per half)");
+    constexpr int kSteps = 4 / kBlocks;  // k32 MMA steps per block
+    const int num_blocks = p.num_kb * kBlocks;
+    // Issues block `blk`'s MMAs into `acc` (fresh accumulator) and commits them as one group,
+    // after waiting for its stage when it is the stage's first block, and reads its scales.
+    // half = blk % kBlocks, passed as a constant by every call. Returns the stage.
+    auto issue = [&](Acc(&acc)[kSub][R], Scale& scale, int n0, int blk, int half) {
       const int stage = in.stage;
-      mbar_wait(&full[stage], in.phase);
-      __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+      if (half == 0) {
+        mbar_wait(&full[stage], in.phase);
+        __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+      }
       scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
-                           b_meta + stage * Policy::kBMetaBytes, row, n0, kb);
+                           b_meta + stage * Policy::kBMetaBytes, row, n0, blk / kBlocks, half);
       // Low descriptor words only (32-bit adds; the high word is a constant): the 64-bit
       // descriptor arithmetic cost ~10 integer instructions per K block on the issue-bound INT8
       // path. Stepping K inside the 128-byte rows moves the start address only: the swizzle is a
@@ -431,32 +449,36 @@ __global__ void __launch_bounds__(384, 1)
       const uint32_t db = desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
       wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < kSteps; ++k)
 #pragma unroll
-        for (int sub = 0; sub < kSub; ++sub)  // sub-tile rows are 64 x 128 bytes further on
-          Mma::mma(acc[sub], desc_from_lo_sw128(da + sub * (64 * 128 / 16) + 2 * k),
-                   desc_from_lo_sw128(db + 2 * k), k);
+        for (int sub = 0; sub < kSub; ++sub) {  // sub-tile rows are 64 x 128 bytes further on
+          const uint32_t kk = 2 * (kSteps * half + k);  // 32 bytes of K = 2 descriptor units
+          Mma::mma(acc[sub], desc_from_lo_sw128(da + sub * (64 * 128 / 16) + kk),
+                   desc_from_lo_sw128(db + kk), k);
+        }
       wgmma_commit();
-      in.advance();
+      if (half == kBlocks - 1) in.advance();
       return stage;
     };
-    // After the wait that completed `acc`'s group: fold it into the total, release its slot.
+    // After the wait that completed `acc`'s group: fold it into the total, release its slot once
+    // the stage's last block is retired.
     // The slot is free once the MMAs have read it, unless promote() still reads its metadata; then
     // it is released one block later, before the next promote(): a release (__syncwarp + arrive)
     // placed after promote() makes ptxas serialize the wgmma pipeline (C7514), and costs a ring
     // slot that the 6-deep ring can spare.
     constexpr bool kDeferRelease = promote_reads_smem<Policy>(0);
     int held = -1;  // kDeferRelease: the slot whose metadata the last promote() read
-    auto retire = [&](Acc(&acc)[kSub][R], const Scale& scale, int stage) {
+    auto retire = [&](Acc(&acc)[kSub][R], const Scale& scale, int stage, int half) {
 #pragma unroll
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
         for (int i = 0; i < R; ++i) reg_fence(acc[sub][i]);
+      const bool last = half == kBlocks - 1;
       if constexpr (kDeferRelease) {
         if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
-        held = stage;
+        held = last ? stage : -1;
       } else {
-        release_slot<kCluster>(empty0 + 8 * stage, lane);
+        if (last) release_slot<kCluster>(empty0 + 8 * stage, lane);
       }
       Policy::promote(total, acc, scale);
     };
@@ -500,34 +522,36 @@ __global__ void __launch_bounds__(384, 1)
         // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
         // (Waiting for the next slot and reading its scales before this block's wait, so that
         // only the promotion lies between the blocks, measured no faster: session 14, call 9.)
-        for (int kb = 0; kb < p.num_kb; ++kb) {
-          const int st = issue(acc0, s0, n0, kb);
+        for (int kb = 0; kb < num_blocks; ++kb) {
+          const int st = issue(acc0, s0, n0, kb, 0);
           wgmma_wait<0>();
-          retire(acc0, s0, st);
+          retire(acc0, s0, st, 0);
         }
       } else {
-      int st0 = issue(acc0, s0, n0, 0), st1;
+      constexpr int h1 = kBlocks - 1;  // acc1's half: 0, or the second of two
+      int st0 = issue(acc0, s0, n0, 0, 0), st1;
       int kb = 0;
       // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
-      // block kb in flight on entry.
-      for (; kb + 2 < p.num_kb; kb += 2) {
-        st1 = issue(acc1, s1, n0, kb + 1);
+      // block kb in flight on entry. kb is even here, so with two blocks per stage acc0 always
+      // holds a stage's first half and acc1 its second.
+      for (; kb + 2 < num_blocks; kb += 2) {
+        st1 = issue(acc1, s1, n0, kb + 1, h1);
         wgmma_wait<1>();
-        retire(acc0, s0, st0);
-        st0 = issue(acc0, s0, n0, kb + 2);
+        retire(acc0, s0, st0, 0);
+        st0 = issue(acc0, s0, n0, kb + 2, 0);
         wgmma_wait<1>();
-        retire(acc1, s1, st1);
+        retire(acc1, s1, st1, h1);
       }
-      // One or two blocks left (kb in flight in acc0).
-      if (kb + 1 < p.num_kb) {
-        st1 = issue(acc1, s1, n0, kb + 1);
+      // One or two blocks left (kb in flight in acc0); always two with two blocks per stage.
+      if (kb + 1 < num_blocks) {
+        st1 = issue(acc1, s1, n0, kb + 1, h1);
         wgmma_wait<1>();
-        retire(acc0, s0, st0);
+        retire(acc0, s0, st0, 0);
         wgmma_wait<0>();
-        retire(acc1, s1, st1);
+        retire(acc1, s1, st1, h1);
       } else {
         wgmma_wait<0>();
-        retire(acc0, s0, st0);
+        retire(acc0, s0, st0, 0);
       }
       }  // kAccSets == 2
       const int c0 = n0 + col;

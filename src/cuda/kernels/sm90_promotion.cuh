@@ -55,7 +55,7 @@ struct Fp8BlockScaledPolicy {
   };
   static constexpr int kNoSplit = BN / 8;  // split past the last column group
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
-                                               int n0, int kb) {
+                                               int n0, int kb, int /*half: one block a stage*/) {
     // ld.shared by 32-bit address: through the generic pointers these were generic LD.E loads
     // (the metadata slots sit in a re-aligned dynamic buffer), slower and on the long scoreboard.
     const uint32_t sa = smem_u32(a_meta), sb = smem_u32(b_meta) + 4 * (kb & 3);

@@ -1,14 +1,18 @@
 // Promotion policy of the Hopper block GEMM (sm90_block_gemm.cuh) for INT8 W8A8 per block
-// (int8_gemm.hpp, block mode, K block g = 128 = one pipeline stage):
+// (int8_gemm.hpp, block mode, K block g = 128 = one pipeline stage, or g = 64 = half a stage):
 //   total[m][n] = sum over K blocks kb of  sx*(sw*dot) + ox*dw + (sx*Σqx)*ow
 // (dot = the block's s8.s8 -> s32 sum). The two dot-independent terms form a small GEMM of their
 // own, R = [ox | u] . [dw ; ow] (u = sx*Σqx) with K' = one or two values per K block, and run on the
 // tensor cores (the rank-1 stages, below); the per-block promotion is then sx*(sw*dot) only.
 //
-// Main stages (one per K block): codes A 128 x 128, B BN x 128, plus sx ({BM rows} box of the row
-// meta, act_quant.hpp layout [kb][ld_meta]) and sw ({BN} box of [kb][Np] in the int8_meta_col
-// order). Rows past M read as zeros (TMA out-of-bounds fill), so garbage in the meta's pad rows
-// never reaches a stored value.
+// Main stages (one per 128 K): codes A 128 x 128, B BN x 128, plus sx ({BM rows} x kBlocks box of
+// the row meta, act_quant.hpp layout [kb][ld_meta]) and sw ({BN} x kBlocks box of [kb][Np] in the
+// int8_meta_col order). Rows past M read as zeros (TMA out-of-bounds fill), so garbage in the
+// meta's pad rows never reaches a stored value; so do K blocks past the last (g = 64 with an odd
+// number of blocks: the codes there are zeros too, and the half adds 0 · 0).
+// g = 64 (kBlocks = 2): the skeleton commits each half stage's two k32 MMAs as its own group into
+// its own accumulator set and promotes the halves one after the other; the promotion work per K
+// doubles while the MMA work stays, so the kernel is more issue-bound than at g = 128.
 //
 // Rank-1 stages (ceil(num_kb / 8) per tile, before the main stages, in the same ring slots): the
 // A slot receives ox (and, with offset weights, sx and Σqx) for the tile's rows and 8 K blocks
@@ -47,23 +51,25 @@
 
 namespace mixq::cuda::sm90 {
 
-// BM: rows of the CTA tile (128 kSub of the skeleton), the box of the row meta.
-template <int BN, bool kOffset, int BM = 128>
+// BM: rows of the CTA tile (128 kSub of the skeleton), the box of the row meta. G: the K block.
+template <int BN, bool kOffset, int BM = 128, int G = 128>
 struct Int8BlockPolicy {
   static_assert(BN == 64 || BN == 128, "TMA box of the column meta; tf32 rank-1 MMA widths");
   static_assert(BM == 128 || BM == 256, "TMA box of the row meta: BM <= 256 floats");
+  static_assert(G == 64 || G == 128, "K blocks of 64 (two a stage) or 128 (one)");
+  static constexpr int kBlocks = 128 / G;
   template <int N>
   using Mma = WgmmaS8<N>;
   struct Params {
-    CUtensorMap sx, sw;           // main stages: {M, num_kb} box {BM, 1}; {Np, num_kb} box {BN, 1}
+    CUtensorMap sx, sw;  // main stages: {M, K blocks} box {BM, kBlocks}; {Np, K blocks} {BN, kBlocks}
     CUtensorMap ox8, sx8, sumx8;  // rank-1 stages: {M, num_kb} box {BM, 8} (f32, f32, s32)
     CUtensorMap r1w;              // {KBp, 2 T Np} box {8, BN}, 32-byte swizzle (int8_gemm.hpp)
     int r1_np = 0;                // Np: row stride between the hi / lo / term planes of r1w
   };
   static constexpr bool kPromoteReadsSmem = true;
-  static constexpr int kAMetaBytes = BM * 4;  // sx
-  static constexpr int kBMetaBytes = BN * 4;  // sw (a 128-byte multiple for BN % 32 == 0)
-  static constexpr uint32_t kMetaTxBytes = (BM + BN) * 4;
+  static constexpr int kAMetaBytes = kBlocks * BM * 4;  // sx: [kBlocks][BM]
+  static constexpr int kBMetaBytes = kBlocks * BN * 4;  // sw (a 128-byte multiple: BN % 32 == 0)
+  static constexpr uint32_t kMetaTxBytes = kBlocks * (BM + BN) * 4;
 
   // Rank-1 stages: kInt8Rank1Blocks K blocks each; A slot [terms' row values][8][BM] floats, B
   // slot [2 T][BN][8] tf32 (T terms: dw, and ow with offset weights).
@@ -75,8 +81,10 @@ struct Int8BlockPolicy {
   static constexpr uint32_t kRank1TxBytes = kRowFields * kR1RowBytes + 2 * kTerms * kR1ColBytes;
   static_assert(kRowFields * kR1RowBytes <= BM * 128, "rank-1 row values fit the A slot");
   static_assert(2 * kTerms * kR1ColBytes <= BN * 128, "rank-1 weight values fit the B slot");
+  // num_kb: the skeleton's 128-K stages (kBlocks K blocks each; with g = 64 and an odd number of
+  // blocks the count of rank-1 stages is the same: 2 s and 2 s - 1 round up alike over 8).
   __host__ __device__ static int rank1_stages(int num_kb) {
-    return (num_kb + kInt8Rank1Blocks - 1) / kInt8Rank1Blocks;
+    return (num_kb * kBlocks + kInt8Rank1Blocks - 1) / kInt8Rank1Blocks;
   }
 
   // Shared-window loads (sm90_sync.cuh): through a generic pointer kept in a struct, the compiler
@@ -89,8 +97,8 @@ struct Int8BlockPolicy {
   }
   __device__ __forceinline__ static void load_meta(const Params& pp, void* a_meta, void* b_meta,
                                                    uint64_t* bar, int m0, int n0, int kb) {
-    tma_load_2d(a_meta, &pp.sx, bar, m0, kb);
-    tma_load_2d(b_meta, &pp.sw, bar, n0, kb);
+    tma_load_2d(a_meta, &pp.sx, bar, m0, kb * kBlocks);
+    tma_load_2d(b_meta, &pp.sw, bar, n0, kb * kBlocks);
   }
   __device__ __forceinline__ static void load_rank1(const Params& pp, void* a_slot, void* b_slot,
                                                     uint64_t* bar, int m0, int n0, int stage) {
@@ -153,8 +161,9 @@ struct Int8BlockPolicy {
     uint32_t col;  // shared address of this thread's first 16 bytes of the stage's sw[BN] row
   };
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
-                                               int /*n0*/, int /*kb*/) {
-    return {smem_u32(a_meta) + 4 * row, smem_u32(b_meta) + 16 * (threadIdx.x % 4)};
+                                               int /*n0*/, int /*kb*/, int half) {
+    return {smem_u32(a_meta) + 4 * (BM * half + row),
+            smem_u32(b_meta) + 4 * (BN * half) + 16 * (threadIdx.x % 4)};
   }
 
   // Accumulator layout (m64nN): registers 4j, 4j+1 are row `row`, 4j+2, 4j+3 row `row + 8`,
