@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cuda/act_quant.hpp"
-#include "cuda/int8_block_prepared.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
@@ -100,17 +100,22 @@ int main(int argc, char** argv) {
     for (const auto& mstr : split(ms, ',')) {
       const int64_t M = std::stoll(mstr);
       const double ops = 2.0 * double(M) * double(N) * double(K);
-      // quantized activations for the GEMM-only timing (same workspace layout as linear())
-      cuda::Int8QuantizedActs qa;
-      qa.M = M; qa.ldq = cuda::act_row_pitch(K); qa.ld_meta = cuda::act_meta_pitch(M);
+      // quantized activations for the GEMM-only timing (same workspace layout as linear()); the
+      // GEMM alone runs with the weight's own scratch, since its workspace holds them
+      const int64_t ldq = cuda::act_row_pitch(K), ldm = cuda::act_meta_pitch(M);
       const int64_t nb = (K + g - 1) / g;
-      const size_t meta = (size_t(nb * qa.ld_meta) * 4 + 255) / 256 * 256;
+      const size_t meta = (size_t(nb * ldm) * 4 + 255) / 256 * 256;
       char* p = static_cast<char*>(ws);
-      qa.q = reinterpret_cast<int8_t*>(p); p += (size_t(M * qa.ldq) + 255) / 256 * 256;
-      qa.scale = reinterpret_cast<float*>(p); qa.offset = reinterpret_cast<float*>(p + meta); qa.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
+      int8_t* q = reinterpret_cast<int8_t*>(p); p += (size_t(M * ldq) + 255) / 256 * 256;
+      float* sx = reinterpret_cast<float*>(p); float* ox = reinterpret_cast<float*>(p + meta);
+      int32_t* sums = reinterpret_cast<int32_t*>(p + 2 * meta);
+      const auto mv = [&](void* b, DType t) {
+        return TensorView::strided(b, t, {nb, M}, {ldm, 1}, Device::CUDA); };
+      const QuantizedActivations xq = QuantizedActivations::int8_block(
+          g, TensorView::strided(q, DType::I8, {M, K}, {ldq, 1}, Device::CUDA),
+          mv(sx, DType::F32), mv(ox, DType::F32), mv(sums, DType::I32));
       const double quant_us = time_graph([&](int, cudaStream_t st) {
-        cuda::launch_quantize_int8_block(x, 0, K, M, K, g, const_cast<int8_t*>(qa.q), qa.ldq, const_cast<float*>(qa.scale),
-                                         const_cast<float*>(qa.offset), const_cast<int32_t*>(qa.sums), qa.ld_meta, st); }, 1, s);
+        cuda::launch_quantize_int8_block(x, 0, K, M, K, g, q, ldq, sx, ox, sums, ldm, st); }, 1, s);
       const float alpha = 1.f, beta = 0.f; const int32_t ialpha = 1, ibeta = 0;
       const double fp16_us = time_graph([&](int i, cudaStream_t) {
         CB(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(N), int(M), int(K), &alpha, wf16[i], CUDA_R_16F, int(K), x, CUDA_R_16F, int(K),
@@ -128,7 +133,8 @@ int main(int argc, char** argv) {
         const double mixq_us = time_graph([&](int i, cudaStream_t) {
           linear(TensorView(x, DType::F16, {M, K}, Device::CUDA), pw[i], TensorView(y, DType::F16, {M, N}, Device::CUDA), {}, ctx); }, rot8, s);
         const double gemm_us = time_graph([&](int i, cudaStream_t st) {
-          cuda::int8_block_gemm_prequantized(pw[i], qa, TensorView(y, DType::F16, {M, N}, Device::CUDA), {}, st); }, rot8, s);
+          ExecContext gctx; gctx.stream = st;
+          linear(xq, pw[i], TensorView(y, DType::F16, {M, N}, Device::CUDA), {}, gctx); }, rot8, s);
         std::printf("%-12s %5lld %9.1f %9.1f %8.1f %9.1f %9.1f %8.1f %8.2f %7.2f  %s\n", shp.c_str(), (long long)M, mixq_us, gemm_us, quant_us,
                     fp16_us, int8_us, ops / mixq_us * 1e-6, fp16_us / mixq_us, int8_us > 0 ? int8_us / mixq_us : 0.0, kname.c_str());
         if (js) std::fprintf(js, "%s\n{\"shape\": \"%s\", \"K\": %lld, \"N\": %lld, \"M\": %lld, \"kernel\": \"%s\", \"mixq_us\": %.2f, \"gemm_us\": %.2f, \"quant_us\": %.2f, \"cublas_fp16_us\": %.2f, \"cublas_int8_us\": %.2f}",

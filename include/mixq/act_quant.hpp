@@ -14,6 +14,25 @@
 // Math: exactly quantize_activations_fp8_block / quantize_activations_int8_block (the CUDA codes
 // are bit-identical to the host ones). The CPU versions reject non-finite activations; the CUDA
 // ones cannot throw from the device and give non-finite meta (INT8) or NaN codes (FP8) for them.
+//
+// linear(xq, w, y): the product on activations already in this layout (written by these
+// quantizers, or by the caller's own kernel fused into the producer of x), for a weight prepared
+// with act = Int8Block or Fp8Block. linear(xq) gives the bits of linear(x) when xq holds
+// x's quantization (every backend). Its rules, beyond linear()'s:
+//   - xq.kind must be w.act(); xq.block the weight's act_block (INT8), 128 (FP8).
+//   - Every buffer a quantizer accepts for M rows is accepted (M = q.shape[0], K = w.K()): the
+//     shapes and strides above, all tensors on the weight's device. FP8 takes no offset / sums.
+//     Columns K .. pitch-1 of q do not contribute (they may hold anything), nor do meta rows
+//     M .. stride-1. The codes and meta are taken as given (the sums must be the codes' sums).
+//   - CUDA: the GEMMs read q and the meta through TMA / 16-byte copies, so q's base and row
+//     stride (bytes) must be multiples of 16, the meta bases 16-byte aligned and their row stride
+//     a multiple of 4 elements (act_quant_meta_pitch(M) is one). Memory must exist for whole
+//     [M][row pitch] code rows and [n_blocks][row stride] meta rows: the sm_80 INT8 kernels read
+//     them in 16-byte chunks up to there (the values past K / M are not used).
+//   - Workspace: linear_workspace_size(w, M) bytes are enough (the CUDA call needs only the
+//     few-token kernels' stream-K partial sums and tickets, none for larger M; the CPU call its
+//     staging). Its first linear_workspace_size(w, M) bytes must not overlap xq or y. With a null
+//     workspace the prepared weight's own scratch is used (no concurrent calls on one weight).
 #pragma once
 
 #include <cstdint>
@@ -37,5 +56,28 @@ void quantize_activations_fp8_block(const TensorView& x, const TensorView& q,
 void quantize_activations_int8_block(const TensorView& x, int64_t block, const TensorView& q,
                                      const TensorView& scale, const TensorView& offset,
                                      const TensorView& sums, const ExecContext& ctx = {});
+
+// Quantized activations in the layout above (non-owning views).
+struct QuantizedActivations {
+  ActQuant kind = ActQuant::None;  // Int8Block or Fp8Block
+  int64_t block = 0;               // K block: INT8 32, 64, 128 or 256; FP8 128
+  TensorView q;                    // codes: i8 (INT8), f8e4m3 or u8 (FP8)
+  TensorView scale;                // f32
+  TensorView offset;               // INT8: f32; FP8: empty
+  TensorView sums;                 // INT8: i32; FP8: empty
+
+  static QuantizedActivations fp8_block(const TensorView& q, const TensorView& scale) {
+    return {ActQuant::Fp8Block, 128, q, scale, {}, {}};
+  }
+  static QuantizedActivations int8_block(int64_t block, const TensorView& q,
+                                         const TensorView& scale, const TensorView& offset,
+                                         const TensorView& sums) {
+    return {ActQuant::Int8Block, block, q, scale, offset, sums};
+  }
+};
+
+// Y[M][N] = dequant(xq) . W^T, then the epilogue (see the rules above). y F32/F16/BF16 [M][N].
+void linear(const QuantizedActivations& xq, const PreparedWeight& w, const TensorView& y,
+            const Epilogue& ep = {}, const ExecContext& ctx = {});
 
 }  // namespace mixq

@@ -1,10 +1,15 @@
-// Public op entry points: argument validation and dispatch to the prepared weight's backend.
+// Public op entry points: argument validation and dispatch to the prepared weight's backend
+// (linear on float activations, on pre-quantized ones (mixq/act_quant.hpp), conv2d).
 #include "mixq/ops.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
+#include "core/act_layout.hpp"
 #include "core/prepared.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -41,6 +46,12 @@ void PreparedImpl::conv2d(const TensorView&, const TensorView&, const Conv2dPara
                           const Epilogue&, const ExecContext&) const {
   MIXQ_FAIL(ErrorCode::Unsupported, "conv2d is not implemented by the ", backend_name(backend),
             " backend for ", act_quant_name(opts.act));
+}
+
+void PreparedImpl::linear_quantized(const QuantizedActivations&, const TensorView&,
+                                    const Epilogue&, const ExecContext&) const {
+  MIXQ_FAIL(ErrorCode::Unsupported, "linear on pre-quantized activations is not implemented by "
+            "the ", backend_name(backend), " backend for ", act_quant_name(opts.act));
 }
 
 BackendKind PreparedWeight::backend() const { return impl().backend; }
@@ -149,6 +160,91 @@ void check_io_dtypes(const PreparedImpl& p, const TensorView& x, const TensorVie
   }
 }
 
+// Pre-quantized activations: a weight prepared for them, of their kind and block.
+void check_quantized_kind(const PreparedImpl& p, const QuantizedActivations& xq) {
+  const ActQuant act = p.opts.act;
+  MIXQ_CHECK_ARG(act == ActQuant::Int8Block || act == ActQuant::Fp8Block,
+                 "linear: pre-quantized activations (xq.kind ", act_quant_name(xq.kind),
+                 ") need a weight prepared with act = int8-block or fp8-block, this one is ",
+                 act_quant_name(act));
+  MIXQ_CHECK_ARG(xq.kind == act, "linear: xq.kind (", act_quant_name(xq.kind),
+                 ") does not match the prepared weight's act (", act_quant_name(act), ")");
+  if (act == ActQuant::Fp8Block) {
+    MIXQ_CHECK_ARG(xq.block == Fp8BlockActivations::kGroup, "linear: xq.block (", xq.block,
+                   ") must be 128 for fp8-block activations (per token per 128 along K)");
+    MIXQ_CHECK_ARG(xq.offset.empty() && xq.sums.empty(), "linear: xq.offset (",
+                   xq.offset.describe(), ") and xq.sums (", xq.sums.describe(),
+                   ") must be empty for fp8-block activations");
+    return;
+  }
+  MIXQ_CHECK_ARG(xq.block == p.opts.act_block, "linear: xq.block (", xq.block,
+                 ") must equal the prepared weight's act_block (", p.opts.act_block, ")");
+  const int64_t b = xq.block;
+  MIXQ_CHECK(b == 32 || b == 64 || b == 128 || b == 256, ErrorCode::Unsupported,
+             "linear: pre-quantized int8-block activations come in blocks of 32, 64, 128 or 256 "
+             "(quantize_activations_int8_block's), xq.block is ", b);
+}
+
+// What the CUDA GEMMs read through TMA and 16-byte copies (sm90_tensor_map.hpp, the sm_80
+// cp.async kernels): 16-byte aligned bases, code rows a multiple of 16 bytes apart, meta rows of
+// a multiple of 4 elements (16 bytes). The few-token kernels' partial sums start the workspace.
+void check_cuda_alignment(const QuantizedActivations& xq, const ExecContext& ctx) {
+  const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  MIXQ_CHECK_ARG(a16(xq.q.data) && xq.q.stride[0] % 16 == 0, "linear: xq.q (at ", xq.q.data,
+                 ", row stride ", xq.q.stride[0], " bytes) must be 16-byte aligned with a row "
+                 "stride that is a multiple of 16 bytes on CUDA (TMA)");
+  const std::pair<const TensorView*, const char*> meta[] = {
+      {&xq.scale, "xq.scale"}, {&xq.offset, "xq.offset"}, {&xq.sums, "xq.sums"}};
+  for (const auto& [t, arg] : meta) {
+    if (t->empty()) continue;
+    MIXQ_CHECK_ARG(a16(t->data) && t->stride[0] % 4 == 0, "linear: ", arg, " (at ", t->data,
+                   ", row stride ", t->stride[0], " elements) must be 16-byte aligned with a row "
+                   "stride that is a multiple of 4 elements on CUDA (TMA)");
+  }
+  MIXQ_CHECK_ARG(a16(ctx.workspace), "linear: ExecContext::workspace (", ctx.workspace,
+                 ") must be 16-byte aligned on CUDA");
+}
+
+// The bytes [lo, hi) of a rank-2 view (empty: lo == hi).
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v) {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(v.data);
+  if (v.empty() || v.rank != 2 || v.shape[0] == 0 || v.shape[1] == 0) return {lo, lo};
+  const int64_t elems = (v.shape[0] - 1) * v.stride[0] + v.shape[1];
+  return {lo, lo + static_cast<uintptr_t>(dtype_bytes(v.dtype, elems))};
+}
+
+// The call writes its scratch into the caller's workspace (up to `used` bytes of it): it must
+// not share those bytes with the activations or the output.
+void check_workspace_apart(const ExecContext& ctx, size_t used, const QuantizedActivations& xq,
+                           const TensorView& y) {
+  if (!ctx.workspace) return;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(ctx.workspace);
+  const uintptr_t hi = lo + std::min(used, ctx.workspace_bytes);
+  const std::pair<const TensorView*, const char*> views[] = {
+      {&xq.q, "xq.q"}, {&xq.scale, "xq.scale"}, {&xq.offset, "xq.offset"},
+      {&xq.sums, "xq.sums"}, {&y, "y"}};
+  for (const auto& [v, arg] : views) {
+    const auto [vlo, vhi] = byte_span(*v);
+    MIXQ_CHECK_ARG(vlo == vhi || vhi <= lo || vlo >= hi, "linear: ", arg, " (", v->describe(),
+                   ") overlaps the first ", hi - lo, " bytes of ExecContext::workspace (",
+                   ctx.workspace, "), which the call uses as scratch");
+  }
+}
+
+// linear's output, epilogue and context, for M rows (m_from: where M came from).
+void check_linear_output(const PreparedImpl& p, int64_t M, const char* m_from, const TensorView& y,
+                         const Epilogue& ep, const ExecContext& ctx) {
+  const Device dev = backend_device(p.backend);
+  check_view(y, "y", 2, dev);
+  check_rows_contiguous(y, "y");
+  MIXQ_CHECK_ARG(y.shape[0] == M && y.shape[1] == p.N, "linear: y is ", y.describe(),
+                 ", expected [", M, ", ", p.N, "] (M from ", m_from, ", N from the weight)");
+  check_epilogue(ep, p.N, dev);
+  if (ctx.workspace_bytes > 0)
+    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
+                   ctx.workspace_bytes, ") given with a null workspace");
+}
+
 }  // namespace
 
 PreparedWeight prepare(const QuantizedWeight& w, const PrepareOptions& opts) {
@@ -207,22 +303,43 @@ void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, c
             const ExecContext& ctx) {
   const PreparedImpl& p = w.impl();
   MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
-  const Device dev = backend_device(p.backend);
-  check_view(x, "x", 2, dev);
-  check_view(y, "y", 2, dev);
+  check_view(x, "x", 2, backend_device(p.backend));
   check_rows_contiguous(x, "x");
-  check_rows_contiguous(y, "y");
   MIXQ_CHECK_ARG(x.shape[1] == p.K, "linear: x.shape[1] (", x.shape[1], ") must equal weight K (",
                  p.K, ")");
-  MIXQ_CHECK_ARG(y.shape[0] == x.shape[0] && y.shape[1] == p.N, "linear: y is ", y.describe(),
-                 ", expected [", x.shape[0], ", ", p.N, "] (M from x, N from the weight)");
+  check_linear_output(p, x.shape[0], "x", y, ep, ctx);
   check_io_dtypes(p, x, y);
-  check_epilogue(ep, p.N, dev);
-  if (ctx.workspace_bytes > 0)
-    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
-                   ctx.workspace_bytes, ") given with a null workspace");
   if (x.shape[0] == 0) return;
   p.linear(x, y, ep, ctx);
+}
+
+void linear(const QuantizedActivations& xq, const PreparedWeight& w, const TensorView& y,
+            const Epilogue& ep, const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
+  check_quantized_kind(p, xq);
+  const bool cuda = p.backend == BackendKind::CUDA;
+  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
+                            "the weight's device"};
+  check_view(xq.q, "xq.q", 2, at.device);  // M comes from q
+  const int64_t M = xq.q.shape[0];
+  const detail::ActLayout lay{M, p.K, (p.K + xq.block - 1) / xq.block};
+  const bool fp8 = xq.kind == ActQuant::Fp8Block;
+  detail::check_act_codes(xq.q, lay, fp8, at, "linear", "xq.q");
+  detail::check_act_meta(xq.scale, DType::F32, lay, at, "linear", "xq.scale");
+  if (!fp8) {
+    detail::check_act_meta(xq.offset, DType::F32, lay, at, "linear", "xq.offset");
+    detail::check_act_meta(xq.sums, DType::I32, lay, at, "linear", "xq.sums");
+    detail::check_act_meta_strides(xq.scale, xq.offset, xq.sums, "linear", "xq.");
+  }
+  if (cuda) check_cuda_alignment(xq, ctx);
+  check_linear_output(p, M, "xq.q", y, ep, ctx);
+  check_float_dtype(y, "y");
+  detail::check_act_place(y, at, "linear", "y");
+  if (!ep.bias.empty()) detail::check_act_place(ep.bias, at, "linear", "bias");
+  if (M == 0) return;
+  check_workspace_apart(ctx, p.workspace_size(M), xq, y);
+  p.linear_quantized(xq, y, ep, ctx);
 }
 
 void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,

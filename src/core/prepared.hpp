@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "mixq/act_quant.hpp"
 #include "mixq/ops.hpp"
 
 namespace mixq {
@@ -29,6 +30,11 @@ struct PreparedImpl {
                       const ExecContext& ctx) const = 0;
   virtual void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p,
                       const Epilogue& ep, const ExecContext& ctx) const;
+  // Pre-quantized activations (mixq/act_quant.hpp), validated by ops.cpp: xq.kind == opts.act
+  // and its block, the layout for M = xq.q.shape[0] >= 1, every tensor on this weight's device
+  // (CUDA: the GEMMs' alignment too), y [M][N]. Default: Unsupported.
+  virtual void linear_quantized(const QuantizedActivations& xq, const TensorView& y,
+                                const Epilogue& ep, const ExecContext& ctx) const;
 };
 
 // Each takes the canonical weight (validated) and, for convolutions, its geometry.

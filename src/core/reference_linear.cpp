@@ -112,6 +112,26 @@ void check_w8a8_weight(const QuantizedWeight& w, int64_t act_block, const char* 
                  "act_block (", act_block, "), got ", w.describe());
 }
 
+void check_fp8_weight(const QuantizedWeight& w) {
+  // block_k is 128, or K itself when K < 128 (quantize_weight clamps the block to K: one
+  // partial block either way). k_perm would be silently ignored by the group loop below.
+  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
+                     (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
+                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks and no "
+                 "act-order, got ", w.describe());
+}
+
+// Host-quantized activations: consistent sizes, K of the weight, y [M][N].
+void check_quantized(int64_t M, int64_t K, size_t n_codes, size_t n_meta, int64_t n_blocks,
+                     const TensorView& y, const QuantizedWeight& w, const char* op) {
+  MIXQ_CHECK_ARG(K == w.K && n_codes == size_t(M * K) && n_meta == size_t(M * n_blocks), op,
+                 ": activations M ", M, ", K ", K, " (", n_codes, " codes, ", n_meta,
+                 " meta values) do not fit weight K ", w.K);
+  MIXQ_CHECK_ARG(y.rank == 2 && y.shape[0] == M && y.shape[1] == w.N, op, ": y is ",
+                 y.describe(), ", expected [", M, ", ", w.N, "]");
+}
+
 }  // namespace
 
 void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
@@ -119,8 +139,20 @@ void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t ac
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block");
   check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
-  const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
-  const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
+  linear_w8a8_block(quantize_activations_int8_block(x, act_block), w, y, ep);
+}
+
+void linear_w8a8_block(const Int8BlockActivations& a, const QuantizedWeight& w,
+                       const TensorView& y, const Epilogue& ep) {
+  w.validate();
+  check_quantized(a.M, a.K, a.q.size(), a.scale.size(), a.n_blocks(), y, w,
+                  "ref::linear_w8a8_block");
+  const int64_t act_block = a.block;
+  check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
+  MIXQ_CHECK_ARG(a.offset.size() == a.scale.size() && a.sums.size() == a.scale.size(),
+                 "ref::linear_w8a8_block: activation offsets (", a.offset.size(), ") and sums (",
+                 a.sums.size(), ") must match the scales (", a.scale.size(), ")");
+  const int64_t M = a.M, N = w.N, K = w.K, nb = a.n_blocks();
   std::vector<int32_t> qw(static_cast<size_t>(K));
   std::vector<int64_t> wsum(static_cast<size_t>(nb));
   for (int64_t n = 0; n < N; ++n) {
@@ -181,15 +213,17 @@ void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const Tenso
                       const Epilogue& ep) {
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_fp8_block");
-  // block_k is 128, or K itself when K < 128 (quantize_weight clamps the block to K: one
-  // partial block either way). k_perm would be silently ignored by the group loop below.
-  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
-                     (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
-                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
-                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks and no "
-                 "act-order, got ", w.describe());
-  const Fp8BlockActivations a = quantize_activations_fp8_block(x);
-  const int64_t M = x.shape[0], N = w.N, K = w.K, ng = a.n_groups();
+  check_fp8_weight(w);
+  linear_fp8_block(quantize_activations_fp8_block(x), w, y, ep);
+}
+
+void linear_fp8_block(const Fp8BlockActivations& a, const QuantizedWeight& w, const TensorView& y,
+                      const Epilogue& ep) {
+  w.validate();
+  check_quantized(a.M, a.K, a.q.size(), a.scale.size(), a.n_groups(), y, w,
+                  "ref::linear_fp8_block");
+  check_fp8_weight(w);
+  const int64_t M = a.M, N = w.N, K = w.K, ng = a.n_groups();
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
       double acc = 0.0;

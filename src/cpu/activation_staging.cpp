@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::cpu {
@@ -66,6 +67,26 @@ void pack_float_row(const float* row, const PackedWeight& w, float* xp, float* x
     for (int32_t i = sg.valid; i < sg.len; ++i) dst[i] = 0.f;
     xsum[s] = static_cast<float>(sum);
   }
+}
+
+// Segment sg of a row of codes q (canonical columns) as kernel bytes: q + bias, padding = bias
+// (a zero code). Returns the segment's code sum.
+int32_t put_segment_codes(const int8_t* q, const Segment& sg, uint8_t bias, uint8_t* row_bytes) {
+  // Locals: the byte stores below could otherwise alias the segment fields.
+  const int8_t* src = q + sg.k0;
+  uint8_t* out = row_bytes + sg.kp0;
+  const int32_t valid = sg.valid, len = sg.len;
+  int32_t sum = 0;
+  for (int32_t i = 0; i < valid; ++i) {
+    sum += src[i];
+    out[i] = static_cast<uint8_t>(static_cast<uint8_t>(src[i]) + bias);
+  }
+  for (int32_t i = valid; i < len; ++i) out[i] = bias;
+  return sum;
+}
+
+ActSegment act_segment(float sc, float of, int32_t sum, int32_t valid) {
+  return ActSegment{sc, of, sc * static_cast<float>(sum) + static_cast<float>(valid) * of, sum};
 }
 
 }  // namespace
@@ -130,22 +151,40 @@ void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t un
       if (sc > 0) quantize_i8(row.data() + k0, k1 - k0, of, sc, q.data() + k0);
       else std::fill(q.begin() + k0, q.begin() + k1, int8_t(0));
       for (; s < s_end; ++s) {
-        const Segment& sg = w.segs[s];
-        // Locals: the byte stores below could otherwise alias the segment fields.
-        const int8_t* src = q.data() + sg.k0;
-        uint8_t* out = dst + sg.kp0;
-        const int32_t valid = sg.valid, len = sg.len;
-        int32_t sum = 0;
-        for (int32_t i = 0; i < valid; ++i) {
-          sum += src[i];
-          out[i] = static_cast<uint8_t>(static_cast<uint8_t>(src[i]) + bias);
-        }
-        for (int32_t i = valid; i < len; ++i) out[i] = bias;
-        as[s].sx = sc;
-        as[s].ox = of;
-        as[s].sum_qx = sum;
-        as[s].ow_coef = sc * static_cast<float>(sum) + static_cast<float>(sg.valid) * of;
+        const int32_t sum = put_segment_codes(q.data(), w.segs[s], bias, dst);
+        as[s] = act_segment(sc, of, sum, w.segs[s].valid);
       }
+    }
+  }
+}
+
+void stage_fp8_quantized_rows(const Fp8BlockActivations& a, const PackedWeight& w, int64_t m0,
+                              int64_t m1, float* xp, float* xsum) {
+  const int64_t ng = a.n_groups();
+  std::vector<float> row(static_cast<size_t>(w.K));
+  for (int64_t m = m0; m < m1; ++m) {
+    const uint8_t* q = a.q.data() + m * a.K;
+    for (int64_t k = 0; k < w.K; ++k)
+      row[k] = e4m3_to_f32(q[k]) * a.scale[m * ng + k / Fp8BlockActivations::kGroup];
+    pack_float_row(row.data(), w, xp + (m - m0) * w.Kp, xsum + (m - m0) * w.n_segs());
+  }
+}
+
+void stage_int8_block_quantized_rows(const Int8BlockActivations& a, const PackedWeight& w,
+                                     int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs) {
+  const int64_t ns = w.n_segs(), nb = a.n_blocks();
+  const uint8_t bias = w.kind == CodeKind::Int8 ? 128 : 0;
+  for (int64_t m = m0; m < m1; ++m) {
+    for (int64_t s = 0; s < ns; ++s) {
+      const Segment& sg = w.segs[s];
+      // The block sum is the segment's: W8A8 weights have block_k == act_block <= 256.
+      const int64_t b = sg.k0 / a.block;
+      MIXQ_CHECK(sg.k0 == b * a.block && sg.valid == std::min(a.K, sg.k0 + a.block) - sg.k0,
+                 ErrorCode::Internal, "cpu w8a8: segment at k ", sg.k0, " (", sg.valid,
+                 " columns) is not activation block ", b, " of ", a.block);
+      const int64_t i = m * nb + b;
+      put_segment_codes(a.q.data() + m * a.K, sg, bias, xb + (m - m0) * w.Kp);
+      xs[(m - m0) * ns + s] = act_segment(a.scale[i], a.offset[i], a.sums[i], sg.valid);
     }
   }
 }

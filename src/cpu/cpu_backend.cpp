@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/act_layout.hpp"
 #include "cpu/activation_staging.hpp"
 #include "cpu/cpu_prepared.hpp"
 #include "cpu/thread_pool.hpp"
@@ -241,7 +242,55 @@ void CpuPrepared::finish(const void* c, int64_t ldc, int64_t rows, int64_t p0, i
 
 void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
                          const ExecContext& ctx) const {
-  const int64_t M = x.shape[0];
+  // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
+  const RowReader rr{x.data, x.dtype, x.ld()};
+  run_linear(x.shape[0], y, ep, ctx, [&](CpuPath path, const StagedRows& st, int64_t m0,
+                                         int64_t m1) {
+    switch (path) {
+      case CpuPath::F32:
+        stage_float_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+                         const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
+        break;
+      case CpuPath::Fp8:
+        stage_fp8_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+                       const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
+        break;
+      case CpuPath::W8A8:
+      case CpuPath::I8Dot:
+        stage_int8_block_rows(rr, pw_, path == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
+                              const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
+                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs(), kt_->quantize_i8);
+        break;
+      case CpuPath::I8PerTensor:
+        stage_int8_tensor_rows(x.ptr<const int8_t>(), x.ld(), pw_, m0, m1,
+                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp);
+        break;
+    }
+  });
+}
+
+void CpuPrepared::linear_quantized(const QuantizedActivations& xq, const TensorView& y,
+                                   const Epilogue& ep, const ExecContext& ctx) const {
+  // The caller's codes and meta, copied into the host quantizers' structs and staged from there.
+  const int64_t M = xq.q.shape[0];
+  if (opts.act == ActQuant::Fp8Block) {
+    const Fp8BlockActivations a = detail::fp8_block_activations(xq, K);
+    run_linear(M, y, ep, ctx, [&](CpuPath, const StagedRows& st, int64_t m0, int64_t m1) {
+      stage_fp8_quantized_rows(a, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+                               const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
+    });
+    return;
+  }
+  if (opts.act != ActQuant::Int8Block) return PreparedImpl::linear_quantized(xq, y, ep, ctx);
+  const Int8BlockActivations a = detail::int8_block_activations(xq, K);
+  run_linear(M, y, ep, ctx, [&](CpuPath, const StagedRows& st, int64_t m0, int64_t m1) {
+    stage_int8_block_quantized_rows(a, pw_, m0, m1, const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
+                                    const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
+  });
+}
+
+void CpuPrepared::run_linear(int64_t M, const TensorView& y, const Epilogue& ep,
+                             const ExecContext& ctx, const StageFn& stage) const {
   const int threads = resolve_num_threads(ctx.num_threads);
   const WorkSplit split = plan_work(M, pw_.n_panels, threads);
 
@@ -266,31 +315,10 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
                                                         align64(static_cast<size_t>(M * ldc) * 4))
                              : nullptr;
 
-  // Stage the activations once (k_perm gather, conversion, quantization), in row blocks.
-  const RowReader rr{x.data, x.dtype, x.ld()};
   const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
   parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
-    const int64_t m0 = t * stage_rows, m1 = std::min(M, m0 + stage_rows);
-    switch (path) {
-      case CpuPath::F32:
-        stage_float_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
-                         const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
-        break;
-      case CpuPath::Fp8:
-        stage_fp8_rows(rr, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
-                       const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
-        break;
-      case CpuPath::W8A8:
-      case CpuPath::I8Dot:
-        stage_int8_block_rows(rr, pw_, path == CpuPath::W8A8 ? opts.act_block : 0, m0, m1,
-                              const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
-                              const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs(), kt_->quantize_i8);
-        break;
-      case CpuPath::I8PerTensor:
-        stage_int8_tensor_rows(x.ptr<const int8_t>(), x.ld(), pw_, m0, m1,
-                               const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp);
-        break;
-    }
+    const int64_t m0 = t * stage_rows;
+    stage(path, st, m0, std::min(M, m0 + stage_rows));
   });
 
   const int64_t m_tasks = (M + split.rows_per_task - 1) / split.rows_per_task;

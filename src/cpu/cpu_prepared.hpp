@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/prepared.hpp"
@@ -37,6 +38,8 @@ class CpuPrepared final : public PreparedImpl {
   size_t workspace_size(int64_t M) const override;
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override;
+  void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
+                        const ExecContext& ctx) const override;
   void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p, const Epilogue& ep,
               const ExecContext& ctx) const override;
 
@@ -67,6 +70,12 @@ class CpuPrepared final : public PreparedImpl {
               const Epilogue& ep, const OutMap& out) const;
 
  private:
+  // Stages activation rows [m0, m1) for `path` into st (row m at row m of the staging).
+  using StageFn = std::function<void(CpuPath path, const StagedRows& st, int64_t m0, int64_t m1)>;
+  // linear's driver: workspace, staging (by `stage`, in parallel row blocks), compute, epilogue.
+  void run_linear(int64_t M, const TensorView& y, const Epilogue& ep, const ExecContext& ctx,
+                  const StageFn& stage) const;
+
   PackedWeight pw_;
   CpuPath path_;        // M > kGemvMaxRows (and conv2d)
   CpuPath small_path_;  // M <= kGemvMaxRows

@@ -3,6 +3,7 @@
 // along K (launch_quantize_fp8_1x128, act_quant.hpp layout), multiplied by the Hopper TMA +
 // wgmma kernel (sm90_fp8_gemm.cu), or for few tokens by the skinny kernel that streams the
 // weights over every SM (sm90_fp8_skinny.cu). Hopper (compute capability 9.0) only.
+// linear(QuantizedActivations) runs the same GEMMs on the caller's codes and scales.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -109,16 +110,16 @@ class CudaFp8Block final : public PreparedImpl {
   }
 
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)];
-  // for the skinny kernel then its partial sums and tickets.
-  size_t workspace_size(int64_t M) const override {
-    const size_t acts = acts_bytes(M);
-    return skinny(M) ? acts + sm90_skinny_workspace_bytes(skinny_plan(M)) : acts;
-  }
+  // for the skinny kernel then its partial sums and tickets (gemm_workspace_size).
+  // linear(QuantizedActivations) needs the latter only, at the start of its workspace:
+  // linear_workspace_size bounds both calls.
+  size_t workspace_size(int64_t M) const override { return acts_bytes(M) + gemm_workspace_size(M); }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
     check_call_device(x, y, device_);
     const int64_t M = x.shape[0];
+    check_forced_tile(M);
     const size_t need = workspace_size(M);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
     DeviceGuard guard(device_);
@@ -126,27 +127,40 @@ class CudaFp8Block final : public PreparedImpl {
     const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
     uint8_t* q = reinterpret_cast<uint8_t*>(ws);
     float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
-    MIXQ_CHECK_ARG(!forced_skinny_mt_ || M <= forced_skinny_mt_, "cuda Fp8Block: force_kernel '",
-                   sm90_fp8_skinny_name(forced_skinny_mt_), "' serves M <= ", forced_skinny_mt_,
-                   ", got M = ", M);
-    const bool few = skinny(M);
-    Sm90SkinnyPlan plan;
-    Sm90SkinnyWork sk;
-    if (few) {
-      // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
-      // dependent launch follows the quantizer directly.
-      plan = skinny_plan(M);
-      sk = sm90_skinny_work(ws + acts_bytes(M), plan,
-                            static_cast<unsigned*>(internal_tickets_.data()),
-                            ctx.workspace != nullptr, stream);
-    }
+    // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
+    // dependent launch follows the quantizer directly.
+    const Sm90SkinnyWork sk = skinny_work(M, ws + acts_bytes(M), ctx, stream);
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
-                              stream, few && sm90_skinny_pdl());
+                              stream, skinny(M) && sm90_skinny_pdl());
+    gemm(q, ldq, sa, ld_meta, M, y, ep, stream, sk);
+  }
+
+  // The caller's codes and scales (validated by ops.cpp, alignment included) straight into the
+  // GEMM; the workspace holds the skinny kernel's part only.
+  void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
+                        const ExecContext& ctx) const override {
+    const int64_t M = xq.q.shape[0];
+    check_forced_tile(M);
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, gemm_workspace_size(M),
+                              *scratch_, M);
+    DeviceGuard guard(device_);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    gemm(static_cast<const uint8_t*>(xq.q.data), xq.q.stride[0],
+         static_cast<const float*>(xq.scale.data), xq.scale.stride[0], M, y, ep, stream,
+         skinny_work(M, ws, ctx, stream));
+  }
+
+ private:
+  // The GEMM on quantized activations q [M][ldq], sa [K blocks][ld_sa]; sk: the skinny kernel's
+  // partial sums and tickets (when skinny(M)).
+  void gemm(const uint8_t* q, int64_t ldq, const float* sa, int64_t ld_sa, int64_t M,
+            const TensorView& y, const Epilogue& ep, cudaStream_t stream,
+            Sm90SkinnyWork sk) const {
     Sm90Fp8GemmArgs a;
     a.a = q;
     a.lda = ldq;
     a.sa = sa;
-    a.ld_sa = ld_meta;
+    a.ld_sa = ld_sa;
     a.b = static_cast<const uint8_t*>(codes_.data());
     a.ldb = ldb_;
     a.sb = static_cast<const float*>(scales_.data());
@@ -162,8 +176,8 @@ class CudaFp8Block final : public PreparedImpl {
     a.clamp_lo = ep.clamp_lo;
     a.clamp_hi = ep.clamp_hi;
     a.num_sms = sms_;
-    if (few) {
-      launch_sm90_fp8_skinny_gemm(a, plan, sk.partial, sk.tickets, stream);
+    if (skinny(M)) {
+      launch_sm90_fp8_skinny_gemm(a, skinny_plan(M), sk.partial, sk.tickets, stream);
       return;
     }
     a.block_n = forced_.block_n;  // 0: picked from M and N by the launcher
@@ -171,7 +185,24 @@ class CudaFp8Block final : public PreparedImpl {
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
- private:
+  void check_forced_tile(int64_t M) const {
+    MIXQ_CHECK_ARG(!forced_skinny_mt_ || M <= forced_skinny_mt_, "cuda Fp8Block: force_kernel '",
+                   sm90_fp8_skinny_name(forced_skinny_mt_), "' serves M <= ", forced_skinny_mt_,
+                   ", got M = ", M);
+  }
+  // The skinny kernel's part of the workspace (partial sums, and tickets in a caller's one).
+  size_t gemm_workspace_size(int64_t M) const {
+    return skinny(M) ? sm90_skinny_workspace_bytes(skinny_plan(M)) : 0;
+  }
+  // Where the skinny kernel's partial sums and tickets go: `at` in the call's workspace (the
+  // caller's, whose tickets are cleared on the stream, or the internal scratch with the weight's
+  // own tickets). None for the 128-row tiles.
+  Sm90SkinnyWork skinny_work(int64_t M, char* at, const ExecContext& ctx,
+                             cudaStream_t stream) const {
+    if (!skinny(M)) return {};
+    return sm90_skinny_work(at, skinny_plan(M), static_cast<unsigned*>(internal_tickets_.data()),
+                            ctx.workspace != nullptr, stream);
+  }
   // The quantized activations' part of the workspace (the skinny kernel's part follows).
   size_t acts_bytes(int64_t M) const {
     return align256(align256(size_t(M * act_row_pitch(K))) +

@@ -9,6 +9,8 @@
 // the four-term per-block scaling in registers. Stream-ordered, no synchronisation. For few tokens
 // on Hopper the GEMM is the skinny kernel (sm90_i8_skinny.cu), whose stream-K partial sums and
 // tickets follow the activations in the workspace, and both launches are dependent launches.
+// linear(QuantizedActivations): the same GEMM on the caller's codes and meta; the skinny kernel's
+// partial sums and tickets then start the workspace.
 #include <algorithm>
 #include <climits>
 #include <cstring>
@@ -19,7 +21,6 @@
 #include "cuda/backend_factories.hpp"
 #include "cuda/device_context.hpp"
 #include "cuda/int8_backend_common.hpp"
-#include "cuda/int8_block_prepared.hpp"
 #include "cuda/int8_gemm.hpp"
 #include "cuda/sm90_skinny_gemm.hpp"
 #include "cuda/sm90_w8a8_gemm.hpp"
@@ -30,6 +31,17 @@ namespace {
 
 using int8b::align256;
 using int8b::round_up;
+
+// Quantized activations in the act_quant.hpp layout, as the GEMM reads them.
+struct Int8QuantizedActs {
+  int64_t M = 0;
+  const int8_t* q = nullptr;  // [M][ldq], ldq >= act_row_pitch(K), a multiple of 16
+  int64_t ldq = 0;
+  const float* scale = nullptr;   // [n_blocks][ld_meta]
+  const float* offset = nullptr;
+  const int32_t* sums = nullptr;
+  int64_t ld_meta = 0;            // >= M, a multiple of 4 (act_meta_pitch)
+};
 
 // Rows of activations the internal scratch (no ExecContext::workspace) is sized for.
 constexpr int64_t kScratchRows = 4096;
@@ -114,21 +126,16 @@ class CudaInt8Block final : public PreparedImpl {
     return std::string(pick(M).name) + "_g" + std::to_string(g_) + (offset_ ? "_offset" : "_sym");
   }
 
-  // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; for the
-  // skinny kernel then its partial sums and tickets.
-  size_t workspace_size(int64_t M) const override {
-    const size_t acts = acts_bytes(M);
-    const int mt = pick(M).skinny_mt;
-    // (a forced skinny kernel refuses a larger M at the call)
-    return mt && M <= mt ? acts + sm90_skinny_workspace_bytes(skinny_plan(M, mt)) : acts;
-  }
+  // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; then the
+  // skinny kernel's part (gemm_workspace_size). linear(QuantizedActivations) needs the latter
+  // only, at the start of its workspace: linear_workspace_size bounds both calls.
+  size_t workspace_size(int64_t M) const override { return acts_bytes(M) + gemm_workspace_size(M); }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
     check_call_device(x, y, dev_.id);
     const int64_t M = x.shape[0];
-    MIXQ_CHECK(M < INT_MAX / 2, ErrorCode::Unsupported, "cuda int8-block: M (", M,
-               ") must be < 2^30");
+    const Int8GemmKernel k = pick_for_call(M);
     const size_t need = workspace_size(M);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
     Int8QuantizedActs a;
@@ -144,28 +151,41 @@ class CudaInt8Block final : public PreparedImpl {
     a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    const Int8GemmKernel k = pick(M);
-    const int mt = k.skinny_mt;
-    MIXQ_CHECK_ARG(mt == 0 || M <= mt, "cuda int8-block: force_kernel '", k.name,
-                   "' serves M <= ", mt, ", got M = ", M);
-    Sm90SkinnyWork sk;
-    if (mt) {
-      // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
-      // dependent launch follows the quantizer directly.
-      sk = sm90_skinny_work(ws + acts_bytes(M), skinny_plan(M, mt),
-                            static_cast<unsigned*>(internal_tickets_.data()),
-                            ctx.workspace != nullptr, stream);
-    }
+    // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
+    // dependent launch follows the quantizer directly.
+    const Sm90SkinnyWork sk = skinny_work(k, M, ws + acts_bytes(M), ctx, stream);
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
                                const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
-                               a.ld_meta, stream, mt && sm90_skinny_pdl());
-    gemm(a, y, ep, stream, sk);
+                               a.ld_meta, stream, k.skinny_mt && sm90_skinny_pdl());
+    gemm(k, a, y, ep, stream, sk);
   }
 
-  // sk: the skinny kernel's workspace (the prequantized entry passes none: the internal scratch).
-  void gemm(const Int8QuantizedActs& a, const TensorView& y, const Epilogue& ep,
-            cudaStream_t stream, Sm90SkinnyWork sk = {}) const {
+  // The caller's codes and meta (validated by ops.cpp, alignment included) straight into the
+  // GEMM; the workspace holds the skinny kernel's part only.
+  void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
+                        const ExecContext& ctx) const override {
+    const int64_t M = xq.q.shape[0];
+    const Int8GemmKernel k = pick_for_call(M);
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, gemm_workspace_size(M),
+                              *scratch_, M);
+    Int8QuantizedActs a;
+    a.M = M;
+    a.q = static_cast<const int8_t*>(xq.q.data);
+    a.ldq = xq.q.stride[0];
+    a.scale = static_cast<const float*>(xq.scale.data);
+    a.offset = static_cast<const float*>(xq.offset.data);
+    a.sums = static_cast<const int32_t*>(xq.sums.data);
+    a.ld_meta = xq.scale.stride[0];
+    int8b::DeviceGuard guard(dev_.id);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    gemm(k, a, y, ep, stream, skinny_work(k, M, ws, ctx, stream));
+  }
+
+ private:
+  // The GEMM on quantized activations; sk: the skinny kernel's partial sums and tickets.
+  void gemm(const Int8GemmKernel& k, const Int8QuantizedActs& a, const TensorView& y,
+            const Epilogue& ep, cudaStream_t stream, Sm90SkinnyWork sk) const {
     Int8GemmParams p;
     p.mode = Int8Mode::Block;
     p.M = int(a.M);
@@ -189,24 +209,36 @@ class CudaInt8Block final : public PreparedImpl {
     p.r1_ld = r1_ld_;
     int8b::set_output(p, y, ep);
     p.num_sms = dev_.caps.sm_count;
-    const Int8GemmKernel k = pick(a.M);
-    if (k.skinny_mt) {
-      if (!sk.partial) {
-        MIXQ_CHECK_ARG(workspace_size(a.M) <= scratch_->size(), "int8 gemm: M = ", a.M,
-                       " needs more scratch than prepare reserved");
-        sk = sm90_skinny_work(static_cast<char*>(scratch_->data()) + acts_bytes(a.M),
-                              skinny_plan(a.M, k.skinny_mt),
-                              static_cast<unsigned*>(internal_tickets_.data()), false, stream);
-      }
-      p.partial = sk.partial;
-      p.tickets = sk.tickets;
-    }
+    p.partial = sk.partial;
+    p.tickets = sk.tickets;
     k.launch(p, stream);
   }
 
-  int device() const { return dev_.id; }
-
- private:
+  // The kernel a call with M rows runs (M checked against a forced skinny kernel's tile).
+  Int8GemmKernel pick_for_call(int64_t M) const {
+    MIXQ_CHECK(M < INT_MAX / 2, ErrorCode::Unsupported, "cuda int8-block: M (", M,
+               ") must be < 2^30");
+    const Int8GemmKernel k = pick(M);
+    MIXQ_CHECK_ARG(k.skinny_mt == 0 || M <= k.skinny_mt, "cuda int8-block: force_kernel '",
+                   k.name, "' serves M <= ", k.skinny_mt, ", got M = ", M);
+    return k;
+  }
+  // The skinny kernel's part of the workspace (partial sums, and tickets in a caller's one).
+  size_t gemm_workspace_size(int64_t M) const {
+    const int mt = pick(M).skinny_mt;
+    // (a forced skinny kernel refuses a larger M at the call)
+    return mt && M <= mt ? sm90_skinny_workspace_bytes(skinny_plan(M, mt)) : 0;
+  }
+  // Where kernel k's partial sums and tickets go: `at` in the call's workspace (the caller's,
+  // whose tickets are cleared on the stream, or the internal scratch with the weight's own
+  // tickets). None for the other kernels.
+  Sm90SkinnyWork skinny_work(const Int8GemmKernel& k, int64_t M, char* at,
+                             const ExecContext& ctx, cudaStream_t stream) const {
+    if (!k.skinny_mt) return {};
+    return sm90_skinny_work(at, skinny_plan(M, k.skinny_mt),
+                            static_cast<unsigned*>(internal_tickets_.data()),
+                            ctx.workspace != nullptr, stream);
+  }
   Sm90SkinnyPlan skinny_plan(int64_t M, int mt) const {
     return sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);
   }
@@ -232,19 +264,6 @@ class CudaInt8Block final : public PreparedImpl {
 std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts) {
   return std::make_shared<CudaInt8Block>(w, opts);
-}
-
-void int8_block_gemm_prequantized(const PreparedWeight& w, const Int8QuantizedActs& a,
-                                  const TensorView& y, const Epilogue& ep, void* stream) {
-  const auto* p = dynamic_cast<const CudaInt8Block*>(&w.impl());
-  MIXQ_CHECK_ARG(p != nullptr, "int8_block_gemm_prequantized: not a CUDA int8-block weight");
-  MIXQ_CHECK_ARG(y.rank == 2 && y.shape[0] == a.M && y.shape[1] == p->N && a.ldq >= p->K &&
-                     a.ldq % 16 == 0 && a.ld_meta >= a.M && a.ld_meta % 4 == 0,
-                 "int8_block_gemm_prequantized: inconsistent shapes (y ", y.describe(), ", M ",
-                 a.M, ", ldq ", a.ldq, ", ld_meta ", a.ld_meta, ")");
-  if (a.M == 0) return;
-  int8b::DeviceGuard guard(p->device());
-  p->gemm(a, y, ep, static_cast<cudaStream_t>(stream));
 }
 
 }  // namespace mixq::cuda

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/block_gemm_epilogue.hpp"
+#include "gpu/device_checks.hpp"
 #include "gpu/chained_calls.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -23,15 +24,6 @@
 using namespace mixq;
 
 namespace {
-
-bool hopper() {
-  if (!cuda_available()) return false;
-  cudaDeviceProp p;
-  return cudaGetDeviceProperties(&p, 0) == cudaSuccess && p.major == 9 && p.minor == 0;
-}
-
-#define SKIP_WITHOUT_HOPPER() \
-  if (!hopper()) GTEST_SKIP() << "needs a compute capability 9.0 GPU"
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
   std::mt19937 rng(seed);

@@ -1,7 +1,7 @@
 // CUDA INT8 GEMMs against the float64 references:
-//  - W8A8 per block: the GEMM alone on host-quantized activations vs ref::linear_w8a8_block (the
-//    four-term formula on the same codes), and end to end (device quantizer + GEMM) vs
-//    ref::linear_w8a8_block_dequant (dequantize everything, float64);
+//  - W8A8 per block: the GEMM alone on host-quantized activations (linear(QuantizedActivations))
+//    vs ref::linear_w8a8_block (the four-term formula on the same codes), and end to end (device
+//    quantizer + GEMM) vs ref::linear_w8a8_block_dequant (dequantize everything, float64);
 //  - per-tensor requantized: vs ref::linear_int8_requant, exact.
 // Outputs are poisoned (NaN / 0x7F bytes) before every run and every element is checked for it;
 // values are compared on every row up to M = 128 and on sampled rows (tile edges included) above.
@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "cuda/act_quant.hpp"
-#include "cuda/int8_block_prepared.hpp"
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/chained_calls.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -224,16 +224,14 @@ BlockResult run_block_case(const BlockCase& c, uint32_t seed) {
     dsx.copy_from_host(sx.data(), sx.size() * 4);
     dox.copy_from_host(ox.data(), ox.size() * 4);
     dsum.copy_from_host(sums.data(), sums.size() * 4);
-    cuda::Int8QuantizedActs qa;
-    qa.M = c.M;
-    qa.q = static_cast<const int8_t*>(dq.data());
-    qa.ldq = ldq;
-    qa.scale = static_cast<const float*>(dsx.data());
-    qa.offset = static_cast<const float*>(dox.data());
-    qa.sums = static_cast<const int32_t*>(dsum.data());
-    qa.ld_meta = ldm;
+    const auto meta = [&](const DeviceBuffer& b, DType t) {
+      return TensorView::strided(b.data(), t, {nb, c.M}, {ldm, 1}, Device::CUDA);
+    };
+    const QuantizedActivations xq = QuantizedActivations::int8_block(
+        c.g, TensorView::strided(dq.data(), DType::I8, {c.M, c.K}, {ldq, 1}, Device::CUDA),
+        meta(dsx, DType::F32), meta(dox, DType::F32), meta(dsum, DType::I32));
     if (cudaMemset(dy.data(), 0xFF, yb) != cudaSuccess) return res;
-    cuda::int8_block_gemm_prequantized(pw, qa, dy.view(c.yt, {c.M, c.N}), ep, nullptr);
+    linear(xq, pw, dy.view(c.yt, {c.M, c.N}), ep);
     if (cudaDeviceSynchronize() != cudaSuccess) return res;
     dy.copy_to_host(y.data(), yb);
     res.gemm_err = rel_error(y, c.yt, c.M, c.N, rows, ref4);

@@ -309,13 +309,17 @@ std::string first_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
 
 // ------------------------------------------------------------------ error matching
 
-// Runs fn, expects a mixq::Error whose message contains every one of `parts`.
+// Runs fn, expects a mixq::Error whose message contains every one of `parts` (and whose code is
+// *code when given).
 inline void expect_mixq_error(const std::function<void()>& fn,
                               std::initializer_list<std::string> parts,
-                              const char* where = "") {
+                              const char* where = "", const ErrorCode* code = nullptr) {
   try {
     fn();
   } catch (const Error& e) {
+    if (code) {
+      EXPECT_EQ(e.code(), *code) << where << ": " << e.what();
+    }
     for (const auto& p : parts)
       EXPECT_NE(std::string(e.what()).find(p), std::string::npos)
           << where << ": message \"" << e.what() << "\" lacks \"" << p << "\"";
@@ -332,3 +336,8 @@ inline void expect_mixq_error(const std::function<void()>& fn,
 
 #define EXPECT_MIXQ_ERROR(stmt, ...) \
   ::mixq::testing::expect_mixq_error([&] { stmt; }, {__VA_ARGS__}, #stmt)
+#define EXPECT_MIXQ_ERROR_CODE(code, stmt, ...)                                            \
+  do {                                                                                     \
+    const ::mixq::ErrorCode expected_code_ = (code);                                       \
+    ::mixq::testing::expect_mixq_error([&] { stmt; }, {__VA_ARGS__}, #stmt, &expected_code_); \
+  } while (0)
