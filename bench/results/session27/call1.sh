@@ -2,7 +2,7 @@
 # Session 27, call 1 (H100; prebuilt: bash scripts/prebuild_gpu.sh mixq_gpu_tests mixq_cli).
 # The Hopper 128 x 128 INT8 kernel with K blocks of 64 (two promotions per 128-K stage; the block
 # skeleton's consumer loop now walks scale blocks): the INT8, FP8 block (same skeleton) and
-# quantizer GPU suites, memcheck and racecheck on the small g = 64 cases, the SASS of the g = 64
+# quantizer GPU suites, the pre-quantized linear suite (CudaLinearQuantized), memcheck and racecheck on the small g = 64 cases, the SASS of the g = 64
 # kernel (wgmma count, spills).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -10,11 +10,11 @@ B=build-gpu
 bash scripts/prebuild_gpu.sh unpack || exit 1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader
 summary() { grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|Failure|Expected|Which is|ms total\)$" "$1" | head -30; }
-timeout 330 $B/tests/mixq_gpu_tests --gtest_filter='CudaInt8*:CudaFp8Block.*:CudaActQuant.*' > "$OUT/tests.log" 2>&1
+timeout 330 $B/tests/mixq_gpu_tests --gtest_filter='CudaInt8*:CudaFp8Block.*:CudaActQuant.*:CudaLinearQuantized.*' > "$OUT/tests.log" 2>&1
 echo "tests rc=$?"; summary "$OUT/tests.log"
 {
 timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
-  --gtest_filter='CudaInt8Block.HopperWgmmaG64OddBlocks' > /tmp/memcheck.log 2>&1
+  --gtest_filter='CudaInt8Block.HopperWgmmaG64OddBlocks:CudaLinearQuantized.*' > /tmp/memcheck.log 2>&1
 echo "memcheck rc=$?"; tail -1 /tmp/memcheck.log
 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 $B/tests/mixq_gpu_tests \
   --gtest_filter='CudaInt8Block.HopperWgmmaG64OddBlocks' > /tmp/racecheck.log 2>&1
