@@ -248,7 +248,7 @@ class CudaInt8Block final : public PreparedImpl {
     return align256(size_t(M * act_row_pitch(K))) + 3 * meta;
   }
   Int8GemmKernel pick(int64_t M) const {
-    return select_int8_gemm(dev_.caps, Int8Mode::Block, int(g_), offset_, M,
+    return select_int8_gemm(dev_.caps, Int8Mode::Block, int(g_), offset_, M, K,
                             int8b::force_kernel(opts));
   }
 

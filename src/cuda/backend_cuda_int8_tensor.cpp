@@ -118,7 +118,7 @@ class CudaInt8Tensor final : public PreparedImpl {
 
  private:
   Int8GemmKernel pick(int64_t M) const {
-    return select_int8_gemm(dev_.caps, Int8Mode::Tensor, int(kInt8TensorBlockK), false, M,
+    return select_int8_gemm(dev_.caps, Int8Mode::Tensor, int(kInt8TensorBlockK), false, M, K,
                             int8b::force_kernel(opts));
   }
 

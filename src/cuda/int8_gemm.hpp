@@ -106,9 +106,10 @@ struct Int8GemmKernel {
 };
 
 // force: "" (automatic) or a kernel name from int8_gemm_kernel_names() (PrepareOptions /
-// MIXQ_FORCE_KERNEL); an unknown name throws InvalidArgument listing the valid ones.
+// MIXQ_FORCE_KERNEL); an unknown name throws InvalidArgument listing the valid ones. K: the
+// weight's K (the Hopper choice between the 128-token tile and the 128 x 128 kernel).
 Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, bool offset,
-                                int64_t M, const std::string& force);
+                                int64_t M, int64_t K, const std::string& force);
 std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool offset);
 
 // The sm_80 mma.sync kernels (what runs on Hopper too below kSm90Int8MinM, or without sm_90a), by CTA

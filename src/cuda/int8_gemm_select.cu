@@ -77,8 +77,15 @@ std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool) {
   return s;
 }
 
+// INT8 g128 at M = 65-128 on Hopper: the 128 x 128 kernel up to this K, the 128-token skinny tile
+// beyond. H100, bench/results/session27/call3 (nine layers, M = 65 / 96 / 128, same call): the
+// 128 x 128 kernel took 0.72-0.94x the skinny tile's time on the layers with K = 4096 and 8192,
+// 1.07-1.33x on those with K = 14336 and 28672 (whose 32-168 N tiles leave a wave partly idle for
+// K-long tiles, while the skinny tile streams over every SM).
+constexpr int64_t kInt8TilesOverSkinnyMaxK = 8192;
+
 Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, bool offset,
-                                int64_t M, const std::string& force) {
+                                int64_t M, int64_t K, const std::string& force) {
   if (!force.empty()) {
     for (const Int8GemmKernel& k : {kSmall, kMedium, kLarge})
       if (force == k.name) return k;
@@ -106,8 +113,10 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
   // Hopper, few tokens: the weights streamed over every SM as the wide wgmma operand
   // (sm90_i8_skinny.cu; session 26).
   const int tile = M <= 16 ? 0 : M <= 32 ? 1 : M <= 64 ? 2 : 3;
-  if (M <= kSm90SkinnyMaxM && skinny_ok(caps, mode, kb, kHopperSkinny[tile].skinny_mt))
+  if (M <= kSm90SkinnyMaxM && skinny_ok(caps, mode, kb, kHopperSkinny[tile].skinny_mt)) {
+    if (tile == 3 && K <= kInt8TilesOverSkinnyMaxK && hopper_ok(caps, mode, kb)) return kHopper;
     return kHopperSkinny[tile];
+  }
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
   // kernels reach only 0.3-0.47x cuBLAS FP16 there (bench/results/cuda_int8).
   if (M >= int8_sm90_min_m(caps, kb) && hopper_ok(caps, mode, kb)) return kHopper;

@@ -407,8 +407,17 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   EXPECT_EQ(pw.kernel_name(65), "sm90_i8_128x128_g64_sym");  // past the skinny tiles of g = 64
   const PreparedWeight p128 = prepare(
       quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g128")), o);
-  EXPECT_EQ(p128.kernel_name(100), "sm90_i8_skinny_mt128_g128_sym");
+  // M = 65-128, g128: the 128 x 128 kernel up to K = 8192, the 128-token tile beyond
+  EXPECT_EQ(p128.kernel_name(100), "sm90_i8_128x128_g128_sym");
   EXPECT_EQ(p128.kernel_name(129), "sm90_i8_128x128_g128_sym");
+  std::vector<float> wlong = randn(64 * 8320, 13, 0.05f);
+  const PreparedWeight plong = prepare(
+      quantize_weight(TensorView(wlong.data(), DType::F32, {64, 8320}), parse_scheme("w8g128")),
+      o);
+  EXPECT_EQ(plong.kernel_name(64), "sm90_i8_skinny_mt64_g128_sym");
+  EXPECT_EQ(plong.kernel_name(65), "sm90_i8_skinny_mt128_g128_sym");
+  EXPECT_EQ(plong.kernel_name(128), "sm90_i8_skinny_mt128_g128_sym");
+  EXPECT_EQ(plong.kernel_name(129), "sm90_i8_128x128_g128_sym");
   o.force_kernel = "sm90_i8_skinny_mt128";  // K blocks of 64 do not fit the 128-token tile
   EXPECT_THROW(prepare(quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}),
                                        parse_scheme("w8g64")), o),
