@@ -399,12 +399,16 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
       const int lo = StreamKCursor::sk_owner(s, tb), hi = StreamKCursor::sk_owner(s, tb + s.chunks - 1);
       ASSERT_EQ(size_t(hi - lo + 1), wr.size());
       // what the inline reduction's owner waits for, resolved at its start
-      if (hi > lo) EXPECT_EQ(StreamKCursor::last_contributor(s, lo), hi) << "tile " << tk;
+      if (hi > lo) {
+        EXPECT_EQ(StreamKCursor::last_contributor(s, lo), hi) << "tile " << tk;
+      }
       for (int b = lo; b <= hi; ++b) {
         EXPECT_EQ(wr[size_t(b - lo)].first, b);
         EXPECT_EQ(StreamKCursor::slot_of(s, b, tk), wr[size_t(b - lo)].second);
         // the inline reduction's owner reads every other contributor's first-piece slot
-        if (b > lo) EXPECT_EQ(wr[size_t(b - lo)].second, 2 * b);
+        if (b > lo) {
+          EXPECT_EQ(wr[size_t(b - lo)].second, 2 * b);
+        }
       }
     }
     EXPECT_EQ(pieces, stream_k_split_pieces(s));
