@@ -48,7 +48,8 @@ def main(out):
             n += 1
             hi += im / t >= 0.9
             fp += f16 / t >= 1.25
-    print(f"\ng = 64 rows with peers: >= 0.9x _int_mm {hi} of {n}; >= 1.25x cuBLAS FP16 {fp} of {n}")
+    print(f"\ng = 64 rows with peers: >= 0.9x _int_mm {hi} of {n}; "
+          f">= 1.25x cuBLAS FP16 {fp} of {n}")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ struct Int8BlockPolicy {
   template <int N>
   using Mma = WgmmaS8<N>;
   struct Params {
-    CUtensorMap sx, sw;  // main stages: {M, K blocks} box {BM, kBlocks}; {Np, K blocks} {BN, kBlocks}
+    // main stages: sx {M, K blocks} box {BM, kBlocks}; sw {Np, K blocks} box {BN, kBlocks}
+    CUtensorMap sx, sw;
     CUtensorMap ox8, sx8, sumx8;  // rank-1 stages: {M, num_kb} box {BM, 8} (f32, f32, s32)
     CUtensorMap r1w;              // {KBp, 2 T Np} box {8, BN}, 32-byte swizzle (int8_gemm.hpp)
     int r1_np = 0;                // Np: row stride between the hi / lo / term planes of r1w
