@@ -129,14 +129,16 @@ class CudaInt8Block final : public PreparedImpl {
   // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; then the
   // skinny kernel's part (gemm_workspace_size). linear(QuantizedActivations) needs the latter
   // only, at the start of its workspace: linear_workspace_size bounds both calls.
-  size_t workspace_size(int64_t M) const override { return acts_bytes(M) + gemm_workspace_size(M); }
+  size_t workspace_size(int64_t M) const override {
+    return acts_bytes(M) + gemm_workspace_size(pick(M), M);
+  }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
     check_call_device(x, y, dev_.id);
     const int64_t M = x.shape[0];
     const Int8GemmKernel k = pick_for_call(M);
-    const size_t need = workspace_size(M);
+    const size_t need = acts_bytes(M) + gemm_workspace_size(k, M);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
     Int8QuantizedActs a;
     a.M = M;
@@ -167,7 +169,7 @@ class CudaInt8Block final : public PreparedImpl {
                         const ExecContext& ctx) const override {
     const int64_t M = xq.q.shape[0];
     const Int8GemmKernel k = pick_for_call(M);
-    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, gemm_workspace_size(M),
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, gemm_workspace_size(k, M),
                               *scratch_, M);
     Int8QuantizedActs a;
     a.M = M;
@@ -223,9 +225,10 @@ class CudaInt8Block final : public PreparedImpl {
                    k.name, "' serves M <= ", k.skinny_mt, ", got M = ", M);
     return k;
   }
-  // The skinny kernel's part of the workspace (partial sums, and tickets in a caller's one).
-  size_t gemm_workspace_size(int64_t M) const {
-    const int mt = pick(M).skinny_mt;
+  // Kernel k's part of the workspace: a skinny kernel's partial sums (and tickets in a caller's
+  // workspace); nothing for the others.
+  size_t gemm_workspace_size(const Int8GemmKernel& k, int64_t M) const {
+    const int mt = k.skinny_mt;
     // (a forced skinny kernel refuses a larger M at the call)
     return mt && M <= mt ? sm90_skinny_workspace_bytes(skinny_plan(M, mt)) : 0;
   }

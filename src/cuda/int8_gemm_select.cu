@@ -37,12 +37,12 @@ const Int8GemmKernel kHopperSkinny[4] = {{sm90_int8_skinny_name(16), launch_skin
                                          {sm90_int8_skinny_name(128), launch_skinny128, 128}};
 
 // The Hopper kernels run block mode with one 128-wide K block per pipeline stage; the 128 x 128
-// single-CTA kernel (all128 = false) also K blocks of 64, two per stage.
-bool hopper_fits(Int8Mode mode, int kb, bool all = false) {
-  return mode == Int8Mode::Block && (kb == 128 || (kb == 64 && !all));
+// single-CTA kernel also K blocks of 64, two per stage (g128_only: the pair and 256 x 64 kernels).
+bool hopper_fits(Int8Mode mode, int kb, bool g128_only = false) {
+  return mode == Int8Mode::Block && (kb == 128 || (kb == 64 && !g128_only));
 }
-bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb, bool all = false) {
-  return hopper_fits(mode, kb, all) && caps.cc_major == 9 && caps.cc_minor == 0 &&
+bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb, bool g128_only = false) {
+  return hopper_fits(mode, kb, g128_only) && caps.cc_major == 9 && caps.cc_minor == 0 &&
          sm90_int8_block_available();
 }
 // The few-token Hopper kernels run block mode with K blocks of 64 or 128 (one or two per stage);

@@ -18,6 +18,7 @@
 #include "cuda/act_quant.hpp"
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/chained_calls.hpp"
+#include "gpu/device_checks.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -28,9 +29,6 @@
 using namespace mixq;
 
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -308,16 +306,10 @@ TEST(CudaInt8Block, EveryKernel) {
 // (TMA zero fill past N, K and M), both weight modes, every output type, bias and clamp; the single
 // CTAs also with K blocks of 64 (two per stage; K = 4160, 520, 7000 give odd block counts, the last
 // stage's second block past K). Skipped (visibly) off compute capability 9.0.
-bool hopper_device() {
-  int dev = 0;
-  cudaDeviceProp prop{};
-  return cudaGetDevice(&dev) == cudaSuccess && cudaGetDeviceProperties(&prop, dev) == cudaSuccess &&
-         prop.major == 9 && prop.minor == 0;
-}
 
 TEST(CudaInt8Block, HopperWgmma) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   uint32_t seed = 500;
   for (const std::string k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"})
     for (int64_t g : {64, 128}) {
@@ -351,7 +343,7 @@ TEST(CudaInt8Block, HopperWgmma) {
 // past 16-byte alignment.
 TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   const std::vector<test::EpilogueShape> shapes = test::epilogue_shapes(4096 + 64);
   uint32_t seed = 700;
   bool offset = false;
@@ -385,7 +377,7 @@ TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
 // reference (end to end, caller workspace: tickets cleared per call).
 TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   uint32_t seed = 800;
   for (int64_t g : {64, 128})
     for (bool off : {false, true})
@@ -429,7 +421,7 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
 // past K), every dtype, bias and clamp, a larger token tile forced for fewer tokens.
 TEST(CudaInt8Block, HopperSkinnyOddShapes) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   uint32_t seed = 900;
   for (int64_t g : {64, 128})
     for (bool off : {false, true}) {
@@ -452,7 +444,7 @@ TEST(CudaInt8Block, HopperSkinnyOddShapes) {
 // Deterministic, graph-capturable, safe under dependent launch (chained_calls.hpp).
 TEST(CudaInt8Block, HopperSkinnyChainedAndGraphCaptured) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   const int64_t D = 4096;
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
@@ -472,7 +464,7 @@ TEST(CudaInt8Block, HopperSkinnyChainedAndGraphCaptured) {
 // (K = 136: three blocks, the second stage's second past K; K = 4160: 65), M and N off the tile.
 TEST(CudaInt8Block, HopperWgmmaG64OddBlocks) {
   SKIP_WITHOUT_GPU();
-  if (!hopper_device()) GTEST_SKIP() << "not a compute capability 9.0 device";
+  SKIP_WITHOUT_HOPPER();
   uint32_t seed = 950;
   for (bool off : {false, true}) {
     check_block({300, 130, 136, 64, off, DType::F16, DType::BF16, true, true}, seed++);
@@ -580,7 +572,7 @@ TEST(CudaInt8Block, BadInputs) {
     EXPECT_NE(std::string(e.what()).find("sm80_i8_16x32"), std::string::npos) << e.what();
   }
   // a few-token kernel forced for more tokens than its tile: refused at the call, naming M
-  if (hopper_device()) {
+  if (test::hopper()) {
     o.force_kernel = "sm90_i8_skinny_mt16";
     const PreparedWeight ps = prepare(quantize_weight(wv, parse_scheme("w8g128")), o);
     DeviceBuffer dx17(17 * 256 * 4), dy17(17 * 64 * 4);

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "gpu/device_checks.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -23,9 +24,6 @@
 using namespace mixq;
 
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device"
 
 std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
   std::mt19937 rng(seed);
@@ -230,12 +228,7 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
   }
 }
 
-bool hopper() {
-  int dev = 0, major = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  return major == 9;
-}
+using test::hopper;
 
 // The sm_90a wgmma kernel (M past the streaming kernel): every M tile size, split-K, schemes,
 // activation/output types, odd shapes, act-order, bias and clamp.
