@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "formats/ggml_block_layout.hpp"
+#include "formats/gguf/ggml_block_layout.hpp"
 #include "mixq/formats/gguf.hpp"
 
 using namespace mixq;

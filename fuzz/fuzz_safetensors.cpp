@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "formats/st_json.hpp"
+#include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/checkpoint.hpp"
 #include "mixq/formats/safetensors.hpp"

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "formats/ggml_block_layout.hpp"
+#include "formats/gguf/ggml_block_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/numeric.hpp"

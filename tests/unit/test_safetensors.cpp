@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "formats/st_json.hpp"
+#include "formats/safetensors/st_json.hpp"
 #include "mixq/formats/safetensors.hpp"
 #include "test_safetensors_util.hpp"
 

@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "formats/st_common.hpp"
+#include "formats/safetensors/st_common.hpp"
 #include "mixq/formats/grouped_int.hpp"
 
 namespace mixq::formats {

@@ -1,4 +1,4 @@
-#include "formats/st_json.hpp"
+#include "formats/safetensors/st_json.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 // AWQ GEMM pack / unpack (formats.md §4.1).
-#include "formats/st_common.hpp"
+#include "formats/safetensors/st_common.hpp"
 #include "mixq/formats/awq.hpp"
 
 namespace mixq::formats {

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "formats/format_registry.hpp"
-#include "formats/st_common.hpp"
-#include "formats/st_mixq_layout.hpp"
-#include "formats/st_quant_config.hpp"
+#include "formats/safetensors/st_common.hpp"
+#include "formats/safetensors/st_mixq_layout.hpp"
+#include "formats/safetensors/st_quant_config.hpp"
 #include "mixq/formats/awq.hpp"
 #include "mixq/formats/fp8_block.hpp"
 #include "mixq/formats/gptq.hpp"

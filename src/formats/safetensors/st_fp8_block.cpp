@@ -2,7 +2,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "formats/st_common.hpp"
+#include "formats/safetensors/st_common.hpp"
 #include "mixq/formats/fp8_block.hpp"
 
 namespace mixq::formats {

@@ -2,7 +2,7 @@
 // formats.md §1 in ggml's operation order (scale products first, then d*q, then "- m"). It is
 // deliberately independent of the canonical conversion (ggml_canonical.cpp) so tests can compare
 // the two; gguf-py is the external oracle for both.
-#include "formats/ggml_block_layout.hpp"
+#include "formats/gguf/ggml_block_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "formats/ggml_block_layout.hpp"
+#include "formats/gguf/ggml_block_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "formats/ggml_block_layout.hpp"
+#include "formats/gguf/ggml_block_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 

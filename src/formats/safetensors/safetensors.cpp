@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "formats/st_json.hpp"
+#include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::formats {

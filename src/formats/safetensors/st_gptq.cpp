@@ -1,5 +1,5 @@
 // GPTQ pack / unpack (formats.md §3.2, §3.3).
-#include "formats/st_common.hpp"
+#include "formats/safetensors/st_common.hpp"
 #include "mixq/formats/gptq.hpp"
 
 namespace mixq::formats {

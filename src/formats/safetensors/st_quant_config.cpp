@@ -1,4 +1,4 @@
-#include "formats/st_quant_config.hpp"
+#include "formats/safetensors/st_quant_config.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "formats/st_json.hpp"
+#include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::formats {

@@ -1,9 +1,9 @@
 // mixq's own safetensors layout: the canonical QuantizedWeight stored field by field.
-#include "formats/st_mixq_layout.hpp"
+#include "formats/safetensors/st_mixq_layout.hpp"
 
 #include <map>
 
-#include "formats/st_common.hpp"
+#include "formats/safetensors/st_common.hpp"
 
 namespace mixq::formats {
 
