@@ -19,6 +19,7 @@
 #include "mixq/quantize.hpp"
 #include "mixq/quantized_weight.hpp"
 #include "mixq/tensor.hpp"
+#include "mixq/tuning.hpp"
 
 namespace mixq {
 
@@ -48,7 +49,12 @@ struct PrepareOptions {
   Int8TensorQuant input_quant;  // Int8PerTensor
   Int8TensorQuant output_quant; // Int8PerTensor
   int device = 0;               // CUDA device ordinal
-  std::string force_kernel;     // debugging / benchmarking: a kernel name (see docs/env.md)
+  // Tests and benchmarks: run this kernel family (a KernelId family name, e.g. "sm90_wo_ws",
+  // "sm80_wo_stream", "wo_dequant_cublas", "sm90_i8_128x128", "sm90_fp8_block_skinny_mt16";
+  // docs/architecture.md) for every M it can serve. Empty: MIXQ_FORCE_KERNEL, else the planner.
+  std::string force_kernel;
+  // The kernels' knobs (mixq/tuning.hpp); the default is MIXQ_TUNE, read once per process.
+  Tuning tuning = default_tuning();
 };
 
 // Applied to each output element after the product: y = clamp(acc + bias[n], lo, hi).
@@ -108,7 +114,10 @@ class PreparedWeight {
   int64_t N() const;
   int64_t K() const;
   bool is_conv() const;
-  std::string kernel_name(int64_t M) const;  // which kernel a call with this M would run
+  // The kernel instantiation a call with M rows would run (its KernelId name); with `activation`,
+  // for activations of that dtype (default: the backend's usual one).
+  std::string kernel_name(int64_t M) const;
+  std::string kernel_name(int64_t M, DType activation) const;
   const PreparedImpl& impl() const;
 
  private:

@@ -1,5 +1,6 @@
 // Built only when mixq is configured without CUDA: every CUDA entry point reports so clearly.
 #include "core/prepared.hpp"
+#include "mixq/device.hpp"
 #include "mixq/error.hpp"
 #include "mixq/tensor.hpp"
 
@@ -12,6 +13,9 @@ std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight&, const C
 }
 
 bool cuda_available() { return false; }
+ReadCeiling measure_read_ceiling(size_t, int) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "measure_read_ceiling: this build of mixq has no CUDA support");
+}
 int cuda_device_count() { return 0; }
 
 DeviceBuffer::DeviceBuffer(size_t, int) {

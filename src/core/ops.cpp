@@ -60,6 +60,9 @@ int64_t PreparedWeight::N() const { return impl().N; }
 int64_t PreparedWeight::K() const { return impl().K; }
 bool PreparedWeight::is_conv() const { return impl().conv.has_value(); }
 std::string PreparedWeight::kernel_name(int64_t M) const { return impl().kernel_name(M); }
+std::string PreparedWeight::kernel_name(int64_t M, DType activation) const {
+  return impl().kernel_name(M, activation);
+}
 const PreparedImpl& PreparedWeight::impl() const {
   MIXQ_CHECK_ARG(impl_ != nullptr, "PreparedWeight: empty (not returned by mixq::prepare)");
   return *impl_;

@@ -24,6 +24,7 @@ struct PreparedImpl {
 
   virtual ~PreparedImpl() = default;
   virtual std::string kernel_name(int64_t M) const = 0;
+  virtual std::string kernel_name(int64_t M, DType /*activation*/) const { return kernel_name(M); }
   virtual size_t workspace_size(int64_t /*M*/) const { return 0; }
   // Arguments were validated by ops.cpp (shapes, devices, dtypes allowed for opts.act).
   virtual void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,

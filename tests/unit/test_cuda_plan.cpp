@@ -1,19 +1,22 @@
-// The weight-only CUDA planner is a pure host function: its decisions are tested without a GPU.
+// The CUDA planners are pure host functions of (call, weight, device capabilities, tuning): their
+// decisions are tested without a GPU, table-driven.
 #if defined(MIXQ_WITH_CUDA)
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
 #include <cstdint>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
-#include "cuda/wo_plan.hpp"
-#include "cuda/wo_stream_k.hpp"
+#include "cuda/dispatch/stream_k_plan.hpp"
+#include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/kernels/common/stream_k.hpp"
+#include "cuda/launch/sm90_wo_ws_instances.hpp"
 #include "mixq/error.hpp"
+#include "mixq/tuning.hpp"
 
 using namespace mixq;
 using namespace mixq::cuda;
@@ -30,28 +33,74 @@ WoLayout layout(int64_t N, int64_t K, int bits, int64_t group) {
   L.groups = (L.Kp + group - 1) / group;
   return L;
 }
+
+WoWeight weight(const WoLayout& L, bool gather = false) {
+  WoWeight w;
+  w.L = L;
+  int s = 0;
+  while ((int64_t(1) << s) < L.group && s < 30) ++s;
+  w.group_shift = L.group >= L.K ? 30 : s;
+  w.int_zero = true;
+  w.bf16_zero_pairs = true;
+  w.gather = gather;
+  return w;
+}
+
+// An H100's capabilities, with or without the sm_90a image (the Hopper kernels).
+DeviceCaps hopper(bool sm90a = true) {
+  DeviceCaps c = DeviceCaps::h100();
+  c.sm90a = sm90a;
+  return c;
+}
+
+struct Call {
+  int64_t M = 1;
+  int x = 0, y = -1;  // IoType: 0 f16, 1 bf16, 2 f32; y -1: as x
+  bool y_tma = false, aligned = true, gather = false;
+  std::string force;
+  Tuning t;
+};
+WoPlan plan(const Call& c, const WoLayout& L, const DeviceCaps& caps) {
+  WoCall call;
+  call.M = c.M;
+  call.x_type = c.x;
+  call.y_type = c.y < 0 ? c.x : c.y;
+  call.y_tma = c.y_tma;
+  call.x_aligned = c.aligned;
+  return plan_weight_only(call, weight(L, c.gather), caps, c.t, c.force);
+}
+WoPlan plan(int64_t M, const WoLayout& L, const DeviceCaps& caps, const std::string& force = "") {
+  Call c;
+  c.M = M;
+  c.force = force;
+  return plan(c, L, caps);
+}
+Family family(int64_t M, const WoLayout& L, const DeviceCaps& caps, const std::string& force = "") {
+  return plan(M, L, caps, force).id.family;
+}
 }  // namespace
 
 TEST(CudaPlan, KernelChoiceFollowsTheMeasuredThreshold) {
-  const DeviceCaps caps;  // H100/H200-like defaults
+  const DeviceCaps caps = hopper(false);  // without the wgmma kernel
   const WoLayout L = layout(21504, 14336, 4, 128);
-  for (int64_t M : {1, 8, 16, 32}) {
-    EXPECT_EQ(plan_weight_only(M, L, 2, false, false, true, caps, "").kernel, WoKernel::Stream) << M;
-  }
-  for (int64_t M : {33, 64, 1000, 4096}) {
-    EXPECT_EQ(plan_weight_only(M, L, 2, false, false, true, caps, "").kernel, WoKernel::DequantCublas) << M;
-  }
-  EXPECT_EQ(plan_weight_only(17, L, 4, true, false, true, caps, "").kernel, WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(4096, L, 2, false, false, true, caps, "stream").kernel, WoKernel::Stream);
-  EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "cublas").kernel, WoKernel::DequantCublas);
-  EXPECT_THROW(plan_weight_only(1, L, 2, false, false, true, caps, "fast"), Error);
+  for (int64_t M : {1, 8, 16, 32}) EXPECT_EQ(family(M, L, caps), Family::WoStream) << M;
+  for (int64_t M : {33, 64, 1000, 4096}) EXPECT_EQ(family(M, L, caps), Family::WoDequantCublas) << M;
+  Call f32;
+  f32.M = 17;
+  f32.x = 2;
+  EXPECT_EQ(plan(f32, L, caps).id.family, Family::WoDequantCublas);
+  EXPECT_EQ(family(4096, L, caps, "sm80_wo_stream"), Family::WoStream);
+  EXPECT_EQ(family(1, L, caps, "wo_dequant_cublas"), Family::WoDequantCublas);
+  EXPECT_THROW(family(1, L, caps, "fast"), Error);
+  EXPECT_THROW(family(1, L, caps, "stream"), Error);  // the old names are gone
+  EXPECT_THROW(family(1, L, caps, "sm90_wo_ws"), Error);  // no sm_90a image: a clear error
 }
 
 TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
-  DeviceCaps caps;
+  DeviceCaps caps = hopper(false);
   // cluster capacity: none known, a GPU that holds any grid, one that holds 20 clusters at most
   for (int capacity : {0, 1 << 20, 20})
-    for (int knob : {-1, 0, 1})
+    for (Toggle knob : {Toggle::Auto, Toggle::Off, Toggle::On})
       for (int sms : {46, 108, 132}) {
         caps.sm_count = sms;
         caps.stream_clusters = capacity > 0;
@@ -62,33 +111,38 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
             for (int64_t g : {int64_t(32), int64_t(128), int64_t(1) << 30})
               for (int64_t M : {1, 3, 8, 9, 16, 31, 32, 64, 200}) {
                 const WoLayout L = layout(N, K, bits, g);
-                const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, "stream", false,
-                                                  StreamKnobs{knob});
+                Call c;
+                c.M = M;
+                c.force = "sm80_wo_stream";
+                c.t.wo_stream_cluster = knob;
+                const WoPlan p = plan(c, L, caps);
+                const int mt = p.id.tile_m;
                 const int chunks = int(L.Kp / kChunkK);
+                EXPECT_EQ(p.id.fine, g < 64);
                 EXPECT_GE(p.splits * p.chunks_per_split, chunks);
                 EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
                 EXPECT_GE(p.chunks_per_stage, 1);
                 EXPECT_LE(p.chunks_per_stage, p.chunks_per_split);
                 EXPECT_LE(p.smem_bytes, caps.smem_per_block_optin);
-                EXPECT_GE(p.mt, std::min<int64_t>(M, 64));
-                EXPECT_EQ(p.x_rows, std::min<int64_t>(p.mt, M));
-                EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
+                EXPECT_GE(mt, std::min<int64_t>(M, 64));
+                EXPECT_EQ(p.x_rows, std::min<int64_t>(mt, M));
+                EXPECT_EQ(p.m_blocks, (M + mt - 1) / mt);
                 // clusters only where the kernel can launch them and (unless forced) where the whole
                 // grid of clusters fits at once; then neither partials nor tickets in global memory
-                if (capacity == 0 || knob == 0 || p.splits == 1) {
+                if (capacity == 0 || knob == Toggle::Off || p.splits == 1) {
                   EXPECT_FALSE(p.cluster);
                 }
-                if (capacity > 0 && knob == 1 && p.splits > 1) {
+                if (capacity > 0 && knob == Toggle::On && p.splits > 1) {
                   EXPECT_TRUE(p.cluster);
                 }
                 if (p.cluster) {
                   EXPECT_LE(p.splits, kStreamMaxClusterSplits);
-                  if (knob < 0) {
+                  if (knob == Toggle::Auto) {
                     EXPECT_LE(int64_t(p.n_blocks) * p.m_blocks, capacity);
                   }
                   EXPECT_EQ(p.partial_floats, 0u);
                   EXPECT_EQ(p.tickets, 0u);
-                  EXPECT_GE(p.smem_bytes, size_t(4) * wo_row_tiles(p.mt, bits, false) * kTileRows * p.x_rows * 4);
+                  EXPECT_GE(p.smem_bytes, size_t(4) * wo_row_tiles(mt, bits, false) * kTileRows * p.x_rows * 4);
                 } else {
                   EXPECT_LE(p.partial_floats, kMaxPartialFloats > size_t(M * N) ? kMaxPartialFloats : size_t(M * N) * 1);
                   EXPECT_EQ(p.tickets, p.splits > 1 ? size_t(p.n_blocks) * p.m_blocks : 0u);
@@ -102,14 +156,17 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
 // The automatic choice keeps the split count of the global-partials plan: a cluster never costs
 // splits (14336x4096 at M = 1 wants 32; capping it at 16 for a cluster measured 10% slower).
 TEST(CudaPlan, StreamClusterKeepsTheSplitCount) {
-  DeviceCaps caps;
+  DeviceCaps caps = hopper(false);
   caps.stream_clusters = true;
   for (auto& row : caps.cluster_capacity)
     for (int& c : row) c = 1 << 20;
   for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 14336}, {21504, 14336}}) {
     const WoLayout L = layout(N, K, 4, 128);
-    const WoPlan a = plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{0});
-    const WoPlan b = plan_weight_only(1, L, 2, false, false, true, caps, "stream");
+    Call off;
+    off.force = "sm80_wo_stream";
+    off.t.wo_stream_cluster = Toggle::Off;
+    const WoPlan a = plan(off, L, caps);
+    const WoPlan b = plan(1, L, caps, "sm80_wo_stream");
     EXPECT_EQ(a.splits, b.splits) << N << "x" << K;
     EXPECT_EQ(b.cluster, a.splits > 1 && a.splits <= kStreamMaxClusterSplits) << N << "x" << K;
   }
@@ -119,12 +176,18 @@ TEST(CudaPlan, StreamClusterKeepsTheSplitCount) {
 // (a launch without it on an older image would let the kernel read activations too early).
 TEST(CudaPlan, StreamDependentLaunchOnlyOnTheSm90Image) {
   const WoLayout L = layout(4096, 4096, 4, 128);
-  DeviceCaps caps;
+  DeviceCaps caps = hopper(false);
+  auto pdl = [&](const WoLayout& l, Toggle t) {
+    Call c;
+    c.force = "sm80_wo_stream";
+    c.t.wo_stream_pdl = t;
+    return plan(c, l, caps).pdl;
+  };
   for (bool image : {false, true}) {
     caps.stream_clusters = image;
-    EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, -1}).pdl, image);
-    EXPECT_EQ(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, 1}).pdl, image);
-    EXPECT_FALSE(plan_weight_only(1, L, 2, false, false, true, caps, "stream", false, StreamKnobs{-1, 0}).pdl);
+    EXPECT_EQ(pdl(L, Toggle::Auto), image);
+    EXPECT_EQ(pdl(L, Toggle::On), image);
+    EXPECT_FALSE(pdl(L, Toggle::Off));
   }
   // the measured rule: on where the grid fills >= 80% of the block slots or the split is short,
   // off for a long split in an underfilled grid (W8 8192x57344 at M = 1: 448 blocks of 660, 128
@@ -135,48 +198,44 @@ TEST(CudaPlan, StreamDependentLaunchOnlyOnTheSm90Image) {
                                   {8192, 28672, 8, true},
                                   {57344, 8192, 8, false},
                                   {21504, 14336, 8, false}}) {
-    const WoPlan p = plan_weight_only(1, layout(N, K, bits, 128), 2, false, false, true, caps, "stream");
+    const WoPlan p = plan(1, layout(N, K, bits, 128), caps, "sm80_wo_stream");
     const int64_t blocks = int64_t(p.n_blocks) * p.splits * p.m_blocks;
     const int64_t slots = int64_t(caps.sm_count) * wo_stream_resident_blocks(8, bits);
     EXPECT_EQ(p.pdl, want) << K << "x" << N << " W" << bits << ": " << blocks << " blocks of " << slots
                            << ", " << p.chunks_per_split << " chunks per split";
-    EXPECT_TRUE(plan_weight_only(1, layout(N, K, bits, 128), 2, false, false, true, caps, "stream", false,
-                                 StreamKnobs{-1, 1}).pdl);
+    EXPECT_TRUE(pdl(layout(N, K, bits, 128), Toggle::On));
   }
 }
 
-// The wgmma kernel's dependent launch and early weight stages (wo_plan.cpp, measured): PDL with
-// the whole ring early on the weight-stream-bound launches, PDL alone at M > 64 below 96 MiB,
-// neither elsewhere; MIXQ_WGMMA_PDL=0|1 forces PDL.
+// The wgmma kernel's dependent launch and early weight stages (docs/decisions/
+// wo-wgmma-pdl-early-stages.md): PDL with the whole ring early on the weight-stream-bound launches,
+// PDL alone at M > 64 below 96 MiB, neither elsewhere; the tuning forces PDL and early stages.
 TEST(CudaPlan, WgmmaDependentLaunchFollowsTheMeasuredRule) {
-  const DeviceCaps caps;
-  const char* saved = std::getenv("MIXQ_WGMMA_PDL");
-  const std::string saved_value = saved ? saved : "";
-  unsetenv("MIXQ_WGMMA_PDL");
-  // (pdl, early stages) of M x N x K at `bits`
-  auto plan = [&](int64_t M, int64_t N, int64_t K, int bits) {
-    const WoPlan p = plan_weight_only(M, layout(N, K, bits, 128), 2, false, false, true, caps, "wgmma", true);
-    EXPECT_EQ(p.kernel, WoKernel::Wgmma);
-    return std::make_pair(p.pdl, p.early_stages);
+  const DeviceCaps caps = hopper();
+  auto pdl = [&](int64_t M, int64_t N, int64_t K, int bits, Tuning t = Tuning()) {
+    Call c;
+    c.M = M;
+    c.force = "sm90_wo_ws";
+    c.t = t;
+    const WoPlan p = plan(c, layout(N, K, bits, 128), caps);
+    EXPECT_EQ(p.id.family, Family::WoWgmma);
+    return std::make_pair(p.pdl, p.sched.early_stages);
   };
   using P = std::pair<bool, int>;
-  EXPECT_EQ(plan(4, 21504, 14336, 4), P(true, -1));    // W4, 147 MiB, two CTAs per SM
-  EXPECT_EQ(plan(16, 28672, 4096, 4), P(true, -1));    // W4, 56 MiB
-  EXPECT_EQ(plan(32, 4096, 14336, 8), P(true, -1));    // W8, 56 MiB
-  EXPECT_EQ(plan(64, 57344, 8192, 8), P(true, -1));
-  EXPECT_EQ(plan(16, 8192, 8192, 4), P(false, 0));     // W4, 32 MiB: one CTA per SM
-  EXPECT_EQ(plan(32, 21504, 14336, 4), P(false, 0));   // W4 past M = 16
-  EXPECT_EQ(plan(16, 4096, 4096, 8), P(false, 0));     // W8, 16 MiB
-  EXPECT_EQ(plan(256, 8192, 8192, 8), P(true, 0));     // M > 64, 64 MiB
-  EXPECT_EQ(plan(128, 4096, 4096, 4), P(true, 0));
-  EXPECT_EQ(plan(256, 8192, 28672, 4), P(false, 0));   // 112 MiB
-  EXPECT_EQ(plan(128, 21504, 14336, 8), P(false, 0));
-  setenv("MIXQ_WGMMA_PDL", "1", 1);
-  EXPECT_EQ(plan(16, 4096, 4096, 4), P(true, 0));
-  setenv("MIXQ_WGMMA_PDL", "0", 1);
-  EXPECT_EQ(plan(4, 21504, 14336, 4), P(false, 0));
-  if (saved) setenv("MIXQ_WGMMA_PDL", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_WGMMA_PDL");
+  EXPECT_EQ(pdl(4, 21504, 14336, 4), P(true, -1));    // W4, 147 MiB, two CTAs per SM
+  EXPECT_EQ(pdl(16, 28672, 4096, 4), P(true, -1));    // W4, 56 MiB
+  EXPECT_EQ(pdl(32, 4096, 14336, 8), P(true, -1));    // W8, 56 MiB
+  EXPECT_EQ(pdl(64, 57344, 8192, 8), P(true, -1));
+  EXPECT_EQ(pdl(16, 8192, 8192, 4), P(false, 0));     // W4, 32 MiB: one CTA per SM
+  EXPECT_EQ(pdl(32, 21504, 14336, 4), P(false, 0));   // W4 past M = 16
+  EXPECT_EQ(pdl(16, 4096, 4096, 8), P(false, 0));     // W8, 16 MiB
+  EXPECT_EQ(pdl(256, 8192, 8192, 8), P(true, 0));     // M > 64, 64 MiB
+  EXPECT_EQ(pdl(128, 4096, 4096, 4), P(true, 0));
+  EXPECT_EQ(pdl(256, 8192, 28672, 4), P(false, 0));   // 112 MiB
+  EXPECT_EQ(pdl(128, 21504, 14336, 8), P(false, 0));
+  EXPECT_EQ(pdl(16, 4096, 4096, 4, Tuning::parse("wo_wgmma_pdl=on")), P(true, 0));
+  EXPECT_EQ(pdl(4, 21504, 14336, 4, Tuning::parse("wo_wgmma_pdl=off")), P(false, 0));
+  EXPECT_EQ(pdl(4, 21504, 14336, 4, Tuning::parse("wo_early_stages=2")), P(true, 2));
 }
 
 // The streaming kernel's lane-order pairs (wo_layout.hpp): a bijection of the rows padded to 64
@@ -215,45 +274,42 @@ TEST(CudaPlan, StreamPairIndexIsLaneContiguous) {
 }
 
 TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
-  const DeviceCaps caps;
+  const DeviceCaps caps = hopper(false);
   const WoLayout L = layout(57344, 8192, 4, 128);
-  const WoPlan p = plan_weight_only(4096, L, 2, false, true, false, caps, "");
-  EXPECT_EQ(p.kernel, WoKernel::DequantCublas);
+  Call c;
+  c.M = 4096;
+  c.y = 1;  // bf16 outputs of f16 activations: cuBLAS writes f32, staged
+  c.gather = true;
+  const WoPlan p = plan(c, L, caps);
+  EXPECT_EQ(p.id.family, Family::WoDequantCublas);
   EXPECT_EQ(p.chunk_rows % kTileRows, 0);
   EXPECT_LE(p.chunk_bytes, kDequantChunkBytes);
   EXPECT_EQ(p.gather_bytes, size_t(4096) * 8192 * 2);  // act-order permutes X once
   EXPECT_EQ(p.out_bytes, size_t(4096) * 57344 * 4);    // f32 staging for an output cuBLAS can't write
+  c.t.wo_dequant_chunk_mb = 32;
+  EXPECT_LE(plan(c, L, caps).chunk_bytes, size_t(32) << 20);
 }
+
 TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
-  const DeviceCaps caps;
+  const DeviceCaps caps = hopper();
   const WoLayout L = layout(21504, 14336, 4, 128);
   for (int64_t M : {9, 16, 33, 64, 65, 128, 200, 256, 1024, 4096}) {
-    const WoPlan p = plan_weight_only(M, L, 2, false, false, true, caps, M > kWgmmaMaxM ? "wgmma" : "", true);
-    ASSERT_EQ(p.kernel, WoKernel::Wgmma) << M;
-    EXPECT_EQ(p.mt, M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256);
-    EXPECT_EQ(p.m_blocks, (M + p.mt - 1) / p.mt);
+    const WoPlan p = plan(M, L, caps, M > kWgmmaMaxM ? "sm90_wo_ws" : "");
+    ASSERT_EQ(p.id.family, Family::WoWgmma) << M;
+    const int mt = p.id.tile_m;
+    EXPECT_EQ(mt, M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256);
+    EXPECT_EQ(p.m_blocks, (M + mt - 1) / mt);
     EXPECT_EQ(p.n_blocks, (21504 + 127) / 128);
-    const int chunks = int(L.Kp / kChunkK);
-    EXPECT_GE(p.splits * p.chunks_per_split, chunks);
-    EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
-    // the warp-specialized stream-K kernel (two partial slots per CTA for the fixup) at every M
-    EXPECT_TRUE(p.stream_k) << M;
-    if (p.stream_k) {
-      EXPECT_EQ(p.splits, 1);
-      // two slots per CTA; small token tiles may run two CTAs per SM
-      EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(p.mt) * 128 * p.mt);
-      // the inline reduction's completion flags: 8 per stream-K tile, fewer than 2 rounds of tiles
-      EXPECT_EQ(p.tickets, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(p.mt) * kStreamKFlagsPerTile);
-      EXPECT_EQ(p.tickets, size_t(ws_flags(caps.sm_count, p.mt)));
-    } else {
-      EXPECT_LE(p.partial_floats, kMaxWgmmaPartialFloats);
-      EXPECT_EQ(p.partial_floats, p.splits > 1 ? size_t(p.splits) * M * 21504 : 0);
-    }
+    EXPECT_EQ(p.sched.tiles, p.m_blocks * p.n_blocks);
+    // two partial slots per CTA; small token tiles may run two CTAs per SM
+    EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(mt) * 128 * mt);
+    // the inline reduction's completion flags: 8 per stream-K tile, fewer than 2 rounds of tiles
+    EXPECT_EQ(p.tickets, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(mt) * kStreamKFlagsPerTile);
+    EXPECT_EQ(p.tickets, size_t(ws_flags(caps.sm_count, mt)));
+    EXPECT_EQ(p.sched.grid <= caps.sm_count * p.id.ctas, true);
   }
   // short GEMMs with few tiles take token tiles of 128 past M = 128; long K keeps 256
-  const auto mt_of = [&](int64_t M, int64_t N, int64_t K) {
-    return plan_weight_only(M, layout(N, K, 4, 128), 2, false, false, true, caps, "", true).mt;
-  };
+  const auto mt_of = [&](int64_t M, int64_t N, int64_t K) { return int(plan(M, layout(N, K, 4, 128), caps).id.tile_m); };
   EXPECT_EQ(mt_of(256, 4096, 4096), 128);   // 32 tiles -> 64 (mt = 64 would make 128: no faster)
   EXPECT_EQ(mt_of(256, 6144, 4096), 128);   // 48 -> 96
   EXPECT_EQ(mt_of(512, 4096, 4096), 128);   // 64 -> 128
@@ -261,20 +317,12 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   EXPECT_EQ(mt_of(256, 4096, 14336), 256);  // K = 14336: stream-K
   EXPECT_EQ(mt_of(256, 28672, 4096), 256);
   EXPECT_EQ(mt_of(128, 6144, 4096), 128);   // only tiles of 256 shrink
-  // W8 runs the warp-specialized kernel at every M
-  for (int64_t M : {9, 64, 300})
-    EXPECT_TRUE(plan_weight_only(M, layout(21504, 14336, 8, 128), 2, false, false, true, caps, "wgmma", true).stream_k);
-  // without the kernel (or forced away) the old paths stay
-  EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "", false).kernel,
-            WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(64, L, 2, false, false, true, caps, "cublas", true).kernel,
-            WoKernel::DequantCublas);
-  // the streaming kernel up to stream_max_m_wgmma (measured, session 22), then wgmma: W4 up to
-  // M = 6-8 on small weights and where the wgmma kernel has fewer tiles than SMs, 2-4 on the
-  // other large ones; W8 from 6 down to 0 (the wgmma kernel at every M) as its tiles grow
-  auto kernel_at = [&](int64_t M, int64_t N, int64_t K, int bits) {
-    return plan_weight_only(M, layout(N, K, bits, 128), 2, false, false, true, caps, "", true).kernel;
-  };
+  // without the kernel (or forced away) the other paths
+  EXPECT_EQ(family(64, L, hopper(false)), Family::WoDequantCublas);
+  EXPECT_EQ(family(64, L, caps, "wo_dequant_cublas"), Family::WoDequantCublas);
+  // the streaming kernel up to stream_max_m_wgmma (docs/decisions/wo-kernel-boundaries.md), then
+  // wgmma: W4 up to M = 6-8 on small weights and where the wgmma kernel has fewer tiles than SMs,
+  // 2-4 on the other large ones; W8 from 6 down to 0 (the wgmma kernel at every M) as its tiles grow
   for (auto [N, K, bits, last] : {std::tuple<int64_t, int64_t, int, int64_t>{4096, 4096, 4, 6},
                                   {6144, 4096, 4, 8},
                                   {4096, 14336, 4, 8},
@@ -290,35 +338,191 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
                                   {21504, 14336, 8, 1},
                                   {57344, 8192, 8, 0}}) {
     SCOPED_TRACE(std::to_string(K) + "x" + std::to_string(N) + " W" + std::to_string(bits));
-    EXPECT_EQ(stream_max_m_wgmma(layout(N, K, bits, 128), caps.sm_count), last);
+    const WoLayout l = layout(N, K, bits, 128);
+    EXPECT_EQ(stream_max_m_wgmma(l, caps.sm_count), last);
     if (last >= 1) {
-      EXPECT_EQ(kernel_at(1, N, K, bits), WoKernel::Stream);
-      EXPECT_EQ(kernel_at(last, N, K, bits), WoKernel::Stream);
+      EXPECT_EQ(family(1, l, caps), Family::WoStream);
+      EXPECT_EQ(family(last, l, caps), Family::WoStream);
     }
-    EXPECT_EQ(kernel_at(last + 1, N, K, bits), WoKernel::Wgmma);
+    EXPECT_EQ(family(last + 1, l, caps), Family::WoWgmma);
   }
   const WoLayout small = layout(4096, 4096, 4, 128);
   // past kWgmmaMaxM: dequantize + cuBLAS, except on large GEMMs (K >= 8192, N K >= 128M) up to
   // kWgmmaBigMaxM
-  EXPECT_EQ(plan_weight_only(kWgmmaMaxM + 1, small, 2, false, false, true, caps, "", true).kernel,
-            WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM, L, 2, false, false, true, caps, "", true).kernel, WoKernel::Wgmma);
-  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM + 1, L, 2, false, false, true, caps, "", true).kernel,
-            WoKernel::DequantCublas);
-  EXPECT_EQ(plan_weight_only(kWgmmaBigMaxM, layout(4096, 14336, 4, 128), 2, false, false, true, caps, "", true).kernel,
-            WoKernel::DequantCublas);  // 14336x4096: N K = 58M
-  // a 16-bit output (the wgmma kernel's TMA-store epilogue) keeps the wgmma kernel at every M
+  EXPECT_EQ(family(kWgmmaMaxM + 1, small, caps), Family::WoDequantCublas);
+  EXPECT_EQ(family(kWgmmaBigMaxM, L, caps), Family::WoWgmma);
+  EXPECT_EQ(family(kWgmmaBigMaxM + 1, L, caps), Family::WoDequantCublas);
+  EXPECT_EQ(family(kWgmmaBigMaxM, layout(4096, 14336, 4, 128), caps), Family::WoDequantCublas);  // N K = 58M
+  // a 16-bit output the TMA-store epilogue can write keeps the wgmma kernel at every M
   for (int64_t M : {kWgmmaMaxM + 1, kWgmmaBigMaxM + 1, int64_t(16384)}) {
-    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "", true, {}, true).kernel, WoKernel::Wgmma) << M;
-    EXPECT_EQ(plan_weight_only(M, L, 2, false, false, true, caps, "", true, {}, true).kernel, WoKernel::Wgmma) << M;
+    Call c;
+    c.M = M;
+    c.y_tma = true;
+    EXPECT_EQ(plan(c, small, caps).id.family, Family::WoWgmma) << M;
+    EXPECT_EQ(plan(c, L, caps).id.family, Family::WoWgmma) << M;
     // ... where the kernel can run and nothing is forced
-    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "", false, {}, true).kernel,
-              WoKernel::DequantCublas) << M;
-    EXPECT_EQ(plan_weight_only(M, small, 2, false, false, true, caps, "cublas", true, {}, true).kernel,
-              WoKernel::DequantCublas) << M;
+    EXPECT_EQ(plan(c, small, hopper(false)).id.family, Family::WoDequantCublas) << M;
+    c.force = "wo_dequant_cublas";
+    EXPECT_EQ(plan(c, small, caps).id.family, Family::WoDequantCublas) << M;
   }
-  EXPECT_EQ(plan_weight_only(8, L, 2, false, false, true, caps, "wgmma", true).kernel, WoKernel::Wgmma);
-  EXPECT_THROW(plan_weight_only(64, L, 2, false, false, true, caps, "wgmma", false), Error);
+  EXPECT_EQ(family(8, L, caps, "sm90_wo_ws"), Family::WoWgmma);
+  // a forced wgmma kernel that cannot serve the call (f32 or unaligned activations) falls back
+  Call f32;
+  f32.M = 64;
+  f32.x = 2;
+  f32.force = "sm90_wo_ws";
+  EXPECT_EQ(plan(f32, L, caps).id.family, Family::WoDequantCublas);
+  Call unaligned;
+  unaligned.M = 64;
+  unaligned.aligned = false;
+  unaligned.force = "sm90_wo_ws";
+  EXPECT_NE(plan(unaligned, L, caps).id.family, Family::WoWgmma);
+  unaligned.gather = true;  // gathered rows are aligned by the gather
+  EXPECT_EQ(plan(unaligned, L, caps).id.family, Family::WoWgmma);
+}
+
+// The decisions that used to be taken inside the launcher are the plan's (docs/decisions/
+// wo-wgmma-*.md): CTAs per SM, pair path, fold, TMA-store rounds, reduction; every planned
+// instantiation exists (ws_variant_exists), and the tuning overrides each decision.
+TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
+  const DeviceCaps caps = hopper();
+  auto ws = [&](int64_t M, int64_t N, int64_t K, int bits, int x, Tuning t = Tuning(), bool y_tma = false,
+                int64_t group = 128) {
+    Call c;
+    c.M = M;
+    c.x = x;
+    c.t = t;
+    c.y_tma = y_tma;
+    c.force = "sm90_wo_ws";
+    return plan(c, layout(N, K, bits, group), caps);
+  };
+  // two CTAs per SM at token tiles of 16 (and 32) for int4 weights of 48 MB or more (24 MB in bf16
+  // at 32)
+  EXPECT_EQ(ws(16, 21504, 14336, 4, 0).id.ctas, 2);
+  EXPECT_EQ(ws(16, 4096, 4096, 4, 0).id.ctas, 1);
+  EXPECT_EQ(ws(32, 8192, 8192, 4, 1).id.ctas, 2);  // bf16, 32 MB at mt = 32
+  EXPECT_EQ(ws(32, 8192, 8192, 4, 0).id.ctas, 1);
+  EXPECT_EQ(ws(16, 21504, 14336, 8, 0).id.ctas, 1);  // 8-bit codes: one CTA
+  EXPECT_EQ(ws(64, 21504, 14336, 4, 0).id.ctas, 1);
+  EXPECT_EQ(ws(16, 4096, 4096, 4, 0, Tuning::parse("wo_ctas_per_sm=2")).id.ctas, 2);
+  // pairs: f16 activations on exact f16 pairs take the f16x2 path (layout() leaves pair_f32 off);
+  // bf16 int4 / int8 with integer zeros the bf16 integer-zero path from mt = 32, int4 at mt = 16
+  // the fold
+  EXPECT_EQ(ws(64, 4096, 4096, 4, 1).id.pairs, PairKind::Bf16Zero);
+  EXPECT_EQ(ws(16, 4096, 4096, 8, 1).id.pairs, PairKind::Bf16Zero);
+  const WoPlan b16 = ws(16, 4096, 4096, 4, 1);
+  EXPECT_EQ(b16.id.pairs, PairKind::F32);
+  EXPECT_TRUE(b16.id.fold);
+  EXPECT_EQ(ws(64, 4096, 4096, 4, 1, Tuning::parse("wo_bf16_zero=off")).id.pairs, PairKind::F32);
+  EXPECT_FALSE(ws(16, 4096, 4096, 4, 1, Tuning::parse("wo_fold=off")).id.fold);
+  // groups shorter than a stage: no fold, no bf16 integer-zero path
+  const WoPlan g32 = ws(16, 4096, 4096, 4, 1, Tuning(), false, 32);
+  EXPECT_FALSE(g32.id.fold);
+  EXPECT_EQ(g32.id.pairs, PairKind::F32);
+  // TMA-store rounds of 128 tokens at token tiles of 128 and 256 where TMA can store Y
+  EXPECT_EQ(ws(256, 4096, 4096, 4, 0, Tuning(), true).sched.y_rows, 128);
+  EXPECT_EQ(ws(256, 4096, 4096, 4, 0, Tuning(), false).sched.y_rows, 0);
+  EXPECT_EQ(ws(64, 4096, 4096, 4, 0, Tuning(), true).sched.y_rows, 0);
+  EXPECT_EQ(ws(256, 4096, 4096, 4, 0, Tuning::parse("wo_y_rows=0"), true).sched.y_rows, 0);
+  EXPECT_EQ(ws(64, 4096, 4096, 4, 0, Tuning::parse("wo_y_rows=32"), true).sched.y_rows, 32);
+  // the reduction: inline at token tiles up to 32, the fixup kernel where tiles are cut at mt 256
+  EXPECT_TRUE(ws(16, 21504, 14336, 4, 0).sched.inline_reduce);
+  EXPECT_FALSE(ws(16, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup")).sched.inline_reduce);
+  const WoPlan big = ws(1024, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup"));
+  EXPECT_EQ(big.fixup, stream_k_split_pieces(big.sched) > 0);
+  EXPECT_EQ(ws(1024, 21504, 14336, 4, 0, Tuning::parse("wo_schedule=whole_tiles")).sched.sk_tiles, 0);
+  // every plan over a grid of calls names an instance that is built
+  for (int x : {0, 1})
+    for (int bits : {4, 8})
+      for (int64_t g : {int64_t(16), int64_t(64), int64_t(128), int64_t(1) << 30})
+        for (auto [N, K] : {std::pair<int64_t, int64_t>{4096, 4096}, {21504, 14336}, {8192, 8192}, {200, 136}})
+          for (int64_t M : {1, 9, 17, 33, 65, 129, 300, 3000})
+            for (bool y_tma : {false, true}) {
+              const WoPlan p = ws(M, N, K, bits, x, Tuning(), y_tma, g);
+              ASSERT_EQ(p.id.family, Family::WoWgmma);
+              EXPECT_TRUE(ws_variant_exists(x == 1, p.id.tile_m, p.id.codes, sm90::PairPath(int(p.id.pairs)),
+                                            p.id.ctas == 2, p.id.fold))
+                  << p.id.name();
+              EXPECT_EQ(p.chunks_per_stage, p.sched.cps);
+            }
+  EXPECT_EQ(ws(16, 21504, 14336, 4, 0).id.name(), "sm90_wo_ws<f16,u4,mt16,cta2,pairs=half,fold>");
+}
+
+// The reserved workspace bounds every plan with M up to the bound's M, without enumerating M.
+TEST(CudaPlan, MaxWorkspaceBoundsEveryPlan) {
+  for (bool sm90a : {false, true}) {
+    const DeviceCaps caps = hopper(sm90a);
+    for (auto [N, K, bits] : {std::tuple<int64_t, int64_t, int>{4096, 4096, 4}, {21504, 14336, 8}, {57344, 8192, 4}, {17, 31, 4}})
+      for (bool gather : {false, true}) {
+        const WoLayout L = layout(N, K, bits, 128);
+        const WoWorkspaceBound b = wo_max_workspace(weight(L, gather), caps, Tuning(), 4096, true);
+        const WoWorkspaceBound direct = wo_max_workspace(weight(L, gather), caps, Tuning(), 4096, false);
+        for (int64_t M : {1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 127, 128, 129, 255, 256, 1000, 2048, 2049, 4096})
+          for (int x : {0, 1, 2})
+            for (int y : {0, 1, 2})
+              for (const char* force : {"", "sm80_wo_stream", "sm90_wo_ws", "wo_dequant_cublas"}) {
+                if (std::string(force) == "sm90_wo_ws" && !sm90a) continue;
+                Call c;
+                c.M = M;
+                c.x = x;
+                c.y = y;
+                c.gather = gather;
+                c.force = force;
+                const WoPlan p = plan(c, L, caps);
+                ASSERT_LE(wo_workspace_bytes(p), b.bytes) << p.id.name() << " M " << M;
+                ASSERT_LE(p.tickets, b.tickets) << p.id.name() << " M " << M;
+                if (p.out_bytes == 0) {
+                  ASSERT_LE(wo_workspace_bytes(p), direct.bytes) << p.id.name() << " M " << M;
+                }
+              }
+      }
+  }
+}
+
+TEST(CudaPlan, TuningParsesAndNamesItsKeys) {
+  const Tuning t = Tuning::parse("wo_token_tile=64,wo_fold=off,wo_reduce=inline,act_quant_band=2");
+  EXPECT_EQ(t.wo_token_tile, 64);
+  EXPECT_EQ(t.wo_fold, Toggle::Off);
+  EXPECT_EQ(t.wo_reduce, Tuning::Reduce::Inline);
+  EXPECT_EQ(t.act_quant_band, 2);
+  EXPECT_EQ(Tuning::parse(t.to_string()).to_string(), t.to_string());
+  EXPECT_EQ(Tuning().to_string(), "");
+  for (const char* bad : {"wo_fold=maybe", "nope=1", "wo_token_tile=x", "wo_ctas_per_sm=3", "wo_fold"}) {
+    try {
+      (void)Tuning::parse(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << bad;
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CudaPlan, KernelIdNamesEveryFamily) {
+  KernelId id;
+  id.family = Family::WoStream;
+  id.act = 1;
+  id.codes = kCodesU8;
+  id.tile_m = 8;
+  EXPECT_EQ(id.name(), "sm80_wo_stream<bf16,u8,mt8>");
+  id.family = Family::WoDequantCublas;
+  EXPECT_EQ(id.name(), "wo_dequant_cublas<bf16>");
+  KernelId i8;
+  i8.family = Family::I8Sm90;
+  i8.codes = 64;
+  i8.offset = true;
+  EXPECT_EQ(i8.name(), "sm90_i8_128x128<g64,offset>");
+  EXPECT_STREQ(i8.family_name(), "sm90_i8_128x128");
+  KernelId sk;
+  sk.family = Family::Fp8Skinny;
+  sk.tile_m = 32;
+  EXPECT_EQ(sk.name(), "sm90_fp8_block_skinny_mt32");
+  KernelId fp8;
+  fp8.family = Family::Fp8Gemm;
+  fp8.tile_n = 192;
+  fp8.ctas = 2;
+  EXPECT_EQ(fp8.name(), "sm90_fp8_block_gemm_bm128_bn192_s5_c2");
 }
 
 TEST(CudaPlan, SplitsFillWaves) {

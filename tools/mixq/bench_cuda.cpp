@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "bench_driver.hpp"
-#include "cuda/read_ceiling.hpp"
+#include "mixq/device.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -45,7 +45,8 @@ std::vector<uint16_t> to_16bit(const float* x, size_t n, DType t) {
 
 class CudaBenchDriver final : public BenchDriver {
  public:
-  explicit CudaBenchDriver(const DriverConfig& cfg) : device_(cfg.device), act_(cfg.cuda_activation) {
+  explicit CudaBenchDriver(const DriverConfig& cfg)
+      : device_(cfg.device), act_(cfg.cuda_activation), tuning_(cfg.tuning), force_kernel_(cfg.force_kernel) {
     MIXQ_CHECK(act_ == DType::F16 || act_ == DType::BF16, ErrorCode::InvalidArgument,
                "bench: CUDA activations must be f16 or bf16, got ", dtype_name(act_));
     BENCH_CUDA(cudaSetDevice(device_));
@@ -56,7 +57,7 @@ class CudaBenchDriver final : public BenchDriver {
     MIXQ_CHECK(cublasCreate(&cublas_) == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasCreate");
     cublasSetStream(cublas_, stream_);
     // The read ceiling at the size of a large layer's INT4 weights (anchors.md: 154 MB).
-    ceiling_ = cuda::measure_read_ceiling(size_t(154) << 20, device_);
+    ceiling_ = measure_read_ceiling(size_t(154) << 20, device_);
   }
   ~CudaBenchDriver() override {
     release();
@@ -101,6 +102,8 @@ class CudaBenchDriver final : public BenchDriver {
       o.backend = BackendKind::CUDA;
       o.act = act;  // Int8Block / Fp8Block quantize the activations inside the timed call
       o.device = device_;
+      o.tuning = tuning_;
+      o.force_kernel = force_kernel_;
       const int n = rotation(size_t(w.storage_bytes()));
       for (int i = 0; i < n; ++i) prepared_.push_back(prepare(w, o));
       prepared_for_ = &w;
@@ -109,8 +112,8 @@ class CudaBenchDriver final : public BenchDriver {
     upload_x(p);
     t.setup_s = seconds_since(t0);
     const TensorView xv(x_, act_, {p.M, p.K}, Device::CUDA, device_);
-    // the output in the activation dtype, as cuBLAS's baseline writes it (until session 24 mixq
-    // wrote f32 here: twice cuBLAS's output bytes, ~10 us of a 4096 x 4096 x 4096 call)
+    // the output in the activation dtype, as cuBLAS's baseline writes it (an f32 output would be
+    // twice cuBLAS's output bytes, ~10 us of a 4096 x 4096 x 4096 call)
     const TensorView yv(y_, act_, {p.M, p.N}, Device::CUDA, device_);
     Graph mixq_graph = make_graph(int(prepared_.size()), [&](int i) {
       ExecContext c;
@@ -269,11 +272,13 @@ class CudaBenchDriver final : public BenchDriver {
 
   int device_;
   DType act_;
+  Tuning tuning_;
+  std::string force_kernel_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;  // a timed replay's bounds
   cublasHandle_t cublas_ = nullptr;
-  cuda::ReadCeiling ceiling_;
+  ReadCeiling ceiling_;
   std::vector<PreparedWeight> prepared_;
   const QuantizedWeight* prepared_for_ = nullptr;
   ActQuant prepared_act_ = ActQuant::None;

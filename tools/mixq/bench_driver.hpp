@@ -74,6 +74,8 @@ struct TimedRun {
   double setup_s = 0;  // untimed preparation (mixq::prepare of the copies, uploads)
   // The dense baseline on the same shape and M, its graph replays alternated with this run's
   // (CUDA): both see the same clocks and power state. 0 where the driver does not pair them.
+  // Reported next to the baseline timed on its own (run_dense), which the ratios use: alternating
+  // replays slow the baseline down by a few percent.
   double paired_baseline_us = 0;
 };
 
@@ -121,6 +123,8 @@ struct DriverConfig {
   int threads = 0;  // CPU threads (0 = MIXQ_NUM_THREADS or all)
   int device = 0;   // CUDA ordinal
   DType cuda_activation = DType::F16;  // CUDA: f16 or bf16 activations (and dense baseline)
+  Tuning tuning = default_tuning();    // PrepareOptions::tuning of every prepared weight
+  std::string force_kernel;            // PrepareOptions::force_kernel (empty: the planner's)
 };
 
 std::unique_ptr<BenchDriver> make_cpu_bench_driver(const DriverConfig& cfg, BackendKind kind);

@@ -21,8 +21,8 @@ struct BenchRow {
   double rel_err = 0, tol = 0;          // vs float64 on the activations given and dequantized W
   double emu_err = 0, emu_tol = 0;      // vs float64 on quantized-dequantized activations
   double speedup = 0;                   // baseline time / this time (same shape, same M)
-  double paired_baseline_us = 0;        // the baseline timed alternately with this row (0: none);
-                                        // speedup uses it where present
+  double solo_baseline_us = 0;          // the baseline timed on its own (speedup uses it)
+  double paired_baseline_us = 0;        // the baseline timed alternately with this row (0: none)
   std::string sample;                   // which outputs the reference covers
   bool unsupported = false;
   std::string note;                     // why unsupported

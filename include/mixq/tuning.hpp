@@ -1,0 +1,64 @@
+// Tuning: the knobs of the CUDA kernels' plans, as one typed value set through the API
+// (PrepareOptions::tuning). Every field's default ("automatic") is the measured rule of the
+// planner (src/cuda/dispatch/, docs/decisions/); a field set to anything else overrides that one
+// decision for every call on the prepared weight. Results agree within the documented tolerances
+// whatever the knobs say; only speed changes.
+//
+// From the command line (benchmarks, A/B runs): MIXQ_TUNE="key=value,key=value" is read once per
+// process into default_tuning(), which is what a default-constructed PrepareOptions holds;
+// `mixq bench --tune key=value,...` sets the same keys. Keys are the field names below;
+// toggles take on / off / auto (or 1 / 0 / -1).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace mixq {
+
+enum class Toggle : int8_t { Auto = -1, Off = 0, On = 1 };
+
+struct Tuning {
+  // --- weight-only, Hopper warp-specialized wgmma kernel
+  int wo_token_tile = 0;       // 0: the plan's; else 16, 32, 64, 128 or 256 tokens per tile
+  int wo_ctas_per_sm = 0;      // 0: the plan's; 1 or 2 CTAs per SM at token tiles of 16 and 32
+  int wo_max_stages = 0;       // 0: as deep a ring as shared memory holds; else a cap (>= 2)
+  int wo_group_n = 0;          // 0: the plan's; N blocks per raster group
+  int wo_early_stages = -2;    // -2: the plan's; -1 the whole ring, >= 0 that many weight
+                               // stages loaded before waiting for the previous grid
+  int wo_y_rows = -1;          // -1: the plan's; 0 direct stores; R: TMA-store rounds of R tokens
+  enum class Schedule : int8_t { Auto, WholeTiles, StreamK };
+  Schedule wo_schedule = Schedule::Auto;
+  enum class Reduce : int8_t { Auto, Inline, Fixup };
+  Reduce wo_reduce = Reduce::Auto;  // where the pieces of cut tiles are summed
+  Toggle wo_fold = Toggle::Auto;       // scale after the MMA where it applies (Off: never)
+  Toggle wo_fold_half = Toggle::Auto;  // ... on the f16x2 path (int4, token tile 16)
+  Toggle wo_bf16_zero = Toggle::Auto;  // bf16 integer-zero dequantization path
+  Toggle wo_wgmma_pdl = Toggle::Auto;  // programmatic dependent launch of the wgmma kernel
+  // --- weight-only, streaming kernel (few tokens) and dequantize + cuBLAS
+  int wo_stream_blocks_per_sm = 0;   // 0: the kernel's residency; else 1..16
+  int wo_stream_min_chunks = 0;      // 0: 4; shortest K split in 64-wide chunks (1..64)
+  Toggle wo_stream_cluster = Toggle::Auto;  // splits reduced in a thread-block cluster
+  Toggle wo_stream_pdl = Toggle::Auto;      // programmatic dependent launch
+  int wo_dequant_chunk_mb = 0;       // 0: 256; MB of W dequantized per cuBLAS call (1..1024)
+  // --- W8A8 (FP8 block, INT8 per block)
+  int w8a8_group_n = 0;                  // 0: the plan's; N tiles per raster group
+  Toggle w8a8_y_tma = Toggle::Auto;      // TMA-store epilogue for 16-bit outputs
+  Toggle w8a8_skinny_pdl = Toggle::Auto; // few-token kernels launched dependent on the quantizer
+  // --- activation quantizers
+  int act_quant_pieces = 0;        // 0: the plan's; 16-element pieces per lane (1 or 2)
+  int act_quant_ctas_per_sm = 0;   // 0: as many as fit; else a cap (1..8)
+  int act_quant_band = -1;         // -1: the plan's; log2 of the rows per band (0..3)
+
+  // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
+  // key or value that is wrong.
+  static Tuning parse(const std::string& text);
+  static Tuning parse(const std::string& text, const Tuning& base);
+  // "key=value,..." of the fields that differ from the automatic defaults ("" when none).
+  std::string to_string() const;
+};
+
+// The process default: MIXQ_TUNE parsed once (on first use); automatic when unset. A malformed
+// MIXQ_TUNE throws mixq::Error from the first call that reads it.
+const Tuning& default_tuning();
+
+}  // namespace mixq

@@ -1,0 +1,490 @@
+// The CUDA weight-only backend: prepare() repacks a canonical weight on the GPU into the
+// fragment-ordered layout (kernels/common/wo_layout.hpp) and builds the per-group (scale, offset)
+// pairs; linear() asks the planner (dispatch/wo_plan.hpp) for the call's plan and hands it to the
+// launcher of the kernel it names, on the caller's stream, without synchronising.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/backend/factories.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "cuda/dispatch/force_kernel.hpp"
+#include "cuda/runtime/tensor_map.hpp"
+#include "cuda/launch/wo_kernels.hpp"
+#include "cuda/dispatch/plan_log.hpp"
+#include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/launch/wo_wgmma.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq {
+
+namespace {
+
+using cuda::DeviceCaps;
+using cuda::IoType;
+using cuda::Family;
+using cuda::WoLayout;
+using cuda::WoPlan;
+
+#define MIXQ_CUBLAS_CHECK(expr)                                                         \
+  do {                                                                                  \
+    const cublasStatus_t st_ = (expr);                                                  \
+    MIXQ_CHECK(st_ == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, #expr " failed: status ", \
+               static_cast<int>(st_));                                                  \
+  } while (0)
+
+IoType io_type(DType t) {
+  switch (t) {
+    case DType::F16: return IoType::F16;
+    case DType::BF16: return IoType::BF16;
+    case DType::F32: return IoType::F32;
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda: unsupported activation/output dtype ", dtype_name(t));
+  }
+}
+
+cudaDataType_t cublas_type(DType t) {
+  switch (t) {
+    case DType::F16: return CUDA_R_16F;
+    case DType::BF16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+int group_shift_of(const QuantizedWeight& w) {
+  if (w.block_k >= w.K) return 30;  // one group per row
+  int s = 0;
+  while ((int64_t(1) << s) < w.block_k) ++s;
+  MIXQ_CHECK((int64_t(1) << s) == w.block_k && w.block_k >= 16, ErrorCode::Unsupported,
+             "cuda weight-only: block_k ", w.block_k, " must be a power of two >= 16 or cover the "
+             "whole row (K = ", w.K, ")");
+  return s;
+}
+
+using cuda::DeviceGuard;
+
+class CudaWeightOnly final : public PreparedImpl {
+ public:
+  CudaWeightOnly(const QuantizedWeight& w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    device_ = o.device;
+    cuda::check_device_ordinal(device_);
+    DeviceGuard guard(device_);
+    ctx_ = &cuda::DeviceContext::get(device_);
+    caps_ = ctx_->caps();
+    force_ = cuda::forced_kernel(o, {"sm80_wo", "sm90_wo", "wo_"});
+    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda backend needs compute capability "
+               ">= 8.0 (mma.sync m16n8k16 bf16), device ", device_, " is ", caps_.cc_major, ".",
+               caps_.cc_minor);
+    const bool int_codes = w.code_type == DType::I4 || w.code_type == DType::U4 ||
+                           w.code_type == DType::I8 || w.code_type == DType::U8;
+    // FP8 block weights (e.g. fp8b128: 128x128 blocks): any block_n, expanded to one scale per
+    // row at prepare time.
+    const bool fp8 = w.code_type == DType::F8E4M3;
+    MIXQ_CHECK((int_codes && w.has_scales && w.block_n == 1) ||
+                   (fp8 && w.has_scales && w.block_n >= 1 && w.zero_kind == ZeroKind::None),
+               ErrorCode::Unsupported,
+               "cuda weight-only: needs int4/int8 codes with per-row block scales or e4m3 codes "
+               "with block scales, got ", w.describe());
+    MIXQ_CHECK(K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30), ErrorCode::Unsupported,
+               "cuda weight-only: N (", N, ") and K (", K, ") must be < 2^30");
+
+    L_.N = N;
+    L_.K = K;
+    L_.Np = cuda::round_up(N, cuda::kTileRows);
+    L_.Kp = cuda::round_up(K, cuda::kChunkK);
+    L_.bits = dtype_bits(w.code_type);
+    L_.e4m3 = fp8;
+    int_zero_ = w.zero_kind != ZeroKind::Offset;
+    if (fp8) check_no_nan_codes(w);
+    group_shift_ = group_shift_of(w);
+    L_.group = int64_t(1) << group_shift_;
+    L_.groups = (L_.Kp + L_.group - 1) / L_.group;
+    build_pairs(w);
+    upload_codes(w);
+    if (!w.k_perm.empty()) {
+      perm_ = DeviceBuffer(w.k_perm.size() * 4, device_);
+      perm_.copy_from_host(w.k_perm.data(), w.k_perm.size() * 4);
+    }
+    // the warp-specialized wgmma kernel reads the pairs group-major (and bf16 calls the packed
+    // copy of the bf16 integer-zero path)
+    if (caps_.sm90a) build_pairs_group_major();
+    w_.L = L_;
+    w_.group_shift = group_shift_;
+    w_.int_zero = int_zero_;
+    w_.bf16_zero_pairs = pairs_gm_bz_.size() > 0;
+    w_.gather = perm_.size() > 0;
+    // Internal scratch (shared per device) for calls that bring no workspace: every plan up to
+    // M = kScratchRows whose output cuBLAS writes directly. Tickets are this weight's own: they
+    // start at zero and every launch leaves them at zero.
+    const cuda::WoWorkspaceBound bound = cuda::wo_max_workspace(w_, caps_, opts.tuning, kScratchRows, false);
+    const size_t ws = bound.bytes, tickets = bound.tickets;
+    scratch_ = ctx_->reserve_scratch(ws);
+    internal_tickets_ = DeviceBuffer(std::max<size_t>(tickets, 1) * 4, device_);
+    MIXQ_CUDA_CHECK(cudaMemset(internal_tickets_.data(), 0, internal_tickets_.size()));
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  // The instantiation a call with M rows of `act` activations (16-byte aligned rows, outputs of
+  // the same type that TMA can store) runs.
+  std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
+  std::string kernel_name(int64_t M, DType act) const override {
+    cuda::WoCall c;
+    c.M = M;
+    c.x_type = c.y_type = int(io_type(act));
+    c.y_tma = act != DType::F32;
+    return plan(c).id.name();
+  }
+
+  size_t workspace_size(int64_t M) const override {
+    // The largest of the plans any dtype can get (16-bit with its output staged in f32 for cuBLAS,
+    // unaligned 16-bit rows, f32), so one size serves every call with M rows.
+    size_t need = 0;
+    for (const auto& [x, y, aligned] : {std::tuple{IoType::F16, IoType::BF16, true},
+                                        std::tuple{IoType::F16, IoType::BF16, false},
+                                        std::tuple{IoType::F32, IoType::F16, true}}) {
+      cuda::WoCall c;
+      c.M = std::max<int64_t>(M, 1);
+      c.x_type = int(x);
+      c.y_type = int(y);
+      c.x_aligned = aligned;
+      need = std::max(need, cuda::wo_workspace_bytes(plan(c)));
+    }
+    return need;
+  }
+
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    cuda::check_call_device(x, y, device_);
+    const int64_t M = x.shape[0];
+    cuda::WoCall c;
+    c.M = M;
+    c.x_type = int(io_type(x.dtype));
+    c.y_type = int(io_type(y.dtype));
+    // the wgmma kernel loads X rows by TMA (16-byte aligned rows)
+    c.x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld() % 8 == 0;
+    // the wgmma kernel's TMA-store epilogue can write y
+    c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
+    const WoPlan p = plan(c);
+    log_plan(p, M);
+    const size_t need = cuda::wo_workspace_bytes(p);
+    char* ws;
+    unsigned* tickets;
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    DeviceGuard guard(device_);
+    if (ctx.workspace) {
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
+                     " bytes is smaller than the ", need, " bytes this call needs "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(ctx.workspace);
+      tickets = reinterpret_cast<unsigned*>(ws + cuda::wo_workspace_offsets(p).tickets);
+      if (p.tickets) MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, stream));
+    } else {
+      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
+                     " bytes of workspace, more than the ", scratch_->size(),
+                     " reserved at prepare time; pass ExecContext::workspace "
+                     "(linear_workspace_size)");
+      ws = static_cast<char*>(scratch_->data());
+      tickets = static_cast<unsigned*>(internal_tickets_.data());
+      MIXQ_CHECK(p.tickets * 4 <= internal_tickets_.size(), ErrorCode::Internal, "linear: M = ", M,
+                 " needs ", p.tickets, " split-K tickets, more than the ",
+                 internal_tickets_.size() / 4, " reserved at prepare time");
+    }
+    switch (p.id.family) {
+      case Family::WoStream: return run_stream(p, x, y, ep, ws, tickets, stream);
+      case Family::WoWgmma: return run_wgmma(p, x, y, ep, ws, tickets, stream);
+      default: return run_cublas(p, x, y, ep, ws, stream);
+    }
+  }
+
+ private:
+  // Largest M the internal scratch serves (calls without a workspace of their own).
+  static constexpr int64_t kScratchRows = 4096;
+
+  cuda::WoPlan plan(const cuda::WoCall& c) const {
+    return cuda::plan_weight_only(c, w_, caps_, opts.tuning, force_);
+  }
+
+  // e4m3 has no infinities and its NaN (0x7F / 0xFF) has no place in a weight; the kernels would
+  // decode it as a finite value (sm_80 bit trick) or NaN (sm_90 cvt), so refuse it up front.
+  static void check_no_nan_codes(const QuantizedWeight& w) {
+    const int64_t rb = w.row_bytes();
+    for (int64_t n = 0; n < w.N; ++n)
+      for (int64_t k = 0; k < w.K; ++k) {
+        const uint8_t b = w.codes[size_t(n * rb + k)];
+        MIXQ_CHECK_ARG((b & 0x7F) != 0x7F, "prepare (cuda): e4m3 weight code at [", n, ", ", k,
+                       "] is NaN (byte ", int(b), "); FP8 weights must be finite");
+      }
+  }
+
+  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp);
+  // e4m3: (s of the row's block, 0), u the e4m3 value.
+  void build_pairs(const QuantizedWeight& w) {
+    const int32_t cmin = L_.e4m3 ? 0 : code_min(w.code_type);
+    const int64_t G = L_.groups, Gc = w.n_blocks_k();
+    std::vector<float> s(size_t(L_.Np * G), 0.f), o(size_t(L_.Np * G), 0.f);
+    bool half_exact = true;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < std::min(G, Gc); ++g) {
+        const double sc = w.scale(n / w.block_n, g);
+        double off = 0;
+        // q = u + cmin, so s*q + o = s*u + (o + cmin*s); s*(q - z) = s*u + s*(cmin - z).
+        switch (w.zero_kind) {
+          case ZeroKind::None: off = double(cmin) * sc; break;
+          case ZeroKind::Offset: off = double(w.offset(n, g)) + double(cmin) * sc; break;
+          case ZeroKind::ZeroPoint: off = sc * double(cmin - w.zero_point(n, g)); break;
+        }
+        const float sf = float(sc), of = float(off);
+        s[n * G + g] = sf;
+        o[n * G + g] = of;
+        half_exact = half_exact && f16_to_f32(f32_to_f16(sf)) == sf && f16_to_f32(f32_to_f16(of)) == of;
+      }
+    // Half pairs halve the scale traffic; used only when every value is exact in f16.
+    L_.pair_f32 = !half_exact;
+    std::vector<uint8_t> buf(size_t(L_.pair_bytes()));
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (L_.pair_f32) {
+        std::memcpy(buf.data() + 8 * i, &s[i], 4);
+        std::memcpy(buf.data() + 8 * i + 4, &o[i], 4);
+      } else {
+        const uint16_t hs = f32_to_f16(s[i]), ho = f32_to_f16(o[i]);
+        std::memcpy(buf.data() + 4 * i, &hs, 2);
+        std::memcpy(buf.data() + 4 * i + 2, &ho, 2);
+      }
+    }
+    pairs_ = DeviceBuffer(buf.size(), device_);
+    pairs_.copy_from_host(buf.data(), buf.size());
+    // the streaming kernel's lane-order copy (wo_layout.hpp: stream_pair_index)
+    const size_t psz = L_.pair_f32 ? 8 : 4;
+    std::vector<uint8_t> lane(size_t(L_.stream_pair_bytes()), 0);
+    for (int64_t n = 0; n < L_.Np; ++n)
+      for (int64_t g = 0; g < G; ++g)
+        std::memcpy(lane.data() + size_t(cuda::stream_pair_index(n, g, G)) * psz,
+                    buf.data() + size_t(n * G + g) * psz, psz);
+    pairs_stream_ = DeviceBuffer(lane.size(), device_);
+    pairs_stream_.copy_from_host(lane.data(), lane.size());
+  }
+
+  // Group-major copy of the pairs for the warp-specialized wgmma kernel: the pairs of one group
+  // for 128 consecutive rows are contiguous (one bulk copy per stage instead of 128 per-row
+  // cp.async, which cost 10-17% at M >= 256: bench/results/cuda_wo_wgmma_ws_streamk/h100_wsdiag.txt).
+  void build_pairs_group_major() {
+    const size_t psz = L_.pair_f32 ? 8 : 4;
+    const int64_t G = L_.groups;
+    pairs_gm_ld_ = cuda::round_up(N, 128);
+    std::vector<uint8_t> rm(size_t(L_.pair_bytes()));
+    pairs_.copy_to_host(rm.data(), rm.size());
+    std::vector<uint8_t> gm(size_t(G * pairs_gm_ld_) * psz, 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < G; ++g)
+        std::memcpy(gm.data() + size_t(g * pairs_gm_ld_ + n) * psz, rm.data() + size_t(n * G + g) * psz, psz);
+    pairs_gm_ = DeviceBuffer(gm.size(), device_);
+    pairs_gm_.copy_from_host(gm.data(), gm.size());
+    // The bf16 integer-zero path's copy: (bf16 s, bf16 128 + zc) per word for int4, what the kernel
+    // derived from (s, o') per stage and row before (a division and two conversions per pair, ~15%
+    // of the stage's dequantization work at mt = 32); (bf16 s, bf16 (128 - zc) s) for int8, whose
+    // kernel adds the second term to (u - 128) s with one rounding, so it is built only where that
+    // product is exact in bf16 for every pair (symmetric codes: zc = 128, the term is 0); other
+    // int8 weights keep the f32 path. zc = rint(-o' / s) (an approximate quotient rounds to it
+    // exactly, so it equals the kernel's old __fdividef result); 0 where s is 0.
+    if (!int_zero_ || L_.e4m3 || (L_.bits != 4 && L_.bits != 8)) return;
+    std::vector<uint32_t> bz(size_t(G * pairs_gm_ld_), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        const uint8_t* src = rm.data() + size_t(n * G + g) * psz;
+        float s, o;
+        if (L_.pair_f32) {
+          std::memcpy(&s, src, 4);
+          std::memcpy(&o, src + 4, 4);
+        } else {
+          uint16_t h[2];
+          std::memcpy(h, src, 4);
+          s = f16_to_f32(h[0]);
+          o = f16_to_f32(h[1]);
+        }
+        const float zc = s != 0.f ? float(std::rint(-double(o) / double(s))) : 0.f;
+        const uint16_t s_bf = f32_to_bf16(s);
+        uint16_t hi = f32_to_bf16(128.f + zc);
+        if (L_.bits == 8) {
+          const double term = (128.0 - zc) * double(bf16_to_f32(s_bf));  // exact: 8 x 8 significant bits
+          hi = f32_to_bf16(float(term));
+          if (double(bf16_to_f32(hi)) != term) return;  // not exact in bf16: this weight keeps the f32 path
+        }
+        bz[size_t(g * pairs_gm_ld_ + n)] = uint32_t(s_bf) | uint32_t(hi) << 16;
+      }
+    pairs_gm_bz_ = DeviceBuffer(bz.size() * 4, device_);
+    pairs_gm_bz_.copy_from_host(bz.data(), bz.size() * 4);
+  }
+
+  void upload_codes(const QuantizedWeight& w) {
+    DeviceBuffer canon(w.codes.size(), device_);
+    canon.copy_from_host(w.codes.data(), w.codes.size());
+    codes_ = DeviceBuffer(size_t(L_.packed_bytes()), device_);
+    const bool is_signed = w.code_type == DType::I4 || w.code_type == DType::I8;
+    cuda::launch_wo_repack(static_cast<const uint8_t*>(canon.data()), w.row_bytes(), is_signed, L_,
+                           static_cast<uint32_t*>(codes_.data()), nullptr);
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  void run_stream(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                  char* ws, unsigned* tickets, cudaStream_t stream) const {
+    cuda::launch_wo_stream(kernel_params(p, x, y, ep, ws, tickets), p, stream);
+  }
+
+  // The Hopper wgmma kernel; act-order gathers X into the workspace first (16-byte aligned rows).
+  void run_wgmma(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                 char* ws, unsigned* tickets, cudaStream_t stream) const {
+    cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, tickets);
+    if (perm_.size()) {
+      char* gathered = ws + cuda::wo_workspace_offsets(p).gather;
+      const int64_t ldg = cuda::round_up(K, 8);
+      cuda::launch_gather_columns(x.data, x.ld(), 2, static_cast<const int32_t*>(perm_.data()),
+                                  x.shape[0], K, gathered, ldg, stream);
+      k.x = gathered;
+      k.ldx = ldg;
+      k.k_perm = nullptr;
+    }
+    cuda::launch_wo_wgmma(k, p, stream);
+  }
+
+  cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,
+                                     const Epilogue& ep, char* ws, unsigned* tickets) const {
+    cuda::WoStreamParams k{};
+    k.x = x.data;
+    k.ldx = x.ld();
+    k.x_type = io_type(x.dtype);
+    k.k_perm = perm_.size() ? static_cast<const int32_t*>(perm_.data()) : nullptr;
+    k.M = int(x.shape[0]);
+    k.N = int(N);
+    k.K = int(K);
+    k.x_rows = p.x_rows;
+    k.codes = static_cast<const uint4*>(codes_.data());
+    k.pairs = pairs_.data();
+    k.pairs_stream = pairs_stream_.data();
+    k.pairs_gm = pairs_gm_.size() ? pairs_gm_.data() : nullptr;
+    k.pairs_gm_ld = pairs_gm_ld_;
+    k.pairs_gm_bz = pairs_gm_bz_.size() ? pairs_gm_bz_.data() : nullptr;
+    k.pair_f32 = L_.pair_f32;
+    k.int_zero = int_zero_;
+    k.Kp = int(L_.Kp);
+    k.group_shift = group_shift_;
+    k.groups = int(L_.groups);
+    k.chunks_per_split = p.chunks_per_split;
+    k.chunks_per_stage = p.chunks_per_stage;
+    k.splits = p.splits;
+    k.cluster = p.cluster;
+    k.pdl = p.pdl;
+    k.partial = reinterpret_cast<float*>(ws);
+    k.tickets = tickets;
+    k.y = y.data;
+    k.ldy = y.ld();
+    k.y_type = io_type(y.dtype);
+    k.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    k.bias_type = ep.bias.empty() ? IoType::F32 : io_type(ep.bias.dtype);
+    k.clamp_lo = ep.clamp_lo;
+    k.clamp_hi = ep.clamp_hi;
+    return k;
+  }
+
+  void run_cublas(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                  char* ws, cudaStream_t stream) const {
+    const int64_t M = x.shape[0];
+    const bool x_f32 = x.dtype == DType::F32;
+    // cuBLAS needs A and B of one type: 16-bit weights for 16-bit activations, f32 for f32.
+    const DType wt = x.dtype;
+    const int out_type = wt == DType::F16 ? 0 : wt == DType::BF16 ? 1 : 2;
+    const cuda::WoWorkspaceOffsets off = cuda::wo_workspace_offsets(p);
+    char* chunk = ws + off.chunk;
+    char* gathered = ws + off.gather;
+    const void* xp = x.data;
+    int64_t ldx = x.ld();
+    const int xb = x_f32 ? 4 : 2;
+    if (perm_.size()) {
+      cuda::launch_gather_columns(x.data, x.ld(), xb, static_cast<const int32_t*>(perm_.data()), M,
+                                  K, gathered, K, stream);
+      xp = gathered;
+      ldx = K;
+    }
+    // cuBLAS writes C in the activation dtype or f32; any other output goes through f32 staging.
+    const bool direct = p.out_bytes == 0;
+    char* staged = ws + off.out;
+    void* c_ptr = direct ? y.data : staged;
+    const DType c_type = direct ? y.dtype : DType::F32;
+    const int64_t ldc = direct ? y.ld() : N;
+    {
+      std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
+      cublasHandle_t cublas = ctx_->cublas();
+      MIXQ_CUBLAS_CHECK(cublasSetStream(cublas, stream));
+      const float alpha = 1.f, beta = 0.f;
+      for (int64_t n0 = 0; n0 < N; n0 += p.chunk_rows) {
+        const int64_t rows = std::min(p.chunk_rows, N - n0);
+        cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), pairs_stream_.data(), L_, n0,
+                                rows, out_type, chunk, L_.Kp, caps_.sm_count, stream);
+        MIXQ_CUBLAS_CHECK(cublasGemmEx(
+            cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
+            cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,
+            static_cast<char*>(c_ptr) + n0 * (dtype_bits(c_type) / 8), cublas_type(c_type),
+            int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      }
+    }
+    const bool clamp = std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi);
+    if (!ep.bias.empty() || clamp || !direct)
+      cuda::launch_epilogue(c_ptr, ldc, int(io_type(c_type)), y.data, y.ld(), int(io_type(y.dtype)),
+                            M, N, ep.bias.empty() ? nullptr : ep.bias.data,
+                            ep.bias.empty() ? 2 : int(io_type(ep.bias.dtype)), ep.clamp_lo,
+                            ep.clamp_hi, stream);
+  }
+
+  // MIXQ_LOG=plan: every call's plan on stderr (the switch is read once per process).
+  static void log_plan(const WoPlan& p, int64_t M) {
+    if (cuda::log_plans()) cuda::print_plan("linear (weight-only)", M, p.id.name());
+  }
+
+  int device_ = 0;
+  DeviceCaps caps_;
+  cuda::WoWeight w_;  // what the planner knows of this weight
+  std::string force_;  // a forced weight-only family (PrepareOptions::force_kernel / MIXQ_FORCE_KERNEL)
+  WoLayout L_;
+  int group_shift_ = 30;
+  bool int_zero_ = false;  // offsets are -zc s with zc an integer (not ZeroKind::Offset)
+  cuda::DeviceContext* ctx_ = nullptr;
+  DeviceBuffer codes_, pairs_, pairs_stream_, pairs_gm_, pairs_gm_bz_, perm_, internal_tickets_;
+  int64_t pairs_gm_ld_ = 0;
+  std::shared_ptr<DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+namespace cuda {
+std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts) {
+  return std::make_shared<CudaWeightOnly>(w, opts);
+}
+}  // namespace cuda
+
+std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
+                                                 const PrepareOptions& opts) {
+  MIXQ_CHECK(conv == nullptr, ErrorCode::Unsupported,
+             "cuda backend: conv2d is not implemented (use the cpu backend)");
+  MIXQ_CHECK(cuda_available(), ErrorCode::Unsupported, "backend cuda: no CUDA device is available");
+  switch (opts.act) {
+    case ActQuant::None: return cuda::prepare_weight_only(w, opts);
+    case ActQuant::Fp8Block: return cuda::prepare_fp8_block(w, opts);
+    case ActQuant::Int8Block: return cuda::prepare_int8_block(w, opts);
+    case ActQuant::Int8PerTensor: return cuda::prepare_int8_tensor(w, opts);
+  }
+  MIXQ_FAIL(ErrorCode::InvalidArgument, "prepare: unknown act mode ", int(opts.act));
+}
+
+}  // namespace mixq

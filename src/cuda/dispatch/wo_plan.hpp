@@ -1,0 +1,103 @@
+// The weight-only plan: from the call (M, dtypes, alignment), the prepared weight's traits, the
+// device's capabilities and the tuning, one pure function decides everything a launch needs —
+// the kernel instantiation (KernelId) and its decomposition. Launchers (launch/) only execute it.
+// Tested without a GPU (tests/unit/test_cuda_plan.cpp). The measurements behind every threshold:
+// docs/decisions/wo-*.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cuda/dispatch/device_caps.hpp"
+#include "cuda/dispatch/kernel_id.hpp"
+#include "cuda/kernels/common/stream_k.hpp"
+#include "cuda/kernels/common/wo_layout.hpp"
+#include "mixq/tuning.hpp"
+
+namespace mixq::cuda {
+
+// What the planner knows of a prepared weight (backend/weight_only.cpp).
+struct WoWeight {
+  WoLayout L;
+  int group_shift = 30;   // log2 of the group (30: one group per row)
+  bool int_zero = false;  // o' = -zc s with zc an integer (symmetric, zero-point, e4m3)
+  bool bf16_zero_pairs = false;  // the packed pairs of the bf16 integer-zero path were built
+  bool gather = false;    // act-order: X is permuted (gathered) before the product
+};
+
+// One call: M rows of activations of type x (IoType: 0 f16, 1 bf16, 2 f32) into outputs of type y.
+struct WoCall {
+  int64_t M = 1;
+  int x_type = 0, y_type = 0;
+  bool x_aligned = true;  // 16-byte aligned activation rows (the wgmma kernel's TMA loads)
+  bool y_tma = false;     // 16-bit output whose rows TMA can store (tma_stores_16bit_rows)
+};
+
+struct WoPlan {
+  KernelId id;  // id.family: WoStream, WoWgmma or WoDequantCublas
+  // streaming kernel: grid (n_blocks, splits, m_blocks) of 128 threads
+  int x_rows = 1;             // activation rows staged per block, min(token tile, M)
+  int m_blocks = 1, n_blocks = 1;
+  int splits = 1, chunks_per_split = 1, chunks_per_stage = 1;
+  bool cluster = false;       // the splits of a tile reduce inside a thread-block cluster
+  bool pdl = false;           // programmatic dependent launch (streaming and wgmma kernels)
+  size_t smem_bytes = 0;
+  // wgmma kernel: the persistent grid's whole schedule (tiles, stream-K ranges, reduction,
+  // TMA-store rounds, early stages, ring cap, raster group)
+  StreamKSchedule sched;
+  bool fixup = false;         // the stream-K fixup kernel sums the cut tiles after the grid
+  // dequantize + cuBLAS
+  int64_t chunk_rows = 0;     // rows of W dequantized per cuBLAS call
+  // workspace parts (each 256-byte aligned, in this order)
+  size_t partial_floats = 0;  // split-K / stream-K partial sums
+  size_t tickets = 0;         // split-K tickets / stream-K flags (zero before a launch)
+  size_t chunk_bytes = 0;     // the dequantized chunk of W
+  size_t gather_bytes = 0;    // act-order: X permuted once
+  size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its type
+};
+
+// force: "" (the measured rule) or a weight-only family name ("sm80_wo_stream", "sm90_wo_ws",
+// "wo_dequant_cublas"); a family that cannot serve the call throws Unsupported naming why.
+WoPlan plan_weight_only(const WoCall& call, const WoWeight& w, const DeviceCaps& caps,
+                        const Tuning& tuning, const std::string& force);
+
+// Bytes of workspace a plan needs (its parts, 256-byte aligned, in WoPlan's order).
+size_t wo_workspace_bytes(const WoPlan& p);
+// Byte offsets of the parts after the partials: tickets, chunk, gather, staged output.
+struct WoWorkspaceOffsets {
+  size_t tickets, chunk, gather, out;
+};
+WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p);
+
+// An upper bound of wo_workspace_bytes over every plan with M <= max_m (any activation type, any
+// forced family; outputs staged in f32 for cuBLAS only where staged_output), and of its tickets:
+// what a prepared weight reserves for the calls that bring no workspace of their own. Derived from
+// each kernel's sizing rule (the largest of the three kernels' totals), not by enumerating M.
+struct WoWorkspaceBound {
+  size_t bytes = 0;
+  size_t tickets = 0;
+};
+WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, const Tuning& tuning,
+                                  int64_t max_m, bool staged_output);
+
+// --- rules the planner applies (exposed for the tests)
+// Largest M the streaming kernel serves before dequantize + cuBLAS (no wgmma kernel), and before
+// the Hopper wgmma kernel (it depends on the weight's size and tile count).
+int64_t stream_max_m(bool x_f32);
+int64_t stream_max_m_wgmma(const WoLayout& L, int sm_count);
+// Splits of K that best fill `sm_count` single-CTA SMs with `tiles` output tiles.
+int choose_splits(int64_t tiles, int sm_count, int chunks, int max_splits);
+
+constexpr size_t kMaxPartialFloats = size_t(4) << 20;  // 16 MB split-K workspace at most
+// Past this M, f32 or unaligned outputs go to dequantize + cuBLAS (16-bit outputs whose rows TMA
+// can store stay on the wgmma kernel at every M); large GEMMs keep it up to kWgmmaBigMaxM.
+constexpr int64_t kWgmmaMaxM = 2048;
+constexpr int64_t kWgmmaBigMaxM = 4096;
+// Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient.
+constexpr size_t kDequantChunkBytes = size_t(256) << 20;
+// Programmatic dependent launch of the streaming kernel where its grid leaves block slots free
+// only for splits up to this many chunks.
+constexpr int kStreamPdlMaxFreeChunks = 16;
+
+}  // namespace mixq::cuda

@@ -1,0 +1,596 @@
+// Hopper block-scaled 8-bit GEMM skeleton: Y[M][N] = sum over 128-wide K blocks of
+// promote(A_blk . B_blk^T), A [M][K] and B [N][K] K-major 8-bit codes.
+//
+// One CTA = 3 warpgroups, persistent over 128 x BN output tiles:
+//   warpgroup 0 (producer) drops to a few registers; one thread issues the TMA loads of each K
+//     block (A 128x128, B BNx128, both 128-byte swizzled, plus the policy's per-block metadata)
+//     into a kStages-deep shared-memory ring, gated by per-slot full/empty mbarriers.
+//   warpgroups 1, 2 (consumers) take the registers back and each owns 64 kSub rows of the tile
+//     (kSub m64 sub-tiles): per K block, four wgmma m64nBNk32 per sub-tile into a fresh
+//     accumulator, then the policy folds that partial
+//     sum into the f32 running total with the block's scales (Policy::promote). The tensor-core
+//     accumulator never spans two K blocks: FP8 products accumulate there at reduced precision,
+//     and each block has its own scales anyway. With two accumulator sets (kAccSets = 2) block
+//     kb + 1's MMAs are in flight while block kb is promoted; with one (wider tiles, whose
+//     accumulators and totals leave no room for a second set) each warpgroup promotes while the
+//     other one's MMAs run.
+// Tiles are visited in groups of `group_n` N-tiles, N-fastest inside a group, so the CTAs that
+// run at the same time share B tiles (weights) and A rows in L2.
+// Epilogue: 16-bit outputs that TMA can address (p.y_tma, set by the launcher) are staged in
+// shared memory by stmatrix and written by TMA stores (store_tile_tma); f32 or unaligned outputs
+// are stored straight from the registers (store_tile).
+//
+// kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
+// (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
+// TMA-loads half of B's rows and multicasts it into both CTAs' slots, so every weight byte leaves
+// L2 once per pair (a quarter less L2 -> SM traffic at 128 x 128 tiles). Measured on the H100
+// (session 9) pairs were no faster than single CTAs, so they are an option, not the default. A
+// slot can be refilled only when the consumers of BOTH CTAs are done with it (the peer's producer
+// writes into it too), so each consumer warp arrives on the empty barriers of both CTAs, and each
+// barrier counts 8 x kCluster arrivals.
+//
+// Policy (see Fp8BlockScaledPolicy in sm90_promotion.cuh) provides:
+//   template <int N> using Mma      wgmma wrapper (WgmmaE4M3<N>, WgmmaS8<N>)
+//   Params                          its tensor maps / pointers (kernel parameter, grid constant)
+//   kAMetaBytes, kBMetaBytes        per-stage smem for the block's metadata (128-byte multiples)
+//   kMetaTxBytes                    bytes its TMA loads deliver per stage
+//   load_meta(pp, a_meta, b_meta, bar, m0, n0, kb)   producer side (TMA on `bar`)
+//   Scale read(a_meta, b_meta, row, n0, kb)          consumer side, before the MMA
+//   promote(total, acc, scale)                       after the MMA, in registers; total and acc
+//                                                    are [kSub][BN / 2] (sub-tile s: rows + 64 s)
+//   kPromoteReadsSmem (optional)                     promote() reads the slot's metadata
+//   kRank1 (optional) with rank1_stages(num_kb), kRank1TxBytes, load_rank1(pp, a_slot, b_slot,
+//     bar, m0, n0, i) and rank1(total, a_slot, b_slot, row): a policy whose result has a part
+//     that is its own small GEMM (INT8's dot-independent terms) gets rank1_stages() extra ring
+//     stages at the start of every tile, loaded into the code slots; rank1() issues and commits
+//     their MMAs into the totals, and the skeleton waits for them before the slot goes back.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/common/sm90_sync.cuh"
+#include "cuda/kernels/common/sm90_wgmma.cuh"
+
+namespace mixq::cuda::sm90 {
+
+struct BlockGemmParams {
+  int M = 0, N = 0, num_kb = 0;
+  int num_m = 0, num_n = 0, group_n = 8;
+  int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
+  int num_tiles = 0;  // num_mu * num_n units
+  // Tile counts of an M x N output in kBM x bn tiles, units of `cluster` M tiles.
+  void set_tiles(int M_, int N_, int kb, int bm, int bn, int cluster) {
+    M = M_;
+    N = N_;
+    num_kb = kb;
+    num_m = (M + bm - 1) / bm;
+    num_n = (N + bn - 1) / bn;
+    num_mu = (num_m + cluster - 1) / cluster;
+    num_tiles = num_mu * num_n;
+  }
+  // epilogue: y = clamp(acc + bias[n], lo, hi) in y_type (0 f16, 1 bf16, 2 f32)
+  void* y = nullptr;
+  int64_t ldy = 0;
+  int y_type = 2;
+  int y_pairs = 0;  // 1: two adjacent outputs can be written as one aligned vector
+  int y_tma = 0;    // 1: the TMA-store epilogue (16-bit y; the kernel's tm_y map is valid)
+  const void* bias = nullptr;
+  int bias_type = 2;
+  float clamp_lo = 0.f, clamp_hi = 0.f;
+
+  // The epilogue fields (host side), y_pairs from y's alignment and leading dimension.
+  void set_output(void* y_, int64_t ldy_, int y_type_, const void* bias_, int bias_type_, float lo,
+                  float hi) {
+    y = y_;
+    ldy = ldy_;
+    y_type = y_type_;
+    const int yb = y_type == 2 ? 4 : 2;
+    y_pairs = (ldy % 2 == 0 && reinterpret_cast<uintptr_t>(y) % (2 * yb) == 0) ? 1 : 0;
+    bias = bias_;
+    bias_type = bias_type_;
+    clamp_lo = lo;
+    clamp_hi = hi;
+  }
+};
+
+// The TMA-store epilogue's staging (store_tile_tma): one box of 64 rows x 64 16-bit columns per
+// consumer warpgroup. Its named barriers: kYBarrier0 + consumer warpgroup (0 is __syncthreads; the
+// skeleton and its policies use no other).
+constexpr int kYBox = 64;
+constexpr int kYBoxBytes = kYBox * kYBox * 2;  // 8 KB, a 1024-byte multiple (swizzle atom)
+constexpr int kYBarrier0 = 1;
+
+// kSub: m64 sub-tiles per consumer warpgroup (the tile is 128 kSub rows). Two sub-tiles give each
+// thread 4 rows instead of 2 for every column it holds, halving the per-column work and loads of
+// a promotion that has per-column values (INT8), at the price of B being read by two wgmma.
+template <int BN, int kStages, class Policy, int kCluster = 1, int kSub = 1>
+struct BlockGemmShape {
+  static_assert(kCluster == 1 || kCluster == 2, "clusters of 1 or 2 CTAs along M");
+  static_assert(kSub == 1 || kSub == 2, "one or two m64 sub-tiles per consumer warpgroup");
+  static_assert(BN % (8 * kCluster) == 0, "each CTA's share of B is whole 8-row swizzle atoms");
+  static constexpr int kBM = 128 * kSub, kBK = 128, kThreads = 384;
+  static constexpr int kABytes = kBM * kBK, kBBytes = BN * kBK;  // both 1024-byte multiples
+  static constexpr int kBRowsPerCta = BN / kCluster;  // rows of B each CTA loads (and multicasts)
+  static constexpr int kStageBytes =
+      kABytes + kBBytes + Policy::kAMetaBytes + Policy::kBMetaBytes;
+  // The epilogue's staging, one box per consumer warpgroup: two each would cost the 6-stage
+  // 128 x 128 rings a stage (30 KB of the 227 KB are left beside them).
+  static constexpr int kYBytes = 2 * kYBoxBytes;
+  static constexpr int kSmemBytes = 1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8;
+};
+
+// Unit t -> (M unit, N tile).
+__host__ __device__ inline void tile_coords(int t, const BlockGemmParams& p, int& mb, int& nb) {
+  const int per_group = p.group_n * p.num_mu;
+  const int g = t / per_group;
+  const int first = g * p.group_n;
+  const int gn = p.num_n - first < p.group_n ? p.num_n - first : p.group_n;
+  const int in = t - g * per_group;
+  mb = in / gn;
+  nb = first + in % gn;
+}
+
+__device__ __forceinline__ float load_io(const void* p, int type, int64_t i) {
+  if (type == 0) return __half2float(static_cast<const __half*>(p)[i]);
+  if (type == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+template <int kYType>
+struct OutT;
+template <> struct OutT<0> { using T = __half; using T2 = __half2; };
+template <> struct OutT<1> { using T = __nv_bfloat16; using T2 = __nv_bfloat162; };
+template <> struct OutT<2> { using T = float; using T2 = float2; };
+
+template <int kYType>
+__device__ __forceinline__ typename OutT<kYType>::T to_out(float v) {
+  if constexpr (kYType == 0) return __float2half_rn(v);
+  else if constexpr (kYType == 1) return __float2bfloat16_rn(v);
+  else return v;
+}
+template <int kYType>
+__device__ __forceinline__ typename OutT<kYType>::T2 to_out2(float a, float b) {
+  if constexpr (kYType == 0) return __floats2half2_rn(a, b);
+  else if constexpr (kYType == 1) return __floats2bfloat162_rn(a, b);
+  else return make_float2(a, b);
+}
+
+// Epilogue straight from the accumulator registers: + bias, clamp, convert, guarded stores.
+// Registers 4j, 4j+1 are (row r0, columns c, c+1), 4j+2, 4j+3 the same columns of row r0 + 8.
+template <int kYType, int R>
+__device__ __forceinline__ void store_tile(const BlockGemmParams& p, const float (&total)[R],
+                                           int64_t r0, int c0) {
+  using T = typename OutT<kYType>::T;
+  using T2 = typename OutT<kYType>::T2;
+  T* y = static_cast<T*>(p.y);
+  const bool row0 = r0 < p.M, row1 = r0 + 8 < p.M;
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
+    const int c = c0 + 8 * j;
+    if (c >= p.N) break;
+    const bool two = c + 1 < p.N;
+    float b0 = 0.f, b1 = 0.f;
+    if (p.bias) {
+      b0 = load_io(p.bias, p.bias_type, c);
+      if (two) b1 = load_io(p.bias, p.bias_type, c + 1);
+    }
+    float v[4] = {total[4 * j] + b0, total[4 * j + 1] + b1, total[4 * j + 2] + b0,
+                  total[4 * j + 3] + b1};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = fminf(fmaxf(v[i], p.clamp_lo), p.clamp_hi);
+    T* y0 = y + r0 * p.ldy + c;
+    T* y1 = y0 + 8 * p.ldy;
+    if (two && p.y_pairs) {
+      if (row0) *reinterpret_cast<T2*>(y0) = to_out2<kYType>(v[0], v[1]);
+      if (row1) *reinterpret_cast<T2*>(y1) = to_out2<kYType>(v[2], v[3]);
+    } else {
+      if (row0) y0[0] = to_out<kYType>(v[0]);
+      if (row1) y1[0] = to_out<kYType>(v[2]);
+      if (two && row0) y0[1] = to_out<kYType>(v[1]);
+      if (two && row1) y1[1] = to_out<kYType>(v[3]);
+    }
+  }
+}
+
+// TMA-store epilogue (16-bit outputs). store_tile writes each pair of outputs as its own 4-byte
+// store (8 rows x 16 bytes per warp store, plus the bias loads), from every consumer thread at the
+// end of every tile, while the tensor cores idle. Here each consumer warpgroup converts its 64
+// rows of a sub-tile into a staging box in shared memory (stmatrix: four 8x8 matrices, 16-byte
+// rows, per instruction) and one thread hands the box to a TMA store, which clips it at M and N
+// and drains while the next tile's MMAs run. A box is 64 rows x 64 columns (128-byte rows: the
+// widest box the 128-byte swizzle allows, which keeps stmatrix free of bank conflicts); a BN-wide
+// sub-tile is BN / 64 rounds through the warpgroup's single box. A round rewrites the box only
+// after the issuing thread's previous store has read it (bulk_wait_group_read, then the
+// warpgroup's named barrier); the staging writes are ordered before the TMA engine's reads by
+// fence.proxy.async and the barrier that precedes the store.
+template <int kYType>
+__device__ __forceinline__ uint32_t pack_out2(float a, float b) {
+  static_assert(kYType == 0 || kYType == 1, "16-bit outputs");
+  const typename OutT<kYType>::T2 v = to_out2<kYType>(a, b);  // a at the lower address
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// One sub-tile of a consumer warpgroup (64 rows from m0, columns n0 .. n0 + 2R - 1; the caller
+// skips sub-tiles past M). total, c0 as in store_tile; the bias and clamp are store_tile's float
+// operations in the same order, so both epilogues write the same bits. box: the warpgroup's
+// staging box (1024-byte aligned); warp: the warp in the warpgroup (rows 16 warp .. + 15).
+template <int kYType, int R>
+__device__ __forceinline__ void store_tile_tma(const BlockGemmParams& p, const CUtensorMap* tm_y,
+                                               const float (&total)[R], int m0, int n0, int c0,
+                                               uint32_t box, int warp, int lane, bool issuer,
+                                               int bar) {
+  static_assert(R % (kYBox / 2) == 0, "whole 64-column boxes");
+  // Lane 8i + k addresses row k of matrix i of a stmatrix.x4 that stores column groups q, q + 1
+  // (8 columns, 16 bytes each): matrix i = rows 8 (i & 1) .. + 7 of the warp's 16, column group
+  // q + (i >> 1). The 128-byte swizzle puts 16-byte chunk g of box row r at chunk g ^ (r % 8), and
+  // r % 8 = k: the 8 rows of a matrix land in 8 different chunks (all 32 banks).
+  const int i = lane >> 3, k = lane & 7;
+  const uint32_t row_addr = box + uint32_t(16 * warp + 8 * (i & 1) + k) * 128u;
+#pragma unroll
+  for (int b = 0; b < R / (kYBox / 2); ++b) {
+    if (n0 + kYBox * b >= p.N) break;  // the box lies past N (the same for the whole warpgroup)
+    // This round's bias, loaded before the wait for the box so that the two latencies overlap.
+    float bias[8][2];
+#pragma unroll
+    for (int g = 0; g < 8; ++g) {
+      const int c = c0 + 8 * (8 * b + g);
+      bias[g][0] = bias[g][1] = 0.f;
+      if (p.bias && c < p.N) {
+        bias[g][0] = load_io(p.bias, p.bias_type, c);
+        if (c + 1 < p.N) bias[g][1] = load_io(p.bias, p.bias_type, c + 1);
+      }
+    }
+    if (issuer) bulk_wait_group_read<0>();  // the previous store has read the box
+    named_barrier_sync(bar, 128);
+#pragma unroll
+    for (int q = 0; q < 8; q += 2) {
+      uint32_t v[4];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const float* t = &total[4 * (8 * b + q + u)];
+        const float b0 = bias[q + u][0], b1 = bias[q + u][1];
+        float x[4] = {t[0] + b0, t[1] + b1, t[2] + b0, t[3] + b1};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = fminf(fmaxf(x[e], p.clamp_lo), p.clamp_hi);
+        v[2 * u] = pack_out2<kYType>(x[0], x[1]);      // row r0
+        v[2 * u + 1] = pack_out2<kYType>(x[2], x[3]);  // row r0 + 8
+      }
+      stmatrix_x4(row_addr + (uint32_t((q + (i >> 1)) ^ k) << 4), v[0], v[1], v[2], v[3]);
+    }
+    fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
+    named_barrier_sync(bar, 128);
+    if (issuer) {
+      tma_store_2d(tm_y, box, n0 + kYBox * b, m0);
+      bulk_commit_group();
+    }
+  }
+}
+
+// Policy::kPromoteReadsSmem (optional, default false): promote() reads the stage's metadata from
+// shared memory, so the consumers release the slot after it rather than right after the MMAs.
+template <class Policy>
+__device__ constexpr auto promote_reads_smem(int) -> decltype(bool(Policy::kPromoteReadsSmem)) {
+  return Policy::kPromoteReadsSmem;
+}
+template <class Policy>
+__device__ constexpr bool promote_reads_smem(long) { return false; }
+template <class Policy>
+__host__ __device__ constexpr auto has_rank1(int) -> decltype(bool(Policy::kRank1)) {
+  return Policy::kRank1;
+}
+template <class Policy>
+__host__ __device__ constexpr bool has_rank1(long) { return false; }
+// Policy::kBlocks (optional, default 1): scale blocks per 128-K stage. With 2 (INT8 g = 64) each
+// stage's MMAs form two commit groups of two k32 steps, promoted separately.
+template <class Policy>
+__host__ __device__ constexpr auto policy_blocks(int) -> decltype(int(Policy::kBlocks)) {
+  return Policy::kBlocks;
+}
+template <class Policy>
+__host__ __device__ constexpr int policy_blocks(long) { return 1; }
+
+// A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
+// of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
+// happen before the arrivals.
+template <int kCluster>
+__device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
+  __syncwarp();
+  if constexpr (kCluster == 1) {
+    if (lane == 0) mbar_arrive(empty_bar);
+  } else {
+    if (lane < kCluster) mbar_arrive_cluster(cluster_map_shared(empty_bar, uint32_t(lane)));
+  }
+}
+
+// kAccSets: 2 = block kb + 1's MMAs are issued before block kb is promoted (two accumulator sets);
+// 1 = each warpgroup waits for its own MMAs (wgmma.wait_group 0) before it promotes, and the
+// tensor cores stay busy with the other consumer warpgroup's MMAs meanwhile.
+template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
+__global__ void __launch_bounds__(384, 1)
+    sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
+                           const __grid_constant__ CUtensorMap tm_b,
+                           const __grid_constant__ CUtensorMap tm_y,  // read when p.y_tma
+                           const __grid_constant__ typename Policy::Params pp,
+                           const BlockGemmParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = BlockGemmShape<BN, kStages, Policy, kCluster, kSub>;
+  using Mma = typename Policy::template Mma<BN>;
+  using Acc = typename Mma::Acc;
+  constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
+  static_assert(BN % kYBox == 0, "the TMA-store epilogue stores whole 64-column boxes");
+
+  extern __shared__ uint8_t smem_raw[];
+  // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes.
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
+                                             ~uintptr_t(1023));
+  uint8_t* y_tiles = smem;  // consumer warpgroup cw's staging box at cw kYBoxBytes
+  uint8_t* a_tiles = y_tiles + Shape::kYBytes;
+  uint8_t* b_tiles = a_tiles + kStages * Shape::kABytes;
+  uint8_t* a_meta = b_tiles + kStages * Shape::kBBytes;
+  uint8_t* b_meta = a_meta + kStages * Policy::kAMetaBytes;
+  uint64_t* full = reinterpret_cast<uint64_t*>(b_meta + kStages * Policy::kBMetaBytes);
+  uint64_t* empty = full + kStages;
+
+  const int warpgroup = threadIdx.x / 128;
+  const int rank = kCluster > 1 ? int(cluster_ctarank()) : 0;
+  const int cluster_id = blockIdx.x / kCluster, num_clusters = gridDim.x / kCluster;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes of all CTAs)
+      mbar_init(&empty[s], 8 * kCluster);  // one arrival per consumer warp of the cluster
+    }
+    fence_barrier_init();
+  }
+  // The peer's barriers must be initialised before this CTA multicasts into them or arrives there.
+  if constexpr (kCluster > 1) cluster_sync();
+  else __syncthreads();
+
+  if (warpgroup == 0) {
+    setmaxnreg_dec<40>();
+    if (threadIdx.x == 0) {
+      tma_prefetch_desc(&tm_a);
+      tma_prefetch_desc(&tm_b);
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
+        int mu, nb;
+        tile_coords(t, p, mu, nb);
+        const int m0 = (mu * kCluster + rank) * Shape::kBM, n0 = nb * BN;
+        if constexpr (has_rank1<Policy>(0)) {
+          // Each CTA loads its own rank-1 stages (no multicast); the slot protocol is unchanged.
+          for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
+            mbar_wait(&empty[stage], phase ^ 1);
+            mbar_arrive_expect_tx(&full[stage], Policy::kRank1TxBytes);
+            Policy::load_rank1(pp, a_tiles + stage * Shape::kABytes,
+                               b_tiles + stage * Shape::kBBytes, &full[stage], m0, n0, i);
+            if (++stage == kStages) {
+              stage = 0;
+              phase ^= 1;
+            }
+          }
+        }
+        for (int kb = 0; kb < p.num_kb; ++kb) {
+          mbar_wait(&empty[stage], phase ^ 1);
+          mbar_arrive_expect_tx(&full[stage],
+                                Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
+          tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          if constexpr (kCluster == 1) {
+            tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
+          } else {
+            // This CTA's share of B's rows, written into the same slot of every CTA of the pair.
+            const int r0 = rank * Shape::kBRowsPerCta;
+            tma_load_2d_multicast(smem_u32(b_tiles + stage * Shape::kBBytes + r0 * 128), &tm_b,
+                                  smem_u32(&full[stage]), kb * 128, n0 + r0,
+                                  uint16_t((1u << kCluster) - 1));
+          }
+          Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
+                            b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
+          if (++stage == kStages) {
+            stage = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<232>();
+    const int cw = warpgroup - 1;  // which half of the tile (64 kSub rows)
+    const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    // This thread's rows: row + 64 s + {0, 8} for sub-tile s.
+    const int row = cw * 64 * kSub + warp * 16 + lane / 4;
+    const int col = 2 * (lane % 4);  // and columns 8j + col, 8j + col + 1
+    float total[kSub][R];
+    // Two accumulator sets: the MMAs of K block kb + 1 run on the tensor cores while this warp
+    // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
+    // With one set, both consumer warpgroups issue their MMAs together, wait for them together
+    // and promote together, and the tensor cores idle through every promotion.
+    // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
+    // 128-wide tiles. The 192-wide FP8 tile has registers for one set (kAccSets = 1).
+    static_assert(kAccSets == 1 || kAccSets == 2, "one or two accumulator sets");
+    static_assert((kAccSets + 1) * R * kSub <= 192,
+                  "the accumulator sets and the totals must fit in registers");
+    Acc acc0[kSub][R], acc1[kSub][R];
+    // TMA-store epilogue: this warpgroup's staging box, the thread that issues its stores (and
+    // alone tracks their bulk groups) and the warpgroup's named barrier.
+    const uint32_t y_box = smem_u32(y_tiles) + uint32_t(cw) * kYBoxBytes;
+    const bool y_issuer = threadIdx.x % 128 == 0;
+    const int y_bar = kYBarrier0 + cw;
+    if (p.y_tma && y_issuer) tma_prefetch_desc(&tm_y);
+    RingPos in(kStages);  // the next slot to consume
+    const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
+    using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0, 0));
+    // Scale blocks per stage: the consumers walk K blocks of 128 / kBlocks; a stage's blocks are
+    // its halves (kBlocks = 2), each its own commit group into its own accumulator set.
+    constexpr int kBlocks = policy_blocks<Policy>(0);
+    static_assert(kBlocks == 1 || (kBlocks == 2 && kAccSets == 2),
+                  "two blocks per stage run with two accumulator sets (one per half)");
+    constexpr int kSteps = 4 / kBlocks;  // k32 MMA steps per block
+    const int num_blocks = p.num_kb * kBlocks;
+    // Issues block `blk`'s MMAs into `acc` (fresh accumulator) and commits them as one group,
+    // after waiting for its stage when it is the stage's first block, and reads its scales.
+    // half = blk % kBlocks, passed as a constant by every call. Returns the stage.
+    auto issue = [&](Acc(&acc)[kSub][R], Scale& scale, int n0, int blk, int half) {
+      const int stage = in.stage;
+      if (half == 0) {
+        mbar_wait(&full[stage], in.phase);
+        __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+      }
+      scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
+                           b_meta + stage * Policy::kBMetaBytes, row, n0, blk / kBlocks, half);
+      // Low descriptor words only (32-bit adds; the high word is a constant): the 64-bit
+      // descriptor arithmetic cost ~10 integer instructions per K block on the issue-bound INT8
+      // path. Stepping K inside the 128-byte rows moves the start address only: the swizzle is a
+      // function of the absolute address, so the hardware finds the permuted chunks itself.
+      const uint32_t da = desc_lo_kmajor_sw128(
+          smem_u32(a_tiles + stage * Shape::kABytes + cw * 64 * kSub * 128));
+      const uint32_t db = desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes));
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {  // sub-tile rows are 64 x 128 bytes further on
+          const uint32_t kk = 2 * (kSteps * half + k);  // 32 bytes of K = 2 descriptor units
+          Mma::mma(acc[sub], desc_from_lo_sw128(da + sub * (64 * 128 / 16) + kk),
+                   desc_from_lo_sw128(db + kk), k);
+        }
+      wgmma_commit();
+      if (half == kBlocks - 1) in.advance();
+      return stage;
+    };
+    // After the wait that completed `acc`'s group: fold it into the total, release its slot once
+    // the stage's last block is retired.
+    // The slot is free once the MMAs have read it, unless promote() still reads its metadata; then
+    // it is released one block later, before the next promote(): a release (__syncwarp + arrive)
+    // placed after promote() makes ptxas serialize the wgmma pipeline (C7514), and costs a ring
+    // slot that the 6-deep ring can spare.
+    constexpr bool kDeferRelease = promote_reads_smem<Policy>(0);
+    int held = -1;  // kDeferRelease: the slot whose metadata the last promote() read
+    auto retire = [&](Acc(&acc)[kSub][R], const Scale& scale, int stage, int half) {
+#pragma unroll
+      for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+        for (int i = 0; i < R; ++i) reg_fence(acc[sub][i]);
+      const bool last = half == kBlocks - 1;
+      if constexpr (kDeferRelease) {
+        if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+        held = last ? stage : -1;
+      } else {
+        if (last) release_slot<kCluster>(empty0 + 8 * stage, lane);
+      }
+      Policy::promote(total, acc, scale);
+    };
+    for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
+      int mu, nb;
+      tile_coords(t, p, mu, nb);
+      const int mb = mu * kCluster + rank;
+      const int n0 = nb * BN;
+#pragma unroll
+      for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+        for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
+      if constexpr (has_rank1<Policy>(0)) {
+        // The slot the previous tile's last promote() read goes back first: the producer fills
+        // this tile's rank-1 stages in ring order, and with more of them than free slots it would
+        // wait for that slot while the consumers wait for the rank-1 stage behind it (a deadlock
+        // from 6 rank-1 stages, K > 5 x 1024, on a CTA's second tile). No MMA is in flight here.
+        if constexpr (kDeferRelease) {
+          if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+          held = -1;
+        }
+        // The tile's rank-1 stages, MMAs straight into the totals; each group completes before its
+        // slot is released (the MMAs read the slot) and before promote() touches the totals.
+        for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
+          const int stage = in.stage;
+          mbar_wait(&full[stage], in.phase);
+          __syncwarp();
+          Policy::rank1(total, a_tiles + stage * Shape::kABytes, b_tiles + stage * Shape::kBBytes,
+                        row);
+          wgmma_wait<0>();
+#pragma unroll
+          for (int sub = 0; sub < kSub; ++sub)
+#pragma unroll
+            for (int r = 0; r < R; ++r) reg_fence(total[sub][r]);
+          release_slot<kCluster>(empty0 + 8 * stage, lane);
+          in.advance();
+        }
+      }
+      Scale s0, s1;
+      if constexpr (kAccSets == 1) {
+        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
+        // (Waiting for the next slot and reading its scales before this block's wait, so that
+        // only the promotion lies between the blocks, measured no faster: session 14, call 9.)
+        for (int kb = 0; kb < num_blocks; ++kb) {
+          const int st = issue(acc0, s0, n0, kb, 0);
+          wgmma_wait<0>();
+          retire(acc0, s0, st, 0);
+        }
+      } else {
+      constexpr int h1 = kBlocks - 1;  // acc1's half: 0, or the second of two
+      int st0 = issue(acc0, s0, n0, 0, 0), st1;
+      int kb = 0;
+      // Steady state, straight-line so ptxas can see which group each wait retires: acc0 holds
+      // block kb in flight on entry. kb is even here, so with two blocks per stage acc0 always
+      // holds a stage's first half and acc1 its second.
+      for (; kb + 2 < num_blocks; kb += 2) {
+        st1 = issue(acc1, s1, n0, kb + 1, h1);
+        wgmma_wait<1>();
+        retire(acc0, s0, st0, 0);
+        st0 = issue(acc0, s0, n0, kb + 2, 0);
+        wgmma_wait<1>();
+        retire(acc1, s1, st1, h1);
+      }
+      // One or two blocks left (kb in flight in acc0); always two with two blocks per stage.
+      if (kb + 1 < num_blocks) {
+        st1 = issue(acc1, s1, n0, kb + 1, h1);
+        wgmma_wait<1>();
+        retire(acc0, s0, st0, 0);
+        wgmma_wait<0>();
+        retire(acc1, s1, st1, h1);
+      } else {
+        wgmma_wait<0>();
+        retire(acc0, s0, st0, 0);
+      }
+      }  // kAccSets == 2
+      const int c0 = n0 + col;
+      if (p.y_tma) {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second
+          // CTA of a pair past M) stores nothing (the condition is the same for the warpgroup).
+          const int64_t m0 = int64_t(mb) * Shape::kBM + cw * 64 * kSub + 64 * sub;
+          if (m0 >= p.M) continue;
+          if (p.y_type == 0)
+            store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar);
+          else
+            store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar);
+        }
+      } else {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          const int64_t r0 = int64_t(mb) * Shape::kBM + row + 64 * sub;
+          if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0);
+          else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0);
+          else store_tile<2>(p, total[sub], r0, c0);
+        }
+      }
+    }
+    // The last held slot: a peer CTA's producer may still wait for it.
+    if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+    // The staging boxes must stay until the last TMA store has read them (the CTA's shared memory
+    // is released at its exit); wait for the whole store, before the pair's closing cluster_sync.
+    if (p.y_tma && y_issuer) bulk_wait_group<0>();
+  }
+  // No CTA may exit while its peer can still arrive on its barriers.
+  if constexpr (kCluster > 1) cluster_sync();
+#else
+  // Built for an architecture without wgmma/TMA: the host never launches this (sm_90 only).
+  __trap();
+#endif
+}
+
+}  // namespace mixq::cuda::sm90

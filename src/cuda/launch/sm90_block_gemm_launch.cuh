@@ -1,0 +1,81 @@
+// Host side of the Hopper block GEMM (kernels/sm90_block_gemm.cuh), shared by the FP8 and INT8
+// launchers: shared-memory opt-in, a persistent grid of as many CTAs (or CTA pairs) as can be
+// resident at once, and the cluster launch.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/runtime/check.hpp"
+#include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
+#include "cuda/runtime/tensor_map.hpp"
+
+namespace mixq::cuda {
+
+// Whether the TMA-store epilogue (store_tile_tma in kernels/w8a8/sm90_block_gemm.cuh) runs:
+// wherever TMA can store Y (16-bit outputs, tma_stores_16bit_rows) unless the tuning turns it off
+// (y_tma 0; -1: automatic); f32 and other outputs take the direct stores.
+inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p, int y_tma) {
+  if (p.y_type != 0 && p.y_type != 1) return false;
+  if (!tma_stores_16bit_rows(p.y, p.ldy, p.N)) return false;
+  return y_tma != 0;
+}
+
+template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
+void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
+                       const typename Policy::Params& pp, const sm90::BlockGemmParams& params,
+                       int sms, int y_tma, cudaStream_t stream, const char* name) {
+  using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster, kSub>;
+  static_assert(Shape::kSmemBytes <= 227 * 1024,
+                "the ring and the epilogue's staging must fit in shared memory");
+  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets>;
+  // Y as 64 x 64 boxes of 16-bit values, 128-byte swizzled (the staging layout); the kernel never
+  // reads the map (left zeroed) on the direct-store path.
+  sm90::BlockGemmParams p = params;
+  CUtensorMap tm_y{};
+  p.y_tma = block_gemm_y_tma(p, y_tma) ? 1 : 0;
+  if (p.y_tma)
+    tm_y = make_tensor_map_2d(p.y_type == 0 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                            : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                              p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
+                              sm90::kYBox, sm90::kYBox, CU_TENSOR_MAP_SWIZZLE_128B);
+  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Shape::kSmemBytes));
+  cudaLaunchConfig_t cfg{};
+  cfg.blockDim = dim3(Shape::kThreads);
+  cfg.dynamicSmemBytes = Shape::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = kCluster > 1 ? 1 : 0;
+  // Concurrent work units: one CTA per SM (the ring takes most of shared memory); for pairs, the
+  // number of clusters the GPCs can hold at once (an SM left without a partner in its GPC idles).
+  int slots = std::max(1, sms);
+  if constexpr (kCluster > 1) {
+    // Per device ordinal; atomic because prepared weights may be called from several threads.
+    static std::atomic<int> cached[64] = {};
+    int dev = 0;
+    MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
+    int c = cached[dev & 63].load(std::memory_order_relaxed);
+    if (c == 0) {
+      cfg.gridDim = dim3(kCluster * slots);
+      MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&c, kernel, &cfg));
+      MIXQ_CHECK(c > 0, ErrorCode::Cuda, name, ": no cluster of ", kCluster,
+                 " CTAs with ", Shape::kSmemBytes, " bytes of shared memory fits on device ", dev);
+      cached[dev & 63].store(c, std::memory_order_relaxed);
+    }
+    slots = std::min(slots / kCluster, c);
+  }
+  cfg.gridDim = dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_y, pp, p));
+  MIXQ_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,134 @@
+// Host launcher of the Hopper FP8 block-scaled GEMM: tensor maps, tile grid, persistent launch.
+#include "cuda/launch/sm90_fp8_gemm.hpp"
+
+#include <algorithm>
+
+#include "cuda/runtime/check.hpp"
+#include "cuda/launch/sm90_block_gemm_launch.cuh"
+#include "cuda/kernels/common/sm90_promotion.cuh"
+#include "cuda/runtime/tensor_map.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+
+template <int BN, int S, int C, int kSets>
+void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
+  using Policy = sm90::Fp8BlockScaledPolicy<BN>;
+  using Shape = sm90::BlockGemmShape<BN, S, Policy, C>;
+  const int64_t num_kb = (a.K + 127) / 128, n_blocks = (a.N + 127) / 128;
+  static_assert(Shape::kSmemBytes <= 227 * 1024, "the ring must fit in shared memory");
+  const CUtensorMap tm_a =
+      make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(a.K), uint64_t(a.M),
+                         uint64_t(a.lda), 128, Shape::kBM, CU_TENSOR_MAP_SWIZZLE_128B);
+  // Each CTA of a pair loads (and multicasts) its share of B's rows.
+  const CUtensorMap tm_b = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.b, uint64_t(a.K),
+                                              uint64_t(a.N), uint64_t(a.ldb), 128,
+                                              Shape::kBRowsPerCta, CU_TENSOR_MAP_SWIZZLE_128B);
+  typename Policy::Params pp;
+  pp.sa = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sa, uint64_t(a.M),
+                             uint64_t(num_kb), uint64_t(a.ld_sa) * 4, 128, 1,
+                             CU_TENSOR_MAP_SWIZZLE_NONE);
+  pp.sb = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sb, uint64_t(num_kb),
+                             uint64_t(n_blocks), uint64_t(a.ld_sb) * 4, 4, Policy::kSbRows,
+                             CU_TENSOR_MAP_SWIZZLE_NONE);
+  sm90::BlockGemmParams p;
+  p.set_tiles(int(a.M), int(a.N), int(num_kb), Shape::kBM, BN, C);
+  // Raster groups of 2 N tiles: the 132 tiles in flight share few weight tiles, each read by
+  // every M tile of the group. Measured against 4, 8, 16 and 32 on the H100 (session 9, call 6):
+  // fastest or within 1% on all 8 target shapes, up to 15% faster than 8.
+  p.group_n = a.group_n > 0 ? a.group_n : kSm90Fp8DefaultGroupN;
+  p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
+  launch_block_gemm<BN, S, Policy, C, 1, kSets>(tm_a, tm_b, pp, p, a.num_sms, a.y_tma, stream,
+                                                sm90_fp8_gemm_name({BN, C}));
+}
+
+}  // namespace
+
+// Single CTAs by default (H100, session 9, bench/results/session9/): CTA pairs multicasting B
+// were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth); with 192-wide tiles
+// pairs measured 1% faster to 11% slower (session 14, call 6).
+int sm90_fp8_gemm_cluster(int cluster) {
+  MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
+                 "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
+  return cluster ? cluster : 1;
+}
+
+// 128 x 192 tiles take 1/6 fewer bytes per FLOP from L2 than 128 x 128 (40 KB per 128 x 192 x 128
+// block against 32 KB per 128 x 128 x 128), which under the H100's 700 W cap shows as a higher
+// clock: measured 3-17% faster on the six #5 shapes where it is picked (session 14, call 10; one
+// accumulator set, 5 stages). They give fewer, larger work units, so the pick compares the
+// waves each tile needs, the 192-wide one credited with kWideSpeedup per column.
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {
+  constexpr double kWideSpeedup = 1.07;
+  const int64_t m_tiles = (M + 127) / 128, slots = std::max(1, sms);
+  auto waves = [&](int64_t bn) { return (m_tiles * ((N + bn - 1) / bn) + slots - 1) / slots; };
+  const double narrow = double(waves(128)) * 128, wide = double(waves(192)) * 192 / kWideSpeedup;
+  return {wide < narrow ? 192 : 128, 1};
+}
+
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested) {
+  MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128 || requested.block_n == 192,
+                 "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", requested.block_n);
+  return {requested.block_n ? requested.block_n : sm90_fp8_gemm_pick(M, N, sms).block_n,
+          sm90_fp8_gemm_cluster(requested.cluster)};
+}
+
+const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
+  if (t.block_n == 192)
+    return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
+                          : "sm90_fp8_block_gemm_bm128_bn192_s5";
+  return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
+                        : "sm90_fp8_block_gemm_bm128_bn128_s6";
+}
+
+namespace {
+constexpr Sm90Fp8Tile kTiles[] = {{128, 1}, {128, 2}, {192, 1}, {192, 2}};
+}  // namespace
+
+Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {
+  for (const Sm90Fp8Tile& t : kTiles)
+    if (name == sm90_fp8_gemm_name(t)) return t;
+  return {};
+}
+
+std::string sm90_fp8_gemm_names() {
+  std::string s;
+  for (const Sm90Fp8Tile& t : kTiles)
+    s += (s.empty() ? "" : ", ") + std::string(sm90_fp8_gemm_name(t));
+  return s;
+}
+
+void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& a) {
+  MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.M < (int64_t(1) << 31) &&
+                     a.N < (int64_t(1) << 31) && a.K < (int64_t(1) << 31),
+                 "sm90 fp8 gemm: M, N, K (", a.M, ", ", a.N, ", ", a.K, ") must be in [1, 2^31)");
+  MIXQ_CHECK_ARG(a.lda >= a.K && a.lda % 16 == 0 && a.ldb >= a.K && a.ldb % 16 == 0,
+                 "sm90 fp8 gemm: code pitches lda ", a.lda, ", ldb ", a.ldb,
+                 " must be >= K (", a.K, ") and multiples of 16 bytes (TMA)");
+  MIXQ_CHECK_ARG(a.ld_sa >= a.M && a.ld_sa % 4 == 0 && a.ld_sb >= (a.K + 127) / 128 &&
+                     a.ld_sb % 4 == 0,
+                 "sm90 fp8 gemm: scale pitches ld_sa ", a.ld_sa, ", ld_sb ", a.ld_sb,
+                 " must cover M / the K blocks and be multiples of 4");
+  MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 &&
+                     a.bias_type <= 2,
+                 "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
+                 a.bias_type);
+}
+
+void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
+  check_sm90_fp8_gemm_args(a);
+  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster});
+  const bool pair = t.cluster == 2;
+  // Stages: as many as fit in 227 KB of shared memory.
+  if (t.block_n == 192) {
+    if (pair) launch_fp8<192, 5, 2, 1>(a, stream);
+    else launch_fp8<192, 5, 1, 1>(a, stream);
+  } else {
+    if (pair) launch_fp8<128, 6, 2, 2>(a, stream);
+    else launch_fp8<128, 6, 1, 2>(a, stream);
+  }
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,82 @@
+// Hopper (sm_90a) FP8 block-scaled GEMM: Y = sum_kb (XQ_kb . WQ_kb^T) * sa[m][kb] * sb[n/128][kb]
+// with e4m3 activations quantized per token per 128 along K (layout of act_quant.hpp) and e4m3
+// weights with one f32 scale per 128x128 block. Epilogue: + bias[n], clamp, f16/bf16/f32 out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/launch/sm90_skinny_gemm.hpp"
+
+namespace mixq::cuda {
+
+struct Sm90Fp8GemmArgs {
+  const uint8_t* a = nullptr;  // [M][lda] e4m3 codes, lda % 16 == 0, zeros past K not needed
+  int64_t lda = 0;
+  const float* sa = nullptr;   // sa(m, kb) at sa[kb * ld_sa + m], ld_sa % 4 == 0
+  int64_t ld_sa = 0;
+  const uint8_t* b = nullptr;  // [N][ldb] e4m3 codes, ldb % 16 == 0
+  int64_t ldb = 0;
+  const float* sb = nullptr;   // sb(nb, kb) at sb[nb * ld_sb + kb], ld_sb % 4 == 0
+  int64_t ld_sb = 0;
+  int64_t M = 0, N = 0, K = 0;
+  void* y = nullptr;           // [M][ldy] in y_type (0 f16, 1 bf16, 2 f32)
+  int64_t ldy = 0;
+  int y_type = 2;
+  const void* bias = nullptr;  // [N] in bias_type, or null
+  int bias_type = 2;
+  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
+  int num_sms = 132;           // persistent grid size limit
+  int group_n = 0;             // tile raster group along N (0 = kSm90Fp8DefaultGroupN)
+  int block_n = 0;             // N tile: 0 (picked from M, N: sm90_fp8_gemm_pick), 128 or 192
+  int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
+  int y_tma = -1;              // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
+  bool pdl = true;             // skinny kernel: a programmatic dependent launch (after the quantizer)
+};
+
+constexpr int kSm90Fp8DefaultGroupN = 2;
+
+// A tile configuration: 128 x block_n outputs per CTA (128: two accumulator sets, 6-stage ring;
+// 192: one set, 5 stages), single CTAs (cluster 1) or CTA pairs multicasting B (cluster 2).
+struct Sm90Fp8Tile {
+  int block_n = 0;
+  int cluster = 0;
+};
+// The tile the launcher picks for an M x N output on `sms` SMs (single CTAs).
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms);
+// The tile a launch runs: `requested` with block_n 0 replaced by the pick and cluster 0 by 1;
+// throws on a block_n other than 0, 128, 192 or a cluster other than 0, 1, 2.
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested);
+// sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
+int sm90_fp8_gemm_cluster(int cluster);
+
+// True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
+inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
+  return cc_major == 9 && cc_minor == 0;
+}
+
+// Throws mixq::Error (InvalidArgument) on sizes, pitches or types the kernels cannot take.
+void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& args);
+// Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
+void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& args, cudaStream_t stream);
+
+// Few tokens (decode): the weights as the MMA's wide operand, stream-K over all SMs
+// (kernels/sm90_skinny_gemm.cuh, plan in sm90_skinny_gemm.hpp). Token tiles of 16, 32, 64, 128.
+// "sm90_fp8_block_skinny_mt16" etc.; the token tile of such a name, 0 for other names.
+const char* sm90_fp8_skinny_name(int mt);
+int sm90_fp8_skinny_mt_by_name(const std::string& name);
+// Launches on `stream` (a programmatic dependent launch where a.pdl): a.M <= plan.mt,
+// a.block_n / a.cluster / a.group_n unused; partial (16-byte aligned) and tickets as the plan
+// sizes them, tickets zero (every launch leaves them zero).
+void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan,
+                                 float* partial, unsigned* tickets, cudaStream_t stream);
+
+// Kernel name of a resolved tile (block_n 128 or 192, cluster 1 or 2).
+const char* sm90_fp8_gemm_name(Sm90Fp8Tile tile);
+// Kernel name (force_kernel / MIXQ_FORCE_KERNEL) -> its tile; {0, 0} for other names.
+Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name);
+std::string sm90_fp8_gemm_names();
+
+}  // namespace mixq::cuda

@@ -1,0 +1,105 @@
+// Registry of the warp-specialized Hopper weight-only kernel: builds the TMA descriptors the plan's
+// schedule asks for and calls the one instance the plan's KernelId names (the instances are
+// compiled in their own files; this file compiles no kernel).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "cuda/launch/sm90_wo_ws_instances.hpp"
+#include "cuda/launch/wo_wgmma.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/tensor_map.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+
+using ws_detail::WsShape;
+using sm90::PairPath;
+
+template <int V>
+using Int = std::integral_constant<int, V>;
+template <class T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(Int<v>) for the v of `values` equal to x; false when none is.
+template <int... V, class F>
+bool dispatch_int(int x, F&& f) {
+  return ((x == V ? (f(Int<V>{}), true) : false) || ...);
+}
+
+void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& s,
+                     bool fixup, cudaStream_t stream) {
+  bool launched = false;
+  auto with_type = [&](auto t) {
+    using T = typename decltype(t)::type;
+    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+    dispatch_int<16, 32, 64, 128, 256>(id.tile_m, [&](auto mt) {
+      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
+        dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
+          dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
+            dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
+              constexpr PairPath PP = PairPath(decltype(pp)::value);
+              constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
+              constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
+              if constexpr (ws_variant_exists(kBf16, MT, CODES, PP, kTwo, kFold)) {
+                launch_ws_kernel<T, MT, CODES, PP, kTwo ? WsShape::TwoCtas : WsShape::OneCta, kFold>(p, tm, s, fixup,
+                                                                                                  stream);
+                launched = true;
+              }
+            });
+          });
+        });
+      });
+    });
+  };
+  if (id.act == 0) with_type(TypeTag<half>{});
+  else if (id.act == 1) with_type(TypeTag<__nv_bfloat16>{});
+  MIXQ_CHECK(launched, ErrorCode::Internal, "wo wgmma: no instance of ", id.name());
+}
+
+}  // namespace
+
+void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t stream) {
+  const KernelId& id = plan.id;
+  const StreamKSchedule& s = plan.sched;
+  MIXQ_CHECK(id.family == Family::WoWgmma, ErrorCode::Internal, "launch_wo_wgmma: plan runs ", id.name());
+  MIXQ_CHECK(p.group_shift >= 4, ErrorCode::Internal, "wo wgmma: groups of at least 16");
+  MIXQ_CHECK(p.partial && p.tickets, ErrorCode::Internal, "wo wgmma: no stream-K workspace");
+  MIXQ_CHECK(p.pairs_gm && p.pairs_gm_ld % 128 == 0 && p.pairs_gm_ld >= p.N, ErrorCode::Internal,
+             "wo wgmma: needs the group-major pairs");
+  const int bits = id.codes == kCodesU4 ? 4 : 8;
+  const int mt = id.tile_m, cps = plan.chunks_per_stage;
+  WsMaps tm{};
+  // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
+  tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
+                            uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+  // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
+  const int chunks = p.Kp / kChunkK;
+  const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
+  const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
+  tm.w = make_tensor_map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, tile_bytes / 4, uint64_t(chunks),
+                            uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
+                            tile_bytes / 4, uint32_t(cps), 8);
+  // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
+  // (the bf16 integer-zero path reads its packed copy of the pairs)
+  const bool bf16_zero = id.pairs == PairKind::Bf16Zero;
+  MIXQ_CHECK(!bf16_zero || p.pairs_gm_bz, ErrorCode::Internal, "wo wgmma: no packed bf16 pairs");
+  const int ppc = ws_detail::ws_stage_groups(cps, p.group_shift);
+  const bool pair64 = p.pair_f32 && !bf16_zero;
+  tm.p = make_tensor_map_2d(pair64 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
+                            bf16_zero ? p.pairs_gm_bz : p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
+                            uint64_t(p.pairs_gm_ld) * (pair64 ? 8u : 4u), 128, uint32_t(ppc),
+                            CU_TENSOR_MAP_SWIZZLE_NONE);
+  // Y [M][N] 16-bit: boxes of 64 rows x y_rows tokens, 128-byte swizzle (the staging tiles' layout)
+  if (s.y_rows > 0)
+    tm.y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
+                              64, uint32_t(s.y_rows), CU_TENSOR_MAP_SWIZZLE_128B);
+  launch_instance(id, p, tm, s, plan.fixup, stream);
+}
+
+}  // namespace mixq::cuda

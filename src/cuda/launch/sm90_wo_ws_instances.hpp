@@ -1,0 +1,44 @@
+// The instances of the warp-specialized Hopper weight-only kernel: which (activation type, token
+// tile, code kind, pair path, shape, fold) combinations exist, and the declaration of their
+// launchers (defined in the generated instance files, cmake/cuda_instances.cmake). The registry
+// (sm90_wo_ws.cu) calls them by the plan's KernelId without compiling any kernel itself.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "cuda/kernels/common/sm90_pair_path.hpp"
+#include "cuda/kernels/common/stream_k.hpp"
+#include "cuda/kernels/common/wo_layout.hpp"
+#include "cuda/kernels/common/wo_params.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
+
+namespace mixq::cuda {
+
+// The kernel's TMA descriptors: activations, weight tiles, group-major pairs, and the output of
+// the TMA-store epilogue (built only where it runs).
+struct WsMaps {
+  CUtensorMap x, w, p, y;
+};
+
+// Which variants are built. Two CTAs per SM only at token tiles of 16 and 32; the bf16
+// integer-zero path decodes bf16 int4 / int8 only; the Half path is f16's. The fold (scale after
+// the MMA) on the f32 path up to mt = 64 except 32 (not bf16 x 8-bit codes), and on the f16x2
+// path for int4 at mt = 16 (docs/decisions/wo-wgmma-fold-and-bf16-path.md).
+constexpr bool ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+  if (two_ctas && mt > 32) return false;
+  if (pp == sm90::PairPath::Half && bf16) return false;
+  if (pp == sm90::PairPath::Bf16Zero && (!bf16 || (codes != kCodesU4 && codes != kCodesU8))) return false;
+  if (!fold) return true;
+  const bool foldable = pp == sm90::PairPath::F32 && mt <= 64 && mt != 32 && !(bf16 && codes != kCodesU4);
+  const bool foldable_half = pp == sm90::PairPath::Half && mt == 16 && codes == kCodesU4;
+  return foldable || foldable_half;
+}
+
+template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
+void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
+                      cudaStream_t stream);
+
+}  // namespace mixq::cuda
