@@ -68,7 +68,9 @@ def fp8_weight_only(d):
            "(codes + block scales) / time / the streaming-read ceiling of the same run "
            "(f16 run %.4g TB/s, bf16 run %.4g TB/s). Issue #5's decode target is >= 85%% on the "
            "three large layers. Kernels: `sm80_wo_stream_fp8_*` is the streaming kernel, "
-           "`sm90_wo_wgmma_ws_fp8_*` the warp-specialized wgmma kernel (docs/cuda-weight-only.md)."
+           "`sm90_wo_wgmma_ws_fp8_*` the warp-specialized wgmma kernel (docs/cuda-weight-only.md). "
+           "Measured just before the streaming kernel's activation copies moved to pieces of at "
+           "least 8 chunks, which an A/B measured within ±0.6%% on these layers."
            % (c16, cb))
     print("| K×N | M | f16 µs | f16 kernel | %ceil | bf16 µs | %ceil |")
     print("|---|---|---|---|---|---|---|")
