@@ -1,7 +1,11 @@
 """Turns `mixq bench --backend cuda --json` outputs (f16 and bf16) and the tinygemm peer JSON of the
 same device run into bench/results/cuda_weight_only.md.
 
-  python3 bench/make_cuda_results.py RESULTS_DIR > bench/results/cuda_weight_only.md
+  RESULTS_DATE=YYYY-MM-DD python3 bench/make_cuda_results.py bench/results > bench/results/cuda_weight_only.md
+
+RESULTS_DIR holds cuda_weight_only_f16.json, cuda_weight_only_bf16.json (the two mixq bench runs)
+and cuda_peers_tinygemm.json (peers.py's torch int4 tinygemm); RESULTS_DATE is the day of the
+measurement, RESULTS_NOTE overrides the sentence about how the runs were made.
 """
 import json
 import os
@@ -38,9 +42,11 @@ ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in
 
 print("# CUDA weight-only linear: measured results\n")
 print("Device: %s\n" % dev)
-NOTE = os.environ.get("RESULTS_NOTE", "the two mixq bench runs in one device call; tinygemm from "
-                      "peers.py in an earlier device call (cuda_peers_tinygemm.json), on an H100 of "
-                      "the same model")
+NOTE = os.environ.get("RESULTS_NOTE", "both mixq bench runs and peers.py's tinygemm in one device "
+                      "session on the same GPU; `peers/peers.py` is the peer harness "
+                      "(shared/bench/peers.py)")
+if os.environ.get("RESULTS_DATE"):
+    print("Date of the measurement: %s\n" % os.environ["RESULTS_DATE"])
 print("Commands (%s):\n" % NOTE)
 print("```\n%s\n%s\n%s\n```\n" % (
     f16["command"], bf16["command"],

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Summary of the wgmma kernel's per-CTA timing log (diagnostic builds, MIXQ_WS_CTA_LOG; see
-bench/results/session20/call7.sh): per launch, the spread of the CTAs' first landed stage and end,
-and which SMs / CTA indices finish late on average over the launches.
+"""Summary of the wgmma kernel's per-CTA timing log: per launch, the spread of the CTAs' first
+landed stage and end, and which SMs / CTA indices finish late on average over the launches.
+The log comes from a diagnostic build (-DMIXQ_WS_DIAG_BUILD) of cuda_wo_sweep run with
+MIXQ_WS_CTA_LOG=FILE.csv, e.g. `cuda_wo_sweep --shapes 28672x8192 --m 16 --schemes w4g128 --act f16
+--no-baseline` (GRID = the launch's CTA count, 264 there; docs/decisions/wo-wgmma-stream-k-reduction.md).
 
 usage: cta_log_summary.py LOG.csv[.xz] GRID [LAUNCHES]   (the last LAUNCHES complete launches, default 40)"""
 import csv

@@ -3,7 +3,7 @@
 # so that a device call can skip its own build (150-270 s of a fresh machine's time, every call):
 #   bash scripts/prebuild_gpu.sh [targets...]   (default: mixq_gpu_tests cuda_int8_sweep mixq_cli)
 # then carry build-gpu/gpu-bins.tar.xz to the device and run its scripts with MIXQ_PREBUILT=1
-# (scripts/device_run.sh, scripts/fp8_device.sh); they call `bash scripts/prebuild_gpu.sh unpack`
+# (scripts/device_run.sh); it calls `bash scripts/prebuild_gpu.sh unpack`
 # in place of a build. Only sm_90a is built (the H100); the library is static, so each binary
 # carries all of it and needs only the CUDA runtime there.
 set -euo pipefail
@@ -17,7 +17,8 @@ targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(mixq_gpu_tests cuda_int8_sw
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXQ_CUDA=ON -DMIXQ_CUDA_ARCHS=90a > /dev/null
 # An object whose dependency record is empty (its depfile lost, e.g. to a compile command run by
 # hand with the same -MF path) never rebuilds on a header change: a stale kernel with an old
-# parameter layout then faults at run time (session 23). Remove such objects so ninja rebuilds them.
+# parameter layout then faults at run time (this happened: a bf16 kernel object kept an old struct
+# layout and failed with misaligned addresses). Remove such objects so ninja rebuilds them.
 for o in $(cd build-gpu && ninja -t deps 2>/dev/null | awk '/#deps 0,/ {sub(":$", "", $1); print $1}'); do
   echo "rebuilding $o (no dependency record)"; rm -f "build-gpu/$o"
 done

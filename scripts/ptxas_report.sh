@@ -4,7 +4,7 @@
 # Runs the build's own compile command with -Xptxas -v into a scratch object. The command's
 # dependency-file options (-MD -MT -MF) are removed: writing ninja's depfile from outside a ninja
 # build once left objects with an empty dependency record, which then never rebuilt on a header
-# change (session 23).
+# change.
 set -euo pipefail
 src=${1:?usage: ptxas_report.sh SOURCE.cu [BUILD_DIR]}
 build=${2:-build-gpu}
