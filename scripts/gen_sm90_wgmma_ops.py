@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/kernels/sm90_wgmma_ops.cuh: the wgmma.mma_async m64nNk32 wrappers for 8-bit
+"""Writes src/cuda/kernels/common/sm90_wgmma_ops.cuh: the wgmma.mma_async m64nNk32 wrappers for 8-bit
 inputs (e4m3 x e4m3 -> f32, s8 x s8 -> s32), A and B from shared-memory descriptors. The
 accumulator of an m64nN instruction is N/2 registers per thread, each its own asm operand, so
 the wrappers are generated rather than written by hand.  python3 scripts/gen_sm90_wgmma_ops.py"""

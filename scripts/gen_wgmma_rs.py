@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Writes src/cuda/kernels/sm90_wgmma_rs.inc: the wgmma.mma_async instructions with the A operand in
+"""Writes src/cuda/kernels/common/sm90_wgmma_rs.inc: the wgmma.mma_async instructions with the A operand in
 registers and f32 accumulators, for the N sizes the kernels use: m64nNk16 f16 / bf16 (WgmmaRS) and
 m64nNk8 tf32 (WgmmaTf32RS; no transpose immediate for tf32). Inline asm needs one operand per
 accumulator register, so the statements are generated, not typed.
-    python3 scripts/gen_wgmma_rs.py > src/cuda/kernels/sm90_wgmma_rs.inc
+    python3 scripts/gen_wgmma_rs.py > src/cuda/kernels/common/sm90_wgmma_rs.inc
 """
 
 

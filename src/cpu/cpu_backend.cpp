@@ -34,7 +34,7 @@ CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
     : pw_(pack_weight(w)),
       path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type))),
       small_path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type), 1)),
-      kt_(&select_kernels()),
+      kt_(&select_kernels(o.cpu_isa)),
       direct_f32_(pw_.kind == CodeKind::F32 && !w.has_scales) {
   backend = BackendKind::CPU;
   opts = o;

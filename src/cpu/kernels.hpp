@@ -3,6 +3,8 @@
 // (scalar, avx2, avx512); cpu_isa.cpp picks one from cpuid at prepare time.
 #pragma once
 
+#include <string>
+
 #include <cstdint>
 
 #include "cpu/packed_weight.hpp"
@@ -94,6 +96,8 @@ const KernelTable* avx512_kernels();  // nullptr when not compiled in
 
 // The best table this CPU supports, or the one named by MIXQ_CPU_ISA (scalar/avx2/avx512) when
 // set (for testing the fallbacks; asking for an ISA the CPU lacks falls back to the best one).
-const KernelTable& select_kernels();
+// The best kernel set this CPU runs, or `isa` ("avx512", "avx2", "scalar") where the CPU has it;
+// an empty `isa` takes MIXQ_CPU_ISA (read once per process).
+const KernelTable& select_kernels(const std::string& isa = std::string());
 
 }  // namespace mixq::cpu

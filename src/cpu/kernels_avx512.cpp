@@ -22,10 +22,7 @@ namespace mixq::cpu {
 
 namespace {
 
-#ifndef MIXQ_PF
-#define MIXQ_PF 2048
-#endif
-constexpr int kPrefetchBytes = MIXQ_PF;
+constexpr int kPrefetchBytes = 2048;
 
 template <CodeKind CK>
 inline __m512 decode_float(const uint8_t* cp, int j, __m512 tab) {

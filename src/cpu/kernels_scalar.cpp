@@ -111,7 +111,7 @@ const KernelTable& scalar_kernels() {
   return t;
 }
 
-const KernelTable& select_kernels() {
+const KernelTable& select_kernels(const std::string& isa) {
   const KernelTable* best = &scalar_kernels();
   const KernelTable* a2 = avx2_kernels();
   const KernelTable* a5 = avx512_kernels();
@@ -125,11 +125,13 @@ const KernelTable& select_kernels() {
                           __builtin_cpu_supports("avx512vnni") && has_avx2;
   if (a2 && has_avx2) best = a2;
   if (a5 && has_avx512) best = a5;
-  if (const char* env = std::getenv("MIXQ_CPU_ISA")) {
-    const std::string want = env;
-    if (want == "scalar") return scalar_kernels();
-    if (want == "avx2" && a2 && has_avx2) return *a2;
-  }
+  static const std::string env = [] {  // read once per process
+    const char* e = std::getenv("MIXQ_CPU_ISA");
+    return e ? std::string(e) : std::string();
+  }();
+  const std::string& want = isa.empty() ? env : isa;
+  if (want == "scalar") return scalar_kernels();
+  if (want == "avx2" && a2 && has_avx2) return *a2;
   return *best;
 }
 

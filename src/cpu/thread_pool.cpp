@@ -13,10 +13,11 @@ namespace mixq::cpu {
 
 int resolve_num_threads(int requested) {
   if (requested > 0) return requested;
-  if (const char* env = std::getenv("MIXQ_NUM_THREADS")) {
-    const int v = std::atoi(env);
-    if (v > 0) return v;
-  }
+  static const int env = [] {  // read once per process
+    const char* e = std::getenv("MIXQ_NUM_THREADS");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (env > 0) return env;
   const unsigned hw = std::thread::hardware_concurrency();
   return hw > 0 ? static_cast<int>(hw) : 1;
 }

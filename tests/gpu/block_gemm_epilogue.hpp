@@ -1,22 +1,22 @@
-// The two epilogues of the Hopper block GEMMs (src/cuda/kernels/sm90_block_gemm.cuh) on one
-// prepared weight and one input, byte for byte: the TMA-store epilogue (MIXQ_BLOCK_GEMM_Y_TMA
-// unset: on wherever TMA can store Y: 16-bit, 16-byte aligned, ldy % 8 == 0 and N % 8 == 0) against the direct stores
-// (MIXQ_BLOCK_GEMM_Y_TMA=0). Shared by the FP8 and INT8 GPU tests.
+// The two epilogues of the Hopper block GEMMs (src/cuda/kernels/w8a8/sm90_block_gemm.cuh) on one
+// weight and one input, byte for byte: the weight prepared with the TMA-store epilogue (tuning
+// w8a8_y_tma=auto: on wherever TMA can store Y: 16-bit, 16-byte aligned, ldy % 8 == 0 and
+// N % 8 == 0) against the same weight prepared with the direct stores (w8a8_y_tma=off). Shared by
+// the FP8 and INT8 GPU tests.
 #pragma once
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "gpu/test_tuning.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
-#include "scoped_env.hpp"
 
 namespace mixq::test {
 
@@ -59,12 +59,17 @@ inline std::string describe(const YLayout& c) {
          " relu6";
 }
 
-// linear(x, pw, y) with relu6 (and a bias) through both epilogues into a poisoned (0xFF) buffer:
-// the outputs must be the same bytes, none of the M x N outputs left poisoned, and nothing outside
-// them (pad columns past N, the bytes before y) written.
-inline void expect_epilogues_match(const PreparedWeight& pw, const TensorView& x, const YLayout& c,
-                                   uint32_t seed) {
-  SCOPED_TRACE(describe(c) + " kernel " + pw.kernel_name(c.M));
+// w prepared with `o` twice, with the TMA-store epilogue (w8a8_y_tma=auto) and with the direct
+// stores (w8a8_y_tma=off); linear(x, ., y) with relu6 (and a bias) on each into a poisoned (0xFF)
+// buffer: the outputs must be the same bytes, none of the M x N outputs left poisoned, and nothing
+// outside them (pad columns past N, the bytes before y) written. Returns the weight prepared with
+// the TMA-store epilogue (for the caller's checks of its kernel).
+inline PreparedWeight expect_epilogues_match(const QuantizedWeight& w, const PrepareOptions& o,
+                                             const TensorView& x, const YLayout& c, uint32_t seed) {
+  const PreparedWeight staged_w = prepare(w, with_tuning(o, "w8a8_y_tma=auto"));
+  const PreparedWeight direct_w = prepare(w, with_tuning(o, "w8a8_y_tma=off"));
+  SCOPED_TRACE(describe(c) + " kernel " + staged_w.kernel_name(c.M));
+  EXPECT_EQ(staged_w.kernel_name(c.M), direct_w.kernel_name(c.M));
   const size_t eb = 2, bytes = c.shift + size_t(c.M * c.ldy) * eb;
   DeviceBuffer dy(bytes);
   const TensorView y = TensorView::strided(static_cast<uint8_t*>(dy.data()) + c.shift, c.yt,
@@ -89,12 +94,9 @@ inline void expect_epilogues_match(const PreparedWeight& pw, const TensorView& x
     dbias.copy_from_host(b.data(), b.size());
     ep.bias = dbias.view(c.bias_t, {c.N});
   }
-  ScopedEnv env("MIXQ_BLOCK_GEMM_Y_TMA");
   auto run = [&](bool staged) {
-    if (staged) env.unset();
-    else env.set("0");
     EXPECT_EQ(cudaMemset(dy.data(), 0xFF, bytes), cudaSuccess);
-    linear(x, pw, y, ep);
+    linear(x, staged ? staged_w : direct_w, y, ep);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint8_t> out(bytes);
     dy.copy_to_host(out.data(), bytes);
@@ -117,6 +119,7 @@ inline void expect_epilogues_match(const PreparedWeight& pw, const TensorView& x
   const size_t e = first >= c.shift ? (first - c.shift) / eb : 0;
   EXPECT_EQ(diff, 0u) << "bytes differ between the epilogues, the first at byte " << first
                       << " (row " << e / size_t(c.ldy) << ", column " << e % size_t(c.ldy) << ")";
+  return staged_w;
 }
 
 }  // namespace mixq::test

@@ -1,7 +1,8 @@
 // Determinism, graph capture and programmatic dependent launch of a decode kernel pair: a chain
-// of calls, each reading the previous call's output (poisoned before the chain), eager with and
-// without dependent launch (MIXQ_SKINNY_PDL), graph-replayed, and with caller workspaces, must
-// give the bits of the same chain run one call at a time without dependent launch.
+// of calls, each reading the previous call's output (poisoned before the chain), eager with
+// dependent launch, graph-replayed, and with caller workspaces, must give the bits of the same
+// chain run one call at a time without dependent launch. Dependent launch is a knob of the
+// prepared weight (tuning w8a8_skinny_pdl), so each weight is prepared twice: with it and without.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,17 +14,27 @@
 #include <string>
 #include <vector>
 
-#include "gpu/scoped_env.hpp"
+#include "gpu/test_tuning.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
 
 namespace mixq::test {
 
-// wa, wb: D x D prepared weights called alternately; x: M x D bf16 activations (random).
-inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedWeight& wb,
-                                       int64_t D, int64_t M, uint32_t seed) {
-  SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M));
-  ScopedEnv pdl("MIXQ_SKINNY_PDL");
+// One weight prepared with the few-token kernels launched dependent on the activation quantizer
+// (w8a8_skinny_pdl=on) and without (w8a8_skinny_pdl=off), the rest of `o` the same.
+struct PdlWeights {
+  PreparedWeight pdl, no_pdl;
+};
+inline PdlWeights prepare_with_and_without_pdl(const QuantizedWeight& w, const PrepareOptions& o) {
+  return {prepare(w, with_tuning(o, "w8a8_skinny_pdl=on")), prepare(w, with_tuning(o, "w8a8_skinny_pdl=off"))};
+}
+
+// wa, wb: D x D weights called alternately; x: M x D bf16 activations (random).
+inline void expect_chained_calls_match(const PdlWeights& wa, const PdlWeights& wb, int64_t D,
+                                       int64_t M, uint32_t seed) {
+  SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.pdl.kernel_name(M));
+  EXPECT_EQ(wa.pdl.kernel_name(M), wa.no_pdl.kernel_name(M));
+  EXPECT_EQ(wb.pdl.kernel_name(M), wb.no_pdl.kernel_name(M));
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<uint16_t> xb(size_t(M * D));
@@ -34,11 +45,12 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
   std::vector<DeviceBuffer> ys, wss;
   for (int i = 0; i < kCalls; ++i) {
     ys.emplace_back(size_t(M * D * 2));
-    wss.emplace_back(linear_workspace_size(i % 2 ? wb : wa, M));
+    wss.emplace_back(linear_workspace_size(i % 2 ? wb.pdl : wa.pdl, M));
   }
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  auto enqueue = [&](bool sync_each, bool caller_ws) {
+  // pdl: the weights prepared with dependent launch (else without)
+  auto enqueue = [&](bool pdl, bool sync_each, bool caller_ws) {
     for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
     for (int i = 0; i < kCalls; ++i) {
       ExecContext ctx;
@@ -48,8 +60,9 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
         ctx.workspace_bytes = wss[size_t(i)].size();
       }
       const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
-      linear(in.view(DType::BF16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::BF16, {M, D}),
-             {}, ctx);
+      const PdlWeights& w = i % 2 ? wb : wa;
+      linear(in.view(DType::BF16, {M, D}), pdl ? w.pdl : w.no_pdl,
+             ys[size_t(i)].view(DType::BF16, {M, D}), {}, ctx);
       if (sync_each) {
         ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       }
@@ -64,8 +77,7 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
     }
     return out;
   };
-  pdl.set("0");
-  enqueue(true, false);
+  enqueue(false, true, false);
   const auto want = outputs();
   for (const auto& y : want)
     for (size_t i = 0; i < y.size(); i += 2) {
@@ -73,15 +85,14 @@ inline void expect_chained_calls_match(const PreparedWeight& wa, const PreparedW
       std::memcpy(&h, y.data() + i, 2);
       ASSERT_TRUE(std::isfinite(bf16_to_f32(h))) << "an output of the chain was not written";
     }
-  pdl.set("1");
   for (int rep = 0; rep < 3; ++rep) {
-    enqueue(false, rep == 2);
+    enqueue(true, false, rep == 2);
     EXPECT_EQ(outputs(), want) << "eager chain " << rep;
   }
   for (const bool caller_ws : {false, true}) {
     cudaGraph_t graph;
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    enqueue(false, caller_ws);
+    enqueue(true, false, caller_ws);
     ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
     cudaGraphExec_t exec;
     ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);

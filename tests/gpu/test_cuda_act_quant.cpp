@@ -159,7 +159,7 @@ void run_fp8(const HostX& hx, bool misalign, int64_t ldq_extra, Data d) {
   cuda_ok(cudaMemset(dq.data(), kPoison, dq.size()), "memset");
   cuda_ok(cudaMemset(ds.data(), 0xFF, ds.size()), "memset");
   cudaStream_t stream;
-  cuda_ok(cudaStreamCreate(&stream), "stream");
+  cuda_ok(cudaStreamCreate(&stream), "cudaStreamCreate");
   ExecContext ctx;
   ctx.stream = stream;
   quantize_activations_fp8_block(

@@ -182,7 +182,7 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
   }
 }
 
-// The TMA-store epilogue against the direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0), byte for byte, with
+// The TMA-store epilogue against the direct stores (tuning w8a8_y_tma=off), byte for byte, with
 // every tile configuration forced: M and N off the tile (M = 1 and 65 leave a consumer warpgroup's
 // rows, or the pair's second CTA, past M), K off the 128-wide block, bias (f32 / bf16 / f16) and
 // relu6, f16 and bf16 outputs. N = 7232 at 192-wide tiles leaves the last tile's third box past N.
@@ -207,9 +207,8 @@ TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
       o.backend = BackendKind::CUDA;
       o.act = ActQuant::Fp8Block;
       o.force_kernel = k;
-      const PreparedWeight pw = prepare(w, o);
+      const PreparedWeight pw = test::expect_epilogues_match(w, o, dx.view(DType::BF16, {M, c.K}), c.y, seed++);
       EXPECT_EQ(pw.kernel_name(M), k);
-      test::expect_epilogues_match(pw, dx.view(DType::BF16, {M, c.K}), c.y, seed++);
     }
   }
 }
@@ -325,11 +324,12 @@ TEST(CudaFp8Block, SkinnyKernelRejectsMoreTokensThanItsTile) {
 TEST(CudaFp8Block, SkinnyKernelDeterministicChainedAndGraphCaptured) {
   SKIP_WITHOUT_HOPPER();
   const int64_t D = 4096;
-  const PreparedWeight wa = prepare(
+  // each prepared with and without dependent launch (w8a8_skinny_pdl)
+  const test::PdlWeights wa = test::prepare_with_and_without_pdl(
       quantize_weight(TensorView(randn(size_t(D * D), 31, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("fp8b128")),
       fp8_block_options());
-  const PreparedWeight wb = prepare(
+  const test::PdlWeights wb = test::prepare_with_and_without_pdl(
       quantize_weight(TensorView(randn(size_t(D * D), 32, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("fp8b128")),
       fp8_block_options());

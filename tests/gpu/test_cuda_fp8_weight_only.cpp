@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/test_tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -81,7 +82,7 @@ double value(const std::vector<uint8_t>& y, DType t, size_t i) {
 struct Case {
   int64_t M, N, K;
   DType xt;
-  std::string force;  // "", "stream", "cublas", "wgmma"
+  std::string force;  // "", "sm80_wo_stream", "wo_dequant_cublas", "sm90_wo_ws"
   bool f16_scales = false;
 };
 
@@ -91,12 +92,14 @@ std::string name(const Case& c) {
 }
 
 // Relative Frobenius error of y (dtype = x dtype) against the float64 reference, every element
-// checked to be written (output poisoned first).
-double run_case(const Case& c, uint32_t seed) {
+// checked to be written (output poisoned first). tuning: the knobs of the kernels (e.g.
+// "wo_ctas_per_sm=2"), over the default.
+double run_case(const Case& c, uint32_t seed, const std::string& tuning = "") {
   const QuantizedWeight w = c.f16_scales ? make_fp8_weight_f16_scales(c.N, c.K, seed) : make_fp8_weight(c.N, c.K, seed);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
+  o = test::with_tuning(o, tuning);
   const PreparedWeight pw = prepare(w, o);
   const std::vector<uint8_t> x = make_acts(c.M, c.K, c.xt, seed + 1);
   const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.xt) / 8);
@@ -132,40 +135,54 @@ TEST(CudaFp8WeightOnly, EveryMBothPathsF16Bf16) {
   uint32_t seed = 1;
   for (DType xt : {DType::F16, DType::BF16})
     for (int64_t M : {1, 2, 4, 8, 16, 33, 300})
-      for (const char* force : {"", "stream", "cublas"}) {
-        if (std::string(force) == "stream" && M > 64) continue;
+      for (const char* force : {"", "sm80_wo_stream", "wo_dequant_cublas"}) {
+        if (std::string(force) == "sm80_wo_stream" && M > 64) continue;
         const Case c{M, 1000, 1000, xt, force};
         EXPECT_LE(run_case(c, seed++), tolerance(xt)) << name(c);
       }
 }
 
-// The warp-specialized Hopper kernel decodes e4m3 (sm90_wo_wgmma_ws.cu): forced at every token
-// tile (and both CTA shapes of M <= 16 through the device script's MIXQ_WS_SHAPE runs), f16 and
-// bf16, f32 and f16-exact block scales, odd shapes.
+// The warp-specialized Hopper kernel decodes e4m3 (sm90_wo_ws, kernels/wo/sm90_wo_ws.cuh): forced
+// at every token tile, f16 and bf16, f32 and f16-exact block scales, odd shapes; then both CTA
+// shapes of the token tiles 16 and 32 (tuning wo_ctas_per_sm=1 and =2, each a weight of its own).
 TEST(CudaFp8WeightOnly, HopperWgmmaKernel) {
   SKIP_WITHOUT_GPU();
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   const PreparedWeight pw = prepare(make_fp8_weight(256, 512, 3), o);
-  if (pw.kernel_name(16).find("sm90_wo_wgmma_ws_fp8") == std::string::npos)
+  if (pw.kernel_name(16).find("sm90_wo_ws<f16,e4m3") == std::string::npos)
     GTEST_SKIP() << "no sm_90a warp-specialized kernel on this device: " << pw.kernel_name(16);
   uint32_t seed = 500;
   for (DType xt : {DType::F16, DType::BF16})
     for (int64_t M : {1, 3, 16, 17, 40, 64, 65, 200, 300})
       for (bool f16s : {false, true}) {
-        const Case c{M, 1000, 1000, xt, "wgmma", f16s};
+        const Case c{M, 1000, 1000, xt, "sm90_wo_ws", f16s};
         EXPECT_LE(run_case(c, seed++), tolerance(xt)) << name(c) << (f16s ? " f16 scales" : "");
       }
-  for (const Case& c : {Case{3, 129, 100, DType::F16, "wgmma"}, Case{9, 257, 4100, DType::BF16, "wgmma"},
-                        Case{2, 16, 64, DType::F16, "wgmma", true}, Case{33, 10944, 7392, DType::F16, "wgmma"},
-                        Case{130, 520, 300, DType::BF16, "wgmma", true}})
+  for (const Case& c : {Case{3, 129, 100, DType::F16, "sm90_wo_ws"}, Case{9, 257, 4100, DType::BF16, "sm90_wo_ws"},
+                        Case{2, 16, 64, DType::F16, "sm90_wo_ws", true}, Case{33, 10944, 7392, DType::F16, "sm90_wo_ws"},
+                        Case{130, 520, 300, DType::BF16, "sm90_wo_ws", true}})
     EXPECT_LE(run_case(c, seed++), tolerance(c.xt)) << name(c);
+  for (const int ctas : {1, 2}) {
+    const std::string shape = "wo_ctas_per_sm=" + std::to_string(ctas);
+    PrepareOptions os = test::with_tuning(o, shape);
+    os.force_kernel = "sm90_wo_ws";
+    const PreparedWeight ps = prepare(make_fp8_weight(256, 512, 3), os);
+    EXPECT_NE(ps.kernel_name(16).find(",cta" + std::to_string(ctas) + ","), std::string::npos)
+        << shape << ": " << ps.kernel_name(16);
+    for (DType xt : {DType::F16, DType::BF16})
+      for (int64_t M : {1, 3, 16, 17, 32})
+        for (bool f16s : {false, true}) {
+          const Case c{M, 1000, 1000, xt, "sm90_wo_ws", f16s};
+          EXPECT_LE(run_case(c, seed++, shape), tolerance(xt)) << name(c) << " " << shape << (f16s ? " f16 scales" : "");
+        }
+  }
 }
 
 TEST(CudaFp8WeightOnly, F32ActivationsAndOddShapes) {
   SKIP_WITHOUT_GPU();
   uint32_t seed = 100;
-  for (const char* force : {"stream", "cublas"}) {
+  for (const char* force : {"sm80_wo_stream", "wo_dequant_cublas"}) {
     for (int64_t M : {1, 5, 17}) {
       const Case c{M, 300, 520, DType::F32, force};
       EXPECT_LE(run_case(c, seed++), tolerance(DType::F32)) << name(c);
@@ -183,7 +200,7 @@ TEST(CudaFp8WeightOnly, KernelNameAndNanCodesRejected) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   const PreparedWeight pw = prepare(w, o);
-  EXPECT_NE(pw.kernel_name(1).find("fp8"), std::string::npos) << pw.kernel_name(1);
+  EXPECT_NE(pw.kernel_name(1).find("e4m3"), std::string::npos) << pw.kernel_name(1);
   w.codes[size_t(3 * w.row_bytes() + 17)] = 0xFF;  // e4m3 NaN
   try {
     prepare(w, o);

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/act_quant.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/chained_calls.hpp"
 #include "gpu/device_checks.hpp"
@@ -334,7 +334,7 @@ TEST(CudaInt8Block, HopperWgmma) {
     }
 }
 
-// The Hopper kernels' TMA-store epilogue against their direct stores (MIXQ_BLOCK_GEMM_Y_TMA=0),
+// The Hopper kernels' TMA-store epilogue against their direct stores (tuning w8a8_y_tma=off),
 // byte for byte (block_gemm_epilogue.hpp), every sm90_i8 kernel forced, both weight modes: M and N
 // off the tile (M = 65: on 256 x 64 tiles the second sub-tile holds one row and the second warp
 // group's rows lie past M), K off the K block, bias (f32 / bf16 / f16) and relu6, f16 and bf16
@@ -364,9 +364,8 @@ TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
       o.backend = BackendKind::CUDA;
       o.act = ActQuant::Int8Block;
       o.force_kernel = k;
-      const PreparedWeight pw = prepare(w, o);
-      EXPECT_EQ(pw.kernel_name(M).rfind(std::string(k) + "_g128", 0), 0u) << pw.kernel_name(M);
-      test::expect_epilogues_match(pw, dx.view(DType::F16, {M, c.K}), c.y, seed++);
+      const PreparedWeight pw = test::expect_epilogues_match(w, o, dx.view(DType::F16, {M, c.K}), c.y, seed++);
+      EXPECT_EQ(pw.kernel_name(M).rfind(std::string(k) + "<g128", 0), 0u) << pw.kernel_name(M);
     }
   }
 }
@@ -394,22 +393,22 @@ TEST(CudaInt8Block, HopperSkinnyEveryTokenCount) {
   o.act = ActQuant::Int8Block;
   const PreparedWeight pw = prepare(
       quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g64")), o);
-  EXPECT_EQ(pw.kernel_name(1), "sm90_i8_skinny_mt16_g64_sym");
-  EXPECT_EQ(pw.kernel_name(64), "sm90_i8_skinny_mt64_g64_sym");
-  EXPECT_EQ(pw.kernel_name(65), "sm90_i8_128x128_g64_sym");  // past the skinny tiles of g = 64
+  EXPECT_EQ(pw.kernel_name(1), "sm90_i8_skinny_mt16<g64>");
+  EXPECT_EQ(pw.kernel_name(64), "sm90_i8_skinny_mt64<g64>");
+  EXPECT_EQ(pw.kernel_name(65), "sm90_i8_128x128<g64>");  // past the skinny tiles of g = 64
   const PreparedWeight p128 = prepare(
       quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}), parse_scheme("w8g128")), o);
   // M = 65-128, g128: the 128 x 128 kernel up to K = 8192, the 128-token tile beyond
-  EXPECT_EQ(p128.kernel_name(100), "sm90_i8_128x128_g128_sym");
-  EXPECT_EQ(p128.kernel_name(129), "sm90_i8_128x128_g128_sym");
+  EXPECT_EQ(p128.kernel_name(100), "sm90_i8_128x128<g128>");
+  EXPECT_EQ(p128.kernel_name(129), "sm90_i8_128x128<g128>");
   std::vector<float> wlong = randn(64 * 8320, 13, 0.05f);
   const PreparedWeight plong = prepare(
       quantize_weight(TensorView(wlong.data(), DType::F32, {64, 8320}), parse_scheme("w8g128")),
       o);
-  EXPECT_EQ(plong.kernel_name(64), "sm90_i8_skinny_mt64_g128_sym");
-  EXPECT_EQ(plong.kernel_name(65), "sm90_i8_skinny_mt128_g128_sym");
-  EXPECT_EQ(plong.kernel_name(128), "sm90_i8_skinny_mt128_g128_sym");
-  EXPECT_EQ(plong.kernel_name(129), "sm90_i8_128x128_g128_sym");
+  EXPECT_EQ(plong.kernel_name(64), "sm90_i8_skinny_mt64<g128>");
+  EXPECT_EQ(plong.kernel_name(65), "sm90_i8_skinny_mt128<g128>");
+  EXPECT_EQ(plong.kernel_name(128), "sm90_i8_skinny_mt128<g128>");
+  EXPECT_EQ(plong.kernel_name(129), "sm90_i8_128x128<g128>");
   o.force_kernel = "sm90_i8_skinny_mt128";  // K blocks of 64 do not fit the 128-token tile
   EXPECT_THROW(prepare(quantize_weight(TensorView(wf.data(), DType::F32, {256, 256}),
                                        parse_scheme("w8g64")), o),
@@ -449,10 +448,11 @@ TEST(CudaInt8Block, HopperSkinnyChainedAndGraphCaptured) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Int8Block;
-  const PreparedWeight wa = prepare(
+  // each prepared with and without dependent launch (w8a8_skinny_pdl)
+  const test::PdlWeights wa = test::prepare_with_and_without_pdl(
       quantize_weight(TensorView(randn(size_t(D * D), 41, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("w8g128")), o);
-  const PreparedWeight wb = prepare(
+  const test::PdlWeights wb = test::prepare_with_and_without_pdl(
       quantize_weight(TensorView(randn(size_t(D * D), 42, 0.02f).data(), DType::F32, {D, D}),
                       parse_scheme("w8g64asym")), o);
   // 1, 16, 40: the skinny kernels; 200: the 128 x 128 kernels (g = 128 and g = 64)

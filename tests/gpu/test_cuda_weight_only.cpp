@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -13,13 +12,17 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/dispatch/force_kernel.hpp"
+#include "cuda/dispatch/stream_k_plan.hpp"
+#include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/runtime/device_context.hpp"
 #include "gpu/device_checks.hpp"
+#include "gpu/test_tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
-#include "scoped_env.hpp"
 
 using namespace mixq;
 
@@ -89,10 +92,11 @@ struct Case {
   int64_t M, N, K;
   std::string scheme;
   DType xt = DType::F16, yt = DType::F16;
-  std::string force;  // "", "stream", "cublas"
+  std::string force;  // "", "sm80_wo_stream", "wo_dequant_cublas", "sm90_wo_ws"
   bool act_order = false;
   bool bias = false;
   Epilogue clamp = {};
+  std::string tuning;  // the kernels' knobs ("key=value,...", test_tuning.hpp) over the default
 };
 
 // Runs one case on weight w (c.scheme's, or one the test built); returns the relative Frobenius
@@ -101,7 +105,7 @@ double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vec
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
-  const PreparedWeight pw = prepare(w, o);
+  const PreparedWeight pw = prepare(w, test::with_tuning(o, c.tuning));
   HostActs x = make_acts(c.M, c.K, c.xt, seed + 1);
   const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
   DeviceBuffer dx(x.bytes.size()), dy(yb);
@@ -163,12 +167,53 @@ std::string name(const Case& c) {
   return c.scheme + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" +
          std::to_string(c.K) + " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) +
          " force=" + (c.force.empty() ? "auto" : c.force) + (c.act_order ? " act-order" : "") +
-         (c.bias ? " bias" : "");
+         (c.bias ? " bias" : "") + (c.tuning.empty() ? "" : " tuning " + c.tuning);
 }
 
 void expect_ok(const Case& c, uint32_t seed) {
   const double err = run_case(c, seed);
   EXPECT_LE(err, tolerance(c.xt, c.yt)) << name(c);
+}
+
+// c on a weight prepared with the knobs `tuning` (test_tuning.hpp).
+void expect_ok(Case c, uint32_t seed, const std::string& tuning) {
+  c.tuning = tuning;
+  expect_ok(c, seed);
+}
+
+// The plan a call with M rows of x (and outputs of x's type that TMA can store) runs on w prepared
+// with o, for what kernel_name() does not show (it names the instantiation only): e.g. whether
+// the wgmma kernel cuts tiles into stream-K pieces. The planner is asked with the prepared
+// weight's inputs rebuilt from w; the plan must name the instantiation the prepared weight reports
+// (up to the pair path, which depends on the scale values).
+cuda::WoPlan wo_plan_of(const PreparedWeight& pw, const QuantizedWeight& q, const PrepareOptions& o,
+                        int64_t M, DType x) {
+  cuda::WoWeight w;
+  cuda::WoLayout& L = w.L;
+  L.N = q.N;
+  L.K = q.K;
+  L.Np = cuda::round_up(q.N, cuda::kTileRows);
+  L.Kp = cuda::round_up(q.K, cuda::kChunkK);
+  L.bits = int(dtype_bits(q.code_type));
+  L.e4m3 = q.code_type == DType::F8E4M3;
+  w.group_shift = 30;  // one group per row
+  if (q.block_k < q.K)
+    for (w.group_shift = 0; (int64_t(1) << w.group_shift) < q.block_k;) ++w.group_shift;
+  L.group = int64_t(1) << w.group_shift;
+  L.groups = (L.Kp + L.group - 1) / L.group;
+  w.int_zero = q.zero_kind != ZeroKind::Offset;
+  w.bf16_zero_pairs = true;
+  w.gather = !q.k_perm.empty();
+  cuda::WoCall c;
+  c.M = M;
+  c.x_type = c.y_type = x == DType::F16 ? 0 : x == DType::BF16 ? 1 : 2;
+  c.y_tma = x != DType::F32;
+  const cuda::WoPlan p = cuda::plan_weight_only(c, w, cuda::DeviceContext::get(o.device).caps(), o.tuning,
+                                                cuda::forced_kernel(o, {"sm80_wo", "sm90_wo", "wo_"}));
+  const std::string a = p.id.name(), b = pw.kernel_name(M, x);
+  EXPECT_EQ(a.substr(0, a.find(",pairs=")), b.substr(0, b.find(",pairs=")))
+      << "the rebuilt plan is not the prepared weight's";
+  return p;
 }
 
 }  // namespace
@@ -177,8 +222,8 @@ TEST(CudaWeightOnly, EveryMOnBothKernels) {
   SKIP_WITHOUT_GPU();
   uint32_t seed = 1;
   for (int64_t M : {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 64, 127, 128, 255, 256, 1000, 4096})
-    for (const char* force : {"stream", "cublas"}) {
-      if (std::string(force) == "stream" && M > 256) continue;  // re-streams W per 64 rows
+    for (const char* force : {"sm80_wo_stream", "wo_dequant_cublas"}) {
+      if (std::string(force) == "sm80_wo_stream" && M > 256) continue;  // re-streams W per 64 rows
       expect_ok({M, 200, 520, "w4g128", DType::F16, DType::F16, force}, seed++);
     }
 }
@@ -189,7 +234,7 @@ TEST(CudaWeightOnly, SchemesAndBlockSizes) {
   for (const char* s : {"w4g32", "w4g64", "w4g128", "w4g256", "w4pc", "w4g128asym", "w4g32zp",
                         "w4g128zp", "w8g128", "w8g32asym", "w8pc", "w8g64zp", "w4g128-bf16",
                         "w4g64-f32"})
-    for (const char* force : {"stream", "cublas"})
+    for (const char* force : {"sm80_wo_stream", "wo_dequant_cublas"})
       for (int64_t M : {1, 5, 40}) expect_ok({M, 136, 1000, s, DType::F16, DType::F16, force}, seed++);
 }
 
@@ -198,7 +243,7 @@ TEST(CudaWeightOnly, ActivationAndOutputTypes) {
   uint32_t seed = 200;
   for (DType xt : {DType::F16, DType::BF16, DType::F32})
     for (DType yt : {DType::F16, DType::BF16, DType::F32})
-      for (const char* force : {"stream", "cublas"})
+      for (const char* force : {"sm80_wo_stream", "wo_dequant_cublas"})
         for (int64_t M : {1, 9, 33})
           for (const char* s : {"w4g128", "w8g128"})
             expect_ok({M, 72, 777, s, xt, yt, force}, seed++);
@@ -213,14 +258,14 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
   expect_ok({300, 1000, 7392, "w8g128", DType::F16, DType::F32, ""}, seed++);
   // K a multiple of the group but not of 64: the dequantize kernel's 16-wide steps in the K
   // padding would index one group past the row (clamped since session 17; the values are zeros)
-  expect_ok({40, 136, 7392, "w4g32", DType::F16, DType::F16, "cublas"}, seed++);
-  expect_ok({40, 24, 96, "w8g32asym", DType::BF16, DType::F32, "cublas"}, seed++);
+  expect_ok({40, 136, 7392, "w4g32", DType::F16, DType::F16, "wo_dequant_cublas"}, seed++);
+  expect_ok({40, 24, 96, "w8g32asym", DType::BF16, DType::F32, "wo_dequant_cublas"}, seed++);
   // per-channel scales with splits longer than the streaming kernel's 256-K fold: each fold must
   // apply the offset term to its own stretch of K (before session 13 every fold added the whole
   // split's activation sum: wrong once a split held two folds, e.g. 12 splits of 384 K here)
-  expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "stream"}, seed++);
-  expect_ok({2, 10944, 4096, "w8pc", DType::BF16, DType::BF16, "stream"}, seed++);
-  for (const char* force : {"stream", "cublas"}) {
+  expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "sm80_wo_stream"}, seed++);
+  expect_ok({2, 10944, 4096, "w8pc", DType::BF16, DType::BF16, "sm80_wo_stream"}, seed++);
+  for (const char* force : {"sm80_wo_stream", "wo_dequant_cublas"}) {
     expect_ok({7, 33, 129, "w4g32", DType::F16, DType::F16, force, true}, seed++);
     expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, force, true, true}, seed++);
     expect_ok({2, 17, 31, "w8pc", DType::BF16, DType::F32, force, false, true, Epilogue::relu()}, seed++);
@@ -239,64 +284,76 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
     PrepareOptions o;
     o.backend = BackendKind::CUDA;
     const PreparedWeight pw = prepare(make_weight(256, 512, "w4g128", 1), o);
-    EXPECT_NE(pw.kernel_name(64).find("sm90_wo_wgmma"), std::string::npos)
+    EXPECT_NE(pw.kernel_name(64).find("sm90_wo_ws<"), std::string::npos)
         << "a Hopper build should serve M = 64 with the wgmma kernel, got " << pw.kernel_name(64);
   }
   uint32_t seed = 500;
   for (int64_t M : {1, 2, 17, 33, 64, 65, 127, 128, 129, 255, 256, 257, 1000, 4096})
-    expect_ok({M, 200, 520, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+    expect_ok({M, 200, 520, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
   for (const char* s : {"w4g32", "w4g64", "w4g128", "w4g256", "w4pc", "w4g128asym", "w4g32zp",
                         "w4g128zp", "w8g128", "w8g32asym", "w8pc", "w8g64zp", "w4g128-bf16",
                         "w4g64-f32", "w4g16"})
-    for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::F16, DType::F16, "wgmma"}, seed++);
+    for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
   for (DType xt : {DType::F16, DType::BF16})
     for (DType yt : {DType::F16, DType::BF16, DType::F32})
       for (const char* s : {"w4g128", "w8g128", "w4g64asym"})
-        expect_ok({100, 72, 776, s, xt, yt, "wgmma"}, seed++);
+        expect_ok({100, 72, 776, s, xt, yt, "sm90_wo_ws"}, seed++);
   // split-K over many chunks (8 row tiles of 128 do not fill the GPU), TP shapes
-  expect_ok({48, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
-  expect_ok({300, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
-  expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, "wgmma", true, true}, seed++);
+  expect_ok({48, 1000, 7392, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
+  expect_ok({300, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "sm90_wo_ws"}, seed++);
+  expect_ok({70, 264, 4100, "w4g128zp", DType::F16, DType::F16, "sm90_wo_ws", true, true}, seed++);
   // one output tile cut into more stream-K pieces (132 on an H100: one per CTA) than the fixup
   // kernel resolves in its first batch of 128 slots
-  expect_ok({16, 64, 69632, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
-  expect_ok({90, 100, 300, "w4g64asym", DType::F16, DType::F16, "wgmma", false, true, Epilogue::relu6()}, seed++);
-  expect_ok({200, 17, 31, "w8pc", DType::BF16, DType::F32, "wgmma", false, true, Epilogue::relu()}, seed++);
+  expect_ok({16, 64, 69632, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
+  expect_ok({90, 100, 300, "w4g64asym", DType::F16, DType::F16, "sm90_wo_ws", false, true, Epilogue::relu6()}, seed++);
+  expect_ok({200, 17, 31, "w8pc", DType::BF16, DType::F32, "sm90_wo_ws", false, true, Epilogue::relu()}, seed++);
   // K = 777: rows not 16-byte aligned, the call falls back to another kernel and stays right
-  expect_ok({50, 72, 777, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
+  expect_ok({50, 72, 777, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
   // scale after the MMA (fold: bf16 activations or f32 pairs, one group per 128-K stage, integer
-  // zero) next to the per-register path (float offsets, f16 pairs), every token tile up to 64;
-  // the device script reruns this with both MT = 16 shapes and with the fold off
-  for (DType xt : {DType::F16, DType::BF16})
-    for (const char* s : {"w4g128", "w4pc", "w4g128zp", "w4g256", "w8g128", "w8pc", "w4g128-f32", "w4g128asym"})
-      for (int64_t M : {3, 17, 33, 64}) expect_ok({M, 136, 1000, s, xt, xt, "wgmma"}, seed++);
-  // the fold on the f16x2 path (int4 weights of 16 MiB and more at mt = 16: ws_fold_half; the
-  // device script also reruns this test with MIXQ_WS_FOLD_HALF=1, which folds the small shapes
-  // above too), symmetric and zero-point
+  // zero) next to the per-register path (float offsets, f16 pairs), every token tile up to 64; then
+  // again in both CTA shapes of the token tiles 16 and 32 (wo_ctas_per_sm=1, =2), with the fold off
+  // (wo_fold=off), and with the fold on the f16x2 path at every size (wo_fold_half=on: folds the
+  // small int4 shapes here too)
+  for (const char* tuning : {"", "wo_ctas_per_sm=1", "wo_ctas_per_sm=2", "wo_fold=off", "wo_fold_half=on"})
+    for (DType xt : {DType::F16, DType::BF16})
+      for (const char* s : {"w4g128", "w4pc", "w4g128zp", "w4g256", "w8g128", "w8pc", "w4g128-f32", "w4g128asym"})
+        for (int64_t M : {3, 17, 33, 64}) expect_ok({M, 136, 1000, s, xt, xt, "sm90_wo_ws"}, seed++, tuning);
+  // the fold on the f16x2 path (int4 weights of 16 MiB and more at mt = 16: the planner's
+  // wo_fold_half rule), symmetric and zero-point
   for (const char* s : {"w4g128", "w4g128zp"})
-    for (int64_t M : {4, 16}) expect_ok({M, 4096, 8192, s, DType::F16, DType::F16, "wgmma"}, seed++);
+    for (int64_t M : {4, 16}) expect_ok({M, 4096, 8192, s, DType::F16, DType::F16, "sm90_wo_ws"}, seed++);
   // bf16 activations with groups shorter than a chunk (pairs read per k16 step) and zero-point
   // forms, at a medium and a large token tile
   for (const char* s : {"w4g16", "w4g32zp", "w4g64", "w4g128zp"})
-    for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "wgmma"}, seed++);
+    for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "sm90_wo_ws"}, seed++);
 }
 
 // The small token tiles of the warp-specialized wgmma kernel (mt = 16 and 32) in both CTA shapes:
-// one CTA per SM (MIXQ_WS_SHAPE=1) and two, each with half the ring and registers (=2); read per
-// call. Int4 / int8, symmetric, zero-point and float-offset forms, groups below a stage, f16 and
-// bf16, and a weight whose tiles are cut into many stream-K pieces.
+// one CTA per SM (tuning wo_ctas_per_sm=1) and two, each with half the ring and registers (=2),
+// each setting a weight prepared with it. Int4 / int8, symmetric, zero-point and float-offset
+// forms, groups below a stage, f16 and bf16, and a weight whose tiles are cut into many stream-K
+// pieces.
 TEST(CudaWeightOnly, WgmmaSmallTilesInBothCtaShapes) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
-  test::ScopedEnv env("MIXQ_WS_SHAPE");
   uint32_t seed = 1900;
-  for (const char* shape : {"1", "2"}) {
-    env.set(shape);
+  for (const int ctas : {1, 2}) {
+    const std::string shape = "wo_ctas_per_sm=" + std::to_string(ctas);
+    {
+      // the knob reaches the plan
+      PrepareOptions o = test::with_tuning({}, shape);
+      o.backend = BackendKind::CUDA;
+      o.force_kernel = "sm90_wo_ws";
+      const PreparedWeight pw = prepare(make_weight(264, 1000, "w4g128", 1), o);
+      for (int64_t M : {16, 32})
+        EXPECT_NE(pw.kernel_name(M).find(",cta" + std::to_string(ctas) + ","), std::string::npos)
+            << shape << ": " << pw.kernel_name(M);
+    }
     for (DType xt : {DType::F16, DType::BF16})
       for (const char* s : {"w4g128", "w8g128", "w4g64asym", "w4g32zp"})
-        for (int64_t M : {5, 16, 17, 32}) expect_ok({M, 264, 1000, s, xt, xt, "wgmma"}, seed++);
-    expect_ok({32, 1000, 7392, "w4g128", DType::F16, DType::F16, "wgmma"}, seed++);
-    expect_ok({24, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "wgmma"}, seed++);
+        for (int64_t M : {5, 16, 17, 32}) expect_ok({M, 264, 1000, s, xt, xt, "sm90_wo_ws"}, seed++, shape);
+    expect_ok({32, 1000, 7392, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++, shape);
+    expect_ok({24, 10944, 7392, "w4g128", DType::BF16, DType::BF16, "sm90_wo_ws"}, seed++, shape);
   }
 }
 
@@ -305,12 +362,12 @@ TEST(CudaWeightOnly, WgmmaSmallTilesInBothCtaShapes) {
 // exact in bf16, so the kernels must match the float64 reference to f32 accumulation (a wrong code
 // would show as an error of s x): the streaming kernel (MMA on u - 128), the wgmma kernel's bf16
 // integer-zero path (fma(u - 128, s, (128 - zc) s)) at every token tile, and the same wgmma kernel
-// with that path off (MIXQ_WS_BF16_NATIVE=0: through f32), whose bits it must equal. Symmetric
-// codes, zero points, per-channel scales and f32 pairs; then random scales (w8g64zp: (128 - zc) s
-// not exact in bf16, so the f32 path) against the usual bf16 tolerance.
+// with that path off (tuning wo_bf16_zero=off: through f32; the same weight prepared a second
+// time), whose bits it must equal. Symmetric codes, zero points, per-channel scales and f32 pairs;
+// then random scales (w8g64zp: (128 - zc) s not exact in bf16, so the f32 path) against the usual
+// bf16 tolerance.
 TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
   SKIP_WITHOUT_GPU();
-  test::ScopedEnv env("MIXQ_WS_BF16_NATIVE");
   auto power_of_two_scales = [](QuantizedWeight w) {
     const size_t n = size_t(w.n_scale_entries());
     for (size_t i = 0; i < n; ++i) {
@@ -328,39 +385,37 @@ TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
   for (const char* scheme : {"w8g128", "w8g64zp", "w8pc", "w8g128-f32"}) {
     const QuantizedWeight w = power_of_two_scales(make_weight(264, 1000, scheme, seed++));
     for (int64_t M : {1, 5}) {
-      const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "stream"};
+      const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "sm80_wo_stream"};
       EXPECT_LE(run_case(c, w, seed++), 2e-6) << name(c);
     }
     if (!hopper()) continue;
     for (int64_t M : {3, 17, 40, 100, 300, 1000}) {
-      const Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "wgmma"};
+      Case c{M, 264, 1000, scheme, DType::BF16, DType::F32, "sm90_wo_ws"};
       std::vector<uint8_t> native, f32;
-      env.unset();
+      c.tuning = "wo_bf16_zero=auto";
       EXPECT_LE(run_case(c, w, seed, &native), 2e-6) << name(c);
-      env.set("0");
-      EXPECT_LE(run_case(c, w, seed++, &f32), 2e-6) << name(c) << " MIXQ_WS_BF16_NATIVE=0";
+      c.tuning = "wo_bf16_zero=off";
+      EXPECT_LE(run_case(c, w, seed++, &f32), 2e-6) << name(c);
       EXPECT_EQ(native, f32) << name(c) << ": the bf16 int8 path and the f32 path differ";
     }
   }
-  env.unset();
   for (int64_t M : {3, 40, 300})
-    for (const char* force : {"stream", "wgmma"}) {
-      if (std::string(force) == "wgmma" && !hopper()) continue;
+    for (const char* force : {"sm80_wo_stream", "sm90_wo_ws"}) {
+      if (std::string(force) == "sm90_wo_ws" && !hopper()) continue;
       expect_ok({M, 264, 1000, "w8g64zp", DType::BF16, DType::BF16, force}, seed++);
       expect_ok({M, 264, 1000, "w8g128", DType::BF16, DType::BF16, force}, seed++);
     }
 }
 
 // The stream-K pieces of the tiles cut between CTAs, summed inside the wgmma kernel by the CTA
-// that owns the tile (its first piece; MIXQ_WS_REDUCE=inline) against the fixup kernel
-// (MIXQ_WS_REDUCE=fixup; the planner picks per launch): both sum the slots in CTA order, so the bits must be equal. Tiles cut
-// into 2, 3-5, ~16 and 132 pieces, whole-tile rounds plus stream-K, every token tile, f16 and bf16,
-// a caller workspace; three calls in a row (the owners reset the completion flags for the next).
+// that owns the tile (its first piece; tuning wo_reduce=inline) against the fixup kernel
+// (wo_reduce=fixup; the planner picks per launch), the same weight prepared once with each: both
+// sum the slots in CTA order, so the bits must be equal. Tiles cut into 2, 3-5, ~16 and 132
+// pieces, whole-tile rounds plus stream-K, every token tile, f16 and bf16, a caller workspace;
+// three calls in a row (the owners reset the completion flags for the next).
 TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
-  const char* saved = std::getenv("MIXQ_WS_REDUCE");
-  const std::string saved_value = saved ? saved : "";
   struct Cut {
     int64_t M, N, K;
     const char* scheme;
@@ -380,45 +435,49 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
   for (const Cut& c : cuts) {
     PrepareOptions o;
     o.backend = BackendKind::CUDA;
-    o.force_kernel = "wgmma";
-    const PreparedWeight pw = prepare(make_weight(c.N, c.K, c.scheme, seed++), o);
+    o.force_kernel = "sm90_wo_ws";
+    const PrepareOptions o_fixup = test::with_tuning(o, "wo_reduce=fixup"),
+                         o_inline = test::with_tuning(o, "wo_reduce=inline");
+    const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed++);
+    const PreparedWeight fixup = prepare(w, o_fixup), in_kernel = prepare(w, o_inline);
     SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
-                 " " + pw.kernel_name(c.M));
-    EXPECT_NE(pw.kernel_name(c.M).find("_sk"), std::string::npos);
+                 " " + fixup.kernel_name(c.M, c.x));
+    // the tiles are cut (stream-K pieces), and the knob reaches the plan
+    const cuda::WoPlan pf = wo_plan_of(fixup, w, o_fixup, c.M, c.x), pi = wo_plan_of(in_kernel, w, o_inline, c.M, c.x);
+    EXPECT_GT(cuda::stream_k_split_pieces(pf.sched), 0);
+    EXPECT_TRUE(pf.fixup && !pf.sched.inline_reduce);
+    EXPECT_TRUE(!pi.fixup && pi.sched.inline_reduce);
+    EXPECT_EQ(fixup.kernel_name(c.M, c.x), in_kernel.kernel_name(c.M, c.x));
     HostActs x = make_acts(c.M, c.K, c.x, seed++);
     DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
-    DeviceBuffer ws(std::max<size_t>(linear_workspace_size(pw, c.M), 1));
+    DeviceBuffer ws(std::max({linear_workspace_size(fixup, c.M), linear_workspace_size(in_kernel, c.M), size_t(1)}));
     if (c.caller_ws) ASSERT_EQ(cudaMemset(ws.data(), 0x5A, ws.size()), cudaSuccess);  // garbage flags
     ExecContext ctx;
     if (c.caller_ws) {
       ctx.workspace = ws.data();
       ctx.workspace_bytes = ws.size();
     }
-    auto run = [&] {
+    auto run = [&](const PreparedWeight& weight) {
       EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
-      linear(dx.view(c.x, {c.M, c.K}), pw, dy.view(c.x, {c.M, c.N}), {}, ctx);
+      linear(dx.view(c.x, {c.M, c.K}), weight, dy.view(c.x, {c.M, c.N}), {}, ctx);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint8_t> out(dy.size());
       dy.copy_to_host(out.data(), out.size());
       return out;
     };
-    setenv("MIXQ_WS_REDUCE", "fixup", 1);
-    const std::vector<uint8_t> want = run();
+    const std::vector<uint8_t> want = run(fixup);
     size_t nan_bytes = 0;
     for (size_t i = 0; i + 1 < want.size(); i += 2) nan_bytes += want[i] == 0xFF && want[i + 1] == 0xFF;
     EXPECT_EQ(nan_bytes, 0u) << "the fixup run left poisoned outputs";
-    setenv("MIXQ_WS_REDUCE", "inline", 1);
-    for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(), want) << "inline reduction, call " << rep;
+    for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(in_kernel), want) << "inline reduction, call " << rep;
   }
-  if (saved) setenv("MIXQ_WS_REDUCE", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_WS_REDUCE");
 }
 
 // The wgmma kernel's two epilogues: 16-bit output tiles staged in shared memory (stmatrix) and
 // TMA-stored, 128 tokens a round (the default at token tiles of 128 and 256) or 32 (several rounds
-// per tile; MIXQ_WS_Y_ROWS=32), against one store per value (MIXQ_WS_Y_ROWS=0). The same sums,
-// bias and clamp, so the bits must be equal. M and N cut the last tile (the TMA store clips it),
+// per tile; tuning wo_y_rows=32), against one store per value (wo_y_rows=0), the same weight
+// prepared once per setting. The same sums, bias and clamp, so the bits must be equal. M and N cut the last tile (the TMA store clips it),
 // f16 and bf16 outputs from either activation type, bias and relu6, whole tiles and stream-K
 // owners, every token tile; a row pitch that is not a multiple of 8 elements, or rows that end
 // inside a 16-byte chunk (N = 517 in rows of 520: a TMA store would write the chunk's columns past
@@ -426,7 +485,6 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
 TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
-  test::ScopedEnv env("MIXQ_WS_Y_ROWS");
   struct Shape {
     int64_t M, N, K;
     const char* scheme;
@@ -448,11 +506,15 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
   for (const Shape& c : shapes) {
     PrepareOptions o;
     o.backend = BackendKind::CUDA;
-    o.force_kernel = "wgmma";
+    o.force_kernel = "sm90_wo_ws";
     const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed++);
-    const PreparedWeight pw = prepare(w, o);
+    // the planner's epilogue (wo_y_rows=-1: staged at token tiles of 128 and 256), direct stores,
+    // and staged 32 tokens a round
+    const PreparedWeight pw = prepare(w, test::with_tuning(o, "wo_y_rows=-1"));
+    const PreparedWeight direct_w = prepare(w, test::with_tuning(o, "wo_y_rows=0"));
+    const PreparedWeight rows32_w = prepare(w, test::with_tuning(o, "wo_y_rows=32"));
     SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
-                 " y=" + dtype_name(c.y) + " " + pw.kernel_name(c.M));
+                 " y=" + dtype_name(c.y) + " " + pw.kernel_name(c.M, c.x));
     HostActs x = make_acts(c.M, c.K, c.x, seed++);
     const int64_t ldy = c.ldy ? c.ldy : c.N;
     DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * ldy) * 2);
@@ -466,18 +528,16 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
       dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
       ep.bias = dbias.view(DType::F32, {c.N});
     }
-    auto run = [&](const char* y_rows) {
-      if (y_rows) env.set(y_rows);
-      else env.unset();
+    auto run = [&](const PreparedWeight& weight) {
       EXPECT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
-      linear(dx.view(c.x, {c.M, c.K}), pw, TensorView::strided(dy.data(), c.y, {c.M, c.N}, {ldy, 1}, Device::CUDA), ep);
+      linear(dx.view(c.x, {c.M, c.K}), weight, TensorView::strided(dy.data(), c.y, {c.M, c.N}, {ldy, 1}, Device::CUDA), ep);
       EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint8_t> out(dy.size());
       dy.copy_to_host(out.data(), out.size());
       return out;
     };
-    const std::vector<uint8_t> direct = run("0");
-    const std::vector<uint8_t> staged = run(nullptr);
+    const std::vector<uint8_t> direct = run(direct_w);
+    const std::vector<uint8_t> staged = run(pw);
     size_t poisoned = 0, pad_written = 0;
     for (size_t i = 0; i + 1 < staged.size(); i += 2) {
       const bool nan = staged[i] == 0xFF && staged[i + 1] == 0xFF;
@@ -487,7 +547,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     EXPECT_EQ(poisoned, 0u) << "the TMA-store epilogue left outputs unwritten";
     EXPECT_EQ(pad_written, 0u) << "outputs written past N, into the row pitch's pad";
     EXPECT_EQ(staged, direct);
-    EXPECT_EQ(run("32"), direct) << "staged 32 tokens a round";
+    EXPECT_EQ(run(rows32_w), direct) << "staged 32 tokens a round";
     // and both against the float64 reference on a few rows (relu6 after the bias)
     const int64_t rows[] = {0, c.M / 2, c.M - 1};
     const size_t eb = 2;
@@ -515,51 +575,55 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
 // f32 activations (two MMAs per tile), act-order, bias and clamp, odd N and K.
 TEST(CudaWeightOnly, StreamKernelClusterAndGlobalReduction) {
   SKIP_WITHOUT_GPU();
-  const char* saved = std::getenv("MIXQ_STREAM_CLUSTER");
-  const std::string saved_value = saved ? saved : "";
   uint32_t seed = 900;
-  for (const char* cluster : {"1", "0"}) {
-    setenv("MIXQ_STREAM_CLUSTER", cluster, 1);
-    SCOPED_TRACE(std::string("MIXQ_STREAM_CLUSTER=") + cluster);
+  for (const bool on : {true, false}) {
+    const std::string t = on ? "wo_stream_cluster=on" : "wo_stream_cluster=off";
+    SCOPED_TRACE(t);
     {
-      // the knob reaches the plan: "_s<splits>c" means the splits reduce in a cluster
-      PrepareOptions o;
+      // the knob reaches the plan (kernel_name does not show the reduction): the splits of a tile
+      // reduce in a cluster where the image can launch one, and then need no global partials
+      // (no workspace at all at M = 1, f16 outputs)
+      PrepareOptions o = test::with_tuning({}, t);
       o.backend = BackendKind::CUDA;
-      o.force_kernel = "stream";
-      const std::string kn = prepare(make_weight(512, 4096, "w4g128", 1), o).kernel_name(1);
-      const bool in_cluster = kn.find('c', kn.rfind("_s")) != std::string::npos;
-      EXPECT_EQ(in_cluster, std::string(cluster) == "1" && hopper()) << kn;
+      o.force_kernel = "sm80_wo_stream";
+      const QuantizedWeight w = make_weight(512, 4096, "w4g128", 1);
+      const PreparedWeight pw = prepare(w, o);
+      const cuda::WoPlan p = wo_plan_of(pw, w, o, 1, DType::F16);
+      EXPECT_GT(p.splits, 1) << pw.kernel_name(1);
+      EXPECT_EQ(p.cluster, on && hopper()) << pw.kernel_name(1);
+      EXPECT_EQ(linear_workspace_size(pw, 1) == 0, on && hopper()) << pw.kernel_name(1);
     }
-    expect_ok({1, 4096, 4096, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
-    expect_ok({2, 1000, 7392, "w4g32", DType::F16, DType::F16, "stream"}, seed++);
-    expect_ok({1, 520, 14336, "w8pc", DType::BF16, DType::F32, "stream"}, seed++);
-    expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "stream"}, seed++);
-    expect_ok({5, 300, 4100, "w4g256asym", DType::F16, DType::F16, "stream", false, true}, seed++);
-    expect_ok({17, 200, 3000, "w4g64zp", DType::BF16, DType::BF16, "stream"}, seed++);
-    expect_ok({40, 136, 2000, "w8g128", DType::F32, DType::F16, "stream"}, seed++);
-    expect_ok({9, 72, 777, "w4g128", DType::F16, DType::F32, "stream", true, true, Epilogue::relu6()}, seed++);
-    expect_ok({3, 10944, 7392, "w4g16", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({1, 4096, 4096, "w4g128", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({2, 1000, 7392, "w4g32", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({1, 520, 14336, "w8pc", DType::BF16, DType::F32, "sm80_wo_stream"}, seed++, t);
+    expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({5, 300, 4100, "w4g256asym", DType::F16, DType::F16, "sm80_wo_stream", false, true}, seed++, t);
+    expect_ok({17, 200, 3000, "w4g64zp", DType::BF16, DType::BF16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({40, 136, 2000, "w8g128", DType::F32, DType::F16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({9, 72, 777, "w4g128", DType::F16, DType::F32, "sm80_wo_stream", true, true, Epilogue::relu6()}, seed++, t);
+    expect_ok({3, 10944, 7392, "w4g16", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
     // global partials reduced by 4 / 2 blocks of a tile (16-byte loads), and N % 4 != 0 (one
     // block, scalar loads)
-    expect_ok({8, 4096, 8192, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
-    expect_ok({4, 2048, 4096, "w8g128", DType::BF16, DType::BF16, "stream"}, seed++);
-    expect_ok({6, 517, 3000, "w4g128", DType::F16, DType::F16, "stream"}, seed++);
+    expect_ok({8, 4096, 8192, "w4g128", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({4, 2048, 4096, "w8g128", DType::BF16, DType::BF16, "sm80_wo_stream"}, seed++, t);
+    expect_ok({6, 517, 3000, "w4g128", DType::F16, DType::F16, "sm80_wo_stream"}, seed++, t);
   }
-  if (saved) setenv("MIXQ_STREAM_CLUSTER", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_STREAM_CLUSTER");
 }
 
 // M = 1 (and 5 before Hopper): streaming kernel, split-K (clusters on sm_90); 40: the Hopper wgmma kernel with split-K (on sm_90a) or cuBLAS;
 // 300: wgmma without split / cuBLAS.
 // One eager call, then a graph of three calls replayed five times: every replay gives the eager
 // call's bits (tickets and flags left ready by each launch, fixed summation orders).
-static void expect_replays_match_eager(int64_t M, int64_t N, int64_t K, const std::string& force) {
-  SCOPED_TRACE("M = " + std::to_string(M) + ", " + std::to_string(N) + "x" + std::to_string(K) + " " + force);
+// tuning: the knobs the weight is prepared with (test_tuning.hpp).
+static void expect_replays_match_eager(int64_t M, int64_t N, int64_t K, const std::string& force,
+                                       const std::string& tuning = "") {
+  SCOPED_TRACE("M = " + std::to_string(M) + ", " + std::to_string(N) + "x" + std::to_string(K) + " " + force +
+               " " + tuning);
   const QuantizedWeight w = make_weight(N, K, "w4g128", 7);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = force;
-  const PreparedWeight pw = prepare(w, o);
+  const PreparedWeight pw = prepare(w, test::with_tuning(o, tuning));
   HostActs x = make_acts(M, K, DType::F16, 8);
   DeviceBuffer dx(x.bytes.size()), dy1(M * N * 2), dy2(M * N * 2);
   dx.copy_from_host(x.bytes.data(), x.bytes.size());
@@ -592,12 +656,7 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
   SKIP_WITHOUT_GPU();
   for (const int64_t M : {int64_t(1), int64_t(5), int64_t(40), int64_t(300)}) expect_replays_match_eager(M, 4096, 4096, "");
   // the streaming kernel's global partials shared by four reducing blocks per tile
-  const char* saved = std::getenv("MIXQ_STREAM_CLUSTER");
-  const std::string saved_value = saved ? saved : "";
-  setenv("MIXQ_STREAM_CLUSTER", "0", 1);
-  expect_replays_match_eager(8, 4096, 8192, "stream");
-  if (saved) setenv("MIXQ_STREAM_CLUSTER", saved_value.c_str(), 1);
-  else unsetenv("MIXQ_STREAM_CLUSTER");
+  expect_replays_match_eager(8, 4096, 8192, "sm80_wo_stream", "wo_stream_cluster=off");
 }
 
 // Programmatic dependent launch (sm_90: the streaming kernel at M = 1-2, the wgmma kernel and its
@@ -607,25 +666,22 @@ TEST(CudaWeightOnly, DeterministicAndGraphCapturable) {
 // with dependent launch, gives the bits of the same chain run one call at a time without it.
 TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
   SKIP_WITHOUT_GPU();
-  // PDL on both kernels; the wgmma kernel with its whole ring of weight stages issued before the
-  // dependency wait (MIXQ_WS_EARLY=-1, the order of its weight-stream-bound launches)
-  struct Knob {
-    const char *name, *off, *on;
-  };
-  const Knob knobs[] = {{"MIXQ_STREAM_PDL", "0", "1"}, {"MIXQ_WGMMA_PDL", "0", "1"}, {"MIXQ_WS_EARLY", "0", "-1"}};
-  std::vector<std::pair<bool, std::string>> saved;
-  for (const Knob& k : knobs)
-    saved.emplace_back(std::getenv(k.name) != nullptr, std::getenv(k.name) ? std::getenv(k.name) : "");
-  auto set_knobs = [&](bool on) {
-    for (const Knob& k : knobs) setenv(k.name, on ? k.on : k.off, 1);
-  };
+  // Each weight prepared twice: PDL on both kernels, the wgmma kernel with its whole ring of
+  // weight stages issued before the dependency wait (wo_early_stages=-1, the order of its
+  // weight-stream-bound launches); and neither (the reference chain).
+  const std::string pdl_on = "wo_stream_pdl=on,wo_wgmma_pdl=on,wo_early_stages=-1";
+  const std::string pdl_off = "wo_stream_pdl=off,wo_wgmma_pdl=off,wo_early_stages=0";
   const int64_t D = 4096;
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
-  const PreparedWeight wa = prepare(make_weight(D, D, "w4g128", 21), o);
-  const PreparedWeight wb = prepare(make_weight(D, D, "w8g128", 22), o);
+  const QuantizedWeight qa = make_weight(D, D, "w4g128", 21), qb = make_weight(D, D, "w8g128", 22);
+  const PreparedWeight wa = prepare(qa, test::with_tuning(o, pdl_on)), wb = prepare(qb, test::with_tuning(o, pdl_on));
+  const PreparedWeight wa_ref = prepare(qa, test::with_tuning(o, pdl_off)),
+                       wb_ref = prepare(qb, test::with_tuning(o, pdl_off));
   for (const int64_t M : {int64_t(1), int64_t(2), int64_t(16), int64_t(64)}) {
     SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M) + " / " + wb.kernel_name(M));
+    EXPECT_EQ(wa.kernel_name(M), wa_ref.kernel_name(M));
+    EXPECT_EQ(wb.kernel_name(M), wb_ref.kernel_name(M));
     HostActs x = make_acts(M, D, DType::F16, 23);
     constexpr int kCalls = 6;
     DeviceBuffer dx(x.bytes.size());
@@ -636,11 +692,13 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
     ExecContext ctx;
     ctx.stream = s;
-    auto chain = [&](bool sync_each) {
+    // pdl: the weights prepared with dependent launch (else the reference ones, without)
+    auto chain = [&](bool pdl, bool sync_each) {
       for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
       for (int i = 0; i < kCalls; ++i) {
         const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
-        linear(in.view(DType::F16, {M, D}), i % 2 ? wb : wa, ys[size_t(i)].view(DType::F16, {M, D}), {}, ctx);
+        const PreparedWeight& w = pdl ? (i % 2 ? wb : wa) : (i % 2 ? wb_ref : wa_ref);
+        linear(in.view(DType::F16, {M, D}), w, ys[size_t(i)].view(DType::F16, {M, D}), {}, ctx);
         if (sync_each) ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
       }
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
@@ -653,12 +711,10 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
       }
       return out;
     };
-    set_knobs(false);
-    chain(true);
+    chain(false, true);
     const auto want = outputs();
-    set_knobs(true);
     for (int rep = 0; rep < 3; ++rep) {
-      chain(false);
+      chain(true, false);
       EXPECT_EQ(outputs(), want) << "eager chain " << rep;
     }
     cudaGraph_t graph;
@@ -679,10 +735,6 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
-  }
-  for (size_t i = 0; i < saved.size(); ++i) {
-    if (saved[i].first) setenv(knobs[i].name, saved[i].second.c_str(), 1);
-    else unsetenv(knobs[i].name);
   }
 }
 

@@ -90,7 +90,7 @@ PrepareOptions cpu_opts(ActQuant act = ActQuant::None, const std::string& force 
 }
 
 double run_weight_only(const QuantizedWeight& w, int64_t M, DType xt, DType yt, bool bias_clamp,
-                       int threads, const std::string& force = "cpu_f32") {
+                       int threads, const std::string& force = "cpu_f32", const std::string& isa = "") {
   Buf x = random_matrix(xt, M, w.K, 1000 + M);
   Buf y(yt, M, w.N), yr(DType::F32, M, w.N);
   Buf b = random_matrix(DType::F32, 1, w.N, 7);
@@ -103,7 +103,9 @@ double run_weight_only(const QuantizedWeight& w, int64_t M, DType xt, DType yt, 
   y.poison();
   ExecContext ctx;
   ctx.num_threads = threads;
-  const PreparedWeight p = prepare(w, cpu_opts(ActQuant::None, force));
+  PrepareOptions o = cpu_opts(ActQuant::None, force);
+  o.cpu_isa = isa;
+  const PreparedWeight p = prepare(w, o);
   EXPECT_EQ(p.backend(), BackendKind::CPU);
   linear(x.view(), p, y.view(), ep, ctx);
   ref::linear_weight_only(x.view(), w, yr.view(), ep);
@@ -310,13 +312,14 @@ TEST(CpuBackend, Conv2dInt8PerTensor) {
 }
 
 TEST(CpuBackend, ScalarFallbackMatches) {
-  setenv("MIXQ_CPU_ISA", "scalar", 1);
   const QuantizedWeight w = make_weight("w4g32asym", 21, 100, 4);
-  EXPECT_NE(prepare(w, cpu_opts()).kernel_name(1).find("scalar"), std::string::npos);
-  EXPECT_LE(run_weight_only(w, 3, DType::F32, DType::F32, true, 2), 1e-5);
-  EXPECT_LE(run_weight_only(make_weight("fp8b128", 20, 140, 1), 9, DType::F32, DType::F32, false, 1), 1e-5);
-  EXPECT_LE(run_weight_only(w, 3, DType::F32, DType::F32, false, 2, "cpu_i8dot"), 1e-2);
-  unsetenv("MIXQ_CPU_ISA");
+  PrepareOptions scalar = cpu_opts();
+  scalar.cpu_isa = "scalar";
+  EXPECT_NE(prepare(w, scalar).kernel_name(1).find("scalar"), std::string::npos);
+  EXPECT_LE(run_weight_only(w, 3, DType::F32, DType::F32, true, 2, "cpu_f32", "scalar"), 1e-5);
+  EXPECT_LE(run_weight_only(make_weight("fp8b128", 20, 140, 1), 9, DType::F32, DType::F32, false, 1, "cpu_f32", "scalar"),
+            1e-5);
+  EXPECT_LE(run_weight_only(w, 3, DType::F32, DType::F32, false, 2, "cpu_i8dot", "scalar"), 1e-2);
 }
 
 // The default weight-only path for M <= 8 quantizes X to int8 per segment (block <= 256 here):
