@@ -32,11 +32,68 @@ nb::ndarray<nb::numpy, float> new_f32(size_t rows, size_t cols, float** data) {
   return nb::ndarray<nb::numpy, float>(p, {rows, cols}, owner);
 }
 
+// Copies a host array's bytes (any dtype, C-contiguous) into a byte vector.
+template <typename T>
+std::vector<T> bytes_of(nb::handle a, const char* arg) {
+  std::vector<T> out;
+  if (a.is_none()) return out;
+  Borrowed b = borrow(a, arg, Access::Read);
+  MIXQ_CHECK_ARG(b.view.device == mixq::Device::CPU && b.view.is_contiguous(), arg,
+                 ": expected a contiguous host array, got ", b.view.describe());
+  const size_t n = static_cast<size_t>(b.view.nbytes());
+  MIXQ_CHECK_ARG(n % sizeof(T) == 0, arg, ": ", n, " bytes is not a whole number of ", sizeof(T),
+                 "-byte elements");
+  out.resize(n / sizeof(T));
+  if (n) std::memcpy(out.data(), b.view.data, n);
+  return out;
+}
+
+mixq::DType dtype_arg(const std::string& name, const char* arg) {
+  const auto t = mixq::parse_dtype(name);
+  MIXQ_CHECK_ARG(t.has_value(), arg, ": unknown dtype '", name, "'");
+  return *t;
+}
+
+mixq::ZeroKind zero_kind_arg(const std::string& name) {
+  if (name == "none") return mixq::ZeroKind::None;
+  if (name == "offset") return mixq::ZeroKind::Offset;
+  if (name == "zero-point") return mixq::ZeroKind::ZeroPoint;
+  MIXQ_FAIL(mixq::ErrorCode::InvalidArgument, "zero_kind: '", name,
+            "' is not one of none, offset, zero-point");
+}
+
 }  // namespace
 
 void bind_weights(nb::module_& m) {
   nb::class_<QuantizedWeight>(m, "QuantizedWeight",
                               "The canonical quantized weight W[N][K] (see mixq.QuantizedWeight).")
+      .def_static("from_parts", [](int64_t N, int64_t K, const std::string& code_type,
+                                   int64_t block_k, int64_t block_n, const std::string& scale_type,
+                                   const std::string& zero_kind, bool has_scales, nb::handle codes,
+                                   nb::handle scales, nb::handle zeros, nb::handle k_perm,
+                                   const std::string& origin) {
+            QuantizedWeight w;
+            w.N = N;
+            w.K = K;
+            w.code_type = dtype_arg(code_type, "code_type");
+            w.block_k = block_k;
+            w.block_n = block_n;
+            w.scale_type = dtype_arg(scale_type, "scale_type");
+            w.zero_kind = zero_kind_arg(zero_kind);
+            w.has_scales = has_scales;
+            w.codes = bytes_of<uint8_t>(codes, "codes");
+            w.scales = bytes_of<uint8_t>(scales, "scales");
+            w.zeros = bytes_of<uint8_t>(zeros, "zeros");
+            w.k_perm = bytes_of<int32_t>(k_perm, "k_perm");
+            w.origin = origin;
+            w.validate();
+            return w;
+          }, nb::arg("N"), nb::arg("K"), nb::arg("code_type"), nb::arg("block_k"),
+          nb::arg("block_n"), nb::arg("scale_type"), nb::arg("zero_kind"), nb::arg("has_scales"),
+          nb::arg("codes"), nb::arg("scales").none(), nb::arg("zeros").none(),
+          nb::arg("k_perm").none(), nb::arg("origin") = "",
+          "Build a weight from its buffers (copied; see include/mixq/quantized_weight.hpp for the "
+          "layout) and validate it.")
       .def_ro("N", &QuantizedWeight::N)
       .def_ro("K", &QuantizedWeight::K)
       .def_prop_ro("code_type", [](const QuantizedWeight& w) { return std::string(mixq::dtype_name(w.code_type)); })
