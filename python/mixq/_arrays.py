@@ -15,6 +15,17 @@ _NUMPY_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.flo
                  "int8": np.int8, "uint8": np.uint8, "int32": np.int32}
 
 
+def require_array(a, arg):
+    """Raise mixq.InvalidArgumentError naming `arg` unless `a` looks like an array (has a
+    shape); the extension checks the rest (dtype, device, strides)."""
+    if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+        from .errors import InvalidArgumentError
+        raise InvalidArgumentError(
+            f"mixq: invalid argument: {arg}: cannot view a {type(a).__name__} as an array "
+            "without a copy (expected a numpy array, a torch tensor, a CuPy array or another "
+            "DLPack / array-interface object)")
+
+
 def framework(a):
     """'torch', 'cupy', 'numpy' or 'other' for an array object (no import of torch/cupy)."""
     mod = type(a).__module__.split(".", 1)[0]

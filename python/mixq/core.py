@@ -10,7 +10,8 @@ nothing synchronises the host.
 import math
 
 from . import _mixq
-from ._arrays import current_stream, detach, dtype_name, empty_like_place, framework
+from ._arrays import (current_stream, detach, dtype_name, empty_like_place, framework,
+                      require_array)
 
 __all__ = ["quantize", "prepare", "linear", "conv2d", "dequantize", "kernel_name",
            "workspace_size", "conv2d_output_size", "scheme_name"]
@@ -36,6 +37,7 @@ def quantize(w, scheme):
     Raises:
         mixq.InvalidArgumentError: an unknown scheme, a GPU array, a bad dtype or shape.
     """
+    require_array(w, "w")
     w = detach(w)
     if len(w.shape) == 4:
         w = w.reshape(w.shape[0], -1)
@@ -132,7 +134,9 @@ def _out_dtype(x, out_dtype):
     if out_dtype is not None:
         return str(out_dtype).replace("torch.", "")
     dt = dtype_name(x)
-    return "float32" if dt == "int8" else dt
+    # Outputs are float; for an input of another dtype (int8-per-tensor's int8, or a wrong one
+    # that the extension will report, naming x) allocate float32.
+    return dt if dt in ("float32", "float16", "bfloat16") else "float32"
 
 
 def _record_streams(x, stream, arrays):
@@ -179,6 +183,7 @@ def linear(x, prepared, out=None, bias=None, clamp=None, stream=None, *, workspa
     Raises:
         mixq.InvalidArgumentError: naming the argument (x, out, bias, workspace) and the values.
     """
+    require_array(x, "x")
     x = detach(x)
     N = prepared.N
     M = math.prod(x.shape[:-1])
@@ -213,6 +218,7 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
     Returns:
         out.
     """
+    require_array(x, "x")
     x = detach(x)
     geom = prepared.conv_geometry
     if geom is None:

@@ -2,6 +2,7 @@
 // API's types without copies (views.hpp) and the C++ calls do all validation; the Python
 // package (python/mixq) adds allocation of outputs/workspaces, streams and docstrings.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
 #include "errors.hpp"
