@@ -27,5 +27,6 @@ echo "python_test: built $(basename "$wheel") in $(( $(date +%s) - start )) s," 
 
 "$PY" -m venv --system-site-packages "$VENV"
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
-# Run from the tests folder so that the installed package, not a source tree, is imported.
+# The repository root holds no importable mixq package (its sources are in python/), so the
+# tests import the installed wheel.
 "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests/python
