@@ -1,0 +1,54 @@
+"""quantize_: replace a model's nn.Linear layers by QuantLinear, in place."""
+
+import fnmatch
+
+from torch import nn
+
+from .linear import QuantLinear
+
+__all__ = ["quantize_", "skipped"]
+
+
+def skipped(name, skip):
+    """True when module `name` matches one of `skip`: a glob pattern matched anywhere in the
+    name ('lm_head', '*.mlp.*', 'layers.0.*'), or a callable(name) -> bool."""
+    if skip is None:
+        return False
+    if callable(skip):
+        return bool(skip(name))
+    if isinstance(skip, str):
+        skip = (skip,)
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, f"*{p}*")
+               for p in skip)
+
+
+def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=None,
+              **kwargs):
+    """Replace every ``nn.Linear`` of `model` (in place) by a :class:`QuantLinear` quantized
+    with `scheme`.
+
+    Args:
+        model: an ``nn.Module``.
+        scheme: mixq scheme name ('w4g128', 'w8g128', 'w4g128zp', 'fp8b128', ...), or a
+            callable(name, linear) -> scheme name or None (None keeps that layer dense).
+        skip: module names to keep dense (see :func:`skipped`), e.g. ``skip=("lm_head",)``.
+        backend, act, device, kwargs: passed to :meth:`QuantLinear.from_linear`.
+
+    Returns:
+        The list of replaced module names.
+    """
+    replaced = []
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if type(child) is not nn.Linear:
+                continue
+            full = f"{name}.{child_name}" if name else child_name
+            if skipped(full, skip):
+                continue
+            s = scheme(full, child) if callable(scheme) else scheme
+            if s is None:
+                continue
+            setattr(module, child_name, QuantLinear.from_linear(
+                child, s, backend=backend, act=act, device=device, **kwargs))
+            replaced.append(full)
+    return replaced

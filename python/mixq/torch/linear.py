@@ -1,0 +1,133 @@
+"""QuantLinear: a drop-in ``nn.Linear`` replacement holding a mixq prepared weight."""
+
+import math
+import weakref
+
+import torch
+from torch import nn
+
+from .. import core
+from . import _registry
+from . import ops as _ops  # noqa: F401  (registers torch.ops.mixq.linear)
+
+__all__ = ["QuantLinear", "register_prepared"]
+
+_CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
+
+
+def register_prepared(prepared):
+    """Handle for calling ``torch.ops.mixq.linear`` on a PreparedWeight directly (kept until
+    ``mixq.torch.release_prepared(handle)``)."""
+    return _registry.register(prepared)
+
+
+def _backend_for(device, backend):
+    if backend != "auto":
+        return backend
+    return "cuda" if device.type == "cuda" else "cpu"
+
+
+class QuantLinear(nn.Module):
+    """``y = x @ W.T + bias`` (then an optional clamp) with W quantized by mixq.
+
+    The weight is prepared once for the module's device; ``forward`` calls the
+    ``torch.ops.mixq.linear`` custom op, so the module works under
+    ``torch.compile(fullgraph=True)`` and CUDA graphs. Moving the module (``.to``, ``.cuda``)
+    re-prepares the weight for the new device from the host copy of the quantized weight
+    (kept when ``keep_quantized=True``, the default). The quantized weight is not part of
+    ``state_dict``; save it with ``mixq.save`` and load it with ``mixq.torch.load_checkpoint_``.
+
+    Attributes:
+        in_features, out_features: K and N.
+        qweight: the :class:`mixq.QuantizedWeight` (None when not kept).
+        prepared: the :class:`mixq.PreparedWeight` in use.
+        handle: the prepared weight's handle for ``torch.ops.mixq.linear``.
+        bias: ``[N]`` buffer or None.
+    """
+
+    def __init__(self, qweight, bias=None, *, device="cpu", backend="auto", act="none",
+                 clamp=None, keep_quantized=True, **prepare_kwargs):
+        """Prepare `qweight` for `device`.
+
+        Args:
+            qweight: a :class:`mixq.QuantizedWeight` ``[N, K]``.
+            bias: optional ``[N]`` tensor (copied to `device`).
+            device: where the module runs ('cpu', 'cuda', 'cuda:1', torch.device).
+            backend: 'auto' (the device's backend), 'cpu', 'ref' or 'cuda'.
+            act: 'none' (weight-only), 'int8' or 'fp8' (online activation quantization).
+            clamp: None, 'relu' or 'relu6', fused into the product.
+            keep_quantized: keep the host quantized weight (needed to move the module).
+            prepare_kwargs: more options for :func:`mixq.prepare` (act_block, force_kernel).
+        """
+        super().__init__()
+        self.in_features = qweight.K
+        self.out_features = qweight.N
+        self.scheme_desc = qweight.describe()
+        self._backend = backend
+        self._act = act
+        self._prepare_kwargs = prepare_kwargs
+        self.clamp_lo, self.clamp_hi = _CLAMPS[clamp]
+        self.qweight = qweight if keep_quantized else None
+        device = torch.device(device)
+        # An empty buffer that follows the module through .to()/.cuda(): after a move, its
+        # device says where to re-prepare the weight (nn.Module._apply gives no device).
+        self.register_buffer("_place", torch.empty(0, device=device), persistent=False)
+        if bias is not None:
+            bias = bias.detach().to(device)
+        self.register_buffer("bias", bias)
+        self.handle = 0
+        self.prepared = None
+        self._prepare(qweight, device)
+
+    def _prepare(self, qweight, device):
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        prepared = core.prepare(qweight, _backend_for(device, self._backend), self._act,
+                                device=device.index or 0, **self._prepare_kwargs)
+        old = self.handle
+        self.prepared = prepared
+        self.handle = _registry.register(prepared)
+        self._prepared_device = device
+        if old:
+            _registry.release(old)
+        # Release the handle with the module (not in __del__: reference cycles would delay it).
+        if getattr(self, "_finalizer", None) is not None:
+            self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, _registry.release, self.handle)
+
+    @classmethod
+    def from_linear(cls, linear, scheme, *, backend="auto", act="none", device=None, **kwargs):
+        """Quantize an ``nn.Linear`` with `scheme` (e.g. 'w4g128', 'w8g128', 'fp8b128').
+
+        The weight is quantized on the host (round to nearest) and prepared for `device`
+        (default: the linear's device). The bias is kept in its dtype.
+        """
+        w = linear.weight.detach()
+        device = torch.device(device) if device is not None else w.device
+        qweight = core.quantize(w.to("cpu").contiguous(), scheme)
+        return cls(qweight, linear.bias, device=device, backend=backend, act=act, **kwargs)
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)
+        place = self._place.device
+        if place != self._prepared_device and not (
+                place.type == "cuda" and self._prepared_device.type == "cuda"
+                and place.index in (None, self._prepared_device.index)):
+            if self.qweight is None:
+                raise RuntimeError("QuantLinear: cannot move a module created with "
+                                   "keep_quantized=False to another device")
+            self._prepare(self.qweight, place)
+        return self
+
+    def forward(self, x):
+        """``torch.ops.mixq.linear(x, handle, bias, clamp)``; x ``[..., in_features]``."""
+        return torch.ops.mixq.linear(x, self.handle, self.bias, self.clamp_lo, self.clamp_hi)
+
+    def kernel_name(self, M=1):
+        """The kernel a call with M rows runs."""
+        return self.prepared.kernel_name(M)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, weight={self.scheme_desc}, "
+                f"backend={self.prepared.backend}, act={self.prepared.act}")

@@ -1,0 +1,25 @@
+// The pieces of the _mixq extension module, one function per concept (each in its own file).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "mixq/ops.hpp"
+
+namespace mixq_py {
+
+namespace nb = nanobind;
+
+// A prepared weight and the device it was prepared for (mixq::PreparedWeight does not report
+// its CUDA ordinal, and the Python layer needs it to pick streams and allocate outputs).
+struct Prepared {
+  mixq::PreparedWeight weight;
+  int device = 0;
+  int64_t ci = 0, kh = 0, kw = 0;  // convolution weights: the geometry conv2d needs for out=
+};
+
+void bind_weights(nb::module_& m);   // weights.cpp: QuantizedWeight, quantize, dequantize
+void bind_prepare(nb::module_& m);   // prepare.cpp: PreparedWeight, prepare, queries
+void bind_ops(nb::module_& m);       // ops.cpp: linear, conv2d
+void bind_formats(nb::module_& m);   // formats.cpp: inspect, load, save
+
+}  // namespace mixq_py

@@ -1,0 +1,172 @@
+"""mixq on CUDA through torch (and CuPy when present): the custom op against the core API,
+torch.compile(fullgraph=True), CUDA-graph capture and replay, two streams at once, device
+checks. Every test skips, with the reason, without a GPU + CUDA torch + a CUDA build of mixq."""
+import math
+
+import numpy as np
+import pytest
+
+from conftest import HAVE_CUDA, CUDA_SKIP_REASON, reference_linear, rel_err
+
+pytestmark = pytest.mark.skipif(not HAVE_CUDA, reason=CUDA_SKIP_REASON)
+
+if HAVE_CUDA:
+    import torch
+    from torch import nn
+
+    import mixq
+    import mixq.torch as mt
+
+# Tolerances of the README (weight-only): f16 2e-3, bf16 1e-2, f32 1e-5 on the exact paths.
+TOL = {"float16": 2e-3, "bfloat16": 1e-2, "float32": 1e-5}
+
+
+def make(scheme, N=1024, K=2048, seed=0):
+    torch.manual_seed(seed)
+    w = torch.randn(N, K)
+    qw = mixq.quantize(w, scheme)
+    return qw, mixq.prepare(qw, backend="cuda", device=0)
+
+
+@pytest.mark.parametrize("scheme", ["w4g128", "w8g128", "w4g128zp", "fp8b128"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("M", [1, 16, 300])
+def test_cuda_linear_matches_reference(scheme, dtype, M):
+    qw, pw = make(scheme)
+    assert pw.backend == "cuda"
+    x = torch.randn(M, qw.K, device="cuda").to(getattr(torch, dtype))
+    b = torch.randn(qw.N, device="cuda", dtype=x.dtype)
+    y = mixq.linear(x, pw, bias=b)
+    assert y.is_cuda and y.dtype == x.dtype and y.shape == (M, qw.N)
+    ref = reference_linear(x.float().cpu().numpy(), qw, b.float().cpu().numpy())
+    assert rel_err(y.float().cpu().numpy(), ref) <= TOL[dtype]
+
+
+def test_op_bit_identical_to_core_api_and_cupy():
+    qw, pw = make("w4g128")
+    h = mt.register_prepared(pw)
+    try:
+        x = torch.randn(8, qw.K, device="cuda", dtype=torch.float16)
+        got = torch.ops.mixq.linear(x, h, None, -math.inf, math.inf)
+        want = mixq.linear(x, pw)
+        assert torch.equal(got, want)
+        cupy = pytest.importorskip("cupy", reason="needs CuPy for the CuPy part")
+        xc = cupy.from_dlpack(x)
+        yc = mixq.linear(xc, pw)
+        assert torch.equal(torch.from_dlpack(yc), want)
+    finally:
+        mt.release_prepared(h)
+
+
+def test_w8a8_modes():
+    torch.manual_seed(3)
+    w = torch.randn(1024, 2048)
+    x = torch.randn(32, 2048, device="cuda", dtype=torch.bfloat16)
+    for scheme, act, tol in (("w8g128", "int8", 1e-2), ("fp8b128", "fp8", 4e-2)):
+        qw = mixq.quantize(w, scheme)
+        pw = mixq.prepare(qw, backend="cuda", act=act)
+        y = mixq.linear(x, pw)
+        assert rel_err(y.float().cpu().numpy(),
+                       reference_linear(x.float().cpu().numpy(), qw)) <= tol
+
+
+def test_quant_linear_on_cuda_and_move():
+    torch.manual_seed(4)
+    lin = nn.Linear(2048, 1024).cuda().half()
+    ql = mt.QuantLinear.from_linear(lin, "w4g128")
+    assert ql.prepared.backend == "cuda" and ql.bias.is_cuda
+    x = torch.randn(4, 2048, device="cuda", dtype=torch.float16)
+    y = ql(x)
+    ref = reference_linear(x.float().cpu().numpy(), ql.qweight, lin.bias.float().cpu().numpy())
+    assert rel_err(y.float().cpu().numpy(), ref) <= 2e-3
+    ql.cpu()
+    assert ql.prepared.backend == "cpu"
+    y_cpu = ql(x.cpu().float())
+    assert rel_err(y_cpu.numpy(), ref) <= 1e-2
+    ql.cuda()
+    assert ql.prepared.backend == "cuda"
+
+
+def test_compile_fullgraph_cuda():
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(2048, 4096), nn.SiLU(), nn.Linear(4096, 2048)).cuda().half()
+    mt.quantize_(model, "w4g128")
+    x = torch.randn(4, 2048, device="cuda", dtype=torch.float16)
+    with torch.no_grad():
+        eager = model(x)
+        compiled = torch.compile(model, fullgraph=True)
+        assert torch.equal(compiled(x), eager)
+        cg = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+        for _ in range(3):  # warm-up, record, replay
+            out = cg(x)
+        assert torch.equal(out, eager)
+
+
+def test_cuda_graph_capture_and_replay():
+    torch.manual_seed(6)
+    ql = mt.QuantLinear.from_linear(nn.Linear(4096, 4096).cuda().half(), "w4g128")
+    x = torch.randn(1, 4096, device="cuda", dtype=torch.float16)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):  # warm-up outside capture (lazy CUDA / library initialisation)
+            ql(x)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = ql(x)
+    for seed in range(3):
+        x.copy_(torch.randn(1, 4096, generator=torch.Generator().manual_seed(seed)).half())
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(y, ql(x))
+
+
+def test_two_streams_at_once():
+    qw, pw = make("w8g128", N=4096, K=4096)
+    xs = [torch.randn(16, qw.K, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    want = [mixq.linear(x, pw) for x in xs]
+    torch.cuda.synchronize()
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [torch.empty_like(w) for w in want]
+    for _ in range(20):
+        for s, x, o in zip(streams, xs, outs):
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):
+                mixq.linear(x, pw, out=o)  # workspace per call: concurrent calls are safe
+    torch.cuda.synchronize()
+    for o, w in zip(outs, want):
+        assert torch.equal(o, w)
+    # An explicit stream argument (another stream than the current one) works the same.
+    o = mixq.linear(xs[0], pw, stream=streams[0])
+    streams[0].synchronize()
+    assert torch.equal(o, want[0])
+
+
+def test_device_errors_name_the_argument():
+    qw, pw = make("w4g128", N=256, K=512)
+    with pytest.raises(mixq.InvalidArgumentError, match="x: expected a cuda"):
+        mixq.linear(torch.randn(2, 512, dtype=torch.float16), pw,
+                    out=torch.empty(2, 256, device="cuda", dtype=torch.float16))
+    with pytest.raises(mixq.InvalidArgumentError, match="bias: expected a cuda"):
+        mixq.linear(torch.randn(2, 512, device="cuda", dtype=torch.float16), pw,
+                    bias=torch.zeros(256, dtype=torch.float16))
+    cpu_pw = mixq.prepare(qw, backend="cpu")
+    with pytest.raises(mixq.InvalidArgumentError, match="x: expected a cpu"):
+        mixq.linear(torch.randn(2, 512, device="cuda"), cpu_pw, out=torch.empty(2, 256))
+    with pytest.raises(mixq.InvalidArgumentError, match="x: innermost dimension"):
+        mixq.linear(torch.randn(2, 1024, device="cuda", dtype=torch.float16)[:, ::2], pw)
+
+
+@pytest.mark.skipif(not HAVE_CUDA or torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_tensor_on_another_gpu():
+    qw, pw = make("w4g128", N=256, K=512)
+    with pytest.raises(mixq.InvalidArgumentError, match="x: on cuda:1 but the weight is prepared for cuda:0"):
+        mixq.linear(torch.randn(2, 512, device="cuda:1", dtype=torch.float16), pw,
+                    out=torch.empty(2, 256, device="cuda:0", dtype=torch.float16))
+    pw1 = mixq.prepare(qw, backend="cuda", device=1)
+    x1 = torch.randn(2, 512, device="cuda:1", dtype=torch.float16)
+    y1 = mixq.linear(x1, pw1)
+    assert y1.device == torch.device("cuda:1")
+    y0 = mixq.linear(x1.to("cuda:0"), pw)
+    assert torch.equal(y1.cpu(), y0.cpu())
