@@ -278,7 +278,7 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // Group-major copy of the pairs for the warp-specialized wgmma kernel: the pairs of one group
   // for 128 consecutive rows are contiguous (one bulk copy per stage instead of 128 per-row
-  // cp.async, which cost 10-17% at M >= 256: bench/results/cuda_wo_wgmma_ws_streamk/h100_wsdiag.txt).
+  // cp.async, which cost 10-17% at M >= 256: docs/decisions/wo-repack-and-pairs.md).
   void build_pairs_group_major() {
     const size_t psz = L_.pair_f32 ? 8 : 4;
     const int64_t G = L_.groups;

@@ -36,7 +36,7 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
 }
 
 // Estimated time of one 64-K stage of a 128 x mt tile on one SM (us), fitted to runs of the kernel
-// on H100 with three TMA loads per stage (bench/results/cuda_wo_wgmma_ws_streamk.md: ~0.44 at
+// on H100 with three TMA loads per stage (docs/decisions/wo-wgmma-stream-k-reduction.md: ~0.44 at
 // mt = 64 and ~0.72 at 256): a per-stage floor of the dequantize -> wgmma chain plus tensor time.
 inline double stream_k_chunk_us(int mt) { return 0.40 + 0.0012 * mt; }
 // One iteration of cps chunks: a 128-K stage shares the per-stage floor (waits, descriptors,
@@ -46,7 +46,7 @@ inline double stream_k_iter_us(int mt, int cps) { return stream_k_chunk_us(mt) *
 // Estimated time (us) of a schedule: the busiest CTA's chunks (whole-tile rounds, a partial last
 // round counting as a round, plus its stream-K range), plus the fixup kernel (launch, and every
 // partial written and read once at ~5 TB/s: they are L2-resident) when tiles are cut. (Fitted
-// before the inline reduction; the choices it makes were kept when that came, session 20.)
+// before the inline reduction; the choices it makes were kept when that came: docs/decisions/wo-wgmma-stream-k-reduction.md.)
 inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
   const int64_t dp_rounds = (s.dp_tiles + s.grid - 1) / s.grid;
   const int64_t sk_per_cta = s.sk_tiles ? (s.sk_iters + s.sk_ctas - 1) / s.sk_ctas : 0;
@@ -60,7 +60,7 @@ inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
 // CTAs (one per SM): the cheapest (stream_k_cost_us) of whole tiles only (with a partial last
 // round) and whole rounds + stream-K over the rest, with or without one more round in the
 // stream-K part (a small remainder spread over every CTA gives each a sliver of many tiles).
-// mode (tuning knob MIXQ_WS_SCHEDULE): 0 the cheapest, 1 whole tiles only, 2 the cheaper stream-K
+// mode (Tuning::wo_schedule): 0 the cheapest, 1 whole tiles only, 2 the cheaper stream-K
 // variant whatever it costs.
 inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, int max_ctas, int mt,
                                               int mode = 0, int cps = 1) {

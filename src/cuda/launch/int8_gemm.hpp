@@ -136,7 +136,7 @@ std::string int8_gemm_kernel_names(Int8Mode mode, int kb, bool offset);
 void launch_sm80_int8_small(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm80_int8_medium(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t stream);
-// Largest M served by the small / medium tiles (see docs and bench/results for the measurements).
+// Largest M served by the small / medium tiles (docs/decisions/int8-block-gemm.md).
 int64_t int8_small_max_m(const DeviceCaps& caps);
 int64_t int8_medium_max_m(const DeviceCaps& caps);
 // Smallest M served by the Hopper wgmma kernel "sm90_i8_128x128" (sm90_w8a8_gemm.hpp; block mode,

@@ -36,7 +36,7 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   sm90::BlockGemmParams p;
   p.set_tiles(int(a.M), int(a.N), int(num_kb), Shape::kBM, BN, C);
   // Raster groups of 2 N tiles: the 132 tiles in flight share few weight tiles, each read by
-  // every M tile of the group. Measured against 4, 8, 16 and 32 on the H100 (session 9, call 6):
+  // every M tile of the group. Measured against 4, 8, 16 and 32 on the H100 (docs/decisions/fp8-block-gemm.md):
   // fastest or within 1% on all 8 target shapes, up to 15% faster than 8.
   p.group_n = a.group_n > 0 ? a.group_n : kSm90Fp8DefaultGroupN;
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
@@ -46,9 +46,9 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-// Single CTAs by default (H100, session 9, bench/results/session9/): CTA pairs multicasting B
+// Single CTAs by default (H100, docs/decisions/fp8-block-gemm.md): CTA pairs multicasting B
 // were 1-14% slower on 7 of the 8 target shapes (3% faster on the eighth); with 192-wide tiles
-// pairs measured 1% faster to 11% slower (session 14, call 6).
+// pairs measured 1% faster to 11% slower (same record).
 int sm90_fp8_gemm_cluster(int cluster) {
   MIXQ_CHECK_ARG(cluster >= 0 && cluster <= 2,
                  "sm90 fp8 gemm: cluster must be 0 (default), 1 or 2, got ", cluster);
@@ -57,7 +57,7 @@ int sm90_fp8_gemm_cluster(int cluster) {
 
 // 128 x 192 tiles take 1/6 fewer bytes per FLOP from L2 than 128 x 128 (40 KB per 128 x 192 x 128
 // block against 32 KB per 128 x 128 x 128), which under the H100's 700 W cap shows as a higher
-// clock: measured 3-17% faster on the six #5 shapes where it is picked (session 14, call 10; one
+// clock: measured 3-17% faster on the six #5 shapes where it is picked (docs/decisions/fp8-block-gemm.md; one
 // accumulator set, 5 stages). They give fewer, larger work units, so the pick compares the
 // waves each tile needs, the 192-wide one credited with kWideSpeedup per column.
 Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kDequantWarps * 32)
 // ---- 16-bit dequantization (f16 / bf16 rows for cuBLAS), without shared memory ----
 // The kernel above parks every value in a shared-memory tile to transpose it: with its scalar
 // stores and row-major pair loads it ran at 93% of L1 throughput and 22% of DRAM bandwidth
-// (27.4 us on 4096x4096 W4, ncu: bench/results/session23/call3). Here a lane packs its fragment
+// (27.4 us on 4096x4096 W4, ncu: docs/decisions/wo-dequantize-cublas.md). Here a lane packs its fragment
 // values into 16-bit pairs in registers and the four lanes of a quad, which hold the same rows,
 // transpose their words with two rounds of shuffles; each lane then owns two 8-column segments of
 // its two rows and writes them with 16-byte stores (a quad covers a 128-byte row segment, 64

@@ -62,7 +62,7 @@ inline CUtensorMap make_tensor_map_2d(CUtensorMapDataType type, const void* base
 // element for element: a 16-byte aligned base, a pitch that is a multiple of 16 bytes (below the
 // 2^40-byte stride limit), and rows that end on a 16-byte boundary (N % 8 == 0). On the H100 a
 // store clipped at N inside a 16-byte chunk wrote the whole chunk, columns past N included
-// (bench/results/session24/call7). The TMA-store epilogues (weight-only wgmma kernel, block GEMMs)
+// (docs/decisions/wo-wgmma-tma-store-epilogue.md). The TMA-store epilogues (weight-only wgmma kernel, block GEMMs)
 // and the planner that counts on one ask this.
 inline bool tma_stores_16bit_rows(const void* base, int64_t ld, int64_t N) {
   return reinterpret_cast<uintptr_t>(base) % 16 == 0 && ld % 8 == 0 && N % 8 == 0 && ld < (int64_t(1) << 39);

@@ -186,7 +186,7 @@ __device__ __forceinline__ uint32_t cluster_map_shared(uint32_t addr, uint32_t r
 // default .release.cta semantics. The ring's consumers only read the slot through wgmma, whose
 // completion (wgmma.wait_group) precedes the arrival, so there is nothing to publish at cluster
 // scope. `.release.cluster` compiles to MEMBAR.ALL.GPU before the arrival: on the FP8 GEMM's
-// per-stage release that fence made CTA pairs 1.75x slower than single CTAs (H100, session 9).
+// per-stage release that fence made CTA pairs 1.75x slower than single CTAs (H100, docs/decisions/fp8-block-gemm.md).
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
 }

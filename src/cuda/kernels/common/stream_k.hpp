@@ -80,7 +80,7 @@ struct StreamKCursor {
     it_begin = it;
   }
   // The CTA's work in order: its whole tiles, then its stream-K range. (The range first, which
-  // moves the inline reduction's sums off the grid's end, measured no faster: session 25 call 5.)
+  // moves the inline reduction's sums off the grid's end, measured no faster: docs/decisions/wo-wgmma-stream-k-reduction.md.)
   MIXQ_HD bool next(const StreamKSchedule& s, StreamKWork& w) {
     if (dp_tile < s.dp_tiles) {
       w = StreamKWork{dp_tile, 0, s.chunks, false, false};

@@ -24,7 +24,7 @@
 // (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
 // TMA-loads half of B's rows and multicasts it into both CTAs' slots, so every weight byte leaves
 // L2 once per pair (a quarter less L2 -> SM traffic at 128 x 128 tiles). Measured on the H100
-// (session 9) pairs were no faster than single CTAs, so they are an option, not the default. A
+// (docs/decisions/fp8-block-gemm.md) pairs were no faster than single CTAs, so they are an option, not the default. A
 // slot can be refilled only when the consumers of BOTH CTAs are done with it (the peer's producer
 // writes into it too), so each consumer warp arrives on the empty barriers of both CTAs, and each
 // barrier counts 8 x kCluster arrivals.
@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(384, 1)
       if constexpr (kAccSets == 1) {
         // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
         // (Waiting for the next slot and reading its scales before this block's wait, so that
-        // only the promotion lies between the blocks, measured no faster: session 14, call 9.)
+        // only the promotion lies between the blocks, measured no faster: docs/decisions/fp8-block-gemm.md.)
         for (int kb = 0; kb < num_blocks; ++kb) {
           const int st = issue(acc0, s0, n0, kb, 0);
           wgmma_wait<0>();

@@ -6,7 +6,7 @@
 // the few tokens on the MMA's 128-row side (mostly padding) and cut the weights into BN-wide
 // tiles, one per CTA and K range whole: at M = 1 on 21504 x 14336 that is 168 tiles for 132 SMs
 // (two rounds, the second a quarter full), about half the weight stream's rate (FP8: 150-160 us
-// there against 111 us here, bench/results/session26).
+// there against 111 us here, docs/decisions/w8a8-skinny.md).
 //
 // CTA = 2 consumer warpgroups (warps 0-7) + 1 producer warp (warp 8), one CTA per SM, persistent.
 //   producer (one thread): per 128-wide K stage of the ring the 128 x 128 weight tile (TMA,
@@ -16,7 +16,7 @@
 //     stage m64nMTk32 MMAs into a fresh accumulator (the tensor-core accumulator never spans two K
 //     blocks: each has its own scales), then the policy folds the block into the f32 totals. Each
 //     warpgroup waits for its own MMAs and promotes while the other's run (one warpgroup for both
-//     halves made M = 64 13-20% slower than M = 16 on the large layers: session 26, call 1). The
+//     halves made M = 64 13-20% slower than M = 16 on the large layers: docs/decisions/w8a8-skinny.md). The
 //     weight stream delivers a 16 KB stage in ~0.7 us per SM, far more than the MMAs and the
 //     promotion take: the kernel is bound by DRAM.
 // Work: stream-K over (weight tile, K stage) iterations (wo_stream_k.hpp, every tile in the
@@ -26,7 +26,7 @@
 // Programmatic dependent launch: the producer issues the first stages' weight loads, then waits
 // for the previous grid before it loads the tokens (the quantizer's output); the consumers wait
 // before they touch tickets, partials or Y. With the quantizer also a dependent launch, the weight
-// stream starts while the quantizer runs (3.5-6 us less per call on the small layers, call 2).
+// stream starts while the quantizer runs (3.5-6 us less per call on the small layers: docs/decisions/w8a8-skinny.md).
 #pragma once
 
 #include <cuda_bf16.h>

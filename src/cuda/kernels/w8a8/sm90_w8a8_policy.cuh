@@ -34,7 +34,7 @@
 // Shared-memory wavefronts are the other budget: the wgmma operand reads are 384 per block, and a
 // column value costs every warp one wavefront per 4 bytes a thread receives (lanes of a row group
 // read the same address), so the promotion reads one column field (sw) per block.
-// The magic-number int -> float conversion (session 10) lost to I2FP: its VIADDs ran on the
+// The magic-number int -> float conversion (docs/decisions/int8-block-gemm.md) lost to I2FP: its VIADDs ran on the
 // half-rate integer pipe (35% of the stall samples).
 // The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
 // 16-byte load. The policy sets kPromoteReadsSmem: the skeleton releases a main slot only after

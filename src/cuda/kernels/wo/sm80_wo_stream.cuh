@@ -532,8 +532,8 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   // (each thread one float4 of outputs and all splits' loads in flight: one L2 round trip); the
   // earlier of them wait for the last arrival (all of the grid's blocks are resident: the planner
   // sizes the split so). One reducer summed 128 KB alone at M = 8 on 28672x8192 in eight rounds
-  // of loads: the reduction and partial stores cost 10.5 us of the call, now 3.4 (session 22,
-  // calls 2-3). The additions stay in split order either way (deterministic).
+  // of loads: the reduction and partial stores cost 10.5 us of the call, now 3.4
+  // (docs/decisions/wo-stream-splits-cluster-pdl.md). The additions stay in split order either way (deterministic).
   const int total = tile_rows * cols;
   const bool vec4 = (p.N % 4) == 0;  // tile_rows too: n_first is a multiple of 64
   const int reducers =

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
   // contributors, their first 128 slots: 64-bit divisions) is resolved before that wait, so that
   // after it only the loads, sums and stores stand between the main kernel's last CTA and the next
   // call (this kernel's tail is on the critical path of back-to-back calls). H100, same-process A/B
-  // against the wait first, nine layers, W4/W8 g128 f16 (bench/results/session19/call6): 0.3-0.9%
+  // against the wait first, nine layers, W4/W8 g128 f16 (docs/decisions/wo-wgmma-stream-k-reduction.md): 0.3-0.9%
   // faster at M = 4 / 16 on the large layers, 2-3% at M = 128 on the small ones, equal elsewhere.
   allow_dependent_launch();
   const int t = blockIdx.x, wg = blockIdx.y, q0 = blockIdx.z * kFixupQ, tid = threadIdx.x;
@@ -92,7 +92,7 @@ __global__ void __launch_bounds__(128) stream_k_fixup_kernel(const WoStreamParam
 // warpgroup waits there, then publishes the piece with one GPU-scope fence and an increment of the
 // tile's 8 flags (one per 16-row weight tile: the owner's warps wait independently). The fence
 // stays off the consumers: a fence per consumer warp stalled the issue-bound W4 consumers and
-// cost 2-7% on the medium layers (bench/results/session20/call1).
+// cost 2-7% on the medium layers (docs/decisions/wo-wgmma-stream-k-reduction.md).
 constexpr int kPieceBarrier = 1;                     // named barrier id (0 is __syncthreads)
 constexpr int kPieceBarrierThreads = 2 * 128 + 32;  // the consumer warpgroups + the signalling warp
 __device__ __forceinline__ void signal_first_piece(const StreamKSchedule& sched, unsigned* flags) {

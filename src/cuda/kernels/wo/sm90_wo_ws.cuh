@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // divisions sat between the previous grid's end and this grid's first activation load (H100,
     // same-process A/B, W4 g128 f16, M = 16 ... 128: 2-3.5% faster on the two smallest layers,
     // e.g. 4096x4096 M = 16 10.2 -> 9.9 us, 1-2% on the medium ones, ~0.5% on the large ones;
-    // bench/results/session21/call9).
+    // docs/decisions/wo-wgmma-stream-k-reduction.md).
     const StreamKCursor cursor(sched, int(blockIdx.x));
     const int early_cap = sched.early_stages < 0 ? S : min(sched.early_stages, S);
     int early = 0;
@@ -305,7 +305,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // the first stage is still in flight: sk_owner and slot_of are 64-bit divisions, which at the
     // owner's end of range sat on the launch's critical path (one per contributor before; H100,
     // W4 g128 f16 M = 16: 4096x4096 11.3 -> 10.1 us, 14336x4096 20.3 -> 19.4, 4096x6144 12.8 ->
-    // 12.1; bench/results/session21/call3 against call2).
+    // 12.1; docs/decisions/wo-wgmma-stream-k-reduction.md).
     const int last_contributor = sched.inline_reduce && int(blockIdx.x) < sched.sk_ctas && sched.sk_tiles > 0
                                      ? StreamKCursor::last_contributor(sched, int(blockIdx.x))
                                      : -1;

@@ -29,7 +29,7 @@ constexpr size_t kWsSmemBudget = 227 * 1024;
 // - chunks per stage: every stage costs a consumer warp a fixed ~70 instructions (barrier wait
 //   and release, descriptors, loop) besides its 16 dequantized registers per 64-K chunk, and with
 //   two consumer warps per scheduler a warp issues only every ~4.6 cycles (H100 W4 M = 16, ncu
-//   source counters: bench/results/cuda_wo_wgmma_ws_k128.md); two chunks per stage halve that
+//   source counters: docs/decisions/wo-wgmma-stages-and-ring.md); two chunks per stage halve that
 //   floor per byte. Large token tiles keep one chunk: their accumulators leave no registers for
 //   two 32-register A buffers.
 // - CTAs per SM: two CTAs give the latency-bound consumers of small tiles four warps per
@@ -45,7 +45,7 @@ MIXQ_HD constexpr int ws_stage_shift(int chunks_per_stage) { return chunks_per_s
 MIXQ_HD constexpr int ws_stage_groups(int chunks_per_stage, int group_shift) {
   return group_shift >= ws_stage_shift(chunks_per_stage) ? 1 : 1 << (ws_stage_shift(chunks_per_stage) - group_shift);
 }
-// Ring depth the shared memory reserves barriers for (MIXQ_WS_STAGES may ask for this many).
+// Ring depth the shared memory reserves barriers for (Tuning::wo_max_stages may ask for this many).
 constexpr int kWsRingMaxStages = 24;
 // Named barriers of the TMA-store epilogue, one per consumer warpgroup (0 is __syncthreads, 1 the
 // stream-K piece barrier: sm90_wo_stream_k_reduce.cuh).
@@ -77,10 +77,10 @@ struct WsTile {
   // pairs of a stage at most (groups of 16, f32 pairs); a launch sizes its ring for its own
   // (ws_stages: W4 g128 f16 pairs take 512 bytes a stage, not 8 KB, so the ring is deeper)
   static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
-  // Deeper is not faster (H100, MIXQ_WS_STAGES sweep, bench/results/cuda_wo_wgmma_ws_k128.md):
+  // Deeper is not faster (H100, a sweep of the ring cap, docs/decisions/wo-wgmma-stages-and-ring.md):
   // W4 M = 16 on 14336x21504 with two CTAs takes 66.7 us at 4 stages a CTA, 69 at 8-24; W8 M = 4
   // 113.5 at 8, 120.7 at 24; fewer than 4 (one CTA: 6) lose up to 20%.
-  // MIXQ_WS_STAGES overrides it (up to 24: the barriers reserved).
+  // Tuning::wo_max_stages caps it (up to 24: the barriers reserved).
   static constexpr int kMaxStages = kCtas == 2 ? 4 : 8;
   // this CTA's share of the SM's shared memory; the ring (as deep as fits, at most kMaxStages:
   // more weight bytes in flight per SM), then 2 barriers per stage
