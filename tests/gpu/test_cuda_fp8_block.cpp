@@ -187,7 +187,7 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
 // rows, or the pair's second CTA, past M), K off the 128-wide block, bias (f32 / bf16 / f16) and
 // relu6, f16 and bf16 outputs. N = 7232 at 192-wide tiles leaves the last tile's third box past N.
 // N = 517 in rows of ldy = 520 (a TMA store clipped inside a 16-byte chunk wrote the chunk's pad
-// columns: session 24, call 7), a 517-element pitch and a base 2 bytes past 16-byte alignment take
+// columns: docs/decisions/wo-wgmma-tma-store-epilogue.md), a 517-element pitch and a base 2 bytes past 16-byte alignment take
 // the direct stores both times, and must leave the pad columns alone.
 TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
   SKIP_WITHOUT_HOPPER();

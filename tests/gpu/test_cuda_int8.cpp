@@ -325,7 +325,7 @@ TEST(CudaInt8Block, HopperWgmma) {
         // > 132 tiles: the persistent loop and the stage ring wrap across tiles
         check_block({2000, 1500, 520, g, off, DType::F16, DType::F32, true, false, k}, seed++);
         // more rank-1 stages (K / 1024) than ring slots, on CTAs that run several tiles (a ring
-        // slot held across tiles deadlocked this until session 11's fix)
+        // slot held across tiles deadlocked this once: docs/decisions/int8-block-gemm.md)
         check_block({2000, 1500, 7000, g, off, DType::F16, DType::F32, false, false, k}, seed++);
       }
       for (DType xt : {DType::F16, DType::BF16, DType::F32})

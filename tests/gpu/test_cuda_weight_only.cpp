@@ -257,11 +257,11 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
   expect_ok({17, 10944, 7392, "w4g32", DType::BF16, DType::BF16, ""}, seed++);
   expect_ok({300, 1000, 7392, "w8g128", DType::F16, DType::F32, ""}, seed++);
   // K a multiple of the group but not of 64: the dequantize kernel's 16-wide steps in the K
-  // padding would index one group past the row (clamped since session 17; the values are zeros)
+  // padding would index one group past the row (the index is clamped; the values are zeros)
   expect_ok({40, 136, 7392, "w4g32", DType::F16, DType::F16, "wo_dequant_cublas"}, seed++);
   expect_ok({40, 24, 96, "w8g32asym", DType::BF16, DType::F32, "wo_dequant_cublas"}, seed++);
   // per-channel scales with splits longer than the streaming kernel's 256-K fold: each fold must
-  // apply the offset term to its own stretch of K (before session 13 every fold added the whole
+  // apply the offset term to its own stretch of K (an earlier version had every fold add the whole
   // split's activation sum: wrong once a split held two folds, e.g. 12 splits of 384 K here)
   expect_ok({1, 10944, 4096, "w4pc", DType::F16, DType::F16, "sm80_wo_stream"}, seed++);
   expect_ok({2, 10944, 4096, "w8pc", DType::BF16, DType::BF16, "sm80_wo_stream"}, seed++);

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cuda/launch/sm90_fp8_gemm.hpp"
+#include "cuda/dispatch/fp8_plan.hpp"
 #include "mixq/error.hpp"
 
 using namespace mixq::cuda;

@@ -183,8 +183,9 @@ class CudaFp8Block final : public PreparedImpl {
       launch_sm90_fp8_skinny_gemm(a, skinny_plan(M), sk.partial, sk.tickets, stream);
       return;
     }
-    a.block_n = forced_.block_n;  // 0: picked from M and N by the launcher
-    a.cluster = forced_.cluster;
+    const KernelId id = kernel_id(M);  // the plan's tile (forced, or picked from M and N)
+    a.block_n = id.tile_n;
+    a.cluster = id.ctas;
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
@@ -237,7 +238,7 @@ class CudaFp8Block final : public PreparedImpl {
   bool skinny_pdl() const { return opts.tuning.w8a8_skinny_pdl != Toggle::Off; }
 
   int device_ = 0, sms_ = 0;
-  Sm90Fp8Tile forced_;        // block_n 0: the launcher's pick
+  Sm90Fp8Tile forced_;        // block_n 0: the plan's pick (kernel_id)
   int forced_skinny_mt_ = 0;  // > 0: the skinny kernel with this token tile is forced
   int64_t nkb_ = 0, ldb_ = 0, ld_sb_ = 0;
   DeviceContext* ctx_ = nullptr;

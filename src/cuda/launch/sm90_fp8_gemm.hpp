@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/dispatch/fp8_plan.hpp"
 #include "cuda/launch/sm90_skinny_gemm.hpp"
 
 namespace mixq::cuda {
@@ -30,27 +31,11 @@ struct Sm90Fp8GemmArgs {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   int num_sms = 132;           // persistent grid size limit
   int group_n = 0;             // tile raster group along N (0 = kSm90Fp8DefaultGroupN)
-  int block_n = 0;             // N tile: 0 (picked from M, N: sm90_fp8_gemm_pick), 128 or 192
+  int block_n = 0;             // N tile: 128 or 192 (the plan's: dispatch/fp8_plan.hpp; 0 picks it)
   int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
   int y_tma = -1;              // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
   bool pdl = true;             // skinny kernel: a programmatic dependent launch (after the quantizer)
 };
-
-constexpr int kSm90Fp8DefaultGroupN = 2;
-
-// A tile configuration: 128 x block_n outputs per CTA (128: two accumulator sets, 6-stage ring;
-// 192: one set, 5 stages), single CTAs (cluster 1) or CTA pairs multicasting B (cluster 2).
-struct Sm90Fp8Tile {
-  int block_n = 0;
-  int cluster = 0;
-};
-// The tile the launcher picks for an M x N output on `sms` SMs (single CTAs).
-Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms);
-// The tile a launch runs: `requested` with block_n 0 replaced by the pick and cluster 0 by 1;
-// throws on a block_n other than 0, 128, 192 or a cluster other than 0, 1, 2.
-Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested);
-// sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
-int sm90_fp8_gemm_cluster(int cluster);
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).
 inline bool sm90_fp8_gemm_supported(int cc_major, int cc_minor) {
@@ -72,11 +57,5 @@ int sm90_fp8_skinny_mt_by_name(const std::string& name);
 // sizes them, tickets zero (every launch leaves them zero).
 void launch_sm90_fp8_skinny_gemm(const Sm90Fp8GemmArgs& a, const Sm90SkinnyPlan& plan,
                                  float* partial, unsigned* tickets, cudaStream_t stream);
-
-// Kernel name of a resolved tile (block_n 128 or 192, cluster 1 or 2).
-const char* sm90_fp8_gemm_name(Sm90Fp8Tile tile);
-// Kernel name (force_kernel / MIXQ_FORCE_KERNEL) -> its tile; {0, 0} for other names.
-Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name);
-std::string sm90_fp8_gemm_names();
 
 }  // namespace mixq::cuda

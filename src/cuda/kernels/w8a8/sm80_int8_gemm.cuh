@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "cuda/launch/int8_gemm.hpp"
+#include "cuda/kernels/common/int8_params.hpp"
 
 namespace mixq::cuda::int8k {
 

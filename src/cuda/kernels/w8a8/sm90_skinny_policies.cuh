@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "cuda/launch/int8_gemm.hpp"  // int8_meta_col
+#include "cuda/kernels/common/int8_params.hpp"  // int8_meta_col
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma_ops.cuh"
 

@@ -45,7 +45,7 @@
 
 #include <cstdint>
 
-#include "cuda/launch/int8_gemm.hpp"
+#include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 

@@ -1,8 +1,8 @@
-// Kernel choice for the INT8 GEMMs (by compute capability, K block and M) and the sm_80 tile launchers.
+// Kernel choice for the INT8 GEMMs: by compute capability, K block and M (docs/decisions/
+// int8-block-gemm.md, w8a8-skinny.md); a forced family name is checked against what can run.
 #include <string>
 
 #include "cuda/launch/int8_gemm.hpp"
-#include "cuda/launch/int8_gemm_launch.cuh"
 #include "cuda/launch/sm90_skinny_gemm.hpp"
 #include "cuda/launch/sm90_w8a8_gemm.hpp"
 #include "mixq/error.hpp"
@@ -11,13 +11,6 @@ namespace mixq::cuda {
 
 namespace {
 
-void launch_tile(const Int8GemmParams& p, int tile, cudaStream_t stream) {
-  MIXQ_CHECK(p.mode == Int8Mode::Tensor ? p.kb == kInt8TensorBlockK : (p.kb == 64 || p.kb == 128),
-             ErrorCode::Internal, "int8 gemm: K block ", p.kb, " has no kernel");
-  if (p.mode == Int8Mode::Tensor) int8k::launch_tensor(p, tile, stream);
-  else if (p.kb == 64) int8k::launch_block_g64(p, tile, stream);
-  else int8k::launch_block_g128(p, tile, stream);
-}
 
 constexpr Int8GemmKernel kSmall{Family::I8Sm80Small, launch_sm80_int8_small};
 constexpr Int8GemmKernel kMedium{Family::I8Sm80Medium, launch_sm80_int8_medium};
@@ -54,10 +47,6 @@ bool skinny_ok(const DeviceCaps& caps, Int8Mode mode, int kb, int mt = 64) {
 }
 
 }  // namespace
-
-void launch_sm80_int8_small(const Int8GemmParams& p, cudaStream_t s) { launch_tile(p, 0, s); }
-void launch_sm80_int8_medium(const Int8GemmParams& p, cudaStream_t s) { launch_tile(p, 1, s); }
-void launch_sm80_int8_large(const Int8GemmParams& p, cudaStream_t s) { launch_tile(p, 2, s); }
 
 int64_t int8_small_max_m(const DeviceCaps&) { return 16; }
 int64_t int8_medium_max_m(const DeviceCaps&) { return 128; }
