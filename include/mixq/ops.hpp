@@ -141,6 +141,59 @@ size_t linear_workspace_size(const PreparedWeight& w, int64_t M);
 void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y,
             const Epilogue& ep = {}, const ExecContext& ctx = {});
 
+// Quantized activations: the one form in which the API takes or hands out activations that are
+// already quantized (Int8Block / Fp8Block). Non-owning views of codes and per-(row, K block) meta
+// in the layout the W8A8 / FP8 GEMMs consume:
+//   q       [M][K] or [M][act_quant_row_pitch(K)] codes (INT8: i8; FP8: f8e4m3 or u8), rows
+//           contiguous with row stride >= act_quant_row_pitch(K) (K rounded up to 16 bytes).
+//   scale, offset, sums
+//           [n_blocks][M] or [n_blocks][act_quant_meta_pitch(M)] (f32, f32, i32), row stride
+//           >= act_quant_meta_pitch(M) (M rounded up to 4): value(m, kb) at [kb * stride + m],
+//           i.e. M contiguous. offset and sums have scale's stride. FP8 has no offset / sums.
+// n_blocks = ceil(K / block). Written by the quantizers of mixq/act_quant.hpp (into caller
+// buffers on any device, or into a host QuantizedActivationsBuffer), or by the caller's own
+// kernel fused into the producer of x.
+struct QuantizedActivations {
+  static constexpr int64_t kFp8Block = 128;  // FP8: per token per 128 along K
+
+  ActQuant kind = ActQuant::None;  // Int8Block or Fp8Block
+  int64_t block = 0;               // K block: INT8 32, 64, 128 or 256; FP8 128
+  TensorView q;                    // codes: i8 (INT8), f8e4m3 or u8 (FP8)
+  TensorView scale;                // f32
+  TensorView offset;               // INT8: f32; FP8: empty
+  TensorView sums;                 // INT8: i32 (each block's code sum); FP8: empty
+
+  static QuantizedActivations fp8_block(const TensorView& q, const TensorView& scale) {
+    return {ActQuant::Fp8Block, kFp8Block, q, scale, {}, {}};
+  }
+  static QuantizedActivations int8_block(int64_t block, const TensorView& q,
+                                         const TensorView& scale, const TensorView& offset,
+                                         const TensorView& sums) {
+    return {ActQuant::Int8Block, block, q, scale, offset, sums};
+  }
+};
+
+// Y[M][N] = dequant(xq) . W^T, then the epilogue: the product on activations already quantized,
+// for a weight prepared with act = Int8Block or Fp8Block. It gives the bits of linear(x) when xq
+// holds x's quantization (every backend). Its rules, beyond linear()'s:
+//   - xq.kind must be w.act(); xq.block the weight's act_block (INT8), 128 (FP8).
+//   - Every buffer a quantizer of mixq/act_quant.hpp accepts for M rows is accepted (M =
+//     q.shape[0], K = w.K()): the shapes and strides above, all tensors on the weight's device.
+//     Columns K .. pitch-1 of q do not contribute (they may hold anything), nor do meta rows
+//     M .. stride-1. The codes and meta are taken as given (the sums must be the codes' sums).
+//   - CUDA: the GEMMs read q and the meta through TMA / 16-byte copies, so q's base and row
+//     stride (bytes) must be multiples of 16, the meta bases 16-byte aligned and their row stride
+//     a multiple of 4 elements (act_quant_meta_pitch(M) is one). Memory must exist for whole
+//     [M][row pitch] code rows and [n_blocks][row stride] meta rows: the sm_80 INT8 kernels read
+//     them in 16-byte chunks up to there (the values past K / M are not used).
+//   - Workspace: linear_workspace_size(w, M) bytes are enough (the CUDA call needs only the
+//     few-token kernels' stream-K partial sums and tickets, none for larger M; the CPU call its
+//     staging). Its first linear_workspace_size(w, M) bytes must not overlap xq or y. With a null
+//     workspace the prepared weight's own scratch is used (no concurrent calls on one weight).
+// y F32/F16/BF16 [M][N].
+void linear(const QuantizedActivations& xq, const PreparedWeight& w, const TensorView& y,
+            const Epilogue& ep = {}, const ExecContext& ctx = {});
+
 // x [B][Ci][H][W] (NCHW) or [B][H][W][Ci] (NHWC), y likewise with Co, Ho, Wo. Contiguous.
 void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,
             const Conv2dParams& params, const Epilogue& ep = {}, const ExecContext& ctx = {});

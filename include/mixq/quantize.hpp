@@ -1,10 +1,10 @@
-// Quantizers: offline round-to-nearest weight quantization into every scheme, and the run-time
-// activation quantizers (per-block INT8 with scale/offset/sums, per-token 1x128 FP8).
+// Weight quantizers: offline round-to-nearest quantization into every scheme, and the per-tensor
+// INT8 parameters of the requantized path. The run-time activation quantizers (per-block INT8
+// with scale/offset/sums, per-token 1x128 FP8) are in mixq/act_quant.hpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "mixq/quantized_weight.hpp"
 #include "mixq/tensor.hpp"
@@ -40,37 +40,6 @@ std::string scheme_name(const QuantScheme& s);
 // Every element's dequantized value is within half a step (s/2) of the input (FP8: within half
 // an e4m3 ulp of w/s, times s). An all-zero block gets s = 0 codes 0 (w = 0 exactly).
 QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& scheme);
-
-// Run-time per-block INT8 activation quantization (W8A8, mission.md §2):
-//   for each row m and block i of `block` elements along K:
-//   sx = (max - min) / 255, ox = min + 128 * sx, qx = clamp(round((x - ox) / sx), -128, 127),
-//   so x ~= qx * sx + ox; sum = sum of qx over the block (what the four-term formula needs).
-//   A constant block gets sx = 0, ox = x, qx = 0.
-struct Int8BlockActivations {
-  int64_t M = 0, K = 0, block = 0;
-  std::vector<int8_t> q;       // [M][K]
-  std::vector<float> scale;    // [M][ceil(K/block)]
-  std::vector<float> offset;   // [M][ceil(K/block)]
-  std::vector<int32_t> sums;   // [M][ceil(K/block)]
-  int64_t n_blocks() const { return (K + block - 1) / block; }
-};
-// Per row and block of `block` columns: scale = (max - min) / 255, offset = min + 128 scale (both
-// f32), code = int8_act_code(x, offset, 1 / scale) (mixq/numeric.hpp: an f32 quotient, clamped,
-// rounded half to even; every backend produces these codes bit for bit), sums = the block's code
-// sum. A constant block gets scale 0, offset x and codes 0; non-finite input is an error.
-Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_t block);
-
-// Run-time per-token 1x128 FP8 activation quantization (DeepSeek-V3):
-//   amax over each row's 128-element group (floored at 1e-10 so that zero groups stay finite),
-//   s = amax / 448, q = e4m3(x / s).
-struct Fp8BlockActivations {
-  int64_t M = 0, K = 0;
-  static constexpr int64_t kGroup = 128;
-  std::vector<uint8_t> q;     // [M][K] e4m3
-  std::vector<float> scale;   // [M][ceil(K/128)]
-  int64_t n_groups() const { return (K + kGroup - 1) / kGroup; }
-};
-Fp8BlockActivations quantize_activations_fp8_block(const TensorView& x);
 
 // Per-tensor affine INT8 quantization (quantized CNN inference): real = scale * (q - zero).
 struct Int8TensorQuant {

@@ -17,8 +17,10 @@ void linear_weight_only(const TensorView& x, const QuantizedWeight& w, const Ten
 // (symmetric or offset form) with block_k == act_block (activation and weight blocks aligned).
 void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
                        const TensorView& y, const Epilogue& ep);
-// The same on activations already quantized (a.block plays act_block; y [a.M][N]).
-void linear_w8a8_block(const Int8BlockActivations& a, const QuantizedWeight& w,
+// The same on activations already quantized: a int8-block activations on the CPU in
+// QuantizedActivations' layout (any block >= 1, a.block plays act_block), y [M][N] with
+// M = a.q.shape[0].
+void linear_w8a8_block(const QuantizedActivations& a, const QuantizedWeight& w,
                        const TensorView& y, const Epilogue& ep);
 // The same product computed as dequantize(X) . dequantize(W)^T in float64 (a second oracle).
 void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
@@ -28,8 +30,9 @@ void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, in
 // F32 scales, 128x128 blocks): C = sum_kb (sum_k xq*wq) * sa[m,kb] * sb[nb,kb], in float64.
 void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const TensorView& y,
                       const Epilogue& ep);
-// The same on activations already quantized (y [a.M][N]).
-void linear_fp8_block(const Fp8BlockActivations& a, const QuantizedWeight& w, const TensorView& y,
+// The same on activations already quantized: a fp8-block activations on the CPU in
+// QuantizedActivations' layout, y [M][N] with M = a.q.shape[0].
+void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, const TensorView& y,
                       const Epilogue& ep);
 
 // INT8 per-tensor with requantized output (quantized CNN inference):

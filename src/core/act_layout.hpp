@@ -1,12 +1,11 @@
-// Internal: the quantized-activation layout of mixq/act_quant.hpp, checked and read in one place,
-// so that the quantizers (src/core/act_quant.cpp) and linear(QuantizedActivations) (ops.cpp)
-// accept exactly the same buffers, and the host backends read them the same way.
+// Internal: the layout of QuantizedActivations (mixq/ops.hpp), checked and read in one place, so
+// that the quantizers (src/core/act_quant.cpp), linear(QuantizedActivations) (ops.cpp) and the
+// reference kernels accept exactly the same buffers, and the host backends read them the same way.
 #pragma once
 
 #include <cstdint>
 
 #include "mixq/act_quant.hpp"
-#include "mixq/quantize.hpp"
 #include "mixq/tensor.hpp"
 
 namespace mixq::detail {
@@ -37,8 +36,34 @@ void check_act_meta(const TensorView& t, DType dtype, const ActLayout& p, const 
 void check_act_meta_strides(const TensorView& scale, const TensorView& offset,
                             const TensorView& sums, const char* op, const char* arg_prefix);
 
-// Host copies of validated CPU tensors in the host quantizers' structs (row-major meta).
-Int8BlockActivations int8_block_activations(const QuantizedActivations& xq, int64_t K);
-Fp8BlockActivations fp8_block_activations(const QuantizedActivations& xq, int64_t K);
+// `op: ...` errors unless xq is a complete set of views of `kind` in the layout for M =
+// xq.q.shape[0] rows of K columns, on `at` (the shared part of linear(xq)'s and the reference
+// kernels' checks; the block itself is the caller's to check). Returns the layout.
+// `name` prefixes the argument names ("xq" -> "xq.q", "xq.scale", ...).
+ActLayout check_quantized_activations(const QuantizedActivations& xq, ActQuant kind, int64_t K,
+                                      const ActPlace& at, const char* op, const char* name);
+
+// Host reads of validated CPU views: code row m (K bytes; i8 bit patterns or e4m3) and the
+// meta of row m, block kb.
+struct ActReader {
+  explicit ActReader(const QuantizedActivations& xq)
+      : q(static_cast<const uint8_t*>(xq.q.data)), ldq(xq.q.stride[0]),
+        scale(static_cast<const float*>(xq.scale.data)),
+        offset(static_cast<const float*>(xq.offset.data)),
+        sums(static_cast<const int32_t*>(xq.sums.data)), ldm(xq.scale.stride[0]) {}
+
+  const uint8_t* row(int64_t m) const { return q + m * ldq; }
+  const int8_t* int8_row(int64_t m) const { return reinterpret_cast<const int8_t*>(row(m)); }
+  float scale_of(int64_t m, int64_t kb) const { return scale[kb * ldm + m]; }
+  float offset_of(int64_t m, int64_t kb) const { return offset[kb * ldm + m]; }
+  int32_t sum_of(int64_t m, int64_t kb) const { return sums[kb * ldm + m]; }
+
+  const uint8_t* q;
+  int64_t ldq;
+  const float* scale;
+  const float* offset;
+  const int32_t* sums;
+  int64_t ldm;  // offset and sums share scale's row stride (check_act_meta_strides)
+};
 
 }  // namespace mixq::detail

@@ -1,8 +1,11 @@
-// Public activation quantizers into caller buffers (mixq/act_quant.hpp): argument validation,
-// the CPU implementation (host quantizers + the GEMM layout) and dispatch to CUDA; the layout's
-// checks and host readers shared with linear(QuantizedActivations) (core/act_layout.hpp).
+// Public activation quantizers (mixq/act_quant.hpp): the host quantizers into a
+// QuantizedActivationsBuffer, the caller-buffer quantizers (argument validation, the CPU
+// implementation as a copy of the host result, dispatch to CUDA), and the layout's checks shared
+// with linear(QuantizedActivations) and the reference kernels (core/act_layout.hpp).
 #include "mixq/act_quant.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -10,7 +13,8 @@
 #include "core/act_layout.hpp"
 #include "core/act_quant_dispatch.hpp"
 #include "mixq/error.hpp"
-#include "mixq/quantize.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/reference.hpp"
 
 namespace mixq {
 
@@ -68,50 +72,137 @@ void check_act_meta_strides(const TensorView& scale, const TensorView& offset,
                  ", ", sums.stride[0]);
 }
 
-namespace {
-// Host: block-major [kb * ld + m] -> [M][n_blocks].
-template <typename T>
-std::vector<T> get_meta(const TensorView& t, int64_t M, int64_t n_blocks) {
-  std::vector<T> v(static_cast<size_t>(M * n_blocks));
-  const T* base = static_cast<const T*>(t.data);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t kb = 0; kb < n_blocks; ++kb) v[m * n_blocks + kb] = base[kb * t.stride[0] + m];
-  return v;
-}
-
-// Host: the first K codes of every row.
-template <typename T>
-std::vector<T> get_codes(const TensorView& q, int64_t M, int64_t K) {
-  std::vector<T> v(static_cast<size_t>(M * K));
-  for (int64_t m = 0; m < M; ++m)
-    std::memcpy(v.data() + m * K, static_cast<const uint8_t*>(q.data) + m * q.stride[0],
-                static_cast<size_t>(K));
-  return v;
-}
-}  // namespace
-
-Int8BlockActivations int8_block_activations(const QuantizedActivations& xq, int64_t K) {
-  Int8BlockActivations a;
-  a.M = xq.q.shape[0];
-  a.K = K;
-  a.block = xq.block;
-  a.q = get_codes<int8_t>(xq.q, a.M, K);
-  a.scale = get_meta<float>(xq.scale, a.M, a.n_blocks());
-  a.offset = get_meta<float>(xq.offset, a.M, a.n_blocks());
-  a.sums = get_meta<int32_t>(xq.sums, a.M, a.n_blocks());
-  return a;
-}
-
-Fp8BlockActivations fp8_block_activations(const QuantizedActivations& xq, int64_t K) {
-  Fp8BlockActivations a;
-  a.M = xq.q.shape[0];
-  a.K = K;
-  a.q = get_codes<uint8_t>(xq.q, a.M, K);
-  a.scale = get_meta<float>(xq.scale, a.M, a.n_groups());
-  return a;
+ActLayout check_quantized_activations(const QuantizedActivations& xq, ActQuant kind, int64_t K,
+                                      const ActPlace& at, const char* op, const char* name) {
+  const std::string n(name);
+  const std::string q = n + ".q", scale = n + ".scale", offset = n + ".offset", sums = n + ".sums";
+  MIXQ_CHECK_ARG(xq.block >= 1, op, ": ", name, ".block (", xq.block, ") must be >= 1");
+  check_view(xq.q, q.c_str(), 2, at.device);  // M comes from q
+  const ActLayout lay{xq.q.shape[0], K, (K + xq.block - 1) / xq.block};
+  const bool fp8 = kind == ActQuant::Fp8Block;
+  check_act_codes(xq.q, lay, fp8, at, op, q.c_str());
+  check_act_meta(xq.scale, DType::F32, lay, at, op, scale.c_str());
+  if (!fp8) {
+    check_act_meta(xq.offset, DType::F32, lay, at, op, offset.c_str());
+    check_act_meta(xq.sums, DType::I32, lay, at, op, sums.c_str());
+    check_act_meta_strides(xq.scale, xq.offset, xq.sums, op, (n + ".").c_str());
+  }
+  return lay;
 }
 
 }  // namespace detail
+
+// ---- Host quantizers into a QuantizedActivationsBuffer ----
+
+QuantizedActivations QuantizedActivationsBuffer::view() const {
+  const int64_t nb = n_blocks();
+  const auto meta = [&](const void* data, DType t) {
+    return data ? TensorView::strided(const_cast<void*>(data), t, {nb, M}, {meta_pitch, 1})
+                : TensorView();
+  };
+  QuantizedActivations v;
+  v.kind = kind;
+  v.block = block;
+  if (!q.empty())
+    v.q = TensorView::strided(const_cast<uint8_t*>(q.data()),
+                              kind == ActQuant::Fp8Block ? DType::F8E4M3 : DType::I8, {M, K},
+                              {row_pitch, 1});
+  v.scale = meta(scale.empty() ? nullptr : scale.data(), DType::F32);
+  v.offset = meta(offset.empty() ? nullptr : offset.data(), DType::F32);
+  v.sums = meta(sums.empty() ? nullptr : sums.data(), DType::I32);
+  return v;
+}
+
+namespace {
+
+void check_act_input(const TensorView& x, const char* op) {
+  check_view(x, op, 2, Device::CPU);
+  check_rows_contiguous(x, op);
+  MIXQ_CHECK_ARG(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16, op,
+                 ": activations must be f32, f16 or bf16, got ", x.describe());
+}
+
+// Zero-filled storage in the QuantizedActivations layout with the tightest pitches.
+QuantizedActivationsBuffer alloc_buffer(ActQuant kind, int64_t M, int64_t K, int64_t block) {
+  QuantizedActivationsBuffer a;
+  a.kind = kind;
+  a.M = M;
+  a.K = K;
+  a.block = block;
+  a.row_pitch = act_quant_row_pitch(K);
+  a.meta_pitch = act_quant_meta_pitch(M);
+  const size_t meta = static_cast<size_t>(a.n_blocks() * a.meta_pitch);
+  a.q.assign(static_cast<size_t>(M * a.row_pitch), 0);
+  a.scale.assign(meta, 0.f);
+  if (kind == ActQuant::Int8Block) {
+    a.offset.assign(meta, 0.f);
+    a.sums.assign(meta, 0);
+  }
+  return a;
+}
+
+}  // namespace
+
+QuantizedActivationsBuffer quantize_activations_int8_block(const TensorView& x, int64_t block) {
+  check_act_input(x, "quantize_activations_int8_block");
+  MIXQ_CHECK_ARG(block >= 1, "quantize_activations_int8_block: block (", block, ") must be >= 1");
+  QuantizedActivationsBuffer a = alloc_buffer(ActQuant::Int8Block, x.shape[0], x.shape[1], block);
+  const int64_t nb = a.n_blocks();
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t k0 = b * block, k1 = std::min(a.K, k0 + block);
+      float lo = INFINITY, hi = -INFINITY;
+      for (int64_t k = k0; k < k1; ++k) {
+        const float v = static_cast<float>(ref::load_as_double(x, m, k));
+        // min/max would skip a NaN and an infinity makes the scale inf: either way the block's
+        // codes would be silently meaningless, so refuse instead.
+        MIXQ_CHECK_ARG(std::isfinite(v), "quantize_activations_int8_block: x[", m, ", ", k,
+                       "] is not finite (", v, ")");
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+      const float s = (hi - lo) / 255.0f;
+      MIXQ_CHECK_ARG(std::isfinite(s), "quantize_activations_int8_block: row ", m, " block ", b,
+                     " spans [", lo, ", ", hi, "], too wide for an f32 scale");
+      const float o = s > 0 ? lo + 128.0f * s : lo;
+      const float inv_s = s > 0 ? 1.0f / s : 0.f;
+      int32_t sum = 0;
+      for (int64_t k = k0; k < k1; ++k) {
+        const int32_t qv =
+            s > 0 ? int8_act_code(static_cast<float>(ref::load_as_double(x, m, k)), o, inv_s) : 0;
+        a.q[static_cast<size_t>(m * a.row_pitch + k)] =
+            static_cast<uint8_t>(static_cast<int8_t>(qv));
+        sum += qv;
+      }
+      const size_t i = static_cast<size_t>(b * a.meta_pitch + m);
+      a.scale[i] = s;
+      a.offset[i] = o;
+      a.sums[i] = sum;
+    }
+  return a;
+}
+
+QuantizedActivationsBuffer quantize_activations_fp8_block(const TensorView& x) {
+  check_act_input(x, "quantize_activations_fp8_block");
+  constexpr int64_t G = QuantizedActivations::kFp8Block;
+  QuantizedActivationsBuffer a = alloc_buffer(ActQuant::Fp8Block, x.shape[0], x.shape[1], G);
+  const int64_t ng = a.n_blocks();
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t k0 = g * G, k1 = std::min(a.K, k0 + G);
+      float amax = 0.f;
+      for (int64_t k = k0; k < k1; ++k)
+        amax = std::max(amax, std::fabs(static_cast<float>(ref::load_as_double(x, m, k))));
+      const float s = std::max(amax, 1e-10f) / 448.0f;
+      for (int64_t k = k0; k < k1; ++k)
+        a.q[static_cast<size_t>(m * a.row_pitch + k)] =
+            f32_to_e4m3(static_cast<float>(ref::load_as_double(x, m, k)) / s);
+      a.scale[static_cast<size_t>(g * a.meta_pitch + m)] = s;
+    }
+  return a;
+}
+
+// ---- Quantizers into caller buffers ----
 
 namespace {
 
@@ -129,22 +220,21 @@ ActLayout check_x(const TensorView& x, const char* op, int64_t block) {
 
 ActPlace place_of(const TensorView& x) { return ActPlace{x.device, x.device_index, "x's device"}; }
 
-// Host: codes row by row with the zero padding up to the row pitch.
-void put_codes(const TensorView& q, const uint8_t* codes, const ActLayout& p) {
-  const int64_t pitch = act_quant_row_pitch(p.K);
+// Host: the buffer's code rows, zero padding up to the row pitch included, into q's rows.
+void put_codes(const TensorView& q, const QuantizedActivationsBuffer& a) {
   auto* base = static_cast<uint8_t*>(q.data);
-  for (int64_t m = 0; m < p.M; ++m) {
-    std::memcpy(base + m * q.stride[0], codes + m * p.K, static_cast<size_t>(p.K));
-    std::memset(base + m * q.stride[0] + p.K, 0, static_cast<size_t>(pitch - p.K));
-  }
+  for (int64_t m = 0; m < a.M; ++m)
+    std::memcpy(base + m * q.stride[0], a.q.data() + m * a.row_pitch,
+                static_cast<size_t>(a.row_pitch));
 }
 
-// Host: [M][n_blocks] -> block-major [kb * ld + m].
+// Host: the buffer's meta rows (M values each) into t's rows; t's rows M.. stay untouched.
 template <typename T>
-void put_meta(const TensorView& t, const std::vector<T>& v, const ActLayout& p) {
+void put_meta(const TensorView& t, const std::vector<T>& v, const QuantizedActivationsBuffer& a) {
   T* base = static_cast<T*>(t.data);
-  for (int64_t m = 0; m < p.M; ++m)
-    for (int64_t kb = 0; kb < p.n_blocks; ++kb) base[kb * t.stride[0] + m] = v[m * p.n_blocks + kb];
+  for (int64_t kb = 0; kb < a.n_blocks(); ++kb)
+    std::memcpy(base + kb * t.stride[0], v.data() + kb * a.meta_pitch,
+                static_cast<size_t>(a.M) * sizeof(T));
 }
 
 }  // namespace
@@ -152,16 +242,16 @@ void put_meta(const TensorView& t, const std::vector<T>& v, const ActLayout& p) 
 void quantize_activations_fp8_block(const TensorView& x, const TensorView& q,
                                     const TensorView& scale, const ExecContext& ctx) {
   const char* op = "quantize_activations_fp8_block";
-  const ActLayout p = check_x(x, op, Fp8BlockActivations::kGroup);
+  const ActLayout p = check_x(x, op, QuantizedActivations::kFp8Block);
   detail::check_act_codes(q, p, true, place_of(x), op, "q");
   detail::check_act_meta(scale, DType::F32, p, place_of(x), op, "scale");
   if (x.device == Device::CUDA) {
     detail::quantize_activations_fp8_block_cuda(x, q, scale, ctx);
     return;
   }
-  const Fp8BlockActivations a = quantize_activations_fp8_block(x);
-  put_codes(q, a.q.data(), p);
-  put_meta(scale, a.scale, p);
+  const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x);
+  put_codes(q, a);
+  put_meta(scale, a.scale, a);
 }
 
 void quantize_activations_int8_block(const TensorView& x, int64_t block, const TensorView& q,
@@ -180,11 +270,11 @@ void quantize_activations_int8_block(const TensorView& x, int64_t block, const T
     detail::quantize_activations_int8_block_cuda(x, block, q, scale, offset, sums, ctx);
     return;
   }
-  const Int8BlockActivations a = quantize_activations_int8_block(x, block);
-  put_codes(q, reinterpret_cast<const uint8_t*>(a.q.data()), p);
-  put_meta(scale, a.scale, p);
-  put_meta(offset, a.offset, p);
-  put_meta(sums, a.sums, p);
+  const QuantizedActivationsBuffer a = quantize_activations_int8_block(x, block);
+  put_codes(q, a);
+  put_meta(scale, a.scale, a);
+  put_meta(offset, a.offset, a);
+  put_meta(sums, a.sums, a);
 }
 
 }  // namespace mixq

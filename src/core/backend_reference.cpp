@@ -1,6 +1,5 @@
 // The reference backend: prepare() keeps the canonical weight; every op runs the exact float64
 // kernel of mixq::ref. It is the oracle, and the fallback for combinations no fast backend has.
-#include "core/act_layout.hpp"
 #include "core/prepared.hpp"
 #include "mixq/error.hpp"
 #include "mixq/reference.hpp"
@@ -35,14 +34,14 @@ class ReferencePrepared final : public PreparedImpl {
     }
   }
 
-  // The caller's codes and meta, copied into the host quantizers' structs.
+  // The caller's codes and meta, read in place.
   void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
                         const ExecContext& ctx) const override {
     switch (opts.act) {
       case ActQuant::Int8Block:
-        return ref::linear_w8a8_block(detail::int8_block_activations(xq, K), weight_, y, ep);
+        return ref::linear_w8a8_block(xq, weight_, y, ep);
       case ActQuant::Fp8Block:
-        return ref::linear_fp8_block(detail::fp8_block_activations(xq, K), weight_, y, ep);
+        return ref::linear_fp8_block(xq, weight_, y, ep);
       default: PreparedImpl::linear_quantized(xq, y, ep, ctx);
     }
   }

@@ -1,5 +1,5 @@
 // Public op entry points: argument validation and dispatch to the prepared weight's backend
-// (linear on float activations, on pre-quantized ones (mixq/act_quant.hpp), conv2d).
+// (linear on float activations, on pre-quantized ones (QuantizedActivations), conv2d).
 #include "mixq/ops.hpp"
 
 #include <algorithm>
@@ -9,7 +9,6 @@
 
 #include "core/act_layout.hpp"
 #include "core/prepared.hpp"
-#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -173,7 +172,7 @@ void check_quantized_kind(const PreparedImpl& p, const QuantizedActivations& xq)
   MIXQ_CHECK_ARG(xq.kind == act, "linear: xq.kind (", act_quant_name(xq.kind),
                  ") does not match the prepared weight's act (", act_quant_name(act), ")");
   if (act == ActQuant::Fp8Block) {
-    MIXQ_CHECK_ARG(xq.block == Fp8BlockActivations::kGroup, "linear: xq.block (", xq.block,
+    MIXQ_CHECK_ARG(xq.block == QuantizedActivations::kFp8Block, "linear: xq.block (", xq.block,
                    ") must be 128 for fp8-block activations (per token per 128 along K)");
     MIXQ_CHECK_ARG(xq.offset.empty() && xq.sums.empty(), "linear: xq.offset (",
                    xq.offset.describe(), ") and xq.sums (", xq.sums.describe(),
@@ -324,17 +323,8 @@ void linear(const QuantizedActivations& xq, const PreparedWeight& w, const Tenso
   const bool cuda = p.backend == BackendKind::CUDA;
   const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
                             "the weight's device"};
-  check_view(xq.q, "xq.q", 2, at.device);  // M comes from q
-  const int64_t M = xq.q.shape[0];
-  const detail::ActLayout lay{M, p.K, (p.K + xq.block - 1) / xq.block};
-  const bool fp8 = xq.kind == ActQuant::Fp8Block;
-  detail::check_act_codes(xq.q, lay, fp8, at, "linear", "xq.q");
-  detail::check_act_meta(xq.scale, DType::F32, lay, at, "linear", "xq.scale");
-  if (!fp8) {
-    detail::check_act_meta(xq.offset, DType::F32, lay, at, "linear", "xq.offset");
-    detail::check_act_meta(xq.sums, DType::I32, lay, at, "linear", "xq.sums");
-    detail::check_act_meta_strides(xq.scale, xq.offset, xq.sums, "linear", "xq.");
-  }
+  const int64_t M =
+      detail::check_quantized_activations(xq, xq.kind, p.K, at, "linear", "xq").M;
   if (cuda) check_cuda_alignment(xq, ctx);
   check_linear_output(p, M, "xq.q", y, ep, ctx);
   check_float_dtype(y, "y");

@@ -5,7 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "mixq/act_quant.hpp"
 #include "mixq/ops.hpp"
 
 namespace mixq {

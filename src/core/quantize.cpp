@@ -1,4 +1,4 @@
-// Round-to-nearest quantizers (offline weights) and run-time activation quantizers.
+// Round-to-nearest weight quantizers (the activation quantizers are in act_quant.cpp).
 #include "mixq/quantize.hpp"
 
 #include <algorithm>
@@ -244,82 +244,6 @@ QuantizedWeight quantize_weight_int8_per_channel(const TensorView& w) {
   s.block_k = 0;
   s.scale_type = DType::F32;
   return quantize_weight(w, s);
-}
-
-namespace {
-void check_act_input(const TensorView& x, const char* op) {
-  check_view(x, op, 2, Device::CPU);
-  check_rows_contiguous(x, op);
-  MIXQ_CHECK_ARG(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16, op,
-                 ": activations must be f32, f16 or bf16, got ", x.describe());
-}
-}  // namespace
-
-Int8BlockActivations quantize_activations_int8_block(const TensorView& x, int64_t block) {
-  check_act_input(x, "quantize_activations_int8_block");
-  MIXQ_CHECK_ARG(block >= 1, "quantize_activations_int8_block: block (", block, ") must be >= 1");
-  Int8BlockActivations a;
-  a.M = x.shape[0];
-  a.K = x.shape[1];
-  a.block = block;
-  const int64_t nb = a.n_blocks();
-  a.q.assign(static_cast<size_t>(a.M * a.K), 0);
-  a.scale.assign(static_cast<size_t>(a.M * nb), 0.f);
-  a.offset.assign(static_cast<size_t>(a.M * nb), 0.f);
-  a.sums.assign(static_cast<size_t>(a.M * nb), 0);
-  for (int64_t m = 0; m < a.M; ++m)
-    for (int64_t b = 0; b < nb; ++b) {
-      const int64_t k0 = b * block, k1 = std::min(a.K, k0 + block);
-      float lo = INFINITY, hi = -INFINITY;
-      for (int64_t k = k0; k < k1; ++k) {
-        const float v = static_cast<float>(ref::load_as_double(x, m, k));
-        // min/max would skip a NaN and an infinity makes the scale inf: either way the block's
-        // codes would be silently meaningless, so refuse instead.
-        MIXQ_CHECK_ARG(std::isfinite(v), "quantize_activations_int8_block: x[", m, ", ", k,
-                       "] is not finite (", v, ")");
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-      const float s = (hi - lo) / 255.0f;
-      MIXQ_CHECK_ARG(std::isfinite(s), "quantize_activations_int8_block: row ", m, " block ", b,
-                     " spans [", lo, ", ", hi, "], too wide for an f32 scale");
-      const float o = s > 0 ? lo + 128.0f * s : lo;
-      const float inv_s = s > 0 ? 1.0f / s : 0.f;
-      int32_t sum = 0;
-      for (int64_t k = k0; k < k1; ++k) {
-        const int32_t qv =
-            s > 0 ? int8_act_code(static_cast<float>(ref::load_as_double(x, m, k)), o, inv_s) : 0;
-        a.q[m * a.K + k] = static_cast<int8_t>(qv);
-        sum += qv;
-      }
-      a.scale[m * nb + b] = s;
-      a.offset[m * nb + b] = o;
-      a.sums[m * nb + b] = sum;
-    }
-  return a;
-}
-
-Fp8BlockActivations quantize_activations_fp8_block(const TensorView& x) {
-  check_act_input(x, "quantize_activations_fp8_block");
-  Fp8BlockActivations a;
-  a.M = x.shape[0];
-  a.K = x.shape[1];
-  const int64_t ng = a.n_groups();
-  a.q.assign(static_cast<size_t>(a.M * a.K), 0);
-  a.scale.assign(static_cast<size_t>(a.M * ng), 0.f);
-  for (int64_t m = 0; m < a.M; ++m)
-    for (int64_t g = 0; g < ng; ++g) {
-      const int64_t k0 = g * Fp8BlockActivations::kGroup;
-      const int64_t k1 = std::min(a.K, k0 + Fp8BlockActivations::kGroup);
-      float amax = 0.f;
-      for (int64_t k = k0; k < k1; ++k)
-        amax = std::max(amax, std::fabs(static_cast<float>(ref::load_as_double(x, m, k))));
-      const float s = std::max(amax, 1e-10f) / 448.0f;
-      for (int64_t k = k0; k < k1; ++k)
-        a.q[m * a.K + k] = f32_to_e4m3(static_cast<float>(ref::load_as_double(x, m, k)) / s);
-      a.scale[m * ng + g] = s;
-    }
-  return a;
 }
 
 }  // namespace mixq

@@ -2,6 +2,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/act_layout.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/reference.hpp"
@@ -122,14 +124,17 @@ void check_fp8_weight(const QuantizedWeight& w) {
                  "act-order, got ", w.describe());
 }
 
-// Host-quantized activations: consistent sizes, K of the weight, y [M][N].
-void check_quantized(int64_t M, int64_t K, size_t n_codes, size_t n_meta, int64_t n_blocks,
-                     const TensorView& y, const QuantizedWeight& w, const char* op) {
-  MIXQ_CHECK_ARG(K == w.K && n_codes == size_t(M * K) && n_meta == size_t(M * n_blocks), op,
-                 ": activations M ", M, ", K ", K, " (", n_codes, " codes, ", n_meta,
-                 " meta values) do not fit weight K ", w.K);
+// Host-quantized activations: views of `kind` in the QuantizedActivations layout on the CPU, K of
+// the weight, y [M][N]. Returns M.
+int64_t check_quantized(const QuantizedActivations& a, ActQuant kind, const TensorView& y,
+                        const QuantizedWeight& w, const char* op) {
+  MIXQ_CHECK_ARG(a.kind == kind, op, ": a.kind is ", act_quant_name(a.kind), ", expected ",
+                 act_quant_name(kind));
+  const detail::ActPlace host{Device::CPU, -1, "the host"};
+  const int64_t M = detail::check_quantized_activations(a, kind, w.K, host, op, "a").M;
   MIXQ_CHECK_ARG(y.rank == 2 && y.shape[0] == M && y.shape[1] == w.N, op, ": y is ",
                  y.describe(), ", expected [", M, ", ", w.N, "]");
+  return M;
 }
 
 }  // namespace
@@ -139,20 +144,17 @@ void linear_w8a8_block(const TensorView& x, const QuantizedWeight& w, int64_t ac
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block");
   check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
-  linear_w8a8_block(quantize_activations_int8_block(x, act_block), w, y, ep);
+  linear_w8a8_block(quantize_activations_int8_block(x, act_block).view(), w, y, ep);
 }
 
-void linear_w8a8_block(const Int8BlockActivations& a, const QuantizedWeight& w,
+void linear_w8a8_block(const QuantizedActivations& a, const QuantizedWeight& w,
                        const TensorView& y, const Epilogue& ep) {
   w.validate();
-  check_quantized(a.M, a.K, a.q.size(), a.scale.size(), a.n_blocks(), y, w,
-                  "ref::linear_w8a8_block");
+  const int64_t M = check_quantized(a, ActQuant::Int8Block, y, w, "ref::linear_w8a8_block");
   const int64_t act_block = a.block;
   check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
-  MIXQ_CHECK_ARG(a.offset.size() == a.scale.size() && a.sums.size() == a.scale.size(),
-                 "ref::linear_w8a8_block: activation offsets (", a.offset.size(), ") and sums (",
-                 a.sums.size(), ") must match the scales (", a.scale.size(), ")");
-  const int64_t M = a.M, N = w.N, K = w.K, nb = a.n_blocks();
+  const detail::ActReader r(a);
+  const int64_t N = w.N, K = w.K, nb = (K + act_block - 1) / act_block;
   std::vector<int32_t> qw(static_cast<size_t>(K));
   std::vector<int64_t> wsum(static_cast<size_t>(nb));
   for (int64_t n = 0; n < N; ++n) {
@@ -167,12 +169,13 @@ void linear_w8a8_block(const Int8BlockActivations& a, const QuantizedWeight& w,
       for (int64_t b = 0; b < nb; ++b) {
         const int64_t k0 = b * act_block, k1 = std::min(K, k0 + act_block);
         int64_t dot = 0;
-        for (int64_t k = k0; k < k1; ++k) dot += int64_t(a.q[m * K + k]) * int64_t(qw[k]);
-        const double sx = a.scale[m * nb + b], ox = a.offset[m * nb + b];
+        const int8_t* qx = r.int8_row(m);
+        for (int64_t k = k0; k < k1; ++k) dot += int64_t(qx[k]) * int64_t(qw[k]);
+        const double sx = r.scale_of(m, b), ox = r.offset_of(m, b);
         const double sw = w.scale(n, b);
         const double ow = w.zero_kind == ZeroKind::Offset ? w.offset(n, b) : 0.0;
         const double g = static_cast<double>(k1 - k0);
-        acc += sx * sw * double(dot) + sx * ow * double(a.sums[m * nb + b]) +
+        acc += sx * sw * double(dot) + sx * ow * double(r.sum_of(m, b)) +
                ox * sw * double(wsum[b]) + g * ox * ow;
       }
       store_from_double(y, m, n, apply_epilogue(ep, n, acc));
@@ -186,13 +189,13 @@ void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, in
   check_2d(x, y, w.K, w.N, "ref::linear_w8a8_block_dequant");
   // Without this check a zero-point weight was multiplied as if symmetric (z ignored).
   check_w8a8_weight(w, act_block, "ref::linear_w8a8_block_dequant");
-  const Int8BlockActivations a = quantize_activations_int8_block(x, act_block);
-  const int64_t M = x.shape[0], N = w.N, K = w.K, nb = a.n_blocks();
+  const QuantizedActivationsBuffer a = quantize_activations_int8_block(x, act_block);
+  const int64_t M = x.shape[0], N = w.N, K = w.K;
   std::vector<double> xd(static_cast<size_t>(M * K));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
       const int64_t b = k / act_block;
-      xd[m * K + k] = double(a.q[m * K + k]) * a.scale[m * nb + b] + a.offset[m * nb + b];
+      xd[m * K + k] = double(a.int8_code(m, k)) * a.scale_of(m, b) + a.offset_of(m, b);
     }
   std::vector<double> wd(static_cast<size_t>(K));
   for (int64_t n = 0; n < N; ++n) {
@@ -214,24 +217,26 @@ void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const Tenso
   w.validate();
   check_2d(x, y, w.K, w.N, "ref::linear_fp8_block");
   check_fp8_weight(w);
-  linear_fp8_block(quantize_activations_fp8_block(x), w, y, ep);
+  linear_fp8_block(quantize_activations_fp8_block(x).view(), w, y, ep);
 }
 
-void linear_fp8_block(const Fp8BlockActivations& a, const QuantizedWeight& w, const TensorView& y,
+void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, const TensorView& y,
                       const Epilogue& ep) {
   w.validate();
-  check_quantized(a.M, a.K, a.q.size(), a.scale.size(), a.n_groups(), y, w,
-                  "ref::linear_fp8_block");
+  const int64_t M = check_quantized(a, ActQuant::Fp8Block, y, w, "ref::linear_fp8_block");
+  MIXQ_CHECK_ARG(a.block == QuantizedActivations::kFp8Block, "ref::linear_fp8_block: a.block (",
+                 a.block, ") must be ", QuantizedActivations::kFp8Block);
   check_fp8_weight(w);
-  const int64_t M = a.M, N = w.N, K = w.K, ng = a.n_groups();
+  const detail::ActReader r(a);
+  const int64_t N = w.N, K = w.K, ng = (K + 127) / 128;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
       double acc = 0.0;
       for (int64_t g = 0; g < ng; ++g) {
         double part = 0.0;
         for (int64_t k = g * 128; k < std::min(K, g * 128 + 128); ++k)
-          part += double(e4m3_to_f32(a.q[m * K + k])) * double(w.code_value(n, k));
-        acc += part * double(a.scale[m * ng + g]) * double(w.scale(n / w.block_n, g));
+          part += double(e4m3_to_f32(r.row(m)[k])) * double(w.code_value(n, k));
+        acc += part * double(r.scale_of(m, g)) * double(w.scale(n / w.block_n, g));
       }
       store_from_double(y, m, n, apply_epilogue(ep, n, acc));
     }

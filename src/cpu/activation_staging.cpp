@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/act_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -158,33 +159,34 @@ void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t un
   }
 }
 
-void stage_fp8_quantized_rows(const Fp8BlockActivations& a, const PackedWeight& w, int64_t m0,
+void stage_fp8_quantized_rows(const QuantizedActivations& a, const PackedWeight& w, int64_t m0,
                               int64_t m1, float* xp, float* xsum) {
-  const int64_t ng = a.n_groups();
+  const detail::ActReader r(a);
   std::vector<float> row(static_cast<size_t>(w.K));
   for (int64_t m = m0; m < m1; ++m) {
-    const uint8_t* q = a.q.data() + m * a.K;
+    const uint8_t* q = r.row(m);
     for (int64_t k = 0; k < w.K; ++k)
-      row[k] = e4m3_to_f32(q[k]) * a.scale[m * ng + k / Fp8BlockActivations::kGroup];
+      row[k] = e4m3_to_f32(q[k]) * r.scale_of(m, k / QuantizedActivations::kFp8Block);
     pack_float_row(row.data(), w, xp + (m - m0) * w.Kp, xsum + (m - m0) * w.n_segs());
   }
 }
 
-void stage_int8_block_quantized_rows(const Int8BlockActivations& a, const PackedWeight& w,
+void stage_int8_block_quantized_rows(const QuantizedActivations& a, const PackedWeight& w,
                                      int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs) {
-  const int64_t ns = w.n_segs(), nb = a.n_blocks();
+  const detail::ActReader r(a);
+  const int64_t ns = w.n_segs();
   const uint8_t bias = w.kind == CodeKind::Int8 ? 128 : 0;
   for (int64_t m = m0; m < m1; ++m) {
     for (int64_t s = 0; s < ns; ++s) {
       const Segment& sg = w.segs[s];
       // The block sum is the segment's: W8A8 weights have block_k == act_block <= 256.
       const int64_t b = sg.k0 / a.block;
-      MIXQ_CHECK(sg.k0 == b * a.block && sg.valid == std::min(a.K, sg.k0 + a.block) - sg.k0,
+      MIXQ_CHECK(sg.k0 == b * a.block && sg.valid == std::min(w.K, sg.k0 + a.block) - sg.k0,
                  ErrorCode::Internal, "cpu w8a8: segment at k ", sg.k0, " (", sg.valid,
                  " columns) is not activation block ", b, " of ", a.block);
-      const int64_t i = m * nb + b;
-      put_segment_codes(a.q.data() + m * a.K, sg, bias, xb + (m - m0) * w.Kp);
-      xs[(m - m0) * ns + s] = act_segment(a.scale[i], a.offset[i], a.sums[i], sg.valid);
+      put_segment_codes(r.int8_row(m), sg, bias, xb + (m - m0) * w.Kp);
+      xs[(m - m0) * ns + s] = act_segment(r.scale_of(m, b), r.offset_of(m, b), r.sum_of(m, b),
+                                          sg.valid);
     }
   }
 }

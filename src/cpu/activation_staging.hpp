@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cpu/kernels.hpp"
-#include "mixq/quantize.hpp"
+#include "mixq/ops.hpp"
 #include "mixq/tensor.hpp"
 
 namespace mixq::cpu {
@@ -39,13 +39,14 @@ using QuantizeI8Fn = void (*)(const float* x, int64_t n, float of, float sc, int
 void stage_int8_block_rows(const RowReader& x, const PackedWeight& w, int64_t unit_block,
                            int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs,
                            QuantizeI8Fn quantize_i8);
-// Pre-quantized activations (linear(QuantizedActivations)), rows m0..m1 of the host copies:
+// Pre-quantized activations (linear(QuantizedActivations)), rows m0..m1 of the caller's
+// validated CPU views, read in place:
 // FP8 stages each code's value times its scale, as stage_fp8_rows does; INT8 block stages the
 // codes and takes each segment's scale, offset and code sum from its block's (W8A8 segments are
 // whole blocks), as stage_int8_block_rows does for the codes it computes.
-void stage_fp8_quantized_rows(const Fp8BlockActivations& a, const PackedWeight& w, int64_t m0,
+void stage_fp8_quantized_rows(const QuantizedActivations& a, const PackedWeight& w, int64_t m0,
                               int64_t m1, float* xp, float* xsum);
-void stage_int8_block_quantized_rows(const Int8BlockActivations& a, const PackedWeight& w,
+void stage_int8_block_quantized_rows(const QuantizedActivations& a, const PackedWeight& w,
                                      int64_t m0, int64_t m1, uint8_t* xb, ActSegment* xs);
 // Per-tensor INT8: x is already int8 (row-major, ld). Bytes x + 128 (weights are Int8).
 void stage_int8_tensor_rows(const int8_t* x, int64_t ld, const PackedWeight& w, int64_t m0,

@@ -4,7 +4,6 @@
 #include <cstring>
 #include <vector>
 
-#include "core/act_layout.hpp"
 #include "cpu/activation_staging.hpp"
 #include "cpu/cpu_prepared.hpp"
 #include "cpu/thread_pool.hpp"
@@ -271,20 +270,18 @@ void CpuPrepared::linear(const TensorView& x, const TensorView& y, const Epilogu
 
 void CpuPrepared::linear_quantized(const QuantizedActivations& xq, const TensorView& y,
                                    const Epilogue& ep, const ExecContext& ctx) const {
-  // The caller's codes and meta, copied into the host quantizers' structs and staged from there.
+  // The caller's codes and meta (validated CPU views), staged straight from where they are.
   const int64_t M = xq.q.shape[0];
   if (opts.act == ActQuant::Fp8Block) {
-    const Fp8BlockActivations a = detail::fp8_block_activations(xq, K);
     run_linear(M, y, ep, ctx, [&](CpuPath, const StagedRows& st, int64_t m0, int64_t m1) {
-      stage_fp8_quantized_rows(a, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
+      stage_fp8_quantized_rows(xq, pw_, m0, m1, const_cast<float*>(st.xf) + m0 * pw_.Kp,
                                const_cast<float*>(st.xsum) + m0 * pw_.n_segs());
     });
     return;
   }
   if (opts.act != ActQuant::Int8Block) return PreparedImpl::linear_quantized(xq, y, ep, ctx);
-  const Int8BlockActivations a = detail::int8_block_activations(xq, K);
   run_linear(M, y, ep, ctx, [&](CpuPath, const StagedRows& st, int64_t m0, int64_t m1) {
-    stage_int8_block_quantized_rows(a, pw_, m0, m1, const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
+    stage_int8_block_quantized_rows(xq, pw_, m0, m1, const_cast<uint8_t*>(st.xb) + m0 * pw_.Kp,
                                     const_cast<ActSegment*>(st.xs) + m0 * pw_.n_segs());
   });
 }

@@ -7,7 +7,6 @@
 #include <vector>
 
 #include "mixq/act_quant.hpp"
-#include "mixq/quantize.hpp"
 #include "unit/test_util.hpp"
 
 using namespace mixq;
@@ -40,14 +39,13 @@ TEST(ActQuantApi, Fp8CpuLayoutMatchesHostQuantizer) {
     std::vector<float> s(size_t(nb * ldm), -1.f);
     quantize_activations_fp8_block(x, strided2(q.data(), DType::F8E4M3, M, K, ldq),
                                    strided2(s.data(), DType::F32, nb, M, ldm));
-    const Fp8BlockActivations ref = quantize_activations_fp8_block(x);
+    const QuantizedActivationsBuffer ref = quantize_activations_fp8_block(x);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t k = 0; k < ldq; ++k) {
-        const int want = k < K ? ref.q[size_t(m * K + k)] : k < act_quant_row_pitch(K) ? 0 : 0xA5;
+        const int want = k < K ? ref.code(m, k) : k < act_quant_row_pitch(K) ? 0 : 0xA5;
         ASSERT_EQ(int(q[size_t(m * ldq + k)]), want) << dtype_name(t) << " m " << m << " k " << k;
       }
-      for (int64_t b = 0; b < nb; ++b)
-        ASSERT_EQ(s[size_t(b * ldm + m)], ref.scale[size_t(m * nb + b)]);
+      for (int64_t b = 0; b < nb; ++b) ASSERT_EQ(s[size_t(b * ldm + m)], ref.scale_of(m, b));
     }
     for (int64_t b = 0; b < nb; ++b)
       for (int64_t m = M; m < ldm; ++m) EXPECT_EQ(s[size_t(b * ldm + m)], -1.f);  // untouched
@@ -66,15 +64,15 @@ TEST(ActQuantApi, Int8CpuLayoutMatchesHostQuantizer) {
                                     strided2(s.data(), DType::F32, nb, M, ldm),
                                     strided2(o.data(), DType::F32, nb, M, ldm),
                                     strided2(sums.data(), DType::I32, nb, M, ldm));
-    const Int8BlockActivations ref = quantize_activations_int8_block(xs.view(), block);
+    const QuantizedActivationsBuffer ref = quantize_activations_int8_block(xs.view(), block);
     for (int64_t m = 0; m < M; ++m) {
       for (int64_t k = 0; k < ldq; ++k)
-        ASSERT_EQ(q[size_t(m * ldq + k)], k < K ? ref.q[size_t(m * K + k)] : 0) << m << " " << k;
+        ASSERT_EQ(q[size_t(m * ldq + k)], k < K ? ref.int8_code(m, k) : 0) << m << " " << k;
       for (int64_t b = 0; b < nb; ++b) {
-        const size_t i = size_t(b * ldm + m), j = size_t(m * nb + b);
-        ASSERT_EQ(s[i], ref.scale[j]);
-        ASSERT_EQ(o[i], ref.offset[j]);
-        ASSERT_EQ(sums[i], ref.sums[j]);
+        const size_t i = size_t(b * ldm + m);
+        ASSERT_EQ(s[i], ref.scale_of(m, b));
+        ASSERT_EQ(o[i], ref.offset_of(m, b));
+        ASSERT_EQ(sums[i], ref.sum_of(m, b));
       }
     }
   }

@@ -21,6 +21,7 @@
 
 #include "cpu/kernel_policy.hpp"
 #include "cpu/kernels.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/cpu.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -338,12 +339,13 @@ TEST(CpuBackend, WeightOnlyDefaultSmallMIsInt8Dot) {
       // Emulation: the same activations quantized by the int8-block quantizer (block = the
       // weight's block = the kernel's segment), dequantized, through the float64 reference.
       Buf x = random_matrix(DType::F32, M, w.K, 1000 + M);
-      const Int8BlockActivations q = quantize_activations_int8_block(x.view(), w.block_k);
+      const QuantizedActivationsBuffer q = quantize_activations_int8_block(x.view(), w.block_k);
       Buf xq(DType::F32, M, w.K);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t k = 0; k < w.K; ++k) {
-          const int64_t b = m * q.n_blocks() + k / w.block_k;
-          ref::store_from_double(xq.view(), m, k, double(q.q[m * w.K + k]) * q.scale[b] + q.offset[b]);
+          const int64_t b = k / w.block_k;
+          ref::store_from_double(xq.view(), m, k,
+                                 double(q.int8_code(m, k)) * q.scale_of(m, b) + q.offset_of(m, b));
         }
       Buf y(DType::F32, M, w.N), yr(DType::F32, M, w.N);
       y.poison();

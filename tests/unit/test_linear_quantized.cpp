@@ -174,6 +174,33 @@ TEST(LinearQuantized, Fp8SameBitsAsLinear) {
   }
 }
 
+// The host quantizers' buffers are storage for the same view type: their view() gives the bits
+// of linear(x) too.
+TEST(LinearQuantized, HostBufferViewSameBitsAsLinear) {
+  uint32_t seed = 45;
+  for (BackendKind b : {BackendKind::Reference, BackendKind::CPU}) {
+    const QuantizedWeight wi = make_weight("w8g64asym", seed++);
+    const QuantizedWeight wf = make_weight("fp8b128", seed++);
+    const PreparedWeight pi = prepare_for(wi, b, ActQuant::Int8Block);
+    const PreparedWeight pf = prepare_for(wf, b, ActQuant::Fp8Block);
+    for (int64_t M : {1, 6, 13}) {
+      const HostTensor x = random_tensor(DType::BF16, {M, kK}, seed++, -2.0, 2.5);
+      const std::string what = std::string(backend_str(b)) + " M " + std::to_string(M);
+      HostTensor want(DType::F32, {M, kN}), got(DType::F32, {M, kN});
+      linear(x.view(), pi, want.view());
+      const QuantizedActivationsBuffer qi = quantize_activations_int8_block(x.view(), 64);
+      got.poison();
+      linear(qi.view(), pi, got.view());
+      EXPECT_SAME_ARRAY(got.bytes, want.bytes) << "int8 " << what;
+      linear(x.view(), pf, want.view());
+      const QuantizedActivationsBuffer qf = quantize_activations_fp8_block(x.view());
+      got.poison();
+      linear(qf.view(), pf, got.view());
+      EXPECT_SAME_ARRAY(got.bytes, want.bytes) << "fp8 " << what;
+    }
+  }
+}
+
 // The caller's meta is what the product uses (not recomputed from the codes): scaling a row's
 // INT8 scales and sums, or its FP8 scales, changes that row alone.
 TEST(LinearQuantized, UsesTheCallersMeta) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mixq/act_quant.hpp"
 #include "mixq/quantize.hpp"
 #include "unit/test_util.hpp"
 
@@ -341,15 +342,60 @@ TEST(QuantizeWeight, Int8PerChannelIsSymmetricWithF32Scales) {
 
 namespace {
 
+// The buffer is QuantizedActivations' layout with the tightest pitches, zero in the padding, and
+// view() describes exactly that memory.
+void check_buffer_layout(const QuantizedActivationsBuffer& a) {
+  const int64_t nb = a.n_blocks(), rp = act_quant_row_pitch(a.K), mp = act_quant_meta_pitch(a.M);
+  const bool int8 = a.kind == ActQuant::Int8Block;
+  ASSERT_EQ(a.row_pitch, rp);
+  ASSERT_EQ(a.meta_pitch, mp);
+  ASSERT_EQ(a.q.size(), size_t(a.M * rp));
+  ASSERT_EQ(a.scale.size(), size_t(nb * mp));
+  ASSERT_EQ(a.offset.size(), int8 ? size_t(nb * mp) : 0u);
+  ASSERT_EQ(a.sums.size(), int8 ? size_t(nb * mp) : 0u);
+  for (int64_t m = 0; m < a.M; ++m)
+    for (int64_t k = a.K; k < rp; ++k) ASSERT_EQ(a.code(m, k), 0) << "code padding " << m << " " << k;
+  for (int64_t kb = 0; kb < nb; ++kb)
+    for (int64_t m = a.M; m < mp; ++m) {
+      ASSERT_EQ(a.scale_of(m, kb), 0.f) << "meta padding " << m;
+      if (int8) {
+        ASSERT_EQ(a.offset_of(m, kb), 0.f) << "meta padding " << m;
+        ASSERT_EQ(a.sum_of(m, kb), 0) << "meta padding " << m;
+      }
+    }
+  const QuantizedActivations v = a.view();
+  EXPECT_EQ(v.kind, a.kind);
+  EXPECT_EQ(v.block, a.block);
+  EXPECT_EQ(v.q.data, a.q.data());
+  EXPECT_EQ(v.q.dtype, int8 ? DType::I8 : DType::F8E4M3);
+  EXPECT_EQ(v.q.shape[0], a.M);
+  EXPECT_EQ(v.q.shape[1], a.K);
+  EXPECT_EQ(v.q.stride[0], rp);
+  EXPECT_EQ(v.scale.data, a.scale.data());
+  EXPECT_EQ(v.scale.dtype, DType::F32);
+  EXPECT_EQ(v.scale.shape[0], nb);
+  EXPECT_EQ(v.scale.shape[1], a.M);
+  EXPECT_EQ(v.scale.stride[0], mp);
+  if (int8) {
+    EXPECT_EQ(v.offset.data, a.offset.data());
+    EXPECT_EQ(v.offset.stride[0], mp);
+    EXPECT_EQ(v.sums.data, a.sums.data());
+    EXPECT_EQ(v.sums.dtype, DType::I32);
+    EXPECT_EQ(v.sums.stride[0], mp);
+  } else {
+    EXPECT_TRUE(v.offset.empty());
+    EXPECT_TRUE(v.sums.empty());
+  }
+}
+
 void check_int8_block_activations(const HostTensor& x, int64_t M, int64_t K, int64_t block) {
-  const Int8BlockActivations a = quantize_activations_int8_block(x.view(), block);
+  const QuantizedActivationsBuffer a = quantize_activations_int8_block(x.view(), block);
+  ASSERT_EQ(a.kind, ActQuant::Int8Block);
   ASSERT_EQ(a.M, M);
   ASSERT_EQ(a.K, K);
   const int64_t nb = (K + block - 1) / block;
   ASSERT_EQ(a.n_blocks(), nb);
-  ASSERT_EQ(a.q.size(), size_t(M * K));
-  ASSERT_EQ(a.scale.size(), size_t(M * nb));
-  ASSERT_EQ(a.sums.size(), size_t(M * nb));
+  check_buffer_layout(a);
   const std::string what = std::string(dtype_name(x.dtype)) + " K=" + std::to_string(K) +
                            " block=" + std::to_string(block);
   for (int64_t m = 0; m < M; ++m)
@@ -360,11 +406,11 @@ void check_int8_block_activations(const HostTensor& x, int64_t M, int64_t K, int
         lo = std::min(lo, float(x.get(m * K + k)));
         hi = std::max(hi, float(x.get(m * K + k)));
       }
-      const double s = a.scale[m * nb + b], o = a.offset[m * nb + b];
-      EXPECT_EQ(a.scale[m * nb + b], (hi - lo) / 255.0f) << what;
+      const double s = a.scale_of(m, b), o = a.offset_of(m, b);
+      EXPECT_EQ(a.scale_of(m, b), (hi - lo) / 255.0f) << what;
       int32_t sum = 0, qmin = 127, qmax = -128;
       for (int64_t k = k0; k < k1; ++k) {
-        const int32_t q = a.q[m * K + k];
+        const int32_t q = a.int8_code(m, k);
         sum += q;
         qmin = std::min(qmin, q);
         qmax = std::max(qmax, q);
@@ -376,7 +422,7 @@ void check_int8_block_activations(const HostTensor& x, int64_t M, int64_t K, int
                            3 * half_ulp(DType::F32, 128.5) * s;
         ASSERT_LE(std::fabs(q * s + o - xv), tol) << what << " m " << m << " k " << k;
       }
-      EXPECT_EQ(a.sums[m * nb + b], sum) << what << " m " << m << " block " << b;
+      EXPECT_EQ(a.sum_of(m, b), sum) << what << " m " << m << " block " << b;
       if (hi > lo) {  // the range ends map to the code range ends
         EXPECT_EQ(qmin, -128) << what;
         EXPECT_EQ(qmax, 127) << what;
@@ -404,13 +450,13 @@ TEST(ActivationQuant, Int8BlockConstantBlock) {
   HostTensor x = random_tensor(DType::F32, {M, K}, 32);
   for (int64_t k = 64; k < K; ++k) x.set(1 * K + k, 0.75);
   for (int64_t k = 0; k < 64; ++k) x.set(0 * K + k, 0.0);
-  const Int8BlockActivations a = quantize_activations_int8_block(x.view(), 64);
-  EXPECT_EQ(a.scale[1 * 2 + 1], 0.0f);
-  EXPECT_EQ(a.offset[1 * 2 + 1], 0.75f);
-  EXPECT_EQ(a.scale[0], 0.0f);
-  EXPECT_EQ(a.offset[0], 0.0f);
-  for (int64_t k = 64; k < K; ++k) EXPECT_EQ(a.q[1 * K + k], 0);
-  EXPECT_EQ(a.sums[1 * 2 + 1], 0);
+  const QuantizedActivationsBuffer a = quantize_activations_int8_block(x.view(), 64);
+  EXPECT_EQ(a.scale_of(1, 1), 0.0f);
+  EXPECT_EQ(a.offset_of(1, 1), 0.75f);
+  EXPECT_EQ(a.scale_of(0, 0), 0.0f);
+  EXPECT_EQ(a.offset_of(0, 0), 0.0f);
+  for (int64_t k = 64; k < K; ++k) EXPECT_EQ(a.int8_code(1, k), 0);
+  EXPECT_EQ(a.sum_of(1, 1), 0);
   check_int8_block_activations(x, M, K, 64);
 }
 
@@ -430,21 +476,22 @@ TEST(ActivationQuant, Fp8PerTokenGroupsOf128) {
       HostTensor x = random_tensor(t, {M, K}, 40 + uint32_t(K), -5.0, 4.0);
       if (K == 300)
         for (int64_t k = 128; k < 256; ++k) x.set(2 * K + k, 0.0);  // an all-zero group
-      const Fp8BlockActivations a = quantize_activations_fp8_block(x.view());
+      const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
       const int64_t ng = (K + 127) / 128;
-      ASSERT_EQ(a.n_groups(), ng);
-      ASSERT_EQ(a.q.size(), size_t(M * K));
-      ASSERT_EQ(a.scale.size(), size_t(M * ng));
+      ASSERT_EQ(a.kind, ActQuant::Fp8Block);
+      ASSERT_EQ(a.block, 128);
+      ASSERT_EQ(a.n_blocks(), ng);
+      check_buffer_layout(a);
       for (int64_t m = 0; m < M; ++m)
         for (int64_t g = 0; g < ng; ++g) {
           float amax = 0;
           for (int64_t k = g * 128; k < std::min(K, g * 128 + 128); ++k)
             amax = std::max(amax, float(std::fabs(x.get(m * K + k))));
-          const float s = a.scale[m * ng + g];
+          const float s = a.scale_of(m, g);
           EXPECT_EQ(s, std::max(amax, 1e-10f) / 448.0f) << "m " << m << " g " << g;
           for (int64_t k = g * 128; k < std::min(K, g * 128 + 128); ++k) {
             const double xv = x.get(m * K + k), v = std::fabs(xv) / s;
-            const double d = decode_e4m3(a.q[m * K + k]) * s;
+            const double d = decode_e4m3(a.code(m, k)) * s;
             const double tol = s * (half_ulp(DType::F8E4M3, std::min(v, 448.0)) +
                                     std::max(0.0, v - 448.0)) +
                                4 * half_ulp(DType::F32, xv);

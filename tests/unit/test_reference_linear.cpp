@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "mixq/act_quant.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
@@ -254,12 +255,12 @@ TEST(RefW8A8, FourTermFormulaEqualsDequantizeThenMultiply) {
         EXPECT_LE(max_rel_err(v4, vd), 1e-9) << scheme << " K " << K << " M " << M;
         // The dequantized product against a float64 triple loop over the dequantized
         // activations and the weights decoded from bytes.
-        const Int8BlockActivations a = quantize_activations_int8_block(x.view(), block);
+        const QuantizedActivationsBuffer a = quantize_activations_int8_block(x.view(), block);
         std::vector<double> xd(static_cast<size_t>(M * K));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t k = 0; k < K; ++k)
-            xd[m * K + k] = double(a.q[m * K + k]) * a.scale[m * a.n_blocks() + k / block] +
-                            a.offset[m * a.n_blocks() + k / block];
+            xd[m * K + k] = double(a.int8_code(m, k)) * a.scale_of(m, k / block) +
+                            a.offset_of(m, k / block);
         const std::vector<double> want = naive_linear(xd, wd, M, N, K, &bd);
         EXPECT_LE(max_rel_err(vd, want), 1e-12) << scheme << " K " << K << " M " << M;
       }
@@ -284,6 +285,52 @@ TEST(RefW8A8, PublicApiRunsTheFourTermReference) {
   EXPECT_SAME_ARRAY(ya.values(), yr.values());
 }
 
+// The overloads on quantized activations take the one view type: the host quantizer's buffer (or
+// any strided view in the layout) gives the bits of the float-input oracle.
+TEST(RefQuantized, ViewsGiveTheFloatInputBits) {
+  const QuantizedWeight w = make_weight("w8g64asym", 12, 300, 213);
+  const HostTensor x = random_tensor(DType::F32, {5, 300}, 24);
+  HostTensor ya(DType::F32, {5, 12}), yb(DType::F32, {5, 12});
+  ref::linear_w8a8_block(x.view(), w, 64, ya.view(), Epilogue::relu());
+  const QuantizedActivationsBuffer a = quantize_activations_int8_block(x.view(), 64);
+  ref::linear_w8a8_block(a.view(), w, yb.view(), Epilogue::relu());
+  EXPECT_SAME_ARRAY(ya.values(), yb.values());
+  // Wider strides than the buffer's: the same values read in place.
+  const int64_t ldq = a.row_pitch + 32, ldm = a.meta_pitch + 8, nb = a.n_blocks();
+  std::vector<int8_t> q(size_t(5 * ldq), 99);
+  std::vector<float> sc(size_t(nb * ldm), -1.f), of(size_t(nb * ldm), -1.f);
+  std::vector<int32_t> su(size_t(nb * ldm), -1);
+  for (int64_t m = 0; m < 5; ++m)
+    for (int64_t k = 0; k < 300; ++k) q[size_t(m * ldq + k)] = a.int8_code(m, k);
+  for (int64_t kb = 0; kb < nb; ++kb)
+    for (int64_t m = 0; m < 5; ++m) {
+      sc[size_t(kb * ldm + m)] = a.scale_of(m, kb);
+      of[size_t(kb * ldm + m)] = a.offset_of(m, kb);
+      su[size_t(kb * ldm + m)] = a.sum_of(m, kb);
+    }
+  const auto meta = [&](void* p, DType t) { return TensorView::strided(p, t, {nb, 5}, {ldm, 1}); };
+  const QuantizedActivations v = QuantizedActivations::int8_block(
+      64, TensorView::strided(q.data(), DType::I8, {5, 300}, {ldq, 1}), meta(sc.data(), DType::F32),
+      meta(of.data(), DType::F32), meta(su.data(), DType::I32));
+  yb.poison();
+  ref::linear_w8a8_block(v, w, yb.view(), Epilogue::relu());
+  EXPECT_SAME_ARRAY(ya.values(), yb.values());
+  // Kind, layout and weight mismatches are errors.
+  EXPECT_MIXQ_ERROR(ref::linear_fp8_block(a.view(), make_weight("fp8b128", 12, 300, 214), yb.view(), {}),
+                    "a.kind");
+  QuantizedActivations bad = a.view();
+  bad.scale.shape[0] = nb - 1;
+  EXPECT_MIXQ_ERROR(ref::linear_w8a8_block(bad, w, yb.view(), {}), "a.scale");
+  EXPECT_MIXQ_ERROR(ref::linear_w8a8_block(quantize_activations_int8_block(x.view(), 128).view(), w,
+                                           yb.view(), {}),
+                    "act_block (128)");
+
+  const QuantizedWeight wf = make_weight("fp8b128", 12, 300, 215);
+  ref::linear_fp8_block(x.view(), wf, ya.view(), {});
+  ref::linear_fp8_block(quantize_activations_fp8_block(x.view()).view(), wf, yb.view(), {});
+  EXPECT_SAME_ARRAY(ya.values(), yb.values());
+}
+
 TEST(RefW8A8, RejectsMisalignedOrUnsupportedWeights) {
   const QuantizedWeight w = make_weight("w8g64", 4, 128, 211);
   const HostTensor x = random_tensor(DType::F32, {1, 128}, 23);
@@ -306,11 +353,11 @@ TEST(RefFp8Block, MatchesNaiveBlockScaledProduct) {
     y.poison();
     linear(x.view(), prepare_ref(w, ActQuant::Fp8Block), y.view(), {});
     expect_all_written(y, "fp8");
-    const Fp8BlockActivations a = quantize_activations_fp8_block(x.view());
+    const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
     std::vector<double> xd(static_cast<size_t>(s.M * s.K));
     for (int64_t m = 0; m < s.M; ++m)
       for (int64_t k = 0; k < s.K; ++k)
-        xd[m * s.K + k] = decode_e4m3(a.q[m * s.K + k]) * a.scale[m * a.n_groups() + k / 128];
+        xd[m * s.K + k] = decode_e4m3(a.code(m, k)) * a.scale_of(m, k / 128);
     const std::vector<double> want = naive_linear(xd, raw_dequant_original(w), s.M, s.N, s.K);
     for (int64_t i = 0; i < s.M * s.N; ++i)
       ASSERT_NEAR(y.get(i), want[i], 1e-9 * std::fabs(want[i]) + 2 * half_ulp(DType::F32, want[i]))

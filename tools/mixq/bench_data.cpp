@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -188,18 +189,18 @@ std::vector<double> sampled_activations(const float* x, int64_t K, const OutputS
   if (act == ActQuant::Int8Block) {
     // Activation quantization is per row, so quantizing the sampled rows alone gives the codes
     // the kernel computes for them.
-    const Int8BlockActivations q = quantize_activations_int8_block(v, block);
+    const QuantizedActivationsBuffer q = quantize_activations_int8_block(v, block);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t k = 0; k < K; ++k) {
-        const int64_t b = r * q.n_blocks() + k / block;
-        out[r * K + k] = double(q.q[r * K + k]) * q.scale[b] + q.offset[b];
+        const int64_t b = k / block;
+        out[r * K + k] = double(q.int8_code(r, k)) * q.scale_of(r, b) + q.offset_of(r, b);
       }
   } else if (act == ActQuant::Fp8Block) {
-    const Fp8BlockActivations q = quantize_activations_fp8_block(v);
+    const QuantizedActivationsBuffer q = quantize_activations_fp8_block(v);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t k = 0; k < K; ++k)
-        out[r * K + k] = double(e4m3_to_f32(q.q[r * K + k])) *
-                         q.scale[r * q.n_groups() + k / Fp8BlockActivations::kGroup];
+        out[r * K + k] = double(e4m3_to_f32(q.code(r, k))) *
+                         q.scale_of(r, k / QuantizedActivations::kFp8Block);
   } else {
     for (size_t i = 0; i < rows.size(); ++i) out[i] = rows[i];
   }
@@ -219,10 +220,10 @@ std::vector<double> sampled_activations_i8dot(const float* x, int64_t K, const O
       for (int64_t k0 = b0; k0 < b1; k0 += 256) {  // the backend's segment length limit
         const int64_t len = std::min<int64_t>(256, b1 - k0);
         piece.assign(row + k0, row + k0 + len);
-        const Int8BlockActivations q =
+        const QuantizedActivationsBuffer q =
             quantize_activations_int8_block(TensorView(piece.data(), DType::F32, {1, len}), len);
         for (int64_t k = 0; k < len; ++k)
-          out[r * K + k0 + k] = double(q.q[k]) * q.scale[0] + q.offset[0];
+          out[r * K + k0 + k] = double(q.int8_code(0, k)) * q.scale_of(0, 0) + q.offset_of(0, 0);
       }
     }
   }
