@@ -14,7 +14,6 @@
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
-#include "mixq/quantize.hpp"
 
 using namespace mixq;
 
@@ -119,16 +118,16 @@ std::string describe(const char* what, DType t, int64_t M, int64_t K, int64_t ld
          (mis ? " misaligned" : "") + " data" + std::to_string(int(d));
 }
 
-// Compares the device codes [M][ldq] with host codes [M][K]: equal in [0, K), zero in
+// Compares the device codes [M][ldq] with the host quantizer's: equal in [0, K), zero in
 // [K, pitch), untouched (poison) in [pitch, ldq). Returns the number of mismatches.
-int64_t check_codes(const std::vector<uint8_t>& dq, const uint8_t* hq, int64_t M, int64_t K,
+int64_t check_codes(const std::vector<uint8_t>& dq, const QuantizedActivationsBuffer& h,
                     int64_t ldq, const std::string& what) {
-  const int64_t pitch = act_quant_row_pitch(K);
+  const int64_t M = h.M, K = h.K, pitch = act_quant_row_pitch(K);
   int64_t bad = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < ldq; ++k) {
       const uint8_t got = dq[size_t(m * ldq + k)];
-      const uint8_t want = k < K ? hq[m * K + k] : k < pitch ? 0 : kPoison;
+      const uint8_t want = k < K ? h.code(m, k) : k < pitch ? 0 : kPoison;
       if (got != want && bad++ < 5)
         ADD_FAILURE() << what << ": code [" << m << ", " << k << "] = " << int(got) << ", want "
                       << int(want);
@@ -136,13 +135,16 @@ int64_t check_codes(const std::vector<uint8_t>& dq, const uint8_t* hq, int64_t M
   return bad;
 }
 
+// Device meta [nb][ld] against the host quantizer's, in the same layout ([nb][h.meta_pitch]).
 template <typename T>
-int64_t check_meta(const std::vector<T>& dm, const std::vector<T>& hm, int64_t M, int64_t nb,
-                   int64_t ld, const std::string& what, const char* name) {
+int64_t check_meta(const std::vector<T>& dm, const std::vector<T>& hm,
+                   const QuantizedActivationsBuffer& h, int64_t ld, const std::string& what,
+                   const char* name) {
+  const int64_t M = h.M, nb = h.n_blocks();
   int64_t bad = 0;
   for (int64_t kb = 0; kb < nb; ++kb)
     for (int64_t m = 0; m < M; ++m) {
-      const T got = dm[size_t(kb * ld + m)], want = hm[size_t(m * nb + kb)];
+      const T got = dm[size_t(kb * ld + m)], want = hm[size_t(kb * h.meta_pitch + m)];
       if (!(got == want) && bad++ < 5)
         ADD_FAILURE() << what << ": " << name << "[m " << m << ", block " << kb << "] = " << got
                       << ", want " << want;
@@ -168,11 +170,11 @@ void run_fp8(const HostX& hx, bool misalign, int64_t ldq_extra, Data d) {
   cuda_ok(cudaStreamSynchronize(stream), "stream sync");
   cuda_ok(cudaStreamDestroy(stream), "stream destroy");
   HostX h = hx;
-  const Fp8BlockActivations ref = quantize_activations_fp8_block(h.view());
+  const QuantizedActivationsBuffer ref = quantize_activations_fp8_block(h.view());
   const auto q = download<uint8_t>(dq);
   const auto s = download<float>(ds);
-  EXPECT_EQ(check_codes(q, ref.q.data(), M, K, ldq, what), 0) << what;
-  EXPECT_EQ(check_meta(s, ref.scale, M, nb, ldm, what, "scale"), 0) << what;
+  EXPECT_EQ(check_codes(q, ref, ldq, what), 0) << what;
+  EXPECT_EQ(check_meta(s, ref.scale, ref, ldm, what, "scale"), 0) << what;
   // rows M..ldm-1 of the meta are not written
   for (int64_t kb = 0; kb < nb; ++kb)
     for (int64_t m = M; m < ldm; ++m) {
@@ -200,13 +202,12 @@ void run_int8(const HostX& hx, int64_t block, bool misalign, int64_t ldq_extra, 
       TensorView::strided(dq.data(), DType::I8, {M, act_quant_row_pitch(K)}, {ldq, 1}, Device::CUDA),
       meta(ds, DType::F32), meta(doff, DType::F32), meta(dsum, DType::I32));
   HostX h = hx;
-  const Int8BlockActivations ref = quantize_activations_int8_block(h.view(), block);
+  const QuantizedActivationsBuffer ref = quantize_activations_int8_block(h.view(), block);
   const auto q = download<uint8_t>(dq);
-  EXPECT_EQ(check_codes(q, reinterpret_cast<const uint8_t*>(ref.q.data()), M, K, ldq, what), 0)
-      << what;
-  EXPECT_EQ(check_meta(download<float>(ds), ref.scale, M, nb, ldm, what, "scale"), 0) << what;
-  EXPECT_EQ(check_meta(download<float>(doff), ref.offset, M, nb, ldm, what, "offset"), 0) << what;
-  EXPECT_EQ(check_meta(download<int32_t>(dsum), ref.sums, M, nb, ldm, what, "sums"), 0) << what;
+  EXPECT_EQ(check_codes(q, ref, ldq, what), 0) << what;
+  EXPECT_EQ(check_meta(download<float>(ds), ref.scale, ref, ldm, what, "scale"), 0) << what;
+  EXPECT_EQ(check_meta(download<float>(doff), ref.offset, ref, ldm, what, "offset"), 0) << what;
+  EXPECT_EQ(check_meta(download<int32_t>(dsum), ref.sums, ref, ldm, what, "sums"), 0) << what;
 }
 
 const Shape kShapes[] = {{1, 128}, {3, 130}, {17, 1000}, {300, 4096 + 7}, {5, 16}, {2, 1}, {4, 33}};

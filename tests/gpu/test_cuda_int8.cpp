@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/launch/act_quant.hpp"
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/chained_calls.hpp"
 #include "gpu/device_checks.hpp"
@@ -203,19 +202,18 @@ BlockResult run_block_case(const BlockCase& c, uint32_t seed) {
 
   // 1) GEMM alone on host-quantized activations uploaded in the act_quant.hpp layout.
   {
-    const Int8BlockActivations a = quantize_activations_int8_block(x.view(), c.g);
-    const int64_t ldq = cuda::act_row_pitch(c.K), ldm = cuda::act_meta_pitch(c.M), nb = a.n_blocks();
-    std::vector<int8_t> q(size_t(c.M * ldq), 0);
-    for (int64_t m = 0; m < c.M; ++m)
-      std::memcpy(&q[size_t(m * ldq)], &a.q[size_t(m * c.K)], size_t(c.K));
+    const QuantizedActivationsBuffer a = quantize_activations_int8_block(x.view(), c.g);
+    const int64_t ldq = a.row_pitch, ldm = a.meta_pitch, nb = a.n_blocks();
+    // The host buffer is already in the GEMM layout: its codes go up as they are.
+    const std::vector<uint8_t>& q = a.q;
     // Pad rows of the meta get garbage-like values: the GEMM must not use them for valid rows.
-    std::vector<float> sx(size_t(nb * ldm), 1e30f), ox(size_t(nb * ldm), -1e30f);
-    std::vector<int32_t> sums(size_t(nb * ldm), 1 << 30);
-    for (int64_t m = 0; m < c.M; ++m)
-      for (int64_t b = 0; b < nb; ++b) {
-        sx[size_t(b * ldm + m)] = a.scale[size_t(m * nb + b)];
-        ox[size_t(b * ldm + m)] = a.offset[size_t(m * nb + b)];
-        sums[size_t(b * ldm + m)] = a.sums[size_t(m * nb + b)];
+    std::vector<float> sx(a.scale), ox(a.offset);
+    std::vector<int32_t> sums(a.sums);
+    for (int64_t b = 0; b < nb; ++b)
+      for (int64_t m = c.M; m < ldm; ++m) {
+        sx[size_t(b * ldm + m)] = 1e30f;
+        ox[size_t(b * ldm + m)] = -1e30f;
+        sums[size_t(b * ldm + m)] = 1 << 30;
       }
     DeviceBuffer dq(q.size()), dsx(sx.size() * 4), dox(ox.size() * 4), dsum(sums.size() * 4);
     dq.copy_from_host(q.data(), q.size());
