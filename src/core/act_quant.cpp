@@ -115,11 +115,12 @@ QuantizedActivations QuantizedActivationsBuffer::view() const {
 
 namespace {
 
-void check_act_input(const TensorView& x, const char* op) {
-  check_view(x, op, 2, Device::CPU);
+// x [M][K] f32 / f16 / bf16, rows contiguous, on `device` (every quantizer's input check).
+void check_act_input(const TensorView& x, const char* op, Device device) {
+  check_view(x, op, 2, device);
   check_rows_contiguous(x, op);
   MIXQ_CHECK_ARG(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16, op,
-                 ": activations must be f32, f16 or bf16, got ", x.describe());
+                 ": x must be f32, f16 or bf16, got ", x.describe());
 }
 
 // Zero-filled storage in the QuantizedActivations layout with the tightest pitches.
@@ -144,7 +145,7 @@ QuantizedActivationsBuffer alloc_buffer(ActQuant kind, int64_t M, int64_t K, int
 }  // namespace
 
 QuantizedActivationsBuffer quantize_activations_int8_block(const TensorView& x, int64_t block) {
-  check_act_input(x, "quantize_activations_int8_block");
+  check_act_input(x, "quantize_activations_int8_block", Device::CPU);
   MIXQ_CHECK_ARG(block >= 1, "quantize_activations_int8_block: block (", block, ") must be >= 1");
   QuantizedActivationsBuffer a = alloc_buffer(ActQuant::Int8Block, x.shape[0], x.shape[1], block);
   const int64_t nb = a.n_blocks();
@@ -183,7 +184,7 @@ QuantizedActivationsBuffer quantize_activations_int8_block(const TensorView& x, 
 }
 
 QuantizedActivationsBuffer quantize_activations_fp8_block(const TensorView& x) {
-  check_act_input(x, "quantize_activations_fp8_block");
+  check_act_input(x, "quantize_activations_fp8_block", Device::CPU);
   constexpr int64_t G = QuantizedActivations::kFp8Block;
   QuantizedActivationsBuffer a = alloc_buffer(ActQuant::Fp8Block, x.shape[0], x.shape[1], G);
   const int64_t ng = a.n_blocks();
@@ -210,10 +211,7 @@ using detail::ActLayout;
 using detail::ActPlace;
 
 ActLayout check_x(const TensorView& x, const char* op, int64_t block) {
-  check_view(x, op, 2, x.device);
-  check_rows_contiguous(x, op);
-  MIXQ_CHECK_ARG(x.dtype == DType::F32 || x.dtype == DType::F16 || x.dtype == DType::BF16, op,
-                 ": x must be f32, f16 or bf16, got ", x.describe());
+  check_act_input(x, op, x.device);
   MIXQ_CHECK_ARG(x.shape[0] >= 1 && x.shape[1] >= 1, op, ": empty x ", x.describe());
   return ActLayout{x.shape[0], x.shape[1], (x.shape[1] + block - 1) / block};
 }

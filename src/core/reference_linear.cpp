@@ -228,13 +228,14 @@ void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, c
                  a.block, ") must be ", QuantizedActivations::kFp8Block);
   check_fp8_weight(w);
   const detail::ActReader r(a);
-  const int64_t N = w.N, K = w.K, ng = (K + 127) / 128;
+  constexpr int64_t G = QuantizedActivations::kFp8Block;
+  const int64_t N = w.N, K = w.K, ng = (K + G - 1) / G;
   for (int64_t n = 0; n < N; ++n)
     for (int64_t m = 0; m < M; ++m) {
       double acc = 0.0;
       for (int64_t g = 0; g < ng; ++g) {
         double part = 0.0;
-        for (int64_t k = g * 128; k < std::min(K, g * 128 + 128); ++k)
+        for (int64_t k = g * G; k < std::min(K, g * G + G); ++k)
           part += double(e4m3_to_f32(r.row(m)[k])) * double(w.code_value(n, k));
         acc += part * double(r.scale_of(m, g)) * double(w.scale(n / w.block_n, g));
       }
