@@ -95,21 +95,24 @@ ActLayout check_quantized_activations(const QuantizedActivations& xq, ActQuant k
 // ---- Host quantizers into a QuantizedActivationsBuffer ----
 
 QuantizedActivations QuantizedActivationsBuffer::view() const {
-  const int64_t nb = n_blocks();
-  const auto meta = [&](const void* data, DType t) {
-    return data ? TensorView::strided(const_cast<void*>(data), t, {nb, M}, {meta_pitch, 1})
-                : TensorView();
+  // A buffer of 0 rows has no memory; its views point at this (never read) so that they are
+  // valid views of 0 rows, as a caller's would be.
+  alignas(16) static const uint8_t kNoRows[16] = {};
+  const auto base = [](const auto& v) {
+    return const_cast<void*>(v.empty() ? static_cast<const void*>(kNoRows)
+                                       : static_cast<const void*>(v.data()));
   };
+  const int64_t nb = n_blocks();
   QuantizedActivations v;
   v.kind = kind;
   v.block = block;
-  if (!q.empty())
-    v.q = TensorView::strided(const_cast<uint8_t*>(q.data()),
-                              kind == ActQuant::Fp8Block ? DType::F8E4M3 : DType::I8, {M, K},
-                              {row_pitch, 1});
-  v.scale = meta(scale.empty() ? nullptr : scale.data(), DType::F32);
-  v.offset = meta(offset.empty() ? nullptr : offset.data(), DType::F32);
-  v.sums = meta(sums.empty() ? nullptr : sums.data(), DType::I32);
+  v.q = TensorView::strided(base(q), kind == ActQuant::Fp8Block ? DType::F8E4M3 : DType::I8,
+                            {M, K}, {row_pitch, 1});
+  v.scale = TensorView::strided(base(scale), DType::F32, {nb, M}, {meta_pitch, 1});
+  if (kind == ActQuant::Int8Block) {
+    v.offset = TensorView::strided(base(offset), DType::F32, {nb, M}, {meta_pitch, 1});
+    v.sums = TensorView::strided(base(sums), DType::I32, {nb, M}, {meta_pitch, 1});
+  }
   return v;
 }
 

@@ -14,6 +14,7 @@
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/ops.hpp"
+#include "mixq/reference.hpp"
 #include "mixq/quantize.hpp"
 #include "unit/test_util.hpp"
 
@@ -198,6 +199,15 @@ TEST(LinearQuantized, HostBufferViewSameBitsAsLinear) {
       linear(qf.view(), pf, got.view());
       EXPECT_SAME_ARRAY(got.bytes, want.bytes) << "fp8 " << what;
     }
+    // 0 rows: a valid view of nothing, as linear(x) on 0 rows is a no-op.
+    std::vector<float> none(kK);
+    const TensorView x0(none.data(), DType::F32, {0, kK});
+    HostTensor y(DType::F32, {1, kN});
+    const TensorView y0(y.bytes.data(), DType::F32, {0, kN});
+    EXPECT_NO_THROW(linear(quantize_activations_int8_block(x0, 64).view(), pi, y0));
+    EXPECT_NO_THROW(linear(quantize_activations_fp8_block(x0).view(), pf, y0));
+    EXPECT_NO_THROW(ref::linear_w8a8_block(x0, wi, 64, y0, {}));
+    EXPECT_NO_THROW(ref::linear_fp8_block(x0, wf, y0, {}));
   }
 }
 
