@@ -1,9 +1,9 @@
 # Generates one translation unit per configuration of the templated CUDA kernels that have many
 # (the warp-specialized Hopper weight-only kernel: activation type x token tile x code kind x CTAs
 # per SM), so that a parallel build compiles them side by side instead of one file holding ~90
-# kernels. Each file instantiates every variant of its configuration that the registry can call
-# (ws_variant_exists in src/cuda/launch/sm90_wo_ws_instances.hpp). Files are rewritten only when
-# their text changes.
+# kernels. Each file explicitly instantiates the launcher of every pair path and fold of its
+# configuration; those ws_variant_exists (src/cuda/launch/sm90_wo_ws_instances.hpp) does not admit
+# compile to an error path without a kernel. Files are rewritten only when their text changes.
 function(mixq_generate_cuda_instances out_var)
   set(dir ${CMAKE_CURRENT_BINARY_DIR}/cuda_instances)
   set(files)
@@ -35,7 +35,7 @@ function(mixq_generate_cuda_instances out_var)
 #include \"cuda/launch/sm90_wo_ws_launch.cuh\"
 
 namespace mixq::cuda {
-template void instantiate_ws_configuration<${ctype}, ${mt}, ${ccodes}, ws_detail::WsShape::${shape}>();
+MIXQ_WS_CONFIGURATION(${ctype}, ${mt}, ${ccodes}, ${shape})
 }  // namespace mixq::cuda
 ")
           list(APPEND files ${file})

@@ -10,6 +10,9 @@
 #include "cuda/launch/sm90_wo_ws_instances.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
+#include "mixq/error.hpp"
+
+#include <type_traits>
 
 namespace mixq::cuda {
 
@@ -17,43 +20,40 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape S
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
                       cudaStream_t stream) {
   using namespace ws_detail;
-  auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
-  const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  MIXQ_CUDA_CHECK(attr);
-  {
-    const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch));
-  }
-  if (fixup) {
-    const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
-    const WoLaunchConfig lc(grid, 128, 0, stream, p.pdl);
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_k_fixup_kernel<MT>, p, sch));
+  constexpr bool kBf16 = !std::is_same_v<T, half>;
+  if constexpr (!ws_variant_exists(kBf16, MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
+    // every (pair path, fold) of a configuration is instantiated; the registry calls built ones only
+    (void)p, (void)tm, (void)sch, (void)fixup, (void)stream;
+    MIXQ_FAIL(ErrorCode::Internal, "wo wgmma: variant not built");
+  } else {
+    auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
+    const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
+    static const cudaError_t attr =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    MIXQ_CUDA_CHECK(attr);
+    {
+      const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch));
+    }
+    if (fixup) {
+      const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
+      const WoLaunchConfig lc(grid, 128, 0, stream, p.pdl);
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_k_fixup_kernel<MT>, p, sch));
+    }
   }
 }
 
-// Every variant (pair path, fold) of one configuration that ws_variant_exists admits: taking their
-// addresses instantiates them in the including translation unit.
-template <typename T, int MT, int CODES, ws_detail::WsShape SHAPE>
-void instantiate_ws_configuration() {
-  using sm90::PairPath;
-  constexpr bool bf16 = !std::is_same_v<T, half>;
-  auto one = [](auto pp, auto fold) {
-    constexpr PairPath PP = decltype(pp)::value;
-    constexpr bool FOLD = decltype(fold)::value;
-    if constexpr (ws_variant_exists(bf16, MT, CODES, PP, SHAPE == ws_detail::WsShape::TwoCtas, FOLD))
-      (void)&launch_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
-  };
-  using F32 = std::integral_constant<PairPath, PairPath::F32>;
-  using Half = std::integral_constant<PairPath, PairPath::Half>;
-  using Bz = std::integral_constant<PairPath, PairPath::Bf16Zero>;
-  one(F32{}, std::false_type{});
-  one(F32{}, std::true_type{});
-  one(Half{}, std::false_type{});
-  one(Half{}, std::true_type{});
-  one(Bz{}, std::false_type{});
-  one(Bz{}, std::true_type{});
-}
+// One configuration's explicit instantiations (the generated instance files): every pair path and
+// fold, the variants ws_variant_exists does not admit compiling to an error path without a kernel.
+#define MIXQ_WS_CONFIGURATION(T, MT, CODES, SHAPE)                                                   \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, F32, false)                                                   \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, F32, true)                                                    \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Half, false)                                                  \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Half, true)                                                   \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, false)                                              \
+  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, true)
+#define MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                               \
+  template void launch_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
+      const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
 
 }  // namespace mixq::cuda
