@@ -2,7 +2,8 @@
 # The GPU-machine runner: builds every target with CUDA (or reuses a build already there), then the
 # named steps, each writing its log / JSON under $OUT and a short summary on stdout.
 #   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers]
-# Env: MIXQ_CUDA_ARCHS (default "80;90a"), MIXQ_BUILD_DIR (default build-gpu), JOBS (default 16).
+# Env: MIXQ_CUDA_ARCHS (default "80;90a"), MIXQ_BUILD_DIR (default build-gpu), JOBS (default 16),
+#   CTEST_REGEX (test: only the tests it matches).
 #   bench_wo:   the nine layers of anchors.md x M = 1 ... 4096, W4/W8 g128, f16 and bf16, cuBLAS
 #               timed in the same process (BENCH_WO_ACTS, BENCH_WO_MS, BENCH_WO_SCHEMES narrow it)
 #   bench_w8a8: FP8 block and INT8 W8A8 (activation quantization in the timed call) at large M
@@ -30,7 +31,7 @@ echo "build: $(( $(date +%s) - t0 )) s ($(grep -c 'Building' "$LOGS/build.log") 
 for step in "$@"; do
   case "$step" in
     test)
-      (cd "$BUILD" && ctest -j 8 --timeout 600 --output-on-failure -L "unit|gpu" > "$OUT/ctest.log" 2>&1)
+      (cd "$BUILD" && ctest -j 8 --timeout 600 --output-on-failure -L "unit|gpu" ${CTEST_REGEX:+-R "$CTEST_REGEX"} > "$OUT/ctest.log" 2>&1)
       echo "ctest rc=$?"; grep -E "tests passed|tests failed|Failed|\*\*\*|Not Run" "$OUT/ctest.log" | head -30
       grep -c "Skipped\|SKIPPED" "$OUT/ctest.log" | sed 's/^/skipped lines: /' ;;
     sanitize)

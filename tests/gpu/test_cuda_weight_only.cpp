@@ -421,6 +421,7 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     const char* scheme;
     DType x;
     bool caller_ws;
+    const char* tuning = "";  // on top of the reduction's key
   };
   const Cut cuts[] = {
       {16, 64, 69632, "w4g128", DType::F16, false},    // one tile, a piece per CTA
@@ -429,15 +430,18 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
       {64, 10944, 4096, "w8g128", DType::F16, true},   // 86 tiles on 132 CTAs
       {33, 5000, 3000, "w4g128", DType::BF16, false},  // mt 64: 40 tiles
       {300, 2000, 4096, "w4g64asym", DType::F16, false},
-      {1000, 8192, 4096, "w4g128", DType::F16, true},  // mt 256: a round of whole tiles + stream-K
+      // mt 256, 256 tiles on 132 CTAs: a round of whole tiles + stream-K (the cost model alone
+      // runs two rounds of whole tiles here)
+      {1000, 8192, 4096, "w4g128", DType::F16, true, "wo_schedule=stream_k"},
   };
   uint32_t seed = 1300;
   for (const Cut& c : cuts) {
     PrepareOptions o;
     o.backend = BackendKind::CUDA;
     o.force_kernel = "sm90_wo_ws";
-    const PrepareOptions o_fixup = test::with_tuning(o, "wo_reduce=fixup"),
-                         o_inline = test::with_tuning(o, "wo_reduce=inline");
+    const std::string extra = *c.tuning ? std::string(",") + c.tuning : std::string();
+    const PrepareOptions o_fixup = test::with_tuning(o, "wo_reduce=fixup" + extra),
+                         o_inline = test::with_tuning(o, "wo_reduce=inline" + extra);
     const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed++);
     const PreparedWeight fixup = prepare(w, o_fixup), in_kernel = prepare(w, o_inline);
     SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +

@@ -118,7 +118,7 @@ TEST(CudaPlan, StreamDecompositionCoversKAndRespectsLimits) {
                 const WoPlan p = plan(c, L, caps);
                 const int mt = p.id.tile_m;
                 const int chunks = int(L.Kp / kChunkK);
-                EXPECT_EQ(p.id.fine, g < 64);
+                EXPECT_EQ(p.id.fine, weight(L).group_shift < 6);
                 EXPECT_GE(p.splits * p.chunks_per_split, chunks);
                 EXPECT_LT((p.splits - 1) * p.chunks_per_split, chunks) << "an empty split";
                 EXPECT_GE(p.chunks_per_stage, 1);

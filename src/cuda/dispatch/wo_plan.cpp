@@ -359,13 +359,18 @@ WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, con
         b.bytes = std::max(b.bytes, align256(size_t(ws_partial_floats(caps.sm_count, mt)) * 4) +
                                         align256(flags * 4) + align256(gather));
       }
-  // Dequantize + cuBLAS: one chunk of W (f32 for f32 activations), X gathered, Y staged in f32.
+  // Dequantize + cuBLAS: one chunk of W in the activation type (whole rows: the largest of the
+  // 16-bit and f32 chunks), X gathered, Y staged in f32.
   const size_t chunk_cap = t.wo_dequant_chunk_mb > 0 ? size_t(t.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
-  const size_t row_bytes = size_t(L.Kp) * 4;
-  const size_t rows = std::min(size_t(L.Np), std::max(size_t(kTileRows), chunk_cap / row_bytes / kTileRows * kTileRows));
+  size_t chunk = 0;
+  for (size_t elem : {size_t(2), size_t(4)}) {
+    const size_t row_bytes = size_t(L.Kp) * elem;
+    const size_t rows = std::min(size_t(L.Np), std::max(size_t(kTileRows), chunk_cap / row_bytes / kTileRows * kTileRows));
+    chunk = std::max(chunk, rows * row_bytes);
+  }
   const size_t gather = w.gather ? M * size_t(L.K) * 4 : 0;
   const size_t out = staged_output ? M * size_t(L.N) * 4 : 0;
-  b.bytes = std::max(b.bytes, align256(rows * row_bytes) + align256(gather) + align256(out));
+  b.bytes = std::max(b.bytes, align256(chunk) + align256(gather) + align256(out));
   return b;
 }
 
