@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace mixq::formats {
@@ -39,7 +40,7 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
-  const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent
+  const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent; O(1)
   const SafetensorsTensor& get(const std::string& name) const;   // throws when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return size_; }
@@ -50,6 +51,7 @@ class SafetensorsFile {
   void* map_ = nullptr;
   uint64_t size_ = 0;
   std::vector<SafetensorsTensor> tensors_;
+  std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
 };
 

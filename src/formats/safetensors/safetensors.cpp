@@ -13,6 +13,8 @@
 
 #include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
+#include "mixq/formats/input_file.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::formats {
 
@@ -82,21 +84,13 @@ bool safetensors_tensor_bytes(const std::string& dtype, const std::vector<int64_
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIXQ_CHECK(fd >= 0, ErrorCode::Io, path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Io, path, ": not a regular file");
-  }
-  f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ < 8) {
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Format, path, ": truncated safetensors file (", f->size_,
-              " bytes, the 8-byte header length alone needs 8)");
-  }
-  void* map = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  // Checked to be a regular file before anything is read (a FIFO or device would block or
+  // never end); the descriptor is closed when `in` goes out of scope, the mapping stays.
+  const InputFile in(path, "checkpoint");
+  f->size_ = in.size();
+  MIXQ_CHECK(f->size_ >= 8, ErrorCode::Format, path, ": truncated safetensors file (", f->size_,
+             " bytes, the 8-byte header length alone needs 8)");
+  void* map = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, in.fd(), 0);
   MIXQ_CHECK(map != MAP_FAILED, ErrorCode::Io, path, ": mmap failed: ", std::strerror(errno));
   f->map_ = map;  // owned from here: the destructor unmaps even if validation throws
 
@@ -197,6 +191,10 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   }
   MIXQ_CHECK(pos == buffer_size, ErrorCode::Format, path, ": tensors cover ", pos, " of the ",
              buffer_size, " data bytes (trailing bytes not described by the header)");
+  // Lookups by name must not be linear: converters look up several parts per tensor, and a
+  // one-file mixture-of-experts checkpoint holds tens of thousands of tensors.
+  f->index_.reserve(f->tensors_.size());
+  for (size_t i = 0; i < f->tensors_.size(); ++i) f->index_.emplace(f->tensors_[i].name, i);
   return f;
 }
 
@@ -205,9 +203,8 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const SafetensorsTensor& SafetensorsFile::get(const std::string& name) const {
@@ -278,20 +275,19 @@ void SafetensorsWriter::write(const std::string& path) const {
   header += '}';
   while (header.size() % 8 != 0) header += ' ';
 
-  FILE* fp = std::fopen(path.c_str(), "wb");
-  MIXQ_CHECK(fp != nullptr, ErrorCode::Io, path, ": cannot create: ", std::strerror(errno));
-  bool ok = true;
+  OutputFile out(path);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
-  ok = ok && std::fwrite(len, 1, 8, fp) == 8;
-  ok = ok && std::fwrite(header.data(), 1, header.size(), fp) == header.size();
+  out.write(len, 8);
+  out.write(header.data(), header.size());
   for (const size_t i : order) {
     const Entry& e = entries_[i];
-    if (e.nbytes) ok = ok && std::fwrite(e.data, 1, e.nbytes, fp) == e.nbytes;
+    if (e.nbytes) out.write(e.data, static_cast<size_t>(e.nbytes));
   }
-  const int err = errno;
-  ok = (std::fclose(fp) == 0) && ok;
-  MIXQ_CHECK(ok, ErrorCode::Io, path, ": write failed: ", std::strerror(err));
+  // mixq's own reader must accept the file before it takes its name (see the GGUF writer).
+  out.flush();
+  if (!out.streamed()) SafetensorsFile::open(out.temp_path());
+  out.commit();
 }
 
 }  // namespace mixq::formats
