@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -51,7 +52,10 @@ class SafetensorsFile {
   void* map_ = nullptr;
   uint64_t size_ = 0;
   std::vector<SafetensorsTensor> tensors_;
-  std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
+  // name -> position in tensors_: lookups by name must not be linear (converters look up several
+  // parts per tensor, and a one-file mixture-of-experts checkpoint has 10^4-10^5 tensors)
+  // (keys view tensors_[i].name, which no longer moves once open() has filled tensors_)
+  std::unordered_map<std::string_view, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
 

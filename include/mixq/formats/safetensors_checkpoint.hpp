@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +56,8 @@ class SafetensorsCheckpoint {
   std::shared_ptr<SafetensorsIndex> index_;
   std::vector<std::shared_ptr<SafetensorsFile>> files_;
   std::vector<const SafetensorsTensor*> tensors_;
-  std::unordered_map<std::string, const SafetensorsTensor*> by_name_;
+  // keys view the names held by files_ (sharded checkpoints; one file has its own index)
+  std::unordered_map<std::string_view, const SafetensorsTensor*> by_name_;
   std::map<std::string, std::string> metadata_;
   std::map<std::string, std::vector<std::string>> listed_;  // shard -> tensors the index puts there
 };

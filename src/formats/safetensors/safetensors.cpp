@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -102,10 +103,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
              header_len, " runs past the end of the file (", f->size_, " bytes)");
   MIXQ_CHECK(header_len >= 2 && base[8] == '{', ErrorCode::Format, path,
              ": safetensors header does not start with '{'");
-  const json::Value root = json::parse(reinterpret_cast<const char*>(base + 8),
-                                       static_cast<size_t>(header_len), path + ": header");
-  MIXQ_CHECK(root.is_object(), ErrorCode::Format, path, ": safetensors header is not an object");
-
   const uint64_t data_start = 8 + header_len;
   const uint64_t buffer_size = f->size_ - data_start;
   struct Span {
@@ -113,10 +110,18 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     size_t index;
   };
   std::vector<Span> spans;
-  for (const auto& kv : root.object) {
-    const std::string& name = kv.first;
-    const json::Value& v = kv.second;
+  bool seen_metadata = false;
+  std::vector<size_t> key_offsets;  // of each tensor's key, for the duplicate-key message
+  const std::string what = path + ": header";
+  // Member by member: the header of a checkpoint with 500k tensors would otherwise be held as a
+  // JSON tree of several hundred MB before any of it is used.
+  json::parse_members(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(header_len),
+                      what, [&](std::string&& key, json::Value&& value, size_t key_at) {
+    const std::string& name = key;
+    const json::Value& v = value;
     if (name == "__metadata__") {
+      MIXQ_CHECK(!std::exchange(seen_metadata, true), ErrorCode::Format, what,
+                 ": JSON duplicate key \"", name, "\" at byte ", key_at);
       MIXQ_CHECK(v.is_object(), ErrorCode::Format, path, ": __metadata__ must be an object, got a ",
                  json::kind_name(v.kind));
       for (const auto& m : v.object) {
@@ -124,7 +129,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                    "\" must be a string, got a ", json::kind_name(m.second.kind));
         f->metadata_[m.first] = m.second.string;
       }
-      continue;
+      return;
     }
     MIXQ_CHECK(v.is_object(), ErrorCode::Format, path, ": tensor \"", name,
                "\": entry must be an object, got a ", json::kind_name(v.kind));
@@ -146,7 +151,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     MIXQ_CHECK(off->kind == json::Value::Kind::Array && off->array.size() == 2, ErrorCode::Format,
                path, ": tensor \"", name, "\": data_offsets must be an array of 2 integers");
     SafetensorsTensor t;
-    t.name = name;
     t.dtype = dt->string;
     for (const auto& d : sh->array) t.shape.push_back(json_size(d, path, name, "shape entry"));
     const uint64_t begin =
@@ -159,21 +163,32 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                "\": data_offsets [", begin, ", ", end, "] run past the data buffer (", buffer_size,
                " bytes)");
     uint64_t expected = 0;
-    std::string shape_text;
-    for (const int64_t d : t.shape)
-      shape_text += (shape_text.empty() ? "" : ", ") + std::to_string(d);
+    // Built only for a message: this loop runs once per tensor of headers with 10^5+ of them.
+    auto shape_text = [&t] {
+      std::string text;
+      for (const int64_t d : t.shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+      return text;
+    };
     MIXQ_CHECK(safetensors_tensor_bytes(t.dtype, t.shape, &expected), ErrorCode::Format, path,
-               ": tensor \"", name, "\": shape [", shape_text, "] of ", t.dtype,
+               ": tensor \"", name, "\": shape [", shape_text(), "] of ", t.dtype,
                " overflows or does not end on a byte boundary");
     MIXQ_CHECK(expected == end - begin, ErrorCode::Format, path, ": tensor \"", name, "\": shape [",
-               shape_text, "] of ", t.dtype, " needs ", expected, " bytes, data_offsets [", begin,
+               shape_text(), "] of ", t.dtype, " needs ", expected, " bytes, data_offsets [", begin,
                ", ", end, "] hold ", end - begin);
     t.nbytes = end - begin;
     t.offset = data_start + begin;
     t.data = base + t.offset;
     spans.push_back({begin, end, f->tensors_.size()});
+    t.name = std::move(key);  // the parsed member is not needed after this
     f->tensors_.push_back(std::move(t));
-  }
+    key_offsets.push_back(key_at);
+  });
+  // The name index, built once tensors_ stops moving; it also finds repeated names (a valid
+  // header has unique keys).
+  f->index_.reserve(f->tensors_.size());
+  for (size_t i = 0; i < f->tensors_.size(); ++i)
+    MIXQ_CHECK(f->index_.emplace(f->tensors_[i].name, i).second, ErrorCode::Format, what,
+               ": JSON duplicate key \"", f->tensors_[i].name, "\" at byte ", key_offsets[i]);
   // The tensors must tile the buffer exactly: sorted by offset, each starts where the last ended.
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
@@ -191,10 +206,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   }
   MIXQ_CHECK(pos == buffer_size, ErrorCode::Format, path, ": tensors cover ", pos, " of the ",
              buffer_size, " data bytes (trailing bytes not described by the header)");
-  // Lookups by name must not be linear: converters look up several parts per tensor, and a
-  // one-file mixture-of-experts checkpoint holds tens of thousands of tensors.
-  f->index_.reserve(f->tensors_.size());
-  for (size_t i = 0; i < f->tensors_.size(); ++i) f->index_.emplace(f->tensors_[i].name, i);
   return f;
 }
 

@@ -123,11 +123,12 @@ void SafetensorsCheckpoint::add_file(std::shared_ptr<SafetensorsFile> f,
   std::set<std::string> wanted;
   if (names && index_) wanted.insert(names->begin(), names->end());
   tensors_.reserve(tensors_.size() + f->tensors().size());
-  by_name_.reserve(by_name_.size() + f->tensors().size());
+  if (index_) by_name_.reserve(by_name_.size() + f->tensors().size());
   for (const SafetensorsTensor& t : f->tensors()) {
     if (!wanted.empty() && !wanted.count(t.name)) continue;
-    // Each shard agrees with the index, which names every tensor once: no duplicates here.
-    by_name_.emplace(t.name, &t);
+    // Each shard agrees with the index, which names every tensor once: no duplicates here. One
+    // file needs no map of its own (SafetensorsFile::find is one).
+    if (index_) by_name_.emplace(t.name, &t);
     tensors_.push_back(&t);
   }
   for (const auto& [key, value] : f->metadata()) {
@@ -144,6 +145,7 @@ void SafetensorsCheckpoint::add_file(std::shared_ptr<SafetensorsFile> f,
 }
 
 const SafetensorsTensor* SafetensorsCheckpoint::find(const std::string& name) const {
+  if (!index_) return files_.empty() ? nullptr : files_[0]->find(name);
   const auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;
 }

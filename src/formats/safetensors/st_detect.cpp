@@ -23,6 +23,7 @@ enum class Kind { Mixq, Gptq, Awq, Fp8, Dense, Other };
 struct Item {
   Kind kind;
   std::string name;  // what load_weight takes
+  const SafetensorsTensor* tensor = nullptr;  // Dense / Other: the tensor itself (no lookup)
 };
 
 struct Scan {
@@ -295,9 +296,11 @@ Scan scan(std::shared_ptr<SafetensorsCheckpoint> file) {
   }
   for (const SafetensorsTensor* t : f.tensors())
     if (!consumed.count(t->name))
-      s.items.push_back({is_dense_matrix(*t) ? Kind::Dense : Kind::Other, t->name});
-  std::sort(s.items.begin(), s.items.end(),
-            [](const Item& a, const Item& b) { return a.name < b.name; });
+      s.items.push_back({is_dense_matrix(*t) ? Kind::Dense : Kind::Other, t->name, t});
+  auto by_name = [](const Item& a, const Item& b) { return a.name < b.name; };
+  // Headers usually list tensors sorted already: checking first keeps that case linear.
+  if (!std::is_sorted(s.items.begin(), s.items.end(), by_name))
+    std::sort(s.items.begin(), s.items.end(), by_name);
   return s;
 }
 
@@ -410,7 +413,7 @@ TensorEntry entry_for(const Scan& s, const Item& it) {
     }
     case Kind::Dense:
     case Kind::Other: {
-      const SafetensorsTensor& t = f.get(it.name);
+      const SafetensorsTensor& t = *it.tensor;
       e.type = t.dtype;
       e.shape = t.shape;
       e.bytes = static_cast<int64_t>(t.nbytes);
