@@ -70,7 +70,9 @@ TEST(Npy, RoundTripEveryDtypeAndRank) {
       ASSERT_EQ(a.numel(), n);
       // An empty vector's data() may be null, and memcmp's arguments must not be even for 0
       // bytes (UBSan: nonnull-attribute).
-      if (bytes > 0) EXPECT_EQ(std::memcmp(a.data.data(), data.data(), bytes), 0);
+      if (bytes > 0) {
+        EXPECT_EQ(std::memcmp(a.data.data(), data.data(), bytes), 0);
+      }
       std::remove(path.c_str());
     }
   }
