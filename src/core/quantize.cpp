@@ -60,13 +60,26 @@ float round_down_to(DType t, double v) {
 
 // Stores a block's scale (or offset) and returns the stored value, after checking that it is
 // representable: an f16 scale overflows for blocks with amax above ~458000 (int4) and quietly
-// becoming inf would only be reported later as an invalid weight.
+// becoming inf would only be reported later as an invalid weight. A scale also must not underflow:
+// `ideal` is the value before rounding to scale_type (NaN: not checked), and a stored scale that
+// went subnormal or to zero and so lost more than 2^-5 of it scales the whole block wrongly; an
+// f16 scale of 7.9e-9 (int8 groups of |w| ~ 1e-6) is stored as 0 and zeroes the block.
 float store_block_scale(std::vector<uint8_t>& buf, DType t, int64_t i, float f, const char* what,
-                        int64_t bn, int64_t bk) {
+                        int64_t bn, int64_t bk, double ideal) {
   const float stored = store_scale(buf, t, i, f);
   MIXQ_CHECK_ARG(std::isfinite(stored), "quantize_weight: the ", what, " of block (n ", bn,
                  ", k ", bk, ") is ", f, ", which does not fit in ", dtype_name(t),
                  " (use f32 scales, e.g. the '-f32' scheme suffix)");
+  // Only below the smallest normal value: rounding (down, for range-derived scales) within the
+  // normal range loses at most one ulp, 2^-7 for bf16, and that is the scheme's chosen precision.
+  constexpr double kMaxLoss = 1.0 / 32;
+  const double min_normal = t == DType::F16 ? 0x1p-14 : 0x1p-126;
+  MIXQ_CHECK_ARG(std::isnan(ideal) || std::fabs(double(stored)) >= min_normal ||
+                     std::fabs(double(stored) - ideal) <= kMaxLoss * std::fabs(ideal),
+                 "quantize_weight: the ", what, " of block (n ", bn, ", k ", bk, ") is ", ideal,
+                 ", which underflows ", dtype_name(t), " (stored as ", stored,
+                 ", a loss above 2^-5 of its value; use f32 scales, e.g. the '-f32' scheme "
+                 "suffix)");
   return stored;
 }
 
@@ -177,11 +190,13 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
           r.amax = std::max(r.amax, std::fabs(v));
         }
       const int64_t si = bn * nbk + bk;
-      auto put = [&](std::vector<uint8_t>& buf, float v, const char* what) {
-        return store_block_scale(buf, q.scale_type, si, v, what, bn, bk);
+      // `ideal`: the value before rounding to scale_type, for the underflow check (offsets are
+      // not checked: their error is measured in steps, not relative to themselves).
+      auto put = [&](std::vector<uint8_t>& buf, float v, const char* what, double ideal) {
+        return store_block_scale(buf, q.scale_type, si, v, what, bn, bk, ideal);
       };
       if (sc.code_type == DType::F8E4M3) {
-        const float s = put(q.scales, r.amax / 448.0f, "scale");
+        const float s = put(q.scales, r.amax / 448.0f, "scale", r.amax / 448.0f);
         for (int64_t n = n0; n < n1; ++n)
           for (int64_t k = k0; k < k1; ++k) {
             const float v = static_cast<float>(ref::load_as_double(w, n, k));
@@ -201,11 +216,11 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
         const double exact = (hi - lo) / levels;
         const float s = round_down_to(q.scale_type, exact);
         // on overflow, store the exact value so that the error message shows it
-        return put(q.scales, std::isfinite(s) ? s : static_cast<float>(exact), "scale");
+        return put(q.scales, std::isfinite(s) ? s : static_cast<float>(exact), "scale", exact);
       };
       switch (sc.zero_kind) {
         case ZeroKind::None: {
-          const float s = put(q.scales, r.amax / float(qmax), "scale");
+          const float s = put(q.scales, r.amax / float(qmax), "scale", r.amax / float(qmax));
           for (int64_t n = n0; n < n1; ++n)
             for (int64_t k = k0; k < k1; ++k)
               q.set_code_int(n, k, s > 0 ? round_clamp(ref::load_as_double(w, n, k) / s, qmin, qmax) : 0);
@@ -214,7 +229,8 @@ QuantizedWeight quantize_weight(const TensorView& w, const QuantScheme& sc) {
         case ZeroKind::Offset: {
           const float s = range_scale(r.lo, r.hi);
           // constant block (s == 0): every element is w = o
-          const float o = put(q.zeros, s > 0 ? r.lo - float(qmin) * s : r.lo, "offset");
+          const float o_ideal = s > 0 ? r.lo - float(qmin) * s : r.lo;
+          const float o = put(q.zeros, o_ideal, "offset", std::nan(""));
           for (int64_t n = n0; n < n1; ++n)
             for (int64_t k = k0; k < k1; ++k)
               q.set_code_int(n, k, s > 0 ? round_clamp((ref::load_as_double(w, n, k) - o) / s, qmin, qmax) : qmin);

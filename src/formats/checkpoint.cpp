@@ -1,17 +1,59 @@
-// Format detection: GGUF by its magic, everything else must be safetensors.
+// Format detection: a directory or an index (*.json) is a sharded safetensors checkpoint, a file
+// with the GGUF magic is GGUF, everything else must be safetensors.
 #include "mixq/formats/checkpoint.hpp"
 
+#include <sys/stat.h>
+
 #include "formats/format_registry.hpp"
+#include "mixq/formats/safetensors_index.hpp"
 
 namespace mixq::formats {
 
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool is_gguf(const std::string& path) {
+  struct stat st {};
+  // Directories and index files are safetensors; is_gguf_file reports anything else that is not
+  // a regular file (and never blocks on a FIFO).
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return false;
+  return !is_safetensors_index_path(path) && is_gguf_file(path);
+}
+
+std::string dir_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
+
 CheckpointInfo inspect_checkpoint(const std::string& path) {
-  return is_gguf_file(path) ? gguf_inspect(path) : safetensors_inspect(path);
+  return is_gguf(path) ? gguf_inspect(path) : safetensors_inspect(path);
 }
 
 QuantizedWeight load_weight(const std::string& path, const std::string& tensor) {
-  return is_gguf_file(path) ? gguf_load_weight(path, tensor)
-                            : safetensors_load_weight(path, tensor);
+  return is_gguf(path) ? gguf_load_weight(path, tensor) : safetensors_load_weight(path, tensor);
+}
+
+std::vector<std::string> checkpoint_files(const std::string& path) {
+  struct stat st {};
+  const bool is_dir = ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  const std::string anchor = is_dir ? checkpoint_in_directory(path) : path;
+  std::vector<std::string> files{anchor};
+  if (is_safetensors_index_path(anchor) && exists(anchor)) {
+    const SafetensorsIndex idx = read_safetensors_index(anchor);
+    for (const std::string& s : idx.shards) files.push_back(idx.shard_path(s));
+  }
+  for (const char* config : {"quantize_config.json", "config.json", "quant_config.json"}) {
+    const std::string p = dir_of(anchor) + "/" + config;
+    if (exists(p)) files.push_back(p);
+  }
+  return files;
 }
 
 }  // namespace mixq::formats

@@ -6,11 +6,13 @@
 
 #include <cctype>
 #include <cstring>
-#include <fstream>
+#include <cstdint>
 #include <iterator>
 #include <limits>
 
 #include "mixq/error.hpp"
+#include "mixq/formats/input_file.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::formats {
 
@@ -218,15 +220,10 @@ NpyArray parse_npy(const uint8_t* bytes, size_t size, const std::string& name) {
 }
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  MIXQ_CHECK(f.good(), ErrorCode::Io, "cannot open '", path, "'");
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  MIXQ_CHECK(size >= 0, ErrorCode::Io, "cannot read '", path, "'");
-  f.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  f.read(reinterpret_cast<char*>(bytes.data()), size);
-  MIXQ_CHECK(f.gcount() == size, ErrorCode::Io, "cannot read '", path, "'");
+  // A limit of its own would only get in the way: the file is checked to be regular (not a FIFO,
+  // device or directory) and is read whole; parse_npy validates the size against the header.
+  const InputFile f(path, "input");
+  const std::vector<uint8_t> bytes = f.read_all(UINT64_MAX);
   return parse_npy(bytes.data(), bytes.size(), path);
 }
 
@@ -258,12 +255,10 @@ void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>&
   const std::string header = npy_header(dtype, shape);
   int64_t count = 1;
   for (int64_t d : shape) count *= d;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  MIXQ_CHECK(f.good(), ErrorCode::Io, "cannot create '", path, "'");
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(count * itemsize(dtype)));
-  f.close();
-  MIXQ_CHECK(!f.fail(), ErrorCode::Io, "cannot write '", path, "' (disk full?)");
+  OutputFile f(path);
+  f.write(header.data(), header.size());
+  f.write(data, static_cast<size_t>(count * itemsize(dtype)));
+  f.commit();
 }
 
 }  // namespace mixq::formats

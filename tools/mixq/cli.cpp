@@ -2,9 +2,16 @@
 // ("--m 1,16" or "--m=1,16"), flags, and positionals; anything else is a usage error.
 #include "cli.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+#include "formats/error_text.hpp"
+#include "mixq/error.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::cli {
 
@@ -120,6 +127,64 @@ std::vector<int64_t> parse_int_list(const std::string& command, const std::strin
     out.push_back(v);
   }
   return out;
+}
+
+namespace {
+bool exists_as_checkpoint(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode));
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> split_weight_spec(const std::string& command,
+                                                      const std::string& spec) {
+  if (spec.find(':') == std::string::npos)
+    usage_fail(command, "--weights must be FILE:TENSOR (or FILE with --tensor NAME), got '" +
+                            spec + "'");
+  std::vector<size_t> splits;
+  for (size_t p = spec.find(':'); p != std::string::npos; p = spec.find(':', p + 1))
+    if (p > 0 && exists_as_checkpoint(spec.substr(0, p))) splits.push_back(p);
+  if (splits.size() > 1)
+    usage_fail(command, "--weights '" + spec + "' is ambiguous: both '" +
+                            spec.substr(0, splits[0]) + "' and '" + spec.substr(0, splits[1]) +
+                            "' exist; give the file alone and the name with --tensor");
+  MIXQ_CHECK(!splits.empty(), ErrorCode::Io, command, ": --weights '", spec,
+             "': no part before a ':' is an existing file or directory");
+  const size_t p = splits[0];
+  if (p + 1 >= spec.size())
+    usage_fail(command, "--weights '" + spec + "' names no tensor after '" + spec.substr(0, p) +
+                            ":'");
+  return {spec.substr(0, p), spec.substr(p + 1)};
+}
+
+void check_outputs(const std::string& command,
+                   const std::vector<std::pair<std::string, std::string>>& outputs,
+                   const std::vector<std::string>& inputs) {
+  for (const auto& [option, path] : outputs) {
+    try {
+      formats::check_output_path(path, option, inputs);
+    } catch (const Error& e) {
+      // Naming an input as the output is a mistake in the command line, not a failure of the run.
+      if (e.code() == ErrorCode::InvalidArgument) usage_fail(command, formats::bare_message(e));
+      throw;
+    }
+  }
+}
+
+std::FILE* summary_stream(const std::vector<std::string>& outputs) {
+  for (const std::string& o : outputs)
+    if (formats::writes_to_stdout(o)) return stderr;
+  return stdout;
+}
+
+formats::NamePattern compile_pattern(const std::string& command, const std::string& option,
+                                     const std::string& text) {
+  try {
+    return formats::NamePattern(text);
+  } catch (const Error& e) {
+    usage_fail(command, option + ": " + formats::bare_message(e));
+  }
 }
 
 }  // namespace mixq::cli

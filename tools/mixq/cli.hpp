@@ -6,10 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "mixq/formats/name_pattern.hpp"
 
 namespace mixq::cli {
 
@@ -54,6 +58,27 @@ class Args {
 std::vector<int64_t> parse_int_list(const std::string& command, const std::string& option,
                                     const std::string& text, int64_t lo, int64_t hi);
 std::vector<std::string> split(const std::string& text, char sep);
+
+// --weights FILE:TENSOR. Both parts may contain ':'; the file is the prefix before a ':' that
+// names an existing file or directory. Exactly one prefix may qualify: when several do (a file
+// "a" and a file "a:b"), the split is ambiguous and this is a usage error that points at
+// --tensor, which takes the name separately. No ':' or no existing prefix: usage error / Io.
+std::pair<std::string, std::string> split_weight_spec(const std::string& command,
+                                                      const std::string& spec);
+
+// Before any work: every (option, path) output can be written and is none of `inputs` (the same
+// file, also through links). Writing onto an input is a usage error (exit 2); an unwritable
+// destination is a runtime error (exit 1).
+void check_outputs(const std::string& command,
+                   const std::vector<std::pair<std::string, std::string>>& outputs,
+                   const std::vector<std::string>& inputs);
+// Where a command's summary lines go: stderr when one of `outputs` is standard output, so that
+// data written to /dev/stdout is not mixed with text.
+std::FILE* summary_stream(const std::vector<std::string>& outputs);
+
+// --only / --skip patterns (formats::NamePattern); a syntax error is a usage error.
+formats::NamePattern compile_pattern(const std::string& command, const std::string& option,
+                                     const std::string& text);
 
 // Subcommands: argv[0] is the subcommand's name. Each prints its --help text to stdout.
 int run_bench(int argc, char** argv);

@@ -16,6 +16,7 @@
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "mixq/error.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::cli {
 
@@ -133,6 +134,8 @@ int run_bench(int argc, char** argv) {
           {"--act", "", true}, {"--tune", "", true}, {"--force-kernel", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
+  // A bad --json path must fail now, not after the whole run.
+  if (a.has("--json")) check_outputs("bench", {{"--json", a.get("--json")}}, {});
   const bool quick = a.has("--quick");
   const std::vector<Shape> shapes = parse_shapes(a.get(
       "--shapes", quick ? "512x384,320x200" : "4096x6144,4096x4096,4096x28672,14336x4096"));
@@ -366,7 +369,12 @@ int run_bench(int argc, char** argv) {
               "%.1f s, float64 reference %.1f s\n",
               elapsed, elapsed - gen_s - setup_s - ref_s, gen_s, setup_s, ref_s);
   std::fflush(stdout);
-  if (a.has("--json")) write_json(a.get("--json"), report);
+  if (a.has("--json")) {
+    // Written under a temporary name and renamed into place, like every mixq output.
+    formats::OutputFile json(a.get("--json"));
+    write_json(json.temp_path(), report);
+    json.commit();
+  }
   int failed = 0;
   for (const BenchRow& r : report.rows) failed += r.ok() ? 0 : 1;
   if (failed) {

@@ -16,7 +16,10 @@ const char kHelp[] =
     "Loads TENSOR from FILE (any format 'mixq inspect' lists; the name is the one inspect\n"
     "prints) and writes its dequantized values as a float32 .npy of shape [N, K] (N = output\n"
     "features), in the original column order: w[n][k] = exactly the f32 value the reference\n"
-    "kernels use.\n\n"
+    "kernels use. FILE may be a sharded safetensors checkpoint (its *.safetensors.index.json,\n"
+    "or the directory holding it).\n\n"
+    "OUT is written to a temporary file and renamed into place when complete; it must not be\n"
+    "one of the checkpoint's files. With -o /dev/stdout the summary line goes to stderr.\n\n"
     "options:\n"
     "  -o, --output OUT.npy   output file (required)\n";
 }  // namespace
@@ -28,13 +31,14 @@ int run_dequantize(int argc, char** argv) {
   const std::string out = a.require("-o");
   const std::string& path = a.positionals()[0];
   const std::string& tensor = a.positionals()[1];
+  check_outputs("dequantize", {{"-o", out}}, formats::checkpoint_files(path));
 
   const QuantizedWeight w = formats::load_weight(path, tensor);
   w.validate();
   std::vector<float> values(static_cast<size_t>(w.N) * static_cast<size_t>(w.K));
   dequantize_rows(w, 0, w.N, values.data(), /*original_order=*/true);
   formats::write_npy(out, DType::F32, {w.N, w.K}, values.data());
-  std::printf("%s: %s -> %s float32 [%lld, %lld]\n", tensor.c_str(), w.describe().c_str(),
+  std::fprintf(summary_stream({out}), "%s: %s -> %s float32 [%lld, %lld]\n", tensor.c_str(), w.describe().c_str(),
               out.c_str(), static_cast<long long>(w.N), static_cast<long long>(w.K));
   return 0;
 }

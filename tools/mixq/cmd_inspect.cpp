@@ -14,7 +14,9 @@ const char kHelp[] =
     "Lists every tensor of a checkpoint (GGUF, or safetensors: mixq's own layout, GPTQ, AWQ,\n"
     "FP8 block, plain F32/F16/BF16) with its type, logical shape ([N, K] for matrices), bits per\n"
     "weight and stored bytes, then the file's metadata. Tensors marked '*' can be loaded as\n"
-    "weights by 'mixq dequantize' and 'mixq matmul'.\n\n"
+    "weights by 'mixq dequantize' and 'mixq matmul'. FILE may be a sharded safetensors\n"
+    "checkpoint: its *.safetensors.index.json, or the directory holding it (every shard is\n"
+    "read and checked against the index).\n\n"
     "options:\n"
     "  --max-value-chars N   truncate metadata values longer than N characters (default 160)\n";
 

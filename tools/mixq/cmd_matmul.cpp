@@ -1,7 +1,5 @@
 // mixq matmul --weights FILE:TENSOR --input X.npy -o Y.npy: Y[M][N] = X[M][K] . W^T (+ bias) on
 // the chosen backend, through the same mixq::prepare / mixq::linear calls a C++ user makes.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <vector>
 
@@ -17,11 +15,20 @@ namespace mixq::cli {
 namespace {
 
 const char kHelp[] =
-    "usage: mixq matmul --weights FILE:TENSOR --input X.npy -o Y.npy [options]\n\n"
+    "usage: mixq matmul --weights FILE:TENSOR --input X.npy -o Y.npy [options]\n"
+    "       mixq matmul --weights FILE --tensor TENSOR --input X.npy -o Y.npy [options]\n\n"
     "Computes Y = X . W^T (+ bias) with mixq::linear. X is a float32 or float16 .npy of shape\n"
-    "[M, K]; Y is written as float32 [M, N]. W is any weight 'mixq inspect' marks with '*'.\n\n"
+    "[M, K]; Y is written as float32 [M, N]. W is any weight 'mixq inspect' marks with '*'.\n"
+    "FILE may be a sharded safetensors checkpoint (its *.safetensors.index.json, or the\n"
+    "directory holding it).\n\n"
+    "FILE:TENSOR is split at the ':' that follows an existing file or directory; both parts may\n"
+    "hold ':'. If more than one prefix exists (files 'a' and 'a:b'), the split is ambiguous and\n"
+    "refused: give the file alone with --weights and the name with --tensor.\n\n"
+    "Y is written to a temporary file and renamed into place when complete; Y must not be one of\n"
+    "the input files. With -o /dev/stdout the summary line goes to stderr.\n\n"
     "options:\n"
-    "  --weights FILE:TENSOR   the weight (the file name is the longest prefix that exists)\n"
+    "  --weights FILE:TENSOR   the weight (FILE alone when --tensor is given)\n"
+    "  --tensor TENSOR         the weight's name, taken as is (no splitting of --weights)\n"
     "  --input X.npy           activations [M, K], float32 or float16\n"
     "  -o, --output Y.npy      output file\n"
     "  --bias B.npy            optional bias [N], float32 or float16\n"
@@ -29,26 +36,6 @@ const char kHelp[] =
     "  --act A                 none (default, weight-only), int8 (W8A8 per-block activations,\n"
     "                          needs i8 weights), fp8 (per-token 1x128 e4m3, needs fp8b128)\n"
     "  --threads N             CPU threads (default: MIXQ_NUM_THREADS or all cores)\n";
-
-bool is_regular_file(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-// FILE:TENSOR where both parts may contain ':'; the file is the first prefix that exists.
-std::pair<std::string, std::string> split_weight_spec(const std::string& spec) {
-  for (size_t p = spec.find(':'); p != std::string::npos; p = spec.find(':', p + 1)) {
-    const std::string file = spec.substr(0, p);
-    if (is_regular_file(file)) {
-      MIXQ_CHECK_ARG(p + 1 < spec.size(), "matmul: --weights '", spec, "' names no tensor after '",
-                     file, ":'");
-      return {file, spec.substr(p + 1)};
-    }
-  }
-  if (spec.find(':') == std::string::npos)
-    usage_fail("matmul", "--weights must be FILE:TENSOR, got '" + spec + "'");
-  MIXQ_FAIL(ErrorCode::Io, "matmul: --weights '", spec, "': no prefix before a ':' is an existing file");
-}
 
 // float16 inputs are widened exactly to float32 for the CPU backends (the f32 kernels are the
 // complete set there); the CUDA backend takes them as they are.
@@ -74,7 +61,8 @@ ActQuant parse_act(const std::string& s) {
 
 int run_matmul(int argc, char** argv) {
   Args a("matmul", argc, argv,
-         {{"--weights", "", true}, {"--input", "", true}, {"-o", "--output", true},
+         {{"--weights", "", true}, {"--tensor", "", true}, {"--input", "", true},
+          {"-o", "--output", true},
           {"--bias", "", true}, {"--backend", "", true}, {"--act", "", true},
           {"--threads", "", true}});
   if (a.help()) return print_help(kHelp);
@@ -91,7 +79,13 @@ int run_matmul(int argc, char** argv) {
   const ActQuant act = parse_act(a.get("--act", "none"));
   const int threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
 
-  const auto [file, tensor] = split_weight_spec(weights_spec);
+  const auto [file, tensor] = a.has("--tensor")
+                                  ? std::make_pair(weights_spec, a.require("--tensor"))
+                                  : split_weight_spec("matmul", weights_spec);
+  std::vector<std::string> inputs = formats::checkpoint_files(file);
+  inputs.push_back(input);
+  if (a.has("--bias")) inputs.push_back(a.get("--bias"));
+  check_outputs("matmul", {{"-o", output}}, inputs);
   const formats::NpyArray x = formats::read_npy(input);
   MIXQ_CHECK_ARG(x.shape.size() == 2, "matmul: input '", input, "' must be 2-D [M, K], got rank ",
                  x.shape.size());
@@ -147,7 +141,7 @@ int run_matmul(int argc, char** argv) {
            TensorView(y.data(), DType::F32, {M, w.N}), ep, ctx);
   }
   formats::write_npy(output, DType::F32, {M, w.N}, y.data());
-  std::printf("%s [%lld, %lld] . %s^T (%s) -> %s float32 [%lld, %lld] on %s, kernel %s\n",
+  std::fprintf(summary_stream({output}), "%s [%lld, %lld] . %s^T (%s) -> %s float32 [%lld, %lld] on %s, kernel %s\n",
               input.c_str(), static_cast<long long>(M), static_cast<long long>(w.K),
               tensor.c_str(), w.describe().c_str(), output.c_str(), static_cast<long long>(M),
               static_cast<long long>(w.N), backend_name(backend), pw.kernel_name(M).c_str());

@@ -3,14 +3,15 @@
 // layout (default) or a GGUF file of ggml block types (quantize_gguf.cpp).
 #include <cstdio>
 #include <cstring>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "cli.hpp"
+#include "formats/error_text.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/checkpoint.hpp"
-#include "mixq/formats/safetensors.hpp"
+#include "mixq/formats/output_file.hpp"
+#include "mixq/formats/safetensors_checkpoint.hpp"
 #include "mixq/quantize.hpp"
 #include "quantize_gguf.hpp"
 
@@ -19,7 +20,9 @@ namespace mixq::cli {
 namespace {
 
 const char kHelp[] =
-    "usage: mixq quantize IN.safetensors -o OUT --scheme SCHEME [--format mixq|gguf] [options]\n\n"
+    "usage: mixq quantize IN -o OUT --scheme SCHEME [--format mixq|gguf] [options]\n\n"
+    "IN is a safetensors file, or a sharded checkpoint (its *.safetensors.index.json, or the\n"
+    "directory holding it); OUT is always one file.\n"
     "Quantizes every 2-D F32/F16/BF16 tensor of IN (rows = output features N, columns = K) with\n"
     "mixq's round-to-nearest quantizer and writes mixq's safetensors layout (W.codes, W.scales,\n"
     "W.zeros; the scheme in __metadata__ \"mixq.scheme\").\n"
@@ -29,26 +32,31 @@ const char kHelp[] =
     "schemes: w4g128 (int4 symmetric, group 128), w4g32asym (int4 + float offset, group 32),\n"
     "  w4g128zp (uint4 + integer zero point), w8g128, w8g64asym, w4pc / w8pc (per channel),\n"
     "  fp8b128 (e4m3, f32 scale per 128x128 block); any w4/w8 with g32/g64/g128/g256/pc,\n"
-    "  optional 'asym' or 'zp', optional '-bf16' / '-f32' scale type (default f16).\n\n"
+    "  optional 'asym' or 'zp', optional '-bf16' / '-f32' scale type (default f16).\n"
+    "  A block scale that f16 cannot hold is an error naming the block: above 65504 (|w| beyond\n"
+    "  ~458000 for int4), or so small that it loses more than 2^-5 of its value to underflow\n"
+    "  (groups with max |w| below ~1e-4 for int8, ~1e-5 for int4): use '-f32' or '-bf16'\n"
+    "  scales there. fp8b128 codes saturate at +-448 (the e4m3 maximum; the scale amax / 448\n"
+    "  keeps every code in range).\n\n"
     "--format gguf writes a GGUF v3 file instead (tensor names kept as they are): the selected\n"
     "matrices encoded as one ggml type by ggml's reference quantization steps (Q4_0/Q8_0 bytes\n"
     "checked against gguf-py; Q4_K not checked against libggml); every\n"
     "other F32/F16/BF16 tensor of rank 1..4 is copied in its own type. GGUF schemes: q4_0, q8_0\n"
-    "(K a multiple of 32), q4_k (K a multiple of 256), f16, bf16, f32.\n\n"
+    "(K a multiple of 32), q4_k (K a multiple of 256), f16, bf16, f32. f16 / bf16 values that\n"
+    "overflow, or that lose more than 2^-5 of the tensor's largest |value| to underflow, and\n"
+    "ggml block scales that f16 cannot hold (same rule as above) are errors naming the tensor.\n\n"
+    "OUT is written to a temporary file in its directory and renamed into place when complete,\n"
+    "so a failure never leaves a partial file; OUT must not be one of IN's files. With\n"
+    "-o /dev/stdout the summary line goes to stderr.\n\n"
     "options:\n"
     "  -o, --output OUT      output file (required)\n"
     "  --format F            mixq (default: mixq's safetensors layout) or gguf\n"
     "  --scheme SCHEME       quantization scheme (required)\n"
-    "  --only REGEX          quantize only tensors whose name matches (ECMAScript regex search)\n"
-    "  --skip REGEX          do not quantize tensors whose name matches\n";
-
-std::regex compile_regex(const std::string& option, const std::string& text) {
-  try {
-    return std::regex(text, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    usage_fail("quantize", option + ": invalid regular expression '" + text + "' (" + e.what() + ")");
-  }
-}
+    "  --only REGEX          quantize only tensors whose name matches (search anywhere in the name)\n"
+    "  --skip REGEX          do not quantize tensors whose name matches\n\n"
+    "REGEX: the ECMAScript subset that runs in time linear in the name: literals, ., [...],\n"
+    "\\d \\w \\s (and \\D \\W \\S), ^ $, ( ) (?: ), |, * + ? {m,n}; back-references,\n"
+    "look-around and \\b are refused.\n";
 
 DType float_dtype(const std::string& st) {
   return st == "F32" ? DType::F32 : st == "F16" ? DType::F16 : DType::BF16;
@@ -61,7 +69,7 @@ int run_quantize(int argc, char** argv) {
          {{"-o", "--output", true}, {"--scheme", "", true}, {"--only", "", true},
           {"--skip", "", true}, {"--format", "", true}});
   if (a.help()) return print_help(kHelp);
-  a.expect_positionals(1, 1, "IN.safetensors");
+  a.expect_positionals(1, 1, "IN");
   const std::string in = a.positionals()[0];
   const std::string out = a.require("-o");
   const std::string scheme_text = a.require("--scheme");
@@ -69,14 +77,13 @@ int run_quantize(int argc, char** argv) {
   if (format != "mixq" && format != "gguf")
     usage_fail("quantize", "--format must be mixq or gguf, got '" + format + "'");
   TensorSelection sel;
-  sel.has_only = a.has("--only");
-  sel.has_skip = a.has("--skip");
-  sel.only = compile_regex("--only", a.get("--only", ".*"));
-  sel.skip = compile_regex("--skip", a.get("--skip", "$^"));
+  if (a.has("--only")) sel.only = compile_pattern("quantize", "--only", a.get("--only"));
+  if (a.has("--skip")) sel.skip = compile_pattern("quantize", "--skip", a.get("--skip"));
   if (format == "gguf") {
     if (!is_gguf_scheme(scheme_text))
       usage_fail("quantize", "scheme '" + scheme_text + "' cannot be written as GGUF (--format gguf " +
                                  "takes the ggml types q4_0, q8_0, q4_k, f16, bf16, f32)");
+    check_outputs("quantize", {{"-o", out}}, formats::checkpoint_files(in));
     return quantize_to_gguf(in, out, scheme_text, sel);
   }
   if (is_gguf_scheme(scheme_text))
@@ -90,12 +97,14 @@ int run_quantize(int argc, char** argv) {
     usage_fail("quantize", std::string(e.what()).substr(std::strlen("mixq: ")));
   }
 
-  const auto file = formats::SafetensorsFile::open(in);
+  check_outputs("quantize", {{"-o", out}}, formats::checkpoint_files(in));
+  const auto file = formats::SafetensorsCheckpoint::open(in);
   std::vector<std::pair<std::string, QuantizedWeight>> weights;
   int n_quantized = 0, n_dense = 0;
   int64_t in_bytes = 0, out_bytes = 0;
   std::vector<std::string> left_out;
-  for (const formats::SafetensorsTensor& t : file->tensors()) {
+  for (const formats::SafetensorsTensor* tp : file->tensors()) {
+    const formats::SafetensorsTensor& t = *tp;
     const bool is_float = t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16";
     if (!is_float || t.shape.size() != 2 || t.shape[0] < 1 || t.shape[1] < 1) {
       left_out.push_back(t.name + " (" + t.dtype + ", rank " + std::to_string(t.shape.size()) + ")");
@@ -108,7 +117,11 @@ int run_quantize(int argc, char** argv) {
     std::memcpy(copy.data(), t.data, t.nbytes);
     QuantizedWeight w;
     if (selected) {
-      w = quantize_weight(copy.view(dt, {t.shape[0], t.shape[1]}), scheme);
+      try {
+        w = quantize_weight(copy.view(dt, {t.shape[0], t.shape[1]}), scheme);
+      } catch (const Error& e) {
+        MIXQ_FAIL(e.code(), "quantize: ", in, ": tensor '", t.name, "': ", formats::bare_message(e));
+      }
       ++n_quantized;
     } else {
       w.N = t.shape[0];
@@ -126,11 +139,11 @@ int run_quantize(int argc, char** argv) {
     weights.emplace_back(t.name, std::move(w));
   }
   MIXQ_CHECK_ARG(n_quantized > 0, "quantize: no 2-D F32/F16/BF16 tensor of '", in,
-                 "' was selected for quantization", (sel.has_only || sel.has_skip ? " by --only/--skip" : ""));
+                 "' was selected for quantization", (sel.filtered() ? " by --only/--skip" : ""));
   formats::save_mixq_safetensors(out, weights,
                                  {{"mixq.scheme", scheme_name(scheme)}, {"mixq.source", in}});
   for (const std::string& s : left_out) std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
-  std::printf("%s -> %s: %d tensor(s) quantized to %s, %d kept dense, %zu left out; "
+  std::fprintf(summary_stream({out}),"%s -> %s: %d tensor(s) quantized to %s, %d kept dense, %zu left out; "
               "%lld -> %lld bytes of matrices\n",
               in.c_str(), out.c_str(), n_quantized, scheme_name(scheme).c_str(), n_dense,
               left_out.size(), static_cast<long long>(in_bytes), static_cast<long long>(out_bytes));

@@ -8,9 +8,12 @@
 #include <cstring>
 #include <vector>
 
+#include "formats/error_text.hpp"
+#include "formats/value_range.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/gguf.hpp"
-#include "mixq/formats/safetensors.hpp"
+#include "mixq/formats/output_file.hpp"
+#include "mixq/formats/safetensors_checkpoint.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::cli {
@@ -56,25 +59,36 @@ float load_element(const formats::SafetensorsTensor& t, uint64_t i) {
   return t.dtype == "F16" ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
-// Encodes the [N][K] matrix `t` row by row into `type`; non-finite inputs are named.
+// Encodes the [N][K] matrix `t` row by row into `type`; non-finite inputs and values the type
+// cannot represent (value_range.hpp) are errors naming the tensor and the row.
 std::vector<uint8_t> encode_matrix(const formats::SafetensorsTensor& t, GgmlType type,
                                    const std::string& in) {
   const int64_t N = t.shape[0], K = t.shape[1];
   const formats::GgmlTypeInfo* info = formats::ggml_type_info(static_cast<uint32_t>(type));
-  MIXQ_CHECK_ARG(K % info->block_elems == 0, "quantize: ", in, ": tensor '", t.name,
-                 "' has K = ", K, " columns, not a multiple of the ", info->name, " block size ",
+  const std::string what = "quantize: " + in + ": tensor '" + t.name + "'";
+  MIXQ_CHECK_ARG(K % info->block_elems == 0, what, " has K = ", K,
+                 " columns, not a multiple of the ", info->name, " block size ",
                  info->block_elems, " (exclude it with --skip, or choose another type)");
   const int64_t row_bytes = formats::ggml_row_bytes(type, K);
   std::vector<uint8_t> out(static_cast<size_t>(N * row_bytes));
   std::vector<float> row(static_cast<size_t>(K));
+  const bool to_16bit = type == GgmlType::F16 || type == GgmlType::BF16;
+  formats::range::ValueRange values(type == GgmlType::F16);
   for (int64_t n = 0; n < N; ++n) {
     for (int64_t k = 0; k < K; ++k) {
       row[k] = load_element(t, static_cast<uint64_t>(n * K + k));
-      MIXQ_CHECK_ARG(std::isfinite(row[k]), "quantize: ", in, ": tensor '", t.name, "' element [",
-                     n, ", ", k, "] is not finite (", row[k], ")");
+      MIXQ_CHECK_ARG(std::isfinite(row[k]), what, " element [", n, ", ", k, "] is not finite (",
+                     row[k], ")");
+      if (to_16bit) values.add(row[k]);
     }
-    formats::ggml_quantize_row(type, row.data(), out.data() + n * row_bytes, K);
+    try {
+      formats::ggml_quantize_row(type, row.data(), out.data() + n * row_bytes, K);
+    } catch (const Error& e) {
+      MIXQ_FAIL(e.code(), what, " row ", n, ": ", formats::bare_message(e),
+                " (use --skip to keep this tensor in its own type, or another --scheme)");
+    }
   }
+  if (to_16bit) values.check(what);
   return out;
 }
 
@@ -86,15 +100,14 @@ bool is_gguf_scheme(const std::string& name) {
 }
 
 bool TensorSelection::selected(const std::string& name) const {
-  return (!has_only || std::regex_search(name, only)) &&
-         !(has_skip && std::regex_search(name, skip));
+  return (!only || only->search(name)) && !(skip && skip->search(name));
 }
 
 int quantize_to_gguf(const std::string& in, const std::string& out, const std::string& scheme,
                      const TensorSelection& sel) {
   GgmlType type = GgmlType::F32;
   MIXQ_CHECK_ARG(gguf_type_for(scheme, &type), "quantize: '", scheme, "' is not a GGUF type");
-  const auto file = formats::SafetensorsFile::open(in);
+  const auto file = formats::SafetensorsCheckpoint::open(in);
   // Encoded bytes live here until save_gguf writes them (the output's size, not the input's).
   std::vector<std::vector<uint8_t>> encoded;
   encoded.reserve(file->tensors().size());
@@ -102,7 +115,8 @@ int quantize_to_gguf(const std::string& in, const std::string& out, const std::s
   std::vector<std::string> left_out;
   int n_quantized = 0, n_copied = 0;
   int64_t in_bytes = 0, out_bytes = 0;
-  for (const formats::SafetensorsTensor& t : file->tensors()) {
+  for (const formats::SafetensorsTensor* tp : file->tensors()) {
+    const formats::SafetensorsTensor& t = *tp;
     const bool nonempty =
         std::all_of(t.shape.begin(), t.shape.end(), [](int64_t d) { return d >= 1; });
     if (!is_float(t.dtype) || t.shape.empty() || t.shape.size() > 4 || !nonempty) {
@@ -132,14 +146,14 @@ int quantize_to_gguf(const std::string& in, const std::string& out, const std::s
   }
   MIXQ_CHECK_ARG(n_quantized > 0, "quantize: no 2-D F32/F16/BF16 tensor of '", in,
                  "' was selected for quantization",
-                 (sel.has_only || sel.has_skip ? " by --only/--skip" : ""));
+                 (sel.filtered() ? " by --only/--skip" : ""));
   const std::string type_name = formats::ggml_type_name(static_cast<uint32_t>(type));
   formats::save_gguf(out, tensors,
                      {{"mixq.scheme", formats::GgufValue::string(type_name)},
                       {"mixq.source", formats::GgufValue::string(in)}});
   for (const std::string& s : left_out)
     std::fprintf(stderr, "mixq quantize: left out %s\n", s.c_str());
-  std::printf(
+  std::fprintf(formats::writes_to_stdout(out) ? stderr : stdout,
       "%s -> %s (gguf): %d tensor(s) quantized to %s, %d copied, %zu left out; "
       "%lld -> %lld bytes of tensors\n",
       in.c_str(), out.c_str(), n_quantized, type_name.c_str(), n_copied, left_out.size(),

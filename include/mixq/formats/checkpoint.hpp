@@ -6,6 +6,14 @@
 // The format is detected from the file's content (GGUF magic, or a safetensors header), and for
 // safetensors from the tensor names/dtypes and any quantize_config.json / config.json beside it
 // (GPTQ, AWQ, FP8 block, mixq's own layout, plain F32/F16/BF16 matrices).
+//
+// Sharded safetensors checkpoints are read through their index: `path` may be a
+// "*.safetensors.index.json" file or a directory holding one (safetensors_checkpoint.hpp). A
+// weight whose parts (GPTQ qweight / scales, FP8 weight / scale_inv, ...) sit in different shards
+// is assembled; load_weight opens only the shards that hold the requested weight.
+//
+// Inputs must be regular files (or such a directory): FIFOs, devices and other special files are
+// refused before they are opened for reading (input_file.hpp).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +42,11 @@ struct CheckpointInfo {
 };
 
 CheckpointInfo inspect_checkpoint(const std::string& path);
+
+// Every file that reading the checkpoint at `path` involves: the file itself, or the index and
+// all its shards, plus the quantization config files beside it that exist. For checks that an
+// output does not overwrite an input. Throws like inspect_checkpoint for unreadable indexes.
+std::vector<std::string> checkpoint_files(const std::string& path);
 
 // Converts one tensor into the canonical weight, losslessly. Errors name the file, the tensor
 // and the problem (ErrorCode::Format for malformed content, InvalidArgument for a missing name).

@@ -63,8 +63,14 @@ void ggml_dequantize_row(GgmlType type, const uint8_t* data, float* out, int64_t
 // Encoders producing exactly the bytes of ggml's reference quantizers (quantize_row_*_ref,
 // compiled without FMA contraction, which is also what gguf-py 0.19 computes):
 //   Q4_0 (§1.1), Q8_0 (§1.5), Q4_K (§1.7.4 with make_qkx2_quants §1.9.4), and F16 / BF16 / F32.
-// n must be a multiple of the block size; inputs must be finite.
+// n must be a multiple of the block size; inputs must be finite. What the type cannot represent
+// is an error (InvalidArgument) rather than a file mixq's reader would reject or a silently
+// zeroed block: an f16 block scale (Q4_0 / Q8_0 d, Q4_K d and dmin) that overflows or loses more
+// than 2^-5 of itself to underflow, and an F16 / BF16 value that overflows.
 void ggml_quantize_row(GgmlType type, const float* x, uint8_t* out, int64_t n);
+// For F16 / BF16 tensors (no-op for other types): throws when the n values, taken as one tensor,
+// overflow or lose more than 2^-5 of the largest |value| to underflow. `what` names the tensor.
+void ggml_check_values(GgmlType type, const float* x, int64_t n, const std::string& what);
 bool ggml_can_encode(GgmlType type);
 
 // Bytes of one row of n elements (n % QK == 0 checked by callers).

@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace mixq::formats {
@@ -39,7 +41,7 @@ class SafetensorsFile {
 
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
-  const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent
+  const SafetensorsTensor* find(const std::string& name) const;  // nullptr when absent; O(1)
   const SafetensorsTensor& get(const std::string& name) const;   // throws when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   uint64_t file_size() const { return size_; }
@@ -50,6 +52,10 @@ class SafetensorsFile {
   void* map_ = nullptr;
   uint64_t size_ = 0;
   std::vector<SafetensorsTensor> tensors_;
+  // name -> position in tensors_: lookups by name must not be linear (converters look up several
+  // parts per tensor, and a one-file mixture-of-experts checkpoint has 10^4-10^5 tensors)
+  // (keys view tensors_[i].name, which no longer moves once open() has filled tensors_)
+  std::unordered_map<std::string_view, size_t> index_;
   std::map<std::string, std::string> metadata_;
 };
 

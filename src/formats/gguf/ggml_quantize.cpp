@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "formats/gguf/ggml_block_layout.hpp"
+#include "formats/value_range.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 
@@ -26,7 +27,14 @@ inline int nearest_int(float f) {
   return (i & 0x007fffff) - 0x00400000;
 }
 
-void encode_q4_0(const float* x, uint8_t* y) {
+// A block's f16 scale must hold its value: inf would make the file unreadable (mixq's reader
+// rejects it) and a flushed scale zeroes the block (value_range.hpp).
+void check_block_scale(const char* type, int64_t block, const char* name, float v) {
+  range::check_scale(v, /*half=*/true,
+                     std::string(type) + " block " + std::to_string(block) + " " + name);
+}
+
+void encode_q4_0(const float* x, uint8_t* y, int64_t block) {
   float amax = 0.f, max = 0.f;
   for (int j = 0; j < 32; ++j) {
     if (amax < std::fabs(x[j])) {  // strict: the first element of largest |x| wins
@@ -35,6 +43,7 @@ void encode_q4_0(const float* x, uint8_t* y) {
     }
   }
   const float d = max / -8;
+  check_block_scale("Q4_0", block, "scale d", d);
   const float id = d != 0.f ? 1.0f / d : 0.0f;
   detail::store_u16(y, f32_to_f16(d));
   for (int j = 0; j < 16; ++j) {
@@ -46,10 +55,11 @@ void encode_q4_0(const float* x, uint8_t* y) {
   }
 }
 
-void encode_q8_0(const float* x, uint8_t* y) {
+void encode_q8_0(const float* x, uint8_t* y, int64_t block) {
   float amax = 0.f;
   for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
   const float d = amax / 127.f;
+  check_block_scale("Q8_0", block, "scale d", d);
   const float id = d != 0.f ? 1.0f / d : 0.0f;
   detail::store_u16(y, f32_to_f16(d));
   for (int j = 0; j < 32; ++j)
@@ -129,7 +139,7 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   return scale;
 }
 
-void encode_q4_k(const float* x, uint8_t* y) {
+void encode_q4_k(const float* x, uint8_t* y, int64_t block) {
   uint8_t L[256], Laux[32];
   float weights[32], mins[8], scales[8];
   float max_scale = 0, max_min = 0;
@@ -161,6 +171,8 @@ void encode_q4_k(const float* x, uint8_t* y) {
       sc[j] |= static_cast<uint8_t>((lm >> 4) << 6);
     }
   }
+  check_block_scale("Q4_K", block, "super-block scale d", max_scale / 63.f);
+  check_block_scale("Q4_K", block, "super-block min dmin", max_min / 63.f);
   const uint16_t dh = f32_to_f16(max_scale / 63.f), mh = f32_to_f16(max_min / 63.f);
   detail::store_u16(y, dh);
   detail::store_u16(y + 2, mh);
@@ -200,14 +212,30 @@ void ggml_quantize_row(GgmlType type, const float* x, uint8_t* out, int64_t n) {
     uint8_t* yb = out + b * info->block_bytes;
     switch (type) {
       case GgmlType::F32: std::memcpy(yb, xb, 4); break;
-      case GgmlType::F16: detail::store_u16(yb, f32_to_f16(xb[0])); break;
-      case GgmlType::BF16: detail::store_u16(yb, f32_to_bf16(xb[0])); break;
-      case GgmlType::Q4_0: encode_q4_0(xb, yb); break;
-      case GgmlType::Q8_0: encode_q8_0(xb, yb); break;
-      case GgmlType::Q4_K: encode_q4_k(xb, yb); break;
+      case GgmlType::F16:
+      case GgmlType::BF16: {
+        const bool half = type == GgmlType::F16;
+        const uint16_t h = half ? f32_to_f16(xb[0]) : f32_to_bf16(xb[0]);
+        // Overflow is an error per value; underflow is judged per tensor (ggml_check_values).
+        MIXQ_CHECK_ARG(std::isfinite(half ? f16_to_f32(h) : bf16_to_f32(h)),
+                       "ggml_quantize_row: element ", b, " = ", xb[0], " overflows ",
+                       half ? "f16 (largest finite 65504)" : "bf16", "; use f32");
+        detail::store_u16(yb, h);
+        break;
+      }
+      case GgmlType::Q4_0: encode_q4_0(xb, yb, b); break;
+      case GgmlType::Q8_0: encode_q8_0(xb, yb, b); break;
+      case GgmlType::Q4_K: encode_q4_k(xb, yb, b); break;
       default: MIXQ_FAIL(ErrorCode::Internal, "ggml_quantize_row: unhandled type");
     }
   }
+}
+
+void ggml_check_values(GgmlType type, const float* x, int64_t n, const std::string& what) {
+  if (type != GgmlType::F16 && type != GgmlType::BF16) return;
+  range::ValueRange r(type == GgmlType::F16);
+  for (int64_t i = 0; i < n; ++i) r.add(x[i]);
+  r.check(what);
 }
 
 }  // namespace mixq::formats

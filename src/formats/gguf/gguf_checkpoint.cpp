@@ -1,20 +1,28 @@
 // GGUF behind the checkpoint API (formats/checkpoint.hpp): detection, inspect, load_weight.
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "formats/format_registry.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/gguf.hpp"
+#include "mixq/formats/input_file.hpp"
 
 namespace mixq::formats {
 
 bool is_gguf_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return false;
+  // InputFile refuses FIFOs and devices before reading, so sniffing the magic cannot block.
+  const InputFile f(path, "checkpoint");
   char magic[4];
-  const size_t n = std::fread(magic, 1, 4, f);
-  std::fclose(f);
-  return has_gguf_magic(magic, n);
+  ssize_t n;
+  do {
+    n = ::pread(f.fd(), magic, sizeof(magic), 0);
+  } while (n < 0 && errno == EINTR);
+  MIXQ_CHECK(n >= 0, ErrorCode::Io, path, ": read failed: ", std::strerror(errno));
+  return has_gguf_magic(magic, static_cast<size_t>(n));
 }
 
 CheckpointInfo gguf_inspect(const std::string& path) {

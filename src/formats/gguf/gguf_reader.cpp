@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "mixq/error.hpp"
+#include "mixq/formats/input_file.hpp"
 #include "mixq/formats/gguf.hpp"
 
 namespace mixq::formats {
@@ -198,29 +199,16 @@ bool has_gguf_magic(const void* data, uint64_t size) {
 std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::shared_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIXQ_CHECK(fd >= 0, ErrorCode::Io, path, ": cannot open: ", std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Io, path, ": cannot stat: ", std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Io, path, ": not a regular file");
-  }
-  f->size_ = static_cast<uint64_t>(st.st_size);
+  // Checked to be a regular file before anything is read (a FIFO or device would block or
+  // never end); the descriptor closes when `in` goes out of scope, the mapping stays.
+  const InputFile in(path, "checkpoint");
+  f->size_ = in.size();
   if (f->size_ > 0) {
-    void* m = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
-    const int e = errno;
-    ::close(fd);
+    void* m = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, in.fd(), 0);
     MIXQ_CHECK(m != MAP_FAILED, ErrorCode::Io, path, ": mmap of ", f->size_, " bytes failed: ",
-               std::strerror(e));
+               std::strerror(errno));
     f->map_ = m;
     f->base_ = static_cast<const uint8_t*>(m);
-  } else {
-    ::close(fd);
   }
   f->parse();
   return f;

@@ -8,23 +8,20 @@
 
 #include "mixq/error.hpp"
 #include "mixq/formats/gguf.hpp"
+#include "formats/error_text.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::formats {
 
 namespace {
 
+// Little-endian serialization onto an OutputFile (written under a temporary name, renamed into
+// place by close()).
 class Out {
  public:
-  explicit Out(const std::string& path) : path_(path) {
-    f_ = std::fopen(path.c_str(), "wb");
-    MIXQ_CHECK(f_ != nullptr, ErrorCode::Io, path, ": cannot create: ", std::strerror(errno));
-  }
-  ~Out() {
-    if (f_) std::fclose(f_);
-  }
+  explicit Out(const std::string& path) : f_(path) {}
   void bytes(const void* p, uint64_t n) {
-    MIXQ_CHECK(n == 0 || std::fwrite(p, 1, static_cast<size_t>(n), f_) == n, ErrorCode::Io, path_,
-               ": write failed: ", std::strerror(errno));
+    f_.write(p, static_cast<size_t>(n));
     pos_ += n;
   }
   template <typename T>
@@ -44,16 +41,17 @@ class Out {
       n -= k;
     }
   }
+  // Before the file takes its name, mixq's own reader must accept it: a writer bug must not
+  // leave a file behind that only fails later, far from its cause.
   void close() {
-    const int rc = std::fclose(f_);
-    f_ = nullptr;
-    MIXQ_CHECK(rc == 0, ErrorCode::Io, path_, ": close failed: ", std::strerror(errno));
+    f_.flush();
+    if (!f_.streamed()) GgufFile::open(f_.temp_path());
+    f_.commit();
   }
   uint64_t pos() const { return pos_; }
 
  private:
-  std::string path_;
-  std::FILE* f_ = nullptr;
+  OutputFile f_;
   uint64_t pos_ = 0;
 };
 
@@ -170,8 +168,14 @@ void save_gguf(const std::string& path, const std::vector<GgufTensorToWrite>& te
     } else {
       const uint64_t row_bytes = p.nbytes / static_cast<uint64_t>(p.rows);
       row.resize(static_cast<size_t>(row_bytes));
+      const std::string what = "save_gguf: tensor '" + p.t->name + "'";
+      ggml_check_values(p.t->type, p.t->values, p.rows * p.K, what);
       for (int64_t r = 0; r < p.rows; ++r) {
-        ggml_quantize_row(p.t->type, p.t->values + r * p.K, row.data(), p.K);
+        try {
+          ggml_quantize_row(p.t->type, p.t->values + r * p.K, row.data(), p.K);
+        } catch (const Error& e) {
+          MIXQ_FAIL(e.code(), what, " row ", r, ": ", bare_message(e));
+        }
         o.bytes(row.data(), row_bytes);
       }
     }

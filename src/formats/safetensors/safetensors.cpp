@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
+#include "mixq/formats/input_file.hpp"
+#include "mixq/formats/output_file.hpp"
 
 namespace mixq::formats {
 
@@ -82,21 +85,13 @@ bool safetensors_tensor_bytes(const std::string& dtype, const std::vector<int64_
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::shared_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIXQ_CHECK(fd >= 0, ErrorCode::Io, path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Io, path, ": not a regular file");
-  }
-  f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ < 8) {
-    ::close(fd);
-    MIXQ_FAIL(ErrorCode::Format, path, ": truncated safetensors file (", f->size_,
-              " bytes, the 8-byte header length alone needs 8)");
-  }
-  void* map = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  // Checked to be a regular file before anything is read (a FIFO or device would block or
+  // never end); the descriptor is closed when `in` goes out of scope, the mapping stays.
+  const InputFile in(path, "checkpoint");
+  f->size_ = in.size();
+  MIXQ_CHECK(f->size_ >= 8, ErrorCode::Format, path, ": truncated safetensors file (", f->size_,
+             " bytes, the 8-byte header length alone needs 8)");
+  void* map = ::mmap(nullptr, static_cast<size_t>(f->size_), PROT_READ, MAP_PRIVATE, in.fd(), 0);
   MIXQ_CHECK(map != MAP_FAILED, ErrorCode::Io, path, ": mmap failed: ", std::strerror(errno));
   f->map_ = map;  // owned from here: the destructor unmaps even if validation throws
 
@@ -108,10 +103,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
              header_len, " runs past the end of the file (", f->size_, " bytes)");
   MIXQ_CHECK(header_len >= 2 && base[8] == '{', ErrorCode::Format, path,
              ": safetensors header does not start with '{'");
-  const json::Value root = json::parse(reinterpret_cast<const char*>(base + 8),
-                                       static_cast<size_t>(header_len), path + ": header");
-  MIXQ_CHECK(root.is_object(), ErrorCode::Format, path, ": safetensors header is not an object");
-
   const uint64_t data_start = 8 + header_len;
   const uint64_t buffer_size = f->size_ - data_start;
   struct Span {
@@ -119,10 +110,18 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     size_t index;
   };
   std::vector<Span> spans;
-  for (const auto& kv : root.object) {
-    const std::string& name = kv.first;
-    const json::Value& v = kv.second;
+  bool seen_metadata = false;
+  std::vector<size_t> key_offsets;  // of each tensor's key, for the duplicate-key message
+  const std::string what = path + ": header";
+  // Member by member: the header of a checkpoint with 500k tensors would otherwise be held as a
+  // JSON tree of several hundred MB before any of it is used.
+  json::parse_members(reinterpret_cast<const char*>(base + 8), static_cast<size_t>(header_len),
+                      what, [&](std::string&& key, json::Value&& value, size_t key_at) {
+    const std::string& name = key;
+    const json::Value& v = value;
     if (name == "__metadata__") {
+      MIXQ_CHECK(!std::exchange(seen_metadata, true), ErrorCode::Format, what,
+                 ": JSON duplicate key \"", name, "\" at byte ", key_at);
       MIXQ_CHECK(v.is_object(), ErrorCode::Format, path, ": __metadata__ must be an object, got a ",
                  json::kind_name(v.kind));
       for (const auto& m : v.object) {
@@ -130,7 +129,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                    "\" must be a string, got a ", json::kind_name(m.second.kind));
         f->metadata_[m.first] = m.second.string;
       }
-      continue;
+      return;
     }
     MIXQ_CHECK(v.is_object(), ErrorCode::Format, path, ": tensor \"", name,
                "\": entry must be an object, got a ", json::kind_name(v.kind));
@@ -152,7 +151,6 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     MIXQ_CHECK(off->kind == json::Value::Kind::Array && off->array.size() == 2, ErrorCode::Format,
                path, ": tensor \"", name, "\": data_offsets must be an array of 2 integers");
     SafetensorsTensor t;
-    t.name = name;
     t.dtype = dt->string;
     for (const auto& d : sh->array) t.shape.push_back(json_size(d, path, name, "shape entry"));
     const uint64_t begin =
@@ -165,21 +163,32 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                "\": data_offsets [", begin, ", ", end, "] run past the data buffer (", buffer_size,
                " bytes)");
     uint64_t expected = 0;
-    std::string shape_text;
-    for (const int64_t d : t.shape)
-      shape_text += (shape_text.empty() ? "" : ", ") + std::to_string(d);
+    // Built only for a message: this loop runs once per tensor of headers with 10^5+ of them.
+    auto shape_text = [&t] {
+      std::string text;
+      for (const int64_t d : t.shape) text += (text.empty() ? "" : ", ") + std::to_string(d);
+      return text;
+    };
     MIXQ_CHECK(safetensors_tensor_bytes(t.dtype, t.shape, &expected), ErrorCode::Format, path,
-               ": tensor \"", name, "\": shape [", shape_text, "] of ", t.dtype,
+               ": tensor \"", name, "\": shape [", shape_text(), "] of ", t.dtype,
                " overflows or does not end on a byte boundary");
     MIXQ_CHECK(expected == end - begin, ErrorCode::Format, path, ": tensor \"", name, "\": shape [",
-               shape_text, "] of ", t.dtype, " needs ", expected, " bytes, data_offsets [", begin,
+               shape_text(), "] of ", t.dtype, " needs ", expected, " bytes, data_offsets [", begin,
                ", ", end, "] hold ", end - begin);
     t.nbytes = end - begin;
     t.offset = data_start + begin;
     t.data = base + t.offset;
     spans.push_back({begin, end, f->tensors_.size()});
+    t.name = std::move(key);  // the parsed member is not needed after this
     f->tensors_.push_back(std::move(t));
-  }
+    key_offsets.push_back(key_at);
+  });
+  // The name index, built once tensors_ stops moving; it also finds repeated names (a valid
+  // header has unique keys).
+  f->index_.reserve(f->tensors_.size());
+  for (size_t i = 0; i < f->tensors_.size(); ++i)
+    MIXQ_CHECK(f->index_.emplace(f->tensors_[i].name, i).second, ErrorCode::Format, what,
+               ": JSON duplicate key \"", f->tensors_[i].name, "\" at byte ", key_offsets[i]);
   // The tensors must tile the buffer exactly: sorted by offset, each starts where the last ended.
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
@@ -205,9 +214,8 @@ SafetensorsFile::~SafetensorsFile() {
 }
 
 const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const SafetensorsTensor& SafetensorsFile::get(const std::string& name) const {
@@ -278,20 +286,19 @@ void SafetensorsWriter::write(const std::string& path) const {
   header += '}';
   while (header.size() % 8 != 0) header += ' ';
 
-  FILE* fp = std::fopen(path.c_str(), "wb");
-  MIXQ_CHECK(fp != nullptr, ErrorCode::Io, path, ": cannot create: ", std::strerror(errno));
-  bool ok = true;
+  OutputFile out(path);
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
-  ok = ok && std::fwrite(len, 1, 8, fp) == 8;
-  ok = ok && std::fwrite(header.data(), 1, header.size(), fp) == header.size();
+  out.write(len, 8);
+  out.write(header.data(), header.size());
   for (const size_t i : order) {
     const Entry& e = entries_[i];
-    if (e.nbytes) ok = ok && std::fwrite(e.data, 1, e.nbytes, fp) == e.nbytes;
+    if (e.nbytes) out.write(e.data, static_cast<size_t>(e.nbytes));
   }
-  const int err = errno;
-  ok = (std::fclose(fp) == 0) && ok;
-  MIXQ_CHECK(ok, ErrorCode::Io, path, ": write failed: ", std::strerror(err));
+  // mixq's own reader must accept the file before it takes its name (see the GGUF writer).
+  out.flush();
+  if (!out.streamed()) SafetensorsFile::open(out.temp_path());
+  out.commit();
 }
 
 }  // namespace mixq::formats

@@ -1,6 +1,7 @@
 // safetensors_inspect / safetensors_load_weight: recognise what each tensor group is (mixq's own
 // layout, GPTQ, AWQ GEMM, FP8 block, dense float matrices) and convert it to the canonical weight.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -11,7 +12,7 @@
 #include "mixq/formats/awq.hpp"
 #include "mixq/formats/fp8_block.hpp"
 #include "mixq/formats/gptq.hpp"
-#include "mixq/formats/safetensors.hpp"
+#include "mixq/formats/safetensors_checkpoint.hpp"
 
 namespace mixq::formats {
 
@@ -22,10 +23,11 @@ enum class Kind { Mixq, Gptq, Awq, Fp8, Dense, Other };
 struct Item {
   Kind kind;
   std::string name;  // what load_weight takes
+  const SafetensorsTensor* tensor = nullptr;  // Dense / Other: the tensor itself (no lookup)
 };
 
 struct Scan {
-  std::shared_ptr<SafetensorsFile> file;
+  std::shared_ptr<SafetensorsCheckpoint> file;
   QuantConfig cfg;
   std::vector<Item> items;
 };
@@ -41,11 +43,11 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-std::string tensor_what(const SafetensorsFile& f, const std::string& name, const char* kind) {
+std::string tensor_what(const SafetensorsCheckpoint& f, const std::string& name, const char* kind) {
   return f.path() + ": tensor \"" + name + "\" (" + kind + ")";
 }
 
-const SafetensorsTensor& need(const SafetensorsFile& f, const std::string& name,
+const SafetensorsTensor& need(const SafetensorsCheckpoint& f, const std::string& name,
                               const std::string& what, size_t rank) {
   const SafetensorsTensor* t = f.find(name);
   MIXQ_CHECK(t != nullptr, ErrorCode::Format, what, ": missing tensor \"", name, "\"");
@@ -79,7 +81,7 @@ struct GptqPlan {
   int64_t bytes = 0;
 };
 
-GptqPlan plan_gptq(const SafetensorsFile& f, const QuantConfig& c, const std::string& p) {
+GptqPlan plan_gptq(const SafetensorsCheckpoint& f, const QuantConfig& c, const std::string& p) {
   GptqPlan plan;
   plan.what = tensor_what(f, p, "gptq");
   const std::string& what = plan.what;
@@ -168,7 +170,7 @@ struct AwqPlan {
   int64_t bytes = 0;
 };
 
-AwqPlan plan_awq(const SafetensorsFile& f, const QuantConfig& c, const std::string& p) {
+AwqPlan plan_awq(const SafetensorsCheckpoint& f, const QuantConfig& c, const std::string& p) {
   AwqPlan plan;
   plan.what = tensor_what(f, p, "awq");
   const std::string& what = plan.what;
@@ -212,7 +214,7 @@ struct Fp8Plan {
   int64_t bytes = 0;
 };
 
-Fp8Plan plan_fp8(const SafetensorsFile& f, const QuantConfig& c, const std::string& name) {
+Fp8Plan plan_fp8(const SafetensorsCheckpoint& f, const QuantConfig& c, const std::string& name) {
   Fp8Plan plan;
   plan.what = tensor_what(f, name, "fp8 block");
   const std::string& what = plan.what;
@@ -243,7 +245,7 @@ bool is_dense_matrix(const SafetensorsTensor& t) {
          (t.dtype == "F32" || t.dtype == "F16" || t.dtype == "BF16");
 }
 
-Kind classify_int(const SafetensorsFile& f, const QuantConfig& c, const std::string& p) {
+Kind classify_int(const SafetensorsCheckpoint& f, const QuantConfig& c, const std::string& p) {
   const SafetensorsTensor& qw = f.get(p + ".qweight");
   const SafetensorsTensor& sc = f.get(p + ".scales");
   MIXQ_CHECK(qw.shape.size() == 2 && sc.shape.size() == 2, ErrorCode::Format, f.path(),
@@ -266,38 +268,58 @@ Kind classify_int(const SafetensorsFile& f, const QuantConfig& c, const std::str
   return gptq_shape ? Kind::Gptq : Kind::Awq;
 }
 
-Scan scan(const std::string& path) {
+Scan scan(std::shared_ptr<SafetensorsCheckpoint> file) {
   Scan s;
-  s.file = SafetensorsFile::open(path);
-  s.cfg = read_quant_config(path);
-  const SafetensorsFile& f = *s.file;
+  s.file = std::move(file);
+  s.cfg = read_quant_config(s.file->anchor());
+  const SafetensorsCheckpoint& f = *s.file;
   std::set<std::string> consumed;
   for (const auto& name : mixq_weight_names(f)) {
     s.items.push_back({Kind::Mixq, name});
     for (const auto& p : mixq_weight_parts(name)) consumed.insert(p);
   }
-  for (const auto& t : f.tensors()) {
-    if (consumed.count(t.name) || !ends_with(t.name, ".qweight")) continue;
-    const std::string p = t.name.substr(0, t.name.size() - 8);
+  for (const SafetensorsTensor* t : f.tensors()) {
+    if (consumed.count(t->name) || !ends_with(t->name, ".qweight")) continue;
+    const std::string p = t->name.substr(0, t->name.size() - 8);
     if (!f.find(p + ".qzeros") || !f.find(p + ".scales")) continue;
     s.items.push_back({classify_int(f, s.cfg, p), p});
     for (const char* part : {".qweight", ".qzeros", ".scales", ".g_idx"}) consumed.insert(p + part);
   }
-  for (const auto& t : f.tensors()) {
-    if (consumed.count(t.name) || !ends_with(t.name, "_scale_inv")) continue;
-    const std::string base = t.name.substr(0, t.name.size() - 10);
+  for (const SafetensorsTensor* t : f.tensors()) {
+    if (consumed.count(t->name) || !ends_with(t->name, "_scale_inv")) continue;
+    const std::string base = t->name.substr(0, t->name.size() - 10);
     const SafetensorsTensor* w = f.find(base);
     if (!w || w->dtype != "F8_E4M3" || consumed.count(base)) continue;
     s.items.push_back({Kind::Fp8, base});
     consumed.insert(base);
-    consumed.insert(t.name);
+    consumed.insert(t->name);
   }
-  for (const auto& t : f.tensors())
-    if (!consumed.count(t.name))
-      s.items.push_back({is_dense_matrix(t) ? Kind::Dense : Kind::Other, t.name});
-  std::sort(s.items.begin(), s.items.end(),
-            [](const Item& a, const Item& b) { return a.name < b.name; });
+  for (const SafetensorsTensor* t : f.tensors())
+    if (!consumed.count(t->name))
+      s.items.push_back({is_dense_matrix(*t) ? Kind::Dense : Kind::Other, t->name, t});
+  auto by_name = [](const Item& a, const Item& b) { return a.name < b.name; };
+  // Headers usually list tensors sorted already: checking first keeps that case linear.
+  if (!std::is_sorted(s.items.begin(), s.items.end(), by_name))
+    std::sort(s.items.begin(), s.items.end(), by_name);
   return s;
+}
+
+// The names that can take part in the weight called `name`, whatever its kind: the name itself,
+// the base it is a part of, and every part of that base. Scanning just these tensors classifies
+// `name` exactly as a scan of the whole checkpoint would, so a sharded checkpoint opens only the
+// shards that hold them.
+std::vector<std::string> related_names(const std::string& name) {
+  static const char* const kSuffixes[] = {".qweight", ".qzeros", ".scales", ".g_idx",
+                                          "_scale_inv", ".codes", ".zeros", ".k_perm"};
+  std::vector<std::string> bases{name};
+  for (const char* suffix : kSuffixes)
+    if (ends_with(name, suffix)) bases.push_back(name.substr(0, name.size() - std::strlen(suffix)));
+  std::vector<std::string> out;
+  for (const std::string& b : bases) {
+    out.push_back(b);
+    for (const char* suffix : kSuffixes) out.push_back(b + suffix);
+  }
+  return out;
 }
 
 const Item* find_item(const Scan& s, const std::string& name) {
@@ -313,7 +335,7 @@ const Item* find_item(const Scan& s, const std::string& name) {
   return nullptr;
 }
 
-QuantizedWeight load_dense(const SafetensorsFile& f, const std::string& name) {
+QuantizedWeight load_dense(const SafetensorsCheckpoint& f, const std::string& name) {
   const SafetensorsTensor& t = f.get(name);
   QuantizedWeight w;
   w.N = t.shape[0];
@@ -329,7 +351,7 @@ QuantizedWeight load_dense(const SafetensorsFile& f, const std::string& name) {
 }
 
 QuantizedWeight load_item(const Scan& s, const Item& it) {
-  const SafetensorsFile& f = *s.file;
+  const SafetensorsCheckpoint& f = *s.file;
   switch (it.kind) {
     case Kind::Mixq:
       return mixq_load(f, it.name);
@@ -357,7 +379,7 @@ QuantizedWeight load_item(const Scan& s, const Item& it) {
 }
 
 TensorEntry entry_for(const Scan& s, const Item& it) {
-  const SafetensorsFile& f = *s.file;
+  const SafetensorsCheckpoint& f = *s.file;
   TensorEntry e;
   e.name = it.name;
   auto finish = [&](int64_t N, int64_t K) {
@@ -391,7 +413,7 @@ TensorEntry entry_for(const Scan& s, const Item& it) {
     }
     case Kind::Dense:
     case Kind::Other: {
-      const SafetensorsTensor& t = f.get(it.name);
+      const SafetensorsTensor& t = *it.tensor;
       e.type = t.dtype;
       e.shape = t.shape;
       e.bytes = static_cast<int64_t>(t.nbytes);
@@ -408,7 +430,7 @@ TensorEntry entry_for(const Scan& s, const Item& it) {
 }  // namespace
 
 CheckpointInfo safetensors_inspect(const std::string& path) {
-  const Scan s = scan(path);
+  const Scan s = scan(SafetensorsCheckpoint::open(path));
   CheckpointInfo info;
   info.path = path;
   std::set<std::string> kinds;
@@ -439,6 +461,8 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
   for (const char* k : {"dense", "fp8", "awq", "gptq", "mixq"})
     if (kinds.count(k)) kind = k;
   info.format = "safetensors (" + kind + ")";
+  if (s.file->sharded())
+    info.format += ", " + std::to_string(s.file->index()->shards.size()) + " shards";
   for (const auto& kv : s.file->metadata()) info.metadata.emplace_back(kv.first, kv.second);
   if (!s.cfg.source.empty()) {
     info.metadata.emplace_back("quantization.config_file", s.cfg.source);
@@ -448,7 +472,7 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
 }
 
 QuantizedWeight safetensors_load_weight(const std::string& path, const std::string& tensor) {
-  const Scan s = scan(path);
+  const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
   const Item* it = find_item(s, tensor);
   MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
              tensor, "\"");

@@ -1,8 +1,9 @@
 #include "formats/safetensors/st_json.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <set>
+#include <vector>
 
 #include "mixq/error.hpp"
 
@@ -43,6 +44,37 @@ class Parser {
  public:
   Parser(const char* text, size_t size, const std::string& what)
       : p_(reinterpret_cast<const unsigned char*>(text)), n_(size), what_(what) {}
+
+  void parse_members(
+      const std::function<void(std::string&&, Value&&, size_t)>& on_member) {
+    skip_ws();
+    if (peek() != '{') fail("expected an object");
+    ++i_;
+    skip_ws();
+    if (peek() == '}') {
+      ++i_;
+    } else {
+      for (;;) {
+        skip_ws();
+        if (peek() != '"') fail("expected a string key");
+        const size_t key_at = i_;
+        std::string key = parse_string();
+        skip_ws();
+        expect(':', "expected ':'");
+        skip_ws();
+        on_member(std::move(key), parse_value(1), key_at);
+        skip_ws();
+        if (peek() == ',') {
+          ++i_;
+          continue;
+        }
+        expect('}', "expected ',' or '}'");
+        break;
+      }
+    }
+    skip_ws();
+    if (i_ != n_) fail("unexpected trailing characters");
+  }
 
   Value parse_document() {
     skip_ws();
@@ -114,16 +146,12 @@ class Parser {
       ++i_;
       return;
     }
-    std::set<std::string> seen;  // O(n log n) duplicate detection for headers with many tensors
+    std::vector<size_t> key_at;  // byte offset of each key, for the duplicate-key message
     for (;;) {
       skip_ws();
       if (peek() != '"') fail("expected a string key");
-      const size_t key_at = i_;
+      key_at.push_back(i_);
       std::string key = parse_string();
-      if (!seen.insert(key).second) {
-        i_ = key_at;
-        MIXQ_FAIL(ErrorCode::Format, what_, ": JSON duplicate key \"", key, "\" at byte ", key_at);
-      }
       skip_ws();
       expect(':', "expected ':'");
       skip_ws();
@@ -135,8 +163,35 @@ class Parser {
         continue;
       }
       expect('}', "expected ',' or '}'");
+      reject_duplicate_keys(v, key_at);
       return;
     }
+  }
+
+  // O(n log n) over indices, without copying keys: a header holds one key per tensor, and a
+  // set of copies cost more than the rest of the parse.
+  void reject_duplicate_keys(const Value& v, const std::vector<size_t>& key_at) {
+    const auto& obj = v.object;
+    const size_t n = obj.size();
+    auto dup = [&](size_t a, size_t b) {
+      const size_t later = std::max(a, b);
+      i_ = key_at[later];
+      MIXQ_FAIL(ErrorCode::Format, what_, ": JSON duplicate key \"", obj[later].first,
+                "\" at byte ", key_at[later]);
+    };
+    if (n <= 8) {
+      for (size_t a = 0; a < n; ++a)
+        for (size_t b = a + 1; b < n; ++b)
+          if (obj[a].first == obj[b].first) dup(a, b);
+      return;
+    }
+    std::vector<uint32_t> order(n);
+    for (size_t k = 0; k < n; ++k) order[k] = static_cast<uint32_t>(k);
+    auto less = [&](uint32_t a, uint32_t b) { return obj[a].first < obj[b].first; };
+    // Writers usually sort the keys; checking that first makes the common case linear.
+    if (!std::is_sorted(order.begin(), order.end(), less)) std::sort(order.begin(), order.end(), less);
+    for (size_t k = 1; k < n; ++k)
+      if (obj[order[k - 1]].first == obj[order[k]].first) dup(order[k - 1], order[k]);
   }
 
   void parse_array(Value& v, int depth) {
@@ -184,26 +239,31 @@ class Parser {
       if (!(peek() >= '0' && peek() <= '9')) fail("invalid number (digit expected in exponent)");
       while (peek() >= '0' && peek() <= '9') ++i_;
     }
-    const std::string text(reinterpret_cast<const char*>(p_) + start, i_ - start);
-    v.number = std::strtod(text.c_str(), nullptr);
+    const char* text = reinterpret_cast<const char*>(p_) + start;
+    const size_t len = i_ - start;
     v.kind = Value::Kind::Float;
-    if (!integral) return;
-    // Accumulate with overflow checks: integers beyond int64 stay Float (callers reject them).
-    const bool neg = text[0] == '-';
-    uint64_t mag = 0;
-    bool overflow = false;
-    for (size_t k = neg ? 1 : 0; k < text.size(); ++k) {
-      const uint64_t d = static_cast<uint64_t>(text[k] - '0');
-      if (mag > (UINT64_MAX - d) / 10) {
-        overflow = true;
-        break;
+    if (integral) {
+      // Accumulate with overflow checks: integers beyond int64 stay Float (callers reject them).
+      const bool neg = text[0] == '-';
+      uint64_t mag = 0;
+      bool overflow = false;
+      for (size_t k = neg ? 1 : 0; k < len; ++k) {
+        const uint64_t d = static_cast<uint64_t>(text[k] - '0');
+        if (mag > (UINT64_MAX - d) / 10) {
+          overflow = true;
+          break;
+        }
+        mag = mag * 10 + d;
       }
-      mag = mag * 10 + d;
+      const uint64_t limit = neg ? (uint64_t(1) << 63) : (uint64_t(1) << 63) - 1;
+      if (!overflow && mag <= limit) {
+        v.kind = Value::Kind::Int;
+        v.integer = neg ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);
+        v.number = static_cast<double>(v.integer);
+        return;
+      }
     }
-    const uint64_t limit = neg ? (uint64_t(1) << 63) : (uint64_t(1) << 63) - 1;
-    if (overflow || mag > limit) return;
-    v.kind = Value::Kind::Int;
-    v.integer = neg ? static_cast<int64_t>(0 - mag) : static_cast<int64_t>(mag);
+    v.number = std::strtod(std::string(text, len).c_str(), nullptr);
   }
 
   unsigned hex4() {
@@ -288,7 +348,15 @@ class Parser {
       }
       if (c < 0x20) fail("control character in string");
       if (c != '\\') {
-        copy_utf8(out);
+        if (c >= 0x80) {
+          copy_utf8(out);
+          continue;
+        }
+        // A run of plain ASCII is appended at once (tensor names are mostly that).
+        size_t j = i_ + 1;
+        while (j < n_ && p_[j] >= 0x20 && p_[j] < 0x80 && p_[j] != '"' && p_[j] != '\\') ++j;
+        out.append(reinterpret_cast<const char*>(p_) + i_, j - i_);
+        i_ = j;
         continue;
       }
       ++i_;
@@ -347,6 +415,11 @@ class Parser {
 };
 
 }  // namespace
+
+void parse_members(const char* text, size_t size, const std::string& what,
+                   const std::function<void(std::string&&, Value&&, size_t)>& on_member) {
+  Parser(text, size, what).parse_members(on_member);
+}
 
 Value parse(const char* text, size_t size, const std::string& what) {
   return Parser(text, size, what).parse_document();

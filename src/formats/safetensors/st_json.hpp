@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +40,14 @@ const char* kind_name(Value::Kind k);
 // Parses exactly one JSON value spanning [text, text + size) (surrounding whitespace allowed).
 // Throws mixq::Error(Format) "<what>: JSON ... at byte <offset>".
 Value parse(const char* text, size_t size, const std::string& what);
+
+// Parses one JSON object spanning [text, text + size) member by member: each member's value is
+// handed to `on_member` and dropped, so memory stays that of one member however many there are
+// (a safetensors header has one member per tensor). Duplicate keys are the caller's to detect
+// (it gets each key's byte offset for the message). Same grammar and errors as parse().
+void parse_members(const char* text, size_t size, const std::string& what,
+                   const std::function<void(std::string&& key, Value&& value, size_t key_at)>&
+                       on_member);
 
 // Appends `s` as a JSON string literal (quotes and escapes included).
 void append_quoted(std::string& out, const std::string& s);

@@ -48,7 +48,7 @@ int64_t parse_int(const std::map<std::string, std::string>& kv, const char* key,
   return std::stoll(v);
 }
 
-const SafetensorsTensor& part(const SafetensorsFile& f, const std::string& name,
+const SafetensorsTensor& part(const SafetensorsCheckpoint& f, const std::string& name,
                               const std::string& what, const std::string& dtype,
                               const std::vector<int64_t>& shape) {
   const SafetensorsTensor* t = f.find(name);
@@ -65,7 +65,7 @@ const SafetensorsTensor& part(const SafetensorsFile& f, const std::string& name,
 
 }  // namespace
 
-std::vector<std::string> mixq_weight_names(const SafetensorsFile& f) {
+std::vector<std::string> mixq_weight_names(const SafetensorsCheckpoint& f) {
   std::vector<std::string> names;
   const auto fmt = f.metadata().find(kMixqFormatKey);
   if (fmt == f.metadata().end()) return names;
@@ -82,7 +82,7 @@ std::vector<std::string> mixq_weight_parts(const std::string& name) {
   return {name + ".codes", name + ".scales", name + ".zeros", name + ".k_perm"};
 }
 
-QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
+QuantizedWeight mixq_load(const SafetensorsCheckpoint& f, const std::string& name) {
   const std::string what = f.path() + ": mixq weight \"" + name + "\"";
   const auto it = f.metadata().find(kMixqWeightPrefix + name);
   MIXQ_CHECK(it != f.metadata().end(), ErrorCode::InvalidArgument, what,
@@ -139,7 +139,7 @@ QuantizedWeight mixq_load(const SafetensorsFile& f, const std::string& name) {
   return w;
 }
 
-TensorEntry mixq_entry(const SafetensorsFile& f, const std::string& name) {
+TensorEntry mixq_entry(const SafetensorsCheckpoint& f, const std::string& name) {
   const QuantizedWeight w = mixq_load(f, name);
   TensorEntry e;
   e.name = name;

@@ -1,5 +1,7 @@
 #include "formats/safetensors/st_quant_config.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -8,6 +10,7 @@
 
 #include "formats/safetensors/st_json.hpp"
 #include "mixq/error.hpp"
+#include "mixq/formats/input_file.hpp"
 
 namespace mixq::formats {
 
@@ -16,16 +19,10 @@ namespace {
 constexpr size_t kMaxConfigBytes = 64u << 20;
 
 bool read_small_file(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-  f.seekg(0, std::ios::end);
-  const std::streamoff size = f.tellg();
-  MIXQ_CHECK(size >= 0 && static_cast<size_t>(size) <= kMaxConfigBytes, ErrorCode::Format, path,
-             ": config file of ", size, " bytes is too large");
-  f.seekg(0);
-  out->resize(static_cast<size_t>(size));
-  f.read(&(*out)[0], size);
-  MIXQ_CHECK(f.good() || size == 0, ErrorCode::Io, path, ": read failed");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;  // absent: no config of this kind
+  const std::vector<uint8_t> bytes = InputFile(path, "config file").read_all(kMaxConfigBytes);
+  out->assign(bytes.begin(), bytes.end());
   return true;
 }
 
