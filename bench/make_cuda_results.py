@@ -42,9 +42,8 @@ ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in
 
 print("# CUDA weight-only linear: measured results\n")
 print("Device: %s\n" % dev)
-NOTE = os.environ.get("RESULTS_NOTE", "both mixq bench runs and peers.py's tinygemm in one device "
-                      "session on the same GPU; `peers/peers.py` is the peer harness "
-                      "(shared/bench/peers.py)")
+NOTE = os.environ.get("RESULTS_NOTE", "the two mixq bench runs back to back on one GPU; "
+                      "`peers/peers.py` is the peer harness (shared/bench/peers.py)")
 if os.environ.get("RESULTS_DATE"):
     print("Date of the measurement: %s\n" % os.environ["RESULTS_DATE"])
 print("Commands (%s):\n" % NOTE)
@@ -54,11 +53,12 @@ print("```\n%s\n%s\n%s\n```\n" % (
     "python3 peers/peers.py   # shared/bench/peers.py (torch int4 tinygemm, BF16)"))
 print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
       "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
-      "(> 1: mixq faster), where the bench recorded it against the cuBLAS baseline timed in "
-      "alternation with that mixq row (`paired_baseline_us`: the same clocks and power state), "
-      "the cuBLAS columns showing the W4 row's pairing. `%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction "
-      "of the streaming-read ceiling measured in the same run (%.2f TB/s). Marlin figures are from "
-      "anchors.md (H100), not from this run.\n" % (ceiling_tbs or 0))
+      "(> 1: mixq faster), cuBLAS timed on its own in the same run (the JSON also holds "
+      "`paired_baseline_us`, cuBLAS replayed alternately with each row, a few percent slower). "
+      "`%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction of the "
+      "streaming-read ceiling measured in the same run (%.2f TB/s). tinygemm is from its own earlier "
+      "run on the same kind of GPU (`cuda_peers_tinygemm.json`); Marlin figures are from anchors.md "
+      "(H100), not from this run.\n" % (ceiling_tbs or 0))
 shapes = []
 for r in f16["results"]:
     if (r["K"], r["N"]) not in shapes:
@@ -75,12 +75,11 @@ for (K, N) in shapes:
             return r["time_us"] if r and r.get("time_us") else None
         c16, w4, w8 = t(a, "dense"), t(a, "w4g128"), t(a, "w8g128")
         cb, w4b, w8b = t(b, "dense"), t(b, "w4g128"), t(b, "w8g128")
-        # the cuBLAS time each mixq row was timed against: its paired baseline (replays
-        # alternated with the row's, same process) where the bench recorded one, else the
-        # layer's dense row
+        # the cuBLAS time each mixq row is compared with: the baseline timed on its own (the
+        # layer's dense row of the same run)
         def base(ix, s, dense):
             r = ix.get((s, K, N, M))
-            return r.get("paired_baseline_us") or dense if r else dense
+            return r.get("baseline_us") or dense if r else dense
         c16_4, c16_8 = base(a, "w4g128", c16), base(a, "w8g128", c16)
         cb_4, cb_8 = base(b, "w4g128", cb), base(b, "w8g128", cb)
         r4 = a.get(("w4g128", K, N, M))
