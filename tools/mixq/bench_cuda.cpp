@@ -136,7 +136,7 @@ class CudaBenchDriver final : public BenchDriver {
       finish(d, b);
       t.paired_baseline_us = d.median_us;
     }
-    t.kernel = prepared_[0].kernel_name(p.M);
+    t.kernel = prepared_[0].kernel_name(p.M, act_);  // the instantiation for this activation type
     download_y(p);
     return t;
   }

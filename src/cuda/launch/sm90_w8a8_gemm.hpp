@@ -15,10 +15,6 @@ constexpr const char* kSm90Int8PairName = "sm90_i8_128x128_c2";
 // 256 x 64 tiles: two m64 sub-tiles per consumer warpgroup (half the per-column promotion work)
 constexpr const char* kSm90Int8TallName = "sm90_i8_256x64";
 
-// True when the library carries the sm_90a image of the kernel and the current device is a
-// compute capability 9.0 GPU (wgmma, TMA, setmaxnreg). Cached per device ordinal.
-bool sm90_int8_block_available();
-
 // Block mode, kb == 128 only; stream-ordered, no synchronisation, graph-capturable. Throws
 // mixq::Error on parameters the kernel cannot run (wrong mode / K block, misaligned pitches).
 void launch_sm90_int8_block(const Int8GemmParams& p, cudaStream_t stream);

@@ -1,0 +1,7 @@
+// The Hopper FP8 block GEMM with 128 x 128 tiles: single CTAs and CTA pairs.
+#include "cuda/launch/sm90_fp8_gemm_launch.cuh"
+
+namespace mixq::cuda {
+template void launch_fp8<128, 6, 1, 2>(const Sm90Fp8GemmArgs&, cudaStream_t);
+template void launch_fp8<128, 6, 2, 2>(const Sm90Fp8GemmArgs&, cudaStream_t);
+}  // namespace mixq::cuda
