@@ -3,7 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "core/act_quant_dispatch.hpp"
-#include "cuda/backend/int8_common.hpp"
+#include "cuda/backend/common.hpp"
 #include "cuda/launch/act_quant.hpp"
 
 namespace mixq::detail {

@@ -16,7 +16,7 @@
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
-#include "cuda/backend/int8_common.hpp"
+#include "cuda/backend/common.hpp"
 #include "cuda/dispatch/kernel_id.hpp"
 #include "cuda/dispatch/plan_log.hpp"
 #include "cuda/launch/sm90_fp8_gemm.hpp"
@@ -26,16 +26,7 @@ namespace mixq::cuda {
 
 namespace {
 
-int io_type_of(DType t) {
-  switch (t) {
-    case DType::F16: return 0;
-    case DType::BF16: return 1;
-    case DType::F32: return 2;
-    default:
-      MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda fp8 block: unsupported activation/output/bias dtype ",
-                dtype_name(t));
-  }
-}
+int io_type_of(DType t) { return float_type_code(t, "cuda fp8 block"); }
 
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }

@@ -20,7 +20,7 @@
 #include "cuda/launch/act_quant.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/runtime/device_context.hpp"
-#include "cuda/backend/int8_common.hpp"
+#include "cuda/backend/common.hpp"
 #include "cuda/launch/int8_gemm.hpp"
 #include "cuda/launch/sm90_skinny_gemm.hpp"
 #include "cuda/dispatch/plan_log.hpp"

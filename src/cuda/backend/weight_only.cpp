@@ -15,6 +15,7 @@
 #include "core/prepared.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/backend/factories.hpp"
+#include "cuda/backend/common.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/tensor_map.hpp"
@@ -42,14 +43,7 @@ using cuda::WoPlan;
                static_cast<int>(st_));                                                  \
   } while (0)
 
-IoType io_type(DType t) {
-  switch (t) {
-    case DType::F16: return IoType::F16;
-    case DType::BF16: return IoType::BF16;
-    case DType::F32: return IoType::F32;
-    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda: unsupported activation/output dtype ", dtype_name(t));
-  }
-}
+IoType io_type(DType t) { return IoType(cuda::float_type_code(t, "cuda weight-only")); }
 
 cudaDataType_t cublas_type(DType t) {
   switch (t) {

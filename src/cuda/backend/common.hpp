@@ -1,5 +1,5 @@
-// Internal helpers shared by the two INT8 prepared weights (backend_cuda_int8_block.cpp,
-// backend_cuda_int8_tensor.cpp): device selection, dtype codes, workspace carving.
+// Internal helpers shared by the CUDA prepared weights (backend/*.cpp): the kernels' dtype codes,
+// the quantizers' tuning, and for the two INT8 ones device selection and workspace carving.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,6 +18,17 @@
 
 namespace mixq::cuda {
 
+// The kernels' code of a floating-point activation / output / bias type (IoType: 0 f16, 1 bf16,
+// 2 f32); `what` names the backend in the error for any other type.
+inline int float_type_code(DType t, const char* what) {
+  switch (t) {
+    case DType::F16: return 0;
+    case DType::BF16: return 1;
+    case DType::F32: return 2;
+    default: MIXQ_FAIL(ErrorCode::InvalidArgument, what, ": unsupported activation/output/bias dtype ", dtype_name(t));
+  }
+}
+
 // The quantizers' part of a prepared weight's tuning.
 inline ActQuantTuning act_quant_tuning(const Tuning& t) {
   ActQuantTuning a;
@@ -34,15 +45,7 @@ namespace mixq::cuda::int8b {
 using cuda::DeviceGuard;
 
 // 0 f16, 1 bf16, 2 f32, 3 i8 (the kernels' type codes).
-inline int type_code(DType t) {
-  switch (t) {
-    case DType::F16: return 0;
-    case DType::BF16: return 1;
-    case DType::F32: return 2;
-    case DType::I8: return 3;
-    default: MIXQ_FAIL(ErrorCode::InvalidArgument, "cuda int8: unsupported dtype ", dtype_name(t));
-  }
-}
+inline int type_code(DType t) { return t == DType::I8 ? 3 : float_type_code(t, "cuda int8"); }
 
 inline size_t align256(size_t b) { return (b + 255) / 256 * 256; }
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
