@@ -30,6 +30,14 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
+// The message of e without its "mixq: <kind>: " prefix: for re-throwing an error with more
+// context ("tensor 'x' row 3: ...") without repeating the prefix in the middle of the new message.
+inline std::string error_message_body(const Error& e) {
+  const std::string m = e.what();
+  const std::string prefix = std::string("mixq: ") + error_code_name(e.code()) + ": ";
+  return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
+}
+
 namespace detail {
 
 template <typename... Args>

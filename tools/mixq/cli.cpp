@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "formats/error_text.hpp"
+#include "mixq/error.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/output_file.hpp"
 
@@ -166,7 +166,7 @@ void check_outputs(const std::string& command,
       formats::check_output_path(path, option, inputs);
     } catch (const Error& e) {
       // Naming an input as the output is a mistake in the command line, not a failure of the run.
-      if (e.code() == ErrorCode::InvalidArgument) usage_fail(command, formats::bare_message(e));
+      if (e.code() == ErrorCode::InvalidArgument) usage_fail(command, error_message_body(e));
       throw;
     }
   }
@@ -183,7 +183,7 @@ formats::NamePattern compile_pattern(const std::string& command, const std::stri
   try {
     return formats::NamePattern(text);
   } catch (const Error& e) {
-    usage_fail(command, option + ": " + formats::bare_message(e));
+    usage_fail(command, option + ": " + error_message_body(e));
   }
 }
 

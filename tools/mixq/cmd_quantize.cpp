@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli.hpp"
-#include "formats/error_text.hpp"
+#include "mixq/error.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/checkpoint.hpp"
 #include "mixq/formats/output_file.hpp"
@@ -120,7 +120,7 @@ int run_quantize(int argc, char** argv) {
       try {
         w = quantize_weight(copy.view(dt, {t.shape[0], t.shape[1]}), scheme);
       } catch (const Error& e) {
-        MIXQ_FAIL(e.code(), "quantize: ", in, ": tensor '", t.name, "': ", formats::bare_message(e));
+        MIXQ_FAIL(e.code(), "quantize: ", in, ": tensor '", t.name, "': ", error_message_body(e));
       }
       ++n_quantized;
     } else {

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <vector>
 
-#include "formats/error_text.hpp"
-#include "formats/value_range.hpp"
+#include "mixq/error.hpp"
+#include "mixq/formats/value_range.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/gguf.hpp"
 #include "mixq/formats/output_file.hpp"
@@ -84,7 +84,7 @@ std::vector<uint8_t> encode_matrix(const formats::SafetensorsTensor& t, GgmlType
     try {
       formats::ggml_quantize_row(type, row.data(), out.data() + n * row_bytes, K);
     } catch (const Error& e) {
-      MIXQ_FAIL(e.code(), what, " row ", n, ": ", formats::bare_message(e),
+      MIXQ_FAIL(e.code(), what, " row ", n, ": ", error_message_body(e),
                 " (use --skip to keep this tensor in its own type, or another --scheme)");
     }
   }

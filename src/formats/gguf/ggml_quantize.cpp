@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "formats/gguf/ggml_block_layout.hpp"
-#include "formats/value_range.hpp"
+#include "mixq/formats/value_range.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "mixq/error.hpp"
 #include "mixq/formats/gguf.hpp"
-#include "formats/error_text.hpp"
+#include "mixq/error.hpp"
 #include "mixq/formats/output_file.hpp"
 
 namespace mixq::formats {
@@ -174,7 +174,7 @@ void save_gguf(const std::string& path, const std::vector<GgufTensorToWrite>& te
         try {
           ggml_quantize_row(p.t->type, p.t->values + r * p.K, row.data(), p.K);
         } catch (const Error& e) {
-          MIXQ_FAIL(e.code(), what, " row ", r, ": ", bare_message(e));
+          MIXQ_FAIL(e.code(), what, " row ", r, ": ", error_message_body(e));
         }
         o.bytes(row.data(), row_bytes);
       }

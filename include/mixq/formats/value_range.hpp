@@ -1,4 +1,4 @@
-// Internal: the one rule every writer applies to the 16-bit floats it stores (values of F16 / BF16
+// The one rule every writer applies to the 16-bit floats it stores (values of F16 / BF16
 // tensors, f16 scales of ggml blocks), so that no writer silently stores inf or a value that has
 // lost its magnitude:
 //   - overflow: a finite value that rounds to inf (|v| > 65504 in f16) is an error;
