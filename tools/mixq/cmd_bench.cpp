@@ -259,7 +259,7 @@ int run_bench(int argc, char** argv) {
         r.K = K, r.N = N, r.M = M;
         r.kernel = t.kernel;
         r.time_us = t.median_us, r.min_us = t.min_us, r.reps = t.reps;
-        r.weight_bytes = N * K * 4;
+        r.weight_bytes = N * K * act_bytes;  // the dense weights as the baseline reads them
         fill_rates(r, act_bytes);
         const OutputSample s = choose_sample(M, N);
         const std::vector<double> xs = sampled_activations(x.data(), K, s, ActQuant::None, 0);
