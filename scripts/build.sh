@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures (once) and builds mixq into ${MIXQ_BUILD_DIR:-build}. Extra arguments go to cmake.
+# Configures (once) and builds mixq into ${MIXQ_BUILD_DIR:-build}. Extra arguments go to cmake;
+# MIXQ_TARGETS names the targets to build (default: all).
 # CUDA is built when nvcc is found (MIXQ_CUDA=AUTO), for the architectures in MIXQ_CUDA_ARCHS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,5 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 elif [ $# -gt 0 ]; then
   cmake "$BUILD_DIR" "$@"
 fi
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+# MIXQ_TARGETS: build only these targets (the quick start builds just the CLI)
+cmake --build "$BUILD_DIR" -j "$(nproc)" ${MIXQ_TARGETS:+--target $MIXQ_TARGETS}
