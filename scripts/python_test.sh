@@ -26,7 +26,9 @@ echo "python_test: built $(basename "$wheel") in $(( $(date +%s) - start )) s," 
      "$(stat -c %s "$wheel") bytes ($(du -h "$wheel" | cut -f1))"
 
 "$PY" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$wheel"
+# --force-reinstall: a mixq already in the interpreter's own packages must not satisfy this
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall "$wheel"
+"$VENV/bin/python" -c "import mixq, sys; p = mixq.__file__; sys.exit(0 if p.startswith('$PWD/$VENV') else 'python_test: imported mixq from ' + p + ', not the wheel just built')"
 # The repository root holds no importable mixq package (its sources are in python/), so the
 # tests import the installed wheel.
 "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests/python

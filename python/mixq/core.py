@@ -64,7 +64,8 @@ def dequantize(qw, original_order=True):
 
 
 def prepare(qw, backend="auto", act="none", *, act_block=0, device=0, force_kernel="",
-            conv=None, conv_order="cikhkw", input_quant=(1.0, 0), output_quant=(1.0, 0)):
+            conv=None, conv_order="cikhkw", input_quant=(1.0, 0), output_quant=(1.0, 0),
+            tuning=""):
     """Prepare (repack) a quantized weight for one backend; do it once, call linear many times.
 
     Args:
@@ -76,12 +77,16 @@ def prepare(qw, backend="auto", act="none", *, act_block=0, device=0, force_kern
             ``"int8-per-tensor"`` (int8 inputs, CNNs).
         act_block: the INT8 activation block along K (0: the weight's block).
         device: CUDA ordinal for ``backend="cuda"``.
-        force_kernel: a kernel name to force (benchmarks, tests; see docs/env.md).
+        force_kernel: a kernel family to force for every M it serves (benchmarks, tests; the
+            names are in docs/architecture.md), e.g. ``"sm90_wo_ws"``.
         conv: ``(Ci, Kh, Kw)`` to prepare a convolution weight (K = Ci*Kh*Kw) for
             :func:`conv2d`; None for a linear weight.
         conv_order: K order of a convolution weight: ``"cikhkw"`` (torch / MNN) or
             ``"khkwci"``.
         input_quant, output_quant: ``(scale, zero)`` of int8-per-tensor inputs / outputs.
+        tuning: the kernels' knobs as ``"key=value,..."`` over the process default
+            (``MIXQ_TUNE``; keys in include/mixq/tuning.hpp, e.g. ``"wo_token_tile=64"``); a
+            wrong key or value raises :class:`mixq.InvalidArgumentError` naming it.
 
     Returns:
         A :class:`mixq.PreparedWeight`.
@@ -89,7 +94,7 @@ def prepare(qw, backend="auto", act="none", *, act_block=0, device=0, force_kern
     opts = dict(backend=backend, act=act, act_block=act_block, device=device,
                 force_kernel=force_kernel, input_scale=float(input_quant[0]),
                 input_zero=int(input_quant[1]), output_scale=float(output_quant[0]),
-                output_zero=int(output_quant[1]))
+                output_zero=int(output_quant[1]), tuning=str(tuning))
     if conv is None:
         return _mixq.prepare(qw, **opts)
     ci, kh, kw = conv

@@ -3,6 +3,7 @@
 
 #include "bindings.hpp"
 #include "mixq/error.hpp"
+#include "mixq/tuning.hpp"
 
 namespace mixq_py {
 
@@ -21,7 +22,8 @@ mixq::ActQuant parse_act(const std::string& name) {
 
 mixq::PrepareOptions options(const std::string& backend, const std::string& act,
                              int64_t act_block, int device, const std::string& force_kernel,
-                             float in_scale, int in_zero, float out_scale, int out_zero) {
+                             float in_scale, int in_zero, float out_scale, int out_zero,
+                             const std::string& tuning) {
   mixq::PrepareOptions o;
   o.backend = mixq::parse_backend(backend);
   o.act = parse_act(act);
@@ -30,6 +32,8 @@ mixq::PrepareOptions options(const std::string& backend, const std::string& act,
   o.force_kernel = force_kernel;
   o.input_quant = {in_scale, in_zero};
   o.output_quant = {out_scale, out_zero};
+  // "key=value,..." over the process default (MIXQ_TUNE): mixq/tuning.hpp
+  if (!tuning.empty()) o.tuning = mixq::Tuning::parse(tuning, mixq::default_tuning());
   MIXQ_CHECK_ARG(device >= 0, "device (", device, ") must be >= 0");
   return o;
 }
@@ -43,7 +47,8 @@ mixq::ConvKOrder parse_order(const std::string& s) {
 #define MIXQ_PY_PREPARE_ARGS                                                                 \
   nb::arg("backend") = "auto", nb::arg("act") = "none", nb::arg("act_block") = 0,            \
   nb::arg("device") = 0, nb::arg("force_kernel") = "", nb::arg("input_scale") = 1.0f,        \
-  nb::arg("input_zero") = 0, nb::arg("output_scale") = 1.0f, nb::arg("output_zero") = 0
+  nb::arg("input_zero") = 0, nb::arg("output_scale") = 1.0f, nb::arg("output_zero") = 0,        \
+  nb::arg("tuning") = ""
 
 }  // namespace
 
@@ -68,9 +73,9 @@ void bind_prepare(nb::module_& m) {
   m.def("prepare", [](const mixq::QuantizedWeight& w, const std::string& backend,
                       const std::string& act, int64_t act_block, int device,
                       const std::string& force_kernel, float in_scale, int in_zero,
-                      float out_scale, int out_zero) {
+                      float out_scale, int out_zero, const std::string& tuning) {
         const auto o = options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
-                               out_scale, out_zero);
+                               out_scale, out_zero, tuning);
         nb::gil_scoped_release release;
         return Prepared{mixq::prepare(w, o), device};
       }, nb::arg("w"), MIXQ_PY_PREPARE_ARGS);
@@ -79,9 +84,9 @@ void bind_prepare(nb::module_& m) {
                            const std::string& order, const std::string& backend,
                            const std::string& act, int64_t act_block, int device,
                            const std::string& force_kernel, float in_scale, int in_zero,
-                           float out_scale, int out_zero) {
+                           float out_scale, int out_zero, const std::string& tuning) {
         const auto o = options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
-                               out_scale, out_zero);
+                               out_scale, out_zero, tuning);
         mixq::ConvWeight cw{w, ci, kh, kw, parse_order(order)};
         nb::gil_scoped_release release;
         return Prepared{mixq::prepare(cw, o), device, ci, kh, kw};

@@ -105,3 +105,16 @@ def test_missing_and_malformed_files(tmp_path):
     with pytest.raises(mixq.FormatError) as e:
         mixq.inspect(bad)
     assert "bad.safetensors" in str(e.value)
+
+
+def test_tuning_keys_are_checked(rng):
+    qw = mixq.quantize(rng.standard_normal((32, 128)).astype(np.float32), "w4g128")
+    # a valid key is accepted (it tunes only the CUDA kernels; the CPU result is unchanged)
+    x = rng.standard_normal((3, 128)).astype(np.float32)
+    a = mixq.linear(x, mixq.prepare(qw, backend="cpu", force_kernel="cpu_f32"))
+    b = mixq.linear(x, mixq.prepare(qw, backend="cpu", force_kernel="cpu_f32", tuning="wo_token_tile=64"))
+    assert np.array_equal(a, b)
+    with pytest.raises(mixq.InvalidArgumentError, match="unknown key 'wo_tile'"):
+        mixq.prepare(qw, backend="cpu", tuning="wo_tile=64")
+    with pytest.raises(mixq.InvalidArgumentError, match="wo_fold=maybe"):
+        mixq.prepare(qw, backend="cpu", tuning="wo_fold=maybe")
