@@ -6,7 +6,7 @@ from torch import nn
 
 from .linear import QuantLinear
 
-__all__ = ["quantize_", "skipped"]
+__all__ = ["quantize_", "skipped", "linear_layers"]
 
 
 def skipped(name, skip):
@@ -20,6 +20,19 @@ def skipped(name, skip):
         skip = (skip,)
     return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, f"*{p}*")
                for p in skip)
+
+
+def linear_layers(model, skip=None):
+    """Yields ``(parent, child_name, linear, full_name)`` for every ``nn.Linear`` of `model` (exact
+    type: QuantLinear layers are not revisited) whose name `skip` does not match. The modules are
+    listed first, so the caller may replace each child as it goes."""
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if type(child) is not nn.Linear:
+                continue
+            full = f"{name}.{child_name}" if name else child_name
+            if not skipped(full, skip):
+                yield module, child_name, child, full
 
 
 def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=None,
@@ -38,17 +51,11 @@ def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=No
         The list of replaced module names.
     """
     replaced = []
-    for name, module in list(model.named_modules()):
-        for child_name, child in list(module.named_children()):
-            if type(child) is not nn.Linear:
-                continue
-            full = f"{name}.{child_name}" if name else child_name
-            if skipped(full, skip):
-                continue
-            s = scheme(full, child) if callable(scheme) else scheme
-            if s is None:
-                continue
-            setattr(module, child_name, QuantLinear.from_linear(
-                child, s, backend=backend, act=act, device=device, **kwargs))
-            replaced.append(full)
+    for module, child_name, child, full in linear_layers(model, skip):
+        s = scheme(full, child) if callable(scheme) else scheme
+        if s is None:
+            continue
+        setattr(module, child_name, QuantLinear.from_linear(
+            child, s, backend=backend, act=act, device=device, **kwargs))
+        replaced.append(full)
     return replaced

@@ -10,11 +10,10 @@ import os
 import re
 
 import numpy as np
-from torch import nn
 
 from .. import formats
 from .. import _mixq
-from .convert import skipped
+from .convert import linear_layers
 from .linear import QuantLinear
 
 __all__ = ["load_checkpoint_", "checkpoint_weights", "hf_to_gguf_name", "CheckpointMismatch"]
@@ -137,23 +136,17 @@ def load_checkpoint_(model, path, *, skip=None, strict=True, backend="auto", act
     index = checkpoint_weights(path)
     loaded, missing, bad = [], [], []
     plan = []
-    for name, module in list(model.named_modules()):
-        for child_name, child in list(module.named_children()):
-            if type(child) is not nn.Linear:
-                continue
-            full = f"{name}.{child_name}" if name else child_name
-            if skipped(full, skip):
-                continue
-            key = _lookup(index, full)
-            if key is None:
-                missing.append(full)
-                continue
-            shape = tuple(index[key][1]["shape"])
-            if shape != (child.out_features, child.in_features):
-                bad.append(f"{full}: checkpoint tensor '{key}' is {list(shape)}, the module is "
-                           f"[out_features={child.out_features}, in_features={child.in_features}]")
-                continue
-            plan.append((module, child_name, child, full, key))
+    for module, child_name, child, full in linear_layers(model, skip):
+        key = _lookup(index, full)
+        if key is None:
+            missing.append(full)
+            continue
+        shape = tuple(index[key][1]["shape"])
+        if shape != (child.out_features, child.in_features):
+            bad.append(f"{full}: checkpoint tensor '{key}' is {list(shape)}, the module is "
+                       f"[out_features={child.out_features}, in_features={child.in_features}]")
+            continue
+        plan.append((module, child_name, child, full, key))
     if bad:
         raise CheckpointMismatch("checkpoint does not fit the model:\n  " + "\n  ".join(bad))
     if strict and missing:
