@@ -3,7 +3,7 @@ C++ call, and the kernel time of the torch op inside CUDA graphs against the C++
 the same way.
 
     python -m mixq.bench_overhead                      # cuda when available, else cpu
-    python -m mixq.bench_overhead --json overhead.json --shapes 4096x4096,14336x4096
+    python -m mixq.bench_overhead --json overhead.json --shapes 4096x4096,4096x14336
 
 Host time per call (microseconds, best of --reps batches of --calls calls; on CUDA the batches
 only enqueue, and the synchronisation between batches is not counted):
@@ -142,8 +142,8 @@ def run_shape(N, K, M, scheme, dtype, device, args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None, help="default: cuda when available")
-    p.add_argument("--shapes", default="4096x4096,14336x4096",
-                   help="NxK list (N outputs, K inputs)")
+    p.add_argument("--shapes", default="4096x4096,4096x14336",
+                   help="KxN list (K inputs, N outputs), as mixq bench --shapes")
     p.add_argument("--m", default="1,16")
     p.add_argument("--schemes", default="w4g128,w8g128")
     p.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
@@ -159,14 +159,14 @@ def main(argv=None):
         torch.bfloat16 if device.type == "cuda" else torch.float32)
     rows = []
     for shape in args.shapes.split(","):
-        N, K = (int(v) for v in shape.split("x"))
+        K, N = (int(v) for v in shape.split("x"))
         for scheme in args.schemes.split(","):
             for M in (int(v) for v in args.m.split(",")):
                 r = run_shape(N, K, M, scheme, dtype, device, args)
                 rows.append(r)
                 g = (f"  graph op {r['graph_op_us']:.2f} us vs cpp {r['graph_cpp_us']:.2f} us "
                      f"({(r['graph_ratio'] - 1) * 100:+.1f}%)") if "graph_op_us" in r else ""
-                print(f"{N}x{K} {scheme} M={M}: cpp {r['cpp_us']:.2f}  core {r['core_us']:.2f}  "
+                print(f"{K}x{N} {scheme} M={M}: cpp {r['cpp_us']:.2f}  core {r['core_us']:.2f}  "
                       f"op {r['op_us']:.2f} (+{r['op_overhead_us']:.2f})  module "
                       f"{r['module_us']:.2f} (+{r['module_overhead_us']:.2f})  dense "
                       f"{r['dense_us']:.2f} us{g}", flush=True)
