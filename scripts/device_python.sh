@@ -16,9 +16,7 @@ VENV=build/python-gpu-venv
 offline=(); [ -d "$WHEELS" ] && offline=(--no-index --find-links "$WHEELS")
 # build requirements and test packages, pinned as in pyproject.toml / requirements-test.txt
 for spec in scikit-build-core==1.1.2 nanobind==3.1.0 pytest==8.4.2 gguf==0.19.0 safetensors==0.8.0; do
-  mod=${spec%%==*}; mod=${mod//-/_}
-  "$PY" -c "import $mod" 2>/dev/null || "$PY" -m pip install -q "${offline[@]}" "$spec" > /dev/null 2>&1 \
-    || echo "could not install $spec"
+  "$PY" -m pip install -q "${offline[@]}" "$spec" > /dev/null 2>&1 || echo "could not install $spec"
 done
 t0=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-16} "$PY" -m pip wheel . -w build/python-gpu-dist --no-deps \
