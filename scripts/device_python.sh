@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package on the GPU machine: builds the wheel with CUDA (and the CLI from the same
-# build folder, for the C++ side of comparisons), installs it into a virtual environment over the
-# machine's torch, then the named steps, each writing logs / JSON under $OUT.
+# build folder, for the C++ side of comparisons), installs it into the interpreter's environment (next to
+# the machine's torch), then the named steps, each writing logs / JSON under $OUT.
 #   bash scripts/device_python.sh [pytest] [overhead] [model]
 # Env: MIXQ_CUDA_ARCHS (default 90a), JOBS (default 16), WHEELS (folder of wheels for an offline
 #   machine: scikit-build-core, nanobind, pytest, gguf, safetensors; default .whl),
@@ -12,7 +12,6 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.whl}
 BUILD=build/python-gpu
-VENV=build/python-gpu-venv
 offline=(); [ -d "$WHEELS" ] && offline=(--no-index --find-links "$WHEELS")
 # build requirements and test packages, pinned as in pyproject.toml / requirements-test.txt
 for spec in scikit-build-core==1.1.2 nanobind==3.1.0 pytest==8.4.2 gguf==0.19.0 safetensors==0.8.0; do
@@ -26,21 +25,22 @@ CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-16} "$PY" -m pip wheel . -w build/python-gpu-
 cmake --build $BUILD -j "${JOBS:-16}" --target mixq_cli >> "$OUT/wheel.log" 2>&1 || echo "CLI build failed"
 wheel=$(ls -t build/python-gpu-dist/mixq-*.whl | head -1)
 echo "wheel: $(basename "$wheel") $(stat -c %s "$wheel") bytes, built in $(( $(date +%s) - t0 )) s"
-[ -d "$VENV" ] || "$PY" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$wheel" > /dev/null
-"$VENV/bin/python" -c "import mixq; print('mixq', mixq.__file__, 'cuda', mixq.cuda_available())"
+# Into the interpreter's own environment (the machine's torch lives in a virtual environment of
+# its own, which a nested --system-site-packages venv would not see).
+"$PY" -m pip install -q --no-deps --force-reinstall "$wheel" > /dev/null
+"$PY" -c "import mixq; print('mixq', mixq.__file__, 'cuda', mixq.cuda_available())"
 
 for step in "$@"; do
   case "$step" in
     pytest)
-      "$VENV/bin/python" -m pytest -q -rs -p no:cacheprovider tests/python > "$OUT/pytest.log" 2>&1
+      "$PY" -m pytest -q -rs -p no:cacheprovider tests/python > "$OUT/pytest.log" 2>&1
       echo "pytest rc=$?"; tail -5 "$OUT/pytest.log"; grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20 ;;
     overhead)
-      "$VENV/bin/python" -m mixq.bench_overhead --json "$OUT/overhead.json" ${OVERHEAD_ARGS:-} \
+      "$PY" -m mixq.bench_overhead --json "$OUT/overhead.json" ${OVERHEAD_ARGS:-} \
         > "$OUT/overhead.txt" 2>&1
       echo "overhead rc=$?"; cat "$OUT/overhead.txt" | tail -12 ;;
     model)
-      "$VENV/bin/python" -m mixq.bench_model --json "$OUT/model.json" ${MODEL_ARGS:-} \
+      "$PY" -m mixq.bench_model --json "$OUT/model.json" ${MODEL_ARGS:-} \
         > "$OUT/model.txt" 2>&1
       echo "model rc=$?"; tail -20 "$OUT/model.txt" ;;
     *) echo "unknown step $step" ;;
