@@ -66,7 +66,17 @@ struct Need {
 const Need kAvx2Needs[] = {{"avx2", &CpuFeatures::avx2}, {"fma", &CpuFeatures::fma},
                            {"f16c", &CpuFeatures::f16c}};
 
-std::string missing_of(const std::string& isa, const CpuFeatures& f) {
+const KernelTable* table_of(const std::string& isa) {
+  if (isa == "avx512") return avx512_kernels();
+  if (isa == "avx2vnni") return avx2vnni_kernels();
+  if (isa == "avx2") return avx2_kernels();
+  if (isa == "scalar") return &scalar_kernels();
+  return nullptr;
+}
+
+}  // namespace
+
+std::string missing_features(const std::string& isa, const CpuFeatures& f) {
   std::string miss;
   auto need = [&](const char* n, bool CpuFeatures::*h) {
     if (!(f.*h)) miss += (miss.empty() ? "" : " ") + std::string(n);
@@ -83,16 +93,6 @@ std::string missing_of(const std::string& isa, const CpuFeatures& f) {
   }
   return miss;
 }
-
-const KernelTable* table_of(const std::string& isa) {
-  if (isa == "avx512") return avx512_kernels();
-  if (isa == "avx2vnni") return avx2vnni_kernels();
-  if (isa == "avx2") return avx2_kernels();
-  if (isa == "scalar") return &scalar_kernels();
-  return nullptr;
-}
-
-}  // namespace
 
 std::string CpuFeatures::list() const {
   std::string s;
@@ -117,7 +117,7 @@ const CpuFeatures& cpu_features() {
 }
 
 bool cpu_runs(const std::string& isa, std::string* missing) {
-  const std::string m = table_of(isa) ? missing_of(isa, cpu_features()) : "unknown kernel set";
+  const std::string m = table_of(isa) ? missing_features(isa, cpu_features()) : "unknown kernel set";
   if (missing) *missing = m;
   return m.empty();
 }

@@ -105,6 +105,8 @@ struct CpuFeatures {
   std::string list() const;  // "avx2 fma f16c ..." (the ones present), "none" when none
 };
 const CpuFeatures& cpu_features();
+// The features of `f` that kernel set `isa` needs and lacks ("" when it runs), space-separated.
+std::string missing_features(const std::string& isa, const CpuFeatures& f);
 
 // The kernel sets by name: "avx512", "avx2vnni", "avx2", "scalar" (each one exactly that set,
 // never silently another). Whether this CPU runs `isa`, and the missing features if not.
