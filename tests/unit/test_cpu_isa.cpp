@@ -25,6 +25,7 @@
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
+#include "mixq/tuning.hpp"
 
 using namespace mixq;
 
@@ -321,4 +322,21 @@ TEST(CpuIsa, SelectionHonoursTheOptionAndNamesWhatIsMissing) {
   skx.avx512f = skx.avx512bw = skx.avx512vl = skx.avx512dq = true;
   EXPECT_EQ(cpu::missing_features("avx512", skx), "avx512_vnni");
   EXPECT_EQ(zen3.list(), "avx2 fma f16c");
+}
+
+TEST(CpuIsa, CpuActivationsTuningKey) {
+  using A = Tuning::CpuActivations;
+  EXPECT_EQ(Tuning::parse("cpu_activations=exact").cpu_activations, A::Exact);
+  EXPECT_EQ(Tuning::parse("cpu_activations=int8").cpu_activations, A::Int8);
+  EXPECT_EQ(Tuning::parse("cpu_activations=auto").cpu_activations, A::Auto);
+  EXPECT_EQ(Tuning().cpu_activations, A::Auto);
+  EXPECT_EQ(Tuning::parse("cpu_activations=int8").to_string(), "cpu_activations=int8");
+  EXPECT_EQ(Tuning().to_string(), "");
+  try {
+    Tuning::parse("cpu_activations=fp16");
+    ADD_FAILURE() << "bad value accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cpu_activations=fp16"), std::string::npos) << e.what();
+  }
 }
