@@ -18,15 +18,15 @@ std::string strip_kernel_name(std::string s) {
 }  // namespace
 
 int64_t auto_int8_max_rows(const std::string& isa, bool four_bit_codes) {
-  // Measured on a Sapphire Rapids Xeon, 4096 x 4096 and 4096 x 14336, w4g128 / w8g128, 1 and
-  // 2 threads (docs/decisions/cpu-isa-dispatch.md):
-  // - avx512, avx2vnni: i8dot 1.9-2.5x (avx512) and 2.5-4.5x (avx2vnni) faster than the f32 path
+  // Measured on a 2-core Sapphire Rapids Xeon, K = 4096, N = 4096 and 14336, w4g128 / w8g128
+  // (docs/decisions/cpu-isa-dispatch.md, bench/results/cpu_isa.md):
+  // - avx512, avx2vnni: i8dot 1.5-2.9x (avx512) and 2.8-3.7x (avx2vnni) faster than the f32 path
   //   at every M from 1 to 512, both code widths: one 32-bit dot instruction does 4 MACs per
   //   lane against one FMA's 1, which outweighs the per-segment epilogue at any M.
-  // - avx2 (vpmaddubsw): 4-bit codes 1.8-2.2x faster at every M; 8-bit codes need the nibble
+  // - avx2 (vpmaddubsw): 4-bit codes 1.6-2.3x faster at every M; 8-bit codes need the nibble
   //   split (two vpmaddubsw + two vpmaddwd per 4 k), faster only while the GEMV is
-  //   memory-bound (M <= 4), slower from M = 8 on.
-  // - scalar: i8dot faster up to M = 8 (the GEMV), the f32 GEMM tile 3-5x faster above.
+  //   memory-bound (M <= 4; 0.5x at M = 8, 0.73-0.84x from M = 16 on).
+  // - scalar: i8dot faster up to M = 8 (the GEMV), the f32 GEMM tile 4-6x faster above.
   if (isa == "avx512" || isa == "avx2vnni") return kAnyRows;
   if (isa == "avx2") return four_bit_codes ? kAnyRows : 4;
   return kGemvMaxRows;
