@@ -22,7 +22,7 @@ NB_MODULE(_mixq, m) {
         "True when mixq was built with CUDA and a usable GPU exists.");
   m.def("cuda_device_count", &mixq::cuda_device_count, "Number of usable GPUs (0 without CUDA).");
   m.def("cpu_isa", [] { return std::string(mixq::cpu::isa_name()); },
-        "The CPU kernel set in use: avx512, avx2 or scalar.");
+        "The CPU kernel set in use: avx512, avx2vnni, avx2 or scalar.");
 #ifdef MIXQ_WITH_CUDA
   m.attr("built_with_cuda") = true;
 #else
