@@ -17,6 +17,9 @@ offline=(); [ -d "$WHEELS" ] && offline=(--no-index --find-links "$WHEELS")
 for spec in scikit-build-core==1.1.2 nanobind==3.1.0 pytest==8.4.2 gguf==0.19.0 safetensors==0.8.0; do
   "$PY" -m pip install -q "${offline[@]}" "$spec" > /dev/null 2>&1 || echo "could not install $spec"
 done
+# The machine's default CXX (/opt/gcc) has only a static libstdc++, which python/CMakeLists.txt
+# refuses for an extension module; the system compiler (same GCC version) has the shared one.
+[ -x /usr/bin/g++ ] && export CXX=/usr/bin/g++ CC=/usr/bin/gcc CUDAHOSTCXX=/usr/bin/g++
 t0=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-16} "$PY" -m pip wheel . -w build/python-gpu-dist --no-deps \
   --no-build-isolation -q -C build-dir=$BUILD -C cmake.define.MIXQ_CUDA=ON \
