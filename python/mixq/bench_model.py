@@ -18,8 +18,10 @@ import argparse
 import copy
 import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 from torch import nn
@@ -73,20 +75,26 @@ def shared_copy(model):
 
 def dequantized_twin(base, qmodel, dtype):
     """`base` (shared parameters) with each linear that qmodel quantized replaced by an
-    nn.Linear holding the dequantized weight."""
+    nn.Linear holding the dequantized weight (dequantized on host threads: the C++ call
+    releases the GIL)."""
     ref = shared_copy(base)
+    todo = []
     for name, mod in list(ref.named_modules()):
         for cname, _ in list(mod.named_children()):
             child = qmodel.get_submodule(f"{name}.{cname}" if name else cname)
             if isinstance(child, mt.QuantLinear):
-                lin = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
-                                device=child._place.device, dtype=dtype)
-                w = torch.from_numpy(mixq.dequantize(child.qweight))
-                with torch.no_grad():
-                    lin.weight.copy_(w.to(dtype))
-                    if child.bias is not None:
-                        lin.bias.copy_(child.bias)
-                setattr(mod, cname, lin)
+                todo.append((mod, cname, child))
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        weights = pool.map(lambda t: torch.from_numpy(mixq.dequantize(t[2].qweight)).to(dtype),
+                           todo)
+        for (mod, cname, child), w in zip(todo, weights):
+            lin = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
+                            device=child._place.device, dtype=dtype)
+            with torch.no_grad():
+                lin.weight.copy_(w)
+                if child.bias is not None:
+                    lin.bias.copy_(child.bias)
+            setattr(mod, cname, lin)
     return ref
 
 

@@ -1,10 +1,13 @@
 """quantize_: replace a model's nn.Linear layers by QuantLinear, in place."""
 
 import fnmatch
+import os
+from concurrent.futures import ThreadPoolExecutor
 
+import torch
 from torch import nn
 
-from .linear import QuantLinear
+from .linear import QuantLinear, quantize_host
 
 __all__ = ["quantize_", "skipped", "linear_layers"]
 
@@ -36,26 +39,36 @@ def linear_layers(model, skip=None):
 
 
 def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=None,
-              **kwargs):
+              workers=None, **kwargs):
     """Replace every ``nn.Linear`` of `model` (in place) by a :class:`QuantLinear` quantized
     with `scheme`.
+
+    The host quantization of the layers runs on `workers` threads (default: one per CPU; the
+    C++ quantizer releases the GIL), so an 8B model takes seconds, not minutes; the layers are
+    then prepared one by one in model order.
 
     Args:
         model: an ``nn.Module``.
         scheme: mixq scheme name ('w4g128', 'w8g128', 'w4g128zp', 'fp8b128', ...), or a
             callable(name, linear) -> scheme name or None (None keeps that layer dense).
         skip: module names to keep dense (see :func:`skipped`), e.g. ``skip=("lm_head",)``.
-        backend, act, device, kwargs: passed to :meth:`QuantLinear.from_linear`.
+        backend, act, device, kwargs: passed to :class:`QuantLinear` (as by
+            :meth:`QuantLinear.from_linear`).
+        workers: threads quantizing on the host (1: sequential).
 
     Returns:
         The list of replaced module names.
     """
-    replaced = []
+    todo = []
     for module, child_name, child, full in linear_layers(model, skip):
         s = scheme(full, child) if callable(scheme) else scheme
-        if s is None:
-            continue
-        setattr(module, child_name, QuantLinear.from_linear(
-            child, s, backend=backend, act=act, device=device, **kwargs))
-        replaced.append(full)
-    return replaced
+        if s is not None:
+            todo.append((module, child_name, child, full, s))
+    workers = max(1, min(workers or os.cpu_count() or 1, len(todo) or 1))
+    with ThreadPoolExecutor(workers) as pool:
+        qweights = pool.map(lambda t: quantize_host(t[2], t[4]), todo)
+        for (module, child_name, child, _, _), qw in zip(todo, qweights):
+            place = torch.device(device) if device is not None else child.weight.device
+            setattr(module, child_name, QuantLinear(qw, child.bias, device=place,
+                                                    backend=backend, act=act, **kwargs))
+    return [t[3] for t in todo]

@@ -10,11 +10,17 @@ from .. import core
 from . import _registry
 from . import ops as _ops  # registers torch.ops.mixq.linear
 
-__all__ = ["QuantLinear", "register_prepared"]
+__all__ = ["QuantLinear", "register_prepared", "quantize_host"]
 
 _compiling = torch.compiler.is_compiling
 
 _CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
+
+
+def quantize_host(linear, scheme):
+    """The :class:`mixq.QuantizedWeight` of ``linear.weight`` (copied to the host, quantized
+    there; the quantizer releases the GIL, so several layers may be quantized on threads)."""
+    return core.quantize(linear.weight.detach().to("cpu").contiguous(), scheme)
 
 
 def register_prepared(prepared):
@@ -104,10 +110,9 @@ class QuantLinear(nn.Module):
         The weight is quantized on the host (round to nearest) and prepared for `device`
         (default: the linear's device). The bias is kept in its dtype.
         """
-        w = linear.weight.detach()
-        device = torch.device(device) if device is not None else w.device
-        qweight = core.quantize(w.to("cpu").contiguous(), scheme)
-        return cls(qweight, linear.bias, device=device, backend=backend, act=act, **kwargs)
+        device = torch.device(device) if device is not None else linear.weight.device
+        return cls(quantize_host(linear, scheme), linear.bias, device=device, backend=backend,
+                   act=act, **kwargs)
 
     def _apply(self, fn, *args, **kwargs):
         super()._apply(fn, *args, **kwargs)
