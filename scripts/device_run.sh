@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The GPU-machine runner: builds every target with CUDA (or reuses a build already there), then the
 # named steps, each writing its log / JSON under $OUT and a short summary on stdout.
-#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers]
+#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers] [moe]
 # Env: MIXQ_CUDA_ARCHS (default "80;90a"), MIXQ_BUILD_DIR (default build-gpu), JOBS (default 16),
 #   CTEST_REGEX (test: only the tests it matches).
 #   bench_wo:   the nine layers of anchors.md x M = 1 ... 4096, W4/W8 g128, f16 and bf16, cuBLAS
 #               timed in the same process (BENCH_WO_ACTS, BENCH_WO_MS, BENCH_WO_SCHEMES narrow it)
 #   bench_w8a8: FP8 block and INT8 W8A8 (activation quantization in the timed call) at large M
+#   moe:        the mixture-of-experts GPU tests (tests/gpu/test_moe_cuda.cpp) and a memcheck of
+#               the grouped, routing and schedule kernels
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
 #               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
 set -uo pipefail
@@ -66,6 +68,12 @@ for step in "$@"; do
       else
         echo "peers: peers/peers.py not carried"
       fi ;;
+    moe)
+      timeout 400 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaMoe.*' > "$OUT/moe_tests.log" 2>&1
+      echo "moe gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/moe_tests.log" | head -20
+      timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
+        --gtest_filter='CudaMoe.*' > "$OUT/moe_memcheck.log" 2>&1
+      echo "moe memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/moe_memcheck.log" | tail -2 ;;
     *) echo "unknown step $step" ;;
   esac
 done

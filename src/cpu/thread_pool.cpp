@@ -115,6 +115,12 @@ Pool& pool() {
 
 void parallel_for(int threads, int64_t n_tasks, const std::function<void(int64_t)>& body) {
   if (n_tasks <= 0) return;
+  // One thread: run inline, without the pool's call lock, so a task of an outer parallel region
+  // (grouped calls run one expert per task) may call single-threaded code that uses parallel_for.
+  if (threads == 1) {
+    for (int64_t t = 0; t < n_tasks; ++t) body(t);
+    return;
+  }
   pool().run(threads, n_tasks, body);
 }
 

@@ -23,6 +23,7 @@
 #include "cuda/dispatch/plan_log.hpp"
 #include "cuda/dispatch/wo_plan.hpp"
 #include "cuda/launch/wo_wgmma.hpp"
+#include "cuda/backend/moe_wo_view.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -139,6 +140,18 @@ class CudaWeightOnly final : public PreparedImpl {
     c.x_type = c.y_type = int(io_type(act));
     c.y_tma = act != DType::F32;
     return plan(c).id.name();
+  }
+
+  // The buffers a grouped (mixture-of-experts) launch reads for this expert.
+  cuda::WoExpertView expert_view() const {
+    cuda::WoExpertView v;
+    v.w = w_;
+    v.codes = codes_.data();
+    v.pairs_stream = pairs_stream_.data();
+    v.k_perm = perm_.size() ? static_cast<const int32_t*>(perm_.data()) : nullptr;
+    v.pair_f32 = L_.pair_f32;
+    v.device = device_;
+    return v;
   }
 
   size_t workspace_size(int64_t M) const override {
@@ -461,6 +474,13 @@ class CudaWeightOnly final : public PreparedImpl {
 }  // namespace
 
 namespace cuda {
+WoExpertView weight_only_expert_view(const PreparedImpl& impl) {
+  const auto* w = dynamic_cast<const CudaWeightOnly*>(&impl);
+  MIXQ_CHECK(w != nullptr, ErrorCode::Unsupported, "cuda grouped linear: the experts must be "
+             "prepared weight-only (act = none)");
+  return w->expert_view();
+}
+
 std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w,
                                                         const PrepareOptions& opts) {
   return std::make_shared<CudaWeightOnly>(w, opts);

@@ -165,9 +165,12 @@ __device__ __forceinline__ void wait_x_piece(int q) {
 // parallelism per warp). Shared with the host planner through wo_row_tiles().
 // FINE: groups shorter than a chunk (16 or 32), folded after every 16-wide K tile; otherwise the
 // fold test runs once per chunk.
+// The work of one block, at block coordinates `block` of a grid gridDim.x blocks wide: the body
+// of wo_stream_kernel below, and of the grouped (mixture-of-experts) kernel of kernels/moe/, which
+// maps its blocks to (expert, token tile) and hands each one its expert's parameters.
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
-    wo_stream_kernel(const WoStreamParams p) {
+__device__ __forceinline__ void wo_stream_block(const WoStreamParams& p, const uint3 block,
+                                                const unsigned grid_x) {
   constexpr int RT = wo_row_tiles(MT, BITS == 4 ? 4 : 8, SPLIT_X);
   constexpr int NT8 = MT / 8;                        // MMA column tiles of 8 tokens
   constexpr int kWordsPerLane = BITS == 4 ? 4 : 8;   // 32-bit words per lane per chunk and tile
@@ -192,10 +195,10 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   // overlap this grid's tail. Its blocks only take the slots this grid's finished blocks free.
   allow_dependent_launch();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int split = blockIdx.y;
+  const int split = block.y;
   const int k0 = split * p.chunks_per_split * kChunkK;
   const int k_end = min(k0 + p.chunks_per_split * kChunkK, p.Kp);
-  const int m0 = blockIdx.z * MT;
+  const int m0 = block.z * MT;
   const int rows = min(p.x_rows, p.M - m0);  // activation rows this block stages
   const int kr_max = p.chunks_per_stage * kChunkK;
   const int ldxs = StreamSmem::row_stride(kr_max);
@@ -209,7 +212,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nt0 = (blockIdx.x * WARPS + warp) * RT;  // first 16-row tile of W owned by this warp
+  const int nt0 = (block.x * WARPS + warp) * RT;  // first 16-row tile of W owned by this warp
   const int n_tiles = (p.N + kTileRows - 1) / kTileRows;
   const bool active = nt0 < n_tiles;
   const int chunks_per_row = p.Kp / kChunkK;
@@ -482,7 +485,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
       });
     return;
   }
-  const int n_first = blockIdx.x * WARPS * RT * kTileRows;
+  const int n_first = block.x * WARPS * RT * kTileRows;
   const int tile_rows = min(WARPS * RT * kTileRows, p.N - n_first);
   const int cols = min(MT, p.M - m0);
   if (p.cluster) {
@@ -539,7 +542,7 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   const int reducers =
       vec4 ? min(min(p.splits, kStreamMaxReducers), max(1, (total / 4 + int(blockDim.x) - 1) / int(blockDim.x))) : 1;
   __shared__ int reducer;  // this block's share of the reduction, or < 0: none
-  unsigned* ticket = p.tickets + blockIdx.x + gridDim.x * blockIdx.z;
+  unsigned* ticket = p.tickets + block.x + grid_x * block.z;
   if (threadIdx.x == 0) {
     const unsigned t = atomicAdd(ticket, 1u);
     reducer = int(t) - (p.splits - reducers);
@@ -631,6 +634,12 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
   // The last reducer to finish leaves the ticket zero for the next launch (graph replays included).
   if (threadIdx.x == 0 && (reducers == 1 || atomicAdd(ticket, 1u) == unsigned(p.splits + reducers - 1)))
     *ticket = 0;
+}
+
+template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
+__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
+    wo_stream_kernel(const WoStreamParams p) {
+  wo_stream_block<MmaT, MT, BITS, SPLIT_X, FINE, WARPS>(p, blockIdx, gridDim.x);
 }
 
 }  // namespace mixq::cuda

@@ -1,0 +1,174 @@
+// Stacked experts on CUDA (weight-only): the experts stay ordinary prepared weights; this adds the
+// device tables of their repacked buffers that the grouped kernel indexes by expert, and runs a
+// grouped call as two launches on the caller's stream: the tile schedule from the device-side
+// offsets / counts, then the grouped streaming kernel over every (expert, token tile) pair.
+// Nothing is read back; launch shapes depend only on host-known sizes (graph-capturable).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/moe_prepared.hpp"
+#include "cuda/backend/moe_wo_view.hpp"
+#include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/launch/moe_kernels.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+namespace {
+
+using cuda::IoType;
+
+int io_code(DType t) { return t == DType::F16 ? 0 : t == DType::BF16 ? 1 : 2; }
+
+class CudaExperts final : public PreparedExpertsImpl {
+ public:
+  CudaExperts(std::vector<PreparedWeight> w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    E = int64_t(w.size());
+    N = w[0].N();
+    K = w[0].K();
+    experts = std::move(w);
+    MIXQ_CHECK(o.act == ActQuant::None, ErrorCode::Unsupported, "prepare_experts (cuda): the "
+               "grouped path runs weight-only experts; act = ", act_quant_name(o.act),
+               " is not implemented on CUDA yet (use the cpu backend)");
+    MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
+               " experts is more than 2^20");
+    std::vector<cuda::WoExpertView> views;
+    for (const PreparedWeight& p : experts) views.push_back(cuda::weight_only_expert_view(p.impl()));
+    first_ = views[0];
+    device_ = first_.device;
+    cuda::DeviceGuard guard(device_);
+    caps_ = cuda::DeviceContext::get(device_).caps();
+    // tables: codes [E], pairs [E], k_perm [E] (8-byte pointers), pair_f32 [E] bytes
+    const size_t ptrs = size_t(E) * 8;
+    std::vector<uint8_t> host(3 * ptrs + size_t(E), 0);
+    for (int64_t e = 0; e < E; ++e) {
+      const cuda::WoExpertView& v = views[size_t(e)];
+      MIXQ_CHECK(v.w.group_shift == first_.w.group_shift && v.w.L.Kp == first_.w.L.Kp &&
+                     v.w.L.bits == first_.w.L.bits && v.w.L.e4m3 == first_.w.L.e4m3 &&
+                     v.w.int_zero == first_.w.int_zero && v.device == device_,
+                 ErrorCode::Internal, "prepare_experts (cuda): expert ", e,
+                 " was repacked differently from expert 0");
+      std::memcpy(host.data() + size_t(e) * 8, &v.codes, 8);
+      std::memcpy(host.data() + ptrs + size_t(e) * 8, &v.pairs_stream, 8);
+      std::memcpy(host.data() + 2 * ptrs + size_t(e) * 8, &v.k_perm, 8);
+      host[3 * ptrs + size_t(e)] = v.pair_f32 ? 1 : 0;
+    }
+    tables_ = DeviceBuffer(host.size(), device_);
+    tables_.copy_from_host(host.data(), host.size());
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  cuda::MoeWoPlan plan(const GroupedCall* c, int64_t rows, int x_type) const {
+    cuda::MoeCall mc;
+    mc.E = E;
+    mc.rows = rows;
+    mc.x_type = x_type;
+    if (c && c->rows.layout == MoeRows::Layout::Masked) {
+      mc.masked = true;
+      mc.max_tokens = c->rows.max_tokens;
+    }
+    return cuda::plan_moe_weight_only(mc, first_.w, caps_, opts.tuning);
+  }
+
+  std::string kernel_name(int64_t rows) const override {
+    return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), 0).id.name() + ">";
+  }
+
+  // Enough for either layout and any token tile: the smallest tile's bound of both layouts.
+  size_t workspace_size(int64_t rows) const override {
+    return cuda::moe_schedule_bytes((rows + cuda::kMoeTileSmall - 1) / cuda::kMoeTileSmall + 2 * E);
+  }
+
+  void grouped_linear(const GroupedCall& c, const Epilogue& ep,
+                      const ExecContext& ctx) const override {
+    for (const TensorView* v : {&c.x, &c.y})
+      MIXQ_CHECK_ARG(v->device_index == device_, "grouped_linear: ", v->describe(),
+                     " is not on the experts' device ", device_);
+    const int64_t R = c.x.shape[0];
+    MIXQ_CHECK(R < (int64_t(1) << 31) && N < (int64_t(1) << 30), ErrorCode::Unsupported,
+               "grouped_linear (cuda): rows (", R, ") must be < 2^31");
+    const cuda::MoeWoPlan p = plan(&c, R, io_code(c.x.dtype));
+    const size_t need = cuda::moe_schedule_bytes(p.max_tiles);
+    MIXQ_CHECK_ARG(ctx.workspace != nullptr && ctx.workspace_bytes >= need,
+                   "grouped_linear (cuda): needs ExecContext::workspace of ", need, " bytes "
+                   "(grouped_linear_workspace_size), got ", ctx.workspace_bytes, " at ", ctx.workspace);
+    MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0, "grouped_linear (cuda): "
+                   "ExecContext::workspace (", ctx.workspace, ") must be 16-byte aligned");
+    cuda::DeviceGuard guard(device_);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    char* ws = static_cast<char*>(ctx.workspace);
+    int* n_tiles = reinterpret_cast<int*>(ws);
+    cuda::MoeTile* tiles = reinterpret_cast<cuda::MoeTile*>(ws + 16);
+
+    cuda::MoeScheduleParams s{};
+    const bool masked = c.rows.layout == MoeRows::Layout::Masked;
+    s.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
+    s.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
+    s.E = int(E);
+    s.rows = int(R);
+    s.max_tokens = int(c.rows.max_tokens);
+    s.tile_m = p.id.tile_m;
+    s.capacity = int(p.max_tiles);
+    s.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
+    s.n_tiles = n_tiles;
+    s.tiles = tiles;
+    cuda::launch_moe_schedule(s, stream);
+
+    cuda::WoStreamParams k{};
+    k.x = c.x.data;
+    k.ldx = c.x.ld();
+    k.x_type = IoType(io_code(c.x.dtype));
+    k.N = int(N);
+    k.K = int(K);
+    k.x_rows = p.x_rows;
+    k.pairs_gm_ld = 0;
+    k.int_zero = first_.w.int_zero;
+    k.Kp = int(first_.w.L.Kp);
+    k.group_shift = first_.w.group_shift;
+    k.groups = int(first_.w.L.groups);
+    k.chunks_per_split = p.chunks_per_split;
+    k.chunks_per_stage = p.chunks_per_stage;
+    k.splits = 1;
+    k.y = c.y.data;
+    k.ldy = c.y.ld();
+    k.y_type = IoType(io_code(c.y.dtype));
+    k.bias = c.bias.empty() ? nullptr : c.bias.data;
+    k.bias_type = c.bias.empty() ? IoType::F32 : IoType(io_code(c.bias.dtype));
+    k.clamp_lo = ep.clamp_lo;
+    k.clamp_hi = ep.clamp_hi;
+
+    const char* t = static_cast<const char*>(tables_.data());
+    const size_t ptrs = size_t(E) * 8;
+    cuda::MoeWoExperts g{};
+    g.n_tiles = n_tiles;
+    g.tiles = tiles;
+    g.codes = reinterpret_cast<const uint4* const*>(t);
+    g.pairs_stream = reinterpret_cast<const void* const*>(t + ptrs);
+    g.k_perm = reinterpret_cast<const int32_t* const*>(t + 2 * ptrs);
+    g.pair_f32 = reinterpret_cast<const uint8_t*>(t + 3 * ptrs);
+    g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
+    cuda::launch_moe_wo_stream(k, g, p, stream);
+  }
+
+ private:
+  cuda::WoExpertView first_;
+  int device_ = 0;
+  cuda::DeviceCaps caps_;
+  DeviceBuffer tables_;
+};
+
+}  // namespace
+
+std::shared_ptr<const PreparedExpertsImpl> prepare_experts_cuda(std::vector<PreparedWeight> experts,
+                                                                const PrepareOptions& opts) {
+  return std::make_shared<CudaExperts>(std::move(experts), opts);
+}
+
+}  // namespace mixq

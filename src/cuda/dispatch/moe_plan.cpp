@@ -1,0 +1,70 @@
+// The grouped weight-only plan (see moe_plan.hpp).
+#include "cuda/dispatch/moe_plan.hpp"
+
+#include <algorithm>
+
+#include "cuda/kernels/common/wo_layout.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
+constexpr int kWarps = 4;  // launch/wo_kernels.hpp: kStreamWarps
+}  // namespace
+
+int64_t moe_max_tiles(const MoeCall& c, int mt) {
+  if (c.masked) return c.E * ceil_div64(c.max_tokens, mt);
+  if (c.rows == 0) return 0;
+  return ceil_div64(c.rows, mt) + std::min(c.E, c.rows) - 1;
+}
+
+size_t moe_schedule_bytes(int64_t max_tiles) {
+  return (16 + size_t(max_tiles) * 16 + 255) / 256 * 256;
+}
+
+MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps,
+                               const Tuning& t) {
+  const WoLayout& L = w.L;
+  MoeWoPlan p;
+  // Rows one expert is expected to get: its share of a uniform routing (contiguous), or the
+  // buffer's rows (masked). Decode shares of a few rows take the 16-token tile, whose blocks
+  // stage no more than they use; larger shares the 64-token tile (one weight pass per 64 rows).
+  const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
+  const int mt = share <= kMoeTileSmall ? kMoeTileSmall : kMoeTileLarge;
+  const bool x_f32 = c.x_type == 2;
+  p.id.family = Family::WoStream;
+  p.id.act = uint8_t(c.x_type);
+  p.id.codes = uint8_t(L.code_kind());
+  p.id.tile_m = uint16_t(mt);
+  p.id.fine = w.group_shift < 6;
+  const int64_t per_expert_max = c.masked ? c.max_tokens : c.rows;
+  p.x_rows = int(std::max<int64_t>(1, std::min<int64_t>(mt, per_expert_max)));
+  const int n_tiles = int(ceil_div64(L.N, kTileRows));
+  const int rt = wo_row_tiles(mt, L.bits, x_f32);
+  p.n_blocks = int(ceil_div64(n_tiles, int64_t(kWarps) * rt));
+  p.max_tiles = moe_max_tiles(c, mt);
+  // One split per tile: the experts' tiles fill the GPU (a split-K reduction would need partials
+  // per (expert, tile) and gains only where few experts with few N blocks are active).
+  const int chunks = int(L.Kp / kChunkK);
+  p.chunks_per_split = chunks;
+  const int sx = x_f32 ? 2 : 1;
+  auto smem_for = [&](int stage_chunks) {
+    const int64_t kr = int64_t(stage_chunks) * kChunkK;
+    return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx;
+  };
+  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
+                                                          : wo_stream_resident_blocks(mt, L.bits);
+  const size_t budget = std::min<size_t>(caps.smem_per_block_optin,
+                                         caps.smem_per_sm / size_t(blocks_per_sm) - 1024);
+  int stage = 1;
+  for (int s = chunks; s >= 1; --s)
+    if (smem_for(s) <= budget) {
+      stage = s;
+      break;
+    }
+  p.chunks_per_stage = stage;
+  p.smem_bytes = smem_for(stage);
+  return p;
+}
+
+}  // namespace mixq::cuda

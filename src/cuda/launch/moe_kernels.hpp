@@ -1,0 +1,34 @@
+// Host-side entry points of the mixture-of-experts kernels (plain C++ declarations).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/kernels/common/wo_params.hpp"
+#include "cuda/kernels/moe/moe_params.hpp"
+
+namespace mixq::cuda {
+
+void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream);
+// The grouped streaming kernel of plan: grid (n_blocks, 1, max_tiles); x_type picks the file.
+void launch_moe_wo_stream(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan,
+                          cudaStream_t stream);
+void launch_moe_wo_stream_f16(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan, cudaStream_t stream);
+void launch_moe_wo_stream_bf16(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan, cudaStream_t stream);
+void launch_moe_wo_stream_f32(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan, cudaStream_t stream);
+
+// counts: E + 1 ints of device scratch.
+void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
+                      int32_t* position, int32_t* counts, int32_t* error, cudaStream_t stream);
+void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, int R, int k,
+                       int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream);
+// types: 0 f16, 1 bf16, 2 f32
+void launch_moe_scatter_add(const void* ys, int64_t ldys, int ys_type, const int32_t* position,
+                            const float* w, int T, int k, int N, void* y, int64_t ldy, int y_type,
+                            bool accumulate, cudaStream_t stream);
+void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ldo, int type, int R,
+                               int I, int act, cudaStream_t stream);
+
+}  // namespace mixq::cuda

@@ -1,0 +1,298 @@
+// Mixture-of-experts on CUDA against the CPU backend and float64: the grouped weight-only linear
+// (contiguous and masked layouts, rows per expert 0, 1, 7, 300, E = 1, odd N / K, bias per expert),
+// the routing kernels against the host routing (bit for bit: the layout is a function of the ids),
+// moe_mlp, graph capture with the routing changing between replays, and the in-kernel refusal of
+// bad offsets / counts / ids (error bits set, outputs untouched). Skips without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device_checks.hpp"
+#include "mixq/moe.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/quantize.hpp"
+
+namespace mixq {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.f, sd);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+std::vector<QuantizedWeight> make_experts(const std::string& scheme, int64_t E, int64_t N,
+                                          int64_t K, uint32_t seed) {
+  std::vector<QuantizedWeight> out;
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<float> w = randn(size_t(N * K), seed + uint32_t(e) * 131u, 0.05f);
+    out.push_back(quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme(scheme)));
+  }
+  return out;
+}
+
+PrepareOptions on(BackendKind b) {
+  PrepareOptions o;
+  o.backend = b;
+  if (b == BackendKind::CPU) o.force_kernel = "cpu_f32";  // f32 activations at every M
+  return o;
+}
+
+template <typename T>
+DeviceBuffer upload(const std::vector<T>& v) {
+  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
+  if (!v.empty()) b.copy_from_host(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <typename T>
+std::vector<T> download(const DeviceBuffer& b, size_t n) {
+  std::vector<T> v(n);
+  b.copy_to_host(v.data(), n * sizeof(T));
+  return v;
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = f32_to_bf16(v[i]);
+  return o;
+}
+
+std::vector<float> from_bf16(const std::vector<uint16_t>& v) {
+  std::vector<float> o(v.size());
+  for (size_t i = 0; i < v.size(); ++i) o[i] = bf16_to_f32(v[i]);
+  return o;
+}
+
+// Contiguous layout, bf16 activations and outputs, every weight-only scheme family; CUDA against
+// the CPU backend on the same bf16 activations (both f32 accumulation; one bf16 output ulp plus
+// the accumulation-order difference).
+TEST(CudaMoe, GroupedContiguousMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int32_t> counts = {0, 1, 7, 0, 300, 2, 0, 33};
+  const int64_t E = int64_t(counts.size());
+  for (const char* scheme : {"w4g128", "w4g32asym", "w8g64asym", "w4g128zp", "fp8b128"}) {
+    const int64_t N = std::string(scheme) == "fp8b128" ? 200 : 72, K = 384;
+    const auto experts = make_experts(scheme, E, N, K, 5);
+    const PreparedExperts gpu = prepare_experts(experts, on(BackendKind::CUDA));
+    const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
+    std::vector<int32_t> off(size_t(E + 1), 0);
+    for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
+    const int64_t R = off.back();
+    const std::vector<uint16_t> xb = to_bf16(randn(size_t(R * K), 7));
+    std::vector<float> bias = randn(size_t(E * N), 3);
+    std::vector<uint16_t> yh(size_t(R * N));
+    std::vector<float> yc(size_t(R * N));
+    Epilogue ep;
+    ep.bias = TensorView(bias.data(), DType::F32, {E, N});
+    grouped_linear(TensorView(const_cast<uint16_t*>(xb.data()), DType::BF16, {R, K}), cpu,
+                   TensorView(yc.data(), DType::F32, {R, N}),
+                   MoeRows::contiguous(TensorView(off.data(), DType::I32, {E + 1})), ep);
+    DeviceBuffer dx = upload(xb), doff = upload(off), dbias = upload(bias),
+                 dy(size_t(R * N) * 2), ws(grouped_linear_workspace_size(gpu, R));
+    Epilogue dep;
+    dep.bias = TensorView(dbias.data(), DType::F32, {E, N}, Device::CUDA);
+    ExecContext ctx;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+    grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), gpu,
+                   TensorView(dy.data(), DType::BF16, {R, N}, Device::CUDA),
+                   MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)),
+                   dep, ctx);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> y = from_bf16(download<uint16_t>(dy, size_t(R * N)));
+    for (int64_t i = 0; i < R * N; ++i)
+      ASSERT_NEAR(y[size_t(i)], yc[size_t(i)], 1e-2 * (1 + std::fabs(yc[size_t(i)])))
+          << scheme << " row " << i / N << " n " << i % N;
+  }
+}
+
+// E = 1: the grouped kernel on one expert against linear() on CUDA (same f32 accumulation per
+// K chunk; the streaming kernel's single split is the grouped one's, so equal up to the split-K
+// order of linear()'s plan: compared to one bf16 ulp).
+TEST(CudaMoe, OneExpertMatchesLinear) {
+  SKIP_WITHOUT_GPU();
+  const int64_t N = 136, K = 256, R = 9;
+  const auto experts = make_experts("w4g128", 1, N, K, 9);
+  const PreparedExperts pe = prepare_experts(experts, on(BackendKind::CUDA));
+  const PreparedWeight pw = prepare(experts[0], on(BackendKind::CUDA));
+  const std::vector<uint16_t> xb = to_bf16(randn(size_t(R * K), 2));
+  std::vector<int32_t> off = {0, int32_t(R)};
+  DeviceBuffer dx = upload(xb), doff = upload(off), a(size_t(R * N) * 4), b(size_t(R * N) * 4),
+               ws(grouped_linear_workspace_size(pe, R)), lws(std::max<size_t>(linear_workspace_size(pw, R), 16));
+  ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size();
+  grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), pe,
+                 TensorView(a.data(), DType::F32, {R, N}, Device::CUDA),
+                 MoeRows::contiguous(TensorView(doff.data(), DType::I32, {2}, Device::CUDA)), {}, ctx);
+  ExecContext lctx;
+  lctx.workspace = lws.data();
+  lctx.workspace_bytes = lws.size();
+  linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), pw,
+         TensorView(b.data(), DType::F32, {R, N}, Device::CUDA), {}, lctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto ya = download<float>(a, size_t(R * N)), yb = download<float>(b, size_t(R * N));
+  for (size_t i = 0; i < ya.size(); ++i) ASSERT_NEAR(ya[i], yb[i], 1e-4 * (1 + std::fabs(yb[i]))) << i;
+}
+
+// The masked layout under a CUDA graph: captured once, replayed with new counts; rows past each
+// count keep their sentinel; then counts over max_tokens set the error bit and write nothing.
+TEST(CudaMoe, MaskedLayoutGraphReplaysWithChangingCounts) {
+  SKIP_WITHOUT_GPU();
+  const int64_t E = 6, max = 8, N = 64, K = 128;
+  const auto experts = make_experts("w4g32", E, N, K, 13);
+  const PreparedExperts gpu = prepare_experts(experts, on(BackendKind::CUDA));
+  const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
+  const std::vector<float> x = randn(size_t(E * max * K), 1);
+  const std::vector<float> sentinel(size_t(E * max * N), -3.f);
+  DeviceBuffer dx = upload(x), dy = upload(sentinel), dcounts(E * 4), derr(16),
+               ws(grouped_linear_workspace_size(gpu, E * max));
+  ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ExecContext ctx;
+  ctx.stream = s;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size();
+  MoeRows rows = MoeRows::masked(TensorView(dcounts.data(), DType::I32, {E}, Device::CUDA), max);
+  rows.error = TensorView(derr.data(), DType::I32, {1}, Device::CUDA);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  grouped_linear(TensorView(dx.data(), DType::F32, {E, max, K}, Device::CUDA), gpu,
+                 TensorView(dy.data(), DType::F32, {E, max, N}, Device::CUDA), rows, {}, ctx);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (const std::vector<int32_t>& counts :
+       {std::vector<int32_t>{1, 0, 8, 3, 0, 5}, std::vector<int32_t>{0, 0, 0, 0, 0, 1},
+        std::vector<int32_t>{8, 8, 8, 8, 8, 8}}) {
+    dcounts.copy_from_host(counts.data(), E * 4);
+    dy.copy_from_host(sentinel.data(), sentinel.size() * 4);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    std::vector<float> yc(sentinel);
+    grouped_linear(TensorView(const_cast<float*>(x.data()), DType::F32, {E, max, K}), cpu,
+                   TensorView(yc.data(), DType::F32, {E, max, N}),
+                   MoeRows::masked(TensorView(const_cast<int32_t*>(counts.data()), DType::I32, {E}), max));
+    const auto y = download<float>(dy, sentinel.size());
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_NEAR(y[i], yc[i], 2e-3 * (1 + std::fabs(yc[i]))) << "element " << i;
+    ASSERT_EQ(download<int32_t>(derr, 1)[0], 0);
+  }
+  const std::vector<int32_t> bad = {1, 9, 0, 0, 0, 0};
+  dcounts.copy_from_host(bad.data(), E * 4);
+  dy.copy_from_host(sentinel.data(), sentinel.size() * 4);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(download<int32_t>(derr, 1)[0], kMoeErrorCounts);
+  EXPECT_EQ(download<float>(dy, sentinel.size()), sentinel);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
+// Routing kernels bit for bit against the host routing; then moe_mlp against the CPU backend; and
+// an out-of-range id: error bit, no pair routed.
+TEST(CudaMoe, RoutingAndMlpMatchHost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t E = 16, T = 77, k = 4, H = 128, I = 96;
+  std::mt19937 g(3);
+  std::vector<int32_t> ids(size_t(T * k));
+  std::vector<float> w(size_t(T * k));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      ids[size_t(t * k + j)] = int32_t((t * 5 + j * 3 + (g() % 2)) % (E - 3));  // 3 idle experts
+      w[size_t(t * k + j)] = 0.25f + 0.01f * float(j);
+    }
+  const int64_t R = T * k;
+  std::vector<int32_t> off(static_cast<size_t>(E + 1)), sorted(static_cast<size_t>(R)),
+      pos(static_cast<size_t>(R));
+  moe_route(TensorView(ids.data(), DType::I32, {T, k}), E, TensorView(off.data(), DType::I32, {E + 1}),
+            TensorView(sorted.data(), DType::I32, {R}), TensorView(pos.data(), DType::I32, {R}));
+  DeviceBuffer dids = upload(ids), doff(size_t(E + 1) * 4), dsorted(size_t(R) * 4), dpos(size_t(R) * 4),
+               dws(moe_route_workspace_size(E)), derr(16);
+  ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
+  ExecContext ctx;
+  ctx.workspace = dws.data();
+  ctx.workspace_bytes = dws.size();
+  const TensorView err(derr.data(), DType::I32, {1}, Device::CUDA);
+  moe_route(TensorView(dids.data(), DType::I32, {T, k}, Device::CUDA), E,
+            TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA),
+            TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA),
+            TensorView(dpos.data(), DType::I32, {R}, Device::CUDA), err, ctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(download<int32_t>(doff, size_t(E + 1)), off);
+  EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted);
+  EXPECT_EQ(download<int32_t>(dpos, size_t(R)), pos);
+  EXPECT_EQ(download<int32_t>(derr, 1)[0], 0);
+
+  // moe_mlp, f32
+  std::vector<QuantizedWeight> gu;
+  const auto gate = make_experts("w4g32asym", E, I, H, 100), up = make_experts("w4g32asym", E, I, H, 200);
+  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
+  const auto down = make_experts("w4g32asym", E, H, I, 300);
+  const PreparedExperts ggu = prepare_experts(gu, on(BackendKind::CUDA)),
+                        gdown = prepare_experts(down, on(BackendKind::CUDA)),
+                        cgu = prepare_experts(gu, on(BackendKind::CPU)),
+                        cdown = prepare_experts(down, on(BackendKind::CPU));
+  const std::vector<float> x = randn(size_t(T * H), 4);
+  std::vector<float> yc(size_t(T * H));
+  moe_mlp(TensorView(const_cast<float*>(x.data()), DType::F32, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),
+          TensorView(w.data(), DType::F32, {T, k}), cgu, cdown, TensorView(yc.data(), DType::F32, {T, H}));
+  DeviceBuffer dx = upload(x), dw = upload(w), dy(size_t(T * H) * 4),
+               mws(moe_mlp_workspace_size(ggu, gdown, T, k, DType::F32));
+  ExecContext mctx;
+  mctx.workspace = mws.data();
+  mctx.workspace_bytes = mws.size();
+  moe_mlp(TensorView(dx.data(), DType::F32, {T, H}, Device::CUDA),
+          TensorView(dids.data(), DType::I32, {T, k}, Device::CUDA),
+          TensorView(dw.data(), DType::F32, {T, k}, Device::CUDA), ggu, gdown,
+          TensorView(dy.data(), DType::F32, {T, H}, Device::CUDA), MoeActivation::Silu, err, mctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = download<float>(dy, size_t(T * H));
+  for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], yc[i], 5e-3 * (1 + std::fabs(yc[i]))) << i;
+  EXPECT_EQ(download<int32_t>(derr, 1)[0], 0);
+
+  // an id out of range: refused in the kernel
+  ids[5] = int32_t(E);
+  dids.copy_from_host(ids.data(), ids.size() * 4);
+  moe_route(TensorView(dids.data(), DType::I32, {T, k}, Device::CUDA), E,
+            TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA),
+            TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA),
+            TensorView(dpos.data(), DType::I32, {R}, Device::CUDA), err, ctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(download<int32_t>(derr, 1)[0], kMoeErrorExpertId);
+  EXPECT_EQ(download<int32_t>(doff, size_t(E + 1)), std::vector<int32_t>(size_t(E + 1), 0));
+}
+
+// Offsets that do not end at the row count: error bit, y untouched.
+TEST(CudaMoe, BadOffsetsAreRefusedInKernel) {
+  SKIP_WITHOUT_GPU();
+  const int64_t E = 4, N = 32, K = 64, R = 10;
+  const PreparedExperts gpu = prepare_experts(make_experts("w8g32", E, N, K, 1), on(BackendKind::CUDA));
+  const std::vector<float> sentinel(size_t(R * N), 5.f);
+  const std::vector<int32_t> off = {0, 3, 2, 8, 10};  // not non-decreasing
+  DeviceBuffer dx = upload(randn(size_t(R * K), 1)), dy = upload(sentinel), doff = upload(off),
+               derr(16), ws(grouped_linear_workspace_size(gpu, R));
+  ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
+  ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size();
+  MoeRows rows = MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA));
+  rows.error = TensorView(derr.data(), DType::I32, {1}, Device::CUDA);
+  grouped_linear(TensorView(dx.data(), DType::F32, {R, K}, Device::CUDA), gpu,
+                 TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA), rows, {}, ctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(download<int32_t>(derr, 1)[0], kMoeErrorOffsets);
+  EXPECT_EQ(download<float>(dy, sentinel.size()), sentinel);
+}
+
+}  // namespace
+}  // namespace mixq

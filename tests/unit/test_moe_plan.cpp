@@ -1,0 +1,84 @@
+// The grouped (mixture-of-experts) weight-only plan, without a GPU: the tile bound holds for every
+// routing of the rows, the token tile follows the expected rows per expert, shared memory fits.
+#if defined(MIXQ_WITH_CUDA)
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "cuda/dispatch/moe_plan.hpp"
+
+namespace mixq::cuda {
+namespace {
+
+DeviceCaps h100() {
+  DeviceCaps c;
+  c.sm_count = 132;
+  c.cc_major = 9;
+  c.smem_per_sm = 228 * 1024;
+  c.smem_per_block_optin = 227 * 1024;
+  c.sm90a = true;
+  return c;
+}
+
+WoWeight w4(int64_t N, int64_t K) {
+  WoWeight w;
+  w.L.N = N;
+  w.L.K = K;
+  w.L.Np = (N + 15) / 16 * 16;
+  w.L.Kp = (K + 63) / 64 * 64;
+  w.L.bits = 4;
+  w.group_shift = 7;
+  w.L.group = 128;
+  w.L.groups = (w.L.Kp + 127) / 128;
+  return w;
+}
+
+TEST(MoePlan, TileBoundHoldsForRandomRoutings) {
+  std::mt19937 g(1);
+  for (int trial = 0; trial < 2000; ++trial) {
+    MoeCall c;
+    c.E = 1 + int64_t(g() % 300);
+    c.rows = int64_t(g() % 5000);
+    for (int mt : {kMoeTileSmall, kMoeTileLarge}) {
+      // a random split of the rows over the experts
+      std::vector<int64_t> cut(size_t(c.E - 1));
+      for (auto& v : cut) v = c.rows ? int64_t(g() % uint64_t(c.rows + 1)) : 0;
+      cut.push_back(0);
+      cut.push_back(c.rows);
+      std::sort(cut.begin(), cut.end());
+      int64_t tiles = 0;
+      for (size_t e = 0; e + 1 < cut.size(); ++e) tiles += (cut[e + 1] - cut[e] + mt - 1) / mt;
+      ASSERT_LE(tiles, moe_max_tiles(c, mt)) << "E " << c.E << " rows " << c.rows;
+    }
+  }
+}
+
+TEST(MoePlan, TokenTileAndSharedMemory) {
+  MoeCall decode;
+  decode.E = 256;
+  decode.rows = 8 * 8;  // 8 tokens, top-8
+  const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(d.id.tile_m, kMoeTileSmall);
+  EXPECT_EQ(d.max_tiles, 4 + 64 - 1);
+  EXPECT_LE(d.smem_bytes, h100().smem_per_block_optin);
+  MoeCall prefill;
+  prefill.E = 256;
+  prefill.rows = 4096 * 8;
+  const MoeWoPlan p = plan_moe_weight_only(prefill, w4(7168, 2048), h100(), Tuning{});
+  EXPECT_EQ(p.id.tile_m, kMoeTileLarge);
+  EXPECT_EQ(p.x_rows, kMoeTileLarge);
+  MoeCall masked;
+  masked.E = 8;
+  masked.masked = true;
+  masked.max_tokens = 5;
+  masked.rows = 40;
+  const MoeWoPlan m = plan_moe_weight_only(masked, w4(28672, 4096), h100(), Tuning{});
+  EXPECT_EQ(m.max_tiles, 8);
+  EXPECT_EQ(m.x_rows, 5);
+}
+
+}  // namespace
+}  // namespace mixq::cuda
+#endif
