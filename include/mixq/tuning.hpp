@@ -48,6 +48,10 @@ struct Tuning {
   int act_quant_pieces = 0;        // 0: the plan's; 16-element pieces per lane (1 or 2)
   int act_quant_ctas_per_sm = 0;   // 0: as many as fit; else a cap (1..8)
   int act_quant_band = -1;         // -1: the plan's; log2 of the rows per band (0..3)
+  // --- CPU backend
+  // GGUF block weights (QuantizedWeight::ggml): Auto / On run the native-width kernels of
+  // src/cpu/ggml/ (docs/cpu-backend.md), Off the canonical form's (for A/B runs).
+  Toggle cpu_ggml_native = Toggle::Auto;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
   // key or value that is wrong.
