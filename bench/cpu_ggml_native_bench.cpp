@@ -4,6 +4,7 @@
 //
 //   cpu_ggml_native_bench [--types Q4_0,Q4_K,...] [--shapes KxN,...] [--m 1,4,16,64,512]
 //                         [--threads 1,2] [--reps 5] [--json out.json]
+//                         [--native-force cpu_i8dot|cpu_f32]   (the native side's force_kernel)
 //
 // Shapes are K x N (reduction x output rows, as in the table). Every timed call is
 // preceded by a read of a 640 MB buffer so the weights come from DRAM; the time is the median
@@ -113,7 +114,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> ms = {1, 4, 16, 64, 512};
   std::vector<int> threads = {1, 2};
   int reps = 5;
-  std::string json;
+  std::string json, native_force;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--types") types = split(v);
@@ -122,6 +123,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads") { threads.clear(); for (auto& s : split(v)) threads.push_back(std::atoi(s.c_str())); }
     else if (a == "--reps") reps = std::atoi(v.c_str());
     else if (a == "--json") json = v;
+    else if (a == "--native-force") native_force = v;
     else { std::fprintf(stderr, "unknown option %s\n", a.c_str()); return 2; }
   }
   std::vector<uint64_t> flush(640ull << 20 >> 3, 1);
@@ -140,6 +142,7 @@ int main(int argc, char** argv) {
       PrepareOptions nat;
       nat.backend = BackendKind::CPU;
       PrepareOptions can = nat;
+      nat.force_kernel = native_force;
       can.tuning = Tuning::parse("cpu_ggml_native=off");
       const PreparedWeight pn = prepare(w, nat), pc = prepare(w, can);
       const double file_bytes = double(blocks.size());

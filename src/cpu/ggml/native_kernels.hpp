@@ -6,9 +6,9 @@
 //
 // Integer path (q8 activations, the llama.cpp vec_dot recipe): activations are quantized per
 // 32 along K, symmetric (dx = amax / 127, qx = round(x / dx), as ggml's q8_0), and
-//   y[m][r] += sum_lane sl[r][lane] * dx[m][lane] * (binit[m][lane] + sum_4 u[r][k] * qx[m][k])
+//   y[m][r] += sum_lane s16[r][lane / 4] * dx[m][lane] * (binit[m][lane] + sum_4 u[r][k] * qx[m][k])
 //            + sum_16 o16[r][j] * xs16[m][j]
-// where a lane is 4 consecutive k, sl the weight scale of the lane's 16 or 32 elements,
+// where a lane is 4 consecutive k, s16 the weight scale of 16 elements,
 // binit = -bias * sum_4 qx (so the integer sum is exactly sum (u - bias) * qx), and xs16 the f32
 // sum of x over 16 elements (the mins meet the unquantized activations). The only rounding
 // beyond f32 accumulation is the activations' (documented tolerance, docs/cpu-backend.md).
@@ -29,8 +29,8 @@ constexpr int64_t kPad = 64;  // decoded / staged K ranges are padded to this ma
 
 struct I8DotArgs {
   const uint8_t* u;       // decoded codes [wrows][ldu]
-  const float* sl;        // [wrows][ldu / 4]
-  const float* o16;       // [wrows][ldu / 16]
+  const float* s16;       // [wrows][ldu / 16] weight scale per 16 codes
+  const float* o16;       // [wrows][ldu / 16] (read only when has_min)
   int64_t ldu;
   int wrows;              // weight rows (<= 16)
   const int8_t* q;        // activation codes [mrows][ldq] (this chunk's column 0)
@@ -63,7 +63,7 @@ struct NativeKernels {
   // Blocks [kb0, kb0 + nb) of every row of panel p into the integer form (zero past nb * qk up
   // to ldu, which is a multiple of kPad).
   void (*decode_i8)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, uint8_t* u,
-                    float* sl, float* o16, int64_t ldu);
+                    float* s16, float* o16, int64_t ldu);
   // The same blocks dequantized to f32, [row][ldw] (zero past nb * qk), or transposed to
   // [k][16] (rows past the panel's zero) for the GEMM tile.
   void (*decode_f32)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out,

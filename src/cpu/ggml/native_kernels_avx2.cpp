@@ -20,7 +20,8 @@ inline float hsum8(__m256 v) {
 template <int MR, bool Signed>
 inline void dot_i8_rows(const I8DotArgs& a, int r, int m0) {
   const uint8_t* u = a.u + r * a.ldu;
-  const float* sl = a.sl + r * (a.ldu / 4);
+  const float* s16 = a.s16 + r * (a.ldu / 16);
+  const __m256i spread = _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0);
   const int64_t q4 = a.ldq / 4;
   const __m256i ones = _mm256_set1_epi16(1), flip = _mm256_set1_epi8(static_cast<char>(0x80));
   __m256 acc[MR];
@@ -32,7 +33,9 @@ inline void dot_i8_rows(const I8DotArgs& a, int r, int m0) {
       w = _mm256_xor_si256(w, flip);  // u - 128 as s8
       wabs = _mm256_sign_epi8(w, w);
     }
-    const __m256 s = _mm256_loadu_ps(sl + k / 4);
+    const __m256 s = _mm256_permutevar8x32_ps(
+        _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s16 + k / 16)))),
+        spread);
     for (int i = 0; i < MR; ++i) {
       const int64_t m = m0 + i;
       __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.q + m * a.ldq + k));

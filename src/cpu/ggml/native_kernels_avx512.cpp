@@ -18,13 +18,15 @@ namespace {
 template <int MR>
 inline void dot_i8_rows(const I8DotArgs& a, int r, int m0) {
   const uint8_t* u = a.u + r * a.ldu;
-  const float* sl = a.sl + r * (a.ldu / 4);
+  const float* s16 = a.s16 + r * (a.ldu / 16);
+  // Lane l of 64 codes takes s16[l / 4]: four scales spread by one permute, no per-lane array.
+  const __m512i spread = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
   const int64_t q4 = a.ldq / 4;
   __m512 acc[MR];
   for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t k = 0; k < a.kc; k += 64) {
     const __m512i w = _mm512_loadu_si512(u + k);
-    const __m512 s = _mm512_loadu_ps(sl + k / 4);
+    const __m512 s = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(_mm_loadu_ps(s16 + k / 16)));
     for (int i = 0; i < MR; ++i) {
       const int64_t m = m0 + i;
       const __m512i d = _mm512_dpbusd_epi32(_mm512_loadu_si512(a.binit + m * q4 + k / 4), w,

@@ -9,10 +9,10 @@ namespace mixq::cpu::ggml {
 namespace {
 
 void dot_i8_scalar(const I8DotArgs& a) {
-  const int64_t nl = a.kc / 4, l4 = a.ldu / 4, q4 = a.ldq / 4;
+  const int64_t nl = a.kc / 4, q4 = a.ldq / 4;
   for (int r = 0; r < a.wrows; ++r) {
     const uint8_t* u = a.u + r * a.ldu;
-    const float* sl = a.sl + r * l4;
+    const float* s16 = a.s16 + r * (a.ldu / 16);
     const float* o = a.o16 + r * (a.ldu / 16);
     for (int m = 0; m < a.mrows; ++m) {
       const int8_t* q = a.q + m * a.ldq;
@@ -22,7 +22,7 @@ void dot_i8_scalar(const I8DotArgs& a) {
       for (int64_t l = 0; l < nl; ++l) {
         int32_t d = bi[l];
         for (int i = 0; i < 4; ++i) d += int32_t(u[4 * l + i]) * int32_t(q[4 * l + i]);
-        acc += static_cast<float>(d) * dx[l] * sl[l];
+        acc += static_cast<float>(d) * dx[l] * s16[l / 4];
       }
       if (a.has_min) {
         const float* xs = a.xs16 + m * (a.ldq / 16 + 16);

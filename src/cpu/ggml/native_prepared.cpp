@@ -273,12 +273,12 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
           }
         } else if (path == NativePath::I8) {
           const int64_t ldu = kcp;
-          uint8_t* u = scratch<uint8_t>(2, static_cast<size_t>(kPanelRows * ldu * 2 +
-                                                               kPanelRows * (ldu / 16 + 16) * 4));
-          float* sl = reinterpret_cast<float*>(u + kPanelRows * ldu);
-          float* o16 = sl + kPanelRows * (ldu / 4);
-          nk_->decode_i8(nw_, p, kb0, nb, u, sl, o16, ldu);
-          I8DotArgs a{u, sl, o16, ldu, nw_.rows_in_panel(p),
+          uint8_t* u = scratch<uint8_t>(2, static_cast<size_t>(kPanelRows * ldu +
+                                                               2 * kPanelRows * (ldu / 16) * 4 + 64));
+          float* s16 = reinterpret_cast<float*>(u + kPanelRows * ldu);
+          float* o16 = s16 + kPanelRows * (ldu / 16);
+          nk_->decode_i8(nw_, p, kb0, nb, u, s16, o16, ldu);
+          I8DotArgs a{u, s16, o16, ldu, nw_.rows_in_panel(p),
                       st.q + m0 * kp + k0, st.dxl + m0 * (kp / 4) + k0 / 4,
                       st.binit + m0 * (kp / 4) + k0 / 4, st.xs16 + m0 * (kp / 16 + 16) + k0 / 16,
                       kp, static_cast<int>(rows), kcp, has_min_, bias_, c, ldc};

@@ -15,7 +15,9 @@ namespace mixq::cpu::ggml {
 
 // Rows at or below which the integer (q8 activation) path is the default; above it the exact
 // f32 GEMM tile runs. force_kernel "cpu_f32" / "cpu_i8dot" pick one path for every M.
-constexpr int64_t kNativeI8MaxRows = 8;
+// Measured (bench/results/cpu_ggml_native.md, 4096 x 14336 Q4_K, 2 threads): at M = 16 the
+// integer path took about half the f32 GEMM's time, at M = 64 the same.
+constexpr int64_t kNativeI8MaxRows = 16;
 
 enum class NativePath : uint8_t { I8, F32 };
 

@@ -13,25 +13,23 @@ namespace {
 
 template <GgmlType T>
 void decode_i8_t(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, uint8_t* u,
-                 float* sl, float* o16, int64_t ldu) {
+                 float* s16, float* o16, int64_t ldu) {
   using Tr = GgmlTraits<T>;
   constexpr int qk = Tr::qk;
   const int rows = w.rows_in_panel(p);
   const uint8_t* base = w.panel(p) + kb0 * rows * Tr::block_bytes;
-  float s16[qk / 16];
+  const int64_t l16 = ldu / 16;
   for (int64_t kb = 0; kb < nb; ++kb)
-    for (int r = 0; r < rows; ++r) {
-      const uint8_t* blk = base + (kb * rows + r) * Tr::block_bytes;
-      decode_block<T>(blk, u + r * ldu + kb * qk, s16, o16 + r * (ldu / 16) + kb * (qk / 16));
-      float* l = sl + r * (ldu / 4) + kb * (qk / 4);
-      for (int i = 0; i < qk / 4; ++i) l[i] = s16[i / 4];
-    }
+    for (int r = 0; r < rows; ++r)
+      decode_block<T>(base + (kb * rows + r) * Tr::block_bytes, u + r * ldu + kb * qk,
+                      s16 + r * l16 + kb * (qk / 16), o16 + r * l16 + kb * (qk / 16));
   const int64_t kc = nb * qk;
-  for (int r = 0; r < rows; ++r) {
-    std::memset(u + r * ldu + kc, 0, static_cast<size_t>(ldu - kc));
-    std::memset(sl + r * (ldu / 4) + kc / 4, 0, static_cast<size_t>((ldu - kc) / 4) * 4);
-    std::memset(o16 + r * (ldu / 16) + kc / 16, 0, static_cast<size_t>((ldu - kc) / 16) * 4);
-  }
+  if (kc < ldu)  // the chunk's tail up to the kPad boundary contributes nothing
+    for (int r = 0; r < rows; ++r) {
+      std::memset(u + r * ldu + kc, 0, static_cast<size_t>(ldu - kc));
+      std::memset(s16 + r * l16 + kc / 16, 0, static_cast<size_t>((ldu - kc) / 16) * 4);
+      std::memset(o16 + r * l16 + kc / 16, 0, static_cast<size_t>((ldu - kc) / 16) * 4);
+    }
 }
 
 // w = s * float(u - bias) + o, multiply then add (never contracted: the kernel files are built
@@ -81,8 +79,8 @@ void decode_f32_transposed(const NativeWeight& w, int64_t p, int64_t kb0, int64_
 }
 
 struct DecodeI8Fn {
-  const NativeWeight& w; int64_t p, kb0, nb; uint8_t* u; float* sl; float* o16; int64_t ldu;
-  template <GgmlType T> void operator()() const { decode_i8_t<T>(w, p, kb0, nb, u, sl, o16, ldu); }
+  const NativeWeight& w; int64_t p, kb0, nb; uint8_t* u; float* s16; float* o16; int64_t ldu;
+  template <GgmlType T> void operator()() const { decode_i8_t<T>(w, p, kb0, nb, u, s16, o16, ldu); }
 };
 struct DecodeF32Fn {
   const NativeWeight& w; int64_t p, kb0, nb; float* out; int64_t ldw;
@@ -94,8 +92,8 @@ struct DecodeF32TFn {
 };
 
 void decode_i8_any(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, uint8_t* u,
-                   float* sl, float* o16, int64_t ldu) {
-  dispatch_type(w.type, DecodeI8Fn{w, p, kb0, nb, u, sl, o16, ldu});
+                   float* s16, float* o16, int64_t ldu) {
+  dispatch_type(w.type, DecodeI8Fn{w, p, kb0, nb, u, s16, o16, ldu});
 }
 void decode_f32_any(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out,
                     int64_t ldw) {
