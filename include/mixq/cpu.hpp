@@ -38,7 +38,7 @@ class DenseGemmF32 {
 void dense_gemm_f32(const float* X, int64_t M, const float* W, int64_t N, int64_t K, float* Y,
                     int num_threads);
 
-// "avx512", "avx2" or "scalar": the kernel set this CPU (and MIXQ_CPU_ISA) selects.
+// "avx512", "avx2vnni", "avx2" or "scalar": the kernel set this CPU (and MIXQ_CPU_ISA) selects.
 const char* isa_name();
 
 }  // namespace mixq::cpu

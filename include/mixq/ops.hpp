@@ -53,8 +53,9 @@ struct PrepareOptions {
   // "sm80_wo_stream", "wo_dequant_cublas", "sm90_i8_128x128", "sm90_fp8_block_skinny_mt16";
   // docs/architecture.md) for every M it can serve. Empty: MIXQ_FORCE_KERNEL, else the planner.
   std::string force_kernel;
-  // CPU backend: "avx512", "avx2" or "scalar" to use that kernel set (where the CPU has it);
-  // empty: MIXQ_CPU_ISA, else the best the CPU supports.
+  // CPU backend kernel set: "auto" (the best the CPU runs), "avx512", "avx2vnni", "avx2" or
+  // "scalar"; empty: MIXQ_CPU_ISA, else auto. A set the CPU lacks throws (Unsupported), naming
+  // the missing features. kernel_name() says which ran ("cpu_avx2_i8dot", ...).
   std::string cpu_isa;
   // The kernels' knobs (mixq/tuning.hpp); the default is MIXQ_TUNE, read once per process.
   Tuning tuning = default_tuning();

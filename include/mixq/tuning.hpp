@@ -1,13 +1,14 @@
-// Tuning: the knobs of the CUDA kernels' plans, as one typed value set through the API
+// Tuning: the knobs of the kernels' plans, as one typed value set through the API
 // (PrepareOptions::tuning). Every field's default ("automatic") is the measured rule of the
-// planner (src/cuda/dispatch/, docs/decisions/); a field set to anything else overrides that one
-// decision for every call on the prepared weight. Results agree within the documented tolerances
-// whatever the knobs say; only speed changes.
+// planner (src/cuda/dispatch/, src/cpu/kernel_policy.cpp, docs/decisions/); a field set to
+// anything else overrides that one decision for every call on the prepared weight. Results agree
+// within the documented tolerances whatever the knobs say; only speed changes (except
+// cpu_activations, which chooses between two documented accuracy modes).
 //
 // From the command line (benchmarks, A/B runs): MIXQ_TUNE="key=value,key=value" is read once per
 // process into default_tuning(), which is what a default-constructed PrepareOptions holds;
 // `mixq bench --tune key=value,...` sets the same keys. Keys are the field names below;
-// toggles take on / off / auto (or 1 / 0 / -1).
+// toggles take on / off / auto (or 1 / 0 / -1); cpu_activations takes auto / exact / int8.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,17 @@ struct Tuning {
   int act_quant_ctas_per_sm = 0;   // 0: as many as fit; else a cap (1..8)
   int act_quant_band = -1;         // -1: the plan's; log2 of the rows per band (0..3)
   // --- CPU backend
+  // Weight-only: the accuracy mode of the activations (the one key here that
+  // changes results, within the tolerance each mode documents; docs/cpu-backend.md).
+  //   exact  X stays f32 (f32gemv / f32gemm): within 1e-5 of float64.
+  //   int8   X quantized per segment (<= 256 columns) to int8 with scale + offset, integer dots
+  //          (i8dot) for every M: ~5e-3 relative error from the activation rounding. Float
+  //          codes (fp8, f16, bf16, f32) have no integer dots and stay exact.
+  //   auto   int8 where the kernel set's measured threshold says it is faster (M up to
+  //          cpu::auto_int8_max_rows: 8 on scalar, more on SIMD sets), exact above.
+  // force_kernel (cpu_f32, cpu_i8dot) overrides it. conv2d always runs exact.
+  enum class CpuActivations : int8_t { Auto, Exact, Int8 };
+  CpuActivations cpu_activations = CpuActivations::Auto;
   // GGUF block weights (QuantizedWeight::ggml): Auto / On run the native-width kernels of
   // src/cpu/ggml/ (docs/cpu-backend.md), Off the canonical form's (for A/B runs).
   Toggle cpu_ggml_native = Toggle::Auto;

@@ -105,17 +105,39 @@ def sync(device):
 
 
 class Decoder:
-    """Greedy decoding with a static KV cache; the one-token step is compiled once per model
-    (torch.compile mode `mode`; 'reduce-overhead' captures CUDA graphs; 'none': eager)."""
+    """Greedy decoding with a static KV cache. The one-token step runs eagerly ('none'), under
+    torch.compile (mode `mode`; 'reduce-overhead' also captures CUDA graphs), or eagerly captured
+    into one CUDA graph ('cudagraph': no compiler, the step's kernels as eager mode launches
+    them, replayed with the token and position copied into static buffers)."""
 
     def __init__(self, model, config, batch, prompt, tokens, mode, device, dtype):
         self.model, self.device = model, device
         self.batch, self.prompt, self.tokens = batch, prompt, tokens
         self.cache = make_cache(config, batch, prompt + tokens + 1, device, dtype)
         step = self._step
-        if mode != "none":
+        if mode == "cudagraph":
+            step = self._graph_step
+            self.graph = None
+        elif mode != "none":
             step = torch.compile(step, mode=mode, fullgraph=True, dynamic=False)
         self.step = step
+
+    def _graph_step(self, ids, pos):
+        if self.graph is None:
+            self.static_ids, self.static_pos = ids.clone(), pos.clone()
+            side = torch.cuda.Stream(self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):  # warm-up (same token, same position: idempotent)
+                for _ in range(2):
+                    self._step(self.static_ids, self.static_pos)
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.static_out = self._step(self.static_ids, self.static_pos)
+        self.static_ids.copy_(ids)
+        self.static_pos.copy_(pos)
+        self.graph.replay()
+        return self.static_out
 
     def _step(self, ids, pos):
         out = self.model(input_ids=ids, past_key_values=self.cache, cache_position=pos,
@@ -199,10 +221,11 @@ def main(argv=None):
     p.add_argument("--batch", default="1,4,16")
     p.add_argument("--tokens", type=int, default=256, help="decoded tokens per run")
     p.add_argument("--prompt", type=int, default=16, help="prompt tokens (prefill, untimed)")
-    p.add_argument("--compile", default=None, choices=["none", "default", "reduce-overhead",
+    p.add_argument("--compile", default=None, choices=["none", "cudagraph", "default", "reduce-overhead",
                                                        "max-autotune-no-cudagraphs"],
-                   help="torch.compile mode of the decode step (default: reduce-overhead on "
-                        "CUDA, i.e. CUDA graphs; none on the CPU)")
+                   help="how the decode step runs: a torch.compile mode, 'cudagraph' (eager "
+                        "step captured in a CUDA graph) or 'none' (eager). Default: "
+                        "reduce-overhead on CUDA (compiled, CUDA graphs); none on the CPU")
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--quantize-lm-head", action="store_true",
                    help="also quantize lm_head (kept in BF16 by default)")

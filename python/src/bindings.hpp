@@ -21,5 +21,6 @@ void bind_weights(nb::module_& m);   // weights.cpp: QuantizedWeight, quantize, 
 void bind_prepare(nb::module_& m);   // prepare.cpp: PreparedWeight, prepare, queries
 void bind_ops(nb::module_& m);       // ops.cpp: linear, conv2d
 void bind_formats(nb::module_& m);   // formats.cpp: inspect, load, save
+void bind_host_timing(nb::module_& m);  // host_timing.cpp: host cost of the C++ call
 
 }  // namespace mixq_py

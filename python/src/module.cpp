@@ -16,12 +16,13 @@ NB_MODULE(_mixq, m) {
   mixq_py::bind_prepare(m);
   mixq_py::bind_ops(m);
   mixq_py::bind_formats(m);
+  mixq_py::bind_host_timing(m);
 
   m.def("cuda_available", &mixq::cuda_available,
         "True when mixq was built with CUDA and a usable GPU exists.");
   m.def("cuda_device_count", &mixq::cuda_device_count, "Number of usable GPUs (0 without CUDA).");
   m.def("cpu_isa", [] { return std::string(mixq::cpu::isa_name()); },
-        "The CPU kernel set in use: avx512, avx2 or scalar.");
+        "The CPU kernel set in use: avx512, avx2vnni, avx2 or scalar.");
 #ifdef MIXQ_WITH_CUDA
   m.attr("built_with_cuda") = true;
 #else

@@ -75,6 +75,39 @@ mixq::Layout parse_layout(const std::string& s) {
 
 }  // namespace
 
+// The torch op's entry: rows of x and y given as raw pointers and strides, read off the
+// tensors in Python (attribute reads of ~0.1 us each), because importing a torch tensor through
+// DLPack costs ~3.5 us per tensor (torch builds the capsule in Python) and the op's budget over
+// the C++ call is a few microseconds. Device placement is passed explicitly; mixq::linear still
+// validates dtypes, shapes, devices and the workspace.
+struct RawRows {
+  uintptr_t ptr;
+  int dtype;       // mixq::DType as int
+  int64_t rows, cols, ld;
+  int device;      // -1: host, else the CUDA ordinal
+};
+
+constexpr int kDTypeCount = static_cast<int>(mixq::DType::F64) + 1;
+
+mixq::TensorView raw_view(const RawRows& r) {
+  mixq::TensorView v;
+  v.data = reinterpret_cast<void*>(r.ptr);
+  v.dtype = static_cast<mixq::DType>(r.dtype);
+  v.device = r.device < 0 ? mixq::Device::CPU : mixq::Device::CUDA;
+  v.device_index = r.device < 0 ? 0 : r.device;
+  v.rank = r.rows < 0 ? 1 : 2;
+  if (r.rows < 0) {  // a vector (bias)
+    v.shape[0] = r.cols;
+    v.stride[0] = 1;
+  } else {
+    v.shape[0] = r.rows;
+    v.shape[1] = r.cols;
+    v.stride[0] = r.ld;
+    v.stride[1] = 1;
+  }
+  return v;
+}
+
 void bind_ops(nb::module_& m) {
   m.def("linear", [](nb::handle x, const Prepared& w, nb::handle y, nb::handle bias,
                      float clamp_lo, float clamp_hi, uintptr_t stream, nb::handle workspace,
@@ -95,6 +128,42 @@ void bind_ops(nb::module_& m) {
       }, nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("bias").none(),
       nb::arg("clamp_lo"), nb::arg("clamp_hi"), nb::arg("stream"), nb::arg("workspace").none(),
       nb::arg("num_threads"));
+
+  // {dtype name: code} for linear_rows (the C++ dtype_name: f32, f16, bf16, ...).
+  nb::dict codes;
+  for (int t = 0; t < kDTypeCount; ++t)
+    codes[mixq::dtype_name(static_cast<mixq::DType>(t))] = t;
+  m.attr("dtype_codes") = codes;
+
+  m.def("linear_rows", [](const Prepared& w, uintptr_t x, int x_dtype, int64_t M, int64_t K,
+                          int64_t ldx, uintptr_t y, int64_t N, int64_t ldy, int device,
+                          uintptr_t bias, int bias_dtype, int bias_device, float clamp_lo,
+                          float clamp_hi, uintptr_t stream, uintptr_t workspace,
+                          int64_t workspace_bytes) {
+        MIXQ_CHECK_ARG(x_dtype >= 0 && x_dtype < kDTypeCount, "x: dtype code ", x_dtype,
+                       " is not a mixq dtype");
+        MIXQ_CHECK_ARG(bias_dtype >= 0 && bias_dtype < kDTypeCount, "bias: dtype code ",
+                       bias_dtype, " is not a mixq dtype");
+        const mixq::TensorView xv = raw_view({x, x_dtype, M, K, ldx, device});
+        const mixq::TensorView yv = raw_view({y, x_dtype, M, N, ldy, device});
+        mixq::Epilogue ep;
+        if (bias) ep.bias = raw_view({bias, bias_dtype, -1, N, 1, bias_device});
+        ep.clamp_lo = clamp_lo;
+        ep.clamp_hi = clamp_hi;
+        check_place(xv, "x", w);
+        check_place(ep.bias, "bias", w);
+        mixq::ExecContext ctx;
+        ctx.stream = reinterpret_cast<void*>(stream);
+        ctx.workspace = reinterpret_cast<void*>(workspace);
+        ctx.workspace_bytes = static_cast<size_t>(workspace_bytes);
+        nb::gil_scoped_release release;
+        mixq::linear(xv, w.weight, yv, ep, ctx);
+      }, nb::arg("w"), nb::arg("x"), nb::arg("x_dtype"), nb::arg("M"), nb::arg("K"),
+      nb::arg("ldx"), nb::arg("y"), nb::arg("N"), nb::arg("ldy"), nb::arg("device"),
+      nb::arg("bias"), nb::arg("bias_dtype"), nb::arg("bias_device"), nb::arg("clamp_lo"),
+      nb::arg("clamp_hi"), nb::arg("stream"), nb::arg("workspace"), nb::arg("workspace_bytes"),
+      "linear on raw row-major views (the torch op's fast path; mixq.linear is the public "
+      "entry). bias = 0 for none; device = -1 for host memory, else the CUDA ordinal.");
 
   m.def("conv2d", [](nb::handle x, const Prepared& w, nb::handle y, nb::handle bias,
                      float clamp_lo, float clamp_hi, int64_t sh, int64_t sw, int64_t ph,

@@ -25,7 +25,10 @@ struct ScheduleKnob {
 struct ReduceKnob {
   Tuning::Reduce Tuning::*field;
 };
-using Knob = std::variant<IntKnob, ToggleKnob, ScheduleKnob, ReduceKnob>;
+struct CpuActKnob {
+  Tuning::CpuActivations Tuning::*field;
+};
+using Knob = std::variant<IntKnob, ToggleKnob, ScheduleKnob, ReduceKnob, CpuActKnob>;
 
 struct Entry {
   const char* key;
@@ -58,6 +61,7 @@ const std::vector<Entry>& knobs() {
       {"act_quant_ctas_per_sm", IntKnob{&Tuning::act_quant_ctas_per_sm, 0, 8}},
       {"act_quant_band", IntKnob{&Tuning::act_quant_band, -1, 3}},
       {"cpu_ggml_native", ToggleKnob{&Tuning::cpu_ggml_native}},
+      {"cpu_activations", CpuActKnob{&Tuning::cpu_activations}},
   };
   return table;
 }
@@ -98,6 +102,11 @@ void set(Tuning& t, const Entry& e, const std::string& v) {
                    " must be auto, whole_tiles or stream_k");
     t.*(k->field) = v == "auto" ? Tuning::Schedule::Auto
                     : v == "whole_tiles" ? Tuning::Schedule::WholeTiles : Tuning::Schedule::StreamK;
+  } else if (const auto* k = std::get_if<CpuActKnob>(&e.knob)) {
+    MIXQ_CHECK_ARG(v == "auto" || v == "exact" || v == "int8", "tuning: ", key, "=", v,
+                   " must be auto, exact or int8");
+    t.*(k->field) = v == "auto" ? Tuning::CpuActivations::Auto
+                    : v == "exact" ? Tuning::CpuActivations::Exact : Tuning::CpuActivations::Int8;
   } else if (const auto* k = std::get_if<ReduceKnob>(&e.knob)) {
     MIXQ_CHECK_ARG(v == "auto" || v == "inline" || v == "fixup", "tuning: ", key, "=", v,
                    " must be auto, inline or fixup");
@@ -112,6 +121,11 @@ std::string value_of(const Tuning& t, const Entry& e) {
   if (const auto* k = std::get_if<ScheduleKnob>(&e.knob)) {
     const auto s = t.*(k->field);
     return s == Tuning::Schedule::Auto ? "auto" : s == Tuning::Schedule::WholeTiles ? "whole_tiles" : "stream_k";
+  }
+  if (const auto* k = std::get_if<CpuActKnob>(&e.knob)) {
+    const auto a = t.*(k->field);
+    return a == Tuning::CpuActivations::Auto ? "auto"
+           : a == Tuning::CpuActivations::Exact ? "exact" : "int8";
   }
   const auto r = t.*(std::get<ReduceKnob>(e.knob).field);
   return r == Tuning::Reduce::Auto ? "auto" : r == Tuning::Reduce::Inline ? "inline" : "fixup";

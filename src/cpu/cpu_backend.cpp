@@ -31,11 +31,19 @@ float bias_at(const Epilogue& ep, int64_t n) {
 
 CpuPrepared::CpuPrepared(const QuantizedWeight& w, const ConvGeometry* g,
                          const PrepareOptions& o)
-    : pw_(pack_weight(w)),
-      path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type))),
-      small_path_(choose_path(o.act, o.force_kernel, is_integer(w.code_type), 1)),
-      kt_(&select_kernels(o.cpu_isa)),
-      direct_f32_(pw_.kind == CodeKind::F32 && !w.has_scales) {
+    : kt_(&select_kernels(o.cpu_isa)), direct_f32_(w.code_type == DType::F32 && !w.has_scales) {
+  // The kernel set first: an unavailable one fails before the (long) repacking.
+  pw_ = pack_weight(w);
+  // Weight-only activations: the accuracy mode of Tuning::cpu_activations, and under auto the
+  // kernel set's measured int8 threshold for this code width (kernel_policy.cpp).
+  const bool integer = is_integer(w.code_type);
+  const Tuning::CpuActivations mode = o.tuning.cpu_activations;
+  small_rows_ = auto_int8_max_rows(kt_->isa, pw_.kind == CodeKind::Int4);
+  small_path_ = choose_path(o.act, o.force_kernel, integer, 1, mode, small_rows_);
+  path_ = small_rows_ == kAnyRows
+              ? small_path_
+              : choose_path(o.act, o.force_kernel, integer, small_rows_ + 1, mode, small_rows_);
+  conv_path_ = choose_path(o.act, o.force_kernel, integer, kAnyRows, Tuning::CpuActivations::Exact);
   backend = BackendKind::CPU;
   opts = o;
   N = w.N;

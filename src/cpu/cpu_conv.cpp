@@ -40,7 +40,7 @@ std::vector<KTap> k_taps(const ConvGeometry& g) {
 
 void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p,
                          const Epilogue& ep, const ExecContext& ctx) const {
-  MIXQ_CHECK(path_ == CpuPath::F32 || path_ == CpuPath::I8PerTensor, ErrorCode::Unsupported,
+  MIXQ_CHECK(conv_path_ == CpuPath::F32 || conv_path_ == CpuPath::I8PerTensor, ErrorCode::Unsupported,
              "cpu backend: conv2d supports weight-only (f32 path) and int8-per-tensor, not ",
              act_quant_name(opts.act), " / ", kernel_name(1));
   ConvDims d{};
@@ -54,7 +54,7 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
   conv2d_output_size(d.H, d.W, d.Kh, d.Kw, p, &d.Ho, &d.Wo);
   const int64_t pixels = d.B * d.Ho * d.Wo;
   const std::vector<KTap> taps = k_taps(*conv);
-  const bool int_mode = path_ == CpuPath::I8PerTensor;
+  const bool int_mode = conv_path_ == CpuPath::I8PerTensor;
   const int threads = resolve_num_threads(ctx.num_threads);
 
   // Tile of pixels per task: enough rows for the 8-row register tiles, staging kept ~<= 1 MB.
@@ -70,11 +70,11 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
     const int64_t mt = t / p_tasks, pt = t % p_tasks;
     const int64_t q0 = mt * tile, q1 = std::min(pixels, q0 + tile), rows = q1 - q0;
     const int64_t p0 = pt * ppt, p1 = std::min(pw_.n_panels, p0 + ppt);
-    std::vector<uint8_t> mem(staging_bytes(rows, path_) + 64 +
+    std::vector<uint8_t> mem(staging_bytes(rows, conv_path_) + 64 +
                              static_cast<size_t>(rows * (p1 - p0) * kLanes * 4));
     char* base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) / 64 * 64);
-    const StagedRows st = carve_staging(base, rows, path_);
-    void* c = base + staging_bytes(rows, path_);
+    const StagedRows st = carve_staging(base, rows, conv_path_);
+    void* c = base + staging_bytes(rows, conv_path_);
     std::vector<int64_t> row_off(static_cast<size_t>(rows));
     std::vector<float> gf;
     std::vector<int8_t> gi;
@@ -114,7 +114,7 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
       stage_float_gathered(gf.data(), rows, pw_, const_cast<float*>(st.xf),
                            const_cast<float*>(st.xsum));
     const int64_t ldc = (p1 - p0) * kLanes;
-    compute(st, rows, p0, p1, rows > kGemvMaxRows, path_, c, ldc);
+    compute(st, rows, p0, p1, rows > kGemvMaxRows, conv_path_, c, ldc);
     finish(c, ldc, rows, p0, p1, ep, OutMap{y.data, y.dtype, row_off.data(), d.nchw ? d.Ho * d.Wo : 1});
   });
 }

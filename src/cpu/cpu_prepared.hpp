@@ -43,8 +43,8 @@ class CpuPrepared final : public PreparedImpl {
   void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p, const Epilogue& ep,
               const ExecContext& ctx) const override;
 
-  // The path of a linear call with M rows (conv2d always runs path_, the large-M path).
-  CpuPath path_for(int64_t M) const { return M <= kGemvMaxRows ? small_path_ : path_; }
+  // The path of a linear call with M rows (conv2d runs conv_path_).
+  CpuPath path_for(int64_t M) const { return M <= small_rows_ ? small_path_ : path_; }
   static bool int_path(CpuPath p) {
     return p == CpuPath::W8A8 || p == CpuPath::I8Dot || p == CpuPath::I8PerTensor;
   }
@@ -77,9 +77,12 @@ class CpuPrepared final : public PreparedImpl {
                   const StageFn& stage) const;
 
   PackedWeight pw_;
-  CpuPath path_;        // M > kGemvMaxRows (and conv2d)
-  CpuPath small_path_;  // M <= kGemvMaxRows
   const KernelTable* kt_;
+  // choose_path's answer is one path up to small_rows_ rows and another above (kernel_policy.hpp).
+  int64_t small_rows_;
+  CpuPath small_path_;  // M <= small_rows_
+  CpuPath path_;        // M > small_rows_
+  CpuPath conv_path_;   // conv2d: exact f32 activations (or per-tensor int8) whatever the mode
   bool direct_f32_;                    // dense f32 codes without scales: GEMM reads them in place
   std::vector<int64_t> chunk_starts_;  // segment indices starting a K chunk (plus n_segs)
   std::vector<int64_t> qsum_total_;    // per output row: sum of codes over K (per-tensor)

@@ -2,13 +2,15 @@
 //
 // Path per activation mode:
 //   weight-only   F32    dequantize-in-register + f32 FMA, relative error <= 1e-5 vs float64 (the
-//                        only difference from the reference is f32 accumulation). Default for
-//                        M > kGemvMaxRows and for non-integer codes; every M with "cpu_f32".
+//                        only difference from the reference is f32 accumulation). Non-integer
+//                        codes always; Tuning::cpu_activations=exact or "cpu_f32" for every M;
+//                        under auto, M above the kernel set's measured int8 threshold.
 //                 I8Dot  activations quantized per segment (<= 256 along K) to int8 with
-//                        scale+offset, vpdpbusd integer dots (the ggml way); relative error
-//                        ~5e-3 from activation rounding. Default for M <= kGemvMaxRows with
-//                        integer codes (memory-bound there, the F32 GEMV is not); every M with
-//                        "cpu_i8dot". `mixq matmul` forces "cpu_f32" (it promises 1e-5).
+//                        scale+offset, integer dots (vpdpbusd / vpmaddubsw, the ggml way);
+//                        relative error ~5e-3 from activation rounding. Under auto for
+//                        M <= auto_int8_max_rows(kernel set, code width); every M with
+//                        cpu_activations=int8 or "cpu_i8dot". `mixq matmul` forces "cpu_f32"
+//                        (it promises 1e-5).
 //   int8-block    W8A8   quantize X exactly as quantize_activations_int8_block, integer dots,
 //                        four-term formula per block in f32 registers.
 //   fp8-block     Fp8    quantize X per token per 128 to e4m3 (bit-exact with the quantizer),
@@ -24,6 +26,7 @@
 #include <string>
 
 #include "mixq/ops.hpp"
+#include "mixq/tuning.hpp"
 
 namespace mixq::cpu {
 
@@ -33,14 +36,21 @@ constexpr int64_t kGemvMaxRows = 8;
 constexpr int64_t kGemmChunkK = 512;
 constexpr int64_t kRowsPerTask = 256;
 
-// The path of a call with M activation rows. Weight-only without force_kernel: I8Dot for
-// M <= kGemvMaxRows with integer codes (decode is memory-bound only with 64-MAC vpdpbusd; the
-// activation rounding costs ~5e-3 relative error, see docs/cpu-backend.md), F32 otherwise.
-// force_kernel "cpu_f32" (or f32gemv / f32gemm) selects the exact F32 path for every M,
-// "cpu_i8dot" the int8-activation path for every M.
+// Largest M for which cpu_activations=auto runs I8Dot on kernel set `isa` ("avx512", "avx2vnni",
+// "avx2", "scalar") for 4-bit or 8-bit integer codes; kAnyRows where the int8 path was measured
+// faster at every M (docs/decisions/cpu-isa-dispatch.md has the numbers behind each entry).
+constexpr int64_t kAnyRows = INT64_MAX;
+int64_t auto_int8_max_rows(const std::string& isa, bool four_bit_codes);
+
+// The path of a call with M activation rows. Weight-only: force_kernel "cpu_f32" (or f32gemv /
+// f32gemm) selects F32 and "cpu_i8dot" I8Dot for every M; else `mode`: Exact -> F32, Int8 ->
+// I8Dot (integer codes; float codes run F32), Auto -> I8Dot for integer codes and
+// M <= int8_max_rows, F32 otherwise.
 // Throws InvalidArgument for an unknown force_kernel, Unsupported when it cannot apply.
 CpuPath choose_path(ActQuant act, const std::string& force_kernel, bool integer_codes,
-                    int64_t M = kGemvMaxRows + 1);
+                    int64_t M = kGemvMaxRows + 1,
+                    Tuning::CpuActivations mode = Tuning::CpuActivations::Auto,
+                    int64_t int8_max_rows = kGemvMaxRows);
 
 // "cpu_<isa>_<kind>", kind one of f32gemv, f32gemm, i8dot, w8a8, fp8, i8tensor.
 std::string cpu_kernel_name(const char* isa, CpuPath path, int64_t M);

@@ -1,6 +1,6 @@
 // The CPU micro-kernels: one panel of 16 output rows times a tile of at most kMaxTileRows
 // activation rows over a range of segments. One table of function pointers per ISA level
-// (scalar, avx2, avx512); cpu_isa.cpp picks one from cpuid at prepare time.
+// (scalar, avx2, avx2vnni, avx512); cpu_isa.cpp picks one from cpuid at prepare time.
 #pragma once
 
 #include <string>
@@ -91,13 +91,32 @@ struct KernelTable {
 };
 
 const KernelTable& scalar_kernels();
-const KernelTable* avx2_kernels();    // nullptr when not compiled in
-const KernelTable* avx512_kernels();  // nullptr when not compiled in
+const KernelTable* avx2_kernels();      // AVX2 + FMA + F16C, vpmaddubsw integer dots
+const KernelTable* avx2vnni_kernels();  // the same float kernels, AVX-VNNI integer dots
+const KernelTable* avx512_kernels();    // AVX-512 F/BW/VL/DQ + VNNI
+void int_tile_avx2vnni(const IntTileArgs& a);  // kernels_avx2vnni.cpp
 
-// The best table this CPU supports, or the one named by MIXQ_CPU_ISA (scalar/avx2/avx512) when
-// set (for testing the fallbacks; asking for an ISA the CPU lacks falls back to the best one).
-// The best kernel set this CPU runs, or `isa` ("avx512", "avx2", "scalar") where the CPU has it;
-// an empty `isa` takes MIXQ_CPU_ISA (read once per process).
+// What cpuid (and the OS's saved register state, xgetbv) says this CPU runs.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;  // with OS support for ymm state
+  bool avx_vnni = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false,
+       avx512_vnni = false;  // with OS support for zmm / mask state
+  std::string list() const;  // "avx2 fma f16c ..." (the ones present), "none" when none
+};
+const CpuFeatures& cpu_features();
+// The features of `f` that kernel set `isa` needs and lacks ("" when it runs), space-separated.
+std::string missing_features(const std::string& isa, const CpuFeatures& f);
+
+// The kernel sets by name: "avx512", "avx2vnni", "avx2", "scalar" (each one exactly that set,
+// never silently another). Whether this CPU runs `isa`, and the missing features if not.
+bool cpu_runs(const std::string& isa, std::string* missing = nullptr);
+// The best set this CPU runs (avx512 > avx2vnni > avx2 > scalar).
+const KernelTable& best_kernels();
+// The set named by `isa`, or the best one for "auto". An empty `isa` takes MIXQ_CPU_ISA (read
+// once per process; unset or empty means auto). Throws mixq::Error (InvalidArgument) for an
+// unknown name and (Unsupported) for a set this CPU lacks, naming the option
+// (PrepareOptions::cpu_isa or MIXQ_CPU_ISA), the value, the missing and the present features.
 const KernelTable& select_kernels(const std::string& isa = std::string());
 
 }  // namespace mixq::cpu

@@ -1,9 +1,7 @@
 // Portable kernels: the semantics of kernels.hpp written plainly. Used on CPUs without AVX2 and
 // as the executable specification the SIMD kernels are tested against.
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "cpu/kernels.hpp"
 #include "mixq/numeric.hpp"
@@ -111,33 +109,4 @@ const KernelTable& scalar_kernels() {
   return t;
 }
 
-const KernelTable& select_kernels(const std::string& isa) {
-  const KernelTable* best = &scalar_kernels();
-  const KernelTable* a2 = avx2_kernels();
-  const KernelTable* a5 = avx512_kernels();
-  __builtin_cpu_init();
-  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                        __builtin_cpu_supports("f16c");
-  const bool has_avx512 = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vnni") && has_avx2;
-  if (a2 && has_avx2) best = a2;
-  if (a5 && has_avx512) best = a5;
-  static const std::string env = [] {  // read once per process
-    const char* e = std::getenv("MIXQ_CPU_ISA");
-    return e ? std::string(e) : std::string();
-  }();
-  const std::string& want = isa.empty() ? env : isa;
-  if (want == "scalar") return scalar_kernels();
-  if (want == "avx2" && a2 && has_avx2) return *a2;
-  return *best;
-}
-
-}  // namespace mixq::cpu
-
-namespace mixq::cpu {
-// No AVX2 kernels yet: AVX2-only CPUs run the scalar kernels (see docs/cpu-backend.md).
-const KernelTable* avx2_kernels() { return nullptr; }
 }  // namespace mixq::cpu

@@ -122,6 +122,18 @@ def test_errors_name_the_argument():
         mixq.linear(torch.randn(2, 100), ql.prepared)
     with pytest.raises(KeyError, match="no prepared weight with handle"):
         torch.ops.mixq.linear(torch.randn(1, 128), 10 ** 9, None, -math.inf, math.inf)
+    with pytest.raises(mixq.InvalidArgumentError, match="x: last dimension 100 does not match"):
+        ql(torch.randn(3, 100))
+    with pytest.raises(mixq.InvalidArgumentError, match=r"bias: expected a contiguous \[64\]"):
+        torch.ops.mixq.linear(torch.randn(2, 128), ql.handle, torch.zeros(63), -math.inf,
+                              math.inf)
+    with pytest.raises(mixq.InvalidArgumentError, match="bias: dtype torch.int64"):
+        torch.ops.mixq.linear(torch.randn(2, 128), ql.handle, torch.zeros(64, dtype=torch.long),
+                              -math.inf, math.inf)
+    # Rows that are not contiguous are copied; leading dimensions are kept.
+    x = torch.randn(2, 3, 256)[..., ::2]
+    assert torch.equal(ql(x), ql(x.contiguous()))
+    assert ql(x).shape == (2, 3, 64)
     with pytest.raises(mixq.InvalidArgumentError, match="out: cannot view"):
         # A (pretend) mismatch of devices: a meta tensor cannot be exported at all.
         mixq.linear(torch.randn(1, 128), ql.prepared, out=torch.empty(1, 64, device="meta"))

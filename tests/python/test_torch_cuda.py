@@ -170,3 +170,18 @@ def test_tensor_on_another_gpu():
     assert y1.device == torch.device("cuda:1")
     y0 = mixq.linear(x1.to("cuda:0"), pw)
     assert torch.equal(y1.cpu(), y0.cpu())
+
+
+def test_op_device_errors_and_fast_path_matches_op():
+    torch.manual_seed(7)
+    ql = mt.QuantLinear.from_linear(nn.Linear(512, 256).cuda().half(), "w4g128")
+    with pytest.raises(mixq.InvalidArgumentError, match="x: on cpu, but the weight is prepared for cuda:0"):
+        ql(torch.randn(2, 512, dtype=torch.float16))
+    with pytest.raises(mixq.InvalidArgumentError, match="bias: expected a cuda"):
+        torch.ops.mixq.linear(torch.randn(2, 512, device="cuda", dtype=torch.float16), ql.handle,
+                              torch.zeros(256, dtype=torch.float16), -math.inf, math.inf)
+    x = torch.randn(5, 512, device="cuda", dtype=torch.float16)
+    with torch.no_grad():
+        eager = ql(x)  # the module's direct call
+    op = torch.ops.mixq.linear(x, ql.handle, ql.bias, ql.clamp_lo, ql.clamp_hi)
+    assert torch.equal(eager, op)

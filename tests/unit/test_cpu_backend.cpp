@@ -323,17 +323,28 @@ TEST(CpuBackend, ScalarFallbackMatches) {
   EXPECT_LE(run_weight_only(w, 3, DType::F32, DType::F32, false, 2, "cpu_i8dot", "scalar"), 1e-2);
 }
 
-// The default weight-only path for M <= 8 quantizes X to int8 per segment (block <= 256 here):
+// The default weight-only path (Tuning::cpu_activations = auto) quantizes X to int8 per segment
+// (block <= 256 here) up to the kernel set's measured threshold (auto_int8_max_rows: every M on
+// avx512 / avx2vnni, 4-bit codes on avx2; M <= 4 for 8-bit codes on avx2, M <= 8 on scalar):
 // within 1e-2 of float64, and within 1e-5 of float64 on the int8-quantized activations (which
-// catches a wrong scale / offset / code sum that the loose bound would hide). M = 9 goes back
-// to the exact f32 GEMM.
-TEST(CpuBackend, WeightOnlyDefaultSmallMIsInt8Dot) {
+// catches a wrong scale / offset / code sum that the loose bound would hide). Above the
+// threshold it runs the exact f32 path (1e-5); cpu_activations = exact / int8 pin one path.
+TEST(CpuBackend, WeightOnlyDefaultFollowsTheMeasuredThreshold) {
   int i = 0;
+  const std::string isa = cpu::select_kernels().isa;
   for (const char* s : {"w4g128", "w4g32asym", "w4g128zp", "w8g64asym", "w8g128", "w4g32zp"}) {
     const int64_t N = 37 + 16 * (i % 3), K = 300 + 37 * (i % 4);  // ragged last blocks
     const QuantizedWeight w = make_weight(s, N, K, 21 + i++);
+    const bool four_bit = w.code_type == DType::I4 || w.code_type == DType::U4;
+    const int64_t limit = cpu::auto_int8_max_rows(isa, four_bit);
     const PreparedWeight p = prepare(w, cpu_opts());
-    for (int64_t M : {1, 2, 5, 8}) {
+    for (int64_t M : {1, 2, 5, 8, 9, 17}) {
+      if (M > limit) {
+        EXPECT_NE(p.kernel_name(M).find(M <= 8 ? "f32gemv" : "f32gemm"), std::string::npos)
+            << s << " M=" << M;
+        EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, true, 2, ""), 1e-5) << s;
+        continue;
+      }
       EXPECT_NE(p.kernel_name(M).find("i8dot"), std::string::npos) << s << " M=" << M;
       EXPECT_LE(run_weight_only(w, M, DType::F32, DType::F32, false, 2, ""), 1e-2) << s << " M=" << M;
       // Emulation: the same activations quantized by the int8-block quantizer (block = the
@@ -355,12 +366,54 @@ TEST(CpuBackend, WeightOnlyDefaultSmallMIsInt8Dot) {
       ref::linear_weight_only(xq.view(), w, yr.view(), {});
       EXPECT_LE(rel_err(y, yr), 1e-5) << s << " M=" << M << " (vs int8-quantized activations)";
     }
-    EXPECT_NE(p.kernel_name(9).find("f32gemm"), std::string::npos);
-    EXPECT_LE(run_weight_only(w, 9, DType::F32, DType::F32, true, 2, ""), 1e-5) << s;
-    // The exact path stays selectable for every M.
+    // The exact path stays selectable for every M, by force_kernel or by the accuracy mode.
     EXPECT_NE(prepare(w, cpu_opts(ActQuant::None, "cpu_f32")).kernel_name(1).find("f32gemv"),
               std::string::npos);
+    PrepareOptions exact = cpu_opts(), int8 = cpu_opts();
+    exact.tuning.cpu_activations = Tuning::CpuActivations::Exact;
+    int8.tuning.cpu_activations = Tuning::CpuActivations::Int8;
+    const PreparedWeight pe = prepare(w, exact), pi = prepare(w, int8);
+    for (int64_t M : {1, 8, 9, 100}) {
+      EXPECT_NE(pe.kernel_name(M).find(M <= 8 ? "f32gemv" : "f32gemm"), std::string::npos) << s;
+      EXPECT_NE(pi.kernel_name(M).find("i8dot"), std::string::npos) << s;
+    }
+    Buf x = random_matrix(DType::F32, 13, w.K, 77);
+    Buf ye(DType::F32, 13, w.N), yi(DType::F32, 13, w.N), yr(DType::F32, 13, w.N);
+    ye.poison();
+    yi.poison();
+    linear(x.view(), pe, ye.view(), {}, {});
+    linear(x.view(), pi, yi.view(), {}, {});
+    ref::linear_weight_only(x.view(), w, yr.view(), {});
+    EXPECT_LE(rel_err(ye, yr), 1e-5) << s;
+    EXPECT_LE(rel_err(yi, yr), 1e-2) << s;
+    EXPECT_GT(rel_err(yi, yr), 1e-6) << s << ": int8 activations should not be exact";
   }
+  // Float codes have no integer dots: int8 mode runs them exact; force_kernel beats the mode.
+  PrepareOptions int8 = cpu_opts(), forced = cpu_opts(ActQuant::None, "cpu_f32");
+  int8.tuning.cpu_activations = Tuning::CpuActivations::Int8;
+  forced.tuning.cpu_activations = Tuning::CpuActivations::Int8;
+  EXPECT_NE(prepare(make_weight("fp8b128", 20, 128, 1), int8).kernel_name(3).find("f32gemv"),
+            std::string::npos);
+  EXPECT_NE(prepare(make_weight("w4g32", 20, 128, 1), forced).kernel_name(3).find("f32gemv"),
+            std::string::npos);
+}
+
+// conv2d runs exact f32 activations whatever cpu_activations says.
+TEST(CpuBackend, Conv2dIgnoresTheInt8Mode) {
+  ConvWeight cw;
+  Buf wf = random_matrix(DType::F32, 8, 3 * 2 * 2, 4);
+  cw.weight = quantize_weight(wf.view(), parse_scheme("w4g32asym"));
+  cw.Ci = 3; cw.Kh = 2; cw.Kw = 2;
+  PrepareOptions o = cpu_opts();
+  o.tuning.cpu_activations = Tuning::CpuActivations::Int8;
+  Buf x = random_matrix(DType::F32, 1, 3 * 5 * 5, 5);
+  TensorView xv(x.bytes.data(), DType::F32, {1, 3, 5, 5});
+  Buf y(DType::F32, 1, 8 * 4 * 4), yr(DType::F32, 1, 8 * 4 * 4);
+  y.poison();
+  TensorView yv(y.bytes.data(), DType::F32, {1, 8, 4, 4}), yrv(yr.bytes.data(), DType::F32, {1, 8, 4, 4});
+  conv2d(xv, prepare(cw, o), yv, {}, {}, {});
+  ref::conv2d_weight_only(xv, cw, yrv, {}, {});
+  EXPECT_LE(rel_err(y, yr), 1e-5);
 }
 
 // The packed-once dense baseline: GEMV (M <= 8) and the 12x32 GEMM tiles (M = 9, 13, 30: full
@@ -415,6 +468,23 @@ TEST(CpuBackend, KernelPolicy) {
   EXPECT_EQ(choose_path(ActQuant::None, "cpu_f32", true, 1), CpuPath::F32);
   EXPECT_EQ(choose_path(ActQuant::None, "cpu_i8dot", true, 100), CpuPath::I8Dot);
   EXPECT_EQ(choose_path(ActQuant::None, "cpu_avx512_i8dot", true), CpuPath::I8Dot);
+  // Accuracy modes and measured thresholds.
+  using A = Tuning::CpuActivations;
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, 500, A::Auto, kAnyRows), CpuPath::I8Dot);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, 5, A::Auto, 4), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, 1, A::Exact, kAnyRows), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "", true, 1000, A::Int8, 4), CpuPath::I8Dot);
+  EXPECT_EQ(choose_path(ActQuant::None, "", false, 1, A::Int8, kAnyRows), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "cpu_f32", true, 1, A::Int8, kAnyRows), CpuPath::F32);
+  EXPECT_EQ(choose_path(ActQuant::None, "cpu_i8dot", true, 99, A::Exact, 4), CpuPath::I8Dot);
+  EXPECT_EQ(choose_path(ActQuant::Int8Block, "", true, 1, A::Exact), CpuPath::W8A8);
+  EXPECT_EQ(auto_int8_max_rows("avx512", false), kAnyRows);
+  EXPECT_EQ(auto_int8_max_rows("avx2vnni", false), kAnyRows);
+  EXPECT_EQ(auto_int8_max_rows("avx2", true), kAnyRows);
+  EXPECT_EQ(auto_int8_max_rows("avx2", false), 4);
+  EXPECT_EQ(auto_int8_max_rows("scalar", true), kGemvMaxRows);
+  EXPECT_EQ(choose_path(ActQuant::None, "cpu_avx2vnni_i8dot", true), CpuPath::I8Dot);
+  EXPECT_EQ(cpu_kernel_name("avx2", CpuPath::I8Dot, 64), "cpu_avx2_i8dot");
   EXPECT_EQ(cpu_kernel_name("avx512", CpuPath::F32, 1), "cpu_avx512_f32gemv");
   EXPECT_EQ(cpu_kernel_name("avx512", CpuPath::F32, 9), "cpu_avx512_f32gemm");
   const WorkSplit g = plan_work(1, 256, 2);

@@ -4,6 +4,8 @@ torch custom ops take tensors and scalars, not arbitrary Python objects; a modul
 prepared weight's handle (a Python int, constant for the module's life) instead. Under
 torch.compile the handle is a constant of the traced graph, so forward traces with
 fullgraph=True, and the fake implementation reads N from the registry without touching data.
+Each entry caches what the op reads on every call (K, N, the device, workspace sizes per M), so
+a call costs dictionary lookups, not calls into the extension.
 """
 
 import itertools
@@ -11,32 +13,59 @@ import threading
 
 _lock = threading.Lock()
 _next = itertools.count(1)
-_weights = {}
+_entries = {}
+
+
+class Entry:
+    """A registered PreparedWeight and the facts the op needs per call."""
+
+    __slots__ = ("prepared", "K", "N", "device", "_workspace")
+
+    def __init__(self, prepared):
+        self.prepared = prepared
+        self.K = prepared.K
+        self.N = prepared.N
+        # -1: host memory (cpu / ref backends), else the CUDA ordinal.
+        self.device = prepared.device if prepared.backend == "cuda" else -1
+        self._workspace = {}
+
+    def workspace_bytes(self, M):
+        """Workspace bytes of a call with M rows (asked once per M)."""
+        n = self._workspace.get(M)
+        if n is None:
+            n = self._workspace[M] = self.prepared.workspace_size(M)
+        return n
 
 
 def register(prepared):
     """Store a PreparedWeight; returns its handle (an int > 0)."""
+    e = Entry(prepared)
     with _lock:
         handle = next(_next)
-        _weights[handle] = prepared
+        _entries[handle] = e
     return handle
 
 
-def get(handle):
-    """The PreparedWeight of `handle`; KeyError (with the handle) when released or unknown."""
+def entry(handle):
+    """The Entry of `handle`; KeyError (with the handle) when released or unknown."""
     try:
-        return _weights[handle]
+        return _entries[handle]
     except KeyError:
         raise KeyError(f"mixq: no prepared weight with handle {handle} (released with its "
                        "module?)") from None
 
 
+def get(handle):
+    """The PreparedWeight of `handle` (KeyError when released or unknown)."""
+    return entry(handle).prepared
+
+
 def release(handle):
     """Forget a handle (called when its QuantLinear is garbage-collected)."""
     with _lock:
-        _weights.pop(handle, None)
+        _entries.pop(handle, None)
 
 
 def count():
     """Number of live handles (tests)."""
-    return len(_weights)
+    return len(_entries)

@@ -1,10 +1,17 @@
 """torch custom ops over mixq's kernels: ``torch.ops.mixq.linear``.
 
-The op has a real implementation for CPU and CUDA tensors (the same Python function: the
-extension dispatches on the tensors' device) and a fake implementation for tracing, so it works
-under torch.compile(fullgraph=True) and inside CUDA-graph capture. Its output and workspace come
-from torch's allocator (the caching allocator on CUDA, the graph's pool while capturing); the C++
-call allocates nothing, and runs on torch's current stream.
+The op is defined with ``torch.library.Library`` (a schema, one Python kernel registered for the
+CPU and CUDA dispatch keys, and a fake implementation for tracing), so it works under
+``torch.compile(fullgraph=True)`` and inside CUDA-graph capture. Its output and workspace come from
+torch's allocator (the caching allocator on CUDA, the graph's private pool while capturing); the
+C++ call allocates nothing and runs on torch's current stream, without host synchronisation.
+
+Host cost. ``torch.library.custom_op`` wraps its kernel in Python layers that cost ~25 us per
+call, and importing a tensor through DLPack costs ~3.5 us per tensor (torch builds the capsule
+in Python); a decode step makes hundreds of linear calls. So the op is a plain
+``Library.impl`` kernel (the dispatcher alone, ~2-3 us) that hands raw pointers and strides to
+the extension (``_mixq.linear_rows``), and ``QuantLinear`` calls that kernel directly in eager
+mode (``linear_eager``), keeping the dispatcher for tracing.
 """
 
 from typing import Optional
@@ -12,9 +19,14 @@ from typing import Optional
 import torch
 
 from .. import _mixq
+from ..errors import InvalidArgumentError
 from . import _registry
 
-__all__ = ["linear"]
+__all__ = ["linear", "linear_eager"]
+
+_CODES = _mixq.dtype_codes
+_DTYPE_CODE = {torch.float32: _CODES["f32"], torch.float16: _CODES["f16"],
+               torch.bfloat16: _CODES["bf16"]}
 
 try:  # the raw cudaStream_t of the current stream, without building a Stream object
     _raw_stream = torch._C._cuda_getCurrentRawStream
@@ -22,46 +34,85 @@ except AttributeError:  # pragma: no cover - CPU-only torch builds
     _raw_stream = None
 
 
-def _stream_of(x):
-    if not x.is_cuda:
-        return 0
+def _stream_of(index):
     if _raw_stream is not None:
-        return _raw_stream(x.device.index if x.device.index is not None else
-                           torch.cuda.current_device())
-    return torch.cuda.current_stream(x.device).cuda_stream
+        return _raw_stream(index)
+    return torch.cuda.current_stream(index).cuda_stream  # pragma: no cover
 
 
-@torch.library.custom_op("mixq::linear", mutates_args=(), device_types=("cpu", "cuda"))
-def linear(x: torch.Tensor, handle: int, bias: Optional[torch.Tensor], clamp_lo: float,
-           clamp_hi: float) -> torch.Tensor:
-    """``clamp(x @ W.T + bias, clamp_lo, clamp_hi)`` with the prepared weight of `handle`.
+def _place(t):
+    """-1 for host memory, else the CUDA ordinal (the extension's device argument)."""
+    return t.get_device() if t.is_cuda else -1
 
-    Args:
-        x: ``[..., K]`` float32 / float16 / bfloat16 on the weight's device (rows are made
-            contiguous if they are not).
-        handle: a prepared weight's handle (``QuantLinear.handle``, or
-            ``mixq.torch.register_prepared``).
-        bias: optional ``[N]`` float tensor on the same device.
-        clamp_lo, clamp_hi: output clamp (``-inf``, ``inf`` for none).
 
-    Returns:
-        ``[..., N]`` tensor of x's dtype.
-    """
-    w = _registry.get(handle)
-    K, N = w.K, w.N
-    x2 = x.reshape(-1, K)
-    if x2.stride(-1) != 1 or (x2.shape[0] > 1 and x2.stride(0) < K):
+def _dtype_code(t, arg):
+    code = _DTYPE_CODE.get(t.dtype)
+    if code is None:
+        raise InvalidArgumentError(f"{arg}: dtype {t.dtype} is not one mixq.torch.linear takes (float32, "
+                        "float16, bfloat16)")
+    return code
+
+
+def linear_eager(x: torch.Tensor, handle: int, bias: Optional[torch.Tensor], clamp_lo: float,
+                 clamp_hi: float) -> torch.Tensor:
+    """The op's kernel (also called directly by QuantLinear outside tracing)."""
+    e = _registry.entry(handle)
+    K, N = e.K, e.N
+    if x.dim() == 2 and x.shape[1] == K:
+        x2 = x
+    else:
+        if x.shape[-1] != K:
+            raise InvalidArgumentError(f"x: last dimension {x.shape[-1]} does not match the weight's "
+                            f"in_features K = {K} (x shape {tuple(x.shape)})")
+        x2 = x.reshape(-1, K)
+    if x2.stride(1) != 1 or x2.stride(0) < K:
         x2 = x2.contiguous()
+    device = _place(x2)
+    if device != e.device:
+        where = "the host" if e.device < 0 else f"cuda:{e.device}"
+        raise InvalidArgumentError(f"x: on {x.device}, but the weight is prepared for {where}")
     M = x2.shape[0]
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M:
-        nbytes = w.workspace_size(M)
-        ws = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
-        _mixq.linear(x2, w, y, bias, clamp_lo, clamp_hi, _stream_of(x), ws, 0)
-    return y.view(*x.shape[:-1], N)
+        if bias is None:
+            b_ptr, b_code, b_dev = 0, 0, device
+        else:
+            b_ptr, b_code, b_dev = bias.data_ptr(), _dtype_code(bias, "bias"), _place(bias)
+            if bias.dim() != 1 or bias.shape[0] != N or bias.stride(0) != 1:
+                raise InvalidArgumentError(f"bias: expected a contiguous [{N}] vector, got shape "
+                                f"{tuple(bias.shape)}")
+        ws_bytes = e.workspace_bytes(M)
+        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device) if ws_bytes else None
+        _mixq.linear_rows(e.prepared, x2.data_ptr(), _dtype_code(x2, "x"), M, K, x2.stride(0),
+                          y.data_ptr(), N, N, device, b_ptr, b_code, b_dev, clamp_lo, clamp_hi,
+                          _stream_of(device) if device >= 0 else 0,
+                          ws.data_ptr() if ws is not None else 0, ws_bytes)
+    return y if x.dim() == 2 else y.view(*x.shape[:-1], N)
 
 
-@linear.register_fake
 def _linear_fake(x, handle, bias, clamp_lo, clamp_hi):
-    n = _registry.get(handle).N
+    n = _registry.entry(handle).N
     return x.new_empty((*x.shape[:-1], n))
+
+
+_lib = torch.library.Library("mixq", "DEF")
+_lib.define("linear(Tensor x, int handle, Tensor? bias, float clamp_lo, float clamp_hi) -> Tensor")
+_lib.impl("linear", linear_eager, "CPU")
+_lib.impl("linear", linear_eager, "CUDA")
+torch.library.register_fake("mixq::linear", _linear_fake, lib=_lib)
+
+linear = torch.ops.mixq.linear
+linear.__doc__ = """``torch.ops.mixq.linear(x, handle, bias, clamp_lo, clamp_hi)``:
+``clamp(x @ W.T + bias, clamp_lo, clamp_hi)`` with the prepared weight of `handle`.
+
+Args:
+    x: ``[..., K]`` float32 / float16 / bfloat16 on the weight's device (rows are made
+        contiguous if they are not).
+    handle: a prepared weight's handle (``QuantLinear.handle``, or
+        ``mixq.torch.register_prepared``).
+    bias: optional ``[N]`` float tensor on the same device.
+    clamp_lo, clamp_hi: output clamp (``-inf``, ``inf`` for none).
+
+Returns:
+    ``[..., N]`` tensor of x's dtype.
+"""
