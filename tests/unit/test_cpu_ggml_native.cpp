@@ -174,8 +174,11 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
       const mixq::PreparedWeight f32 = mixq::prepare(w, cpu_opts(isa, "cpu_f32"));
       const auto* impl = dynamic_cast<const mixq::cpu::ggml::NativePrepared*>(&f32.impl());
       ASSERT_NE(impl, nullptr) << "not prepared natively: " << f32.kernel_name(M);
-      // The repacked form streams the file's bytes (plus at most 3 %).
-      EXPECT_LE(double(impl->weight().bytes()), 1.03 * double(w.ggml->data.size()));
+      // The repacked form streams the file's bytes plus at most 3 % (spread sub-block scales),
+      // with the last panel padded to 16 rows.
+      const double padded_rows = double((N + 15) / 16 * 16);
+      EXPECT_LE(double(impl->weight().bytes()),
+                1.03 * double(w.ggml->data.size()) * padded_rows / double(N));
       EXPECT_NE(f32.kernel_name(M).find("<" + tname + ">"), std::string::npos);
       if (cpu_has(isa)) {
         EXPECT_EQ(f32.kernel_name(M).rfind(std::string("cpu_") + isa + "_", 0), 0u)

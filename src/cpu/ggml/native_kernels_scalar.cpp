@@ -1,73 +1,77 @@
-// Portable native kernels (any CPU) and the run-time choice of a kernel table.
-#include <algorithm>
-
-#include "cpu/ggml/panel_decode.hpp"
+// Scalar native kernels (CPUs without AVX2, and the plain statement of what the SIMD sets do):
+// element by element through record_scalar.hpp.
+#include "cpu/ggml/native_kernels.hpp"
+#include "cpu/ggml/record_scalar.hpp"
 #include "cpu/kernels.hpp"
 
 namespace mixq::cpu::ggml {
 
 namespace {
 
-void dot_i8_scalar(const I8DotArgs& a) {
-  const int64_t nl = a.kc / 4, q4 = a.ldq / 4;
-  for (int r = 0; r < a.wrows; ++r) {
-    const uint8_t* u = a.u + r * a.ldu;
-    const float* s16 = a.s16 + r * (a.ldu / 16);
-    const float* o = a.o16 + r * (a.ldu / 16);
-    for (int m = 0; m < a.mrows; ++m) {
-      const int8_t* q = a.q + m * a.ldq;
-      const float* dx = a.dxl + m * q4;
-      const int32_t* bi = a.binit + m * q4;
-      float acc = 0.f;
-      for (int64_t l = 0; l < nl; ++l) {
-        int32_t d = bi[l];
-        for (int i = 0; i < 4; ++i) d += int32_t(u[4 * l + i]) * int32_t(q[4 * l + i]);
-        acc += static_cast<float>(d) * dx[l] * s16[l / 4];
+void i8_tile_scalar(const I8TileArgs& a) {
+  const NativeWeight& w = *a.w;
+  const Format& f = w.fmt;
+  const int ns = f.n_sub();
+  for (int m = 0; m < a.rows; ++m) {
+    float* c = a.c + m * a.ldc;
+    const int8_t* q = a.q + m * a.ldq;
+    for (int r = 0; r < kPanelRows; ++r) {
+      float acc = a.accumulate ? c[r] : 0.f;
+      for (int64_t kb = a.kb0; kb < a.kb1; ++kb) {
+        const uint8_t* rec = w.panel(a.panel) + kb * w.record_bytes;
+        const float d = f16_at(rec + f.off_d() + 2 * r);
+        const float dm = f.has_dm() ? f16_at(rec + f.off_dm() + 2 * r) : 0.f;
+        float sb = 0.f, mnacc = 0.f;
+        for (int jj = 0; jj < ns; ++jj) {
+          const int64_t j = kb * ns + jj;
+          int32_t isum = a.corr[m * a.ldj + j];
+          for (int e = jj * f.sub; e < (jj + 1) * f.sub; ++e)
+            isum += record_code(f, rec, r, e) * q[kb * f.qk + e];
+          int sc, mn;
+          record_int_scale(f, rec, r, jj, &sc, &mn);
+          sb += static_cast<float>(isum) * (static_cast<float>(sc) * a.dxs[m * a.ldj + j]);
+          if (f.sk == ScaleKind::Affine) mnacc += a.xs[m * a.ldj + j];
+          else mnacc += static_cast<float>(mn) * a.xs[m * a.ldj + j];
+        }
+        acc += sb * d;
+        if (f.sk == ScaleKind::Affine) acc += dm * mnacc;
+        else if (f.has_min()) acc -= dm * mnacc;
       }
-      if (a.has_min) {
-        const float* xs = a.xs16 + m * (a.ldq / 16 + 16);
-        for (int64_t j = 0; j < a.kc / 16; ++j) acc += o[j] * xs[j];
-      }
-      a.c[m * a.ldc + r] += acc;
+      c[r] = acc;
     }
   }
 }
 
-void dot_f32_scalar(const F32DotArgs& a) {
-  for (int r = 0; r < a.wrows; ++r)
-    for (int m = 0; m < a.mrows; ++m) {
-      const float* w = a.w + r * a.ldw;
-      const float* x = a.x + m * a.ldx;
-      float acc = 0.f;
-      for (int64_t k = 0; k < a.kc; ++k) acc += w[k] * x[k];
-      a.c[m * a.ldc + r] += acc;
-    }
+void decode_f32_t_scalar(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out) {
+  const Format& f = w.fmt;
+  for (int64_t kb = kb0; kb < kb0 + nb; ++kb) {
+    const uint8_t* rec = w.panel(p) + kb * w.record_bytes;
+    float* o = out + (kb - kb0) * f.qk * kPanelRows;
+    for (int r = 0; r < kPanelRows; ++r)
+      for (int jj = 0; jj < f.n_sub(); ++jj) {
+        float s, off;
+        record_exact_scale(f, rec, r, jj, &s, &off);
+        for (int e = jj * f.sub; e < (jj + 1) * f.sub; ++e) {
+          const float v = s * static_cast<float>(record_code(f, rec, r, e) - f.bias);
+          o[e * kPanelRows + r] = f.has_min() ? v + off : v;
+        }
+      }
+  }
 }
 
-const NativeKernels kScalar = {"scalar", decode_i8_any, decode_f32_any, decode_f32_t_any,
-                               dot_i8_scalar, dot_f32_scalar};
+const NativeKernels kScalar = {"scalar", i8_tile_scalar, decode_f32_t_scalar, quantize_row_ref};
 
 }  // namespace
 
 const NativeKernels& native_scalar_kernels() { return kScalar; }
 
 const NativeKernels& select_native_kernels(const std::string& isa) {
-  __builtin_cpu_init();
-  const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                        __builtin_cpu_supports("f16c");
-  const bool has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl") &&
-                          __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vnni");
-  const NativeKernels* a2 = has_avx2 ? native_avx2_kernels() : nullptr;
-  const NativeKernels* a5 = has_avx512 ? native_avx512_kernels() : nullptr;
-  // Empty: follow the canonical backend's pick (it reads MIXQ_CPU_ISA once per process).
-  const std::string want = isa.empty() ? std::string(select_kernels().isa) : isa;
-  if (want == "scalar") return kScalar;
-  if (want == "avx2" && a2) return *a2;
-  if (a5) return *a5;
-  if (a2) return *a2;
+  // The canonical backend's choice (or the named set) decides; its checks (unknown name, a set
+  // this CPU lacks) throw there with the option's name.
+  const std::string want = select_kernels(isa).isa;
+  if (want == "avx512" && native_avx512_kernels()) return *native_avx512_kernels();
+  if ((want == "avx2" || want == "avx2vnni" || want == "avx512") && native_avx2_kernels())
+    return *native_avx2_kernels();
   return kScalar;
 }
 

@@ -1,8 +1,9 @@
 // The CPU backend's prepared weight for GGUF block tensors at their native width: what
 // prepare() builds for BackendKind::CPU when the weight carries its ggml blocks
-// (QuantizedWeight::ggml), the activations stay float (ActQuant::None), it is a linear weight
-// and Tuning::cpu_ggml_native is not Off. See docs/cpu-backend.md ("GGUF weights at their
-// native width") and docs/decisions/ggml-native-weights.md.
+// (QuantizedWeight::ggml), the activations stay float (ActQuant::None), it is a linear weight,
+// Tuning::cpu_ggml_native is not Off, and (under Auto) the native kernels were measured faster
+// than the canonical ones for this type and kernel set. See docs/cpu-backend.md ("GGUF weights
+// at their native width") and docs/decisions/ggml-native-weights.md.
 #pragma once
 
 #include <memory>
@@ -13,13 +14,12 @@
 
 namespace mixq::cpu::ggml {
 
-// Rows at or below which the integer (q8 activation) path is the default; above it the exact
-// f32 GEMM tile runs. force_kernel "cpu_f32" / "cpu_i8dot" pick one path for every M.
-// Measured (bench/results/cpu_ggml_native.md, 4096 x 14336 Q4_K, 2 threads): at M = 16 the
-// integer path took about half the f32 GEMM's time, at M = 64 the same.
-constexpr int64_t kNativeI8MaxRows = 16;
-
 enum class NativePath : uint8_t { I8, F32 };
+
+// Largest M for which cpu_activations = auto runs the native integer path (above it: the exact
+// f32 GEMM over SIMD-decoded chunks), per kernel set; kAnyRows: every M. Measured numbers:
+// docs/decisions/ggml-native-weights.md.
+int64_t native_i8_max_rows(const std::string& isa, GgmlType type);
 
 class NativePrepared final : public PreparedImpl {
  public:
@@ -36,10 +36,10 @@ class NativePrepared final : public PreparedImpl {
  private:
   NativeWeight nw_;
   const NativeKernels* nk_;
-  const KernelTable* kt_;  // the canonical backend's GEMM tile (large-M exact path)
-  int bias_ = 0;
-  bool has_min_ = false;
+  const KernelTable* kt_;  // the canonical backend's GEMM tile (exact path)
   std::string force_;
+  Tuning::CpuActivations mode_;
+  int64_t i8_max_rows_;
 };
 
 // Whether prepare_cpu should build a NativePrepared for this weight and these options.

@@ -1,46 +1,41 @@
-// A GGUF block tensor repacked once, at prepare, for the native CPU kernels: the file's own
-// blocks, bytes unchanged, with the rows of each 16-row panel interleaved block by block:
-//
-//   panel p (rows 16p .. 16p + rows_p - 1), block column kb, row r of the panel:
-//     data + panel_offset(p) + (kb * rows_p + r) * block_bytes
-//
-// so a task that owns a panel reads one contiguous stream (the 16 rows' blocks of one K range
-// sit side by side) instead of 16 strided ones, which is what one core's hardware prefetcher
-// follows best while the kernel decodes a panel chunk into L1. The last panel holds only its
-// real rows, so the repacked form is exactly as large as the tensor in the file (asserted by
-// tests/unit/test_cpu_ggml_native.cpp); super-block scales stay in their compact in-block form
-// and are decoded by the kernels (block_decode.hpp).
+// A GGUF block tensor repacked once, at prepare, into the lane-per-row records of
+// native_format.hpp: panel p (rows 16p .. 16p + 15), block column kb at
+//   data + (p * n_blocks + kb) * record_bytes
+// so a task that owns a panel reads one contiguous stream, and every 64-byte load of codes is
+// directly the operand of one vpdpbusd for 16 output rows. The last panel is padded to 16 rows
+// (zero codes and scales); apart from that and the spread scale bytes of Q4_K / Q5_K / IQ4_XS
+// (<= 2.8 %, native_format.hpp), the repacked form is as large as the tensor in the file.
 #pragma once
 
 #include <cstdint>
 
+#include "cpu/ggml/native_format.hpp"
 #include "cpu/packed_weight.hpp"
-#include "mixq/formats/ggml_blocks.hpp"
+#include "mixq/quantized_weight.hpp"
 
 namespace mixq::cpu::ggml {
 
 constexpr int kPanelRows = 16;
 
 struct NativeWeight {
-  formats::GgmlType type = formats::GgmlType::Q4_0;
+  GgmlType type = GgmlType::Q4_0;
+  Format fmt{};
   int64_t N = 0, K = 0;
-  int64_t qk = 0;           // elements per block
-  int64_t block_bytes = 0;  // bytes per block
-  int64_t n_blocks = 0;     // blocks per row (K / qk)
+  int64_t n_blocks = 0;      // blocks per row (K / qk)
   int64_t n_panels = 0;
+  int64_t record_bytes = 0;  // one (panel, block column) record
   AlignedBytes data;
 
-  int64_t row_bytes() const { return n_blocks * block_bytes; }
+  const uint8_t* panel(int64_t p) const { return data.data() + p * n_blocks * record_bytes; }
   int rows_in_panel(int64_t p) const {
     const int64_t r = N - p * kPanelRows;
     return static_cast<int>(r < kPanelRows ? r : kPanelRows);
   }
-  const uint8_t* panel(int64_t p) const { return data.data() + p * kPanelRows * row_bytes(); }
-  // Bytes the kernels stream (== the file's tensor bytes).
-  int64_t bytes() const { return N * row_bytes(); }
+  // Bytes the kernels stream.
+  int64_t bytes() const { return n_panels * n_blocks * record_bytes; }
 };
 
-// Repacks w.ggml (validated by the caller) on `threads` threads.
+// Repacks w.ggml (validated by the caller) on `threads` threads (0: all).
 NativeWeight repack_native(const QuantizedWeight& w, int threads);
 
 // Whether the native kernels read this ggml type id.
