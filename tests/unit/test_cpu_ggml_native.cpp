@@ -226,9 +226,25 @@ TEST(GgmlNative, DefaultPathsAndOptOut) {
   const mixq::QuantizedWeight w =
       mixq::formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   const mixq::PreparedWeight pw = mixq::prepare(w, cpu_opts("", ""));
-  EXPECT_NE(pw.kernel_name(1).find("i8dot<Q4_K>"), std::string::npos) << pw.kernel_name(1);
-  EXPECT_NE(pw.kernel_name(16).find("i8dot<Q4_K>"), std::string::npos) << pw.kernel_name(16);
-  EXPECT_NE(pw.kernel_name(17).find("f32gemm<Q4_K>"), std::string::npos) << pw.kernel_name(17);
+  const auto* impl = dynamic_cast<const mixq::cpu::ggml::NativePrepared*>(&pw.impl());
+  ASSERT_NE(impl, nullptr) << pw.kernel_name(1);
+  // cpu_activations = auto: the integer path up to the kernel set's measured row count.
+  const std::string name = pw.kernel_name(1);
+  const std::string isa = name.substr(4, name.find("_i8dot") - 4);
+  const int64_t max_rows = mixq::cpu::ggml::native_i8_max_rows(isa, tc.type);
+  EXPECT_NE(name.find("i8dot<Q4_K>"), std::string::npos) << name;
+  for (int64_t M : {1, 4, 16, 17, 64, 512}) {
+    const bool i8 = M <= max_rows;
+    EXPECT_NE(pw.kernel_name(M).find(i8 ? "i8dot<Q4_K>" : "f32gemm<Q4_K>"), std::string::npos)
+        << pw.kernel_name(M);
+  }
+  // cpu_activations = exact / int8 pick one path for every M.
+  mixq::PrepareOptions ex = cpu_opts("", "");
+  ex.tuning = mixq::Tuning::parse("cpu_activations=exact");
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(1).find("f32gemv<Q4_K>"), std::string::npos);
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(17).find("f32gemm<Q4_K>"), std::string::npos);
+  ex.tuning = mixq::Tuning::parse("cpu_activations=int8");
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(4096).find("i8dot<Q4_K>"), std::string::npos);
   // Tuning::cpu_ggml_native = Off prepares the canonical form (same results within its paths).
   mixq::PrepareOptions off = cpu_opts("", "cpu_f32");
   off.tuning = mixq::Tuning::parse("cpu_ggml_native=off");

@@ -102,9 +102,14 @@ void write_outputs(const TensorView& y, const Epilogue& ep, const float* c, int6
 }  // namespace
 
 int64_t native_i8_max_rows(const std::string& isa, GgmlType type) {
-  (void)isa;
-  (void)type;
-  return kAnyRows;
+  // avx512: the integer tile beat both the exact path and the canonical kernels at every
+  // measured M (1 .. 512) for every type (bench/results/cpu_ggml_native.md). The other sets
+  // follow the canonical backend's measured thresholds for their code width (4-bit codes:
+  // types whose low plane is 4 bits wide and that need no high plane; docs/decisions/
+  // cpu-isa-dispatch.md) until they are measured on their own.
+  if (isa == "avx512") return kAnyRows;
+  const Format f = format_of(type);
+  return auto_int8_max_rows(isa, f.lb == 4 && f.hb == 0);
 }
 
 bool use_native(const QuantizedWeight& w, const ConvGeometry* conv, const PrepareOptions& o) {
