@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,17 @@ namespace mixq {
 
 enum class ZeroKind : uint8_t { None, Offset, ZeroPoint };
 const char* zero_kind_name(ZeroKind z);
+
+// The same matrix in ggml's own blocks, as a GGUF file stores it: N rows of K / QK blocks of
+// ggml type `type` (the GgmlType id of mixq/formats/ggml_blocks.hpp), row-major, bytes exactly as
+// in the file. Attached by ggml_to_canonical (and so by load_weight of a GGUF tensor) for the
+// block-quantized types; a backend with kernels for the type (CPU) prepares from these bytes at
+// the type's own bits per weight, the others from the canonical fields, which describe the same
+// matrix bit for bit (docs/decisions/ggml-native-weights.md).
+struct GgmlBlocks {
+  uint32_t type = 0;
+  std::vector<uint8_t> data;
+};
 
 struct QuantizedWeight {
   int64_t N = 0;
@@ -50,6 +62,11 @@ struct QuantizedWeight {
   // Free-form provenance ("gguf:Q4_K", "gptq-v1 4bit g128 desc_act", ...), shown by inspect.
   std::string origin;
 
+  // Optional native ggml blocks of this matrix (see GgmlBlocks), shared between copies. Whoever
+  // edits codes / scales / zeros / k_perm of a loaded weight must reset it: prepare() trusts that
+  // both forms hold the same values (validate() checks the geometry, not the values).
+  std::shared_ptr<const GgmlBlocks> ggml;
+
   int64_t row_bytes() const { return dtype_bytes(code_type, K); }
   int64_t n_blocks_k() const { return block_k > 0 ? (K + block_k - 1) / block_k : 0; }
   int64_t n_blocks_n() const { return block_n > 0 ? (N + block_n - 1) / block_n : 0; }
@@ -68,7 +85,9 @@ struct QuantizedWeight {
 
   // Throws mixq::Error naming the field and values when any invariant is broken: sizes of the
   // buffers, block sizes (block_k >= 1, block_n in {1, 128} or any >= 1 for dense), code/zero
-  // combinations, zero points within the code range, permutation validity, finite scales.
+  // combinations, zero points within the code range, permutation validity, finite scales; and,
+  // when `ggml` is set, a known block type whose block divides K, N * K / QK blocks of bytes,
+  // and no k_perm.
   void validate() const;
 
   // Allocates zero-filled buffers for the current geometry (N, K, types, blocks, zero_kind).

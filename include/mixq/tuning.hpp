@@ -49,7 +49,8 @@ struct Tuning {
   int act_quant_pieces = 0;        // 0: the plan's; 16-element pieces per lane (1 or 2)
   int act_quant_ctas_per_sm = 0;   // 0: as many as fit; else a cap (1..8)
   int act_quant_band = -1;         // -1: the plan's; log2 of the rows per band (0..3)
-  // --- CPU backend, weight-only: the accuracy mode of the activations (the one key here that
+  // --- CPU backend
+  // Weight-only: the accuracy mode of the activations (the one key here that
   // changes results, within the tolerance each mode documents; docs/cpu-backend.md).
   //   exact  X stays f32 (f32gemv / f32gemm): within 1e-5 of float64.
   //   int8   X quantized per segment (<= 256 columns) to int8 with scale + offset, integer dots
@@ -60,6 +61,9 @@ struct Tuning {
   // force_kernel (cpu_f32, cpu_i8dot) overrides it. conv2d always runs exact.
   enum class CpuActivations : int8_t { Auto, Exact, Int8 };
   CpuActivations cpu_activations = CpuActivations::Auto;
+  // GGUF block weights (QuantizedWeight::ggml): Auto / On run the native-width kernels of
+  // src/cpu/ggml/ (docs/cpu-backend.md), Off the canonical form's (for A/B runs).
+  Toggle cpu_ggml_native = Toggle::Auto;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
   // key or value that is wrong.

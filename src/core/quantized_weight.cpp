@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "mixq/error.hpp"
+#include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq {
@@ -200,6 +201,19 @@ void QuantizedWeight::validate() const {
         break;
       }
     }
+  }
+  if (ggml) {
+    const formats::GgmlTypeInfo* t = formats::ggml_type_info(ggml->type);
+    MIXQ_CHECK_ARG(t != nullptr && t->convertible && t->block_elems > 1, w,
+                   ": ggml blocks of type ", formats::ggml_type_name(ggml->type), " (id ",
+                   ggml->type, ") are not a block-quantized type mixq reads");
+    MIXQ_CHECK_ARG(K % t->block_elems == 0, w, ": K (", K, ") is not a multiple of the ", t->name,
+                   " block size ", t->block_elems);
+    const int64_t want = N * (K / t->block_elems) * t->block_bytes;
+    MIXQ_CHECK_ARG(ggml->data.size() == static_cast<size_t>(want), w, ": ggml ", t->name,
+                   " blocks hold ", ggml->data.size(), " bytes, expected N (", N, ") * ",
+                   K / t->block_elems, " blocks * ", t->block_bytes, " = ", want);
+    MIXQ_CHECK_ARG(k_perm.empty(), w, ": ggml blocks cannot describe a column-permuted weight");
   }
   if (!k_perm.empty()) {
     MIXQ_CHECK_ARG(static_cast<int64_t>(k_perm.size()) == K, w, ": k_perm has ", k_perm.size(),

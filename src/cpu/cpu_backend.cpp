@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu/activation_staging.hpp"
+#include "cpu/ggml/native_prepared.hpp"
 #include "cpu/cpu_prepared.hpp"
 #include "cpu/thread_pool.hpp"
 #include "mixq/error.hpp"
@@ -361,6 +362,8 @@ void CpuPrepared::run_linear(int64_t M, const TensorView& y, const Epilogue& ep,
 
 std::shared_ptr<const PreparedImpl> prepare_cpu(const QuantizedWeight& w, const ConvGeometry* conv,
                                                 const PrepareOptions& opts) {
+  // GGUF block weights run at their own width (src/cpu/ggml/) unless the options rule it out.
+  if (cpu::ggml::use_native(w, conv, opts)) return std::make_shared<cpu::ggml::NativePrepared>(w, opts);
   return std::make_shared<cpu::CpuPrepared>(w, conv, opts);
 }
 

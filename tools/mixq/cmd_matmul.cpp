@@ -1,6 +1,8 @@
 // mixq matmul --weights FILE:TENSOR --input X.npy -o Y.npy: Y[M][N] = X[M][K] . W^T (+ bias) on
 // the chosen backend, through the same mixq::prepare / mixq::linear calls a C++ user makes.
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cli.hpp"
@@ -95,7 +97,12 @@ int run_matmul(int argc, char** argv) {
   MIXQ_CHECK_ARG(M >= 1 && x.shape[1] >= 1, "matmul: input '", input, "' is empty [", M, ", ",
                  x.shape[1], "]");
 
-  const QuantizedWeight w = formats::load_weight(file, tensor);
+  // The loaded weight (canonical form, plus the file's blocks for GGUF) is dropped right after
+  // prepare: the prepared form is all the call needs, so no second full copy stays alive.
+  std::optional<QuantizedWeight> loaded(formats::load_weight(file, tensor));
+  const QuantizedWeight& w = *loaded;
+  const std::string wdesc = w.describe();
+  const int64_t N = w.N, K = w.K;
   MIXQ_CHECK_ARG(x.shape[1] == w.K, "matmul: input '", input, "' has K = ", x.shape[1],
                  " columns but weight '", tensor, "' has K = ", w.K, " (its shape is [N = ", w.N,
                  ", K = ", w.K, "])");
@@ -117,9 +124,10 @@ int run_matmul(int argc, char** argv) {
   // backend's default for M <= 8 quantizes activations to int8 for speed).
   if (backend == BackendKind::CPU && act == ActQuant::None) opts.force_kernel = "cpu_f32";
   const PreparedWeight pw = prepare(w, opts);
+  loaded.reset();
   ExecContext ctx;
   ctx.num_threads = threads;
-  std::vector<float> y(static_cast<size_t>(M) * static_cast<size_t>(w.N));
+  std::vector<float> y(static_cast<size_t>(M) * static_cast<size_t>(N));
 
   if (backend == BackendKind::CUDA) {
     // Device copies of X (as stored: f32 or f16), bias and Y; one synchronous copy back.
@@ -129,22 +137,22 @@ int run_matmul(int argc, char** argv) {
     Epilogue ep;
     if (!bias.empty()) {
       db.copy_from_host(bias.data(), bias.size() * sizeof(float));
-      ep.bias = db.view(DType::F32, {w.N});
+      ep.bias = db.view(DType::F32, {N});
     }
-    linear(dx.view(x.dtype, {M, w.K}), pw, dy.view(DType::F32, {M, w.N}), ep, ctx);
+    linear(dx.view(x.dtype, {M, K}), pw, dy.view(DType::F32, {M, N}), ep, ctx);
     dy.copy_to_host(y.data(), y.size() * sizeof(float));
   } else {
     std::vector<float> xf = to_f32(x);
     Epilogue ep;
-    if (!bias.empty()) ep.bias = TensorView(bias.data(), DType::F32, {w.N});
-    linear(TensorView(xf.data(), DType::F32, {M, w.K}), pw,
-           TensorView(y.data(), DType::F32, {M, w.N}), ep, ctx);
+    if (!bias.empty()) ep.bias = TensorView(bias.data(), DType::F32, {N});
+    linear(TensorView(xf.data(), DType::F32, {M, K}), pw,
+           TensorView(y.data(), DType::F32, {M, N}), ep, ctx);
   }
-  formats::write_npy(output, DType::F32, {M, w.N}, y.data());
+  formats::write_npy(output, DType::F32, {M, N}, y.data());
   std::fprintf(summary_stream({output}), "%s [%lld, %lld] . %s^T (%s) -> %s float32 [%lld, %lld] on %s, kernel %s\n",
-              input.c_str(), static_cast<long long>(M), static_cast<long long>(w.K),
-              tensor.c_str(), w.describe().c_str(), output.c_str(), static_cast<long long>(M),
-              static_cast<long long>(w.N), backend_name(backend), pw.kernel_name(M).c_str());
+              input.c_str(), static_cast<long long>(M), static_cast<long long>(K),
+              tensor.c_str(), wdesc.c_str(), output.c_str(), static_cast<long long>(M),
+              static_cast<long long>(N), backend_name(backend), pw.kernel_name(M).c_str());
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "formats/gguf/ggml_block_layout.hpp"
@@ -333,6 +334,13 @@ QuantizedWeight ggml_to_canonical(GgmlType type, const uint8_t* data, int64_t ro
       }
     }
   }
+  // The file's bytes ride along so that a backend with native kernels for the type streams the
+  // blocks at their own width (docs/decisions/ggml-native-weights.md); the copy costs one
+  // memcpy of the tensor, small next to the conversion above.
+  auto blocks = std::make_shared<GgmlBlocks>();
+  blocks->type = static_cast<uint32_t>(type);
+  blocks->data.assign(data, data + rows * row_in);
+  w.ggml = std::move(blocks);
   return w;
 }
 

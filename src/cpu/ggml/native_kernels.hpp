@@ -1,0 +1,66 @@
+// The native GGUF kernels: one table per kernel set (scalar, avx2, avx512), picked at prepare.
+// They read the lane-per-row records of native_format.hpp in place: one 32-bit lane per output
+// row of a 16-row panel, so 4 codes x 16 rows are one vpdpbusd operand (AVX2: two ymm through
+// vpmaddubsw + vpmaddwd), exactly like the canonical backend's int8-dot tile.
+//
+// Integer path (q8 activations, the llama.cpp vec_dot arithmetic): activations are quantized
+// per 32 along K, symmetric (dx = amax / 127, qx = round(x / dx), as ggml's q8_0). Per weight
+// sub-block j (16 or 32 elements) and activation row m:
+//   i[m][r]  = corr[m][j] + sum_k u[r][k] * qx[m][k]        (int32; corr = -bias * sum qx, so
+//                                                            i = sum (u - bias) * qx exactly)
+//   y[m][r] += d[r] * sc[r][j] * dx[m][j] * i[m][r]  +  o[r][j] * xs[m][j]
+// with the integer sub-block scale applied once per sub-block in f32, the f16 block scale once
+// per block, and the mins (o) times the f32 sum xs of the unquantized activations. The only
+// rounding beyond f32 accumulation is the activations' (documented tolerance).
+//
+// Exact path: a panel chunk is decoded with SIMD into f32 [k][16] in L1,
+// w = s * float(u - bias) + o, unfused (ggml's decode bit for bit), and handed to the canonical
+// backend's 12 x 32 GEMM tile (every M: for one row it is a GEMV over the L1-resident chunk).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cpu/ggml/native_weight.hpp"
+
+namespace mixq::cpu::ggml {
+
+// Integer tile: activation rows [0, rows) of the staged call against panel `panel`, blocks
+// [kb0, kb1). Staged arrays are indexed by the global K coordinate (q) and the global sub-block
+// index j = k / fmt.sub (dxs, corr, xs).
+struct I8TileArgs {
+  const NativeWeight* w;
+  int64_t panel;
+  int64_t kb0, kb1;
+  const int8_t* q;        // row 0 of the tile, k = 0
+  int64_t ldq;
+  const float* dxs;       // [rows][ldj] dx of the 32 that holds sub-block j
+  const int32_t* corr;    // [rows][ldj]
+  const float* xs;        // [rows][ldj] (types with mins)
+  int64_t ldj;
+  int rows;               // any count; the kernels tile it
+  float* c;               // c + m * ldc: the panel's 16 outputs of row m
+  int64_t ldc;
+  bool accumulate;        // add to c (else overwrite)
+};
+
+struct NativeKernels {
+  const char* isa;  // "scalar", "avx2", "avx512"
+  void (*i8_tile)(const I8TileArgs& a);
+  // Blocks [kb0, kb0 + nb) of panel p dequantized to f32 [k][16] (rows past the tensor: 0).
+  void (*decode_f32_t)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out);
+  // One activation row (K a multiple of 32): codes q[K] and per sub-block of `sub` elements
+  // dxs, corr = -bias * sum q, xs = f32 sum of x.
+  void (*quantize_row)(const float* x, int64_t K, int sub, int bias, int8_t* q, float* dxs,
+                       int32_t* corr, float* xs);
+};
+
+const NativeKernels& native_scalar_kernels();
+const NativeKernels* native_avx2_kernels();    // nullptr when not compiled in
+const NativeKernels* native_avx512_kernels();  // nullptr when not compiled in
+
+// `isa` ("avx512", "avx2vnni", "avx2", "scalar") where this CPU runs it (avx2vnni runs the
+// avx2 native set); empty: the canonical backend's choice (MIXQ_CPU_ISA, else the best).
+const NativeKernels& select_native_kernels(const std::string& isa);
+
+}  // namespace mixq::cpu::ggml

@@ -1,0 +1,293 @@
+// AVX2 native kernels: the AVX-512 file's scheme on 8-lane ymm registers, each record handled
+// as two half panels (rows 0-7 are the low 32 bytes of every 64-byte line, rows 8-15 the high
+// 32). Without VNNI the u8 x s8 products go through vpmaddubsw + vpmaddwd; vpmaddubsw's 16-bit
+// pair sums saturate above 32767, so codes below 64 (every type with bias < 128: at most
+// 2 * 63 * 127) are used as they are, and the bias-128 types (Q8_0, IQ4_NL, IQ4_XS) are turned
+// back into signed values and multiplied with the sign trick (|w| x sign(qx, w), at most
+// 2 * 128 * 127), as ggml's AVX2 vec_dot does; they need no bias correction.
+#include <immintrin.h>
+
+#include "cpu/ggml/native_kernels.hpp"
+
+namespace mixq::cpu::ggml {
+
+namespace {
+
+constexpr int kPrefetchBytes = 3072;
+
+template <GgmlType T>
+struct K256 {
+  static constexpr Format F = FormatOf<T>::f;
+  static constexpr int kSpans = F.qk / 32;
+  static constexpr int kSubPerSpan = 32 / F.sub;
+  static constexpr int kQuadsPerSub = F.sub / 4;
+  static constexpr bool kSigned = F.bias == 128;
+
+  static inline __m256i ld(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+
+  // The 8 registers (4 k x 8 rows) of span s, half hf (byte offset 32 * hf in each line).
+  static inline void span(const uint8_t* rec, int s, int hf, __m256i u[8]) {
+    const int o = 32 * hf;
+    if constexpr (F.lb == 8) {
+      for (int i = 0; i < 8; ++i) u[i] = ld(rec + (8 * s + i) * 64 + o);
+    } else if constexpr (F.lb == 4) {
+      const __m256i m = _mm256_set1_epi8(0x0F);
+      for (int i = 0; i < 4; ++i) {
+        const __m256i v = ld(rec + (4 * s + i) * 64 + o);
+        u[2 * i] = _mm256_and_si256(v, m);
+        u[2 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+      }
+    } else {
+      const __m256i m = _mm256_set1_epi8(3);
+      for (int i = 0; i < 2; ++i) {
+        const __m256i v = ld(rec + (2 * s + i) * 64 + o);
+        u[4 * i] = _mm256_and_si256(v, m);
+        u[4 * i + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 2), m);
+        u[4 * i + 2] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
+        u[4 * i + 3] = _mm256_and_si256(_mm256_srli_epi16(v, 6), m);
+      }
+    }
+    if constexpr (F.hb == 1) {
+      const __m256i h = ld(rec + F.off_hi() + s * 64 + o);
+      const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << F.lb));
+      for (int b = 0; b < 8; ++b) {
+        const int sh = F.lb - b;
+        const __m256i t = sh >= 0 ? _mm256_slli_epi16(h, sh) : _mm256_srli_epi16(h, -sh);
+        u[b] = _mm256_or_si256(u[b], _mm256_and_si256(t, bit));
+      }
+    } else if constexpr (F.hb == 2) {
+      const __m256i bits = _mm256_set1_epi8(static_cast<char>(3 << F.lb));
+      for (int i = 0; i < 2; ++i) {
+        const __m256i h = ld(rec + F.off_hi() + (2 * s + i) * 64 + o);
+        for (int b = 0; b < 4; ++b) {
+          const int sh = F.lb - 2 * b;
+          const __m256i t = sh >= 0 ? _mm256_slli_epi16(h, sh) : _mm256_srli_epi16(h, -sh);
+          u[4 * i + b] = _mm256_or_si256(u[4 * i + b], _mm256_and_si256(t, bits));
+        }
+      }
+    }
+    if constexpr (F.iq4) {
+      const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Biased)));
+      for (int i = 0; i < 8; ++i) u[i] = _mm256_shuffle_epi8(tab, u[i]);
+    }
+  }
+
+  static inline __m256i u8x8(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static inline __m256 int_scale(const uint8_t* rec, int jj, int hf) {
+    const uint8_t* s = rec + F.off_sc() + 8 * hf;
+    if constexpr (F.sk == ScaleKind::K4) {
+      return _mm256_cvtepi32_ps(u8x8(s + jj * 16));
+    } else if constexpr (F.sk == ScaleKind::Q2K) {
+      return _mm256_cvtepi32_ps(_mm256_and_si256(u8x8(s + jj * 16), _mm256_set1_epi32(15)));
+    } else if constexpr (F.sk == ScaleKind::Signed8) {
+      return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + jj * 16))));
+    } else if constexpr (F.sk == ScaleKind::Q3K) {
+      const __m256i lo = u8x8(s + (jj / 2) * 16), hi = u8x8(s + (8 + jj / 4) * 16);
+      const __m256i l4 = _mm256_and_si256(_mm256_srli_epi32(lo, 4 * (jj % 2)), _mm256_set1_epi32(15));
+      const __m256i h2 = _mm256_and_si256(_mm256_srli_epi32(hi, 2 * (jj % 4)), _mm256_set1_epi32(3));
+      return _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_or_si256(l4, _mm256_slli_epi32(h2, 4)),
+                                                 _mm256_set1_epi32(32)));
+    } else {
+      return _mm256_set1_ps(1.f);
+    }
+  }
+  static inline __m256 int_min(const uint8_t* rec, int jj, int hf) {
+    const uint8_t* s = rec + F.off_sc() + 8 * hf;
+    if constexpr (F.sk == ScaleKind::K4) return _mm256_cvtepi32_ps(u8x8(s + (F.n_sub() + jj) * 16));
+    else return _mm256_cvtepi32_ps(_mm256_srli_epi32(u8x8(s + jj * 16), 4));
+  }
+  static inline __m256 f16x8(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+
+  static inline __m256i dot4(__m256i acc, __m256i u, int32_t x4) {
+    const __m256i x = _mm256_set1_epi32(x4);
+    const __m256i ones = _mm256_set1_epi16(1);
+    if constexpr (kSigned) {
+      const __m256i w = _mm256_xor_si256(u, _mm256_set1_epi8(static_cast<char>(0x80)));
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                                          _mm256_sign_epi8(x, w)), ones));
+    } else {
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), ones));
+    }
+  }
+
+  template <int MR>
+  static void tile(const I8TileArgs& a, int m0, int hf) {
+    constexpr bool kPerSub = F.n_sub() > 1 || F.sk == ScaleKind::Signed8;
+    const int64_t rb = a.w->record_bytes;
+    const uint8_t* rec = a.w->panel(a.panel) + a.kb0 * rb;
+    __m256 acc[MR];
+    for (int m = 0; m < MR; ++m)
+      acc[m] = a.accumulate ? _mm256_loadu_ps(a.c + (m0 + m) * a.ldc + 8 * hf) : _mm256_setzero_ps();
+    const bool prefetch = m0 == 0 && hf == 0;
+    for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
+      if (prefetch)
+        for (int64_t o = 0; o < rb; o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + o, _MM_HINT_T0);
+      const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
+      __m256 sb[MR], mn[MR];
+      if constexpr (kPerSub)
+        for (int m = 0; m < MR; ++m) sb[m] = mn[m] = _mm256_setzero_ps();
+      for (int s = 0; s < kSpans; ++s) {
+        __m256i u[8];
+        span(rec, s, hf, u);
+        for (int h = 0; h < kSubPerSpan; ++h) {
+          const int jj = s * kSubPerSpan + h;
+          const int64_t j = kb * F.n_sub() + jj;
+          const int64_t k = kb * F.qk + jj * F.sub;
+          __m256i ia[MR];
+          for (int m = 0; m < MR; ++m)
+            ia[m] = (F.bias && !kSigned) ? _mm256_set1_epi32(a.corr[(m0 + m) * a.ldj + j]) : _mm256_setzero_si256();
+          for (int t = 0; t < kQuadsPerSub; ++t)
+            for (int m = 0; m < MR; ++m) {
+              int32_t x4;
+              __builtin_memcpy(&x4, a.q + (m0 + m) * a.ldq + k + 4 * t, 4);
+              ia[m] = dot4(ia[m], u[h * kQuadsPerSub + t], x4);
+            }
+          if constexpr (!kPerSub) {
+            for (int m = 0; m < MR; ++m)
+              acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
+                                       _mm256_mul_ps(d, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), acc[m]);
+            if constexpr (F.sk == ScaleKind::Affine) {
+              const __m256 dm = f16x8(rec + F.off_dm() + 16 * hf);
+              for (int m = 0; m < MR; ++m)
+                acc[m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), acc[m]);
+            }
+          } else {
+            const __m256 sc = int_scale(rec, jj, hf);
+            for (int m = 0; m < MR; ++m)
+              sb[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
+                                      _mm256_mul_ps(sc, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), sb[m]);
+            if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+              const __m256 mv = int_min(rec, jj, hf);
+              for (int m = 0; m < MR; ++m)
+                mn[m] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), mn[m]);
+            }
+          }
+        }
+      }
+      if constexpr (kPerSub) {
+        for (int m = 0; m < MR; ++m) acc[m] = _mm256_fmadd_ps(sb[m], d, acc[m]);
+        if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+          const __m256 dm = f16x8(rec + F.off_dm() + 16 * hf);
+          for (int m = 0; m < MR; ++m) acc[m] = _mm256_fnmadd_ps(mn[m], dm, acc[m]);
+        }
+      }
+    }
+    for (int m = 0; m < MR; ++m) _mm256_storeu_ps(a.c + (m0 + m) * a.ldc + 8 * hf, acc[m]);
+  }
+
+  static void i8_tile(const I8TileArgs& a) {
+    for (int hf = 0; hf < 2; ++hf) {
+      int m = 0;
+      for (; m + 2 <= a.rows; m += 2) tile<2>(a, m, hf);
+      if (m < a.rows) tile<1>(a, m, hf);
+    }
+  }
+
+  static void decode_f32_t(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out) {
+    const int64_t rb = w.record_bytes;
+    const uint8_t* rec = w.panel(p) + kb0 * rb;
+    const __m256i bias = _mm256_set1_epi32(F.bias), ff = _mm256_set1_epi32(0xFF);
+    for (int64_t kb = 0; kb < nb; ++kb, rec += rb) {
+      float* o = out + kb * F.qk * 16;
+      for (int hf = 0; hf < 2; ++hf) {
+        const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
+        for (int s = 0; s < kSpans; ++s) {
+          __m256i u[8];
+          span(rec, s, hf, u);
+          for (int h = 0; h < kSubPerSpan; ++h) {
+            const int jj = s * kSubPerSpan + h;
+            __m256 sv = d, ov = _mm256_setzero_ps();
+            if constexpr (F.sk == ScaleKind::Affine) {
+              ov = f16x8(rec + F.off_dm() + 16 * hf);
+            } else if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+              sv = _mm256_mul_ps(d, int_scale(rec, jj, hf));
+              const __m256 t = _mm256_mul_ps(f16x8(rec + F.off_dm() + 16 * hf), int_min(rec, jj, hf));
+              ov = _mm256_xor_ps(t, _mm256_set1_ps(-0.f));
+            } else if constexpr (F.sk != ScaleKind::Single) {
+              sv = _mm256_mul_ps(d, int_scale(rec, jj, hf));
+            }
+            for (int t = 0; t < kQuadsPerSub; ++t) {
+              const __m256i v = u[h * kQuadsPerSub + t];
+              for (int b = 0; b < 4; ++b) {
+                const __m256i e = _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(v, 8 * b), ff), bias);
+                __m256 wv = _mm256_mul_ps(sv, _mm256_cvtepi32_ps(e));
+                if constexpr (F.has_min()) wv = _mm256_add_ps(wv, ov);
+                _mm256_storeu_ps(o + (jj * F.sub + 4 * t + b) * 16 + 8 * hf, wv);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+struct TileFn {
+  const I8TileArgs& a;
+  template <GgmlType T> void operator()() const { K256<T>::i8_tile(a); }
+};
+void i8_tile_avx2(const I8TileArgs& a) { dispatch_type(a.w->type, TileFn{a}); }
+
+struct DecodeFn {
+  const NativeWeight& w; int64_t p, kb0, nb; float* out;
+  template <GgmlType T> void operator()() const { K256<T>::decode_f32_t(w, p, kb0, nb, out); }
+};
+void decode_f32_t_avx2(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out) {
+  dispatch_type(w.type, DecodeFn{w, p, kb0, nb, out});
+}
+
+// ggml's q8_0 arithmetic, 8 floats at a time (round half away from zero done exactly: truncate,
+// then add the sign where |x - trunc| >= 0.5): the scalar reference's codes bit for bit.
+void quantize_row_avx2(const float* x, int64_t K, int sub, int bias, int8_t* q, float* dxs,
+                       int32_t* corr, float* xs) {
+  const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.f), sgn = _mm256_set1_ps(-0.f);
+  for (int64_t b = 0; b < K; b += 32) {
+    __m256 xv[4], mx = _mm256_setzero_ps();
+    for (int i = 0; i < 4; ++i) {
+      xv[i] = _mm256_loadu_ps(x + b + 8 * i);
+      mx = _mm256_max_ps(mx, _mm256_and_ps(xv[i], absm));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    const float d = _mm_cvtss_f32(m4) / 127.f;
+    const __m256 id = _mm256_set1_ps(d != 0.f ? 1.f / d : 0.f);
+    int32_t qs[32];
+    for (int i = 0; i < 4; ++i) {
+      const __m256 v = _mm256_mul_ps(xv[i], id);
+      __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 up = _mm256_cmp_ps(_mm256_and_ps(_mm256_sub_ps(v, t), absm), half, _CMP_GE_OQ);
+      const __m256 sg = _mm256_or_ps(_mm256_and_ps(v, sgn), one);
+      t = _mm256_add_ps(t, _mm256_and_ps(up, sg));
+      t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-127.f)), _mm256_set1_ps(127.f));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 8 * i), _mm256_cvtps_epi32(t));
+    }
+    for (int i = 0; i < 32; ++i) q[b + i] = static_cast<int8_t>(qs[i]);
+    for (int h = 0; h < 32 / sub; ++h) {
+      const int64_t j = (b + h * sub) / sub;
+      int32_t sq = 0;
+      float sx = 0.f;
+      for (int i = 0; i < sub; ++i) {
+        sq += qs[h * sub + i];
+        sx += x[b + h * sub + i];
+      }
+      dxs[j] = d;
+      corr[j] = -bias * sq;
+      xs[j] = sx;
+    }
+  }
+}
+
+const NativeKernels kAvx2 = {"avx2", i8_tile_avx2, decode_f32_t_avx2, quantize_row_avx2};
+
+}  // namespace
+
+const NativeKernels* native_avx2_kernels() { return &kAvx2; }
+
+}  // namespace mixq::cpu::ggml

@@ -1,0 +1,281 @@
+// Native GGUF weights on the CPU: prepare (repack), activation staging, the per-task loop over
+// panels, epilogue. Kernels: native_kernels_*.cpp.
+#include "cpu/ggml/native_prepared.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cpu/kernel_policy.hpp"
+#include "cpu/thread_pool.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::cpu::ggml {
+
+namespace {
+
+// Integer path: with more than one register tile of activation rows, K is cut into chunks so
+// the panel's records of a chunk (Q4_K: 4 x 2.3 KB) and the tile's activation codes stay in L1
+// while every tile passes over them. Exact path: chunks of 512 decoded f32 x 16 rows (32 KB).
+constexpr int64_t kI8ChunkK = 1024;
+constexpr int64_t kF32ChunkK = 512;
+constexpr int64_t kI8TileRows = 4;  // rows of one integer register tile (the kernels' MR)
+
+size_t align64(size_t v) { return (v + 63) / 64 * 64; }
+
+template <typename T>
+T* scratch(int slot, size_t n) {
+  thread_local std::vector<unsigned char> buf[2];
+  std::vector<unsigned char>& b = buf[slot];
+  const size_t bytes = n * sizeof(T) + 64;
+  if (b.size() < bytes) b.resize(bytes);
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(b.data()) + 63) / 64 * 64);
+}
+
+// One activation row as f32 (any input dtype).
+void read_row(const TensorView& x, int64_t m, int64_t K, float* out) {
+  const int64_t ld = x.ld();
+  if (x.dtype == DType::F32) {
+    std::memcpy(out, static_cast<const float*>(x.data) + m * ld, static_cast<size_t>(K) * 4);
+  } else {
+    const uint16_t* h = static_cast<const uint16_t*>(x.data) + m * ld;
+    for (int64_t k = 0; k < K; ++k)
+      out[k] = x.dtype == DType::F16 ? f16_to_f32(h[k]) : bf16_to_f32(h[k]);
+  }
+}
+
+float bias_at(const Epilogue& ep, int64_t n) {
+  if (ep.bias.empty()) return 0.f;
+  const int64_t i = n * ep.bias.stride[0];
+  switch (ep.bias.dtype) {
+    case DType::F16: return f16_to_f32(ep.bias.ptr<const uint16_t>()[i]);
+    case DType::BF16: return bf16_to_f32(ep.bias.ptr<const uint16_t>()[i]);
+    default: return ep.bias.ptr<const float>()[i];
+  }
+}
+
+// Register tiles of near-equal height <= kGemmMaxRows: their first rows (plus the end).
+std::vector<int64_t> gemm_tiles(int64_t rows) {
+  const int64_t n = (rows + kGemmMaxRows - 1) / kGemmMaxRows;
+  std::vector<int64_t> t0(static_cast<size_t>(n + 1), 0);
+  for (int64_t t = 0; t < n; ++t) t0[t + 1] = t0[t] + rows / n + (t < rows % n ? 1 : 0);
+  return t0;
+}
+
+struct Layout {  // the workspace of one call
+  size_t q = 0, dxs = 0, corr = 0, xs = 0, xpack = 0, total = 0;
+};
+
+Layout workspace_layout(int64_t M, int64_t K, int sub, NativePath path) {
+  const size_t m = static_cast<size_t>(M), k = static_cast<size_t>(K);
+  const size_t nj = k / static_cast<size_t>(sub);
+  Layout l;
+  if (path == NativePath::I8) {
+    l.dxs = align64(m * k);
+    l.corr = l.dxs + align64(m * nj * 4);
+    l.xs = l.corr + align64(m * nj * 4);
+    l.total = l.xs + align64(m * nj * 4) + 64;
+  } else {
+    l.total = align64(m * k * 4) + 64;
+  }
+  return l;
+}
+
+void write_outputs(const TensorView& y, const Epilogue& ep, const float* c, int64_t ldc,
+                   int64_t m0, int64_t rows, int64_t n0, int64_t n1) {
+  for (int64_t r = 0; r < rows; ++r) {
+    char* yrow = static_cast<char*>(y.data) + (m0 + r) * y.ld() * dtype_bytes(y.dtype, 1);
+    for (int64_t n = n0; n < n1; ++n) {
+      float v = c[r * ldc + (n - n0)] + bias_at(ep, n);
+      if (v < ep.clamp_lo) v = ep.clamp_lo;
+      if (v > ep.clamp_hi) v = ep.clamp_hi;
+      switch (y.dtype) {
+        case DType::F16: reinterpret_cast<uint16_t*>(yrow)[n] = f32_to_f16(v); break;
+        case DType::BF16: reinterpret_cast<uint16_t*>(yrow)[n] = f32_to_bf16(v); break;
+        default: reinterpret_cast<float*>(yrow)[n] = v; break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int64_t native_i8_max_rows(const std::string& isa, GgmlType type) {
+  // avx512: the integer tile beat both the exact path and the canonical kernels at every
+  // measured M (1 .. 512) for every type (bench/results/cpu_ggml_native.md). The other sets
+  // follow the canonical backend's measured thresholds for their code width (4-bit codes:
+  // types whose low plane is 4 bits wide and that need no high plane; docs/decisions/
+  // cpu-isa-dispatch.md) until they are measured on their own.
+  if (isa == "avx512") return kAnyRows;
+  const Format f = format_of(type);
+  return auto_int8_max_rows(isa, f.lb == 4 && f.hb == 0);
+}
+
+bool use_native(const QuantizedWeight& w, const ConvGeometry* conv, const PrepareOptions& o) {
+  return w.ggml && native_type_supported(w.ggml->type) && conv == nullptr &&
+         o.act == ActQuant::None && o.tuning.cpu_ggml_native != Toggle::Off;
+}
+
+NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o)
+    : nw_(repack_native(w, 0)),
+      nk_(&select_native_kernels(o.cpu_isa)),
+      kt_(&select_kernels(o.cpu_isa)),
+      force_(o.force_kernel),
+      mode_(o.tuning.cpu_activations) {
+  // Validates force_kernel now (unknown names throw InvalidArgument naming it).
+  (void)choose_path(ActQuant::None, force_, true, 1, mode_);
+  backend = BackendKind::CPU;
+  opts = o;
+  N = w.N;
+  K = w.K;
+  i8_max_rows_ = native_i8_max_rows(nk_->isa, nw_.type);
+}
+
+NativePath NativePrepared::path_for(int64_t M) const {
+  return choose_path(ActQuant::None, force_, true, M, mode_, i8_max_rows_) == CpuPath::I8Dot
+             ? NativePath::I8
+             : NativePath::F32;
+}
+
+std::string NativePrepared::kernel_name(int64_t M) const {
+  const char* kind = path_for(M) == NativePath::I8 ? "i8dot"
+                     : M <= kGemvMaxRows           ? "f32gemv"
+                                                   : "f32gemm";
+  return std::string("cpu_") + nk_->isa + "_" + kind + "<" +
+         formats::ggml_type_name(static_cast<uint32_t>(nw_.type)) + ">";
+}
+
+size_t NativePrepared::workspace_size(int64_t M) const {
+  return workspace_layout(M, K, nw_.fmt.sub, path_for(M)).total;
+}
+
+void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+                            const ExecContext& ctx) const {
+  const int64_t M = x.shape[0];
+  const NativePath path = path_for(M);
+  const int threads = resolve_num_threads(ctx.num_threads);
+  const Format& f = nw_.fmt;
+  const int64_t nj = K / f.sub;
+
+  // Workspace: the caller's, or one allocated for this call.
+  const Layout lay = workspace_layout(M, K, f.sub, path);
+  std::vector<unsigned char> own;
+  unsigned char* ws = static_cast<unsigned char*>(ctx.workspace);
+  if (!ws || ctx.workspace_bytes < lay.total) {
+    MIXQ_CHECK_ARG(ws == nullptr, "linear: workspace_bytes (", ctx.workspace_bytes,
+                   ") is smaller than linear_workspace_size (", lay.total, ")");
+    own.resize(lay.total);
+    ws = own.data();
+  }
+  ws = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
+
+  const int64_t rows_per_task =
+      path == NativePath::I8 ? (M <= 64 ? M : kRowsPerTask) : (M <= kGemvMaxRows ? M : kRowsPerTask);
+  const int64_t m_tasks = (M + rows_per_task - 1) / rows_per_task;
+
+  if (path == NativePath::I8) {
+    int8_t* q = reinterpret_cast<int8_t*>(ws + lay.q);
+    float* dxs = reinterpret_cast<float*>(ws + lay.dxs);
+    int32_t* corr = reinterpret_cast<int32_t*>(ws + lay.corr);
+    float* xs = reinterpret_cast<float*>(ws + lay.xs);
+    // Quantize the activation rows once per call, in parallel row blocks.
+    const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
+    parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
+      const float* row = nullptr;
+      float* tmp = x.dtype == DType::F32 ? nullptr : scratch<float>(0, static_cast<size_t>(K));
+      for (int64_t r = t * stage_rows; r < std::min(M, (t + 1) * stage_rows); ++r) {
+        if (tmp) {
+          read_row(x, r, K, tmp);
+          row = tmp;
+        } else {
+          row = static_cast<const float*>(x.data) + r * x.ld();
+        }
+        nk_->quantize_row(row, K, f.sub, f.bias, q + r * K, dxs + r * nj, corr + r * nj, xs + r * nj);
+      }
+    });
+    // Tasks: row blocks x panel groups, ~4 per thread.
+    const int64_t want = 4 * static_cast<int64_t>(threads);
+    const int64_t groups = std::clamp<int64_t>((want + m_tasks - 1) / m_tasks, 1, nw_.n_panels);
+    const int64_t per_task = (nw_.n_panels + groups - 1) / groups;
+    const int64_t p_tasks = (nw_.n_panels + per_task - 1) / per_task;
+    parallel_for(threads, m_tasks * p_tasks, [&](int64_t t) {
+      const int64_t mt = t / p_tasks, pt = t % p_tasks;
+      const int64_t m0 = mt * rows_per_task, rows = std::min(M, m0 + rows_per_task) - m0;
+      const int64_t p0 = pt * per_task, p1 = std::min(nw_.n_panels, p0 + per_task);
+      float* c = scratch<float>(1, static_cast<size_t>(rows * kPanelRows));
+      // One register tile: the whole K in one pass (the weights stream once); more: K chunks.
+      const int64_t chunk_blocks =
+          rows <= kI8TileRows ? nw_.n_blocks : std::max<int64_t>(1, kI8ChunkK / f.qk);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t kb = 0; kb < nw_.n_blocks; kb += chunk_blocks) {
+          I8TileArgs a{&nw_, p, kb, std::min(nw_.n_blocks, kb + chunk_blocks),
+                       q + m0 * K, K, dxs + m0 * nj, corr + m0 * nj, xs + m0 * nj, nj,
+                       static_cast<int>(rows), c, kPanelRows, kb > 0};
+          nk_->i8_tile(a);
+        }
+        write_outputs(y, ep, c, kPanelRows, m0, rows, p * kPanelRows,
+                      std::min(N, (p + 1) * kPanelRows));
+      }
+    });
+    return;
+  }
+
+  // Exact path. Activations packed once per row block and K chunk as the GEMM tile reads them
+  // ([tile][kc][tile rows]); every panel-pair task of the block reads them.
+  float* xpack = reinterpret_cast<float*>(ws);
+  const int64_t blocks_per_chunk = kF32ChunkK / f.qk;
+  const int64_t n_chunks = (nw_.n_blocks + blocks_per_chunk - 1) / blocks_per_chunk;
+  parallel_for(threads, m_tasks * n_chunks, [&](int64_t t) {
+    const int64_t mt = t / n_chunks, ci = t % n_chunks;
+    const int64_t m0 = mt * rows_per_task, m1 = std::min(M, m0 + rows_per_task);
+    const int64_t k0 = ci * kF32ChunkK, kc = std::min(kF32ChunkK, K - k0);
+    const std::vector<int64_t> t0 = gemm_tiles(m1 - m0);
+    float* base = xpack + m0 * K + (m1 - m0) * k0;
+    float* row = scratch<float>(0, static_cast<size_t>(K));
+    for (size_t ti = 0; ti + 1 < t0.size(); ++ti) {
+      const int64_t r0 = t0[ti], tr = t0[ti + 1] - r0;
+      float* dst = base + r0 * kc;
+      for (int64_t mm = 0; mm < tr; ++mm) {
+        read_row(x, m0 + r0 + mm, K, row);
+        for (int64_t kk = 0; kk < kc; ++kk) dst[kk * tr + mm] = row[k0 + kk];
+      }
+    }
+  });
+
+  // Tasks: row blocks x groups of panel pairs, ~4 per thread.
+  const int64_t n_units = (nw_.n_panels + 1) / 2;
+  const int64_t want = 4 * static_cast<int64_t>(threads);
+  const int64_t groups = std::clamp<int64_t>((want + m_tasks - 1) / m_tasks, 1, n_units);
+  const int64_t units_per_task = (n_units + groups - 1) / groups;
+  const int64_t p_tasks = (n_units + units_per_task - 1) / units_per_task;
+  parallel_for(threads, m_tasks * p_tasks, [&](int64_t t) {
+    const int64_t mt = t / p_tasks, pt = t % p_tasks;
+    const int64_t m0 = mt * rows_per_task, m1 = std::min(M, m0 + rows_per_task), rows = m1 - m0;
+    const int64_t pu0 = pt * units_per_task * 2,
+                  pu1 = std::min(nw_.n_panels, (pt + 1) * units_per_task * 2);
+    const int64_t ldc = 2 * kPanelRows;
+    float* c = scratch<float>(1, static_cast<size_t>(rows * ldc + 2 * kF32ChunkK * kPanelRows + 16));
+    float* wb = c + ((rows * ldc + 15) / 16) * 16;
+    const std::vector<int64_t> t0 = gemm_tiles(rows);
+    for (int64_t p = pu0; p < pu1; p += 2) {
+      const int np = static_cast<int>(std::min<int64_t>(2, pu1 - p));
+      for (int64_t ci = 0; ci < n_chunks; ++ci) {
+        const int64_t kb0 = ci * blocks_per_chunk;
+        const int64_t nb = std::min(blocks_per_chunk, nw_.n_blocks - kb0);
+        const int64_t k0 = kb0 * f.qk, kc = nb * f.qk;
+        for (int i = 0; i < np; ++i) nk_->decode_f32_t(nw_, p + i, kb0, nb, wb + i * kc * kPanelRows);
+        const float* ap = xpack + m0 * K + rows * k0;
+        for (size_t ti = 0; ti + 1 < t0.size(); ++ti) {
+          const int64_t r0 = t0[ti];
+          kt_->gemm_tile(GemmTileArgs{ap + r0 * kc, static_cast<int>(t0[ti + 1] - r0), wb,
+                                      np == 2 ? wb + kc * kPanelRows : nullptr, kc,
+                                      c + r0 * ldc, ldc, ci > 0});
+        }
+      }
+      write_outputs(y, ep, c, ldc, m0, rows, p * kPanelRows, std::min(N, (p + np) * kPanelRows));
+    }
+  });
+}
+
+}  // namespace mixq::cpu::ggml

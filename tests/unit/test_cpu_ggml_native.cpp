@@ -1,0 +1,324 @@
+// GGUF block weights at their native width on the CPU (src/cpu/ggml/): every ggml type mixq
+// reads, every ISA level, both paths, against ggml's exact decode (ggml_dequantize_row) times
+// float64, at odd N (partial panels), K with ragged chunk tails, and M across the tile sizes.
+//
+// Tolerances (max abs error / max abs reference):
+//   exact f32 path ("cpu_f32")      1e-5 vs float64 (f32 accumulation only)
+//   integer path ("cpu_i8dot")      1e-5 vs float64 of the same q8-quantized activations
+//                                   (per 32: d = amax / 127, q = round(x / d); mins times the
+//                                   unquantized x), and 2e-2 vs the float64 product itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/ggml/native_prepared.hpp"
+#include "mixq/error.hpp"
+#include "mixq/formats/ggml_blocks.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+
+namespace {
+
+using mixq::DType;
+using mixq::TensorView;
+using mixq::formats::GgmlType;
+
+struct TypeCase {
+  GgmlType type;
+  std::vector<int> f16_fields;  // byte offsets of the block's f16 scale fields
+};
+
+const std::vector<TypeCase>& all_types() {
+  static const std::vector<TypeCase> t = {
+      {GgmlType::Q4_0, {0}},      {GgmlType::Q4_1, {0, 2}},   {GgmlType::Q5_0, {0}},
+      {GgmlType::Q5_1, {0, 2}},   {GgmlType::Q8_0, {0}},      {GgmlType::IQ4_NL, {0}},
+      {GgmlType::Q2_K, {80, 82}}, {GgmlType::Q3_K, {108}},    {GgmlType::Q4_K, {0, 2}},
+      {GgmlType::Q5_K, {0, 2}},   {GgmlType::Q6_K, {208}},    {GgmlType::IQ4_XS, {0}},
+  };
+  return t;
+}
+
+const char* kIsas[] = {"avx512", "avx2", "scalar"};
+
+// Random blocks: every bit of the codes and sub-block scales random, f16 scales finite and
+// moderate (|d| in [2^-8, 2^-4), random sign), so every decode branch is exercised.
+std::vector<uint8_t> random_blocks(const TypeCase& tc, int64_t N, int64_t K, uint32_t seed) {
+  const mixq::formats::GgmlTypeInfo* ti = mixq::formats::ggml_type_info(uint32_t(tc.type));
+  const int64_t nb = N * (K / ti->block_elems);
+  std::vector<uint8_t> d(static_cast<size_t>(nb * ti->block_bytes));
+  std::mt19937 rng(seed);
+  for (auto& b : d) b = static_cast<uint8_t>(rng());
+  for (int64_t i = 0; i < nb; ++i)
+    for (int off : tc.f16_fields) {
+      const uint16_t h = static_cast<uint16_t>(((rng() & 1) << 15) | ((7 + rng() % 4) << 10) |
+                                               (rng() & 0x3FF));
+      d[static_cast<size_t>(i * ti->block_bytes + off)] = static_cast<uint8_t>(h);
+      d[static_cast<size_t>(i * ti->block_bytes + off + 1)] = static_cast<uint8_t>(h >> 8);
+    }
+  return d;
+}
+
+std::vector<float> random_x(int64_t M, int64_t K, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(M * K));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+struct Refs {
+  std::vector<double> exact;  // float64 of ggml's decode times x
+  std::vector<double> q8;     // float64 of the integer path's arithmetic (q8-quantized x)
+  double max_exact = 0, max_q8 = 0;
+};
+
+// `w` is the canonical weight of the same blocks: its scale/offset split of each element gives
+// the integer path's formula (scale * code times quantized x, offset times x).
+Refs reference(const mixq::QuantizedWeight& w, const std::vector<uint8_t>& blocks, GgmlType type,
+               const std::vector<float>& x, int64_t M) {
+  const int64_t N = w.N, K = w.K;
+  std::vector<float> wd(static_cast<size_t>(N * K));
+  const int64_t rb = mixq::formats::ggml_row_bytes(type, K);
+  for (int64_t n = 0; n < N; ++n)
+    mixq::formats::ggml_dequantize_row(type, blocks.data() + n * rb, wd.data() + n * K, K);
+  std::vector<double> xq(x.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t b = 0; b < K; b += 32) {
+      float amax = 0.f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[m * K + b + i]));
+      const float d = amax / 127.f, id = d != 0.f ? 1.f / d : 0.f;
+      for (int i = 0; i < 32; ++i)
+        xq[m * K + b + i] = double(d) * double(std::round(x[m * K + b + i] * id));
+    }
+  Refs r;
+  r.exact.assign(static_cast<size_t>(M * N), 0.0);
+  r.q8.assign(static_cast<size_t>(M * N), 0.0);
+  const bool off = w.zero_kind == mixq::ZeroKind::Offset;
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<double> sq(static_cast<size_t>(K)), o(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) {
+      sq[k] = double(w.scale(n / w.block_n, k / w.block_k)) * double(w.code_value(n, k));
+      o[k] = off ? double(w.offset(n / w.block_n, k / w.block_k)) : 0.0;
+    }
+    for (int64_t m = 0; m < M; ++m) {
+      double e = 0, q = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        e += double(x[m * K + k]) * double(wd[n * K + k]);
+        q += xq[m * K + k] * sq[k] + double(x[m * K + k]) * o[k];
+      }
+      r.exact[m * N + n] = e;
+      r.q8[m * N + n] = q;
+      r.max_exact = std::max(r.max_exact, std::fabs(e));
+      r.max_q8 = std::max(r.max_q8, std::fabs(q));
+    }
+  }
+  return r;
+}
+
+std::vector<float> run(const mixq::PreparedWeight& pw, const std::vector<float>& x, int64_t M,
+                       int threads = 2) {
+  const int64_t N = pw.N(), K = pw.K();
+  std::vector<float> y(static_cast<size_t>(M * N), std::numeric_limits<float>::quiet_NaN());
+  mixq::ExecContext ctx;
+  ctx.num_threads = threads;
+  mixq::linear(TensorView(const_cast<float*>(x.data()), DType::F32, {M, K}), pw,
+               TensorView(y.data(), DType::F32, {M, N}), mixq::Epilogue::none(), ctx);
+  return y;
+}
+
+double max_err(const std::vector<float>& y, const std::vector<double>& ref) {
+  double e = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (!std::isfinite(y[i])) return std::numeric_limits<double>::infinity();
+    e = std::max(e, std::fabs(double(y[i]) - ref[i]));
+  }
+  return e;
+}
+
+bool cpu_has(const std::string& isa) {
+  __builtin_cpu_init();
+  if (isa == "scalar") return true;
+  if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+mixq::PrepareOptions cpu_opts(const std::string& isa, const std::string& force) {
+  mixq::PrepareOptions o;
+  o.backend = mixq::BackendKind::CPU;
+  o.cpu_isa = isa;
+  o.force_kernel = force;
+  return o;
+}
+
+// Checks one (type, N, K) weight at every ISA, both paths, for each M.
+void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int64_t>& Ms,
+                uint32_t seed) {
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, seed);
+  const mixq::QuantizedWeight w =
+      mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  ASSERT_TRUE(w.ggml != nullptr);
+  const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
+  for (int64_t M : Ms) {
+    const std::vector<float> x = random_x(M, K, seed + static_cast<uint32_t>(M));
+    const Refs ref = reference(w, blocks, tc.type, x, M);
+    for (const char* isa : kIsas) {
+      SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                   " M=" + std::to_string(M) + " isa=" + isa);
+      const mixq::PreparedWeight f32 = mixq::prepare(w, cpu_opts(isa, "cpu_f32"));
+      const auto* impl = dynamic_cast<const mixq::cpu::ggml::NativePrepared*>(&f32.impl());
+      ASSERT_NE(impl, nullptr) << "not prepared natively: " << f32.kernel_name(M);
+      // The repacked form streams the file's bytes plus at most 3 % (spread sub-block scales),
+      // with the last panel padded to 16 rows.
+      const double padded_rows = double((N + 15) / 16 * 16);
+      EXPECT_LE(double(impl->weight().bytes()),
+                1.03 * double(w.ggml->data.size()) * padded_rows / double(N));
+      EXPECT_NE(f32.kernel_name(M).find("<" + tname + ">"), std::string::npos);
+      if (cpu_has(isa)) {
+        EXPECT_EQ(f32.kernel_name(M).rfind(std::string("cpu_") + isa + "_", 0), 0u)
+            << f32.kernel_name(M);
+      }
+      const double ef = max_err(run(f32, x, M), ref.exact) / ref.max_exact;
+      EXPECT_LE(ef, 1e-5) << f32.kernel_name(M);
+
+      const mixq::PreparedWeight i8 = mixq::prepare(w, cpu_opts(isa, "cpu_i8dot"));
+      const std::vector<float> yi = run(i8, x, M);
+      const double eq = max_err(yi, ref.q8) / ref.max_q8;
+      EXPECT_LE(eq, 1e-5) << i8.kernel_name(M) << " vs the q8 emulation";
+      const double ee = max_err(yi, ref.exact) / ref.max_exact;
+      EXPECT_LE(ee, 2e-2) << i8.kernel_name(M) << " vs float64";
+    }
+  }
+}
+
+class GgmlNativeAllTypes : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(GgmlNativeAllTypes, MatchesExactDecodeAtEveryIsaAndM) {
+  const TypeCase& tc = all_types()[GetParam()];
+  const int64_t qk = mixq::formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+  // K with a chunk tail that is not a multiple of 64 for the 32-blocks (13 * 32 = 416) and a
+  // chunk and a half for the super-blocks (768); N = 37: two full panels and a partial one.
+  const int64_t K = qk == 32 ? 416 : 768;
+  check_type(tc, 37, K, {1, 3, 8, 9, 17, 64, 513}, 1000 + uint32_t(GetParam()));
+}
+
+TEST_P(GgmlNativeAllTypes, LongRows) {
+  const TypeCase& tc = all_types()[GetParam()];
+  check_type(tc, 19, 14336, {1, 17}, 2000 + uint32_t(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GgmlNativeAllTypes,
+                         ::testing::Range<size_t>(0, all_types().size()),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                           return std::string(mixq::formats::ggml_type_name(
+                               uint32_t(all_types()[i.param].type)));
+                         });
+
+TEST(GgmlNative, DefaultPathsAndOptOut) {
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const std::vector<uint8_t> blocks = random_blocks(tc, 40, 512, 7);
+  const mixq::QuantizedWeight w =
+      mixq::formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
+  const mixq::PreparedWeight pw = mixq::prepare(w, cpu_opts("", ""));
+  const auto* impl = dynamic_cast<const mixq::cpu::ggml::NativePrepared*>(&pw.impl());
+  ASSERT_NE(impl, nullptr) << pw.kernel_name(1);
+  // cpu_activations = auto: the integer path up to the kernel set's measured row count.
+  const std::string name = pw.kernel_name(1);
+  const std::string isa = name.substr(4, name.find("_i8dot") - 4);
+  const int64_t max_rows = mixq::cpu::ggml::native_i8_max_rows(isa, tc.type);
+  EXPECT_NE(name.find("i8dot<Q4_K>"), std::string::npos) << name;
+  for (int64_t M : {1, 4, 16, 17, 64, 512}) {
+    const bool i8 = M <= max_rows;
+    EXPECT_NE(pw.kernel_name(M).find(i8 ? "i8dot<Q4_K>" : "f32gemm<Q4_K>"), std::string::npos)
+        << pw.kernel_name(M);
+  }
+  // cpu_activations = exact / int8 pick one path for every M.
+  mixq::PrepareOptions ex = cpu_opts("", "");
+  ex.tuning = mixq::Tuning::parse("cpu_activations=exact");
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(1).find("f32gemv<Q4_K>"), std::string::npos);
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(17).find("f32gemm<Q4_K>"), std::string::npos);
+  ex.tuning = mixq::Tuning::parse("cpu_activations=int8");
+  EXPECT_NE(mixq::prepare(w, ex).kernel_name(4096).find("i8dot<Q4_K>"), std::string::npos);
+  // Tuning::cpu_ggml_native = Off prepares the canonical form (same results within its paths).
+  mixq::PrepareOptions off = cpu_opts("", "cpu_f32");
+  off.tuning = mixq::Tuning::parse("cpu_ggml_native=off");
+  const mixq::PreparedWeight canon = mixq::prepare(w, off);
+  EXPECT_EQ(canon.kernel_name(1).find('<'), std::string::npos) << canon.kernel_name(1);
+  const std::vector<float> x = random_x(5, 512, 3);
+  const Refs ref = reference(w, blocks, tc.type, x, 5);
+  EXPECT_LE(max_err(run(canon, x, 5), ref.exact) / ref.max_exact, 1e-5);
+  EXPECT_LE(max_err(run(mixq::prepare(w, cpu_opts("", "cpu_f32")), x, 5), ref.exact) /
+                ref.max_exact, 1e-5);
+  // The reference backend takes the same weight (through its canonical fields).
+  mixq::PrepareOptions ro;
+  ro.backend = mixq::BackendKind::Reference;
+  EXPECT_LE(max_err(run(mixq::prepare(w, ro), x, 5), ref.exact) / ref.max_exact, 1e-6);
+  // Threads do not change the exact path's bits.
+  const mixq::PreparedWeight f32 = mixq::prepare(w, cpu_opts("", "cpu_f32"));
+  EXPECT_EQ(run(f32, x, 5, 1), run(f32, x, 5, 2));
+}
+
+TEST(GgmlNative, HalfPrecisionIoBiasClampAndWorkspace) {
+  const TypeCase& tc = all_types()[4];  // Q8_0
+  const int64_t N = 21, K = 96, M = 4;
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 11);
+  const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "t");
+  const std::vector<float> x = random_x(M, K, 12);
+  std::vector<uint16_t> xh(x.size());
+  std::vector<float> xr(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    xh[i] = mixq::f32_to_f16(x[i]);
+    xr[i] = mixq::f16_to_f32(xh[i]);
+  }
+  std::vector<float> bias(static_cast<size_t>(N));
+  for (int64_t n = 0; n < N; ++n) bias[n] = 0.25f * float(n % 5) - 0.5f;
+  const Refs ref = reference(w, blocks, tc.type, xr, M);
+  const mixq::PreparedWeight pw = mixq::prepare(w, cpu_opts("", "cpu_f32"));
+  std::vector<uint16_t> y(static_cast<size_t>(M * N), 0x7E00);
+  std::vector<unsigned char> ws(mixq::linear_workspace_size(pw, M));
+  mixq::ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size();
+  mixq::Epilogue ep = mixq::Epilogue::relu();
+  ep.bias = TensorView(bias.data(), DType::F32, {N});
+  mixq::linear(TensorView(xh.data(), DType::F16, {M, K}), pw, TensorView(y.data(), DType::F16, {M, N}),
+               ep, ctx);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      const double want = std::max(0.0, ref.exact[m * N + n] + bias[n]);
+      const double got = mixq::f16_to_f32(y[m * N + n]);
+      EXPECT_NEAR(got, want, 1e-3 * (1 + std::fabs(want))) << m << "," << n;
+    }
+}
+
+TEST(GgmlNative, ValidateRejectsMismatchedBlocks) {
+  const TypeCase& tc = all_types()[0];  // Q4_0
+  const std::vector<uint8_t> blocks = random_blocks(tc, 8, 64, 5);
+  mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), 8, 64, "t");
+  w.validate();
+  auto g = std::make_shared<mixq::GgmlBlocks>(*w.ggml);
+  g->data.pop_back();
+  w.ggml = g;
+  try {
+    w.validate();
+    FAIL() << "no error";
+  } catch (const mixq::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected N (8)"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(mixq::prepare(w, cpu_opts("", "")), mixq::Error);
+  g = std::make_shared<mixq::GgmlBlocks>();
+  g->type = 99;
+  w.ggml = g;
+  EXPECT_THROW(w.validate(), mixq::Error);
+  // An unknown force_kernel is named.
+  w.ggml = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), 8, 64, "t").ggml;
+  EXPECT_THROW(mixq::prepare(w, cpu_opts("", "cpu_nonsense")), mixq::Error);
+}
+
+}  // namespace
