@@ -98,8 +98,9 @@ def run_shape(N, K, M, scheme, dtype, device, args):
     stream = torch.cuda.current_stream().cuda_stream if cuda else 0
     dense_w = lin.weight.detach().to(device=device, dtype=dtype)
     calls, reps = args.calls, args.reps
-    row = {"N": N, "K": K, "M": M, "scheme": scheme, "dtype": str(dtype).replace("torch.", ""),
-           "device": str(device), "kernel": pw.kernel_name(M)}
+    row_dtype = str(dtype).replace("torch.", "")
+    row = {"N": N, "K": K, "M": M, "scheme": scheme, "dtype": row_dtype,
+           "device": str(device), "kernel": pw.kernel_name(M, row_dtype)}
     row["cpp_us"] = _cpp_host_us(x, pw, y, stream, ws, calls, reps, sync)
     row["core_us"] = _host_us(lambda: mixq.linear(x, pw, out=y, workspace=ws), calls, reps, sync)
     row["op_us"] = _host_us(lambda: torch.ops.mixq.linear(x, h, None, -_INF, _INF), calls, reps,

@@ -101,9 +101,13 @@ def prepare(qw, backend="auto", act="none", *, act_block=0, device=0, force_kern
     return _mixq.prepare_conv(qw, ci, kh, kw, conv_order, **opts)
 
 
-def kernel_name(prepared, M):
-    """Name of the kernel a linear call with M rows runs on this prepared weight."""
-    return prepared.kernel_name(M)
+def kernel_name(prepared, M, dtype=None):
+    """Name of the kernel a linear call with M rows runs on this prepared weight; `dtype` is
+    the activations' dtype ('float16', 'bfloat16', 'float32' or a torch dtype; default: the
+    weight's default activation dtype)."""
+    if dtype is None:
+        return prepared.kernel_name(M)
+    return prepared.kernel_name(M, str(dtype).replace("torch.", ""))
 
 
 def workspace_size(prepared, M):

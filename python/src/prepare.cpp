@@ -64,8 +64,14 @@ void bind_prepare(nb::module_& m) {
             if (!p.weight.is_conv()) return nb::none();
             return nb::make_tuple(p.ci, p.kh, p.kw);
           }, "(Ci, Kh, Kw) of a convolution weight, None for a linear one.")
-      .def("kernel_name", [](const Prepared& p, int64_t M) { return p.weight.kernel_name(M); },
-           nb::arg("M"))
+      .def("kernel_name", [](const Prepared& p, int64_t M, const std::string& dtype) {
+             if (dtype.empty()) return p.weight.kernel_name(M);
+             const auto t = mixq::parse_dtype(dtype);
+             MIXQ_CHECK_ARG(t.has_value(), "dtype: unknown activation dtype '", dtype, "'");
+             return p.weight.kernel_name(M, *t);
+           }, nb::arg("M"), nb::arg("dtype") = "",
+           "The kernel a call with M rows of `dtype` activations runs ('' = the weight's "
+           "default activation dtype).")
       .def("workspace_size", [](const Prepared& p, int64_t M) {
              return mixq::linear_workspace_size(p.weight, M);
            }, nb::arg("M"));
