@@ -2,6 +2,7 @@
 // expert, safetensors modules numbered per expert (any format formats::load_weight reads), and
 // the fused gate+up stack.
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -33,6 +34,14 @@ QuantizedWeight slice_rows(const QuantizedWeight& w, int64_t n0, int64_t n1) {
       const size_t zb = w.zero_kind == ZeroKind::ZeroPoint ? 4 : sb;
       s.zeros.assign(w.zeros.begin() + ptrdiff_t(b0 * nbk * zb), w.zeros.begin() + ptrdiff_t(b1 * nbk * zb));
     }
+  }
+  if (w.ggml) {  // the file's own blocks of the same rows (whole rows of blocks per row)
+    const size_t gb = w.ggml->data.size() / size_t(w.N);
+    auto blocks = std::make_shared<GgmlBlocks>();
+    blocks->type = w.ggml->type;
+    blocks->data.assign(w.ggml->data.begin() + ptrdiff_t(size_t(n0) * gb),
+                        w.ggml->data.begin() + ptrdiff_t(size_t(n1) * gb));
+    s.ggml = std::move(blocks);
   }
   s.validate();
   return s;
@@ -106,6 +115,12 @@ QuantizedWeight fuse_gate_up(const QuantizedWeight& gate, const QuantizedWeight&
   f.codes.insert(f.codes.end(), up.codes.begin(), up.codes.end());
   f.scales.insert(f.scales.end(), up.scales.begin(), up.scales.end());
   f.zeros.insert(f.zeros.end(), up.zeros.begin(), up.zeros.end());
+  f.ggml.reset();
+  if (gate.ggml && up.ggml && gate.ggml->type == up.ggml->type) {  // rows of blocks, stacked
+    auto blocks = std::make_shared<GgmlBlocks>(*gate.ggml);
+    blocks->data.insert(blocks->data.end(), up.ggml->data.begin(), up.ggml->data.end());
+    f.ggml = std::move(blocks);
+  }
   f.origin = gate.origin == up.origin ? gate.origin + " gate+up" : gate.origin + " + " + up.origin;
   f.validate();
   return f;
