@@ -73,11 +73,11 @@ def shared_copy(model):
     return copy.deepcopy(model, memo)
 
 
-def dequantized_twin(base, qmodel, dtype):
-    """`base` (shared parameters) with each linear that qmodel quantized replaced by an
-    nn.Linear holding the dequantized weight (dequantized on host threads: the C++ call
-    releases the GIL)."""
-    ref = shared_copy(base)
+def dequantized_twin(base, qmodel, dtype, own_copy=False):
+    """`base` (shared parameters; with `own_copy`, a full copy converted to `dtype`) with each
+    linear that qmodel quantized replaced by an nn.Linear holding the dequantized weight in
+    `dtype` (dequantized on host threads: the C++ call releases the GIL)."""
+    ref = copy.deepcopy(base).to(dtype) if own_copy else shared_copy(base)
     todo = []
     for name, mod in list(ref.named_modules()):
         for cname, _ in list(mod.named_children()):
@@ -216,6 +216,9 @@ def main(argv=None):
                    help="also quantize lm_head (kept in BF16 by default)")
     p.add_argument("--reps", type=int, default=50, help="repetitions of the per-layer timing")
     p.add_argument("--json", default=None, help="write the results here")
+    p.add_argument("--f32-reference", action="store_true",
+                   help="also compare mixq's and the twin's logits with a float32 model holding "
+                        "the dequantized weights (needs memory for a float32 copy)")
     a = p.parse_args(argv)
     if a.tiny:
         a.model = "tiny"
@@ -289,9 +292,25 @@ def main(argv=None):
         del ref
         if device.type == "cuda":
             torch.cuda.empty_cache()
+        # Both against the float32 model with the same dequantized weights: how far mixq's
+        # logits are from exact arithmetic, next to how far the BF16 twin's own are (the
+        # deviation plain BF16 arithmetic already has in this model).
+        err32 = twin_err32 = math.nan
+        if a.f32_reference:
+            ref32 = dequantized_twin(base, qmodel, torch.float32, own_copy=True)
+            with torch.no_grad():
+                want32 = ref32(input_ids=ids[b0]).logits[:, -1].float()
+            err32, twin_err32 = rel_err(got, want32), rel_err(want, want32)
+            del ref32
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            print(f"# {name}: logits rel err vs the f32 dequantized-weight model: mixq "
+                  f"{err32:.2e}, the {dense} twin {twin_err32:.2e}", flush=True)
         for r in bench(qmodel, name, name):
             r["speedup"] = r["tokens_per_s"] / dense_tps[r["batch"]]
             r["logits_rel_err"] = err
+            r["logits_rel_err_vs_f32"] = err32
+            r["twin_rel_err_vs_f32"] = twin_err32
             r["quantize_s"] = qsecs
             print(f"| {a.model} | {name} ({scheme}{'' if act == 'none' else ':' + act}) | "
                   f"{r['batch']} | {r['tokens_per_s']:.1f} | {r['step_ms']:.3f} | "
