@@ -8,7 +8,8 @@ INT4 / INT8 / FP8 weights) on the CPU and CUDA.
     y = mixq.linear(np.random.randn(8, 4096).astype(np.float32), pw)   # y = x @ W.T
 
 Arrays are numpy arrays, torch tensors, CuPy arrays or any DLPack / array-interface object, used
-in place. ``mixq.torch`` adds torch custom ops and the ``QuantLinear`` module.
+in place. Mixture-of-experts layers: ``prepare_experts``, ``grouped_linear``, ``moe_route``,
+``moe_mlp`` (mixq.moe). ``mixq.torch`` adds torch custom ops and the ``QuantLinear`` module.
 """
 
 from . import errors as _errors
@@ -18,6 +19,9 @@ from .core import (conv2d, conv2d_output_size, dequantize, kernel_name, linear, 
 from .errors import (CudaError, FormatError, InternalError, InvalidArgumentError, IoError,
                      MixqError, UnsupportedError)
 from .formats import inspect, load, save
+from .moe import (MOE_ERROR_COUNTS, MOE_ERROR_EXPERT_ID, MOE_ERROR_OFFSETS, PreparedExperts,
+                  fuse_gate_up, grouped_linear, load_experts, moe_gather, moe_mlp,
+                  moe_mlp_workspace_size, moe_route, moe_scatter_add, prepare_experts)
 
 _mixq._set_error_classes(_errors.ERROR_CLASSES)
 
@@ -35,5 +39,7 @@ __all__ = [
     "kernel_name", "workspace_size", "conv2d_output_size", "scheme_name", "QuantizedWeight",
     "PreparedWeight", "MixqError", "InvalidArgumentError", "UnsupportedError", "FormatError",
     "IoError", "CudaError", "InternalError", "cuda_available", "cuda_device_count", "cpu_isa",
-    "built_with_cuda",
+    "built_with_cuda", "prepare_experts", "PreparedExperts", "grouped_linear", "moe_route",
+    "moe_gather", "moe_scatter_add", "moe_mlp", "moe_mlp_workspace_size", "load_experts",
+    "fuse_gate_up", "MOE_ERROR_OFFSETS", "MOE_ERROR_COUNTS", "MOE_ERROR_EXPERT_ID",
 ]

@@ -3,6 +3,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include <string>
+
 #include "mixq/ops.hpp"
 
 namespace mixq_py {
@@ -17,10 +19,18 @@ struct Prepared {
   int64_t ci = 0, kh = 0, kw = 0;  // convolution weights: the geometry conv2d needs for out=
 };
 
+// PrepareOptions from the Python keywords (prepare.cpp); shared by prepare and prepare_experts.
+mixq::PrepareOptions prepare_options(const std::string& backend, const std::string& act,
+                                     int64_t act_block, int device,
+                                     const std::string& force_kernel, float in_scale,
+                                     int in_zero, float out_scale, int out_zero,
+                                     const std::string& tuning);
+
 void bind_weights(nb::module_& m);   // weights.cpp: QuantizedWeight, quantize, dequantize
 void bind_prepare(nb::module_& m);   // prepare.cpp: PreparedWeight, prepare, queries
 void bind_ops(nb::module_& m);       // ops.cpp: linear, conv2d
 void bind_formats(nb::module_& m);   // formats.cpp: inspect, load, save
 void bind_host_timing(nb::module_& m);  // host_timing.cpp: host cost of the C++ call
+void bind_moe(nb::module_& m);       // moe.cpp: stacked experts, grouped linear, routing, moe_mlp
 
 }  // namespace mixq_py

@@ -20,7 +20,9 @@ mixq::ActQuant parse_act(const std::string& name) {
             "' is not one of none, int8 (int8-block), fp8 (fp8-block), int8-per-tensor");
 }
 
-mixq::PrepareOptions options(const std::string& backend, const std::string& act,
+}  // namespace
+
+mixq::PrepareOptions prepare_options(const std::string& backend, const std::string& act,
                              int64_t act_block, int device, const std::string& force_kernel,
                              float in_scale, int in_zero, float out_scale, int out_zero,
                              const std::string& tuning) {
@@ -37,6 +39,8 @@ mixq::PrepareOptions options(const std::string& backend, const std::string& act,
   MIXQ_CHECK_ARG(device >= 0, "device (", device, ") must be >= 0");
   return o;
 }
+
+namespace {
 
 mixq::ConvKOrder parse_order(const std::string& s) {
   if (s == "cikhkw") return mixq::ConvKOrder::CiKhKw;
@@ -80,7 +84,7 @@ void bind_prepare(nb::module_& m) {
                       const std::string& act, int64_t act_block, int device,
                       const std::string& force_kernel, float in_scale, int in_zero,
                       float out_scale, int out_zero, const std::string& tuning) {
-        const auto o = options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
+        const auto o = prepare_options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
                                out_scale, out_zero, tuning);
         nb::gil_scoped_release release;
         return Prepared{mixq::prepare(w, o), device};
@@ -91,7 +95,7 @@ void bind_prepare(nb::module_& m) {
                            const std::string& act, int64_t act_block, int device,
                            const std::string& force_kernel, float in_scale, int in_zero,
                            float out_scale, int out_zero, const std::string& tuning) {
-        const auto o = options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
+        const auto o = prepare_options(backend, act, act_block, device, force_kernel, in_scale, in_zero,
                                out_scale, out_zero, tuning);
         mixq::ConvWeight cw{w, ci, kh, kw, parse_order(order)};
         nb::gil_scoped_release release;
