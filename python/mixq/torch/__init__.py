@@ -1,4 +1,5 @@
 """mixq for PyTorch: the ``torch.ops.mixq.linear`` custom op, the ``QuantLinear`` module,
+the MoE ops ``torch.ops.mixq.moe_mlp`` / ``grouped_linear`` and the ``QuantMoE`` module,
 ``quantize_`` (replace a model's nn.Linear layers) and checkpoint loaders.
 
     import torch, mixq.torch as mt
@@ -19,10 +20,11 @@ from . import _registry
 from .convert import quantize_, skipped
 from .linear import QuantLinear, register_prepared
 from .loaders import CheckpointMismatch, checkpoint_weights, hf_to_gguf_name, load_checkpoint_
+from .moe import QuantMoE, grouped_linear, moe_mlp, register_experts
 from .ops import linear
 
 release_prepared = _registry.release
 
 __all__ = ["linear", "QuantLinear", "quantize_", "load_checkpoint_", "checkpoint_weights",
            "hf_to_gguf_name", "CheckpointMismatch", "register_prepared", "release_prepared",
-           "skipped"]
+           "skipped", "moe_mlp", "grouped_linear", "QuantMoE", "register_experts"]
