@@ -340,6 +340,38 @@ TEST_F(CliTest, BenchRejectsBadOptions) {
   expect_clean_failure("bench --backend tpu", 2, {"tpu"});
 }
 
+TEST_F(CliTest, BenchMoeQuickRunsAndWritesJson) {
+  const std::string json = path("bench_moe.json");
+  const RunResult r = run("bench --op moe --quick --backend cpu --m 1,9 --json '" + json + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string j = slurp(json);
+  EXPECT_NE(j.find("\"command\": \"mixq bench --op moe --quick"), std::string::npos) << j;
+  for (const char* s : {"\"op\": \"moe\"", "\"model\": \"tiny\"", "\"model\": \"tiny-wide\"",
+                        "\"routing\": \"uniform\"", "\"routing\": \"skewed\"",
+                        "\"scheme\": \"w4g128\"", "\"scheme\": \"w8g128\"", "\"gate_up_us\"",
+                        "\"down_us\"", "\"moe_mlp_us\"", "\"baseline_us\"",
+                        "\"weight_bytes_touched\"", "\"gb_per_s\"", "\"tflop_per_s\"",
+                        "\"active_experts\"", "\"rel_err\"", "\"read_ceiling_gb_s\""})
+    EXPECT_NE(j.find(s), std::string::npos) << s;
+  EXPECT_EQ(j.find("\"ok\": false"), std::string::npos) << j;
+  // 2 models x 2 routings x 2 schemes x 2 batch sizes
+  size_t rows = 0;
+  for (size_t at = j.find("\"ok\": true"); at != std::string::npos; at = j.find("\"ok\": true", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 16u) << j;
+  EXPECT_NE(r.out.find("tiny-wide"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, BenchMoeRejectsBadOptions) {
+  expect_clean_failure("bench --op moe --routing zipf", 2, {"--routing", "zipf"});
+  expect_clean_failure("bench --op moe --models gpt5", 2, {"--models", "gpt5"});
+  expect_clean_failure("bench --op moe --m 0", 2, {"--m"});
+  expect_clean_failure("bench --op moe --schemes w9", 2, {"w9"});
+  expect_clean_failure("bench --op moe --backend ref", 2, {"--backend", "ref"});
+  expect_clean_failure("bench --op conv", 2, {"--op", "conv"});
+  expect_clean_failure("bench --op moe --shapes 64x64", 2, {"--shapes"});
+}
+
 TEST_F(CliTest, EverySubcommandHasHelp) {
   for (const char* c : {"bench", "quantize", "inspect", "dequantize", "matmul"}) {
     const RunResult r = run(std::string(c) + " --help");

@@ -13,6 +13,7 @@
 
 #include "bench_data.hpp"
 #include "bench_driver.hpp"
+#include "bench_moe.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "mixq/error.hpp"
@@ -52,7 +53,8 @@ const char kHelp[] =
     "  --quick              tiny shapes (512x384, 320x200) at M = 1, 5, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
     "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
-    "  --no-progress        no progress bar (it is drawn on stderr only when that is a terminal)\n";
+    "  --no-progress        no progress bar (it is drawn on stderr only when that is a terminal)\n"
+    "  --op moe             the mixture-of-experts MLP instead (mixq bench --op moe --help)\n";
 
 struct Shape {
   int64_t K, N;
@@ -126,6 +128,8 @@ std::string join_command(int argc, char** argv) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)  // `--op moe`: the mixture-of-experts benchmark (bench_moe.cpp)
+    if (std::strcmp(argv[i], "--op") == 0) return run_bench_moe(argc, argv);
   Args a("bench", argc, argv,
          {{"--shapes", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--backend", "", true}, {"--reps", "", true}, {"--warmup", "", true},
