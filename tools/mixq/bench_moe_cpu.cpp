@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <thread>
 
 #include "bench_moe.hpp"
@@ -64,10 +65,10 @@ class CpuMoeDriver final : public MoeBenchDriver {
     moe_gather(host_view(p.x, DType::F32, {T, H}), host_view(sorted.data(), DType::I32, {R}), k,
                host_view(xs.data(), DType::F32, {R, H}), ctx);
     for (size_t i = 0; i < a.size(); ++i) a[i] = xs[i % xs.size()];  // any finite input
-    std::vector<cpu::DenseGemmF32> dgu, ddn;
+    std::vector<std::unique_ptr<cpu::DenseGemmF32>> dgu, ddn;
     for (size_t c = 0; c < dense_gu.size(); ++c) {
-      dgu.emplace_back(dense_gu[c].data(), 2 * I, H, threads_);
-      ddn.emplace_back(dense_down[c].data(), H, I, threads_);
+      dgu.push_back(std::make_unique<cpu::DenseGemmF32>(dense_gu[c].data(), 2 * I, H, threads_));
+      ddn.push_back(std::make_unique<cpu::DenseGemmF32>(dense_down[c].data(), H, I, threads_));
     }
     t.setup_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const MoeRows rows = MoeRows::contiguous(host_view(offsets.data(), DType::I32, {E + 1}));
@@ -97,8 +98,8 @@ class CpuMoeDriver final : public MoeBenchDriver {
       for (int64_t e = 0; e < E; ++e) {
         const int64_t r0 = offsets[e], n = offsets[e + 1] - r0;
         if (n == 0) continue;
-        dgu[e % copies].run(xs.data() + r0 * H, n, h.data() + r0 * 2 * I);
-        ddn[e % copies].run(a.data() + r0 * I, n, ys.data() + r0 * H);
+        dgu[e % copies]->run(xs.data() + r0 * H, n, h.data() + r0 * 2 * I);
+        ddn[e % copies]->run(a.data() + r0 * I, n, ys.data() + r0 * H);
       }
     });
     t.kernel_gate_up = gu.kernel_name(R);
