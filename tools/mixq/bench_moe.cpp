@@ -145,14 +145,12 @@ std::vector<double> reference_token(const float* x, const int32_t* ids, const fl
   return y;
 }
 
-// Tolerances of the sampled MLP outputs vs float64 (relative Frobenius): f32 activations 2e-2
-// (the CPU's small-M int8-dot kernels quantize activations per segment), f16 / bf16 activations
-// 3e-2 (the intermediates are rounded to the activation dtype between the GEMMs), INT8 / FP8
-// activations 6e-2 (two rounds of 8-bit activation quantization).
-double moe_tolerance(ActQuant act, DType dtype) {
-  if (act != ActQuant::None) return 6e-2;
-  return dtype == DType::F32 ? 2e-2 : 3e-2;
-}
+// Tolerances of the sampled MLP outputs vs float64 (relative Frobenius): weight-only 3e-2 (f32
+// activations: the CPU's kernels for experts with <= 8 rows quantize activations to int8 per
+// weight segment, ~1e-2 per GEMM and two GEMMs chained, measured 1.1e-2 .. 1.4e-2; f16 / bf16: the
+// intermediates are rounded to the activation dtype between the GEMMs), INT8 / FP8 activations
+// 6e-2 (two rounds of 8-bit activation quantization).
+double moe_tolerance(ActQuant act, DType) { return act != ActQuant::None ? 6e-2 : 3e-2; }
 
 std::string json_str(const std::string& s) {
   std::string o = "\"";
