@@ -362,6 +362,14 @@ TEST_F(CliTest, BenchMoeQuickRunsAndWritesJson) {
   EXPECT_NE(r.out.find("tiny-wide"), std::string::npos) << r.out;
 }
 
+TEST_F(CliTest, BenchMoeFailsWhenAnErrorExceedsTolerance) {
+  const RunResult r = run("bench --op moe --models tiny --m 12 --routing uniform --schemes w8g128 "
+                          "--tol-scale 1e-9");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("exceed their error tolerance"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, BenchMoeRejectsBadOptions) {
   expect_clean_failure("bench --op moe --routing zipf", 2, {"--routing", "zipf"});
   expect_clean_failure("bench --op moe --models gpt5", 2, {"--models", "gpt5"});
@@ -370,6 +378,7 @@ TEST_F(CliTest, BenchMoeRejectsBadOptions) {
   expect_clean_failure("bench --op moe --backend ref", 2, {"--backend", "ref"});
   expect_clean_failure("bench --op conv", 2, {"--op", "conv"});
   expect_clean_failure("bench --op moe --shapes 64x64", 2, {"--shapes"});
+  expect_clean_failure("bench --op moe --tol-scale -1", 2, {"--tol-scale"});
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -56,6 +57,7 @@ const char kHelp[] =
     "  --json FILE          also write the rows as JSON (with this command line)\n"
     "  --quick              tiny models, T = 1, 8, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
+    "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
     "  --no-progress        accepted for symmetry with bench (no progress bar is drawn)\n";
 
 const std::vector<MoeModel> kModels = {
@@ -239,7 +241,7 @@ int run_bench_moe(int argc, char** argv) {
           {"--routing", "", true}, {"--schemes", "", true}, {"--backend", "", true},
           {"--reps", "", true}, {"--warmup", "", true}, {"--threads", "", true},
           {"--act", "", true}, {"--json", "", true}, {"--quick", "", false},
-          {"--seed", "", true}, {"--no-progress", "", false}});
+          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   if (a.get("--op") != "moe") usage_fail("bench", "--op must be moe, got '" + a.get("--op") + "'");
@@ -273,6 +275,14 @@ int run_bench_moe(int argc, char** argv) {
   policy.budget_s = quick ? 0.02 : 0.3;
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 1, 0, int64_t(1) << 62));
   const int threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
+  double tol_scale = 1.0;
+  if (a.has("--tol-scale")) {
+    const std::string v = a.get("--tol-scale");
+    char* end = nullptr;
+    tol_scale = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(tol_scale > 0) || !std::isfinite(tol_scale))
+      usage_fail("bench", "--tol-scale must be a positive number, got '" + v + "'");
+  }
   DType cuda_act = DType::BF16;
   if (a.has("--act")) {
     const std::string act = a.get("--act");
@@ -386,7 +396,7 @@ int run_bench_moe(int argc, char** argv) {
             if (T == 1) break;
           }
           r.rel_err = std::sqrt(num2 / std::max(den2, 1e-300));
-          r.tol = moe_tolerance(sc.act, act_dtype);
+          r.tol = tol_scale * moe_tolerance(sc.act, act_dtype);
           print_row(r);
           rows.push_back(r);
         }
