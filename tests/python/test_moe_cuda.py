@@ -17,7 +17,7 @@ pytestmark = needs_cuda
 E, K_TOP, H, I = 8, 2, 512, 256
 
 
-def quant_moe(seed=0, scheme="w4g128", dtype=None):
+def quant_moe(seed=0, scheme="w4g128"):
     torch.manual_seed(seed)
     gates = [torch.nn.Linear(H, I, bias=False) for _ in range(E)]
     ups = [torch.nn.Linear(H, I, bias=False) for _ in range(E)]
