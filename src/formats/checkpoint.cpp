@@ -4,7 +4,10 @@
 
 #include <sys/stat.h>
 
+#include <string>
+
 #include "formats/format_registry.hpp"
+#include "mixq/formats/gguf.hpp"
 #include "mixq/formats/safetensors_index.hpp"
 
 namespace mixq::formats {
@@ -38,6 +41,23 @@ CheckpointInfo inspect_checkpoint(const std::string& path) {
 
 QuantizedWeight load_weight(const std::string& path, const std::string& tensor) {
   return is_gguf(path) ? gguf_load_weight(path, tensor) : safetensors_load_weight(path, tensor);
+}
+
+QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
+                           const ShardSpec& spec) {
+  if (is_gguf(path) && spec.axis == ShardAxis::Column) {
+    const auto f = GgufFile::open(path);
+    const GgufTensorInfo& t = f->tensor(tensor);
+    const int64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
+    const auto r = shard_range(rows, spec);
+    QuantizedWeight w = f->load_weight_rows(tensor, r.first, r.second);
+    // The provenance shard() gives, so both routes produce the same weight.
+    w.origin += std::string(w.origin.empty() ? "" : " ") + "tp column " +
+                std::to_string(spec.rank) + "/" + std::to_string(spec.world) + " [" +
+                std::to_string(r.first) + ", " + std::to_string(r.second) + ")";
+    return w;
+  }
+  return shard(load_weight(path, tensor), spec);
 }
 
 std::vector<std::string> checkpoint_files(const std::string& path) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixq/quantized_weight.hpp"
+#include "mixq/shard.hpp"
 
 namespace mixq::formats {
 
@@ -51,6 +52,15 @@ std::vector<std::string> checkpoint_files(const std::string& path);
 // Converts one tensor into the canonical weight, losslessly. Errors name the file, the tensor
 // and the problem (ErrorCode::Format for malformed content, InvalidArgument for a missing name).
 QuantizedWeight load_weight(const std::string& path, const std::string& tensor);
+
+// One tensor-parallel shard of a weight (mixq/shard.hpp): equal, field for field, to
+// shard(load_weight(path, tensor), spec). What is read:
+//   GGUF, column-parallel: only the shard's rows of the file (rows are whole runs of blocks);
+//   everything else (GGUF row-parallel, every safetensors layout): the tensor is loaded, then
+//   sliced. The safetensors data is mapped, so nothing but the conversion touches the other
+//   ranks' bytes; reading per-row byte ranges there is not done yet.
+QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
+                           const ShardSpec& spec);
 
 // mixq's own safetensors layout: for a weight named W, tensors
 //   W.codes   U8  [N, row_bytes]        (packed exactly as QuantizedWeight::codes)

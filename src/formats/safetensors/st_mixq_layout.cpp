@@ -167,6 +167,10 @@ void save_mixq_safetensors(const std::string& path,
     const QuantizedWeight& w = nw.second;
     MIXQ_CHECK_ARG(!name.empty(), "save_mixq_safetensors: empty weight name");
     w.validate();
+    // The layout has no fields for a shard's cut blocks; a shard is cut again at load time.
+    MIXQ_CHECK(w.plain_blocks(), ErrorCode::Unsupported, "save_mixq_safetensors: weight \"", name,
+               "\" has k_phase (", w.k_phase, "), n_phase (", w.n_phase, ") or k_block_starts (",
+               w.k_block_starts.size(), " entries); save the global weight and shard it on load");
     writer.set_metadata(kMixqWeightPrefix + name, describe_geometry(w));
     writer.add(name + ".codes", "U8", {w.N, w.row_bytes()}, w.codes.data(), w.codes.size());
     if (w.has_scales) {
