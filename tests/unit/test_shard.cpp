@@ -114,7 +114,7 @@ QuantizedWeight gguf_weight(formats::GgmlType type, int64_t N, int64_t K, uint32
   const formats::GgmlTypeInfo* t = formats::ggml_type_info(uint32_t(type));
   const int64_t rb = K / t->block_elems * t->block_bytes;
   std::vector<uint8_t> bytes(size_t(N * rb));
-  std::vector<float> row(size_t(K));
+  std::vector<float> row(static_cast<size_t>(K));
   for (int64_t n = 0; n < N; ++n) {
     for (auto& v : row) v = u(rng);
     formats::ggml_quantize_row(type, row.data(), bytes.data() + n * rb, K);
@@ -235,7 +235,9 @@ void check_split(const QuantizedWeight& w, int64_t world, ShardAxis axis, bool b
     const double scale = max_abs(yg);
     for (size_t i = 0; i < ysum.size(); ++i) {
       ASSERT_NEAR(ysum[i], yg[i], 1e-12 * scale) << "sum of row shards, i " << i;
-      if (backends) ASSERT_NEAR(ycpu_sum[i], yg[i], 1e-4 * scale) << "cpu sum, i " << i;
+      if (backends) {
+        ASSERT_NEAR(ycpu_sum[i], yg[i], 1e-4 * scale) << "cpu sum, i " << i;
+      }
     }
   }
 }
@@ -244,13 +246,13 @@ void check_split(const QuantizedWeight& w, int64_t world, ShardAxis axis, bool b
 
 TEST(ShardRange, BalancedContiguous) {
   // The first dim % world ranks hold one more.
-  EXPECT_EQ(shard_range(10, {0, 3}), std::make_pair<int64_t, int64_t>(0, 4));
-  EXPECT_EQ(shard_range(10, {1, 3}), std::make_pair<int64_t, int64_t>(4, 7));
-  EXPECT_EQ(shard_range(10, {2, 3}), std::make_pair<int64_t, int64_t>(7, 10));
-  EXPECT_EQ(shard_range(14784, {7, 8, ShardAxis::Row}), std::make_pair<int64_t, int64_t>(12936, 14784));
-  // Granularity: whole units of 128, the last unit short (1000 = 7 units of 128, last 104).
-  EXPECT_EQ(shard_range(1000, {0, 3, ShardAxis::Row, 128}), std::make_pair<int64_t, int64_t>(0, 384));
-  EXPECT_EQ(shard_range(1000, {2, 3, ShardAxis::Row, 128}), std::make_pair<int64_t, int64_t>(640, 1000));
+  EXPECT_EQ(shard_range(10, {0, 3}), (std::pair<int64_t, int64_t>(0, 4)));
+  EXPECT_EQ(shard_range(10, {1, 3}), (std::pair<int64_t, int64_t>(4, 7)));
+  EXPECT_EQ(shard_range(10, {2, 3}), (std::pair<int64_t, int64_t>(7, 10)));
+  EXPECT_EQ(shard_range(14784, {7, 8, ShardAxis::Row}), (std::pair<int64_t, int64_t>(12936, 14784)));
+  // Granularity: whole units of 128, the last unit short (1000 = 8 units, the last of 104).
+  EXPECT_EQ(shard_range(1000, {0, 3, ShardAxis::Row, 128}), (std::pair<int64_t, int64_t>(0, 384)));
+  EXPECT_EQ(shard_range(1000, {2, 3, ShardAxis::Row, 128}), (std::pair<int64_t, int64_t>(768, 1000)));
 }
 
 TEST(Shard, EverySchemeAwkwardRowSplits) {
@@ -375,7 +377,9 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
         EXPECT_EQ(a.k_block_starts, b.k_block_starts);
         EXPECT_EQ(a.origin, b.origin);
         ASSERT_EQ(bool(a.ggml), bool(b.ggml));
-        if (a.ggml) EXPECT_EQ(a.ggml->data, b.ggml->data);
+        if (a.ggml) {
+          EXPECT_EQ(a.ggml->data, b.ggml->data);
+        }
       }
   std::remove(g.c_str());
   std::remove(m.c_str());
