@@ -183,8 +183,7 @@ void QuantizedWeight::validate() const {
     // column 0); a plain weight's blocks lie within K.
     // (Listed blocks: block_k only bounds their sizes, an act-order shard may hold fewer columns.)
     MIXQ_CHECK_ARG(block_k >= 1 && (block_k <= K + k_phase || !k_block_starts.empty()), w,
-                   ": block_k (", block_k, ") must be in [1, K + k_phase = ", K, " + ", k_phase,
-                   "]");
+                   ": block_k (", block_k, ") must be in [1, K=", K, " + k_phase=", k_phase, "]");
     MIXQ_CHECK_ARG(block_n >= 1 && block_n <= std::max<int64_t>(N + n_phase, 128), w,
                    ": block_n (", block_n, ") must be in [1, max(N + n_phase, 128)]");
     MIXQ_CHECK_ARG(k_phase < block_k, w, ": k_phase (", k_phase, ") must be < block_k (", block_k,
