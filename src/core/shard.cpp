@@ -9,6 +9,7 @@
 
 #include "mixq/error.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
+#include "core/shard_rows.hpp"
 
 namespace mixq {
 
@@ -167,7 +168,30 @@ void shard_cols(const QuantizedWeight& w, int64_t b, int64_t e, QuantizedWeight&
   }
 }
 
+// The scheme fields of w, no data.
+QuantizedWeight empty_like(const QuantizedWeight& w) {
+  QuantizedWeight s;
+  s.code_type = w.code_type;
+  s.block_k = w.block_k;
+  s.block_n = w.block_n;
+  s.scale_type = w.scale_type;
+  s.zero_kind = w.zero_kind;
+  s.has_scales = w.has_scales;
+  return s;
+}
+
 }  // namespace
+
+QuantizedWeight detail::shard_row_range(const QuantizedWeight& w, int64_t b, int64_t e) {
+  w.validate();
+  MIXQ_CHECK_ARG(b >= 0 && b < e && e <= w.N, "shard_row_range: rows [", b, ", ", e,
+                 ") outside [0, N=", w.N, ")");
+  QuantizedWeight s = empty_like(w);
+  shard_rows(w, b, e, s);
+  s.origin = w.origin;
+  s.validate();
+  return s;
+}
 
 std::pair<int64_t, int64_t> shard_range(int64_t dim, const ShardSpec& spec) {
   check_spec(spec, "shard_range");
@@ -187,13 +211,7 @@ QuantizedWeight shard(const QuantizedWeight& w, const ShardSpec& spec) {
   w.validate();
   const bool col = spec.axis == ShardAxis::Column;
   const auto r = shard_range(col ? w.N : w.K, spec);
-  QuantizedWeight s;
-  s.code_type = w.code_type;
-  s.block_k = w.block_k;
-  s.block_n = w.block_n;
-  s.scale_type = w.scale_type;
-  s.zero_kind = w.zero_kind;
-  s.has_scales = w.has_scales;
+  QuantizedWeight s = empty_like(w);
   if (col)
     shard_rows(w, r.first, r.second, s);
   else

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixq/error.hpp"
@@ -357,15 +358,19 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (auto& v : vals) v = u(rng);
   formats::save_gguf(g, {{"w", {30, 512}, formats::GgmlType::Q4_K, vals.data()}});
-  // mixq's own layout (act-order GPTQ-like weight).
+  // mixq's own layout (act-order GPTQ-like weight; FP8 blocks, whose column shards read the
+  // 128-row blocks around their rows).
   const std::string m = dir + "mixq_shard_" + std::to_string(::getpid()) + ".safetensors";
-  formats::save_mixq_safetensors(m, {{"w", random_weight(kSchemes[3], 30, 1000, 25)}});
-  for (const std::string& path : {g, m})
+  formats::save_mixq_safetensors(m, {{"w", random_weight(kSchemes[3], 30, 1000, 25)},
+                                     {"f", random_weight(kSchemes[8], 300, 1000, 32)}});
+  const std::pair<std::string, std::string> cases[] = {{g, "w"}, {m, "w"}, {m, "f"}};
+  for (const auto& c : cases)
     for (ShardAxis axis : {ShardAxis::Column, ShardAxis::Row})
       for (int64_t r = 0; r < 3; ++r) {
+        SCOPED_TRACE(c.first + " " + c.second + " rank " + std::to_string(r));
         const ShardSpec spec{r, 3, axis};
-        const QuantizedWeight a = formats::load_shard(path, "w", spec);
-        const QuantizedWeight b = shard(formats::load_weight(path, "w"), spec);
+        const QuantizedWeight a = formats::load_shard(c.first, c.second, spec);
+        const QuantizedWeight b = shard(formats::load_weight(c.first, c.second), spec);
         EXPECT_EQ(a.N, b.N);
         EXPECT_EQ(a.K, b.K);
         EXPECT_EQ(a.codes, b.codes);

@@ -56,9 +56,11 @@ QuantizedWeight load_weight(const std::string& path, const std::string& tensor);
 // One tensor-parallel shard of a weight (mixq/shard.hpp): equal, field for field, to
 // shard(load_weight(path, tensor), spec). What is read:
 //   GGUF, column-parallel: only the shard's rows of the file (rows are whole runs of blocks);
-//   everything else (GGUF row-parallel, every safetensors layout): the tensor is loaded, then
-//   sliced. The safetensors data is mapped, so nothing but the conversion touches the other
-//   ranks' bytes; reading per-row byte ranges there is not done yet.
+//   mixq's safetensors layout, column-parallel: only the block_n-aligned run of rows holding the
+//   shard (codes rows, scale / zero rows);
+//   everything else (row-parallel shards, GPTQ / AWQ / FP8-block / dense safetensors): the
+//   tensor is loaded, then sliced. The files are mapped, so only the conversion touches the
+//   other ranks' bytes; per-row byte ranges for those layouts are not read separately yet.
 QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
                            const ShardSpec& spec);
 
