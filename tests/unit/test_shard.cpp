@@ -489,4 +489,15 @@ TEST(Shard, BadInput) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
     EXPECT_NE(std::string(e.what()).find("k_phase"), std::string::npos) << e.what();
   }
+  // CUDA refuses cut blocks before anything else (with or without a GPU), naming the fields.
+  try {
+    PrepareOptions o;
+    o.backend = BackendKind::CUDA;
+    prepare(f, o);
+    ADD_FAILURE() << "cuda prepare of a phased shard was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("k_phase (22)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k_block_starts"), std::string::npos) << e.what();
+  }
 }
