@@ -6,7 +6,8 @@
 // Column-parallel: rank r holds output rows shard_range(N, spec); its outputs are columns of Y,
 // and the ranks' outputs concatenated along N are the global Y.
 // Row-parallel: rank r holds original K columns shard_range(K, spec) (original order: the
-// columns of X this rank receives); Y is the sum of the ranks' outputs. For an act-order weight
+// columns of X this rank receives); Y is the sum of the ranks' outputs (so a bias or clamp
+// belongs after the sum, or the bias on one rank only). For an act-order weight
 // the shard keeps the canonical columns whose original column falls in the range, in canonical
 // order, with k_perm renumbered into the local X slice: no rank permutes the global X.
 //
