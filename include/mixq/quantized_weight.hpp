@@ -6,8 +6,14 @@
 // nibble of byte k/2 when k is even, the high nibble when k is odd) and each row starts on a
 // byte boundary (row_bytes = ceil(K/2)).
 //
-// Scales (and zeros) are indexed by (n / block_n, k / block_k); the last block along each axis may
-// be partial (K = 7392 with block_k = 128 has 58 blocks, the last holding 96 elements).
+// Scales (and zeros) are indexed by (n_block(n), k_block(k)) = ((n + n_phase) / block_n,
+// (k + k_phase) / block_k); the first and last block along each axis may be partial (K = 7392
+// with block_k = 128 has 58 blocks, the last holding 96 elements). The phases are 0 except in a
+// tensor-parallel shard whose split cut a block (mixq/shard.hpp): column 0 of such a shard is
+// column k_phase of its first K block, whose scale is kept whole, so the shard dequantizes to the
+// global weight's values bit for bit. An act-order shard may instead list its K blocks'
+// boundaries (k_block_starts), the blocks then having any sizes up to block_k
+// (docs/decisions/tensor-parallel-shards.md).
 //
 // Dequantization of element (n, k), with q the code, s, o, z the block's scale, offset, zero:
 //   ZeroKind::None       w = value(q) * s            (dense float codes without scales: w = value(q))
@@ -59,6 +65,14 @@ struct QuantizedWeight {
   std::vector<uint8_t> zeros;    // Offset: same shape, scale_type; ZeroPoint: int32
   std::vector<int32_t> k_perm;   // empty, or a permutation of [0, K)
 
+  // Block phases (shards only, see above): k_phase in [0, block_k), n_phase in [0, block_n).
+  int64_t k_phase = 0;
+  int64_t n_phase = 0;
+  // Empty, or n_blocks_k() + 1 non-decreasing canonical column indices from 0 to K: K block kb
+  // covers columns [k_block_starts[kb], k_block_starts[kb + 1]), at most block_k of them. Set
+  // only by shard() for an act-order weight (with k_phase = 0).
+  std::vector<int32_t> k_block_starts;
+
   // Free-form provenance ("gguf:Q4_K", "gptq-v1 4bit g128 desc_act", ...), shown by inspect.
   std::string origin;
 
@@ -68,10 +82,21 @@ struct QuantizedWeight {
   std::shared_ptr<const GgmlBlocks> ggml;
 
   int64_t row_bytes() const { return dtype_bytes(code_type, K); }
-  int64_t n_blocks_k() const { return block_k > 0 ? (K + block_k - 1) / block_k : 0; }
-  int64_t n_blocks_n() const { return block_n > 0 ? (N + block_n - 1) / block_n : 0; }
+  int64_t n_blocks_k() const {
+    if (!k_block_starts.empty()) return static_cast<int64_t>(k_block_starts.size()) - 1;
+    return block_k > 0 ? (K + k_phase + block_k - 1) / block_k : 0;
+  }
+  int64_t n_blocks_n() const { return block_n > 0 ? (N + n_phase + block_n - 1) / block_n : 0; }
   int64_t n_scale_entries() const { return has_scales ? n_blocks_n() * n_blocks_k() : 0; }
-  bool per_channel() const { return block_k == K; }
+  bool per_channel() const { return block_k == K && k_phase == 0 && k_block_starts.empty(); }
+  // Whether blocks are the plain uniform grid from column / row 0 (what most kernels assume).
+  bool plain_blocks() const { return k_phase == 0 && n_phase == 0 && k_block_starts.empty(); }
+  // Scale block of row n / canonical column k, and the canonical columns [begin, end) of K block
+  // kb (clipped to [0, K)). Valid after validate().
+  int64_t n_block(int64_t n) const { return (n + n_phase) / block_n; }
+  int64_t k_block(int64_t k) const;
+  int64_t k_block_begin(int64_t kb) const;
+  int64_t k_block_end(int64_t kb) const;
 
   // Accessors (bounds are the caller's responsibility; validate() first).
   int32_t code_int(int64_t n, int64_t k) const;  // integer code types only

@@ -31,7 +31,9 @@ void check_same_scheme(const QuantizedWeight& a, const QuantizedWeight& b, size_
   const bool same = a.N == b.N && a.K == b.K && a.code_type == b.code_type &&
                     a.block_k == b.block_k && a.block_n == b.block_n &&
                     a.scale_type == b.scale_type && a.zero_kind == b.zero_kind &&
-                    a.has_scales == b.has_scales && a.k_perm.empty() == b.k_perm.empty();
+                    a.has_scales == b.has_scales && a.k_perm.empty() == b.k_perm.empty() &&
+                    a.k_phase == b.k_phase && a.n_phase == b.n_phase &&
+                    a.k_block_starts == b.k_block_starts;
   MIXQ_CHECK_ARG(same, "prepare_experts: expert ", e, " (", b.describe(), ") does not match "
                  "expert 0 (", a.describe(), "): every expert needs the same [N][K] shape and "
                  "scheme");

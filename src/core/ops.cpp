@@ -71,6 +71,13 @@ namespace {
 
 // The weight/activation combinations each ActQuant mode accepts, checked once at prepare time.
 void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
+  // The W8A8 / FP8 / per-tensor products pair each activation block with one weight block from
+  // column 0; a shard whose split cut a block (mixq/shard.hpp) runs weight-only until the
+  // activation quantizers take the same phase.
+  MIXQ_CHECK(o.act == ActQuant::None || w.plain_blocks(), ErrorCode::Unsupported, "prepare(act=",
+             act_quant_name(o.act), "): the weight's blocks are cut by a shard split (k_phase ",
+             w.k_phase, ", n_phase ", w.n_phase, ", k_block_starts ", w.k_block_starts.size(),
+             " entries); only act=none runs such a weight");
   switch (o.act) {
     case ActQuant::None:
       break;
@@ -124,7 +131,13 @@ std::shared_ptr<const PreparedImpl> dispatch_prepare(const QuantizedWeight& w,
   switch (o.backend) {
     case BackendKind::Reference: return prepare_reference(w, conv, o);
     case BackendKind::CPU: return prepare_cpu(w, conv, o);
-    case BackendKind::CUDA: return prepare_cuda(w, conv, o);
+    case BackendKind::CUDA:
+      // The CUDA kernels index scales from column / row 0 (docs/decisions/tensor-parallel-shards.md).
+      MIXQ_CHECK(w.plain_blocks(), ErrorCode::Unsupported, "prepare(backend=cuda): k_phase (",
+                 w.k_phase, "), n_phase (", w.n_phase, ") and k_block_starts (",
+                 w.k_block_starts.size(), " entries) must be 0 / empty: the CUDA kernels do not "
+                 "take a shard's cut blocks yet (use the CPU or reference backend)");
+      return prepare_cuda(w, conv, o);
     case BackendKind::Auto: break;
   }
   MIXQ_FAIL(ErrorCode::Internal, "unresolved backend");
@@ -269,6 +282,8 @@ void ConvWeight::validate() const {
   MIXQ_CHECK_ARG(weight.K == Ci * Kh * Kw, "ConvWeight: weight K (", weight.K,
                  ") != Ci*Kh*Kw (", Ci, "*", Kh, "*", Kw, " = ", Ci * Kh * Kw, ")");
   MIXQ_CHECK_ARG(weight.k_perm.empty(), "ConvWeight: act-order permutations are not supported");
+  MIXQ_CHECK_ARG(weight.plain_blocks(), "ConvWeight: k_phase (", weight.k_phase, "), n_phase (",
+                 weight.n_phase, ") and k_block_starts must be 0 / empty");
   if (!weight.has_scales || weight.block_k == weight.K) return;
   if (order == ConvKOrder::KhKwCi) {
     MIXQ_CHECK_ARG(Ci % weight.block_k == 0, "ConvWeight (KhKwCi order): block_k (",

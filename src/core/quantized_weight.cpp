@@ -1,5 +1,6 @@
 #include "mixq/quantized_weight.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -102,9 +103,27 @@ int32_t QuantizedWeight::zero_point(int64_t nb, int64_t kb) const {
   return z;
 }
 
+int64_t QuantizedWeight::k_block(int64_t k) const {
+  if (k_block_starts.empty()) return (k + k_phase) / block_k;
+  // The last start <= k whose block is not empty.
+  const auto it = std::upper_bound(k_block_starts.begin(), k_block_starts.end() - 1,
+                                   static_cast<int32_t>(k));
+  return static_cast<int64_t>(it - k_block_starts.begin()) - 1;
+}
+
+int64_t QuantizedWeight::k_block_begin(int64_t kb) const {
+  if (!k_block_starts.empty()) return k_block_starts[static_cast<size_t>(kb)];
+  return std::max<int64_t>(0, kb * block_k - k_phase);
+}
+
+int64_t QuantizedWeight::k_block_end(int64_t kb) const {
+  if (!k_block_starts.empty()) return k_block_starts[static_cast<size_t>(kb + 1)];
+  return std::min<int64_t>(K, (kb + 1) * block_k - k_phase);
+}
+
 float QuantizedWeight::dequant(int64_t n, int64_t k) const {
   if (!has_scales) return code_value(n, k);
-  const int64_t nb = n / block_n, kb = k / block_k;
+  const int64_t nb = n_block(n), kb = k_block(k);
   const float s = scale(nb, kb);
   switch (zero_kind) {
     case ZeroKind::None: return code_value(n, k) * s;
@@ -145,9 +164,14 @@ void QuantizedWeight::validate() const {
                  " is not one of i4, u4, i8, u8, f8e4m3, f16, bf16, f32");
   MIXQ_CHECK_ARG(codes.size() == static_cast<size_t>(N * row_bytes()), w, ": codes hold ",
                  codes.size(), " bytes, expected N (", N, ") * row_bytes (", row_bytes(), ")");
+  MIXQ_CHECK_ARG(k_phase >= 0 && n_phase >= 0, w, ": k_phase (", k_phase, ") and n_phase (",
+                 n_phase, ") must be >= 0");
   if (!has_scales) {
     MIXQ_CHECK_ARG(is_dense_float(code_type), w, ": only dense float codes (f16/bf16/f32) may omit "
                    "scales, code_type is ", dtype_name(code_type));
+    MIXQ_CHECK_ARG(plain_blocks(), w, ": a weight without scales has no blocks, but k_phase (",
+                   k_phase, "), n_phase (", n_phase, ") or k_block_starts (",
+                   k_block_starts.size(), " entries) is set");
     MIXQ_CHECK_ARG(zero_kind == ZeroKind::None, w, ": zero_kind ", zero_kind_name(zero_kind),
                    " needs scales");
     // Stale scale / zero buffers would be streamed (storage_bytes) and are a sign of a
@@ -155,10 +179,32 @@ void QuantizedWeight::validate() const {
     MIXQ_CHECK_ARG(scales.empty() && zeros.empty(), w, ": a weight without scales holds ",
                    scales.size(), " bytes of scales and ", zeros.size(), " bytes of zeros");
   } else {
-    MIXQ_CHECK_ARG(block_k >= 1 && block_k <= K, w, ": block_k (", block_k, ") must be in [1, K=",
-                   K, "]");
-    MIXQ_CHECK_ARG(block_n >= 1 && block_n <= std::max<int64_t>(N, 128), w, ": block_n (",
-                   block_n, ") must be in [1, max(N, 128)]");
+    // A shard's block may reach past its own K (its first block starts k_phase columns before
+    // column 0); a plain weight's blocks lie within K.
+    // (Listed blocks: block_k only bounds their sizes, an act-order shard may hold fewer columns.)
+    MIXQ_CHECK_ARG(block_k >= 1 && (block_k <= K + k_phase || !k_block_starts.empty()), w,
+                   ": block_k (", block_k, ") must be in [1, K=", K, " + k_phase=", k_phase, "]");
+    MIXQ_CHECK_ARG(block_n >= 1 && block_n <= std::max<int64_t>(N + n_phase, 128), w,
+                   ": block_n (", block_n, ") must be in [1, max(N + n_phase, 128)]");
+    MIXQ_CHECK_ARG(k_phase < block_k, w, ": k_phase (", k_phase, ") must be < block_k (", block_k,
+                   ")");
+    MIXQ_CHECK_ARG(n_phase < block_n, w, ": n_phase (", n_phase, ") must be < block_n (", block_n,
+                   ")");
+    if (!k_block_starts.empty()) {
+      MIXQ_CHECK_ARG(k_phase == 0, w, ": k_block_starts and k_phase (", k_phase,
+                     ") are exclusive");
+      MIXQ_CHECK_ARG(k_block_starts.size() >= 2 && k_block_starts.front() == 0 &&
+                         k_block_starts.back() == K,
+                     w, ": k_block_starts (", k_block_starts.size(), " entries, first ",
+                     k_block_starts.front(), ", last ", k_block_starts.back(),
+                     ") must run from 0 to K (", K, ") in >= 2 entries");
+      for (size_t i = 1; i < k_block_starts.size(); ++i) {
+        const int64_t len = int64_t(k_block_starts[i]) - k_block_starts[i - 1];
+        MIXQ_CHECK_ARG(len >= 0 && len <= block_k, w, ": K block ", i - 1, " of k_block_starts (",
+                       k_block_starts[i - 1], " .. ", k_block_starts[i], ") holds ", len,
+                       " columns, expected 0 .. block_k (", block_k, ")");
+      }
+    }
     MIXQ_CHECK_ARG(scale_type == DType::F32 || scale_type == DType::F16 ||
                        scale_type == DType::BF16,
                    w, ": scale_type ", dtype_name(scale_type), " must be f32, f16 or bf16");
@@ -214,6 +260,8 @@ void QuantizedWeight::validate() const {
                    " blocks hold ", ggml->data.size(), " bytes, expected N (", N, ") * ",
                    K / t->block_elems, " blocks * ", t->block_bytes, " = ", want);
     MIXQ_CHECK_ARG(k_perm.empty(), w, ": ggml blocks cannot describe a column-permuted weight");
+    MIXQ_CHECK_ARG(plain_blocks(), w, ": ggml blocks cannot describe a weight with k_phase (",
+                   k_phase, "), n_phase (", n_phase, ") or k_block_starts");
   }
   if (!k_perm.empty()) {
     MIXQ_CHECK_ARG(static_cast<int64_t>(k_perm.size()) == K, w, ": k_perm has ", k_perm.size(),
@@ -248,6 +296,8 @@ std::string QuantizedWeight::describe() const {
     os << " scales " << dtype_name(scale_type) << " zero=" << zero_kind_name(zero_kind);
   }
   if (!k_perm.empty()) os << " act-order";
+  if (k_phase || n_phase) os << " phase k" << k_phase << " n" << n_phase;
+  if (!k_block_starts.empty()) os << " " << n_blocks_k() << " listed K blocks";
   os << " (" << bits_per_weight() << " bits/weight)";
   return os.str();
 }

@@ -109,7 +109,7 @@ namespace {
 void check_w8a8_weight(const QuantizedWeight& w, int64_t act_block, const char* op) {
   MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.has_scales && w.block_n == 1 &&
                      w.zero_kind != ZeroKind::ZeroPoint && w.k_perm.empty() &&
-                     w.block_k == act_block,
+                     w.plain_blocks() && w.block_k == act_block,
                  op, ": needs i8 weights (symmetric or offset, no act-order) with block_k == "
                  "act_block (", act_block, "), got ", w.describe());
 }
@@ -119,7 +119,7 @@ void check_fp8_weight(const QuantizedWeight& w) {
   // partial block either way). k_perm would be silently ignored by the group loop below.
   MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
                      (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
-                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                     w.zero_kind == ZeroKind::None && w.k_perm.empty() && w.plain_blocks(),
                  "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks and no "
                  "act-order, got ", w.describe());
 }
@@ -250,7 +250,7 @@ void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8Tens
   MIXQ_CHECK_ARG(x.dtype == DType::I8, "ref::linear_int8_requant: x must be i8, got ", x.describe());
   // scale(n, 0) below assumes one scale per row and canonical column order.
   MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.has_scales && w.block_k == w.K && w.block_n == 1 &&
-                     w.zero_kind == ZeroKind::None && w.k_perm.empty(),
+                     w.zero_kind == ZeroKind::None && w.k_perm.empty() && w.plain_blocks(),
                  "ref::linear_int8_requant: needs i8 symmetric per-channel weights without "
                  "act-order, got ", w.describe());
   MIXQ_CHECK_ARG(y.dtype == DType::I8 || y.dtype == DType::F32,

@@ -66,15 +66,17 @@ CodePos code_pos(CodeKind kind, int64_t group_bytes, int r, int64_t kp) {
 
 }  // namespace
 
-std::vector<Segment> make_segments(int64_t K, int64_t block_k) {
+std::vector<Segment> make_segments(const QuantizedWeight& w) {
   std::vector<Segment> segs;
   int64_t kp = 0;
-  for (int64_t b0 = 0; b0 < K; b0 += block_k) {
-    const int64_t b1 = std::min(K, b0 + block_k);
-    for (int64_t k0 = b0; k0 < b1; k0 += kMaxSegment) {
+  const int64_t nb = w.has_scales ? w.n_blocks_k() : 1;
+  for (int64_t kb = 0; kb < nb; ++kb) {
+    const int64_t b0 = w.has_scales ? w.k_block_begin(kb) : 0;
+    const int64_t b1 = w.has_scales ? w.k_block_end(kb) : w.K;
+    for (int64_t k0 = b0; k0 < b1; k0 += kMaxSegment) {  // empty listed blocks: no segment
       const int32_t valid = static_cast<int32_t>(std::min<int64_t>(kMaxSegment, b1 - k0));
       const int32_t len = (valid + 7) / 8 * 8;
-      segs.push_back({k0, valid, len, kp});
+      segs.push_back({k0, valid, len, kp, kb});
       kp += len;
     }
   }
@@ -207,7 +209,7 @@ void pack_row_scales(const QuantizedWeight& w, PackedWeight& pw, int64_t n) {
       continue;
     }
     const Segment& sg = pw.segs[s];
-    const int64_t nb = n / w.block_n, kb = sg.k0 / w.block_k;
+    const int64_t nb = w.n_block(n), kb = sg.kb;
     const float sc = w.scale(nb, kb);
     pw.scale[si] = sc;
     if (w.zero_kind == ZeroKind::Offset) pw.offset[si] = w.offset(nb, kb);
@@ -227,7 +229,7 @@ PackedWeight pack_weight(const QuantizedWeight& w, int threads) {
   pw.code_shift = w.code_type == DType::I4 ? 8 : 0;
   pw.has_offset = w.has_scales && w.zero_kind != ZeroKind::None;
   pw.group_bytes = group_bytes_of(pw.kind);
-  pw.segs = make_segments(w.K, w.has_scales ? w.block_k : w.K);
+  pw.segs = make_segments(w);
   pw.k_perm = w.k_perm;
   const Segment& last = pw.segs.back();
   pw.Kp = last.kp0 + last.len;

@@ -58,6 +58,7 @@ struct Segment {
   int32_t valid;  // real columns (<= 256)
   int32_t len;    // padded length (multiple of 8)
   int64_t kp0;    // first padded column
+  int64_t kb;     // the weight's K block (scale column) this segment belongs to
 };
 
 struct PackedWeight {
@@ -85,8 +86,10 @@ struct PackedWeight {
   int32_t code_raw_u8(int64_t p, int r, int64_t kp) const;  // stored byte / nibble
 };
 
-// Splits [0, K) into segments following the weight's blocks (dense without scales: one block).
-std::vector<Segment> make_segments(int64_t K, int64_t block_k);
+// Splits [0, K) into segments following the weight's K blocks (dense without scales: one block).
+// A shard's partial first block (k_phase) or listed blocks (k_block_starts) are segments like
+// any other: each holds its own columns only, so no padding column of the weight is invented.
+std::vector<Segment> make_segments(const QuantizedWeight& w);
 
 // Builds the packed layout on `threads` threads (0 = default). The weight was validated by the
 // caller.

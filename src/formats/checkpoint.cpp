@@ -4,7 +4,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <string>
+
 #include "formats/format_registry.hpp"
+#include "core/shard_rows.hpp"
+#include "formats/safetensors/st_mixq_layout.hpp"
+#include "mixq/formats/gguf.hpp"
+#include "mixq/formats/safetensors_checkpoint.hpp"
 #include "mixq/formats/safetensors_index.hpp"
 
 namespace mixq::formats {
@@ -38,6 +45,46 @@ CheckpointInfo inspect_checkpoint(const std::string& path) {
 
 QuantizedWeight load_weight(const std::string& path, const std::string& tensor) {
   return is_gguf(path) ? gguf_load_weight(path, tensor) : safetensors_load_weight(path, tensor);
+}
+
+namespace {
+
+// The provenance suffix shard() appends, so every route produces the same weight.
+std::string shard_origin(const std::string& origin, const ShardSpec& spec,
+                         std::pair<int64_t, int64_t> r) {
+  return std::string(origin.empty() ? "" : " ") + "tp " + shard_axis_name(spec.axis) + " " +
+         std::to_string(spec.rank) + "/" + std::to_string(spec.world) + " [" +
+         std::to_string(r.first) + ", " + std::to_string(r.second) + ")";
+}
+
+}  // namespace
+
+QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
+                           const ShardSpec& spec) {
+  if (is_gguf(path) && spec.axis == ShardAxis::Column) {
+    const auto f = GgufFile::open(path);
+    const GgufTensorInfo& t = f->tensor(tensor);
+    const int64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
+    const auto r = shard_range(rows, spec);
+    QuantizedWeight w = f->load_weight_rows(tensor, r.first, r.second);
+    w.origin += shard_origin(w.origin, spec, r);
+    return w;
+  }
+  if (!is_gguf(path) && spec.axis == ShardAxis::Column) {
+    // mixq's own layout: read the block-aligned run of rows holding the shard, then cut it.
+    const auto f = SafetensorsCheckpoint::open_subset(path, mixq_weight_parts(tensor));
+    if (f->metadata().count(kMixqWeightPrefix + tensor)) {
+      const QuantizedWeight g = mixq_geometry(*f, tensor);
+      const auto r = shard_range(g.N, spec);
+      const int64_t bn = g.has_scales ? g.block_n : 1;
+      const int64_t a0 = r.first / bn * bn, a1 = std::min(g.N, (r.second + bn - 1) / bn * bn);
+      QuantizedWeight w = detail::shard_row_range(mixq_load_rows(*f, tensor, a0, a1),
+                                                  r.first - a0, r.second - a0);
+      w.origin += shard_origin(w.origin, spec, r);
+      return w;
+    }
+  }
+  return shard(load_weight(path, tensor), spec);
 }
 
 std::vector<std::string> checkpoint_files(const std::string& path) {

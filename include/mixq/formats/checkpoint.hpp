@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "mixq/quantized_weight.hpp"
+#include "mixq/shard.hpp"
 
 namespace mixq::formats {
 
@@ -51,6 +52,17 @@ std::vector<std::string> checkpoint_files(const std::string& path);
 // Converts one tensor into the canonical weight, losslessly. Errors name the file, the tensor
 // and the problem (ErrorCode::Format for malformed content, InvalidArgument for a missing name).
 QuantizedWeight load_weight(const std::string& path, const std::string& tensor);
+
+// One tensor-parallel shard of a weight (mixq/shard.hpp): equal, field for field, to
+// shard(load_weight(path, tensor), spec). What is read:
+//   GGUF, column-parallel: only the shard's rows of the file (rows are whole runs of blocks);
+//   mixq's safetensors layout, column-parallel: only the block_n-aligned run of rows holding the
+//   shard (codes rows, scale / zero rows);
+//   everything else (row-parallel shards, GPTQ / AWQ / FP8-block / dense safetensors): the
+//   tensor is loaded, then sliced. The files are mapped, so only the conversion touches the
+//   other ranks' bytes; per-row byte ranges for those layouts are not read separately yet.
+QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
+                           const ShardSpec& spec);
 
 // mixq's own safetensors layout: for a weight named W, tensors
 //   W.codes   U8  [N, row_bytes]        (packed exactly as QuantizedWeight::codes)

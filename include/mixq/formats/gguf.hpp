@@ -94,6 +94,8 @@ class GgufFile {
 
   // The tensor as a canonical weight W[N][K] with K = ne[0] and N = ne[1]*ne[2]*ne[3].
   QuantizedWeight load_weight(const std::string& name) const;
+  // Rows [n0, n1) of the matrix only (a column-parallel shard): reads those rows' bytes.
+  QuantizedWeight load_weight_rows(const std::string& name, int64_t n0, int64_t n1) const;
 
  private:
   GgufFile() = default;

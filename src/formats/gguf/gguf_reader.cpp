@@ -391,4 +391,20 @@ QuantizedWeight GgufFile::load_weight(const std::string& name) const {
   return ggml_to_canonical(static_cast<GgmlType>(t.type), t.data, rows, t.ne[0], what);
 }
 
+QuantizedWeight GgufFile::load_weight_rows(const std::string& name, int64_t n0, int64_t n1) const {
+  const GgufTensorInfo& t = tensor(name);
+  const std::string what = path_ + ": tensor '" + name + "'";
+  MIXQ_CHECK_ARG(t.n_elements() > 0, what, " has no elements");
+  const int64_t rows = t.ne[1] * t.ne[2] * t.ne[3];
+  MIXQ_CHECK_ARG(n0 >= 0 && n0 < n1 && n1 <= rows, what, ": rows [", n0, ", ", n1,
+                 ") outside [0, ", rows, ")");
+  const GgmlTypeInfo* info = ggml_type_info(t.type);
+  MIXQ_CHECK(info != nullptr && t.ne[0] % info->block_elems == 0, ErrorCode::Format, what,
+             ": type ", ggml_type_name(t.type), " rows of ", t.ne[0], " elements");
+  // Rows are whole runs of blocks in the file: only rows [n0, n1) of the mapping are touched.
+  const int64_t row_bytes = t.ne[0] / info->block_elems * info->block_bytes;
+  return ggml_to_canonical(static_cast<GgmlType>(t.type), t.data + n0 * row_bytes, n1 - n0,
+                           t.ne[0], what);
+}
+
 }  // namespace mixq::formats

@@ -39,8 +39,9 @@ QuantizedWeight fp8_block_to_quantized(const Fp8BlockView& v, const std::string&
 Fp8BlockPacked fp8_block_pack(const QuantizedWeight& w) {
   w.validate();
   MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.scale_type == DType::F32 &&
-                     w.zero_kind == ZeroKind::None && w.has_scales && w.k_perm.empty(),
-                 "fp8_block_pack: needs f8e4m3 codes, f32 scales, no zeros, no k_perm; got ",
+                     w.zero_kind == ZeroKind::None && w.has_scales && w.k_perm.empty() && w.plain_blocks(),
+                 "fp8_block_pack: needs f8e4m3 codes, f32 scales, no zeros, no k_perm, no "
+                 "shard phase; got ",
                  w.describe());
   Fp8BlockPacked p;
   p.N = w.N;

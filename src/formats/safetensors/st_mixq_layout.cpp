@@ -83,6 +83,10 @@ std::vector<std::string> mixq_weight_parts(const std::string& name) {
 }
 
 QuantizedWeight mixq_load(const SafetensorsCheckpoint& f, const std::string& name) {
+  return mixq_load_rows(f, name, 0, -1);
+}
+
+QuantizedWeight mixq_geometry(const SafetensorsCheckpoint& f, const std::string& name) {
   const std::string what = f.path() + ": mixq weight \"" + name + "\"";
   const auto it = f.metadata().find(kMixqWeightPrefix + name);
   MIXQ_CHECK(it != f.metadata().end(), ErrorCode::InvalidArgument, what,
@@ -116,20 +120,39 @@ QuantizedWeight mixq_load(const SafetensorsCheckpoint& f, const std::string& nam
     MIXQ_FAIL(ErrorCode::Format, what, ": unknown zero kind \"", zk->second, "\"");
   w.has_scales = parse_int(kv, "scales", what) != 0;
   if (kv.count("origin")) w.origin = kv.at("origin");
+  return w;
+}
+
+QuantizedWeight mixq_load_rows(const SafetensorsCheckpoint& f, const std::string& name,
+                               int64_t n0, int64_t n1) {
+  const std::string what = f.path() + ": mixq weight \"" + name + "\"";
+  QuantizedWeight w = mixq_geometry(f, name);
+  if (n1 < 0) n1 = w.N;
+  const int64_t bn = w.has_scales ? w.block_n : 1;
+  MIXQ_CHECK_ARG(n0 >= 0 && n0 < n1 && n1 <= w.N && n0 % bn == 0 && (n1 % bn == 0 || n1 == w.N),
+                 what, ": rows [", n0, ", ", n1, ") are not block_n (", bn,
+                 ") aligned rows of [0, N=", w.N, ")");
   const int64_t row_bytes = w.row_bytes();
   const SafetensorsTensor& codes = part(f, name + ".codes", what, "U8", {w.N, row_bytes});
-  w.codes.assign(codes.data, codes.data + codes.nbytes);
+  w.codes.assign(codes.data + n0 * row_bytes, codes.data + n1 * row_bytes);
   if (w.has_scales) {
     const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
+    // Scale / zero rows of the blocks [n0 / bn, ceil(n1 / bn)).
+    const int64_t b0 = n0 / bn, b1 = (n1 + bn - 1) / bn;
+    auto rows_of = [&](const SafetensorsTensor& t) {
+      const int64_t rb = static_cast<int64_t>(t.nbytes) / sshape[0];
+      return std::vector<uint8_t>(t.data + b0 * rb, t.data + b1 * rb);
+    };
     const SafetensorsTensor& s =
         part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
-    w.scales.assign(s.data, s.data + s.nbytes);
+    w.scales = rows_of(s);
     if (w.zero_kind != ZeroKind::None) {
       const char* zdt = w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32";
       const SafetensorsTensor& z = part(f, name + ".zeros", what, zdt, sshape);
-      w.zeros.assign(z.data, z.data + z.nbytes);
+      w.zeros = rows_of(z);
     }
   }
+  w.N = n1 - n0;
   if (const SafetensorsTensor* p = f.find(name + ".k_perm")) {
     part(f, name + ".k_perm", what, "I32", {w.K});
     w.k_perm.resize(static_cast<size_t>(w.K));
@@ -167,6 +190,10 @@ void save_mixq_safetensors(const std::string& path,
     const QuantizedWeight& w = nw.second;
     MIXQ_CHECK_ARG(!name.empty(), "save_mixq_safetensors: empty weight name");
     w.validate();
+    // The layout has no fields for a shard's cut blocks; a shard is cut again at load time.
+    MIXQ_CHECK(w.plain_blocks(), ErrorCode::Unsupported, "save_mixq_safetensors: weight \"", name,
+               "\" has k_phase (", w.k_phase, "), n_phase (", w.n_phase, ") or k_block_starts (",
+               w.k_block_starts.size(), " entries); save the global weight and shard it on load");
     writer.set_metadata(kMixqWeightPrefix + name, describe_geometry(w));
     writer.add(name + ".codes", "U8", {w.N, w.row_bytes()}, w.codes.data(), w.codes.size());
     if (w.has_scales) {

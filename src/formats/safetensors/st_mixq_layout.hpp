@@ -17,6 +17,12 @@ std::vector<std::string> mixq_weight_names(const SafetensorsCheckpoint& f);
 // Tensor names that belong to weight `name` (codes, scales, zeros, k_perm), present or not.
 std::vector<std::string> mixq_weight_parts(const std::string& name);
 QuantizedWeight mixq_load(const SafetensorsCheckpoint& f, const std::string& name);
+// The geometry fields (N, K, types, blocks, zero form, origin) from the metadata; no data.
+QuantizedWeight mixq_geometry(const SafetensorsCheckpoint& f, const std::string& name);
+// Rows [n0, n1) only (n0 on a block_n boundary, n1 too or = N): copies just those rows' codes
+// and scale / zero rows out of the mapping (tensor-parallel column shards, load_shard).
+QuantizedWeight mixq_load_rows(const SafetensorsCheckpoint& f, const std::string& name,
+                               int64_t n0, int64_t n1);
 TensorEntry mixq_entry(const SafetensorsCheckpoint& f, const std::string& name);
 
 }  // namespace mixq::formats
