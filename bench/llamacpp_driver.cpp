@@ -12,6 +12,8 @@
 //    plain CPU buffer. The same test picks the buffer here, and the JSON names the one chosen.
 //  - The op: Y = ggml_mul_mat(W[K, N], X[K, M]) in F32, computed by ggml_backend_graph_compute on
 //    a backend made from the device, with ggml_backend_set_n_threads on the CPU.
+//    --exclude-buffer NAME,... leaves buffer types out of that list (e.g. AMX on a machine that
+//    advertises AMX but faults on its tile instructions, as some virtual machines do).
 //  - Cold weights, as in mixq bench: on the CPU the last-level cache is evicted (a read of twice
 //    its size, untimed) before each timed call; on a GPU the call rotates among copies of the
 //    weight that together exceed --rotate-mib.
@@ -20,7 +22,8 @@
 //    so the tolerance is loose: it catches a wrong or missing computation, not rounding).
 //
 //   llamacpp_driver --file F.gguf [--only SUBSTRING] [--m 1,16] [--threads T] [--backend cpu|cuda]
-//                   [--reps N] [--warmup N] [--rotate-mib MIB] [--json OUT]
+//                   [--reps N] [--warmup N] [--rotate-mib MIB] [--exclude-buffer NAME,...]
+//                   [--json OUT]
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +47,7 @@ namespace {
 
 struct Options {
   std::string file, only, json, backend = "cpu";
+  std::vector<std::string> exclude_buffers;  // buffer type names left out of llama.cpp's list
   std::vector<int64_t> ms = {1};
   int threads = 1, reps = 20, warmup = 1;
   double rotate_mib = 256;
@@ -79,7 +83,17 @@ Options parse(int argc, char** argv) {
     else if (a == "--threads") o.threads = static_cast<int>(parse_int(a, value(), 1, 4096));
     else if (a == "--reps") o.reps = static_cast<int>(parse_int(a, value(), 1, 100000));
     else if (a == "--warmup") o.warmup = static_cast<int>(parse_int(a, value(), 0, 100000));
-    else if (a == "--rotate-mib") o.rotate_mib = static_cast<double>(parse_int(a, value(), 0, 1 << 20));
+    else if (a == "--exclude-buffer") {
+      std::string s = value(), item;
+      for (size_t p = 0; p <= s.size(); ++p) {
+        if (p == s.size() || s[p] == ',') {
+          if (!item.empty()) o.exclude_buffers.push_back(item);
+          item.clear();
+        } else {
+          item += s[p];
+        }
+      }
+    } else if (a == "--rotate-mib") o.rotate_mib = static_cast<double>(parse_int(a, value(), 0, 1 << 20));
     else if (a == "--m") {
       o.ms.clear();
       std::string s = value(), item;
@@ -218,9 +232,17 @@ int main(int argc, char** argv) {
     auto get_extra = reinterpret_cast<ggml_backend_dev_get_extra_bufts_t>(
         ggml_backend_reg_get_proc_address(reg, "ggml_backend_dev_get_extra_bufts"));
     if (get_extra)
-      for (ggml_backend_buffer_type_t* e = get_extra(dev); e && *e; ++e) bufts.push_back(*e);
+      for (ggml_backend_buffer_type_t* e = get_extra(dev); e && *e; ++e) {
+        const std::string n = ggml_backend_buft_name(*e);
+        if (std::find(o.exclude_buffers.begin(), o.exclude_buffers.end(), n) == o.exclude_buffers.end())
+          bufts.push_back(*e);
+        else
+          std::fprintf(stderr, "llamacpp_driver: buffer type %s left out (--exclude-buffer)\n", n.c_str());
+      }
   }
   bufts.push_back(ggml_backend_dev_buffer_type(dev));
+  std::string buffer_list;
+  for (ggml_backend_buffer_type_t b : bufts) buffer_list += (buffer_list.empty() ? "" : ",") + std::string(ggml_backend_buft_name(b));
 
   CacheFlusher flusher;
   std::mt19937 gen(1);
@@ -346,7 +368,8 @@ int main(int argc, char** argv) {
                     json_escape(ggml_commit()) + "\",\n  \"backend\": \"" + o.backend +
                     "\",\n  \"device\": \"" + json_escape(ggml_backend_dev_description(dev)) +
                     "\",\n  \"threads\": " + std::to_string(gpu ? 0 : o.threads) +
-                    ",\n  \"cache_flush_bytes\": " + std::to_string(gpu ? 0 : flusher.bytes()) +
+                    ",\n  \"buffer_types\": \"" + json_escape(buffer_list) +
+                    "\",\n  \"cache_flush_bytes\": " + std::to_string(gpu ? 0 : flusher.bytes()) +
                     ",\n  \"results\": [";
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
