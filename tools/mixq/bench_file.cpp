@@ -145,6 +145,13 @@ struct FileReport {
   std::vector<StepSum> steps;
 };
 
+// The type column is as wide as the longest type name (mixq-layout types describe the geometry).
+int type_width(const FileWeights& fw) {
+  size_t w = 4;
+  for (const WeightGroup& g : fw.groups) w = std::max(w, g.type.size());
+  return static_cast<int>(w);
+}
+
 void print_header(const FileReport& r, const FileWeights& fw) {
   size_t n_tensors = 0;
   for (const WeightGroup& g : fw.groups) n_tensors += g.names.size();
@@ -164,22 +171,22 @@ void print_header(const FileReport& r, const FileWeights& fw) {
     if (names.size() > 3) list += ", ...";
     std::printf("skipped %zu: %s (%s)\n", names.size(), why.c_str(), list.c_str());
   }
-  std::printf("\n%-16s  %-12s  %5s  %5s  %10s  %10s  %7s  %12s  %7s  %9s  %-4s  %s\n", "type", "KxN",
+  std::printf("\n%-*s  %-12s  %5s  %5s  %10s  %10s  %7s  %12s  %7s  %9s  %-4s  %s\n", type_width(fw), "type", "KxN",
               "count", "M", "mixq(us)", "dense(us)", "x dense", "bytes", "GB/s", "err", "check",
               "kernel");
 }
 
-void print_group(const GroupResult& g) {
+void print_group(const GroupResult& g, int width) {
   const std::string shape = std::to_string(g.group.K) + "x" + std::to_string(g.group.N);
   for (const BenchRow& b : g.rows) {
     if (b.unsupported) {
-      std::printf("%-16s  %-12s  %5zu  %5lld  unsupported: %s\n", g.group.type.c_str(), shape.c_str(),
+      std::printf("%-*s  %-12s  %5zu  %5lld  unsupported: %s\n", width, g.group.type.c_str(), shape.c_str(),
                   g.group.names.size(), static_cast<long long>(b.M), b.note.c_str());
       continue;
     }
     const char* check = b.ok() ? "ok" : "FAIL";
-    std::printf("%-16s  %-12s  %5zu  %5lld  %10.1f  %10.1f  %6.2fx  %12lld  %7.1f  %9.2e  %-4s  %s\n",
-                g.group.type.c_str(), shape.c_str(), g.group.names.size(),
+    std::printf("%-*s  %-12s  %5zu  %5lld  %10.1f  %10.1f  %6.2fx  %12lld  %7.1f  %9.2e  %-4s  %s\n",
+                width, g.group.type.c_str(), shape.c_str(), g.group.names.size(),
                 static_cast<long long>(b.M), b.time_us, b.solo_baseline_us, b.speedup,
                 static_cast<long long>(b.weight_bytes), b.gb_per_s, b.rel_err,
                 check, b.kernel.c_str());
@@ -442,7 +449,7 @@ int run_bench_file(const Args& a, const std::string& command_line) {
       gr.rows.push_back(r);
     }
     driver->release();
-    print_group(gr);
+    print_group(gr, type_width(fw));
     report.groups.push_back(std::move(gr));
   }
 
