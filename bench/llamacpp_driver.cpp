@@ -15,8 +15,9 @@
 //    --exclude-buffer NAME,... leaves buffer types out of that list (e.g. AMX on a machine that
 //    advertises AMX but faults on its tile instructions, as some virtual machines do).
 //  - Cold weights, as in mixq bench: on the CPU the last-level cache is evicted (a read of twice
-//    its size, untimed) before each timed call; on a GPU the call rotates among copies of the
-//    weight that together exceed --rotate-mib.
+//    its size, untimed) before each timed call; on a GPU one timed graph holds >= 16 mul_mats
+//    that rotate among copies of the weight together exceeding --rotate-mib, and its time is
+//    divided by the node count (test-backend-ops perf's method).
 //  - Each result is checked: a few outputs against a float64 product of the activations and the
 //    weight rows decoded by ggml's own to_float (llama.cpp quantizes the activations to 8 bits,
 //    so the tolerance is loose: it catches a wrong or missing computation, not rounding).
@@ -298,37 +299,41 @@ int main(int argc, char** argv) {
     for (float& v : x) v = normal(gen);
 
     for (int64_t M : o.ms) {
-      ggml_init_params gpar = {ggml_tensor_overhead() * (3 * copies + 8) + ggml_graph_overhead_custom(16, false) * copies,
+      // CPU: one mul_mat per timed call, the cache evicted before it. GPU: one graph of `nodes`
+      // mul_mats over the rotated weight copies, timed as a whole and divided by `nodes` (as
+      // test-backend-ops perf does), so that host launch and synchronisation costs are amortised
+      // the way a whole model's graph amortises them.
+      const int nodes = gpu ? std::max(copies, 16) : 1;
+      ggml_init_params gpar = {ggml_tensor_overhead() * (nodes + 8) + 2 * ggml_graph_overhead_custom(nodes + 4, false),
                                nullptr, true};
       ggml_context* gctx = ggml_init(gpar);
       ggml_tensor* xt = ggml_new_tensor_2d(gctx, GGML_TYPE_F32, w.K, M);
-      std::vector<ggml_tensor*> yt(copies);
-      std::vector<ggml_cgraph*> graphs(copies);
-      for (int c = 0; c < copies; ++c) {
-        yt[c] = ggml_mul_mat(gctx, wt[c], xt);
-        graphs[c] = ggml_new_graph_custom(gctx, 16, false);
-        ggml_build_forward_expand(graphs[c], yt[c]);
+      std::vector<ggml_tensor*> yt(nodes);
+      ggml_cgraph* check_graph = ggml_new_graph_custom(gctx, 4, false);
+      ggml_cgraph* timed_graph = ggml_new_graph_custom(gctx, nodes + 4, false);
+      for (int c = 0; c < nodes; ++c) {
+        yt[c] = ggml_mul_mat(gctx, wt[c % copies], xt);
+        ggml_build_forward_expand(timed_graph, yt[c]);
       }
+      ggml_build_forward_expand(check_graph, yt[0]);
       ggml_backend_buffer_t gbuf = ggml_backend_alloc_ctx_tensors(gctx, backend);
       if (!gbuf) die("cannot allocate the activations of " + name);
       ggml_backend_tensor_set(xt, x.data(), 0, static_cast<size_t>(M * w.K) * sizeof(float));
       std::vector<float> y(static_cast<size_t>(M * w.N), std::nanf(""));
       ggml_backend_tensor_set(yt[0], y.data(), 0, y.size() * sizeof(float));  // poisoned
 
-      int index = 0;
-      auto call = [&] {
-        const ggml_status st = ggml_backend_graph_compute(backend, graphs[index++ % copies]);
+      auto compute = [&](ggml_cgraph* g) {
+        const ggml_status st = ggml_backend_graph_compute(backend, g);
         if (st != GGML_STATUS_SUCCESS) die(name + ": graph compute failed (" + std::to_string(st) + ")");
         ggml_backend_synchronize(backend);
       };
       auto timed = [&] {
         if (!gpu) flusher.flush();
         const auto t0 = std::chrono::steady_clock::now();
-        call();
-        return seconds_since(t0);
+        compute(timed_graph);
+        return seconds_since(t0) / nodes;
       };
-      // The first call is checked (graph index 0 writes yt[0]).
-      double first = timed();
+      compute(check_graph);
       ggml_backend_tensor_get(yt[0], y.data(), 0, y.size() * sizeof(float));
       double num = 0, den = 0;
       for (int64_t m : {int64_t(0), M - 1})
@@ -342,6 +347,7 @@ int main(int argc, char** argv) {
       if (!(rel_err <= 5e-2))
         die(name + " M=" + std::to_string(M) + ": relative error " + std::to_string(rel_err) +
             " against the float64 product (ggml's decode): the measurement would be meaningless");
+      double first = timed();
       for (int r = 1; r < o.warmup; ++r) first = timed();
       int reps = o.reps;
       if (first > 0) reps = std::min<int>(reps, static_cast<int>(o.budget_s / first));

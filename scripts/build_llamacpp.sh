@@ -15,7 +15,7 @@
 #           extensions): llama.cpp as built for AVX2-only CPUs; the repacked Q4_0 / Q4_K / IQ4_NL /
 #           Q8_0 layouts are AVX2 paths, so they stay on.
 #   cuda    native CPU flags plus -DGGML_CUDA=ON for CMAKE_CUDA_ARCHITECTURES (default: the
-#           architecture of the GPU present, else 90a); needs nvcc, no network.
+#           architecture of the GPU present, else 90); needs nvcc, no network.
 #
 # Outputs: OUT_DIR/bin/llamacpp_driver, OUT_DIR/bin/test-backend-ops, OUT_DIR/build-info.txt.
 # Environment: JOBS (parallel jobs, default nproc), CMAKE_CUDA_ARCHITECTURES (cuda).
@@ -56,7 +56,6 @@ case "$VARIANT" in
     if [[ -z "$arch" ]]; then
       cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
       arch=${cc:-90}
-      [[ "$arch" == 90 ]] && arch=90a
     fi
     # FlashAttention kernels are not needed for MUL_MAT and are most of ggml-cuda's build time.
     flags=(-DGGML_NATIVE=ON -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGGML_CUDA_FA=OFF
