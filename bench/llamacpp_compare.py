@@ -148,7 +148,9 @@ def write_markdown(path, doc):
               f"weight buffers tried in order: {doc['llamacpp']['buffer_types']}"
               + (f" (left out: {doc['llamacpp']['excluded']})" if doc["llamacpp"]["excluded"] else ""),
               f"- timing: medians of up to {doc['reps']} calls per case (at least 2, ~0.2 s), cold weights "
-              "(CPU: last-level cache evicted before each timed call, on both sides)",
+              "(CPU: last-level cache evicted before each timed call, on both sides)"
+              + (f"; {doc['repeat']} sweeps, each side's time its best sweep (load from other work only "
+                 "adds time), the per-sweep ratios' range in brackets" if doc["repeat"] > 1 else "; one sweep"),
               f"- ratio = llama.cpp time / mixq time (> 1: mixq faster); target {doc['target']}x", ""]
     for note in doc["notes"]:
         lines.append(f"> {note}")
@@ -172,7 +174,12 @@ def write_markdown(path, doc):
             cells = []
             for m in ms:
                 r = next((x for x in rows if (x["type"], x["K"], x["N"], x["M"]) == (typ, K, N, m)), None)
-                cells.append(f"{r['ratio']:.2f}x" if r and r["ratio"] else "-")
+                if not (r and r["ratio"]):
+                    cells.append("-")
+                elif doc["repeat"] > 1 and r["ratio_min"] is not None:
+                    cells.append(f"{r['ratio']:.2f}x [{r['ratio_min']:.2f}-{r['ratio_max']:.2f}]")
+                else:
+                    cells.append(f"{r['ratio']:.2f}x")
             lines.append(f"| {typ} | {K}x{N} | " + " | ".join(cells) + " |")
         lines += ["", "Times in us, mixq / llama.cpp (mixq kernel; llama.cpp weight buffer):", ""]
         lines.append("| type | KxN | " + " | ".join(f"M={m}" for m in ms) + " |")
@@ -183,8 +190,17 @@ def write_markdown(path, doc):
                 r = next((x for x in rows if (x["type"], x["K"], x["N"], x["M"]) == (typ, K, N, m)), None)
                 cells.append(f"{r['mixq_us']:.0f} / {r['llamacpp_us']:.0f}" if r and r["mixq_us"] else "-")
             lines.append(f"| {typ} | {K}x{N} | " + " | ".join(cells) + " |")
-        kern = sorted({(r["type"], r["mixq_kernel"], r["llamacpp_buffer"]) for r in rows})
-        lines += ["", "Kernels: " + "; ".join(f"{t}: mixq {k}, llama.cpp {b}" for t, k, b in kern), ""]
+        lines += ["", "Kernels (mixq by M; llama.cpp weight buffer):", ""]
+        for typ in dict.fromkeys(k[0] for k in keys):
+            by_kernel = {}
+            for r in rows:
+                if r["type"] == typ and r["M"] not in by_kernel.setdefault(r["mixq_kernel"], []):
+                    by_kernel[r["mixq_kernel"]].append(r["M"])
+            buffers = sorted({r["llamacpp_buffer"] for r in rows if r["type"] == typ})
+            lines.append(f"- {typ}: mixq " + "; ".join(
+                f"{k} (M={','.join(str(m) for m in sorted(v))})" for k, v in by_kernel.items())
+                + f"; llama.cpp {', '.join(buffers)}")
+        lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -199,6 +215,9 @@ def main(argv=None):
     ap.add_argument("--threads", default="1,2", help="CPU thread counts (ignored for cuda)")
     ap.add_argument("--m", default="1,4,16,64,512")
     ap.add_argument("--reps", type=int, default=5, help="timed calls per case, at most (both sides)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="sweeps over everything; each side's time is its best sweep's median, and the "
+                         "spread of the per-sweep ratios is reported (noise)")
     ap.add_argument("--types", help="comma-separated type prefixes (default: every one in the file)")
     ap.add_argument("--mixq-env", action="append", default=[], metavar="KEY=VALUE",
                     help="environment for mixq (e.g. MIXQ_CPU_ISA=avx2); repeatable")
@@ -213,6 +232,8 @@ def main(argv=None):
     threads = int_list(args.threads, "--threads") if args.backend == "cpu" else [0]
     if args.reps < 1:
         fail("--reps must be >= 1")
+    if args.repeat < 1:
+        fail("--repeat must be >= 1")
     for kv in args.mixq_env:
         if "=" not in kv:
             fail(f"--mixq-env: '{kv}' is not KEY=VALUE")
@@ -233,33 +254,51 @@ def main(argv=None):
         flags = re.search(r"^cmake flags: (.+)$", text, re.M)
         build = f"{variant.group(1) if variant else '?'} ({flags.group(1) if flags else '?'})"
 
-    results, mixq_doc, llama_doc = [], None, None
+    samples, mixq_doc, llama_doc = {}, None, None
     with tempfile.TemporaryDirectory(prefix="llamacpp_compare_") as tmp:
-        for t in threads:
-            for i, prefix in enumerate(types):
-                # Alternate which side goes first, so that a drift of the machine's load or clock
-                # over the run does not favour one of them.
-                if i % 2 == 0:
-                    mixq_doc, mq = time_mixq(args, args.gguf, prefix, t, tmp)
-                    llama_doc, ll = time_llamacpp(args, args.gguf, prefix, t, tmp)
-                else:
-                    llama_doc, ll = time_llamacpp(args, args.gguf, prefix, t, tmp)
-                    mixq_doc, mq = time_mixq(args, args.gguf, prefix, t, tmp)
-                for (name, m), lr in sorted(ll.items(), key=lambda kv: (kv[0][0], kv[0][1])):
-                    g, r = mq.get((name, m), (None, None))
-                    mixq_us = r.get("time_us") if r and not r.get("unsupported") else None
-                    results.append({
-                        "tensor": name, "type": lr["type"].upper(), "K": lr["K"], "N": lr["N"], "M": m,
-                        "threads": t, "mixq_us": mixq_us, "mixq_min_us": r.get("min_us") if mixq_us else None,
-                        "mixq_kernel": r.get("kernel", "unsupported") if r else "missing",
-                        "mixq_ok": r.get("ok") if r else None,
-                        "llamacpp_us": lr["time_us"], "llamacpp_min_us": lr["min_us"],
-                        "llamacpp_buffer": lr["buffer"],
-                        "ratio": lr["time_us"] / mixq_us if mixq_us else None,
-                    })
-                print(f"threads {t} {prefix}: " + ", ".join(
-                    f"{r['K']}x{r['N']} M={r['M']} {r['ratio']:.2f}x" for r in results[-len(ll):] if r["ratio"]),
-                    file=sys.stderr, flush=True)
+        step = 0
+        for sweep in range(args.repeat):
+            for t in threads:
+                for prefix in types:
+                    # Alternate which side goes first, so that a drift of the machine's load or
+                    # clock over the run does not favour one of them.
+                    if step % 2 == 0:
+                        mixq_doc, mq = time_mixq(args, args.gguf, prefix, t, tmp)
+                        llama_doc, ll = time_llamacpp(args, args.gguf, prefix, t, tmp)
+                    else:
+                        llama_doc, ll = time_llamacpp(args, args.gguf, prefix, t, tmp)
+                        mixq_doc, mq = time_mixq(args, args.gguf, prefix, t, tmp)
+                    step += 1
+                    line = []
+                    for (name, m), lr in sorted(ll.items()):
+                        g, r = mq.get((name, m), (None, None))
+                        s = samples.setdefault((t, name, m), {"llama": [], "mixq": [], "lr": lr, "r": r})
+                        s["llama"].append(lr["time_us"])
+                        if r and not r.get("unsupported"):
+                            s["mixq"].append(r["time_us"])
+                            s["r"] = r
+                            line.append(f"{lr['K']}x{lr['N']} M={m} {lr['time_us'] / r['time_us']:.2f}x")
+                    print(f"sweep {sweep + 1} threads {t} {prefix}: " + ", ".join(line), file=sys.stderr, flush=True)
+
+    results = []
+    for (t, name, m), s in samples.items():
+        lr, r = s["lr"], s["r"]
+        # Best of the sweeps, each side: other work on the machine only ever adds time, so the
+        # fastest sweep is the least disturbed estimate of both.
+        mixq_us = min(s["mixq"]) if s["mixq"] else None
+        llama_us = min(s["llama"])
+        per_sweep = [a / b for a, b in zip(s["llama"], s["mixq"])] if len(s["mixq"]) == len(s["llama"]) else []
+        results.append({
+            "tensor": name, "type": lr["type"].upper(), "K": lr["K"], "N": lr["N"], "M": m, "threads": t,
+            "mixq_us": mixq_us, "mixq_kernel": r.get("kernel", "unsupported") if r else "missing",
+            "mixq_ok": r.get("ok") if r else None, "mixq_sweeps_us": s["mixq"],
+            "llamacpp_us": llama_us, "llamacpp_buffer": lr["buffer"], "llamacpp_sweeps_us": s["llama"],
+            "ratio": llama_us / mixq_us if mixq_us else None,
+            "ratio_min": min(per_sweep) if per_sweep else None,
+            "ratio_max": max(per_sweep) if per_sweep else None,
+        })
+    results.sort(key=lambda r: (r["threads"], types.index(r["tensor"].split(".", 1)[0])
+                                if r["tensor"].split(".", 1)[0] in types else 0, r["tensor"], r["M"]))
 
     doc = {
         "command": " ".join(shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
@@ -272,7 +311,8 @@ def main(argv=None):
                      "device": llama_doc.get("device") if llama_doc else None,
                      "buffer_types": llama_doc.get("buffer_types") if llama_doc else None,
                      "excluded": args.exclude_buffer, "build": build},
-        "threads": threads, "m": int_list(args.m, "--m"), "reps": args.reps, "target": args.target,
+        "threads": threads, "m": int_list(args.m, "--m"), "reps": args.reps, "repeat": args.repeat,
+        "target": args.target,
         "notes": args.note, "gguf": os.path.abspath(args.gguf),
         "results": results,
     }

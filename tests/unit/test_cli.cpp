@@ -452,7 +452,7 @@ TEST_F(CliTest, BenchFileGgufGroupsSkipsAndSumsTheDecodeStep) {
                        {"bench_model.gguf", "no 2-D weight"});
 }
 
-TEST_F(CliTest, BenchFileSafetensorsAndToleranceFailures) {
+TEST_F(CliTest, BenchFileSafetensorsShardedAndToleranceFailures) {
   // mixq's own safetensors layout, written by quantize: two quantized matrices.
   const std::string in = path("bf_src.safetensors"), q = path("bf_w4.safetensors");
   write_fixture(in);
@@ -461,6 +461,51 @@ TEST_F(CliTest, BenchFileSafetensorsAndToleranceFailures) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   for (const char* needle : {"2 group(s)", "200x37", "96x24", "g32", "decode step"})
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in\n" << r.out;
+  // A sharded FP8-block checkpoint (DeepSeek layout; N and K not multiples of 128) given as the
+  // directory holding its index: the two up_proj weights sit in different shards, one group.
+  const std::string dir = path("fp8_sharded");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::mt19937 gen(41);
+  std::vector<uint8_t> codes(300 * 200);
+  for (uint8_t& b : codes) {
+    do b = static_cast<uint8_t>(gen());
+    while ((b & 0x7F) == 0x7F);  // no NaN codes
+  }
+  const std::vector<float> scale_inv = {2e-3f, 3e-3f, 1e-3f, 4e-3f, 2.5e-3f, 1.5e-3f};
+  const std::vector<uint16_t> norm(200, 0x3F80);  // bf16 1.0
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string l = "model.layers." + std::to_string(shard) + ".mlp.up_proj.";
+    std::vector<StTensor> ts = {{l + "weight", "F8_E4M3", {300, 200}, codes},
+                                {l + "weight_scale_inv", "F32", {3, 2}, as_bytes(scale_inv)}};
+    if (shard == 0) ts.push_back({"model.layers.0.norm.weight", "BF16", {200}, as_bytes(norm)});
+    write_safetensors(dir + "/model-0000" + std::to_string(shard + 1) + "-of-00002.safetensors", ts);
+  }
+  {
+    std::ofstream idx(dir + "/model.safetensors.index.json");
+    idx << R"({"metadata": {}, "weight_map": {)"
+        << R"("model.layers.0.mlp.up_proj.weight": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.0.mlp.up_proj.weight_scale_inv": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.0.norm.weight": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.1.mlp.up_proj.weight": "model-00002-of-00002.safetensors",)"
+        << R"("model.layers.1.mlp.up_proj.weight_scale_inv": "model-00002-of-00002.safetensors"}})";
+  }
+  const std::string fj = path("bench_fp8.json");
+  r = run("bench '" + dir + "' --backend cpu --m 1,2 --reps 2 --threads 1 --json '" + fj + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const json::Value fdoc = read_json(fj);
+  ASSERT_EQ(member(fdoc, "groups").array.size(), 1u) << r.out;
+  const json::Value& fg = member(fdoc, "groups").array[0];
+  EXPECT_EQ(member(fg, "type").string, "fp8 128x128");
+  EXPECT_EQ(member(fg, "count").integer, 2);
+  EXPECT_EQ(member(fg, "K").integer, 200);
+  EXPECT_EQ(member(fg, "N").integer, 300);
+  EXPECT_EQ(member(fg, "file_bytes").integer, 300 * 200 + 24);
+  for (const json::Value& res : member(fg, "results").array) EXPECT_TRUE(member(res, "ok").boolean);
+  ASSERT_EQ(member(fdoc, "skipped").array.size(), 1u);
+  EXPECT_EQ(member(member(fdoc, "skipped").array[0], "name").string, "model.layers.0.norm.weight");
+  // --json must not overwrite any file of the checkpoint (here a shard).
+  expect_clean_failure("bench '" + dir + "' --json '" + dir + "/model-00002-of-00002.safetensors'", 2, {"--json"});
+
   // The checks are live: with the tolerances scaled to nothing, every row fails, exit 1.
   r = run("bench '" + q + "' --backend cpu --m 3 --reps 1 --tol-scale 1e-9");
   EXPECT_EQ(r.code, 1) << r.out << r.err;

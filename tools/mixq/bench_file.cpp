@@ -83,7 +83,9 @@ const char kBenchFileHelp[] =
     "next to the backend's dense baseline for that shape and checked like the synthetic rows; the\n"
     "decode step is the sum over groups of count x time: every linear layer of the model once, in\n"
     "ms and tokens/s (= M / step time). Tensors that are not 2-D, token / position embeddings and\n"
-    "types mixq cannot load are skipped and listed. Default M: 1. Options as above, except\n"
+    "types mixq cannot load are skipped and listed (a model whose output layer reuses the token\n"
+    "embedding has no separate output matrix: its logits product is not in the sum). Default M: 1.\n"
+    "Options as above, except\n"
     "--shapes, --schemes and --quick; and:\n"
     "  --only REGEX         time only the weights whose name matches (searched anywhere in it)\n"
     "  --skip REGEX         leave out the weights whose name matches\n";
