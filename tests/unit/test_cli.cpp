@@ -450,6 +450,17 @@ TEST_F(CliTest, BenchFileGgufGroupsSkipsAndSumsTheDecodeStep) {
   EXPECT_NE(o.out.find("excluded by --skip"), std::string::npos) << o.out;
   expect_clean_failure("bench '" + g + "' --backend cpu --only 'no_such_weight'", 1,
                        {"bench_model.gguf", "no 2-D weight"});
+
+  // --force-kernel reaches the prepared weights: at M = 1 the exact f32 kernel instead of the
+  // int8-dot default (and its tighter tolerance holds).
+  o = run("bench '" + g + "' --backend cpu --m 1 --reps 1 --threads 1 --only 'ffn_down' --force-kernel cpu_f32 "
+          "--json '" + j + "'");
+  ASSERT_EQ(o.code, 0) << o.out << o.err;
+  const json::Value forced = member(member(read_json(j), "groups").array.at(0), "results").array.at(0);
+  EXPECT_EQ(member(forced, "kernel").string.find("i8dot"), std::string::npos) << member(forced, "kernel").string;
+  EXPECT_LE(member(forced, "tol").number, 1e-5);
+  EXPECT_TRUE(member(forced, "ok").boolean);
+  expect_clean_failure("bench '" + g + "' --tune no_such_knob=1", 2, {"--tune", "no_such_knob"});
 }
 
 TEST_F(CliTest, BenchFileSafetensorsShardedAndToleranceFailures) {
