@@ -135,7 +135,8 @@ int resolve_threads(int threads) {
 class CpuDriver final : public BenchDriver {
  public:
   CpuDriver(const DriverConfig& cfg, BackendKind kind)
-      : threads_(resolve_threads(cfg.threads)), kind_(kind) {}
+      : threads_(resolve_threads(cfg.threads)), kind_(kind), tuning_(cfg.tuning),
+        force_kernel_(cfg.force_kernel) {}
 
   std::string backend() const override { return backend_name(kind_); }
   std::string device() const override {
@@ -167,6 +168,8 @@ class CpuDriver final : public BenchDriver {
     PrepareOptions opts;
     opts.backend = kind_;
     opts.act = act;
+    opts.tuning = tuning_;              // --tune
+    opts.force_kernel = force_kernel_;  // --force-kernel (e.g. cpu_f32 at small M)
     // The copies are prepared once per weight and reused for every M.
     // One prepared copy; small weights are evicted by flush_cache() before each timed call.
     const bool flush = copies > 1;
@@ -230,6 +233,8 @@ class CpuDriver final : public BenchDriver {
  private:
   int threads_;
   BackendKind kind_;
+  Tuning tuning_;
+  std::string force_kernel_;
   // The prepared current weight (keyed by its address and act mode, cleared by release()):
   // preparing once per layer, not once per M, keeps the run short.
   const QuantizedWeight* cached_weight_ = nullptr;
