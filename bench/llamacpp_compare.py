@@ -207,9 +207,12 @@ def write_markdown(path, doc):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--gguf", required=True, help="GGUF file (written by make_bench_gguf.py when missing)")
+    ap.add_argument("--gguf", help="GGUF file (written by make_bench_gguf.py when missing)")
     ap.add_argument("--mixq", default=os.path.join(REPO, "build-cpu", "mixq"), help="the mixq binary")
-    ap.add_argument("--driver", required=True, help="llamacpp_driver built by scripts/build_llamacpp.sh")
+    ap.add_argument("--driver", help="llamacpp_driver built by scripts/build_llamacpp.sh")
+    ap.add_argument("--render", metavar="JSON",
+                    help="no timing: rewrite OUTPUT.md (and .json) from this JSON, with the --note lines "
+                         "added (marked as added after the run)")
     ap.add_argument("--build-info", help="build-info.txt of that build (default: beside bin/)")
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", default="1,2", help="CPU thread counts (ignored for cuda)")
@@ -228,6 +231,17 @@ def main(argv=None):
     ap.add_argument("-o", "--output", required=True, help="output path without extension (.md, .json)")
     args = ap.parse_args(argv)
 
+    if args.render:
+        doc = json.load(open(args.render))
+        doc["notes"] = doc.get("notes", []) + [f"(added after the run) {n}" for n in args.note]
+        with open(args.output + ".json", "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        write_markdown(args.output + ".md", doc)
+        print(f"wrote {args.output}.md and {args.output}.json", file=sys.stderr)
+        return
+    if not args.gguf or not args.driver:
+        fail("--gguf and --driver are required (unless --render)")
     int_list(args.m, "--m")
     threads = int_list(args.threads, "--threads") if args.backend == "cpu" else [0]
     if args.reps < 1:
