@@ -45,8 +45,6 @@ def parse_shapes(text):
 def random_blocks(qtype, K, N, rng):
     """Bytes of a [N][K] tensor of `qtype`: shape (N, K // block * block_bytes), uint8."""
     block, block_bytes = GGML_QUANT_SIZES[qtype]
-    if K % block:
-        raise SystemExit(f"make_bench_gguf: K = {K} is not a multiple of {qtype.name}'s block of {block}")
     nb = K // block
     data = rng.integers(0, 256, size=(N, nb, block_bytes), dtype=np.uint8)
     for offset, lo, hi in SCALE_FIELDS[qtype.name]:
@@ -70,6 +68,11 @@ def main(argv=None):
             raise SystemExit(f"make_bench_gguf: --types: '{name}' is not one of {', '.join(SCALE_FIELDS).lower()}")
         qtypes.append(GGMLQuantizationType[key])
     shapes = parse_shapes(args.shapes)
+    for qtype in qtypes:  # every shape checked before anything is written
+        for K, _ in shapes:
+            if K % GGML_QUANT_SIZES[qtype][0]:
+                raise SystemExit(f"make_bench_gguf: K = {K} is not a multiple of {qtype.name}'s block of "
+                                 f"{GGML_QUANT_SIZES[qtype][0]}")
 
     rng = np.random.default_rng(args.seed)
     writer = GGUFWriter(args.output, "mixq-bench")
