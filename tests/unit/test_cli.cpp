@@ -12,11 +12,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "formats/safetensors/st_json.hpp"
+#include "mixq/formats/gguf.hpp"
 #include "mixq/formats/npy.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/quantize.hpp"
@@ -379,6 +383,213 @@ TEST_F(CliTest, BenchMoeRejectsBadOptions) {
   expect_clean_failure("bench --op conv", 2, {"--op", "conv"});
   expect_clean_failure("bench --op moe --shapes 64x64", 2, {"--shapes"});
   expect_clean_failure("bench --op moe --tol-scale -1", 2, {"--tol-scale"});
+}
+
+// ---- mixq bench FILE
+
+namespace json = mixq::formats::json;
+
+json::Value read_json(const std::string& file) {
+  const std::string text = slurp(file);
+  return json::parse(text.data(), text.size(), file);  // strict: the output must be valid JSON
+}
+
+const json::Value& member(const json::Value& v, const std::string& key) {
+  const json::Value* m = v.get(key);
+  if (!m) throw std::runtime_error("JSON member '" + key + "' is missing");
+  return *m;
+}
+
+// A GGUF file holding what a model holds: two Q8_0 matrices of one shape (a group of 2), a Q4_0
+// matrix of another shape, an F16 matrix, a 1-D norm, a token embedding and a 3-D tensor (the
+// last three are skipped, each for its reason).
+void write_bench_gguf(const std::string& file) {
+  using mixq::formats::GgmlType;
+  static const std::vector<float> a = normal(64 * 96, 21, 0.05f), b = normal(64 * 96, 22, 0.05f),
+                                   c = normal(40 * 64, 23, 0.05f), h = normal(24 * 32, 24, 0.05f),
+                                   norm = normal(96, 25, 1.f), emb = normal(50 * 96, 26, 0.05f),
+                                   cube = normal(2 * 8 * 32, 27, 0.05f);
+  mixq::formats::save_gguf(file, {{"blk.0.attn_q.weight", {64, 96}, GgmlType::Q8_0, a.data()},
+                                  {"blk.0.attn_norm.weight", {96}, GgmlType::F32, norm.data()},
+                                  {"token_embd.weight", {50, 96}, GgmlType::Q8_0, emb.data()},
+                                  {"blk.1.attn_q.weight", {64, 96}, GgmlType::Q8_0, b.data()},
+                                  {"blk.0.ffn_down.weight", {40, 64}, GgmlType::Q4_0, c.data()},
+                                  {"blk.0.ffn_gate_exps.weight", {2, 8, 32}, GgmlType::F32, cube.data()},
+                                  {"output.weight", {24, 32}, GgmlType::F16, h.data()}});
+}
+
+TEST_F(CliTest, BenchFileGgufGroupsSkipsAndSumsTheDecodeStep) {
+  const std::string g = path("bench_model.gguf"), j = path("bench_file.json");
+  write_bench_gguf(g);
+  const RunResult r = run("bench '" + g + "' --backend cpu --m 1,3 --reps 2 --threads 1 --json '" + j + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const char* needle : {"3 group(s)", "Q8_0", "Q4_0", "F16", "96x64", "64x40", "decode step",
+                             "token_embd.weight", "embedding", "1-D", "3-D", "tok/s", "x dense"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in\n" << r.out;
+
+  const json::Value doc = read_json(j);
+  EXPECT_EQ(member(doc, "backend").string, "cpu");
+  EXPECT_EQ(member(doc, "threads").integer, 1);
+  EXPECT_EQ(member(doc, "format").string, "gguf v3");
+  std::map<std::string, std::string> skipped;
+  for (const json::Value& s : member(doc, "skipped").array)
+    skipped[member(s, "name").string] = member(s, "reason").string;
+  ASSERT_EQ(skipped.size(), 3u);
+  EXPECT_NE(skipped["token_embd.weight"].find("embedding"), std::string::npos);
+  EXPECT_NE(skipped["blk.0.attn_norm.weight"].find("1-D"), std::string::npos);
+  EXPECT_NE(skipped["blk.0.ffn_gate_exps.weight"].find("3-D"), std::string::npos);
+
+  const auto& groups = member(doc, "groups").array;
+  ASSERT_EQ(groups.size(), 3u);
+  // File order of first appearance; the two Q8_0 [64, 96] matrices are one group of two.
+  EXPECT_EQ(member(groups[0], "type").string, "Q8_0");
+  EXPECT_EQ(member(groups[0], "K").integer, 96);
+  EXPECT_EQ(member(groups[0], "N").integer, 64);
+  EXPECT_EQ(member(groups[0], "count").integer, 2);
+  ASSERT_EQ(member(groups[0], "tensors").array.size(), 2u);
+  EXPECT_EQ(member(groups[0], "tensors").array[1].string, "blk.1.attn_q.weight");
+  EXPECT_EQ(member(groups[0], "file_bytes").integer, 64 * 96 / 32 * 34);
+  EXPECT_EQ(member(groups[1], "type").string, "Q4_0");
+  EXPECT_EQ(member(groups[1], "count").integer, 1);
+  EXPECT_EQ(member(groups[1], "file_bytes").integer, 40 * 64 / 32 * 18);
+  EXPECT_EQ(member(groups[2], "type").string, "F16");
+
+  // Every result is checked and timed; the decode step is the sum of count x time.
+  const std::vector<int64_t> ms = {1, 3};
+  for (size_t mi = 0; mi < ms.size(); ++mi) {
+    double mixq_us = 0, dense_us = 0;
+    for (const json::Value& grp : groups) {
+      const json::Value& res = member(grp, "results").array.at(mi);
+      EXPECT_EQ(member(res, "M").integer, ms[mi]);
+      ASSERT_EQ(res.get("unsupported"), nullptr) << member(grp, "type").string;
+      EXPECT_TRUE(member(res, "ok").boolean);
+      EXPECT_GT(member(res, "time_us").number, 0);
+      EXPECT_GT(member(res, "dense_us").number, 0);
+      EXPECT_FALSE(member(res, "kernel").string.empty());
+      EXPECT_LE(member(res, "rel_err").number, member(res, "tol").number);
+      EXPECT_NEAR(member(res, "speedup_vs_dense").number,
+                  member(res, "dense_us").number / member(res, "time_us").number, 1e-3);
+      const double count = static_cast<double>(member(grp, "count").integer);
+      mixq_us += count * member(res, "time_us").number;
+      dense_us += count * member(res, "dense_us").number;
+    }
+    const json::Value& step = member(doc, "decode_step").array.at(mi);
+    EXPECT_EQ(member(step, "M").integer, ms[mi]);
+    EXPECT_NEAR(member(step, "mixq_ms").number, mixq_us * 1e-3, 1e-5 * mixq_us + 1e-6);
+    EXPECT_NEAR(member(step, "dense_ms").number, dense_us * 1e-3, 1e-5 * dense_us + 1e-6);
+    EXPECT_NEAR(member(step, "mixq_tokens_per_s").number, ms[mi] * 1e6 / mixq_us, 1e-4 * ms[mi] * 1e6 / mixq_us);
+    EXPECT_EQ(member(step, "unsupported_groups").integer, 0);
+  }
+
+  // --only / --skip select by name; a selection that leaves nothing is an error naming the file.
+  RunResult o = run("bench '" + g + "' --backend cpu --m 2 --reps 1 --threads 1 --only 'attn_q' --skip 'blk\\.1\\.' "
+                    "--json '" + j + "'");
+  ASSERT_EQ(o.code, 0) << o.out << o.err;
+  const json::Value sel = read_json(j);
+  ASSERT_EQ(member(sel, "groups").array.size(), 1u);
+  EXPECT_EQ(member(member(sel, "groups").array[0], "count").integer, 1);
+  EXPECT_NE(o.out.find("excluded by --skip"), std::string::npos) << o.out;
+  expect_clean_failure("bench '" + g + "' --backend cpu --only 'no_such_weight'", 1,
+                       {"bench_model.gguf", "no 2-D weight"});
+
+  // --force-kernel reaches the prepared weights: at M = 1 the exact f32 kernel instead of the
+  // int8-dot default (and its tighter tolerance holds).
+  o = run("bench '" + g + "' --backend cpu --m 1 --reps 1 --threads 1 --only 'ffn_down' --force-kernel cpu_f32 "
+          "--json '" + j + "'");
+  ASSERT_EQ(o.code, 0) << o.out << o.err;
+  const json::Value forced = member(member(read_json(j), "groups").array.at(0), "results").array.at(0);
+  EXPECT_EQ(member(forced, "kernel").string.find("i8dot"), std::string::npos) << member(forced, "kernel").string;
+  EXPECT_LE(member(forced, "tol").number, 1e-5);
+  EXPECT_TRUE(member(forced, "ok").boolean);
+  expect_clean_failure("bench '" + g + "' --tune no_such_knob=1", 2, {"--tune", "no_such_knob"});
+}
+
+TEST_F(CliTest, BenchFileSafetensorsShardedAndToleranceFailures) {
+  // mixq's own safetensors layout, written by quantize: two quantized matrices.
+  const std::string in = path("bf_src.safetensors"), q = path("bf_w4.safetensors");
+  write_fixture(in);
+  ASSERT_EQ(run("quantize '" + in + "' -o '" + q + "' --scheme w4g32asym").code, 0);
+  RunResult r = run("bench '" + q + "' --backend cpu --m 1,5 --reps 2 --threads 2", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  for (const char* needle : {"2 group(s)", "200x37", "96x24", "g32", "decode step"})
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " not in\n" << r.out;
+  // A sharded FP8-block checkpoint (DeepSeek layout; N and K not multiples of 128) given as the
+  // directory holding its index: the two up_proj weights sit in different shards, one group.
+  const std::string dir = path("fp8_sharded");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  std::mt19937 gen(41);
+  std::vector<uint8_t> codes(300 * 200);
+  for (uint8_t& b : codes) {
+    do b = static_cast<uint8_t>(gen());
+    while ((b & 0x7F) == 0x7F);  // no NaN codes
+  }
+  const std::vector<float> scale_inv = {2e-3f, 3e-3f, 1e-3f, 4e-3f, 2.5e-3f, 1.5e-3f};
+  const std::vector<uint16_t> norm(200, 0x3F80);  // bf16 1.0
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string l = "model.layers." + std::to_string(shard) + ".mlp.up_proj.";
+    std::vector<StTensor> ts = {{l + "weight", "F8_E4M3", {300, 200}, codes},
+                                {l + "weight_scale_inv", "F32", {3, 2}, as_bytes(scale_inv)}};
+    if (shard == 0) ts.push_back({"model.layers.0.norm.weight", "BF16", {200}, as_bytes(norm)});
+    write_safetensors(dir + "/model-0000" + std::to_string(shard + 1) + "-of-00002.safetensors", ts);
+  }
+  {
+    std::ofstream idx(dir + "/model.safetensors.index.json");
+    idx << R"({"metadata": {}, "weight_map": {)"
+        << R"("model.layers.0.mlp.up_proj.weight": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.0.mlp.up_proj.weight_scale_inv": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.0.norm.weight": "model-00001-of-00002.safetensors",)"
+        << R"("model.layers.1.mlp.up_proj.weight": "model-00002-of-00002.safetensors",)"
+        << R"("model.layers.1.mlp.up_proj.weight_scale_inv": "model-00002-of-00002.safetensors"}})";
+  }
+  const std::string fj = path("bench_fp8.json");
+  r = run("bench '" + dir + "' --backend cpu --m 1,2 --reps 2 --threads 1 --json '" + fj + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const json::Value fdoc = read_json(fj);
+  ASSERT_EQ(member(fdoc, "groups").array.size(), 1u) << r.out;
+  const json::Value& fg = member(fdoc, "groups").array[0];
+  EXPECT_EQ(member(fg, "type").string, "fp8 128x128");
+  EXPECT_EQ(member(fg, "count").integer, 2);
+  EXPECT_EQ(member(fg, "K").integer, 200);
+  EXPECT_EQ(member(fg, "N").integer, 300);
+  EXPECT_EQ(member(fg, "file_bytes").integer, 300 * 200 + 24);
+  for (const json::Value& res : member(fg, "results").array) EXPECT_TRUE(member(res, "ok").boolean);
+  ASSERT_EQ(member(fdoc, "skipped").array.size(), 1u);
+  EXPECT_EQ(member(member(fdoc, "skipped").array[0], "name").string, "model.layers.0.norm.weight");
+  // --json must not overwrite any file of the checkpoint (here a shard).
+  expect_clean_failure("bench '" + dir + "' --json '" + dir + "/model-00002-of-00002.safetensors'", 2, {"--json"});
+
+  // The checks are live: with the tolerances scaled to nothing, every row fails, exit 1.
+  r = run("bench '" + q + "' --backend cpu --m 3 --reps 1 --tol-scale 1e-9");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("exceed their error tolerance"), std::string::npos) << r.err;
+}
+
+TEST_F(CliTest, BenchFileRejectsBadInput) {
+  const std::string g = path("bench_bad.gguf");
+  write_bench_gguf(g);
+  {
+    std::ofstream f(path("bench_garbage.gguf"), std::ios::binary);
+    f << "GGUF but not really a GGUF file";
+  }
+  {  // a valid file with nothing to time
+    const std::vector<float> v = normal(8, 31, 1.f);
+    mixq::formats::save_gguf(path("bench_vectors.gguf"),
+                             {{"norm.weight", {8}, mixq::formats::GgmlType::F32, v.data()}});
+  }
+  expect_clean_failure("bench '" + path("bench_missing.gguf") + "'", 1, {"bench_missing.gguf"});
+  expect_clean_failure("bench '" + path("bench_garbage.gguf") + "'", 1, {"bench_garbage.gguf"});
+  expect_clean_failure("bench '" + path("bench_vectors.gguf") + "'", 1,
+                       {"bench_vectors.gguf", "no 2-D weight", "norm.weight"});
+  expect_clean_failure("bench '" + g + "' --shapes 64x64", 2, {"--shapes", "FILE"});
+  expect_clean_failure("bench '" + g + "' --schemes w4g128", 2, {"--schemes"});
+  expect_clean_failure("bench '" + g + "' '" + g + "'", 2, {"FILE"});
+  expect_clean_failure("bench --only attn", 2, {"--only", "FILE"});
+  expect_clean_failure("bench '" + g + "' --only '(a'", 2, {"--only"});
+  expect_clean_failure("bench '" + g + "' --m 0", 2, {"--m"});
+  expect_clean_failure("bench '" + g + "' --backend tpu", 2, {"tpu"});
+  expect_clean_failure("bench '" + g + "' --json '" + g + "'", 2, {"--json"});
+  expect_clean_failure("bench '" + g + "' --json '" + path("no_dir/x.json") + "'", 1, {"no_dir"});
 }
 
 TEST_F(CliTest, EverySubcommandHasHelp) {

@@ -14,6 +14,7 @@
 #include "bench_data.hpp"
 #include "bench_driver.hpp"
 #include "bench_moe.hpp"
+#include "bench_file.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
 #include "mixq/error.hpp"
@@ -26,7 +27,8 @@ namespace {
 using namespace mixq::bench;
 
 const char kHelp[] =
-    "usage: mixq bench [options]\n\n"
+    "usage: mixq bench [options]\n"
+    "       mixq bench FILE [options]   (a checkpoint's weights: see the end)\n\n"
     "Times Y = X . W^T (mixq::linear) with synthetic random weights for every scheme of the best\n"
     "available backend, next to that backend's dense baseline measured in the same run (CPU: FP32\n"
     "GEMM; CUDA: cuBLAS FP16), and checks each result against a float64 reference on the\n"
@@ -135,9 +137,12 @@ int run_bench(int argc, char** argv) {
           {"--backend", "", true}, {"--reps", "", true}, {"--warmup", "", true},
           {"--threads", "", true}, {"--json", "", true}, {"--quick", "", false},
           {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
-          {"--act", "", true}, {"--tune", "", true}, {"--force-kernel", "", true}});
-  if (a.help()) return print_help(kHelp);
-  a.expect_positionals(0, 0, "no positional arguments");
+          {"--act", "", true}, {"--tune", "", true}, {"--force-kernel", "", true},
+          {"--only", "", true}, {"--skip", "", true}});
+  if (a.help()) return print_help((std::string(kHelp) + "\n" + kBenchFileHelp).c_str());
+  if (!a.positionals().empty()) return run_bench_file(a, join_command(argc, argv));
+  for (const char* opt : {"--only", "--skip"})
+    if (a.has(opt)) usage_fail("bench", std::string(opt) + " selects the weights of a FILE; none is given");
   // A bad --json path must fail now, not after the whole run.
   if (a.has("--json")) check_outputs("bench", {{"--json", a.get("--json")}}, {});
   const bool quick = a.has("--quick");
