@@ -53,7 +53,7 @@ def header(title, topic, device, commands, notes):
     print("# %s\n" % title)
     print("Device: %s\n" % device)
     print("Date of the measurement: %s\n" % date)
-    print("Commands (one device session; `peers/peers.py` is the peer harness, shared/bench/peers.py):\n")
+    print("Commands (one GPU-machine run; `peers/peers.py` is the peer harness, shared/bench/peers.py):\n")
     print("```\n%s\n```\n" % "\n".join(commands))
     print(notes + "\n")
 
@@ -140,7 +140,7 @@ def fp8_block(d):
             "   # SHAPES = the nine layers"],
            "mixq's times include the activation quantizer and write a bf16 output (bf16 activations, "
            "CUDA-graph replay, cold L2). cuBLASLt block-scaled FP8 (`torch._scaled_mm`, peers.py) "
-           "times the GEMM alone on pre-quantized inputs, in the same session; it needs M % 16 == 0, "
+           "times the GEMM alone on pre-quantized inputs, in the same run; it needs M % 16 == 0, "
            "so M is padded to 16. `×` = peer time / mixq time (> 1: mixq faster). Issue #5's targets: "
            ">= 1.10× cuBLASLt at M = 2048 / 4096, >= 1300 TFLOP/s on 7168×16384 at M = 4096, and "
            ">= 85% of the streaming-read ceiling at M <= 16 on the large layers.")
@@ -163,7 +163,7 @@ def int8(d):
             big["command"] + "   # the issue-5 shapes (INT8 columns)",
             small["command"] + "   # few tokens (INT8 columns)"],
            "mixq's times include the activation quantizer and write a bf16 output (bf16 activations, "
-           "CUDA-graph replay, cold L2). The peers run in the same session on pre-quantized inputs: "
+           "CUDA-graph replay, cold L2). The peers run in the same run on pre-quantized inputs: "
            "`_int_mm` is `torch._int_mm` (s8 × s8 -> s32, no scales at all, M padded to 32), cuBLAS "
            "FP16 the dense GEMM. `×` = peer time / mixq time. Issue #5's targets at M >= 1024: "
            ">= 0.9× `_int_mm` and >= 1.25× cuBLAS FP16 (stated for g = 128).")
