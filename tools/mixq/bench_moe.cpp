@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "bench_data.hpp"
+#include "bench_options.hpp"
 #include "cli.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/output_file.hpp"
@@ -275,20 +276,8 @@ int run_bench_moe(int argc, char** argv) {
   policy.budget_s = quick ? 0.02 : 0.3;
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 1, 0, int64_t(1) << 62));
   const int threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
-  double tol_scale = 1.0;
-  if (a.has("--tol-scale")) {
-    const std::string v = a.get("--tol-scale");
-    char* end = nullptr;
-    tol_scale = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(tol_scale > 0) || !std::isfinite(tol_scale))
-      usage_fail("bench", "--tol-scale must be a positive number, got '" + v + "'");
-  }
-  DType cuda_act = DType::BF16;
-  if (a.has("--act")) {
-    const std::string act = a.get("--act");
-    if (act != "f16" && act != "bf16") usage_fail("bench", "--act must be f16 or bf16, got '" + act + "'");
-    cuda_act = act == "f16" ? DType::F16 : DType::BF16;
-  }
+  const double tol_scale = parse_tol_scale(a);
+  const DType cuda_act = parse_cuda_activation(a, DType::BF16);
   const std::string backend = a.get("--backend", "auto");
   if (backend != "auto" && backend != "cpu" && backend != "cuda")
     usage_fail("bench", "--backend must be auto, cpu or cuda for --op moe, got '" + backend + "'");

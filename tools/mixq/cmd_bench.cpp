@@ -14,6 +14,7 @@
 #include "bench_data.hpp"
 #include "bench_driver.hpp"
 #include "bench_moe.hpp"
+#include "bench_options.hpp"
 #include "bench_file.hpp"
 #include "bench_report.hpp"
 #include "cli.hpp"
@@ -157,30 +158,8 @@ int run_bench(int argc, char** argv) {
   policy.budget_s = quick ? 0.02 : 0.2;
   policy.slow_call_s = 0.2;
   const uint64_t seed = static_cast<uint64_t>(a.get_int("--seed", 1, 0, int64_t(1) << 62));
-  double tol_scale = 1.0;
-  if (a.has("--tol-scale")) {
-    char* end = nullptr;
-    const std::string t = a.get("--tol-scale");
-    tol_scale = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !(tol_scale > 0) || !std::isfinite(tol_scale))
-      usage_fail("bench", "--tol-scale must be a positive number, got '" + t + "'");
-  }
-  DriverConfig cfg;
-  cfg.threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
-  if (a.has("--act")) {
-    const std::string act = a.get("--act");
-    if (act != "f16" && act != "bf16") usage_fail("bench", "--act must be f16 or bf16, got '" + act + "'");
-    cfg.cuda_activation = act == "f16" ? DType::F16 : DType::BF16;
-  }
-
-  if (a.has("--tune")) {
-    try {
-      cfg.tuning = Tuning::parse(a.get("--tune"), default_tuning());
-    } catch (const Error& e) {
-      usage_fail("bench", "--tune: " + std::string(e.what()).substr(std::strlen("mixq: ")));
-    }
-  }
-  cfg.force_kernel = a.get("--force-kernel", "");
+  const double tol_scale = parse_tol_scale(a);
+  const DriverConfig cfg = parse_driver_config(a);
   const std::string backend = a.get("--backend", "auto");
   std::unique_ptr<BenchDriver> driver;
   if (backend == "cuda" || (backend == "auto" && cuda_available())) {

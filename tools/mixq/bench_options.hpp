@@ -1,0 +1,17 @@
+// Options every `mixq bench` mode reads the same way (the synthetic layers, `bench FILE`,
+// `--op moe`): one parser each, so the three modes accept and refuse the same values.
+#pragma once
+
+#include "bench_driver.hpp"
+#include "cli.hpp"
+
+namespace mixq::cli {
+
+// --tol-scale X (> 0, finite; default 1).
+double parse_tol_scale(const Args& a);
+// --act f16|bf16 (the CUDA activation and dense-baseline dtype); `fallback` when absent.
+DType parse_cuda_activation(const Args& a, DType fallback);
+// --threads, --act (default f16), --tune, --force-kernel.
+bench::DriverConfig parse_driver_config(const Args& a);
+
+}  // namespace mixq::cli
