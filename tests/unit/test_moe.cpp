@@ -12,6 +12,7 @@
 
 #include "mixq/error.hpp"
 #include "mixq/moe.hpp"
+#include "moe_test_data.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
@@ -19,22 +20,11 @@
 namespace mixq {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using moe_test::randn;
 
 std::vector<QuantizedWeight> make_experts(const std::string& scheme, int64_t E, int64_t N,
                                           int64_t K, uint32_t seed) {
-  std::vector<QuantizedWeight> out;
-  for (int64_t e = 0; e < E; ++e) {
-    std::vector<float> w = randn(size_t(N * K), seed + uint32_t(e) * 7919u, 0.05f);
-    out.push_back(quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme(scheme)));
-  }
-  return out;
+  return moe_test::make_experts(scheme, E, N, K, seed, 7919u);
 }
 
 // The dequantized weight in original K order, as double.
