@@ -7,6 +7,7 @@
 
 #include "bindings.hpp"
 #include "mixq/error.hpp"
+#include "placement.hpp"
 #include "views.hpp"
 
 namespace mixq_py {
@@ -18,12 +19,7 @@ void bind_host_timing(nb::module_& m) {
         Borrowed bx = borrow(x, "x", Access::Read);
         Borrowed by = borrow(y, "out", Access::Write);
         Borrowed bw = borrow_optional(workspace, "workspace", Access::Write);
-        mixq::ExecContext ctx;
-        ctx.stream = reinterpret_cast<void*>(stream);
-        if (!bw.view.empty()) {
-          ctx.workspace = bw.view.data;
-          ctx.workspace_bytes = static_cast<size_t>(bw.view.nbytes());
-        }
+        const mixq::ExecContext ctx = exec_context(stream, bw, 0);
         nb::gil_scoped_release release;
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();

@@ -12,6 +12,7 @@
 #include "bindings.hpp"
 #include "mixq/error.hpp"
 #include "mixq/moe.hpp"
+#include "placement.hpp"
 #include "views.hpp"
 
 namespace mixq_py {
@@ -26,28 +27,7 @@ struct Experts {
 
 // Arrays must live where the experts do (CUDA: on their device); named in the message.
 void check_place(const mixq::TensorView& v, const char* arg, const Experts& w) {
-  if (v.empty()) return;
-  const bool cuda = w.experts.backend() == mixq::BackendKind::CUDA;
-  const mixq::Device want = cuda ? mixq::Device::CUDA : mixq::Device::CPU;
-  MIXQ_CHECK_ARG(v.device == want, arg, ": expected a ", mixq::device_name(want),
-                 " array (the experts are prepared for the ",
-                 mixq::backend_name(w.experts.backend()), " backend), got ", v.describe());
-  if (cuda)
-    MIXQ_CHECK_ARG(v.device_index == w.device, arg, ": on cuda:", v.device_index,
-                   " but the experts are prepared for cuda:", w.device);
-}
-
-mixq::ExecContext context(uintptr_t stream, const Borrowed& ws, int threads) {
-  mixq::ExecContext ctx;
-  ctx.stream = reinterpret_cast<void*>(stream);
-  ctx.num_threads = threads;
-  if (!ws.view.empty()) {
-    MIXQ_CHECK_ARG(ws.view.is_contiguous(), "workspace: must be contiguous, got ",
-                   ws.view.describe());
-    ctx.workspace = ws.view.data;
-    ctx.workspace_bytes = static_cast<size_t>(ws.view.nbytes());
-  }
-  return ctx;
+  mixq_py::check_place(v, arg, w.experts.backend(), w.device, "the experts are");
 }
 
 }  // namespace
@@ -111,7 +91,7 @@ void bind_moe(nb::module_& m) {
         rows.error = be.view;
         mixq::Epilogue ep;
         ep.bias = bb.view;
-        const mixq::ExecContext ctx = context(stream, bw, num_threads);
+        const mixq::ExecContext ctx = exec_context(stream, bw, num_threads);
         nb::gil_scoped_release release;
         mixq::grouped_linear(bx.view, w.experts, by.view, rows, ep, ctx);
       }, nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("offsets").none(),
@@ -130,7 +110,7 @@ void bind_moe(nb::module_& m) {
         Borrowed bp = borrow(pair_position, "inverse", Access::Write);
         Borrowed be = borrow_optional(error, "error", Access::Write);
         Borrowed bw = borrow_optional(workspace, "workspace", Access::Write);
-        const mixq::ExecContext ctx = context(stream, bw, 0);
+        const mixq::ExecContext ctx = exec_context(stream, bw, 0);
         nb::gil_scoped_release release;
         mixq::moe_route(bi.view, num_experts, bo.view, bs.view, bp.view, be.view, ctx);
       }, nb::arg("topk_ids"), nb::arg("num_experts"), nb::arg("offsets"),
@@ -186,7 +166,7 @@ void bind_moe(nb::module_& m) {
         check_place(be.view, "error", gu);
         check_place(bw.view, "workspace", gu);
         const mixq::MoeActivation act = mixq::parse_moe_activation(activation);
-        const mixq::ExecContext ctx = context(stream, bw, num_threads);
+        const mixq::ExecContext ctx = exec_context(stream, bw, num_threads);
         nb::gil_scoped_release release;
         mixq::moe_mlp(bx.view, bi.view, bt.view, gu.experts, down.experts, by.view, act,
                       be.view, ctx);

@@ -7,6 +7,7 @@
 
 #include "bindings.hpp"
 #include "mixq/error.hpp"
+#include "placement.hpp"
 #include "views.hpp"
 
 namespace mixq_py {
@@ -36,15 +37,7 @@ mixq::TensorView as_rows(const mixq::TensorView& v, const char* arg) {
 // The C++ API checks device types and x/y's CUDA ordinal; naming the weight's device here
 // covers the bias and workspace too, with the argument's name in the message.
 void check_place(const mixq::TensorView& v, const char* arg, const Prepared& p) {
-  if (v.empty()) return;
-  const bool cuda_weight = p.weight.backend() == mixq::BackendKind::CUDA;
-  const mixq::Device want = cuda_weight ? mixq::Device::CUDA : mixq::Device::CPU;
-  MIXQ_CHECK_ARG(v.device == want, arg, ": expected a ", mixq::device_name(want),
-                 " array (the weight is prepared for the ", mixq::backend_name(p.weight.backend()),
-                 " backend), got ", v.describe());
-  if (cuda_weight)
-    MIXQ_CHECK_ARG(v.device_index == p.device, arg, ": on cuda:", v.device_index,
-                   " but the weight is prepared for cuda:", p.device);
+  mixq_py::check_place(v, arg, p.weight.backend(), p.device, "the weight is");
 }
 
 mixq::Epilogue epilogue(const Borrowed& bias, float lo, float hi) {
@@ -53,18 +46,6 @@ mixq::Epilogue epilogue(const Borrowed& bias, float lo, float hi) {
   ep.clamp_lo = lo;
   ep.clamp_hi = hi;
   return ep;
-}
-
-mixq::ExecContext context(uintptr_t stream, const Borrowed& ws, const char* arg, int threads) {
-  mixq::ExecContext ctx;
-  ctx.stream = reinterpret_cast<void*>(stream);
-  ctx.num_threads = threads;
-  if (!ws.view.empty()) {
-    MIXQ_CHECK_ARG(ws.view.is_contiguous(), arg, ": must be contiguous, got ", ws.view.describe());
-    ctx.workspace = ws.view.data;
-    ctx.workspace_bytes = static_cast<size_t>(ws.view.nbytes());
-  }
-  return ctx;
 }
 
 mixq::Layout parse_layout(const std::string& s) {
@@ -122,7 +103,7 @@ void bind_ops(nb::module_& m) {
         check_place(bb.view, "bias", w);
         check_place(bw.view, "workspace", w);
         const mixq::Epilogue ep = epilogue(bb, clamp_lo, clamp_hi);
-        const mixq::ExecContext ctx = context(stream, bw, "workspace", num_threads);
+        const mixq::ExecContext ctx = exec_context(stream, bw, num_threads);
         nb::gil_scoped_release release;
         mixq::linear(xv, w.weight, yv, ep, ctx);
       }, nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("bias").none(),
@@ -183,7 +164,7 @@ void bind_ops(nb::module_& m) {
         p.dilation_h = dh; p.dilation_w = dw;
         p.layout = parse_layout(layout);
         const mixq::Epilogue ep = epilogue(bb, clamp_lo, clamp_hi);
-        const mixq::ExecContext ctx = context(stream, bw, "workspace", num_threads);
+        const mixq::ExecContext ctx = exec_context(stream, bw, num_threads);
         nb::gil_scoped_release release;
         mixq::conv2d(bx.view, w.weight, by.view, p, ep, ctx);
       }, nb::arg("x"), nb::arg("w"), nb::arg("out"), nb::arg("bias").none(),
