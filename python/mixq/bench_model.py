@@ -75,26 +75,37 @@ def shared_copy(model):
 
 def dequantized_twin(base, qmodel, dtype, own_copy=False):
     """`base` (shared parameters; with `own_copy`, a full copy converted to `dtype`) with each
-    linear that qmodel quantized replaced by an nn.Linear holding the dequantized weight in
-    `dtype` (dequantized on host threads: the C++ call releases the GIL)."""
+    linear that qmodel quantized (a QuantLinear, or a member of a fused group) replaced by an
+    nn.Linear holding the weight mixq's kernels use, dequantized and converted to `dtype`
+    (each quantized layer dequantized once, on host threads: the C++ call releases the GIL)."""
     ref = copy.deepcopy(base).to(dtype) if own_copy else shared_copy(base)
     todo = []
     for name, mod in list(ref.named_modules()):
         for cname, _ in list(mod.named_children()):
             child = qmodel.get_submodule(f"{name}.{cname}" if name else cname)
-            if isinstance(child, mt.QuantLinear):
-                todo.append((mod, cname, child))
+            if isinstance(child, mt.FusedMember):
+                source, rows, bias = child.group.linear, child.rows(), child.group.linear.bias
+            elif isinstance(child, mt.QuantLinear):
+                source, rows, bias = child, None, child.bias
+            else:
+                continue
+            if isinstance(source, mt.QuantLinear):
+                todo.append((mod, cname, source, rows, bias))
+    sources = list({id(t[2]): t[2] for t in todo}.values())
     with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        weights = pool.map(lambda t: torch.from_numpy(mixq.dequantize(t[2].qweight)).to(dtype),
-                           todo)
-        for (mod, cname, child), w in zip(todo, weights):
-            lin = nn.Linear(child.in_features, child.out_features, bias=child.bias is not None,
-                            device=child._place.device, dtype=dtype)
-            with torch.no_grad():
-                lin.weight.copy_(w)
-                if child.bias is not None:
-                    lin.bias.copy_(child.bias)
-            setattr(mod, cname, lin)
+        dense = dict(zip((id(q) for q in sources),
+                         pool.map(lambda q: q.dequantized_weight(torch.float32), sources)))
+    for mod, cname, source, rows, bias in todo:
+        w = dense[id(source)]
+        if rows is not None:
+            w, bias = w[rows[0]:rows[1]], None if bias is None else bias[rows[0]:rows[1]]
+        lin = nn.Linear(w.shape[1], w.shape[0], bias=bias is not None,
+                        device=source._place.device, dtype=dtype)
+        with torch.no_grad():
+            lin.weight.copy_(w)
+            if bias is not None:
+                lin.bias.copy_(bias)
+        setattr(mod, cname, lin)
     return ref
 
 
@@ -214,6 +225,10 @@ def main(argv=None):
     p.add_argument("--device", default=None, help="default: cuda when available")
     p.add_argument("--quantize-lm-head", action="store_true",
                    help="also quantize lm_head (kept in BF16 by default)")
+    p.add_argument("--fuse", action=argparse.BooleanOptionalAction, default=True,
+                   help="fuse q/k/v and gate/up into one quantized product each in the mixq "
+                        "models (mixq.torch.fuse_linears_; default on); the BF16 baseline is "
+                        "the model as transformers defines it")
     p.add_argument("--reps", type=int, default=50, help="repetitions of the per-layer timing")
     p.add_argument("--json", default=None, help="write the results here")
     p.add_argument("--f32-reference", action="store_true",
@@ -247,8 +262,10 @@ def main(argv=None):
     def bench(model, label, scheme_label, ref_logits=None):
         rows = []
         for b in batches:
+            t_build = time.perf_counter()
             dec = Decoder(model, config, b, a.prompt, a.tokens, mode, device, dtype)
             dec.run(ids[b])  # compile / capture / warm-up
+            warm = time.perf_counter() - t_build
             secs, _ = dec.run(ids[b])
             tps = b * a.tokens / (secs * scale)
             step = secs / a.tokens
@@ -256,19 +273,23 @@ def main(argv=None):
             row = dict(model=a.model, scheme=scheme_label, batch=b, tokens=a.tokens,
                        tokens_per_s=tps, step_ms=step * 1e3 * scale,
                        linear_share=min(lin / step, 1.0) if step > 0 else math.nan,
-                       compile=mode, device=str(device))
+                       # the rest of the step: attention, norms, rotary, sampling, launches
+                       linear_ms=lin * 1e3 * scale, other_ms=max(step - lin, 0.0) * 1e3 * scale,
+                       compile=mode, device=str(device), fused=bool(a.fuse and label != dense),
+                       warmup_s=warm)
             rows.append(row)
         return rows
 
-    print("| model | scheme | batch | tokens/s | step ms | linear share | speedup | logits rel err |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | scheme | batch | tokens/s | step ms | linear ms | other ms | speedup "
+          "| logits rel err |")
+    print("|---|---|---|---|---|---|---|---|---|")
     dense = "bf16" if dtype == torch.bfloat16 else str(dtype).replace("torch.float", "f")
     dense_rows = bench(base, dense, dense)
     for r in dense_rows:
         r["speedup"] = 1.0
         r["logits_rel_err"] = 0.0
         print(f"| {a.model} | {dense} | {r['batch']} | {r['tokens_per_s']:.1f} | {r['step_ms']:.3f} "
-              f"| {r['linear_share']:.2f} | 1.00 | - |", flush=True)
+              f"| {r['linear_ms']:.3f} | {r['other_ms']:.3f} | 1.00 | - |", flush=True)
     results += dense_rows
     dense_tps = {r["batch"]: r["tokens_per_s"] for r in dense_rows}
 
@@ -280,7 +301,7 @@ def main(argv=None):
         # so the logits error measures the kernels' rounding only, as on the GPU.
         extra = {"tuning": "cpu_activations=exact"} if device.type == "cpu" else {}
         mt.quantize_(qmodel, scheme, skip=None if a.quantize_lm_head else ("lm_head",), act=act,
-                     **extra)
+                     fuse=a.fuse, **extra)
         qsecs = time.perf_counter() - t0
         # Logits against the dequantized-weight model on the same prompt (prefill, eager).
         ref = dequantized_twin(base, qmodel, dtype)
@@ -314,7 +335,8 @@ def main(argv=None):
             r["quantize_s"] = qsecs
             print(f"| {a.model} | {name} ({scheme}{'' if act == 'none' else ':' + act}) | "
                   f"{r['batch']} | {r['tokens_per_s']:.1f} | {r['step_ms']:.3f} | "
-                  f"{r['linear_share']:.2f} | {r['speedup']:.2f} | {err:.2e} |", flush=True)
+                  f"{r['linear_ms']:.3f} | {r['other_ms']:.3f} | {r['speedup']:.2f} | "
+                  f"{err:.2e} |", flush=True)
             results.append(r)
         del qmodel
         if device.type == "cuda":

@@ -12,6 +12,12 @@ only enqueue, and the synchronisation between batches is not counted):
   op            torch.ops.mixq.linear(x, handle, None, -inf, inf)  (dispatcher + output alloc)
   module        QuantLinear(x) in eager mode (what a model runs)
   dense         torch.nn.functional.linear with the dense weight (for scale)
+The floors torch itself puts under any op or module (what mixq cannot remove from Python):
+  empty         torch.empty of the output alone
+  floor_op      an op of the same schema, defined the same way, whose kernel only allocates the
+                output (dispatcher + Python kernel + allocation)
+  floor_module  an nn.Module whose forward only allocates the output
+mixq's own cost above them: op - floor_op - cpp, module - floor_module - cpp.
 Graph kernel time per call (CUDA): the op and the C++ call each captured `--graph-calls` times in a
 CUDA graph, cycling over enough weight copies that each call reads its weight from HBM (cold L2),
 replayed and timed with events.
@@ -81,6 +87,27 @@ def _graph_us(launch_one, n_calls, replays):
     return best
 
 
+_floor_lib = torch.library.Library("mixq_overhead_floor", "DEF")
+_floor_lib.define("linear(Tensor x, int n, Tensor? bias, float clamp_lo, float clamp_hi) -> Tensor")
+
+
+def _floor_kernel(x, n, bias, clamp_lo, clamp_hi):
+    return torch.empty((x.shape[0], n), dtype=x.dtype, device=x.device)
+
+
+_floor_lib.impl("linear", _floor_kernel, "CPU")
+_floor_lib.impl("linear", _floor_kernel, "CUDA")
+
+
+class _FloorModule(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+    def forward(self, x):
+        return torch.empty((x.shape[0], self.n), dtype=x.dtype, device=x.device)
+
+
 def run_shape(N, K, M, scheme, dtype, device, args):
     cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -109,8 +136,16 @@ def run_shape(N, K, M, scheme, dtype, device, args):
         row["module_us"] = _host_us(lambda: ql(x), calls, reps, sync)
         row["dense_us"] = _host_us(lambda: torch.nn.functional.linear(x, dense_w), calls, reps,
                                    sync)
+    row["empty_us"] = _host_us(lambda: torch.empty((M, N), dtype=dtype, device=device), calls,
+                               reps, sync)
+    row["floor_op_us"] = _host_us(
+        lambda: torch.ops.mixq_overhead_floor.linear(x, N, None, -_INF, _INF), calls, reps, sync)
+    floor_module = _FloorModule(N)
+    row["floor_module_us"] = _host_us(lambda: floor_module(x), calls, reps, sync)
     row["op_overhead_us"] = row["op_us"] - row["cpp_us"]
     row["module_overhead_us"] = row["module_us"] - row["cpp_us"]
+    row["op_above_floor_us"] = row["op_overhead_us"] - row["floor_op_us"]
+    row["module_above_floor_us"] = row["module_overhead_us"] - row["floor_module_us"]
     if cuda and args.graph_calls:
         # Enough copies of the weight that the working set exceeds L2 (each call reads from HBM).
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
@@ -148,8 +183,10 @@ def main(argv=None):
     p.add_argument("--m", default="1,16")
     p.add_argument("--schemes", default="w4g128,w8g128")
     p.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
-    p.add_argument("--calls", type=int, default=200)
-    p.add_argument("--reps", type=int, default=20)
+    # Short batches: a few hundred queued launches (each with kilobytes of parameters) fill the
+    # launch queue, and the host then waits for the GPU, which would time kernels, not calls.
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--reps", type=int, default=100)
     p.add_argument("--graph-calls", type=int, default=256)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", default=None)
@@ -170,7 +207,10 @@ def main(argv=None):
                 print(f"{K}x{N} {scheme} M={M}: cpp {r['cpp_us']:.2f}  core {r['core_us']:.2f}  "
                       f"op {r['op_us']:.2f} (+{r['op_overhead_us']:.2f})  module "
                       f"{r['module_us']:.2f} (+{r['module_overhead_us']:.2f})  dense "
-                      f"{r['dense_us']:.2f} us{g}", flush=True)
+                      f"{r['dense_us']:.2f}  floors: empty {r['empty_us']:.2f} op "
+                      f"{r['floor_op_us']:.2f} module {r['floor_module_us']:.2f}  above floor: "
+                      f"op {r['op_above_floor_us']:+.2f} module {r['module_above_floor_us']:+.2f}"
+                      f" us{g}", flush=True)
     out = {"command": " ".join(["python -m mixq.bench_overhead"] + (argv or sys.argv[1:])),
            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
            "date": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "rows": rows}

@@ -262,3 +262,68 @@ def test_transformers_llama_quantize_and_run():
         assert len(replaced) == 14
         got = q(ids).logits
     assert rel_err(got.numpy(), dense.numpy()) < 0.05
+
+
+class _Block(nn.Module):
+    """q/k/v and gate/up siblings reading one input, HF names."""
+
+    def __init__(self, d=256, bias=False):
+        super().__init__()
+        self.q_proj = nn.Linear(d, 256, bias=bias)
+        self.k_proj = nn.Linear(d, 128, bias=bias)
+        self.v_proj = nn.Linear(d, 128, bias=bias)
+        self.gate_proj = nn.Linear(d, 384, bias=bias)
+        self.up_proj = nn.Linear(d, 384, bias=bias)
+
+    def forward(self, x):
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        return torch.cat([q, k, v, nn.functional.silu(self.gate_proj(x)) * self.up_proj(x)], -1)
+
+
+@pytest.mark.parametrize("scheme", ["w4g128", "w8g128", "fp8b128"])
+@pytest.mark.parametrize("bias", [False, True])
+def test_fused_projections_match_separate_layers(scheme, bias):
+    torch.manual_seed(11)
+    block = _Block(bias=bias)
+    separate, fused = copy.deepcopy(block), copy.deepcopy(block)
+    mt.quantize_(separate, scheme, **exact())
+    names = mt.quantize_(fused, scheme, fuse=True, **exact())
+    assert sorted(names) == ["gate_up_proj.linear", "qkv_proj.linear"]
+    assert isinstance(fused.k_proj, mt.FusedMember) and fused.qkv_proj.linear.out_features == 512
+    # Per-row quantization: each member's rows of the fused weight are its own quantized weight.
+    for n in ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj"):
+        assert torch.equal(getattr(fused, n).dequantized_weight(),
+                           getattr(separate, n).dequantized_weight())
+    x = torch.randn(5, 256)
+    with torch.no_grad():
+        assert rel_err(fused(x).numpy(), separate(x).numpy()) <= 1e-6
+
+
+def test_fused_members_any_order_and_inputs():
+    torch.manual_seed(12)
+    block = _Block()
+    mt.quantize_(block, "w8g128", fuse=True, **exact())
+    x1, x2 = torch.randn(3, 256), torch.randn(3, 256)
+    with torch.no_grad():
+        want_k2 = block.qkv_proj(x2)[:, 256:384].clone()
+        v1 = block.v_proj(x1)  # kept output for x1
+        k2 = block.k_proj(x2)  # another input: recomputed, not x1's slice
+        q1 = block.q_proj(x1)
+        full1 = block.qkv_proj(x1)
+    assert torch.equal(k2, want_k2)
+    assert torch.equal(q1, full1[:, :256]) and torch.equal(v1, full1[:, 384:])
+    assert block.qkv_proj._y is None or block.qkv_proj._left > 0
+
+
+def test_fused_compile_fullgraph_and_skip():
+    torch.manual_seed(13)
+    block = _Block()
+    mt.quantize_(block, "w4g128", fuse=True, **exact())
+    x = torch.randn(4, 256)
+    with torch.no_grad():
+        eager = block(x)
+        assert torch.equal(torch.compile(block, fullgraph=True)(x), eager)
+    kept = _Block()
+    mt.quantize_(kept, "w4g128", fuse=True, skip=("k_proj",), **exact())
+    assert not hasattr(kept, "qkv_proj") and type(kept.k_proj) is nn.Linear
+    assert isinstance(kept.q_proj, mt.QuantLinear) and hasattr(kept, "gate_up_proj")

@@ -1,6 +1,7 @@
 """mixq on CUDA through torch (and CuPy when present): the custom op against the core API,
 torch.compile(fullgraph=True), CUDA-graph capture and replay, two streams at once, device
 checks. Every test skips, with the reason, without a GPU + CUDA torch + a CUDA build of mixq."""
+import copy
 import math
 
 import numpy as np
@@ -185,3 +186,24 @@ def test_op_device_errors_and_fast_path_matches_op():
         eager = ql(x)  # the module's direct call
     op = torch.ops.mixq.linear(x, ql.handle, ql.bias, ql.clamp_lo, ql.clamp_hi)
     assert torch.equal(eager, op)
+
+
+def test_fused_projections_under_cuda_graphs():
+    transformers = pytest.importorskip("transformers", reason="needs transformers")
+    cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=512,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(14)
+    model = transformers.LlamaForCausalLM(cfg).eval().cuda().half()
+    separate, fused = model, copy.deepcopy(model)
+    mt.quantize_(separate, "w4g128", skip=("lm_head",))
+    mt.quantize_(fused, "w4g128", skip=("lm_head",), fuse=True)
+    ids = torch.randint(0, 256, (1, 1), device="cuda")
+    with torch.no_grad():
+        want = separate(ids).logits
+        eager = fused(ids).logits
+        assert rel_err(eager.float().cpu().numpy(), want.float().cpu().numpy()) <= TOL["float16"]
+        step = torch.compile(lambda t: fused(t).logits, fullgraph=True, mode="reduce-overhead")
+        for _ in range(3):  # warm-up, record, replay
+            got = step(ids).clone()
+        assert torch.equal(got, eager)

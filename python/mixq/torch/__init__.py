@@ -18,6 +18,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from . import _registry
 from .convert import quantize_, skipped
+from .fused import FusedLinears, FusedMember, fuse_linears_
 from .linear import QuantLinear, register_prepared
 from .loaders import CheckpointMismatch, checkpoint_weights, hf_to_gguf_name, load_checkpoint_
 from .moe import QuantMoE, grouped_linear, moe_mlp, register_experts
@@ -27,4 +28,4 @@ release_prepared = _registry.release
 
 __all__ = ["linear", "QuantLinear", "quantize_", "load_checkpoint_", "checkpoint_weights",
            "hf_to_gguf_name", "CheckpointMismatch", "register_prepared", "release_prepared",
-           "skipped", "moe_mlp", "grouped_linear", "QuantMoE", "register_experts"]
+           "skipped", "fuse_linears_", "FusedLinears", "FusedMember", "moe_mlp", "grouped_linear", "QuantMoE", "register_experts"]

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
+from .fused import DEFAULT_GROUPS, fuse_linears_
 from .linear import QuantLinear, quantize_host
 
 __all__ = ["quantize_", "skipped", "linear_layers"]
@@ -39,7 +40,7 @@ def linear_layers(model, skip=None):
 
 
 def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=None,
-              workers=None, **kwargs):
+              workers=None, fuse=False, **kwargs):
     """Replace every ``nn.Linear`` of `model` (in place) by a :class:`QuantLinear` quantized
     with `scheme`.
 
@@ -55,10 +56,15 @@ def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=No
         backend, act, device, kwargs: passed to :class:`QuantLinear` (as by
             :meth:`QuantLinear.from_linear`).
         workers: threads quantizing on the host (1: sequential).
+        fuse: True to first fuse sibling projections that read the same input (q/k/v,
+            gate/up; see :func:`fuse_linears_`), or a sequence of ``((members...), name)``
+            groups; the fused linear is then quantized as one layer (one launch per group).
 
     Returns:
         The list of replaced module names.
     """
+    if fuse:
+        fuse_linears_(model, DEFAULT_GROUPS if fuse is True else fuse, skip=skip)
     todo = []
     for module, child_name, child, full in linear_layers(model, skip):
         s = scheme(full, child) if callable(scheme) else scheme

@@ -137,6 +137,14 @@ class QuantLinear(nn.Module):
             return torch.ops.mixq.linear(x, self.handle, self.bias, self.clamp_lo, self.clamp_hi)
         return _ops.linear_eager(x, self.handle, self.bias, self.clamp_lo, self.clamp_hi)
 
+    def dequantized_weight(self, dtype=torch.float32):
+        """The ``[N, K]`` weight the kernels use (dequantized on the host), as a CPU tensor of
+        `dtype`; needs the kept quantized weight."""
+        if self.qweight is None:
+            raise RuntimeError("QuantLinear: the quantized weight was not kept (keep_quantized="
+                               "False); nothing to dequantize")
+        return torch.from_numpy(core.dequantize(self.qweight)).to(dtype)
+
     def kernel_name(self, M=1):
         """The kernel a call with M rows runs."""
         return self.prepared.kernel_name(M)
