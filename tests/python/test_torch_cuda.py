@@ -206,4 +206,6 @@ def test_fused_projections_under_cuda_graphs():
         step = torch.compile(lambda t: fused(t).logits, fullgraph=True, mode="reduce-overhead")
         for _ in range(3):  # warm-up, record, replay
             got = step(ids).clone()
-        assert torch.equal(got, eager)
+        # inductor fuses the norms and softmax itself, so the graph differs from eager in the
+        # last bits of fp16; the mixq ops inside it are the same calls
+        assert rel_err(got.float().cpu().numpy(), eager.float().cpu().numpy()) <= TOL["float16"]

@@ -19,7 +19,7 @@ _entries = {}
 class Entry:
     """A registered PreparedWeight and the facts the op needs per call."""
 
-    __slots__ = ("prepared", "K", "N", "device", "_workspace")
+    __slots__ = ("prepared", "K", "N", "device", "_workspace", "plans")
 
     def __init__(self, prepared):
         self.prepared = prepared
@@ -28,6 +28,7 @@ class Entry:
         # -1: host memory (cpu / ref backends), else the CUDA ordinal.
         self.device = prepared.device if prepared.backend == "cuda" else -1
         self._workspace = {}
+        self.plans = {}  # (M, torch dtype) -> (workspace bytes, dtype code): see ops.linear_eager
 
     def workspace_bytes(self, M):
         """Workspace bytes of a call with M rows (asked once per M)."""

@@ -133,9 +133,11 @@ class QuantLinear(nn.Module):
         has nothing to do for a tensor without autograd); under torch.compile / export the op
         itself is traced.
         """
+        # the buffer dict read directly: nn.Module.__getattr__ costs ~0.3 us per buffer
+        bias = self._buffers["bias"]
         if _compiling() or (x.requires_grad and torch.is_grad_enabled()):
-            return torch.ops.mixq.linear(x, self.handle, self.bias, self.clamp_lo, self.clamp_hi)
-        return _ops.linear_eager(x, self.handle, self.bias, self.clamp_lo, self.clamp_hi)
+            return torch.ops.mixq.linear(x, self.handle, bias, self.clamp_lo, self.clamp_hi)
+        return _ops.linear_eager(x, self.handle, bias, self.clamp_lo, self.clamp_hi)
 
     def dequantized_weight(self, dtype=torch.float32):
         """The ``[N, K]`` weight the kernels use (dequantized on the host), as a CPU tensor of

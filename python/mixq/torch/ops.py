@@ -28,21 +28,13 @@ _CODES = _mixq.dtype_codes
 _DTYPE_CODE = {torch.float32: _CODES["f32"], torch.float16: _CODES["f16"],
                torch.bfloat16: _CODES["bf16"]}
 
+_entries = _registry._entries
+
 try:  # the raw cudaStream_t of the current stream, without building a Stream object
     _raw_stream = torch._C._cuda_getCurrentRawStream
-except AttributeError:  # pragma: no cover - CPU-only torch builds
-    _raw_stream = None
-
-
-def _stream_of(index):
-    if _raw_stream is not None:
-        return _raw_stream(index)
-    return torch.cuda.current_stream(index).cuda_stream  # pragma: no cover
-
-
-def _place(t):
-    """-1 for host memory, else the CUDA ordinal (the extension's device argument)."""
-    return t.get_device() if t.is_cuda else -1
+except AttributeError:  # pragma: no cover - CPU-only torch builds (no CUDA tensor reaches it)
+    def _raw_stream(index):
+        return torch.cuda.current_stream(index).cuda_stream
 
 
 def _dtype_code(t, arg):
@@ -53,11 +45,23 @@ def _dtype_code(t, arg):
     return code
 
 
+def _call_plan(e, M, x):
+    """(workspace bytes, x's dtype code) of a call with M rows of x's dtype, kept on the entry:
+    a decode loop repeats the same few (M, dtype) pairs."""
+    plan = e.plans[(M, x.dtype)] = (e.workspace_bytes(M), _dtype_code(x, "x"))
+    return plan
+
+
 def linear_eager(x: torch.Tensor, handle: int, bias: Optional[torch.Tensor], clamp_lo: float,
                  clamp_hi: float) -> torch.Tensor:
-    """The op's kernel (also called directly by QuantLinear outside tracing)."""
-    e = _registry.entry(handle)
-    K, N = e.K, e.N
+    """The op's kernel (also called directly by QuantLinear outside tracing).
+
+    Per call this is a handful of attribute reads, one allocation and one extension call: every
+    fact that does not change between calls (K, N, the device, the workspace size and dtype
+    code per M) is looked up in the handle's entry.
+    """
+    e = _entries.get(handle) or _registry.entry(handle)
+    K = e.K
     if x.dim() == 2 and x.shape[1] == K:
         x2 = x
     else:
@@ -65,27 +69,30 @@ def linear_eager(x: torch.Tensor, handle: int, bias: Optional[torch.Tensor], cla
             raise InvalidArgumentError(f"x: last dimension {x.shape[-1]} does not match the weight's "
                             f"in_features K = {K} (x shape {tuple(x.shape)})")
         x2 = x.reshape(-1, K)
-    if x2.stride(1) != 1 or x2.stride(0) < K:
+    ldx, inner = x2.stride()
+    if inner != 1 or ldx < K:
         x2 = x2.contiguous()
-    device = _place(x2)
+        ldx = K
+    device = x2.get_device()  # -1 for host memory, else the CUDA ordinal
     if device != e.device:
         where = "the host" if e.device < 0 else f"cuda:{e.device}"
         raise InvalidArgumentError(f"x: on {x.device}, but the weight is prepared for {where}")
     M = x2.shape[0]
-    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    N = e.N
+    y = x2.new_empty((M, N))
     if M:
+        ws_bytes, code = e.plans.get((M, x2.dtype)) or _call_plan(e, M, x2)
         if bias is None:
             b_ptr, b_code, b_dev = 0, 0, device
         else:
-            b_ptr, b_code, b_dev = bias.data_ptr(), _dtype_code(bias, "bias"), _place(bias)
+            b_ptr, b_code, b_dev = bias.data_ptr(), _dtype_code(bias, "bias"), bias.get_device()
             if bias.dim() != 1 or bias.shape[0] != N or bias.stride(0) != 1:
                 raise InvalidArgumentError(f"bias: expected a contiguous [{N}] vector, got shape "
                                 f"{tuple(bias.shape)}")
-        ws_bytes = e.workspace_bytes(M)
-        ws = torch.empty(ws_bytes, dtype=torch.uint8, device=x.device) if ws_bytes else None
-        _mixq.linear_rows(e.prepared, x2.data_ptr(), _dtype_code(x2, "x"), M, K, x2.stride(0),
-                          y.data_ptr(), N, N, device, b_ptr, b_code, b_dev, clamp_lo, clamp_hi,
-                          _stream_of(device) if device >= 0 else 0,
+        ws = x2.new_empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
+        _mixq.linear_rows(e.prepared, x2.data_ptr(), code, M, K, ldx, y.data_ptr(), N, N, device,
+                          b_ptr, b_code, b_dev, clamp_lo, clamp_hi,
+                          _raw_stream(device) if device >= 0 else 0,
                           ws.data_ptr() if ws is not None else 0, ws_bytes)
     return y if x.dim() == 2 else y.view(*x.shape[:-1], N)
 
