@@ -34,8 +34,10 @@ CONFIGS = {
     "8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
     # Llama-3-70B's layer (hidden 8192, MLP 28672, 64 / 8 heads); a few layers, time x 80 / n.
+    # The vocabulary is cut to 256 so that the scaled step is the layer stack's (a 128256-word
+    # lm_head would be counted 80 / n times).
     "70b-layers": dict(hidden_size=8192, intermediate_size=28672, num_hidden_layers=4,
-                       num_attention_heads=64, num_key_value_heads=8, vocab_size=128256),
+                       num_attention_heads=64, num_key_value_heads=8, vocab_size=256),
     "tiny": dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=512),
 }
