@@ -19,6 +19,7 @@ from .core import (conv2d, conv2d_output_size, dequantize, kernel_name, linear, 
 from .errors import (CudaError, FormatError, InternalError, InvalidArgumentError, IoError,
                      MixqError, UnsupportedError)
 from .formats import inspect, load, save
+from .shard import check_shard_set, load_shard, shard, shard_range
 from .moe import (MOE_ERROR_COUNTS, MOE_ERROR_EXPERT_ID, MOE_ERROR_OFFSETS, PreparedExperts,
                   fuse_gate_up, grouped_linear, load_experts, moe_gather, moe_mlp,
                   moe_mlp_workspace_size, moe_route, moe_scatter_add, prepare_experts)
@@ -42,4 +43,5 @@ __all__ = [
     "built_with_cuda", "prepare_experts", "PreparedExperts", "grouped_linear", "moe_route",
     "moe_gather", "moe_scatter_add", "moe_mlp", "moe_mlp_workspace_size", "load_experts",
     "fuse_gate_up", "MOE_ERROR_OFFSETS", "MOE_ERROR_COUNTS", "MOE_ERROR_EXPERT_ID",
+    "shard", "shard_range", "load_shard", "check_shard_set",
 ]

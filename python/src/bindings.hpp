@@ -32,5 +32,6 @@ void bind_ops(nb::module_& m);       // ops.cpp: linear, conv2d
 void bind_formats(nb::module_& m);   // formats.cpp: inspect, load, save
 void bind_host_timing(nb::module_& m);  // host_timing.cpp: host cost of the C++ call
 void bind_moe(nb::module_& m);       // moe.cpp: stacked experts, grouped linear, routing, moe_mlp
+void bind_shard(nb::module_& m);     // shard.cpp: tensor-parallel shards of a weight
 
 }  // namespace mixq_py

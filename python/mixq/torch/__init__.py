@@ -23,9 +23,12 @@ from .linear import QuantLinear, register_prepared
 from .loaders import CheckpointMismatch, checkpoint_weights, hf_to_gguf_name, load_checkpoint_
 from .moe import QuantMoE, grouped_linear, moe_mlp, register_experts
 from .ops import linear
+from .parallel import ColumnParallelQuantLinear, RowParallelQuantLinear
 
 release_prepared = _registry.release
 
 __all__ = ["linear", "QuantLinear", "quantize_", "load_checkpoint_", "checkpoint_weights",
            "hf_to_gguf_name", "CheckpointMismatch", "register_prepared", "release_prepared",
-           "skipped", "fuse_linears_", "FusedLinears", "FusedMember", "moe_mlp", "grouped_linear", "QuantMoE", "register_experts"]
+           "skipped", "fuse_linears_", "FusedLinears", "FusedMember",
+           "ColumnParallelQuantLinear", "RowParallelQuantLinear", "moe_mlp", "grouped_linear",
+           "QuantMoE", "register_experts"]
