@@ -1,0 +1,57 @@
+// Kernel parameters and weight layout of the weight-only implicit-GEMM conv2d (plain C++: shared by
+// the host backend and the device code).
+//
+// The GEMM view: rows M = B * Ho * Wo output pixels, columns N = Co, reduction K = Kh * Kw * Ci
+// walked tap by tap (kh, kw), and inside a tap along Ci in steps of kConvBK channels. The im2col
+// matrix is never written: each step gathers its [kConvBM pixels][kConvBK channels] slice of it
+// straight from x into shared memory (zeros for padding and for channels >= Ci).
+//
+// Repacked weight (built once at prepare, whichever K order the canonical weight has):
+//   codes  [Co][taps][Cip] unsigned codes u = q - code_min, Cip = round_up(Ci, kConvBK); int4 two
+//          per byte (even channel in the low nibble), int8 one per byte; channels >= Ci are 0.
+//          A row is taps * Cip * bits / 8 bytes: a multiple of 16, so each thread's 16-code run
+//          (8 bytes int4, 16 bytes int8) is one aligned vector load.
+//   pairs  [Co][taps][n_cb] float2 (s, o') with w = s * u + o' (wo_layout.hpp's form), one per
+//          (output channel, tap, block of cb channels). Both K orders map to this: KhKwCi blocks
+//          of block_k channels (block_k | Ci) give cb = block_k and a pair per tap; CiKhKw blocks
+//          of B * Kh * Kw columns (whole taps of B channels) give cb = B with the same pair for
+//          every tap; per-channel weights give cb = Ci.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/kernels/common/wo_params.hpp"
+
+namespace mixq::cuda {
+
+constexpr int kConvBM = 64;       // output pixels per thread block
+constexpr int kConvBN = 64;       // output channels per thread block
+constexpr int kConvBK = 32;       // input channels per K step (two m16n8k16 steps)
+constexpr int kConvThreads = 128; // 4 warps as 2 x 2, each a 32 x 32 output tile
+
+struct ConvIgemmParams {
+  // input x: [B][Ci][H][W] (nchw) or [B][H][W][Ci]
+  const void* x;
+  IoType x_type;
+  bool nchw;
+  int B, Ci, H, W;
+  int Co, Ho, Wo;
+  int Kh, Kw;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  // weight (layout above)
+  const uint8_t* codes;
+  const float2* pairs;
+  int bits;         // 4 or 8
+  int Cip;          // Ci rounded up to kConvBK
+  int cb;           // channels per scale block (>= 1)
+  int n_cb;         // blocks per tap: ceil(Ci / cb)
+  int64_t row_bytes;
+  // output y: [B][Co][Ho][Wo] (nchw) or [B][Ho][Wo][Co]
+  void* y;
+  IoType y_type;
+  const void* bias;  // nullable, [Co]
+  IoType bias_type;
+  float clamp_lo, clamp_hi;
+};
+
+}  // namespace mixq::cuda

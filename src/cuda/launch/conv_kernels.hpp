@@ -1,0 +1,19 @@
+// Host-side entry point of the weight-only implicit-GEMM conv2d kernel (plain C++ declaration).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/kernels/conv/conv_params.hpp"
+
+namespace mixq::cuda {
+
+// Enqueues the conv on `stream`: grid (ceil(M / kConvBM), ceil(Co / kConvBN)) of kConvThreads.
+// f16 activations run f16 MMAs, bf16 bf16 MMAs, f32 the three-product bf16 split. No allocation,
+// no synchronisation (graph-capturable).
+void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
+
+// The kernel name a call with activations of IoType x_type runs (KernelId-style, for
+// PreparedWeight::kernel_name).
+const char* conv_igemm_name(IoType x_type);
+
+}  // namespace mixq::cuda
