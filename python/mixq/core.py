@@ -243,10 +243,13 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
     if out is None:
         shape = (B, prepared.N, Ho, Wo) if layout == "nchw" else (B, Ho, Wo, prepared.N)
         out = empty_like_place(x, shape, _out_dtype(x, out_dtype))
-    # Conv scratch is sized by the GEMM rows, the B*Ho*Wo output pixels (C++
-    # conv2d_workspace_size); CUDA 1x1 NHWC convs run the linear kernels, which may need it.
+    # CUDA conv scratch is sized by the GEMM rows, the B*Ho*Wo output pixels (C++
+    # conv2d_workspace_size): 1x1 NHWC convs run the linear kernels, which may need it. The CPU
+    # conv takes none.
     workspace = None
-    nbytes = prepared.workspace_size(B * Ho * Wo) if B * Ho * Wo > 0 else 0
+    nbytes = 0
+    if prepared.backend == "cuda" and B * Ho * Wo > 0:
+        nbytes = prepared.workspace_size(B * Ho * Wo)
     if nbytes:
         workspace = empty_like_place(x, (nbytes,), "uint8")
     lo, hi = _clamp(clamp)

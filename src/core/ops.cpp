@@ -326,8 +326,9 @@ size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x,
   const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
   int64_t Ho, Wo;
   conv2d_output_size(H, W, p.conv->Kh, p.conv->Kw, params, &Ho, &Wo);
-  // the backends size conv scratch by the GEMM rows: output pixels
-  return p.workspace_size(x.shape[0] * Ho * Wo);
+  // CUDA sizes conv scratch by the GEMM rows (output pixels); the CPU conv takes none (each task
+  // stages its own pixel tile)
+  return p.backend == BackendKind::CUDA ? p.workspace_size(x.shape[0] * Ho * Wo) : 0;
 }
 
 void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, const Epilogue& ep,
