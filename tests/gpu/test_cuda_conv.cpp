@@ -559,15 +559,98 @@ TEST(CudaConv, BadInputIsAClearError) {
   expect_error([&] {
     conv2d(good_x, prepare(cw.weight, cuda_opts()), good_y, p);
   }, ErrorCode::InvalidArgument, "linear weight");
-  // int8 per-tensor conv is not on the cuda backend yet
+  // int8-block activations have no conv on the cuda backend
   {
-    ConvWeight q = cw;
-    std::vector<float> w = randn(size_t(c.Co * c.Ci * 9), 63, 0.05f);
-    q.weight = quantize_weight_int8_per_channel(TensorView(w.data(), DType::F32, {c.Co, c.Ci * 9}));
+    ConvCase d = c;
+    d.Ci = 32;
+    d.scheme = "w8g32";
+    d.cb = 32;
     PrepareOptions o = cuda_opts();
-    o.act = ActQuant::Int8PerTensor;
-    o.input_quant = {0.05f, 0};
-    o.output_quant = {0.1f, 0};
-    expect_error([&] { prepare(q, o); }, ErrorCode::Unsupported, "int8");
+    o.act = ActQuant::Int8Block;
+    expect_error([&] { prepare(make_conv_weight(d, 64), o); }, ErrorCode::Unsupported, "int8-block");
   }
+}
+
+// INT8 per-tensor conv with requantized INT8 (or f32) output: the codes equal the float64
+// reference's exactly (the epilogue evaluates the reference's expression in double, in its order,
+// so no tie can round differently), for both layouts, both K orders, padding (Z_I), odd shapes,
+// bias and clamps.
+TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
+  SKIP_WITHOUT_GPU();
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
+  };
+  const G geoms[] = {{1, 3, 11, 13, 17, 3, 3, 1, 1, 1},  {7, 17, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {1, 129, 7, 7, 33, 3, 3, 1, 1, 1},  {2, 32, 10, 9, 64, 3, 3, 3, 0, 1},
+                     {1, 24, 12, 11, 40, 3, 3, 1, 3, 2}, {2, 64, 8, 8, 72, 1, 1, 1, 0, 1},
+                     {1, 5, 15, 17, 9, 7, 7, 2, 3, 1}};
+  uint32_t seed = 1300;
+  int i = 0;
+  for (const G& g : geoms)
+    for (Layout layout : {Layout::NCHW, Layout::NHWC})
+      for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw}) {
+        ConvCase c;
+        c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+        c.sh = c.sw = g.s; c.ph = c.pw = g.pad; c.dh = c.dw = g.dil;
+        c.layout = layout;
+        c.order = order;
+        const int64_t K = c.Ci * c.Kh * c.Kw;
+        std::vector<float> wf = randn(size_t(c.Co * K), seed, 0.05f);
+        ConvWeight cw;
+        cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {c.Co, K}));
+        cw.Ci = c.Ci; cw.Kh = c.Kh; cw.Kw = c.Kw; cw.order = order;
+        PrepareOptions o = cuda_opts();
+        o.act = ActQuant::Int8PerTensor;
+        o.input_quant = {0.05f, int32_t(i % 3 == 0 ? 0 : i % 3 == 1 ? -7 : 19)};
+        // about 20 output codes per standard deviation: most in range, some saturate
+        o.output_quant = {float(0.01 * std::sqrt(double(K))), int32_t(i % 2 ? 4 : -3)};
+        const PreparedWeight pw = prepare(cw, o);
+        const Conv2dParams p = params_of(c);
+        int64_t Ho, Wo;
+        conv2d_output_size(c.H, c.W, c.Kh, c.Kw, p, &Ho, &Wo);
+        std::vector<int8_t> xh(size_t(c.B * c.Ci * c.H * c.W));
+        std::mt19937 rng(seed + 1);
+        for (auto& v : xh) v = int8_t(int(rng() % 256) - 128);
+        DeviceBuffer dx(std::max<size_t>(xh.size(), 16));
+        dx.copy_from_host(xh.data(), xh.size());
+        Epilogue ep, rep;
+        std::vector<float> bias_h = randn(size_t(c.Co), seed + 2, 1.f);
+        DeviceBuffer dbias(bias_h.size() * 4);
+        dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+        if (i % 2 == 0) {
+          ep.bias = dbias.view(DType::F32, {c.Co});
+          rep.bias = TensorView(bias_h.data(), DType::F32, {c.Co});
+        }
+        if (i % 4 == 1) ep.clamp_lo = rep.clamp_lo = 0.f;
+        if (i % 4 == 3) {
+          ep.clamp_lo = rep.clamp_lo = -0.5f;
+          ep.clamp_hi = rep.clamp_hi = 0.75f;
+        }
+        ++i;
+        for (DType yt : {DType::I8, DType::F32}) {
+          const size_t ny = size_t(c.B * c.Co * Ho * Wo);
+          DeviceBuffer dy(ny * esize(yt));
+          ASSERT_EQ(cudaMemset(dy.data(), yt == DType::I8 ? 0x5A : 0xFF, dy.size()), cudaSuccess);
+          conv2d(act_view(dx.data(), DType::I8, c, c.Ci, c.H, c.W, Device::CUDA), pw,
+                 act_view(dy.data(), yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<uint8_t> y(dy.size()), yr(dy.size());
+          dy.copy_to_host(y.data(), y.size());
+          ref::conv2d_int8_requant(act_view(xh.data(), DType::I8, c, c.Ci, c.H, c.W, Device::CPU),
+                                   cw, o.input_quant, o.output_quant,
+                                   act_view(yr.data(), yt, c, c.Co, Ho, Wo, Device::CPU), p, rep);
+          size_t diff = 0, first = 0;
+          for (size_t k = 0; k < y.size(); ++k)
+            if (y[k] != yr[k] && diff++ == 0) first = k;
+          EXPECT_EQ(diff, 0u) << describe(c) << " y=" << dtype_name(yt) << ": " << diff
+                              << " bytes differ, first at byte " << first;
+          if (yt == DType::I8) {
+            // the poison byte 0x5A (90) is a valid code: make sure the outputs are not all it
+            size_t poison = 0;
+            for (uint8_t b : y) poison += b == 0x5A;
+            EXPECT_LT(poison, y.size() / 2 + 1) << describe(c);
+          }
+        }
+        ++seed;
+      }
 }

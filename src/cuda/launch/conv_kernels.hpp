@@ -12,6 +12,9 @@ namespace mixq::cuda {
 // no synchronisation (graph-capturable).
 void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
 
+// The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
+void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
+
 // The kernel name a call with activations of IoType x_type runs (KernelId-style, for
 // PreparedWeight::kernel_name).
 const char* conv_igemm_name(IoType x_type);

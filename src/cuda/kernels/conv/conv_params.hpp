@@ -54,4 +54,33 @@ struct ConvIgemmParams {
   float clamp_lo, clamp_hi;
 };
 
+// INT8 per-tensor conv (ActQuant::Int8PerTensor): x i8 with input quant (S_I, Z_I), the weight i8
+// symmetric per output channel, repacked like the weight-only codes but signed, one byte per code:
+// codes [Co][taps][Cip] (channels >= Ci zero). The gather puts the code Z_I (real value 0) at
+// padding positions, so the int32 MMA sum over every tap is sum xq*wq with Z_I at the padding and
+// acc = that - Z_I * wsum[n] = sum (xq - Z_I) * wq exactly (mod 2^32, exact while K <= 65536).
+// The epilogue then evaluates the reference's real = clamp((S_I*S_W[n])*acc + bias) and
+// y = clamp(nearbyint(real / S_O) + Z_O, -128, 127) in double, in its order (int8_params.hpp).
+struct ConvI8Params {
+  const int8_t* x;
+  bool nchw;
+  int B, Ci, H, W;
+  int Co, Ho, Wo;
+  int Kh, Kw;
+  int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  const int8_t* codes;
+  int Cip;
+  int64_t row_bytes;     // taps * Cip
+  const int32_t* wsum;   // [Co] sum of the row's codes
+  const double* wscale;  // [Co] S_I * S_W[n]
+  int in_zero;
+  double out_scale;
+  int out_zero;
+  void* y;
+  bool y_i8;             // else f32 real values
+  const void* bias;      // nullable, [Co]
+  IoType bias_type;
+  float clamp_lo, clamp_hi;
+};
+
 }  // namespace mixq::cuda
