@@ -74,6 +74,7 @@ struct ConvCase {
   int64_t cb = 0;
   DType xt = DType::F32, yt = DType::F32;
   bool f32_scales = false;  // else the scheme's (f16)
+  bool offset_x = false;    // x one element past a 16-byte boundary
   bool bias = false;
   Epilogue clamp = {};
 };
@@ -87,7 +88,8 @@ std::string describe(const ConvCase& c) {
                   std::to_string(c.dw);
   s += c.layout == Layout::NCHW ? " NCHW" : " NHWC";
   s += c.order == ConvKOrder::KhKwCi ? " KhKwCi " : " CiKhKw ";
-  s += c.scheme + " cb" + std::to_string(c.cb) + " x=" + dtype_name(c.xt) + " y=" +
+  s += c.scheme + " cb" + std::to_string(c.cb) + (c.offset_x ? " x-offset" : "") + " x=" +
+       dtype_name(c.xt) + " y=" +
        dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp[" + std::to_string(c.clamp.clamp_lo) +
        ", " + std::to_string(c.clamp.clamp_hi) + "]";
   return s;
@@ -147,8 +149,10 @@ ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) {
   const PreparedWeight pw = prepare(cw, cuda_opts());
   const std::vector<uint8_t> xb = to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
   const size_t ny = size_t(c.B * c.Co * Ho * Wo);
-  DeviceBuffer dx(std::max<size_t>(xb.size(), 16)), dy(ny * esize(c.yt));
-  dx.copy_from_host(xb.data(), xb.size());
+  const size_t xoff = c.offset_x ? esize(c.xt) : 0;
+  DeviceBuffer dx(xb.size() + 16), dy(ny * esize(c.yt));
+  dx.copy_from_host(xb.data(), xb.size(), xoff);
+  void* xdev = static_cast<char*>(dx.data()) + xoff;
   // 0xFF bytes are NaN in every float type: every element must be overwritten.
   MIXQ_CHECK(cudaMemset(dy.data(), 0xFF, dy.size()) == cudaSuccess, ErrorCode::Cuda, "memset");
   Epilogue ep = c.clamp, rep = c.clamp;
@@ -161,7 +165,7 @@ ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) {
     ep.bias = dbias.view(DType::F32, {c.Co});
     rep.bias = TensorView(bias_h.data(), DType::F32, {c.Co});
   }
-  conv2d(act_view(dx.data(), c.xt, c, c.Ci, c.H, c.W, Device::CUDA), pw,
+  conv2d(act_view(xdev, c.xt, c, c.Ci, c.H, c.W, Device::CUDA), pw,
          act_view(dy.data(), c.yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep);
   MIXQ_CHECK(cudaDeviceSynchronize() == cudaSuccess, ErrorCode::Cuda, "sync");
   r.y.resize(dy.size());
@@ -293,6 +297,24 @@ TEST(CudaConv, DtypesBiasAndClamp) {
         ++i;
         expect_conv_ok(c, seed++);
       }
+  // NHWC 16-bit activations with Ci % 8 == 0 take the 16-byte gather: channel runs past Ci (24 of
+  // a 32-channel step), padding, stride, dilation, and an x that is not 16-byte aligned (the
+  // element-wise gather instead)
+  for (DType xt : {DType::F16, DType::BF16})
+    for (int64_t ci : {int64_t(24), int64_t(40), int64_t(136)}) {
+      ConvCase c;
+      c.B = 3; c.Ci = ci; c.H = 13; c.W = 9; c.Co = 72;
+      c.sh = 2; c.sw = 1; c.ph = 2; c.pw = 3; c.dh = 2; c.dw = 1;
+      c.layout = Layout::NHWC;
+      c.order = ci == 40 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi;
+      c.scheme = "w4g32zp";
+      c.cb = ci == 136 ? 8 : 0;
+      c.xt = c.yt = xt;
+      c.bias = true;
+      expect_conv_ok(c, seed++);
+      c.offset_x = true;
+      expect_conv_ok(c, seed++);
+    }
 }
 
 // The ResNet-50 layer shapes the benchmark times (batch 1, W4 g128 along Ci, f16).

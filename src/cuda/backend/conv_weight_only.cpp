@@ -120,6 +120,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
     k.x = x.data;
     k.x_type = conv_io_type(x.dtype);
     k.nchw = nchw;
+    k.vec_x = !nchw && x.dtype != DType::F32 && Ci % 8 == 0 &&
+              reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
     k.B = int(B);
     k.Ci = int(Ci);
     k.H = int(H);

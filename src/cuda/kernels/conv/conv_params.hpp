@@ -34,6 +34,9 @@ struct ConvIgemmParams {
   const void* x;
   IoType x_type;
   bool nchw;
+  // NHWC 16-bit x (the MMA operand type), Ci % 8 == 0, x 16-byte aligned: the gather moves 8
+  // channels per 16-byte load and store instead of one element at a time
+  bool vec_x;
   int B, Ci, H, W;
   int Co, Ho, Wo;
   int Kh, Kw;

@@ -120,11 +120,33 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
     const int kh = tap / p.Kw, kw = tap % p.Kw;
     const int dh = kh * p.dil_h, dw = kw * p.dil_w;
     for (int c0 = 0; c0 < p.Ci; c0 += kConvBK) {
-      // --- 1. activation slice: 16 elements per thread ---
-      // NHWC: a warp reads 32 consecutive channels of one pixel (contiguous); NCHW: 64 threads read
-      // one channel of 64 consecutive pixels (consecutive iw where the stride is 1).
+      // --- 1. activation slice ---
+      bool gathered = false;
+      if constexpr (!kSplit) {
+        if (p.vec_x) {
+          // 64 pixels x 4 runs of 8 channels, 2 runs per thread (4 threads cover a pixel's 32
+          // channels). Ci % 8 == 0, so a run starting below Ci ends at or below it.
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int chunk = tid + kConvThreads * i;
+            const int r = chunk / 4, q = chunk % 4;
+            const int ci = c0 + 8 * q;
+            const int b = pix_b[r];
+            const int ih = pix_ih[r] + dh, iw = pix_iw[r] + dw;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (b >= 0 && ci < p.Ci && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W)
+              v = *reinterpret_cast<const uint4*>(
+                  static_cast<const T*>(p.x) + ((int64_t(b) * p.H + ih) * p.W + iw) * p.Ci + ci);
+            *reinterpret_cast<uint4*>(As[0] + r * kPitch + 8 * q) = v;  // 16-byte aligned: pitch 80 B
+          }
+          gathered = true;
+        }
+      }
+      // 16 elements per thread. NHWC: a warp reads 32 consecutive channels of one pixel
+      // (contiguous); NCHW: 64 threads read one channel of 64 consecutive pixels (consecutive iw
+      // where the stride is 1).
 #pragma unroll 4
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < 16 && !gathered; ++i) {
         int r, j;
         if (p.nchw) {
           r = tid % 64;
@@ -164,6 +186,10 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
           }
         }
         const float2* prow = p.pairs + (int64_t(bn) * taps + tap) * p.n_cb;
+        // cbase is a multiple of 16: with cb % 16 == 0 the run shares one pair
+        const bool one_pair = p.cb % 16 == 0;
+        float2 so_run = make_float2(0.f, 0.f);
+        if (one_pair && bn < p.Co && cbase < p.Ci) so_run = __ldg(prow + cbase / p.cb);
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
           const int ci = cbase + j;
@@ -171,7 +197,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
           if (bn < p.Co && ci < p.Ci) {
             const uint32_t u = p.bits == 4 ? (words[j / 8] >> (4 * (j % 8))) & 0xFu
                                            : (words[j / 4] >> (8 * (j % 4))) & 0xFFu;
-            const float2 so = __ldg(prow + ci / p.cb);
+            const float2 so = one_pair ? so_run : __ldg(prow + ci / p.cb);
             w = fmaf(so.x, float(u), so.y);
           }
           put<T, kSplit>(Bs[0], Bs[kTiles - 1], b_row * kPitch + 16 * b_half + j, w);
