@@ -488,6 +488,11 @@ TEST(CudaConv, TwoStreamsAtOnce) {
   auto yv = [&](DeviceBuffer& b) { return act_view(b.data(), c.yt, c, c.Co, Ho, Wo, Device::CUDA); };
   for (int i = 0; i < 2; ++i) conv2d(xv(i), pw, yv(ys_seq[i]), p, Epilogue::relu(), {});
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // concurrent calls on one weight bring their own workspaces (this shape takes the K split)
+  const size_t ws_bytes = conv2d_workspace_size(pw, xv(0), p);
+  EXPECT_GT(ws_bytes, 0u) << pw.kernel_name(c.B * Ho * Wo);
+  std::vector<DeviceBuffer> ws;
+  for (int i = 0; i < 2; ++i) ws.emplace_back(std::max<size_t>(ws_bytes, 16));
   cudaStream_t s[2];
   for (auto& st : s) ASSERT_EQ(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), cudaSuccess);
   for (int rep = 0; rep < 4; ++rep) {
@@ -495,6 +500,8 @@ TEST(CudaConv, TwoStreamsAtOnce) {
     for (int i = 0; i < 2; ++i) {
       ExecContext ctx;
       ctx.stream = s[i];
+      ctx.workspace = ws[i].data();
+      ctx.workspace_bytes = ws[i].size();
       conv2d(xv(i), pw, yv(ys_par[i]), p, Epilogue::relu(), ctx);
     }
     for (auto& st : s) ASSERT_EQ(cudaStreamSynchronize(st), cudaSuccess);
@@ -675,4 +682,48 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
         }
         ++seed;
       }
+}
+
+// The K split (few output tiles) and the single pass give the same values within rounding, and a
+// caller workspace smaller than conv2d_workspace_size is an error naming both sizes.
+TEST(CudaConv, KSplitAndWorkspace) {
+  SKIP_WITHOUT_GPU();
+  ConvCase c;
+  c.B = 1; c.Ci = 512; c.H = 7; c.W = 7; c.Co = 512;  // 1 x 8 tiles: split
+  c.scheme = "w4g32";
+  c.cb = 128;
+  c.xt = c.yt = DType::F16;
+  c.bias = true;
+  c.clamp = Epilogue::relu6();
+  const ConvWeight cw = make_conv_weight(c, 71);
+  const PreparedWeight pw = prepare(cw, cuda_opts());
+  EXPECT_NE(pw.kernel_name(49).find("splitk"), std::string::npos) << pw.kernel_name(49);
+  expect_conv_ok(c, 71);
+  for (Layout layout : {Layout::NCHW, Layout::NHWC})
+    for (DType t : {DType::F32, DType::BF16}) {
+      ConvCase d = c;
+      d.layout = layout;
+      d.xt = d.yt = t;
+      expect_conv_ok(d, 72);
+    }
+  const Conv2dParams p = params_of(c);
+  DeviceBuffer dx(size_t(c.Ci * 49 * 2)), dy(size_t(c.Co * 49 * 2));
+  const TensorView xv = act_view(dx.data(), c.xt, c, c.Ci, 7, 7, Device::CUDA);
+  const TensorView yv = act_view(dy.data(), c.yt, c, c.Co, 7, 7, Device::CUDA);
+  const size_t need = conv2d_workspace_size(pw, xv, p);
+  ASSERT_GT(need, 0u);
+  DeviceBuffer ws(need);
+  ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = need - 4;
+  expect_error([&] { conv2d(xv, pw, yv, p, {}, ctx); }, ErrorCode::InvalidArgument,
+               "conv2d_workspace_size");
+  // many output tiles: no split, no workspace
+  ConvCase big = c;
+  big.B = 2; big.H = big.W = 56; big.Ci = 64; big.Co = 128;  // 98 x 2 tiles
+  big.cb = 64;
+  const PreparedWeight pb = prepare(make_conv_weight(big, 73), cuda_opts());
+  EXPECT_EQ(pb.kernel_name(2 * 56 * 56).find("splitk"), std::string::npos) << pb.kernel_name(2 * 56 * 56);
+  EXPECT_EQ(conv2d_workspace_size(pb, act_view(nullptr, DType::F16, big, 64, 56, 56, Device::CUDA), params_of(big)), 0u);
+  expect_conv_ok(big, 74);
 }

@@ -59,6 +59,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cb_ = channel_block(w, g);
     n_cb_ = (g.Ci + cb_ - 1) / cb_;
     repack(w, g);
+    sm_count_ = std::max(caps.sm_count, 1);
+    // the K split's partial sums when a call brings no workspace (plans are capped at this size)
+    scratch_ = cuda::DeviceContext::get(device_).reserve_scratch(kSplitScratchBytes);
     // A 1x1 weight is also a linear weight (K = Ci in either order): the linear path serves the
     // stride-1 unpadded NHWC calls.
     if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, o);
@@ -69,12 +72,14 @@ class CudaConvWeightOnly final : public PreparedImpl {
   std::string kernel_name(int64_t M, DType act) const override {
     // 1x1 weights: the name of the linear kernel that the stride-1 unpadded NHWC call runs
     if (linear_) return linear_->kernel_name(M, act);
-    return cuda::conv_igemm_name(conv_io_type(act));
+    return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
+           (split_plan(M).splits > 1 ? "_splitk" : "");
   }
 
-  // The implicit GEMM needs no scratch; the 1x1 linear path may (M = output pixels).
+  // M = output pixels: the implicit GEMM's K-split partials, or (1x1 weights) the linear path's
+  // scratch, whichever is larger.
   size_t workspace_size(int64_t M) const override {
-    return linear_ ? linear_->workspace_size(M) : 0;
+    return std::max(linear_ ? linear_->workspace_size(M) : size_t(0), split_plan(M).bytes);
   }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
@@ -150,11 +155,63 @@ class CudaConvWeightOnly final : public PreparedImpl {
     k.bias_type = ep.bias.empty() ? IoType::F32 : conv_io_type(ep.bias.dtype);
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
+    const SplitPlan sp = split_plan(B * Ho * Wo);
+    k.splits = sp.splits;
+    k.steps_per_split = sp.steps_per_split;
+    k.partial = nullptr;
+    if (sp.splits > 1) {
+      if (ctx.workspace) {
+        MIXQ_CHECK_ARG(ctx.workspace_bytes >= sp.bytes, "conv2d: workspace of ",
+                       ctx.workspace_bytes, " bytes is smaller than the ", sp.bytes,
+                       " bytes this call needs (conv2d_workspace_size)");
+        MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0,
+                       "conv2d: ExecContext::workspace (", ctx.workspace,
+                       ") must be 16-byte aligned on CUDA");
+        k.partial = static_cast<float*>(ctx.workspace);
+      } else {
+        MIXQ_CHECK(sp.bytes <= scratch_->size(), ErrorCode::Internal, "conv2d: the K split needs ",
+                   sp.bytes, " bytes, more than the ", scratch_->size(), " reserved");
+        k.partial = static_cast<float*>(scratch_->data());
+      }
+    }
     cuda::DeviceGuard guard(device_);
     cuda::launch_conv_igemm(k, static_cast<cudaStream_t>(ctx.stream));
   }
 
  private:
+  // Largest K-split partial buffer (f32 [splits][M][Co]); calls whose split would need more split
+  // less. Reserved once per device (DeviceContext scratch, shared with the linear weights).
+  static constexpr size_t kSplitScratchBytes = size_t(16) << 20;
+
+  struct SplitPlan {
+    int splits = 1;
+    int steps_per_split = 1;
+    size_t bytes = 0;  // partial sums in the workspace (0 without a split)
+  };
+
+  // The K split of a call with M output pixels: only when the output tiles cannot fill half the
+  // SMs (batch 1, small spatial sizes, many channels: 7x7x512 is 1 x 8 tiles on 132 SMs), into
+  // enough pieces to give every SM a block, each at least 4 K steps long, at most 16. A function
+  // of M and the weight alone, so workspace_size(M) and the call agree.
+  SplitPlan split_plan(int64_t M) const {
+    SplitPlan sp;
+    const int64_t steps = taps_ * ((conv->Ci + cuda::kConvBK - 1) / cuda::kConvBK);
+    sp.steps_per_split = int(steps);
+    const int64_t tiles = ((M + cuda::kConvBM - 1) / cuda::kConvBM) *
+                          ((N + cuda::kConvBN - 1) / cuda::kConvBN);
+    if (M < 1 || tiles * 2 >= sm_count_ || steps < 8) return sp;
+    int64_t s = std::min<int64_t>({(sm_count_ + tiles - 1) / tiles, steps / 4, 16});
+    const int64_t per_split = M * N * 4;
+    s = std::min<int64_t>(s, int64_t(kSplitScratchBytes) / std::max<int64_t>(per_split, 1));
+    if (s < 2) return sp;
+    const int64_t per = (steps + s - 1) / s;
+    sp.splits = int((steps + per - 1) / per);  // no empty split
+    if (sp.splits < 2) return SplitPlan{1, int(steps), 0};
+    sp.steps_per_split = int(per);
+    sp.bytes = size_t(sp.splits) * size_t(per_split);
+    return sp;
+  }
+
   // The kernel reads every tensor element by element: each must be aligned to its element size.
   static void check_aligned(const TensorView& v, const char* arg) {
     const uintptr_t a = reinterpret_cast<uintptr_t>(v.data);
@@ -231,7 +288,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
   int device_ = 0;
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1;
   int bits_ = 4;
+  int sm_count_ = 1;
   DeviceBuffer codes_, pairs_;
+  std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
 };
 

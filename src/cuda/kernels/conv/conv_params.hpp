@@ -49,6 +49,13 @@ struct ConvIgemmParams {
   int cb;           // channels per scale block (>= 1)
   int n_cb;         // blocks per tap: ceil(Ci / cb)
   int64_t row_bytes;
+  // K split (few output tiles: batch 1, deep layers): block z runs K steps
+  // [z * steps_per_split, (z + 1) * steps_per_split) of the taps * ceil(Ci / kConvBK) steps and
+  // writes its raw sums to partial[z][M][Co]; conv_split_reduce_kernel adds the splits in order
+  // and applies the epilogue. splits == 1: partial is null and the block writes y itself.
+  int splits;
+  int steps_per_split;
+  float* partial;
   // output y: [B][Co][Ho][Wo] (nchw) or [B][Ho][Wo][Co]
   void* y;
   IoType y_type;

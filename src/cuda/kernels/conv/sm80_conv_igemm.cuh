@@ -116,10 +116,17 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
   const int b_row = tid / 2, b_half = tid % 2;
   const int bn = n0 + b_row;
 
-  for (int tap = 0; tap < taps; ++tap) {
+  // this block's K steps (all of them without a split); the bounds are uniform over the block,
+  // so every thread reaches the barriers below the same number of times
+  const int csteps = (p.Ci + kConvBK - 1) / kConvBK;
+  const int s_begin = int(blockIdx.z) * p.steps_per_split;
+  const int s_end = min(taps * csteps, s_begin + p.steps_per_split);
+  for (int step = s_begin; step < s_end; ++step) {
+    const int tap = step / csteps;
+    const int c0 = (step - tap * csteps) * kConvBK;
     const int kh = tap / p.Kw, kw = tap % p.Kw;
     const int dh = kh * p.dil_h, dw = kw * p.dil_w;
-    for (int c0 = 0; c0 < p.Ci; c0 += kConvBK) {
+    {
       // --- 1. activation slice ---
       bool gathered = false;
       if constexpr (!kSplit) {
@@ -253,11 +260,34 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
         const int n = n0 + wn * 32 + ni * 8 + 2 * t4 + (e & 1);
         if (m >= M || n >= p.Co) continue;
         float v = acc[mi][ni][e];
+        if (p.partial) {  // K split: raw sums, the reduction applies the epilogue
+          p.partial[(int64_t(blockIdx.z) * M + m) * p.Co + n] = v;
+          continue;
+        }
         if (p.bias) v += load_io(p.bias, p.bias_type, n);
         v = fminf(fmaxf(v, p.clamp_lo), p.clamp_hi);
         const int64_t yi = p.nchw ? ((m / hw) * p.Co + n) * hw + m % hw : m * p.Co + n;
         store_io(p.y, p.y_type, yi, v);
       }
+}
+
+// The K split's second pass: y = clamp(sum_z partial[z] + bias) in the output layout, the splits
+// added in order (deterministic). One thread per output element, grid-stride.
+__global__ void __launch_bounds__(256) conv_split_reduce_kernel(const ConvIgemmParams p) {
+  const int64_t M = int64_t(p.B) * p.Ho * p.Wo;
+  const int64_t total = M * p.Co;
+  const int64_t hw = int64_t(p.Ho) * p.Wo;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = 0.f;
+    for (int z = 0; z < p.splits; ++z) v += p.partial[z * total + i];
+    const int64_t m = i / p.Co;
+    const int n = int(i % p.Co);
+    if (p.bias) v += load_io(p.bias, p.bias_type, n);
+    v = fminf(fmaxf(v, p.clamp_lo), p.clamp_hi);
+    const int64_t yi = p.nchw ? ((m / hw) * p.Co + n) * hw + m % hw : i;
+    store_io(p.y, p.y_type, yi, v);
+  }
 }
 
 }  // namespace mixq::cuda::conv
