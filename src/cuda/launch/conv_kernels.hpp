@@ -7,9 +7,10 @@
 
 namespace mixq::cuda {
 
-// Enqueues the conv on `stream`: grid (ceil(M / kConvBM), ceil(Co / kConvBN)) of kConvThreads.
-// f16 activations run f16 MMAs, bf16 bf16 MMAs, f32 the three-product bf16 split. No allocation,
-// no synchronisation (graph-capturable).
+// Enqueues the conv on `stream`: grid (ceil(M / kConvBM), ceil(Co / kConvBN), splits) of
+// kConvThreads, then (splits > 1) the reduction of p.partial into y. f16 activations run f16 MMAs,
+// bf16 bf16 MMAs, f32 the three-product bf16 split. No allocation, no synchronisation
+// (graph-capturable).
 void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
 
 // The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
