@@ -103,6 +103,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     cuda::ConvI8Params k{};
     k.x = static_cast<const int8_t*>(x.data);
     k.nchw = nchw;
+    k.vec_x = !nchw && conv->Ci % 16 == 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
     k.B = int(B);
     k.Ci = int(conv->Ci);
     k.H = int(H);

@@ -74,6 +74,7 @@ struct ConvIgemmParams {
 struct ConvI8Params {
   const int8_t* x;
   bool nchw;
+  bool vec_x;  // NHWC, Ci % 16 == 0, x 16-byte aligned: 16 channels per load and store
   int B, Ci, H, W;
   int Co, Ho, Wo;
   int Kh, Kw;

@@ -68,8 +68,26 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
     for (int c0 = 0; c0 < p.Ci; c0 += kConvBK) {
       // activation slice: real channels read x inside the image and Z_I (the real value 0) in the
       // padding; channels past Ci and pixels past M read 0 (zero weights / not stored)
+      if (p.vec_x) {
+        // one 16-channel run per thread (2 per pixel); Ci % 16 == 0, so a run starting below Ci
+        // ends at or below it
+        const int r = tid / 2, q = tid % 2;
+        const int ci = c0 + 16 * q;
+        const int b = pix_b[r];
+        const int ih = pix_ih[r] + dh, iw = pix_iw[r] + dw;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (b >= 0 && ci < p.Ci) {
+          if (ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) {
+            v = *reinterpret_cast<const uint4*>(p.x + ((int64_t(b) * p.H + ih) * p.W + iw) * p.Ci + ci);
+          } else {
+            const uint32_t z4 = uint32_t(uint8_t(zero_code)) * 0x01010101u;
+            v = make_uint4(z4, z4, z4, z4);
+          }
+        }
+        *reinterpret_cast<uint4*>(As + r * kPitchI8 + 16 * q) = v;  // 16-byte aligned: pitch 48 B
+      }
 #pragma unroll 4
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < 16 && !p.vec_x; ++i) {
         int r, j;
         if (p.nchw) {
           r = tid % 64;
