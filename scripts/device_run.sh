@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-machine runner: builds every target with CUDA (or reuses a build already there), then the
 # named steps, each writing its log / JSON under $OUT and a short summary on stdout.
-#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers] [moe]
+#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers] [moe] [conv]
 # Env: MIXQ_CUDA_ARCHS (default "80;90a"), MIXQ_BUILD_DIR (default build-gpu), JOBS (default 16),
 #   CTEST_REGEX (test: only the tests it matches).
 #   bench_wo:   the nine layers of anchors.md x M = 1 ... 4096, W4/W8 g128, f16 and bf16, cuBLAS
@@ -10,6 +10,8 @@
 #   moe:        the mixture-of-experts GPU tests (tests/gpu/test_moe_cuda.cpp), a memcheck of
 #               the grouped, routing and schedule kernels, and `mixq bench --op moe` (MOE_MS,
 #               MOE_MODELS, MOE_SCHEMES narrow it) into moe_bench.json
+#   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv.cpp) and a compute-sanitizer
+#               memcheck + racecheck of a subset of them (the Python bench_conv runs separately)
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
 #               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
 set -uo pipefail
@@ -79,6 +81,17 @@ for step in "$@"; do
         ${MOE_MODELS:+--models "$MOE_MODELS"} ${MOE_SCHEMES:+--schemes "$MOE_SCHEMES"} \
         --json "$OUT/moe_bench.json" > "$OUT/moe_bench.log" 2>&1
       echo "moe bench rc=$?"; tail -5 "$OUT/moe_bench.log" ;;
+    conv)
+      # the CUDA conv2d tests, then memcheck and racecheck of the conv kernels on a subset (both
+      # layouts, both K orders, every dtype, odd shapes, two streams)
+      timeout 500 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaConv.*' > "$OUT/conv_tests.log" 2>&1
+      echo "conv gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|expected" "$OUT/conv_tests.log" | head -30
+      for tool in memcheck racecheck; do
+        timeout 500 compute-sanitizer --tool $tool --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
+          --gtest_filter='CudaConv.GeometrySweep:CudaConv.DtypesBiasAndClamp:CudaConv.TwoStreamsAtOnce' \
+          > "$OUT/conv_sanitize_$tool.log" 2>&1
+        echo "conv compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/conv_sanitize_$tool.log" | tail -4
+      done ;;
     *) echo "unknown step $step" ;;
   esac
 done

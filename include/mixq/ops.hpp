@@ -131,8 +131,11 @@ class PreparedWeight {
 PreparedWeight prepare(const QuantizedWeight& w, const PrepareOptions& opts = {});
 PreparedWeight prepare(const ConvWeight& w, const PrepareOptions& opts = {});
 
-// Scratch bytes a linear call with M rows (or a conv2d call on this input shape) needs.
+// Scratch bytes a linear call with M rows needs.
 size_t linear_workspace_size(const PreparedWeight& w, int64_t M);
+// Scratch bytes a conv2d call on input x (its shape and dtype only; data may be null) with these
+// parameters needs.
+size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x, const Conv2dParams& params);
 
 // Y[M][N] = X[M][K] . W^T, then the epilogue.
 // Weight-only: x F32/F16/BF16 (backend-dependent subsets), y F32/F16/BF16.

@@ -217,8 +217,8 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
 
     Args:
         x: ``[B, Ci, H, W]`` (``layout="nchw"``) or ``[B, H, W, Ci]`` (``"nhwc"``), contiguous.
-        prepared: a convolution :class:`mixq.PreparedWeight` (CPU or reference backend; CUDA
-            raises UnsupportedError).
+        prepared: a convolution :class:`mixq.PreparedWeight` (CPU, reference or CUDA backend;
+            CUDA: weight-only, act="none").
         out: ``[B, Co, Ho, Wo]`` / ``[B, Ho, Wo, Co]``; None allocates one like x.
         bias, clamp, stream, out_dtype, num_threads: as for :func:`linear`.
         stride, padding, dilation: ints or ``(h, w)`` pairs.
@@ -236,16 +236,24 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
     sh, sw = _pair(stride)
     ph, pw = _pair(padding)
     dh, dw = _pair(dilation)
+    if len(x.shape) != 4:
+        raise ValueError(f"x: expected a 4-D array, got shape {tuple(x.shape)}")
+    B, H, W = (x.shape[0], x.shape[2], x.shape[3]) if layout == "nchw" else x.shape[:3]
+    Ho, Wo = _mixq.conv2d_output_size(H, W, kh, kw, sh, sw, ph, pw, dh, dw)
     if out is None:
-        if len(x.shape) != 4:
-            raise ValueError(f"x: expected a 4-D array, got shape {tuple(x.shape)}")
-        B, H, W = (x.shape[0], x.shape[2], x.shape[3]) if layout == "nchw" else x.shape[:3]
-        Ho, Wo = _mixq.conv2d_output_size(H, W, kh, kw, sh, sw, ph, pw, dh, dw)
         shape = (B, prepared.N, Ho, Wo) if layout == "nchw" else (B, Ho, Wo, prepared.N)
         out = empty_like_place(x, shape, _out_dtype(x, out_dtype))
+    # CUDA conv scratch is sized by the GEMM rows, the B*Ho*Wo output pixels (C++
+    # conv2d_workspace_size): 1x1 NHWC convs run the linear kernels, which may need it. The CPU
+    # conv takes none.
+    workspace = None
+    nbytes = 0
+    if prepared.backend == "cuda" and B * Ho * Wo > 0:
+        nbytes = prepared.workspace_size(B * Ho * Wo)
+    if nbytes:
+        workspace = empty_like_place(x, (nbytes,), "uint8")
     lo, hi = _clamp(clamp)
-    # The C++ API has no conv2d workspace query: the weight's own scratch is used (no
-    # concurrent conv2d calls on one prepared weight).
     _mixq.conv2d(x, prepared, out, detach(bias) if bias is not None else None, lo, hi, sh, sw,
-                 ph, pw, dh, dw, layout, current_stream(x, stream), None, num_threads)
+                 ph, pw, dh, dw, layout, current_stream(x, stream), workspace, num_threads)
+    _record_streams(x, stream, (out, workspace))
     return out

@@ -316,6 +316,21 @@ size_t linear_workspace_size(const PreparedWeight& w, int64_t M) {
   return w.impl().workspace_size(M);
 }
 
+size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x,
+                             const Conv2dParams& params) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(p.conv.has_value(), "conv2d_workspace_size: the prepared weight is a linear "
+                 "weight; use linear_workspace_size");
+  MIXQ_CHECK_ARG(x.rank == 4, "conv2d_workspace_size: x must be rank 4, got ", x.describe());
+  const bool nchw = params.layout == Layout::NCHW;
+  const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
+  int64_t Ho, Wo;
+  conv2d_output_size(H, W, p.conv->Kh, p.conv->Kw, params, &Ho, &Wo);
+  // CUDA sizes conv scratch by the GEMM rows (output pixels); the CPU conv takes none (each task
+  // stages its own pixel tile)
+  return p.backend == BackendKind::CUDA ? p.workspace_size(x.shape[0] * Ho * Wo) : 0;
+}
+
 void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, const Epilogue& ep,
             const ExecContext& ctx) {
   const PreparedImpl& p = w.impl();

@@ -374,6 +374,30 @@ TEST_F(CliTest, BenchMoeFailsWhenAnErrorExceedsTolerance) {
   EXPECT_NE(r.err.find("exceed their error tolerance"), std::string::npos) << r.err;
 }
 
+TEST_F(CliTest, BenchConvRunsAndWritesJson) {
+  const std::string json = path("bench_conv.json");
+  const RunResult r = run("bench --op conv2d --backend cpu --threads 2 --reps 2 --warmup 0 "
+                          "--conv '1,5,9,9,12,3,3,2,1;2,64,4,4,8,1,1,1,0' --schemes w4g32,w8g32 "
+                          "--json '" + json + "'", 300);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string j = slurp(json);
+  for (const char* s : {"\"op\": \"conv2d\"", "\"scheme\": \"w4g32\"", "\"scheme\": \"w8g32\"",
+                        "\"block\": \"pc\"", "\"block\": \"g32\"", "\"us\"", "\"rel_err\""})
+    EXPECT_NE(j.find(s), std::string::npos) << s;
+  EXPECT_EQ(j.find("\"ok\": false"), std::string::npos) << j;
+  size_t rows = 0;
+  for (size_t at = j.find("\"ok\": true"); at != std::string::npos; at = j.find("\"ok\": true", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 4u) << j;  // 2 layers x 2 schemes
+}
+
+TEST_F(CliTest, BenchConvRejectsBadOptions) {
+  expect_clean_failure("bench --op conv2d --conv 1,2,3", 2, {"--conv", "1,2,3"});
+  expect_clean_failure("bench --op conv2d --conv 1,2,3,3,4,3,3,0,1", 2, {"--conv", "stride"});
+  expect_clean_failure("bench --op conv2d --layout nhcw", 2, {"--layout", "nhcw"});
+  expect_clean_failure("bench --op conv2d --act f64", 2, {"--act", "f64"});
+}
+
 TEST_F(CliTest, BenchMoeRejectsBadOptions) {
   expect_clean_failure("bench --op moe --routing zipf", 2, {"--routing", "zipf"});
   expect_clean_failure("bench --op moe --models gpt5", 2, {"--models", "gpt5"});

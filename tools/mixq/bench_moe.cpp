@@ -245,7 +245,7 @@ int run_bench_moe(int argc, char** argv) {
           {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
-  if (a.get("--op") != "moe") usage_fail("bench", "--op must be moe, got '" + a.get("--op") + "'");
+  if (a.get("--op") != "moe") usage_fail("bench", "--op must be moe or conv2d, got '" + a.get("--op") + "'");
   if (a.has("--json")) check_outputs("bench", {{"--json", a.get("--json")}}, {});
   const bool quick = a.has("--quick");
 

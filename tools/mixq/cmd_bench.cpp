@@ -57,7 +57,8 @@ const char kHelp[] =
     "  --seed N             random seed (default 1)\n"
     "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
     "  --no-progress        no progress bar (it is drawn on stderr only when that is a terminal)\n"
-    "  --op moe             the mixture-of-experts MLP instead (mixq bench --op moe --help)\n";
+    "  --op moe             the mixture-of-experts MLP instead (mixq bench --op moe --help)\n"
+    "  --op conv2d          convolutions instead (mixq bench --op conv2d --help)\n";
 
 struct Shape {
   int64_t K, N;
@@ -131,8 +132,15 @@ std::string join_command(int argc, char** argv) {
 }  // namespace
 
 int run_bench(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)  // `--op moe`: the mixture-of-experts benchmark (bench_moe.cpp)
-    if (std::strcmp(argv[i], "--op") == 0) return run_bench_moe(argc, argv);
+  // `--op moe`: the mixture-of-experts benchmark (bench_moe.cpp); `--op conv2d`: convolutions
+  // (bench_conv.cpp)
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--op=conv2d") == 0 ||
+        (std::strcmp(argv[i], "--op") == 0 && i + 1 < argc && std::strcmp(argv[i + 1], "conv2d") == 0))
+      return run_bench_conv(argc, argv);
+    if (std::strcmp(argv[i], "--op") == 0 || std::strncmp(argv[i], "--op=", 5) == 0)
+      return run_bench_moe(argc, argv);
+  }
   Args a("bench", argc, argv,
          {{"--shapes", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--backend", "", true}, {"--reps", "", true}, {"--warmup", "", true},

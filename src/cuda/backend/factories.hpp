@@ -16,5 +16,14 @@ std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts);
 std::shared_ptr<const PreparedImpl> prepare_int8_tensor(const QuantizedWeight& w,
                                                         const PrepareOptions& opts);
+// conv2d, weight-only (act = none): the implicit-GEMM kernel (conv_weight_only.cpp).
+std::shared_ptr<const PreparedImpl> prepare_conv_weight_only(const QuantizedWeight& w,
+                                                             const ConvGeometry& g,
+                                                             const PrepareOptions& opts);
+// conv2d, act = int8-per-tensor: the INT8 implicit GEMM with requantized output
+// (conv_int8_tensor.cpp).
+std::shared_ptr<const PreparedImpl> prepare_conv_int8_tensor(const QuantizedWeight& w,
+                                                             const ConvGeometry& g,
+                                                             const PrepareOptions& opts);
 
 }  // namespace mixq::cuda

@@ -489,9 +489,14 @@ std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w
 
 std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
                                                  const PrepareOptions& opts) {
-  MIXQ_CHECK(conv == nullptr, ErrorCode::Unsupported,
-             "cuda backend: conv2d is not implemented (use the cpu backend)");
   MIXQ_CHECK(cuda_available(), ErrorCode::Unsupported, "backend cuda: no CUDA device is available");
+  if (conv) {
+    if (opts.act == ActQuant::Int8PerTensor) return cuda::prepare_conv_int8_tensor(w, *conv, opts);
+    MIXQ_CHECK(opts.act == ActQuant::None, ErrorCode::Unsupported, "prepare (cuda conv2d): act = ",
+               act_quant_name(opts.act), " is not implemented on the cuda backend (none and "
+               "int8-per-tensor are; use the cpu or reference backend)");
+    return cuda::prepare_conv_weight_only(w, *conv, opts);
+  }
   switch (opts.act) {
     case ActQuant::None: return cuda::prepare_weight_only(w, opts);
     case ActQuant::Fp8Block: return cuda::prepare_fp8_block(w, opts);

@@ -1,0 +1,177 @@
+"""Quantized-weight conv2d on CUDA against cuDNN FP16, on the ResNet-50 layers.
+
+    python -m mixq.bench_conv                          # batch 1, 8, 32; W4 and W8; print a table
+    python -m mixq.bench_conv --batch 1 --json conv.json
+    python -m mixq.bench_conv --conv 1,256,14,14,256,3,3,1,1   # N,Ci,H,W,Co,Kh,Kw,stride,pad
+
+For every layer and batch, in one process on one GPU:
+  cudnn   torch.nn.functional.conv2d on FP16 activations and weights, NCHW and channels_last
+          (torch.backends.cudnn.benchmark on); the faster of the two is the baseline.
+  W4/W8   mixq.conv2d, FP16 activations and output, NHWC and NCHW (the faster is reported, the
+          layout named), weights quantized along Ci in blocks of 128 (g128; blocks of Ci where
+          Ci < 128 or 128 does not divide Ci, per output channel for the 3-channel stem).
+Each call is timed alone with CUDA events, after a 256 MB buffer is overwritten so that weights
+and activations come from HBM (cold L2); the median of --reps calls is reported.
+"""
+
+import argparse
+import json
+import math
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import mixq
+
+# (name, Ci, H, Co, K, stride, pad): ResNet-50's distinct conv shapes (H = W)
+RESNET50 = [
+    ("3x3 64->64 @56", 64, 56, 64, 3, 1, 1),
+    ("3x3 128->128 @28", 128, 28, 128, 3, 1, 1),
+    ("3x3 256->256 @14", 256, 14, 256, 3, 1, 1),
+    ("3x3 512->512 @7", 512, 7, 512, 3, 1, 1),
+    ("1x1 1024->256 @14", 1024, 14, 256, 1, 1, 0),
+    ("1x1 2048->512 @7", 2048, 7, 512, 1, 1, 0),
+    ("7x7/2 stem 3->64 @224", 3, 224, 64, 7, 2, 3),
+]
+
+
+def _flush_buffer(device):
+    return torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
+
+
+def _time_us(fn, flush, reps):
+    """Median GPU time of fn() over reps calls, each after overwriting the flush buffer."""
+    fn()
+    torch.cuda.synchronize()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(reps):
+        flush.fill_(1)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return statistics.median(times)
+
+
+def _channel_block(ci, want=128):
+    if ci % want == 0:
+        return want
+    if ci < want and ci % 16 == 0:
+        return ci
+    return 0  # per output channel
+
+
+def _scheme(bits, ci, kh, kw):
+    cb = _channel_block(ci)
+    if cb == 0:
+        return f"w{bits}pc", "pc"
+    return f"w{bits}g{cb}", f"g{cb}"
+
+
+def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
+    dev = torch.device("cuda")
+    W = H
+    torch.manual_seed(0)
+    w = torch.randn(Co, Ci, K, K) * 0.05
+    x = torch.randn(B, Ci, H, W, device=dev, dtype=torch.float16)
+    w16 = w.to(dev, torch.float16)
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    w_cl = w16.contiguous(memory_format=torch.channels_last)
+    t_nchw = _time_us(lambda: F.conv2d(x, w16, stride=stride, padding=pad), flush, reps)
+    t_cl = _time_us(lambda: F.conv2d(x_cl, w_cl, stride=stride, padding=pad), flush, reps)
+    row = {"layer": name, "batch": B, "Ci": Ci, "H": H, "W": W, "Co": Co, "K": K,
+           "stride": stride, "pad": pad, "cudnn_nchw_us": t_nchw, "cudnn_nhwc_us": t_cl,
+           "cudnn_us": min(t_nchw, t_cl)}
+    # mixq weights in KhKwCi order, so that blocks run along Ci
+    w_khkwci = w.permute(0, 2, 3, 1).reshape(Co, -1).contiguous()
+    x_nhwc = x.permute(0, 2, 3, 1).contiguous()
+    Ho, Wo = mixq.conv2d_output_size(H, W, (K, K), stride, pad)
+    ref = F.conv2d(x.float(), w.to(dev), stride=stride, padding=pad)
+    for bits in schemes:
+        scheme, block = _scheme(bits, Ci, K, K)
+        qw = mixq.quantize(w_khkwci, scheme)
+        pw = mixq.prepare(qw, backend="cuda", conv=(Ci, K, K), conv_order="khkwci")
+        y_nhwc = torch.empty(B, Ho, Wo, Co, device=dev, dtype=torch.float16)
+        y_nchw = torch.empty(B, Co, Ho, Wo, device=dev, dtype=torch.float16)
+        t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
+                                           layout="nhwc"), flush, reps)
+        t_c = _time_us(lambda: mixq.conv2d(x, pw, out=y_nchw, stride=stride, padding=pad,
+                                           layout="nchw"), flush, reps)
+        # sanity: the quantized conv is close to the float one (quantization error only)
+        err = ((y_nchw.float() - ref).norm() / ref.norm()).item()
+        err_h = ((y_nhwc.permute(0, 3, 1, 2).float() - ref).norm() / ref.norm()).item()
+        best = min(t_h, t_c)
+        row[f"w{bits}"] = {"scheme": scheme, "block": block, "nhwc_us": t_h, "nchw_us": t_c,
+                           "us": best, "layout": "nhwc" if t_h <= t_c else "nchw",
+                           "speedup_vs_cudnn": row["cudnn_us"] / best,
+                           "rel_err_vs_float": max(err, err_h),
+                           "kernel": pw.kernel_name(B * Ho * Wo, "float16")}
+    return row
+
+
+def _parse_conv(spec):
+    v = [int(t) for t in spec.split(",")]
+    if len(v) != 9:
+        raise SystemExit(f"--conv: expected N,Ci,H,W,Co,Kh,Kw,stride,pad, got {spec!r}")
+    n, ci, h, w, co, kh, kw, s, p = v
+    if h != w or kh != kw:
+        raise SystemExit("--conv: this benchmark takes square inputs and kernels (H = W, Kh = Kw)")
+    return n, (f"{kh}x{kw}/{s} {ci}->{co} @{h}", ci, h, co, kh, s, p)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", default="1,8,32", help="comma-separated batch sizes")
+    ap.add_argument("--conv", action="append", default=[],
+                    help="N,Ci,H,W,Co,Kh,Kw,stride,pad (repeatable; replaces the ResNet-50 set)")
+    ap.add_argument("--bits", default="4,8", help="weight bits to run (4, 8)")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json", help="write the rows here")
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_conv: no CUDA device", file=sys.stderr)
+        return 1
+    torch.backends.cudnn.benchmark = True
+    flush = _flush_buffer("cuda")
+    bits = [int(b) for b in a.bits.split(",")]
+    jobs = []
+    if a.conv:
+        jobs = [_parse_conv(c) for c in a.conv]
+    else:
+        jobs = [(int(b), l) for b in a.batch.split(",") for l in RESNET50]
+    rows = []
+    for B, (name, ci, h, co, k, s, p) in jobs:
+        rows.append(bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits))
+    dev = torch.cuda.get_device_name()
+    print(f"# mixq conv2d vs cuDNN FP16 on {dev} (median of {a.reps}, cold L2, us)\n")
+    head = "| layer | batch | cuDNN fp16 (best of NCHW / NHWC) |"
+    sep = "|---|---:|---:|"
+    for b in bits:
+        head += f" W{b} (layout) | W{b} speedup |"
+        sep += "---:|---:|"
+    print(head)
+    print(sep)
+    for r in rows:
+        line = f"| {r['layer']} | {r['batch']} | {r['cudnn_us']:.1f} |"
+        for b in bits:
+            m = r[f"w{b}"]
+            line += f" {m['us']:.1f} ({m['layout']}, {m['block']}) | {m['speedup_vs_cudnn']:.2f}x |"
+        print(line)
+    for b in bits:
+        sp = [r[f"w{b}"]["speedup_vs_cudnn"] for r in rows]
+        print(f"\nW{b}: geomean speedup {math.exp(sum(math.log(x) for x in sp) / len(sp)):.2f}x, "
+              f"min {min(sp):.2f}x, worst rel. error vs float conv "
+              f"{max(r[f'w{b}']['rel_err_vs_float'] for r in rows):.3g}")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"device": dev, "reps": a.reps, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+// The CUDA weight-only conv2d: prepare() repacks the canonical conv weight (either K order) into
+// the implicit-GEMM kernel's [Co][tap][Ci] code rows and per-(channel, tap, Ci block) scale pairs
+// (kernels/conv/conv_params.hpp); conv2d() enqueues the kernel on the caller's stream. A 1x1
+// stride-1 unpadded NHWC conv is exactly a linear product on [B*H*W][Ci] rows, so it runs the
+// linear weight-only path of the same weight (bit-identical to linear()).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cuda/backend/common.hpp"
+#include "cuda/backend/factories.hpp"
+#include "cuda/launch/conv_kernels.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+namespace {
+
+using cuda::IoType;
+
+IoType conv_io_type(DType t) { return IoType(cuda::float_type_code(t, "cuda conv2d")); }
+
+class CudaConvWeightOnly final : public PreparedImpl {
+ public:
+  CudaConvWeightOnly(const QuantizedWeight& w, const ConvGeometry& g, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    conv = g;
+    device_ = o.device;
+    cuda::check_device_ordinal(device_);
+    cuda::DeviceGuard guard(device_);
+    const cuda::DeviceCaps caps = cuda::DeviceContext::get(device_).caps();
+    MIXQ_CHECK(caps.cc_major >= 8, ErrorCode::Unsupported, "cuda conv2d needs compute capability "
+               ">= 8.0 (mma.sync m16n8k16), device ", device_, " is ", caps.cc_major, ".",
+               caps.cc_minor);
+    const bool int_codes = w.code_type == DType::I4 || w.code_type == DType::U4 ||
+                           w.code_type == DType::I8 || w.code_type == DType::U8;
+    MIXQ_CHECK(int_codes && w.has_scales && w.block_n == 1, ErrorCode::Unsupported,
+               "prepare (cuda conv2d, weight-only): needs int4/int8 codes with per-row block "
+               "scales, got ", w.describe());
+    MIXQ_CHECK(w.k_perm.empty() && w.plain_blocks(), ErrorCode::Unsupported,
+               "prepare (cuda conv2d): act-order permutations and shard block phases are not "
+               "supported, got ", w.describe());
+    MIXQ_CHECK(g.Ci < (int64_t(1) << 24) && N < (int64_t(1) << 24) && g.Kh * g.Kw < 4096,
+               ErrorCode::Unsupported, "prepare (cuda conv2d): Ci (", g.Ci, "), Co (", N,
+               ") must be < 2^24 and Kh*Kw (", g.Kh * g.Kw, ") < 4096");
+    taps_ = g.Kh * g.Kw;
+    bits_ = dtype_bits(w.code_type);
+    Cip_ = cuda::round_up(g.Ci, cuda::kConvBK);
+    row_bytes_ = taps_ * Cip_ * bits_ / 8;
+    cb_ = channel_block(w, g);
+    n_cb_ = (g.Ci + cb_ - 1) / cb_;
+    repack(w, g);
+    sm_count_ = std::max(caps.sm_count, 1);
+    // the K split's partial sums when a call brings no workspace (plans are capped at this size)
+    scratch_ = cuda::DeviceContext::get(device_).reserve_scratch(kSplitScratchBytes);
+    // A 1x1 weight is also a linear weight (K = Ci in either order): the linear path serves the
+    // stride-1 unpadded NHWC calls.
+    if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, o);
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
+  std::string kernel_name(int64_t M, DType act) const override {
+    // 1x1 weights: the name of the linear kernel that the stride-1 unpadded NHWC call runs
+    if (linear_) return linear_->kernel_name(M, act);
+    return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
+           (split_plan(M).splits > 1 ? "_splitk" : "");
+  }
+
+  // M = output pixels: the implicit GEMM's K-split partials, or (1x1 weights) the linear path's
+  // scratch, whichever is larger.
+  size_t workspace_size(int64_t M) const override {
+    return std::max(linear_ ? linear_->workspace_size(M) : size_t(0), split_plan(M).bytes);
+  }
+
+  void linear(const TensorView&, const TensorView&, const Epilogue&,
+              const ExecContext&) const override {
+    MIXQ_FAIL(ErrorCode::InvalidArgument, "linear: the prepared weight is a convolution weight; "
+              "call conv2d");
+  }
+
+  void conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    MIXQ_CHECK_ARG(x.device_index == device_ && y.device_index == device_, "conv2d: x (device ",
+                   x.device_index, ") and y (device ", y.device_index,
+                   ") must be on the prepared weight's device ", device_);
+    if (!ep.bias.empty())
+      MIXQ_CHECK_ARG(ep.bias.device_index == device_, "conv2d: bias (device ",
+                     ep.bias.device_index, ") must be on the prepared weight's device ", device_);
+    check_aligned(x, "x");
+    check_aligned(y, "y");
+    if (!ep.bias.empty()) check_aligned(ep.bias, "bias");
+    const bool nchw = p.layout == Layout::NCHW;
+    const int64_t B = x.shape[0], Ci = conv->Ci;
+    const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
+    int64_t Ho = 0, Wo = 0;
+    conv2d_output_size(H, W, conv->Kh, conv->Kw, p, &Ho, &Wo);
+    MIXQ_CHECK_ARG(B * Ho * Wo < (int64_t(1) << 31) && B * H * W * Ci < (int64_t(1) << 40),
+                   "conv2d (cuda): B*Ho*Wo (", B * Ho * Wo, ") must be < 2^31");
+    MIXQ_CHECK_ARG(B < (int64_t(1) << 31) && H < (int64_t(1) << 24) && W < (int64_t(1) << 24) &&
+                       Ho < (int64_t(1) << 24) && Wo < (int64_t(1) << 24) &&
+                       p.stride_h < (1 << 20) && p.stride_w < (1 << 20) && p.pad_h < (1 << 20) &&
+                       p.pad_w < (1 << 20) && p.dilation_h < (1 << 20) && p.dilation_w < (1 << 20),
+                   "conv2d (cuda): sizes (B ", B, ", H ", H, ", W ", W, ") and stride / padding / "
+                   "dilation must fit the kernel's 32-bit index arithmetic");
+
+    if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
+      // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
+      const int64_t M = B * H * W;
+      const TensorView x2(x.data, x.dtype, {M, Ci}, Device::CUDA, x.device_index);
+      const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
+      return linear_->linear(x2, y2, ep, ctx);
+    }
+
+    cuda::ConvIgemmParams k{};
+    k.x = x.data;
+    k.x_type = conv_io_type(x.dtype);
+    k.nchw = nchw;
+    k.vec_x = !nchw && x.dtype != DType::F32 && Ci % 8 == 0 &&
+              reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+    k.B = int(B);
+    k.Ci = int(Ci);
+    k.H = int(H);
+    k.W = int(W);
+    k.Co = int(N);
+    k.Ho = int(Ho);
+    k.Wo = int(Wo);
+    k.Kh = int(conv->Kh);
+    k.Kw = int(conv->Kw);
+    k.stride_h = int(p.stride_h);
+    k.stride_w = int(p.stride_w);
+    k.pad_h = int(p.pad_h);
+    k.pad_w = int(p.pad_w);
+    k.dil_h = int(p.dilation_h);
+    k.dil_w = int(p.dilation_w);
+    k.codes = static_cast<const uint8_t*>(codes_.data());
+    k.pairs = static_cast<const float2*>(pairs_.data());
+    k.bits = bits_;
+    k.Cip = int(Cip_);
+    k.cb = int(cb_);
+    k.n_cb = int(n_cb_);
+    k.row_bytes = row_bytes_;
+    k.y = y.data;
+    k.y_type = conv_io_type(y.dtype);
+    k.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    k.bias_type = ep.bias.empty() ? IoType::F32 : conv_io_type(ep.bias.dtype);
+    k.clamp_lo = ep.clamp_lo;
+    k.clamp_hi = ep.clamp_hi;
+    const SplitPlan sp = split_plan(B * Ho * Wo);
+    k.splits = sp.splits;
+    k.steps_per_split = sp.steps_per_split;
+    k.partial = nullptr;
+    if (sp.splits > 1) {
+      if (ctx.workspace) {
+        MIXQ_CHECK_ARG(ctx.workspace_bytes >= sp.bytes, "conv2d: workspace of ",
+                       ctx.workspace_bytes, " bytes is smaller than the ", sp.bytes,
+                       " bytes this call needs (conv2d_workspace_size)");
+        MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0,
+                       "conv2d: ExecContext::workspace (", ctx.workspace,
+                       ") must be 16-byte aligned on CUDA");
+        k.partial = static_cast<float*>(ctx.workspace);
+      } else {
+        MIXQ_CHECK(sp.bytes <= scratch_->size(), ErrorCode::Internal, "conv2d: the K split needs ",
+                   sp.bytes, " bytes, more than the ", scratch_->size(), " reserved");
+        k.partial = static_cast<float*>(scratch_->data());
+      }
+    }
+    cuda::DeviceGuard guard(device_);
+    cuda::launch_conv_igemm(k, static_cast<cudaStream_t>(ctx.stream));
+  }
+
+ private:
+  // Largest K-split partial buffer (f32 [splits][M][Co]); calls whose split would need more split
+  // less. Reserved once per device (DeviceContext scratch, shared with the linear weights).
+  static constexpr size_t kSplitScratchBytes = size_t(16) << 20;
+
+  struct SplitPlan {
+    int splits = 1;
+    int steps_per_split = 1;
+    size_t bytes = 0;  // partial sums in the workspace (0 without a split)
+  };
+
+  // The K split of a call with M output pixels: only when the output tiles cannot fill half the
+  // SMs (batch 1, small spatial sizes, many channels: 7x7x512 is 1 x 8 tiles on 132 SMs), into
+  // enough pieces to give every SM a block, each at least 4 K steps long, at most 16. A function
+  // of M and the weight alone, so workspace_size(M) and the call agree.
+  SplitPlan split_plan(int64_t M) const {
+    SplitPlan sp;
+    const int64_t steps = taps_ * ((conv->Ci + cuda::kConvBK - 1) / cuda::kConvBK);
+    sp.steps_per_split = int(steps);
+    const int64_t tiles = ((M + cuda::kConvBM - 1) / cuda::kConvBM) *
+                          ((N + cuda::kConvBN - 1) / cuda::kConvBN);
+    if (M < 1 || tiles * 2 >= sm_count_ || steps < 8) return sp;
+    int64_t s = std::min<int64_t>({(sm_count_ + tiles - 1) / tiles, steps / 4, 16});
+    const int64_t per_split = M * N * 4;
+    s = std::min<int64_t>(s, int64_t(kSplitScratchBytes) / std::max<int64_t>(per_split, 1));
+    if (s < 2) return sp;
+    const int64_t per = (steps + s - 1) / s;
+    sp.splits = int((steps + per - 1) / per);  // no empty split
+    if (sp.splits < 2) return SplitPlan{1, int(steps), 0};
+    sp.steps_per_split = int(per);
+    sp.bytes = size_t(sp.splits) * size_t(per_split);
+    return sp;
+  }
+
+  // The kernel reads every tensor element by element: each must be aligned to its element size.
+  static void check_aligned(const TensorView& v, const char* arg) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(v.data);
+    const int eb = int(dtype_bytes(v.dtype, 1));
+    MIXQ_CHECK_ARG(a % uintptr_t(eb) == 0, "conv2d (cuda): ", arg, " (at ", v.data, ", ",
+                   v.describe(), ") must be aligned to its ", eb, "-byte element size");
+  }
+
+  // Input channels per scale block (see conv_params.hpp). ConvWeight::validate() has checked the
+  // block geometry; the CiKhKw check is repeated here because the kernel relies on it: a block
+  // that ended inside a channel's Kh*Kw taps would give one channel two scales.
+  static int64_t channel_block(const QuantizedWeight& w, const ConvGeometry& g) {
+    const int64_t taps = g.Kh * g.Kw;
+    if (w.block_k >= w.K) return g.Ci;
+    if (g.order == ConvKOrder::KhKwCi) {
+      MIXQ_CHECK_ARG(g.Ci % w.block_k == 0, "prepare (cuda conv2d, KhKwCi order): block_k (",
+                     w.block_k, ") must divide Ci (", g.Ci, ")");
+      return w.block_k;
+    }
+    MIXQ_CHECK_ARG(w.block_k % taps == 0 && w.K % w.block_k == 0, "prepare (cuda conv2d, CiKhKw "
+                   "order): block_k (", w.block_k, ") crosses a Kh*Kw boundary: it must be a "
+                   "multiple of Kh*Kw (", g.Kh, "*", g.Kw, " = ", taps, ") dividing K (", w.K, ")");
+    return w.block_k / taps;
+  }
+
+  // Canonical column of (ci, tap) in the weight's K order.
+  static int64_t canon_k(const ConvGeometry& g, int64_t ci, int64_t tap) {
+    return g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * g.Kh * g.Kw + tap;
+  }
+
+  void repack(const QuantizedWeight& w, const ConvGeometry& g) {
+    const int32_t cmin = code_min(w.code_type);
+    std::vector<uint8_t> codes(size_t(N * row_bytes_), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t tap = 0; tap < taps_; ++tap)
+        for (int64_t ci = 0; ci < g.Ci; ++ci) {
+          const uint32_t u = uint32_t(w.code_int(n, canon_k(g, ci, tap)) - cmin);
+          const int64_t kk = tap * Cip_ + ci;
+          uint8_t* row = codes.data() + n * row_bytes_;
+          if (bits_ == 4)
+            row[kk / 2] |= uint8_t((u & 0xF) << (4 * (kk % 2)));
+          else
+            row[kk] = uint8_t(u);
+        }
+    // (s, o') with w = s*u + o' and q = u + cmin: s*q + o = s*u + (o + cmin*s),
+    // s*(q - z) = s*u + s*(cmin - z), symmetric s*q = s*u + cmin*s (wo_layout.hpp).
+    std::vector<float> pairs(size_t(N * taps_ * n_cb_ * 2));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t tap = 0; tap < taps_; ++tap)
+        for (int64_t c = 0; c < n_cb_; ++c) {
+          const int64_t kb = w.k_block(canon_k(g, c * cb_, tap));
+          // every channel of the block must share the K block (the geometry above guarantees it)
+          const int64_t last = std::min(g.Ci, (c + 1) * cb_) - 1;
+          MIXQ_CHECK(w.k_block(canon_k(g, last, tap)) == kb, ErrorCode::Internal,
+                     "prepare (cuda conv2d): channels ", c * cb_, "..", last, " of tap ", tap,
+                     " span two scale blocks");
+          const double s = w.scale(w.n_block(n), kb);
+          double off = 0;
+          switch (w.zero_kind) {
+            case ZeroKind::None: off = double(cmin) * s; break;
+            case ZeroKind::Offset: off = double(w.offset(w.n_block(n), kb)) + double(cmin) * s; break;
+            case ZeroKind::ZeroPoint: off = s * double(cmin - w.zero_point(w.n_block(n), kb)); break;
+          }
+          const size_t i = size_t((n * taps_ + tap) * n_cb_ + c) * 2;
+          pairs[i] = float(s);
+          pairs[i + 1] = float(off);
+        }
+    codes_ = DeviceBuffer(std::max<size_t>(codes.size(), 16), device_);
+    codes_.copy_from_host(codes.data(), codes.size());
+    pairs_ = DeviceBuffer(std::max<size_t>(pairs.size() * 4, 16), device_);
+    pairs_.copy_from_host(pairs.data(), pairs.size() * 4);
+  }
+
+  int device_ = 0;
+  int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1;
+  int bits_ = 4;
+  int sm_count_ = 1;
+  DeviceBuffer codes_, pairs_;
+  std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
+  std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
+};
+
+}  // namespace
+
+namespace cuda {
+std::shared_ptr<const PreparedImpl> prepare_conv_weight_only(const QuantizedWeight& w,
+                                                             const ConvGeometry& g,
+                                                             const PrepareOptions& opts) {
+  return std::make_shared<CudaConvWeightOnly>(w, g, opts);
+}
+}  // namespace cuda
+
+}  // namespace mixq

@@ -1,0 +1,23 @@
+// Host-side entry point of the weight-only implicit-GEMM conv2d kernel (plain C++ declaration).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/kernels/conv/conv_params.hpp"
+
+namespace mixq::cuda {
+
+// Enqueues the conv on `stream`: grid (ceil(M / kConvBM), ceil(Co / kConvBN), splits) of
+// kConvThreads, then (splits > 1) the reduction of p.partial into y. f16 activations run f16 MMAs,
+// bf16 bf16 MMAs, f32 the three-product bf16 split. No allocation, no synchronisation
+// (graph-capturable).
+void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
+
+// The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
+void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
+
+// The kernel name a call with activations of IoType x_type runs (KernelId-style, for
+// PreparedWeight::kernel_name).
+const char* conv_igemm_name(IoType x_type);
+
+}  // namespace mixq::cuda
