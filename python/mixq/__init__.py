@@ -19,7 +19,7 @@ from .core import (conv2d, conv2d_output_size, dequantize, kernel_name, linear, 
 from .errors import (CudaError, FormatError, InternalError, InvalidArgumentError, IoError,
                      MixqError, UnsupportedError)
 from .formats import inspect, load, save
-from .shard import check_shard_set, load_shard, shard, shard_range
+from .sharding import check_shard_set, load_shard, shard, shard_range
 from .moe import (MOE_ERROR_COUNTS, MOE_ERROR_EXPERT_ID, MOE_ERROR_OFFSETS, PreparedExperts,
                   fuse_gate_up, grouped_linear, load_experts, moe_gather, moe_mlp,
                   moe_mlp_workspace_size, moe_route, moe_scatter_add, prepare_experts)

@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .. import shard as _shard
+from .. import sharding as _shard
 from ..errors import InvalidArgumentError
 from .linear import QuantLinear, quantize_host
 
@@ -116,8 +116,11 @@ class ColumnParallelQuantLinear(_ParallelBase):
         part = y.reshape(-1, y.shape[-1])
         if part.shape[1] != wide:  # uneven split: all_gather wants one size, pad to the widest
             part = nn.functional.pad(part, (0, wide - part.shape[1]))
-        gathered = part.new_empty((self.world,) + tuple(part.shape))
+        rows = part.shape[0]
+        # the ranks' blocks one after another along dim 0 (the layout every backend takes)
+        gathered = part.new_empty((self.world * rows, wide))
         dist.all_gather_into_tensor(gathered, part.contiguous(), group=self.group)
+        gathered = gathered.view(self.world, rows, wide)
         out = torch.cat([gathered[r, :, :w] for r, w in enumerate(widths)], dim=-1)
         return out.view(*x.shape[:-1], self.out_features)
 
