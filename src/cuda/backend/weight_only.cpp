@@ -155,19 +155,27 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   size_t workspace_size(int64_t M) const override {
-    // The largest of the plans any dtype can get (16-bit with its output staged in f32 for cuBLAS,
-    // unaligned 16-bit rows, f32), so one size serves every call with M rows.
+    // The largest of the plans any call with M rows can get, over every input / output dtype,
+    // aligned or unaligned rows and TMA-stored or plain 16-bit outputs (the kernel choice and its
+    // split-K / staging scratch depend on all of them), so one size serves every call.
     size_t need = 0;
-    for (const auto& [x, y, aligned] : {std::tuple{IoType::F16, IoType::BF16, true},
-                                        std::tuple{IoType::F16, IoType::BF16, false},
-                                        std::tuple{IoType::F32, IoType::F16, true}}) {
-      cuda::WoCall c;
-      c.M = std::max<int64_t>(M, 1);
-      c.x_type = int(x);
-      c.y_type = int(y);
-      c.x_aligned = aligned;
-      need = std::max(need, cuda::wo_workspace_bytes(plan(c)));
-    }
+    for (const IoType x : {IoType::F16, IoType::BF16, IoType::F32})
+      for (const IoType y : {IoType::F16, IoType::BF16, IoType::F32})
+        for (const bool aligned : {true, false})
+          for (const bool y_tma : {false, true}) {
+            if (y_tma && y == IoType::F32) continue;
+            cuda::WoCall c;
+            c.M = std::max<int64_t>(M, 1);
+            c.x_type = int(x);
+            c.y_type = int(y);
+            c.x_aligned = aligned;
+            c.y_tma = y_tma;
+            try {
+              need = std::max(need, cuda::wo_workspace_bytes(plan(c)));
+            } catch (const Error&) {
+              // a combination this weight's (forced) kernel refuses: no call can have it
+            }
+          }
     return need;
   }
 
