@@ -26,11 +26,9 @@ from torch import nn
 
 from .. import sharding as _shard
 from ..errors import InvalidArgumentError
-from .linear import QuantLinear, quantize_host
+from .linear import _CLAMPS, QuantLinear, quantize_host
 
 __all__ = ["ColumnParallelQuantLinear", "RowParallelQuantLinear"]
-
-_CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 
 
 def _group_place(group):
