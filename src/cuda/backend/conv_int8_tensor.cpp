@@ -12,6 +12,7 @@
 
 #include "core/prepared.hpp"
 #include "cuda/backend/common.hpp"
+#include "cuda/backend/conv_call_geometry.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/launch/conv_kernels.hpp"
@@ -88,37 +89,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                      arg, " (at ", v->data, ", ", v->describe(), ") must be aligned to its ", eb,
                      "-byte element size");
     }
-    const bool nchw = p.layout == Layout::NCHW;
-    const int64_t B = x.shape[0];
-    const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
-    int64_t Ho = 0, Wo = 0;
-    conv2d_output_size(H, W, conv->Kh, conv->Kw, p, &Ho, &Wo);
-    MIXQ_CHECK_ARG(B * Ho * Wo < (int64_t(1) << 31) && B < (int64_t(1) << 31) &&
-                       H < (int64_t(1) << 24) && W < (int64_t(1) << 24) &&
-                       p.stride_h < (1 << 20) && p.stride_w < (1 << 20) && p.pad_h < (1 << 20) &&
-                       p.pad_w < (1 << 20) && p.dilation_h < (1 << 20) && p.dilation_w < (1 << 20),
-                   "conv2d (cuda): sizes (B ", B, ", H ", H, ", W ", W, ", B*Ho*Wo ", B * Ho * Wo,
-                   ") and stride / padding / dilation must fit the kernel's 32-bit index "
-                   "arithmetic");
+    const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     cuda::ConvI8Params k{};
     k.x = static_cast<const int8_t*>(x.data);
-    k.nchw = nchw;
-    k.vec_x = !nchw && conv->Ci % 16 == 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
-    k.B = int(B);
-    k.Ci = int(conv->Ci);
-    k.H = int(H);
-    k.W = int(W);
-    k.Co = int(N);
-    k.Ho = int(Ho);
-    k.Wo = int(Wo);
-    k.Kh = int(conv->Kh);
-    k.Kw = int(conv->Kw);
-    k.stride_h = int(p.stride_h);
-    k.stride_w = int(p.stride_w);
-    k.pad_h = int(p.pad_h);
-    k.pad_w = int(p.pad_w);
-    k.dil_h = int(p.dilation_h);
-    k.dil_w = int(p.dilation_w);
+    cuda::set_conv_geometry(k, g, *conv, N, p);
+    k.vec_x = !g.nchw && conv->Ci % 16 == 0 && reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
     k.codes = static_cast<const int8_t*>(codes_.data());
     k.Cip = int(Cip_);
     k.row_bytes = row_bytes_;

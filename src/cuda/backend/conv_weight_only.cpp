@@ -12,6 +12,7 @@
 
 #include "core/prepared.hpp"
 #include "cuda/backend/common.hpp"
+#include "cuda/backend/conv_call_geometry.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/runtime/check.hpp"
@@ -99,19 +100,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     check_aligned(x, "x");
     check_aligned(y, "y");
     if (!ep.bias.empty()) check_aligned(ep.bias, "bias");
-    const bool nchw = p.layout == Layout::NCHW;
-    const int64_t B = x.shape[0], Ci = conv->Ci;
-    const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
-    int64_t Ho = 0, Wo = 0;
-    conv2d_output_size(H, W, conv->Kh, conv->Kw, p, &Ho, &Wo);
-    MIXQ_CHECK_ARG(B * Ho * Wo < (int64_t(1) << 31) && B * H * W * Ci < (int64_t(1) << 40),
-                   "conv2d (cuda): B*Ho*Wo (", B * Ho * Wo, ") must be < 2^31");
-    MIXQ_CHECK_ARG(B < (int64_t(1) << 31) && H < (int64_t(1) << 24) && W < (int64_t(1) << 24) &&
-                       Ho < (int64_t(1) << 24) && Wo < (int64_t(1) << 24) &&
-                       p.stride_h < (1 << 20) && p.stride_w < (1 << 20) && p.pad_h < (1 << 20) &&
-                       p.pad_w < (1 << 20) && p.dilation_h < (1 << 20) && p.dilation_w < (1 << 20),
-                   "conv2d (cuda): sizes (B ", B, ", H ", H, ", W ", W, ") and stride / padding / "
-                   "dilation must fit the kernel's 32-bit index arithmetic");
+    const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
+    const bool nchw = g.nchw;
+    const int64_t B = g.B, Ci = conv->Ci, H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
 
     if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
       // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
@@ -124,24 +115,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::ConvIgemmParams k{};
     k.x = x.data;
     k.x_type = conv_io_type(x.dtype);
-    k.nchw = nchw;
+    cuda::set_conv_geometry(k, g, *conv, N, p);
     k.vec_x = !nchw && x.dtype != DType::F32 && Ci % 8 == 0 &&
               reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
-    k.B = int(B);
-    k.Ci = int(Ci);
-    k.H = int(H);
-    k.W = int(W);
-    k.Co = int(N);
-    k.Ho = int(Ho);
-    k.Wo = int(Wo);
-    k.Kh = int(conv->Kh);
-    k.Kw = int(conv->Kw);
-    k.stride_h = int(p.stride_h);
-    k.stride_w = int(p.stride_w);
-    k.pad_h = int(p.pad_h);
-    k.pad_w = int(p.pad_w);
-    k.dil_h = int(p.dilation_h);
-    k.dil_w = int(p.dilation_w);
     k.codes = static_cast<const uint8_t*>(codes_.data());
     k.pairs = static_cast<const float2*>(pairs_.data());
     k.bits = bits_;
