@@ -284,7 +284,7 @@ void quantize_row_avx2(const float* x, int64_t K, int sub, int bias, int8_t* q, 
   }
 }
 
-const NativeKernels kAvx2 = {"avx2", i8_tile_avx2, decode_f32_t_avx2, quantize_row_avx2};
+const NativeKernels kAvx2 = {"avx2", i8_tile_avx2, nullptr, nullptr, decode_f32_t_avx2, quantize_row_avx2};
 
 }  // namespace
 

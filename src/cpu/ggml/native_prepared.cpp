@@ -26,7 +26,7 @@ size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
 template <typename T>
 T* scratch(int slot, size_t n) {
-  thread_local std::vector<unsigned char> buf[2];
+  thread_local std::vector<unsigned char> buf[3];
   std::vector<unsigned char>& b = buf[slot];
   const size_t bytes = n * sizeof(T) + 64;
   if (b.size() < bytes) b.resize(bytes);
@@ -204,15 +204,32 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
       const int64_t m0 = mt * rows_per_task, rows = std::min(M, m0 + rows_per_task) - m0;
       const int64_t p0 = pt * per_task, p1 = std::min(nw_.n_panels, p0 + per_task);
       float* c = scratch<float>(1, static_cast<size_t>(rows * kPanelRows));
-      // One register tile: the whole K in one pass (the weights stream once); more: K chunks.
-      const int64_t chunk_blocks =
-          rows <= kI8TileRows ? nw_.n_blocks : std::max<int64_t>(1, kI8ChunkK / f.qk);
+      // One register tile: the whole K in one pass (the weights stream once); more: K chunks,
+      // each decoded once into the prefill form where the kernel set has one, so the per-code
+      // unpacking is paid once per chunk instead of once per register tile.
+      const bool one_tile = rows <= kI8TileRows;
+      const bool decoded = !one_tile && nk_->decode_i8 != nullptr;
+      const int64_t chunk_blocks = one_tile ? nw_.n_blocks : std::max<int64_t>(1, kI8ChunkK / f.qk);
+      uint8_t* dcodes = nullptr;
+      float *ds = nullptr, *dout = nullptr;
+      if (decoded) {
+        const int64_t kc = chunk_blocks * f.qk, nsub = kc / f.sub;
+        dcodes = scratch<uint8_t>(2, static_cast<size_t>(kc * kPanelRows + 2 * nsub * kPanelRows * 4));
+        ds = reinterpret_cast<float*>(dcodes + kc * kPanelRows);
+        dout = ds + nsub * kPanelRows;
+      }
+      const DecodedChunk dc{dcodes, ds, f.has_min() ? dout : nullptr};
       for (int64_t p = p0; p < p1; ++p) {
         for (int64_t kb = 0; kb < nw_.n_blocks; kb += chunk_blocks) {
           I8TileArgs a{&nw_, p, kb, std::min(nw_.n_blocks, kb + chunk_blocks),
                        q + m0 * K, K, dxs + m0 * nj, corr + m0 * nj, xs + m0 * nj, nj,
                        static_cast<int>(rows), c, kPanelRows, kb > 0};
-          nk_->i8_tile(a);
+          if (decoded) {
+            nk_->decode_i8(nw_, p, a.kb0, a.kb1, dcodes, ds, dout);
+            nk_->i8_tile_decoded(a, dc);
+          } else {
+            nk_->i8_tile(a);
+          }
         }
         write_outputs(y, ep, c, kPanelRows, m0, rows, p * kPanelRows,
                       std::min(N, (p + 1) * kPanelRows));
