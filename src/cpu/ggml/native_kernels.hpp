@@ -27,7 +27,15 @@ namespace mixq::cpu::ggml {
 
 // Integer tile: activation rows [0, rows) of the staged call against panel `panel`, blocks
 // [kb0, kb1). Staged arrays are indexed by the global K coordinate (q) and the global sub-block
-// index j = k / fmt.sub (dxs, corr, xs).
+// index j = k / fmt.sub (dxs, corr, xs), in one of two forms:
+//   row-major (i8_tile)          q [row][K], dxs / corr / xs [row][nj]; ldq = K, ldj = nj.
+//   packed (i8_tile_decoded)     rows in groups of kPackRows: q [group][K / 4][kPackRows][4],
+//                                dxs / corr / xs [group][nj][kPackRows]; ldq / ldj are a
+//                                group's strides, and the tile's row 0 starts a group. A
+//                                register tile then reads every row's 4 codes (or scale) at a
+//                                fixed offset from one pointer: an embedded {1to16} broadcast
+//                                operand, no pointer per row.
+constexpr int kPackRows = 8;
 struct I8TileArgs {
   const NativeWeight* w;
   int64_t panel;
@@ -70,7 +78,8 @@ struct NativeKernels {
   // integer tile over it (a.kb0 / a.kb1 name the chunk's blocks).
   void (*decode_i8)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
                     float* s, float* o);
-  void (*i8_tile_decoded)(const I8TileArgs& a, const DecodedChunk& d);
+  // `panels` (1 or 2) chunks: panels a.panel, a.panel + 1, outputs side by side in a.c.
+  void (*i8_tile_decoded)(const I8TileArgs& a, const DecodedChunk* d, int panels);
   // Blocks [kb0, kb0 + nb) of panel p dequantized to f32 [k][16] (rows past the tensor: 0).
   void (*decode_f32_t)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out);
   // One activation row (K a multiple of 32): codes q[K] and per sub-block of `sub` elements

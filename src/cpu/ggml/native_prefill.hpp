@@ -6,6 +6,6 @@
 
 namespace mixq::cpu::ggml {
 
-void i8_tile_decoded_avx512(const I8TileArgs& a, const DecodedChunk& d);
+void i8_tile_decoded_avx512(const I8TileArgs& a, const DecodedChunk* d, int panels);
 
 }  // namespace mixq::cpu::ggml
