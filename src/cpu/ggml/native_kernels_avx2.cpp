@@ -14,7 +14,10 @@ namespace mixq::cpu::ggml {
 
 namespace {
 
-constexpr int kPrefetchBytes = 3072;
+// Weight stream prefetch (M <= 4), as in the avx512 set: into L2 far ahead (one core's DRAM
+// stream needs more lines in flight than the L1's fill buffers hold), into L1 just ahead.
+constexpr int kPrefetchL1Bytes = 2048;
+constexpr int kPrefetchL2Bytes = 16384;
 
 template <GgmlType T>
 struct K256 {
@@ -126,8 +129,10 @@ struct K256 {
     const bool prefetch = m0 == 0 && hf == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
       if (prefetch)
-        for (int64_t o = 0; o < rb; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + o, _MM_HINT_T0);
+        for (int64_t o = 0; o < rb; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+        }
       const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
       __m256 sb[MR], mn[MR];
       if constexpr (kPerSub)
