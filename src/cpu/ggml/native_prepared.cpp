@@ -26,11 +26,16 @@ constexpr int64_t kI8TileRows = 4;  // rows of one integer register tile (the ke
 // must stay in the core's L2 (2 MB on Sapphire Rapids): at K = 14336, 256 rows (3.7 MB) streamed
 // them from L3 for every panel. Rows per task: all of M up to 64, else as many as fit
 // kI8TaskActBytes (multiples of the 8-row register tile, 32 to 256); more row tasks re-read the
-// weights, which is cheap next to the 8 x 16 x K dot products per register tile.
+// weights, which is cheap next to the 8 x 16 x K dot products per register tile. The row tasks
+// are then evened out (M = 512 at K = 14336: 8 x 64 rows, not 7 x 72 + 8, which left one of
+// two threads idle for a task).
 constexpr int64_t kI8TaskActBytes = int64_t{1} << 20;
 int64_t i8_rows_per_task(int64_t M, int64_t K) {
   if (M <= 64) return M;
-  return std::clamp<int64_t>(kI8TaskActBytes / std::max<int64_t>(K, 1) / 8 * 8, 32, kRowsPerTask);
+  const int64_t cap =
+      std::clamp<int64_t>(kI8TaskActBytes / std::max<int64_t>(K, 1) / 8 * 8, 32, kRowsPerTask);
+  const int64_t n = (M + cap - 1) / cap;
+  return ((M + n - 1) / n + 7) / 8 * 8;
 }
 
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
