@@ -27,7 +27,15 @@ namespace mixq::cpu::ggml {
 
 // Integer tile: activation rows [0, rows) of the staged call against panel `panel`, blocks
 // [kb0, kb1). Staged arrays are indexed by the global K coordinate (q) and the global sub-block
-// index j = k / fmt.sub (dxs, corr, xs).
+// index j = k / fmt.sub (dxs, corr, xs), in one of two forms:
+//   row-major (i8_tile)          q [row][K], dxs / corr / xs [row][nj]; ldq = K, ldj = nj.
+//   packed (i8_tile_decoded)     rows in groups of kPackRows: q [group][K / 4][kPackRows][4],
+//                                dxs / corr / xs [group][nj][kPackRows]; ldq / ldj are a
+//                                group's strides, and the tile's row 0 starts a group. A
+//                                register tile then reads every row's 4 codes (or scale) at a
+//                                fixed offset from one pointer: an embedded {1to16} broadcast
+//                                operand, no pointer per row.
+constexpr int kPackRows = 8;
 struct I8TileArgs {
   const NativeWeight* w;
   int64_t panel;
@@ -35,7 +43,7 @@ struct I8TileArgs {
   const int8_t* q;        // row 0 of the tile, k = 0
   int64_t ldq;
   const float* dxs;       // [rows][ldj] dx of the 32 that holds sub-block j
-  const int32_t* corr;    // [rows][ldj]
+  const int32_t* corr;    // [rows][ldj] (avx512 set: plus kSumMagicBits, below)
   const float* xs;        // [rows][ldj] (types with mins)
   int64_t ldj;
   int rows;               // any count; the kernels tile it
@@ -44,9 +52,34 @@ struct I8TileArgs {
   bool accumulate;        // add to c (else overwrite)
 };
 
+// Prefill form of one panel's K chunk (blocks [kb0, kb1) of I8TileArgs), decoded once and then
+// read by every register tile of the task's activation rows: the codes as biased u8 in the
+// records' dword layout ([k / 4][16 rows][4 k], 64 bytes per 4 k: a vpdpbusd operand per load),
+// the f32 scale of each sub-block s[j][16] (block scale times integer sub-block scale) and, for
+// types with mins, o[j][16] signed so that y += o * xs. j is local to the chunk.
+struct DecodedChunk {
+  const uint8_t* codes;
+  const float* s;
+  const float* o;  // nullptr: no min term
+};
+
+// The avx512 set turns a sub-block's int32 sum into f32 without vcvtdq2ps (port 0 only, where
+// the 512-bit vpdpbusd also issues): its quantize_row adds these bits (1.5 * 2^23 as f32) to corr,
+// so the finished accumulator's bits read as the float 1.5 * 2^23 + sum, exact while
+// |sum| < 2^22 (a sub-block sums at most 32 x 128 x 127 < 2^19), and one vsubps (ports 0 or 5)
+// of 1.5 * 2^23 recovers the sum.
+constexpr int32_t kSumMagicBits = 0x4B400000;
+
 struct NativeKernels {
   const char* isa;  // "scalar", "avx2", "avx512"
   void (*i8_tile)(const I8TileArgs& a);
+  // Prefill path (nullptr in sets without it): decode a chunk into the DecodedChunk buffers
+  // (codes: 16 * (kb1 - kb0) * qk bytes, s and o: 16 * sub-blocks floats each), and the
+  // integer tile over it (a.kb0 / a.kb1 name the chunk's blocks).
+  void (*decode_i8)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
+                    float* s, float* o);
+  // `panels` (1 or 2) chunks: panels a.panel, a.panel + 1, outputs side by side in a.c.
+  void (*i8_tile_decoded)(const I8TileArgs& a, const DecodedChunk* d, int panels);
   // Blocks [kb0, kb0 + nb) of panel p dequantized to f32 [k][16] (rows past the tensor: 0).
   void (*decode_f32_t)(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out);
   // One activation row (K a multiple of 32): codes q[K] and per sub-block of `sub` elements

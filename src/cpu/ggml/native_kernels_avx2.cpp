@@ -8,12 +8,16 @@
 #include <immintrin.h>
 
 #include "cpu/ggml/native_kernels.hpp"
+#include "cpu/ggml/native_prefill.hpp"
 
 namespace mixq::cpu::ggml {
 
 namespace {
 
-constexpr int kPrefetchBytes = 3072;
+// Weight stream prefetch (M <= 4), as in the avx512 set: into L2 far ahead (one core's DRAM
+// stream needs more lines in flight than the L1's fill buffers hold), into L1 just ahead.
+constexpr int kPrefetchL1Bytes = 2048;
+constexpr int kPrefetchL2Bytes = 16384;
 
 template <GgmlType T>
 struct K256 {
@@ -125,8 +129,10 @@ struct K256 {
     const bool prefetch = m0 == 0 && hf == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
       if (prefetch)
-        for (int64_t o = 0; o < rb; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + o, _MM_HINT_T0);
+        for (int64_t o = 0; o < rb; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+        }
       const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
       __m256 sb[MR], mn[MR];
       if constexpr (kPerSub)
@@ -188,6 +194,44 @@ struct K256 {
     }
   }
 
+  // Prefill form (DecodedChunk), both halves of every line; bias-128 codes stored signed
+  // (u ^ 0x80) for the sign trick of native_prefill_avx2.cpp.
+  static void decode_i8(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
+                        float* sv, float* ov) {
+    const int64_t rb = w.record_bytes;
+    const uint8_t* rec = w.panel(p) + kb0 * rb;
+    for (int64_t kb = kb0; kb < kb1; ++kb, rec += rb) {
+      for (int hf = 0; hf < 2; ++hf) {
+        for (int s = 0; s < kSpans; ++s) {
+          __m256i u[8];
+          span(rec, s, hf, u);
+          for (int i = 0; i < 8; ++i) {
+            if constexpr (kSigned) u[i] = _mm256_xor_si256(u[i], _mm256_set1_epi8(static_cast<char>(0x80)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + (8 * s + i) * 64 + 32 * hf), u[i]);
+          }
+        }
+        const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
+        for (int jj = 0; jj < F.n_sub(); ++jj) {
+          float* sj = sv + jj * 16 + 8 * hf;
+          if constexpr (F.sk == ScaleKind::Single || F.sk == ScaleKind::Affine) {
+            _mm256_storeu_ps(sj, d);
+          } else {
+            _mm256_storeu_ps(sj, _mm256_mul_ps(d, int_scale(rec, jj, hf)));
+          }
+          if constexpr (F.sk == ScaleKind::Affine) {
+            _mm256_storeu_ps(ov + jj * 16 + 8 * hf, f16x8(rec + F.off_dm() + 16 * hf));
+          } else if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+            const __m256 t = _mm256_mul_ps(f16x8(rec + F.off_dm() + 16 * hf), int_min(rec, jj, hf));
+            _mm256_storeu_ps(ov + jj * 16 + 8 * hf, _mm256_sub_ps(_mm256_setzero_ps(), t));
+          }
+        }
+      }
+      codes += F.qk * 16;
+      sv += F.n_sub() * 16;
+      if constexpr (F.has_min()) ov += F.n_sub() * 16;
+    }
+  }
+
   static void decode_f32_t(const NativeWeight& w, int64_t p, int64_t kb0, int64_t nb, float* out) {
     const int64_t rb = w.record_bytes;
     const uint8_t* rec = w.panel(p) + kb0 * rb;
@@ -232,6 +276,15 @@ struct TileFn {
   template <GgmlType T> void operator()() const { K256<T>::i8_tile(a); }
 };
 void i8_tile_avx2(const I8TileArgs& a) { dispatch_type(a.w->type, TileFn{a}); }
+
+struct DecodeI8Fn {
+  const NativeWeight& w; int64_t p, kb0, kb1; uint8_t* codes; float* s; float* o;
+  template <GgmlType T> void operator()() const { K256<T>::decode_i8(w, p, kb0, kb1, codes, s, o); }
+};
+void decode_i8_avx2(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
+                    float* s, float* o) {
+  dispatch_type(w.type, DecodeI8Fn{w, p, kb0, kb1, codes, s, o});
+}
 
 struct DecodeFn {
   const NativeWeight& w; int64_t p, kb0, nb; float* out;
@@ -284,7 +337,8 @@ void quantize_row_avx2(const float* x, int64_t K, int sub, int bias, int8_t* q, 
   }
 }
 
-const NativeKernels kAvx2 = {"avx2", i8_tile_avx2, decode_f32_t_avx2, quantize_row_avx2};
+const NativeKernels kAvx2 = {"avx2",         i8_tile_avx2,      decode_i8_avx2,
+                             i8_tile_decoded_avx2, decode_f32_t_avx2, quantize_row_avx2};
 
 }  // namespace
 

@@ -10,15 +10,18 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 avx512fintrin.h false positive
 
 #include "cpu/ggml/native_kernels.hpp"
+#include "cpu/ggml/native_prefill.hpp"
 
 namespace mixq::cpu::ggml {
 
 namespace {
 
-// Bytes ahead of the current record that the kernel asks for: one core's DRAM bandwidth is
-// latency-bound, so more lines in flight than the hardware streamer keeps help (as in the
-// canonical kernels).
-constexpr int kPrefetchBytes = 3072;
+// Software prefetch of the weight stream (M <= 4): one core's DRAM bandwidth is latency-bound
+// (~14 GB/s x ~150 ns: ~2 KB in flight), more than the L1's 16 fill buffers can hold with
+// prefetches into L1 alone. So lines are asked into L2 far ahead (its queue holds more misses)
+// and into L1 a little ahead of use.
+constexpr int kPrefetchL1Bytes = 2048;
+constexpr int kPrefetchL2Bytes = 16384;
 
 template <GgmlType T>
 struct K512 {
@@ -109,6 +112,10 @@ struct K512 {
       return _mm512_cvtepi32_ps(_mm512_srli_epi32(p, 4));
     }
   }
+  // An accumulator started at corr (which carries kSumMagicBits) as the f32 of its int32 sum.
+  static inline __m512 sum_f32(__m512i ia) {
+    return _mm512_sub_ps(_mm512_castsi512_ps(ia), _mm512_castsi512_ps(_mm512_set1_epi32(kSumMagicBits)));
+  }
   static inline __m512 f16x16(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
@@ -133,8 +140,10 @@ struct K512 {
     const bool prefetch = m0 == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
       if (prefetch)
-        for (int64_t o = 0; o < rb; o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchBytes + o, _MM_HINT_T0);
+        for (int64_t o = 0; o < rb; o += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+        }
       const __m512 d = f16x16(rec + F.off_d());
       __m512 sb[MR], mn[MR];
       if constexpr (kPerSub)
@@ -148,7 +157,7 @@ struct K512 {
           const int64_t k = kb * F.qk + jj * F.sub;
           __m512i ia[MR];
           for (int m = 0; m < MR; ++m)
-            ia[m] = F.bias ? _mm512_set1_epi32(corr[m][j]) : _mm512_setzero_si512();
+            ia[m] = _mm512_set1_epi32(corr[m][j]);  // bias correction + kSumMagicBits
           for (int t = 0; t < kQuadsPerSub; ++t)
             for (int m = 0; m < MR; ++m) {
               int32_t x4;
@@ -157,7 +166,7 @@ struct K512 {
             }
           if constexpr (!kPerSub) {
             for (int m = 0; m < MR; ++m)
-              acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m]), _mm512_mul_ps(d, _mm512_set1_ps(dxs[m][j])),
+              acc[m] = _mm512_fmadd_ps(sum_f32(ia[m]), _mm512_mul_ps(d, _mm512_set1_ps(dxs[m][j])),
                                        acc[m]);
             if constexpr (F.sk == ScaleKind::Affine) {
               const __m512 dm = f16x16(rec + F.off_dm());
@@ -166,7 +175,7 @@ struct K512 {
           } else {
             const __m512 sc = int_scale(rec, jj);
             for (int m = 0; m < MR; ++m)
-              sb[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[m]), _mm512_mul_ps(sc, _mm512_set1_ps(dxs[m][j])),
+              sb[m] = _mm512_fmadd_ps(sum_f32(ia[m]), _mm512_mul_ps(sc, _mm512_set1_ps(dxs[m][j])),
                                       sb[m]);
             if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
               const __m512 mv = int_min(rec, jj);
@@ -194,6 +203,38 @@ struct K512 {
       case 2: tile<2>(a, m); break;
       case 1: tile<1>(a, m); break;
       default: break;
+    }
+  }
+
+  // Prefill form (DecodedChunk): each span's 8 registers stored as they come out of span(),
+  // the f32 sub-block scales formed once per (sub-block, row) instead of once per register tile.
+  static void decode_i8(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
+                        float* sv, float* ov) {
+    const int64_t rb = w.record_bytes;
+    const uint8_t* rec = w.panel(p) + kb0 * rb;
+    for (int64_t kb = kb0; kb < kb1; ++kb, rec += rb) {
+      const __m512 d = f16x16(rec + F.off_d());
+      for (int s = 0; s < kSpans; ++s) {
+        __m512i u[8];
+        span(rec, s, u);
+        for (int i = 0; i < 8; ++i) _mm512_storeu_si512(codes + (8 * s + i) * 64, u[i]);
+      }
+      codes += F.qk * 16;
+      for (int jj = 0; jj < F.n_sub(); ++jj, sv += 16) {
+        if constexpr (F.sk == ScaleKind::Single || F.sk == ScaleKind::Affine) {
+          _mm512_storeu_ps(sv, d);
+        } else {
+          _mm512_storeu_ps(sv, _mm512_mul_ps(d, int_scale(rec, jj)));
+        }
+        if constexpr (F.sk == ScaleKind::Affine) {
+          _mm512_storeu_ps(ov, f16x16(rec + F.off_dm()));
+          ov += 16;
+        } else if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+          const __m512 t = _mm512_mul_ps(f16x16(rec + F.off_dm()), int_min(rec, jj));
+          _mm512_storeu_ps(ov, _mm512_sub_ps(_mm512_setzero_ps(), t));
+          ov += 16;
+        }
+      }
     }
   }
 
@@ -242,6 +283,15 @@ struct TileFn {
 };
 void i8_tile_avx512(const I8TileArgs& a) { dispatch_type(a.w->type, TileFn{a}); }
 
+struct DecodeI8Fn {
+  const NativeWeight& w; int64_t p, kb0, kb1; uint8_t* codes; float* s; float* o;
+  template <GgmlType T> void operator()() const { K512<T>::decode_i8(w, p, kb0, kb1, codes, s, o); }
+};
+void decode_i8_avx512(const NativeWeight& w, int64_t p, int64_t kb0, int64_t kb1, uint8_t* codes,
+                      float* s, float* o) {
+  dispatch_type(w.type, DecodeI8Fn{w, p, kb0, kb1, codes, s, o});
+}
+
 struct DecodeFn {
   const NativeWeight& w; int64_t p, kb0, nb; float* out;
   template <GgmlType T> void operator()() const { K512<T>::decode_f32_t(w, p, kb0, nb, out); }
@@ -278,20 +328,21 @@ void quantize_row_avx512(const float* x, int64_t K, int sub, int bias, int8_t* q
     if (sub == 32) {
       const int64_t j = b / 32;
       dxs[j] = d;
-      corr[j] = -bias * _mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
+      corr[j] = kSumMagicBits - bias * _mm512_reduce_add_epi32(_mm512_add_epi32(qi[0], qi[1]));
       xs[j] = _mm512_reduce_add_ps(_mm512_add_ps(x0, x1));
     } else {
       for (int h = 0; h < 2; ++h) {
         const int64_t j = b / 16 + h;
         dxs[j] = d;
-        corr[j] = -bias * _mm512_reduce_add_epi32(qi[h]);
+        corr[j] = kSumMagicBits - bias * _mm512_reduce_add_epi32(qi[h]);
         xs[j] = _mm512_reduce_add_ps(xv[h]);
       }
     }
   }
 }
 
-const NativeKernels kAvx512 = {"avx512", i8_tile_avx512, decode_f32_t_avx512, quantize_row_avx512};
+const NativeKernels kAvx512 = {"avx512",          i8_tile_avx512,      decode_i8_avx512,
+                               i8_tile_decoded_avx512, decode_f32_t_avx512, quantize_row_avx512};
 
 }  // namespace
 

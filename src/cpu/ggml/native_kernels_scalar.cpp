@@ -59,7 +59,8 @@ void decode_f32_t_scalar(const NativeWeight& w, int64_t p, int64_t kb0, int64_t 
   }
 }
 
-const NativeKernels kScalar = {"scalar", i8_tile_scalar, decode_f32_t_scalar, quantize_row_ref};
+const NativeKernels kScalar = {"scalar", i8_tile_scalar, nullptr, nullptr, decode_f32_t_scalar,
+                                quantize_row_ref};
 
 }  // namespace
 

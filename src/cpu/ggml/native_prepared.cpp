@@ -22,11 +22,27 @@ constexpr int64_t kI8ChunkK = 1024;
 constexpr int64_t kF32ChunkK = 512;
 constexpr int64_t kI8TileRows = 4;  // rows of one integer register tile (the kernels' MR)
 
+// Integer path: a task's activation codes (rows x K bytes) are read once per panel, so they
+// must stay in the core's L2 (2 MB on Sapphire Rapids): at K = 14336, 256 rows (3.7 MB) streamed
+// them from L3 for every panel. Rows per task: all of M up to 64, else as many as fit
+// kI8TaskActBytes (multiples of the 8-row register tile, 32 to 256); more row tasks re-read the
+// weights, which is cheap next to the 8 x 16 x K dot products per register tile. The row tasks
+// are then evened out (M = 512 at K = 14336: 8 x 64 rows, not 7 x 72 + 8, which left one of
+// two threads idle for a task).
+constexpr int64_t kI8TaskActBytes = int64_t{1} << 20;
+int64_t i8_rows_per_task(int64_t M, int64_t K) {
+  if (M <= 64) return M;
+  const int64_t cap =
+      std::clamp<int64_t>(kI8TaskActBytes / std::max<int64_t>(K, 1) / 8 * 8, 32, kRowsPerTask);
+  const int64_t n = (M + cap - 1) / cap;
+  return ((M + n - 1) / n + 7) / 8 * 8;
+}
+
 size_t align64(size_t v) { return (v + 63) / 64 * 64; }
 
 template <typename T>
 T* scratch(int slot, size_t n) {
-  thread_local std::vector<unsigned char> buf[2];
+  thread_local std::vector<unsigned char> buf[3];
   std::vector<unsigned char>& b = buf[slot];
   const size_t bytes = n * sizeof(T) + 64;
   if (b.size() < bytes) b.resize(bytes);
@@ -68,7 +84,9 @@ struct Layout {  // the workspace of one call
 };
 
 Layout workspace_layout(int64_t M, int64_t K, int sub, NativePath path) {
-  const size_t m = static_cast<size_t>(M), k = static_cast<size_t>(K);
+  // Integer path: room for the packed form's whole groups of kPackRows rows.
+  const int64_t Mr = path == NativePath::I8 ? (M + kPackRows - 1) / kPackRows * kPackRows : M;
+  const size_t m = static_cast<size_t>(Mr), k = static_cast<size_t>(K);
   const size_t nj = k / static_cast<size_t>(sub);
   Layout l;
   if (path == NativePath::I8) {
@@ -82,32 +100,77 @@ Layout workspace_layout(int64_t M, int64_t K, int sub, NativePath path) {
   return l;
 }
 
+// The epilogue of one panel's outputs: per-column bias gathered once, the dtype switch hoisted
+// out of the loops (at M = 512 the per-element form cost ~10 % of the call).
 void write_outputs(const TensorView& y, const Epilogue& ep, const float* c, int64_t ldc,
                    int64_t m0, int64_t rows, int64_t n0, int64_t n1) {
+  const int64_t w = n1 - n0;
+  float bias[kPanelRows * 2];
+  for (int64_t n = 0; n < w; ++n) bias[n] = bias_at(ep, n0 + n);
+  const float lo = ep.clamp_lo, hi = ep.clamp_hi;
+  const size_t row_bytes = static_cast<size_t>(y.ld()) * dtype_bytes(y.dtype, 1);
   for (int64_t r = 0; r < rows; ++r) {
-    char* yrow = static_cast<char*>(y.data) + (m0 + r) * y.ld() * dtype_bytes(y.dtype, 1);
-    for (int64_t n = n0; n < n1; ++n) {
-      float v = c[r * ldc + (n - n0)] + bias_at(ep, n);
-      if (v < ep.clamp_lo) v = ep.clamp_lo;
-      if (v > ep.clamp_hi) v = ep.clamp_hi;
-      switch (y.dtype) {
-        case DType::F16: reinterpret_cast<uint16_t*>(yrow)[n] = f32_to_f16(v); break;
-        case DType::BF16: reinterpret_cast<uint16_t*>(yrow)[n] = f32_to_bf16(v); break;
-        default: reinterpret_cast<float*>(yrow)[n] = v; break;
-      }
+    char* yrow = static_cast<char*>(y.data) + static_cast<size_t>(m0 + r) * row_bytes;
+    const float* cr = c + r * ldc;
+    float v[kPanelRows * 2];
+    for (int64_t n = 0; n < w; ++n) v[n] = std::min(std::max(cr[n] + bias[n], lo), hi);
+    switch (y.dtype) {
+      case DType::F16:
+        for (int64_t n = 0; n < w; ++n) reinterpret_cast<uint16_t*>(yrow)[n0 + n] = f32_to_f16(v[n]);
+        break;
+      case DType::BF16:
+        for (int64_t n = 0; n < w; ++n) reinterpret_cast<uint16_t*>(yrow)[n0 + n] = f32_to_bf16(v[n]);
+        break;
+      default: std::memcpy(reinterpret_cast<float*>(yrow) + n0, v, static_cast<size_t>(w) * 4); break;
     }
   }
+}
+
+// The prefill path's activation staging: rows quantized one by one (quantize_row), then spread
+// into the packed form of native_kernels.hpp (groups of kPackRows rows, 4-byte groups of codes
+// and the per-sub-block arrays interleaved by row), so a register tile reads every row's
+// operand at a fixed offset from one pointer.
+void stage_packed_rows(const NativeKernels& nk, const Format& f, const TensorView& x, int64_t M,
+                       int64_t K, int8_t* q, float* dxs, int32_t* corr, float* xs, int threads) {
+  const int64_t nj = K / f.sub, groups = (M + kPackRows - 1) / kPackRows;
+  parallel_for(threads, groups, [&](int64_t g) {
+    float* tmp = x.dtype == DType::F32 ? nullptr : scratch<float>(0, static_cast<size_t>(K));
+    int8_t* qr = scratch<int8_t>(1, static_cast<size_t>(K + 3 * nj * 4));
+    float* dr = reinterpret_cast<float*>(qr + K);
+    int32_t* cr = reinterpret_cast<int32_t*>(dr + nj);
+    float* xr = reinterpret_cast<float*>(cr + nj);
+    int8_t* qg = q + g * K * kPackRows;
+    const int64_t jg = g * nj * kPackRows;
+    for (int64_t lane = 0; lane < kPackRows && g * kPackRows + lane < M; ++lane) {
+      const int64_t r = g * kPackRows + lane;
+      const float* row = static_cast<const float*>(x.data) + r * x.ld();
+      if (tmp) {
+        read_row(x, r, K, tmp);
+        row = tmp;
+      }
+      nk.quantize_row(row, K, f.sub, f.bias, qr, dr, cr, xr);
+      for (int64_t k4 = 0; k4 < K / 4; ++k4)
+        std::memcpy(qg + (k4 * kPackRows + lane) * 4, qr + 4 * k4, 4);
+      for (int64_t j = 0; j < nj; ++j) {
+        dxs[jg + j * kPackRows + lane] = dr[j];
+        corr[jg + j * kPackRows + lane] = cr[j];
+        xs[jg + j * kPackRows + lane] = xr[j];
+      }
+    }
+  });
 }
 
 }  // namespace
 
 int64_t native_i8_max_rows(const std::string& isa, GgmlType type) {
   // avx512: the integer tile beat both the exact path and the canonical kernels at every
-  // measured M (1 .. 512) for every type (bench/results/cpu_ggml_native.md). The other sets
-  // follow the canonical backend's measured thresholds for their code width (4-bit codes:
-  // types whose low plane is 4 bits wide and that need no high plane; docs/decisions/
-  // cpu-isa-dispatch.md) until they are measured on their own.
-  if (isa == "avx512") return kAnyRows;
+  // measured M (1 .. 512) for every type (bench/results/cpu_ggml_native.md).
+  // avx2 (and avx2vnni, which runs the avx2 native set): with the prefill path (decoded chunk,
+  // vpmaddubsw pairs), the forced integer path ran 1.6-2.4x faster than the exact path for
+  // Q4_K, Q5_K, Q6_K, Q8_0 and IQ4_XS at M = 16, 64 and 512 (4096 x 4096, 1 thread), and up to
+  // M = 4 it already was (the canonical thresholds). The scalar set follows the canonical
+  // backend's measured thresholds for its code width (docs/decisions/cpu-isa-dispatch.md).
+  if (isa == "avx512" || isa == "avx2" || isa == "avx2vnni") return kAnyRows;
   const Format f = format_of(type);
   return auto_int8_max_rows(isa, f.lb == 4 && f.hb == 0);
 }
@@ -171,7 +234,7 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
   ws = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(ws) + 63) / 64 * 64);
 
   const int64_t rows_per_task =
-      path == NativePath::I8 ? (M <= 64 ? M : kRowsPerTask) : (M <= kGemvMaxRows ? M : kRowsPerTask);
+      path == NativePath::I8 ? i8_rows_per_task(M, K) : (M <= kGemvMaxRows ? M : kRowsPerTask);
   const int64_t m_tasks = (M + rows_per_task - 1) / rows_per_task;
 
   if (path == NativePath::I8) {
@@ -179,9 +242,15 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
     float* dxs = reinterpret_cast<float*>(ws + lay.dxs);
     int32_t* corr = reinterpret_cast<int32_t*>(ws + lay.corr);
     float* xs = reinterpret_cast<float*>(ws + lay.xs);
-    // Quantize the activation rows once per call, in parallel row blocks.
+    // Beyond one register tile the kernel set's prefill path runs (when it has one): each K
+    // chunk of a panel decoded once per task, the activations packed by groups of kPackRows.
+    const bool decoded = M > kI8TileRows && nk_->decode_i8 != nullptr;
+    if (decoded) {
+      stage_packed_rows(*nk_, f, x, M, K, q, dxs, corr, xs, threads);
+    }
+    // Else: quantize the activation rows once per call, in parallel row blocks.
     const int64_t stage_rows = std::max<int64_t>(1, std::min<int64_t>(16, (M + threads - 1) / threads));
-    parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
+    if (!decoded) parallel_for(threads, (M + stage_rows - 1) / stage_rows, [&](int64_t t) {
       const float* row = nullptr;
       float* tmp = x.dtype == DType::F32 ? nullptr : scratch<float>(0, static_cast<size_t>(K));
       for (int64_t r = t * stage_rows; r < std::min(M, (t + 1) * stage_rows); ++r) {
@@ -203,19 +272,45 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
       const int64_t mt = t / p_tasks, pt = t % p_tasks;
       const int64_t m0 = mt * rows_per_task, rows = std::min(M, m0 + rows_per_task) - m0;
       const int64_t p0 = pt * per_task, p1 = std::min(nw_.n_panels, p0 + per_task);
-      float* c = scratch<float>(1, static_cast<size_t>(rows * kPanelRows));
-      // One register tile: the whole K in one pass (the weights stream once); more: K chunks.
-      const int64_t chunk_blocks =
-          rows <= kI8TileRows ? nw_.n_blocks : std::max<int64_t>(1, kI8ChunkK / f.qk);
-      for (int64_t p = p0; p < p1; ++p) {
-        for (int64_t kb = 0; kb < nw_.n_blocks; kb += chunk_blocks) {
-          I8TileArgs a{&nw_, p, kb, std::min(nw_.n_blocks, kb + chunk_blocks),
-                       q + m0 * K, K, dxs + m0 * nj, corr + m0 * nj, xs + m0 * nj, nj,
-                       static_cast<int>(rows), c, kPanelRows, kb > 0};
-          nk_->i8_tile(a);
+      // Prefill path: panels in pairs (the 2-panel register tile shares each activation
+      // broadcast between two code registers), outputs of a pair side by side in c.
+      const int64_t np_step = decoded ? 2 : 1, ldc = np_step * kPanelRows;
+      float* c = scratch<float>(1, static_cast<size_t>(rows * ldc));
+      // One register tile: the whole K in one pass (the weights stream once); more: K chunks,
+      // each decoded once into the prefill form where the kernel set has one, so the per-code
+      // unpacking is paid once per chunk instead of once per register tile.
+      const bool one_tile = !decoded && rows <= kI8TileRows;
+      const int64_t chunk_blocks = one_tile ? nw_.n_blocks : std::max<int64_t>(1, kI8ChunkK / f.qk);
+      DecodedChunk dc[2] = {};
+      uint8_t* dcodes[2] = {};
+      float *ds[2] = {}, *dout[2] = {};
+      if (decoded) {
+        const int64_t kc = chunk_blocks * f.qk, nsub = kc / f.sub;
+        const int64_t bytes = kc * kPanelRows + 2 * nsub * kPanelRows * 4;
+        uint8_t* buf = scratch<uint8_t>(2, static_cast<size_t>(2 * bytes));
+        for (int i = 0; i < 2; ++i) {
+          dcodes[i] = buf + i * bytes;
+          ds[i] = reinterpret_cast<float*>(dcodes[i] + kc * kPanelRows);
+          dout[i] = ds[i] + nsub * kPanelRows;
+          dc[i] = DecodedChunk{dcodes[i], ds[i], f.has_min() ? dout[i] : nullptr};
         }
-        write_outputs(y, ep, c, kPanelRows, m0, rows, p * kPanelRows,
-                      std::min(N, (p + 1) * kPanelRows));
+      }
+      for (int64_t p = p0; p < p1; p += np_step) {
+        const int np = static_cast<int>(std::min<int64_t>(np_step, p1 - p));
+        for (int64_t kb = 0; kb < nw_.n_blocks; kb += chunk_blocks) {
+          // Row-major staging: row m0's arrays; packed: group m0 / kPackRows (m0 is a multiple).
+          I8TileArgs a{&nw_, p, kb, std::min(nw_.n_blocks, kb + chunk_blocks),
+                       q + m0 * K, decoded ? K * kPackRows : K, dxs + m0 * nj, corr + m0 * nj,
+                       xs + m0 * nj, decoded ? nj * kPackRows : nj,
+                       static_cast<int>(rows), c, ldc, kb > 0};
+          if (decoded) {
+            for (int i = 0; i < np; ++i) nk_->decode_i8(nw_, p + i, a.kb0, a.kb1, dcodes[i], ds[i], dout[i]);
+            nk_->i8_tile_decoded(a, dc, np);
+          } else {
+            nk_->i8_tile(a);
+          }
+        }
+        write_outputs(y, ep, c, ldc, m0, rows, p * kPanelRows, std::min(N, (p + np) * kPanelRows));
       }
     });
     return;

@@ -1,0 +1,121 @@
+// AVX2 integer tile over a DecodedChunk (the prefill path of the avx2 set, no VNNI): each
+// 64-byte line of codes is two ymm halves (rows 0-7, rows 8-15). u8 x s8 products go through
+// vpmaddubsw + vpmaddwd. For codes below 64 (every type whose bias is under 128) two quads'
+// 16-bit pair sums are added before vpmaddwd (at most 2 x 2 x 63 x 127 = 32004, no saturation),
+// so a pair of quads costs 2 vpmaddubsw + vpaddw + vpmaddwd + vpaddd per row and half. The
+// bias-128 types (Q8_0, IQ4_NL, IQ4_XS) are decoded to signed values and multiplied as
+// |w| x sign(x, w) (at most 2 x 128 x 127 per pair), ggml's AVX2 trick, one quad at a time.
+// 16 ymm registers hold 4 rows x one half of int32 sums; the f32 outputs accumulate in c (L1).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/ggml/native_prefill.hpp"
+
+namespace mixq::cpu::ggml {
+
+namespace {
+
+constexpr int kRows = 4;
+
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+template <int SUB, bool MIN, bool SIGNED, int MR>
+void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
+  const Format& f = a.w->fmt;
+  const int64_t per_block = f.qk / SUB;
+  const int64_t nsub = (a.kb1 - a.kb0) * per_block;
+  const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * f.qk;
+  // Rows r0 .. r0 + MR of group g: lane r0 + m of the packed arrays.
+  const int8_t* q = a.q + g * a.ldq + k0 * kPackRows + r0 * 4;
+  const float* dxs = a.dxs + g * a.ldj + j0 * kPackRows + r0;
+  const int32_t* corr = a.corr + g * a.ldj + j0 * kPackRows + r0;
+  const float* xs = a.xs + g * a.ldj + j0 * kPackRows + r0;
+  float* c = a.c + (g * kPackRows + r0) * a.ldc;
+  if (!a.accumulate)
+    for (int m = 0; m < MR; ++m) {
+      _mm256_storeu_ps(c + m * a.ldc, _mm256_setzero_ps());
+      _mm256_storeu_ps(c + m * a.ldc + 8, _mm256_setzero_ps());
+    }
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t jl = 0; jl < nsub; ++jl) {
+    const uint8_t* u = d.codes + jl * SUB * 16;
+    const int8_t* qj = q + jl * SUB * kPackRows;
+    for (int hf = 0; hf < 2; ++hf) {
+      __m256i ia[MR];
+      for (int m = 0; m < MR; ++m)
+        ia[m] = SIGNED ? _mm256_setzero_si256() : _mm256_set1_epi32(corr[jl * kPackRows + m]);
+      for (int t = 0; t < SUB / 4; t += 2) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + t * 64 + 32 * hf));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + (t + 1) * 64 + 32 * hf));
+        if constexpr (SIGNED) {
+          const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+          for (int m = 0; m < MR; ++m) {
+            const __m256i x0 = bcast4(qj + (t * kPackRows + m) * 4);
+            const __m256i x1 = bcast4(qj + ((t + 1) * kPackRows + m) * 4);
+            const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(x0, w0)), ones);
+            const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(x1, w1)), ones);
+            ia[m] = _mm256_add_epi32(ia[m], _mm256_add_epi32(p0, p1));
+          }
+        } else {
+          for (int m = 0; m < MR; ++m) {
+            const __m256i x0 = bcast4(qj + (t * kPackRows + m) * 4);
+            const __m256i x1 = bcast4(qj + ((t + 1) * kPackRows + m) * 4);
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
+            ia[m] = _mm256_add_epi32(ia[m], _mm256_madd_epi16(p, ones));
+          }
+        }
+      }
+      const __m256 s = _mm256_loadu_ps(d.s + jl * 16 + 8 * hf);
+      for (int m = 0; m < MR; ++m) {
+        float* cm = c + m * a.ldc + 8 * hf;
+        __m256 cv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]), _mm256_mul_ps(s, _mm256_set1_ps(dxs[jl * kPackRows + m])),
+                                    _mm256_loadu_ps(cm));
+        if constexpr (MIN)
+          cv = _mm256_fmadd_ps(_mm256_loadu_ps(d.o + jl * 16 + 8 * hf), _mm256_set1_ps(xs[jl * kPackRows + m]), cv);
+        _mm256_storeu_ps(cm, cv);
+      }
+    }
+  }
+}
+
+template <int SUB, bool MIN, bool SIGNED>
+void rows(const I8TileArgs& a, const DecodedChunk& d) {
+  for (int64_t r = 0; r < a.rows; r += kRows) {
+    const int64_t g = r / kPackRows;
+    const int r0 = static_cast<int>(r % kPackRows);
+    switch (std::min<int64_t>(kRows, a.rows - r)) {
+      case 4: tile<SUB, MIN, SIGNED, 4>(a, d, g, r0); break;
+      case 3: tile<SUB, MIN, SIGNED, 3>(a, d, g, r0); break;
+      case 2: tile<SUB, MIN, SIGNED, 2>(a, d, g, r0); break;
+      default: tile<SUB, MIN, SIGNED, 1>(a, d, g, r0); break;
+    }
+  }
+}
+
+template <int SUB, bool MIN>
+void rows_for(const I8TileArgs& a, const DecodedChunk& d) {
+  a.w->fmt.bias == 128 ? rows<SUB, MIN, true>(a, d) : rows<SUB, MIN, false>(a, d);
+}
+
+}  // namespace
+
+void i8_tile_decoded_avx2(const I8TileArgs& a, const DecodedChunk* d, int panels) {
+  // One panel at a time: the c block of panel i starts 16 floats to the right.
+  for (int i = 0; i < panels; ++i) {
+    I8TileArgs ai = a;
+    ai.c = a.c + 16 * i;
+    const bool mins = d[i].o != nullptr;
+    if (a.w->fmt.sub == 16) {
+      mins ? rows_for<16, true>(ai, d[i]) : rows_for<16, false>(ai, d[i]);
+    } else {
+      mins ? rows_for<32, true>(ai, d[i]) : rows_for<32, false>(ai, d[i]);
+    }
+  }
+}
+
+}  // namespace mixq::cpu::ggml
