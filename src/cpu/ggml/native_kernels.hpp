@@ -63,6 +63,30 @@ struct DecodedChunk {
   const float* o;  // nullptr: no min term
 };
 
+// A register tile's view of packed activation group g (rows r0.. of it) for the chunk
+// [kb0, kb1) of I8TileArgs, whose sub-blocks hold SUB k each: where its codes, per-sub-block
+// arrays and outputs start, and how many sub-blocks the chunk has.
+struct PackedGroup {
+  int64_t nsub;
+  const int8_t* q;
+  const float* dxs;
+  const int32_t* corr;
+  const float* xs;
+  float* c;
+};
+template <int SUB>
+inline PackedGroup packed_group(const I8TileArgs& a, int64_t g, int r0 = 0) {
+  const int64_t per_block = a.w->fmt.qk / SUB;
+  const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * a.w->fmt.qk;
+  const int64_t lane = g * a.ldj + j0 * kPackRows + r0;
+  return {(a.kb1 - a.kb0) * per_block,
+          a.q + g * a.ldq + k0 * kPackRows + r0 * 4,
+          a.dxs + lane,
+          a.corr + lane,
+          a.xs + lane,
+          a.c + (g * kPackRows + r0) * a.ldc};
+}
+
 // The avx512 set turns a sub-block's int32 sum into f32 without vcvtdq2ps (port 0 only, where
 // the 512-bit vpdpbusd also issues): its quantize_row adds these bits (1.5 * 2^23 as f32) to corr,
 // so the finished accumulator's bits read as the float 1.5 * 2^23 + sum, exact while

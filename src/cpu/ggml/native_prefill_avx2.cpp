@@ -26,16 +26,8 @@ inline __m256i bcast4(const int8_t* p) {
 
 template <int SUB, bool MIN, bool SIGNED, int MR>
 void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
-  const Format& f = a.w->fmt;
-  const int64_t per_block = f.qk / SUB;
-  const int64_t nsub = (a.kb1 - a.kb0) * per_block;
-  const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * f.qk;
   // Rows r0 .. r0 + MR of group g: lane r0 + m of the packed arrays.
-  const int8_t* q = a.q + g * a.ldq + k0 * kPackRows + r0 * 4;
-  const float* dxs = a.dxs + g * a.ldj + j0 * kPackRows + r0;
-  const int32_t* corr = a.corr + g * a.ldj + j0 * kPackRows + r0;
-  const float* xs = a.xs + g * a.ldj + j0 * kPackRows + r0;
-  float* c = a.c + (g * kPackRows + r0) * a.ldc;
+  const auto [nsub, q, dxs, corr, xs, c] = packed_group<SUB>(a, g, r0);
   if (!a.accumulate)
     for (int m = 0; m < MR; ++m) {
       _mm256_storeu_ps(c + m * a.ldc, _mm256_setzero_ps());

@@ -29,17 +29,9 @@ inline void dpbusd_bcast(__m512i& acc, __m512i w, const int8_t* p) {
 // Rows [g * kPackRows, + MR) of the packed activations (one group) against the chunk.
 template <int SUB, bool MIN, int MR>
 void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g) {
-  const Format& f = a.w->fmt;
-  const int64_t per_block = f.qk / SUB;
-  const int64_t nsub = (a.kb1 - a.kb0) * per_block;
-  const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * f.qk;
   const __m512 magicf = _mm512_castsi512_ps(_mm512_set1_epi32(kSumMagicBits));
   // [K / 4][kPackRows][4] codes and [nj][kPackRows] per-sub-block arrays of this group.
-  const int8_t* q = a.q + g * a.ldq + k0 * kPackRows;
-  const float* dxs = a.dxs + g * a.ldj + j0 * kPackRows;
-  const int32_t* corr = a.corr + g * a.ldj + j0 * kPackRows;
-  const float* xs = a.xs + g * a.ldj + j0 * kPackRows;
-  float* c = a.c + g * kPackRows * a.ldc;
+  const auto [nsub, q, dxs, corr, xs, c] = packed_group<SUB>(a, g);
   __m512 acc[MR];
   for (int m = 0; m < MR; ++m) acc[m] = a.accumulate ? _mm512_loadu_ps(c + m * a.ldc) : _mm512_setzero_ps();
   const uint8_t* u = d.codes;
@@ -93,16 +85,8 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g) {
 // so the f32 outputs accumulate in c (L1, one load and store per row, panel and sub-block).
 template <int SUB, bool MIN, int MR>
 void tile2(const I8TileArgs& a, const DecodedChunk* d, int64_t g) {
-  const Format& f = a.w->fmt;
-  const int64_t per_block = f.qk / SUB;
-  const int64_t nsub = (a.kb1 - a.kb0) * per_block;
-  const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * f.qk;
   const __m512 magicf = _mm512_castsi512_ps(_mm512_set1_epi32(kSumMagicBits));
-  const int8_t* q = a.q + g * a.ldq + k0 * kPackRows;
-  const float* dxs = a.dxs + g * a.ldj + j0 * kPackRows;
-  const int32_t* corr = a.corr + g * a.ldj + j0 * kPackRows;
-  const float* xs = a.xs + g * a.ldj + j0 * kPackRows;
-  float* c = a.c + g * kPackRows * a.ldc;
+  const auto [nsub, q, dxs, corr, xs, c] = packed_group<SUB>(a, g);
   if (!a.accumulate)
     for (int m = 0; m < MR; ++m) {
       _mm512_storeu_ps(c + m * a.ldc, _mm512_setzero_ps());
