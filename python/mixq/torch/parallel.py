@@ -54,8 +54,8 @@ def _check_same_weight(qweight, axis, granularity, group, world):
 class _ParallelBase(nn.Module):
     axis = ""
 
-    def __init__(self, qweight, *, group, granularity, device, check, **kwargs):
-        super().__init__()
+    def _take_shard(self, qweight, *, group, granularity, device, check, **kwargs):
+        """Sets the rank's place and range; returns its shard of `qweight`."""
         self.group = group
         self.rank, self.world = _group_place(group)
         if check:
@@ -93,7 +93,8 @@ class ColumnParallelQuantLinear(_ParallelBase):
             check: verify at construction that every rank passes the same weight and split.
             kwargs: more :class:`QuantLinear` options (backend, act, clamp, ...).
         """
-        local = super().__init__(qweight, group=group, granularity=granularity, device=device,
+        super().__init__()
+        local = self._take_shard(qweight, group=group, granularity=granularity, device=device,
                                  check=check, **kwargs)
         self.gather_output = gather_output
         local_bias = None if bias is None else bias.detach()[self.begin:self.end]
@@ -142,7 +143,8 @@ class RowParallelQuantLinear(_ParallelBase):
             clamp: None, 'relu' or 'relu6', applied after the reduction.
             device, check, kwargs: as for :class:`ColumnParallelQuantLinear`.
         """
-        local = super().__init__(qweight, group=group, granularity=granularity, device=device,
+        super().__init__()
+        local = self._take_shard(qweight, group=group, granularity=granularity, device=device,
                                  check=check, **kwargs)
         self.input_is_parallel = input_is_parallel
         self.clamp_lo, self.clamp_hi = _CLAMPS[clamp]
