@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "core/prepared.hpp"
@@ -155,9 +156,18 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   size_t workspace_size(int64_t M) const override {
-    // The largest of the plans any call with M rows can get, over every input / output dtype,
-    // aligned or unaligned rows and TMA-stored or plain 16-bit outputs (the kernel choice and its
-    // split-K / staging scratch depend on all of them), so one size serves every call.
+    // Asked before every call by callers that do not keep it (mixq.linear, conv2d): remembered
+    // per M, since the maximum below plans 30 calls.
+    std::lock_guard<std::mutex> lock(ws_mutex_);
+    auto [it, fresh] = ws_sizes_.try_emplace(M, 0);
+    if (fresh) it->second = max_workspace(M);
+    return it->second;
+  }
+
+  // The largest of the plans any call with M rows can get, over every input / output dtype,
+  // aligned or unaligned rows and TMA-stored or plain 16-bit outputs (the kernel choice and its
+  // split-K / staging scratch depend on all of them), so one size serves every call.
+  size_t max_workspace(int64_t M) const {
     size_t need = 0;
     for (const IoType x : {IoType::F16, IoType::BF16, IoType::F32})
       for (const IoType y : {IoType::F16, IoType::BF16, IoType::F32})
@@ -477,6 +487,8 @@ class CudaWeightOnly final : public PreparedImpl {
   DeviceBuffer codes_, pairs_, pairs_stream_, pairs_gm_, pairs_gm_bz_, perm_, internal_tickets_;
   int64_t pairs_gm_ld_ = 0;
   std::shared_ptr<DeviceBuffer> scratch_;
+  mutable std::mutex ws_mutex_;
+  mutable std::unordered_map<int64_t, size_t> ws_sizes_;  // workspace_size(M) by M
 };
 
 }  // namespace
