@@ -1,4 +1,5 @@
 // Built only when mixq is configured without CUDA: every CUDA entry point reports so clearly.
+#include "core/device_ops.hpp"
 #include "core/prepared.hpp"
 #include "mixq/device.hpp"
 #include "mixq/error.hpp"
@@ -30,6 +31,17 @@ void DeviceBuffer::copy_from_host(const void*, size_t, size_t) {
 }
 void DeviceBuffer::copy_to_host(void*, size_t, size_t) const {
   MIXQ_FAIL(ErrorCode::Unsupported, "DeviceBuffer: this build of mixq has no CUDA support");
+}
+
+}  // namespace mixq
+
+namespace mixq {
+
+void cuda_copy_rows(void*, size_t, const void*, size_t, size_t, int64_t, int, void*) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "copy_rows: this build of mixq has no CUDA support");
+}
+void cuda_epilogue_in_place(const TensorView&, const Epilogue&, void*) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "epilogue: this build of mixq has no CUDA support");
 }
 
 }  // namespace mixq

@@ -3,6 +3,7 @@
 #include "mixq/ops.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <utility>
@@ -74,10 +75,12 @@ void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
   // The W8A8 / FP8 / per-tensor products pair each activation block with one weight block from
   // column 0; a shard whose split cut a block (mixq/shard.hpp) runs weight-only until the
   // activation quantizers take the same phase.
+  // (A column shard's cut FP8 row blocks were made per-row before this: rows_blocks_of_shard.)
   MIXQ_CHECK(o.act == ActQuant::None || w.plain_blocks(), ErrorCode::Unsupported, "prepare(act=",
-             act_quant_name(o.act), "): the weight's blocks are cut by a shard split (k_phase ",
-             w.k_phase, ", n_phase ", w.n_phase, ", k_block_starts ", w.k_block_starts.size(),
-             " entries); only act=none runs such a weight");
+             act_quant_name(o.act), "): the weight's K blocks are cut by a row-parallel shard "
+             "split (k_phase ", w.k_phase, ", k_block_starts ", w.k_block_starts.size(),
+             " entries); split K on whole blocks (ShardSpec::granularity = ", w.block_k,
+             ") or prepare it with act=none");
   switch (o.act) {
     case ActQuant::None:
       break;
@@ -117,6 +120,30 @@ void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
   }
 }
 
+// A column-parallel shard of an FP8 128x128-block weight whose split cut a row block (n_phase):
+// the same values with one scale row per weight row (block_n = 1, each row keeping its block's
+// scale), which every activation-quantized path takes; K blocks are untouched. Other weights
+// are returned as they are.
+const QuantizedWeight& row_blocks_of_shard(const QuantizedWeight& w, QuantizedWeight& storage) {
+  if (w.n_phase == 0 || w.block_n == 1) return w;
+  storage = w;
+  storage.block_n = 1;
+  storage.n_phase = 0;
+  const int64_t nbk = w.n_blocks_k(), eb = dtype_bytes(w.scale_type, 1);
+  const auto per_row = [&](const std::vector<uint8_t>& src, int64_t elem_bytes) {
+    std::vector<uint8_t> out(size_t(w.N * nbk * elem_bytes));
+    for (int64_t n = 0; n < w.N; ++n)
+      std::memcpy(out.data() + n * nbk * elem_bytes, src.data() + w.n_block(n) * nbk * elem_bytes,
+                  size_t(nbk * elem_bytes));
+    return out;
+  };
+  storage.scales = per_row(w.scales, eb);
+  if (!w.zeros.empty())
+    storage.zeros = per_row(w.zeros, w.zero_kind == ZeroKind::ZeroPoint ? 4 : eb);
+  storage.validate();
+  return storage;
+}
+
 BackendKind resolve_backend(BackendKind b) {
   if (b != BackendKind::Auto) return b;
   return cuda_available() ? BackendKind::CUDA : BackendKind::CPU;
@@ -132,11 +159,7 @@ std::shared_ptr<const PreparedImpl> dispatch_prepare(const QuantizedWeight& w,
     case BackendKind::Reference: return prepare_reference(w, conv, o);
     case BackendKind::CPU: return prepare_cpu(w, conv, o);
     case BackendKind::CUDA:
-      // The CUDA kernels index scales from column / row 0 (docs/decisions/tensor-parallel-shards.md).
-      MIXQ_CHECK(w.plain_blocks(), ErrorCode::Unsupported, "prepare(backend=cuda): k_phase (",
-                 w.k_phase, "), n_phase (", w.n_phase, ") and k_block_starts (",
-                 w.k_block_starts.size(), " entries) must be 0 / empty: the CUDA kernels do not "
-                 "take a shard's cut blocks yet (use the CPU or reference backend)");
+      // weight-only kernels lay a shard's cut blocks on their groups (core/kernel_k_layout.hpp)
       return prepare_cuda(w, conv, o);
     case BackendKind::Auto: break;
   }
@@ -262,8 +285,11 @@ void check_linear_output(const PreparedImpl& p, int64_t M, const char* m_from, c
 
 }  // namespace
 
-PreparedWeight prepare(const QuantizedWeight& w, const PrepareOptions& opts) {
-  w.validate();
+PreparedWeight prepare(const QuantizedWeight& weight, const PrepareOptions& opts) {
+  weight.validate();
+  QuantizedWeight storage;
+  const QuantizedWeight& w =
+      opts.act == ActQuant::None ? weight : row_blocks_of_shard(weight, storage);
   check_scheme_for_act(w, opts);
   return PreparedWeight(dispatch_prepare(w, nullptr, opts));
 }

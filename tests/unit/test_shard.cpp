@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kernel_k_layout.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/checkpoint.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
@@ -489,15 +490,82 @@ TEST(Shard, BadInput) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
     EXPECT_NE(std::string(e.what()).find("k_phase"), std::string::npos) << e.what();
   }
-  // CUDA refuses cut blocks before anything else (with or without a GPU), naming the fields.
+  // A column shard that cut FP8 128-row blocks (n_phase) runs the FP8 activation path: prepare
+  // gives each row its block's scale (block_n = 1), the same values.
+  const QuantizedWeight g = random_weight(kSchemes[8], 300, 256, 32);
+  const QuantizedWeight gs = shard(g, {1, 3, ShardAxis::Column});
+  EXPECT_EQ(gs.n_phase, 100 % 128);
+  PrepareOptions o;
+  o.backend = BackendKind::CPU;
+  o.act = ActQuant::Fp8Block;
+  const PreparedWeight pg = prepare(g, o), ps = prepare(gs, o);
+  const std::vector<float> x = random_x(3, 256, 33);
+  std::vector<float> yg(3 * 300), ys(3 * 100);
+  linear(TensorView(const_cast<float*>(x.data()), DType::F32, {3, 256}), pg, TensorView(yg.data(), DType::F32, {3, 300}));
+  linear(TensorView(const_cast<float*>(x.data()), DType::F32, {3, 256}), ps, TensorView(ys.data(), DType::F32, {3, 100}));
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t n = 0; n < 100; ++n)
+      ASSERT_EQ(ys[size_t(m * 100 + n)], yg[size_t(m * 300 + 100 + n)]) << m << " " << n;
+}
+
+// The CUDA weight-only kernels' K axis for a shard (core/kernel_k_layout.hpp): every real column
+// lands in a kernel group of its own canonical block, with its own code, and reads its own X
+// column; holes read zero; codes rewritten over the axis agree with the weight's.
+TEST(Shard, KernelKLayoutKeepsEveryColumnInItsBlock) {
+  for (const Scheme* sc : {&kSchemes[0], &kSchemes[2], &kSchemes[3], &kSchemes[4], &kSchemes[6],
+                           &kSchemes[8]}) {
+    const QuantizedWeight w = random_weight(*sc, 24, 1000, 40);
+    for (int64_t world : {1, 3, 7})
+      for (int64_t r = 0; r < world; ++r) {
+        const QuantizedWeight s = shard(w, {r, world, ShardAxis::Row});
+        SCOPED_TRACE(std::string(sc->name) + " rank " + std::to_string(r) + "/" + std::to_string(world));
+        const KernelKLayout L = kernel_k_layout(s, 16);
+        ASSERT_GE(L.K, s.K);
+        ASSERT_GE(L.group_shift, 4);
+        if (s.plain_blocks()) EXPECT_EQ(L.K, s.K);
+        if (s.k_block_starts.empty()) EXPECT_EQ(L.K, s.K + s.k_phase);
+        std::vector<int> seen(size_t(s.K), 0);
+        const std::vector<uint8_t> codes = L.identity() ? s.codes : codes_in_kernel_layout(s, L);
+        const int64_t rb = dtype_bytes(s.code_type, L.K);
+        for (int64_t j = 0; j < L.K; ++j) {
+          const int64_t c = L.canonical(j);
+          const int32_t xc = L.x_col.empty() ? int32_t(j - L.x_shift) : L.x_col[size_t(j)];
+          if (c < 0) {
+            EXPECT_LT(xc, 0) << "a hole must read zero, kernel column " << j;
+            continue;
+          }
+          ASSERT_LT(c, s.K);
+          ++seen[size_t(c)];
+          EXPECT_EQ(L.block_of_group(L.group_shift >= 30 ? 0 : j >> L.group_shift), s.k_block(c)) << j;
+          EXPECT_EQ(xc, s.k_perm.empty() ? int32_t(c) : s.k_perm[size_t(c)]) << j;
+          for (int64_t n = 0; n < s.N; ++n) {
+            uint8_t got, want;
+            if (dtype_bits(s.code_type) == 4) {
+              got = (codes[size_t(n * rb + j / 2)] >> ((j & 1) * 4)) & 0xF;
+              want = (s.codes[size_t(n * s.row_bytes() + c / 2)] >> ((c & 1) * 4)) & 0xF;
+            } else {
+              got = codes[size_t(n * rb + j)];
+              want = s.codes[size_t(n * s.row_bytes() + c)];
+            }
+            ASSERT_EQ(got, want) << n << " " << j;
+          }
+        }
+        for (int64_t c = 0; c < s.K; ++c) ASSERT_EQ(seen[size_t(c)], 1) << "column " << c;
+        // act-order row shards pick the group size with the fewest bytes: within 2x the codes
+        if (!s.k_block_starts.empty()) EXPECT_LE(L.K, 2 * s.K + 16 * s.n_blocks_k());
+      }
+  }
+  // A block that is not a power of two cannot be laid (Unsupported, naming block_k).
+  QuantizedWeight odd = random_weight(kSchemes[0], 4, 300, 41);
+  odd = shard(odd, {0, 1, ShardAxis::Row});
+  odd.block_k = 100;
+  odd.scales.assign(size_t(4 * 3 * 2), 0);
+  odd.validate();
   try {
-    PrepareOptions o;
-    o.backend = BackendKind::CUDA;
-    prepare(f, o);
-    ADD_FAILURE() << "cuda prepare of a phased shard was accepted";
+    kernel_k_layout(odd, 16);
+    ADD_FAILURE() << "block_k 100 was laid";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("k_phase (22)"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("k_block_starts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("block_k 100"), std::string::npos) << e.what();
   }
 }

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/kernel_k_layout.hpp"
 #include "core/prepared.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/backend/factories.hpp"
@@ -55,16 +56,6 @@ cudaDataType_t cublas_type(DType t) {
   }
 }
 
-int group_shift_of(const QuantizedWeight& w) {
-  if (w.block_k >= w.K) return 30;  // one group per row
-  int s = 0;
-  while ((int64_t(1) << s) < w.block_k) ++s;
-  MIXQ_CHECK((int64_t(1) << s) == w.block_k && w.block_k >= 16, ErrorCode::Unsupported,
-             "cuda weight-only: block_k ", w.block_k, " must be a power of two >= 16 or cover the "
-             "whole row (K = ", w.K, ")");
-  return s;
-}
-
 using cuda::DeviceGuard;
 
 class CudaWeightOnly final : public PreparedImpl {
@@ -96,22 +87,26 @@ class CudaWeightOnly final : public PreparedImpl {
     MIXQ_CHECK(K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30), ErrorCode::Unsupported,
                "cuda weight-only: N (", N, ") and K (", K, ") must be < 2^30");
 
+    // A shard whose split cut a group is laid so that its blocks start on kernel groups
+    // (core/kernel_k_layout.hpp): the kernels run over kk_.K >= K columns.
+    kk_ = kernel_k_layout(w, 16);
     L_.N = N;
-    L_.K = K;
+    L_.K = kk_.K;
     L_.Np = cuda::round_up(N, cuda::kTileRows);
-    L_.Kp = cuda::round_up(K, cuda::kChunkK);
+    L_.Kp = cuda::round_up(kk_.K, cuda::kChunkK);
     L_.bits = dtype_bits(w.code_type);
     L_.e4m3 = fp8;
     int_zero_ = w.zero_kind != ZeroKind::Offset;
     if (fp8) check_no_nan_codes(w);
-    group_shift_ = group_shift_of(w);
+    group_shift_ = kk_.group_shift;
     L_.group = int64_t(1) << group_shift_;
     L_.groups = (L_.Kp + L_.group - 1) / L_.group;
     build_pairs(w);
     upload_codes(w);
-    if (!w.k_perm.empty()) {
-      perm_ = DeviceBuffer(w.k_perm.size() * 4, device_);
-      perm_.copy_from_host(w.k_perm.data(), w.k_perm.size() * 4);
+    if (!kk_.x_col.empty() || !w.k_perm.empty()) {
+      const std::vector<int32_t>& cols = kk_.x_col.empty() ? w.k_perm : kk_.x_col;
+      perm_ = DeviceBuffer(cols.size() * 4, device_);
+      perm_.copy_from_host(cols.data(), cols.size() * 4);
     }
     // the warp-specialized wgmma kernel reads the pairs group-major (and bf16 calls the packed
     // copy of the bf16 integer-zero path)
@@ -145,6 +140,9 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // The buffers a grouped (mixture-of-experts) launch reads for this expert.
   cuda::WoExpertView expert_view() const {
+    MIXQ_CHECK(kk_.identity(), ErrorCode::Unsupported, "cuda grouped linear: an expert whose "
+               "blocks a shard split cut (", kk_.K - K, " kernel columns added) is not supported; "
+               "split the experts on whole groups (ShardSpec::granularity)");
     cuda::WoExpertView v;
     v.w = w_;
     v.codes = codes_.data();
@@ -261,14 +259,17 @@ class CudaWeightOnly final : public PreparedImpl {
     std::vector<float> s(size_t(L_.Np * G), 0.f), o(size_t(L_.Np * G), 0.f);
     bool half_exact = true;
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t g = 0; g < std::min(G, Gc); ++g) {
-        const double sc = w.scale(n / w.block_n, g);
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t b = kk_.block_of_group(g);  // the canonical block of kernel group g
+        if (b >= Gc) continue;                    // kernel padding past the last block
+        const int64_t nb = w.n_block(n);          // FP8 blocks of a column shard: n_phase
+        const double sc = w.scale(nb, b);
         double off = 0;
         // q = u + cmin, so s*q + o = s*u + (o + cmin*s); s*(q - z) = s*u + s*(cmin - z).
         switch (w.zero_kind) {
           case ZeroKind::None: off = double(cmin) * sc; break;
-          case ZeroKind::Offset: off = double(w.offset(n, g)) + double(cmin) * sc; break;
-          case ZeroKind::ZeroPoint: off = sc * double(cmin - w.zero_point(n, g)); break;
+          case ZeroKind::Offset: off = double(w.offset(nb, b)) + double(cmin) * sc; break;
+          case ZeroKind::ZeroPoint: off = sc * double(cmin - w.zero_point(nb, b)); break;
         }
         const float sf = float(sc), of = float(off);
         s[n * G + g] = sf;
@@ -353,12 +354,15 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   void upload_codes(const QuantizedWeight& w) {
-    DeviceBuffer canon(w.codes.size(), device_);
-    canon.copy_from_host(w.codes.data(), w.codes.size());
+    // a shard laid over a wider kernel axis is first rewritten over it on the host
+    const std::vector<uint8_t> laid = kk_.identity() ? std::vector<uint8_t>() : codes_in_kernel_layout(w, kk_);
+    const std::vector<uint8_t>& src = kk_.identity() ? w.codes : laid;
+    DeviceBuffer canon(src.size(), device_);
+    canon.copy_from_host(src.data(), src.size());
     codes_ = DeviceBuffer(size_t(L_.packed_bytes()), device_);
     const bool is_signed = w.code_type == DType::I4 || w.code_type == DType::I8;
-    cuda::launch_wo_repack(static_cast<const uint8_t*>(canon.data()), w.row_bytes(), is_signed, L_,
-                           static_cast<uint32_t*>(codes_.data()), nullptr);
+    cuda::launch_wo_repack(static_cast<const uint8_t*>(canon.data()), dtype_bytes(w.code_type, L_.K),
+                           is_signed, L_, static_cast<uint32_t*>(codes_.data()), nullptr);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());
   }
 
@@ -373,9 +377,9 @@ class CudaWeightOnly final : public PreparedImpl {
     cuda::WoStreamParams k = kernel_params(p, x, y, ep, ws, tickets);
     if (perm_.size()) {
       char* gathered = ws + cuda::wo_workspace_offsets(p).gather;
-      const int64_t ldg = cuda::round_up(K, 8);
+      const int64_t ldg = cuda::round_up(L_.K, 8);
       cuda::launch_gather_columns(x.data, x.ld(), 2, static_cast<const int32_t*>(perm_.data()),
-                                  x.shape[0], K, gathered, ldg, stream);
+                                  x.shape[0], L_.K, gathered, ldg, stream);
       k.x = gathered;
       k.ldx = ldg;
       k.k_perm = nullptr;
@@ -390,9 +394,10 @@ class CudaWeightOnly final : public PreparedImpl {
     k.ldx = x.ld();
     k.x_type = io_type(x.dtype);
     k.k_perm = perm_.size() ? static_cast<const int32_t*>(perm_.data()) : nullptr;
+    k.x_shift = int(kk_.x_shift);
     k.M = int(x.shape[0]);
     k.N = int(N);
-    k.K = int(K);
+    k.K = int(L_.K);
     k.x_rows = p.x_rows;
     k.codes = static_cast<const uint4*>(codes_.data());
     k.pairs = pairs_.data();
@@ -435,11 +440,16 @@ class CudaWeightOnly final : public PreparedImpl {
     const void* xp = x.data;
     int64_t ldx = x.ld();
     const int xb = x_f32 ? 4 : 2;
+    // cuBLAS multiplies the kernel axis (gathered X) or, for a shifted shard, the dequantized
+    // weight from its column x_shift on (the leading holes are skipped, X is read in place)
+    int64_t gemm_k = K, w_col0 = kk_.x_shift;
     if (perm_.size()) {
       cuda::launch_gather_columns(x.data, x.ld(), xb, static_cast<const int32_t*>(perm_.data()), M,
-                                  K, gathered, K, stream);
+                                  L_.K, gathered, L_.K, stream);
       xp = gathered;
-      ldx = K;
+      ldx = L_.K;
+      gemm_k = L_.K;
+      w_col0 = 0;
     }
     // cuBLAS writes C in the activation dtype or f32; any other output goes through f32 staging.
     const bool direct = p.out_bytes == 0;
@@ -457,8 +467,9 @@ class CudaWeightOnly final : public PreparedImpl {
         cuda::launch_wo_dequant(static_cast<const uint32_t*>(codes_.data()), pairs_.data(), pairs_stream_.data(), L_, n0,
                                 rows, out_type, chunk, L_.Kp, caps_.sm_count, stream);
         MIXQ_CUBLAS_CHECK(cublasGemmEx(
-            cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk,
-            cublas_type(wt), int(L_.Kp), xp, cublas_type(x.dtype), int(ldx), &beta,
+            cublas, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(gemm_k), &alpha,
+            chunk + w_col0 * (dtype_bits(wt) / 8), cublas_type(wt), int(L_.Kp), xp,
+            cublas_type(x.dtype), int(ldx), &beta,
             static_cast<char*>(c_ptr) + n0 * (dtype_bits(c_type) / 8), cublas_type(c_type),
             int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       }
@@ -480,6 +491,7 @@ class CudaWeightOnly final : public PreparedImpl {
   DeviceCaps caps_;
   cuda::WoWeight w_;  // what the planner knows of this weight
   std::string force_;  // a forced weight-only family (PrepareOptions::force_kernel / MIXQ_FORCE_KERNEL)
+  KernelKLayout kk_;  // where the weight's columns sit in the kernels' K axis
   WoLayout L_;
   int group_shift_ = 30;
   bool int_zero_ = false;  // offsets are -zc s with zc an integer (not ZeroKind::Offset)

@@ -75,8 +75,9 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   const int bits = id.codes == kCodesU4 ? 4 : 8;
   const int mt = id.tile_m, cps = plan.chunks_per_stage;
   WsMaps tm{};
-  // X [M][K] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled past K and M.
-  tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
+  // X [M][K - x_shift] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled outside X
+  // (past K and M, and left of column 0 for a shard's leading x_shift columns).
+  tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K - p.x_shift), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
   const int chunks = p.Kp / kChunkK;

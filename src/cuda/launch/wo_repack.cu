@@ -344,10 +344,11 @@ __global__ void gather_kernel(const uint8_t* x, int64_t ldx_bytes, int elem_byte
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t m = i / K, j = i % K;
-    const uint8_t* s = x + m * ldx_bytes + int64_t(perm[j]) * elem_bytes;
+    const int32_t src = perm[j];  // < 0: a hole of an act-order shard's layout, zero
+    const uint8_t* s = x + m * ldx_bytes + int64_t(src) * elem_bytes;
     uint8_t* d = out + m * ldo_bytes + j * elem_bytes;
-    if (elem_bytes == 2) *reinterpret_cast<uint16_t*>(d) = *reinterpret_cast<const uint16_t*>(s);
-    else *reinterpret_cast<uint32_t*>(d) = *reinterpret_cast<const uint32_t*>(s);
+    if (elem_bytes == 2) *reinterpret_cast<uint16_t*>(d) = src < 0 ? 0 : *reinterpret_cast<const uint16_t*>(s);
+    else *reinterpret_cast<uint32_t*>(d) = src < 0 ? 0 : *reinterpret_cast<const uint32_t*>(s);
   }
 }
 

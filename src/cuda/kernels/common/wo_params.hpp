@@ -14,7 +14,12 @@ struct WoStreamParams {
   const void* x;
   int64_t ldx;
   IoType x_type;
-  const int32_t* k_perm;  // nullable: canonical column j reads X[:, k_perm[j]]
+  // K below counts the repacked weight's columns. A tensor-parallel shard whose split cut its
+  // first group sits x_shift columns into its first group there (docs/decisions/
+  // tensor-parallel-shards.md): column j reads X[:, j - x_shift], zero for j < x_shift; with a
+  // gather, column j reads X[:, k_perm[j]], zero where k_perm[j] < 0 (act-order shards' holes).
+  const int32_t* k_perm;  // nullable
+  int x_shift;
   int M, N, K;
   int x_rows;             // activation rows staged per block: min(MT, M)
   // weights (wo_layout.hpp)

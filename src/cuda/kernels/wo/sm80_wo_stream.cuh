@@ -111,7 +111,8 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
                                                   int piece_chunks) {
   const int kr = ke - ks;
   const bool vec = !SPLIT_X && p.k_perm == nullptr && p.x_type != IoType::F32 &&
-                   (p.ldx % 8) == 0 && (p.K % 8) == 0 && (reinterpret_cast<uintptr_t>(p.x) % 16) == 0;
+                   (p.ldx % 8) == 0 && (p.K % 8) == 0 && (p.x_shift % 8) == 0 &&
+                   (reinterpret_cast<uintptr_t>(p.x) % 16) == 0;
   if (vec) {
     const MmaT* x = static_cast<const MmaT*>(p.x);
     const uint32_t xs_addr = smem_addr(xs);
@@ -123,9 +124,10 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
       for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
         const int m = i / per_row, kk = ka + (i - m * per_row) * 8;
         const int gm = m0 + m, gk = ks + kk;
-        const bool in = gm < p.M && gk < p.K;  // K % 8 == 0: a copy is all in or all out
+        // K % 8 == 0 and x_shift % 8 == 0: a copy is all in or all out
+        const bool in = gm < p.M && gk >= p.x_shift && gk < p.K;
         cp_async_16_zfill(xs_addr + uint32_t(m * ldxs + kk) * 2,
-                          in ? x + int64_t(gm) * p.ldx + gk : x, in ? 16 : 0);
+                          in ? x + int64_t(gm) * p.ldx + (gk - p.x_shift) : x, in ? 16 : 0);
       }
       cp_async_commit();
     }
@@ -136,8 +138,8 @@ __device__ __forceinline__ void stage_activations(const WoStreamParams& p, MmaT*
     const int gm = m0 + m, gk = ks + kk;
     float v = 0.f;
     if (gm < p.M && gk < p.K) {
-      const int src = p.k_perm ? p.k_perm[gk] : gk;
-      v = load_io(p.x, int64_t(gm) * p.ldx + src, p.x_type);
+      const int src = p.k_perm ? p.k_perm[gk] : gk - p.x_shift;
+      if (src >= 0) v = load_io(p.x, int64_t(gm) * p.ldx + src, p.x_type);
     }
     const MmaT hi = to_mma<MmaT>(v);
     xs[m * ldxs + kk] = hi;

@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, int mb) {
 #pragma unroll
       for (int h = 0; h < CPS; ++h)
+          // a shard's leading x_shift columns start left of X: TMA zero-fills them
           sm90::tma_load_2d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
-                            (c * CPS + h) * kChunkK, mb * MT);
+                            (c * CPS + h) * kChunkK - p.x_shift, mb * MT);
     };
     // The weights and pairs of the first sched.early_stages stages (the plan's choice,
     // wo_plan.cpp) are a prepared weight no kernel of the stream writes: they are in flight before

@@ -1,0 +1,100 @@
+// Tensor-parallel linear layers: one rank's shard of a global weight, its product, and the
+// collective that completes it, stream-ordered and CUDA-graph capturable
+// (docs/decisions/tensor-parallel-linear.md).
+//
+//   auto comm = mixq::nccl_collectives(my_nccl_comm);        // mixq/nccl.hpp, the caller's comm
+//   mixq::ShardSpec spec{rank, world, mixq::ShardAxis::Row};
+//   mixq::ParallelLinear down(mixq::shard(global, spec), spec, global.N, global.K, comm, opts);
+//   down.forward(x_local, y_full, ep, ctx);   // partial product, all-reduce, then bias and clamp
+//
+// Column-parallel (spec.axis = Column): x is the full [M][K] input, y this rank's [M][N_local]
+// columns, or with gather_output the full [M][N] (all-gathered; uneven splits are fine).
+// Row-parallel (Row): x is this rank's [M][K_local] input columns (the output of a column-parallel
+// layer before it), y the full [M][N] sum, the same on every rank. The epilogue's bias is the
+// global [N] bias; it and the clamp are applied once: on the rank's own columns (column), or after
+// the sum (row; with no clamp, rank 0 adds the bias inside its product and nothing runs after).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mixq/ops.hpp"
+#include "mixq/quantized_weight.hpp"
+#include "mixq/shard.hpp"
+
+namespace mixq {
+
+// The collectives a parallel layer needs, for one rank, ordered on the call's stream. mixq ships
+// NCCL's (mixq/nccl.hpp); any framework's can be wrapped the same way.
+class Collectives {
+ public:
+  virtual ~Collectives() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t world() const = 0;
+  // Where the buffers live: Device::CUDA with the communicator's device ordinal, or the host.
+  virtual Device device() const = 0;
+  virtual int device_index() const = 0;
+  // Sums `count` elements of `dtype` (F32, F16, BF16) over the ranks, in place.
+  virtual void all_reduce_sum(void* buf, int64_t count, DType dtype, void* stream) = 0;
+  // Every rank's `count` elements of `send` into recv[r * count ...]; send may be recv's own slot
+  // (in place).
+  virtual void all_gather(const void* send, void* recv, int64_t count, DType dtype,
+                          void* stream) = 0;
+  // Set-up only (synchronous): every rank's `bytes` host bytes into out[r * bytes ...].
+  virtual void all_gather_host(const void* send, void* out, size_t bytes) = 0;
+  virtual std::string name() const = 0;  // "nccl", ...
+};
+
+struct ParallelLinearOptions {
+  PrepareOptions prepare;      // backend, act, device, tuning of the shard's prepared weight
+  bool gather_output = false;  // column-parallel: all-gather the full [M][N] output
+  // At construction (a collective): every rank checks that all ranks hold the same split and
+  // scheme of the same global weight, and names the first rank that differs.
+  bool check_shards = true;
+};
+
+class ParallelLinear {
+ public:
+  // `local` is this rank's shard (mixq::shard or formats::load_shard with `spec`) of a global
+  // global_n x global_k weight; `comm` must be rank spec.rank of spec.world ranks, on the device
+  // the shard is prepared for.
+  ParallelLinear(const QuantizedWeight& local, const ShardSpec& spec, int64_t global_n,
+                 int64_t global_k, std::shared_ptr<Collectives> comm,
+                 const ParallelLinearOptions& opts = {});
+
+  ShardAxis axis() const { return spec_.axis; }
+  const ShardSpec& spec() const { return spec_; }
+  int64_t global_n() const { return global_n_; }
+  int64_t global_k() const { return global_k_; }
+  // This rank's range of the split dimension (N for column, K for row).
+  std::pair<int64_t, int64_t> range() const { return range_; }
+  // The input width forward() takes (K, or K_local) and the output width it writes.
+  int64_t in_features() const;
+  int64_t out_features() const;
+  const PreparedWeight& local() const { return local_; }
+  Collectives& collectives() const { return *comm_; }
+
+  // Bytes of ExecContext::workspace a forward of M rows needs (the shard's product plus the
+  // staging of a gathered or strided output).
+  size_t workspace_size(int64_t M) const;
+  // y = (the layer's product of x) + bias, clamped; see the top of this file for shapes. With a
+  // null workspace the prepared weight's scratch is used and staging is allocated per call
+  // (outside graph capture only).
+  void forward(const TensorView& x, const TensorView& y, const Epilogue& ep = {},
+               const ExecContext& ctx = {}) const;
+
+ private:
+  ShardSpec spec_;
+  int64_t global_n_ = 0, global_k_ = 0;
+  std::pair<int64_t, int64_t> range_;
+  int64_t slot_ = 0;  // the widest rank's columns (column-parallel gather slots)
+  std::shared_ptr<Collectives> comm_;
+  ParallelLinearOptions opts_;
+  PreparedWeight local_;
+  struct Staging;  // the calls without a workspace: staging kept between calls
+  std::shared_ptr<Staging> staging_;
+};
+
+}  // namespace mixq
