@@ -16,6 +16,7 @@ namespace mixq {
 namespace {
 
 constexpr size_t kAlign = 256;
+std::string parallel_name(ShardAxis a) { return std::string(shard_axis_name(a)) + "-parallel"; }
 size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 BackendKind resolved(BackendKind b) {
@@ -23,20 +24,28 @@ BackendKind resolved(BackendKind b) {
   return cuda_available() ? BackendKind::CUDA : BackendKind::CPU;
 }
 
-// What every rank must agree on, exchanged once at construction.
+// What every rank must agree on, exchanged once at construction before any rank checks
+// anything: every rank then runs the same checks on every rank's descriptor and throws the same
+// error, so a bad rank cannot leave the others waiting in a collective.
 struct ShardDescriptor {
-  int64_t rank, world, axis, global_n, global_k;
+  int64_t rank, world, comm_rank, comm_world, axis, granularity, global_n, global_k, local_n, local_k;
   int32_t code_type, scale_type, zero_kind, has_scales, act_order, block_n, backend, act;
+  int32_t comm_device, comm_device_index, device_index;
 };
 
 ShardDescriptor describe(const QuantizedWeight& w, const ShardSpec& s, int64_t gn, int64_t gk,
-                         const PrepareOptions& o) {
+                         const PrepareOptions& o, const Collectives& c) {
   ShardDescriptor d{};
   d.rank = s.rank;
   d.world = s.world;
+  d.comm_rank = c.rank();
+  d.comm_world = c.world();
   d.axis = int64_t(s.axis);
+  d.granularity = s.granularity;
   d.global_n = gn;
   d.global_k = gk;
+  d.local_n = w.N;
+  d.local_k = w.K;
   d.code_type = int32_t(w.code_type);
   d.scale_type = int32_t(w.scale_type);
   d.zero_kind = int32_t(w.zero_kind);
@@ -45,7 +54,40 @@ ShardDescriptor describe(const QuantizedWeight& w, const ShardSpec& s, int64_t g
   d.block_n = int32_t(w.block_n);
   d.backend = int32_t(resolved(o.backend));
   d.act = int32_t(o.act);
+  d.comm_device = int32_t(c.device());
+  d.comm_device_index = c.device_index();
+  d.device_index = o.device;
   return d;
+}
+
+// What is wrong with rank r's descriptor on its own, as a sentence; empty if nothing.
+std::string own_problem(const ShardDescriptor& d, const std::string& comm_name) {
+  auto str = [](auto v) { return std::to_string(v); };
+  if (d.comm_rank != d.rank || d.comm_world != d.world)
+    return "a " + comm_name + " communicator of rank " + str(d.comm_rank) + " of " + str(d.comm_world) +
+           " for the shard spec rank " + str(d.rank) + " of " + str(d.world);
+  if (d.global_n < 1 || d.global_k < 1)
+    return "a global weight of " + str(d.global_n) + " x " + str(d.global_k);
+  const ShardAxis axis = ShardAxis(d.axis);
+  const bool column = axis == ShardAxis::Column;
+  const auto rg = shard_range(column ? d.global_n : d.global_k,
+                              {d.rank, d.world, axis, d.granularity});
+  const int64_t width = rg.second - rg.first;
+  const int64_t want_n = column ? width : d.global_n, want_k = column ? d.global_k : width;
+  if (d.local_n != want_n || d.local_k != want_k)
+    return "a " + str(d.local_n) + " x " + str(d.local_k) + " shard where its " +
+           parallel_name(axis) + " split of the " + str(d.global_n) + " x " + str(d.global_k) +
+           " weight is " + str(want_n) + " x " + str(want_k);
+  const bool cuda = BackendKind(d.backend) == BackendKind::CUDA;
+  if (cuda && (Device(d.comm_device) != Device::CUDA || d.comm_device_index != d.device_index))
+    return "a " + comm_name + " communicator on " + device_name(Device(d.comm_device)) + " device " +
+           str(d.comm_device_index) + " for a shard prepared on cuda device " + str(d.device_index) +
+           " (PrepareOptions::device)";
+  if (!cuda && Device(d.comm_device) != Device::CPU)
+    return "a " + comm_name + " communicator on " + device_name(Device(d.comm_device)) + " device " +
+           str(d.comm_device_index) + " for a shard prepared for the host (backend " +
+           backend_name(BackendKind(d.backend)) + ")";
+  return {};
 }
 
 // The first field in which `d` (rank r) differs from `d0` (rank 0), as a sentence; empty if none.
@@ -55,8 +97,9 @@ std::string difference(const ShardDescriptor& d0, const ShardDescriptor& d) {
   };
   if (d.world != d0.world) return field("world", d0.world, d.world);
   if (d.axis != d0.axis)
-    return std::string("a ") + shard_axis_name(ShardAxis(d.axis)) + " split where rank 0 has a " +
-           shard_axis_name(ShardAxis(d0.axis)) + " one";
+    return std::string("a ") + parallel_name(ShardAxis(d.axis)) + " split where rank 0 has a " +
+           parallel_name(ShardAxis(d0.axis)) + " one";
+  if (d.granularity != d0.granularity) return field("granularity", d0.granularity, d.granularity);
   if (d.global_n != d0.global_n || d.global_k != d0.global_k)
     return "a global weight of " + std::to_string(d.global_n) + " x " + std::to_string(d.global_k) +
            " where rank 0 has " + std::to_string(d0.global_n) + " x " + std::to_string(d0.global_k);
@@ -64,10 +107,12 @@ std::string difference(const ShardDescriptor& d0, const ShardDescriptor& d) {
       d.has_scales != d0.has_scales || d.act_order != d0.act_order || d.block_n != d0.block_n)
     return std::string("a weight of another scheme (") + dtype_name(DType(d.code_type)) +
            " codes, " + dtype_name(DType(d.scale_type)) + " scales, " +
-           (d.act_order ? "act-order" : "no act-order") + ") where rank 0 has " +
+           (d.act_order ? "act-order" : "no act-order") + ") than rank 0 (" +
            dtype_name(DType(d0.code_type)) + " codes, " + dtype_name(DType(d0.scale_type)) +
-           " scales, " + (d0.act_order ? "act-order" : "no act-order");
-  if (d.backend != d0.backend) return field("backend", d0.backend, d.backend);
+           " scales, " + (d0.act_order ? "act-order" : "no act-order") + ")";
+  if (d.backend != d0.backend)
+    return std::string("backend ") + backend_name(BackendKind(d.backend)) + " where rank 0 has " +
+           backend_name(BackendKind(d0.backend));
   if (d.act != d0.act)
     return std::string("act ") + act_quant_name(ActQuant(d.act)) + " where rank 0 has " +
            act_quant_name(ActQuant(d0.act));
@@ -142,46 +187,37 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
     : spec_(spec), global_n_(global_n), global_k_(global_k), comm_(std::move(comm)), opts_(opts),
       staging_(std::make_shared<Staging>()) {
   MIXQ_CHECK_ARG(comm_ != nullptr, "ParallelLinear: comm is null");
-  MIXQ_CHECK_ARG(global_n >= 1 && global_k >= 1, "ParallelLinear: global_n (", global_n,
-                 ") and global_k (", global_k, ") must be >= 1");
   const bool column = spec.axis == ShardAxis::Column;
-  range_ = shard_range(column ? global_n : global_k, spec);  // validates rank / world / granularity
+  const ShardDescriptor mine = describe(local, spec, global_n, global_k, opts.prepare, *comm_);
+  std::vector<ShardDescriptor> all;
+  if (opts.check_shards) {
+    all.resize(size_t(comm_->world()));
+    comm_->all_gather_host(&mine, all.data(), sizeof(ShardDescriptor));
+  } else {
+    all.push_back(mine);
+  }
+  for (size_t r = 0; r < all.size(); ++r) {
+    const ShardDescriptor& d = all[r];
+    const std::string who = opts.check_shards ? "rank " + std::to_string(r) : "this rank";
+    std::string problem;
+    try {
+      problem = own_problem(d, comm_->name());
+    } catch (const Error& e) {  // shard_range's own check of rank / world / granularity
+      problem = std::string("a bad shard spec: ") + e.what();
+    }
+    MIXQ_CHECK_ARG(problem.empty(), "ParallelLinear: ", who, " has ", problem);
+    if (opts.check_shards) {
+      MIXQ_CHECK_ARG(d.comm_rank == int64_t(r), "ParallelLinear: communicator rank ", r,
+                     " reported rank ", d.comm_rank);
+      const std::string diff = difference(all[0], d);
+      MIXQ_CHECK_ARG(diff.empty(), "ParallelLinear: ", who, " holds ", diff);
+    }
+  }
+  range_ = shard_range(column ? global_n : global_k, spec);
   slot_ = 0;
   for (int64_t r = 0; r < spec.world; ++r) {
     const auto rg = shard_range(column ? global_n : global_k, {r, spec.world, spec.axis, spec.granularity});
     slot_ = std::max(slot_, rg.second - rg.first);
-  }
-  const int64_t width = range_.second - range_.first;
-  MIXQ_CHECK_ARG(column ? (local.N == width && local.K == global_k) : (local.K == width && local.N == global_n),
-                 "ParallelLinear: rank ", spec.rank, " of ", spec.world, " (", shard_axis_name(spec.axis),
-                 ") must hold a ", column ? width : global_n, " x ", column ? global_k : width,
-                 " shard of the ", global_n, " x ", global_k, " weight, got ", local.N, " x ", local.K);
-  MIXQ_CHECK_ARG(comm_->world() == spec.world && comm_->rank() == spec.rank, "ParallelLinear: the ",
-                 comm_->name(), " communicator is rank ", comm_->rank(), " of ", comm_->world(),
-                 ", the shard spec rank ", spec.rank, " of ", spec.world);
-  const BackendKind backend = resolved(opts.prepare.backend);
-  if (backend == BackendKind::CUDA) {
-    MIXQ_CHECK_ARG(comm_->device() == Device::CUDA && comm_->device_index() == opts.prepare.device,
-                   "ParallelLinear: the ", comm_->name(), " communicator is on ",
-                   device_name(comm_->device()), " device ", comm_->device_index(),
-                   ", the shard is prepared for cuda device ", opts.prepare.device,
-                   " (PrepareOptions::device)");
-  } else {
-    MIXQ_CHECK_ARG(comm_->device() == Device::CPU, "ParallelLinear: the ", comm_->name(),
-                   " communicator is on ", device_name(comm_->device()), " device ",
-                   comm_->device_index(), ", the shard is prepared for the host (backend ",
-                   backend_name(backend), ")");
-  }
-  if (opts.check_shards) {
-    const ShardDescriptor mine = describe(local, spec, global_n, global_k, opts.prepare);
-    std::vector<ShardDescriptor> all(size_t(spec.world));
-    comm_->all_gather_host(&mine, all.data(), sizeof(ShardDescriptor));
-    for (int64_t r = 0; r < spec.world; ++r) {
-      MIXQ_CHECK_ARG(all[size_t(r)].rank == r, "ParallelLinear: communicator rank ", r,
-                     " holds the shard of rank ", all[size_t(r)].rank, " (ShardSpec::rank)");
-      const std::string diff = difference(all[0], all[size_t(r)]);
-      MIXQ_CHECK_ARG(diff.empty(), "ParallelLinear: rank ", r, " holds ", diff);
-    }
   }
   local_ = prepare(local, opts.prepare);
 }
@@ -209,7 +245,7 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
   check_view(y, "y", 2, y.device);
   const int64_t M = x.shape[0];
   MIXQ_CHECK_ARG(x.shape[1] == in_features(), "ParallelLinear.forward: x has ", x.shape[1],
-                 " columns, this ", shard_axis_name(spec_.axis), " rank takes ", in_features());
+                 " columns, this ", parallel_name(spec_.axis), " rank takes ", in_features());
   MIXQ_CHECK_ARG(y.shape[0] == M && y.shape[1] == out_features(), "ParallelLinear.forward: y is ",
                  y.describe(), ", expected [", M, ", ", out_features(), "]");
   MIXQ_CHECK_ARG(ep.bias.empty() || (ep.bias.rank == 1 && ep.bias.shape[0] == global_n_),

@@ -1,0 +1,126 @@
+// mixq/nccl.hpp on NCCL (compiled only when CMake found it; src/core/nccl_stub.cpp otherwise).
+#include "mixq/nccl.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <string>
+
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq {
+
+namespace {
+
+#define MIXQ_NCCL_CHECK(expr)                                                              \
+  do {                                                                                     \
+    const ncclResult_t r_ = (expr);                                                        \
+    MIXQ_CHECK(r_ == ncclSuccess, ErrorCode::Cuda, #expr " failed: ", ncclGetErrorString(r_)); \
+  } while (0)
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32: return ncclFloat32;
+    case DType::F16: return ncclFloat16;
+    case DType::BF16: return ncclBfloat16;
+    default: break;
+  }
+  MIXQ_FAIL(ErrorCode::InvalidArgument, "nccl collectives: dtype ", dtype_name(t),
+            " (f32, f16 or bf16 only)");
+}
+
+class NcclCollectives final : public Collectives {
+ public:
+  NcclCollectives(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
+    MIXQ_CHECK_ARG(comm != nullptr, "nccl_collectives: comm is null");
+    int n = 0, r = 0, d = 0;
+    MIXQ_NCCL_CHECK(ncclCommCount(comm, &n));
+    MIXQ_NCCL_CHECK(ncclCommUserRank(comm, &r));
+    MIXQ_NCCL_CHECK(ncclCommCuDevice(comm, &d));
+    world_ = n;
+    rank_ = r;
+    device_ = d;
+  }
+  ~NcclCollectives() override {
+    if (owned_) ncclCommDestroy(comm_);
+  }
+  int64_t rank() const override { return rank_; }
+  int64_t world() const override { return world_; }
+  Device device() const override { return Device::CUDA; }
+  int device_index() const override { return device_; }
+  std::string name() const override { return "nccl"; }
+
+  void all_reduce_sum(void* buf, int64_t count, DType dtype, void* stream) override {
+    cuda::DeviceGuard guard(device_);
+    MIXQ_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(count), nccl_type(dtype), ncclSum, comm_,
+                                  static_cast<cudaStream_t>(stream)));
+  }
+  void all_gather(const void* send, void* recv, int64_t count, DType dtype, void* stream) override {
+    cuda::DeviceGuard guard(device_);
+    MIXQ_NCCL_CHECK(ncclAllGather(send, recv, size_t(count), nccl_type(dtype), comm_,
+                                  static_cast<cudaStream_t>(stream)));
+  }
+  void all_gather_host(const void* send, void* out, size_t bytes) override {
+    cuda::DeviceGuard guard(device_);
+    const size_t padded = (bytes + 15) / 16 * 16;
+    void* buf = nullptr;
+    cudaStream_t s = nullptr;
+    MIXQ_CUDA_CHECK(cudaMalloc(&buf, padded * size_t(world_)));
+    try {
+      MIXQ_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      char* mine = static_cast<char*>(buf) + padded * size_t(rank_);
+      MIXQ_CUDA_CHECK(cudaMemcpyAsync(mine, send, bytes, cudaMemcpyHostToDevice, s));
+      MIXQ_NCCL_CHECK(ncclAllGather(mine, buf, padded, ncclUint8, comm_, s));
+      for (int64_t r = 0; r < world_; ++r)
+        MIXQ_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out) + bytes * size_t(r),
+                                        static_cast<char*>(buf) + padded * size_t(r), bytes,
+                                        cudaMemcpyDeviceToHost, s));
+      MIXQ_CUDA_CHECK(cudaStreamSynchronize(s));
+    } catch (...) {
+      if (s) cudaStreamDestroy(s);
+      cudaFree(buf);
+      throw;
+    }
+    cudaStreamDestroy(s);
+    cudaFree(buf);
+  }
+
+ private:
+  ncclComm_t comm_;
+  bool owned_;
+  int64_t rank_ = 0, world_ = 1;
+  int device_ = 0;
+};
+
+}  // namespace
+
+bool nccl_available() { return true; }
+
+std::shared_ptr<Collectives> nccl_collectives(ncclComm_t comm) {
+  return std::make_shared<NcclCollectives>(comm, false);
+}
+
+std::vector<std::shared_ptr<Collectives>> nccl_local_collectives(const std::vector<int>& devices) {
+  MIXQ_CHECK_ARG(!devices.empty(), "nccl_local_collectives: no devices");
+  int count = 0;
+  MIXQ_CUDA_CHECK(cudaGetDeviceCount(&count));
+  for (size_t i = 0; i < devices.size(); ++i) {
+    MIXQ_CHECK_ARG(devices[i] >= 0 && devices[i] < count, "nccl_local_collectives: devices[", i,
+                   "] = ", devices[i], " is not a CUDA device (", count, " present)");
+    for (size_t j = 0; j < i; ++j)
+      MIXQ_CHECK_ARG(devices[i] != devices[j], "nccl_local_collectives: device ", devices[i],
+                     " is listed twice");
+  }
+  std::vector<ncclComm_t> comms(devices.size(), nullptr);
+  MIXQ_NCCL_CHECK(ncclCommInitAll(comms.data(), int(devices.size()), devices.data()));
+  std::vector<std::shared_ptr<Collectives>> out;
+  for (ncclComm_t c : comms) out.push_back(std::make_shared<NcclCollectives>(c, true));
+  return out;
+}
+
+NcclGroup::NcclGroup() { MIXQ_NCCL_CHECK(ncclGroupStart()); }
+NcclGroup::~NcclGroup() noexcept(false) { MIXQ_NCCL_CHECK(ncclGroupEnd()); }
+
+}  // namespace mixq
