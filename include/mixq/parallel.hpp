@@ -47,6 +47,10 @@ class Collectives {
   virtual std::string name() const = 0;  // "nccl", ...
 };
 
+// One rank alone (world 1) on `device`: the sums are the values themselves and a gather is a
+// copy. The TP = 1 case of code written for any world, and a baseline.
+std::shared_ptr<Collectives> single_rank_collectives(Device device = Device::CPU, int device_index = 0);
+
 struct ParallelLinearOptions {
   PrepareOptions prepare;      // backend, act, device, tuning of the shard's prepared weight
   bool gather_output = false;  // column-parallel: all-gather the full [M][N] output

@@ -169,6 +169,37 @@ void epilogue_in_place(const TensorView& y, const Epilogue& ep, const ExecContex
     }
 }
 
+// ---------------------------------------------------------------- one rank alone
+
+namespace {
+class SingleRank final : public Collectives {
+ public:
+  SingleRank(Device d, int idx) : device_(d), index_(idx) {}
+  int64_t rank() const override { return 0; }
+  int64_t world() const override { return 1; }
+  Device device() const override { return device_; }
+  int device_index() const override { return index_; }
+  std::string name() const override { return "single-rank"; }
+  void all_reduce_sum(void*, int64_t, DType, void*) override {}
+  void all_gather(const void* send, void* recv, int64_t count, DType t, void* stream) override {
+    if (send == recv) return;
+    const size_t bytes = size_t(dtype_bytes(t, count));
+    copy_rows(recv, bytes, send, bytes, bytes, 1, device_, index_, stream);
+  }
+  void all_gather_host(const void* send, void* out, size_t bytes) override {
+    std::memmove(out, send, bytes);
+  }
+
+ private:
+  Device device_;
+  int index_;
+};
+}  // namespace
+
+std::shared_ptr<Collectives> single_rank_collectives(Device device, int device_index) {
+  return std::make_shared<SingleRank>(device, device_index);
+}
+
 // ---------------------------------------------------------------- ParallelLinear
 
 // Staging of the calls that bring no workspace (gathered or strided outputs), grown on demand;

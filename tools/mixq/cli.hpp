@@ -83,6 +83,7 @@ formats::NamePattern compile_pattern(const std::string& command, const std::stri
 // Subcommands: argv[0] is the subcommand's name. Each prints its --help text to stdout.
 int run_bench(int argc, char** argv);
 int run_bench_conv(int argc, char** argv);  // `mixq bench --op conv2d` (bench_conv.cpp)
+int run_bench_tp(int argc, char** argv);    // `mixq bench --tp N,...` (bench_tp.cpp)
 int run_quantize(int argc, char** argv);
 int run_inspect(int argc, char** argv);
 int run_dequantize(int argc, char** argv);

@@ -58,6 +58,7 @@ const char kHelp[] =
     "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
     "  --no-progress        no progress bar (it is drawn on stderr only when that is a terminal)\n"
     "  --op moe             the mixture-of-experts MLP instead (mixq bench --op moe --help)\n"
+    "  --tp N,...           a tensor-parallel decoder layer on N GPUs (mixq bench --tp 1 --help)\n"
     "  --op conv2d          convolutions instead (mixq bench --op conv2d --help)\n";
 
 struct Shape {
@@ -140,6 +141,8 @@ int run_bench(int argc, char** argv) {
       return run_bench_conv(argc, argv);
     if (std::strcmp(argv[i], "--op") == 0 || std::strncmp(argv[i], "--op=", 5) == 0)
       return run_bench_moe(argc, argv);
+    if (std::strcmp(argv[i], "--tp") == 0 || std::strncmp(argv[i], "--tp=", 5) == 0)
+      return run_bench_tp(argc, argv);
   }
   Args a("bench", argc, argv,
          {{"--shapes", "", true}, {"--m", "", true}, {"--schemes", "", true},

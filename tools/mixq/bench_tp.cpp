@@ -1,0 +1,444 @@
+// mixq bench --tp N,...: a tensor-parallel decoder layer's linear part (qkv and gate+up
+// column-parallel, o and down row-parallel with their all-reduces) on N GPUs of this host, one
+// thread per GPU over NCCL (mixq::ParallelLinear), each rank's layer captured in a CUDA graph and
+// replayed. Per (model, scheme, M, TP): the layer time (slowest rank), the same graph without its
+// collectives, the collectives alone, their share of the layer, and the speed-up and scaling
+// efficiency over TP = 1 in the same run.
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli.hpp"
+#include "mixq/error.hpp"
+#include "mixq/formats/output_file.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/parallel.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/shard.hpp"
+
+#if defined(MIXQ_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "mixq/nccl.hpp"
+#endif
+
+namespace mixq::cli {
+
+namespace {
+
+const char kHelp[] =
+    "usage: mixq bench --tp N,... [options]\n\n"
+    "Times the linear part of a tensor-parallel decoder layer on N GPUs of this host (one thread\n"
+    "per GPU, NCCL, one CUDA graph per rank): qkv and gate+up column-parallel (outputs stay\n"
+    "sharded), o and down row-parallel (partial sums all-reduced, bias after the sum). Each rank\n"
+    "holds the shapes and split points mixq::shard gives (a K split may cut a group: the shard\n"
+    "keeps its phase) with random codes and scales. Reported per (model, scheme, M, TP): the\n"
+    "layer time (slowest rank, graph replays back to back), the same graph without collectives,\n"
+    "the two all-reduces alone, the collectives' share of the layer, and the speed-up and\n"
+    "efficiency over TP = 1 measured in the same run.\n\n"
+    "options:\n"
+    "  --tp N,...           tensor-parallel sizes (default 1,2,4, those this host has GPUs for)\n"
+    "  --models M,...       llama3-70b (hidden 8192, qkv 10240, intermediate 28672),\n"
+    "                       qwen2.5-72b (8192, 10240, 29568), llama3-8b (4096, 6144, 14336);\n"
+    "                       default llama3-70b,qwen2.5-72b\n"
+    "  --m M,...            tokens (default 1,16,256,4096)\n"
+    "  --schemes S,...      w4g128 (default), w8g128, fp8b128, 'fp8b128:fp8' (FP8 activations)\n"
+    "  --act f16|bf16       activation dtype (default bf16)\n"
+    "  --reps N             graph replays per timing, at most (default 50)\n"
+    "  --json FILE          also write the rows as JSON (with this command line)\n";
+
+struct LayerModel {
+  const char* name;
+  int64_t hidden, qkv, inter, attn;  // attn: the o projection's K (heads x head dim)
+};
+const LayerModel kModels[] = {
+    {"llama3-70b", 8192, 10240, 28672, 8192},
+    {"qwen2.5-72b", 8192, 10240, 29568, 8192},
+    {"llama3-8b", 4096, 6144, 14336, 4096},
+};
+
+struct Row {
+  std::string model, scheme;
+  int64_t M = 0, tp = 0;
+  double layer_us = 0, gemm_us = 0, coll_us = 0;
+  double speedup = 0, efficiency = 0;
+};
+
+#if defined(MIXQ_WITH_CUDA)
+
+#define TP_CUDA(expr)                                                                        \
+  do {                                                                                       \
+    const cudaError_t e_ = (expr);                                                           \
+    MIXQ_CHECK(e_ == cudaSuccess, ErrorCode::Cuda, #expr ": ", cudaGetErrorString(e_));     \
+  } while (0)
+
+// A shard-shaped weight of `scheme` with random codes and scales: rows [N], columns [K] that
+// start k_phase columns into their first block (what mixq::shard gives a rank whose split cut a
+// group), so that timing needs no global weight.
+QuantizedWeight random_shard(int64_t N, int64_t K, int64_t k_phase, int64_t n_phase,
+                             const QuantScheme& sc, uint32_t seed) {
+  QuantizedWeight w;
+  w.N = N;
+  w.K = K;
+  w.code_type = sc.code_type;
+  w.block_k = sc.block_k ? sc.block_k : K;
+  w.block_n = sc.block_n;
+  w.zero_kind = sc.zero_kind;
+  w.scale_type = sc.scale_type;
+  if (w.block_k < K + k_phase) w.k_phase = k_phase % w.block_k;
+  if (w.block_k > K + w.k_phase) w.block_k = K, w.k_phase = 0;
+  if (w.block_n > 1) w.n_phase = n_phase % w.block_n;
+  w.allocate();
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < w.codes.size(); i += 4) {
+    const uint32_t r = rng();
+    for (size_t j = 0; j < 4 && i + j < w.codes.size(); ++j) w.codes[i + j] = uint8_t(r >> (8 * j));
+  }
+  if (w.code_type == DType::F8E4M3)
+    for (auto& b : w.codes)
+      if ((b & 0x7F) == 0x7F) b = 0x7E;
+  std::uniform_real_distribution<float> us(0.002f, 0.01f);
+  const int64_t ns = w.n_scale_entries();
+  const int64_t eb = dtype_bytes(w.scale_type, 1);
+  for (int64_t i = 0; i < ns; ++i) {
+    const float s = us(rng);
+    if (w.scale_type == DType::F32) std::memcpy(&w.scales[size_t(i * 4)], &s, 4);
+    else {
+      const uint16_t h = w.scale_type == DType::F16 ? f32_to_f16(s) : f32_to_bf16(s);
+      std::memcpy(&w.scales[size_t(i * eb)], &h, 2);
+    }
+    if (w.zero_kind == ZeroKind::ZeroPoint) {
+      const int32_t z = (code_min(w.code_type) + code_max(w.code_type)) / 2;
+      std::memcpy(&w.zeros[size_t(i * 4)], &z, 4);
+    } else if (w.zero_kind == ZeroKind::Offset) {
+      const float o = -s * 4;
+      if (w.scale_type == DType::F32) std::memcpy(&w.zeros[size_t(i * 4)], &o, 4);
+      else {
+        const uint16_t h = w.scale_type == DType::F16 ? f32_to_f16(o) : f32_to_bf16(o);
+        std::memcpy(&w.zeros[size_t(i * eb)], &h, 2);
+      }
+    }
+  }
+  w.origin = "bench tp";
+  w.validate();
+  return w;
+}
+
+// A reusable barrier for the rank threads; a rank that fails aborts it, so the others stop
+// waiting (and throw) instead of hanging.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> l(m_);
+    const uint64_t g = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(l, [&] { return gen_ != g || aborted_; });
+    }
+    MIXQ_CHECK(!aborted_, ErrorCode::Internal, "bench --tp: another rank failed");
+  }
+  void abort() {
+    std::lock_guard<std::mutex> l(m_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  int n_, count_ = 0;
+  uint64_t gen_ = 0;
+  bool aborted_ = false;
+  std::mutex m_;
+  std::condition_variable cv_;
+};
+
+struct Buf {
+  void* p = nullptr;
+  explicit Buf(size_t bytes) { TP_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 256))); }
+  ~Buf() { cudaFree(p); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+};
+
+// One rank's timings (microseconds per replay) of the three graphs.
+struct RankTimes {
+  double layer = 0, gemm = 0, coll = 0;
+};
+
+// Runs one (model, scheme, M, TP) point; returns the slowest rank's times.
+RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, DType xt, int64_t M,
+                    int tp, int reps, const std::vector<std::shared_ptr<Collectives>>& comms) {
+  std::vector<RankTimes> times(static_cast<size_t>(tp));
+  int replays = reps;
+  std::vector<std::exception_ptr> errs(static_cast<size_t>(tp));
+  Barrier barrier(tp);
+  auto rank_main = [&](int r) {
+    TP_CUDA(cudaSetDevice(r));
+    cudaStream_t s;
+    TP_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    struct Lin {
+      const char* name;
+      ShardAxis axis;
+      int64_t N, K;
+    };
+    const Lin lins[4] = {{"qkv", ShardAxis::Column, lm.qkv, lm.hidden},
+                         {"o", ShardAxis::Row, lm.hidden, lm.attn},
+                         {"gate_up", ShardAxis::Column, 2 * lm.inter, lm.hidden},
+                         {"down", ShardAxis::Row, lm.hidden, lm.inter}};
+    std::vector<std::unique_ptr<ParallelLinear>> layers;
+    size_t ws_bytes = 0;
+    for (int i = 0; i < 4; ++i) {
+      const Lin& l = lins[i];
+      const ShardSpec spec{r, tp, l.axis};
+      // gate+up: this rank's gate rows and up rows held as one weight, the width of its split of
+      // the fused 2I rows
+      const int64_t gn = i == 2 ? 2 * lm.inter : l.N;
+      QuantizedWeight w;
+      if (l.axis == ShardAxis::Column) {
+        const auto [n0, n1] = shard_range(gn, spec);
+        w = random_shard(n1 - n0, l.K, 0, n0, sc, uint32_t(100 + 10 * r + i));
+      } else {
+        const auto [k0, k1] = shard_range(l.K, spec);
+        w = random_shard(l.N, k1 - k0, k0, 0, sc, uint32_t(100 + 10 * r + i));
+      }
+      ParallelLinearOptions o;
+      o.prepare.backend = BackendKind::CUDA;
+      o.prepare.device = r;
+      o.prepare.act = act;
+      o.check_shards = false;  // random shards, not one global weight's
+      layers.push_back(std::make_unique<ParallelLinear>(w, spec, gn, l.K, comms[size_t(r)], o));
+      ws_bytes = std::max(ws_bytes, layers.back()->workspace_size(M));
+    }
+    const size_t eb = size_t(dtype_bytes(xt, 1));
+    Buf ws(ws_bytes);
+    std::vector<std::unique_ptr<Buf>> ins, outs;
+    for (const auto& l : layers) {
+      ins.push_back(std::make_unique<Buf>(size_t(M * l->in_features()) * eb));
+      outs.push_back(std::make_unique<Buf>(size_t(M * l->out_features()) * eb));
+      TP_CUDA(cudaMemsetAsync(ins.back()->p, 0, size_t(M * l->in_features()) * eb, s));
+    }
+    Buf bias(size_t(lm.hidden) * eb);
+    TP_CUDA(cudaMemsetAsync(bias.p, 0, size_t(lm.hidden) * eb, s));
+    ExecContext ctx;
+    ctx.stream = s;
+    ctx.workspace = ws.p;
+    ctx.workspace_bytes = ws_bytes;
+    auto x_of = [&](int i) { return TensorView(ins[size_t(i)]->p, xt, {M, layers[size_t(i)]->in_features()}, Device::CUDA, r); };
+    auto y_of = [&](int i) { return TensorView(outs[size_t(i)]->p, xt, {M, layers[size_t(i)]->out_features()}, Device::CUDA, r); };
+    // 0: the layer; 1: its products alone (each shard's own linear); 2: the two all-reduces alone
+    auto record = [&](int what) {
+      for (int i = 0; i < 4; ++i) {
+        const ParallelLinear& l = *layers[size_t(i)];
+        Epilogue ep;
+        if (l.axis() == ShardAxis::Row) ep.bias = TensorView(bias.p, xt, {lm.hidden}, Device::CUDA, r);
+        if (what == 0) {
+          l.forward(x_of(i), y_of(i), ep, ctx);
+        } else if (what == 1) {
+          ExecContext c = ctx;
+          c.workspace_bytes = linear_workspace_size(l.local(), M);
+          linear(x_of(i), l.local(), y_of(i), Epilogue{}, c);
+        } else if (l.axis() == ShardAxis::Row) {
+          l.collectives().all_reduce_sum(outs[size_t(i)]->p, M * lm.hidden, xt, s);
+        }
+      }
+    };
+    cudaGraphExec_t graphs[3];
+    for (int what = 0; what < 3; ++what) {
+      cudaGraph_t g;
+      TP_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      record(what);
+      TP_CUDA(cudaStreamEndCapture(s, &g));
+      TP_CUDA(cudaGraphInstantiate(&graphs[what], g, 0));
+      TP_CUDA(cudaGraphDestroy(g));
+    }
+    cudaEvent_t e0, e1;
+    TP_CUDA(cudaEventCreate(&e0));
+    TP_CUDA(cudaEventCreate(&e1));
+    double* slots[3] = {&times[size_t(r)].layer, &times[size_t(r)].gemm, &times[size_t(r)].coll};
+    for (int what = 0; what < 3; ++what) {
+      // warm-up and a first estimate, then as many replays as fit in ~150 ms (at most reps)
+      barrier.wait();
+      TP_CUDA(cudaEventRecord(e0, s));
+      for (int i = 0; i < 2; ++i) TP_CUDA(cudaGraphLaunch(graphs[what], s));
+      TP_CUDA(cudaEventRecord(e1, s));
+      TP_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      TP_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      // every rank must replay the same count (the collectives pair up): rank 0's estimate
+      if (r == 0) replays = int(std::min<double>(reps, std::max(3.0, 150.0 / std::max(ms / 2, 1e-3f))));
+      barrier.wait();
+      const int n = replays;
+      barrier.wait();
+      TP_CUDA(cudaEventRecord(e0, s));
+      for (int i = 0; i < n; ++i) TP_CUDA(cudaGraphLaunch(graphs[what], s));
+      TP_CUDA(cudaEventRecord(e1, s));
+      TP_CUDA(cudaEventSynchronize(e1));
+      TP_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      *slots[what] = 1e3 * double(ms) / n;
+    }
+    for (auto& g : graphs) cudaGraphExecDestroy(g);
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    TP_CUDA(cudaStreamSynchronize(s));
+    cudaStreamDestroy(s);
+  };
+  std::vector<std::thread> ts;
+  for (int r = 0; r < tp; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        rank_main(r);
+      } catch (...) {
+        errs[size_t(r)] = std::current_exception();
+        barrier.abort();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+  RankTimes worst;
+  for (const RankTimes& t : times) {
+    worst.layer = std::max(worst.layer, t.layer);
+    worst.gemm = std::max(worst.gemm, t.gemm);
+    worst.coll = std::max(worst.coll, t.coll);
+  }
+  return worst;
+}
+
+#endif  // MIXQ_WITH_CUDA
+
+[[maybe_unused]] std::string device_line() {
+#if defined(MIXQ_WITH_CUDA)
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, 0) == cudaSuccess) return p.name;
+#endif
+  return "none";
+}
+
+}  // namespace
+
+int run_bench_tp(int argc, char** argv) {
+  Args a("bench", argc, argv,
+         {{"--tp", "", true}, {"--models", "", true}, {"--m", "", true}, {"--schemes", "", true},
+          {"--act", "", true}, {"--reps", "", true}, {"--json", "", true}, {"--no-progress", "", false}});
+  if (a.help()) return print_help(kHelp);
+  if (a.has("--json")) check_outputs("bench", {{"--json", a.get("--json")}}, {});
+#if !defined(MIXQ_WITH_CUDA)
+  MIXQ_FAIL(ErrorCode::Unsupported, "bench --tp: this build of mixq has no CUDA support");
+#else
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+  MIXQ_CHECK(gpus >= 1, ErrorCode::Unsupported, "bench --tp: no CUDA device");
+  std::vector<int64_t> tps = parse_int_list("bench", "--tp", a.get("--tp", "1,2,4"), 1, 64);
+  if (!a.has("--tp")) {
+    std::vector<int64_t> fit;
+    for (int64_t t : tps)
+      if (t <= gpus) fit.push_back(t);
+    tps = fit;
+  }
+  for (int64_t t : tps) {
+    MIXQ_CHECK(t <= gpus, ErrorCode::Unsupported, "bench --tp: TP ", t, " needs ", t,
+               " GPUs, this host has ", gpus);
+    MIXQ_CHECK(t == 1 || nccl_available(), ErrorCode::Unsupported,
+               "bench --tp: TP ", t, " needs NCCL, and this build of mixq has none");
+  }
+  std::vector<const LayerModel*> models;
+  for (const std::string& name : split(a.get("--models", "llama3-70b,qwen2.5-72b"), ',')) {
+    const LayerModel* found = nullptr;
+    for (const LayerModel& m : kModels)
+      if (name == m.name) found = &m;
+    if (!found) usage_fail("bench", "--models: unknown model '" + name + "' (llama3-70b, qwen2.5-72b, llama3-8b)");
+    models.push_back(found);
+  }
+  const std::vector<int64_t> ms = parse_int_list("bench", "--m", a.get("--m", "1,16,256,4096"), 1, 65536);
+  const std::string act_name = a.get("--act", "bf16");
+  if (act_name != "f16" && act_name != "bf16") usage_fail("bench", "--act must be f16 or bf16, got '" + act_name + "'");
+  const DType xt = act_name == "f16" ? DType::F16 : DType::BF16;
+  const int reps = int(a.get_int("--reps", 50, 1, 100000));
+  const std::vector<std::string> schemes = split(a.get("--schemes", "w4g128"), ',');
+
+  std::vector<Row> rows;
+  std::printf("# mixq bench --tp: %s, %d GPU(s), activations %s\n", device_line().c_str(), gpus, act_name.c_str());
+  std::printf("%-12s %-12s %6s %3s %11s %11s %11s %7s %8s %6s\n", "model", "scheme", "M", "tp", "layer_us",
+              "gemm_us", "allred_us", "coll%", "speedup", "eff");
+  for (int64_t tp : tps) {
+    std::vector<int> devices;
+    for (int d = 0; d < tp; ++d) devices.push_back(d);
+    const std::vector<std::shared_ptr<Collectives>> comms =
+        tp == 1 ? std::vector<std::shared_ptr<Collectives>>{single_rank_collectives(Device::CUDA, 0)}
+                : nccl_local_collectives(devices);
+    for (const LayerModel* lm : models)
+      for (const std::string& sname : schemes) {
+        const size_t colon = sname.find(':');
+        const QuantScheme sc = parse_scheme(sname.substr(0, colon));
+        ActQuant act = ActQuant::None;
+        if (colon != std::string::npos) {
+          const std::string an = sname.substr(colon + 1);
+          if (an == "fp8") act = ActQuant::Fp8Block;
+          else if (an == "int8") act = ActQuant::Int8Block;
+          else usage_fail("bench", "--schemes: unknown activation quantization '" + an + "' in '" + sname + "'");
+        }
+        for (int64_t M : ms) {
+          const RankTimes t = run_point(*lm, sc, act, xt, M, int(tp), reps, comms);
+          Row row;
+          row.model = lm->name;
+          row.scheme = sname;
+          row.M = M;
+          row.tp = tp;
+          row.layer_us = t.layer;
+          row.gemm_us = t.gemm;
+          row.coll_us = t.coll;
+          for (const Row& base : rows)
+            if (base.tp == 1 && base.model == row.model && base.scheme == row.scheme && base.M == M) {
+              row.speedup = base.layer_us / row.layer_us;
+              row.efficiency = row.speedup / double(tp);
+            }
+          rows.push_back(row);
+          std::printf("%-12s %-12s %6lld %3lld %11.1f %11.1f %11.1f %6.1f%% %7.2fx %5.0f%%\n",
+                      row.model.c_str(), row.scheme.c_str(), (long long)M, (long long)tp, row.layer_us,
+                      row.gemm_us, row.coll_us, 100.0 * std::max(0.0, 1.0 - row.gemm_us / row.layer_us),
+                      row.speedup, 100.0 * row.efficiency);
+          std::fflush(stdout);
+        }
+      }
+  }
+  if (a.has("--json")) {
+    std::string cmd = "mixq";
+    for (int i = 0; i < argc; ++i) cmd += std::string(" ") + argv[i];
+    char date[32];
+    const std::time_t now = std::time(nullptr);
+    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+    std::string j = "{\n  \"command\": \"" + cmd + "\",\n  \"device\": \"" + device_line() +
+                    "\",\n  \"gpus\": " + std::to_string(gpus) + ",\n  \"date\": \"" + date +
+                    "\",\n  \"activations\": \"" + act_name + "\",\n  \"rows\": [\n";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      char buf[512];
+      std::snprintf(buf, sizeof buf,
+                    "    {\"model\": \"%s\", \"scheme\": \"%s\", \"M\": %lld, \"tp\": %lld, "
+                    "\"layer_us\": %.2f, \"gemm_us\": %.2f, \"allreduce_us\": %.2f, "
+                    "\"speedup\": %.3f, \"efficiency\": %.3f}%s\n",
+                    r.model.c_str(), r.scheme.c_str(), (long long)r.M, (long long)r.tp, r.layer_us,
+                    r.gemm_us, r.coll_us, r.speedup, r.efficiency, i + 1 < rows.size() ? "," : "");
+      j += buf;
+    }
+    j += "  ]\n}\n";
+    std::ofstream(a.get("--json")) << j;
+  }
+  return 0;
+#endif
+}
+
+}  // namespace mixq::cli
