@@ -12,6 +12,7 @@
 #               MOE_MODELS, MOE_SCHEMES narrow it) into moe_bench.json
 #   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv.cpp) and a compute-sanitizer
 #               memcheck + racecheck of a subset of them (the Python bench_conv runs separately)
+#   tp:         tensor parallel: shard and multi-GPU tests, a memcheck, `mixq bench --tp`
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
 #               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
 set -uo pipefail
@@ -92,6 +93,21 @@ for step in "$@"; do
           > "$OUT/conv_sanitize_$tool.log" 2>&1
         echo "conv compute-sanitizer $tool rc=$?"; grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$OUT/conv_sanitize_$tool.log" | tail -4
       done ;;
+    tp)
+      # tensor parallel: the cut-group shard tests on one GPU, the multi-GPU layer tests over NCCL,
+      # a memcheck of the shard kernels' subset, then `mixq bench --tp` (TP_MS, TP_MODELS,
+      # TP_SCHEMES, TP_SIZES narrow it)
+      nvidia-smi topo -m > "$OUT/tp_topology.txt" 2>&1 || true
+      timeout 500 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaWeightOnly.Shard*:CudaTensorParallel.*' \
+        > "$OUT/tp_tests.log" 2>&1
+      echo "tp gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|rank" "$OUT/tp_tests.log" | head -30
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
+        --gtest_filter='CudaWeightOnly.ShardPhaseAndHolesSubset' > "$OUT/tp_memcheck.log" 2>&1
+      echo "shard memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/tp_memcheck.log" | tail -2
+      timeout 560 "$BUILD/mixq" bench --tp "${TP_SIZES:-1,2,4}" --models "${TP_MODELS:-llama3-70b,qwen2.5-72b}" \
+        --m "${TP_MS:-1,16,256,4096}" --schemes "${TP_SCHEMES:-w4g128}" --json "$OUT/tp_bench.json" \
+        > "$OUT/tp_bench.txt" 2>&1
+      echo "tp bench rc=$?"; cat "$OUT/tp_bench.txt" | tail -40 ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -23,6 +23,7 @@
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
+#include "mixq/shard.hpp"
 
 using namespace mixq;
 
@@ -271,6 +272,66 @@ TEST(CudaWeightOnly, OddShapesActOrderBiasClamp) {
     expect_ok({2, 17, 31, "w8pc", DType::BF16, DType::F32, force, false, true, Epilogue::relu()}, seed++);
     expect_ok({20, 100, 300, "w4g64asym", DType::F16, DType::F16, force, false, true, Epilogue::relu6()}, seed++);
   }
+}
+
+// Tensor-parallel shards whose split cut a group (k_phase) or whose act-order blocks are listed
+// (k_block_starts), and FP8 column shards that cut a 128-row block (n_phase): every kernel family
+// (the wgmma kernel reads the leading columns left of X through TMA's zero fill), every
+// activation type, against the float64 reference of the shard itself.
+struct ShardSplit {
+  const char* scheme;
+  bool act_order;
+  int64_t N, K, world;
+  ShardAxis axis;
+};
+
+void check_cut_group_shards(const std::vector<ShardSplit>& splits, const std::vector<int64_t>& ms,
+                            uint32_t seed) {
+  std::vector<std::string> forces = {"", "sm80_wo_stream", "wo_dequant_cublas"};
+  if (test::hopper()) forces.push_back("sm90_wo_ws");
+  for (const ShardSplit& sp : splits) {
+    const QuantizedWeight w = make_weight(sp.N, sp.K, sp.scheme, seed++, sp.act_order);
+    for (int64_t r = 0; r < sp.world; ++r) {
+      const QuantizedWeight s = shard(w, {r, sp.world, sp.axis});
+      for (const std::string& f : forces)
+        for (int64_t M : ms)
+          for (DType t : {DType::F16, DType::BF16}) {
+            if (f == "sm90_wo_ws" && M == 1) continue;  // the streaming kernel's M
+            Case c{M, s.N, s.K, sp.scheme, t, t, f, sp.act_order, true};
+            SCOPED_TRACE(std::string(sp.scheme) + (sp.act_order ? " act-order" : "") + " rank " +
+                         std::to_string(r) + "/" + std::to_string(sp.world) + " k_phase " +
+                         std::to_string(s.k_phase) + " n_phase " + std::to_string(s.n_phase) +
+                         " listed " + std::to_string(s.k_block_starts.size()));
+            EXPECT_LE(run_case(c, s, seed++), tolerance(t, t)) << name(c);
+          }
+      if (r == 1) {  // f32 activations (the streaming kernel's split path)
+        Case c{5, s.N, s.K, sp.scheme, DType::F32, DType::F32, "sm80_wo_stream", sp.act_order};
+        EXPECT_LE(run_case(c, s, seed++), tolerance(DType::F32, DType::F32)) << name(c);
+      }
+    }
+  }
+}
+
+TEST(CudaWeightOnly, ShardsThatCutGroups) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<ShardSplit> splits = {
+      {"w4g128", false, 200, 1000, 3, ShardAxis::Row},   // phases 77, 26 (not multiples of 8)
+      {"w4g128zp", false, 136, 7392, 4, ShardAxis::Row},  // Qwen-72B down at TP 4: phases 96, 64, 32
+      {"w8g128", false, 72, 1000, 7, ShardAxis::Row},
+      {"w4g64asym", false, 40, 1000, 3, ShardAxis::Row},
+      {"w4g128", true, 96, 1000, 3, ShardAxis::Row},     // act-order: listed blocks, gathered holes
+      {"fp8b128", false, 300, 1000, 3, ShardAxis::Row},
+      {"fp8b128", false, 300, 512, 3, ShardAxis::Column},  // n_phase 100, 72
+  };
+  check_cut_group_shards(splits, {1, 9, 300}, 900);
+}
+
+// The sanitizer's subset of the above: a phase that is not a multiple of 8 and act-order holes.
+TEST(CudaWeightOnly, ShardPhaseAndHolesSubset) {
+  SKIP_WITHOUT_GPU();
+  check_cut_group_shards({{"w4g128", false, 200, 1000, 3, ShardAxis::Row},
+                          {"w4g128", true, 96, 1000, 3, ShardAxis::Row}},
+                         {9, 130}, 950);
 }
 
 using test::hopper;

@@ -1,0 +1,318 @@
+// Tensor-parallel layers on several GPUs of this host over NCCL (mixq/parallel.hpp, mixq/nccl.hpp):
+// one thread per rank, against the unsharded layer on one GPU, for every scheme, splits that cut
+// groups and FP8 blocks, act-order, gathered and sharded column outputs, row sums with bias and
+// clamp, a whole column -> row layer captured in a CUDA graph and replayed on new inputs, and the
+// construction errors. Skipped (visibly) with fewer than two GPUs or without NCCL in the build.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/device_checks.hpp"
+#include "mixq/error.hpp"
+#include "mixq/nccl.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/parallel.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/shard.hpp"
+
+using namespace mixq;
+
+namespace {
+
+#define TP_CHECK_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+int gpu_count() {
+  int n = 0;
+  if (!cuda_available() || cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+  return n;
+}
+
+#define SKIP_WITHOUT_GPUS(n)                                                                    \
+  if (gpu_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, this host has " << gpu_count(); \
+  if (!nccl_available()) GTEST_SKIP() << "this build of mixq has no NCCL"
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed, bool act_order) {
+  std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
+  QuantizedWeight q = quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme(scheme));
+  if (act_order) {
+    q.k_perm.resize(size_t(K));
+    std::iota(q.k_perm.begin(), q.k_perm.end(), 0);
+    std::shuffle(q.k_perm.begin(), q.k_perm.end(), std::mt19937(seed + 7));
+    q.validate();
+  }
+  return q;
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = f32_to_bf16(v[i]);
+  return h;
+}
+
+// A device copy of host bytes on the current device.
+struct Dev {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit Dev(size_t b) : bytes(b) {
+    if (cudaMalloc(&p, std::max<size_t>(b, 16)) != cudaSuccess) throw std::runtime_error("cudaMalloc");
+  }
+  Dev(const void* host, size_t b) : Dev(b) {
+    if (cudaMemcpy(p, host, b, cudaMemcpyHostToDevice) != cudaSuccess) throw std::runtime_error("copy");
+  }
+  ~Dev() { cudaFree(p); }
+  std::vector<float> f32(size_t n) const {
+    std::vector<float> h(n);
+    if (cudaMemcpy(h.data(), p, n * 4, cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("copy");
+    return h;
+  }
+};
+
+// The unsharded layer on GPU 0: x bf16 [M][K], y f32 [M][N], bias and clamp.
+std::vector<float> single_gpu(const QuantizedWeight& w, ActQuant act, const std::vector<float>& x,
+                              int64_t M, const std::vector<float>& bias, float lo, float hi) {
+  cudaSetDevice(0);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = act;
+  const PreparedWeight pw = prepare(w, o);
+  const std::vector<uint16_t> xb = to_bf16(x);
+  Dev dx(xb.data(), xb.size() * 2), dy(size_t(M * w.N) * 4), db(bias.data(), bias.size() * 4);
+  Epilogue ep;
+  ep.bias = TensorView(db.p, DType::F32, {w.N}, Device::CUDA, 0);
+  ep.clamp_lo = lo;
+  ep.clamp_hi = hi;
+  linear(TensorView(dx.p, DType::BF16, {M, w.K}, Device::CUDA, 0), pw,
+         TensorView(dy.p, DType::F32, {M, w.N}, Device::CUDA, 0), ep);
+  cudaDeviceSynchronize();
+  return dy.f32(size_t(M * w.N));
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return 1e30;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Runs fn(rank) on one thread per rank (device = rank), rethrowing the first failure.
+void on_ranks(int world, const std::function<void(int)>& fn) {
+  std::vector<std::thread> ts;
+  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        cudaSetDevice(r);
+        fn(r);
+      } catch (...) {
+        errs[size_t(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+}
+
+struct TpCase {
+  const char* scheme;
+  ActQuant act;
+  bool act_order;
+  int64_t N, K, M;
+  ShardAxis axis;
+  bool gather;
+};
+
+}  // namespace
+
+// Every scheme and split against the single-GPU layer, on 2 and 4 GPUs.
+TEST(CudaTensorParallel, LayersMatchOneGpu) {
+  SKIP_WITHOUT_GPUS(2);
+  const TpCase cases[] = {
+      {"w4g128", ActQuant::None, false, 300, 1000, 1, ShardAxis::Row, false},     // cut groups
+      {"w4g128", ActQuant::None, false, 256, 1000, 37, ShardAxis::Row, false},
+      {"w4g128zp", ActQuant::None, true, 128, 1024, 5, ShardAxis::Row, false},   // act-order
+      {"w8g128", ActQuant::None, false, 300, 512, 300, ShardAxis::Row, false},
+      {"fp8b128", ActQuant::None, false, 256, 1000, 9, ShardAxis::Row, false},  // cut FP8 blocks
+      {"w4g128", ActQuant::None, false, 300, 512, 1, ShardAxis::Column, true},   // uneven gather
+      {"w4g128", ActQuant::None, false, 304, 512, 1, ShardAxis::Column, true},   // in place
+      {"w4g128zp", ActQuant::None, true, 300, 512, 33, ShardAxis::Column, true},
+      {"w8g128", ActQuant::None, false, 301, 256, 7, ShardAxis::Column, false},
+      {"fp8b128", ActQuant::Fp8Block, false, 300, 512, 64, ShardAxis::Column, true},  // n_phase
+      {"fp8b128", ActQuant::Fp8Block, false, 256, 1024, 64, ShardAxis::Row, false},
+      {"w8g128", ActQuant::Int8Block, false, 256, 1024, 64, ShardAxis::Row, false},
+  };
+  for (int world : {2, 4}) {
+    if (gpu_count() < world) continue;
+    std::vector<int> devs(static_cast<size_t>(world));
+    std::iota(devs.begin(), devs.end(), 0);
+    const auto comms = nccl_local_collectives(devs);
+    uint32_t seed = 10;
+    for (const TpCase& c : cases) {
+      for (bool clamp : {false, true}) {
+        SCOPED_TRACE(std::string(c.scheme) + " act " + act_quant_name(c.act) + (c.act_order ? " act-order " : " ") +
+                     shard_axis_name(c.axis) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K) +
+                     " M " + std::to_string(c.M) + " world " + std::to_string(world) + (clamp ? " clamp" : ""));
+        const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed++, c.act_order);
+        const std::vector<float> x = randn(size_t(c.M * c.K), seed++), bias = randn(size_t(c.N), seed++);
+        const float lo = clamp ? -0.5f : -INFINITY, hi = clamp ? 0.5f : INFINITY;
+        const std::vector<float> want = single_gpu(w, c.act, x, c.M, bias, lo, hi);
+        std::vector<std::vector<float>> got(static_cast<size_t>(world));
+        on_ranks(world, [&](int r) {
+          const ShardSpec spec{r, world, c.axis};
+          ParallelLinearOptions o;
+          o.prepare.backend = BackendKind::CUDA;
+          o.prepare.device = r;
+          o.prepare.act = c.act;
+          o.gather_output = c.gather;
+          const ParallelLinear layer(shard(w, spec), spec, c.N, c.K, comms[size_t(r)], o);
+          const auto [b0, b1] = layer.range();
+          std::vector<float> xl;  // this rank's input: all of x (column) or its K columns (row)
+          for (int64_t m = 0; m < c.M; ++m)
+            for (int64_t k = c.axis == ShardAxis::Row ? b0 : 0; k < (c.axis == ShardAxis::Row ? b1 : c.K); ++k)
+              xl.push_back(x[size_t(m * c.K + k)]);
+          const std::vector<uint16_t> xb = to_bf16(xl);
+          cudaStream_t s;
+          cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+          Dev dx(xb.data(), xb.size() * 2), dy(size_t(c.M * layer.out_features()) * 4),
+              db(bias.data(), bias.size() * 4), ws(layer.workspace_size(c.M));
+          cudaMemset(dy.p, 0xFF, dy.bytes);  // NaN: every element must be written
+          Epilogue ep;
+          ep.bias = TensorView(db.p, DType::F32, {c.N}, Device::CUDA, r);
+          ep.clamp_lo = lo;
+          ep.clamp_hi = hi;
+          ExecContext ctx;
+          ctx.stream = s;
+          ctx.workspace = ws.p;
+          ctx.workspace_bytes = ws.bytes;
+          layer.forward(TensorView(dx.p, DType::BF16, {c.M, layer.in_features()}, Device::CUDA, r),
+                        TensorView(dy.p, DType::F32, {c.M, layer.out_features()}, Device::CUDA, r), ep, ctx);
+          cudaStreamSynchronize(s);
+          cudaStreamDestroy(s);
+          got[size_t(r)] = dy.f32(size_t(c.M * layer.out_features()));
+        });
+        for (int r = 0; r < world; ++r) {
+          std::vector<float> want_r = want;
+          if (c.axis == ShardAxis::Column && !c.gather) {
+            const auto [n0, n1] = shard_range(c.N, {r, world, c.axis});
+            want_r.clear();
+            for (int64_t m = 0; m < c.M; ++m)
+              for (int64_t n = n0; n < n1; ++n) want_r.push_back(want[size_t(m * c.N + n)]);
+          }
+          // bf16 inputs; FP8 / INT8 activations are quantized per rank's own blocks
+          const double tol = c.act == ActQuant::None ? 1e-3 : 2e-2;
+          EXPECT_LE(rel_err(got[size_t(r)], want_r), tol) << "rank " << r;
+        }
+      }
+    }
+  }
+}
+
+// A whole column -> row layer (up, then down with its all-reduce) captured in one CUDA graph per
+// rank, replayed twice on new inputs written into the captured buffers.
+TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
+  SKIP_WITHOUT_GPUS(2);
+  const int world = gpu_count() >= 4 ? 4 : 2;
+  std::vector<int> devs(static_cast<size_t>(world));
+  std::iota(devs.begin(), devs.end(), 0);
+  const auto comms = nccl_local_collectives(devs);
+  const int64_t H = 512, I = 1000, M = 3;  // I over 4 cuts g128 groups in the down projection
+  const QuantizedWeight up = make_weight(I, H, "w4g128", 50, false);
+  const QuantizedWeight down = make_weight(H, I, "w4g128", 51, false);
+  std::vector<std::vector<float>> xs = {randn(size_t(M * H), 52), randn(size_t(M * H), 53)};
+  // reference: up on one GPU (f32 out, rounded to bf16 as the ranks' intermediate is), then down
+  std::vector<std::vector<float>> want;
+  const std::vector<float> zero_bias_i(size_t(I), 0.f), bias_h = randn(size_t(H), 54);
+  for (const auto& x : xs) {
+    std::vector<float> h = single_gpu(up, ActQuant::None, x, M, zero_bias_i, -INFINITY, INFINITY);
+    for (float& v : h) v = bf16_to_f32(f32_to_bf16(v));
+    want.push_back(single_gpu(down, ActQuant::None, h, M, bias_h, -INFINITY, INFINITY));
+  }
+  std::vector<std::vector<std::vector<float>>> got(2, std::vector<std::vector<float>>(static_cast<size_t>(world)));
+  on_ranks(world, [&](int r) {
+    ParallelLinearOptions o;
+    o.prepare.backend = BackendKind::CUDA;
+    o.prepare.device = r;
+    const ShardSpec col{r, world, ShardAxis::Column}, row{r, world, ShardAxis::Row};
+    const ParallelLinear lu(shard(up, col), col, I, H, comms[size_t(r)], o);
+    const ParallelLinear ld(shard(down, row), row, H, I, comms[size_t(r)], o);
+    ASSERT_EQ(lu.out_features(), ld.in_features());
+    cudaStream_t s;
+    TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    Dev dx(size_t(M * H) * 2), dh(size_t(M * lu.out_features()) * 2), dy(size_t(M * H) * 4),
+        db(bias_h.data(), bias_h.size() * 4),
+        ws(std::max(lu.workspace_size(M), ld.workspace_size(M)));
+    ExecContext ctx;
+    ctx.stream = s;
+    ctx.workspace = ws.p;
+    ctx.workspace_bytes = ws.bytes;
+    Epilogue ep;
+    ep.bias = TensorView(db.p, DType::F32, {H}, Device::CUDA, r);
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    TP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    lu.forward(TensorView(dx.p, DType::BF16, {M, H}, Device::CUDA, r),
+               TensorView(dh.p, DType::BF16, {M, lu.out_features()}, Device::CUDA, r), Epilogue{}, ctx);
+    ld.forward(TensorView(dh.p, DType::BF16, {M, ld.in_features()}, Device::CUDA, r),
+               TensorView(dy.p, DType::F32, {M, H}, Device::CUDA, r), ep, ctx);
+    TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const std::vector<uint16_t> xb = to_bf16(xs[i]);
+      TP_CHECK_CUDA(cudaMemcpyAsync(dx.p, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice, s));
+      TP_CHECK_CUDA(cudaMemsetAsync(dy.p, 0xFF, dy.bytes, s));
+      TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
+      TP_CHECK_CUDA(cudaStreamSynchronize(s));
+      got[i][size_t(r)] = dy.f32(size_t(M * H));
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+  });
+  for (size_t i = 0; i < xs.size(); ++i)
+    for (int r = 0; r < world; ++r) {
+      EXPECT_LE(rel_err(got[i][size_t(r)], want[i]), 5e-3) << "replay " << i << " rank " << r;
+      EXPECT_EQ(got[i][size_t(r)], got[i][0]) << "ranks disagree, replay " << i;
+    }
+}
+
+// Construction errors, the same on every rank: a communicator on another device than the shard.
+TEST(CudaTensorParallel, CommunicatorOnAnotherDevice) {
+  SKIP_WITHOUT_GPUS(2);
+  const auto comms = nccl_local_collectives({0, 1});
+  const QuantizedWeight w = make_weight(64, 512, "w4g128", 60, false);
+  std::vector<std::string> errors(2);
+  on_ranks(2, [&](int r) {
+    const ShardSpec spec{r, 2, ShardAxis::Row};
+    ParallelLinearOptions o;
+    o.prepare.backend = BackendKind::CUDA;
+    o.prepare.device = 0;  // rank 1's communicator is on device 1
+    try {
+      ParallelLinear(shard(w, spec), spec, 64, 512, comms[size_t(r)], o);
+    } catch (const Error& e) {
+      errors[size_t(r)] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    EXPECT_NE(e.find("rank 1 has a nccl communicator on cuda device 1 for a shard prepared on cuda device 0"),
+              std::string::npos) << e;
+}
