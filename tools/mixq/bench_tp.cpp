@@ -178,10 +178,12 @@ struct RankTimes {
   double layer = 0, gemm = 0, coll = 0;
 };
 
-// Runs one (model, scheme, M, TP) point; returns the slowest rank's times.
-RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, DType xt, int64_t M,
-                    int tp, int reps, const std::vector<std::shared_ptr<Collectives>>& comms) {
-  std::vector<RankTimes> times(static_cast<size_t>(tp));
+// Runs one (model, scheme, TP) layer at every M (the shards prepared once); returns the slowest
+// rank's times per M.
+std::vector<RankTimes> run_layer(const LayerModel& lm, const QuantScheme& sc, ActQuant act, DType xt,
+                                 const std::vector<int64_t>& ms, int tp, int reps,
+                                 const std::vector<std::shared_ptr<Collectives>>& comms) {
+  std::vector<std::vector<RankTimes>> times(ms.size(), std::vector<RankTimes>(static_cast<size_t>(tp)));
   int replays = reps;
   std::vector<std::exception_ptr> errs(static_cast<size_t>(tp));
   Barrier barrier(tp);
@@ -199,7 +201,6 @@ RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, D
                          {"gate_up", ShardAxis::Column, 2 * lm.inter, lm.hidden},
                          {"down", ShardAxis::Row, lm.hidden, lm.inter}};
     std::vector<std::unique_ptr<ParallelLinear>> layers;
-    size_t ws_bytes = 0;
     for (int i = 0; i < 4; ++i) {
       const Lin& l = lins[i];
       const ShardSpec spec{r, tp, l.axis};
@@ -220,8 +221,11 @@ RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, D
       o.prepare.act = act;
       o.check_shards = false;  // random shards, not one global weight's
       layers.push_back(std::make_unique<ParallelLinear>(w, spec, gn, l.K, comms[size_t(r)], o));
-      ws_bytes = std::max(ws_bytes, layers.back()->workspace_size(M));
     }
+    for (size_t mi = 0; mi < ms.size(); ++mi) {
+    const int64_t M = ms[mi];
+    size_t ws_bytes = 0;
+    for (const auto& l : layers) ws_bytes = std::max(ws_bytes, l->workspace_size(M));
     const size_t eb = size_t(dtype_bytes(xt, 1));
     Buf ws(ws_bytes);
     std::vector<std::unique_ptr<Buf>> ins, outs;
@@ -267,7 +271,7 @@ RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, D
     cudaEvent_t e0, e1;
     TP_CUDA(cudaEventCreate(&e0));
     TP_CUDA(cudaEventCreate(&e1));
-    double* slots[3] = {&times[size_t(r)].layer, &times[size_t(r)].gemm, &times[size_t(r)].coll};
+    double* slots[3] = {&times[mi][size_t(r)].layer, &times[mi][size_t(r)].gemm, &times[mi][size_t(r)].coll};
     for (int what = 0; what < 3; ++what) {
       // warm-up and a first estimate, then as many replays as fit in ~150 ms (at most reps)
       barrier.wait();
@@ -293,6 +297,7 @@ RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, D
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     TP_CUDA(cudaStreamSynchronize(s));
+    }  // M
     cudaStreamDestroy(s);
   };
   std::vector<std::thread> ts;
@@ -308,12 +313,13 @@ RankTimes run_point(const LayerModel& lm, const QuantScheme& sc, ActQuant act, D
   for (auto& t : ts) t.join();
   for (auto& e : errs)
     if (e) std::rethrow_exception(e);
-  RankTimes worst;
-  for (const RankTimes& t : times) {
-    worst.layer = std::max(worst.layer, t.layer);
-    worst.gemm = std::max(worst.gemm, t.gemm);
-    worst.coll = std::max(worst.coll, t.coll);
-  }
+  std::vector<RankTimes> worst(ms.size());
+  for (size_t mi = 0; mi < ms.size(); ++mi)
+    for (const RankTimes& t : times[mi]) {
+      worst[mi].layer = std::max(worst[mi].layer, t.layer);
+      worst[mi].gemm = std::max(worst[mi].gemm, t.gemm);
+      worst[mi].coll = std::max(worst[mi].coll, t.coll);
+    }
   return worst;
 }
 
@@ -390,8 +396,10 @@ int run_bench_tp(int argc, char** argv) {
           else if (an == "int8") act = ActQuant::Int8Block;
           else usage_fail("bench", "--schemes: unknown activation quantization '" + an + "' in '" + sname + "'");
         }
-        for (int64_t M : ms) {
-          const RankTimes t = run_point(*lm, sc, act, xt, M, int(tp), reps, comms);
+        const std::vector<RankTimes> per_m = run_layer(*lm, sc, act, xt, ms, int(tp), reps, comms);
+        for (size_t mi = 0; mi < ms.size(); ++mi) {
+          const int64_t M = ms[mi];
+          const RankTimes& t = per_m[mi];
           Row row;
           row.model = lm->name;
           row.scheme = sname;
