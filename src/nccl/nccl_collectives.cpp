@@ -31,10 +31,21 @@ ncclDataType_t nccl_type(DType t) {
             " (f32, f16 or bf16 only)");
 }
 
+// The libnccl loaded at run time must be the release mixq was compiled against (its structs and
+// enums are not stable across releases: a wheel's header with another libnccl hangs or fails).
+void check_library_version() {
+  int v = 0;
+  MIXQ_NCCL_CHECK(ncclGetVersion(&v));
+  MIXQ_CHECK(v / 100 == NCCL_VERSION_CODE / 100, ErrorCode::Unsupported, "nccl: the libnccl loaded "
+             "at run time is version ", v, ", mixq was built against ", NCCL_VERSION_CODE,
+             " (rebuild mixq against the same NCCL, or put that libnccl first on the loader path)");
+}
+
 class NcclCollectives final : public Collectives {
  public:
   NcclCollectives(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
     MIXQ_CHECK_ARG(comm != nullptr, "nccl_collectives: comm is null");
+    check_library_version();
     int n = 0, r = 0, d = 0;
     MIXQ_NCCL_CHECK(ncclCommCount(comm, &n));
     MIXQ_NCCL_CHECK(ncclCommUserRank(comm, &r));
@@ -113,6 +124,7 @@ std::vector<std::shared_ptr<Collectives>> nccl_local_collectives(const std::vect
       MIXQ_CHECK_ARG(devices[i] != devices[j], "nccl_local_collectives: device ", devices[i],
                      " is listed twice");
   }
+  check_library_version();
   std::vector<ncclComm_t> comms(devices.size(), nullptr);
   MIXQ_NCCL_CHECK(ncclCommInitAll(comms.data(), int(devices.size()), devices.data()));
   std::vector<std::shared_ptr<Collectives>> out;
