@@ -7,6 +7,13 @@
 //   mixq::ParallelLinear down(mixq::shard(global, spec), spec, global.N, global.K, comm, opts);
 //   down.forward(x_local, y_full, ep, ctx);   // partial product, all-reduce, then bias and clamp
 //
+// Construction is a collective (with check_shards): every rank's constructor must run at once.
+// NCCL connects peers on a communicator's first collective, which CUDA graph capture does not
+// allow: run one forward outside capture before capturing. In one process driving several GPUs,
+// give forward() a workspace (its staging is otherwise allocated on first use) and allocate and
+// free nothing on one rank while another may be in a collective: NCCL's kernels wait for every
+// rank, and cudaFree waits for the peers' kernels.
+//
 // Column-parallel (spec.axis = Column): x is the full [M][K] input, y this rank's [M][N_local]
 // columns, or with gather_output the full [M][N] (all-gathered; uneven splits are fine).
 // Row-parallel (Row): x is this rank's [M][K_local] input columns (the output of a column-parallel

@@ -250,7 +250,28 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
     const auto rg = shard_range(column ? global_n : global_k, {r, spec.world, spec.axis, spec.granularity});
     slot_ = std::max(slot_, rg.second - rg.first);
   }
-  local_ = prepare(local, opts.prepare);
+  // Every rank prepares its shard, then all ranks agree that all did before any returns: one
+  // process driving several GPUs must not free memory on one rank (prepare's temporaries) while
+  // another already waits in a collective of its first forward (NCCL: cudaFree waits for the
+  // peers' kernels, which wait for this rank: a deadlock). A rank whose prepare failed makes
+  // every rank throw.
+  std::string failed;
+  try {
+    local_ = prepare(local, opts.prepare);
+  } catch (const Error& e) {
+    if (!opts.check_shards) throw;
+    failed = e.what();
+  }
+  if (opts.check_shards) {
+    const int32_t ok = failed.empty() ? 1 : 0;
+    std::vector<int32_t> oks(size_t(comm_->world()));
+    comm_->all_gather_host(&ok, oks.data(), sizeof ok);
+    MIXQ_CHECK(failed.empty(), ErrorCode::InvalidArgument, "ParallelLinear: rank ", spec.rank,
+               " could not prepare its shard: ", failed);
+    for (size_t r = 0; r < oks.size(); ++r)
+      MIXQ_CHECK(oks[r] == 1, ErrorCode::InvalidArgument, "ParallelLinear: rank ", r,
+                 " could not prepare its shard (its own error says why)");
+  }
 }
 
 int64_t ParallelLinear::in_features() const {

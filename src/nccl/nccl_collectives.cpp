@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/runtime/check.hpp"
@@ -55,6 +56,8 @@ class NcclCollectives final : public Collectives {
     device_ = d;
   }
   ~NcclCollectives() override {
+    if (host_buf_) cudaFree(host_buf_);
+    if (setup_stream_) cudaStreamDestroy(setup_stream_);
     if (owned_) ncclCommDestroy(comm_);
   }
   int64_t rank() const override { return rank_; }
@@ -73,29 +76,27 @@ class NcclCollectives final : public Collectives {
     MIXQ_NCCL_CHECK(ncclAllGather(send, recv, size_t(count), nccl_type(dtype), comm_,
                                   static_cast<cudaStream_t>(stream)));
   }
+  // Set-up exchanges go through a small device buffer kept for the communicator's lifetime:
+  // allocating and freeing per call could wait for a peer rank's kernels (cudaFree) while that
+  // rank waits for this one in the same collective.
   void all_gather_host(const void* send, void* out, size_t bytes) override {
     cuda::DeviceGuard guard(device_);
     const size_t padded = (bytes + 15) / 16 * 16;
-    void* buf = nullptr;
-    cudaStream_t s = nullptr;
-    MIXQ_CUDA_CHECK(cudaMalloc(&buf, padded * size_t(world_)));
-    try {
-      MIXQ_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      char* mine = static_cast<char*>(buf) + padded * size_t(rank_);
-      MIXQ_CUDA_CHECK(cudaMemcpyAsync(mine, send, bytes, cudaMemcpyHostToDevice, s));
-      MIXQ_NCCL_CHECK(ncclAllGather(mine, buf, padded, ncclUint8, comm_, s));
-      for (int64_t r = 0; r < world_; ++r)
-        MIXQ_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out) + bytes * size_t(r),
-                                        static_cast<char*>(buf) + padded * size_t(r), bytes,
-                                        cudaMemcpyDeviceToHost, s));
-      MIXQ_CUDA_CHECK(cudaStreamSynchronize(s));
-    } catch (...) {
-      if (s) cudaStreamDestroy(s);
-      cudaFree(buf);
-      throw;
+    if (padded * size_t(world_) > host_buf_bytes_) {
+      if (host_buf_) cudaFree(host_buf_);
+      host_buf_ = nullptr;
+      host_buf_bytes_ = std::max<size_t>(padded * size_t(world_), 4096);
+      MIXQ_CUDA_CHECK(cudaMalloc(&host_buf_, host_buf_bytes_));
     }
-    cudaStreamDestroy(s);
-    cudaFree(buf);
+    if (!setup_stream_) MIXQ_CUDA_CHECK(cudaStreamCreateWithFlags(&setup_stream_, cudaStreamNonBlocking));
+    char* buf = static_cast<char*>(host_buf_);
+    char* mine = buf + padded * size_t(rank_);
+    MIXQ_CUDA_CHECK(cudaMemcpyAsync(mine, send, bytes, cudaMemcpyHostToDevice, setup_stream_));
+    MIXQ_NCCL_CHECK(ncclAllGather(mine, buf, padded, ncclUint8, comm_, setup_stream_));
+    for (int64_t r = 0; r < world_; ++r)
+      MIXQ_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out) + bytes * size_t(r), buf + padded * size_t(r),
+                                      bytes, cudaMemcpyDeviceToHost, setup_stream_));
+    MIXQ_CUDA_CHECK(cudaStreamSynchronize(setup_stream_));
   }
 
  private:
@@ -103,6 +104,9 @@ class NcclCollectives final : public Collectives {
   bool owned_;
   int64_t rank_ = 0, world_ = 1;
   int device_ = 0;
+  void* host_buf_ = nullptr;
+  size_t host_buf_bytes_ = 0;
+  cudaStream_t setup_stream_ = nullptr;
 };
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -136,6 +139,30 @@ void on_ranks(int world, const std::function<void(int)>& fn) {
     if (e) std::rethrow_exception(e);
 }
 
+// The rank threads meet here (one process driving several GPUs must not allocate or free on one
+// rank while another is inside a collective).
+class RankBarrier {
+ public:
+  explicit RankBarrier(int n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> l(m_);
+    const uint64_t g = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait_for(l, std::chrono::seconds(60), [&] { return gen_ != g; });
+    }
+  }
+
+ private:
+  int n_, count_ = 0;
+  uint64_t gen_ = 0;
+  std::mutex m_;
+  std::condition_variable cv_;
+};
+
 struct TpCase {
   const char* scheme;
   ActQuant act;
@@ -184,6 +211,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
         const float lo = clamp ? -0.5f : -INFINITY, hi = clamp ? 0.5f : INFINITY;
         const std::vector<float> want = single_gpu(w, c.act, x, c.M, bias, lo, hi);
         std::vector<std::vector<float>> got(static_cast<size_t>(world));
+        RankBarrier ready(world);
         on_ranks(world, [&](int r) {
           const ShardSpec spec{r, world, c.axis};
           ParallelLinearOptions o;
@@ -203,6 +231,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
           Dev dx(xb.data(), xb.size() * 2), dy(size_t(c.M * layer.out_features()) * 4),
               db(bias.data(), bias.size() * 4), ws(layer.workspace_size(c.M));
           cudaMemset(dy.p, 0xFF, dy.bytes);  // NaN: every element must be written
+          ready.wait();  // no rank allocates while another is in a collective
           Epilogue ep;
           ep.bias = TensorView(db.p, DType::F32, {c.N}, Device::CUDA, r);
           ep.clamp_lo = lo;
@@ -216,6 +245,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
           const cudaError_t e = cudaStreamSynchronize(s);
           cudaStreamDestroy(s);
           if (e != cudaSuccess) throw std::runtime_error(std::string("rank forward: ") + cudaGetErrorString(e));
+          ready.wait();  // nor frees before every rank's collective is done
           got[size_t(r)] = dy.f32(size_t(c.M * layer.out_features()));
         });
         for (int r = 0; r < world; ++r) {
@@ -256,6 +286,7 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
     want.push_back(single_gpu(down, ActQuant::None, h, M, bias_h, -INFINITY, INFINITY));
   }
   std::vector<std::vector<std::vector<float>>> got(2, std::vector<std::vector<float>>(static_cast<size_t>(world)));
+  RankBarrier done(world);
   on_ranks(world, [&](int r) {
     ParallelLinearOptions o;
     o.prepare.backend = BackendKind::CUDA;
@@ -275,6 +306,12 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
     ctx.workspace_bytes = ws.bytes;
     Epilogue ep;
     ep.bias = TensorView(db.p, DType::F32, {H}, Device::CUDA, r);
+    // NCCL connects its peers on the first collective: one eager layer before the capture
+    lu.forward(TensorView(dx.p, DType::BF16, {M, H}, Device::CUDA, r),
+               TensorView(dh.p, DType::BF16, {M, lu.out_features()}, Device::CUDA, r), Epilogue{}, ctx);
+    ld.forward(TensorView(dh.p, DType::BF16, {M, ld.in_features()}, Device::CUDA, r),
+               TensorView(dy.p, DType::F32, {M, H}, Device::CUDA, r), ep, ctx);
+    TP_CHECK_CUDA(cudaStreamSynchronize(s));
     cudaGraph_t g;
     cudaGraphExec_t ge;
     TP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -292,6 +329,7 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
       TP_CHECK_CUDA(cudaStreamSynchronize(s));
       got[i][size_t(r)] = dy.f32(size_t(M * H));
     }
+    done.wait();  // every rank's collectives finished before any rank frees
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     cudaStreamDestroy(s);

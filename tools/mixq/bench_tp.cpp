@@ -259,6 +259,12 @@ std::vector<RankTimes> run_layer(const LayerModel& lm, const QuantScheme& sc, Ac
         }
       }
     };
+    // NCCL connects its peers on the first collective, which capture does not allow: one eager
+    // layer first, on every rank (after every rank's allocations)
+    barrier.wait();
+    record(0);
+    TP_CUDA(cudaStreamSynchronize(s));
+    barrier.wait();
     cudaGraphExec_t graphs[3];
     for (int what = 0; what < 3; ++what) {
       cudaGraph_t g;
@@ -297,6 +303,7 @@ std::vector<RankTimes> run_layer(const LayerModel& lm, const QuantScheme& sc, Ac
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     TP_CUDA(cudaStreamSynchronize(s));
+    barrier.wait();  // every rank's collectives done before any rank frees this M's buffers
     }  // M
     cudaStreamDestroy(s);
   };
