@@ -98,6 +98,23 @@ for step in "$@"; do
       # a memcheck of the shard kernels' subset, then `mixq bench --tp` (TP_MS, TP_MODELS,
       # TP_SCHEMES, TP_SIZES narrow it)
       nvidia-smi topo -m > "$OUT/tp_topology.txt" 2>&1 || true
+      # the machine's own NCCL first (torch, one process per GPU): all-reduces from 4 KB to 64 MB,
+      # so that a hang below is known to be mixq's or the machine's
+      timeout 120 python3 - > "$OUT/tp_nccl_check.log" 2>&1 <<'PY'
+import os, torch, torch.distributed as dist, torch.multiprocessing as mp
+def run(rank, world):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    for n in (1 << 10, 1 << 15, 1 << 18, 1 << 21, 1 << 24):
+        t = torch.full((n,), float(rank + 1), device="cuda")
+        dist.all_reduce(t); torch.cuda.synchronize()
+        if rank == 0: print(f"all_reduce {4 * n} bytes: {t[0].item()} (want {world * (world + 1) / 2})", flush=True)
+    dist.destroy_process_group()
+if __name__ == "__main__":
+    w = torch.cuda.device_count(); mp.spawn(run, args=(w,), nprocs=w)
+PY
+      echo "torch nccl check rc=$?"; cat "$OUT/tp_nccl_check.log" | grep all_reduce
       timeout 500 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaWeightOnly.Shard*:CudaTensorParallel.*' \
         > "$OUT/tp_tests.log" 2>&1
       echo "tp gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|rank" "$OUT/tp_tests.log" | head -30

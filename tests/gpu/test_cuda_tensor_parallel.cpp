@@ -230,16 +230,26 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
           cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
           Dev dx(xb.data(), xb.size() * 2), dy(size_t(c.M * layer.out_features()) * 4),
               db(bias.data(), bias.size() * 4), ws(layer.workspace_size(c.M));
+          ExecContext ctx;
+          ctx.stream = s;
+          ctx.workspace = ws.p;
+          ctx.workspace_bytes = ws.bytes;
+          // the shard's kernels launched once before any collective (a first launch loads the
+          // module), then the poisoned output
+          {
+            Dev scratch(size_t(c.M * layer.local().N()) * 4);
+            ExecContext c0 = ctx;
+            c0.workspace_bytes = linear_workspace_size(layer.local(), c.M);
+            linear(TensorView(dx.p, DType::BF16, {c.M, layer.in_features()}, Device::CUDA, r), layer.local(),
+                   TensorView(scratch.p, DType::F32, {c.M, layer.local().N()}, Device::CUDA, r), Epilogue{}, c0);
+            cudaStreamSynchronize(s);
+          }
           cudaMemset(dy.p, 0xFF, dy.bytes);  // NaN: every element must be written
           ready.wait();  // no rank allocates while another is in a collective
           Epilogue ep;
           ep.bias = TensorView(db.p, DType::F32, {c.N}, Device::CUDA, r);
           ep.clamp_lo = lo;
           ep.clamp_hi = hi;
-          ExecContext ctx;
-          ctx.stream = s;
-          ctx.workspace = ws.p;
-          ctx.workspace_bytes = ws.bytes;
           layer.forward(TensorView(dx.p, DType::BF16, {c.M, layer.in_features()}, Device::CUDA, r),
                         TensorView(dy.p, DType::F32, {c.M, layer.out_features()}, Device::CUDA, r), ep, ctx);
           const cudaError_t e = cudaStreamSynchronize(s);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -259,8 +260,11 @@ std::vector<RankTimes> run_layer(const LayerModel& lm, const QuantScheme& sc, Ac
         }
       }
     };
-    // NCCL connects its peers on the first collective, which capture does not allow: one eager
-    // layer first, on every rank (after every rank's allocations)
+    // Every kernel of this M launched once on every rank before any collective (a first launch
+    // loads its module, which must not wait behind a peer's collective), then one eager layer:
+    // NCCL connects its peers on the first collective, which capture does not allow.
+    record(1);
+    TP_CUDA(cudaStreamSynchronize(s));
     barrier.wait();
     record(0);
     TP_CUDA(cudaStreamSynchronize(s));
@@ -343,6 +347,11 @@ std::vector<RankTimes> run_layer(const LayerModel& lm, const QuantScheme& sc, Ac
 }  // namespace
 
 int run_bench_tp(int argc, char** argv) {
+#if defined(MIXQ_WITH_CUDA)
+  // Every kernel's module loaded when the context starts (before any CUDA call of this process):
+  // a lazily loaded module on one rank's first launch could wait for a peer's collective.
+  setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+#endif
   Args a("bench", argc, argv,
          {{"--tp", "", true}, {"--models", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--act", "", true}, {"--reps", "", true}, {"--json", "", true}, {"--no-progress", "", false}});
