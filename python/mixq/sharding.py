@@ -8,8 +8,8 @@ output is the sum of the ranks' outputs, so a bias or clamp belongs after the su
 
 Any split is accepted: a cut through a quantization group or an FP8 128x128 block keeps that
 block's scale whole and records where the shard starts in it, so every element of a shard
-dequantizes to the global weight's bits. The CPU and reference backends run such shards; the
-CUDA kernels need group-aligned cuts (``granularity`` = the group size along the split axis).
+dequantizes to the global weight's bits. Every backend runs such shards weight-only; the
+INT8 / FP8 activation paths need K cut on whole blocks (``granularity`` = the block size).
 """
 
 from . import _mixq
