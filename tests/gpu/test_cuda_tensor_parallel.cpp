@@ -29,10 +29,13 @@
 #include "mixq/parallel.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/shard.hpp"
+#include "rank_threads.hpp"
 
 using namespace mixq;
 
 namespace {
+
+using test::randn;
 
 #define TP_CHECK_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
@@ -45,14 +48,6 @@ int gpu_count() {
 #define SKIP_WITHOUT_GPUS(n)                                                                    \
   if (gpu_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, this host has " << gpu_count(); \
   if (!nccl_available()) GTEST_SKIP() << "this build of mixq has no NCCL"
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed, bool act_order) {
   std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
@@ -121,47 +116,15 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// Runs fn(rank) on one thread per rank (device = rank), rethrowing the first failure.
+// Runs fn(rank) on one thread per rank, each on device `rank`.
 void on_ranks(int world, const std::function<void(int)>& fn) {
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        cudaSetDevice(r);
-        fn(r);
-      } catch (...) {
-        errs[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+  test::on_ranks(world, [&](int64_t r) {
+    cudaSetDevice(int(r));
+    fn(int(r));
+  });
 }
 
-// The rank threads meet here (one process driving several GPUs must not allocate or free on one
-// rank while another is inside a collective).
-class RankBarrier {
- public:
-  explicit RankBarrier(int n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> l(m_);
-    const uint64_t g = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait_for(l, std::chrono::seconds(60), [&] { return gen_ != g; });
-    }
-  }
-
- private:
-  int n_, count_ = 0;
-  uint64_t gen_ = 0;
-  std::mutex m_;
-  std::condition_variable cv_;
-};
+using test::RankBarrier;
 
 struct TpCase {
   const char* scheme;

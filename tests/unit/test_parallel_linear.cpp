@@ -22,6 +22,7 @@
 #include "mixq/parallel.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/shard.hpp"
+#include "rank_threads.hpp"
 
 using namespace mixq;
 
@@ -31,27 +32,14 @@ namespace {
 // the others', and waits again before anyone reuses a buffer.
 class ThreadGroup {
  public:
-  explicit ThreadGroup(int64_t world) : world_(world), ptrs_(size_t(world)) {}
+  explicit ThreadGroup(int64_t world) : world_(world), barrier_(world), ptrs_(size_t(world)) {}
   int64_t world() const { return world_; }
-  void barrier() {
-    std::unique_lock<std::mutex> lock(m_);
-    const uint64_t gen = gen_;
-    if (++arrived_ == world_) {
-      arrived_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
+  void barrier() { barrier_.wait(); }
   std::vector<const void*>& ptrs() { return ptrs_; }
 
  private:
   int64_t world_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  int64_t arrived_ = 0;
-  uint64_t gen_ = 0;
+  test::RankBarrier barrier_;
   std::vector<const void*> ptrs_;
 };
 
@@ -107,30 +95,8 @@ class ThreadCollectives final : public Collectives {
   int64_t rank_, world_;
 };
 
-// Runs fn(rank) on `world` threads; rethrows the first rank's exception (after joining all).
-void on_ranks(int64_t world, const std::function<void(int64_t)>& fn) {
-  std::vector<std::thread> ts;
-  std::vector<std::exception_ptr> errs(static_cast<size_t>(world));
-  for (int64_t r = 0; r < world; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errs[size_t(r)] = std::current_exception();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
-}
-
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::on_ranks;
+using test::randn;
 
 QuantizedWeight make_weight(int64_t N, int64_t K, const char* scheme, bool act_order, uint32_t seed) {
   std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
