@@ -17,6 +17,10 @@ std::shared_ptr<Collectives> nccl_collectives(ncclComm_t) { no_nccl("nccl_collec
 std::vector<std::shared_ptr<Collectives>> nccl_local_collectives(const std::vector<int>&) {
   no_nccl("nccl_local_collectives");
 }
+std::string nccl_unique_id() { no_nccl("nccl_unique_id"); }
+std::shared_ptr<Collectives> nccl_rank_collectives(const std::string&, int, int, int) {
+  no_nccl("nccl_rank_collectives");
+}
 NcclGroup::NcclGroup() { no_nccl("NcclGroup"); }
 NcclGroup::~NcclGroup() noexcept(false) {}
 

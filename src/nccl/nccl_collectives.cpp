@@ -5,6 +5,7 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "cuda/runtime/check.hpp"
@@ -134,6 +135,57 @@ std::vector<std::shared_ptr<Collectives>> nccl_local_collectives(const std::vect
   std::vector<std::shared_ptr<Collectives>> out;
   for (ncclComm_t c : comms) out.push_back(std::make_shared<NcclCollectives>(c, true));
   return out;
+}
+
+std::string nccl_unique_id() {
+  check_library_version();
+  ncclUniqueId id;
+  MIXQ_NCCL_CHECK(ncclGetUniqueId(&id));
+  static const char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * NCCL_UNIQUE_ID_BYTES);
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i) {
+    const auto b = static_cast<unsigned char>(id.internal[i]);
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
+std::shared_ptr<Collectives> nccl_rank_collectives(const std::string& unique_id_hex, int rank,
+                                                   int world, int device) {
+  MIXQ_CHECK_ARG(unique_id_hex.size() == size_t(2 * NCCL_UNIQUE_ID_BYTES),
+                 "nccl_rank_collectives: unique_id_hex has ", unique_id_hex.size(),
+                 " characters, expected ", 2 * NCCL_UNIQUE_ID_BYTES, " (nccl_unique_id's hex digits)");
+  for (size_t i = 0; i < unique_id_hex.size(); ++i) {
+    const auto c = static_cast<unsigned char>(unique_id_hex[i]);
+    MIXQ_CHECK_ARG(std::isxdigit(c), "nccl_rank_collectives: unique_id_hex[", i, "] (character code ",
+                   int(c), ") is not a hex digit");
+  }
+  MIXQ_CHECK_ARG(world >= 1, "nccl_rank_collectives: world (", world, ") must be at least 1");
+  MIXQ_CHECK_ARG(rank >= 0 && rank < world, "nccl_rank_collectives: rank (", rank,
+                 ") must be in [0, world = ", world, ")");
+  int count = 0;
+  MIXQ_CUDA_CHECK(cudaGetDeviceCount(&count));
+  MIXQ_CHECK_ARG(device >= 0 && device < count, "nccl_rank_collectives: device ", device,
+                 " is not a CUDA device (", count, " present)");
+  check_library_version();
+  auto nibble = [](char c) {
+    return c <= '9' ? c - '0' : (std::tolower(static_cast<unsigned char>(c)) - 'a' + 10);
+  };
+  ncclUniqueId id;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; ++i)
+    id.internal[i] =
+        char(nibble(unique_id_hex[size_t(2 * i)]) << 4 | nibble(unique_id_hex[size_t(2 * i + 1)]));
+  MIXQ_CUDA_CHECK(cudaSetDevice(device));
+  ncclComm_t comm = nullptr;
+  MIXQ_NCCL_CHECK(ncclCommInitRank(&comm, world, id, rank));
+  try {
+    return std::make_shared<NcclCollectives>(comm, true);
+  } catch (...) {
+    ncclCommDestroy(comm);  // the Collectives that would own it failed to start
+    throw;
+  }
 }
 
 NcclGroup::NcclGroup() { MIXQ_NCCL_CHECK(ncclGroupStart()); }
