@@ -12,7 +12,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <cstdlib>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "rank_processes.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/output_file.hpp"
 #include "mixq/numeric.hpp"
@@ -37,14 +37,11 @@
 #if defined(MIXQ_WITH_CUDA)
 #include <cuda_runtime.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "mixq/nccl.hpp"
 
-extern char** environ;  // the rank processes get this process's environment
 #endif
 
 namespace mixq::cli {
@@ -401,128 +398,6 @@ std::vector<RankTimes> run_layer_threads(const LayerModel& lm, const SchemeCase&
     for (size_t mi = 0; mi < ms.size(); ++mi) take_slowest(worst[mi], rank_times[mi]);
   return worst;
 }
-
-// --launch procs: the rank processes of one TP size, started from this executable
-// (/proc/self/exe) and waited for with a deadline. The destructor kills (SIGKILL) any still
-// running, so that no way out of the parent leaves a rank behind holding a GPU.
-class RankProcesses {
- public:
-  explicit RankProcesses(int64_t tp) : tp_(tp) {}
-  ~RankProcesses() { kill_running(); }
-  RankProcesses(const RankProcesses&) = delete;
-  RankProcesses& operator=(const RankProcesses&) = delete;
-
-  // The environment is this process's own (environ): the children keep every NCCL_* variable
-  // and the CUDA_MODULE_LOADING run_bench_tp set before any CUDA call.
-  void spawn(int rank, const std::vector<std::string>& args) {
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = 0;
-    const int rc = posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ);
-    MIXQ_CHECK(rc == 0, ErrorCode::Io, "bench --tp: TP ", tp_, ": starting rank ", rank,
-               " (posix_spawn of /proc/self/exe): ", std::strerror(rc));
-    procs_.push_back({pid, rank, false});
-  }
-
-  // Returns once every rank exited with status 0. A rank that fails or dies makes the others be
-  // killed (they would wait for it in a collective forever) and throws naming it; so does the
-  // deadline of timeout_s seconds.
-  void wait_all(int64_t timeout_s) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    for (;;) {
-      bool running = false;
-      for (Proc& p : procs_) {
-        if (p.reaped) continue;
-        int status = 0;
-        const pid_t w = waitpid(p.pid, &status, WNOHANG);
-        if (w == 0 || (w < 0 && errno == EINTR)) {
-          running = true;
-          continue;
-        }
-        p.reaped = true;
-        const int err = errno;
-        if (w > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
-        const std::string how = w < 0 ? std::string("could not be waited for: ") + std::strerror(err)
-                                      : describe(status);
-        const std::string killed = kill_running();
-        MIXQ_FAIL(ErrorCode::Cuda, "bench --tp: TP ", tp_, ": rank ", p.rank, " (pid ", p.pid, ") ",
-                  how, " (its own message, if any, is above)",
-                  killed.empty() ? std::string() : "; killed the other ranks: " + killed);
-      }
-      if (!running) return;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        const std::string killed = kill_running();
-        MIXQ_FAIL(ErrorCode::Cuda, "bench --tp: TP ", tp_, ": the rank processes did not finish within ",
-                  timeout_s, " s (--tp-timeout); killed the ranks still running: ", killed,
-                  " (a hang inside NCCL? NCCL_DEBUG=INFO shows how far each rank got)");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-
- private:
-  struct Proc {
-    pid_t pid;
-    int rank;
-    bool reaped;
-  };
-
-  static std::string describe(int status) {
-    if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-    if (WIFSIGNALED(status))
-      return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-             strsignal(WTERMSIG(status)) + ")";
-    return "stopped with wait status " + std::to_string(status);
-  }
-
-  // SIGKILL to every rank not yet reaped, then reap them (a few seconds at most: a process
-  // inside the GPU driver can take a moment to go). Returns their ranks, "0, 2".
-  std::string kill_running() noexcept {
-    std::string ranks;
-    for (const Proc& p : procs_)
-      if (!p.reaped) {
-        kill(p.pid, SIGKILL);
-        ranks += (ranks.empty() ? "" : ", ") + std::to_string(p.rank);
-      }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    for (Proc& p : procs_)
-      while (!p.reaped) {
-        const pid_t w = waitpid(p.pid, nullptr, WNOHANG);
-        if (w == p.pid || (w < 0 && errno != EINTR) || std::chrono::steady_clock::now() >= until)
-          p.reaped = true;  // gone, or left to init when this process exits
-        else
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-    return ranks;
-  }
-
-  int64_t tp_;
-  std::vector<Proc> procs_;
-};
-
-// A private directory for the rank processes' result files, removed with everything in it (a
-// rank killed while writing may leave its temporary file there).
-class ResultDir {
- public:
-  ResultDir() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/mixq-bench-tp-XXXXXX";
-    MIXQ_CHECK(mkdtemp(templ.data()) != nullptr, ErrorCode::Io, "bench --tp: creating a directory ",
-               templ, " for the ranks' results: ", std::strerror(errno));
-    path_ = templ;
-  }
-  ~ResultDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ResultDir(const ResultDir&) = delete;
-  ResultDir& operator=(const ResultDir&) = delete;
-  std::string file(int rank) const { return path_ + "/rank" + std::to_string(rank) + ".txt"; }
-
- private:
-  std::string path_;
-};
 
 // A rank process's result file: one line per (model, scheme, M), in the order of the runs,
 // "MODEL SCHEME M LAYER_US GEMM_US ALLREDUCE_US".
