@@ -96,7 +96,7 @@ for step in "$@"; do
     tp)
       # tensor parallel: the cut-group shard tests on one GPU, the multi-GPU layer tests over NCCL,
       # a memcheck of the shard kernels' subset, then `mixq bench --tp` (TP_MS, TP_MODELS,
-      # TP_SCHEMES, TP_SIZES narrow it)
+      # TP_SCHEMES, TP_SIZES narrow it; TP_LAUNCH=threads: one process over every GPU)
       nvidia-smi topo -m > "$OUT/tp_topology.txt" 2>&1 || true
       # the machine's own NCCL first (torch, one process per GPU): all-reduces from 4 KB to 64 MB,
       # so that a hang below is known to be mixq's or the machine's
@@ -122,7 +122,7 @@ PY
         --gtest_filter='CudaWeightOnly.ShardPhaseAndHolesSubset' > "$OUT/tp_memcheck.log" 2>&1
       echo "shard memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/tp_memcheck.log" | tail -2
       timeout 560 "$BUILD/mixq" bench --tp "${TP_SIZES:-1,2,4}" --models "${TP_MODELS:-llama3-70b,qwen2.5-72b}" \
-        --m "${TP_MS:-1,16,256,4096}" --schemes "${TP_SCHEMES:-w4g128}" --json "$OUT/tp_bench.json" \
+        --m "${TP_MS:-1,16,256,4096}" --schemes "${TP_SCHEMES:-w4g128}" ${TP_LAUNCH:+--launch "$TP_LAUNCH"} --json "$OUT/tp_bench.json" \
         > "$OUT/tp_bench.txt" 2>&1
       echo "tp bench rc=$?"; cat "$OUT/tp_bench.txt" | tail -40 ;;
     *) echo "unknown step $step" ;;
