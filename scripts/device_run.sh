@@ -115,7 +115,7 @@ if __name__ == "__main__":
     w = torch.cuda.device_count(); mp.spawn(run, args=(w,), nprocs=w)
 PY
       echo "torch nccl check rc=$?"; cat "$OUT/tp_nccl_check.log" | grep all_reduce
-      timeout 500 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaWeightOnly.Shard*:CudaTensorParallel.*' \
+      timeout 240 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaWeightOnly.Shard*:CudaTensorParallel.*' \
         > "$OUT/tp_tests.log" 2>&1
       echo "tp gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|rank" "$OUT/tp_tests.log" | head -30
       timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
