@@ -64,6 +64,12 @@ struct Tuning {
   // GGUF block weights (QuantizedWeight::ggml): Auto / On run the native-width kernels of
   // src/cpu/ggml/ (docs/cpu-backend.md), Off the canonical form's (for A/B runs).
   Toggle cpu_ggml_native = Toggle::Auto;
+  // Native GGUF kernels at M <= 4: besides the L2 prefetch 16 KB ahead of the weight stream, a
+  // software prefetch into L1 2 KB ahead. Auto: on for Intel cores (it helped there: Q8_0
+  // 14336x4096 M = 4, 9.4 -> 8.2 ms); elsewhere on for the 32-element block types only (an AMD
+  // EPYC ran Q8_0 10-20% faster with it, but the super-block types slower: Q6_K 4096x14336
+  // M = 1, 3.9-4.0 ms with it, 2.0-2.3 without; docs/cpu-backend.md).
+  Toggle cpu_l1_prefetch = Toggle::Auto;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
   // key or value that is wrong.

@@ -61,6 +61,7 @@ const std::vector<Entry>& knobs() {
       {"act_quant_ctas_per_sm", IntKnob{&Tuning::act_quant_ctas_per_sm, 0, 8}},
       {"act_quant_band", IntKnob{&Tuning::act_quant_band, -1, 3}},
       {"cpu_ggml_native", ToggleKnob{&Tuning::cpu_ggml_native}},
+      {"cpu_l1_prefetch", ToggleKnob{&Tuning::cpu_l1_prefetch}},
       {"cpu_activations", CpuActKnob{&Tuning::cpu_activations}},
   };
   return table;

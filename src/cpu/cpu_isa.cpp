@@ -28,6 +28,8 @@ uint64_t xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d))  // vendor string in ebx, edx, ecx
+    f.intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;  // "Genu" "ineI" "ntel"
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27), avx = c & (1u << 28);
   const bool fma = c & (1u << 12), f16c = c & (1u << 29);

@@ -102,6 +102,7 @@ struct CpuFeatures {
   bool avx_vnni = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false,
        avx512_vnni = false;  // with OS support for zmm / mask state
+  bool intel = false;        // cpuid vendor "GenuineIntel" (prefetch policy: Tuning::cpu_l1_prefetch)
   std::string list() const;  // "avx2 fma f16c ..." (the ones present), "none" when none
 };
 const CpuFeatures& cpu_features();

@@ -522,8 +522,12 @@ TEST(Shard, KernelKLayoutKeepsEveryColumnInItsBlock) {
         const KernelKLayout L = kernel_k_layout(s, 16);
         ASSERT_GE(L.K, s.K);
         ASSERT_GE(L.group_shift, 4);
-        if (s.plain_blocks()) EXPECT_EQ(L.K, s.K);
-        if (s.k_block_starts.empty()) EXPECT_EQ(L.K, s.K + s.k_phase);
+        if (s.plain_blocks()) {
+          EXPECT_EQ(L.K, s.K);
+        }
+        if (s.k_block_starts.empty()) {
+          EXPECT_EQ(L.K, s.K + s.k_phase);
+        }
         std::vector<int> seen(size_t(s.K), 0);
         const std::vector<uint8_t> codes = L.identity() ? s.codes : codes_in_kernel_layout(s, L);
         const int64_t rb = dtype_bytes(s.code_type, L.K);
@@ -552,7 +556,9 @@ TEST(Shard, KernelKLayoutKeepsEveryColumnInItsBlock) {
         }
         for (int64_t c = 0; c < s.K; ++c) ASSERT_EQ(seen[size_t(c)], 1) << "column " << c;
         // act-order row shards pick the group size with the fewest bytes: within 2x the codes
-        if (!s.k_block_starts.empty()) EXPECT_LE(L.K, 2 * s.K + 16 * s.n_blocks_k());
+        if (!s.k_block_starts.empty()) {
+          EXPECT_LE(L.K, 2 * s.K + 16 * s.n_blocks_k());
+        }
       }
   }
   // A block that is not a power of two cannot be laid (Unsupported, naming block_k).

@@ -50,6 +50,7 @@ struct I8TileArgs {
   float* c;               // c + m * ldc: the panel's 16 outputs of row m
   int64_t ldc;
   bool accumulate;        // add to c (else overwrite)
+  bool prefetch_l1;       // software prefetch of the records into L1 too (Tuning::cpu_l1_prefetch)
 };
 
 // Prefill form of one panel's K chunk (blocks [kb0, kb1) of I8TileArgs), decoded once and then

@@ -141,7 +141,8 @@ struct K512 {
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
       if (prefetch)
         for (int64_t o = 0; o < rb; o += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
+          if (a.prefetch_l1)
+            _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
         }
       const __m512 d = f16x16(rec + F.off_d());

@@ -40,6 +40,7 @@ class NativePrepared final : public PreparedImpl {
   std::string force_;
   Tuning::CpuActivations mode_;
   int64_t i8_max_rows_;
+  bool prefetch_l1_ = false;  // Tuning::cpu_l1_prefetch resolved for this CPU
 };
 
 // Whether prepare_cpu should build a NativePrepared for this weight and these options.
