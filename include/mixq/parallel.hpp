@@ -26,6 +26,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "mixq/ops.hpp"
 #include "mixq/quantized_weight.hpp"
@@ -80,7 +82,7 @@ class ParallelLinear {
   int64_t global_n() const { return global_n_; }
   int64_t global_k() const { return global_k_; }
   // This rank's range of the split dimension (N for column, K for row).
-  std::pair<int64_t, int64_t> range() const { return range_; }
+  std::pair<int64_t, int64_t> range() const { return ranges_[size_t(spec_.rank)]; }
   // The input width forward() takes (K, or K_local) and the output width it writes.
   int64_t in_features() const;
   int64_t out_features() const;
@@ -99,7 +101,7 @@ class ParallelLinear {
  private:
   ShardSpec spec_;
   int64_t global_n_ = 0, global_k_ = 0;
-  std::pair<int64_t, int64_t> range_;
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // every rank's range of the split dimension
   int64_t slot_ = 0;  // the widest rank's columns (column-parallel gather slots)
   std::shared_ptr<Collectives> comm_;
   ParallelLinearOptions opts_;

@@ -244,11 +244,9 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
       MIXQ_CHECK_ARG(diff.empty(), "ParallelLinear: ", who, " holds ", diff);
     }
   }
-  range_ = shard_range(column ? global_n : global_k, spec);
-  slot_ = 0;
   for (int64_t r = 0; r < spec.world; ++r) {
-    const auto rg = shard_range(column ? global_n : global_k, {r, spec.world, spec.axis, spec.granularity});
-    slot_ = std::max(slot_, rg.second - rg.first);
+    ranges_.push_back(shard_range(column ? global_n : global_k, {r, spec.world, spec.axis, spec.granularity}));
+    slot_ = std::max(slot_, ranges_.back().second - ranges_.back().first);
   }
   // Every rank prepares its shard, then all ranks agree that all did before any returns: one
   // process driving several GPUs must not free memory on one rank (prepare's temporaries) while
@@ -275,10 +273,10 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
 }
 
 int64_t ParallelLinear::in_features() const {
-  return spec_.axis == ShardAxis::Column ? global_k_ : range_.second - range_.first;
+  return spec_.axis == ShardAxis::Column ? global_k_ : range().second - range().first;
 }
 int64_t ParallelLinear::out_features() const {
-  return spec_.axis == ShardAxis::Row || opts_.gather_output ? global_n_ : range_.second - range_.first;
+  return spec_.axis == ShardAxis::Row || opts_.gather_output ? global_n_ : range().second - range().first;
 }
 
 size_t ParallelLinear::workspace_size(int64_t M) const {
@@ -305,7 +303,8 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
                  ep.bias.describe());
   MIXQ_CHECK_ARG(y.dtype == DType::F32 || y.dtype == DType::F16 || y.dtype == DType::BF16,
                  "ParallelLinear.forward: y must be f32, f16 or bf16, got ", y.describe());
-  const int64_t n0 = range_.first, width = range_.second - range_.first;
+  const auto [n0, n1] = range();
+  const int64_t width = n1 - n0;
   const size_t eb = size_t(dtype_bytes(y.dtype, 1));
 
   // Scratch: the shard's own product workspace, then the staging.
@@ -353,7 +352,7 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
     linear(x, local_, rows_view(mine, y.dtype, M, width, width, y.device, y.device_index), local_ep, inner);
     comm_->all_gather(mine, slots, M * slot_, y.dtype, ctx.stream);
     for (int64_t r = 0; r < spec_.world; ++r) {
-      const auto rg = shard_range(global_n_, {r, spec_.world, spec_.axis, spec_.granularity});
+      const auto& rg = ranges_[size_t(r)];
       const int64_t nr = rg.second - rg.first;
       copy_rows(static_cast<char*>(y.data) + size_t(rg.first) * eb, size_t(y.ld()) * eb,
                 slots + size_t(r * M * slot_) * eb, size_t(nr) * eb, size_t(nr) * eb, M, y.device,
