@@ -13,6 +13,8 @@
 #   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv.cpp) and a compute-sanitizer
 #               memcheck + racecheck of a subset of them (the Python bench_conv runs separately)
 #   tp:         tensor parallel: shard and multi-GPU tests, a memcheck, `mixq bench --tp`
+#   ggml:       GGUF weights at native width: GPU tests, memcheck, mixq vs llama.cpp CUDA
+#               (LLAMA_SRC + LLAMA_BUILD: llama.cpp built by scripts/build_llamacpp.sh ... cuda)
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
 #               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
 set -uo pipefail
@@ -29,8 +31,9 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     "-DMIXQ_CUDA_ARCHS=${MIXQ_CUDA_ARCHS:-80;90a}" > "$LOGS/cmake.log" 2>&1 \
     || { cp "$LOGS/cmake.log" "$OUT/"; tail -30 "$LOGS/cmake.log"; exit 1; }
 fi
-# every target (the library, the CLI, the unit, GPU and oracle tools, the benchmarks)
-cmake --build "$BUILD" -j "${JOBS:-16}" > "$LOGS/build.log" 2>&1 \
+# every target (the library, the CLI, the unit, GPU and oracle tools, the benchmarks), or those
+# BUILD_TARGETS names
+cmake --build "$BUILD" -j "${JOBS:-16}" ${BUILD_TARGETS:+--target $BUILD_TARGETS} > "$LOGS/build.log" 2>&1 \
   || { cp "$LOGS/build.log" "$OUT/"; grep -E "error|FAILED" "$LOGS/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s ($(grep -c 'Building' "$LOGS/build.log") objects)"
 
@@ -125,6 +128,31 @@ PY
         --m "${TP_MS:-1,16,256,4096}" --schemes "${TP_SCHEMES:-w4g128}" ${TP_LAUNCH:+--launch "$TP_LAUNCH"} --json "$OUT/tp_bench.json" \
         > "$OUT/tp_bench.txt" 2>&1
       echo "tp bench rc=$?"; cat "$OUT/tp_bench.txt" | tail -40 ;;
+    ggml)
+      # GGUF at native width: the GPU tests, a memcheck of a subset, then mixq against llama.cpp's
+      # CUDA backend on the same file (LLAMA_SRC: a llama.cpp / ggml source tree laid out as
+      # scripts/build_llamacpp.sh expects; without it, mixq bench FILE alone). GGML_TYPES,
+      # GGML_SHAPES, GGML_MS narrow it; PYTHONPATH must reach the gguf package.
+      timeout 300 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaGgmlNative*' > "$OUT/ggml_tests.log" 2>&1
+      echo "ggml gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error" "$OUT/ggml_tests.log" | head -30
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
+        --gtest_filter='CudaGgmlNativeTypes.BothPathsMatchFloat64/Q4_K:CudaGgmlNativeTypes.BothPathsMatchFloat64/Q3_K:CudaGgmlNativeTypes.BothPathsMatchFloat64/IQ4_XS:CudaGgmlNativeTypes.BothPathsMatchFloat64/Q5_0:CudaGgmlNative.GraphReplaysOnNewInputs' \
+        > "$OUT/ggml_memcheck.log" 2>&1
+      echo "ggml memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/ggml_memcheck.log" | tail -2
+      gguf=/tmp/mixq_bench.gguf
+      timeout 200 python3 bench/make_bench_gguf.py -o "$gguf" --types "${GGML_TYPES:-q4_0,q4_k,q5_k,q6_k,q8_0,iq4_xs}" \
+        --shapes "${GGML_SHAPES:-4096x4096,4096x14336,14336x4096,4096x6144,14336x21504}" > "$OUT/ggml_gguf.log" 2>&1
+      echo "bench gguf rc=$?"
+      if [ -n "${LLAMA_SRC:-}" ] && [ -f "$LLAMA_BUILD/bin/llamacpp_driver" ]; then
+        timeout 500 python3 bench/llamacpp_compare.py --gguf "$gguf" --mixq "$BUILD/mixq" --backend cuda \
+          --driver "$LLAMA_BUILD/bin/llamacpp_driver" --m "${GGML_MS:-1,4,16,64,512}" --label cuda \
+          -o "$OUT/cuda_vs_llamacpp" > "$OUT/ggml_compare.log" 2>&1
+        echo "llamacpp_compare rc=$?"; tail -25 "$OUT/ggml_compare.log"
+      else
+        timeout 400 "$BUILD/mixq" bench "$gguf" --backend cuda --m "${GGML_MS:-1,4,16,64,512}" --no-progress \
+          --json "$OUT/ggml_bench.json" > "$OUT/ggml_bench.txt" 2>&1
+        echo "mixq bench gguf rc=$?"; tail -60 "$OUT/ggml_bench.txt"
+      fi ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -41,6 +41,12 @@ struct Tuning {
   Toggle wo_stream_cluster = Toggle::Auto;  // splits reduced in a thread-block cluster
   Toggle wo_stream_pdl = Toggle::Auto;      // programmatic dependent launch
   int wo_dequant_chunk_mb = 0;       // 0: 256; MB of W dequantized per cuBLAS call (1..1024)
+  // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
+  // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations and
+  // integer dot products up to cuda_ggml_q8_max_rows, dequantize + cuBLAS above); Off: the
+  // canonical form's weight-only kernels (for A/B runs).
+  Toggle cuda_ggml_native = Toggle::Auto;
+  int cuda_ggml_q8_max_rows = 0;  // 0: the plan's (16); else 1..16
   // --- W8A8 (FP8 block, INT8 per block)
   int w8a8_group_n = 0;                  // 0: the plan's; N tiles per raster group
   Toggle w8a8_y_tma = Toggle::Auto;      // TMA-store epilogue for 16-bit outputs

@@ -86,6 +86,8 @@ PreparedExperts prepare_experts(const std::vector<QuantizedWeight>& experts,
   PrepareOptions o = opts;
   if (o.backend == BackendKind::Auto)
     o.backend = cuda_available() ? BackendKind::CUDA : BackendKind::CPU;
+  // The CUDA grouped kernels read the canonical weight-only form (GGUF experts included).
+  if (o.backend == BackendKind::CUDA) o.tuning.cuda_ggml_native = Toggle::Off;
   std::vector<PreparedWeight> prepared;
   prepared.reserve(experts.size());
   for (size_t e = 0; e < experts.size(); ++e) {

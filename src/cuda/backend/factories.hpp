@@ -16,6 +16,12 @@ std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts);
 std::shared_ptr<const PreparedImpl> prepare_int8_tensor(const QuantizedWeight& w,
                                                         const PrepareOptions& opts);
+// GGUF block tensors at their native width (ggml_native.cpp), when use_ggml_native says so:
+// the weight carries its ggml blocks of a type the kernels read, act = none, and neither
+// Tuning::cuda_ggml_native = Off nor a forced canonical kernel asks for the canonical form.
+bool use_ggml_native(const QuantizedWeight& w, const PrepareOptions& opts);
+std::shared_ptr<const PreparedImpl> prepare_ggml_native(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts);
 // conv2d, weight-only (act = none): the implicit-GEMM kernel (conv_weight_only.cpp).
 std::shared_ptr<const PreparedImpl> prepare_conv_weight_only(const QuantizedWeight& w,
                                                              const ConvGeometry& g,

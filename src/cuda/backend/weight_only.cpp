@@ -529,6 +529,7 @@ std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const
                "int8-per-tensor are; use the cpu or reference backend)");
     return cuda::prepare_conv_weight_only(w, *conv, opts);
   }
+  if (cuda::use_ggml_native(w, opts)) return cuda::prepare_ggml_native(w, opts);
   switch (opts.act) {
     case ActQuant::None: return cuda::prepare_weight_only(w, opts);
     case ActQuant::Fp8Block: return cuda::prepare_fp8_block(w, opts);

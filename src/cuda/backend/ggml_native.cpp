@@ -1,0 +1,325 @@
+// The CUDA backend's prepared weight for GGUF block tensors at their native width: prepare splits
+// the file's blocks into the planes of kernels/ggml/ggml_gpu_format.hpp (host threads, one upload);
+// linear() runs, for M <= the q8 limit, the activation quantizer and the dp4a GEMV (PDL-chained),
+// and above it dequantizes rows in chunks to the activation type for cuBLAS, as the canonical
+// weight-only path does. docs/decisions/cuda-ggml-native.md.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "core/prepared.hpp"
+#include "cpu/thread_pool.hpp"
+#include "cuda/backend/common.hpp"
+#include "cuda/backend/factories.hpp"
+#include "cuda/dispatch/plan_log.hpp"
+#include "cuda/launch/ggml_native.hpp"
+#include "cuda/launch/wo_kernels.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "formats/gguf/ggml_split.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+namespace {
+
+using formats::GgmlType;
+using ggml::GFormat;
+using ggml::GType;
+
+bool gtype_of(uint32_t id, GType& t) {
+  switch (static_cast<GgmlType>(id)) {
+    case GgmlType::Q4_0: t = GType::Q4_0; return true;
+    case GgmlType::Q4_1: t = GType::Q4_1; return true;
+    case GgmlType::Q5_0: t = GType::Q5_0; return true;
+    case GgmlType::Q5_1: t = GType::Q5_1; return true;
+    case GgmlType::Q8_0: t = GType::Q8_0; return true;
+    case GgmlType::IQ4_NL: t = GType::IQ4_NL; return true;
+    case GgmlType::Q2_K: t = GType::Q2_K; return true;
+    case GgmlType::Q3_K: t = GType::Q3_K; return true;
+    case GgmlType::Q4_K: t = GType::Q4_K; return true;
+    case GgmlType::Q5_K: t = GType::Q5_K; return true;
+    case GgmlType::Q6_K: t = GType::Q6_K; return true;
+    case GgmlType::IQ4_XS: t = GType::IQ4_XS; return true;
+    default: return false;
+  }
+}
+
+size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+
+// Host image of the planes: one row's chunks written from its split blocks.
+struct HostPlanes {
+  GFormat f;
+  int64_t N = 0, K = 0;
+  int64_t lo_pitch = 0, hi_pitch = 0, d_pitch = 0, sc_pitch = 0;
+  size_t off_lo = 0, off_hi = 0, off_d = 0, off_sc = 0, bytes = 0;
+  std::vector<uint8_t> data;
+
+  HostPlanes(GFormat fmt, int64_t n, int64_t k) : f(fmt), N(n), K(k) {
+    lo_pitch = K / 32 * f.lo_chunk();
+    hi_pitch = K / 32 * f.hi_chunk();
+    d_pitch = K / f.qk * f.d_bytes();
+    sc_pitch = K / f.qk * f.sc_bytes();
+    off_lo = 0;
+    off_hi = align256(off_lo + size_t(N * lo_pitch));
+    off_d = align256(off_hi + size_t(N * hi_pitch));
+    off_sc = align256(off_d + size_t(N * d_pitch));
+    bytes = align256(off_sc + size_t(N * sc_pitch));
+    data.assign(bytes, 0);
+  }
+
+  void write_block(GgmlType type, int64_t n, int64_t kb, const formats::GgmlSplitBlock& s) {
+    uint8_t* lo = data.data() + off_lo + n * lo_pitch;
+    uint8_t* hi = data.data() + off_hi + n * hi_pitch;
+    const int chunks = f.qk / 32;
+    for (int cc = 0; cc < chunks; ++cc) {
+      const int64_t c = kb * chunks + cc;
+      const uint8_t* u = s.u + 32 * cc;
+      uint8_t* l = lo + c * f.lo_chunk();
+      if (f.lb == 4) {
+        for (int t = 0; t < 16; ++t) l[t] = uint8_t((u[t] & 0xF) | ((u[t + 16] & 0xF) << 4));
+      } else if (f.lb == 8) {
+        for (int t = 0; t < 32; ++t) l[t] = uint8_t(u[t] ^ 0x80);  // the signed code
+      } else {
+        for (int t = 0; t < 8; ++t) {
+          uint8_t b = 0;
+          for (int p = 0; p < 4; ++p) b = uint8_t(b | ((u[t + 8 * p] & 3) << (2 * p)));
+          l[t] = b;
+        }
+      }
+      if (f.hb == 1) {
+        uint32_t h = 0;
+        for (int j = 0; j < 8; ++j)
+          for (int i = 0; i < 4; ++i) h |= uint32_t((u[4 * j + i] >> f.lb) & 1) << (8 * i + j);
+        std::memcpy(hi + c * 4, &h, 4);
+      } else if (f.hb == 2) {
+        uint32_t h[2] = {0, 0};
+        for (int j = 0; j < 8; ++j)
+          for (int i = 0; i < 4; ++i)
+            h[j / 4] |= uint32_t((u[4 * j + i] >> 4) & 3) << (8 * i + 2 * (j % 4));
+        std::memcpy(hi + c * 8, h, 8);
+      }
+    }
+    uint8_t* d = data.data() + off_d + n * d_pitch + kb * f.d_bytes();
+    std::memcpy(d, &s.d, 2);
+    if (f.d_bytes() == 4) std::memcpy(d + 2, &s.dm, 2);
+    uint8_t* sc = data.data() + off_sc + n * sc_pitch + kb * f.sc_bytes();
+    switch (f.sk) {
+      case ggml::GScale::K4:
+        std::memcpy(sc, s.sc, 8);
+        std::memcpy(sc + 8, s.mn, 8);
+        break;
+      case ggml::GScale::Q2K: std::memcpy(sc, s.sc, 16); break;
+      case ggml::GScale::S16:
+        if (type == GgmlType::Q3_K)
+          for (int j = 0; j < 16; ++j) sc[j] = uint8_t(int8_t(formats::q3k_scale(s.q3, j)));
+        else
+          std::memcpy(sc, s.sc, 16);
+        break;
+      case ggml::GScale::S32: std::memcpy(sc, s.sc, 8); break;
+      default: break;
+    }
+  }
+};
+
+class CudaGgmlNative final : public PreparedImpl {
+ public:
+  CudaGgmlNative(const QuantizedWeight& w, const PrepareOptions& o) {
+    backend = BackendKind::CUDA;
+    opts = o;
+    N = w.N;
+    K = w.K;
+    device_ = o.device;
+    check_device_ordinal(device_);
+    DeviceGuard guard(device_);
+    ctx_ = &DeviceContext::get(device_);
+    caps_ = ctx_->caps();
+    MIXQ_CHECK(caps_.cc_major >= 8, ErrorCode::Unsupported, "cuda backend needs compute capability "
+               ">= 8.0, device ", device_, " is ", caps_.cc_major, ".", caps_.cc_minor);
+    MIXQ_CHECK(gtype_of(w.ggml->type, type_), ErrorCode::Internal, "cuda ggml native: type ",
+               formats::ggml_type_name(w.ggml->type));
+    const GgmlType gt = static_cast<GgmlType>(w.ggml->type);
+    type_name_ = formats::ggml_type_name(w.ggml->type);
+    f_ = ggml::gformat(type_);
+    MIXQ_CHECK(K % f_.qk == 0 && K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30),
+               ErrorCode::Unsupported, "cuda ggml native: K (", K, ") must be a multiple of ",
+               f_.qk, " and N, K < 2^30");
+    q8_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows
+                                                 : ggml::kGemvMaxRows;
+    if (o.force_kernel == "cuda_ggml_dequant_cublas") q8_max_ = 0;
+    else if (o.force_kernel == "cuda_ggml_q8") force_q8_ = true;
+    else
+      MIXQ_CHECK_ARG(o.force_kernel.empty(), "prepare (cuda, GGUF ", type_name_,
+                     "): force_kernel '", o.force_kernel, "' is not a native GGUF kernel "
+                     "(cuda_ggml_q8, cuda_ggml_dequant_cublas)");
+
+    // Split the file's blocks into the planes, one task per group of rows.
+    HostPlanes hp(f_, N, K);
+    const formats::GgmlTypeInfo* ti = formats::ggml_type_info(w.ggml->type);
+    const int64_t nb = K / f_.qk, rb = nb * ti->block_bytes;
+    const uint8_t* src = w.ggml->data.data();
+    const int64_t row_tasks = (N + 63) / 64;
+    cpu::parallel_for(cpu::resolve_num_threads(0), row_tasks, [&](int64_t t) {
+      formats::GgmlSplitBlock s;
+      for (int64_t n = t * 64; n < std::min(N, t * 64 + 64); ++n)
+        for (int64_t kb = 0; kb < nb; ++kb) {
+          formats::split_ggml_block(gt, src + n * rb + kb * ti->block_bytes, s);
+          hp.write_block(gt, n, kb, s);
+        }
+    });
+    planes_buf_ = DeviceBuffer(hp.bytes, device_);
+    planes_buf_.copy_from_host(hp.data.data(), hp.bytes);
+    const uint8_t* base = static_cast<const uint8_t*>(planes_buf_.data());
+    planes_.lo = base + hp.off_lo;
+    planes_.hi = base + hp.off_hi;
+    planes_.d = base + hp.off_d;
+    planes_.sc = base + hp.off_sc;
+    planes_.lo_pitch = hp.lo_pitch;
+    planes_.hi_pitch = hp.hi_pitch;
+    planes_.d_pitch = hp.d_pitch;
+    planes_.sc_pitch = hp.sc_pitch;
+    const int64_t chunk_mb = o.tuning.wo_dequant_chunk_mb > 0 ? o.tuning.wo_dequant_chunk_mb : 256;
+    chunk_rows_ = std::max<int64_t>(1, std::min<int64_t>(N, (chunk_mb << 20) / (K * 4)));
+    scratch_ = ctx_->reserve_scratch(need(kScratchRows));
+    MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+  }
+
+  std::string kernel_name(int64_t M) const override {
+    return q8_path(M) ? "cuda_ggml_q8_" + type_name_ : std::string("cuda_ggml_dequant_cublas");
+  }
+
+  size_t workspace_size(int64_t M) const override { return need(M); }
+
+  void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
+              const ExecContext& ctx) const override {
+    check_call_device(x, y, device_);
+    const int64_t M = x.shape[0];
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    DeviceGuard guard(device_);
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need(M), *scratch_, M);
+    if (log_plans()) print_plan("linear (ggml native)", M, kernel_name(M));
+    if (q8_path(M)) run_q8(x, y, ep, ws, stream);
+    else run_cublas(x, y, ep, ws, stream);
+  }
+
+ private:
+  static constexpr int64_t kScratchRows = 4096;
+
+  bool q8_path(int64_t M) const {
+    return M <= ggml::kGemvMaxRows && (force_q8_ || M <= q8_max_);
+  }
+
+  size_t q8_bytes(int64_t M) const { return align256(size_t(M * K)) + size_t(M * (K / 32)) * 16; }
+
+  // The q8 path: X quantized + its metadata. The cuBLAS path: a chunk of dequantized rows (f32
+  // at most) and, when y's type is neither X's nor f32, an f32 staging of the output.
+  size_t need(int64_t M) const {
+    M = std::max<int64_t>(M, 1);
+    if (q8_path(M)) return q8_bytes(M);
+    return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
+  }
+
+  void run_q8(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+              cudaStream_t stream) const {
+    const int M = int(x.shape[0]);
+    ggml::GQ8 q;
+    q.q = reinterpret_cast<int8_t*>(ws);
+    q.meta = reinterpret_cast<float4*>(ws + align256(size_t(M * K)));
+    q.ldq = K;
+    q.ldmeta = K / 32;
+    ggml::launch_quantize_x(x.data, float_type_code(x.dtype, "cuda ggml native"), x.ld(), M, K, q,
+                            caps_.sm_count, stream);
+    ggml::GemvParams p;
+    p.w = planes_;
+    p.N = N;
+    p.K = K;
+    p.M = M;
+    p.xq = q.q;
+    p.xmeta = q.meta;
+    p.ldxq = q.ldq;
+    p.ldxmeta = q.ldmeta;
+    p.y = y.data;
+    p.ldy = y.ld();
+    p.y_type = float_type_code(y.dtype, "cuda ggml native");
+    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    p.bias_type = ep.bias.empty() ? 2 : float_type_code(ep.bias.dtype, "cuda ggml native");
+    p.clamp_lo = ep.clamp_lo;
+    p.clamp_hi = ep.clamp_hi;
+    p.pdl = caps_.cc_major >= 9;
+    ggml::launch_q8_gemv(type_, p, stream);
+  }
+
+  void run_cublas(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+                  cudaStream_t stream) const {
+    const int64_t M = x.shape[0];
+    const int xt = float_type_code(x.dtype, "cuda ggml native");
+    const cudaDataType_t ab = xt == 0 ? CUDA_R_16F : xt == 1 ? CUDA_R_16BF : CUDA_R_32F;
+    char* chunk = ws;
+    // cuBLAS writes C in X's type or f32; any other output type goes through f32 staging.
+    const bool direct = y.dtype == x.dtype || y.dtype == DType::F32;
+    void* c_ptr = direct ? y.data : ws + align256(size_t(chunk_rows_ * K * 4));
+    const DType c_dtype = direct ? y.dtype : DType::F32;
+    const int ct = float_type_code(c_dtype, "cuda ggml native");
+    const cudaDataType_t c_type = ct == 0 ? CUDA_R_16F : ct == 1 ? CUDA_R_16BF : CUDA_R_32F;
+    const int64_t ldc = direct ? y.ld() : N;
+    const int cb = ct == 2 ? 4 : 2;
+    {
+      std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
+      cublasHandle_t h = ctx_->cublas();
+      MIXQ_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda,
+                 "cublasSetStream failed");
+      const float alpha = 1.f, beta = 0.f;
+      for (int64_t n0 = 0; n0 < N; n0 += chunk_rows_) {
+        const int64_t rows = std::min(chunk_rows_, N - n0);
+        ggml::launch_dequant(type_, planes_, n0, rows, K, xt, chunk, K, caps_.sm_count, stream);
+        const cublasStatus_t st = cublasGemmEx(
+            h, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk, ab, int(K),
+            x.data, ab, int(x.ld()), &beta, static_cast<char*>(c_ptr) + n0 * cb, c_type, int(ldc),
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasGemmEx failed: status ",
+                   int(st));
+      }
+    }
+    const bool clamp = std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi);
+    if (!ep.bias.empty() || clamp || !direct)
+      launch_epilogue(c_ptr, ldc, ct, y.data, y.ld(), float_type_code(y.dtype, "cuda ggml native"),
+                      M, N, ep.bias.empty() ? nullptr : ep.bias.data,
+                      ep.bias.empty() ? 2 : float_type_code(ep.bias.dtype, "cuda ggml native"),
+                      ep.clamp_lo, ep.clamp_hi, stream);
+  }
+
+  int device_ = 0;
+  DeviceContext* ctx_ = nullptr;
+  DeviceCaps caps_;
+  GType type_ = GType::Q4_0;
+  GFormat f_{};
+  std::string type_name_;
+  int64_t q8_max_ = ggml::kGemvMaxRows;
+  bool force_q8_ = false;
+  int64_t chunk_rows_ = 1;
+  DeviceBuffer planes_buf_;
+  ggml::GPlanes planes_;
+  std::shared_ptr<DeviceBuffer> scratch_;
+};
+
+}  // namespace
+
+bool use_ggml_native(const QuantizedWeight& w, const PrepareOptions& o) {
+  GType t;
+  if (!w.ggml || !gtype_of(w.ggml->type, t) || o.act != ActQuant::None ||
+      o.tuning.cuda_ggml_native == Toggle::Off)
+    return false;
+  // A forced canonical kernel means the canonical form.
+  return o.force_kernel.empty() || o.force_kernel.rfind("cuda_ggml", 0) == 0;
+}
+
+std::shared_ptr<const PreparedImpl> prepare_ggml_native(const QuantizedWeight& w,
+                                                        const PrepareOptions& opts) {
+  return std::make_shared<CudaGgmlNative>(w, opts);
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,155 @@
+// One lane's 32-element chunk of a native GGUF row (ggml_gpu_format.hpp): the loads, the codes as
+// eight words of four signed bytes, and the chunk's f32 scales and mins.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/ggml/ggml_gpu_format.hpp"
+
+namespace mixq::cuda::ggml {
+
+// The weight planes are read once per call: no L1 allocation (the activations, read by every
+// warp, keep L1), and a 256-byte L2 fetch since a warp's loads of a plane are contiguous. Not
+// volatile, so the compiler may issue the loads of later chunks early.
+__device__ __forceinline__ uint4 ld_stream_v4(const uint8_t* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_stream_v2(const uint8_t* p) {
+  uint2 v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_stream_u32(const uint8_t* p) {
+  uint32_t v;
+  asm("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+template <GType T>
+struct RawChunk {
+  static constexpr GFormat F = gformat(T);
+  uint32_t lo[F.lb];                 // 2, 4 or 8 words
+  uint32_t hi[F.hb > 0 ? F.hb : 1];  // 1 or 2 words (unused when HB = 0)
+  uint32_t d;                        // f16 bits, or an f16 pair
+  uint32_t sc;                       // the chunk's sub-block scale bytes
+};
+
+// Chunk c (32 elements from column 32c) of row `row`.
+template <GType T>
+__device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_t c, RawChunk<T>& r) {
+  constexpr GFormat F = gformat(T);
+  const uint8_t* lo = w.lo + row * w.lo_pitch + c * F.lo_chunk();
+  if constexpr (F.lb == 4) {
+    const uint4 v = ld_stream_v4(lo);
+    r.lo[0] = v.x; r.lo[1] = v.y; r.lo[2] = v.z; r.lo[3] = v.w;
+  } else if constexpr (F.lb == 8) {
+    const uint4 a = ld_stream_v4(lo), b = ld_stream_v4(lo + 16);
+    r.lo[0] = a.x; r.lo[1] = a.y; r.lo[2] = a.z; r.lo[3] = a.w;
+    r.lo[4] = b.x; r.lo[5] = b.y; r.lo[6] = b.z; r.lo[7] = b.w;
+  } else {
+    const uint2 v = ld_stream_v2(lo);
+    r.lo[0] = v.x; r.lo[1] = v.y;
+  }
+  if constexpr (F.hb == 1) {
+    r.hi[0] = ld_stream_u32(w.hi + row * w.hi_pitch + c * 4);
+  } else if constexpr (F.hb == 2) {
+    const uint2 v = ld_stream_v2(w.hi + row * w.hi_pitch + c * 8);
+    r.hi[0] = v.x; r.hi[1] = v.y;
+  }
+  // Scales: the eight lanes of a super-block read the same bytes (one L1 line), so plain loads.
+  const int64_t b = F.qk == 32 ? c : (c >> 3);
+  const uint8_t* dp = w.d + row * w.d_pitch + b * F.d_bytes();
+  if constexpr (F.d_bytes() == 4) r.d = __ldg(reinterpret_cast<const unsigned int*>(dp));
+  else r.d = __ldg(reinterpret_cast<const unsigned short*>(dp));
+  if constexpr (F.qk == 256) {
+    const int j = int(c & 7);
+    const uint8_t* sp = w.sc + row * w.sc_pitch + b * F.sc_bytes();
+    if constexpr (F.sk == GScale::K4) r.sc = uint32_t(__ldg(sp + j)) | (uint32_t(__ldg(sp + 8 + j)) << 8);
+    else if constexpr (F.halves()) r.sc = __ldg(reinterpret_cast<const unsigned short*>(sp + 2 * j));
+    else r.sc = __ldg(sp + j);
+  } else {
+    r.sc = 0;
+  }
+}
+
+// IQ4 codebook lookup of four 4-bit indices (one per byte): two byte permutes over the halves of
+// the 16-entry table and a per-byte select on the index's top bit.
+__device__ __forceinline__ uint32_t iq4_lookup(uint32_t idx) {
+  constexpr uint32_t t0 = uint8_t(kIq4Values[0]) | uint8_t(kIq4Values[1]) << 8 |
+                          uint8_t(kIq4Values[2]) << 16 | uint32_t(uint8_t(kIq4Values[3])) << 24;
+  constexpr uint32_t t1 = uint8_t(kIq4Values[4]) | uint8_t(kIq4Values[5]) << 8 |
+                          uint8_t(kIq4Values[6]) << 16 | uint32_t(uint8_t(kIq4Values[7])) << 24;
+  constexpr uint32_t t2 = uint8_t(kIq4Values[8]) | uint8_t(kIq4Values[9]) << 8 |
+                          uint8_t(kIq4Values[10]) << 16 | uint32_t(uint8_t(kIq4Values[11])) << 24;
+  constexpr uint32_t t3 = uint8_t(kIq4Values[12]) | uint8_t(kIq4Values[13]) << 8 |
+                          uint8_t(kIq4Values[14]) << 16 | uint32_t(uint8_t(kIq4Values[15])) << 24;
+  const uint32_t s = idx & 0x07070707u;  // index within a half, one per byte -> one per nibble
+  const uint32_t sel = (s & 0xFu) | ((s >> 4) & 0xF0u) | ((s >> 8) & 0xF00u) | ((s >> 12) & 0xF000u);
+  const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
+  const uint32_t top = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return lo ^ ((lo ^ hi) & top);
+}
+
+// The chunk's codes u as eight words of four bytes (word j: elements 4j .. 4j + 3), u < 64 so
+// every byte reads the same as a signed or an unsigned dp4a operand; Q8_0 and IQ4 words hold the
+// signed values themselves (bias 0).
+template <GType T>
+__device__ __forceinline__ void decode_codes(const RawChunk<T>& r, uint32_t (&W)[8]) {
+  constexpr GFormat F = gformat(T);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    uint32_t v;
+    if constexpr (F.lb == 4) v = (r.lo[j & 3] >> (j < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
+    else if constexpr (F.lb == 8) v = r.lo[j];
+    else v = (r.lo[j & 1] >> (2 * (j >> 1))) & 0x03030303u;
+    if constexpr (F.hb == 1) v |= ((r.hi[0] >> j) & 0x01010101u) << F.lb;
+    if constexpr (F.hb == 2) v |= ((r.hi[j >> 2] >> (2 * (j & 3))) & 0x03030303u) << 4;
+    if constexpr (F.iq4) v = iq4_lookup(v);
+    W[j] = v;
+  }
+}
+
+// The chunk's element scales s and offsets o (w = s * (u - bias) + o), for elements 0..15 (s0,
+// o0) and 16..31 (s1, o1), computed as ggml computes them (f32 products, no contraction).
+struct ChunkScales {
+  float s0, s1, o0, o1;
+};
+
+__device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v))); }
+__device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v >> 16))); }
+
+template <GType T>
+__device__ __forceinline__ ChunkScales decode_scales(const RawChunk<T>& r) {
+  constexpr GFormat F = gformat(T);
+  ChunkScales s{0.f, 0.f, 0.f, 0.f};
+  const float d = f16_lo(r.d);
+  if constexpr (F.sk == GScale::Single) {
+    s.s0 = s.s1 = d;
+  } else if constexpr (F.sk == GScale::Affine) {
+    s.s0 = s.s1 = d;
+    s.o0 = s.o1 = f16_hi(r.d);
+  } else if constexpr (F.sk == GScale::K4) {
+    const float dm = f16_hi(r.d);
+    s.s0 = s.s1 = __fmul_rn(d, float(r.sc & 0xFF));
+    s.o0 = s.o1 = -__fmul_rn(dm, float(r.sc >> 8));
+  } else if constexpr (F.sk == GScale::Q2K) {
+    const float dm = f16_hi(r.d);
+    s.s0 = __fmul_rn(d, float(r.sc & 0xF));
+    s.o0 = -__fmul_rn(dm, float((r.sc >> 4) & 0xF));
+    s.s1 = __fmul_rn(d, float((r.sc >> 8) & 0xF));
+    s.o1 = -__fmul_rn(dm, float((r.sc >> 12) & 0xF));
+  } else if constexpr (F.sk == GScale::S16) {
+    s.s0 = __fmul_rn(d, float(int8_t(r.sc & 0xFF)));
+    s.s1 = __fmul_rn(d, float(int8_t((r.sc >> 8) & 0xFF)));
+  } else {  // S32
+    s.s0 = s.s1 = __fmul_rn(d, float(int8_t(r.sc & 0xFF)));
+  }
+  return s;
+}
+
+}  // namespace mixq::cuda::ggml

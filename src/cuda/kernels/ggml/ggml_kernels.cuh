@@ -1,0 +1,202 @@
+// The kernels of GGUF weights at their native width (ggml_gpu_format.hpp):
+//   quantize_x   activations -> q8 per 32 columns (the integer path's X), one warp per chunk
+//   q8_gemv      Y = X Wᵀ for M <= 16 on dp4a: a warp owns RPW rows and walks K by chunks of 32
+//                per lane; the chunk's codes are decoded once and reused for every token
+//   dequant      W rows -> f16 / bf16 / f32, ggml's exact arithmetic (the cuBLAS path)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "cuda/kernels/common/grid_dependency.cuh"
+#include "cuda/kernels/ggml/ggml_chunk.cuh"
+
+namespace mixq::cuda::ggml {
+
+constexpr int kGemvWarps = 4;
+
+__device__ __forceinline__ float load_as_float(const void* p, int type, int64_t i) {
+  switch (type) {
+    case 0: return __half2float(static_cast<const half*>(p)[i]);
+    case 1: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_float(void* p, int type, int64_t i, float v) {
+  switch (type) {
+    case 0: static_cast<half*>(p)[i] = __float2half_rn(v); break;
+    case 1: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+// One warp per (row, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
+// as the CPU integer path and its test reference round), the 16-column sums of x and of q.
+template <typename XT>
+__global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ x, int64_t ldx,
+                                                         int M, int64_t K, GQ8 out) {
+  allow_dependent_launch();  // the GEMV may start loading its weights now
+  const int lane = threadIdx.x & 31;
+  const int64_t chunks = K >> 5;
+  const int64_t total = int64_t(M) * chunks;
+  for (int64_t t = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; t < total;
+       t += (int64_t(gridDim.x) * blockDim.x) >> 5) {
+    const int64_t m = t / chunks, c = t - m * chunks;
+    float v;
+    if constexpr (sizeof(XT) == 4) v = x[m * ldx + 32 * c + lane];
+    else if constexpr (std::is_same_v<XT, half>) v = __half2float(x[m * ldx + 32 * c + lane]);
+    else v = __bfloat162float(x[m * ldx + 32 * c + lane]);
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = __fdiv_rn(amax, 127.f);
+    const float id = d != 0.f ? __fdiv_rn(1.f, d) : 0.f;
+    const int q = int(roundf(__fmul_rn(v, id)));
+    out.q[m * out.ldq + 32 * c + lane] = int8_t(q);
+    float fs = v;
+    int is = q;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+      fs += __shfl_xor_sync(0xffffffffu, fs, o);
+      is += __shfl_xor_sync(0xffffffffu, is, o);
+    }
+    const float fs1 = __shfl_sync(0xffffffffu, fs, 16);
+    const int is1 = __shfl_sync(0xffffffffu, is, 16);
+    if (lane == 0) {
+      const uint32_t packed = (uint32_t(is) & 0xFFFFu) | (uint32_t(is1) << 16);
+      out.meta[m * out.ldmeta + c] = make_float4(d, fs, fs1, __uint_as_float(packed));
+    }
+  }
+}
+
+template <GType T, int MR, int RPW>
+__global__ void __launch_bounds__(kGemvWarps * 32) q8_gemv_kernel(const GemvParams p) {
+  constexpr GFormat F = gformat(T);
+  const int lane = threadIdx.x & 31;
+  const int64_t row0 = (int64_t(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5)) * RPW;
+  if (row0 >= p.N) return;
+  int64_t rows[RPW];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) rows[r] = row0 + r < p.N ? row0 + r : p.N - 1;
+  const int64_t chunks = p.K >> 5;
+  float acc[RPW][MR];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int m = 0; m < MR; ++m) acc[r][m] = 0.f;
+
+  // The first chunk's weights are requested before waiting on the quantizer (PDL).
+  int64_t c = lane;
+  RawChunk<T> raw[RPW];
+  if (c < chunks) {
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c, raw[r]);
+  }
+  grid_dependency_wait();  // X is the quantizer's output (a no-op without PDL)
+  for (; c < chunks; c += 32) {
+    uint32_t W[RPW][8];
+    ChunkScales S[RPW];
+#pragma unroll
+    for (int r = 0; r < RPW; ++r) {
+      decode_codes<T>(raw[r], W[r]);
+      S[r] = decode_scales<T>(raw[r]);
+    }
+    // the next chunk's weights are in flight while this one is multiplied
+    if (c + 32 < chunks) {
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c + 32, raw[r]);
+    }
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      const int mm = m < p.M ? m : p.M - 1;
+      const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
+      const int4 a = *reinterpret_cast<const int4*>(xr);
+      const int4 b = *reinterpret_cast<const int4*>(xr + 16);
+      const float4 mt = p.xmeta[mm * p.ldxmeta + c];
+      const int packed = __float_as_int(mt.w);
+      const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        int t0 = __dp4a(int(W[r][0]), a.x, 0);
+        t0 = __dp4a(int(W[r][1]), a.y, t0);
+        t0 = __dp4a(int(W[r][2]), a.z, t0);
+        t0 = __dp4a(int(W[r][3]), a.w, t0);
+        int t1 = __dp4a(int(W[r][4]), b.x, 0);
+        t1 = __dp4a(int(W[r][5]), b.y, t1);
+        t1 = __dp4a(int(W[r][6]), b.z, t1);
+        t1 = __dp4a(int(W[r][7]), b.w, t1);
+        if constexpr (F.bias != 0) {
+          t0 -= F.bias * xi0;
+          t1 -= F.bias * xi1;
+        }
+        float v;
+        if constexpr (F.halves()) v = S[r].s0 * float(t0) + S[r].s1 * float(t1);
+        else v = S[r].s0 * float(t0 + t1);
+        float a_rm = fmaf(mt.x, v, acc[r][m]);
+        if constexpr (F.has_min()) {
+          if constexpr (F.halves()) a_rm += S[r].o0 * mt.y + S[r].o1 * mt.z;
+          else a_rm += S[r].o0 * (mt.y + mt.z);
+        }
+        acc[r][m] = a_rm;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      const int64_t row = row0 + r;
+      if (lane == ((r * MR + m) & 31) && m < p.M && row < p.N) {
+        if (p.bias) v += load_as_float(p.bias, p.bias_type, row);
+        if (p.clamp_lo > -INFINITY) v = fmaxf(v, p.clamp_lo);
+        if (p.clamp_hi < INFINITY) v = fminf(v, p.clamp_hi);
+        store_float(p.y, p.y_type, m * p.ldy + row, v);
+      }
+    }
+}
+
+// One thread per 32-element chunk of rows [n0, n0 + rows): w = s * float(u - bias) + o in f32
+// with ggml's operation order (no contraction), converted to OT. out is [rows][ld].
+template <GType T, typename OT>
+__global__ void __launch_bounds__(256) dequant_kernel(const GPlanes w, int64_t n0, int64_t rows,
+                                                      int64_t K, OT* __restrict__ out, int64_t ld) {
+  constexpr GFormat F = gformat(T);
+  const int64_t chunks = K >> 5;
+  const int64_t total = rows * chunks;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = t / chunks, c = t - r * chunks;
+    RawChunk<T> raw;
+    load_chunk<T>(w, n0 + r, c, raw);
+    uint32_t W[8];
+    decode_codes<T>(raw, W);
+    const ChunkScales S = decode_scales<T>(raw);
+    alignas(16) OT vals[32];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int e = 4 * j + i;
+        const int q = int(int8_t(W[j] >> (8 * i))) - F.bias;
+        float f = __fmul_rn(e < 16 ? S.s0 : S.s1, float(q));
+        if constexpr (F.has_min()) f = __fadd_rn(f, e < 16 ? S.o0 : S.o1);
+        if constexpr (sizeof(OT) == 4) vals[e] = f;
+        else if constexpr (std::is_same_v<OT, half>) vals[e] = __float2half_rn(f);
+        else vals[e] = __float2bfloat16_rn(f);
+      }
+    OT* dst = out + r * ld + 32 * c;
+    constexpr int kVec = 16 / sizeof(OT);
+#pragma unroll
+    for (int v = 0; v < 32 / kVec; ++v)
+      reinterpret_cast<uint4*>(dst)[v] = *reinterpret_cast<const uint4*>(vals + v * kVec);
+  }
+}
+
+}  // namespace mixq::cuda::ggml

@@ -1,0 +1,8 @@
+// q8 GEMV instances of the GGUF types Q4_K, Q5_K, Q6_K (ggml_gemv_launch.cuh).
+#include "cuda/launch/ggml_gemv_launch.cuh"
+
+namespace mixq::cuda::ggml {
+MIXQ_GGML_GEMV_TYPE(Q4_K)
+MIXQ_GGML_GEMV_TYPE(Q5_K)
+MIXQ_GGML_GEMV_TYPE(Q6_K)
+}  // namespace mixq::cuda::ggml

@@ -1,0 +1,8 @@
+// q8 GEMV instances of the GGUF types Q2_K, Q3_K, IQ4_XS (ggml_gemv_launch.cuh).
+#include "cuda/launch/ggml_gemv_launch.cuh"
+
+namespace mixq::cuda::ggml {
+MIXQ_GGML_GEMV_TYPE(Q2_K)
+MIXQ_GGML_GEMV_TYPE(Q3_K)
+MIXQ_GGML_GEMV_TYPE(IQ4_XS)
+}  // namespace mixq::cuda::ggml

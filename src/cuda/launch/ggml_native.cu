@@ -1,0 +1,86 @@
+// Launchers of the native GGUF kernels: the activation quantizer, the dequantizer, and the q8
+// GEMV's dispatch over types (its instances live in ggml_gemv_*.cu).
+#include <algorithm>
+
+#include "cuda/kernels/ggml/ggml_kernels.cuh"
+#include "cuda/launch/ggml_native.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/launch_config.hpp"
+
+namespace mixq::cuda::ggml {
+
+template <GType T>
+void launch_gemv_type(const GemvParams& p, cudaStream_t stream);  // ggml_gemv_launch.cuh
+
+int gemv_token_tile(int M) {
+  if (M <= 4) return M;
+  if (M <= 6) return 6;
+  if (M <= 8) return 8;
+  if (M <= 12) return 12;
+  return 16;
+}
+
+// One row per warp at M = 1 (the most warps to keep the stream busy); more rows per warp as M
+// grows, so the activations each lane reads from L1 serve more weight rows (two again above 8,
+// where four rows of 12-16 accumulators each would leave too few warps resident).
+int gemv_rows_per_warp(int M) { return M <= 1 ? 1 : (M <= 4 || M > 8) ? 2 : 4; }
+
+void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream) {
+  switch (t) {
+    case GType::Q4_0: return launch_gemv_type<GType::Q4_0>(p, stream);
+    case GType::Q4_1: return launch_gemv_type<GType::Q4_1>(p, stream);
+    case GType::Q5_0: return launch_gemv_type<GType::Q5_0>(p, stream);
+    case GType::Q5_1: return launch_gemv_type<GType::Q5_1>(p, stream);
+    case GType::Q8_0: return launch_gemv_type<GType::Q8_0>(p, stream);
+    case GType::IQ4_NL: return launch_gemv_type<GType::IQ4_NL>(p, stream);
+    case GType::Q2_K: return launch_gemv_type<GType::Q2_K>(p, stream);
+    case GType::Q3_K: return launch_gemv_type<GType::Q3_K>(p, stream);
+    case GType::Q4_K: return launch_gemv_type<GType::Q4_K>(p, stream);
+    case GType::Q5_K: return launch_gemv_type<GType::Q5_K>(p, stream);
+    case GType::Q6_K: return launch_gemv_type<GType::Q6_K>(p, stream);
+    case GType::IQ4_XS: return launch_gemv_type<GType::IQ4_XS>(p, stream);
+  }
+}
+
+void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
+                       int sm_count, cudaStream_t stream) {
+  const int64_t warps = int64_t(M) * (K / 32);
+  const int64_t blocks = std::min<int64_t>((warps + 7) / 8, int64_t(sm_count) * 16);
+  const dim3 grid(unsigned(std::max<int64_t>(blocks, 1)));
+  switch (x_type) {
+    case 0: quantize_x_kernel<half><<<grid, 256, 0, stream>>>(static_cast<const half*>(x), ldx, M, K, out); break;
+    case 1: quantize_x_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), ldx, M, K, out); break;
+    default: quantize_x_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(x), ldx, M, K, out); break;
+  }
+  MIXQ_CUDA_CHECK(cudaGetLastError());
+}
+
+namespace {
+template <GType T>
+void dequant_type(const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type, void* out,
+                  int64_t ld, int sm_count, cudaStream_t stream) {
+  const int64_t total = rows * (K / 32);
+  const dim3 grid(unsigned(std::max<int64_t>(std::min<int64_t>((total + 255) / 256, int64_t(sm_count) * 32), 1)));
+  switch (out_type) {
+    case 0: dequant_kernel<T, half><<<grid, 256, 0, stream>>>(w, n0, rows, K, static_cast<half*>(out), ld); break;
+    case 1: dequant_kernel<T, __nv_bfloat16><<<grid, 256, 0, stream>>>(w, n0, rows, K, static_cast<__nv_bfloat16*>(out), ld); break;
+    default: dequant_kernel<T, float><<<grid, 256, 0, stream>>>(w, n0, rows, K, static_cast<float*>(out), ld); break;
+  }
+  MIXQ_CUDA_CHECK(cudaGetLastError());
+}
+}  // namespace
+
+void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type,
+                    void* out, int64_t ld, int sm_count, cudaStream_t stream) {
+  switch (t) {
+#define MIXQ_GGML_DEQUANT_CASE(T) \
+  case GType::T: return dequant_type<GType::T>(w, n0, rows, K, out_type, out, ld, sm_count, stream);
+    MIXQ_GGML_DEQUANT_CASE(Q4_0) MIXQ_GGML_DEQUANT_CASE(Q4_1) MIXQ_GGML_DEQUANT_CASE(Q5_0)
+    MIXQ_GGML_DEQUANT_CASE(Q5_1) MIXQ_GGML_DEQUANT_CASE(Q8_0) MIXQ_GGML_DEQUANT_CASE(IQ4_NL)
+    MIXQ_GGML_DEQUANT_CASE(Q2_K) MIXQ_GGML_DEQUANT_CASE(Q3_K) MIXQ_GGML_DEQUANT_CASE(Q4_K)
+    MIXQ_GGML_DEQUANT_CASE(Q5_K) MIXQ_GGML_DEQUANT_CASE(Q6_K) MIXQ_GGML_DEQUANT_CASE(IQ4_XS)
+#undef MIXQ_GGML_DEQUANT_CASE
+  }
+}
+
+}  // namespace mixq::cuda::ggml

@@ -1,0 +1,31 @@
+// Host entry points of the native GGUF kernels (src/cuda/kernels/ggml/): plain C++ declarations
+// for the backend (src/cuda/backend/ggml_native.cpp) and the tests.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/ggml/ggml_gpu_format.hpp"
+
+namespace mixq::cuda::ggml {
+
+// Largest M of the q8 GEMV (its widest token instance).
+constexpr int kGemvMaxRows = 16;
+
+// The token instance (MR) and rows per warp that a call of M rows (1..kGemvMaxRows) runs.
+int gemv_token_tile(int M);
+int gemv_rows_per_warp(int M);
+
+// X [M][K] (x_type 0 f16, 1 bf16, 2 f32; row stride ldx elements) -> out (GQ8).
+void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
+                       int sm_count, cudaStream_t stream);
+// Y = X Wᵀ on the integer path, 1 <= p.M <= kGemvMaxRows; p.pdl: launched dependent on the
+// quantizer just before it on the stream.
+void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);
+// Rows [n0, n0 + rows) of W -> out [rows][ld] (out_type 0 f16, 1 bf16, 2 f32; ld a multiple of 8
+// elements, out 16-byte aligned).
+void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type,
+                    void* out, int64_t ld, int sm_count, cudaStream_t stream);
+
+}  // namespace mixq::cuda::ggml

@@ -1,0 +1,294 @@
+// GGUF block weights at their native width on CUDA (src/cuda/kernels/ggml/): every ggml type
+// mixq reads, both paths, against the float64 references of tests/ggml_test_data.hpp, at odd N,
+// K with idle lanes (13 chunks) and long rows, M across every GEMV instance and the cuBLAS path,
+// f32 / f16 / bf16 activations and outputs, strided X and Y, bias and clamp, CUDA graphs.
+//
+// Tolerances (max abs error / max abs reference):
+//   q8 GEMV (M <= 16), f32 in and out    1e-5 vs float64 of the same q8 activations,
+//                                        2e-2 vs the float64 product itself
+//   dequantize + cuBLAS, f32              1e-5 vs float64 (the weights are ggml's exact decode)
+//   16-bit activations / outputs          references from the rounded X; 1e-2 (bf16) / 2e-3
+//                                         (f16) for the output rounding and 16-bit weights
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ggml_test_data.hpp"
+#include "gpu/device_checks.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+
+using namespace mixq;
+using namespace mixq::test::ggml;
+
+namespace {
+
+PrepareOptions cuda_opts(const std::string& force = "", const std::string& tune = "") {
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.force_kernel = force;
+  if (!tune.empty()) o.tuning = Tuning::parse(tune);
+  return o;
+}
+
+// x rounded to dtype t (as the device sees it), back in f32.
+std::vector<float> rounded(const std::vector<float>& x, DType t) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    r[i] = t == DType::F16 ? f16_to_f32(f32_to_f16(x[i]))
+           : t == DType::BF16 ? bf16_to_f32(f32_to_bf16(x[i])) : x[i];
+  return r;
+}
+
+std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
+  const size_t eb = t == DType::F32 ? 4 : 2;
+  std::vector<uint8_t> b(x.size() * eb);
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(b.data() + 4 * i, &x[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+float decode_at(const std::vector<uint8_t>& b, DType t, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, b.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, b.data() + 2 * i, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+struct RunOpts {
+  DType xt = DType::F32, yt = DType::F32;
+  int64_t ldx_pad = 0, ldy_pad = 0;
+  std::vector<float> bias;  // empty: none (f16 on the device)
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+};
+
+// Runs y = x Wᵀ on the device with y poisoned (NaN) first; returns y [M][N] in f32 and checks that
+// the padding columns of a strided y were not written.
+std::vector<float> run(const PreparedWeight& pw, const std::vector<float>& x, int64_t M,
+                       const RunOpts& o = {}) {
+  const int64_t N = pw.N(), K = pw.K();
+  const int64_t ldx = K + o.ldx_pad, ldy = N + o.ldy_pad;
+  std::vector<float> xs(size_t(M * ldx), 0.f);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xs[m * ldx + k] = x[m * K + k];
+  const std::vector<uint8_t> xb = encode(xs, o.xt);
+  const size_t yeb = o.yt == DType::F32 ? 4 : 2;
+  DeviceBuffer dx(xb.size()), dy(size_t(M * ldy) * yeb), db(o.bias.size() * 2 + 16);
+  dx.copy_from_host(xb.data(), xb.size());
+  std::vector<uint8_t> poison(size_t(M * ldy) * yeb, 0xFF);  // NaN in every float type
+  dy.copy_from_host(poison.data(), poison.size());
+  Epilogue ep;
+  ep.clamp_lo = o.lo;
+  ep.clamp_hi = o.hi;
+  if (!o.bias.empty()) {
+    const std::vector<uint8_t> bb = encode(o.bias, DType::F16);
+    db.copy_from_host(bb.data(), bb.size());
+    ep.bias = TensorView(db.data(), DType::F16, {N}, Device::CUDA);
+  }
+  const TensorView xv = TensorView::strided(dx.data(), o.xt, {M, K}, {ldx, 1}, Device::CUDA);
+  const TensorView yv = TensorView::strided(dy.data(), o.yt, {M, N}, {ldy, 1}, Device::CUDA);
+  linear(xv, pw, yv, ep, ExecContext{});
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> yb(size_t(M * ldy) * yeb);
+  dy.copy_to_host(yb.data(), yb.size());
+  std::vector<float> y(size_t(M * N));
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) y[m * N + n] = decode_at(yb, o.yt, size_t(m * ldy + n));
+    for (int64_t n = N; n < ldy; ++n)
+      EXPECT_TRUE(std::isnan(decode_at(yb, o.yt, size_t(m * ldy + n)))) << "y padding written";
+  }
+  return y;
+}
+
+void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int64_t>& Ms,
+                uint32_t seed) {
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, seed);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  const std::string tname = formats::ggml_type_name(uint32_t(tc.type));
+  const PreparedWeight pw = prepare(w, cuda_opts());
+  const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
+  for (int64_t M : Ms) {
+    SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+                 " M=" + std::to_string(M));
+    const std::vector<float> x = random_x(M, K, seed + uint32_t(M));
+    const Refs ref = reference(w, blocks, tc.type, x, M);
+    const bool q8 = M <= 16;
+    EXPECT_EQ(pw.kernel_name(M), q8 ? "cuda_ggml_q8_" + tname : "cuda_ggml_dequant_cublas");
+    const std::vector<float> y = run(pw, x, M);
+    if (q8) {
+      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << "vs the q8 emulation";
+      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-2) << "vs float64";
+    } else {
+      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 1e-5);
+    }
+    // The cuBLAS path at every M: ggml's exact decode in f32.
+    EXPECT_LE(max_err(run(deq, x, M), ref.exact) / ref.max_exact, 1e-5) << "dequant + cuBLAS";
+  }
+}
+
+class CudaGgmlNativeTypes : public ::testing::TestWithParam<size_t> {};
+
+TEST_P(CudaGgmlNativeTypes, BothPathsMatchFloat64) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[GetParam()];
+  const int64_t qk = formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+  // 13 chunks of 32 (lanes 13..31 idle) or 24 (three super-blocks); N = 77 rows: partial CTAs
+  // at every rows-per-warp.
+  const int64_t K = qk == 32 ? 416 : 768;
+  check_type(tc, 77, K, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 300}, 3000 + uint32_t(GetParam()));
+}
+
+TEST_P(CudaGgmlNativeTypes, LongRows) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[GetParam()];
+  check_type(tc, 33, 14336, {1, 6, 16, 40}, 4000 + uint32_t(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaGgmlNativeTypes, ::testing::Range<size_t>(0, all_types().size()),
+                         [](const ::testing::TestParamInfo<size_t>& i) {
+                           return std::string(formats::ggml_type_name(uint32_t(all_types()[i.param].type)));
+                         });
+
+// 16-bit activations and outputs, strided X and Y, bias and clamp, on both paths.
+TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
+  SKIP_WITHOUT_GPU();
+  for (size_t ti : {size_t(0), size_t(8), size_t(10)}) {  // Q4_0, Q4_K, Q6_K
+    const TypeCase& tc = all_types()[ti];
+    const int64_t N = 45, K = 512;
+    const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 50 + uint32_t(ti));
+    const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+    const PreparedWeight pw = prepare(w, cuda_opts());
+    std::vector<float> bias(static_cast<size_t>(N), 0.f);
+    for (int64_t n = 0; n < N; ++n) bias[n] = f16_to_f32(f32_to_f16(0.25f * float(n % 7) - 0.7f));
+    for (const DType xt : {DType::F16, DType::BF16, DType::F32})
+      for (const DType yt : {DType::F16, DType::BF16, DType::F32})
+        for (const int64_t M : {3, 16, 70}) {
+          SCOPED_TRACE(std::string(formats::ggml_type_name(uint32_t(tc.type))) + " x " +
+                       dtype_name(xt) + " y " + dtype_name(yt) + " M=" + std::to_string(M));
+          const std::vector<float> x = rounded(random_x(M, K, 60 + uint32_t(M)), xt);
+          const Refs ref = reference(w, blocks, tc.type, x, M);
+          RunOpts o;
+          o.xt = xt;
+          o.yt = yt;
+          o.ldx_pad = 24;
+          o.ldy_pad = 5;
+          o.bias = bias;
+          o.lo = -0.5f * float(ref.max_exact);
+          o.hi = 0.5f * float(ref.max_exact);
+          const std::vector<float> y = run(pw, x, M, o);
+          const std::vector<double>& r = M <= 16 ? ref.q8 : ref.exact;
+          std::vector<double> want(r.size());
+          double top = 0;
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              const double v = std::min<double>(o.hi, std::max<double>(o.lo, r[m * N + n] + bias[n]));
+              want[m * N + n] = v;
+              top = std::max(top, std::fabs(v));
+            }
+          const bool any16 = xt != DType::F32 || yt != DType::F32;
+          const double tol = !any16 ? 1e-5 : (xt == DType::BF16 || yt == DType::BF16) ? 1e-2 : 2e-3;
+          EXPECT_LE(max_err(y, want) / top, tol);
+        }
+  }
+}
+
+// A captured M = 1 call (quantizer + PDL GEMV) replays on new inputs.
+TEST(CudaGgmlNative, GraphReplaysOnNewInputs) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const int64_t N = 300, K = 1024;
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 91);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  const PreparedWeight pw = prepare(w, cuda_opts());
+  for (const int64_t M : {1, 9}) {
+    DeviceBuffer dx(size_t(M * K) * 4), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M) + 16);
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ExecContext ctx;
+    ctx.stream = s;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+    TensorView xv(dx.data(), DType::F32, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
+    // eager call first (module loading), then capture
+    std::vector<float> x0 = random_x(M, K, 1);
+    dx.copy_from_host(x0.data(), x0.size() * 4);
+    linear(xv, pw, yv, Epilogue::none(), ctx);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    linear(xv, pw, yv, Epilogue::none(), ctx);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (uint32_t rep = 0; rep < 3; ++rep) {
+      const std::vector<float> x = random_x(M, K, 100 + rep);
+      dx.copy_from_host(x.data(), x.size() * 4);
+      std::vector<float> poison(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+      dy.copy_from_host(poison.data(), poison.size() * 4);
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<float> y(size_t(M * N));
+      dy.copy_to_host(y.data(), y.size() * 4);
+      const Refs ref = reference(w, blocks, tc.type, x, M);
+      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << "replay " << rep << " M=" << M;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+}
+
+TEST(CudaGgmlNative, OptionsChooseTheForm) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const std::vector<uint8_t> blocks = random_blocks(tc, 40, 512, 7);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=4")).kernel_name(5), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");
+  // Off, or a forced canonical kernel: the canonical weight-only form.
+  const std::string canon = prepare(w, cuda_opts("", "cuda_ggml_native=off")).kernel_name(1);
+  EXPECT_EQ(canon.find("cuda_ggml"), std::string::npos) << canon;
+  const std::string forced = prepare(w, cuda_opts("wo_dequant_cublas")).kernel_name(1);
+  EXPECT_EQ(forced.find("cuda_ggml"), std::string::npos) << forced;
+  // An unknown forced kernel of the native family names itself.
+  try {
+    (void)prepare(w, cuda_opts("cuda_ggml_bogus"));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda_ggml_bogus"), std::string::npos) << e.what();
+  }
+  // A workspace smaller than the call needs is an error naming the sizes.
+  const PreparedWeight pw = prepare(w, cuda_opts());
+  DeviceBuffer dx(4 * 512), dy(4 * 40), ws(64);
+  ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = 64;
+  try {
+    linear(TensorView(dx.data(), DType::F32, {1, 512}, Device::CUDA), pw,
+           TensorView(dy.data(), DType::F32, {1, 40}, Device::CUDA),
+           Epilogue::none(), ctx);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("workspace"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
