@@ -1,10 +1,12 @@
 // GGUF block weights at their native width on CUDA (src/cuda/kernels/ggml/): every ggml type
 // mixq reads, both paths, against the float64 references of tests/ggml_test_data.hpp, at odd N,
-// K with idle lanes (13 chunks) and long rows, M across every GEMV instance and the cuBLAS path,
+// K with idle lanes (13 chunks) and long rows, M across every GEMV instance, the tensor-core
+// kernel's token tiles and K splits, and the cuBLAS path,
 // f32 / f16 / bf16 activations and outputs, strided X and Y, bias and clamp, CUDA graphs.
 //
 // Tolerances (max abs error / max abs reference):
-//   q8 GEMV (M <= 16), f32 in and out    1e-5 vs float64 of the same q8 activations,
+//   q8 GEMV and tensor-core kernels,     1e-5 vs float64 of the same q8 activations,
+//   f32 in and out
 //                                        2e-2 vs the float64 product itself
 //   dequantize + cuBLAS, f32              1e-5 vs float64 (the weights are ggml's exact decode)
 //   16-bit activations / outputs          references from the rounded X; 1e-2 (bf16) / 2e-3
@@ -122,22 +124,23 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
   const std::string tname = formats::ggml_type_name(uint32_t(tc.type));
   const PreparedWeight pw = prepare(w, cuda_opts());
+  const PreparedWeight gemv = prepare(w, cuda_opts("cuda_ggml_q8"));
+  const PreparedWeight mma = prepare(w, cuda_opts("cuda_ggml_mma"));
   const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
   for (int64_t M : Ms) {
     SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                  " M=" + std::to_string(M));
     const std::vector<float> x = random_x(M, K, seed + uint32_t(M));
     const Refs ref = reference(w, blocks, tc.type, x, M);
-    const bool q8 = M <= 16;
-    EXPECT_EQ(pw.kernel_name(M), q8 ? "cuda_ggml_q8_" + tname : "cuda_ggml_dequant_cublas");
-    const std::vector<float> y = run(pw, x, M);
-    if (q8) {
-      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << "vs the q8 emulation";
-      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-2) << "vs float64";
-    } else {
-      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 1e-5);
+    EXPECT_EQ(pw.kernel_name(M), (M <= 4 ? "cuda_ggml_q8_" : "cuda_ggml_mma_") + tname);
+    // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
+    for (const PreparedWeight* q : {&pw, &gemv, &mma}) {
+      if (q == &gemv && M > 16) continue;
+      const std::vector<float> y = run(*q, x, M);
+      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << q->kernel_name(M) << " vs the q8 emulation";
+      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-2) << q->kernel_name(M) << " vs float64";
     }
-    // The cuBLAS path at every M: ggml's exact decode in f32.
+    // The cuBLAS path: ggml's exact decode in f32.
     EXPECT_LE(max_err(run(deq, x, M), ref.exact) / ref.max_exact, 1e-5) << "dequant + cuBLAS";
   }
 }
@@ -151,13 +154,13 @@ TEST_P(CudaGgmlNativeTypes, BothPathsMatchFloat64) {
   // 13 chunks of 32 (lanes 13..31 idle) or 24 (three super-blocks); N = 77 rows: partial CTAs
   // at every rows-per-warp.
   const int64_t K = qk == 32 ? 416 : 768;
-  check_type(tc, 77, K, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 300}, 3000 + uint32_t(GetParam()));
+  check_type(tc, 77, K, {1, 2, 3, 4, 5, 7, 8, 11, 16, 17, 33, 300}, 3000 + uint32_t(GetParam()));
 }
 
 TEST_P(CudaGgmlNativeTypes, LongRows) {
   SKIP_WITHOUT_GPU();
   const TypeCase& tc = all_types()[GetParam()];
-  check_type(tc, 33, 14336, {1, 6, 16, 40}, 4000 + uint32_t(GetParam()));
+  check_type(tc, 33, 14336, {1, 6, 16, 70}, 4000 + uint32_t(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaGgmlNativeTypes, ::testing::Range<size_t>(0, all_types().size()),
@@ -174,6 +177,7 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
     const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 50 + uint32_t(ti));
     const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
     const PreparedWeight pw = prepare(w, cuda_opts());
+    const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
     std::vector<float> bias(static_cast<size_t>(N), 0.f);
     for (int64_t n = 0; n < N; ++n) bias[n] = f16_to_f32(f32_to_f16(0.25f * float(n % 7) - 0.7f));
     for (const DType xt : {DType::F16, DType::BF16, DType::F32})
@@ -191,19 +195,21 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
           o.bias = bias;
           o.lo = -0.5f * float(ref.max_exact);
           o.hi = 0.5f * float(ref.max_exact);
-          const std::vector<float> y = run(pw, x, M, o);
-          const std::vector<double>& r = M <= 16 ? ref.q8 : ref.exact;
-          std::vector<double> want(r.size());
-          double top = 0;
-          for (int64_t m = 0; m < M; ++m)
-            for (int64_t n = 0; n < N; ++n) {
-              const double v = std::min<double>(o.hi, std::max<double>(o.lo, r[m * N + n] + bias[n]));
-              want[m * N + n] = v;
-              top = std::max(top, std::fabs(v));
-            }
-          const bool any16 = xt != DType::F32 || yt != DType::F32;
-          const double tol = !any16 ? 1e-5 : (xt == DType::BF16 || yt == DType::BF16) ? 1e-2 : 2e-3;
-          EXPECT_LE(max_err(y, want) / top, tol);
+          for (const bool exact : {false, true}) {
+            const std::vector<float> y = run(exact ? deq : pw, x, M, o);
+            const std::vector<double>& r = exact ? ref.exact : ref.q8;
+            std::vector<double> want(r.size());
+            double top = 0;
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                const double v = std::min<double>(o.hi, std::max<double>(o.lo, r[m * N + n] + bias[n]));
+                want[m * N + n] = v;
+                top = std::max(top, std::fabs(v));
+              }
+            const bool any16 = xt != DType::F32 || yt != DType::F32;
+            const double tol = !any16 ? 1e-5 : (xt == DType::BF16 || yt == DType::BF16) ? 1e-2 : 2e-3;
+            EXPECT_LE(max_err(y, want) / top, tol) << (exact ? deq : pw).kernel_name(M);
+          }
         }
   }
 }
@@ -260,9 +266,14 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   const std::vector<uint8_t> blocks = random_blocks(tc, 40, 512, 7);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_dequant_cublas");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=4")).kernel_name(5), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4096), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=8")).kernel_name(8), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=8")).kernel_name(9), "cuda_ggml_dequant_cublas");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_mma")).kernel_name(1), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_dequant_cublas")).kernel_name(1), "cuda_ggml_dequant_cublas");
   // Off, or a forced canonical kernel: the canonical weight-only form.
   const std::string canon = prepare(w, cuda_opts("", "cuda_ggml_native=off")).kernel_name(1);
   EXPECT_EQ(canon.find("cuda_ggml"), std::string::npos) << canon;

@@ -422,15 +422,18 @@ int run_bench_file(const Args& a, const std::string& command_line) {
       // cpu_*_i8dot<TYPE>: the native GGUF kernels, with ggml's q8_0 activations (symmetric per
       // 32) instead of mixq's per-segment scale + offset; their exact emulation is checked in
       // test_cpu_ggml_native, so here they are held to the int8 tolerance against float64 only.
-      // cuda_ggml_q8_<TYPE>: the CUDA native GGUF GEMV, the same q8 activations (its emulation
-      // is checked in test_cuda_ggml_native).
-      const bool cuda_q8 = r.kernel.rfind("cuda_ggml_q8", 0) == 0;
+      // cuda_ggml_q8_<TYPE> / cuda_ggml_mma_<TYPE>: the CUDA native GGUF kernels, the same q8
+      // activations (their emulation is checked in test_cuda_ggml_native).
+      const bool cuda_q8 = r.kernel.rfind("cuda_ggml_q8", 0) == 0 || r.kernel.rfind("cuda_ggml_mma", 0) == 0;
       const bool native_q8 = cuda_q8 || (i8dot && r.kernel.find('<') != std::string::npos);
       if (i8dot && !native_q8)
         r.emu_err = relative_error(
             y.data(), N, s, reference_on_sample(sampled_activations_i8dot(x.data(), K, s, w.block_k), K, s, wrows));
-      r.tol = tol_scale * (i8dot || cuda_q8 ? i8dot_error_tolerance(act_dtype)
-                                            : error_tolerance(ActQuant::None, act_dtype));
+      // ggml's q8 activations (per 32, symmetric, no offset) are held to the 2e-2 of the native
+      // kernels' tests against float64; mixq's own int8 segments (scale + offset) to 1e-2.
+      r.tol = tol_scale * (native_q8 ? std::max(2e-2, i8dot_error_tolerance(act_dtype))
+                           : i8dot   ? i8dot_error_tolerance(act_dtype)
+                                     : error_tolerance(ActQuant::None, act_dtype));
       r.emu_tol = tol_scale * (native_q8 ? i8dot_error_tolerance(act_dtype)
                                : i8dot ? i8dot_emulated_error_tolerance(act_dtype)
                                        : emulated_error_tolerance(ActQuant::None, act_dtype));

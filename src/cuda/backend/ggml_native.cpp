@@ -1,8 +1,9 @@
 // The CUDA backend's prepared weight for GGUF block tensors at their native width: prepare splits
 // the file's blocks into the planes of kernels/ggml/ggml_gpu_format.hpp (host threads, one upload);
-// linear() runs, for M <= the q8 limit, the activation quantizer and the dp4a GEMV (PDL-chained),
-// and above it dequantizes rows in chunks to the activation type for cuBLAS, as the canonical
-// weight-only path does. docs/decisions/cuda-ggml-native.md.
+// linear() quantizes X to q8 (per 32 columns, as ggml does) and runs the dp4a GEMV for a few
+// tokens or the int8 tensor-core kernel above (both PDL-chained to the quantizer), or, past the
+// tensor-core limit or when asked, dequantizes rows in chunks to X's type for cuBLAS, as the
+// canonical weight-only path does. docs/decisions/cuda-ggml-native.md.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/prepared.hpp"
@@ -148,14 +150,15 @@ class CudaGgmlNative final : public PreparedImpl {
     MIXQ_CHECK(K % f_.qk == 0 && K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30),
                ErrorCode::Unsupported, "cuda ggml native: K (", K, ") must be a multiple of ",
                f_.qk, " and N, K < 2^30");
-    q8_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows
-                                                 : ggml::kGemvMaxRows;
-    if (o.force_kernel == "cuda_ggml_dequant_cublas") q8_max_ = 0;
-    else if (o.force_kernel == "cuda_ggml_q8") force_q8_ = true;
+    gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : kGemvRows;
+    mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
+    if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
+    else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
+    else if (o.force_kernel == "cuda_ggml_dequant_cublas") forced_ = Path::Cublas;
     else
       MIXQ_CHECK_ARG(o.force_kernel.empty(), "prepare (cuda, GGUF ", type_name_,
                      "): force_kernel '", o.force_kernel, "' is not a native GGUF kernel "
-                     "(cuda_ggml_q8, cuda_ggml_dequant_cublas)");
+                     "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_dequant_cublas)");
 
     // Split the file's blocks into the planes, one task per group of rows.
     HostPlanes hp(f_, N, K);
@@ -189,7 +192,11 @@ class CudaGgmlNative final : public PreparedImpl {
   }
 
   std::string kernel_name(int64_t M) const override {
-    return q8_path(M) ? "cuda_ggml_q8_" + type_name_ : std::string("cuda_ggml_dequant_cublas");
+    switch (path(M)) {
+      case Path::Gemv: return "cuda_ggml_q8_" + type_name_;
+      case Path::Mma: return "cuda_ggml_mma_" + type_name_;
+      default: return "cuda_ggml_dequant_cublas";
+    }
   }
 
   size_t workspace_size(int64_t M) const override { return need(M); }
@@ -202,28 +209,43 @@ class CudaGgmlNative final : public PreparedImpl {
     DeviceGuard guard(device_);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need(M), *scratch_, M);
     if (log_plans()) print_plan("linear (ggml native)", M, kernel_name(M));
-    if (q8_path(M)) run_q8(x, y, ep, ws, stream);
-    else run_cublas(x, y, ep, ws, stream);
+    if (path(M) == Path::Cublas) run_cublas(x, y, ep, ws, stream);
+    else run_q8(path(M), x, y, ep, ws, stream);
   }
 
  private:
   static constexpr int64_t kScratchRows = 4096;
+  // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to this many tokens,
+  // the tensor-core kernel up to kMmaMaxRows, dequantize + cuBLAS above.
+  static constexpr int64_t kGemvRows = 4;
+  static constexpr int64_t kMmaMaxRows = 1 << 30;
 
-  bool q8_path(int64_t M) const {
-    return M <= ggml::kGemvMaxRows && (force_q8_ || M <= q8_max_);
+  enum class Path { Gemv, Mma, Cublas };
+
+  Path path(int64_t M) const {
+    if (forced_) return *forced_ == Path::Gemv && M > ggml::kGemvMaxRows ? Path::Mma : *forced_;
+    if (M <= gemv_max_) return Path::Gemv;
+    return M <= mma_max_ ? Path::Mma : Path::Cublas;
   }
 
-  size_t q8_bytes(int64_t M) const { return align256(size_t(M * K)) + size_t(M * (K / 32)) * 16; }
+  size_t q8_bytes(int64_t M) const { return align256(size_t(M * K)) + align256(size_t(M * (K / 32)) * 16); }
 
-  // The q8 path: X quantized + its metadata. The cuBLAS path: a chunk of dequantized rows (f32
-  // at most) and, when y's type is neither X's nor f32, an f32 staging of the output.
+  // The q8 paths: X quantized + its metadata (+ the tensor-core kernel's split partials). The
+  // cuBLAS path: a chunk of dequantized rows (f32 at most) and, when y's type is neither X's nor
+  // f32, an f32 staging of the output.
   size_t need(int64_t M) const {
     M = std::max<int64_t>(M, 1);
-    if (q8_path(M)) return q8_bytes(M);
-    return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
+    switch (path(M)) {
+      case Path::Gemv: return q8_bytes(M);
+      case Path::Mma: {
+        const ggml::MmaSplit sp = ggml::mma_split(int(M), N, K, caps_.sm_count);
+        return q8_bytes(M) + (sp.splits > 1 ? size_t(sp.splits) * size_t(M * N) * 4 : 0);
+      }
+      default: return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
+    }
   }
 
-  void run_q8(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+  void run_q8(Path path, const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
               cudaStream_t stream) const {
     const int M = int(x.shape[0]);
     ggml::GQ8 q;
@@ -233,7 +255,7 @@ class CudaGgmlNative final : public PreparedImpl {
     q.ldmeta = K / 32;
     ggml::launch_quantize_x(x.data, float_type_code(x.dtype, "cuda ggml native"), x.ld(), M, K, q,
                             caps_.sm_count, stream);
-    ggml::GemvParams p;
+    ggml::MmaParams p;
     p.w = planes_;
     p.N = N;
     p.K = K;
@@ -250,7 +272,12 @@ class CudaGgmlNative final : public PreparedImpl {
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
     p.pdl = caps_.cc_major >= 9;
-    ggml::launch_q8_gemv(type_, p, stream);
+    if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
+    const ggml::MmaSplit sp = ggml::mma_split(M, N, K, caps_.sm_count);
+    p.splits = sp.splits;
+    p.split_chunks = sp.split_chunks;
+    if (sp.splits > 1) p.partial = reinterpret_cast<float*>(ws + q8_bytes(M));
+    ggml::launch_q8_mma(type_, p, stream);
   }
 
   void run_cublas(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
@@ -298,8 +325,8 @@ class CudaGgmlNative final : public PreparedImpl {
   GType type_ = GType::Q4_0;
   GFormat f_{};
   std::string type_name_;
-  int64_t q8_max_ = ggml::kGemvMaxRows;
-  bool force_q8_ = false;
+  int64_t gemv_max_ = kGemvRows, mma_max_ = kMmaMaxRows;
+  std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   DeviceBuffer planes_buf_;
   ggml::GPlanes planes_;

@@ -1,9 +1,10 @@
-// The q8 GEMV's launcher for one GGUF type: its token instances (MR) and rows per warp. Included
-// by the ggml_gemv_*.cu files, each instantiating a few types so a parallel build compiles them
-// side by side.
+// The launchers of the q8 kernels for one GGUF type: the GEMV's token instances (MR) and rows per
+// warp, the tensor-core kernel's token tiles (8 NT). Included by the ggml_gemv_*.cu files, each
+// instantiating a few types so a parallel build compiles them side by side.
 #pragma once
 
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
+#include "cuda/kernels/ggml/ggml_mma.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
@@ -32,6 +33,25 @@ void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
   }
 }
 
-#define MIXQ_GGML_GEMV_TYPE(T) template void launch_gemv_type<GType::T>(const GemvParams&, cudaStream_t);
+template <GType T, int NT>
+void launch_mma_instance(const MmaParams& p, cudaStream_t stream) {
+  const dim3 grid(unsigned((p.N + kMmaRows - 1) / kMmaRows), unsigned((p.M + 8 * NT - 1) / (8 * NT)),
+                  unsigned(p.splits));
+  WoLaunchConfig lc(grid, kMmaWarps * 32, 0, stream, p.pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_mma_kernel<T, NT>, p));
+}
+
+template <GType T>
+void launch_mma_type(const MmaParams& p, cudaStream_t stream) {
+  switch (mma_token_tiles(p.M)) {
+    case 2: return launch_mma_instance<T, 2>(p, stream);
+    case 4: return launch_mma_instance<T, 4>(p, stream);
+    default: return launch_mma_instance<T, 8>(p, stream);
+  }
+}
+
+#define MIXQ_GGML_GEMV_TYPE(T)                                                         \
+  template void launch_gemv_type<GType::T>(const GemvParams&, cudaStream_t);          \
+  template void launch_mma_type<GType::T>(const MmaParams&, cudaStream_t);
 
 }  // namespace mixq::cuda::ggml

@@ -2,7 +2,7 @@
 // GEMV's dispatch over types (its instances live in ggml_gemv_*.cu).
 #include <algorithm>
 
-#include "cuda/kernels/ggml/ggml_kernels.cuh"
+#include "cuda/kernels/ggml/ggml_mma.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
@@ -11,6 +11,22 @@ namespace mixq::cuda::ggml {
 
 template <GType T>
 void launch_gemv_type(const GemvParams& p, cudaStream_t stream);  // ggml_gemv_launch.cuh
+template <GType T>
+void launch_mma_type(const MmaParams& p, cudaStream_t stream);
+
+int mma_token_tiles(int M) { return M <= 16 ? 2 : M <= 32 ? 4 : 8; }
+
+MmaSplit mma_split(int M, int64_t N, int64_t K, int sm_count) {
+  const int64_t chunks = K / 32;
+  const int64_t tiles = ((N + kMmaRows - 1) / kMmaRows) * ((M + 8 * mma_token_tiles(M) - 1) / (8 * mma_token_tiles(M)));
+  // about six 4-warp CTAs per SM keep enough weight loads in flight; at least 4 chunks a split
+  const int64_t want = std::max<int64_t>(1, (6 * int64_t(sm_count) + tiles - 1) / tiles);
+  const int64_t s = std::min<int64_t>(want, std::max<int64_t>(1, chunks / 4));
+  MmaSplit r;
+  r.split_chunks = (chunks + s - 1) / s;
+  r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
+  return r;
+}
 
 int gemv_token_tile(int M) {
   if (M <= 4) return M;
@@ -39,6 +55,24 @@ void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream) {
     case GType::Q5_K: return launch_gemv_type<GType::Q5_K>(p, stream);
     case GType::Q6_K: return launch_gemv_type<GType::Q6_K>(p, stream);
     case GType::IQ4_XS: return launch_gemv_type<GType::IQ4_XS>(p, stream);
+  }
+}
+
+void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream) {
+  switch (t) {
+#define MIXQ_GGML_MMA_CASE(T) \
+  case GType::T: launch_mma_type<GType::T>(p, stream); break;
+    MIXQ_GGML_MMA_CASE(Q4_0) MIXQ_GGML_MMA_CASE(Q4_1) MIXQ_GGML_MMA_CASE(Q5_0)
+    MIXQ_GGML_MMA_CASE(Q5_1) MIXQ_GGML_MMA_CASE(Q8_0) MIXQ_GGML_MMA_CASE(IQ4_NL)
+    MIXQ_GGML_MMA_CASE(Q2_K) MIXQ_GGML_MMA_CASE(Q3_K) MIXQ_GGML_MMA_CASE(Q4_K)
+    MIXQ_GGML_MMA_CASE(Q5_K) MIXQ_GGML_MMA_CASE(Q6_K) MIXQ_GGML_MMA_CASE(IQ4_XS)
+#undef MIXQ_GGML_MMA_CASE
+  }
+  if (p.partial) {
+    const int64_t total = int64_t(p.M) * p.N;
+    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535))));
+    finalize_kernel<<<grid, 256, 0, stream>>>(p);
+    MIXQ_CUDA_CHECK(cudaGetLastError());
   }
 }
 

@@ -17,12 +17,25 @@ constexpr int kGemvMaxRows = 16;
 int gemv_token_tile(int M);
 int gemv_rows_per_warp(int M);
 
+// The tensor-core kernel's plan for M tokens: n8 tiles per CTA (2, 4 or 8: 16 to 64 tokens) and
+// the K split (chunks per split; splits = ceil(K / 32 / split_chunks)) that gives the grid about
+// six CTAs per SM.
+int mma_token_tiles(int M);
+struct MmaSplit {
+  int splits = 1;
+  int64_t split_chunks = 0;
+};
+MmaSplit mma_split(int M, int64_t N, int64_t K, int sm_count);
+
 // X [M][K] (x_type 0 f16, 1 bf16, 2 f32; row stride ldx elements) -> out (GQ8).
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
                        int sm_count, cudaStream_t stream);
 // Y = X Wᵀ on the integer path, 1 <= p.M <= kGemvMaxRows; p.pdl: launched dependent on the
 // quantizer just before it on the stream.
 void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);
+// Y = X Wᵀ on the tensor cores (p.splits, p.split_chunks from mma_split; with splits > 1,
+// p.partial holds splits * M * N floats and a finalize pass writes y).
+void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream);
 // Rows [n0, n0 + rows) of W -> out [rows][ld] (out_type 0 f16, 1 bf16, 2 f32; ld a multiple of 8
 // elements, out 16-byte aligned).
 void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type,

@@ -30,6 +30,27 @@ __device__ __forceinline__ uint32_t ld_stream_u32(const uint8_t* p) {
   return v;
 }
 
+// The f16 scale field(s) and sub-block scale bytes of chunk c of row `row`: the eight lanes of a
+// super-block read the same bytes (one L1 line), so plain cached loads.
+template <GType T>
+__device__ __forceinline__ void load_scales(const GPlanes& w, int64_t row, int64_t c, uint32_t& d,
+                                            uint32_t& sc) {
+  constexpr GFormat F = gformat(T);
+  const int64_t b = F.qk == 32 ? c : (c >> 3);
+  const uint8_t* dp = w.d + row * w.d_pitch + b * F.d_bytes();
+  if constexpr (F.d_bytes() == 4) d = __ldg(reinterpret_cast<const unsigned int*>(dp));
+  else d = __ldg(reinterpret_cast<const unsigned short*>(dp));
+  if constexpr (F.qk == 256) {
+    const int j = int(c & 7);
+    const uint8_t* sp = w.sc + row * w.sc_pitch + b * F.sc_bytes();
+    if constexpr (F.sk == GScale::K4) sc = uint32_t(__ldg(sp + j)) | (uint32_t(__ldg(sp + 8 + j)) << 8);
+    else if constexpr (F.halves()) sc = __ldg(reinterpret_cast<const unsigned short*>(sp + 2 * j));
+    else sc = __ldg(sp + j);
+  } else {
+    sc = 0;
+  }
+}
+
 template <GType T>
 struct RawChunk {
   static constexpr GFormat F = gformat(T);
@@ -61,20 +82,7 @@ __device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_
     const uint2 v = ld_stream_v2(w.hi + row * w.hi_pitch + c * 8);
     r.hi[0] = v.x; r.hi[1] = v.y;
   }
-  // Scales: the eight lanes of a super-block read the same bytes (one L1 line), so plain loads.
-  const int64_t b = F.qk == 32 ? c : (c >> 3);
-  const uint8_t* dp = w.d + row * w.d_pitch + b * F.d_bytes();
-  if constexpr (F.d_bytes() == 4) r.d = __ldg(reinterpret_cast<const unsigned int*>(dp));
-  else r.d = __ldg(reinterpret_cast<const unsigned short*>(dp));
-  if constexpr (F.qk == 256) {
-    const int j = int(c & 7);
-    const uint8_t* sp = w.sc + row * w.sc_pitch + b * F.sc_bytes();
-    if constexpr (F.sk == GScale::K4) r.sc = uint32_t(__ldg(sp + j)) | (uint32_t(__ldg(sp + 8 + j)) << 8);
-    else if constexpr (F.halves()) r.sc = __ldg(reinterpret_cast<const unsigned short*>(sp + 2 * j));
-    else r.sc = __ldg(sp + j);
-  } else {
-    r.sc = 0;
-  }
+  load_scales<T>(w, row, c, r.d, r.sc);
 }
 
 // IQ4 codebook lookup of four 4-bit indices (one per byte): two byte permutes over the halves of
@@ -124,32 +132,99 @@ __device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__usho
 __device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v >> 16))); }
 
 template <GType T>
-__device__ __forceinline__ ChunkScales decode_scales(const RawChunk<T>& r) {
+__device__ __forceinline__ ChunkScales decode_scales(uint32_t rd, uint32_t rsc) {
   constexpr GFormat F = gformat(T);
   ChunkScales s{0.f, 0.f, 0.f, 0.f};
-  const float d = f16_lo(r.d);
+  const float d = f16_lo(rd);
   if constexpr (F.sk == GScale::Single) {
     s.s0 = s.s1 = d;
   } else if constexpr (F.sk == GScale::Affine) {
     s.s0 = s.s1 = d;
-    s.o0 = s.o1 = f16_hi(r.d);
+    s.o0 = s.o1 = f16_hi(rd);
   } else if constexpr (F.sk == GScale::K4) {
-    const float dm = f16_hi(r.d);
-    s.s0 = s.s1 = __fmul_rn(d, float(r.sc & 0xFF));
-    s.o0 = s.o1 = -__fmul_rn(dm, float(r.sc >> 8));
+    const float dm = f16_hi(rd);
+    s.s0 = s.s1 = __fmul_rn(d, float(rsc & 0xFF));
+    s.o0 = s.o1 = -__fmul_rn(dm, float(rsc >> 8));
   } else if constexpr (F.sk == GScale::Q2K) {
-    const float dm = f16_hi(r.d);
-    s.s0 = __fmul_rn(d, float(r.sc & 0xF));
-    s.o0 = -__fmul_rn(dm, float((r.sc >> 4) & 0xF));
-    s.s1 = __fmul_rn(d, float((r.sc >> 8) & 0xF));
-    s.o1 = -__fmul_rn(dm, float((r.sc >> 12) & 0xF));
+    const float dm = f16_hi(rd);
+    s.s0 = __fmul_rn(d, float(rsc & 0xF));
+    s.o0 = -__fmul_rn(dm, float((rsc >> 4) & 0xF));
+    s.s1 = __fmul_rn(d, float((rsc >> 8) & 0xF));
+    s.o1 = -__fmul_rn(dm, float((rsc >> 12) & 0xF));
   } else if constexpr (F.sk == GScale::S16) {
-    s.s0 = __fmul_rn(d, float(int8_t(r.sc & 0xFF)));
-    s.s1 = __fmul_rn(d, float(int8_t((r.sc >> 8) & 0xFF)));
+    s.s0 = __fmul_rn(d, float(int8_t(rsc & 0xFF)));
+    s.s1 = __fmul_rn(d, float(int8_t((rsc >> 8) & 0xFF)));
   } else {  // S32
-    s.s0 = s.s1 = __fmul_rn(d, float(int8_t(r.sc & 0xFF)));
+    s.s0 = s.s1 = __fmul_rn(d, float(int8_t(rsc & 0xFF)));
   }
   return s;
+}
+template <GType T>
+__device__ __forceinline__ ChunkScales decode_scales(const RawChunk<T>& r) {
+  return decode_scales<T>(r.d, r.sc);
+}
+
+// The two code words a thread of an mma.sync fragment needs from chunk c of a row: words t and
+// t + 4 (elements 4t .. 4t + 3 and 16 + 4t .. 16 + 4t + 3), with the low and high planes' bytes
+// they come from and the chunk's scale fields.
+template <GType T>
+struct RawPair {
+  static constexpr GFormat F = gformat(T);
+  uint32_t lo[F.lb == 8 ? 2 : 1];
+  uint32_t hi[F.hb > 0 ? F.hb : 1];
+  uint32_t d, sc;
+};
+
+template <GType T>
+__device__ __forceinline__ void load_pair(const GPlanes& w, int64_t row, int64_t c, int t,
+                                          RawPair<T>& r) {
+  constexpr GFormat F = gformat(T);
+  const uint8_t* lo = w.lo + row * w.lo_pitch + c * F.lo_chunk();
+  const unsigned int* lw = reinterpret_cast<const unsigned int*>(lo);
+  if constexpr (F.lb == 4) {
+    r.lo[0] = __ldg(lw + t);  // low nibbles: word t, high nibbles: word t + 4
+  } else if constexpr (F.lb == 8) {
+    r.lo[0] = __ldg(lw + t);
+    r.lo[1] = __ldg(lw + t + 4);
+  } else {
+    r.lo[0] = __ldg(lw + (t & 1));  // words t and t + 4 share the byte group t & 1
+  }
+  const unsigned int* hw = reinterpret_cast<const unsigned int*>(w.hi + row * w.hi_pitch + c * F.hi_chunk());
+  if constexpr (F.hb == 1) r.hi[0] = __ldg(hw);
+  if constexpr (F.hb == 2) {
+    r.hi[0] = __ldg(hw);
+    r.hi[1] = __ldg(hw + 1);
+  }
+  load_scales<T>(w, row, c, r.d, r.sc);
+}
+
+// Words t and t + 4 of the chunk (decode_codes' W[t] and W[t + 4]).
+template <GType T>
+__device__ __forceinline__ void decode_pair(const RawPair<T>& r, int t, uint32_t& w0, uint32_t& w1) {
+  constexpr GFormat F = gformat(T);
+  if constexpr (F.lb == 4) {
+    w0 = r.lo[0] & 0x0F0F0F0Fu;
+    w1 = (r.lo[0] >> 4) & 0x0F0F0F0Fu;
+  } else if constexpr (F.lb == 8) {
+    w0 = r.lo[0];
+    w1 = r.lo[1];
+  } else {
+    const int sh = 2 * (t >> 1);
+    w0 = (r.lo[0] >> sh) & 0x03030303u;
+    w1 = (r.lo[0] >> (sh + 4)) & 0x03030303u;
+  }
+  if constexpr (F.hb == 1) {
+    w0 |= ((r.hi[0] >> t) & 0x01010101u) << F.lb;
+    w1 |= ((r.hi[0] >> (t + 4)) & 0x01010101u) << F.lb;
+  }
+  if constexpr (F.hb == 2) {
+    w0 |= ((r.hi[0] >> (2 * t)) & 0x03030303u) << 4;
+    w1 |= ((r.hi[1] >> (2 * t)) & 0x03030303u) << 4;
+  }
+  if constexpr (F.iq4) {
+    w0 = iq4_lookup(w0);
+    w1 = iq4_lookup(w1);
+  }
 }
 
 }  // namespace mixq::cuda::ggml

@@ -117,4 +117,12 @@ struct GemvParams {
   bool pdl = false;  // launched dependent on the quantizer (programmatic stream serialization)
 };
 
+// The tensor-core kernel's call: the product, its K split (splits of split_chunks chunks each) and,
+// with more than one split, the f32 partials [splits][M][N] the finalize pass sums.
+struct MmaParams : GemvParams {
+  int splits = 1;
+  int64_t split_chunks = 0;
+  float* partial = nullptr;
+};
+
 }  // namespace mixq::cuda::ggml

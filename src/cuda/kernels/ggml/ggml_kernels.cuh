@@ -89,59 +89,67 @@ __global__ void __launch_bounds__(kGemvWarps * 32) q8_gemv_kernel(const GemvPara
 #pragma unroll
     for (int m = 0; m < MR; ++m) acc[r][m] = 0.f;
 
-  // The first chunk's weights are requested before waiting on the quantizer (PDL).
-  int64_t c = lane;
-  RawChunk<T> raw[RPW];
-  if (c < chunks) {
+  // A ring of DEPTH chunks per lane in flight (the stream needs ~32 KB in flight per SM); the
+  // first ones are requested before waiting on the quantizer (PDL).
+  constexpr int DEPTH = RPW == 1 ? 4 : 2;
+  RawChunk<T> raw[DEPTH][RPW];
 #pragma unroll
-    for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c, raw[r]);
-  }
+  for (int s = 0; s < DEPTH; ++s)
+    if (lane + 32 * s < chunks) {
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], lane + 32 * s, raw[s][r]);
+    }
   grid_dependency_wait();  // X is the quantizer's output (a no-op without PDL)
-  for (; c < chunks; c += 32) {
-    uint32_t W[RPW][8];
-    ChunkScales S[RPW];
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * DEPTH) {
 #pragma unroll
-    for (int r = 0; r < RPW; ++r) {
-      decode_codes<T>(raw[r], W[r]);
-      S[r] = decode_scales<T>(raw[r]);
-    }
-    // the next chunk's weights are in flight while this one is multiplied
-    if (c + 32 < chunks) {
-#pragma unroll
-      for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c + 32, raw[r]);
-    }
-#pragma unroll
-    for (int m = 0; m < MR; ++m) {
-      const int mm = m < p.M ? m : p.M - 1;
-      const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
-      const int4 a = *reinterpret_cast<const int4*>(xr);
-      const int4 b = *reinterpret_cast<const int4*>(xr + 16);
-      const float4 mt = p.xmeta[mm * p.ldxmeta + c];
-      const int packed = __float_as_int(mt.w);
-      const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
+    for (int s = 0; s < DEPTH; ++s) {
+      const int64_t c = c0 + 32 * s;
+      if (c >= chunks) break;
+      uint32_t W[RPW][8];
+      ChunkScales S[RPW];
 #pragma unroll
       for (int r = 0; r < RPW; ++r) {
-        int t0 = __dp4a(int(W[r][0]), a.x, 0);
-        t0 = __dp4a(int(W[r][1]), a.y, t0);
-        t0 = __dp4a(int(W[r][2]), a.z, t0);
-        t0 = __dp4a(int(W[r][3]), a.w, t0);
-        int t1 = __dp4a(int(W[r][4]), b.x, 0);
-        t1 = __dp4a(int(W[r][5]), b.y, t1);
-        t1 = __dp4a(int(W[r][6]), b.z, t1);
-        t1 = __dp4a(int(W[r][7]), b.w, t1);
-        if constexpr (F.bias != 0) {
-          t0 -= F.bias * xi0;
-          t1 -= F.bias * xi1;
+        decode_codes<T>(raw[s][r], W[r]);
+        S[r] = decode_scales<T>(raw[s][r]);
+      }
+      // refill the slot: chunk c + 32 DEPTH is in flight while this one is multiplied
+      if (c + 32 * DEPTH < chunks) {
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c + 32 * DEPTH, raw[s][r]);
+      }
+#pragma unroll
+      for (int m = 0; m < MR; ++m) {
+        const int mm = m < p.M ? m : p.M - 1;
+        const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
+        const int4 a = *reinterpret_cast<const int4*>(xr);
+        const int4 b = *reinterpret_cast<const int4*>(xr + 16);
+        const float4 mt = p.xmeta[mm * p.ldxmeta + c];
+        const int packed = __float_as_int(mt.w);
+        const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) {
+          int t0 = __dp4a(int(W[r][0]), a.x, 0);
+          t0 = __dp4a(int(W[r][1]), a.y, t0);
+          t0 = __dp4a(int(W[r][2]), a.z, t0);
+          t0 = __dp4a(int(W[r][3]), a.w, t0);
+          int t1 = __dp4a(int(W[r][4]), b.x, 0);
+          t1 = __dp4a(int(W[r][5]), b.y, t1);
+          t1 = __dp4a(int(W[r][6]), b.z, t1);
+          t1 = __dp4a(int(W[r][7]), b.w, t1);
+          if constexpr (F.bias != 0) {
+            t0 -= F.bias * xi0;
+            t1 -= F.bias * xi1;
+          }
+          float v;
+          if constexpr (F.halves()) v = S[r].s0 * float(t0) + S[r].s1 * float(t1);
+          else v = S[r].s0 * float(t0 + t1);
+          float a_rm = fmaf(mt.x, v, acc[r][m]);
+          if constexpr (F.has_min()) {
+            if constexpr (F.halves()) a_rm += S[r].o0 * mt.y + S[r].o1 * mt.z;
+            else a_rm += S[r].o0 * (mt.y + mt.z);
+          }
+          acc[r][m] = a_rm;
         }
-        float v;
-        if constexpr (F.halves()) v = S[r].s0 * float(t0) + S[r].s1 * float(t1);
-        else v = S[r].s0 * float(t0 + t1);
-        float a_rm = fmaf(mt.x, v, acc[r][m]);
-        if constexpr (F.has_min()) {
-          if constexpr (F.halves()) a_rm += S[r].o0 * mt.y + S[r].o1 * mt.z;
-          else a_rm += S[r].o0 * (mt.y + mt.z);
-        }
-        acc[r][m] = a_rm;
       }
     }
   }
