@@ -14,6 +14,23 @@ void launch_gemv_type(const GemvParams& p, cudaStream_t stream);  // ggml_gemv_l
 template <GType T>
 void launch_mma_type(const MmaParams& p, cudaStream_t stream);
 
+// y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
+namespace {
+__global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
+  const int64_t total = int64_t(p.M) * p.N;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t m = i / p.N, n = i - m * p.N;
+    float y = 0.f;
+    for (int z = 0; z < p.splits; ++z) y += p.partial[int64_t(z) * total + i];
+    if (p.bias) y += load_as_float(p.bias, p.bias_type, n);
+    if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
+    if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
+    store_float(p.y, p.y_type, m * p.ldy + n, y);
+  }
+}
+}  // namespace
+
 int mma_token_tiles(int M) { return M <= 16 ? 2 : M <= 32 ? 4 : 8; }
 
 MmaSplit mma_split(int M, int64_t N, int64_t K, int sm_count) {

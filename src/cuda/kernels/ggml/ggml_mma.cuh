@@ -159,19 +159,4 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
     }
 }
 
-// y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
-__global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
-  const int64_t total = int64_t(p.M) * p.N;
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t m = i / p.N, n = i - m * p.N;
-    float y = 0.f;
-    for (int z = 0; z < p.splits; ++z) y += p.partial[int64_t(z) * total + i];
-    if (p.bias) y += load_as_float(p.bias, p.bias_type, n);
-    if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-    if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-    store_float(p.y, p.y_type, m * p.ldy + n, y);
-  }
-}
-
 }  // namespace mixq::cuda::ggml
