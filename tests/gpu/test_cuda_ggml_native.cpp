@@ -132,9 +132,10 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
                  " M=" + std::to_string(M));
     const std::vector<float> x = random_x(M, K, seed + uint32_t(M));
     const Refs ref = reference(w, blocks, tc.type, x, M);
-    EXPECT_EQ(pw.kernel_name(M), (M <= 4 ? "cuda_ggml_q8_" : "cuda_ggml_mma_") + tname);
+    EXPECT_EQ(pw.kernel_name(M), M <= 8 ? "cuda_ggml_q8_" + tname
+                                 : M <= 16 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
-    for (const PreparedWeight* q : {&pw, &gemv, &mma}) {
+    for (const PreparedWeight* q : {&gemv, &mma}) {
       if (q == &gemv && M > 16) continue;
       const std::vector<float> y = run(*q, x, M);
       EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << q->kernel_name(M) << " vs the q8 emulation";
@@ -142,6 +143,10 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     }
     // The cuBLAS path: ggml's exact decode in f32.
     EXPECT_LE(max_err(run(deq, x, M), ref.exact) / ref.max_exact, 1e-5) << "dequant + cuBLAS";
+    // The default plan runs one of the three.
+    const bool default_q8 = M <= 16;
+    EXPECT_LE(max_err(run(pw, x, M), default_q8 ? ref.q8 : ref.exact) /
+                  (default_q8 ? ref.max_q8 : ref.max_exact), 1e-5) << pw.kernel_name(M);
   }
 }
 
@@ -196,6 +201,7 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
           o.lo = -0.5f * float(ref.max_exact);
           o.hi = 0.5f * float(ref.max_exact);
           for (const bool exact : {false, true}) {
+            if (M > 16 && !exact) continue;  // the default plan is dequantize + cuBLAS there
             const std::vector<float> y = run(exact ? deq : pw, x, M, o);
             const std::vector<double>& r = exact ? ref.exact : ref.q8;
             std::vector<double> want(r.size());
@@ -266,11 +272,11 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   const std::vector<uint8_t> blocks = random_blocks(tc, 40, 512, 7);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4096), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=8")).kernel_name(8), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=8")).kernel_name(9), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(8), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(9), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=64")).kernel_name(64), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_mma")).kernel_name(1), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_dequant_cublas")).kernel_name(1), "cuda_ggml_dequant_cublas");

@@ -215,10 +215,11 @@ class CudaGgmlNative final : public PreparedImpl {
 
  private:
   static constexpr int64_t kScratchRows = 4096;
-  // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to this many tokens,
-  // the tensor-core kernel up to kMmaMaxRows, dequantize + cuBLAS above.
-  static constexpr int64_t kGemvRows = 4;
-  static constexpr int64_t kMmaMaxRows = 1 << 30;
+  // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 8 tokens, the
+  // tensor-core kernel up to 16 (1.0-1.6x the GEMV there, 1.4-2.5x slower than dequantize +
+  // cuBLAS from 64 on), dequantize + cuBLAS above.
+  static constexpr int64_t kGemvRows = 8;
+  static constexpr int64_t kMmaMaxRows = 16;
 
   enum class Path { Gemv, Mma, Cublas };
 
