@@ -204,24 +204,26 @@ __global__ void __launch_bounds__(256) dequant_kernel(const GPlanes w, int64_t n
         f[e] = v;
       }
     }
-    // two values per conversion instruction (cvt.rn.f16x2.f32 / bf16x2)
-    alignas(16) OT vals[32];
+    // two values per conversion instruction (cvt.rn.f16x2.f32 / bf16x2), packed in registers
+    // (no local-memory staging) and stored 16 bytes at a time
+    uint32_t packed[sizeof(OT) == 4 ? 32 : 16];
 #pragma unroll
     for (int e = 0; e < 32; e += 2) {
       if constexpr (sizeof(OT) == 4) {
-        vals[e] = f[e];
-        vals[e + 1] = f[e + 1];
+        packed[e] = __float_as_uint(f[e]);
+        packed[e + 1] = __float_as_uint(f[e + 1]);
       } else if constexpr (std::is_same_v<OT, half>) {
-        *reinterpret_cast<half2*>(vals + e) = __floats2half2_rn(f[e], f[e + 1]);
+        const half2 h = __floats2half2_rn(f[e], f[e + 1]);
+        packed[e / 2] = *reinterpret_cast<const uint32_t*>(&h);
       } else {
-        *reinterpret_cast<__nv_bfloat162*>(vals + e) = __floats2bfloat162_rn(f[e], f[e + 1]);
+        const __nv_bfloat162 h = __floats2bfloat162_rn(f[e], f[e + 1]);
+        packed[e / 2] = *reinterpret_cast<const uint32_t*>(&h);
       }
     }
-    OT* dst = out + r * ld + 32 * c;
-    constexpr int kVec = 16 / sizeof(OT);
+    uint4* dst = reinterpret_cast<uint4*>(out + r * ld + 32 * c);
 #pragma unroll
-    for (int v = 0; v < 32 / kVec; ++v)
-      reinterpret_cast<uint4*>(dst)[v] = *reinterpret_cast<const uint4*>(vals + v * kVec);
+    for (int v = 0; v < int(sizeof(packed) / 16); ++v)
+      dst[v] = make_uint4(packed[4 * v], packed[4 * v + 1], packed[4 * v + 2], packed[4 * v + 3]);
   }
 }
 
