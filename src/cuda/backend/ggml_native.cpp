@@ -273,7 +273,6 @@ class CudaGgmlNative final : public PreparedImpl {
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
     p.pdl = caps_.cc_major >= 9;
-    p.sm_count = caps_.sm_count;
     if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
     const ggml::MmaSplit sp = ggml::mma_split(M, N, K, caps_.sm_count);
     p.splits = sp.splits;

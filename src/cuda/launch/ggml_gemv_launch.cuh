@@ -5,8 +5,6 @@
 
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
-
-#include <algorithm>
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
@@ -15,12 +13,8 @@ namespace mixq::cuda::ggml {
 
 template <GType T, int MR, int RPW>
 void launch_gemv_instance(const GemvParams& p, cudaStream_t stream) {
-  // persistent warps: about as many CTAs as the SMs hold (56 registers: 9 of 4 warps), each warp
-  // walking several row groups when N is large
-  const int64_t groups = (p.N + RPW - 1) / RPW;
-  const int64_t ctas = std::min<int64_t>((groups + kGemvWarps - 1) / kGemvWarps,
-                                         int64_t(std::max(p.sm_count, 1)) * kGemvCtasPerSm);
-  const dim3 grid(static_cast<unsigned>(ctas));
+  const int64_t warps = (p.N + RPW - 1) / RPW;
+  const dim3 grid(unsigned((warps + kGemvWarps - 1) / kGemvWarps));
   WoLaunchConfig lc(grid, kGemvWarps * 32, 0, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_kernel<T, MR, RPW>, p));
 }

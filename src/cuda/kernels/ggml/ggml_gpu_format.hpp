@@ -115,7 +115,6 @@ struct GemvParams {
   int bias_type = 2;
   float clamp_lo = 0, clamp_hi = 0;
   bool pdl = false;  // launched dependent on the quantizer (programmatic stream serialization)
-  int sm_count = 0;  // the GEMV's grid: at most kGemvCtasPerSm CTAs per SM (persistent warps)
 };
 
 // The tensor-core kernel's call: the product, its K split (splits of split_chunks chunks each) and,

@@ -17,7 +17,6 @@
 namespace mixq::cuda::ggml {
 
 constexpr int kGemvWarps = 4;
-constexpr int kGemvCtasPerSm = 8;
 
 __device__ __forceinline__ float load_as_float(const void* p, int type, int64_t i) {
   switch (type) {
@@ -74,126 +73,101 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ 
   }
 }
 
-// A warp walks a list of row groups (RPW rows each: warp, warp + warps, ...) as one sequence of
-// items, an item being one 32-column chunk of the group per lane (ceil(K / 32 / 32) items a
-// group, the same count on every lane, past-the-end chunks skipped). The weight ring runs
-// DEPTH items ahead across group boundaries, so the next group's first chunks are in flight
-// while a group is reduced and stored (a warp per row ending with its reduction left the
-// stream idle: 41 % of DRAM throughput at M = 1 under ncu).
 template <GType T, int MR, int RPW>
 __global__ void __launch_bounds__(kGemvWarps * 32) q8_gemv_kernel(const GemvParams p) {
   constexpr GFormat F = gformat(T);
-  constexpr int DEPTH = RPW == 1 ? 4 : 2;
   const int lane = threadIdx.x & 31;
-  const int64_t warp_id = int64_t(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5);
-  const int64_t nwarps = int64_t(gridDim.x) * kGemvWarps;
-  const int64_t groups = (p.N + RPW - 1) / RPW;
-  if (warp_id >= groups) return;
+  const int64_t row0 = (int64_t(blockIdx.x) * kGemvWarps + (threadIdx.x >> 5)) * RPW;
+  if (row0 >= p.N) return;
+  int64_t rows[RPW];
+#pragma unroll
+  for (int r = 0; r < RPW; ++r) rows[r] = row0 + r < p.N ? row0 + r : p.N - 1;
   const int64_t chunks = p.K >> 5;
-  const int64_t per_group = (chunks + 31) / 32;
-  const int64_t items = ((groups - warp_id + nwarps - 1) / nwarps) * per_group;
-
-  // the refill cursor (row group, item within it) and a load of one item into a ring slot
-  int64_t fg = warp_id, fk = 0, fi = 0;
-  auto load_item = [&](RawChunk<T>(&slot)[RPW]) {
-    const int64_t c = lane + 32 * fk;
-    if (fi < items && c < chunks) {
-#pragma unroll
-      for (int r = 0; r < RPW; ++r) {
-        const int64_t row = fg * RPW + r < p.N ? fg * RPW + r : p.N - 1;
-        load_chunk<T>(p.w, row, c, slot[r]);
-      }
-    }
-    ++fi;
-    if (++fk == per_group) {
-      fk = 0;
-      fg += nwarps;
-    }
-  };
-  RawChunk<T> raw[DEPTH][RPW];
-#pragma unroll
-  for (int s = 0; s < DEPTH; ++s) load_item(raw[s]);  // before waiting on the quantizer (PDL)
-  grid_dependency_wait();  // X is the quantizer's output (a no-op without PDL)
-
   float acc[RPW][MR];
 #pragma unroll
   for (int r = 0; r < RPW; ++r)
 #pragma unroll
     for (int m = 0; m < MR; ++m) acc[r][m] = 0.f;
-  int64_t cg = warp_id, ck = 0;  // the compute cursor
-  for (int64_t i0 = 0; i0 < items; i0 += DEPTH) {
+
+  // A ring of DEPTH chunks per lane in flight (the stream needs ~32 KB in flight per SM); the
+  // first ones are requested before waiting on the quantizer (PDL).
+  constexpr int DEPTH = RPW == 1 ? 4 : 2;
+  RawChunk<T> raw[DEPTH][RPW];
+#pragma unroll
+  for (int s = 0; s < DEPTH; ++s)
+    if (lane + 32 * s < chunks) {
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], lane + 32 * s, raw[s][r]);
+    }
+  grid_dependency_wait();  // X is the quantizer's output (a no-op without PDL)
+  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * DEPTH) {
 #pragma unroll
     for (int s = 0; s < DEPTH; ++s) {
-      if (i0 + s >= items) break;
-      const int64_t c = lane + 32 * ck;
-      if (c < chunks) {
-        uint32_t W[RPW][8];
-        ChunkScales S[RPW];
+      const int64_t c = c0 + 32 * s;
+      if (c >= chunks) break;
+      uint32_t W[RPW][8];
+      ChunkScales S[RPW];
+#pragma unroll
+      for (int r = 0; r < RPW; ++r) {
+        decode_codes<T>(raw[s][r], W[r]);
+        S[r] = decode_scales<T>(raw[s][r]);
+      }
+      // refill the slot: chunk c + 32 DEPTH is in flight while this one is multiplied
+      if (c + 32 * DEPTH < chunks) {
+#pragma unroll
+        for (int r = 0; r < RPW; ++r) load_chunk<T>(p.w, rows[r], c + 32 * DEPTH, raw[s][r]);
+      }
+#pragma unroll
+      for (int m = 0; m < MR; ++m) {
+        const int mm = m < p.M ? m : p.M - 1;
+        const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
+        const int4 a = *reinterpret_cast<const int4*>(xr);
+        const int4 b = *reinterpret_cast<const int4*>(xr + 16);
+        const float4 mt = p.xmeta[mm * p.ldxmeta + c];
+        const int packed = __float_as_int(mt.w);
+        const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
-          decode_codes<T>(raw[s][r], W[r]);
-          S[r] = decode_scales<T>(raw[s][r]);
-        }
-        load_item(raw[s]);  // refill the slot DEPTH items ahead
-#pragma unroll
-        for (int m = 0; m < MR; ++m) {
-          const int mm = m < p.M ? m : p.M - 1;
-          const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
-          const int4 a = *reinterpret_cast<const int4*>(xr);
-          const int4 b = *reinterpret_cast<const int4*>(xr + 16);
-          const float4 mt = p.xmeta[mm * p.ldxmeta + c];
-          const int packed = __float_as_int(mt.w);
-          const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
-#pragma unroll
-          for (int r = 0; r < RPW; ++r) {
-            int t0 = __dp4a(int(W[r][0]), a.x, 0);
-            t0 = __dp4a(int(W[r][1]), a.y, t0);
-            t0 = __dp4a(int(W[r][2]), a.z, t0);
-            t0 = __dp4a(int(W[r][3]), a.w, t0);
-            int t1 = __dp4a(int(W[r][4]), b.x, 0);
-            t1 = __dp4a(int(W[r][5]), b.y, t1);
-            t1 = __dp4a(int(W[r][6]), b.z, t1);
-            t1 = __dp4a(int(W[r][7]), b.w, t1);
-            if constexpr (F.bias != 0) {
-              t0 -= F.bias * xi0;
-              t1 -= F.bias * xi1;
-            }
-            float v;
-            if constexpr (F.halves()) v = S[r].s0 * float(t0) + S[r].s1 * float(t1);
-            else v = S[r].s0 * float(t0 + t1);
-            float a_rm = fmaf(mt.x, v, acc[r][m]);
-            if constexpr (F.has_min()) {
-              if constexpr (F.halves()) a_rm += S[r].o0 * mt.y + S[r].o1 * mt.z;
-              else a_rm += S[r].o0 * (mt.y + mt.z);
-            }
-            acc[r][m] = a_rm;
+          int t0 = __dp4a(int(W[r][0]), a.x, 0);
+          t0 = __dp4a(int(W[r][1]), a.y, t0);
+          t0 = __dp4a(int(W[r][2]), a.z, t0);
+          t0 = __dp4a(int(W[r][3]), a.w, t0);
+          int t1 = __dp4a(int(W[r][4]), b.x, 0);
+          t1 = __dp4a(int(W[r][5]), b.y, t1);
+          t1 = __dp4a(int(W[r][6]), b.z, t1);
+          t1 = __dp4a(int(W[r][7]), b.w, t1);
+          if constexpr (F.bias != 0) {
+            t0 -= F.bias * xi0;
+            t1 -= F.bias * xi1;
           }
-        }
-      } else {
-        load_item(raw[s]);
-      }
-      if (++ck == per_group) {  // the group's last item (uniform over the warp): reduce, store
-#pragma unroll
-        for (int r = 0; r < RPW; ++r)
-#pragma unroll
-          for (int m = 0; m < MR; ++m) {
-            float v = acc[r][m];
-            acc[r][m] = 0.f;
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            const int64_t row = cg * RPW + r;
-            if (lane == ((r * MR + m) & 31) && m < p.M && row < p.N) {
-              if (p.bias) v += load_as_float(p.bias, p.bias_type, row);
-              if (p.clamp_lo > -INFINITY) v = fmaxf(v, p.clamp_lo);
-              if (p.clamp_hi < INFINITY) v = fminf(v, p.clamp_hi);
-              store_float(p.y, p.y_type, m * p.ldy + row, v);
-            }
+          float v;
+          if constexpr (F.halves()) v = S[r].s0 * float(t0) + S[r].s1 * float(t1);
+          else v = S[r].s0 * float(t0 + t1);
+          float a_rm = fmaf(mt.x, v, acc[r][m]);
+          if constexpr (F.has_min()) {
+            if constexpr (F.halves()) a_rm += S[r].o0 * mt.y + S[r].o1 * mt.z;
+            else a_rm += S[r].o0 * (mt.y + mt.z);
           }
-        ck = 0;
-        cg += nwarps;
+          acc[r][m] = a_rm;
+        }
       }
     }
   }
+#pragma unroll
+  for (int r = 0; r < RPW; ++r)
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+      float v = acc[r][m];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      const int64_t row = row0 + r;
+      if (lane == ((r * MR + m) & 31) && m < p.M && row < p.N) {
+        if (p.bias) v += load_as_float(p.bias, p.bias_type, row);
+        if (p.clamp_lo > -INFINITY) v = fmaxf(v, p.clamp_lo);
+        if (p.clamp_hi < INFINITY) v = fminf(v, p.clamp_hi);
+        store_float(p.y, p.y_type, m * p.ldy + row, v);
+      }
+    }
 }
 
 // One thread per 32-element chunk of rows [n0, n0 + rows): w = s * float(u - bias) + o in f32
