@@ -434,7 +434,7 @@ int run_bench_file(const Args& a, const std::string& command_line) {
       r.tol = tol_scale * (native_q8 ? std::max(2e-2, i8dot_error_tolerance(act_dtype))
                            : i8dot   ? i8dot_error_tolerance(act_dtype)
                                      : error_tolerance(ActQuant::None, act_dtype));
-      r.emu_tol = tol_scale * (native_q8 ? i8dot_error_tolerance(act_dtype)
+      r.emu_tol = tol_scale * (native_q8 ? std::max(2e-2, i8dot_error_tolerance(act_dtype))
                                : i8dot ? i8dot_emulated_error_tolerance(act_dtype)
                                        : emulated_error_tolerance(ActQuant::None, act_dtype));
       r.solo_baseline_us = dense[mi].time_us;
