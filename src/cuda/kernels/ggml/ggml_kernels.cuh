@@ -11,28 +11,13 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "cuda/kernels/common/float_io.cuh"
 #include "cuda/kernels/common/grid_dependency.cuh"
 #include "cuda/kernels/ggml/ggml_chunk.cuh"
 
 namespace mixq::cuda::ggml {
 
 constexpr int kGemvWarps = 4;
-
-__device__ __forceinline__ float load_as_float(const void* p, int type, int64_t i) {
-  switch (type) {
-    case 0: return __half2float(static_cast<const half*>(p)[i]);
-    case 1: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void store_float(void* p, int type, int64_t i, float v) {
-  switch (type) {
-    case 0: static_cast<half*>(p)[i] = __float2half_rn(v); break;
-    case 1: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v; break;
-  }
-}
 
 // One warp per (row, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
 // as the CPU integer path and its test reference round), the 16-column sums of x and of q.

@@ -9,25 +9,11 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/float_io.cuh"
+
 namespace mixq::cuda {
 
 constexpr int kMoeRouteThreads = 1024;
-
-__device__ __forceinline__ float moe_load(const void* p, int64_t i, int t) {
-  switch (t) {
-    case 0: return __half2float(static_cast<const half*>(p)[i]);
-    case 1: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void moe_store(void* p, int64_t i, int t, float v) {
-  switch (t) {
-    case 0: static_cast<half*>(p)[i] = __float2half_rn(v); break;
-    case 1: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
-  }
-}
 
 // One block. counts: E + 1 ints of global scratch (the workspace), zeroed here. Pass 1 counts the
 // pairs per expert (shared-memory-free atomics on the scratch: E may be large), a scan turns them
@@ -115,13 +101,13 @@ __global__ void moe_scatter_add_kernel(const void* ys, int64_t ldys, int ys_type
   if (t >= T) return;
   const int R = T * k;
   for (int n = int(threadIdx.x); n < N; n += int(blockDim.x)) {
-    float acc = accumulate ? moe_load(y, int64_t(t) * ldy + n, y_type) : 0.f;
+    float acc = accumulate ? load_as_float(y, y_type, int64_t(t) * ldy + n) : 0.f;
     for (int j = 0; j < k; ++j) {
       const int p = position[t * k + j];
       if (p < 0 || p >= R) continue;
-      acc += w[t * k + j] * moe_load(ys, int64_t(p) * ldys + n, ys_type);
+      acc += w[t * k + j] * load_as_float(ys, ys_type, int64_t(p) * ldys + n);
     }
-    moe_store(y, int64_t(t) * ldy + n, y_type, acc);
+    store_float(y, y_type, int64_t(t) * ldy + n, acc);
   }
 }
 
@@ -131,8 +117,8 @@ __global__ void moe_activation_mul_kernel(const void* h, int64_t ldh, void* out,
   const int r = int(blockIdx.x);
   if (r >= R) return;
   for (int i = int(threadIdx.x); i < I; i += int(blockDim.x)) {
-  const float g = moe_load(h, int64_t(r) * ldh + i, type);
-  const float u = moe_load(h, int64_t(r) * ldh + I + i, type);
+  const float g = load_as_float(h, type, int64_t(r) * ldh + i);
+  const float u = load_as_float(h, type, int64_t(r) * ldh + I + i);
   float a;
   if (act == 0) {
     a = g / (1.f + expf(-g));
@@ -140,7 +126,7 @@ __global__ void moe_activation_mul_kernel(const void* h, int64_t ldh, void* out,
     const float c = 0.7978845608028654f;
     a = 0.5f * g * (1.f + tanhf(c * (g + 0.044715f * g * g * g)));
   }
-  moe_store(out, int64_t(r) * ldo + i, type, a * u);
+  store_float(out, type, int64_t(r) * ldo + i, a * u);
   }
 }
 
