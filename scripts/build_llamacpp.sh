@@ -86,7 +86,11 @@ ninja -C "$OUT/build" -j "$JOBS" llamacpp_driver test-backend-ops
 {
   echo "variant: $VARIANT"
   echo "source: $SRC"
-  if git -C "$SRC" rev-parse HEAD >/dev/null 2>&1; then echo "commit: $(git -C "$SRC" rev-parse HEAD)"; fi
+  # only a checkout of its own (a tree unpacked inside another repository would report that one's)
+  if [[ "$(git -C "$SRC" rev-parse --show-toplevel 2>/dev/null)" == "$SRC" ]]; then
+    echo "commit: $(git -C "$SRC" rev-parse HEAD)"
+  fi
+  if [[ -f "$SRC/SOURCE" ]]; then echo "source note: $(head -1 "$SRC/SOURCE")"; fi
   echo "cmake flags: ${common[*]} ${flags[*]}"
   grep -E '^(GGML_[A-Z0-9_]+|CMAKE_CUDA_ARCHITECTURES):' "$OUT/build/CMakeCache.txt" |
     grep -E 'NATIVE|AVX|AMX|REPACK|CUDA|FMA|F16C|BMI2|OPENMP|LLAMAFILE' || true
