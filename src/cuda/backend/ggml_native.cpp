@@ -17,6 +17,7 @@
 #include "core/prepared.hpp"
 #include "cpu/thread_pool.hpp"
 #include "cuda/backend/common.hpp"
+#include "cuda/backend/cublas_util.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/dispatch/plan_log.hpp"
 #include "cuda/launch/ggml_native.hpp"
@@ -285,31 +286,28 @@ class CudaGgmlNative final : public PreparedImpl {
                   cudaStream_t stream) const {
     const int64_t M = x.shape[0];
     const int xt = float_type_code(x.dtype, "cuda ggml native");
-    const cudaDataType_t ab = xt == 0 ? CUDA_R_16F : xt == 1 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t ab = cublas_type(x.dtype);
     char* chunk = ws;
     // cuBLAS writes C in X's type or f32; any other output type goes through f32 staging.
     const bool direct = y.dtype == x.dtype || y.dtype == DType::F32;
     void* c_ptr = direct ? y.data : ws + align256(size_t(chunk_rows_ * K * 4));
     const DType c_dtype = direct ? y.dtype : DType::F32;
     const int ct = float_type_code(c_dtype, "cuda ggml native");
-    const cudaDataType_t c_type = ct == 0 ? CUDA_R_16F : ct == 1 ? CUDA_R_16BF : CUDA_R_32F;
+    const cudaDataType_t c_type = cublas_type(c_dtype);
     const int64_t ldc = direct ? y.ld() : N;
     const int cb = ct == 2 ? 4 : 2;
     {
       std::lock_guard<std::mutex> lock(ctx_->cublas_mutex());  // the handle's stream is per call
       cublasHandle_t h = ctx_->cublas();
-      MIXQ_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda,
-                 "cublasSetStream failed");
+      MIXQ_CUBLAS_CHECK(cublasSetStream(h, stream));
       const float alpha = 1.f, beta = 0.f;
       for (int64_t n0 = 0; n0 < N; n0 += chunk_rows_) {
         const int64_t rows = std::min(chunk_rows_, N - n0);
         ggml::launch_dequant(type_, planes_, n0, rows, K, xt, chunk, K, caps_.sm_count, stream);
-        const cublasStatus_t st = cublasGemmEx(
+        MIXQ_CUBLAS_CHECK(cublasGemmEx(
             h, CUBLAS_OP_T, CUBLAS_OP_N, int(rows), int(M), int(K), &alpha, chunk, ab, int(K),
             x.data, ab, int(x.ld()), &beta, static_cast<char*>(c_ptr) + n0 * cb, c_type, int(ldc),
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        MIXQ_CHECK(st == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, "cublasGemmEx failed: status ",
-                   int(st));
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       }
     }
     const bool clamp = std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi);

@@ -18,6 +18,7 @@
 #include "cuda/runtime/check.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/backend/common.hpp"
+#include "cuda/backend/cublas_util.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/tensor_map.hpp"
@@ -39,22 +40,9 @@ using cuda::Family;
 using cuda::WoLayout;
 using cuda::WoPlan;
 
-#define MIXQ_CUBLAS_CHECK(expr)                                                         \
-  do {                                                                                  \
-    const cublasStatus_t st_ = (expr);                                                  \
-    MIXQ_CHECK(st_ == CUBLAS_STATUS_SUCCESS, ErrorCode::Cuda, #expr " failed: status ", \
-               static_cast<int>(st_));                                                  \
-  } while (0)
-
 IoType io_type(DType t) { return IoType(cuda::float_type_code(t, "cuda weight-only")); }
 
-cudaDataType_t cublas_type(DType t) {
-  switch (t) {
-    case DType::F16: return CUDA_R_16F;
-    case DType::BF16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
-  }
-}
+using cuda::cublas_type;
 
 using cuda::DeviceGuard;
 

@@ -19,6 +19,9 @@ void launch_gemv_instance(const GemvParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_kernel<T, MR, RPW>, p));
 }
 
+// Rows per warp by token instance: one at M = 1 (the most warps to keep the stream busy), more as
+// M grows so the activations each lane reads from L1 serve more weight rows, two again above 8
+// (four rows of 12-16 accumulators each would leave too few warps resident).
 template <GType T>
 void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
   switch (gemv_token_tile(p.M)) {

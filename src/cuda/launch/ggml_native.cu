@@ -53,11 +53,6 @@ int gemv_token_tile(int M) {
   return 16;
 }
 
-// One row per warp at M = 1 (the most warps to keep the stream busy); more rows per warp as M
-// grows, so the activations each lane reads from L1 serve more weight rows (two again above 8,
-// where four rows of 12-16 accumulators each would leave too few warps resident).
-int gemv_rows_per_warp(int M) { return M <= 1 ? 1 : (M <= 4 || M > 8) ? 2 : 4; }
-
 void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream) {
   switch (t) {
     case GType::Q4_0: return launch_gemv_type<GType::Q4_0>(p, stream);

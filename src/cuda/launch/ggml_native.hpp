@@ -13,9 +13,8 @@ namespace mixq::cuda::ggml {
 // Largest M of the q8 GEMV (its widest token instance).
 constexpr int kGemvMaxRows = 16;
 
-// The token instance (MR) and rows per warp that a call of M rows (1..kGemvMaxRows) runs.
+// The token instance (MR) that a call of M rows (1..kGemvMaxRows) runs.
 int gemv_token_tile(int M);
-int gemv_rows_per_warp(int M);
 
 // The tensor-core kernel's plan for M tokens: n8 tiles per CTA (2, 4 or 8: 16 to 64 tokens) and
 // the K split (chunks per split; splits = ceil(K / 32 / split_chunks)) that gives the grid about
