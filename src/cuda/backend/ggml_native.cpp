@@ -147,10 +147,10 @@ class CudaGgmlNative final : public PreparedImpl {
                formats::ggml_type_name(w.ggml->type));
     const GgmlType gt = static_cast<GgmlType>(w.ggml->type);
     type_name_ = formats::ggml_type_name(w.ggml->type);
-    f_ = ggml::gformat(type_);
-    MIXQ_CHECK(K % f_.qk == 0 && K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30),
+    const GFormat f = ggml::gformat(type_);
+    MIXQ_CHECK(K % f.qk == 0 && K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30),
                ErrorCode::Unsupported, "cuda ggml native: K (", K, ") must be a multiple of ",
-               f_.qk, " and N, K < 2^30");
+               f.qk, " and N, K < 2^30");
     gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : kGemvRows;
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
@@ -162,9 +162,9 @@ class CudaGgmlNative final : public PreparedImpl {
                      "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_dequant_cublas)");
 
     // Split the file's blocks into the planes, one task per group of rows.
-    HostPlanes hp(f_, N, K);
+    HostPlanes hp(f, N, K);
     const formats::GgmlTypeInfo* ti = formats::ggml_type_info(w.ggml->type);
-    const int64_t nb = K / f_.qk, rb = nb * ti->block_bytes;
+    const int64_t nb = K / f.qk, rb = nb * ti->block_bytes;
     const uint8_t* src = w.ggml->data.data();
     const int64_t row_tasks = (N + 63) / 64;
     cpu::parallel_for(cpu::resolve_num_threads(0), row_tasks, [&](int64_t t) {
@@ -322,7 +322,6 @@ class CudaGgmlNative final : public PreparedImpl {
   DeviceContext* ctx_ = nullptr;
   DeviceCaps caps_;
   GType type_ = GType::Q4_0;
-  GFormat f_{};
   std::string type_name_;
   int64_t gemv_max_ = kGemvRows, mma_max_ = kMmaMaxRows;
   std::optional<Path> forced_;
