@@ -133,10 +133,10 @@ PY
       # CUDA backend on the same file (LLAMA_SRC: a llama.cpp / ggml source tree laid out as
       # scripts/build_llamacpp.sh expects; without it, mixq bench FILE alone). GGML_TYPES,
       # GGML_SHAPES, GGML_MS narrow it; PYTHONPATH must reach the gguf package.
-      timeout 300 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaGgmlNative*' > "$OUT/ggml_tests.log" 2>&1
+      timeout 300 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='*CudaGgmlNative*' > "$OUT/ggml_tests.log" 2>&1
       echo "ggml gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure|Expected|Which is|error" "$OUT/ggml_tests.log" | head -30
       timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
-        --gtest_filter='CudaGgmlNativeTypes.BothPathsMatchFloat64/Q4_K:CudaGgmlNativeTypes.BothPathsMatchFloat64/Q3_K:CudaGgmlNativeTypes.BothPathsMatchFloat64/IQ4_XS:CudaGgmlNativeTypes.BothPathsMatchFloat64/Q5_0:CudaGgmlNative.GraphReplaysOnNewInputs' \
+        --gtest_filter='Types/CudaGgmlNativeTypes.BothPathsMatchFloat64/Q4_K:Types/CudaGgmlNativeTypes.BothPathsMatchFloat64/Q3_K:Types/CudaGgmlNativeTypes.BothPathsMatchFloat64/IQ4_XS:Types/CudaGgmlNativeTypes.SplitsEndInPartialSteps/Q5_0:CudaGgmlNative.GraphReplaysOnNewInputs' \
         > "$OUT/ggml_memcheck.log" 2>&1
       echo "ggml memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/ggml_memcheck.log" | tail -2
       gguf=/tmp/mixq_bench.gguf

@@ -132,8 +132,9 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
                  " M=" + std::to_string(M));
     const std::vector<float> x = random_x(M, K, seed + uint32_t(M));
     const Refs ref = reference(w, blocks, tc.type, x, M);
-    EXPECT_EQ(pw.kernel_name(M), M <= 8 ? "cuda_ggml_q8_" + tname
-                                 : M <= 16 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
+    const int64_t gemv_rows = tc.type == formats::GgmlType::Q4_0 || tc.type == formats::GgmlType::Q4_1 ? 3 : 4;
+    EXPECT_EQ(pw.kernel_name(M), M <= gemv_rows ? "cuda_ggml_q8_" + tname
+                                 : M <= 32 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
     for (const PreparedWeight* q : {&gemv, &mma}) {
       if (q == &gemv && M > 16) continue;
@@ -144,7 +145,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     // The cuBLAS path: ggml's exact decode in f32.
     EXPECT_LE(max_err(run(deq, x, M), ref.exact) / ref.max_exact, 1e-5) << "dequant + cuBLAS";
     // The default plan runs one of the three.
-    const bool default_q8 = M <= 16;
+    const bool default_q8 = M <= 32;
     EXPECT_LE(max_err(run(pw, x, M), default_q8 ? ref.q8 : ref.exact) /
                   (default_q8 ? ref.max_q8 : ref.max_exact), 1e-5) << pw.kernel_name(M);
   }
@@ -166,6 +167,15 @@ TEST_P(CudaGgmlNativeTypes, LongRows) {
   SKIP_WITHOUT_GPU();
   const TypeCase& tc = all_types()[GetParam()];
   check_type(tc, 33, 14336, {1, 6, 16, 70}, 4000 + uint32_t(GetParam()));
+}
+
+// Rows whose chunk count is not a multiple of the tensor-core kernel's step (203 chunks of 32, or
+// 25 super-blocks: odd for the 16-chunk steps), long enough to be split over K.
+TEST_P(CudaGgmlNativeTypes, SplitsEndInPartialSteps) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[GetParam()];
+  const int64_t qk = formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+  check_type(tc, 77, qk == 32 ? 32 * 203 : 256 * 25, {1, 8, 9, 64}, 5000 + uint32_t(GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, CudaGgmlNativeTypes, ::testing::Range<size_t>(0, all_types().size()),
@@ -272,9 +282,10 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   const std::vector<uint8_t> blocks = random_blocks(tc, 40, 512, 7);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(8), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(9), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(32), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33), "cuda_ggml_dequant_cublas");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=64")).kernel_name(64), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");

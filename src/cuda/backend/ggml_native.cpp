@@ -53,6 +53,7 @@ bool gtype_of(uint32_t id, GType& t) {
 }
 
 size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+int64_t round16(int64_t b) { return (b + 15) / 16 * 16; }
 
 // Host image of the planes: one row's chunks written from its split blocks.
 struct HostPlanes {
@@ -63,10 +64,11 @@ struct HostPlanes {
   std::vector<uint8_t> data;
 
   HostPlanes(GFormat fmt, int64_t n, int64_t k) : f(fmt), N(n), K(k) {
-    lo_pitch = K / 32 * f.lo_chunk();
-    hi_pitch = K / 32 * f.hi_chunk();
-    d_pitch = K / f.qk * f.d_bytes();
-    sc_pitch = K / f.qk * f.sc_bytes();
+    // pitches padded to 16 bytes (ggml_gpu_format.hpp): the tensor-core kernel's copies are aligned
+    lo_pitch = round16(K / 32 * f.lo_chunk());
+    hi_pitch = round16(K / 32 * f.hi_chunk());
+    d_pitch = round16(K / f.qk * f.d_bytes());
+    sc_pitch = round16(K / f.qk * f.sc_bytes());
     off_lo = 0;
     off_hi = align256(off_lo + size_t(N * lo_pitch));
     off_d = align256(off_hi + size_t(N * hi_pitch));
@@ -151,7 +153,7 @@ class CudaGgmlNative final : public PreparedImpl {
     MIXQ_CHECK(K % f.qk == 0 && K <= (int64_t(1) << 30) && N <= (int64_t(1) << 30),
                ErrorCode::Unsupported, "cuda ggml native: K (", K, ") must be a multiple of ",
                f.qk, " and N, K < 2^30");
-    gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : kGemvRows;
+    gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : default_gemv_rows(type_);
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
@@ -216,11 +218,12 @@ class CudaGgmlNative final : public PreparedImpl {
 
  private:
   static constexpr int64_t kScratchRows = 4096;
-  // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 8 tokens, the
-  // tensor-core kernel up to 16 (1.0-1.6x the GEMV there, 1.4-2.5x slower than dequantize +
-  // cuBLAS from 64 on), dequantize + cuBLAS above.
-  static constexpr int64_t kGemvRows = 8;
-  static constexpr int64_t kMmaMaxRows = 16;
+  // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 4 tokens (3 for
+  // Q4_0 / Q4_1, whose decode is the cheapest, so the tensor-core kernel's fixed cost is repaid
+  // sooner), the staged tensor-core kernel up to 32 (1.5-2x faster than dequantize + cuBLAS
+  // there; at 64 it is ahead for some types and 2x behind for Q6_K), dequantize + cuBLAS above.
+  static int64_t default_gemv_rows(GType t) { return t == GType::Q4_0 || t == GType::Q4_1 ? 3 : 4; }
+  static constexpr int64_t kMmaMaxRows = 32;
 
   enum class Path { Gemv, Mma, Cublas };
 
@@ -230,7 +233,7 @@ class CudaGgmlNative final : public PreparedImpl {
     return M <= mma_max_ ? Path::Mma : Path::Cublas;
   }
 
-  size_t q8_bytes(int64_t M) const { return align256(size_t(M * K)) + align256(size_t(M * (K / 32)) * 16); }
+  size_t q8_bytes(int64_t M) const { return ggml::q8_bytes(M, K); }
 
   // The q8 paths: X quantized + its metadata (+ the tensor-core kernel's split partials). The
   // cuBLAS path: a chunk of dequantized rows (f32 at most) and, when y's type is neither X's nor
@@ -240,7 +243,7 @@ class CudaGgmlNative final : public PreparedImpl {
     switch (path(M)) {
       case Path::Gemv: return q8_bytes(M);
       case Path::Mma: {
-        const ggml::MmaSplit sp = ggml::mma_split(int(M), N, K, caps_.sm_count);
+        const ggml::MmaSplit sp = ggml::mma_split(type_, int(M), N, K, caps_.sm_count);
         return q8_bytes(M) + (sp.splits > 1 ? size_t(sp.splits) * size_t(M * N) * 4 : 0);
       }
       default: return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
@@ -252,9 +255,7 @@ class CudaGgmlNative final : public PreparedImpl {
     const int M = int(x.shape[0]);
     ggml::GQ8 q;
     q.q = reinterpret_cast<int8_t*>(ws);
-    q.meta = reinterpret_cast<float4*>(ws + align256(size_t(M * K)));
-    q.ldq = K;
-    q.ldmeta = K / 32;
+    q.meta = reinterpret_cast<float4*>(ws + ggml::q8_meta_offset(M, K));
     ggml::launch_quantize_x(x.data, float_type_code(x.dtype, "cuda ggml native"), x.ld(), M, K, q,
                             caps_.sm_count, stream);
     ggml::MmaParams p;
@@ -264,8 +265,6 @@ class CudaGgmlNative final : public PreparedImpl {
     p.M = M;
     p.xq = q.q;
     p.xmeta = q.meta;
-    p.ldxq = q.ldq;
-    p.ldxmeta = q.ldmeta;
     p.y = y.data;
     p.ldy = y.ld();
     p.y_type = float_type_code(y.dtype, "cuda ggml native");
@@ -275,7 +274,7 @@ class CudaGgmlNative final : public PreparedImpl {
     p.clamp_hi = ep.clamp_hi;
     p.pdl = caps_.cc_major >= 9;
     if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
-    const ggml::MmaSplit sp = ggml::mma_split(M, N, K, caps_.sm_count);
+    const ggml::MmaSplit sp = ggml::mma_split(type_, M, N, K, caps_.sm_count);
     p.splits = sp.splits;
     p.split_chunks = sp.split_chunks;
     if (sp.splits > 1) p.partial = reinterpret_cast<float*>(ws + q8_bytes(M));
@@ -323,7 +322,7 @@ class CudaGgmlNative final : public PreparedImpl {
   DeviceCaps caps_;
   GType type_ = GType::Q4_0;
   std::string type_name_;
-  int64_t gemv_max_ = kGemvRows, mma_max_ = kMmaMaxRows;
+  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows;
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   DeviceBuffer planes_buf_;

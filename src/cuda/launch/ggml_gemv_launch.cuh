@@ -38,15 +38,20 @@ void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
 
 template <GType T, int NT>
 void launch_mma_instance(const MmaParams& p, cudaStream_t stream) {
-  const dim3 grid(unsigned((p.N + kMmaRows - 1) / kMmaRows), unsigned((p.M + 8 * NT - 1) / (8 * NT)),
-                  unsigned(p.splits));
-  WoLaunchConfig lc(grid, kMmaWarps * 32, 0, stream, p.pdl);
+  const dim3 grid(unsigned((p.N + kMmaRows - 1) / kMmaRows),
+                  unsigned((q8_groups(p.M) + NT - 1) / NT), unsigned(p.splits));
+  constexpr int kSmem = MmaTile<T>::smem_bytes(NT);
+  if constexpr (kSmem > 48 * 1024)
+    MIXQ_CUDA_CHECK(cudaFuncSetAttribute(q8_mma_kernel<T, NT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  WoLaunchConfig lc(grid, kMmaWarps * 32, kSmem, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_mma_kernel<T, NT>, p));
 }
 
 template <GType T>
 void launch_mma_type(const MmaParams& p, cudaStream_t stream) {
   switch (mma_token_tiles(p.M)) {
+    case 1: return launch_mma_instance<T, 1>(p, stream);
     case 2: return launch_mma_instance<T, 2>(p, stream);
     case 4: return launch_mma_instance<T, 4>(p, stream);
     default: return launch_mma_instance<T, 8>(p, stream);

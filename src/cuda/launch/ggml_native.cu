@@ -17,6 +17,7 @@ void launch_mma_type(const MmaParams& p, cudaStream_t stream);
 // y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
 namespace {
 __global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
+  grid_dependency_wait();  // the partials are the tensor-core kernel's (a no-op without PDL)
   const int64_t total = int64_t(p.M) * p.N;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -31,18 +32,24 @@ __global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
 }
 }  // namespace
 
-int mma_token_tiles(int M) { return M <= 16 ? 2 : M <= 32 ? 4 : 8; }
+int mma_token_tiles(int M) { return M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8; }
 
-MmaSplit mma_split(int M, int64_t N, int64_t K, int sm_count) {
-  const int64_t chunks = K / 32;
-  const int64_t tiles = ((N + kMmaRows - 1) / kMmaRows) * ((M + 8 * mma_token_tiles(M) - 1) / (8 * mma_token_tiles(M)));
-  // about six 4-warp CTAs per SM keep enough weight loads in flight; at least 4 chunks a split
-  const int64_t want = std::max<int64_t>(1, (6 * int64_t(sm_count) + tiles - 1) / tiles);
-  const int64_t s = std::min<int64_t>(want, std::max<int64_t>(1, chunks / 4));
+MmaSplit mma_split(GType t, int M, int64_t N, int64_t K, int sm_count) {
+  const int64_t step = mma_step_chunks(t);
+  const int64_t chunks = K / 32, steps = (chunks + step - 1) / step;
+  const int64_t groups = (q8_groups(M) + mma_token_tiles(M) - 1) / mma_token_tiles(M);
+  const int64_t tiles = ((N + kMmaRows - 1) / kMmaRows) * groups;
+  const int64_t want = std::max<int64_t>(1, (4 * int64_t(sm_count) + tiles - 1) / tiles);
+  const int64_t s = std::min<int64_t>(want, std::max<int64_t>(1, steps / 3));
   MmaSplit r;
-  r.split_chunks = (chunks + s - 1) / s;
+  r.split_chunks = (steps + s - 1) / s * step;
   r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
   return r;
+}
+
+size_t q8_meta_offset(int64_t M, int64_t K) { return (size_t(M * K) + 255) / 256 * 256; }
+size_t q8_bytes(int64_t M, int64_t K) {
+  return q8_meta_offset(M, K) + (size_t(M * (K / 32)) * 16 + 255) / 256 * 256;
 }
 
 int gemv_token_tile(int M) {
@@ -83,8 +90,8 @@ void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream) {
   if (p.partial) {
     const int64_t total = int64_t(p.M) * p.N;
     const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535))));
-    finalize_kernel<<<grid, 256, 0, stream>>>(p);
-    MIXQ_CUDA_CHECK(cudaGetLastError());
+    WoLaunchConfig lc(grid, 256, 0, stream, p.pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, finalize_kernel, p));
   }
 }
 

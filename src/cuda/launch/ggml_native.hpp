@@ -16,15 +16,20 @@ constexpr int kGemvMaxRows = 16;
 // The token instance (MR) that a call of M rows (1..kGemvMaxRows) runs.
 int gemv_token_tile(int M);
 
-// The tensor-core kernel's plan for M tokens: n8 tiles per CTA (2, 4 or 8: 16 to 64 tokens) and
-// the K split (chunks per split; splits = ceil(K / 32 / split_chunks)) that gives the grid about
-// six CTAs per SM.
+// The tensor-core kernel's plan for M tokens: n8 token groups per CTA (1, 2, 4 or 8: up to 8, 16,
+// 32, 64 tokens; more tokens take more CTAs) and the K split, in whole steps of the type's
+// mma_step_chunks, that gives the grid about four 64-row CTAs per SM with at least three steps
+// each (the ring's depth).
 int mma_token_tiles(int M);
 struct MmaSplit {
   int splits = 1;
   int64_t split_chunks = 0;
 };
-MmaSplit mma_split(int M, int64_t N, int64_t K, int sm_count);
+MmaSplit mma_split(GType t, int M, int64_t N, int64_t K, int sm_count);
+
+// Bytes of the q8 activations of M tokens (GQ8: codes, then meta at q8_meta_offset(M, K)).
+size_t q8_bytes(int64_t M, int64_t K);
+size_t q8_meta_offset(int64_t M, int64_t K);
 
 // X [M][K] (x_type 0 f16, 1 bf16, 2 f32; row stride ldx elements) -> out (GQ8).
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
@@ -33,7 +38,7 @@ void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K,
 // quantizer just before it on the stream.
 void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);
 // Y = X Wᵀ on the tensor cores (p.splits, p.split_chunks from mma_split; with splits > 1,
-// p.partial holds splits * M * N floats and a finalize pass writes y).
+// p.partial holds splits * M * N floats and a finalize pass, PDL-chained, writes y).
 void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream);
 // Rows [n0, n0 + rows) of W -> out [rows][ld] (out_type 0 f16, 1 bf16, 2 f32; ld a multiple of 8
 // elements, out 16-byte aligned).

@@ -30,22 +30,36 @@ __device__ __forceinline__ uint32_t ld_stream_u32(const uint8_t* p) {
   return v;
 }
 
-// The f16 scale field(s) and sub-block scale bytes of chunk c of row `row`: the eight lanes of a
-// super-block read the same bytes (one L1 line), so plain cached loads.
-template <GType T>
+// How the small loads of a chunk's fields are issued: from global memory through the read-only
+// path (the eight lanes of a super-block read the same scale bytes: one L1 line), or from a
+// shared-memory copy of the planes (the tensor-core kernel's stages, which are views of the same
+// layout with their own pitches).
+struct LdgLoad {
+  template <typename U>
+  __device__ __forceinline__ U operator()(const U* p) const { return __ldg(p); }
+};
+struct PlainLoad {
+  template <typename U>
+  __device__ __forceinline__ U operator()(const U* p) const { return *p; }
+};
+
+// The f16 scale field(s) and sub-block scale bytes of chunk c of row `row`.
+template <GType T, typename Ld = LdgLoad>
 __device__ __forceinline__ void load_scales(const GPlanes& w, int64_t row, int64_t c, uint32_t& d,
-                                            uint32_t& sc) {
+                                            uint32_t& sc, Ld ld = {}) {
   constexpr GFormat F = gformat(T);
   const int64_t b = F.qk == 32 ? c : (c >> 3);
   const uint8_t* dp = w.d + row * w.d_pitch + b * F.d_bytes();
-  if constexpr (F.d_bytes() == 4) d = __ldg(reinterpret_cast<const unsigned int*>(dp));
-  else d = __ldg(reinterpret_cast<const unsigned short*>(dp));
+  if constexpr (F.d_bytes() == 4) d = ld(reinterpret_cast<const unsigned int*>(dp));
+  else d = ld(reinterpret_cast<const unsigned short*>(dp));
   if constexpr (F.qk == 256) {
     const int j = int(c & 7);
     const uint8_t* sp = w.sc + row * w.sc_pitch + b * F.sc_bytes();
-    if constexpr (F.sk == GScale::K4) sc = uint32_t(__ldg(sp + j)) | (uint32_t(__ldg(sp + 8 + j)) << 8);
-    else if constexpr (F.halves()) sc = __ldg(reinterpret_cast<const unsigned short*>(sp + 2 * j));
-    else sc = __ldg(sp + j);
+    if constexpr (F.sk == GScale::K4)
+      sc = uint32_t(ld(reinterpret_cast<const unsigned char*>(sp + j))) |
+           (uint32_t(ld(reinterpret_cast<const unsigned char*>(sp + 8 + j))) << 8);
+    else if constexpr (F.halves()) sc = ld(reinterpret_cast<const unsigned short*>(sp + 2 * j));
+    else sc = ld(reinterpret_cast<const unsigned char*>(sp + j));
   } else {
     sc = 0;
   }
@@ -131,6 +145,16 @@ struct ChunkScales {
 __device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v))); }
 __device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(uint16_t(v >> 16))); }
 
+// A small integer as a float without the quarter-rate I2F: 0x4B000000 | u is the float 2^23 + u
+// (u < 2^23), 0x4B400000 + v the float 1.5 * 2^23 + v (|v| < 2^22); one subtraction leaves the
+// exact value.
+__device__ __forceinline__ float u8_to_float(uint32_t u) {
+  return __fsub_rn(__uint_as_float(0x4B000000u | u), 8388608.f);
+}
+__device__ __forceinline__ float s8_to_float(uint32_t byte) {
+  return __fsub_rn(__int_as_float(0x4B400000 + int(int8_t(byte & 0xFF))), 12582912.f);
+}
+
 template <GType T>
 __device__ __forceinline__ ChunkScales decode_scales(uint32_t rd, uint32_t rsc) {
   constexpr GFormat F = gformat(T);
@@ -143,19 +167,19 @@ __device__ __forceinline__ ChunkScales decode_scales(uint32_t rd, uint32_t rsc) 
     s.o0 = s.o1 = f16_hi(rd);
   } else if constexpr (F.sk == GScale::K4) {
     const float dm = f16_hi(rd);
-    s.s0 = s.s1 = __fmul_rn(d, float(rsc & 0xFF));
-    s.o0 = s.o1 = -__fmul_rn(dm, float(rsc >> 8));
+    s.s0 = s.s1 = __fmul_rn(d, u8_to_float(rsc & 0xFF));
+    s.o0 = s.o1 = -__fmul_rn(dm, u8_to_float(rsc >> 8));
   } else if constexpr (F.sk == GScale::Q2K) {
     const float dm = f16_hi(rd);
-    s.s0 = __fmul_rn(d, float(rsc & 0xF));
-    s.o0 = -__fmul_rn(dm, float((rsc >> 4) & 0xF));
-    s.s1 = __fmul_rn(d, float((rsc >> 8) & 0xF));
-    s.o1 = -__fmul_rn(dm, float((rsc >> 12) & 0xF));
+    s.s0 = __fmul_rn(d, u8_to_float(rsc & 0xF));
+    s.o0 = -__fmul_rn(dm, u8_to_float((rsc >> 4) & 0xF));
+    s.s1 = __fmul_rn(d, u8_to_float((rsc >> 8) & 0xF));
+    s.o1 = -__fmul_rn(dm, u8_to_float((rsc >> 12) & 0xF));
   } else if constexpr (F.sk == GScale::S16) {
-    s.s0 = __fmul_rn(d, float(int8_t(rsc & 0xFF)));
-    s.s1 = __fmul_rn(d, float(int8_t((rsc >> 8) & 0xFF)));
+    s.s0 = __fmul_rn(d, s8_to_float(rsc));
+    s.s1 = __fmul_rn(d, s8_to_float(rsc >> 8));
   } else {  // S32
-    s.s0 = s.s1 = __fmul_rn(d, float(int8_t(rsc & 0xFF)));
+    s.s0 = s.s1 = __fmul_rn(d, s8_to_float(rsc));
   }
   return s;
 }
@@ -175,27 +199,27 @@ struct RawPair {
   uint32_t d, sc;
 };
 
-template <GType T>
+template <GType T, typename Ld = LdgLoad>
 __device__ __forceinline__ void load_pair(const GPlanes& w, int64_t row, int64_t c, int t,
-                                          RawPair<T>& r) {
+                                          RawPair<T>& r, Ld ld = {}) {
   constexpr GFormat F = gformat(T);
   const uint8_t* lo = w.lo + row * w.lo_pitch + c * F.lo_chunk();
   const unsigned int* lw = reinterpret_cast<const unsigned int*>(lo);
   if constexpr (F.lb == 4) {
-    r.lo[0] = __ldg(lw + t);  // low nibbles: word t, high nibbles: word t + 4
+    r.lo[0] = ld(lw + t);  // low nibbles: word t, high nibbles: word t + 4
   } else if constexpr (F.lb == 8) {
-    r.lo[0] = __ldg(lw + t);
-    r.lo[1] = __ldg(lw + t + 4);
+    r.lo[0] = ld(lw + t);
+    r.lo[1] = ld(lw + t + 4);
   } else {
-    r.lo[0] = __ldg(lw + (t & 1));  // words t and t + 4 share the byte group t & 1
+    r.lo[0] = ld(lw + (t & 1));  // words t and t + 4 share the byte group t & 1
   }
   const unsigned int* hw = reinterpret_cast<const unsigned int*>(w.hi + row * w.hi_pitch + c * F.hi_chunk());
-  if constexpr (F.hb == 1) r.hi[0] = __ldg(hw);
+  if constexpr (F.hb == 1) r.hi[0] = ld(hw);
   if constexpr (F.hb == 2) {
-    r.hi[0] = __ldg(hw);
-    r.hi[1] = __ldg(hw + 1);
+    r.hi[0] = ld(hw);
+    r.hi[1] = ld(hw + 1);
   }
-  load_scales<T>(w, row, c, r.d, r.sc);
+  load_scales<T>(w, row, c, r.d, r.sc, ld);
 }
 
 // Words t and t + 4 of the chunk (decode_codes' W[t] and W[t + 4]).

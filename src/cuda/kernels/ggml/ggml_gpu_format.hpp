@@ -18,6 +18,9 @@
 //          S16     s8 per 16                        (Q6_K: the file's; Q3_K: the 6-bit scale - 32)
 //          S32     s8 per 32: ls - 32               (IQ4_XS)
 //
+// Every plane's row pitch is padded to a multiple of 16 bytes (at most 15 bytes a row), so that
+// the tensor-core kernel's 16-byte asynchronous copies of a row's run of chunks are aligned.
+//
 // With those, a lane turns its chunk into eight 32-bit words of four signed bytes each (word j =
 // codes 4j .. 4j + 3, in element order: the operand of one dp4a against the same four activation
 // bytes) with a shift and a mask per word, and a third of a shift-mask-or for the high plane. The
@@ -81,6 +84,13 @@ __host__ __device__ constexpr GFormat gformat(GType t) {
 constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                    1,    13,   25,  38,  53,  69,  89,  113};
 
+// The tensor-core kernel copies a 64-row tile's planes to shared memory a step of chunks at a
+// time: 8 chunks (256 columns, one super-block), or 16 for the super-block types whose f16 scale
+// is 2 bytes (Q3_K, Q6_K, IQ4_XS), so that a step's scale field is one aligned 4-byte copy.
+__host__ __device__ constexpr int mma_step_chunks(GType t) {
+  return gformat(t).qk == 256 && gformat(t).d_bytes() == 2 ? 16 : 8;
+}
+
 // Where the planes of a prepared tensor are (device pointers) and their row pitches in bytes.
 struct GPlanes {
   const uint8_t* lo = nullptr;
@@ -90,24 +100,27 @@ struct GPlanes {
   int64_t lo_pitch = 0, hi_pitch = 0, d_pitch = 0, sc_pitch = 0;
 };
 
-// The q8 activations of the integer path: xq [M][K] int8 (round(x / d) with d = amax / 127 per
-// 32 columns), and per (row, chunk) a float4 {d, sum of x over columns 0..15, over 16..31,
-// the two 16-column sums of the int8 codes as int16 halves of one 32-bit word}.
+// The q8 activations of the integer path, row-major by token: q [M][K] int8 codes (round(x / d)
+// with d = amax / 127 per 32 columns), and meta [M][K / 32] float4 {d, sum of x over columns
+// 0..15, over 16..31, the two 16-column sums of the codes as int16 halves of one 32-bit word}.
+// Within each 32-byte chunk the eight 4-byte code words (word j = codes 4j .. 4j + 3) are stored
+// in the order 0 4 1 5 2 6 3 7: the tensor-core B fragment of lane (g, t), words t and t + 4 of
+// token g, is then one 8-byte shared-memory load, and the GEMV reads the chunk as two 16-byte
+// vectors either way.
 struct GQ8 {
   int8_t* q = nullptr;
   float4* meta = nullptr;
-  int64_t ldq = 0;      // int8 elements per row (K)
-  int64_t ldmeta = 0;   // float4 per row (K / 32)
 };
+// the tensor-core kernel's n8 token groups
+__host__ __device__ constexpr int64_t q8_groups(int64_t M) { return (M + 7) / 8; }
 
 // One product Y[M][N] = X Wᵀ (+ bias, clamp) on the integer path.
 struct GemvParams {
   GPlanes w;
   int64_t N = 0, K = 0;
   int M = 0;
-  const int8_t* xq = nullptr;
-  const float4* xmeta = nullptr;
-  int64_t ldxq = 0, ldxmeta = 0;
+  const int8_t* xq = nullptr;     // GQ8::q
+  const float4* xmeta = nullptr;  // GQ8::meta
   void* y = nullptr;
   int64_t ldy = 0;
   int y_type = 0;  // 0 f16, 1 bf16, 2 f32

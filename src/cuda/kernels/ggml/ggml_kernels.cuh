@@ -1,5 +1,5 @@
 // The kernels of GGUF weights at their native width (ggml_gpu_format.hpp):
-//   quantize_x   activations -> q8 per 32 columns (the integer path's X), one warp per chunk
+//   quantize_x   activations -> q8 per 32 columns (the integer path's X, GQ8), one warp per chunk
 //   q8_gemv      Y = X Wᵀ for M <= 16 on dp4a: a warp owns RPW rows and walks K by chunks of 32
 //                per lane; the chunk's codes are decoded once and reused for every token
 //   dequant      W rows -> f16 / bf16 / f32, ggml's exact arithmetic (the cuBLAS path)
@@ -19,8 +19,8 @@ namespace mixq::cuda::ggml {
 
 constexpr int kGemvWarps = 4;
 
-// One warp per (row, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
-// as the CPU integer path and its test reference round), the 16-column sums of x and of q.
+// One warp per (token, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero, as the CPU integer path and its
+// test reference round), the 16-column sums of x and of q.
 template <typename XT>
 __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ x, int64_t ldx,
                                                          int M, int64_t K, GQ8 out) {
@@ -28,6 +28,9 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ 
   const int lane = threadIdx.x & 31;
   const int64_t chunks = K >> 5;
   const int64_t total = int64_t(M) * chunks;
+  // lane e's code goes to word e / 4 of the token's 32 bytes, stored in the order 0 4 1 5 2 6 3 7
+  const int word = lane >> 2;
+  const int dst = ((word < 4 ? 2 * word : 2 * (word - 4) + 1) << 2) + (lane & 3);
   for (int64_t t = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; t < total;
        t += (int64_t(gridDim.x) * blockDim.x) >> 5) {
     const int64_t m = t / chunks, c = t - m * chunks;
@@ -41,7 +44,7 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ 
     const float d = __fdiv_rn(amax, 127.f);
     const float id = d != 0.f ? __fdiv_rn(1.f, d) : 0.f;
     const int q = int(roundf(__fmul_rn(v, id)));
-    out.q[m * out.ldq + 32 * c + lane] = int8_t(q);
+    out.q[m * K + 32 * c + dst] = int8_t(q);
     float fs = v;
     int is = q;
 #pragma unroll
@@ -53,7 +56,7 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ 
     const int is1 = __shfl_sync(0xffffffffu, is, 16);
     if (lane == 0) {
       const uint32_t packed = (uint32_t(is) & 0xFFFFu) | (uint32_t(is1) << 16);
-      out.meta[m * out.ldmeta + c] = make_float4(d, fs, fs1, __uint_as_float(packed));
+      out.meta[m * chunks + c] = make_float4(d, fs, fs1, __uint_as_float(packed));
     }
   }
 }
@@ -105,21 +108,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32) q8_gemv_kernel(const GemvPara
 #pragma unroll
       for (int m = 0; m < MR; ++m) {
         const int mm = m < p.M ? m : p.M - 1;
-        const int8_t* xr = p.xq + mm * p.ldxq + 32 * c;
+        // the token's words in the GQ8 order 0 4 1 5 | 2 6 3 7
+        const int8_t* xr = p.xq + mm * p.K + 32 * c;
         const int4 a = *reinterpret_cast<const int4*>(xr);
         const int4 b = *reinterpret_cast<const int4*>(xr + 16);
-        const float4 mt = p.xmeta[mm * p.ldxmeta + c];
+        const float4 mt = p.xmeta[mm * chunks + c];
         const int packed = __float_as_int(mt.w);
         const int xi0 = int(int16_t(packed & 0xFFFF)), xi1 = packed >> 16;
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {
           int t0 = __dp4a(int(W[r][0]), a.x, 0);
-          t0 = __dp4a(int(W[r][1]), a.y, t0);
-          t0 = __dp4a(int(W[r][2]), a.z, t0);
-          t0 = __dp4a(int(W[r][3]), a.w, t0);
-          int t1 = __dp4a(int(W[r][4]), b.x, 0);
-          t1 = __dp4a(int(W[r][5]), b.y, t1);
-          t1 = __dp4a(int(W[r][6]), b.z, t1);
+          t0 = __dp4a(int(W[r][1]), a.z, t0);
+          t0 = __dp4a(int(W[r][2]), b.x, t0);
+          t0 = __dp4a(int(W[r][3]), b.z, t0);
+          int t1 = __dp4a(int(W[r][4]), a.y, 0);
+          t1 = __dp4a(int(W[r][5]), a.w, t1);
+          t1 = __dp4a(int(W[r][6]), b.y, t1);
           t1 = __dp4a(int(W[r][7]), b.w, t1);
           if constexpr (F.bias != 0) {
             t0 -= F.bias * xi0;
