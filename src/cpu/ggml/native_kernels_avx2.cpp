@@ -118,15 +118,20 @@ struct K256 {
     }
   }
 
-  template <int MR>
-  static void tile(const I8TileArgs& a, int m0, int hf) {
+  // Rows [m0, m0 + MR) against the panel's 8-row halves hf0 .. hf0 + NH - 1 (a ymm holds 8 rows x
+  // 4 k, half a record line). NH = 2 walks both halves in one pass over the records, so a single
+  // activation row streams the weights once; NH = 1 (more rows: two halves' accumulators would
+  // not fit the 16 registers) walks the records once per half, the second pass from L2.
+  template <int MR, int NH>
+  static void tile(const I8TileArgs& a, int m0, int hf0) {
     constexpr bool kPerSub = F.n_sub() > 1 || F.sk == ScaleKind::Signed8;
     const int64_t rb = a.w->record_bytes;
     const uint8_t* rec = a.w->panel(a.panel) + a.kb0 * rb;
-    __m256 acc[MR];
-    for (int m = 0; m < MR; ++m)
-      acc[m] = a.accumulate ? _mm256_loadu_ps(a.c + (m0 + m) * a.ldc + 8 * hf) : _mm256_setzero_ps();
-    const bool prefetch = m0 == 0 && hf == 0;
+    __m256 acc[NH][MR];
+    for (int g = 0; g < NH; ++g)
+      for (int m = 0; m < MR; ++m)
+        acc[g][m] = a.accumulate ? _mm256_loadu_ps(a.c + (m0 + m) * a.ldc + 8 * (hf0 + g)) : _mm256_setzero_ps();
+    const bool prefetch = m0 == 0 && hf0 == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
       if (prefetch)
         for (int64_t o = 0; o < rb; o += 64) {
@@ -134,65 +139,72 @@ struct K256 {
             _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
         }
-      const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
-      __m256 sb[MR], mn[MR];
+      __m256 sb[NH][MR], mn[NH][MR];
       if constexpr (kPerSub)
-        for (int m = 0; m < MR; ++m) sb[m] = mn[m] = _mm256_setzero_ps();
+        for (int g = 0; g < NH; ++g)
+          for (int m = 0; m < MR; ++m) sb[g][m] = mn[g][m] = _mm256_setzero_ps();
       for (int s = 0; s < kSpans; ++s) {
-        __m256i u[8];
-        span(rec, s, hf, u);
-        for (int h = 0; h < kSubPerSpan; ++h) {
-          const int jj = s * kSubPerSpan + h;
-          const int64_t j = kb * F.n_sub() + jj;
-          const int64_t k = kb * F.qk + jj * F.sub;
-          __m256i ia[MR];
-          for (int m = 0; m < MR; ++m)
-            ia[m] = (F.bias && !kSigned) ? _mm256_set1_epi32(a.corr[(m0 + m) * a.ldj + j]) : _mm256_setzero_si256();
-          for (int t = 0; t < kQuadsPerSub; ++t)
-            for (int m = 0; m < MR; ++m) {
-              int32_t x4;
-              __builtin_memcpy(&x4, a.q + (m0 + m) * a.ldq + k + 4 * t, 4);
-              ia[m] = dot4(ia[m], u[h * kQuadsPerSub + t], x4);
-            }
-          if constexpr (!kPerSub) {
+        for (int g = 0; g < NH; ++g) {
+          const int hf = hf0 + g;
+          __m256i u[8];
+          span(rec, s, hf, u);
+          for (int h = 0; h < kSubPerSpan; ++h) {
+            const int jj = s * kSubPerSpan + h;
+            const int64_t j = kb * F.n_sub() + jj;
+            const int64_t k = kb * F.qk + jj * F.sub;
+            __m256i ia[MR];
             for (int m = 0; m < MR; ++m)
-              acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
-                                       _mm256_mul_ps(d, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), acc[m]);
-            if constexpr (F.sk == ScaleKind::Affine) {
-              const __m256 dm = f16x8(rec + F.off_dm() + 16 * hf);
+              ia[m] = (F.bias && !kSigned) ? _mm256_set1_epi32(a.corr[(m0 + m) * a.ldj + j]) : _mm256_setzero_si256();
+            for (int t = 0; t < kQuadsPerSub; ++t)
+              for (int m = 0; m < MR; ++m) {
+                int32_t x4;
+                __builtin_memcpy(&x4, a.q + (m0 + m) * a.ldq + k + 4 * t, 4);
+                ia[m] = dot4(ia[m], u[h * kQuadsPerSub + t], x4);
+              }
+            if constexpr (!kPerSub) {
+              const __m256 d = f16x8(rec + F.off_d() + 16 * hf);
               for (int m = 0; m < MR; ++m)
-                acc[m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), acc[m]);
-            }
-          } else {
-            const __m256 sc = int_scale(rec, jj, hf);
-            for (int m = 0; m < MR; ++m)
-              sb[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
-                                      _mm256_mul_ps(sc, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), sb[m]);
-            if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
-              const __m256 mv = int_min(rec, jj, hf);
+                acc[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
+                                            _mm256_mul_ps(d, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), acc[g][m]);
+              if constexpr (F.sk == ScaleKind::Affine) {
+                const __m256 dm = f16x8(rec + F.off_dm() + 16 * hf);
+                for (int m = 0; m < MR; ++m)
+                  acc[g][m] = _mm256_fmadd_ps(dm, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), acc[g][m]);
+              }
+            } else {
+              const __m256 sc = int_scale(rec, jj, hf);
               for (int m = 0; m < MR; ++m)
-                mn[m] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), mn[m]);
+                sb[g][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[m]),
+                                           _mm256_mul_ps(sc, _mm256_set1_ps(a.dxs[(m0 + m) * a.ldj + j])), sb[g][m]);
+              if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+                const __m256 mv = int_min(rec, jj, hf);
+                for (int m = 0; m < MR; ++m)
+                  mn[g][m] = _mm256_fmadd_ps(mv, _mm256_set1_ps(a.xs[(m0 + m) * a.ldj + j]), mn[g][m]);
+              }
             }
           }
         }
       }
       if constexpr (kPerSub) {
-        for (int m = 0; m < MR; ++m) acc[m] = _mm256_fmadd_ps(sb[m], d, acc[m]);
-        if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
-          const __m256 dm = f16x8(rec + F.off_dm() + 16 * hf);
-          for (int m = 0; m < MR; ++m) acc[m] = _mm256_fnmadd_ps(mn[m], dm, acc[m]);
+        for (int g = 0; g < NH; ++g) {
+          const __m256 d = f16x8(rec + F.off_d() + 16 * (hf0 + g));
+          for (int m = 0; m < MR; ++m) acc[g][m] = _mm256_fmadd_ps(sb[g][m], d, acc[g][m]);
+          if constexpr (F.sk == ScaleKind::K4 || F.sk == ScaleKind::Q2K) {
+            const __m256 dm = f16x8(rec + F.off_dm() + 16 * (hf0 + g));
+            for (int m = 0; m < MR; ++m) acc[g][m] = _mm256_fnmadd_ps(mn[g][m], dm, acc[g][m]);
+          }
         }
       }
     }
-    for (int m = 0; m < MR; ++m) _mm256_storeu_ps(a.c + (m0 + m) * a.ldc + 8 * hf, acc[m]);
+    for (int g = 0; g < NH; ++g)
+      for (int m = 0; m < MR; ++m) _mm256_storeu_ps(a.c + (m0 + m) * a.ldc + 8 * (hf0 + g), acc[g][m]);
   }
 
   static void i8_tile(const I8TileArgs& a) {
-    for (int hf = 0; hf < 2; ++hf) {
-      int m = 0;
-      for (; m + 2 <= a.rows; m += 2) tile<2>(a, m, hf);
-      if (m < a.rows) tile<1>(a, m, hf);
-    }
+    const int pairs = a.rows / 2;
+    for (int hf = 0; hf < 2; ++hf)
+      for (int p = 0; p < pairs; ++p) tile<2, 1>(a, 2 * p, hf);
+    if (a.rows % 2) tile<1, 2>(a, a.rows - 1, 0);
   }
 
   // Prefill form (DecodedChunk), both halves of every line; bias-128 codes stored signed
