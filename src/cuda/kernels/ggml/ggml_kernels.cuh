@@ -19,8 +19,8 @@ namespace mixq::cuda::ggml {
 
 constexpr int kGemvWarps = 4;
 
-// One warp per (token, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero, as the CPU integer path and its
-// test reference round), the 16-column sums of x and of q.
+// One warp per (token, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
+// as the CPU integer path and its test reference round), the 16-column sums of x and of q.
 template <typename XT>
 __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ x, int64_t ldx,
                                                          int M, int64_t K, GQ8 out) {

@@ -19,6 +19,7 @@
 // summed in a fixed order by finalize_kernel (deterministic, no atomics).
 #pragma once
 
+#include "cuda/kernels/common/mma_sm80.cuh"
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
 
 namespace mixq::cuda::ggml {
@@ -34,7 +35,8 @@ struct MmaTile {
   static constexpr GFormat F = gformat(T);
   static constexpr int kStep = mma_step_chunks(T);
   __host__ __device__ static constexpr int pad(int b) {
-    return b == 0 ? 0 : ((b + 15) / 16 * 16) % 32 == 0 ? (b + 15) / 16 * 16 + 16 : (b + 15) / 16 * 16;
+    const int r = (b + 15) / 16 * 16;
+    return r % 32 == 0 && r > 0 ? r + 16 : r;
   }
   static constexpr int kLoBytes = kStep * F.lo_chunk();
   static constexpr int kHiBytes = kStep * F.hi_chunk();
@@ -76,20 +78,10 @@ __device__ __forceinline__ void mma_k16(uint32_t a0, uint32_t a1, uint32_t b0, i
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-__device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-
-template <int V>
-__device__ __forceinline__ void cp_async_to(uint32_t smem, const void* gmem) {
-  if constexpr (V == 16) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem));
-  else asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem), "l"(gmem), "n"(V));
-}
-
 // This thread's part of copying one plane's step (BYTES per row of the 64-row tile, V-byte pieces):
 // the same pieces every step, so their rows are clamped (rows past N repeat the last one; their
 // results are never stored) and addressed once, and a step only adds its byte offset.
-template <int BYTES, int V>
+template <int BYTES, int V>  // V: 16 or 4
 struct PlaneCopy {
   static constexpr int kPieces = BYTES / V;
   static constexpr int kTotal = kMmaRows * kPieces;
@@ -116,7 +108,10 @@ struct PlaneCopy {
   __device__ __forceinline__ void issue(uint32_t stage, int64_t off, int len) const {
 #pragma unroll
     for (int u = 0; u < kPer; ++u)
-      if (at[u] < len) cp_async_to<V>(stage + dst[u], src[u] + off);
+      if (at[u] < len) {
+        if constexpr (V == 16) cp_async_16_u32(stage + dst[u], src[u] + off);
+        else cp_async_4_u32(stage + dst[u], src[u] + off);
+      }
   }
 };
 
@@ -155,7 +150,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
   cp_d.init(p.w.d, p.w.d_pitch, G::kDOff, G::kDPitch, row0, p.N);
   PlaneCopy<(G::kScBytes > 0 ? G::kScBytes : 16), 16> cp_sc;
   if constexpr (G::F.qk == 256) cp_sc.init(p.w.sc, p.w.sc_pitch, G::kScOff, G::kScPitch, row0, p.N);
-  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t smem0 = smem_addr(smem);
 
   auto copy_weights = [&](int slot, int k) {
     const uint32_t st = smem0 + uint32_t(slot * kStage);
@@ -217,16 +212,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
         if (q_cl[u] >= n) continue;
         const bool real = m0 + q_tok[u] < p.M;
         const int8_t* src = p.xq + (real ? m0 * p.K + q_src[u] + c0 * 32 : 0);
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(st + q_dst[u] + j * kStep * 256),
-                     "l"(src), "r"(real ? 16 : 0));
+        cp_async_16_zfill(st + q_dst[u] + j * kStep * 256, src, real ? 16 : 0);
       }
 #pragma unroll
       for (int u = 0; u < kPerM; ++u) {
         if (m_cl[u] >= n) continue;
         const bool real = m0 + m_tok[u] < p.M;
         const float* src = reinterpret_cast<const float*>(p.xmeta) + (real ? (m0 * chunks + c0) * 4 + m_src[u] : 0);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(st + m_dst[u] + j * kStep * 32),
-                     "l"(src), "r"(real ? 4 : 0));
+        cp_async_4_zfill(st + m_dst[u] + j * kStep * 32, src, real ? 4 : 0);
       }
     }
   };
@@ -245,17 +238,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
   for (int s = 0; s < S - 1; ++s)
     if (s < nsteps) copy_x(s, s);
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) cp_async_commit_group();
+  for (int s = 0; s < S - 1; ++s) cp_async_commit();
 
   const int ra_row = warp * 16 + g, rb_row = ra_row + 8;
   for (int k = 0; k < nsteps; ++k) {
-    cp_async_wait_group<S - 2>();  // step k has landed (its group is the (k+1)-th or the first)
+    cp_async_wait<S - 2>();  // step k has landed (its group is the (k+1)-th or the first)
     __syncthreads();               // ... for every thread, and slot (k - 1) % S is free again
     if (k + S - 1 < nsteps) {
       copy_weights((k + S - 1) % S, k + S - 1);
       copy_x((k + S - 1) % S, k + S - 1);
     }
-    cp_async_commit_group();
+    cp_async_commit();
 
     const uint8_t* st = smem + (k % S) * kStage;
     GPlanes v;  // the stage as a view of the planes: rows are the tile's, chunks the step's
@@ -329,7 +322,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
       }
     }
   }
-  cp_async_wait_group<0>();  // no copy outstanding at exit (the trailing groups are empty)
+  cp_async_wait<0>();  // no copy outstanding at exit (the trailing groups are empty)
   allow_dependent_launch();  // the finalize pass may start; it waits for this grid's writes
 
   // epilogue: the whole sum (bias, clamp, the output type) or this split's f32 partial
