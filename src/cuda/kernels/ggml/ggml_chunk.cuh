@@ -99,9 +99,13 @@ __device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_
   load_scales<T>(w, row, c, r.d, r.sc);
 }
 
-// IQ4 codebook lookup of four 4-bit indices (one per byte): two byte permutes over the halves of
-// the 16-entry table and a per-byte select on the index's top bit.
-__device__ __forceinline__ uint32_t iq4_lookup(uint32_t idx) {
+// IQ4 codebook lookup of the eight 4-bit indices of one low-plane word (byte i: index A_i in the
+// low nibble, B_i in the high one) into two words of four signed values, table[A_0..A_3] and
+// table[B_0..B_3]. A byte permute reads only the three low bits of each selector nibble, so one
+// permute over each half of the 16-entry table looks up four nibbles at once, a third picks the
+// half by each nibble's top bit, and two more separate the A and B bytes: 8 permutes and 3
+// logic operations for eight codes (a per-word lookup needed ~13 instructions for four).
+__device__ __forceinline__ void iq4_lookup8(uint32_t raw, uint32_t& a, uint32_t& b) {
   constexpr uint32_t t0 = uint8_t(kIq4Values[0]) | uint8_t(kIq4Values[1]) << 8 |
                           uint8_t(kIq4Values[2]) << 16 | uint32_t(uint8_t(kIq4Values[3])) << 24;
   constexpr uint32_t t1 = uint8_t(kIq4Values[4]) | uint8_t(kIq4Values[5]) << 8 |
@@ -110,11 +114,13 @@ __device__ __forceinline__ uint32_t iq4_lookup(uint32_t idx) {
                           uint8_t(kIq4Values[10]) << 16 | uint32_t(uint8_t(kIq4Values[11])) << 24;
   constexpr uint32_t t3 = uint8_t(kIq4Values[12]) | uint8_t(kIq4Values[13]) << 8 |
                           uint8_t(kIq4Values[14]) << 16 | uint32_t(uint8_t(kIq4Values[15])) << 24;
-  const uint32_t s = idx & 0x07070707u;  // index within a half, one per byte -> one per nibble
-  const uint32_t sel = (s & 0xFu) | ((s >> 4) & 0xF0u) | ((s >> 8) & 0xF00u) | ((s >> 12) & 0xF000u);
-  const uint32_t lo = __byte_perm(t0, t1, sel), hi = __byte_perm(t2, t3, sel);
-  const uint32_t top = ((idx >> 3) & 0x01010101u) * 0xFFu;
-  return lo ^ ((lo ^ hi) & top);
+  // selector n, or 4 + n where nibble n's top bit is set (the upper table half)
+  const uint32_t half = 0x32103210u | ((raw & 0x88888888u) >> 1);
+  const uint32_t r0 = __byte_perm(__byte_perm(t0, t1, raw), __byte_perm(t2, t3, raw), half);  // A0 B0 A1 B1
+  const uint32_t hi = raw >> 16;
+  const uint32_t r1 = __byte_perm(__byte_perm(t0, t1, hi), __byte_perm(t2, t3, hi), half >> 16);  // A2 B2 A3 B3
+  a = __byte_perm(r0, r1, 0x6420);
+  b = __byte_perm(r0, r1, 0x7531);
 }
 
 // The chunk's codes u as eight words of four bytes (word j: elements 4j .. 4j + 3), u < 64 so
@@ -123,6 +129,11 @@ __device__ __forceinline__ uint32_t iq4_lookup(uint32_t idx) {
 template <GType T>
 __device__ __forceinline__ void decode_codes(const RawChunk<T>& r, uint32_t (&W)[8]) {
   constexpr GFormat F = gformat(T);
+  if constexpr (F.iq4) {  // 4-bit indices, no high plane: word i gives W[i] and W[i + 4]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) iq4_lookup8(r.lo[i], W[i], W[i + 4]);
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint32_t v;
@@ -131,7 +142,6 @@ __device__ __forceinline__ void decode_codes(const RawChunk<T>& r, uint32_t (&W)
     else v = (r.lo[j & 1] >> (2 * (j >> 1))) & 0x03030303u;
     if constexpr (F.hb == 1) v |= ((r.hi[0] >> j) & 0x01010101u) << F.lb;
     if constexpr (F.hb == 2) v |= ((r.hi[j >> 2] >> (2 * (j & 3))) & 0x03030303u) << 4;
-    if constexpr (F.iq4) v = iq4_lookup(v);
     W[j] = v;
   }
 }
@@ -226,6 +236,10 @@ __device__ __forceinline__ void load_pair(const GPlanes& w, int64_t row, int64_t
 template <GType T>
 __device__ __forceinline__ void decode_pair(const RawPair<T>& r, int t, uint32_t& w0, uint32_t& w1) {
   constexpr GFormat F = gformat(T);
+  if constexpr (F.iq4) {
+    iq4_lookup8(r.lo[0], w0, w1);
+    return;
+  }
   if constexpr (F.lb == 4) {
     w0 = r.lo[0] & 0x0F0F0F0Fu;
     w1 = (r.lo[0] >> 4) & 0x0F0F0F0Fu;
@@ -244,10 +258,6 @@ __device__ __forceinline__ void decode_pair(const RawPair<T>& r, int t, uint32_t
   if constexpr (F.hb == 2) {
     w0 |= ((r.hi[0] >> (2 * t)) & 0x03030303u) << 4;
     w1 |= ((r.hi[1] >> (2 * t)) & 0x03030303u) << 4;
-  }
-  if constexpr (F.iq4) {
-    w0 = iq4_lookup(w0);
-    w1 = iq4_lookup(w1);
   }
 }
 
