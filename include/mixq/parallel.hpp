@@ -54,6 +54,14 @@ class Collectives {
   // Set-up only (synchronous): every rank's `bytes` host bytes into out[r * bytes ...].
   virtual void all_gather_host(const void* send, void* out, size_t bytes) = 0;
   virtual std::string name() const = 0;  // "nccl", ...
+  // `bytes` of memory on this rank's device that the collectives reach fastest: give it to the
+  // buffers a forward() sums or gathers in (a row-parallel layer's y, a gathered column output,
+  // a workspace). A collective: every rank asks for the same sizes in the same order, and drops
+  // its handle only after its last collective on the memory has finished, at the same point of
+  // its sequence as the other ranks. The default is plain device (or host) memory; NCCL's is
+  // ncclMemAlloc'd and registered as a symmetric window, which its all-reduce and all-gather
+  // serve with their low-latency symmetric kernels.
+  virtual std::shared_ptr<void> alloc_collective_buffer(size_t bytes);
 };
 
 // One rank alone (world 1) on `device`: the sums are the values themselves and a gather is a
@@ -66,6 +74,12 @@ struct ParallelLinearOptions {
   // At construction (a collective): every rank checks that all ranks hold the same split and
   // scheme of the same global weight, and names the first rank that differs.
   bool check_shards = true;
+  // Row-parallel: the product and its all-reduce cut into this many row chunks (at most 16, and
+  // at most M), each chunk's sum queued on a second stream of the device so that it runs while
+  // the next chunk's product does, and the caller's stream joined after the last. A big-M sum is
+  // bandwidth-bound and in one piece adds its whole time to the layer. 0: automatic (one piece
+  // for now); 1: one product, then one sum.
+  int row_chunks = 0;
 };
 
 class ParallelLinear {
@@ -108,6 +122,8 @@ class ParallelLinear {
   PreparedWeight local_;
   struct Staging;  // the calls without a workspace: staging kept between calls
   std::shared_ptr<Staging> staging_;
+  int64_t row_chunks(int64_t M) const;  // the row chunks a forward of M rows cuts
+  size_t product_workspace(int64_t M) const;
 };
 
 }  // namespace mixq

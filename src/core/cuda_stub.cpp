@@ -43,5 +43,11 @@ void cuda_copy_rows(void*, size_t, const void*, size_t, size_t, int64_t, int, vo
 void cuda_epilogue_in_place(const TensorView&, const Epilogue&, void*) {
   MIXQ_FAIL(ErrorCode::Unsupported, "epilogue: this build of mixq has no CUDA support");
 }
+StreamFork::StreamFork(int, int) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "StreamFork: this build of mixq has no CUDA support");
+}
+StreamFork::~StreamFork() = default;
+void StreamFork::fork(int, void*) {}
+void StreamFork::join(void*) {}
 
 }  // namespace mixq

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "mixq/ops.hpp"
 
@@ -15,6 +16,29 @@ void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t 
                int64_t rows, Device device, int device_index, void* stream);
 // y = clamp(y + bias, lo, hi) in place (y [M][N] F32/F16/BF16, rows contiguous).
 void epilogue_in_place(const TensorView& y, const Epilogue& ep, const ExecContext& ctx);
+
+// A second stream on one CUDA device and the events that fork work from a caller's stream onto it
+// and join it back (capturable: inside a capture the fork pulls the side stream into the graph).
+// The row-parallel layers run their all-reduces there, so that a chunk's sum overlaps the next
+// chunk's product.
+class StreamFork {
+ public:
+  StreamFork(int device_index, int events);
+  ~StreamFork();
+  StreamFork(const StreamFork&) = delete;
+  StreamFork& operator=(const StreamFork&) = delete;
+  void* side() const { return side_; }
+  // The side stream waits for what `stream` has queued so far (event i of the fork).
+  void fork(int i, void* stream);
+  // `stream` waits for everything queued on the side stream so far.
+  void join(void* stream);
+
+ private:
+  int device_ = 0;
+  void* side_ = nullptr;
+  std::vector<void*> events_;
+  void* joined_ = nullptr;
+};
 
 // The CUDA halves (stream-ordered, capturable).
 void cuda_copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,

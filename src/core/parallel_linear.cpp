@@ -169,6 +169,17 @@ void epilogue_in_place(const TensorView& y, const Epilogue& ep, const ExecContex
     }
 }
 
+// ---------------------------------------------------------------- plain collective buffers
+
+std::shared_ptr<void> Collectives::alloc_collective_buffer(size_t bytes) {
+  if (device() == Device::CUDA) {
+    auto buf = std::make_shared<DeviceBuffer>(std::max<size_t>(bytes, 1), device_index());
+    return std::shared_ptr<void>(buf, buf->data());
+  }
+  auto buf = std::make_shared<HostBuffer>(std::max<size_t>(bytes, 1));
+  return std::shared_ptr<void>(buf, buf->data());
+}
+
 // ---------------------------------------------------------------- one rank alone
 
 namespace {
@@ -210,7 +221,12 @@ struct ParallelLinear::Staging {
   size_t bytes = 0;
   std::unique_ptr<DeviceBuffer> device;
   std::unique_ptr<HostBuffer> host;
+  std::unique_ptr<StreamFork> fork;  // the chunked row sums' side stream, made on first use
 };
+
+namespace {
+constexpr int kMaxRowChunks = 16;
+}  // namespace
 
 ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& spec, int64_t global_n,
                                int64_t global_k, std::shared_ptr<Collectives> comm,
@@ -218,6 +234,9 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
     : spec_(spec), global_n_(global_n), global_k_(global_k), comm_(std::move(comm)), opts_(opts),
       staging_(std::make_shared<Staging>()) {
   MIXQ_CHECK_ARG(comm_ != nullptr, "ParallelLinear: comm is null");
+  MIXQ_CHECK_ARG(opts.row_chunks >= 0 && opts.row_chunks <= kMaxRowChunks,
+                 "ParallelLinear: row_chunks is ", opts.row_chunks, ", must be 0 (automatic) .. ",
+                 kMaxRowChunks);
   const bool column = spec.axis == ShardAxis::Column;
   const ShardDescriptor mine = describe(local, spec, global_n, global_k, opts.prepare, *comm_);
   std::vector<ShardDescriptor> all;
@@ -279,13 +298,32 @@ int64_t ParallelLinear::out_features() const {
   return spec_.axis == ShardAxis::Row || opts_.gather_output ? global_n_ : range().second - range().first;
 }
 
+// The shard's product workspace for a forward of M rows: a row-parallel forward cut into chunks
+// multiplies chunk by chunk, and a plan for fewer rows can need more (a K split).
+size_t ParallelLinear::product_workspace(int64_t M) const {
+  size_t bytes = linear_workspace_size(local_, M);
+  if (spec_.axis == ShardAxis::Row && M > 0) {
+    const int64_t rows = (M + row_chunks(M) - 1) / row_chunks(M);
+    bytes = std::max(bytes, linear_workspace_size(local_, rows));
+    if (M % rows) bytes = std::max(bytes, linear_workspace_size(local_, M % rows));
+  }
+  return align_up(bytes);
+}
+
 size_t ParallelLinear::workspace_size(int64_t M) const {
-  const size_t own = align_up(linear_workspace_size(local_, M));
+  const size_t own = product_workspace(M);
   // staging of 4-byte outputs at most: the gather slots, or a row-parallel sum of a strided y
   const size_t staging = spec_.axis == ShardAxis::Column
                              ? (opts_.gather_output ? size_t(spec_.world * M * slot_) * 4 : 0)
                              : size_t(M * global_n_) * 4;
   return own + align_up(staging);
+}
+
+int64_t ParallelLinear::row_chunks(int64_t M) const {
+  // Automatic: one piece. The overlap has not yet been measured on several GPUs, so it is not
+  // the default; docs/decisions/tensor-parallel-linear.md says where it is expected to pay.
+  const int64_t n = opts_.row_chunks == 0 ? 1 : opts_.row_chunks;
+  return std::max<int64_t>(1, std::min<int64_t>(n, M));
 }
 
 void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -308,7 +346,7 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
   const size_t eb = size_t(dtype_bytes(y.dtype, 1));
 
   // Scratch: the shard's own product workspace, then the staging.
-  const size_t own = align_up(linear_workspace_size(local_, M));
+  const size_t own = product_workspace(M);
   char* staging = nullptr;
   ExecContext inner = ctx;
   if (ctx.workspace) {
@@ -369,8 +407,35 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
   const bool clamp = has_clamp(ep);
   Epilogue local_ep;
   if (!clamp && spec_.rank == 0) local_ep.bias = ep.bias;
-  linear(x, local_, contiguous ? y : partial, local_ep, inner);
-  comm_->all_reduce_sum(sum, M * global_n_, y.dtype, ctx.stream);
+  const int64_t chunks = row_chunks(M);
+  if (chunks == 1) {
+    linear(x, local_, contiguous ? y : partial, local_ep, inner);
+    comm_->all_reduce_sum(sum, M * global_n_, y.dtype, ctx.stream);
+  } else {
+    // Chunk c's product on the caller's stream, then its sum on the side stream (CUDA), which
+    // waits for that product only: the sum of chunk c runs while chunk c + 1 multiplies. Every
+    // rank cuts the same rows, so the collectives pair up in order.
+    StreamFork* fork = nullptr;
+    if (y.device == Device::CUDA) {
+      Staging& st = *staging_;
+      std::lock_guard<std::mutex> lock(st.mutex);
+      if (!st.fork) st.fork = std::make_unique<StreamFork>(y.device_index, kMaxRowChunks);
+      fork = st.fork.get();
+    }
+    const int64_t rows = (M + chunks - 1) / chunks;
+    const size_t xeb = size_t(dtype_bytes(x.dtype, 1));
+    for (int64_t c = 0, r0 = 0; r0 < M; ++c, r0 += rows) {
+      const int64_t mc = std::min(rows, M - r0);
+      char* part = sum + size_t(r0 * global_n_) * eb;
+      linear(rows_view(static_cast<char*>(x.data) + size_t(r0 * x.ld()) * xeb, x.dtype, mc, x.shape[1],
+                       x.ld(), x.device, x.device_index),
+             local_, rows_view(part, y.dtype, mc, global_n_, global_n_, y.device, y.device_index),
+             local_ep, inner);
+      if (fork) fork->fork(int(c), ctx.stream);
+      comm_->all_reduce_sum(part, mc * global_n_, y.dtype, fork ? fork->side() : ctx.stream);
+    }
+    if (fork) fork->join(ctx.stream);
+  }
   if (!contiguous)
     copy_rows(y.data, size_t(y.ld()) * eb, sum, size_t(global_n_) * eb, size_t(global_n_) * eb, M,
               y.device, y.device_index, ctx.stream);

@@ -43,7 +43,8 @@ void check_library_version() {
              " (rebuild mixq against the same NCCL, or put that libnccl first on the loader path)");
 }
 
-class NcclCollectives final : public Collectives {
+class NcclCollectives final : public Collectives,
+                              public std::enable_shared_from_this<NcclCollectives> {
  public:
   NcclCollectives(ncclComm_t comm, bool owned) : comm_(comm), owned_(owned) {
     MIXQ_CHECK_ARG(comm != nullptr, "nccl_collectives: comm is null");
@@ -99,6 +100,36 @@ class NcclCollectives final : public Collectives {
                                       bytes, cudaMemcpyDeviceToHost, setup_stream_));
     MIXQ_CUDA_CHECK(cudaStreamSynchronize(setup_stream_));
   }
+
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+  // ncclMemAlloc'd (CUDA VMM) memory registered as a symmetric window. Every rank allocates alike,
+  // so every rank's buffer sits at the same offset of the same registration, which is what lets
+  // NCCL run its symmetric kernels on it: on NVLink they load and store the peers' memory
+  // directly instead of staging through the channel buffers, which is most of a small
+  // all-reduce's latency. The deleter deregisters (a collective, like the registration) and
+  // frees, and keeps this communicator alive until then.
+  std::shared_ptr<void> alloc_collective_buffer(size_t bytes) override {
+    cuda::DeviceGuard guard(device_);
+    bytes = std::max<size_t>(bytes, 1);
+    void* p = nullptr;
+    MIXQ_NCCL_CHECK(ncclMemAlloc(&p, bytes));
+    ncclWindow_t win = nullptr;
+    const ncclResult_t r = ncclCommWindowRegister(comm_, p, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    if (r != ncclSuccess) {
+      ncclMemFree(p);
+      MIXQ_FAIL(ErrorCode::Cuda, "nccl: ncclCommWindowRegister of ", bytes, " bytes on rank ", rank_,
+                " failed: ", ncclGetErrorString(r));
+    }
+    std::shared_ptr<NcclCollectives> self = shared_from_this();
+    return std::shared_ptr<void>(p, [self, win](void* q) {
+      int prev = 0;  // no throwing guard in a deleter: errors here are only ignored
+      const bool restore = cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(self->device_) == cudaSuccess;
+      ncclCommWindowDeregister(self->comm_, win);
+      ncclMemFree(q);
+      if (restore) cudaSetDevice(prev);
+    });
+  }
+#endif
 
  private:
   ncclComm_t comm_;

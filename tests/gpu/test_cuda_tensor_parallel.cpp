@@ -117,11 +117,11 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Runs fn(rank) on one thread per rank, each on device `rank`.
-void on_ranks(int world, const std::function<void(int)>& fn) {
+void on_ranks(int world, const std::function<void(int)>& fn, test::RankBarrier* barrier = nullptr) {
   test::on_ranks(world, [&](int64_t r) {
     cudaSetDevice(int(r));
     fn(int(r));
-  });
+  }, barrier);
 }
 
 using test::RankBarrier;
@@ -220,7 +220,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
           if (e != cudaSuccess) throw std::runtime_error(std::string("rank forward: ") + cudaGetErrorString(e));
           ready.wait();  // nor frees before every rank's collective is done
           got[size_t(r)] = dy.f32(size_t(c.M * layer.out_features()));
-        });
+        }, &ready);
         for (int r = 0; r < world; ++r) {
           std::vector<float> want_r = want;
           if (c.axis == ShardAxis::Column && !c.gather) {
@@ -306,12 +306,185 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
     cudaGraphExecDestroy(ge);
     cudaGraphDestroy(g);
     cudaStreamDestroy(s);
-  });
+  }, &done);
   for (size_t i = 0; i < xs.size(); ++i)
     for (int r = 0; r < world; ++r) {
       EXPECT_LE(rel_err(got[i][size_t(r)], want[i]), 5e-3) << "replay " << i << " rank " << r;
       EXPECT_EQ(got[i][size_t(r)], got[i][0]) << "ranks disagree, replay " << i;
     }
+}
+
+// Row-parallel sums into buffers from Collectives::alloc_collective_buffer (NCCL: a symmetric
+// window, summed by NCCL's symmetric kernels) against the same layer into cudaMalloc'd outputs and
+// the single-GPU layer: f32 and bf16 outputs, one and several rows, eager and graph-captured; and
+// the sum cut into row chunks whose all-reduces overlap the next chunk's product.
+TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
+  SKIP_WITHOUT_GPUS(2);
+  const int world = gpu_count() >= 4 ? 4 : 2;
+  std::vector<int> devs(static_cast<size_t>(world));
+  std::iota(devs.begin(), devs.end(), 0);
+  const auto comms = nccl_local_collectives(devs);
+  const int64_t N = 512, K = 1000;  // K over 4 cuts g128 groups
+  const QuantizedWeight w = make_weight(N, K, "w4g128", 70, false);
+  for (const int64_t M : {int64_t(1), int64_t(8)}) {
+    for (const DType yt : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE("M " + std::to_string(M) + " y " + dtype_name(yt) + " world " + std::to_string(world));
+      const std::vector<float> x = randn(size_t(M * K), 71), bias = randn(size_t(N), 72);
+      const std::vector<float> want = single_gpu(w, ActQuant::None, x, M, bias, -INFINITY, INFINITY);
+      // [rank][plain, registered eager, registered replayed]
+      std::vector<std::vector<std::vector<float>>> got(static_cast<size_t>(world));
+      RankBarrier ready(world);
+      on_ranks(world, [&](int r) {
+        const ShardSpec spec{r, world, ShardAxis::Row};
+        ParallelLinearOptions o;
+        o.prepare.backend = BackendKind::CUDA;
+        o.prepare.device = r;
+        const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], o);
+        const auto [k0, k1] = layer.range();
+        std::vector<float> xl;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = k0; k < k1; ++k) xl.push_back(x[size_t(m * K + k)]);
+        const std::vector<uint16_t> xb = to_bf16(xl);
+        const size_t eb = yt == DType::F32 ? 4 : 2, ybytes = size_t(M * N) * eb;
+        cudaStream_t s;
+        TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        Dev dx(xb.data(), xb.size() * 2), plain(ybytes), db(bias.data(), bias.size() * 4),
+            ws(layer.workspace_size(M));
+        const std::shared_ptr<void> reg = comms[size_t(r)]->alloc_collective_buffer(ybytes);
+        ExecContext ctx;
+        ctx.stream = s;
+        ctx.workspace = ws.p;
+        ctx.workspace_bytes = ws.bytes;
+        Epilogue ep;
+        ep.bias = TensorView(db.p, DType::F32, {N}, Device::CUDA, r);
+        const TensorView xv(dx.p, DType::BF16, {M, layer.in_features()}, Device::CUDA, r);
+        auto y_view = [&](void* p) { return TensorView(p, yt, {M, N}, Device::CUDA, r); };
+        auto read = [&](const void* p) {
+          std::vector<float> out(size_t(M * N));
+          std::vector<uint16_t> h(size_t(M * N));
+          if (yt == DType::F32) {
+            if (cudaMemcpy(out.data(), p, ybytes, cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("copy");
+          } else {
+            if (cudaMemcpy(h.data(), p, ybytes, cudaMemcpyDeviceToHost) != cudaSuccess) throw std::runtime_error("copy");
+            for (size_t i = 0; i < h.size(); ++i) out[i] = bf16_to_f32(h[i]);
+          }
+          return out;
+        };
+        // the shard's kernels once before any collective (module loading), then the layers
+        linear(xv, layer.local(), y_view(plain.p), Epilogue{}, ExecContext{s, ws.p, linear_workspace_size(layer.local(), M)});
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        ready.wait();
+        TP_CHECK_CUDA(cudaMemsetAsync(plain.p, 0xFF, ybytes, s));
+        TP_CHECK_CUDA(cudaMemsetAsync(reg.get(), 0xFF, ybytes, s));
+        layer.forward(xv, y_view(plain.p), ep, ctx);
+        layer.forward(xv, y_view(reg.get()), ep, ctx);
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        got[size_t(r)].push_back(read(plain.p));
+        got[size_t(r)].push_back(read(reg.get()));
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        TP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        layer.forward(xv, y_view(reg.get()), ep, ctx);
+        TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        TP_CHECK_CUDA(cudaMemsetAsync(reg.get(), 0xFF, ybytes, s));
+        TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        got[size_t(r)].push_back(read(reg.get()));
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+        // the same sum cut into 3 row chunks (each chunk's all-reduce on a side stream, overlapping
+        // the next chunk's product), eager and replayed from a capture that forks and joins it
+        ParallelLinearOptions oc = o;
+        oc.row_chunks = 3;
+        const ParallelLinear chunked(shard(w, spec), spec, N, K, comms[size_t(r)], oc);
+        Dev wsc(chunked.workspace_size(M));  // a chunk's plan may need more than the whole M's
+        ctx.workspace = wsc.p;
+        ctx.workspace_bytes = wsc.bytes;
+        ready.wait();
+        TP_CHECK_CUDA(cudaMemsetAsync(plain.p, 0xFF, ybytes, s));
+        chunked.forward(xv, y_view(plain.p), ep, ctx);
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        got[size_t(r)].push_back(read(plain.p));
+        TP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        chunked.forward(xv, y_view(plain.p), ep, ctx);
+        TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+        TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        TP_CHECK_CUDA(cudaMemsetAsync(plain.p, 0xFF, ybytes, s));
+        TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        got[size_t(r)].push_back(read(plain.p));
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+        ready.wait();  // every rank's collectives done before any rank frees (reg is a collective free)
+        cudaStreamDestroy(s);
+      }, &ready);
+      const double tol = yt == DType::F32 ? 3e-3 : 8e-3;
+      for (int r = 0; r < world; ++r) {
+        const auto& g = got[size_t(r)];
+        for (size_t v = 0; v < g.size(); ++v)
+          EXPECT_LE(rel_err(g[v], want), tol) << "rank " << r << " output " << v
+                                              << " (plain, registered, replayed, chunked, chunked replayed)";
+        EXPECT_EQ(g[1], g[2]) << "rank " << r << ": the replay differs from the eager registered sum";
+        EXPECT_EQ(g[3], g[4]) << "rank " << r << ": the replay differs from the eager chunked sum";
+        EXPECT_EQ(g[1], got[0][1]) << "ranks disagree (registered), rank " << r;
+        if (yt == DType::F32 && world == 2) EXPECT_EQ(g[0], g[1]) << "rank " << r << ": a two-rank f32 sum is exact";
+      }
+    }
+  }
+}
+
+// One GPU, a one-rank NCCL communicator: a row layer cut into row chunks (each chunk's all-reduce
+// on the side stream) summing into an NCCL window, eager and replayed from a graph, against the
+// single-GPU product. Runs where only one GPU is present.
+TEST(CudaTensorParallel, OneRankChunksIntoAWindow) {
+  SKIP_WITHOUT_GPUS(1);
+  const auto comms = nccl_local_collectives({0});
+  const int64_t N = 384, K = 1000, M = 50;
+  const QuantizedWeight w = make_weight(N, K, "w4g128", 80, false);
+  const std::vector<float> x = randn(size_t(M * K), 81), bias = randn(size_t(N), 82);
+  const std::vector<float> want = single_gpu(w, ActQuant::None, x, M, bias, -INFINITY, INFINITY);
+  cudaSetDevice(0);
+  const ShardSpec spec{0, 1, ShardAxis::Row};
+  for (const int chunks : {1, 3, 16}) {
+    SCOPED_TRACE("row_chunks " + std::to_string(chunks));
+    ParallelLinearOptions o;
+    o.prepare.backend = BackendKind::CUDA;
+    o.row_chunks = chunks;
+    const ParallelLinear layer(shard(w, spec), spec, N, K, comms[0], o);
+    const std::vector<uint16_t> xb = to_bf16(x);
+    cudaStream_t s;
+    TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    Dev dx(xb.data(), xb.size() * 2), db(bias.data(), bias.size() * 4), ws(layer.workspace_size(M));
+    const std::shared_ptr<void> y = comms[0]->alloc_collective_buffer(size_t(M * N) * 4);
+    ExecContext ctx;
+    ctx.stream = s;
+    ctx.workspace = ws.p;
+    ctx.workspace_bytes = ws.bytes;
+    Epilogue ep;
+    ep.bias = TensorView(db.p, DType::F32, {N}, Device::CUDA, 0);
+    const TensorView xv(dx.p, DType::BF16, {M, K}, Device::CUDA, 0), yv(y.get(), DType::F32, {M, N}, Device::CUDA, 0);
+    std::vector<float> eager(size_t(M * N)), replayed(size_t(M * N));
+    TP_CHECK_CUDA(cudaMemsetAsync(y.get(), 0xFF, size_t(M * N) * 4, s));
+    layer.forward(xv, yv, ep, ctx);
+    TP_CHECK_CUDA(cudaStreamSynchronize(s));
+    TP_CHECK_CUDA(cudaMemcpy(eager.data(), y.get(), eager.size() * 4, cudaMemcpyDeviceToHost));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    TP_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    layer.forward(xv, yv, ep, ctx);
+    TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+    TP_CHECK_CUDA(cudaMemsetAsync(y.get(), 0xFF, size_t(M * N) * 4, s));
+    TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
+    TP_CHECK_CUDA(cudaStreamSynchronize(s));
+    TP_CHECK_CUDA(cudaMemcpy(replayed.data(), y.get(), replayed.size() * 4, cudaMemcpyDeviceToHost));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+    EXPECT_LE(rel_err(eager, want), 3e-3);
+    EXPECT_EQ(eager, replayed) << "the replay differs from the eager forward";
+  }
 }
 
 // Construction errors, the same on every rank: a communicator on another device than the shard.

@@ -348,3 +348,56 @@ TEST(ParallelLinear, ConstructionErrorsAreTheSameOnEveryRank) {
     }
   }
 }
+
+// The default collective buffer is plain memory where the collectives live, usable as a layer's
+// output: a row-parallel sum into it equals the unsharded layer, in one piece or cut into row
+// chunks (each chunk's product, then its sum); row_chunks out of range is refused.
+TEST(ParallelLinear, RowChunksAndCollectiveBuffersHoldTheSum) {
+  const std::shared_ptr<void> one = single_rank_collectives(Device::CPU)->alloc_collective_buffer(0);
+  EXPECT_NE(one.get(), nullptr);
+  const QuantizedWeight w = make_weight(40, 300, "w4g128", false, 41);
+  const int64_t M = 5, world = 3;
+  const std::vector<float> x = randn(size_t(M * 300), 42), bias = randn(40, 43);
+  for (const bool clamp : {false, true})
+    for (const int chunks : {0, 1, 2, 3, 16}) {
+      SCOPED_TRACE("row_chunks " + std::to_string(chunks) + (clamp ? " clamp" : ""));
+      const float lo = clamp ? -0.25f : -INFINITY, hi = clamp ? 0.5f : INFINITY;
+      const std::vector<float> want = global_output(w, x, M, bias, lo, hi);
+      ThreadGroup g(world);
+      std::vector<std::vector<float>> outs(static_cast<size_t>(world));
+      on_ranks(world, [&](int64_t r) {
+        const ShardSpec spec{r, world, ShardAxis::Row};
+        ParallelLinearOptions o;
+        o.prepare = cpu_exact();
+        o.row_chunks = chunks;
+        auto comm = std::make_shared<ThreadCollectives>(g, r);
+        const ParallelLinear layer(shard(w, spec), spec, 40, 300, comm, o);
+        const std::shared_ptr<void> y = comm->alloc_collective_buffer(size_t(M * 40) * 4);
+        const auto [k0, k1] = layer.range();
+        std::vector<float> xr;
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = k0; k < k1; ++k) xr.push_back(x[size_t(m * 300 + k)]);
+        Epilogue ep;
+        ep.bias = TensorView(const_cast<float*>(bias.data()), DType::F32, {40});
+        ep.clamp_lo = lo;
+        ep.clamp_hi = hi;
+        ExecContext ctx;
+        ctx.num_threads = 1;
+        layer.forward(TensorView(xr.data(), DType::F32, {M, k1 - k0}), TensorView(y.get(), DType::F32, {M, 40}),
+                      ep, ctx);
+        const float* p = static_cast<const float*>(y.get());
+        outs[size_t(r)].assign(p, p + M * 40);
+      });
+      for (int64_t r = 0; r < world; ++r) expect_close(outs[size_t(r)], want, 2e-5, "rank " + std::to_string(r));
+    }
+  ParallelLinearOptions bad;
+  bad.row_chunks = 17;
+  const ShardSpec one_rank{0, 1, ShardAxis::Row};
+  try {
+    ParallelLinear(shard(w, one_rank), one_rank, 40, 300, single_rank_collectives(), bad);
+    ADD_FAILURE() << "row_chunks = 17 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("row_chunks is 17, must be 0 (automatic) .. 16"), std::string::npos)
+        << e.what();
+  }
+}

@@ -67,6 +67,14 @@ const char kHelp[] =
     "  --schemes S,...      w4g128 (default), w8g128, fp8b128, 'fp8b128:fp8' (FP8 activations)\n"
     "  --act f16|bf16       activation dtype (default bf16)\n"
     "  --reps N             graph replays per timing, at most (default 50)\n"
+    "  --buffers registered|plain\n"
+    "                       the row-parallel outputs (the all-reduced buffers): registered\n"
+    "                       (default) takes them from Collectives::alloc_collective_buffer (NCCL:\n"
+    "                       a symmetric window, summed by its symmetric kernels), plain from\n"
+    "                       cudaMalloc (NCCL's channel-buffer kernels)\n"
+    "  --row-chunks N       ParallelLinearOptions::row_chunks of o and down: 0 automatic\n"
+    "                       (default), 1 one product then one sum, N row chunks whose sums\n"
+    "                       overlap the next chunk's product\n"
     "  --launch procs|threads\n"
     "                       how TP > 1 runs: procs (default) starts this command once per GPU,\n"
     "                       the ranks joined by ncclCommInitRank, and keeps every NCCL_* variable\n"
@@ -84,6 +92,13 @@ const LayerModel kModels[] = {
     {"llama3-70b", 8192, 10240, 28672, 8192},
     {"qwen2.5-72b", 8192, 10240, 29568, 8192},
     {"llama3-8b", 4096, 6144, 14336, 4096},
+};
+
+// How each rank builds its layers: the row outputs from the collectives' own buffers
+// (--buffers), and the row layers' row_chunks (--row-chunks).
+struct LayerSetup {
+  bool registered = true;
+  int row_chunks = 0;
 };
 
 struct Row {
@@ -246,7 +261,7 @@ struct SchemeCase {
 // thread (--launch threads) and a rank process (--launch procs); `comm` is this rank's
 // communicator and `barrier` meets the other ranks. Returns this rank's times per M.
 std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DType xt,
-                                 const std::vector<int64_t>& ms, int r, int tp, int reps,
+                                 const std::vector<int64_t>& ms, int r, int tp, int reps, const LayerSetup& setup,
                                  const std::shared_ptr<Collectives>& comm, RankBarrier& barrier) {
   std::vector<RankTimes> times(ms.size());
   TP_CUDA(cudaSetDevice(r));
@@ -281,6 +296,7 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
     o.prepare.device = r;
     o.prepare.act = sc.act;
     o.check_shards = false;  // random shards, not one global weight's
+    o.row_chunks = setup.row_chunks;
     layers.push_back(std::make_unique<ParallelLinear>(w, spec, gn, l.K, comm, o));
   }
   for (size_t mi = 0; mi < ms.size(); ++mi) {
@@ -289,10 +305,17 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
     for (const auto& l : layers) ws_bytes = std::max(ws_bytes, l->workspace_size(M));
     const size_t eb = size_t(dtype_bytes(xt, 1));
     Buf ws(ws_bytes);
-    std::vector<std::unique_ptr<Buf>> ins, outs;
+    std::vector<std::unique_ptr<Buf>> ins;
+    std::vector<std::shared_ptr<void>> outs;  // every rank allocates alike (collective buffers)
     for (const auto& l : layers) {
       ins.push_back(std::make_unique<Buf>(size_t(M * l->in_features()) * eb));
-      outs.push_back(std::make_unique<Buf>(size_t(M * l->out_features()) * eb));
+      const size_t out_bytes = size_t(M * l->out_features()) * eb;
+      if (setup.registered && l->axis() == ShardAxis::Row) {
+        outs.push_back(comm->alloc_collective_buffer(out_bytes));
+      } else {
+        auto b = std::make_shared<Buf>(out_bytes);
+        outs.push_back(std::shared_ptr<void>(b, b->p));
+      }
       TP_CUDA(cudaMemsetAsync(ins.back()->p, 0, size_t(M * l->in_features()) * eb, s));
     }
     Buf bias(size_t(lm.hidden) * eb);
@@ -302,7 +325,7 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
     ctx.workspace = ws.p;
     ctx.workspace_bytes = ws_bytes;
     auto x_of = [&](int i) { return TensorView(ins[size_t(i)]->p, xt, {M, layers[size_t(i)]->in_features()}, Device::CUDA, r); };
-    auto y_of = [&](int i) { return TensorView(outs[size_t(i)]->p, xt, {M, layers[size_t(i)]->out_features()}, Device::CUDA, r); };
+    auto y_of = [&](int i) { return TensorView(outs[size_t(i)].get(), xt, {M, layers[size_t(i)]->out_features()}, Device::CUDA, r); };
     // 0: the layer; 1: its products alone (each shard's own linear); 2: the two all-reduces alone
     auto record = [&](int what) {
       for (int i = 0; i < 4; ++i) {
@@ -316,7 +339,7 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
           c.workspace_bytes = linear_workspace_size(l.local(), M);
           linear(x_of(i), l.local(), y_of(i), Epilogue{}, c);
         } else if (l.axis() == ShardAxis::Row) {
-          l.collectives().all_reduce_sum(outs[size_t(i)]->p, M * lm.hidden, xt, s);
+          l.collectives().all_reduce_sum(outs[size_t(i)].get(), M * lm.hidden, xt, s);
         }
       }
     };
@@ -375,24 +398,29 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
 // --launch threads: one (model, scheme, TP) layer on the ranks of `comms`, one thread each;
 // returns the slowest rank's times per M.
 std::vector<RankTimes> run_layer_threads(const LayerModel& lm, const SchemeCase& sc, DType xt,
-                                         const std::vector<int64_t>& ms, int tp, int reps,
+                                         const std::vector<int64_t>& ms, int tp, int reps, const LayerSetup& setup,
                                          const std::vector<std::shared_ptr<Collectives>>& comms) {
   std::vector<std::vector<RankTimes>> times(static_cast<size_t>(tp));
   std::vector<std::exception_ptr> errs(static_cast<size_t>(tp));
   ThreadBarrier barrier(tp);
+  std::mutex first_mutex;
+  int first = -1;  // the rank that failed first: the others only report that it did
   std::vector<std::thread> ts;
   for (int r = 0; r < tp; ++r)
     ts.emplace_back([&, r] {
       try {
-        times[size_t(r)] = rank_main(lm, sc, xt, ms, r, tp, reps, comms[size_t(r)], barrier);
+        times[size_t(r)] = rank_main(lm, sc, xt, ms, r, tp, reps, setup, comms[size_t(r)], barrier);
       } catch (...) {
         errs[size_t(r)] = std::current_exception();
+        {
+          std::lock_guard<std::mutex> l(first_mutex);
+          if (first < 0) first = r;
+        }
         barrier.abort();
       }
     });
   for (auto& t : ts) t.join();
-  for (auto& e : errs)
-    if (e) std::rethrow_exception(e);
+  if (first >= 0) std::rethrow_exception(errs[size_t(first)]);
   std::vector<RankTimes> worst(ms.size());
   for (const std::vector<RankTimes>& rank_times : times)
     for (size_t mi = 0; mi < ms.size(); ++mi) take_slowest(worst[mi], rank_times[mi]);
@@ -440,7 +468,7 @@ std::vector<RankTimes> read_result(const std::string& path, int rank,
 // the times written to the result file at the end. Prints nothing to stdout.
 void run_rank_process(int rank, int world, const std::string& id_hex, const std::string& result,
                       const std::vector<const LayerModel*>& models, const std::vector<SchemeCase>& schemes,
-                      const std::vector<int64_t>& ms, DType xt, int reps) {
+                      const std::vector<int64_t>& ms, DType xt, int reps, const LayerSetup& setup) {
   // Gone with the parent (a parent killed from outside cannot kill its ranks itself, and they
   // would wait for each other in NCCL forever)
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -454,7 +482,7 @@ void run_rank_process(int rank, int world, const std::string& id_hex, const std:
     std::string text;
     for (const LayerModel* lm : models)
       for (const SchemeCase& sc : schemes) {
-        const std::vector<RankTimes> per_m = rank_main(*lm, sc, xt, ms, rank, world, reps, comm, barrier);
+        const std::vector<RankTimes> per_m = rank_main(*lm, sc, xt, ms, rank, world, reps, setup, comm, barrier);
         for (size_t mi = 0; mi < ms.size(); ++mi) text += result_line(*lm, sc, ms[mi], per_m[mi]);
       }
     formats::OutputFile f(result);
@@ -487,7 +515,7 @@ int run_bench_tp(int argc, char** argv) {
   Args a("bench", argc, argv,
          {{"--tp", "", true}, {"--models", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--act", "", true}, {"--reps", "", true}, {"--json", "", true}, {"--no-progress", "", false},
-          {"--launch", "", true}, {"--tp-timeout", "", true},
+          {"--launch", "", true}, {"--tp-timeout", "", true}, {"--buffers", "", true}, {"--row-chunks", "", true},
           // hidden: one rank process of --launch procs, started by this command itself
           {"--tp-rank", "", true}, {"--tp-world", "", true}, {"--tp-id", "", true}, {"--tp-result", "", true}});
   if (a.help()) return print_help(kHelp);
@@ -502,10 +530,17 @@ int run_bench_tp(int argc, char** argv) {
   if (launch != "procs" && launch != "threads")
     usage_fail("bench", "--launch must be procs or threads, got '" + launch + "'");
   const int64_t timeout_s = a.get_int("--tp-timeout", 600, 1, 7 * 24 * 3600);
+  const std::string buffers = a.get("--buffers", "registered");
+  if (buffers != "registered" && buffers != "plain")
+    usage_fail("bench", "--buffers must be registered or plain, got '" + buffers + "'");
+  LayerSetup setup;
+  setup.registered = buffers == "registered";
+  setup.row_chunks = int(a.get_int("--row-chunks", 0, 0, 16));
   // the parent checked --json; a rank process writes none
   if (a.has("--json") && !rank_process) check_outputs("bench", {{"--json", a.get("--json")}}, {});
 #if !defined(MIXQ_WITH_CUDA)
   (void)timeout_s;
+  (void)setup;
   MIXQ_FAIL(ErrorCode::Unsupported, "bench --tp: this build of mixq has no CUDA support");
 #else
   std::vector<const LayerModel*> models;
@@ -539,7 +574,8 @@ int run_bench_tp(int argc, char** argv) {
     const int rank = int(a.get_int("--tp-rank", 0, 0, 63));
     if (rank >= world)
       usage_fail("bench", "--tp-rank " + std::to_string(rank) + " is not below --tp-world " + std::to_string(world));
-    run_rank_process(rank, world, a.get("--tp-id"), a.get("--tp-result"), models, schemes, ms, xt, reps);
+    run_rank_process(rank, world, a.get("--tp-id"), a.get("--tp-result"), models, schemes, ms, xt, reps,
+                     setup);
     return 0;
   }
 
@@ -561,8 +597,9 @@ int run_bench_tp(int argc, char** argv) {
   }
 
   std::vector<Row> rows;
-  std::printf("# mixq bench --tp: %s, %d GPU(s), activations %s, launch %s\n", device_line().c_str(), gpus,
-              act_name.c_str(), launch.c_str());
+  std::printf("# mixq bench --tp: %s, %d GPU(s), activations %s, launch %s, %s collective buffers, "
+              "row chunks %s\n", device_line().c_str(), gpus, act_name.c_str(), launch.c_str(), buffers.c_str(),
+              setup.row_chunks ? std::to_string(setup.row_chunks).c_str() : "auto");
   std::printf("%-12s %-12s %6s %3s %11s %11s %11s %7s %8s %6s\n", "model", "scheme", "M", "tp", "layer_us",
               "gemm_us", "allred_us", "coll%", "speedup", "eff");
   // One (model, scheme, TP) layer's slowest-rank times per M, as rows (speed-up over the TP = 1
@@ -634,7 +671,7 @@ int run_bench_tp(int argc, char** argv) {
                 : nccl_local_collectives(devices);
     for (const LayerModel* lm : models)
       for (const SchemeCase& sc : schemes)
-        report(*lm, sc, tp, run_layer_threads(*lm, sc, xt, ms, int(tp), reps, comms));
+        report(*lm, sc, tp, run_layer_threads(*lm, sc, xt, ms, int(tp), reps, setup, comms));
   }
   if (a.has("--json")) {
     std::string cmd = "mixq";
@@ -645,7 +682,8 @@ int run_bench_tp(int argc, char** argv) {
     std::string j = "{\n  \"command\": \"" + cmd + "\",\n  \"device\": \"" + device_line() +
                     "\",\n  \"gpus\": " + std::to_string(gpus) + ",\n  \"date\": \"" + date +
                     "\",\n  \"activations\": \"" + act_name + "\",\n  \"launch\": \"" + launch +
-                    "\",\n  \"rows\": [\n";
+                    "\",\n  \"buffers\": \"" + buffers + "\",\n  \"row_chunks\": " +
+                    std::to_string(setup.row_chunks) + ",\n  \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       char buf[512];

@@ -28,4 +28,40 @@ void cuda_epilogue_in_place(const TensorView& y, const Epilogue& ep, void* strea
                         static_cast<cudaStream_t>(stream));
 }
 
+StreamFork::StreamFork(int device_index, int events) : device_(device_index) {
+  cuda::DeviceGuard guard(device_);
+  cudaStream_t s = nullptr;
+  MIXQ_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  side_ = s;
+  for (int i = 0; i <= events; ++i) {
+    cudaEvent_t e = nullptr;
+    MIXQ_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    if (i < events) events_.push_back(e);
+    else joined_ = e;
+  }
+}
+
+StreamFork::~StreamFork() {
+  int prev = 0;
+  const bool restore = cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device_) == cudaSuccess;
+  for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  if (joined_) cudaEventDestroy(static_cast<cudaEvent_t>(joined_));
+  if (side_) cudaStreamDestroy(static_cast<cudaStream_t>(side_));
+  if (restore) cudaSetDevice(prev);
+}
+
+void StreamFork::fork(int i, void* stream) {
+  cuda::DeviceGuard guard(device_);
+  const auto e = static_cast<cudaEvent_t>(events_.at(size_t(i)));
+  MIXQ_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(stream)));
+  MIXQ_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(side_), e, 0));
+}
+
+void StreamFork::join(void* stream) {
+  cuda::DeviceGuard guard(device_);
+  const auto e = static_cast<cudaEvent_t>(joined_);
+  MIXQ_CUDA_CHECK(cudaEventRecord(e, static_cast<cudaStream_t>(side_)));
+  MIXQ_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), e, 0));
+}
+
 }  // namespace mixq
