@@ -16,9 +16,9 @@ template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE>
 void launch_moe_stream_kernel(const WoStreamParams& p, const MoeWoExperts& g, dim3 grid, size_t smem,
                               cudaStream_t stream) {
   auto kernel = moe_wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
-  static const cudaError_t attr_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
-  MIXQ_CUDA_CHECK(attr_status);
+  static PerDeviceAttribute smem_limit;
+  MIXQ_CUDA_CHECK(smem_limit.ensure(
+      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024); }));
   // No cluster (one split per tile) and no dependent launch: the blocks read the schedule the
   // previous kernel of the stream wrote before anything else.
   const WoLaunchConfig launch(grid, kStreamWarps * 32, smem, stream, false);

@@ -28,9 +28,9 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   } else {
     auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD>;
     const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
-    static const cudaError_t attr =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-    MIXQ_CUDA_CHECK(attr);
+    static PerDeviceAttribute smem_limit;
+    MIXQ_CUDA_CHECK(smem_limit.ensure(
+        [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
     {
       const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
       MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch));

@@ -7,6 +7,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "cuda/kernels/common/wo_params.hpp"
 
 namespace mixq::cuda {
@@ -44,6 +47,30 @@ struct WoLaunchConfig {
   // cfg points into attr
   WoLaunchConfig(const WoLaunchConfig&) = delete;
   WoLaunchConfig& operator=(const WoLaunchConfig&) = delete;
+};
+
+// A kernel attribute set once per device. cudaFuncSetAttribute applies to the calling thread's
+// current device only, so a process that drives several GPUs must set it on each: a
+// once-per-process static left every GPU but the first without the opt-in to more than 48 KB of
+// shared memory, and its launches there failed. Keep one object per kernel instantiation (a
+// function-local static of the launcher that names the kernel).
+class PerDeviceAttribute {
+ public:
+  template <typename Set>
+  cudaError_t ensure(Set&& set) {
+    int device = 0;
+    const cudaError_t e = cudaGetDevice(&device);
+    if (e != cudaSuccess) return e;
+    if (device >= 64) return set();
+    const uint64_t bit = uint64_t(1) << device;
+    if (done_.load(std::memory_order_acquire) & bit) return cudaSuccess;
+    const cudaError_t r = set();
+    if (r == cudaSuccess) done_.fetch_or(bit, std::memory_order_acq_rel);
+    return r;
+  }
+
+ private:
+  std::atomic<uint64_t> done_{0};
 };
 
 }  // namespace mixq::cuda
