@@ -85,6 +85,15 @@ struct Dev {
   }
 };
 
+// A call context on stream s with workspace ws.
+ExecContext on_stream(cudaStream_t s, const Dev& ws) {
+  ExecContext c;
+  c.stream = s;
+  c.workspace = ws.p;
+  c.workspace_bytes = ws.bytes;
+  return c;
+}
+
 // The unsharded layer on GPU 0: x bf16 [M][K], y f32 [M][N], bias and clamp.
 std::vector<float> single_gpu(const QuantizedWeight& w, ActQuant act, const std::vector<float>& x,
                               int64_t M, const std::vector<float>& bias, float lo, float hi) {
@@ -126,6 +135,13 @@ void on_ranks(int world, const std::function<void(int)>& fn, test::RankBarrier* 
 
 using test::RankBarrier;
 
+// One communicator per GPU 0 .. world - 1 of this process.
+std::vector<std::shared_ptr<Collectives>> first_gpus_comms(int world) {
+  std::vector<int> devs(static_cast<size_t>(world));
+  std::iota(devs.begin(), devs.end(), 0);
+  return nccl_local_collectives(devs);
+}
+
 struct TpCase {
   const char* scheme;
   ActQuant act;
@@ -156,9 +172,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
   };
   for (int world : {2, 4}) {
     if (gpu_count() < world) continue;
-    std::vector<int> devs(static_cast<size_t>(world));
-    std::iota(devs.begin(), devs.end(), 0);
-    const auto comms = nccl_local_collectives(devs);
+    const auto comms = first_gpus_comms(world);
     uint32_t seed = 10;
     for (const TpCase& c : cases) {
       for (bool clamp : {false, true}) {
@@ -193,10 +207,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
           cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
           Dev dx(xb.data(), xb.size() * 2), dy(size_t(c.M * layer.out_features()) * 4),
               db(bias.data(), bias.size() * 4), ws(layer.workspace_size(c.M));
-          ExecContext ctx;
-          ctx.stream = s;
-          ctx.workspace = ws.p;
-          ctx.workspace_bytes = ws.bytes;
+          ExecContext ctx = on_stream(s, ws);
           // the shard's kernels launched once before any collective (a first launch loads the
           // module), then the poisoned output
           {
@@ -243,9 +254,7 @@ TEST(CudaTensorParallel, LayersMatchOneGpu) {
 TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
   SKIP_WITHOUT_GPUS(2);
   const int world = gpu_count() >= 4 ? 4 : 2;
-  std::vector<int> devs(static_cast<size_t>(world));
-  std::iota(devs.begin(), devs.end(), 0);
-  const auto comms = nccl_local_collectives(devs);
+  const auto comms = first_gpus_comms(world);
   const int64_t H = 512, I = 1000, M = 3;  // I over 4 cuts g128 groups in the down projection
   const QuantizedWeight up = make_weight(I, H, "w4g128", 50, false);
   const QuantizedWeight down = make_weight(H, I, "w4g128", 51, false);
@@ -273,10 +282,7 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
     Dev dx(size_t(M * H) * 2), dh(size_t(M * lu.out_features()) * 2), dy(size_t(M * H) * 4),
         db(bias_h.data(), bias_h.size() * 4),
         ws(std::max(lu.workspace_size(M), ld.workspace_size(M)));
-    ExecContext ctx;
-    ctx.stream = s;
-    ctx.workspace = ws.p;
-    ctx.workspace_bytes = ws.bytes;
+    ExecContext ctx = on_stream(s, ws);
     Epilogue ep;
     ep.bias = TensorView(db.p, DType::F32, {H}, Device::CUDA, r);
     // NCCL connects its peers on the first collective: one eager layer before the capture
@@ -321,9 +327,7 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
 TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
   SKIP_WITHOUT_GPUS(2);
   const int world = gpu_count() >= 4 ? 4 : 2;
-  std::vector<int> devs(static_cast<size_t>(world));
-  std::iota(devs.begin(), devs.end(), 0);
-  const auto comms = nccl_local_collectives(devs);
+  const auto comms = first_gpus_comms(world);
   const int64_t N = 512, K = 1000;  // K over 4 cuts g128 groups
   const QuantizedWeight w = make_weight(N, K, "w4g128", 70, false);
   for (const int64_t M : {int64_t(1), int64_t(8)}) {
@@ -351,10 +355,7 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
         Dev dx(xb.data(), xb.size() * 2), plain(ybytes), db(bias.data(), bias.size() * 4),
             ws(layer.workspace_size(M));
         const std::shared_ptr<void> reg = comms[size_t(r)]->alloc_collective_buffer(ybytes);
-        ExecContext ctx;
-        ctx.stream = s;
-        ctx.workspace = ws.p;
-        ctx.workspace_bytes = ws.bytes;
+        ExecContext ctx = on_stream(s, ws);
         Epilogue ep;
         ep.bias = TensorView(db.p, DType::F32, {N}, Device::CUDA, r);
         const TensorView xv(dx.p, DType::BF16, {M, layer.in_features()}, Device::CUDA, r);
@@ -457,10 +458,7 @@ TEST(CudaTensorParallel, OneRankChunksIntoAWindow) {
     TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     Dev dx(xb.data(), xb.size() * 2), db(bias.data(), bias.size() * 4), ws(layer.workspace_size(M));
     const std::shared_ptr<void> y = comms[0]->alloc_collective_buffer(size_t(M * N) * 4);
-    ExecContext ctx;
-    ctx.stream = s;
-    ctx.workspace = ws.p;
-    ctx.workspace_bytes = ws.bytes;
+    ExecContext ctx = on_stream(s, ws);
     Epilogue ep;
     ep.bias = TensorView(db.p, DType::F32, {N}, Device::CUDA, 0);
     const TensorView xv(dx.p, DType::BF16, {M, K}, Device::CUDA, 0), yv(y.get(), DType::F32, {M, N}, Device::CUDA, 0);
