@@ -78,6 +78,11 @@ struct Tuning {
   // EPYC ran Q8_0 10-20% faster with it, but the super-block types slower: Q6_K 4096x14336
   // M = 1, 3.9-4.0 ms with it, 2.0-2.3 without; docs/cpu-backend.md).
   Toggle cpu_l1_prefetch = Toggle::Auto;
+  // Native GGUF kernels, one activation row, where the avx512 set was chosen: On runs the avx2
+  // set's single-row tile instead (both halves of a 16-row panel in one pass), Off never. Auto:
+  // on for Q4_0 and Q4_K on non-Intel cores, where it was measured faster (AMD EPYC, 1 thread,
+  // M = 1: 1.12-1.32x and 1.05-1.11x; docs/cpu-backend.md).
+  Toggle cpu_avx2_single_row = Toggle::Auto;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
   // key or value that is wrong.

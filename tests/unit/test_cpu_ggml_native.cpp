@@ -169,6 +169,33 @@ TEST(GgmlNative, DefaultPathsAndOptOut) {
   EXPECT_EQ(run(f32, x, 5, 1), run(f32, x, 5, 2));
 }
 
+// Tuning::cpu_avx2_single_row: on the avx512 set, On runs one activation row through the avx2
+// set's tile (the same bits as the avx2 set itself), Off keeps the avx512 tile; two rows always
+// stay on avx512.
+TEST(GgmlNative, Avx2SingleRowOnTheAvx512Set) {
+  if (!cpu_has("avx512") || !cpu_has("avx2")) GTEST_SKIP() << "needs the avx512 and avx2 sets";
+  for (const TypeCase& tc : all_types()) {
+    const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
+    SCOPED_TRACE(tname);
+    const int64_t qk = mixq::formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+    const int64_t N = 37, K = qk == 32 ? 416 : 768;
+    const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 91);
+    const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+    mixq::PrepareOptions on = cpu_opts("avx512", "cpu_i8dot"), off = on;
+    on.tuning = mixq::Tuning::parse("cpu_avx2_single_row=on");
+    off.tuning = mixq::Tuning::parse("cpu_avx2_single_row=off");
+    const mixq::PreparedWeight p_on = mixq::prepare(w, on), p_off = mixq::prepare(w, off),
+                               p_avx2 = mixq::prepare(w, cpu_opts("avx2", "cpu_i8dot"));
+    EXPECT_EQ(p_on.kernel_name(1), "cpu_avx2_i8dot<" + tname + ">");
+    EXPECT_EQ(p_on.kernel_name(2), "cpu_avx512_i8dot<" + tname + ">");
+    EXPECT_EQ(p_off.kernel_name(1), "cpu_avx512_i8dot<" + tname + ">");
+    const std::vector<float> x = random_x(1, K, 92);
+    EXPECT_EQ(run(p_on, x, 1), run(p_avx2, x, 1)) << "not the avx2 set's bits";
+    const Refs ref = reference(w, blocks, tc.type, x, 1);
+    EXPECT_LE(max_err(run(p_off, x, 1), ref.q8) / ref.max_q8, 1e-5);
+  }
+}
+
 TEST(GgmlNative, HalfPrecisionIoBiasClampAndWorkspace) {
   const TypeCase& tc = all_types()[4];  // Q8_0
   const int64_t N = 21, K = 96, M = 4;

@@ -199,6 +199,16 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   prefetch_l1_ = o.tuning.cpu_l1_prefetch == Toggle::Auto
                      ? cpu_features().intel || format_of(nw_.type).qk == 32
                      : o.tuning.cpu_l1_prefetch == Toggle::On;
+  // One activation row on the avx512 set: on an AMD EPYC the avx2 set's single-row tile ran Q4_0
+  // 1.12-1.32x and Q4_K 1.05-1.11x faster than the avx512 tile (1 thread, medians of 5
+  // alternating runs; the avx512 tile itself ran faster at M = 2-4, and four dpbusd chains per
+  // row changed nothing, so the cause is on the memory side). Q8_0 was even, Q6_K 10% slower.
+  nk_one_row_ = nk_;
+  const Toggle one_row = o.tuning.cpu_avx2_single_row;
+  const bool avx2_row = one_row == Toggle::On ||
+                        (one_row == Toggle::Auto && !cpu_features().intel &&
+                         (nw_.type == GgmlType::Q4_0 || nw_.type == GgmlType::Q4_K));
+  if (avx2_row && std::string(nk_->isa) == "avx512" && native_avx2_kernels()) nk_one_row_ = native_avx2_kernels();
 }
 
 NativePath NativePrepared::path_for(int64_t M) const {
@@ -211,7 +221,8 @@ std::string NativePrepared::kernel_name(int64_t M) const {
   const char* kind = path_for(M) == NativePath::I8 ? "i8dot"
                      : M <= kGemvMaxRows           ? "f32gemv"
                                                    : "f32gemm";
-  return std::string("cpu_") + nk_->isa + "_" + kind + "<" +
+  const NativeKernels* set = M == 1 && path_for(M) == NativePath::I8 ? nk_one_row_ : nk_;
+  return std::string("cpu_") + set->isa + "_" + kind + "<" +
          formats::ggml_type_name(static_cast<uint32_t>(nw_.type)) + ">";
 }
 
@@ -251,6 +262,8 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
     // Beyond one register tile the kernel set's prefill path runs (when it has one): each K
     // chunk of a panel decoded once per task, the activations packed by groups of kPackRows.
     const bool decoded = M > kI8TileRows && nk_->decode_i8 != nullptr;
+    // the set of the undecoded (register-tile) path: quantizes the rows and runs the tile
+    const NativeKernels& ks = M == 1 ? *nk_one_row_ : *nk_;
     if (decoded) {
       stage_packed_rows(*nk_, f, x, M, K, q, dxs, corr, xs, threads);
     }
@@ -266,7 +279,7 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
         } else {
           row = static_cast<const float*>(x.data) + r * x.ld();
         }
-        nk_->quantize_row(row, K, f.sub, f.bias, q + r * K, dxs + r * nj, corr + r * nj, xs + r * nj);
+        ks.quantize_row(row, K, f.sub, f.bias, q + r * K, dxs + r * nj, corr + r * nj, xs + r * nj);
       }
     });
     // Tasks: row blocks x panel groups, ~4 per thread.
@@ -313,7 +326,7 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
             for (int i = 0; i < np; ++i) nk_->decode_i8(nw_, p + i, a.kb0, a.kb1, dcodes[i], ds[i], dout[i]);
             nk_->i8_tile_decoded(a, dc, np);
           } else {
-            nk_->i8_tile(a);
+            ks.i8_tile(a);
           }
         }
         write_outputs(y, ep, c, ldc, m0, rows, p * kPanelRows, std::min(N, (p + np) * kPanelRows));

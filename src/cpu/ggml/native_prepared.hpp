@@ -36,6 +36,7 @@ class NativePrepared final : public PreparedImpl {
  private:
   NativeWeight nw_;
   const NativeKernels* nk_;
+  const NativeKernels* nk_one_row_;  // the set of M = 1 calls (Tuning::cpu_avx2_single_row)
   const KernelTable* kt_;  // the canonical backend's GEMM tile (exact path)
   std::string force_;
   Tuning::CpuActivations mode_;
