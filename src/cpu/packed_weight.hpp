@@ -21,6 +21,10 @@
 // I4/I8) or the decoded float (F8/F16/BF16/F32, scale 1 without scales).
 #pragma once
 
+#if __has_include(<sys/mman.h>)
+#include <sys/mman.h>  // madvise (transparent huge pages)
+#endif
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -37,8 +41,22 @@ enum class CodeKind : uint8_t { Int4, Int8, Uint8, Fp8, F16, BF16, F32 };
 class AlignedBytes {
  public:
   AlignedBytes() = default;
-  explicit AlignedBytes(size_t n)
-      : p_(static_cast<uint8_t*>(std::aligned_alloc(64, (n + 63) / 64 * 64 + 64))), n_(n) {
+  explicit AlignedBytes(size_t n) : n_(n) {
+    const size_t bytes = (n + 63) / 64 * 64 + 64;
+    // Large weights on 2 MiB pages: a decode streams them once per call, and with 4 KiB pages
+    // every 4 KiB of the stream is a TLB miss (with THP in "madvise" mode, as on most servers,
+    // memory gets huge pages only when asked).
+    constexpr size_t kHuge = size_t(2) << 20;
+    if (bytes >= 2 * kHuge) {
+      const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+      p_.reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, rounded)));
+#if defined(MADV_HUGEPAGE)
+      // the whole huge pages only: the tail stays on small pages (no partly used 2 MiB page)
+      if (p_) ::madvise(p_.get(), bytes / kHuge * kHuge, MADV_HUGEPAGE);  // a hint: errors are ignored
+#endif
+    } else {
+      p_.reset(static_cast<uint8_t*>(std::aligned_alloc(64, bytes)));
+    }
     if (!p_) throw std::bad_alloc();
   }
   uint8_t* data() { return p_.get(); }
