@@ -78,7 +78,9 @@ struct ParallelLinearOptions {
   // at most M), each chunk's sum queued on a second stream of the device so that it runs while
   // the next chunk's product does, and the caller's stream joined after the last. A big-M sum is
   // bandwidth-bound and in one piece adds its whole time to the layer. 0: automatic (one piece
-  // for now); 1: one product, then one sum.
+  // for now); 1: one product, then one sum. The side stream and its events are the layer's own:
+  // a chunked layer serves one forward at a time (as the collectives do: their order must match
+  // on every rank).
   int row_chunks = 0;
 };
 
