@@ -125,6 +125,7 @@ class ParallelLinear {
   struct Staging;  // the calls without a workspace: staging kept between calls
   std::shared_ptr<Staging> staging_;
   int64_t row_chunks(int64_t M) const;  // the row chunks a forward of M rows cuts
+  int64_t chunk_rows(int64_t M) const;  // the rows of each (the last may have fewer)
   size_t product_workspace(int64_t M) const;
 };
 

@@ -303,7 +303,7 @@ int64_t ParallelLinear::out_features() const {
 size_t ParallelLinear::product_workspace(int64_t M) const {
   size_t bytes = linear_workspace_size(local_, M);
   if (spec_.axis == ShardAxis::Row && M > 0) {
-    const int64_t rows = (M + row_chunks(M) - 1) / row_chunks(M);
+    const int64_t rows = chunk_rows(M);
     bytes = std::max(bytes, linear_workspace_size(local_, rows));
     if (M % rows) bytes = std::max(bytes, linear_workspace_size(local_, M % rows));
   }
@@ -324,6 +324,11 @@ int64_t ParallelLinear::row_chunks(int64_t M) const {
   // the default; docs/decisions/tensor-parallel-linear.md says where it is expected to pay.
   const int64_t n = opts_.row_chunks == 0 ? 1 : opts_.row_chunks;
   return std::max<int64_t>(1, std::min<int64_t>(n, M));
+}
+
+int64_t ParallelLinear::chunk_rows(int64_t M) const {
+  const int64_t chunks = row_chunks(M);
+  return (M + chunks - 1) / chunks;
 }
 
 void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -422,7 +427,7 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
       if (!st.fork) st.fork = std::make_unique<StreamFork>(y.device_index, kMaxRowChunks);
       fork = st.fork.get();
     }
-    const int64_t rows = (M + chunks - 1) / chunks;
+    const int64_t rows = chunk_rows(M);
     const size_t xeb = size_t(dtype_bytes(x.dtype, 1));
     for (int64_t c = 0, r0 = 0; r0 < M; ++c, r0 += rows) {
       const int64_t mc = std::min(rows, M - r0);

@@ -122,11 +122,9 @@ class NcclCollectives final : public Collectives,
     }
     std::shared_ptr<NcclCollectives> self = shared_from_this();
     return std::shared_ptr<void>(p, [self, win](void* q) {
-      int prev = 0;  // no throwing guard in a deleter: errors here are only ignored
-      const bool restore = cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(self->device_) == cudaSuccess;
+      cuda::QuietDeviceGuard g(self->device_);  // a deleter must not throw: errors are dropped
       ncclCommWindowDeregister(self->comm_, win);
       ncclMemFree(q);
-      if (restore) cudaSetDevice(prev);
     });
   }
 #endif

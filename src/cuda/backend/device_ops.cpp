@@ -42,12 +42,10 @@ StreamFork::StreamFork(int device_index, int events) : device_(device_index) {
 }
 
 StreamFork::~StreamFork() {
-  int prev = 0;
-  const bool restore = cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device_) == cudaSuccess;
+  cuda::QuietDeviceGuard guard(device_);
   for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
   if (joined_) cudaEventDestroy(static_cast<cudaEvent_t>(joined_));
   if (side_) cudaStreamDestroy(static_cast<cudaStream_t>(side_));
-  if (restore) cudaSetDevice(prev);
 }
 
 void StreamFork::fork(int i, void* stream) {

@@ -41,9 +41,12 @@ void launch_mma_instance(const MmaParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned((p.N + kMmaRows - 1) / kMmaRows),
                   unsigned((q8_groups(p.M) + NT - 1) / NT), unsigned(p.splits));
   constexpr int kSmem = MmaTile<T>::smem_bytes(NT);
-  if constexpr (kSmem > 48 * 1024)
-    MIXQ_CUDA_CHECK(cudaFuncSetAttribute(q8_mma_kernel<T, NT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  if constexpr (kSmem > 48 * 1024) {
+    static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+    MIXQ_CUDA_CHECK(smem_limit.ensure([] {
+      return cudaFuncSetAttribute(q8_mma_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    }));
+  }
   WoLaunchConfig lc(grid, kMmaWarps * 32, kSmem, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_mma_kernel<T, NT>, p));
 }

@@ -16,6 +16,14 @@ DeviceGuard::DeviceGuard(int device) {
 }
 DeviceGuard::~DeviceGuard() { cudaSetDevice(prev_); }
 
+QuietDeviceGuard::QuietDeviceGuard(int device) noexcept {
+  int prev = 0;
+  if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device) == cudaSuccess) prev_ = prev;
+}
+QuietDeviceGuard::~QuietDeviceGuard() {
+  if (prev_ >= 0) cudaSetDevice(prev_);
+}
+
 void check_call_device(const TensorView& x, const TensorView& y, int device) {
   MIXQ_CHECK_ARG(x.device_index == device && y.device_index == device, "linear: x (device ",
                  x.device_index, ") and y (device ", y.device_index,

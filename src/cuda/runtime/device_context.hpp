@@ -26,6 +26,19 @@ class DeviceGuard {
   int prev_ = 0;
 };
 
+// The same for destructors and deleters: never throws; where the device cannot be made current,
+// the scope runs on the caller's device and the errors are dropped.
+class QuietDeviceGuard {
+ public:
+  explicit QuietDeviceGuard(int device) noexcept;
+  ~QuietDeviceGuard();
+  QuietDeviceGuard(const QuietDeviceGuard&) = delete;
+  QuietDeviceGuard& operator=(const QuietDeviceGuard&) = delete;
+
+ private:
+  int prev_ = -1;  // -1: nothing to restore
+};
+
 // prepare: throws InvalidArgument naming the ordinal when `device` is not a visible CUDA device.
 void check_device_ordinal(int device);
 // linear: x and y must live on the prepared weight's device.

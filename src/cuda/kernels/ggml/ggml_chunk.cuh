@@ -132,17 +132,17 @@ __device__ __forceinline__ void decode_codes(const RawChunk<T>& r, uint32_t (&W)
   if constexpr (F.iq4) {  // 4-bit indices, no high plane: word i gives W[i] and W[i + 4]
 #pragma unroll
     for (int i = 0; i < 4; ++i) iq4_lookup8(r.lo[i], W[i], W[i + 4]);
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    uint32_t v;
-    if constexpr (F.lb == 4) v = (r.lo[j & 3] >> (j < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
-    else if constexpr (F.lb == 8) v = r.lo[j];
-    else v = (r.lo[j & 1] >> (2 * (j >> 1))) & 0x03030303u;
-    if constexpr (F.hb == 1) v |= ((r.hi[0] >> j) & 0x01010101u) << F.lb;
-    if constexpr (F.hb == 2) v |= ((r.hi[j >> 2] >> (2 * (j & 3))) & 0x03030303u) << 4;
-    W[j] = v;
+    for (int j = 0; j < 8; ++j) {
+      uint32_t v;
+      if constexpr (F.lb == 4) v = (r.lo[j & 3] >> (j < 4 ? 0 : 4)) & 0x0F0F0F0Fu;
+      else if constexpr (F.lb == 8) v = r.lo[j];
+      else v = (r.lo[j & 1] >> (2 * (j >> 1))) & 0x03030303u;
+      if constexpr (F.hb == 1) v |= ((r.hi[0] >> j) & 0x01010101u) << F.lb;
+      if constexpr (F.hb == 2) v |= ((r.hi[j >> 2] >> (2 * (j & 3))) & 0x03030303u) << 4;
+      W[j] = v;
+    }
   }
 }
 
