@@ -41,6 +41,11 @@ struct Tuning {
   Toggle wo_stream_cluster = Toggle::Auto;  // splits reduced in a thread-block cluster
   Toggle wo_stream_pdl = Toggle::Auto;      // programmatic dependent launch
   int wo_dequant_chunk_mb = 0;       // 0: 256; MB of W dequantized per cuBLAS call (1..1024)
+  // --- grouped (mixture-of-experts) weight-only GEMM on CUDA: docs/decisions/moe-stacked-experts.md
+  // Rows per expert (of a uniform routing, or the masked buffer's max_tokens) from which the
+  // Hopper wgmma kernel runs the experts instead of the streaming kernel; 0: the plan's.
+  int moe_wgmma_min_rows = 0;
+  int moe_token_tile = 0;  // 0: the plan's; else 128 or 256 tokens per wgmma tile
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
   // dp4a GEMV up to cuda_ggml_q8_max_rows tokens, the int8 tensor-core kernel up to

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "device_checks.hpp"
+#include "test_tuning.hpp"
 #include "mixq/moe.hpp"
 #include "moe_test_data.hpp"
 #include "mixq/numeric.hpp"
@@ -100,6 +101,77 @@ TEST(CudaMoe, GroupedContiguousMatchesCpu) {
     for (int64_t i = 0; i < R * N; ++i)
       ASSERT_NEAR(y[size_t(i)], yc[size_t(i)], 1e-2 * (1 + std::fabs(yc[size_t(i)])))
           << scheme << " row " << i / N << " n " << i % N;
+  }
+}
+
+// The grouped Hopper wgmma kernel (prefill shares), forced on small calls by its knobs: token
+// tiles of 128 and 256 over experts with 0, 1, 7, 127..129, 300 rows (partial, exact and
+// straddling tiles), f16 and bf16 activations and outputs, f32 outputs, odd N, K past the last
+// 64-chunk, every weight-only code kind; against the CPU backend on the same activations.
+TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int32_t> counts = {0, 1, 7, 128, 0, 300, 127, 129, 2, 0};
+  const int64_t E = int64_t(counts.size());
+  std::vector<int32_t> off(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
+  const int64_t R = off.back();
+  struct Case {
+    const char* scheme;
+    int64_t N, K;
+  };
+  for (const Case& cs : {Case{"w4g128", 200, 384}, Case{"w4g32asym", 72, 352}, Case{"w8g64asym", 136, 320},
+                         Case{"w4g128zp", 264, 256}, Case{"fp8b128", 200, 384}}) {
+    const auto experts = make_experts(cs.scheme, E, cs.N, cs.K, 21);
+    const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
+    const std::vector<float> xf = randn(size_t(R * cs.K), 8);
+    std::vector<float> bias = randn(size_t(E * cs.N), 4);
+    DeviceBuffer doff = upload(off), dbias = upload(bias);
+    for (const char* tile : {"128", "256"})
+      for (DType xt : {DType::F16, DType::BF16})
+        for (DType yt : {xt, DType::F32}) {
+          const PreparedExperts gpu = prepare_experts(
+              experts, test::with_tuning(on(BackendKind::CUDA),
+                                         std::string("moe_wgmma_min_rows=1,moe_token_tile=") + tile));
+          ASSERT_NE(gpu.kernel_name(R).find("sm90_wo_ws"), std::string::npos) << gpu.kernel_name(R);
+          // the activations both backends see: rounded to the 16-bit type
+          std::vector<uint16_t> x16(xf.size());
+          std::vector<float> xr(xf.size());
+          for (size_t i = 0; i < xf.size(); ++i) {
+            x16[i] = xt == DType::F16 ? f32_to_f16(xf[i]) : f32_to_bf16(xf[i]);
+            xr[i] = xt == DType::F16 ? f16_to_f32(x16[i]) : bf16_to_f32(x16[i]);
+          }
+          std::vector<float> yc(size_t(R * cs.N));
+          Epilogue ep;
+          ep.bias = TensorView(bias.data(), DType::F32, {E, cs.N});
+          grouped_linear(TensorView(xr.data(), DType::F32, {R, cs.K}), cpu,
+                         TensorView(yc.data(), DType::F32, {R, cs.N}),
+                         MoeRows::contiguous(TensorView(off.data(), DType::I32, {E + 1})), ep);
+          const size_t ybytes = yt == DType::F32 ? 4 : 2;
+          DeviceBuffer dx = upload(x16), dy(size_t(R * cs.N) * ybytes), ws(grouped_linear_workspace_size(gpu, R));
+          ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);  // NaN: rows never written show
+          Epilogue dep;
+          dep.bias = TensorView(dbias.data(), DType::F32, {E, cs.N}, Device::CUDA);
+          ExecContext ctx;
+          ctx.workspace = ws.data();
+          ctx.workspace_bytes = ws.size();
+          grouped_linear(TensorView(dx.data(), xt, {R, cs.K}, Device::CUDA), gpu,
+                         TensorView(dy.data(), yt, {R, cs.N}, Device::CUDA),
+                         MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), dep, ctx);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<float> y(size_t(R * cs.N));
+          if (yt == DType::F32) {
+            y = download<float>(dy, y.size());
+          } else {
+            const auto h = download<uint16_t>(dy, y.size());
+            for (size_t i = 0; i < y.size(); ++i) y[i] = yt == DType::F16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+          }
+          // the weights enter the MMA rounded to the activations' 16-bit type
+          const double tol = xt == DType::BF16 ? 1e-2 : 3e-3;
+          for (int64_t i = 0; i < R * cs.N; ++i)
+            ASSERT_NEAR(y[size_t(i)], yc[size_t(i)], tol * (1 + std::fabs(yc[size_t(i)])))
+                << cs.scheme << " tile " << tile << " x " << dtype_name(xt) << " y " << dtype_name(yt) << " row "
+                << i / cs.N << " n " << i % cs.N;
+        }
   }
 }
 

@@ -79,6 +79,52 @@ TEST(MoePlan, TokenTileAndSharedMemory) {
   EXPECT_EQ(m.x_rows, 5);
 }
 
+// Prefill shares go to the grouped wgmma kernel where the experts hold its descriptors: token tile
+// 128, 256 from kMoeWsLargeTileRows rows an expert; a persistent grid of at most one CTA per SM;
+// whole tiles, no reduction, direct stores. f32 activations, act-order gathers, experts without
+// descriptors and small shares stay on the streaming kernel.
+TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
+  MoeCall c;
+  c.E = 256;
+  c.rows = 4096 * 8;  // 128 rows an expert
+  c.ws_maps = true;
+  const MoeWoPlan p = plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(p.id.family, Family::WoWgmma);
+  EXPECT_EQ(p.id.tile_m, kMoeWsTileSmall);
+  EXPECT_EQ(p.sched.grid, 132);
+  EXPECT_EQ(p.sched.chunks, 7168 / 64);
+  EXPECT_EQ(p.sched.y_rows, 0);
+  EXPECT_FALSE(p.sched.inline_reduce);
+  EXPECT_EQ(p.n_blocks, 32);
+  EXPECT_EQ(p.max_tiles, moe_max_tiles(c, kMoeWsTileSmall));
+  EXPECT_EQ(p.p_map, kMoeMapPairs);
+  MoeCall big = c;
+  big.E = 8;  // 4096 rows an expert
+  EXPECT_EQ(plan_moe_weight_only(big, w4(4096, 7168), h100(), Tuning{}).id.tile_m, kMoeWsTileLarge);
+  EXPECT_EQ(plan_moe_weight_only(big, w4(4096, 7168), h100(), Tuning::parse("moe_token_tile=128")).id.tile_m,
+            kMoeWsTileSmall);
+  MoeCall one = c;  // one tile of one expert: a grid of its N blocks only
+  one.E = 1;
+  one.rows = 100;
+  EXPECT_EQ(plan_moe_weight_only(one, w4(1024, 512), h100(), Tuning{}).sched.grid, 8);
+  MoeCall bf16 = c;
+  bf16.x_type = 1;
+  WoWeight bz = w4(4096, 7168);
+  bz.int_zero = bz.bf16_zero_pairs = true;
+  EXPECT_EQ(plan_moe_weight_only(bf16, bz, h100(), Tuning{}).p_map, kMoeMapPairsBf16Zero);
+  for (int variant = 0; variant < 4; ++variant) {
+    MoeCall s = c;
+    WoWeight w = w4(4096, 7168);
+    if (variant == 0) s.x_type = 2;
+    if (variant == 1) w.gather = true;
+    if (variant == 2) s.ws_maps = false;
+    if (variant == 3) s.rows = 256 * 63;  // 63 rows an expert
+    EXPECT_EQ(plan_moe_weight_only(s, w, h100(), Tuning{}).id.family, Family::WoStream) << variant;
+  }
+  EXPECT_EQ(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=129")).id.family,
+            Family::WoStream);
+}
+
 }  // namespace
 }  // namespace mixq::cuda
 #endif

@@ -13,6 +13,7 @@
 #include "cuda/backend/moe_wo_view.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
 #include "cuda/launch/moe_kernels.hpp"
+#include "cuda/launch/sm90_wo_ws_maps.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
@@ -52,7 +53,8 @@ class CudaExperts final : public PreparedExpertsImpl {
       const cuda::WoExpertView& v = views[size_t(e)];
       MIXQ_CHECK(v.w.group_shift == first_.w.group_shift && v.w.L.Kp == first_.w.L.Kp &&
                      v.w.L.bits == first_.w.L.bits && v.w.L.e4m3 == first_.w.L.e4m3 &&
-                     v.w.int_zero == first_.w.int_zero && v.device == device_,
+                     v.w.int_zero == first_.w.int_zero && v.w.gather == first_.w.gather &&
+                     v.w.bf16_zero_pairs == first_.w.bf16_zero_pairs && v.device == device_,
                  ErrorCode::Internal, "prepare_experts (cuda): expert ", e,
                  " was repacked differently from expert 0");
       std::memcpy(host.data() + size_t(e) * 8, &v.codes, 8);
@@ -62,14 +64,42 @@ class CudaExperts final : public PreparedExpertsImpl {
     }
     tables_ = DeviceBuffer(host.size(), device_);
     tables_.copy_from_host(host.data(), host.size());
+    build_wgmma_maps(views);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
-  cuda::MoeWoPlan plan(const GroupedCall* c, int64_t rows, int x_type) const {
+  // The grouped wgmma kernel's descriptors of every expert (its weight tiles, its pairs and their
+  // bf16 integer-zero copy), in device memory for the kernel to read by expert: on sm_90a where
+  // every expert has the group-major pairs and no act-order gather (the kernel reads X in place).
+  void build_wgmma_maps(const std::vector<cuda::WoExpertView>& views) {
+    if (!caps_.sm90a || first_.w.gather || first_.w.group_shift < 4) return;
+    for (const cuda::WoExpertView& v : views)
+      if (!v.pairs_gm || v.pairs_gm_ld % 128 != 0) return;
+    constexpr int kCps = 1;  // the grouped kernel's token tiles (128, 256) stage one chunk
+    std::vector<CUtensorMap> maps(size_t(E) * cuda::kMoeMapsPerExpert);
+    for (int64_t e = 0; e < E; ++e) {
+      const cuda::WoExpertView& v = views[size_t(e)];
+      CUtensorMap* m = maps.data() + e * cuda::kMoeMapsPerExpert;
+      m[cuda::kMoeMapWeight] = cuda::ws_weight_map(v.codes, v.w.L.bits, v.w.L.Kp, N, kCps);
+      m[cuda::kMoeMapPairs] = cuda::ws_pair_map(v.pairs_gm, v.pairs_gm_ld, v.w.L.groups, v.pair_f32, kCps,
+                                                v.w.group_shift);
+      std::memset(&m[cuda::kMoeMapPairsBf16Zero], 0, sizeof(CUtensorMap));
+      if (v.pairs_gm_bz)
+        m[cuda::kMoeMapPairsBf16Zero] =
+            cuda::ws_pair_map(v.pairs_gm_bz, v.pairs_gm_ld, v.w.L.groups, false, kCps, v.w.group_shift);
+    }
+    // 64-byte aligned descriptors: a device allocation is 256-byte aligned, a descriptor 128 bytes
+    maps_ = DeviceBuffer(maps.size() * sizeof(CUtensorMap), device_);
+    maps_.copy_from_host(maps.data(), maps.size() * sizeof(CUtensorMap));
+  }
+
+  // x_aligned: X's rows are 16-byte aligned (the wgmma kernel's TMA loads)
+  cuda::MoeWoPlan plan(const GroupedCall* c, int64_t rows, int x_type, bool x_aligned) const {
     cuda::MoeCall mc;
     mc.E = E;
     mc.rows = rows;
     mc.x_type = x_type;
+    mc.ws_maps = maps_.size() > 0 && x_aligned;
     if (c && c->rows.layout == MoeRows::Layout::Masked) {
       mc.masked = true;
       mc.max_tokens = c->rows.max_tokens;
@@ -78,7 +108,7 @@ class CudaExperts final : public PreparedExpertsImpl {
   }
 
   std::string kernel_name(int64_t rows) const override {
-    return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), 0).id.name() + ">";
+    return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), 0, true).id.name() + ">";
   }
 
   // Enough for either layout and any token tile: the smallest tile's bound of both layouts.
@@ -94,7 +124,9 @@ class CudaExperts final : public PreparedExpertsImpl {
     const int64_t R = c.x.shape[0];
     MIXQ_CHECK(R < (int64_t(1) << 31) && N < (int64_t(1) << 30), ErrorCode::Unsupported,
                "grouped_linear (cuda): rows (", R, ") must be < 2^31");
-    const cuda::MoeWoPlan p = plan(&c, R, io_code(c.x.dtype));
+    const int elem = c.x.dtype == DType::F32 ? 4 : 2;
+    const bool x_aligned = reinterpret_cast<uintptr_t>(c.x.data) % 16 == 0 && (c.x.ld() * elem) % 16 == 0;
+    const cuda::MoeWoPlan p = plan(&c, R, io_code(c.x.dtype), x_aligned);
     const size_t need = cuda::moe_schedule_bytes(p.max_tiles);
     MIXQ_CHECK_ARG(ctx.workspace != nullptr && ctx.workspace_bytes >= need,
                    "grouped_linear (cuda): needs ExecContext::workspace of ", need, " bytes "
@@ -144,6 +176,22 @@ class CudaExperts final : public PreparedExpertsImpl {
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
 
+    if (p.id.family == cuda::Family::WoWgmma) {
+      k.M = int(R);
+      k.pairs_gm_ld = first_.pairs_gm_ld;
+      k.pair_f32 = first_.pair_f32;
+      cuda::MoeWsGroup g{};
+      g.n_tiles = n_tiles;
+      g.tiles = tiles;
+      g.maps = static_cast<const CUtensorMap*>(maps_.data());
+      g.maps_per_expert = cuda::kMoeMapsPerExpert;
+      g.w_map = cuda::kMoeMapWeight;
+      g.p_map = p.p_map;
+      g.n_blocks = p.n_blocks;
+      g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
+      cuda::launch_moe_wo_wgmma(k, g, p, stream);
+      return;
+    }
     const char* t = static_cast<const char*>(tables_.data());
     const size_t ptrs = size_t(E) * 8;
     cuda::MoeWoExperts g{};
@@ -162,6 +210,7 @@ class CudaExperts final : public PreparedExpertsImpl {
   int device_ = 0;
   cuda::DeviceCaps caps_;
   DeviceBuffer tables_;
+  DeviceBuffer maps_;  // [E][kMoeMapsPerExpert] CUtensorMap (empty: the streaming kernel only)
 };
 
 }  // namespace

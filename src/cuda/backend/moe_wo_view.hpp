@@ -14,6 +14,10 @@ struct WoExpertView {
   const void* codes = nullptr;
   const void* pairs_stream = nullptr;
   const int32_t* k_perm = nullptr;
+  // the group-major pairs of the wgmma kernel (null where the device has none), [groups][ld]
+  const void* pairs_gm = nullptr;
+  const void* pairs_gm_bz = nullptr;  // the bf16 integer-zero path's packed copy (nullable)
+  int64_t pairs_gm_ld = 0;
   bool pair_f32 = false;
   int device = 0;
 };

@@ -137,6 +137,9 @@ class CudaWeightOnly final : public PreparedImpl {
     v.pairs_stream = pairs_stream_.data();
     v.k_perm = perm_.size() ? static_cast<const int32_t*>(perm_.data()) : nullptr;
     v.pair_f32 = L_.pair_f32;
+    v.pairs_gm = pairs_gm_.size() ? pairs_gm_.data() : nullptr;
+    v.pairs_gm_bz = pairs_gm_bz_.size() ? pairs_gm_bz_.data() : nullptr;
+    v.pairs_gm_ld = pairs_gm_ld_;
     v.device = device_;
     return v;
   }

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "cuda/kernels/common/wo_layout.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
+#include "mixq/error.hpp"
 
 namespace mixq::cuda {
 
@@ -22,14 +24,62 @@ size_t moe_schedule_bytes(int64_t max_tiles) {
   return (16 + size_t(max_tiles) * 16 + 255) / 256 * 256;
 }
 
+namespace {
+
+// The grouped wgmma kernel: whole 128-row x mt-token tiles of the (expert, token tile) list, round
+// robin over a persistent grid of one CTA per SM; direct stores (an expert's last tile ends inside
+// any TMA box), no dependent launch, no early weight stages (the list is the previous kernel's).
+MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
+                         int64_t share) {
+  const WoLayout& L = w.L;
+  MoeWoPlan p;
+  const int mt = t.moe_token_tile == kMoeWsTileSmall || t.moe_token_tile == kMoeWsTileLarge
+                     ? t.moe_token_tile
+                     : share >= kMoeWsLargeTileRows ? kMoeWsTileLarge : kMoeWsTileSmall;
+  const int cps = 1;  // the one-CTA shape at token tiles of 128 and 256 (sm90_wo_ws_shape.hpp)
+  const sm90::PairPath pp = wgmma_pair_path(w, c.x_type, mt, cps, t);
+  p.id.family = Family::WoWgmma;
+  p.id.act = uint8_t(c.x_type);
+  p.id.codes = uint8_t(L.code_kind());
+  p.id.tile_m = uint16_t(mt);
+  p.id.ctas = 1;
+  p.id.pairs = PairKind(int(pp));
+  p.id.fold = false;
+  p.p_map = pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs;
+  p.n_blocks = int(ceil_div64(L.N, 128));
+  p.max_tiles = moe_max_tiles(c, mt);
+  p.chunks_per_split = p.chunks_per_stage = cps;
+  StreamKSchedule& s = p.sched;
+  s.num_n = p.n_blocks;
+  s.cps = cps;
+  s.chunks = int(L.Kp / kChunkK) / cps;
+  s.grid = int(std::max<int64_t>(1, std::min<int64_t>(caps.sm_count, p.max_tiles * p.n_blocks)));
+  s.dp_tiles = s.sk_tiles = s.sk_ctas = 0;
+  s.max_stages = t.wo_max_stages;
+  s.early_stages = 0;
+  s.inline_reduce = false;
+  s.y_rows = 0;
+  const uint32_t p_stage = (ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps) + 127u) & ~127u;
+  MIXQ_CHECK(wgmma_ring_stages(mt, L.bits, false, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
+             "moe plan: the wgmma kernel's ring holds fewer than 2 stages");
+  return p;
+}
+
+}  // namespace
+
 MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps,
                                const Tuning& t) {
   const WoLayout& L = w.L;
-  MoeWoPlan p;
   // Rows one expert is expected to get: its share of a uniform routing (contiguous), or the
   // buffer's rows (masked). Decode shares of a few rows take the 16-token tile, whose blocks
-  // stage no more than they use; larger shares the 64-token tile (one weight pass per 64 rows).
+  // stage no more than they use; larger shares the 64-token tile (one weight pass per 64 rows);
+  // prefill shares the Hopper wgmma kernel where the experts hold its descriptors.
   const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
+  const int64_t wgmma_rows = t.moe_wgmma_min_rows > 0 ? t.moe_wgmma_min_rows : kMoeWgmmaMinRows;
+  if (c.ws_maps && caps.sm90a && c.x_type != 2 && !w.gather && w.group_shift >= 4 && share >= wgmma_rows &&
+      c.rows > 0)
+    return plan_moe_wgmma(c, w, caps, t, share);
+  MoeWoPlan p;
   const int mt = share <= kMoeTileSmall ? kMoeTileSmall : kMoeTileLarge;
   const bool x_f32 = c.x_type == 2;
   p.id.family = Family::WoStream;

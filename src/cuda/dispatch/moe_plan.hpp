@@ -10,6 +10,7 @@
 #include "cuda/dispatch/device_caps.hpp"
 #include "cuda/dispatch/kernel_id.hpp"
 #include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/kernels/common/stream_k.hpp"
 #include "mixq/tuning.hpp"
 
 namespace mixq::cuda {
@@ -18,21 +19,39 @@ namespace mixq::cuda {
 constexpr int kMoeTileSmall = 16;  // decode: a few rows per expert
 constexpr int kMoeTileLarge = 64;  // prefill
 
+// The grouped wgmma kernel (kernels/wo/sm90_wo_ws.cuh, GROUPED): token tiles, and the TMA
+// descriptors each expert holds (backend/moe_experts.cpp), by index.
+constexpr int kMoeWsTileSmall = 128;
+constexpr int kMoeWsTileLarge = 256;
+enum MoeWsMap : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Zero = 2, kMoeMapsPerExpert = 3 };
+// Rows an expert is expected to get (uniform routing, or max_tokens) from which the wgmma kernel
+// serves a grouped call (Tuning::moe_wgmma_min_rows overrides), and from which it takes the
+// 256-token tile (Tuning::moe_token_tile).
+constexpr int64_t kMoeWgmmaMinRows = 64;
+constexpr int64_t kMoeWsLargeTileRows = 384;
+
 struct MoeCall {
   int64_t E = 1;
   int64_t rows = 0;        // rows of X (masked: E * max_tokens)
   bool masked = false;
   int64_t max_tokens = 0;  // masked
   int x_type = 0;          // IoType of X
+  bool ws_maps = false;    // the experts hold the wgmma kernel's descriptors (sm_90a, no act-order)
 };
 
 struct MoeWoPlan {
-  KernelId id;           // family WoStream: the instantiation's token tile, codes, fine groups
+  // family WoStream: the instantiation's token tile, codes, fine groups; WoWgmma: the grouped
+  // wgmma kernel (token tile, codes, pair path; one CTA, no fold)
+  KernelId id;
   int x_rows = 1;        // activation rows staged per block (the token tile, or fewer rows)
   int n_blocks = 1;      // blocks along N
   int64_t max_tiles = 0; // grid.z: an upper bound of the (expert, token tile) pairs of any routing
   int chunks_per_split = 1, chunks_per_stage = 1;
   size_t smem_bytes = 0;
+  // WoWgmma: the persistent grid (sched.grid CTAs) walking the tile list x n_blocks whole tiles,
+  // sched.chunks stages each; the pair descriptor it reads
+  StreamKSchedule sched;
+  int p_map = kMoeMapPairs;
 };
 
 // The (expert, token tile) pairs any valid routing can produce: contiguous, sum over experts of

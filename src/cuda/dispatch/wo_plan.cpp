@@ -128,9 +128,7 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   const int mt = wgmma_token_tile(M, L, caps.sm_count, t);
   const WsShape shape = wgmma_shape(mt, L, c.x_type == kIoBf16, t);
   const int cps = wgmma_chunks_per_stage(shape, mt);
-  const bool bf16_zero = c.x_type == kIoBf16 && wgmma_bf16_zero(w, mt, cps, t);
-  const sm90::PairPath pp = c.x_type == kIoF16 ? (L.pair_f32 ? sm90::PairPath::F32 : sm90::PairPath::Half)
-                                               : (bf16_zero ? sm90::PairPath::Bf16Zero : sm90::PairPath::F32);
+  const sm90::PairPath pp = wgmma_pair_path(w, c.x_type, mt, cps, t);
   const bool fold = wgmma_fold(w, c.x_type, mt, cps, pp, t);
   const int ctas = shape == WsShape::TwoCtas ? 2 : 1;
   p.id.family = Family::WoWgmma;
@@ -265,6 +263,15 @@ void plan_stream(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps
 }
 
 }  // namespace
+
+sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t) {
+  if (x_type == kIoF16) return w.L.pair_f32 ? sm90::PairPath::F32 : sm90::PairPath::Half;
+  return wgmma_bf16_zero(w, mt, cps, t) ? sm90::PairPath::Bf16Zero : sm90::PairPath::F32;
+}
+
+int wgmma_ring_stages(int mt, int bits, bool two_ctas, uint32_t p_stage, uint32_t y_bytes, int max_stages) {
+  return ring_stages(mt, bits, two_ctas ? WsShape::TwoCtas : WsShape::OneCta, p_stage, y_bytes, max_stages);
+}
 
 int64_t stream_max_m(bool x_f32) {
   // dequantize + cuBLAS takes over past these M without the wgmma kernel; f32 activations run two

@@ -11,6 +11,7 @@
 
 #include "cuda/dispatch/device_caps.hpp"
 #include "cuda/dispatch/kernel_id.hpp"
+#include "cuda/kernels/common/sm90_pair_path.hpp"
 #include "cuda/kernels/common/stream_k.hpp"
 #include "cuda/kernels/common/wo_layout.hpp"
 #include "mixq/tuning.hpp"
@@ -81,7 +82,13 @@ struct WoWorkspaceBound {
 WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, const Tuning& tuning,
                                   int64_t max_m, bool staged_output);
 
-// --- rules the planner applies (exposed for the tests)
+// --- rules the planner applies (exposed for the tests and the grouped plan, moe_plan.cpp)
+// The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
+sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
+// Ring depth of the wgmma kernel's instantiation (token tile, 4- or 8-bit layout, CTAs per SM)
+// with p_stage bytes of pairs a stage and y_bytes per staging tile.
+int wgmma_ring_stages(int mt, int bits, bool two_ctas, uint32_t p_stage, uint32_t y_bytes, int max_stages);
+
 // Largest M the streaming kernel serves before dequantize + cuBLAS (no wgmma kernel), and before
 // the Hopper wgmma kernel (it depends on the weight's size and tile count).
 int64_t stream_max_m(bool x_f32);

@@ -19,6 +19,10 @@ void launch_moe_wo_stream_f16(const WoStreamParams& base, const MoeWoExperts& g,
 void launch_moe_wo_stream_bf16(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan, cudaStream_t stream);
 void launch_moe_wo_stream_f32(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan, cudaStream_t stream);
 
+// The grouped wgmma kernel of plan (family WoWgmma): a persistent grid of plan.sched.grid CTAs.
+void launch_moe_wo_wgmma(const WoStreamParams& base, const MoeWsGroup& g, const MoeWoPlan& plan,
+                         cudaStream_t stream);
+
 // counts: E + 1 ints of device scratch.
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
                       int32_t* position, int32_t* counts, int32_t* error, cudaStream_t stream);

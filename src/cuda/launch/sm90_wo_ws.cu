@@ -6,7 +6,9 @@
 
 #include <type_traits>
 
+#include "cuda/launch/dispatch_int.hpp"
 #include "cuda/launch/sm90_wo_ws_instances.hpp"
+#include "cuda/launch/sm90_wo_ws_maps.hpp"
 #include "cuda/launch/wo_wgmma.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/tensor_map.hpp"
@@ -18,19 +20,6 @@ namespace {
 
 using ws_detail::WsShape;
 using sm90::PairPath;
-
-template <int V>
-using Int = std::integral_constant<int, V>;
-template <class T>
-struct TypeTag {
-  using type = T;
-};
-
-// Calls f(Int<v>) for the v of `values` equal to x; false when none is.
-template <int... V, class F>
-bool dispatch_int(int x, F&& f) {
-  return ((x == V ? (f(Int<V>{}), true) : false) || ...);
-}
 
 void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& s,
                      bool fixup, cudaStream_t stream) {
@@ -79,23 +68,12 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   // (past K and M, and left of column 0 for a shard's leading x_shift columns).
   tm.x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K - p.x_shift), uint64_t(p.M),
                             uint64_t(p.ldx) * 2, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
-  // codes: [row tile][chunk][tile bytes] as u32, boxes of a stage's chunks of 8 row tiles (128 rows)
-  const int chunks = p.Kp / kChunkK;
-  const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
-  const int n_row_tiles = (p.N + kTileRows - 1) / kTileRows;
-  tm.w = make_tensor_map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, tile_bytes / 4, uint64_t(chunks),
-                            uint64_t(n_row_tiles), tile_bytes, uint64_t(chunks) * tile_bytes,
-                            tile_bytes / 4, uint32_t(cps), 8);
-  // pairs: [group][pairs_gm_ld rows], 4- or 8-byte elements, boxes of 128 rows x the stage's groups
-  // (the bf16 integer-zero path reads its packed copy of the pairs)
+  tm.w = ws_weight_map(p.codes, bits, p.Kp, p.N, cps);
+  // the bf16 integer-zero path reads its packed copy of the pairs
   const bool bf16_zero = id.pairs == PairKind::Bf16Zero;
   MIXQ_CHECK(!bf16_zero || p.pairs_gm_bz, ErrorCode::Internal, "wo wgmma: no packed bf16 pairs");
-  const int ppc = ws_detail::ws_stage_groups(cps, p.group_shift);
-  const bool pair64 = p.pair_f32 && !bf16_zero;
-  tm.p = make_tensor_map_2d(pair64 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32,
-                            bf16_zero ? p.pairs_gm_bz : p.pairs_gm, uint64_t(p.pairs_gm_ld), uint64_t(p.groups),
-                            uint64_t(p.pairs_gm_ld) * (pair64 ? 8u : 4u), 128, uint32_t(ppc),
-                            CU_TENSOR_MAP_SWIZZLE_NONE);
+  tm.p = ws_pair_map(bf16_zero ? p.pairs_gm_bz : p.pairs_gm, p.pairs_gm_ld, p.groups, p.pair_f32 && !bf16_zero,
+                     cps, p.group_shift);
   // Y [M][N] 16-bit: boxes of 64 rows x y_rows tokens, 128-byte swizzle (the staging tiles' layout)
   if (s.y_rows > 0)
     tm.y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,

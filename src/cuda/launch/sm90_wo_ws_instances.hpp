@@ -13,6 +13,7 @@
 #include "cuda/kernels/common/stream_k.hpp"
 #include "cuda/kernels/common/wo_layout.hpp"
 #include "cuda/kernels/common/wo_params.hpp"
+#include "cuda/kernels/moe/moe_params.hpp"
 #include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
 
 namespace mixq::cuda {
@@ -40,5 +41,16 @@ constexpr bool ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
                       cudaStream_t stream);
+
+// The grouped (mixture-of-experts) variants: one CTA per SM, no fold, token tiles of 128 and 256
+// (prefill shares of rows per expert; docs/decisions/moe-stacked-experts.md).
+constexpr bool moe_ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp) {
+  return (mt == 128 || mt == 256) && ws_variant_exists(bf16, mt, codes, pp, false, false);
+}
+
+// tm_x: X [rows][K] of the whole call; the experts' weight and pair descriptors are in g.maps.
+template <typename T, int MT, int CODES, sm90::PairPath PP>
+void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
+                          const MoeWsGroup& g, cudaStream_t stream);
 
 }  // namespace mixq::cuda

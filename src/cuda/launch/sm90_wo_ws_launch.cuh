@@ -33,13 +33,34 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
         [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
     {
       const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch));
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch, MoeWsGroup{}));
     }
     if (fixup) {
       const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
       const WoLaunchConfig lc(grid, 128, 0, stream, p.pdl);
       MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_k_fixup_kernel<MT>, p, sch));
     }
+  }
+}
+
+template <typename T, int MT, int CODES, sm90::PairPath PP>
+void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
+                          const MoeWsGroup& g, cudaStream_t stream) {
+  using namespace ws_detail;
+  if constexpr (!moe_ws_variant_exists(!std::is_same_v<T, half>, MT, CODES, PP)) {
+    (void)p, (void)tm_x, (void)sch, (void)g, (void)stream;
+    MIXQ_FAIL(ErrorCode::Internal, "moe wo wgmma: variant not built");
+  } else {
+    auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, WsShape::OneCta, false, true>;
+    const size_t smem = WsTile<MT, CODES, WsShape::OneCta>::kSmem;
+    static PerDeviceAttribute smem_limit;
+    MIXQ_CUDA_CHECK(smem_limit.ensure(
+        [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
+    // No dependent launch: the producer reads the tile list the schedule kernel just wrote before
+    // its first load.
+    const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, false);
+    const CUtensorMap unused{};  // the weight, pair and output descriptors are the experts'
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, unused, p, sch, g));
   }
 }
 
@@ -55,5 +76,14 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 #define MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                               \
   template void launch_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
       const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
+
+// The grouped kernel's instantiations of a token tile and code kind (every pair path).
+#define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES)      \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, F32)             \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, Half)            \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, Bf16Zero)
+#define MIXQ_MOE_WS_VARIANT(T, MT, CODES, PP)                                                  \
+  template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP>(                        \
+      const WoStreamParams&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, cudaStream_t);
 
 }  // namespace mixq::cuda

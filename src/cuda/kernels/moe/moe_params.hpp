@@ -1,6 +1,7 @@
 // Parameters of the mixture-of-experts kernels (plain C++: shared by host and device).
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -38,6 +39,20 @@ struct MoeWoExperts {
   const int32_t* const* k_perm;       // [E], entries nullable (act-order)
   const uint8_t* pair_f32;            // [E]: the expert's pairs are f32 (else f16)
   int64_t bias_stride;                // elements between experts' bias rows (0: one shared bias)
+};
+
+// The grouped call of the warp-specialized Hopper kernel (kernels/wo/sm90_wo_ws.cuh, GROUPED): the
+// tile list, and per expert the TMA descriptors of its weight tiles and group-major pairs in global
+// memory (built at prepare, backend/moe_experts.cpp; a CTA fetches a descriptor once per item of
+// ~100 stages).
+struct MoeWsGroup {
+  const int* n_tiles;
+  const MoeTile* tiles;
+  const CUtensorMap* maps;  // [E][maps_per_expert], 64-byte aligned
+  int maps_per_expert;
+  int w_map, p_map;         // which of an expert's maps this launch reads
+  int n_blocks;             // 128-row weight blocks along N
+  int64_t bias_stride;      // elements between experts' bias rows (0: one shared bias)
 };
 
 }  // namespace mixq::cuda

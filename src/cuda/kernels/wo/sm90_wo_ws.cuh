@@ -42,31 +42,21 @@
 #include "cuda/kernels/wo/sm80_wo_stream.cuh"
 #include "cuda/kernels/wo/sm90_wo_stream_k_reduce.cuh"
 #include "cuda/kernels/wo/sm90_wo_ws_tile.cuh"
+#include "cuda/kernels/wo/sm90_wo_ws_work.cuh"
 
 namespace mixq::cuda {
 
 namespace ws_detail {
 
-// Calls f(work, m block, n block) for every piece of work of this CTA (cur: a fresh
-// StreamKCursor of it, built once: its construction divides), in the order the producer and the
-// consumers both walk (their rings stay in step).
-template <class F>
-__device__ __forceinline__ void ws_for_each_work(const StreamKSchedule& sched, StreamKCursor cur, F&& f) {
-  StreamKWork w;
-  while (cur.next(sched, w)) {
-    int mb, nb;
-    stream_k_tile_coords(sched, w.tile, mb, nb);
-    f(w, mb, nb);
-  }
-}
-
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
-template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD = false>
+// GROUPED: the mixture-of-experts GEMM (sm90_wo_ws_work.cuh): items from g's tile list, each
+// expert's weight and pairs through its own descriptors in g.maps, X and Y rows of the expert.
+template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool FOLD = false, bool GROUPED = false>
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const __grid_constant__ CUtensorMap tm_y,
-                       const WoStreamParams p, const StreamKSchedule sched) {
+                       const WoStreamParams p, const StreamKSchedule sched, const MoeWsGroup g) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, CODES, SHAPE>;
   constexpr int BITS = Tile::BITS;
@@ -128,21 +118,31 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // chunks of the CTA's 8 weight row tiles (3-D box, zero past the last row tile and chunk) and
     // the pairs of the stage's groups for the 128 rows (2-D box over the group-major copy).
     sm90::tma_prefetch_desc(&tm_x);
-    sm90::tma_prefetch_desc(&tm_w);
-    sm90::tma_prefetch_desc(&tm_p);
+    if constexpr (!GROUPED) {  // grouped: the experts' descriptors, not these
+      sm90::tma_prefetch_desc(&tm_w);
+      sm90::tma_prefetch_desc(&tm_p);
+    }
     const uint32_t wbytes = uint32_t(Tile::kWStage);
     const uint32_t xbytes = uint32_t(Tile::kXStage);
     const uint32_t pb = pbytes;
-    auto load_weights = [&](uint32_t stage, uint32_t fb, int c, int nb) {
-      sm90::tma_load_3d(w_tiles + stage * Tile::kWStage, &tm_w, fb, 0, c * CPS, nb * kWsRowTiles);
-      sm90::tma_load_2d(p_tiles + stage * p_stage, &tm_p, fb, nb * 128, (c * CPS * kChunkK) >> gs);
+    // the item's weight and pair descriptors: the launch's, or its expert's (grouped)
+    auto weight_map = [&](const WsItem& it) {
+      return GROUPED ? g.maps + it.expert * g.maps_per_expert + g.w_map : &tm_w;
     };
-    auto load_x = [&](uint32_t stage, uint32_t fb, int c, int mb) {
+    auto pair_map = [&](const WsItem& it) {
+      return GROUPED ? g.maps + it.expert * g.maps_per_expert + g.p_map : &tm_p;
+    };
+    auto load_weights = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
+      sm90::tma_load_3d(w_tiles + stage * Tile::kWStage, weight_map(it), fb, 0, c * CPS, it.nb * kWsRowTiles);
+      sm90::tma_load_2d(p_tiles + stage * p_stage, pair_map(it), fb, it.nb * 128, (c * CPS * kChunkK) >> gs);
+    };
+    auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
 #pragma unroll
       for (int h = 0; h < CPS; ++h)
-          // a shard's leading x_shift columns start left of X: TMA zero-fills them
+          // a shard's leading x_shift columns start left of X: TMA zero-fills them (rows past X
+          // too; a grouped tile's rows past its expert's are the next expert's, never stored)
           sm90::tma_load_2d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb,
-                            (c * CPS + h) * kChunkK - p.x_shift, mb * MT);
+                            (c * CPS + h) * kChunkK - p.x_shift, it.row0);
     };
     // The weights and pairs of the first sched.early_stages stages (the plan's choice,
     // wo_plan.cpp) are a prepared weight no kernel of the stream writes: they are in flight before
@@ -158,24 +158,24 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     const int early_cap = sched.early_stages < 0 ? S : min(sched.early_stages, S);
     int early = 0;
     if (early_cap > 0)
-      ws_for_each_work(sched, cursor, [&](const StreamKWork& w, int, int nb) {
-        for (int c = w.c0; c < w.c1 && early < early_cap; ++c, ++early) {
+      ws_for_each_item<GROUPED, MT>(sched, cursor, g, p.M, [&](const WsItem& it) {
+        for (int c = it.w.c0; c < it.w.c1 && early < early_cap; ++c, ++early) {
           sm90::mbar_arrive_expect_tx(full + 8 * early, xbytes + wbytes + pb);
-          load_weights(early, full + 8 * early, c, nb);
+          load_weights(early, full + 8 * early, c, it);
         }
       });
     grid_dependency_wait();
     sm90::RingPos ring(S);
     int issued = 0;
-    ws_for_each_work(sched, cursor, [&](const StreamKWork& w, int mb, int nb) {
-      for (int c = w.c0; c < w.c1; ++c, ++issued) {
+    ws_for_each_item<GROUPED, MT>(sched, cursor, g, p.M, [&](const WsItem& it) {
+      for (int c = it.w.c0; c < it.w.c1; ++c, ++issued) {
         const uint32_t fb = full + 8 * ring.stage;
         if (issued >= early) {
           sm90::mbar_wait(empty + 8 * ring.stage, ring.phase ^ 1);
           sm90::mbar_arrive_expect_tx(fb, xbytes + wbytes + pb);
-          load_weights(ring.stage, fb, c, nb);
+          load_weights(ring.stage, fb, c, it);
         }
-        load_x(ring.stage, fb, c, mb);
+        load_x(ring.stage, fb, c, it);
         ring.advance();
       }
     });
@@ -384,7 +384,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     };
 
     sm90::RingPos ring(S);
-    ws_for_each_work(sched, StreamKCursor(sched, int(blockIdx.x)), [&](const StreamKWork& w, int mb, int nb) {
+    ws_for_each_item<GROUPED, MT>(sched, StreamKCursor(sched, int(blockIdx.x)), g, p.M, [&](const WsItem& it) {
+      const StreamKWork& w = it.w;
+      const int mb = it.mb, nb = it.nb;
       const int n_stages = w.c1 - w.c0;
       if constexpr (FOLD) {
 #pragma unroll
@@ -472,19 +474,28 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
       const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
-      if (sched.y_rows > 0) {
+      if (!GROUPED && sched.y_rows > 0) {  // grouped: the expert's last tile ends inside a TMA box
         store_tile_tma(mb, nb, n_row0, sums);
         return;
       }
-      const int m_base = mb * MT + 2 * (lane & 3);
+      // the expert's bias row (grouped), else the layer's
+      const void* bias = p.bias;
+      if (GROUPED && bias)
+        bias = static_cast<const char*>(bias) + it.expert * g.bias_stride * (p.bias_type == IoType::F32 ? 4 : 2);
+      float b[2] = {0.f, 0.f};  // bias of rows n_row0, n_row0 + 8
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (bias && n_row0 + 8 * h < p.N) b[h] = load_io(bias, n_row0 + 8 * h, p.bias_type);
+      const int t_base = 2 * (lane & 3);  // tokens of the tile from it.row0
 #pragma unroll
       for (int q = 0; q < MT / 8; ++q) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int n = n_row0 + ((e >> 1) << 3);
-          const int m = m_base + 8 * q + (e & 1);
-          if (n < p.N && m < p.M)
-            store_io(p.y, int64_t(m) * p.ldy + n, p.y_type, epilogue(p, n, sums[4 * q + e]));
+          const int t = t_base + 8 * q + (e & 1);
+          if (n < p.N && t < it.rows)
+            store_io(p.y, int64_t(it.row0 + t) * p.ldy + n, p.y_type,
+                     fminf(fmaxf(sums[4 * q + e] + b[e >> 1], p.clamp_lo), p.clamp_hi));
         }
       }
     });

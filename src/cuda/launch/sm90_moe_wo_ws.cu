@@ -1,0 +1,50 @@
+// Registry of the grouped warp-specialized Hopper weight-only kernel (mixture-of-experts prefill):
+// builds the activation descriptor of the call and calls the instance the plan's KernelId names
+// (compiled in the generated files of cmake/cuda_instances.cmake; this file compiles no kernel).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <type_traits>
+
+#include "cuda/launch/dispatch_int.hpp"
+#include "cuda/launch/moe_kernels.hpp"
+#include "cuda/launch/sm90_wo_ws_instances.hpp"
+#include "cuda/runtime/tensor_map.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const MoeWoPlan& plan,
+                         cudaStream_t stream) {
+  const KernelId& id = plan.id;
+  MIXQ_CHECK(id.family == Family::WoWgmma && id.ctas == 1 && !id.fold, ErrorCode::Internal,
+             "launch_moe_wo_wgmma: plan runs ", id.name());
+  if (plan.max_tiles == 0) return;
+  // X [rows][K] 16-bit of the whole call; boxes of 64 K x mt tokens from a tile's first row,
+  // zero-filled past the last row and K
+  const CUtensorMap tm_x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
+                                              uint64_t(p.ldx) * 2, kChunkK, uint32_t(id.tile_m),
+                                              CU_TENSOR_MAP_SWIZZLE_128B);
+  bool launched = false;
+  auto with_type = [&](auto t) {
+    using T = typename decltype(t)::type;
+    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+    dispatch_int<128, 256>(id.tile_m, [&](auto mt) {
+      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
+        dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
+          constexpr sm90::PairPath PP = sm90::PairPath(decltype(pp)::value);
+          constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
+          if constexpr (moe_ws_variant_exists(kBf16, MT, CODES, PP)) {
+            launch_moe_ws_kernel<T, MT, CODES, PP>(p, tm_x, plan.sched, g, stream);
+            launched = true;
+          }
+        });
+      });
+    });
+  };
+  if (id.act == 0) with_type(TypeTag<half>{});
+  else if (id.act == 1) with_type(TypeTag<__nv_bfloat16>{});
+  MIXQ_CHECK(launched, ErrorCode::Internal, "moe wo wgmma: no instance of ", id.name());
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,37 @@
+// The TMA descriptors of a repacked weight for the warp-specialized Hopper weight-only kernel
+// (kernels/wo/sm90_wo_ws.cuh): its weight tiles and its group-major pairs. Built per call by the
+// plain GEMM's launch (sm90_wo_ws.cu), and once per expert at prepare by the grouped GEMM
+// (backend/moe_experts.cpp), whose kernel reads them from global memory.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/common/wo_layout.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
+#include "cuda/runtime/tensor_map.hpp"
+
+namespace mixq::cuda {
+
+// codes: [row tile][chunk][tile bytes] as u32; boxes of a stage's cps chunks of 8 row tiles (128
+// rows), zero past the last row tile.
+inline CUtensorMap ws_weight_map(const void* codes, int bits, int64_t Kp, int64_t N, int cps) {
+  const uint64_t chunks = uint64_t(Kp / kChunkK);
+  const uint32_t tile_bytes = bits == 4 ? 512u : 1024u;
+  const uint64_t n_row_tiles = uint64_t((N + kTileRows - 1) / kTileRows);
+  return make_tensor_map_3d(CU_TENSOR_MAP_DATA_TYPE_UINT32, codes, tile_bytes / 4, chunks, n_row_tiles,
+                            tile_bytes, chunks * tile_bytes, tile_bytes / 4, uint32_t(cps),
+                            uint32_t(ws_detail::kWsRowTiles));
+}
+
+// pairs: [group][ld rows], 4- or 8-byte elements; boxes of 128 rows x the stage's groups.
+inline CUtensorMap ws_pair_map(const void* pairs, int64_t ld, int64_t groups, bool pair64, int cps,
+                               int group_shift) {
+  const int ppc = ws_detail::ws_stage_groups(cps, group_shift);
+  return make_tensor_map_2d(pair64 ? CU_TENSOR_MAP_DATA_TYPE_INT64 : CU_TENSOR_MAP_DATA_TYPE_UINT32, pairs,
+                            uint64_t(ld), uint64_t(groups), uint64_t(ld) * (pair64 ? 8u : 4u), 128,
+                            uint32_t(ppc), CU_TENSOR_MAP_SWIZZLE_NONE);
+}
+
+}  // namespace mixq::cuda
