@@ -90,19 +90,19 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   c.ws_maps = true;
   const MoeWoPlan p = plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning{});
   EXPECT_EQ(p.id.family, Family::WoWgmma);
-  EXPECT_EQ(p.id.tile_m, kMoeWsTileSmall);
+  EXPECT_EQ(p.id.tile_m, 128);
   EXPECT_EQ(p.sched.grid, 132);
   EXPECT_EQ(p.sched.chunks, 7168 / 64);
   EXPECT_EQ(p.sched.y_rows, 0);
   EXPECT_FALSE(p.sched.inline_reduce);
   EXPECT_EQ(p.n_blocks, 32);
-  EXPECT_EQ(p.max_tiles, moe_max_tiles(c, kMoeWsTileSmall));
-  EXPECT_EQ(p.p_map, kMoeMapPairs);
+  EXPECT_EQ(p.max_tiles, moe_max_tiles(c, 128));
+  EXPECT_EQ(p.p_map, moe_ws_map(kMoeMapPairs, 1));
   MoeCall big = c;
   big.E = 8;  // 4096 rows an expert
-  EXPECT_EQ(plan_moe_weight_only(big, w4(4096, 7168), h100(), Tuning{}).id.tile_m, kMoeWsTileLarge);
+  EXPECT_EQ(plan_moe_weight_only(big, w4(4096, 7168), h100(), Tuning{}).id.tile_m, 256);
   EXPECT_EQ(plan_moe_weight_only(big, w4(4096, 7168), h100(), Tuning::parse("moe_token_tile=128")).id.tile_m,
-            kMoeWsTileSmall);
+            128);
   MoeCall one = c;  // one tile of one expert: a grid of its N blocks only
   one.E = 1;
   one.rows = 100;
@@ -111,18 +111,37 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   bf16.x_type = 1;
   WoWeight bz = w4(4096, 7168);
   bz.int_zero = bz.bf16_zero_pairs = true;
-  EXPECT_EQ(plan_moe_weight_only(bf16, bz, h100(), Tuning{}).p_map, kMoeMapPairsBf16Zero);
+  EXPECT_EQ(plan_moe_weight_only(bf16, bz, h100(), Tuning{}).p_map, moe_ws_map(kMoeMapPairsBf16Zero, 1));
   for (int variant = 0; variant < 4; ++variant) {
     MoeCall s = c;
     WoWeight w = w4(4096, 7168);
     if (variant == 0) s.x_type = 2;
     if (variant == 1) w.gather = true;
     if (variant == 2) s.ws_maps = false;
-    if (variant == 3) s.rows = 256 * 63;  // 63 rows an expert
-    EXPECT_EQ(plan_moe_weight_only(s, w, h100(), Tuning{}).id.family, Family::WoStream) << variant;
+    if (variant == 3) s.rows = 256 * 63;  // 63 rows an expert, with the knob below 64
+    const Tuning t = Tuning::parse(variant == 3 ? "moe_wgmma_min_rows=64" : "");
+    EXPECT_EQ(plan_moe_weight_only(s, w, h100(), t).id.family, Family::WoStream) << variant;
   }
   EXPECT_EQ(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=129")).id.family,
             Family::WoStream);
+  // decode and small prefill shares: the 16-token tile (two CTAs per SM for int4 codes, stages of
+  // two chunks), the 64-token tile
+  MoeCall decode = c;
+  decode.rows = 8;
+  const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(d.id.family, Family::WoWgmma);
+  EXPECT_EQ(d.id.tile_m, 16);
+  EXPECT_EQ(d.id.ctas, 2);
+  EXPECT_EQ(d.sched.cps, 2);
+  EXPECT_EQ(d.sched.chunks, 7168 / 128);
+  EXPECT_EQ(d.w_map, moe_ws_map(kMoeMapWeight, 2));
+  EXPECT_EQ(d.sched.grid, 8 * 32);  // the 8 rows' tiles x N blocks, below 2 CTAs x 132 SMs
+  MoeCall mid = c;
+  mid.rows = 256 * 40;
+  const MoeWoPlan m = plan_moe_weight_only(mid, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(m.id.tile_m, 64);
+  EXPECT_EQ(m.id.ctas, 1);
+  EXPECT_EQ(m.p_map, moe_ws_map(kMoeMapPairs, 2));
 }
 
 }  // namespace

@@ -75,18 +75,19 @@ class CudaExperts final : public PreparedExpertsImpl {
     if (!caps_.sm90a || first_.w.gather || first_.w.group_shift < 4) return;
     for (const cuda::WoExpertView& v : views)
       if (!v.pairs_gm || v.pairs_gm_ld % 128 != 0) return;
-    constexpr int kCps = 1;  // the grouped kernel's token tiles (128, 256) stage one chunk
     std::vector<CUtensorMap> maps(size_t(E) * cuda::kMoeMapsPerExpert);
+    std::memset(maps.data(), 0, maps.size() * sizeof(CUtensorMap));
     for (int64_t e = 0; e < E; ++e) {
       const cuda::WoExpertView& v = views[size_t(e)];
       CUtensorMap* m = maps.data() + e * cuda::kMoeMapsPerExpert;
-      m[cuda::kMoeMapWeight] = cuda::ws_weight_map(v.codes, v.w.L.bits, v.w.L.Kp, N, kCps);
-      m[cuda::kMoeMapPairs] = cuda::ws_pair_map(v.pairs_gm, v.pairs_gm_ld, v.w.L.groups, v.pair_f32, kCps,
-                                                v.w.group_shift);
-      std::memset(&m[cuda::kMoeMapPairsBf16Zero], 0, sizeof(CUtensorMap));
-      if (v.pairs_gm_bz)
-        m[cuda::kMoeMapPairsBf16Zero] =
-            cuda::ws_pair_map(v.pairs_gm_bz, v.pairs_gm_ld, v.w.L.groups, false, kCps, v.w.group_shift);
+      for (int cps : {1, 2}) {  // stages of one chunk (token tiles 128, 256) and two (16, 64)
+        m[cuda::moe_ws_map(cuda::kMoeMapWeight, cps)] = cuda::ws_weight_map(v.codes, v.w.L.bits, v.w.L.Kp, N, cps);
+        m[cuda::moe_ws_map(cuda::kMoeMapPairs, cps)] =
+            cuda::ws_pair_map(v.pairs_gm, v.pairs_gm_ld, v.w.L.groups, v.pair_f32, cps, v.w.group_shift);
+        if (v.pairs_gm_bz)
+          m[cuda::moe_ws_map(cuda::kMoeMapPairsBf16Zero, cps)] =
+              cuda::ws_pair_map(v.pairs_gm_bz, v.pairs_gm_ld, v.w.L.groups, false, cps, v.w.group_shift);
+      }
     }
     // 64-byte aligned descriptors: a device allocation is 256-byte aligned, a descriptor 128 bytes
     maps_ = DeviceBuffer(maps.size() * sizeof(CUtensorMap), device_);
@@ -185,7 +186,7 @@ class CudaExperts final : public PreparedExpertsImpl {
       g.tiles = tiles;
       g.maps = static_cast<const CUtensorMap*>(maps_.data());
       g.maps_per_expert = cuda::kMoeMapsPerExpert;
-      g.w_map = cuda::kMoeMapWeight;
+      g.w_map = p.w_map;
       g.p_map = p.p_map;
       g.n_blocks = p.n_blocks;
       g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;

@@ -27,40 +27,50 @@ size_t moe_schedule_bytes(int64_t max_tiles) {
 namespace {
 
 // The grouped wgmma kernel: whole 128-row x mt-token tiles of the (expert, token tile) list, round
-// robin over a persistent grid of one CTA per SM; direct stores (an expert's last tile ends inside
-// any TMA box), no dependent launch, no early weight stages (the list is the previous kernel's).
+// robin over a persistent grid of one (two at 16-token tiles of int4 codes) CTA per SM; direct
+// stores (an expert's last tile ends inside any TMA box), no dependent launch, no early weight
+// stages (the list is the previous kernel's). Pair path and fold as the plain kernel's rules.
 MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
                          int64_t share) {
+  using ws_detail::WsShape;
   const WoLayout& L = w.L;
   MoeWoPlan p;
-  const int mt = t.moe_token_tile == kMoeWsTileSmall || t.moe_token_tile == kMoeWsTileLarge
-                     ? t.moe_token_tile
-                     : share >= kMoeWsLargeTileRows ? kMoeWsTileLarge : kMoeWsTileSmall;
-  const int cps = 1;  // the one-CTA shape at token tiles of 128 and 256 (sm90_wo_ws_shape.hpp)
+  const int tt = t.moe_token_tile;
+  const int mt = tt == 16 || tt == 64 || tt == 128 || tt == 256 ? tt
+                 : share <= 16                                  ? 16
+                 : share <= 64                                  ? 64
+                 : share < kMoeWsLargeTileRows                  ? 128
+                                                                : 256;
+  // two CTAs per SM at the 16-token tile for int4 codes: the decode shape of the plain kernel's
+  // large int4 weights (a grouped decode touches top-k experts' weights at once)
+  const bool two = mt == 16 && (t.wo_ctas_per_sm == 2 || (t.wo_ctas_per_sm == 0 && L.bits == 4 && !L.e4m3));
+  const WsShape shape = two ? WsShape::TwoCtas : WsShape::OneCta;
+  const int cps = wgmma_chunks_per_stage(shape, mt);
   const sm90::PairPath pp = wgmma_pair_path(w, c.x_type, mt, cps, t);
   p.id.family = Family::WoWgmma;
   p.id.act = uint8_t(c.x_type);
   p.id.codes = uint8_t(L.code_kind());
   p.id.tile_m = uint16_t(mt);
-  p.id.ctas = 1;
+  p.id.ctas = uint8_t(two ? 2 : 1);
   p.id.pairs = PairKind(int(pp));
-  p.id.fold = false;
-  p.p_map = pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs;
+  p.id.fold = wgmma_fold(w, c.x_type, mt, cps, pp, t);
+  p.w_map = moe_ws_map(kMoeMapWeight, cps);
+  p.p_map = moe_ws_map(pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs, cps);
   p.n_blocks = int(ceil_div64(L.N, 128));
   p.max_tiles = moe_max_tiles(c, mt);
   p.chunks_per_split = p.chunks_per_stage = cps;
   StreamKSchedule& s = p.sched;
   s.num_n = p.n_blocks;
   s.cps = cps;
-  s.chunks = int(L.Kp / kChunkK) / cps;
-  s.grid = int(std::max<int64_t>(1, std::min<int64_t>(caps.sm_count, p.max_tiles * p.n_blocks)));
+  s.chunks = int(ceil_div64(L.Kp / kChunkK, cps));
+  s.grid = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(caps.sm_count) * p.id.ctas, p.max_tiles * p.n_blocks)));
   s.dp_tiles = s.sk_tiles = s.sk_ctas = 0;
   s.max_stages = t.wo_max_stages;
   s.early_stages = 0;
   s.inline_reduce = false;
   s.y_rows = 0;
   const uint32_t p_stage = (ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps) + 127u) & ~127u;
-  MIXQ_CHECK(wgmma_ring_stages(mt, L.bits, false, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
+  MIXQ_CHECK(wgmma_ring_stages(mt, L.bits, two, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
              "moe plan: the wgmma kernel's ring holds fewer than 2 stages");
   return p;
 }

@@ -19,15 +19,17 @@ namespace mixq::cuda {
 constexpr int kMoeTileSmall = 16;  // decode: a few rows per expert
 constexpr int kMoeTileLarge = 64;  // prefill
 
-// The grouped wgmma kernel (kernels/wo/sm90_wo_ws.cuh, GROUPED): token tiles, and the TMA
-// descriptors each expert holds (backend/moe_experts.cpp), by index.
-constexpr int kMoeWsTileSmall = 128;
-constexpr int kMoeWsTileLarge = 256;
-enum MoeWsMap : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Zero = 2, kMoeMapsPerExpert = 3 };
+// The grouped wgmma kernel (kernels/wo/sm90_wo_ws.cuh, GROUPED). Each expert holds its TMA
+// descriptors (backend/moe_experts.cpp): its weight tiles, pairs and bf16 integer-zero pairs, each
+// for stages of one and of two 64-K chunks (the token tiles' shapes), at moe_ws_map(kind, cps).
+enum MoeWsMapKind : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Zero = 2 };
+constexpr int kMoeMapsPerExpert = 6;
+constexpr int moe_ws_map(MoeWsMapKind kind, int cps) { return 2 * int(kind) + (cps == 2 ? 1 : 0); }
 // Rows an expert is expected to get (uniform routing, or max_tokens) from which the wgmma kernel
-// serves a grouped call (Tuning::moe_wgmma_min_rows overrides), and from which it takes the
-// 256-token tile (Tuning::moe_token_tile).
-constexpr int64_t kMoeWgmmaMinRows = 64;
+// serves a grouped call (Tuning::moe_wgmma_min_rows overrides), and the token tile it takes per
+// share: 16 up to 16 rows, 64 up to 64, 128 below kMoeWsLargeTileRows, else 256
+// (Tuning::moe_token_tile overrides).
+constexpr int64_t kMoeWgmmaMinRows = 1;
 constexpr int64_t kMoeWsLargeTileRows = 384;
 
 struct MoeCall {
@@ -51,7 +53,7 @@ struct MoeWoPlan {
   // WoWgmma: the persistent grid (sched.grid CTAs) walking the tile list x n_blocks whole tiles,
   // sched.chunks stages each; the pair descriptor it reads
   StreamKSchedule sched;
-  int p_map = kMoeMapPairs;
+  int w_map = 0, p_map = 0;  // moe_ws_map of the weight and pair descriptors it reads
 };
 
 // The (expert, token tile) pairs any valid routing can produce: contiguous, sum over experts of

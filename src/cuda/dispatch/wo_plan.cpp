@@ -44,10 +44,14 @@ WsShape wgmma_shape(int mt, const WoLayout& L, bool bf16, const Tuning& t) {
   return L.bits == 4 && !L.e4m3 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 
+}  // namespace
+
 int wgmma_chunks_per_stage(WsShape shape, int mt) {
   if (shape == WsShape::TwoCtas) return ws_detail::WsConfig<16, WsShape::TwoCtas>::kCps;
   return mt <= 64 ? ws_detail::WsConfig<64, WsShape::OneCta>::kCps : ws_detail::WsConfig<128, WsShape::OneCta>::kCps;
 }
+
+namespace {
 
 // The bf16 integer-zero path: int4 / int8 codes with integer zeros, groups of >= 64 and the packed
 // pairs built; int8 at every token tile, int4 from mt = 32 on and at 16 where the fold does not
@@ -62,6 +66,8 @@ bool wgmma_bf16_zero(const WoWeight& w, int mt, int cps, const Tuning& t) {
   return mt >= 32 || !folds;
 }
 
+}  // namespace
+
 // Scale after the MMA where the stage is one group with an integer zero and the per-register path
 // would go through f32 (or on the f16x2 path for int4 at mt = 16 on weights of 16 MB or more).
 bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath pp, const Tuning& t) {
@@ -74,6 +80,8 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
   if (foldable_half) return on(t.wo_fold_half, w.L.N * w.L.Kp / 2 >= (int64_t(16) << 20));
   return true;
 }
+
+namespace {
 
 // Rounds of the TMA-store epilogue: 128 tokens a round on token tiles of 128 and 256 where the
 // output is 16-bit and TMA can store it; 0 (direct stores) elsewhere.

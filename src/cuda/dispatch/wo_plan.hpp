@@ -14,6 +14,7 @@
 #include "cuda/kernels/common/sm90_pair_path.hpp"
 #include "cuda/kernels/common/stream_k.hpp"
 #include "cuda/kernels/common/wo_layout.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
 #include "mixq/tuning.hpp"
 
 namespace mixq::cuda {
@@ -83,6 +84,10 @@ WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, con
                                   int64_t max_m, bool staged_output);
 
 // --- rules the planner applies (exposed for the tests and the grouped plan, moe_plan.cpp)
+// 64-K chunks per stage of the wgmma kernel's shape at token tile mt.
+int wgmma_chunks_per_stage(ws_detail::WsShape shape, int mt);
+// Whether the wgmma kernel scales after the MMA (fold) for this weight, activation and pair path.
+bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath pp, const Tuning& t);
 // The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
 // Ring depth of the wgmma kernel's instantiation (token tile, 4- or 8-bit layout, CTAs per SM)

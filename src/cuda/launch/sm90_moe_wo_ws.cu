@@ -17,7 +17,7 @@ namespace mixq::cuda {
 void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const MoeWoPlan& plan,
                          cudaStream_t stream) {
   const KernelId& id = plan.id;
-  MIXQ_CHECK(id.family == Family::WoWgmma && id.ctas == 1 && !id.fold, ErrorCode::Internal,
+  MIXQ_CHECK(id.family == Family::WoWgmma, ErrorCode::Internal,
              "launch_moe_wo_wgmma: plan runs ", id.name());
   if (plan.max_tiles == 0) return;
   // X [rows][K] 16-bit of the whole call; boxes of 64 K x mt tokens from a tile's first row,
@@ -29,15 +29,21 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;
     constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-    dispatch_int<128, 256>(id.tile_m, [&](auto mt) {
+    dispatch_int<16, 64, 128, 256>(id.tile_m, [&](auto mt) {
       dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
         dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
-          constexpr sm90::PairPath PP = sm90::PairPath(decltype(pp)::value);
-          constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
-          if constexpr (moe_ws_variant_exists(kBf16, MT, CODES, PP)) {
-            launch_moe_ws_kernel<T, MT, CODES, PP>(p, tm_x, plan.sched, g, stream);
-            launched = true;
-          }
+          dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
+            dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
+              constexpr sm90::PairPath PP = sm90::PairPath(decltype(pp)::value);
+              constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
+              constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
+              if constexpr (moe_ws_variant_exists(kBf16, MT, CODES, PP, kTwo, kFold)) {
+                launch_moe_ws_kernel<T, MT, CODES, PP, kTwo ? ws_detail::WsShape::TwoCtas : ws_detail::WsShape::OneCta,
+                                     kFold>(p, tm_x, plan.sched, g, stream);
+                launched = true;
+              }
+            });
+          });
         });
       });
     });

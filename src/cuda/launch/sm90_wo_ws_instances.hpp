@@ -42,14 +42,14 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape S
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
                       cudaStream_t stream);
 
-// The grouped (mixture-of-experts) variants: one CTA per SM, no fold, token tiles of 128 and 256
-// (prefill shares of rows per expert; docs/decisions/moe-stacked-experts.md).
-constexpr bool moe_ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp) {
-  return (mt == 128 || mt == 256) && ws_variant_exists(bf16, mt, codes, pp, false, false);
+// The grouped (mixture-of-experts) variants: the plain kernel's at token tiles of 16 (one or two
+// CTAs), 64, 128 and 256 (docs/decisions/moe-stacked-experts.md).
+constexpr bool moe_ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+  return (mt == 16 || mt == 64 || mt == 128 || mt == 256) && ws_variant_exists(bf16, mt, codes, pp, two_ctas, fold);
 }
 
 // tm_x: X [rows][K] of the whole call; the experts' weight and pair descriptors are in g.maps.
-template <typename T, int MT, int CODES, sm90::PairPath PP>
+template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
                           const MoeWsGroup& g, cudaStream_t stream);
 

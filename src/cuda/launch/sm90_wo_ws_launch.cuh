@@ -43,16 +43,16 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
   }
 }
 
-template <typename T, int MT, int CODES, sm90::PairPath PP>
+template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
                           const MoeWsGroup& g, cudaStream_t stream) {
   using namespace ws_detail;
-  if constexpr (!moe_ws_variant_exists(!std::is_same_v<T, half>, MT, CODES, PP)) {
+  if constexpr (!moe_ws_variant_exists(!std::is_same_v<T, half>, MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
     (void)p, (void)tm_x, (void)sch, (void)g, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "moe wo wgmma: variant not built");
   } else {
-    auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, WsShape::OneCta, false, true>;
-    const size_t smem = WsTile<MT, CODES, WsShape::OneCta>::kSmem;
+    auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD, true>;
+    const size_t smem = WsTile<MT, CODES, SHAPE>::kSmem;
     static PerDeviceAttribute smem_limit;
     MIXQ_CUDA_CHECK(smem_limit.ensure(
         [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
@@ -77,13 +77,16 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
   template void launch_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
       const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
 
-// The grouped kernel's instantiations of a token tile and code kind (every pair path).
-#define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES)      \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, F32)             \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, Half)            \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, Bf16Zero)
-#define MIXQ_MOE_WS_VARIANT(T, MT, CODES, PP)                                                  \
-  template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP>(                        \
+// The grouped kernel's instantiations of a configuration (every pair path and fold).
+#define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES, SHAPE)  \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, F32, false)      \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, F32, true)       \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Half, false)     \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Half, true)      \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, false) \
+  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, true)
+#define MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                                   \
+  template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
       const WoStreamParams&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, cudaStream_t);
 
 }  // namespace mixq::cuda
