@@ -57,8 +57,10 @@ class PreparedExperts {
   BackendKind backend() const;
   ActQuant act() const;
   const PreparedWeight& expert(int64_t e) const;
-  // The kernel a grouped call with `rows` rows in all would run (its name).
+  // The kernel a grouped call with `rows` rows in all would run (its name); with `activation`, for
+  // activations of that dtype (default: f16 on CUDA, f32 on the CPU).
   std::string kernel_name(int64_t rows) const;
+  std::string kernel_name(int64_t rows, DType activation) const;
   const PreparedExpertsImpl& impl() const;
 
  private:

@@ -12,7 +12,10 @@ int64_t PreparedExperts::N() const { return impl().N; }
 int64_t PreparedExperts::K() const { return impl().K; }
 BackendKind PreparedExperts::backend() const { return impl().backend; }
 ActQuant PreparedExperts::act() const { return impl().opts.act; }
-std::string PreparedExperts::kernel_name(int64_t rows) const { return impl().kernel_name(rows); }
+std::string PreparedExperts::kernel_name(int64_t rows) const { return impl().kernel_name(rows, std::nullopt); }
+std::string PreparedExperts::kernel_name(int64_t rows, DType activation) const {
+  return impl().kernel_name(rows, activation);
+}
 const PreparedWeight& PreparedExperts::expert(int64_t e) const {
   const PreparedExpertsImpl& p = impl();
   MIXQ_CHECK_ARG(e >= 0 && e < p.E, "PreparedExperts::expert: e (", e, ") must be in [0, ", p.E,

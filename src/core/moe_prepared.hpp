@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct PreparedExpertsImpl {
   std::vector<PreparedWeight> experts;
 
   virtual ~PreparedExpertsImpl() = default;
-  virtual std::string kernel_name(int64_t rows) const = 0;
+  // activation: none for the backend's default
+  virtual std::string kernel_name(int64_t rows, std::optional<DType> activation) const = 0;
   virtual size_t workspace_size(int64_t rows) const = 0;
   virtual void grouped_linear(const GroupedCall& call, const Epilogue& ep,
                               const ExecContext& ctx) const = 0;

@@ -24,8 +24,9 @@ class HostExperts final : public PreparedExpertsImpl {
     experts = std::move(w);
   }
 
-  std::string kernel_name(int64_t rows) const override {
-    return "grouped<" + experts[0].kernel_name(std::max<int64_t>(rows, 1)) + ">";
+  std::string kernel_name(int64_t rows, std::optional<DType> activation) const override {
+    const int64_t m = std::max<int64_t>(rows, 1);
+    return "grouped<" + (activation ? experts[0].kernel_name(m, *activation) : experts[0].kernel_name(m)) + ">";
   }
   size_t workspace_size(int64_t) const override { return 0; }  // allocated per call
 

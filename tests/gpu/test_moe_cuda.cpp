@@ -334,6 +334,38 @@ TEST(CudaMoe, RoutingAndMlpMatchHost) {
   EXPECT_EQ(download<int32_t>(doff, size_t(E + 1)), std::vector<int32_t>(size_t(E + 1), 0));
 }
 
+// The routing kernel at prefill size (32768 pairs over 256 experts: per-warp counters in shared
+// memory) and with many experts (3000: counters in the workspace), skewed ids: bit for bit the
+// host's stable layout.
+TEST(CudaMoe, RoutingAtScaleMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    int64_t T, k, E;
+  };
+  for (const Case& c : {Case{4096, 8, 256}, Case{50, 4, 3000}, Case{1, 8, 256}}) {
+    std::mt19937 g(uint32_t(c.E));
+    std::vector<int32_t> ids(size_t(c.T * c.k));
+    for (auto& id : ids) id = int32_t((g() % 4 == 0 ? g() % 7 : g()) % uint32_t(c.E));  // a few hot experts
+    const int64_t R = c.T * c.k;
+    std::vector<int32_t> off(static_cast<size_t>(c.E + 1)), sorted(static_cast<size_t>(R)), pos(static_cast<size_t>(R));
+    moe_route(TensorView(ids.data(), DType::I32, {c.T, c.k}), c.E, TensorView(off.data(), DType::I32, {c.E + 1}),
+              TensorView(sorted.data(), DType::I32, {R}), TensorView(pos.data(), DType::I32, {R}));
+    DeviceBuffer dids = upload(ids), doff(size_t(c.E + 1) * 4), dsorted(size_t(R) * 4), dpos(size_t(R) * 4),
+                 dws(moe_route_workspace_size(c.E));
+    ExecContext ctx;
+    ctx.workspace = dws.data();
+    ctx.workspace_bytes = dws.size();
+    moe_route(TensorView(dids.data(), DType::I32, {c.T, c.k}, Device::CUDA), c.E,
+              TensorView(doff.data(), DType::I32, {c.E + 1}, Device::CUDA),
+              TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA),
+              TensorView(dpos.data(), DType::I32, {R}, Device::CUDA), {}, ctx);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(download<int32_t>(doff, size_t(c.E + 1)), off) << c.E;
+    EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted) << c.E;
+    EXPECT_EQ(download<int32_t>(dpos, size_t(R)), pos) << c.E;
+  }
+}
+
 // Offsets that do not end at the row count: error bit, y untouched.
 TEST(CudaMoe, BadOffsetsAreRefusedInKernel) {
   SKIP_WITHOUT_GPU();

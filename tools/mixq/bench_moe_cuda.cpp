@@ -205,8 +205,8 @@ class CudaMoeDriver final : public MoeBenchDriver {
     MOE_CUDA(cudaStreamSynchronize(stream_));
     for (int64_t i = 0; i < T * H; ++i)
       p.y[i] = act_ == DType::F16 ? f16_to_f32(yh[i]) : bf16_to_f32(yh[i]);
-    t.kernel_gate_up = gu_.kernel_name(R);
-    t.kernel_down = dn_.kernel_name(R);
+    t.kernel_gate_up = gu_.kernel_name(R, act_);
+    t.kernel_down = dn_.kernel_name(R, act_);
     return t;
   }
 

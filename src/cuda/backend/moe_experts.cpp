@@ -108,8 +108,9 @@ class CudaExperts final : public PreparedExpertsImpl {
     return cuda::plan_moe_weight_only(mc, first_.w, caps_, opts.tuning);
   }
 
-  std::string kernel_name(int64_t rows) const override {
-    return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), 0, true).id.name() + ">";
+  std::string kernel_name(int64_t rows, std::optional<DType> activation) const override {
+    const int x = activation ? io_code(*activation) : 0;
+    return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), x, true).id.name() + ">";
   }
 
   // Enough for either layout and any token tile: the smallest tile's bound of both layouts.

@@ -12,7 +12,7 @@ cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t
 }  // namespace
 
 size_t moe_route_workspace_size_cuda(int64_t num_experts) {
-  return size_t((num_experts + 1) * 4 + 255) / 256 * 256;
+  return (cuda::moe_route_scratch_bytes(num_experts) + 255) / 256 * 256;
 }
 
 void moe_route_cuda(const TensorView& ids, int64_t E, const TensorView& offsets,

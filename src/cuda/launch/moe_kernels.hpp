@@ -23,9 +23,10 @@ void launch_moe_wo_stream_f32(const WoStreamParams& base, const MoeWoExperts& g,
 void launch_moe_wo_wgmma(const WoStreamParams& base, const MoeWsGroup& g, const MoeWoPlan& plan,
                          cudaStream_t stream);
 
-// counts: E + 1 ints of device scratch.
+// scratch: moe_route_scratch_bytes(E) of device memory (the per-warp counters of many experts).
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
-                      int32_t* position, int32_t* counts, int32_t* error, cudaStream_t stream);
+                      int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream);
+size_t moe_route_scratch_bytes(int64_t E);
 void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, int R, int k,
                        int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream);
 // types: 0 f16, 1 bf16, 2 f32

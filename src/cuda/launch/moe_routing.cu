@@ -11,10 +11,14 @@ void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK_LAUNCH("moe_tile_schedule_kernel");
 }
 
+size_t moe_route_scratch_bytes(int64_t E) { return size_t(moe_route_hist_ints(E)) * 4; }
+
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
-                      int32_t* position, int32_t* counts, int32_t* error, cudaStream_t stream) {
-  moe_route_kernel<<<1, kMoeRouteThreads, 0, stream>>>(ids, R, E, offsets, sorted, position, counts,
-                                                       error);
+                      int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream) {
+  const size_t hist_bytes = size_t(moe_route_hist_ints(E)) * 4;
+  const bool shared = hist_bytes <= size_t(kMoeRouteSharedHistBytes);
+  moe_route_kernel<<<1, kMoeRouteThreads, shared ? hist_bytes : 0, stream>>>(ids, R, E, offsets, sorted, position,
+                                                                              scratch, shared, error);
   MIXQ_CUDA_CHECK_LAUNCH("moe_route_kernel");
 }
 
