@@ -51,8 +51,8 @@ MIXQ_WS_CONFIGURATION(${ctype}, ${mt}, ${ccodes}, ${shape})
           list(APPEND files ${file})
         endforeach()
       endforeach()
-      # the grouped (mixture-of-experts) variants: token tiles 16 (one or two CTAs), 64, 128, 256
-      foreach(config 16_OneCta 16_TwoCtas 64_OneCta 128_OneCta 256_OneCta)
+      # the grouped (mixture-of-experts) variants: token tiles 16 (one or two CTAs), 64, 128, 192, 256
+      foreach(config 16_OneCta 16_TwoCtas 64_OneCta 128_OneCta 192_OneCta 256_OneCta)
         string(REPLACE "_" ";" parts ${config})
         list(GET parts 0 mt)
         list(GET parts 1 shape)

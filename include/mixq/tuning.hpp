@@ -45,7 +45,7 @@ struct Tuning {
   // Rows per expert (of a uniform routing, or the masked buffer's max_tokens) from which the
   // Hopper wgmma kernel runs the experts instead of the streaming kernel; 0: the plan's.
   int moe_wgmma_min_rows = 0;
-  int moe_token_tile = 0;  // 0: the plan's; else 128 or 256 tokens per wgmma tile
+  int moe_token_tile = 0;  // 0: the plan's; else 16, 64, 128, 192 or 256 tokens per wgmma tile
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
   // dp4a GEMV up to cuda_ggml_q8_max_rows tokens, the int8 tensor-core kernel up to

@@ -105,7 +105,7 @@ TEST(CudaMoe, GroupedContiguousMatchesCpu) {
 }
 
 // The grouped Hopper wgmma kernel, forced on small calls by its knobs: token tiles of 16 (one
-// and two CTAs per SM, the f16x2 fold), 64, 128 and 256 over experts with 0, 1, 7, 127..129, 300 rows (partial, exact and
+// and two CTAs per SM, the f16x2 fold), 64, 128, 192 and 256 over experts with 0, 1, 7, 127..129, 300 rows (partial, exact and
 // straddling tiles), f16 and bf16 activations and outputs, f32 outputs, odd N, K past the last
 // 64-chunk, every weight-only code kind; against the CPU backend on the same activations.
 TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
@@ -126,7 +126,7 @@ TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
     const std::vector<float> xf = randn(size_t(R * cs.K), 8);
     std::vector<float> bias = randn(size_t(E * cs.N), 4);
     DeviceBuffer doff = upload(off), dbias = upload(bias);
-    for (const char* tile : {"16,wo_ctas_per_sm=1", "16,wo_ctas_per_sm=2,wo_fold_half=on", "64", "128", "256"})
+    for (const char* tile : {"16,wo_ctas_per_sm=1", "16,wo_ctas_per_sm=2,wo_fold_half=on", "64", "128", "192", "256"})
       for (DType xt : {DType::F16, DType::BF16})
         for (DType yt : {xt, DType::F32}) {
           const PreparedExperts gpu = prepare_experts(

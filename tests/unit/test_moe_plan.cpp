@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "cuda/dispatch/moe_plan.hpp"
@@ -79,8 +80,8 @@ TEST(MoePlan, TokenTileAndSharedMemory) {
   EXPECT_EQ(m.x_rows, 5);
 }
 
-// Prefill shares go to the grouped wgmma kernel where the experts hold its descriptors: token tile
-// 128, 256 from kMoeWsLargeTileRows rows an expert; a persistent grid of at most one CTA per SM;
+// Every share goes to the grouped wgmma kernel where the experts hold its descriptors, with the
+// token tile of moe_ws_token_tile (192 for ~128 rows an expert); a persistent grid of at most one CTA per SM;
 // whole tiles, no reduction, direct stores. f32 activations, act-order gathers, experts without
 // descriptors and small shares stay on the streaming kernel.
 TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
@@ -90,13 +91,16 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   c.ws_maps = true;
   const MoeWoPlan p = plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning{});
   EXPECT_EQ(p.id.family, Family::WoWgmma);
-  EXPECT_EQ(p.id.tile_m, 128);
+  EXPECT_EQ(p.id.tile_m, 192);
   EXPECT_EQ(p.sched.grid, 132);
   EXPECT_EQ(p.sched.chunks, 7168 / 64);
   EXPECT_EQ(p.sched.y_rows, 0);
   EXPECT_FALSE(p.sched.inline_reduce);
   EXPECT_EQ(p.n_blocks, 32);
-  EXPECT_EQ(p.max_tiles, moe_max_tiles(c, 128));
+  EXPECT_EQ(p.max_tiles, moe_max_tiles(c, 192));
+  for (const auto& [share, tile] : std::vector<std::pair<int64_t, int>>{
+           {1, 16}, {16, 16}, {17, 64}, {64, 64}, {65, 128}, {96, 128}, {97, 192}, {160, 192}, {161, 256}})
+    EXPECT_EQ(moe_ws_token_tile(share), tile) << share;
   EXPECT_EQ(p.p_map, moe_ws_map(kMoeMapPairs, 1));
   MoeCall big = c;
   big.E = 8;  // 4096 rows an expert

@@ -24,6 +24,14 @@ size_t moe_schedule_bytes(int64_t max_tiles) {
   return (16 + size_t(max_tiles) * 16 + 255) / 256 * 256;
 }
 
+int moe_ws_token_tile(int64_t share) {
+  // Routed counts spread around the share (~sqrt(share) for a uniform routing), and an expert's
+  // last tile is partly empty: a tile that holds most experts whole wins, down to 128 tokens
+  // (below it the dequantization is paid for fewer tokens). 192 holds shares up to ~160 in one
+  // tile where 128 needs two for about half the experts.
+  return share <= 16 ? 16 : share <= 64 ? 64 : share <= 96 ? 128 : share <= 160 ? 192 : 256;
+}
+
 namespace {
 
 // The grouped wgmma kernel: whole 128-row x mt-token tiles of the (expert, token tile) list, round
@@ -36,11 +44,7 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   const WoLayout& L = w.L;
   MoeWoPlan p;
   const int tt = t.moe_token_tile;
-  const int mt = tt == 16 || tt == 64 || tt == 128 || tt == 256 ? tt
-                 : share <= 16                                  ? 16
-                 : share <= 64                                  ? 64
-                 : share < kMoeWsLargeTileRows                  ? 128
-                                                                : 256;
+  const int mt = tt == 16 || tt == 64 || tt == 128 || tt == 192 || tt == 256 ? tt : moe_ws_token_tile(share);
   // two CTAs per SM at the 16-token tile for int4 codes: the decode shape of the plain kernel's
   // large int4 weights (a grouped decode touches top-k experts' weights at once)
   const bool two = mt == 16 && (t.wo_ctas_per_sm == 2 || (t.wo_ctas_per_sm == 0 && L.bits == 4 && !L.e4m3));

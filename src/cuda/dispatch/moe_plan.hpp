@@ -26,11 +26,10 @@ enum MoeWsMapKind : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Z
 constexpr int kMoeMapsPerExpert = 6;
 constexpr int moe_ws_map(MoeWsMapKind kind, int cps) { return 2 * int(kind) + (cps == 2 ? 1 : 0); }
 // Rows an expert is expected to get (uniform routing, or max_tokens) from which the wgmma kernel
-// serves a grouped call (Tuning::moe_wgmma_min_rows overrides), and the token tile it takes per
-// share: 16 up to 16 rows, 64 up to 64, 128 below kMoeWsLargeTileRows, else 256
-// (Tuning::moe_token_tile overrides).
+// serves a grouped call (Tuning::moe_wgmma_min_rows overrides).
 constexpr int64_t kMoeWgmmaMinRows = 1;
-constexpr int64_t kMoeWsLargeTileRows = 384;
+// The wgmma kernel's token tile for that share (Tuning::moe_token_tile overrides).
+int moe_ws_token_tile(int64_t share);
 
 struct MoeCall {
   int64_t E = 1;

@@ -125,6 +125,7 @@ int ring_stages(int mt, int bits, WsShape shape, uint32_t p_stage, uint32_t y_by
     case 32: return ring_stages_mt<32>(bits, shape, p_stage, y_bytes, max_stages);
     case 64: return ring_stages_mt<64>(bits, shape, p_stage, y_bytes, max_stages);
     case 128: return ring_stages_mt<128>(bits, shape, p_stage, y_bytes, max_stages);
+    case 192: return ring_stages_mt<192>(bits, shape, p_stage, y_bytes, max_stages);  // grouped only
     case 256: return ring_stages_mt<256>(bits, shape, p_stage, y_bytes, max_stages);
   }
   MIXQ_FAIL(ErrorCode::Internal, "wo plan: no wgmma configuration for token tile ", mt);

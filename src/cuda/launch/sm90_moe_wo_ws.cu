@@ -29,7 +29,7 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;
     constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
-    dispatch_int<16, 64, 128, 256>(id.tile_m, [&](auto mt) {
+    dispatch_int<16, 64, 128, 192, 256>(id.tile_m, [&](auto mt) {
       dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
         dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
           dispatch_int<1, 2>(id.ctas, [&](auto ctas) {

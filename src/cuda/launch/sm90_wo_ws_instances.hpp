@@ -43,9 +43,11 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
                       cudaStream_t stream);
 
 // The grouped (mixture-of-experts) variants: the plain kernel's at token tiles of 16 (one or two
-// CTAs), 64, 128 and 256 (docs/decisions/moe-stacked-experts.md).
+// CTAs), 64, 128 and 256, and 192 (an expert of ~100-160 rows in one tile; docs/decisions/
+// moe-stacked-experts.md).
 constexpr bool moe_ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
-  return (mt == 16 || mt == 64 || mt == 128 || mt == 256) && ws_variant_exists(bf16, mt, codes, pp, two_ctas, fold);
+  return (mt == 16 || mt == 64 || mt == 128 || mt == 192 || mt == 256) &&
+         ws_variant_exists(bf16, mt, codes, pp, two_ctas, fold);
 }
 
 // tm_x: X [rows][K] of the whole call; the experts' weight and pair descriptors are in g.maps.
