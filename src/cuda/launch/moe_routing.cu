@@ -4,6 +4,9 @@
 #include "cuda/launch/moe_kernels.hpp"
 #include "cuda/runtime/check.hpp"
 
+#include <cstdint>
+#include <type_traits>
+
 namespace mixq::cuda {
 
 void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream) {
@@ -31,19 +34,39 @@ void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, 
   MIXQ_CUDA_CHECK_LAUNCH("moe_gather_kernel");
 }
 
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
 void launch_moe_scatter_add(const void* ys, int64_t ldys, int ys_type, const int32_t* position,
                             const float* w, int T, int k, int N, void* y, int64_t ldy, int y_type,
                             bool accumulate, cudaStream_t stream) {
   if (T == 0) return;
-  moe_scatter_add_kernel<<<unsigned(T), 256, 0, stream>>>(ys, ldys, ys_type, position, w, T, k, N,
-                                                          y, ldy, y_type, accumulate);
+  if (ys_type == 2 && aligned16(ys) && ldys % 4 == 0 && N % 4 == 0)
+    moe_scatter_add_kernel<4><<<unsigned(T), 256, 0, stream>>>(ys, ldys, ys_type, position, w, T, k, N, y, ldy,
+                                                              y_type, accumulate);
+  else
+    moe_scatter_add_kernel<1><<<unsigned(T), 256, 0, stream>>>(ys, ldys, ys_type, position, w, T, k, N, y, ldy,
+                                                              y_type, accumulate);
   MIXQ_CUDA_CHECK_LAUNCH("moe_scatter_add_kernel");
 }
 
 void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ldo, int type, int R,
                                int I, int act, cudaStream_t stream) {
   if (R == 0) return;
-  moe_activation_mul_kernel<<<unsigned(R), 256, 0, stream>>>(h, ldh, out, ldo, type, R, I, act);
+  auto go = [&](auto tag, auto v) {
+    using T = decltype(tag);
+    constexpr int V = decltype(v)::value;
+    moe_activation_mul_kernel<T, V><<<unsigned(R), 256, 0, stream>>>(static_cast<const T*>(h), ldh,
+                                                                     static_cast<T*>(out), ldo, R, I, act);
+  };
+  // 16-byte packs where the rows allow (both halves of h and the rows of out aligned)
+  const int v = type == 2 ? 4 : 8;
+  const bool vec = aligned16(h) && aligned16(out) && I % v == 0 && ldh % v == 0 && ldo % v == 0;
+  using One = std::integral_constant<int, 1>;
+  if (type == 0) vec ? go(half{}, std::integral_constant<int, 8>{}) : go(half{}, One{});
+  else if (type == 1) vec ? go(__nv_bfloat16{}, std::integral_constant<int, 8>{}) : go(__nv_bfloat16{}, One{});
+  else vec ? go(float{}, std::integral_constant<int, 4>{}) : go(float{}, One{});
   MIXQ_CUDA_CHECK_LAUNCH("moe_activation_mul_kernel");
 }
 
