@@ -65,28 +65,22 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
 }
 
 // One configuration's explicit instantiations (the generated instance files): every pair path and
-// fold, the variants ws_variant_exists does not admit compiling to an error path without a kernel.
-#define MIXQ_WS_CONFIGURATION(T, MT, CODES, SHAPE)                                                   \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, F32, false)                                                   \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, F32, true)                                                    \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Half, false)                                                  \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Half, true)                                                   \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, false)                                              \
-  MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, true)
+// fold of the plain (MIXQ_WS_CONFIGURATION) or grouped (MIXQ_MOE_WS_CONFIGURATION) launcher; the
+// variants ws_variant_exists does not admit compile to an error path without a kernel.
+#define MIXQ_WS_EACH_VARIANT(VARIANT, T, MT, CODES, SHAPE) \
+  VARIANT(T, MT, CODES, SHAPE, F32, false)                 \
+  VARIANT(T, MT, CODES, SHAPE, F32, true)                  \
+  VARIANT(T, MT, CODES, SHAPE, Half, false)                \
+  VARIANT(T, MT, CODES, SHAPE, Half, true)                 \
+  VARIANT(T, MT, CODES, SHAPE, Bf16Zero, false)            \
+  VARIANT(T, MT, CODES, SHAPE, Bf16Zero, true)
 #define MIXQ_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                               \
   template void launch_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
       const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
-
-// The grouped kernel's instantiations of a configuration (every pair path and fold).
-#define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES, SHAPE)  \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, F32, false)      \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, F32, true)       \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Half, false)     \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Half, true)      \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, false) \
-  MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, Bf16Zero, true)
 #define MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                                   \
   template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
       const WoStreamParams&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, cudaStream_t);
+#define MIXQ_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_WS_VARIANT, T, MT, CODES, SHAPE)
+#define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_MOE_WS_VARIANT, T, MT, CODES, SHAPE)
 
 }  // namespace mixq::cuda

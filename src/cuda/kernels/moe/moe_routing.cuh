@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/common/float_io.cuh"
 
 namespace mixq::cuda {
@@ -74,13 +75,7 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   for (int e = e0; e < e1; ++e)
     for (int w = 0; w < kMoeRouteWarps; ++w) total += hist[int64_t(w) * stride + e];
   scan[tid] = total;
-  __syncthreads();
-  for (int d = 1; d < nt; d *= 2) {  // inclusive Hillis-Steele scan
-    const int v = tid >= d ? scan[tid - d] : 0;
-    __syncthreads();
-    scan[tid] += v;
-    __syncthreads();
-  }
+  block_inclusive_scan(scan, tid, nt);
   int run = scan[tid] - total;
   for (int e = e0; e < e1; ++e) {
     offsets[e] = run;

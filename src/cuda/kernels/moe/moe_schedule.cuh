@@ -5,6 +5,7 @@
 // sets the error bit: the GEMM then touches nothing, and nothing is read out of bounds.
 #pragma once
 
+#include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/moe/moe_params.hpp"
 
 namespace mixq::cuda {
@@ -42,13 +43,7 @@ __global__ void __launch_bounds__(kMoeScheduleThreads) moe_tile_schedule_kernel(
   int mine = 0;
   for (int e = e0; e < e1; ++e) mine += (rows_of(e) + p.tile_m - 1) / p.tile_m;
   scan[tid] = mine;
-  __syncthreads();
-  for (int d = 1; d < nt; d *= 2) {  // inclusive Hillis-Steele scan
-    const int v = tid >= d ? scan[tid - d] : 0;
-    __syncthreads();
-    scan[tid] += v;
-    __syncthreads();
-  }
+  block_inclusive_scan(scan, tid, nt);
   int at = scan[tid] - mine;
   for (int e = e0; e < e1; ++e) {
     const int rows = rows_of(e), row0 = row0_of(e);
