@@ -45,8 +45,14 @@ void bind_moe(nb::module_& m) {
         return std::string(mixq::act_quant_name(w.experts.act()));
       })
       .def_ro("device", &Experts::device, "CUDA ordinal the experts were prepared for (0 on CPU).")
-      .def("kernel_name", [](const Experts& w, int64_t rows) { return w.experts.kernel_name(rows); },
-           nb::arg("rows"), "The kernel a grouped call over `rows` rows in all runs.")
+      .def("kernel_name", [](const Experts& w, int64_t rows, const std::string& dtype) {
+             if (dtype.empty()) return w.experts.kernel_name(rows);
+             const auto t = mixq::parse_dtype(dtype);
+             MIXQ_CHECK_ARG(t.has_value(), "dtype: unknown activation dtype '", dtype, "'");
+             return w.experts.kernel_name(rows, *t);
+           }, nb::arg("rows"), nb::arg("dtype") = "",
+           "The kernel a grouped call over `rows` rows in all of `dtype` activations runs ('' = the "
+           "backend's default activation dtype).")
       .def("workspace_size", [](const Experts& w, int64_t rows) {
              return mixq::grouped_linear_workspace_size(w.experts, rows);
            }, nb::arg("rows"), "Scratch bytes of a grouped call over `rows` rows.")

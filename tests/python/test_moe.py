@@ -163,6 +163,11 @@ def test_bad_input_names_the_argument(rng):
         mixq.moe_mlp(x[:2], ids, np.ones((2, 2), np.float32), gu, down)
     with pytest.raises(mixq.InvalidArgumentError, match="activation|relu"):
         mixq.moe_mlp(x[:2], ids % E, np.ones((2, 2), np.float32), gu, down, activation="relu")
+    # the kernel a grouped call would run, for a given activation dtype
+    assert pe.kernel_name(6).startswith("grouped<")
+    assert pe.kernel_name(6, "bf16").startswith("grouped<")
+    with pytest.raises(mixq.InvalidArgumentError, match="dtype"):
+        pe.kernel_name(6, "f12")
 
 
 @needs_torch
