@@ -88,6 +88,11 @@ struct Tuning {
   // on for Q4_0 and Q4_K on non-Intel cores, where it was measured faster (AMD EPYC, 1 thread,
   // M = 1: 1.12-1.32x and 1.05-1.11x; docs/cpu-backend.md).
   Toggle cpu_avx2_single_row = Toggle::Auto;
+  // Native GGUF kernels, integer path: activation rows from which each K chunk of a panel is
+  // decoded once per task into the prefill form (below: the register tiles unpack the codes
+  // themselves, once per 4-row tile). 0: the plan's (33 on the avx512 set of non-Intel cores,
+  // else 5: past one register tile).
+  int cpu_ggml_decode_min_rows = 0;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the
   // key or value that is wrong.

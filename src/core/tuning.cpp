@@ -68,6 +68,7 @@ const std::vector<Entry>& knobs() {
       {"cpu_ggml_native", ToggleKnob{&Tuning::cpu_ggml_native}},
       {"cpu_l1_prefetch", ToggleKnob{&Tuning::cpu_l1_prefetch}},
       {"cpu_avx2_single_row", ToggleKnob{&Tuning::cpu_avx2_single_row}},
+      {"cpu_ggml_decode_min_rows", IntKnob{&Tuning::cpu_ggml_decode_min_rows, 0, 1 << 20}},
       {"cpu_activations", CpuActKnob{&Tuning::cpu_activations}},
   };
   return table;

@@ -196,6 +196,33 @@ TEST(GgmlNative, Avx2SingleRowOnTheAvx512Set) {
   }
 }
 
+// Tuning::cpu_ggml_decode_min_rows: the integer path's two forms for more than one register tile,
+// K chunks decoded once per task (prefill) and register tiles unpacking their own codes, on every
+// kernel set and type, at 9 and 33 rows (partial tiles and groups), both against the q8 reference.
+TEST(GgmlNative, DecodedAndRegisterTileFormsAgree) {
+  for (const std::string& isa : {std::string("avx512"), std::string("avx2"), std::string("scalar")}) {
+    if (!cpu_has(isa)) continue;
+    for (const TypeCase& tc : all_types()) {
+      const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
+      SCOPED_TRACE(isa + " " + tname);
+      const int64_t qk = mixq::formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+      const int64_t N = 37, K = qk == 32 ? 1088 : 1280;  // K past one 1024-chunk
+      const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 93);
+      const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+      mixq::PrepareOptions decoded = cpu_opts(isa, "cpu_i8dot"), tiles = decoded;
+      decoded.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=5");
+      tiles.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=1000");
+      const mixq::PreparedWeight pd = mixq::prepare(w, decoded), pt = mixq::prepare(w, tiles);
+      for (int64_t M : {9, 33}) {
+        const std::vector<float> x = random_x(M, K, 94);
+        const Refs ref = reference(w, blocks, tc.type, x, M);
+        EXPECT_LE(max_err(run(pd, x, M), ref.q8) / ref.max_q8, 1e-5) << "decoded, M " << M;
+        EXPECT_LE(max_err(run(pt, x, M), ref.q8) / ref.max_q8, 1e-5) << "register tiles, M " << M;
+      }
+    }
+  }
+}
+
 TEST(GgmlNative, HalfPrecisionIoBiasClampAndWorkspace) {
   const TypeCase& tc = all_types()[4];  // Q8_0
   const int64_t N = 21, K = 96, M = 4;

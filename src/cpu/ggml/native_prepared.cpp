@@ -193,6 +193,14 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   N = w.N;
   K = w.K;
   i8_max_rows_ = native_i8_max_rows(nk_->isa, nw_.type);
+  // The prefill path's chunk decoding pays from 5 rows on the avx2 set; on the avx512 set of a
+  // non-Intel core the register tiles (4 rows each, unpacking their own codes) were faster up to
+  // 32 rows (AMD EPYC, 1 and 2 threads: 1.6-2.2x at M = 8, 1.2-2x at 16, ~1.1x at 32, even at 64;
+  // docs/decisions/ggml-native-weights.md).
+  const bool tiles_longer = nk_->isa == "avx512" && !cpu_features().intel;
+  decode_min_rows_ = o.tuning.cpu_ggml_decode_min_rows > 0 ? o.tuning.cpu_ggml_decode_min_rows
+                     : tiles_longer                         ? 33
+                                                            : kI8TileRows + 1;
   // Auto: on Intel cores always; elsewhere (measured on an AMD EPYC) only for the 32-element
   // block types, whose light decode leaves the core waiting on the stream: the super-block types'
   // longer decode per byte ran 1.1-2x slower with the L1 prefetch than without.
@@ -261,7 +269,7 @@ void NativePrepared::linear(const TensorView& x, const TensorView& y, const Epil
     float* xs = reinterpret_cast<float*>(ws + lay.xs);
     // Beyond one register tile the kernel set's prefill path runs (when it has one): each K
     // chunk of a panel decoded once per task, the activations packed by groups of kPackRows.
-    const bool decoded = M > kI8TileRows && nk_->decode_i8 != nullptr;
+    const bool decoded = M >= decode_min_rows_ && nk_->decode_i8 != nullptr;
     // the set of the undecoded (register-tile) path: quantizes the rows and runs the tile
     const NativeKernels& ks = M == 1 ? *nk_one_row_ : *nk_;
     if (decoded) {

@@ -41,6 +41,7 @@ class NativePrepared final : public PreparedImpl {
   std::string force_;
   Tuning::CpuActivations mode_;
   int64_t i8_max_rows_;
+  int64_t decode_min_rows_;  // Tuning::cpu_ggml_decode_min_rows resolved
   bool prefetch_l1_ = false;  // Tuning::cpu_l1_prefetch resolved for this CPU
 };
 
