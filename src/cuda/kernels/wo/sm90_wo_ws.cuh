@@ -21,6 +21,9 @@
 // tile, at the end of its range, behind per-tile completion flags (the inline reduction: small
 // token tiles, and tiles cut into few pieces; the plan decides), or by stream_k_fixup_kernel
 // after the grid.
+// GROUPED (the mixture-of-experts GEMM, dispatch/moe_plan.cpp): the same CTA walks whole tiles of
+// the device-side (expert, token tile) list x N blocks instead (sm90_wo_ws_work.cuh), each item's
+// weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows.
 // Where the plan asks for it (dispatch/wo_plan.cpp), both kernels are programmatic dependent launches: the
 // producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
 // StreamKSchedule::early_stages stages and before any activation load; the fixup waits for the
