@@ -62,7 +62,6 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   p.p_map = moe_ws_map(pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs, cps);
   p.n_blocks = int(ceil_div64(L.N, 128));
   p.max_tiles = moe_max_tiles(c, mt);
-  p.chunks_per_split = p.chunks_per_stage = cps;
   StreamKSchedule& s = p.sched;
   s.num_n = p.n_blocks;
   s.cps = cps;

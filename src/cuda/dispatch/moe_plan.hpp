@@ -47,7 +47,7 @@ struct MoeWoPlan {
   int x_rows = 1;        // activation rows staged per block (the token tile, or fewer rows)
   int n_blocks = 1;      // blocks along N
   int64_t max_tiles = 0; // grid.z: an upper bound of the (expert, token tile) pairs of any routing
-  int chunks_per_split = 1, chunks_per_stage = 1;
+  int chunks_per_split = 1, chunks_per_stage = 1;  // WoStream (WoWgmma: sched.chunks, sched.cps)
   size_t smem_bytes = 0;
   // WoWgmma: the persistent grid (sched.grid CTAs) walking the tile list x n_blocks whole tiles,
   // sched.chunks stages each; the pair descriptor it reads
