@@ -9,6 +9,9 @@
 //   f32 in and out
 //                                        2e-2 vs the float64 product itself
 //   dequantize + cuBLAS, f32              1e-5 vs float64 (the weights are ggml's exact decode)
+//   dequantizing tensor-core kernel       1e-4 vs dequantize + cuBLAS on the same 16-bit X (the
+//   (16-bit X only)                       same 16-bit weights, f32 sums in another order);
+//                                         2e-3 (f16) / 1e-2 (bf16) vs float64 of the rounded X
 //   16-bit activations / outputs          references from the rounded X; 1e-2 (bf16) / 2e-3
 //                                         (f16) for the output rounding and 16-bit weights
 #include <cuda_runtime.h>
@@ -127,14 +130,18 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
   const PreparedWeight gemv = prepare(w, cuda_opts("cuda_ggml_q8"));
   const PreparedWeight mma = prepare(w, cuda_opts("cuda_ggml_mma"));
   const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
+  const PreparedWeight hmma = prepare(w, cuda_opts("cuda_ggml_hmma"));
   for (int64_t M : Ms) {
     SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                  " M=" + std::to_string(M));
     const std::vector<float> x = random_x(M, K, seed + uint32_t(M));
     const Refs ref = reference(w, blocks, tc.type, x, M);
     const int64_t gemv_rows = tc.type == formats::GgmlType::Q4_0 || tc.type == formats::GgmlType::Q4_1 ? 3 : 4;
-    EXPECT_EQ(pw.kernel_name(M), M <= gemv_rows ? "cuda_ggml_q8_" + tname
+    EXPECT_EQ(pw.kernel_name(M, DType::F32), M <= gemv_rows ? "cuda_ggml_q8_" + tname
                                  : M <= 32 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
+    EXPECT_EQ(pw.kernel_name(M, DType::BF16), M <= gemv_rows ? "cuda_ggml_q8_" + tname
+                                 : M <= 32 ? "cuda_ggml_mma_" + tname
+                                 : M <= 256 ? "cuda_ggml_hmma_" + tname : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
     for (const PreparedWeight* q : {&gemv, &mma}) {
       if (q == &gemv && M > 16) continue;
@@ -147,7 +154,20 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     // The default plan runs one of the three.
     const bool default_q8 = M <= 32;
     EXPECT_LE(max_err(run(pw, x, M), default_q8 ? ref.q8 : ref.exact) /
-                  (default_q8 ? ref.max_q8 : ref.max_exact), 1e-5) << pw.kernel_name(M);
+                  (default_q8 ? ref.max_q8 : ref.max_exact), 1e-5) << pw.kernel_name(M, DType::F32);
+    // The dequantizing tensor-core kernel, 16-bit X: the cuBLAS path's 16-bit weights, other sums.
+    for (const DType xt : {DType::F16, DType::BF16}) {
+      SCOPED_TRACE(std::string("x ") + dtype_name(xt));
+      RunOpts o;
+      o.xt = xt;
+      const std::vector<float> xr = rounded(x, xt);
+      const Refs rr = reference(w, blocks, tc.type, xr, M);
+      const std::vector<float> yd = run(deq, xr, M, o), yh = run(hmma, xr, M, o);
+      EXPECT_EQ(hmma.kernel_name(M, xt), "cuda_ggml_hmma_" + tname);
+      EXPECT_LE(max_err(yh, std::vector<double>(yd.begin(), yd.end())) / rr.max_exact, 1e-4)
+          << "hmma vs dequant + cuBLAS";
+      EXPECT_LE(max_err(yh, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "hmma vs float64";
+    }
   }
 }
 
@@ -211,9 +231,11 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
           o.lo = -0.5f * float(ref.max_exact);
           o.hi = 0.5f * float(ref.max_exact);
           for (const bool exact : {false, true}) {
-            if (M > 16 && !exact) continue;  // the default plan is dequantize + cuBLAS there
+            // above 32 tokens the default plan decodes the weights exactly: the dequantizing
+            // tensor-core kernel (16-bit X) or dequantize + cuBLAS (f32 X, the exact run's)
+            if (M > 32 && !exact && xt == DType::F32) continue;
             const std::vector<float> y = run(exact ? deq : pw, x, M, o);
-            const std::vector<double>& r = exact ? ref.exact : ref.q8;
+            const std::vector<double>& r = exact || M > 32 ? ref.exact : ref.q8;
             std::vector<double> want(r.size());
             double top = 0;
             for (int64_t m = 0; m < M; ++m)
@@ -228,6 +250,27 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
           }
         }
   }
+}
+
+// 16-bit X whose rows are not 16-byte aligned (ldx = K + 3) cannot feed the dequantizing kernel's
+// 16-byte copies: the call falls back to dequantize + cuBLAS, with the same results.
+TEST(CudaGgmlNative, UnalignedRowsFallBack) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const int64_t N = 130, K = 512, M = 40;
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 17);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  const PreparedWeight pw = prepare(w, cuda_opts());
+  const PreparedWeight forced = prepare(w, cuda_opts("cuda_ggml_hmma"));
+  const std::vector<float> x = rounded(random_x(M, K, 18), DType::F16);
+  const Refs ref = reference(w, blocks, tc.type, x, M);
+  for (const int64_t pad : {int64_t(0), int64_t(3)})
+    for (const PreparedWeight* p : {&pw, &forced}) {
+      RunOpts o;
+      o.xt = DType::F16;
+      o.ldx_pad = pad;
+      EXPECT_LE(max_err(run(*p, x, M, o), ref.exact) / ref.max_exact, 2e-3) << "ldx pad " << pad;
+    }
 }
 
 // A captured M = 1 call (quantizer + PDL GEMV) replays on new inputs.
@@ -285,7 +328,14 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(32), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(256, DType::BF16), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(257), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33, DType::F32), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_hmma_max_rows=40")).kernel_name(41), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1), "cuda_ggml_hmma_Q4_K");
+  // forced with f32 X, the dequantizing kernel gives way to the plan for f32
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1, DType::F32), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=64")).kernel_name(64), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");

@@ -197,7 +197,7 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   // non-Intel core the register tiles (4 rows each, unpacking their own codes) were faster up to
   // 32 rows (AMD EPYC, 1 and 2 threads: 1.6-2.2x at M = 8, 1.2-2x at 16, ~1.1x at 32, even at 64;
   // docs/decisions/ggml-native-weights.md).
-  const bool tiles_longer = nk_->isa == "avx512" && !cpu_features().intel;
+  const bool tiles_longer = std::string(nk_->isa) == "avx512" && !cpu_features().intel;
   decode_min_rows_ = o.tuning.cpu_ggml_decode_min_rows > 0 ? o.tuning.cpu_ggml_decode_min_rows
                      : tiles_longer                         ? 33
                                                             : kI8TileRows + 1;

@@ -1,9 +1,10 @@
 // The CUDA backend's prepared weight for GGUF block tensors at their native width: prepare splits
 // the file's blocks into the planes of kernels/ggml/ggml_gpu_format.hpp (host threads, one upload);
 // linear() quantizes X to q8 (per 32 columns, as ggml does) and runs the dp4a GEMV for a few
-// tokens or the int8 tensor-core kernel above (both PDL-chained to the quantizer), or, past the
-// tensor-core limit or when asked, dequantizes rows in chunks to X's type for cuBLAS, as the
-// canonical weight-only path does. docs/decisions/cuda-ggml-native.md.
+// tokens or the int8 tensor-core kernel above (both PDL-chained to the quantizer); from there,
+// with 16-bit X, the dequantizing tensor-core kernel (X as it is, the weights decoded to its type);
+// past that limit, with f32 X past the int8 kernel's, or when asked, it dequantizes rows in chunks
+// to X's type for cuBLAS, as the canonical weight-only path does. docs/decisions/cuda-ggml-native.md.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -155,13 +156,15 @@ class CudaGgmlNative final : public PreparedImpl {
                f.qk, " and N, K < 2^30");
     gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : default_gemv_rows(type_);
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
+    hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : kHmmaMaxRows;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
+    else if (o.force_kernel == "cuda_ggml_hmma") forced_ = Path::Hmma;
     else if (o.force_kernel == "cuda_ggml_dequant_cublas") forced_ = Path::Cublas;
     else
       MIXQ_CHECK_ARG(o.force_kernel.empty(), "prepare (cuda, GGUF ", type_name_,
                      "): force_kernel '", o.force_kernel, "' is not a native GGUF kernel "
-                     "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_dequant_cublas)");
+                     "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_hmma, cuda_ggml_dequant_cublas)");
 
     // Split the file's blocks into the planes, one task per group of rows.
     HostPlanes hp(f, N, K);
@@ -190,19 +193,25 @@ class CudaGgmlNative final : public PreparedImpl {
     planes_.sc_pitch = hp.sc_pitch;
     const int64_t chunk_mb = o.tuning.wo_dequant_chunk_mb > 0 ? o.tuning.wo_dequant_chunk_mb : 256;
     chunk_rows_ = std::max<int64_t>(1, std::min<int64_t>(N, (chunk_mb << 20) / (K * 4)));
-    scratch_ = ctx_->reserve_scratch(need(kScratchRows));
+    scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
-  std::string kernel_name(int64_t M) const override {
-    switch (path(M)) {
+  // The kernel a call of M rows of `act` activations (16-byte aligned rows) runs.
+  std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
+  std::string kernel_name(int64_t M, DType act) const override {
+    switch (path(M, act != DType::F32)) {
       case Path::Gemv: return "cuda_ggml_q8_" + type_name_;
       case Path::Mma: return "cuda_ggml_mma_" + type_name_;
+      case Path::Hmma: return "cuda_ggml_hmma_" + type_name_;
       default: return "cuda_ggml_dequant_cublas";
     }
   }
 
-  size_t workspace_size(int64_t M) const override { return need(M); }
+  // enough for the call whatever X's type
+  size_t workspace_size(int64_t M) const override {
+    return std::max(need(M, path(M, true)), need(M, path(M, false)));
+  }
 
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
@@ -210,10 +219,15 @@ class CudaGgmlNative final : public PreparedImpl {
     const int64_t M = x.shape[0];
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     DeviceGuard guard(device_);
-    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need(M), *scratch_, M);
-    if (log_plans()) print_plan("linear (ggml native)", M, kernel_name(M));
-    if (path(M) == Path::Cublas) run_cublas(x, y, ep, ws, stream);
-    else run_q8(path(M), x, y, ep, ws, stream);
+    // the dequantizing tensor-core kernel copies X's rows in 16-byte pieces
+    const bool x16 = (x.dtype == DType::F16 || x.dtype == DType::BF16) && x.ld() % 8 == 0 &&
+                     reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+    const Path pa = path(M, x16);
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need(M, pa), *scratch_, M);
+    if (log_plans()) print_plan("linear (ggml native)", M, kernel_name(M, x16 ? x.dtype : DType::F32));
+    if (pa == Path::Cublas) run_cublas(x, y, ep, ws, stream);
+    else if (pa == Path::Hmma) run_hmma(x, y, ep, ws, stream);
+    else run_q8(pa, x, y, ep, ws, stream);
   }
 
  private:
@@ -224,13 +238,20 @@ class CudaGgmlNative final : public PreparedImpl {
   // there; at 64 it is ahead for some types and 2x behind for Q6_K), dequantize + cuBLAS above.
   static int64_t default_gemv_rows(GType t) { return t == GType::Q4_0 || t == GType::Q4_1 ? 3 : 4; }
   static constexpr int64_t kMmaMaxRows = 32;
+  static constexpr int64_t kHmmaMaxRows = 256;
 
-  enum class Path { Gemv, Mma, Cublas };
+  enum class Path { Gemv, Mma, Hmma, Cublas };
 
-  Path path(int64_t M) const {
-    if (forced_) return *forced_ == Path::Gemv && M > ggml::kGemvMaxRows ? Path::Mma : *forced_;
+  // x16: X is f16 / bf16 with 16-byte aligned rows (the dequantizing kernel's input); without it
+  // the plan, or a forced dequantizing kernel, falls back to the q8 kernels and cuBLAS.
+  Path path(int64_t M, bool x16) const {
+    if (forced_) {
+      if (*forced_ == Path::Gemv && M > ggml::kGemvMaxRows) return Path::Mma;
+      if (*forced_ != Path::Hmma || x16) return *forced_;
+    }
     if (M <= gemv_max_) return Path::Gemv;
-    return M <= mma_max_ ? Path::Mma : Path::Cublas;
+    if (M <= mma_max_) return Path::Mma;
+    return x16 && M <= hmma_max_ ? Path::Hmma : Path::Cublas;
   }
 
   size_t q8_bytes(int64_t M) const { return ggml::q8_bytes(M, K); }
@@ -238,13 +259,17 @@ class CudaGgmlNative final : public PreparedImpl {
   // The q8 paths: X quantized + its metadata (+ the tensor-core kernel's split partials). The
   // cuBLAS path: a chunk of dequantized rows (f32 at most) and, when y's type is neither X's nor
   // f32, an f32 staging of the output.
-  size_t need(int64_t M) const {
+  size_t need(int64_t M, Path pa) const {
     M = std::max<int64_t>(M, 1);
-    switch (path(M)) {
+    switch (pa) {
       case Path::Gemv: return q8_bytes(M);
       case Path::Mma: {
         const ggml::MmaSplit sp = ggml::mma_split(type_, int(M), N, K, caps_.sm_count);
         return q8_bytes(M) + (sp.splits > 1 ? size_t(sp.splits) * size_t(M * N) * 4 : 0);
+      }
+      case Path::Hmma: {
+        const ggml::HmmaPlan hp = ggml::hmma_plan(type_, int(M), N, K, caps_.sm_count);
+        return hp.splits > 1 ? size_t(hp.splits) * size_t(M * N) * 4 : 0;
       }
       default: return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
     }
@@ -259,19 +284,9 @@ class CudaGgmlNative final : public PreparedImpl {
     ggml::launch_quantize_x(x.data, float_type_code(x.dtype, "cuda ggml native"), x.ld(), M, K, q,
                             caps_.sm_count, stream);
     ggml::MmaParams p;
-    p.w = planes_;
-    p.N = N;
-    p.K = K;
-    p.M = M;
+    fill_output(p, M, y, ep);
     p.xq = q.q;
     p.xmeta = q.meta;
-    p.y = y.data;
-    p.ldy = y.ld();
-    p.y_type = float_type_code(y.dtype, "cuda ggml native");
-    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
-    p.bias_type = ep.bias.empty() ? 2 : float_type_code(ep.bias.dtype, "cuda ggml native");
-    p.clamp_lo = ep.clamp_lo;
-    p.clamp_hi = ep.clamp_hi;
     p.pdl = caps_.cc_major >= 9;
     if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
     const ggml::MmaSplit sp = ggml::mma_split(type_, M, N, K, caps_.sm_count);
@@ -279,6 +294,35 @@ class CudaGgmlNative final : public PreparedImpl {
     p.split_chunks = sp.split_chunks;
     if (sp.splits > 1) p.partial = reinterpret_cast<float*>(ws + q8_bytes(M));
     ggml::launch_q8_mma(type_, p, stream);
+  }
+
+  void run_hmma(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+                cudaStream_t stream) const {
+    const int M = int(x.shape[0]);
+    ggml::HmmaParams p;
+    fill_output(p, M, y, ep);
+    p.x = x.data;
+    p.ldx = x.ld();
+    const ggml::HmmaPlan hp = ggml::hmma_plan(type_, M, N, K, caps_.sm_count);
+    p.splits = hp.splits;
+    p.split_chunks = hp.split_chunks;
+    if (hp.splits > 1) p.partial = reinterpret_cast<float*>(ws);
+    ggml::launch_hmma(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
+  }
+
+  // The weight, the shape and the output fields every native kernel's parameters share.
+  void fill_output(ggml::MmaParams& p, int M, const TensorView& y, const Epilogue& ep) const {
+    p.w = planes_;
+    p.N = N;
+    p.K = K;
+    p.M = M;
+    p.y = y.data;
+    p.ldy = y.ld();
+    p.y_type = float_type_code(y.dtype, "cuda ggml native");
+    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    p.bias_type = ep.bias.empty() ? 2 : float_type_code(ep.bias.dtype, "cuda ggml native");
+    p.clamp_lo = ep.clamp_lo;
+    p.clamp_hi = ep.clamp_hi;
   }
 
   void run_cublas(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
@@ -322,7 +366,7 @@ class CudaGgmlNative final : public PreparedImpl {
   DeviceCaps caps_;
   GType type_ = GType::Q4_0;
   std::string type_name_;
-  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows;
+  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, hmma_max_ = kHmmaMaxRows;
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   DeviceBuffer planes_buf_;

@@ -1,9 +1,11 @@
-// The launchers of the q8 kernels for one GGUF type: the GEMV's token instances (MR) and rows per
-// warp, the tensor-core kernel's token tiles (8 NT). Included by the ggml_gemv_*.cu files, each
+// The launchers of the native kernels for one GGUF type: the q8 GEMV's token instances (MR) and
+// rows per warp, the q8 tensor-core kernel's token tiles (8 NT), the dequantizing tensor-core
+// kernel's X types and token tiles. Included by the ggml_gemv_*.cu files, each
 // instantiating a few types so a parallel build compiles them side by side.
 #pragma once
 
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
+#include "cuda/kernels/ggml/ggml_hmma.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
@@ -61,8 +63,31 @@ void launch_mma_type(const MmaParams& p, cudaStream_t stream) {
   }
 }
 
+template <GType T, typename XT, int TN>
+void launch_hmma_instance(const HmmaParams& p, cudaStream_t stream) {
+  const int64_t tiles = ((p.N + kHmmaRows - 1) / kHmmaRows) * ((p.M + TN - 1) / TN);
+  const dim3 grid(unsigned(tiles), 1, unsigned(p.splits));
+  constexpr int kSmem = HmmaTile<T, TN>::kSmemBytes;
+  static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+  MIXQ_CUDA_CHECK(smem_limit.ensure([] {
+    return cudaFuncSetAttribute(hmma_kernel<T, XT, TN>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  }));
+  WoLaunchConfig lc(grid, kHmmaWarps * 32, kSmem, stream, p.pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, hmma_kernel<T, XT, TN>, p));
+}
+
+template <GType T>
+void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
+  const bool wide = hmma_token_tile(p.M) == 64;
+  if (x_type == 0) return wide ? launch_hmma_instance<T, half, 64>(p, stream) : launch_hmma_instance<T, half, 32>(p, stream);
+  return wide ? launch_hmma_instance<T, __nv_bfloat16, 64>(p, stream)
+              : launch_hmma_instance<T, __nv_bfloat16, 32>(p, stream);
+}
+
 #define MIXQ_GGML_GEMV_TYPE(T)                                                         \
   template void launch_gemv_type<GType::T>(const GemvParams&, cudaStream_t);          \
   template void launch_mma_type<GType::T>(const MmaParams&, cudaStream_t);
+// the dequantizing kernel's four instances of a type, in files of their own (ggml_hmma_*.cu)
+#define MIXQ_GGML_HMMA_TYPE(T) template void launch_hmma_type<GType::T>(const HmmaParams&, int, cudaStream_t);
 
 }  // namespace mixq::cuda::ggml

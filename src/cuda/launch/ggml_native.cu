@@ -1,7 +1,9 @@
-// Launchers of the native GGUF kernels: the activation quantizer, the dequantizer, and the q8
-// GEMV's dispatch over types (its instances live in ggml_gemv_*.cu).
+// Launchers of the native GGUF kernels: the activation quantizer, the dequantizer, the dispatch
+// over types of the q8 GEMV, the q8 tensor-core kernel (instances in ggml_gemv_*.cu) and the
+// dequantizing tensor-core kernel (ggml_hmma_*.cu), the split-K finalize pass, the plans.
 #include <algorithm>
 
+#include "cuda/kernels/ggml/ggml_hmma.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
@@ -13,6 +15,8 @@ template <GType T>
 void launch_gemv_type(const GemvParams& p, cudaStream_t stream);  // ggml_gemv_launch.cuh
 template <GType T>
 void launch_mma_type(const MmaParams& p, cudaStream_t stream);
+template <GType T>
+void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream);  // ggml_hmma_*.cu
 
 // y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
 namespace {
@@ -29,6 +33,13 @@ __global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
     if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
     store_float(p.y, p.y_type, m * p.ldy + n, y);
   }
+}
+
+void launch_finalize(const MmaParams& p, cudaStream_t stream) {
+  const int64_t total = int64_t(p.M) * p.N;
+  const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535))));
+  WoLaunchConfig lc(grid, 256, 0, stream, p.pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, finalize_kernel, p));
 }
 }  // namespace
 
@@ -87,12 +98,71 @@ void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream) {
     MIXQ_GGML_MMA_CASE(Q5_K) MIXQ_GGML_MMA_CASE(Q6_K) MIXQ_GGML_MMA_CASE(IQ4_XS)
 #undef MIXQ_GGML_MMA_CASE
   }
-  if (p.partial) {
-    const int64_t total = int64_t(p.M) * p.N;
-    const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535))));
-    WoLaunchConfig lc(grid, 256, 0, stream, p.pdl);
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, finalize_kernel, p));
+  if (p.partial) launch_finalize(p, stream);
+}
+
+void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) {
+  switch (t) {
+#define MIXQ_GGML_HMMA_CASE(T) \
+  case GType::T: launch_hmma_type<GType::T>(p, x_type, stream); break;
+    MIXQ_GGML_HMMA_CASE(Q4_0) MIXQ_GGML_HMMA_CASE(Q4_1) MIXQ_GGML_HMMA_CASE(Q5_0)
+    MIXQ_GGML_HMMA_CASE(Q5_1) MIXQ_GGML_HMMA_CASE(Q8_0) MIXQ_GGML_HMMA_CASE(IQ4_NL)
+    MIXQ_GGML_HMMA_CASE(Q2_K) MIXQ_GGML_HMMA_CASE(Q3_K) MIXQ_GGML_HMMA_CASE(Q4_K)
+    MIXQ_GGML_HMMA_CASE(Q5_K) MIXQ_GGML_HMMA_CASE(Q6_K) MIXQ_GGML_HMMA_CASE(IQ4_XS)
+#undef MIXQ_GGML_HMMA_CASE
   }
+  if (p.partial) {
+    // the finalize pass waits (PDL) for the tensor-core grid, which allows it at its end
+    MmaParams f = p;
+    f.pdl = true;
+    launch_finalize(f, stream);
+  }
+}
+
+namespace {
+template <GType T, int TN>
+int hmma_smem_bytes() { return HmmaTile<T, TN>::kSmemBytes; }
+
+template <int TN>
+int hmma_smem(GType t) {
+  switch (t) {
+#define MIXQ_GGML_SMEM_CASE(T) \
+  case GType::T: return hmma_smem_bytes<GType::T, TN>();
+    MIXQ_GGML_SMEM_CASE(Q4_0) MIXQ_GGML_SMEM_CASE(Q4_1) MIXQ_GGML_SMEM_CASE(Q5_0)
+    MIXQ_GGML_SMEM_CASE(Q5_1) MIXQ_GGML_SMEM_CASE(Q8_0) MIXQ_GGML_SMEM_CASE(IQ4_NL)
+    MIXQ_GGML_SMEM_CASE(Q2_K) MIXQ_GGML_SMEM_CASE(Q3_K) MIXQ_GGML_SMEM_CASE(Q4_K)
+    MIXQ_GGML_SMEM_CASE(Q5_K) MIXQ_GGML_SMEM_CASE(Q6_K) MIXQ_GGML_SMEM_CASE(IQ4_XS)
+#undef MIXQ_GGML_SMEM_CASE
+  }
+  return kHmmaMaxBytes;
+}
+}  // namespace
+
+HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count) {
+  HmmaPlan r;
+  r.token_tile = hmma_token_tile(M);
+  const int smem = r.token_tile == 64 ? hmma_smem<64>(t) : hmma_smem<32>(t);
+  const int64_t slots = int64_t(sm_count) * (smem <= kHmmaTwoCtaBytes ? 2 : 1);
+  const int64_t chunks = K / 32, steps = (chunks + kHmmaStep - 1) / kHmmaStep;
+  const int64_t tiles = ((N + kHmmaRows - 1) / kHmmaRows) * ((M + r.token_tile - 1) / r.token_tile);
+  // the split with the best filled fraction of its last wave (ties: fewer splits, fewer partials)
+  const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(8, steps / 3));
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= max_s; ++s) {
+    const int64_t per = (steps + s - 1) / s;
+    const int64_t used = (steps + per - 1) / per;  // splits that have steps
+    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
+    const double fill = double(ctas) / double(waves * slots);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      best = s;
+    }
+  }
+  const int64_t per = (steps + best - 1) / best;
+  r.split_chunks = per * kHmmaStep;
+  r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
+  return r;
 }
 
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,

@@ -27,6 +27,16 @@ struct MmaSplit {
 };
 MmaSplit mma_split(GType t, int M, int64_t N, int64_t K, int sm_count);
 
+// The dequantizing tensor-core kernel's plan for M tokens of 16-bit X: its token tile (32 or 64
+// tokens a CTA) and the K split, in whole 256-column steps, that fills the SMs' CTA slots with
+// the fewest waves (each split at least three steps, the ring's depth).
+struct HmmaPlan {
+  int token_tile = 64;
+  int splits = 1;
+  int64_t split_chunks = 0;
+};
+HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count);
+
 // Bytes of the q8 activations of M tokens (GQ8: codes, then meta at q8_meta_offset(M, K)).
 size_t q8_bytes(int64_t M, int64_t K);
 size_t q8_meta_offset(int64_t M, int64_t K);
@@ -40,6 +50,10 @@ void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);
 // Y = X Wᵀ on the tensor cores (p.splits, p.split_chunks from mma_split; with splits > 1,
 // p.partial holds splits * M * N floats and a finalize pass, PDL-chained, writes y).
 void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream);
+// Y = X Wᵀ with X itself (p.x, x_type 0 f16 / 1 bf16) on f16 / bf16 tensor cores, the weights
+// decoded as the dequantizer decodes them (p.splits, p.split_chunks from hmma_plan; with
+// splits > 1, p.partial holds splits * M * N floats and a finalize pass writes y).
+void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream);
 // Rows [n0, n0 + rows) of W -> out [rows][ld] (out_type 0 f16, 1 bf16, 2 f32; ld a multiple of 8
 // elements, out 16-byte aligned).
 void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type,

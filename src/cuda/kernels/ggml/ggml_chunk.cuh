@@ -2,9 +2,11 @@
 // eight words of four signed bytes, and the chunk's f32 scales and mins.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/ggml/ggml_gpu_format.hpp"
 
@@ -196,6 +198,39 @@ __device__ __forceinline__ ChunkScales decode_scales(uint32_t rd, uint32_t rsc) 
 template <GType T>
 __device__ __forceinline__ ChunkScales decode_scales(const RawChunk<T>& r) {
   return decode_scales<T>(r.d, r.sc);
+}
+
+// The four element values w = s * float(u - bias) + o of code word `w` (byte i: element i), with
+// ggml's f32 operations, unfused, so that every kernel that decodes to floats (the dequantizer,
+// the dequantizing tensor-core kernel) gives the same bits. float(u - bias) without the
+// quarter-rate I2F: the bits 0x4B000000 | u are the float 2^23 + u (one byte permute), and one
+// subtraction of 2^23 + bias leaves the exact small integer. Signed planes (Q8_0, IQ4) are
+// biased by 128 first.
+template <GType T>
+__device__ __forceinline__ void word_values(uint32_t w, float s, float o, float (&v)[4]) {
+  constexpr GFormat F = gformat(T);
+  constexpr bool kSigned = F.lb == 8 || F.iq4;
+  constexpr float kMagic = 8388608.f + float(kSigned ? 128 : F.bias);
+  const uint32_t u4 = kSigned ? w ^ 0x80808080u : w;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float q = __fsub_rn(__uint_as_float(0x4B000000u | ((u4 >> (8 * i)) & 0xFFu)), kMagic);
+    v[i] = __fmul_rn(s, q);
+    if constexpr (F.has_min()) v[i] = __fadd_rn(v[i], o);
+  }
+}
+
+// Two floats as one register of 16-bit values (a in the low half): one cvt.rn.f16x2.f32 /
+// cvt.rn.bf16x2.f32.
+template <typename OT>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  if constexpr (std::is_same_v<OT, half>) {
+    const half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
 }
 
 // The two code words a thread of an mma.sync fragment needs from chunk c of a row: words t and

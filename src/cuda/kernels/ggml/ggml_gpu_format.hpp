@@ -138,4 +138,11 @@ struct MmaParams : GemvParams {
   float* partial = nullptr;
 };
 
+// The dequantizing tensor-core kernel's call (ggml_hmma.cuh): X itself, f16 or bf16 (x_type 0 / 1
+// of the launcher), rows 16-byte aligned; split_chunks a multiple of 8.
+struct HmmaParams : MmaParams {
+  const void* x = nullptr;
+  int64_t ldx = 0;  // elements, a multiple of 8
+};
+
 }  // namespace mixq::cuda::ggml

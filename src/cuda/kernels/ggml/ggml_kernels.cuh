@@ -175,23 +175,13 @@ __global__ void __launch_bounds__(256) dequant_kernel(const GPlanes w, int64_t n
     uint32_t W[8];
     decode_codes<T>(raw, W);
     const ChunkScales S = decode_scales<T>(raw);
-    // float(u - bias) without an int-to-float conversion (a quarter-rate instruction that bounded
-    // this kernel): the bits 0x4B000000 | u are the float 2^23 + u, so one subtraction of
-    // 2^23 + bias gives the exact small integer. Signed planes (Q8_0, IQ4) are biased by 128.
-    constexpr bool kSigned = F.lb == 8 || F.iq4;
-    constexpr float kMagic = 8388608.f + float(kSigned ? 128 : F.bias);
     float f[32];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      const uint32_t u4 = kSigned ? W[j] ^ 0x80808080u : W[j];
+      float v[4];
+      word_values<T>(W[j], j < 4 ? S.s0 : S.s1, j < 4 ? S.o0 : S.o1, v);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int e = 4 * j + i;
-        const float q = __fsub_rn(__uint_as_float(0x4B000000u | ((u4 >> (8 * i)) & 0xFFu)), kMagic);
-        float v = __fmul_rn(e < 16 ? S.s0 : S.s1, q);
-        if constexpr (F.has_min()) v = __fadd_rn(v, e < 16 ? S.o0 : S.o1);
-        f[e] = v;
-      }
+      for (int i = 0; i < 4; ++i) f[4 * j + i] = v[i];
     }
     // two values per conversion instruction (cvt.rn.f16x2.f32 / bf16x2), packed in registers
     // (no local-memory staging) and stored 16 bytes at a time
@@ -201,12 +191,8 @@ __global__ void __launch_bounds__(256) dequant_kernel(const GPlanes w, int64_t n
       if constexpr (sizeof(OT) == 4) {
         packed[e] = __float_as_uint(f[e]);
         packed[e + 1] = __float_as_uint(f[e + 1]);
-      } else if constexpr (std::is_same_v<OT, half>) {
-        const half2 h = __floats2half2_rn(f[e], f[e + 1]);
-        packed[e / 2] = *reinterpret_cast<const uint32_t*>(&h);
       } else {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(f[e], f[e + 1]);
-        packed[e / 2] = *reinterpret_cast<const uint32_t*>(&h);
+        packed[e / 2] = pack2<OT>(f[e], f[e + 1]);
       }
     }
     uint4* dst = reinterpret_cast<uint4*>(out + r * ld + 32 * c);

@@ -78,14 +78,15 @@ __device__ __forceinline__ void mma_k16(uint32_t a0, uint32_t a1, uint32_t b0, i
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// This thread's part of copying one plane's step (BYTES per row of the 64-row tile, V-byte pieces):
-// the same pieces every step, so their rows are clamped (rows past N repeat the last one; their
-// results are never stored) and addressed once, and a step only adds its byte offset.
-template <int BYTES, int V>  // V: 16 or 4
+// This thread's part of copying one plane's step (BYTES per row of a ROWS-row tile, V-byte pieces,
+// THREADS threads): the same pieces every step, so their rows are clamped (rows past N repeat the
+// last one; their results are never stored) and addressed once, and a step only adds its byte
+// offset.
+template <int BYTES, int V, int ROWS = kMmaRows, int THREADS = kMmaWarps * 32>  // V: 16 or 4
 struct PlaneCopy {
   static constexpr int kPieces = BYTES / V;
-  static constexpr int kTotal = kMmaRows * kPieces;
-  static constexpr int kPer = (kTotal + kMmaWarps * 32 - 1) / (kMmaWarps * 32);
+  static constexpr int kTotal = ROWS * kPieces;
+  static constexpr int kPer = (kTotal + THREADS - 1) / THREADS;
   const uint8_t* src[kPer];
   uint32_t dst[kPer];
   int at[kPer];  // the piece's first byte within the row's step (INT_MAX: no piece)
@@ -94,7 +95,7 @@ struct PlaneCopy {
                                        int dst_pitch, int64_t row0, int64_t N) {
 #pragma unroll
     for (int u = 0; u < kPer; ++u) {
-      const int i = int(threadIdx.x) + u * kMmaWarps * 32;
+      const int i = int(threadIdx.x) + u * THREADS;
       const int r = i / kPieces, k = i - r * kPieces;
       const int64_t row = row0 + r < N ? row0 + r : N - 1;
       src[u] = base + row * pitch + k * V;
