@@ -9,9 +9,9 @@
 //   f32 in and out
 //                                        2e-2 vs the float64 product itself
 //   dequantize + cuBLAS, f32              1e-5 vs float64 (the weights are ggml's exact decode)
-//   dequantizing tensor-core kernel       1e-4 vs dequantize + cuBLAS on the same 16-bit X (the
-//   (16-bit X only)                       same 16-bit weights, f32 sums in another order);
-//                                         2e-3 (f16) / 1e-2 (bf16) vs float64 of the rounded X
+//   dequantizing tensor-core kernel       2e-3 (f16) / 1e-2 (bf16) vs float64 of the rounded X;
+//   (16-bit X only)                       where it forms the weights through f32 (bf16, 8-bit
+//                                         codes), 1e-4 vs dequantize + cuBLAS (same weights)
 //   16-bit activations / outputs          references from the rounded X; 1e-2 (bf16) / 2e-3
 //                                         (f16) for the output rounding and 16-bit weights
 #include <cuda_runtime.h>
@@ -162,11 +162,18 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
       o.xt = xt;
       const std::vector<float> xr = rounded(x, xt);
       const Refs rr = reference(w, blocks, tc.type, xr, M);
-      const std::vector<float> yd = run(deq, xr, M, o), yh = run(hmma, xr, M, o);
+      const std::vector<float> yh = run(hmma, xr, M, o);
       EXPECT_EQ(hmma.kernel_name(M, xt), "cuda_ggml_hmma_" + tname);
-      EXPECT_LE(max_err(yh, std::vector<double>(yd.begin(), yd.end())) / rr.max_exact, 1e-4)
-          << "hmma vs dequant + cuBLAS";
       EXPECT_LE(max_err(yh, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "hmma vs float64";
+      // bf16 with 8-bit codes forms the weights through f32 as the dequantizer does: the same
+      // 16-bit weights as the cuBLAS path, only the order of the f32 sums differs
+      const bool eight_bit = tc.type == formats::GgmlType::Q8_0 || tc.type == formats::GgmlType::IQ4_NL ||
+                             tc.type == formats::GgmlType::IQ4_XS;
+      if (xt == DType::BF16 && eight_bit) {
+        const std::vector<float> yd = run(deq, xr, M, o);
+        EXPECT_LE(max_err(yh, std::vector<double>(yd.begin(), yd.end())) / rr.max_exact, 1e-4)
+            << "hmma vs dequant + cuBLAS";
+      }
     }
   }
 }
@@ -249,6 +256,32 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
             EXPECT_LE(max_err(y, want) / top, tol) << (exact ? deq : pw).kernel_name(M);
           }
         }
+  }
+}
+
+// f16 X on weights at either end of f16's range (Q4_0 scales |d| in [2^-8, 2^-4) times 2^-14: f16
+// subnormal weights; times 2^17: |w| up to 2^16, past f16's 65504): the dequantizing kernel forms
+// 2^e w in f16 with e from the tensor's bound, so neither precision nor range is lost.
+TEST(CudaGgmlNative, F16WeightsAtTheEndsOfTheRange) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[0];  // Q4_0: 18-byte blocks, f16 scale first
+  const int64_t N = 70, K = 1024, M = 48;
+  for (const int shift : {-14, 17}) {
+    SCOPED_TRACE("scales x 2^" + std::to_string(shift));
+    std::vector<uint8_t> blocks = random_blocks(tc, N, K, 23);
+    for (size_t b = 0; b + 18 <= blocks.size(); b += 18) {
+      uint16_t h;
+      std::memcpy(&h, &blocks[b], 2);
+      h = f32_to_f16(std::ldexp(f16_to_f32(h), shift));
+      std::memcpy(&blocks[b], &h, 2);
+    }
+    const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+    const PreparedWeight pw = prepare(w, cuda_opts("cuda_ggml_hmma"));
+    const std::vector<float> x = rounded(random_x(M, K, 24), DType::F16);
+    const Refs ref = reference(w, blocks, tc.type, x, M);
+    RunOpts o;
+    o.xt = DType::F16;
+    EXPECT_LE(max_err(run(pw, x, M, o), ref.exact) / ref.max_exact, 2e-3);
   }
 }
 

@@ -132,6 +132,25 @@ struct HostPlanes {
   }
 };
 
+// The power of two e for which 2^e |w| stays at or below 2^14 for every weight (headroom under
+// f16's 65504) while the scales of a small-weight tensor move out of f16's subnormal range: the
+// dequantizing kernel forms 2^e (s q + o) in f16 for f16 X. The bound per canonical scale block is
+// |s| times the code range's largest |value|, plus |o|.
+int f16_weight_exponent(const QuantizedWeight& w) {
+  if (!w.has_scales || w.scales.empty()) return 0;
+  const double qmax = w.code_type == DType::I4 ? 8 : w.code_type == DType::U4 ? 15
+                      : w.code_type == DType::I8 ? 128 : 255;
+  double bound = 0;
+  for (int64_t nb = 0; nb < w.n_blocks_n(); ++nb)
+    for (int64_t kb = 0; kb < w.n_blocks_k(); ++kb) {
+      double b = std::fabs(double(w.scale(nb, kb))) * qmax;
+      if (w.zero_kind == ZeroKind::Offset) b += std::fabs(double(w.offset(nb, kb)));
+      bound = std::max(bound, b);
+    }
+  if (!(bound > 0) || !std::isfinite(bound)) return 0;
+  return std::clamp(int(std::floor(14.0 - std::log2(bound))), -24, 24);
+}
+
 class CudaGgmlNative final : public PreparedImpl {
  public:
   CudaGgmlNative(const QuantizedWeight& w, const PrepareOptions& o) {
@@ -191,6 +210,7 @@ class CudaGgmlNative final : public PreparedImpl {
     planes_.hi_pitch = hp.hi_pitch;
     planes_.d_pitch = hp.d_pitch;
     planes_.sc_pitch = hp.sc_pitch;
+    f16_exp_ = f16_weight_exponent(w);
     const int64_t chunk_mb = o.tuning.wo_dequant_chunk_mb > 0 ? o.tuning.wo_dequant_chunk_mb : 256;
     chunk_rows_ = std::max<int64_t>(1, std::min<int64_t>(N, (chunk_mb << 20) / (K * 4)));
     scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
@@ -307,6 +327,10 @@ class CudaGgmlNative final : public PreparedImpl {
     p.splits = hp.splits;
     p.split_chunks = hp.split_chunks;
     if (hp.splits > 1) p.partial = reinterpret_cast<float*>(ws);
+    if (x.dtype == DType::F16) {
+      p.wscale = std::ldexp(1.f, f16_exp_);
+      p.unscale = std::ldexp(1.f, -f16_exp_);
+    }
     ggml::launch_hmma(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
   }
 
@@ -369,6 +393,7 @@ class CudaGgmlNative final : public PreparedImpl {
   int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, hmma_max_ = kHmmaMaxRows;
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
+  int f16_exp_ = 0;  // f16_weight_exponent
   DeviceBuffer planes_buf_;
   ggml::GPlanes planes_;
   std::shared_ptr<DeviceBuffer> scratch_;

@@ -76,12 +76,19 @@ void launch_hmma_instance(const HmmaParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, hmma_kernel<T, XT, TN>, p));
 }
 
+template <GType T, typename XT>
+void launch_hmma_x(const HmmaParams& p, cudaStream_t stream) {
+  switch (hmma_token_tile(p.M)) {
+    case 16: return launch_hmma_instance<T, XT, 16>(p, stream);
+    case 32: return launch_hmma_instance<T, XT, 32>(p, stream);
+    default: return launch_hmma_instance<T, XT, 64>(p, stream);
+  }
+}
+
 template <GType T>
 void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
-  const bool wide = hmma_token_tile(p.M) == 64;
-  if (x_type == 0) return wide ? launch_hmma_instance<T, half, 64>(p, stream) : launch_hmma_instance<T, half, 32>(p, stream);
-  return wide ? launch_hmma_instance<T, __nv_bfloat16, 64>(p, stream)
-              : launch_hmma_instance<T, __nv_bfloat16, 32>(p, stream);
+  if (x_type == 0) return launch_hmma_x<T, half>(p, stream);
+  return launch_hmma_x<T, __nv_bfloat16>(p, stream);
 }
 
 #define MIXQ_GGML_GEMV_TYPE(T)                                                         \

@@ -1,4 +1,4 @@
-// Dequantizing tensor-core kernel instances (f16 / bf16 X, 32 / 64-token tiles) of the GGUF types
+// Dequantizing tensor-core kernel instances (f16 / bf16 X, 16 / 32 / 64-token tiles) of the GGUF types
 // Q4_K, Q5_K, Q6_K (ggml_gemv_launch.cuh).
 #include "cuda/launch/ggml_gemv_launch.cuh"
 

@@ -1,4 +1,4 @@
-// Dequantizing tensor-core kernel instances (f16 / bf16 X, 32 / 64-token tiles) of the GGUF types
+// Dequantizing tensor-core kernel instances (f16 / bf16 X, 16 / 32 / 64-token tiles) of the GGUF types
 // Q5_0, Q5_1, Q8_0 (ggml_gemv_launch.cuh).
 #include "cuda/launch/ggml_gemv_launch.cuh"
 

@@ -141,7 +141,7 @@ int hmma_smem(GType t) {
 HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count) {
   HmmaPlan r;
   r.token_tile = hmma_token_tile(M);
-  const int smem = r.token_tile == 64 ? hmma_smem<64>(t) : hmma_smem<32>(t);
+  const int smem = r.token_tile == 64 ? hmma_smem<64>(t) : r.token_tile == 32 ? hmma_smem<32>(t) : hmma_smem<16>(t);
   const int64_t slots = int64_t(sm_count) * (smem <= kHmmaTwoCtaBytes ? 2 : 1);
   const int64_t chunks = K / 32, steps = (chunks + kHmmaStep - 1) / kHmmaStep;
   const int64_t tiles = ((N + kHmmaRows - 1) / kHmmaRows) * ((M + r.token_tile - 1) / r.token_tile);

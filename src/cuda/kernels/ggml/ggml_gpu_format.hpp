@@ -143,6 +143,10 @@ struct MmaParams : GemvParams {
 struct HmmaParams : MmaParams {
   const void* x = nullptr;
   int64_t ldx = 0;  // elements, a multiple of 8
+  // f16 X: the weights are formed as 2^e (s q + o) in f16 (wscale = 2^e, chosen at prepare from a
+  // bound on |w| so that no weight overflows and small scales stay normal) and the sums scaled
+  // back (unscale = 2^-e, exact); 1 for bf16, whose range is f32's
+  float wscale = 1.f, unscale = 1.f;
 };
 
 }  // namespace mixq::cuda::ggml

@@ -27,6 +27,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "cuda/kernels/common/mma_sm80.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
 
@@ -40,8 +42,8 @@ constexpr int kHmmaStep = 8;  // chunks of 32 per step (256 columns) for every t
 constexpr int kHmmaTwoCtaBytes = 112 * 1024;
 constexpr int kHmmaMaxBytes = 160 * 1024;
 
-// The token tile (TN tokens, n8 groups) a call of M tokens runs: 32 up to 32 tokens, else 64.
-__host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 32 ? 32 : 64; }
+// The token tile (TN tokens, n8 groups) a call of M tokens runs: 16, 32, else 64.
+__host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
 template <GType T, int TN>
 struct HmmaTile {
@@ -77,13 +79,71 @@ struct HmmaTile {
   static_assert(kSmemBytes <= kHmmaMaxBytes, "hmma stage too large");
 };
 
-// The A fragment registers of one row's word: elements (0, 1) and (2, 3) as two XT pairs.
+// Whether a type's weights are formed in 16 bits (fragment_16): f16 always (1024 + u is exact for
+// every byte), bf16 for codes below 128 (128 + u is exact there; the 8-bit codes of Q8_0 and the
+// IQ4 codebook are not), else through f32 (fragment_32).
 template <GType T, typename XT>
-__device__ __forceinline__ void word_fragment(uint32_t w, float s, float o, uint32_t& lo, uint32_t& hi) {
+constexpr bool kForm16 = std::is_same_v<XT, half> || !(gformat(T).lb == 8 || gformat(T).iq4);
+
+template <typename XT>
+__device__ __forceinline__ uint32_t splat2(float v) { return pack2<XT>(v, v); }
+
+// The A fragment registers of one row's code word (byte i: element i) as two XT pairs, elements
+// (0, 1) and (2, 3), formed in 16 bits: a byte permute lays each code under the exponent of 1024
+// (f16) or 128 (bf16), one subtraction leaves u - bias exactly, one fused multiply-add applies the
+// scale pair s2 and offset pair o2 (16-bit, already in XT). Three instructions a pair, against
+// nine through f32; the cost is that s and o are rounded to XT before the product.
+template <GType T, typename XT>
+__device__ __forceinline__ void fragment_16(uint32_t w, uint32_t s2, uint32_t o2, uint32_t& lo, uint32_t& hi) {
+  constexpr GFormat F = gformat(T);
+  constexpr bool kSigned = F.lb == 8 || F.iq4;  // signed bytes, biased by 128 first
+  constexpr uint32_t kBias = kSigned ? 128u : uint32_t(F.bias);
+  constexpr bool kHalf = std::is_same_v<XT, half>;
+  constexpr uint32_t kExp = kHalf ? 0x64646464u : 0x43434343u;        // 1024 / 128
+  constexpr uint32_t kMagic = ((kHalf ? 0x6400u : 0x4300u) + kBias) * 0x10001u;
+  const uint32_t u = kSigned ? w ^ 0x80808080u : w;
+  uint32_t r[2] = {__byte_perm(u, kExp, 0x5140), __byte_perm(u, kExp, 0x5342)};
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if constexpr (kHalf) {
+      const half2 q = __hsub2(*reinterpret_cast<const half2*>(&r[i]), *reinterpret_cast<const half2*>(&kMagic));
+      const half2 v = F.has_min() ? __hfma2(q, *reinterpret_cast<const half2*>(&s2), *reinterpret_cast<const half2*>(&o2))
+                                  : __hmul2(q, *reinterpret_cast<const half2*>(&s2));
+      r[i] = *reinterpret_cast<const uint32_t*>(&v);
+    } else {
+      using B2 = __nv_bfloat162;
+      const B2 q = __hsub2(*reinterpret_cast<const B2*>(&r[i]), *reinterpret_cast<const B2*>(&kMagic));
+      const B2 v = F.has_min() ? __hfma2(q, *reinterpret_cast<const B2*>(&s2), *reinterpret_cast<const B2*>(&o2))
+                               : __hmul2(q, *reinterpret_cast<const B2*>(&s2));
+      r[i] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+  }
+  lo = r[0];
+  hi = r[1];
+}
+
+// The same through f32 with ggml's operations (word_values: the dequantizer's exact floats), one
+// rounding to XT.
+template <GType T, typename XT>
+__device__ __forceinline__ void fragment_32(uint32_t w, float s, float o, uint32_t& lo, uint32_t& hi) {
   float v[4];
   word_values<T>(w, s, o, v);
   lo = pack2<XT>(v[0], v[1]);
   hi = pack2<XT>(v[2], v[3]);
+}
+
+// One row's two A fragment halves of a chunk: words w0 (elements 4t..4t+3, scale s0) and w1
+// (16 + 4t.., s1), each word's two registers in fragment slots (i, i + 2).
+template <GType T, typename XT>
+__device__ __forceinline__ void row_fragments(uint32_t w0, uint32_t w1, const ChunkScales& S, float wscale,
+                                              Frag16x16& a0, Frag16x16& a1, int i) {
+  if constexpr (kForm16<T, XT>) {
+    fragment_16<T, XT>(w0, splat2<XT>(S.s0 * wscale), splat2<XT>(S.o0 * wscale), a0.r[i], a0.r[i + 2]);
+    fragment_16<T, XT>(w1, splat2<XT>(S.s1 * wscale), splat2<XT>(S.o1 * wscale), a1.r[i], a1.r[i + 2]);
+  } else {
+    fragment_32<T, XT>(w0, S.s0, S.o0, a0.r[i], a0.r[i + 2]);
+    fragment_32<T, XT>(w1, S.s1, S.o1, a1.r[i], a1.r[i + 2]);
+  }
 }
 
 template <GType T, typename XT, int TN>
@@ -213,10 +273,8 @@ __global__ void __launch_bounds__(kHmmaWarps * 32) hmma_kernel(const HmmaParams 
       const ChunkScales SA = decode_scales<T>(ra.d, ra.sc);
       const ChunkScales SB = decode_scales<T>(rb.d, rb.sc);
       Frag16x16 a0, a1;  // the chunk's elements 0-15 (MMA 0) and 16-31 (MMA 1), permuted k
-      word_fragment<T, XT>(wa0, SA.s0, SA.o0, a0.r[0], a0.r[2]);
-      word_fragment<T, XT>(wb0, SB.s0, SB.o0, a0.r[1], a0.r[3]);
-      word_fragment<T, XT>(wa1, SA.s1, SA.o1, a1.r[0], a1.r[2]);
-      word_fragment<T, XT>(wb1, SB.s1, SB.o1, a1.r[1], a1.r[3]);
+      row_fragments<T, XT>(wa0, wa1, SA, p.wscale, a0, a1, 0);  // row g
+      row_fragments<T, XT>(wb0, wb1, SB, p.wscale, a0, a1, 1);  // row g + 8
 #pragma unroll
       for (int j = 0; j < NG; ++j) {
         if (j * 8 >= ntok) break;
@@ -245,7 +303,7 @@ __global__ void __launch_bounds__(kHmmaWarps * 32) hmma_kernel(const HmmaParams 
       const int tl = j * 8 + 2 * t + (e & 1);
       if (row >= p.N || tl >= ntok) continue;
       const int64_t tok = m0 + tl;
-      float y = acc[j][e];
+      float y = acc[j][e] * p.unscale;  // exact: a power of two
       if (p.partial) {
         p.partial[(int64_t(blockIdx.z) * p.M + tok) * p.N + row] = y;
       } else {
