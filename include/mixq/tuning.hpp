@@ -48,14 +48,14 @@ struct Tuning {
   int moe_token_tile = 0;  // 0: the plan's; else 16, 64, 128, 192 or 256 tokens per wgmma tile
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
-  // dp4a GEMV up to cuda_ggml_q8_max_rows tokens, the int8 tensor-core kernel up to
-  // cuda_ggml_mma_max_rows, with 16-bit X the dequantizing tensor-core kernel up to
-  // cuda_ggml_hmma_max_rows, dequantize + cuBLAS above); Off: the canonical form's weight-only
-  // kernels (for A/B runs).
+  // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the dequantizing f16/bf16
+  // tensor-core kernel up to cuda_ggml_hmma_max_rows, with f32 X the int8 tensor-core kernel up to
+  // cuda_ggml_mma_max_rows (when set, it applies to 16-bit X too, ahead of the dequantizing one);
+  // dequantize + cuBLAS above); Off: the canonical form's weight-only kernels (for A/B runs).
   Toggle cuda_ggml_native = Toggle::Auto;
-  int cuda_ggml_q8_max_rows = 0;    // 0: the plan's; else 1..16
-  int cuda_ggml_mma_max_rows = 0;   // 0: the plan's; else 1..2^30
-  int cuda_ggml_hmma_max_rows = 0;  // 0: the plan's; else 1..2^30
+  int cuda_ggml_q8_max_rows = 0;    // 0: the plan's (4; 3 for Q4_0 / Q4_1); else 1..16
+  int cuda_ggml_mma_max_rows = 0;   // 0: the plan's (f32 X: 32; 16-bit X: none); else 1..2^30
+  int cuda_ggml_hmma_max_rows = 0;  // 0: the plan's (128); else 1..2^30
   // --- W8A8 (FP8 block, INT8 per block)
   int w8a8_group_n = 0;                  // 0: the plan's; N tiles per raster group
   Toggle w8a8_y_tma = Toggle::Auto;      // TMA-store epilogue for 16-bit outputs

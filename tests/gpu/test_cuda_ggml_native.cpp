@@ -140,8 +140,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     EXPECT_EQ(pw.kernel_name(M, DType::F32), M <= gemv_rows ? "cuda_ggml_q8_" + tname
                                  : M <= 32 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
     EXPECT_EQ(pw.kernel_name(M, DType::BF16), M <= gemv_rows ? "cuda_ggml_q8_" + tname
-                                 : M <= 32 ? "cuda_ggml_mma_" + tname
-                                 : M <= 256 ? "cuda_ggml_hmma_" + tname : std::string("cuda_ggml_dequant_cublas"));
+                                 : M <= 128 ? "cuda_ggml_hmma_" + tname : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
     for (const PreparedWeight* q : {&gemv, &mma}) {
       if (q == &gemv && M > 16) continue;
@@ -238,11 +237,13 @@ TEST(CudaGgmlNative, DtypesStridesAndEpilogue) {
           o.lo = -0.5f * float(ref.max_exact);
           o.hi = 0.5f * float(ref.max_exact);
           for (const bool exact : {false, true}) {
-            // above 32 tokens the default plan decodes the weights exactly: the dequantizing
-            // tensor-core kernel (16-bit X) or dequantize + cuBLAS (f32 X, the exact run's)
+            // the default plan: the q8 kernels (the GEMV; f32 X, the q8 tensor-core kernel up to
+            // 32 tokens), else the exactly decoded weights of the dequantizing tensor-core kernel
+            // (16-bit X) or dequantize + cuBLAS (f32 X above 32 tokens: the exact run's)
             if (M > 32 && !exact && xt == DType::F32) continue;
+            const bool q8 = !exact && (M <= 3 || (xt == DType::F32 && M <= 32));
             const std::vector<float> y = run(exact ? deq : pw, x, M, o);
-            const std::vector<double>& r = exact || M > 32 ? ref.exact : ref.q8;
+            const std::vector<double>& r = q8 ? ref.q8 : ref.exact;
             std::vector<double> want(r.size());
             double top = 0;
             for (int64_t m = 0; m < M; ++m)
@@ -359,13 +360,14 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(32), "cuda_ggml_mma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33), "cuda_ggml_hmma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(256, DType::BF16), "cuda_ggml_hmma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(257), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(128, DType::BF16), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(129), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5, DType::F32), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(32, DType::F32), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(33, DType::F32), "cuda_ggml_dequant_cublas");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_hmma_max_rows=40")).kernel_name(41), "cuda_ggml_dequant_cublas");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_hmma_max_rows=300")).kernel_name(300), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1), "cuda_ggml_hmma_Q4_K");
   // forced with f32 X, the dequantizing kernel gives way to the plan for f32
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1, DType::F32), "cuda_ggml_q8_Q4_K");

@@ -175,6 +175,7 @@ class CudaGgmlNative final : public PreparedImpl {
                f.qk, " and N, K < 2^30");
     gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : default_gemv_rows(type_);
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
+    mma_max_x16_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : 0;
     hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : kHmmaMaxRows;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
@@ -253,12 +254,13 @@ class CudaGgmlNative final : public PreparedImpl {
  private:
   static constexpr int64_t kScratchRows = 4096;
   // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 4 tokens (3 for
-  // Q4_0 / Q4_1, whose decode is the cheapest, so the tensor-core kernel's fixed cost is repaid
-  // sooner), the staged tensor-core kernel up to 32 (1.5-2x faster than dequantize + cuBLAS
-  // there; at 64 it is ahead for some types and 2x behind for Q6_K), dequantize + cuBLAS above.
+  // Q4_0 / Q4_1, whose decode is the cheapest, so a tensor-core kernel's fixed cost is repaid
+  // sooner). Above it, 16-bit X: the dequantizing tensor-core kernel up to 128 tokens (at 8 tokens
+  // 0.8-1.2x the q8 one's time, at 64 0.35-0.9x; at 128 0.5-1.0x dequantize + cuBLAS's, at 256
+  // 1.2-1.6x); f32 X: the q8 tensor-core kernel up to 32. Dequantize + cuBLAS above.
   static int64_t default_gemv_rows(GType t) { return t == GType::Q4_0 || t == GType::Q4_1 ? 3 : 4; }
   static constexpr int64_t kMmaMaxRows = 32;
-  static constexpr int64_t kHmmaMaxRows = 256;
+  static constexpr int64_t kHmmaMaxRows = 128;
 
   enum class Path { Gemv, Mma, Hmma, Cublas };
 
@@ -270,7 +272,7 @@ class CudaGgmlNative final : public PreparedImpl {
       if (*forced_ != Path::Hmma || x16) return *forced_;
     }
     if (M <= gemv_max_) return Path::Gemv;
-    if (M <= mma_max_) return Path::Mma;
+    if (M <= (x16 ? mma_max_x16_ : mma_max_)) return Path::Mma;
     return x16 && M <= hmma_max_ ? Path::Hmma : Path::Cublas;
   }
 
@@ -390,7 +392,9 @@ class CudaGgmlNative final : public PreparedImpl {
   DeviceCaps caps_;
   GType type_ = GType::Q4_0;
   std::string type_name_;
-  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, hmma_max_ = kHmmaMaxRows;
+  // the q8 tensor-core kernel's limit for f32 X, and for 16-bit X (0 unless set: the dequantizing
+  // kernel takes over from the GEMV)
+  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, mma_max_x16_ = 0, hmma_max_ = kHmmaMaxRows;
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   int f16_exp_ = 0;  // f16_weight_exponent
