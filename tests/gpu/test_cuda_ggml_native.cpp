@@ -139,8 +139,12 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     const int64_t gemv_rows = tc.type == formats::GgmlType::Q4_0 || tc.type == formats::GgmlType::Q4_1 ? 3 : 4;
     EXPECT_EQ(pw.kernel_name(M, DType::F32), M <= gemv_rows ? "cuda_ggml_q8_" + tname
                                  : M <= 32 ? "cuda_ggml_mma_" + tname : std::string("cuda_ggml_dequant_cublas"));
+    const bool four_bit = tc.type == formats::GgmlType::Q4_0 || tc.type == formats::GgmlType::Q4_1 ||
+                          tc.type == formats::GgmlType::IQ4_NL || tc.type == formats::GgmlType::Q4_K ||
+                          tc.type == formats::GgmlType::IQ4_XS;
     EXPECT_EQ(pw.kernel_name(M, DType::BF16), M <= gemv_rows ? "cuda_ggml_q8_" + tname
-                                 : M <= 128 ? "cuda_ggml_hmma_" + tname : std::string("cuda_ggml_dequant_cublas"));
+                                 : M <= (four_bit ? 128 : 96) ? "cuda_ggml_hmma_" + tname
+                                 : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
     for (const PreparedWeight* q : {&gemv, &mma}) {
       if (q == &gemv && M > 16) continue;
@@ -371,7 +375,8 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1), "cuda_ggml_hmma_Q4_K");
   // forced with f32 X, the dequantizing kernel gives way to the plan for f32
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1, DType::F32), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_mma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3, DType::F32), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=64")).kernel_name(64), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_mma")).kernel_name(1), "cuda_ggml_mma_Q4_K");

@@ -176,7 +176,9 @@ class CudaGgmlNative final : public PreparedImpl {
     gemv_max_ = o.tuning.cuda_ggml_q8_max_rows > 0 ? o.tuning.cuda_ggml_q8_max_rows : default_gemv_rows(type_);
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
     mma_max_x16_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : 0;
-    hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : kHmmaMaxRows;
+    hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : default_hmma_rows(type_);
+    for (int i = 0; i < 3; ++i)
+      hmma_fits_[i] = ggml::hmma_smem_bytes(type_, 16 << i) <= caps_.smem_per_block_optin;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
     else if (o.force_kernel == "cuda_ggml_hmma") forced_ = Path::Hmma;
@@ -255,12 +257,16 @@ class CudaGgmlNative final : public PreparedImpl {
   static constexpr int64_t kScratchRows = 4096;
   // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 4 tokens (3 for
   // Q4_0 / Q4_1, whose decode is the cheapest, so a tensor-core kernel's fixed cost is repaid
-  // sooner). Above it, 16-bit X: the dequantizing tensor-core kernel up to 128 tokens (at 8 tokens
-  // 0.8-1.2x the q8 one's time, at 64 0.35-0.9x; at 128 0.5-1.0x dequantize + cuBLAS's, at 256
-  // 1.2-1.6x); f32 X: the q8 tensor-core kernel up to 32. Dequantize + cuBLAS above.
+  // sooner). Above it, 16-bit X: the dequantizing tensor-core kernel (at 8 tokens 0.75-1.1x the
+  // q8 one's time, at 64 0.35-0.9x) up to 128 tokens for the 4-bit types (0.6-1.0x dequantize +
+  // cuBLAS's time there, 1.2-1.5x at 256), up to 96 for the others (at 128 1.0-1.3x cuBLAS's);
+  // f32 X: the q8 tensor-core kernel up to 32. Dequantize + cuBLAS above.
   static int64_t default_gemv_rows(GType t) { return t == GType::Q4_0 || t == GType::Q4_1 ? 3 : 4; }
+  static int64_t default_hmma_rows(GType t) {
+    const GFormat f = ggml::gformat(t);
+    return f.lb == 4 && f.hb == 0 ? 128 : 96;
+  }
   static constexpr int64_t kMmaMaxRows = 32;
-  static constexpr int64_t kHmmaMaxRows = 128;
 
   enum class Path { Gemv, Mma, Hmma, Cublas };
 
@@ -269,11 +275,18 @@ class CudaGgmlNative final : public PreparedImpl {
   Path path(int64_t M, bool x16) const {
     if (forced_) {
       if (*forced_ == Path::Gemv && M > ggml::kGemvMaxRows) return Path::Mma;
-      if (*forced_ != Path::Hmma || x16) return *forced_;
+      if (*forced_ != Path::Hmma || (x16 && hmma_fits(M))) return *forced_;
     }
     if (M <= gemv_max_) return Path::Gemv;
     if (M <= (x16 ? mma_max_x16_ : mma_max_)) return Path::Mma;
-    return x16 && M <= hmma_max_ ? Path::Hmma : Path::Cublas;
+    if (x16 && M <= hmma_max_ && hmma_fits(M)) return Path::Hmma;
+    return M <= mma_max_ ? Path::Mma : Path::Cublas;  // (16-bit X, a tile the device cannot hold)
+  }
+
+  // whether the device gives a block the dequantizing kernel's shared memory at M tokens
+  bool hmma_fits(int64_t M) const {
+    const int tn = M <= 16 ? 16 : M <= 32 ? 32 : 64;  // ggml::hmma_token_tile
+    return hmma_fits_[tn == 16 ? 0 : tn == 32 ? 1 : 2];
   }
 
   size_t q8_bytes(int64_t M) const { return ggml::q8_bytes(M, K); }
@@ -394,7 +407,8 @@ class CudaGgmlNative final : public PreparedImpl {
   std::string type_name_;
   // the q8 tensor-core kernel's limit for f32 X, and for 16-bit X (0 unless set: the dequantizing
   // kernel takes over from the GEMV)
-  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, mma_max_x16_ = 0, hmma_max_ = kHmmaMaxRows;
+  int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, mma_max_x16_ = 0, hmma_max_ = 128;
+  bool hmma_fits_[3] = {true, true, true};  // token tiles 16, 32, 64
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   int f16_exp_ = 0;  // f16_weight_exponent

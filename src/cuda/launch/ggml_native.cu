@@ -134,14 +134,18 @@ int hmma_smem(GType t) {
     MIXQ_GGML_SMEM_CASE(Q5_K) MIXQ_GGML_SMEM_CASE(Q6_K) MIXQ_GGML_SMEM_CASE(IQ4_XS)
 #undef MIXQ_GGML_SMEM_CASE
   }
-  return kHmmaMaxBytes;
+  return kHmmaOneCtaBytes;
 }
 }  // namespace
+
+int hmma_smem_bytes(GType t, int token_tile) {
+  return token_tile == 64 ? hmma_smem<64>(t) : token_tile == 32 ? hmma_smem<32>(t) : hmma_smem<16>(t);
+}
 
 HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count) {
   HmmaPlan r;
   r.token_tile = hmma_token_tile(M);
-  const int smem = r.token_tile == 64 ? hmma_smem<64>(t) : r.token_tile == 32 ? hmma_smem<32>(t) : hmma_smem<16>(t);
+  const int smem = hmma_smem_bytes(t, r.token_tile);
   const int64_t slots = int64_t(sm_count) * (smem <= kHmmaTwoCtaBytes ? 2 : 1);
   const int64_t chunks = K / 32, steps = (chunks + kHmmaStep - 1) / kHmmaStep;
   const int64_t tiles = ((N + kHmmaRows - 1) / kHmmaRows) * ((M + r.token_tile - 1) / r.token_tile);

@@ -36,6 +36,9 @@ struct HmmaPlan {
   int64_t split_chunks = 0;
 };
 HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count);
+// Dynamic shared memory of the kernel's token tile (16, 32 or 64) for type t: up to 220 KB, more
+// than some devices give a block.
+int hmma_smem_bytes(GType t, int token_tile);
 
 // Bytes of the q8 activations of M tokens (GQ8: codes, then meta at q8_meta_offset(M, K)).
 size_t q8_bytes(int64_t M, int64_t K);

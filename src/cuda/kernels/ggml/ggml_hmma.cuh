@@ -37,10 +37,12 @@ namespace mixq::cuda::ggml {
 constexpr int kHmmaWarps = 8;
 constexpr int kHmmaRows = 16 * kHmmaWarps;
 constexpr int kHmmaStep = 8;  // chunks of 32 per step (256 columns) for every type
-// Shared memory a CTA may take: the stage rule below keeps two CTAs an SM where two stages fit
-// in half of Hopper's 228 KB; the cap fits the A100's 163 KB a block.
+// Shared memory a CTA may take: two CTAs an SM (16 warps to hide the decode's latency) where two
+// stages fit in half of Hopper's 228 KB, else one CTA with a deeper ring, up to Hopper's 227 KB a
+// block (a device with less, such as the A100's 163 KB, runs those tiles on another kernel:
+// hmma_smem_bytes tells the backend).
 constexpr int kHmmaTwoCtaBytes = 112 * 1024;
-constexpr int kHmmaMaxBytes = 160 * 1024;
+constexpr int kHmmaOneCtaBytes = 220 * 1024;
 
 // The token tile (TN tokens, n8 groups) a call of M tokens runs: 16, 32, else 64.
 __host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
@@ -66,17 +68,19 @@ struct HmmaTile {
   static constexpr int kXOff = kScOff + kHmmaRows * kScPitch;
   static constexpr int kXPitch = kHmmaStep * 32 * 2 + 32;  // 544 bytes: 32 mod 128
   static constexpr int kStageBytes = kXOff + TN * kXPitch;
-  // the deepest ring (up to 4) that leaves two CTAs an SM, else the deepest under the cap
+  // the deepest ring (up to 4) that leaves two CTAs an SM, else the deepest one CTA holds
+  // (measured: the 64-token tile of Q5_K / Q6_K / Q8_0 with one CTA and two stages took 1.6-1.8x
+  // its 32-token time, Q4_0 / Q4_K's with two CTAs 1.4x)
   __host__ __device__ static constexpr int stages() {
     for (int s = 4; s >= 2; --s)
       if (s * kStageBytes <= kHmmaTwoCtaBytes) return s;
     for (int s = 4; s >= 2; --s)
-      if (s * kStageBytes <= kHmmaMaxBytes) return s;
+      if (s * kStageBytes <= kHmmaOneCtaBytes) return s;
     return 2;
   }
   static constexpr int kStages = stages();
   static constexpr int kSmemBytes = kStages * kStageBytes;
-  static_assert(kSmemBytes <= kHmmaMaxBytes, "hmma stage too large");
+  static_assert(kSmemBytes <= kHmmaOneCtaBytes, "hmma stage too large");
 };
 
 // Whether a type's weights are formed in 16 bits (fragment_16): f16 always (1024 + u is exact for
