@@ -36,7 +36,7 @@ struct HmmaPlan {
   int64_t split_chunks = 0;
 };
 HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count);
-// Dynamic shared memory of the kernel's token tile (16, 32 or 64) for type t: up to 220 KB, more
+// Dynamic shared memory of the kernel's token tile (16, 32 or 64) for type t: up to 160 KB, more
 // than some devices give a block.
 int hmma_smem_bytes(GType t, int token_tile);
 

@@ -38,11 +38,10 @@ constexpr int kHmmaWarps = 8;
 constexpr int kHmmaRows = 16 * kHmmaWarps;
 constexpr int kHmmaStep = 8;  // chunks of 32 per step (256 columns) for every type
 // Shared memory a CTA may take: two CTAs an SM (16 warps to hide the decode's latency) where two
-// stages fit in half of Hopper's 228 KB, else one CTA with a deeper ring, up to Hopper's 227 KB a
-// block (a device with less, such as the A100's 163 KB, runs those tiles on another kernel:
-// hmma_smem_bytes tells the backend).
+// stages fit in half of Hopper's 228 KB, else one CTA of at most 160 KB (the A100 gives a block
+// 163 KB; a device with less runs the tile on another kernel: hmma_smem_bytes tells the backend).
 constexpr int kHmmaTwoCtaBytes = 112 * 1024;
-constexpr int kHmmaOneCtaBytes = 220 * 1024;
+constexpr int kHmmaOneCtaBytes = 160 * 1024;
 
 // The token tile (TN tokens, n8 groups) a call of M tokens runs: 16, 32, else 64.
 __host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
@@ -68,9 +67,9 @@ struct HmmaTile {
   static constexpr int kXOff = kScOff + kHmmaRows * kScPitch;
   static constexpr int kXPitch = kHmmaStep * 32 * 2 + 32;  // 544 bytes: 32 mod 128
   static constexpr int kStageBytes = kXOff + TN * kXPitch;
-  // the deepest ring (up to 4) that leaves two CTAs an SM, else the deepest one CTA holds
-  // (measured: the 64-token tile of Q5_K / Q6_K / Q8_0 with one CTA and two stages took 1.6-1.8x
-  // its 32-token time, Q4_0 / Q4_K's with two CTAs 1.4x)
+  // the deepest ring (up to 4) that leaves two CTAs an SM, else the deepest one CTA holds under
+  // the cap (measured on an H200: the 64-token tile of Q5_K / Q6_K / Q8_0, one CTA an SM, took
+  // 5-12 % longer with three stages, 198-210 KB, than with two, 135-140 KB)
   __host__ __device__ static constexpr int stages() {
     for (int s = 4; s >= 2; --s)
       if (s * kStageBytes <= kHmmaTwoCtaBytes) return s;
