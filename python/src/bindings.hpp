@@ -3,6 +3,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include <cstdint>
 #include <string>
 
 #include "mixq/ops.hpp"
@@ -25,6 +26,16 @@ mixq::PrepareOptions prepare_options(const std::string& backend, const std::stri
                                      const std::string& force_kernel, float in_scale,
                                      int in_zero, float out_scale, int out_zero,
                                      const std::string& tuning);
+
+// The dtype named `name` (mixq's names: "f16", "bf16", ...), else an error naming the argument.
+mixq::DType dtype_arg(const std::string& name, const char* arg);  // weights.cpp
+
+// The kernel a call of `rows` rows of `dtype` activations runs on a prepared weight or a stack of
+// experts ('' = its default activation dtype).
+template <typename W>
+std::string kernel_name_for(const W& w, int64_t rows, const std::string& dtype) {
+  return dtype.empty() ? w.kernel_name(rows) : w.kernel_name(rows, dtype_arg(dtype, "dtype"));
+}
 
 void bind_weights(nb::module_& m);   // weights.cpp: QuantizedWeight, quantize, dequantize
 void bind_prepare(nb::module_& m);   // prepare.cpp: PreparedWeight, prepare, queries

@@ -46,10 +46,7 @@ void bind_moe(nb::module_& m) {
       })
       .def_ro("device", &Experts::device, "CUDA ordinal the experts were prepared for (0 on CPU).")
       .def("kernel_name", [](const Experts& w, int64_t rows, const std::string& dtype) {
-             if (dtype.empty()) return w.experts.kernel_name(rows);
-             const auto t = mixq::parse_dtype(dtype);
-             MIXQ_CHECK_ARG(t.has_value(), "dtype: unknown activation dtype '", dtype, "'");
-             return w.experts.kernel_name(rows, *t);
+             return kernel_name_for(w.experts, rows, dtype);
            }, nb::arg("rows"), nb::arg("dtype") = "",
            "The kernel a grouped call over `rows` rows in all of `dtype` activations runs ('' = the "
            "backend's default activation dtype).")
@@ -150,9 +147,7 @@ void bind_moe(nb::module_& m) {
 
   m.def("moe_mlp_workspace_size", [](const Experts& gu, const Experts& down, int64_t tokens,
                                      int64_t topk, const std::string& dtype) {
-        const auto t = mixq::parse_dtype(dtype);
-        MIXQ_CHECK_ARG(t.has_value(), "x: unknown dtype '", dtype, "'");
-        return mixq::moe_mlp_workspace_size(gu.experts, down.experts, tokens, topk, *t);
+        return mixq::moe_mlp_workspace_size(gu.experts, down.experts, tokens, topk, dtype_arg(dtype, "x"));
       }, nb::arg("w_gate_up"), nb::arg("w_down"), nb::arg("tokens"), nb::arg("topk"),
       nb::arg("dtype"));
 

@@ -69,10 +69,7 @@ void bind_prepare(nb::module_& m) {
             return nb::make_tuple(p.ci, p.kh, p.kw);
           }, "(Ci, Kh, Kw) of a convolution weight, None for a linear one.")
       .def("kernel_name", [](const Prepared& p, int64_t M, const std::string& dtype) {
-             if (dtype.empty()) return p.weight.kernel_name(M);
-             const auto t = mixq::parse_dtype(dtype);
-             MIXQ_CHECK_ARG(t.has_value(), "dtype: unknown activation dtype '", dtype, "'");
-             return p.weight.kernel_name(M, *t);
+             return kernel_name_for(p.weight, M, dtype);
            }, nb::arg("M"), nb::arg("dtype") = "",
            "The kernel a call with M rows of `dtype` activations runs ('' = the weight's "
            "default activation dtype).")

@@ -48,12 +48,6 @@ std::vector<T> bytes_of(nb::handle a, const char* arg) {
   return out;
 }
 
-mixq::DType dtype_arg(const std::string& name, const char* arg) {
-  const auto t = mixq::parse_dtype(name);
-  MIXQ_CHECK_ARG(t.has_value(), arg, ": unknown dtype '", name, "'");
-  return *t;
-}
-
 mixq::ZeroKind zero_kind_arg(const std::string& name) {
   if (name == "none") return mixq::ZeroKind::None;
   if (name == "offset") return mixq::ZeroKind::Offset;
@@ -63,6 +57,12 @@ mixq::ZeroKind zero_kind_arg(const std::string& name) {
 }
 
 }  // namespace
+
+mixq::DType dtype_arg(const std::string& name, const char* arg) {
+  const auto t = mixq::parse_dtype(name);
+  MIXQ_CHECK_ARG(t.has_value(), arg, ": unknown dtype '", name, "'");
+  return *t;
+}
 
 void bind_weights(nb::module_& m) {
   nb::class_<QuantizedWeight>(m, "QuantizedWeight",
