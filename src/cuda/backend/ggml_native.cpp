@@ -177,8 +177,6 @@ class CudaGgmlNative final : public PreparedImpl {
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
     mma_max_x16_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : 0;
     hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : default_hmma_rows(type_);
-    for (int i = 0; i < 3; ++i)
-      hmma_fits_[i] = ggml::hmma_smem_bytes(type_, 16 << i) <= caps_.smem_per_block_optin;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
     else if (o.force_kernel == "cuda_ggml_hmma") forced_ = Path::Hmma;
@@ -285,8 +283,7 @@ class CudaGgmlNative final : public PreparedImpl {
 
   // whether the device gives a block the dequantizing kernel's shared memory at M tokens
   bool hmma_fits(int64_t M) const {
-    const int tn = M <= 16 ? 16 : M <= 32 ? 32 : 64;  // ggml::hmma_token_tile
-    return hmma_fits_[tn == 16 ? 0 : tn == 32 ? 1 : 2];
+    return ggml::hmma_smem_bytes(type_, ggml::hmma_token_tile(M)) <= caps_.smem_per_block_optin;
   }
 
   size_t q8_bytes(int64_t M) const { return ggml::q8_bytes(M, K); }
@@ -408,7 +405,6 @@ class CudaGgmlNative final : public PreparedImpl {
   // the q8 tensor-core kernel's limit for f32 X, and for 16-bit X (0 unless set: the dequantizing
   // kernel takes over from the GEMV)
   int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, mma_max_x16_ = 0, hmma_max_ = 128;
-  bool hmma_fits_[3] = {true, true, true};  // token tiles 16, 32, 64
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   int f16_exp_ = 0;  // f16_weight_exponent

@@ -113,6 +113,9 @@ struct GQ8 {
 };
 // the tensor-core kernel's n8 token groups
 __host__ __device__ constexpr int64_t q8_groups(int64_t M) { return (M + 7) / 8; }
+// The dequantizing tensor-core kernel's token tile (TN tokens, n8 groups) for M tokens: 16, 32,
+// else 64 (ggml_hmma.cuh; the backend asks whether the device holds that tile's shared memory).
+__host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
 // One product Y[M][N] = X Wᵀ (+ bias, clamp) on the integer path.
 struct GemvParams {

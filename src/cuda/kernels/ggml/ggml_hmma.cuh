@@ -43,8 +43,6 @@ constexpr int kHmmaStep = 8;  // chunks of 32 per step (256 columns) for every t
 constexpr int kHmmaTwoCtaBytes = 112 * 1024;
 constexpr int kHmmaOneCtaBytes = 160 * 1024;
 
-// The token tile (TN tokens, n8 groups) a call of M tokens runs: 16, 32, else 64.
-__host__ __device__ constexpr int hmma_token_tile(int64_t M) { return M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
 template <GType T, int TN>
 struct HmmaTile {
