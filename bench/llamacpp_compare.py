@@ -201,6 +201,17 @@ def write_markdown(path, doc):
                 f"{k} (M={','.join(str(m) for m in sorted(v))})" for k, v in by_kernel.items())
                 + f"; llama.cpp {', '.join(buffers)}")
         lines.append("")
+        reads = [r for r in rows if r["M"] == 1 and r.get("plain_read_us") and r["mixq_us"]]
+        if reads:
+            lines += ["M = 1 against a plain streaming read of the same file bytes (cold, timed as the "
+                      "kernels are; `mixq bench` measures it in the same run): read time / kernel time", "",
+                      "| type | KxN | plain read us | mixq us | mixq | llama.cpp us | llama.cpp |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in reads:
+                lines.append(f"| {r['type']} | {r['K']}x{r['N']} | {r['plain_read_us']:.1f} | {r['mixq_us']:.1f} | "
+                             f"{r['plain_read_us'] / r['mixq_us']:.2f} | {r['llamacpp_us']:.1f} | "
+                             f"{r['plain_read_us'] / r['llamacpp_us']:.2f} |")
+            lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -306,6 +317,7 @@ def main(argv=None):
             "tensor": name, "type": lr["type"].upper(), "K": lr["K"], "N": lr["N"], "M": m, "threads": t,
             "mixq_us": mixq_us, "mixq_kernel": r.get("kernel", "unsupported") if r else "missing",
             "mixq_ok": r.get("ok") if r else None, "mixq_sweeps_us": s["mixq"],
+            "plain_read_us": r.get("plain_read_us") if r else None,
             "llamacpp_us": llama_us, "llamacpp_buffer": lr["buffer"], "llamacpp_sweeps_us": s["llama"],
             "ratio": llama_us / mixq_us if mixq_us else None,
             "ratio_min": min(per_sweep) if per_sweep else None,

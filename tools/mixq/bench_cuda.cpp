@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -84,6 +85,11 @@ class CudaBenchDriver final : public BenchDriver {
     return {"w4g128", "w8g128", "w4g32asym", "w4g128zp"};
   }
   int64_t cache_bytes() const override { return prop_.l2CacheSize; }
+  double plain_read_us(int64_t bytes) override {
+    auto it = plain_reads_.find(bytes);
+    if (it == plain_reads_.end()) it = plain_reads_.emplace(bytes, measure_read_ceiling(size_t(bytes), device_).us).first;
+    return it->second;
+  }
 
   // The prepared copies go; the dense copies of the last shape stay for the paired baseline of
   // its quantized runs (run_quantized), until a dense weight of another shape replaces them.
@@ -279,6 +285,7 @@ class CudaBenchDriver final : public BenchDriver {
   cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;  // a timed replay's bounds
   cublasHandle_t cublas_ = nullptr;
   ReadCeiling ceiling_;
+  std::map<int64_t, double> plain_reads_;  // plain_read_us by bytes
   std::vector<PreparedWeight> prepared_;
   const QuantizedWeight* prepared_for_ = nullptr;
   ActQuant prepared_act_ = ActQuant::None;

@@ -101,6 +101,10 @@ class BenchDriver {
   virtual int64_t cache_bytes() const = 0;
   // CPU threads the driver uses (0 when not applicable).
   virtual int threads() const { return 0; }
+  // Microseconds a plain streaming read of `bytes` takes on the device, cold and timed as the
+  // kernels are (the floor of a GEMV over that many weight bytes, ramp-up and tail included);
+  // 0 where the driver does not measure it.
+  virtual double plain_read_us(int64_t /*bytes*/) { return 0; }
 
   // Drivers may keep per-weight state (prepared copies, device uploads) between calls that pass
   // the same weight; the host calls release() before that weight is destroyed or changed. (The

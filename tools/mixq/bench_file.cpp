@@ -243,8 +243,11 @@ void write_file_json(const std::string& path, const FileReport& r) {
         << ", \"min_us\": " << json_num(b.min_us) << ", \"reps\": " << b.reps
         << ", \"dense_us\": " << json_num(b.solo_baseline_us)
         << ", \"speedup_vs_dense\": " << json_num(b.speedup)
-        << ", \"gb_per_s\": " << json_num(b.gb_per_s) << ", \"tflop_per_s\": " << json_num(b.tflop_per_s)
-        << ", \"rel_err\": " << json_num(b.rel_err) << ", \"tol\": " << json_num(b.tol)
+        << ", \"gb_per_s\": " << json_num(b.gb_per_s) << ", \"tflop_per_s\": " << json_num(b.tflop_per_s);
+      if (b.read_us > 0)
+        o << ", \"plain_read_us\": " << json_num(b.read_us)
+          << ", \"plain_read_fraction\": " << json_num(b.read_us / b.time_us);
+      o << ", \"rel_err\": " << json_num(b.rel_err) << ", \"tol\": " << json_num(b.tol)
         << ", \"emul_err\": " << json_num(b.emu_err) << ", \"emul_tol\": " << json_num(b.emu_tol)
         << ", \"reference_sample\": " << json_str(b.sample)
         << ", \"ok\": " << (b.ok() ? "true" : "false") << "}";
@@ -412,6 +415,7 @@ int run_bench_file(const Args& a, const std::string& command_line) {
         continue;
       }
       r.weight_bytes = g.file_bytes;
+      if (M == 1) r.read_us = driver->plain_read_us(r.weight_bytes);
       set_rates(r, act_bytes);
       // The same checks as the synthetic rows: vs float64 on the dequantized weight, and for the
       // CPU int8-dot kernel (activations quantized per weight segment) vs its exact emulation.

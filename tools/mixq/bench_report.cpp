@@ -113,6 +113,9 @@ void write_json(const std::string& path, const BenchReport& r) {
       << ", \"speedup_vs_baseline\": " << json_number(b.speedup);
     if (b.solo_baseline_us > 0) o << ", \"baseline_us\": " << json_number(b.solo_baseline_us);
     if (b.paired_baseline_us > 0) o << ", \"paired_baseline_us\": " << json_number(b.paired_baseline_us);
+    if (b.read_us > 0)
+      o << ", \"plain_read_us\": " << json_number(b.read_us)
+        << ", \"plain_read_fraction\": " << json_number(b.read_us / b.time_us);
     o << ", \"reference_sample\": " << json_string(b.sample)
       << ", \"ok\": " << (b.ok() ? "true" : "false") << "}";
   }

@@ -23,6 +23,7 @@ struct BenchRow {
   double speedup = 0;                   // baseline time / this time (same shape, same M)
   double solo_baseline_us = 0;          // the baseline timed on its own (speedup uses it)
   double paired_baseline_us = 0;        // the baseline timed alternately with this row (0: none)
+  double read_us = 0;                   // M = 1: a plain read of weight_bytes (0: not measured)
   std::string sample;                   // which outputs the reference covers
   bool unsupported = false;
   std::string note;                     // why unsupported

@@ -323,6 +323,7 @@ int run_bench(int argc, char** argv) {
             continue;
           }
           r.weight_bytes = w.storage_bytes();
+          if (M == 1) r.read_us = driver->plain_read_us(r.weight_bytes);
           fill_rates(r, act_bytes);
           const auto t_ref = now();
           const OutputSample s = choose_sample(M, N);

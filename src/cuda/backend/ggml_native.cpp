@@ -283,7 +283,7 @@ class CudaGgmlNative final : public PreparedImpl {
 
   // whether the device gives a block the dequantizing kernel's shared memory at M tokens
   bool hmma_fits(int64_t M) const {
-    return ggml::hmma_smem_bytes(type_, ggml::hmma_token_tile(M)) <= caps_.smem_per_block_optin;
+    return size_t(ggml::hmma_smem_bytes(type_, ggml::hmma_token_tile(M))) <= caps_.smem_per_block_optin;
   }
 
   size_t q8_bytes(int64_t M) const { return ggml::q8_bytes(M, K); }
@@ -320,6 +320,7 @@ class CudaGgmlNative final : public PreparedImpl {
     p.xq = q.q;
     p.xmeta = q.meta;
     p.pdl = caps_.cc_major >= 9;
+    p.staged = opts.tuning.cuda_ggml_gemv_staged != Toggle::Off;
     if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
     const ggml::MmaSplit sp = ggml::mma_split(type_, M, N, K, caps_.sm_count);
     p.splits = sp.splits;
