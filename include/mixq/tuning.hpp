@@ -56,9 +56,6 @@ struct Tuning {
   int cuda_ggml_q8_max_rows = 0;    // 0: the plan's (4; 3 for Q4_0 / Q4_1); else 1..16
   int cuda_ggml_mma_max_rows = 0;   // 0: the plan's (f32 X: 32; 16-bit X: none); else 1..2^30
   int cuda_ggml_hmma_max_rows = 0;  // 0: the plan's (4-bit types 128, others 96); else 1..2^30
-  // Auto / On: the GEMV's 1-4 token calls stream the weights through a per-warp shared-memory
-  // ring (cp.async); Off: through registers, as its 5-16 token calls do
-  Toggle cuda_ggml_gemv_staged = Toggle::Auto;
   // --- W8A8 (FP8 block, INT8 per block)
   int w8a8_group_n = 0;                  // 0: the plan's; N tiles per raster group
   Toggle w8a8_y_tma = Toggle::Auto;      // TMA-store epilogue for 16-bit outputs

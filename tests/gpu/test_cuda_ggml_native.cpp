@@ -128,8 +128,6 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
   const std::string tname = formats::ggml_type_name(uint32_t(tc.type));
   const PreparedWeight pw = prepare(w, cuda_opts());
   const PreparedWeight gemv = prepare(w, cuda_opts("cuda_ggml_q8"));
-  // the GEMV's 1-4 token calls through registers instead of the shared-memory ring
-  const PreparedWeight gemv_regs = prepare(w, cuda_opts("cuda_ggml_q8", "cuda_ggml_gemv_staged=off"));
   const PreparedWeight mma = prepare(w, cuda_opts("cuda_ggml_mma"));
   const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
   const PreparedWeight hmma = prepare(w, cuda_opts("cuda_ggml_hmma"));
@@ -148,8 +146,8 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
                                  : M <= (four_bit ? 128 : 96) ? "cuda_ggml_hmma_" + tname
                                  : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
-    for (const PreparedWeight* q : {&gemv, &gemv_regs, &mma}) {
-      if ((q == &gemv && M > 16) || (q == &gemv_regs && M > 4)) continue;
+    for (const PreparedWeight* q : {&gemv, &mma}) {
+      if (q == &gemv && M > 16) continue;
       const std::vector<float> y = run(*q, x, M);
       EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << q->kernel_name(M) << " vs the q8 emulation";
       EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-2) << q->kernel_name(M) << " vs float64";

@@ -17,15 +17,6 @@ template <GType T, int MR, int RPW>
 void launch_gemv_instance(const GemvParams& p, cudaStream_t stream) {
   const int64_t warps = (p.N + RPW - 1) / RPW;
   const dim3 grid(unsigned((warps + kGemvWarps - 1) / kGemvWarps));
-  if constexpr (MR <= kGemvStagedMaxRows) {
-    if (p.staged) {
-      constexpr int kSmem = gemv_staged_smem_bytes<T, RPW>();
-      static_assert(kSmem <= 48 * 1024, "staged GEMV ring above the default shared-memory limit");
-      WoLaunchConfig lc(grid, kGemvWarps * 32, kSmem, stream, p.pdl);
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_staged_kernel<T, MR, RPW>, p));
-      return;
-    }
-  }
   WoLaunchConfig lc(grid, kGemvWarps * 32, 0, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_kernel<T, MR, RPW>, p));
 }

@@ -101,16 +101,6 @@ __device__ __forceinline__ void cp_async_4_zfill(uint32_t smem, const void* gmem
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem), "l"(gmem), "r"(src_bytes));
 }
 
-// 8-byte copy (through L1, as the 4-byte one).
-__device__ __forceinline__ void cp_async_8_u32(uint32_t smem, const void* gmem) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(smem), "l"(gmem));
-}
-// 16-byte copy of a stream read once: a 256-byte L2 fetch, as the streamed register loads ask
-// (a warp's copies of a plane are contiguous, so the neighbouring sectors are its next requests).
-__device__ __forceinline__ void cp_async_16_l2_256(uint32_t smem, const void* gmem) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(smem), "l"(gmem));
-}
-
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }

@@ -32,24 +32,17 @@ __device__ __forceinline__ uint32_t ld_stream_u32(const uint8_t* p) {
   return v;
 }
 
-// How a chunk's fields are read: from global memory (LdgLoad: the code planes streamed with the
-// loads above, the small scale fields through the read-only path, since the eight lanes of a
-// super-block read the same scale bytes: one L1 line), or from a shared-memory copy of the planes
-// (PlainLoad: the GEMV's per-warp ring and the tensor-core kernels' stages, views of the same
+// How the small loads of a chunk's fields are issued: from global memory through the read-only
+// path (the eight lanes of a super-block read the same scale bytes: one L1 line), or from a
+// shared-memory copy of the planes (the tensor-core kernel's stages, which are views of the same
 // layout with their own pitches).
 struct LdgLoad {
   template <typename U>
   __device__ __forceinline__ U operator()(const U* p) const { return __ldg(p); }
-  __device__ __forceinline__ uint4 v4(const uint8_t* p) const { return ld_stream_v4(p); }
-  __device__ __forceinline__ uint2 v2(const uint8_t* p) const { return ld_stream_v2(p); }
-  __device__ __forceinline__ uint32_t u32(const uint8_t* p) const { return ld_stream_u32(p); }
 };
 struct PlainLoad {
   template <typename U>
   __device__ __forceinline__ U operator()(const U* p) const { return *p; }
-  __device__ __forceinline__ uint4 v4(const uint8_t* p) const { return *reinterpret_cast<const uint4*>(p); }
-  __device__ __forceinline__ uint2 v2(const uint8_t* p) const { return *reinterpret_cast<const uint2*>(p); }
-  __device__ __forceinline__ uint32_t u32(const uint8_t* p) const { return *reinterpret_cast<const uint32_t*>(p); }
 };
 
 // The f16 scale field(s) and sub-block scale bytes of chunk c of row `row`.
@@ -84,29 +77,28 @@ struct RawChunk {
 };
 
 // Chunk c (32 elements from column 32c) of row `row`.
-template <GType T, typename Ld = LdgLoad>
-__device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_t c, RawChunk<T>& r,
-                                           Ld ld = {}) {
+template <GType T>
+__device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_t c, RawChunk<T>& r) {
   constexpr GFormat F = gformat(T);
   const uint8_t* lo = w.lo + row * w.lo_pitch + c * F.lo_chunk();
   if constexpr (F.lb == 4) {
-    const uint4 v = ld.v4(lo);
+    const uint4 v = ld_stream_v4(lo);
     r.lo[0] = v.x; r.lo[1] = v.y; r.lo[2] = v.z; r.lo[3] = v.w;
   } else if constexpr (F.lb == 8) {
-    const uint4 a = ld.v4(lo), b = ld.v4(lo + 16);
+    const uint4 a = ld_stream_v4(lo), b = ld_stream_v4(lo + 16);
     r.lo[0] = a.x; r.lo[1] = a.y; r.lo[2] = a.z; r.lo[3] = a.w;
     r.lo[4] = b.x; r.lo[5] = b.y; r.lo[6] = b.z; r.lo[7] = b.w;
   } else {
-    const uint2 v = ld.v2(lo);
+    const uint2 v = ld_stream_v2(lo);
     r.lo[0] = v.x; r.lo[1] = v.y;
   }
   if constexpr (F.hb == 1) {
-    r.hi[0] = ld.u32(w.hi + row * w.hi_pitch + c * 4);
+    r.hi[0] = ld_stream_u32(w.hi + row * w.hi_pitch + c * 4);
   } else if constexpr (F.hb == 2) {
-    const uint2 v = ld.v2(w.hi + row * w.hi_pitch + c * 8);
+    const uint2 v = ld_stream_v2(w.hi + row * w.hi_pitch + c * 8);
     r.hi[0] = v.x; r.hi[1] = v.y;
   }
-  load_scales<T>(w, row, c, r.d, r.sc, ld);
+  load_scales<T>(w, row, c, r.d, r.sc);
 }
 
 // IQ4 codebook lookup of the eight 4-bit indices of one low-plane word (byte i: index A_i in the

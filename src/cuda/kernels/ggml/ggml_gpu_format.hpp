@@ -111,8 +111,6 @@ struct GQ8 {
   int8_t* q = nullptr;
   float4* meta = nullptr;
 };
-// The GEMV's token counts that may run the shared-memory ring kernel (the others: the register one).
-constexpr int kGemvStagedMaxRows = 4;
 // the tensor-core kernel's n8 token groups
 __host__ __device__ constexpr int64_t q8_groups(int64_t M) { return (M + 7) / 8; }
 // The dequantizing tensor-core kernel's token tile (TN tokens, n8 groups) for M tokens: 16, 32,
@@ -133,7 +131,6 @@ struct GemvParams {
   int bias_type = 2;
   float clamp_lo = 0, clamp_hi = 0;
   bool pdl = false;  // launched dependent on the quantizer (programmatic stream serialization)
-  bool staged = true;  // 1..kGemvStagedMaxRows tokens: the shared-memory ring GEMV (ggml_kernels.cuh)
 };
 
 // The tensor-core kernel's call: the product, its K split (splits of split_chunks chunks each) and,
