@@ -43,7 +43,6 @@ constexpr int kHmmaStep = 8;  // chunks of 32 per step (256 columns) for every t
 constexpr int kHmmaTwoCtaBytes = 112 * 1024;
 constexpr int kHmmaOneCtaBytes = 160 * 1024;
 
-
 template <GType T, int TN>
 struct HmmaTile {
   static constexpr GFormat F = gformat(T);
