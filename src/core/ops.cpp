@@ -287,6 +287,13 @@ void check_linear_output(const PreparedImpl& p, int64_t M, const char* m_from, c
 
 PreparedWeight prepare(const QuantizedWeight& weight, const PrepareOptions& opts) {
   weight.validate();
+  // CUDA's FP8 block GEMMs tile N on whole 128-row blocks: a shard that starts inside one runs as
+  // two block-aligned pieces (the per-row scales below are for the paths that take them)
+  if (opts.act == ActQuant::Fp8Block && resolve_backend(opts.backend) == BackendKind::CUDA &&
+      weight.n_phase != 0 && weight.block_n > 1) {
+    check_scheme_for_act(weight, opts);
+    return PreparedWeight(prepare_cuda_row_pieces(weight, opts));
+  }
   QuantizedWeight storage;
   const QuantizedWeight& w =
       opts.act == ActQuant::None ? weight : row_blocks_of_shard(weight, storage);

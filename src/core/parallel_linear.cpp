@@ -226,6 +226,10 @@ struct ParallelLinear::Staging {
 
 namespace {
 constexpr int kMaxRowChunks = 16;
+// The automatic row split (ParallelLinearOptions::row_chunks = 0, row_chunk_ratio = 0).
+constexpr int64_t kAutoRowChunks = 4;
+constexpr int64_t kAutoChunkMinSumBytes = int64_t(16) << 20;
+constexpr int64_t kSumToProductK = 4096;
 }  // namespace
 
 ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& spec, int64_t global_n,
@@ -237,6 +241,9 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
   MIXQ_CHECK_ARG(opts.row_chunks >= 0 && opts.row_chunks <= kMaxRowChunks,
                  "ParallelLinear: row_chunks is ", opts.row_chunks, ", must be 0 (automatic) .. ",
                  kMaxRowChunks);
+  MIXQ_CHECK_ARG(opts.row_chunk_ratio == 0 || (opts.row_chunk_ratio >= 1.0 / 16 && opts.row_chunk_ratio <= 16),
+                 "ParallelLinear: row_chunk_ratio is ", opts.row_chunk_ratio,
+                 ", must be 0 (automatic) or within [1/16, 16]");
   const bool column = spec.axis == ShardAxis::Column;
   const ShardDescriptor mine = describe(local, spec, global_n, global_k, opts.prepare, *comm_);
   std::vector<ShardDescriptor> all;
@@ -302,11 +309,8 @@ int64_t ParallelLinear::out_features() const {
 // multiplies chunk by chunk, and a plan for fewer rows can need more (a K split).
 size_t ParallelLinear::product_workspace(int64_t M) const {
   size_t bytes = linear_workspace_size(local_, M);
-  if (spec_.axis == ShardAxis::Row && M > 0) {
-    const int64_t rows = chunk_rows(M);
-    bytes = std::max(bytes, linear_workspace_size(local_, rows));
-    if (M % rows) bytes = std::max(bytes, linear_workspace_size(local_, M % rows));
-  }
+  if (spec_.axis == ShardAxis::Row && M > 0)
+    for (const int64_t rows : row_split(M)) bytes = std::max(bytes, linear_workspace_size(local_, rows));
   return align_up(bytes);
 }
 
@@ -319,16 +323,36 @@ size_t ParallelLinear::workspace_size(int64_t M) const {
   return own + align_up(staging);
 }
 
-int64_t ParallelLinear::row_chunks(int64_t M) const {
-  // Automatic: one piece. The overlap has not yet been measured on several GPUs, so it is not
-  // the default; docs/decisions/tensor-parallel-linear.md says where it is expected to pay.
-  const int64_t n = opts_.row_chunks == 0 ? 1 : opts_.row_chunks;
-  return std::max<int64_t>(1, std::min<int64_t>(n, M));
-}
-
-int64_t ParallelLinear::chunk_rows(int64_t M) const {
-  const int64_t chunks = row_chunks(M);
-  return (M + chunks - 1) / chunks;
+std::vector<int64_t> ParallelLinear::row_split(int64_t M) const {
+  if (spec_.axis != ShardAxis::Row || M < 2) return {M};
+  int64_t n = opts_.row_chunks;
+  if (n == 0) {
+    // Automatic: cut where a peer's sum has megabytes to move (on two H200s a 64 MB sum took
+    // ~315 us, and 4 chunks hid most of it; at 4 MB the chunks cost more than they hid).
+    const bool big = M * global_n_ * 2 >= kAutoChunkMinSumBytes;
+    n = spec_.world > 1 && big ? kAutoRowChunks : 1;
+  }
+  n = std::min<int64_t>(n, M);
+  if (n == 1) return {M};
+  const int64_t k_local = range().second - range().first;
+  const double r = opts_.row_chunk_ratio > 0
+                       ? opts_.row_chunk_ratio
+                       : std::clamp(double(kSumToProductK) / double(std::max<int64_t>(k_local, 1)), 0.25, 4.0);
+  // chunk c gets M r^c / sum(r^i) rows, rounded down to whole 64-row tiles of the kernels where
+  // every chunk can have one (each at least one granule; the last takes what is left)
+  const int64_t granule = M >= n * 64 ? 64 : 1;
+  double total = 0;
+  for (int64_t c = 0; c < n; ++c) total += std::pow(r, double(c));
+  std::vector<int64_t> rows;
+  int64_t left = M;
+  for (int64_t c = 0; c + 1 < n; ++c) {
+    const int64_t want = int64_t(double(M) * std::pow(r, double(c)) / total) / granule * granule;
+    const int64_t take = std::clamp<int64_t>(want, granule, left - (n - 1 - c) * granule);
+    rows.push_back(take);
+    left -= take;
+  }
+  rows.push_back(left);
+  return rows;
 }
 
 void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epilogue& ep,
@@ -412,8 +436,8 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
   const bool clamp = has_clamp(ep);
   Epilogue local_ep;
   if (!clamp && spec_.rank == 0) local_ep.bias = ep.bias;
-  const int64_t chunks = row_chunks(M);
-  if (chunks == 1) {
+  const std::vector<int64_t> split = row_split(M);
+  if (split.size() == 1) {
     linear(x, local_, contiguous ? y : partial, local_ep, inner);
     comm_->all_reduce_sum(sum, M * global_n_, y.dtype, ctx.stream);
   } else {
@@ -427,10 +451,10 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
       if (!st.fork) st.fork = std::make_unique<StreamFork>(y.device_index, kMaxRowChunks);
       fork = st.fork.get();
     }
-    const int64_t rows = chunk_rows(M);
     const size_t xeb = size_t(dtype_bytes(x.dtype, 1));
-    for (int64_t c = 0, r0 = 0; r0 < M; ++c, r0 += rows) {
-      const int64_t mc = std::min(rows, M - r0);
+    int64_t r0 = 0;
+    for (size_t c = 0; c < split.size(); r0 += split[c], ++c) {
+      const int64_t mc = split[c];
       char* part = sum + size_t(r0 * global_n_) * eb;
       linear(rows_view(static_cast<char*>(x.data) + size_t(r0 * x.ld()) * xeb, x.dtype, mc, x.shape[1],
                        x.ld(), x.device, x.device_index),

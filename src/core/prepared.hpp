@@ -48,4 +48,10 @@ std::shared_ptr<const PreparedImpl> prepare_cpu(const QuantizedWeight& w, const 
 std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const ConvGeometry* conv,
                                                  const PrepareOptions& opts);
 
+// A CUDA FP8-block column shard whose split cut a row block (n_phase != 0, validated): prepared
+// as the rows left in the cut block and the block-aligned rest, run into their columns of y
+// (core/row_pieces.cpp).
+std::shared_ptr<const PreparedImpl> prepare_cuda_row_pieces(const QuantizedWeight& w,
+                                                            const PrepareOptions& opts);
+
 }  // namespace mixq

@@ -20,6 +20,7 @@
 #include "mixq/ops.hpp"
 #include "mixq/quantize.hpp"
 #include "mixq/reference.hpp"
+#include "mixq/shard.hpp"
 
 using namespace mixq;
 
@@ -64,13 +65,15 @@ struct Case {
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   bool caller_workspace = false;
   std::string force;  // kernel name (PrepareOptions::force_kernel), empty: the dispatch
+  int64_t rank = 0, world = 0;  // world > 0: the column shard `rank` of `world` of the N x K weight
 };
 
 std::string name(const Case& c) {
   return "M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) +
          " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") +
          " clamp [" + std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]" +
-         (c.force.empty() ? "" : " force=" + c.force);
+         (c.force.empty() ? "" : " force=" + c.force) +
+         (c.world ? " column shard " + std::to_string(c.rank) + " of " + std::to_string(c.world) : "");
 }
 
 void run(const Case& c, uint32_t seed) {
@@ -79,8 +82,10 @@ void run(const Case& c, uint32_t seed) {
   // Row blocks with very different magnitudes exercise the per-block weight scales.
   for (int64_t n = 0; n < c.N; ++n)
     for (int64_t k = 0; k < c.K; ++k) wf[size_t(n * c.K + k)] *= float(1 + (n / 128 + k / 128) % 5);
-  const QuantizedWeight w =
+  QuantizedWeight w =
       quantize_weight(TensorView(wf.data(), DType::F32, {c.N, c.K}), parse_scheme("fp8b128"));
+  if (c.world) w = shard(w, ShardSpec{c.rank, c.world, ShardAxis::Column});
+  const int64_t N = w.N;
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Fp8Block;
@@ -92,7 +97,7 @@ void run(const Case& c, uint32_t seed) {
   for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
     for (int64_t k = 0; k < c.K; ++k) xf[size_t(m * c.K + k)] *= std::pow(10.f, float(m % 6) - 3.f);
   std::vector<uint8_t> xb = to_bytes(xf, c.xt);
-  const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
+  const size_t yb = size_t(c.M * N) * (dtype_bits(c.yt) / 8);
   DeviceBuffer dx(xb.size()), dy(yb);
   dx.copy_from_host(xb.data(), xb.size());
   ASSERT_EQ(cudaMemset(dy.data(), 0xFF, yb), cudaSuccess);  // NaN poison in every float type
@@ -102,10 +107,10 @@ void run(const Case& c, uint32_t seed) {
   ep.clamp_lo = c.lo;
   ep.clamp_hi = c.hi;
   if (c.bias) {
-    bias_h = randn(size_t(c.N), seed + 3, 4.f);
+    bias_h = randn(size_t(N), seed + 3, 4.f);
     dbias = DeviceBuffer(bias_h.size() * 4);
     dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
-    ep.bias = dbias.view(DType::F32, {c.N});
+    ep.bias = dbias.view(DType::F32, {N});
   }
   ExecContext ctx;
   DeviceBuffer ws;
@@ -114,21 +119,31 @@ void run(const Case& c, uint32_t seed) {
     ctx.workspace = ws.data();
     ctx.workspace_bytes = ws.size();
   }
-  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep, ctx);
+  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, N}), ep, ctx);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint8_t> y(yb);
   dy.copy_to_host(y.data(), yb);
 
-  std::vector<double> ref(size_t(c.M * c.N));
+  std::vector<double> ref(size_t(c.M * N));
   Epilogue rep = ep;
-  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
-  ref::linear_fp8_block(TensorView(xb.data(), c.xt, {c.M, c.K}), w,
-                        TensorView(ref.data(), DType::F64, {c.M, c.N}), rep);
+  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {N});
+  // the reference takes whole blocks from row 0: a shard's rows each with its block's scales
+  QuantizedWeight plain = w;
+  if (w.n_phase) {
+    const int64_t nbk = w.n_blocks_k();
+    plain.block_n = 1;
+    plain.n_phase = 0;
+    plain.scales.assign(size_t(N * nbk * 4), 0);
+    for (int64_t n = 0; n < N; ++n)
+      std::memcpy(&plain.scales[size_t(n * nbk * 4)], &w.scales[size_t(w.n_block(n) * nbk * 4)], size_t(nbk * 4));
+  }
+  ref::linear_fp8_block(TensorView(xb.data(), c.xt, {c.M, c.K}), plain,
+                        TensorView(ref.data(), DType::F64, {c.M, N}), rep);
   double sxy = 0, sxx = 0, syy = 0, sdd = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const double g = value(y, c.yt, i), r = ref[i];
     if (!std::isfinite(g)) {
-      ADD_FAILURE() << "output (m " << i / c.N << ", n " << i % c.N << ") not written: " << g;
+      ADD_FAILURE() << "output (m " << i / N << ", n " << i % N << ") not written: " << g;
       return;
     }
     sxy += g * r;
@@ -149,6 +164,32 @@ TEST(CudaFp8Block, RowCounts) {
   uint32_t seed = 1;
   for (int64_t M : {1, 7, 64, 129, 1000}) run({M, 1000, 1000}, seed++);
   run({2048, 264, 1000}, seed++);  // narrower N keeps the float64 reference quick
+}
+
+// Column shards whose split cut a 128-row block (n_phase): the rows left in the cut block and the
+// block-aligned rest run as two pieces into their columns of y (the kernel names both), at the
+// skinny and the tiled kernels' token counts, with bias and clamp.
+TEST(CudaFp8Block, ColumnShardsThatCutARowBlock) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 40;
+  for (const int64_t M : {1, 37, 300}) {
+    Case c{M, 300, 512, DType::BF16, DType::BF16, true, -3.f, 3.f};
+    c.rank = 1;
+    c.world = 2;  // rows [150, 300): 106 rows of block 1, then block 2
+    run(c, seed++);
+    Case d{M, 1000, 640, DType::F16, DType::F32};
+    d.rank = 2;
+    d.world = 3;  // rows [667, 1000): 101 rows of block 5, then 232 rows from block 6
+    run(d, seed++);
+  }
+  const QuantizedWeight w = shard(quantize_weight(TensorView(randn(300 * 256, 50).data(), DType::F32, {300, 256}),
+                                                  parse_scheme("fp8b128")),
+                                  ShardSpec{1, 2, ShardAxis::Column});
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Fp8Block;
+  const std::string name = prepare(w, o).kernel_name(1);
+  EXPECT_NE(name.find(" + "), std::string::npos) << name;
 }
 
 TEST(CudaFp8Block, OddShapesBiasClamp) {
