@@ -74,22 +74,15 @@ struct ParallelLinearOptions {
   // At construction (a collective): every rank checks that all ranks hold the same split and
   // scheme of the same global weight, and names the first rank that differs.
   bool check_shards = true;
-  // Row-parallel: the product and its all-reduce cut into this many row chunks (at most 16, and
-  // at most M), each chunk's sum queued on a second stream of the device so that it runs while
-  // the next chunk's product does, and the caller's stream joined after the last. A big-M sum is
-  // bandwidth-bound and in one piece adds its whole time to the layer. 0: automatic (4 chunks
-  // where there are other ranks and the sum holds >= 16 MB of 16-bit values, else one piece;
-  // docs/decisions/tensor-parallel-linear.md); 1: one product, then one sum. The side stream and
-  // its events are the layer's own: a chunked layer serves one forward at a time (as the
-  // collectives do: their order must match on every rank).
+  // Row-parallel: the product and its all-reduce cut into this many row chunks of equal rows
+  // (at most 16, and at most M), each chunk's sum queued on a second stream of the device so
+  // that it runs while the next chunk's product does, and the caller's stream joined after the
+  // last. A big-M sum is bandwidth-bound and in one piece adds its whole time to the layer.
+  // 0: automatic (4 chunks where there are other ranks and the sum holds >= 32 MB of 16-bit
+  // values, else one piece; measured: docs/decisions/tensor-parallel-linear.md); 1: one
+  // product, then one sum. The side stream and its events are the layer's own: a chunked layer
+  // serves one forward at a time (as the collectives do: their order must match on every rank).
   int row_chunks = 0;
-  // Rows of chunk c + 1 over rows of chunk c (a geometric split, row_split()). The sum of chunk c
-  // overlaps the product of chunk c + 1, so the best ratio is (sum time / product time) per row:
-  // below 1 the chunks shrink and the last sum, which nothing hides, is short; above 1 they grow
-  // and the first product, which hides nothing, is short. 0: automatic, 4096 / K_local clamped
-  // to [1/4, 4] (a 16-bit sum at ~200 GB/s against a W4A16 product at ~840 TFLOP/s, measured on
-  // two H200s); else within [1/16, 16].
-  double row_chunk_ratio = 0;
 };
 
 class ParallelLinear {
@@ -114,7 +107,7 @@ class ParallelLinear {
   Collectives& collectives() const { return *comm_; }
 
   // Row-parallel: the rows of each chunk a forward of M rows cuts (ParallelLinearOptions::
-  // row_chunks and row_chunk_ratio), in order; {M} when it is not cut (and for column-parallel).
+  // row_chunks), in order; {M} when it is not cut (and for column-parallel).
   std::vector<int64_t> row_split(int64_t M) const;
   // Bytes of ExecContext::workspace a forward of M rows needs (the shard's product plus the
   // staging of a gathered or strided output).

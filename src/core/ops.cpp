@@ -291,7 +291,8 @@ PreparedWeight prepare(const QuantizedWeight& weight, const PrepareOptions& opts
   // two block-aligned pieces (the per-row scales below are for the paths that take them)
   if (opts.act == ActQuant::Fp8Block && resolve_backend(opts.backend) == BackendKind::CUDA &&
       weight.n_phase != 0 && weight.block_n > 1) {
-    check_scheme_for_act(weight, opts);
+    QuantizedWeight per_row;  // the scheme checks take plain blocks: the rows with their scales
+    check_scheme_for_act(row_blocks_of_shard(weight, per_row), opts);
     return PreparedWeight(prepare_cuda_row_pieces(weight, opts));
   }
   QuantizedWeight storage;

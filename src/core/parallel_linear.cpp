@@ -226,10 +226,9 @@ struct ParallelLinear::Staging {
 
 namespace {
 constexpr int kMaxRowChunks = 16;
-// The automatic row split (ParallelLinearOptions::row_chunks = 0, row_chunk_ratio = 0).
+// The automatic row split (ParallelLinearOptions::row_chunks = 0).
 constexpr int64_t kAutoRowChunks = 4;
-constexpr int64_t kAutoChunkMinSumBytes = int64_t(16) << 20;
-constexpr int64_t kSumToProductK = 4096;
+constexpr int64_t kAutoChunkMinSumBytes = int64_t(32) << 20;
 }  // namespace
 
 ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& spec, int64_t global_n,
@@ -241,9 +240,6 @@ ParallelLinear::ParallelLinear(const QuantizedWeight& local, const ShardSpec& sp
   MIXQ_CHECK_ARG(opts.row_chunks >= 0 && opts.row_chunks <= kMaxRowChunks,
                  "ParallelLinear: row_chunks is ", opts.row_chunks, ", must be 0 (automatic) .. ",
                  kMaxRowChunks);
-  MIXQ_CHECK_ARG(opts.row_chunk_ratio == 0 || (opts.row_chunk_ratio >= 1.0 / 16 && opts.row_chunk_ratio <= 16),
-                 "ParallelLinear: row_chunk_ratio is ", opts.row_chunk_ratio,
-                 ", must be 0 (automatic) or within [1/16, 16]");
   const bool column = spec.axis == ShardAxis::Column;
   const ShardDescriptor mine = describe(local, spec, global_n, global_k, opts.prepare, *comm_);
   std::vector<ShardDescriptor> all;
@@ -327,31 +323,15 @@ std::vector<int64_t> ParallelLinear::row_split(int64_t M) const {
   if (spec_.axis != ShardAxis::Row || M < 2) return {M};
   int64_t n = opts_.row_chunks;
   if (n == 0) {
-    // Automatic: cut where a peer's sum has megabytes to move (on two H200s a 64 MB sum took
-    // ~315 us, and 4 chunks hid most of it; at 4 MB the chunks cost more than they hid).
+    // Automatic: cut where the sum has tens of megabytes to move (two H200s: 4 chunks hid most
+    // of a 64 MB sum and some of a 32 MB one, and cost more than they hid at 16 MB and below)
     const bool big = M * global_n_ * 2 >= kAutoChunkMinSumBytes;
     n = spec_.world > 1 && big ? kAutoRowChunks : 1;
   }
   n = std::min<int64_t>(n, M);
-  if (n == 1) return {M};
-  const int64_t k_local = range().second - range().first;
-  const double r = opts_.row_chunk_ratio > 0
-                       ? opts_.row_chunk_ratio
-                       : std::clamp(double(kSumToProductK) / double(std::max<int64_t>(k_local, 1)), 0.25, 4.0);
-  // chunk c gets M r^c / sum(r^i) rows, rounded down to whole 64-row tiles of the kernels where
-  // every chunk can have one (each at least one granule; the last takes what is left)
-  const int64_t granule = M >= n * 64 ? 64 : 1;
-  double total = 0;
-  for (int64_t c = 0; c < n; ++c) total += std::pow(r, double(c));
+  // equal chunks (the first ones one row longer where n does not divide M)
   std::vector<int64_t> rows;
-  int64_t left = M;
-  for (int64_t c = 0; c + 1 < n; ++c) {
-    const int64_t want = int64_t(double(M) * std::pow(r, double(c)) / total) / granule * granule;
-    const int64_t take = std::clamp<int64_t>(want, granule, left - (n - 1 - c) * granule);
-    rows.push_back(take);
-    left -= take;
-  }
-  rows.push_back(left);
+  for (int64_t c = 0; c < n; ++c) rows.push_back(M / n + (c < M % n ? 1 : 0));
   return rows;
 }
 

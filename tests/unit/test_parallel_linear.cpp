@@ -402,63 +402,35 @@ TEST(ParallelLinear, RowChunksAndCollectiveBuffersHoldTheSum) {
   }
 }
 
-// The row split: automatic only where there are other ranks and the sum is large (>= 16 MB of
-// 16-bit values); chunks in the geometric ratio (shrinking for a long K, whose product hides a
-// longer sum; growing for a short one), on 64-row tiles, adding up to M; an explicit ratio of 1
-// cuts equal chunks; a ratio out of range is refused.
-TEST(ParallelLinear, RowSplitFollowsTheSumToProductRatio) {
-  const QuantizedWeight wide = make_weight(4096, 256, "w4g128", false, 51);   // K_local 128
-  const QuantizedWeight deep = make_weight(16, 16384, "w4g128", false, 52);   // K_local 8192
-  auto sum_of = [](const std::vector<int64_t>& v) {
-    int64_t s = 0;
-    for (const int64_t r : v) s += r;
-    return s;
-  };
+// The row split: automatic only where there are other ranks and the sum is large (>= 32 MB of
+// 16-bit values), then 4 chunks; chunks of equal rows (the first ones one row longer) adding up
+// to M, at most M of them; one piece for a column-parallel layer.
+TEST(ParallelLinear, RowSplitCutsLargeSumsIntoEqualChunks) {
+  const QuantizedWeight w = make_weight(4096, 256, "w4g128", false, 51);
   ThreadGroup g(2);
   on_ranks(2, [&](int64_t r) {
     const ShardSpec row{r, 2, ShardAxis::Row}, col{r, 2, ShardAxis::Column};
     auto comm = std::make_shared<ThreadCollectives>(g, r);
     ParallelLinearOptions o;
     o.prepare = cpu_exact();
-    const ParallelLinear auto_row(shard(wide, row), row, 4096, 256, comm, o);
-    const ParallelLinear auto_col(shard(wide, col), col, 4096, 256, comm, o);
+    const ParallelLinear auto_row(shard(w, row), row, 4096, 256, comm, o);
+    const ParallelLinear auto_col(shard(w, col), col, 4096, 256, comm, o);
     o.row_chunks = 4;
-    const ParallelLinear four(shard(deep, row), row, 16, 16384, comm, o);
-    o.row_chunk_ratio = 1;
-    const ParallelLinear equal(shard(deep, row), row, 16, 16384, comm, o);
+    const ParallelLinear four(shard(w, row), row, 4096, 256, comm, o);
     if (r != 0) return;
-    // automatic: 2047 x 4096 x 2 bytes is under 16 MB, 2048 rows reach it
-    EXPECT_EQ(auto_row.row_split(2047), std::vector<int64_t>{2047});
-    const std::vector<int64_t> a = auto_row.row_split(2048);
-    ASSERT_EQ(a.size(), size_t(4));
-    EXPECT_EQ(sum_of(a), 2048);
-    for (size_t c = 0; c + 1 < a.size(); ++c) {
-      EXPECT_EQ(a[c] % 64, 0) << c;
-      EXPECT_LE(a[c], a[c + 1]) << "K_local 128: the chunks grow";
-    }
-    EXPECT_EQ(auto_col.row_split(8192), std::vector<int64_t>{8192});
-    // K_local 8192: ratio 1/2, the chunks shrink
-    const std::vector<int64_t> d = four.row_split(4096);
-    EXPECT_EQ(d, (std::vector<int64_t>{2176, 1088, 512, 320}));
-    const std::vector<int64_t> small = four.row_split(100);  // under 4 tiles: whole rows
-    EXPECT_EQ(small.size(), size_t(4));
-    EXPECT_EQ(sum_of(small), 100);
-    EXPECT_EQ(four.row_split(3).size(), size_t(3));
-    EXPECT_EQ(equal.row_split(4096), (std::vector<int64_t>{1024, 1024, 1024, 1024}));
-    EXPECT_EQ(equal.row_split(1), std::vector<int64_t>{1});
+    // automatic: 4095 x 4096 x 2 bytes is under 32 MB, 4096 rows reach it
+    EXPECT_EQ(auto_row.row_split(4095), std::vector<int64_t>{4095});
+    EXPECT_EQ(auto_row.row_split(4096), (std::vector<int64_t>{1024, 1024, 1024, 1024}));
+    EXPECT_EQ(auto_col.row_split(65536), std::vector<int64_t>{65536});
+    EXPECT_EQ(four.row_split(4097), (std::vector<int64_t>{1025, 1024, 1024, 1024}));
+    EXPECT_EQ(four.row_split(6), (std::vector<int64_t>{2, 2, 1, 1}));
+    EXPECT_EQ(four.row_split(3), (std::vector<int64_t>{1, 1, 1}));
+    EXPECT_EQ(four.row_split(1), std::vector<int64_t>{1});
   });
   // one rank: nothing to overlap, one piece however large
   const ShardSpec one{0, 1, ShardAxis::Row};
   ParallelLinearOptions o;
   o.prepare = cpu_exact();
-  EXPECT_EQ(ParallelLinear(shard(wide, one), one, 4096, 256, single_rank_collectives(), o).row_split(65536),
+  EXPECT_EQ(ParallelLinear(shard(w, one), one, 4096, 256, single_rank_collectives(), o).row_split(65536),
             std::vector<int64_t>{65536});
-  o.row_chunk_ratio = 0.01;
-  try {
-    ParallelLinear(shard(wide, one), one, 4096, 256, single_rank_collectives(), o);
-    ADD_FAILURE() << "row_chunk_ratio = 0.01 was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("row_chunk_ratio is 0.01, must be 0 (automatic) or within [1/16, 16]"),
-              std::string::npos) << e.what();
-  }
 }

@@ -75,9 +75,6 @@ const char kHelp[] =
     "  --row-chunks N       ParallelLinearOptions::row_chunks of o and down: 0 automatic\n"
     "                       (default), 1 one product then one sum, N row chunks whose sums\n"
     "                       overlap the next chunk's product\n"
-    "  --row-chunk-ratio R  ParallelLinearOptions::row_chunk_ratio: rows of each chunk over the\n"
-    "                       rows of the one before (auto, the default: from the shard's K; 1:\n"
-    "                       equal chunks)\n"
     "  --launch procs|threads\n"
     "                       how TP > 1 runs: procs (default) starts this command once per GPU,\n"
     "                       the ranks joined by ncclCommInitRank, and keeps every NCCL_* variable\n"
@@ -102,7 +99,6 @@ const LayerModel kModels[] = {
 struct LayerSetup {
   bool registered = true;
   int row_chunks = 0;
-  double row_chunk_ratio = 0;  // 0: automatic
 };
 
 struct Row {
@@ -301,7 +297,6 @@ std::vector<RankTimes> rank_main(const LayerModel& lm, const SchemeCase& sc, DTy
     o.prepare.act = sc.act;
     o.check_shards = false;  // random shards, not one global weight's
     o.row_chunks = setup.row_chunks;
-    o.row_chunk_ratio = setup.row_chunk_ratio;
     layers.push_back(std::make_unique<ParallelLinear>(w, spec, gn, l.K, comm, o));
   }
   for (size_t mi = 0; mi < ms.size(); ++mi) {
@@ -521,7 +516,6 @@ int run_bench_tp(int argc, char** argv) {
          {{"--tp", "", true}, {"--models", "", true}, {"--m", "", true}, {"--schemes", "", true},
           {"--act", "", true}, {"--reps", "", true}, {"--json", "", true}, {"--no-progress", "", false},
           {"--launch", "", true}, {"--tp-timeout", "", true}, {"--buffers", "", true}, {"--row-chunks", "", true},
-          {"--row-chunk-ratio", "", true},
           // hidden: one rank process of --launch procs, started by this command itself
           {"--tp-rank", "", true}, {"--tp-world", "", true}, {"--tp-id", "", true}, {"--tp-result", "", true}});
   if (a.help()) return print_help(kHelp);
@@ -542,13 +536,6 @@ int run_bench_tp(int argc, char** argv) {
   LayerSetup setup;
   setup.registered = buffers == "registered";
   setup.row_chunks = int(a.get_int("--row-chunks", 0, 0, 16));
-  const std::string ratio = a.get("--row-chunk-ratio", "auto");
-  if (ratio != "auto") {
-    char* end = nullptr;
-    setup.row_chunk_ratio = std::strtod(ratio.c_str(), &end);
-    if (ratio.empty() || *end != '\0' || !(setup.row_chunk_ratio >= 1.0 / 16 && setup.row_chunk_ratio <= 16))
-      usage_fail("bench", "--row-chunk-ratio must be auto or a number within [1/16, 16], got '" + ratio + "'");
-  }
   // the parent checked --json; a rank process writes none
   if (a.has("--json") && !rank_process) check_outputs("bench", {{"--json", a.get("--json")}}, {});
 #if !defined(MIXQ_WITH_CUDA)
@@ -611,8 +598,8 @@ int run_bench_tp(int argc, char** argv) {
 
   std::vector<Row> rows;
   std::printf("# mixq bench --tp: %s, %d GPU(s), activations %s, launch %s, %s collective buffers, "
-              "row chunks %s (ratio %s)\n", device_line().c_str(), gpus, act_name.c_str(), launch.c_str(),
-              buffers.c_str(), setup.row_chunks ? std::to_string(setup.row_chunks).c_str() : "auto", ratio.c_str());
+              "row chunks %s\n", device_line().c_str(), gpus, act_name.c_str(), launch.c_str(), buffers.c_str(),
+              setup.row_chunks ? std::to_string(setup.row_chunks).c_str() : "auto");
   std::printf("%-12s %-12s %6s %3s %11s %11s %11s %7s %8s %6s\n", "model", "scheme", "M", "tp", "layer_us",
               "gemm_us", "allred_us", "coll%", "speedup", "eff");
   // One (model, scheme, TP) layer's slowest-rank times per M, as rows (speed-up over the TP = 1
@@ -696,8 +683,7 @@ int run_bench_tp(int argc, char** argv) {
                     "\",\n  \"gpus\": " + std::to_string(gpus) + ",\n  \"date\": \"" + date +
                     "\",\n  \"activations\": \"" + act_name + "\",\n  \"launch\": \"" + launch +
                     "\",\n  \"buffers\": \"" + buffers + "\",\n  \"row_chunks\": " +
-                    std::to_string(setup.row_chunks) + ",\n  \"row_chunk_ratio\": \"" + ratio +
-                    "\",\n  \"rows\": [\n";
+                    std::to_string(setup.row_chunks) + ",\n  \"rows\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       char buf[512];
