@@ -14,6 +14,7 @@
 
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/device_checks.hpp"
+#include "gpu/per_row_scales.hpp"
 #include "gpu/chained_calls.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -127,16 +128,7 @@ void run(const Case& c, uint32_t seed) {
   std::vector<double> ref(size_t(c.M * N));
   Epilogue rep = ep;
   if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {N});
-  // the reference takes whole blocks from row 0: a shard's rows each with its block's scales
-  QuantizedWeight plain = w;
-  if (w.n_phase) {
-    const int64_t nbk = w.n_blocks_k();
-    plain.block_n = 1;
-    plain.n_phase = 0;
-    plain.scales.assign(size_t(N * nbk * 4), 0);
-    for (int64_t n = 0; n < N; ++n)
-      std::memcpy(&plain.scales[size_t(n * nbk * 4)], &w.scales[size_t(w.n_block(n) * nbk * 4)], size_t(nbk * 4));
-  }
+  const QuantizedWeight plain = test::with_row_scales(w);  // the reference's whole blocks
   ref::linear_fp8_block(TensorView(xb.data(), c.xt, {c.M, c.K}), plain,
                         TensorView(ref.data(), DType::F64, {c.M, N}), rep);
   double sxy = 0, sxx = 0, syy = 0, sdd = 0;
