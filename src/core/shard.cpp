@@ -193,6 +193,17 @@ QuantizedWeight detail::shard_row_range(const QuantizedWeight& w, int64_t b, int
   return s;
 }
 
+QuantizedWeight detail::shard_col_range(const QuantizedWeight& w, int64_t b, int64_t e) {
+  w.validate();
+  MIXQ_CHECK_ARG(b >= 0 && b < e && e <= w.K, "shard_col_range: columns [", b, ", ", e,
+                 ") outside [0, K=", w.K, ")");
+  QuantizedWeight s = empty_like(w);
+  shard_cols(w, b, e, s);
+  s.origin = w.origin;
+  s.validate();
+  return s;
+}
+
 std::pair<int64_t, int64_t> shard_range(int64_t dim, const ShardSpec& spec) {
   check_spec(spec, "shard_range");
   MIXQ_CHECK_ARG(dim >= 1, "shard_range: dim (", dim, ") must be >= 1");

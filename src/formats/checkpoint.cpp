@@ -5,11 +5,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "formats/format_registry.hpp"
-#include "core/shard_rows.hpp"
-#include "formats/safetensors/st_mixq_layout.hpp"
 #include "mixq/formats/gguf.hpp"
 #include "mixq/formats/safetensors_checkpoint.hpp"
 #include "mixq/formats/safetensors_index.hpp"
@@ -71,17 +70,20 @@ QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
     return w;
   }
   if (!is_gguf(path) && spec.axis == ShardAxis::Column) {
-    // mixq's own layout: read the block-aligned run of rows holding the shard, then cut it.
-    const auto f = SafetensorsCheckpoint::open_subset(path, mixq_weight_parts(tensor));
-    if (f->metadata().count(kMixqWeightPrefix + tensor)) {
-      const QuantizedWeight g = mixq_geometry(*f, tensor);
-      const auto r = shard_range(g.N, spec);
-      const int64_t bn = g.has_scales ? g.block_n : 1;
-      const int64_t a0 = r.first / bn * bn, a1 = std::min(g.N, (r.second + bn - 1) / bn * bn);
-      QuantizedWeight w = detail::shard_row_range(mixq_load_rows(*f, tensor, a0, a1),
-                                                  r.first - a0, r.second - a0);
-      w.origin += shard_origin(w.origin, spec, r);
-      return w;
+    // safetensors: only the bytes of the shard's rows (or the row blocks around them)
+    std::pair<int64_t, int64_t> r;
+    QuantizedWeight w = safetensors_load_rows(path, tensor, [&](int64_t N) { return r = shard_range(N, spec); });
+    w.origin += shard_origin(w.origin, spec, r);
+    return w;
+  }
+  if (!is_gguf(path) && spec.axis == ShardAxis::Row) {
+    // GPTQ / AWQ / FP8 blocks: only the run of whole groups around the shard's columns
+    std::pair<int64_t, int64_t> r;
+    std::optional<QuantizedWeight> w =
+        safetensors_load_cols(path, tensor, [&](int64_t K) { return r = shard_range(K, spec); });
+    if (w) {
+      w->origin += shard_origin(w->origin, spec, r);
+      return std::move(*w);
     }
   }
   return shard(load_weight(path, tensor), spec);

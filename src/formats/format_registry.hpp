@@ -1,7 +1,11 @@
 // Internal: the per-format entry points behind formats/checkpoint.hpp.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "mixq/formats/checkpoint.hpp"
 
@@ -16,5 +20,18 @@ QuantizedWeight gguf_load_weight(const std::string& path, const std::string& ten
 // (src/formats/st_*.cpp)
 CheckpointInfo safetensors_inspect(const std::string& path);
 QuantizedWeight safetensors_load_weight(const std::string& path, const std::string& tensor);
+// Rows [b, e) of that weight, `pick(N)` choosing them from its row count: equal to
+// detail::shard_row_range(safetensors_load_weight(path, tensor), b, e), converted from only the
+// bytes those rows need (mixq's layout and FP8 blocks: the row blocks around them; GPTQ / AWQ:
+// the packed words of their columns; dense: their rows).
+QuantizedWeight safetensors_load_rows(const std::string& path, const std::string& tensor,
+                                      const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick);
+// Original columns [b, e) of that weight (`pick(K)` choosing them), equal to
+// detail::shard_col_range(safetensors_load_weight(path, tensor), b, e), converted from the run of
+// whole groups (blocks) around them: GPTQ without act-order, AWQ, FP8 blocks. Empty for the
+// others (act-order GPTQ, whose groups are spread over K; mixq's layout; dense).
+std::optional<QuantizedWeight> safetensors_load_cols(
+    const std::string& path, const std::string& tensor,
+    const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick);
 
 }  // namespace mixq::formats

@@ -17,7 +17,11 @@
 
 #include "core/kernel_k_layout.hpp"
 #include "mixq/error.hpp"
+#include "mixq/formats/awq.hpp"
 #include "mixq/formats/checkpoint.hpp"
+#include "mixq/formats/fp8_block.hpp"
+#include "mixq/formats/gptq.hpp"
+#include "mixq/formats/safetensors.hpp"
 #include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/formats/gguf.hpp"
 #include "mixq/numeric.hpp"
@@ -350,6 +354,65 @@ TEST(Shard, GgufTypes) {
   }
 }
 
+// Random GPTQ / AWQ codes of `bits` bits, K x N in groups of g (act-order: a shuffled g_idx of
+// equal groups), zero points from 1 (GPTQ v1 stores z - 1), f16 scales.
+formats::GroupedIntWeight random_grouped_int(int bits, int64_t K, int64_t N, int64_t g, bool act_order,
+                                             uint32_t seed) {
+  std::mt19937 rng(seed);
+  formats::GroupedIntWeight w;
+  w.bits = bits;
+  w.K = K;
+  w.N = N;
+  w.groups = (K + g - 1) / g;
+  w.group_size = g;
+  w.scale_type = DType::F16;
+  w.q.resize(size_t(K * N));
+  const uint32_t levels = 1u << bits;
+  for (auto& q : w.q) q = uint8_t(rng() % levels);
+  w.zeros.resize(size_t(w.groups * N));
+  for (auto& z : w.zeros) z = int32_t(1 + rng() % (levels - 1));
+  std::uniform_real_distribution<float> us(0.01f, 0.1f);
+  w.scales.resize(size_t(w.groups * N));
+  for (auto& v : w.scales) v = f16_to_f32(f32_to_f16(us(rng)));
+  if (act_order) {
+    std::vector<int32_t> perm(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) perm[size_t(k)] = int32_t(k);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    w.g_idx.resize(size_t(K));
+    for (int64_t k = 0; k < K; ++k) w.g_idx[size_t(k)] = int32_t(perm[size_t(k)] / g);
+  }
+  return w;
+}
+
+// One safetensors file holding an act-order 4-bit GPTQ module "q", a 3-bit GPTQ module "p"
+// (codes straddling words), an AWQ module "a", an FP8-block weight "f" (a partial last block)
+// and a dense f16 matrix "d" (no quantize config: each is recognised by its shapes).
+void write_imported_formats(const std::string& path) {
+  const formats::GptqPacked q =
+      formats::gptq_pack(random_grouped_int(4, 512, 300, 128, true, 40), formats::GptqVersion::V1);
+  const formats::GptqPacked p =
+      formats::gptq_pack(random_grouped_int(3, 512, 300, 128, false, 43), formats::GptqVersion::V1);
+  const formats::AwqPacked a = formats::awq_pack(random_grouped_int(4, 512, 300, 128, false, 41));
+  const formats::Fp8BlockPacked f = formats::fp8_block_pack(random_weight(kSchemes[8], 300, 1000, 42));
+  std::vector<uint16_t> d(size_t(30 * 64));
+  for (size_t i = 0; i < d.size(); ++i) d[i] = f32_to_f16(float(i % 97) / 97.f - 0.5f);
+  formats::SafetensorsWriter w;
+  w.add("q.qweight", "I32", {formats::gptq_qweight_rows(q.K, 4), q.N}, q.qweight.data(), q.qweight.size() * 4);
+  w.add("q.qzeros", "I32", {q.G, formats::gptq_qzeros_cols(q.N, 4)}, q.qzeros.data(), q.qzeros.size() * 4);
+  w.add("q.scales", "F16", {q.G, q.N}, q.scales.data(), q.scales.size());
+  w.add("q.g_idx", "I32", {q.K}, q.g_idx.data(), q.g_idx.size() * 4);
+  w.add("p.qweight", "I32", {formats::gptq_qweight_rows(p.K, 3), p.N}, p.qweight.data(), p.qweight.size() * 4);
+  w.add("p.qzeros", "I32", {p.G, formats::gptq_qzeros_cols(p.N, 3)}, p.qzeros.data(), p.qzeros.size() * 4);
+  w.add("p.scales", "F16", {p.G, p.N}, p.scales.data(), p.scales.size());
+  w.add("a.qweight", "I32", {a.K, (a.N + 7) / 8}, a.qweight.data(), a.qweight.size() * 4);
+  w.add("a.qzeros", "I32", {a.G, (a.N + 7) / 8}, a.qzeros.data(), a.qzeros.size() * 4);
+  w.add("a.scales", "F16", {a.G, a.N}, a.scales.data(), a.scales.size());
+  w.add("f", "F8_E4M3", {f.N, f.K}, f.weight.data(), f.weight.size());
+  w.add("f_scale_inv", "F32", {(f.N + 127) / 128, (f.K + 127) / 128}, f.scale_inv.data(), f.scale_inv.size() * 4);
+  w.add("d", "F16", {30, 64}, d.data(), d.size() * 2);
+  w.write(path);
+}
+
 TEST(Shard, LoadShardMatchesShardOfLoad) {
   const std::string dir = ::testing::TempDir();
   // GGUF: column shards read only their rows; row shards load then slice.
@@ -364,7 +427,13 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
   const std::string m = dir + "mixq_shard_" + std::to_string(::getpid()) + ".safetensors";
   formats::save_mixq_safetensors(m, {{"w", random_weight(kSchemes[3], 30, 1000, 25)},
                                      {"f", random_weight(kSchemes[8], 300, 1000, 32)}});
-  const std::pair<std::string, std::string> cases[] = {{g, "w"}, {m, "w"}, {m, "f"}};
+  // GPTQ, AWQ, FP8 blocks and a dense matrix: column shards read the packed words of their
+  // columns, the row blocks around their rows, or their rows; row shards the run of whole groups
+  // (blocks) around their columns (act-order GPTQ and dense: the whole tensor, then sliced).
+  const std::string i = dir + "mixq_shard_imported_" + std::to_string(::getpid()) + ".safetensors";
+  write_imported_formats(i);
+  const std::pair<std::string, std::string> cases[] = {{g, "w"}, {m, "w"}, {m, "f"}, {i, "q"}, {i, "p"},
+                                                       {i, "a"}, {i, "f"}, {i, "d"}};
   for (const auto& c : cases)
     for (ShardAxis axis : {ShardAxis::Column, ShardAxis::Row})
       for (int64_t r = 0; r < 3; ++r) {
@@ -389,6 +458,7 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
       }
   std::remove(g.c_str());
   std::remove(m.c_str());
+  std::remove(i.c_str());
 }
 
 // The layer shapes (N, K) of the models named in the issue; every TP split of 1, 2, 4, 8 along

@@ -57,28 +57,45 @@ AwqPackedView awq_view(const AwqPacked& p) {
 }
 
 GroupedIntWeight awq_unpack(const AwqPackedView& v, int64_t group_size, const std::string& what) {
+  return st::awq_unpack_window(v, group_size, what, {0, v.N, 0, v.K});
+}
+
+GroupedIntWeight st::awq_unpack_window(const AwqPackedView& v, int64_t group_size,
+                                       const std::string& what, Window win) {
   MIXQ_CHECK(v.K >= 1 && v.N >= 1 && v.G >= 1 && v.K <= (int64_t(1) << 31) &&
                  v.N <= (int64_t(1) << 31) && v.G <= v.K,
              ErrorCode::Format, what, ": bad geometry K=", v.K, " N=", v.N, " G=", v.G);
+  const int64_t n0 = win.n0, nw = win.n1 - win.n0, k0 = win.k0, kw = win.k1 - win.k0;
+  const int64_t gs = group_size > 0 ? group_size : (v.K + v.G - 1) / v.G;
+  // a K window is whole groups: its groups are the file's [g0, g0 + G')
+  MIXQ_CHECK(0 <= n0 && nw >= 1 && win.n1 <= v.N && 0 <= k0 && kw >= 1 && win.k1 <= v.K &&
+                 (kw == v.K || (k0 % gs == 0 && (win.k1 % gs == 0 || win.k1 == v.K))),
+             ErrorCode::Internal, what, ": window [", n0, ", ", win.n1, ") x [", k0, ", ", win.k1,
+             ") of ", v.N, " x ", v.K);
+  const int64_t g0 = kw == v.K ? 0 : k0 / gs, G = kw == v.K ? v.G : (kw + gs - 1) / gs;
   const int64_t cols = (v.N + 7) / 8;
   GroupedIntWeight w;
   w.bits = 4;
-  w.K = v.K;
-  w.N = v.N;
-  w.groups = v.G;
-  w.group_size = group_size > 0 ? group_size : (v.K + v.G - 1) / v.G;
+  w.K = kw;
+  w.N = nw;
+  w.groups = G;
+  w.group_size = gs;
   w.scale_type = v.scale_type;
   auto get = [](const void* base, int64_t word, int64_t n) {
     return static_cast<uint8_t>((st::load_u32(base, word) >> (4 * kReverse[n % 8])) & 0xF);
   };
-  w.q.resize(static_cast<size_t>(v.K * v.N));
-  for (int64_t k = 0; k < v.K; ++k)
-    for (int64_t n = 0; n < v.N; ++n) w.q[k * v.N + n] = get(v.qweight, k * cols + n / 8, n);
-  w.zeros.resize(static_cast<size_t>(v.G * v.N));
-  for (int64_t g = 0; g < v.G; ++g)
-    for (int64_t n = 0; n < v.N; ++n) w.zeros[g * v.N + n] = get(v.qzeros, g * cols + n / 8, n);
-  w.scales.resize(static_cast<size_t>(v.G * v.N));
-  for (int64_t i = 0; i < v.G * v.N; ++i) w.scales[i] = st::load_scale(v.scales, v.scale_type, i);
+  // only the words of the window's rows and columns are read
+  w.q.resize(static_cast<size_t>(kw * nw));
+  for (int64_t k = 0; k < kw; ++k)
+    for (int64_t j = 0; j < nw; ++j)
+      w.q[k * nw + j] = get(v.qweight, (k0 + k) * cols + (n0 + j) / 8, n0 + j);
+  w.zeros.resize(static_cast<size_t>(G * nw));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < nw; ++j) w.zeros[g * nw + j] = get(v.qzeros, (g0 + g) * cols + (n0 + j) / 8, n0 + j);
+  w.scales.resize(static_cast<size_t>(G * nw));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < nw; ++j)
+      w.scales[g * nw + j] = st::load_scale(v.scales, v.scale_type, (g0 + g) * v.N + n0 + j);
   w.validate(what);
   return w;
 }

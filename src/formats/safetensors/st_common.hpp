@@ -10,6 +10,8 @@
 #include "mixq/dtype.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
+#include "mixq/formats/awq.hpp"
+#include "mixq/formats/gptq.hpp"
 #include "mixq/quantized_weight.hpp"
 
 namespace mixq::formats::st {
@@ -104,5 +106,16 @@ inline void validate_loaded(const QuantizedWeight& w, const std::string& what) {
     MIXQ_FAIL(ErrorCode::Format, what, ": ", e.what());
   }
 }
+
+// A window of a packed GPTQ / AWQ tensor: output features [n0, n1) (a column-parallel shard's)
+// and input features [k0, k1) (a row-parallel shard's; whole groups, and no act-order g_idx),
+// unpacked from only the words that hold them. gptq_unpack / awq_unpack are the whole tensor.
+struct Window {
+  int64_t n0, n1, k0, k1;
+};
+GroupedIntWeight gptq_unpack_window(const GptqPackedView& v, GptqVersion version,
+                                    int64_t group_size, const std::string& what, Window win);
+GroupedIntWeight awq_unpack_window(const AwqPackedView& v, int64_t group_size,
+                                   const std::string& what, Window win);
 
 }  // namespace mixq::formats::st

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
+#include "core/shard_rows.hpp"
 #include "formats/format_registry.hpp"
 #include "formats/safetensors/st_common.hpp"
 #include "formats/safetensors/st_mixq_layout.hpp"
@@ -469,6 +471,139 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
     for (const auto& kv : s.cfg.printable) info.metadata.push_back(kv);
   }
   return info;
+}
+
+QuantizedWeight safetensors_load_rows(const std::string& path, const std::string& tensor,
+                                      const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick) {
+  const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
+  const Item* it = find_item(s, tensor);
+  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
+             tensor, "\"");
+  const SafetensorsCheckpoint& f = *s.file;
+  // a run of whole row blocks [a0, a1) holding rows [b, e), loaded, then cut to them
+  auto cut = [](const QuantizedWeight& run, int64_t a0, std::pair<int64_t, int64_t> r) {
+    return detail::shard_row_range(run, r.first - a0, r.second - a0);
+  };
+  auto block_run = [](std::pair<int64_t, int64_t> r, int64_t bn, int64_t N) {
+    return std::pair<int64_t, int64_t>(r.first / bn * bn, std::min(N, (r.second + bn - 1) / bn * bn));
+  };
+  switch (it->kind) {
+    case Kind::Mixq: {
+      const QuantizedWeight g = mixq_geometry(f, it->name);
+      const auto r = pick(g.N);
+      const auto a = block_run(r, g.has_scales ? g.block_n : 1, g.N);
+      return cut(mixq_load_rows(f, it->name, a.first, a.second), a.first, r);
+    }
+    case Kind::Gptq: {
+      const GptqPlan p = plan_gptq(f, s.cfg, it->name);
+      const auto r = pick(p.view.N);
+      const GroupedIntWeight g =
+          st::gptq_unpack_window(p.view, p.version, p.group_size, p.what, {r.first, r.second, 0, p.view.K});
+      return grouped_int_to_quantized(g, p.origin + (g.g_idx.empty() ? "" : " g_idx"), p.what);
+    }
+    case Kind::Awq: {
+      const AwqPlan p = plan_awq(f, s.cfg, it->name);
+      const auto r = pick(p.view.N);
+      return grouped_int_to_quantized(
+          st::awq_unpack_window(p.view, p.group_size, p.what, {r.first, r.second, 0, p.view.K}), p.origin, p.what);
+    }
+    case Kind::Fp8: {
+      const Fp8Plan p = plan_fp8(f, s.cfg, it->name);
+      const Fp8BlockView& v = p.view;
+      const auto r = pick(v.N);
+      const auto a = block_run(r, v.block_n, v.N);
+      Fp8BlockView run = v;
+      run.N = a.second - a.first;
+      run.weight = static_cast<const uint8_t*>(v.weight) + a.first * v.K;
+      run.scale_inv = static_cast<const uint8_t*>(v.scale_inv) +
+                      (a.first / v.block_n) * ((v.K + v.block_k - 1) / v.block_k) * 4;
+      return cut(fp8_block_to_quantized(run, p.what), a.first, r);
+    }
+    case Kind::Dense: {
+      const SafetensorsTensor& t = *it->tensor;
+      const auto r = pick(t.shape[0]);
+      const size_t row = t.nbytes / size_t(t.shape[0]);
+      QuantizedWeight w;
+      w.N = r.second - r.first;
+      w.K = t.shape[1];
+      st::scale_dtype_from_st(t.dtype, &w.code_type);
+      w.has_scales = false;
+      w.block_k = w.K;
+      w.block_n = 1;
+      w.codes.assign(t.data + size_t(r.first) * row, t.data + size_t(r.second) * row);
+      w.origin = "safetensors " + t.dtype;
+      st::validate_loaded(w, f.path() + ": tensor \"" + it->name + "\"");
+      return w;
+    }
+    case Kind::Other:
+      break;
+  }
+  return load_item(s, *it);  // what cannot be loaded says so
+}
+
+std::optional<QuantizedWeight> safetensors_load_cols(
+    const std::string& path, const std::string& tensor,
+    const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick) {
+  const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
+  const Item* it = find_item(s, tensor);
+  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
+             tensor, "\"");
+  const SafetensorsCheckpoint& f = *s.file;
+  // the run of whole groups (blocks) [a0, a1) holding columns [b, e), converted, then cut
+  auto group_run = [](std::pair<int64_t, int64_t> r, int64_t g, int64_t K) {
+    return st::Window{0, 0, r.first / g * g, std::min(K, (r.second + g - 1) / g * g)};
+  };
+  auto cut = [](const QuantizedWeight& run, const st::Window& a, std::pair<int64_t, int64_t> r) {
+    return detail::shard_col_range(run, r.first - a.k0, r.second - a.k0);
+  };
+  switch (it->kind) {
+    case Kind::Gptq: {
+      const GptqPlan p = plan_gptq(f, s.cfg, it->name);
+      const GptqPackedView& v = p.view;
+      const int64_t g = p.group_size > 0 ? p.group_size : (v.K + v.G - 1) / v.G;
+      if (v.g_idx)  // act-order (a g_idx that is not k / g): its groups are spread over K
+        for (int64_t k = 0; k < v.K; ++k)
+          if (st::load_i32(v.g_idx, k) != k / g) return std::nullopt;
+      const auto r = pick(v.K);
+      st::Window a = group_run(r, g, v.K);
+      a.n1 = v.N;
+      const GroupedIntWeight run = st::gptq_unpack_window(v, p.version, p.group_size, p.what, a);
+      return cut(grouped_int_to_quantized(run, p.origin + (run.g_idx.empty() ? "" : " g_idx"), p.what), a, r);
+    }
+    case Kind::Awq: {
+      const AwqPlan p = plan_awq(f, s.cfg, it->name);
+      const auto r = pick(p.view.K);
+      st::Window a = group_run(r, p.group_size, p.view.K);
+      a.n1 = p.view.N;
+      return cut(grouped_int_to_quantized(st::awq_unpack_window(p.view, p.group_size, p.what, a), p.origin, p.what),
+                 a, r);
+    }
+    case Kind::Fp8: {
+      const Fp8Plan p = plan_fp8(f, s.cfg, it->name);
+      const Fp8BlockView& v = p.view;
+      const auto r = pick(v.K);
+      const st::Window a = group_run(r, v.block_k, v.K);
+      // the run's bytes of every row, and its block columns of every scale row
+      const int64_t kw = a.k1 - a.k0, nbk = (v.K + v.block_k - 1) / v.block_k;
+      const int64_t b0 = a.k0 / v.block_k, bw = (kw + v.block_k - 1) / v.block_k;
+      Fp8BlockPacked run;
+      run.N = v.N;
+      run.K = kw;
+      run.block_n = v.block_n;
+      run.block_k = v.block_k;
+      run.weight.resize(size_t(v.N * kw));
+      for (int64_t n = 0; n < v.N; ++n)
+        std::memcpy(run.weight.data() + n * kw, static_cast<const uint8_t*>(v.weight) + n * v.K + a.k0, size_t(kw));
+      const int64_t nbn = (v.N + v.block_n - 1) / v.block_n;
+      run.scale_inv.resize(size_t(nbn * bw));
+      for (int64_t i = 0; i < nbn; ++i)
+        std::memcpy(run.scale_inv.data() + i * bw, static_cast<const uint8_t*>(v.scale_inv) + (i * nbk + b0) * 4,
+                    size_t(bw * 4));
+      return cut(fp8_block_to_quantized(fp8_block_view(run), p.what), a, r);
+    }
+    default:
+      return std::nullopt;  // mixq's layout, dense: loaded whole and sliced
+  }
 }
 
 QuantizedWeight safetensors_load_weight(const std::string& path, const std::string& tensor) {

@@ -58,41 +58,57 @@ GptqPackedView gptq_view(const GptqPacked& p) {
 
 GroupedIntWeight gptq_unpack(const GptqPackedView& v, GptqVersion version, int64_t group_size,
                              const std::string& what) {
+  return st::gptq_unpack_window(v, version, group_size, what, {0, v.N, 0, v.K});
+}
+
+GroupedIntWeight st::gptq_unpack_window(const GptqPackedView& v, GptqVersion version,
+                                        int64_t group_size, const std::string& what, Window win) {
   const int b = v.bits;
   MIXQ_CHECK(b == 2 || b == 3 || b == 4 || b == 8, ErrorCode::Format, what, ": ", b,
              "-bit GPTQ is not supported (2, 3, 4, 8)");
   MIXQ_CHECK(v.K >= 1 && v.N >= 1 && v.G >= 1 && v.K <= (int64_t(1) << 31) &&
                  v.N <= (int64_t(1) << 31) && v.G <= v.K,
              ErrorCode::Format, what, ": bad geometry K=", v.K, " N=", v.N, " G=", v.G);
+  const int64_t n0 = win.n0, nw = win.n1 - win.n0, k0 = win.k0, kw = win.k1 - win.k0;
+  // a K window is whole groups: its groups are the file's [g0, g0 + G')
+  const int64_t gs = group_size > 0 ? group_size : (v.K + v.G - 1) / v.G;
+  MIXQ_CHECK(0 <= n0 && nw >= 1 && win.n1 <= v.N && 0 <= k0 && kw >= 1 && win.k1 <= v.K &&
+                 (kw == v.K || (k0 % gs == 0 && (win.k1 % gs == 0 || win.k1 == v.K))),
+             ErrorCode::Internal, what, ": window [", n0, ", ", win.n1, ") x [", k0, ", ", win.k1,
+             ") of ", v.N, " x ", v.K);
+  const int64_t g0 = kw == v.K ? 0 : k0 / gs, G = kw == v.K ? v.G : (kw + gs - 1) / gs;
   GroupedIntWeight w;
   w.bits = b;
-  w.K = v.K;
-  w.N = v.N;
-  w.groups = v.G;
+  w.K = kw;
+  w.N = nw;
+  w.groups = G;
   w.group_size = group_size;
   w.scale_type = v.scale_type;
   const uint8_t* qw = static_cast<const uint8_t*>(v.qweight);
   const uint8_t* qz = static_cast<const uint8_t*>(v.qzeros);
   const int64_t zcols = gptq_qzeros_cols(v.N, b);
-  w.q.resize(static_cast<size_t>(v.K * v.N));
-  for (int64_t k = 0; k < v.K; ++k)
-    for (int64_t n = 0; n < v.N; ++n)
-      w.q[k * v.N + n] = static_cast<uint8_t>(bitstream_get(qw + 4 * n, v.N, k, b));
-  w.zeros.resize(static_cast<size_t>(v.G * v.N));
-  for (int64_t g = 0; g < v.G; ++g)
-    for (int64_t n = 0; n < v.N; ++n) {
-      const int32_t stored = static_cast<int32_t>(bitstream_get(qz + 4 * g * zcols, 1, n, b));
-      w.zeros[g * v.N + n] = version == GptqVersion::V1 ? stored + 1 : stored;
+  // only the words holding the window's codes are read (column n's words have stride N)
+  w.q.resize(static_cast<size_t>(kw * nw));
+  for (int64_t k = 0; k < kw; ++k)
+    for (int64_t j = 0; j < nw; ++j)
+      w.q[k * nw + j] = static_cast<uint8_t>(bitstream_get(qw + 4 * (n0 + j), v.N, k0 + k, b));
+  w.zeros.resize(static_cast<size_t>(G * nw));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < nw; ++j) {
+      const int32_t stored = static_cast<int32_t>(bitstream_get(qz + 4 * (g0 + g) * zcols, 1, n0 + j, b));
+      w.zeros[g * nw + j] = version == GptqVersion::V1 ? stored + 1 : stored;
     }
-  w.scales.resize(static_cast<size_t>(v.G * v.N));
-  for (int64_t i = 0; i < v.G * v.N; ++i) w.scales[i] = st::load_scale(v.scales, v.scale_type, i);
+  w.scales.resize(static_cast<size_t>(G * nw));
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t j = 0; j < nw; ++j)
+      w.scales[g * nw + j] = st::load_scale(v.scales, v.scale_type, (g0 + g) * v.N + n0 + j);
   if (v.g_idx) {
-    w.g_idx.resize(static_cast<size_t>(v.K));
-    for (int64_t k = 0; k < v.K; ++k) w.g_idx[k] = st::load_i32(v.g_idx, k);
+    w.g_idx.resize(static_cast<size_t>(kw));
+    for (int64_t k = 0; k < kw; ++k) w.g_idx[k] = st::load_i32(v.g_idx, k0 + k) - int32_t(g0);
   }
   if (w.group_size <= 0 && w.g_idx.empty()) {
-    // No config and no g_idx: the only consistent group size is ceil(K / G).
-    w.group_size = (v.K + v.G - 1) / v.G;
+    // No config and no g_idx: the only consistent group size is ceil(K / G) of the file's K.
+    w.group_size = gs;
   }
   w.validate(what);
   return w;
