@@ -24,29 +24,11 @@
 #include "mixq/ops.hpp"
 #include "mixq/reference.hpp"
 #include "mixq/shard.hpp"
+#include "model_layer_shapes.hpp"
 
 using namespace mixq;
 
 namespace {
-
-struct LayerShape {
-  const char* name;
-  int64_t N, K;
-};
-const LayerShape kLayers[] = {
-    {"llama3-8b qkv", 6144, 4096},          {"llama3-8b o", 4096, 4096},
-    {"llama3-8b gate_up", 28672, 4096},     {"llama3-8b down", 4096, 14336},
-    {"llama3-70b qkv", 10240, 8192},        {"llama3-70b o", 8192, 8192},
-    {"llama3-70b gate_up", 57344, 8192},    {"llama3-70b down", 8192, 28672},
-    {"qwen2.5-7b qkv", 4608, 3584},         {"qwen2.5-7b o", 3584, 3584},
-    {"qwen2.5-7b gate_up", 37888, 3584},    {"qwen2.5-7b down", 3584, 18944},
-    {"qwen2.5-72b qkv", 10240, 8192},       {"qwen2.5-72b o", 8192, 8192},
-    {"qwen2.5-72b gate_up", 59136, 8192},   {"qwen2.5-72b down", 8192, 29568},
-    {"mixtral-8x7b w1/w3", 14336, 4096},    {"mixtral-8x7b w2", 4096, 14336},
-    {"deepseek-v3 dense gate_up", 36864, 7168}, {"deepseek-v3 dense down", 7168, 18432},
-    {"deepseek-v3 q_b", 24576, 1536},       {"deepseek-v3 kv_b", 32768, 512},
-    {"deepseek-v3 o", 7168, 16384},
-};
 
 struct Scheme {
   const char* name;
@@ -75,7 +57,7 @@ struct Bits {
 
 // A random global weight of the scheme: codes of every value (e4m3: none of the NaN codes),
 // scales in [0.01, 0.1), integer zero points, a random act-order permutation.
-QuantizedWeight global_weight(const LayerShape& l, const Scheme& sc, uint64_t seed) {
+QuantizedWeight global_weight(const test::LayerShape& l, const Scheme& sc, uint64_t seed) {
   QuantizedWeight w;
   w.N = l.N;
   w.K = l.K;
@@ -167,7 +149,7 @@ TEST(CudaShardShapes, EveryTpSplitOfRealLayersRuns) {
   SKIP_WITHOUT_GPU();
   const bool fp8_gemm = test::hopper();
   uint64_t seed = 1;
-  for (const LayerShape& l : kLayers)
+  for (const test::LayerShape& l : test::kModelLayers)
     for (const Scheme& sc : kSchemes) {
       const QuantizedWeight w = global_weight(l, sc, seed++);
       for (const int64_t tp : {2, 4, 8})

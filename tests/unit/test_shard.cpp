@@ -27,6 +27,7 @@
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
 #include "mixq/shard.hpp"
+#include "model_layer_shapes.hpp"
 
 using namespace mixq;
 
@@ -464,22 +465,7 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
 // The layer shapes (N, K) of the models named in the issue; every TP split of 1, 2, 4, 8 along
 // both axes gets ranges, shard geometry and scale-table sizes computed at full size (no data).
 TEST(Shard, ModelLayerShapesAllTpSplits) {
-  struct Shape { const char* model; int64_t N, K; };
-  const Shape shapes[] = {
-      {"llama3-8b qkv", 6144, 4096}, {"llama3-8b o", 4096, 4096},
-      {"llama3-8b gate_up", 28672, 4096}, {"llama3-8b down", 4096, 14336},
-      {"llama3-70b qkv", 10240, 8192}, {"llama3-70b o", 8192, 8192},
-      {"llama3-70b gate_up", 57344, 8192}, {"llama3-70b down", 8192, 28672},
-      {"qwen2.5-7b qkv", 4608, 3584}, {"qwen2.5-7b o", 3584, 3584},
-      {"qwen2.5-7b gate_up", 37888, 3584}, {"qwen2.5-7b down", 3584, 18944},
-      {"qwen2.5-72b qkv", 10240, 8192}, {"qwen2.5-72b o", 8192, 8192},
-      {"qwen2.5-72b gate_up", 59136, 8192}, {"qwen2.5-72b down", 8192, 29568},
-      {"mixtral-8x7b expert w1/w3", 14336, 4096}, {"mixtral-8x7b expert w2", 4096, 14336},
-      {"deepseek-v3 dense gate_up", 36864, 7168}, {"deepseek-v3 dense down", 7168, 18432},
-      {"deepseek-v3 q_b", 24576, 1536}, {"deepseek-v3 kv_b", 32768, 512},
-      {"deepseek-v3 o", 7168, 16384},
-  };
-  for (const Shape& s : shapes)
+  for (const test::LayerShape& s : test::kModelLayers)
     for (int64_t tp : {1, 2, 4, 8})
       for (ShardAxis axis : {ShardAxis::Column, ShardAxis::Row})
         for (int64_t g : {int64_t(128), int64_t(64)}) {  // W4 g128, W8 g64-style / FP8 128
@@ -487,14 +473,14 @@ TEST(Shard, ModelLayerShapesAllTpSplits) {
           int64_t covered = 0, prev_end = 0;
           for (int64_t r = 0; r < tp; ++r) {
             const auto rg = shard_range(dim, {r, tp, axis});
-            EXPECT_EQ(rg.first, prev_end) << s.model;
+            EXPECT_EQ(rg.first, prev_end) << s.name;
             prev_end = rg.second;
             covered += rg.second - rg.first;
             // Scale blocks the shard holds: every block its range touches, whole.
             const int64_t first_block = rg.first / g, last_block = (rg.second - 1) / g;
-            EXPECT_GE(last_block - first_block + 1, (rg.second - rg.first + g - 1) / g) << s.model;
+            EXPECT_GE(last_block - first_block + 1, (rg.second - rg.first + g - 1) / g) << s.name;
           }
-          EXPECT_EQ(covered, dim) << s.model << " tp " << tp;
+          EXPECT_EQ(covered, dim) << s.name << " tp " << tp;
         }
 }
 

@@ -67,12 +67,9 @@ GroupedIntWeight st::awq_unpack_window(const AwqPackedView& v, int64_t group_siz
              ErrorCode::Format, what, ": bad geometry K=", v.K, " N=", v.N, " G=", v.G);
   const int64_t n0 = win.n0, nw = win.n1 - win.n0, k0 = win.k0, kw = win.k1 - win.k0;
   const int64_t gs = group_size > 0 ? group_size : (v.K + v.G - 1) / v.G;
-  // a K window is whole groups: its groups are the file's [g0, g0 + G')
-  MIXQ_CHECK(0 <= n0 && nw >= 1 && win.n1 <= v.N && 0 <= k0 && kw >= 1 && win.k1 <= v.K &&
-                 (kw == v.K || (k0 % gs == 0 && (win.k1 % gs == 0 || win.k1 == v.K))),
-             ErrorCode::Internal, what, ": window [", n0, ", ", win.n1, ") x [", k0, ", ", win.k1,
-             ") of ", v.N, " x ", v.K);
-  const int64_t g0 = kw == v.K ? 0 : k0 / gs, G = kw == v.K ? v.G : (kw + gs - 1) / gs;
+  // a K window is whole groups: its groups are the file's [g0, g0 + G)
+  const st::WindowGroups wg = st::window_groups(win, v.N, v.K, v.G, gs, what);
+  const int64_t g0 = wg.g0, G = wg.count;
   const int64_t cols = (v.N + 7) / 8;
   GroupedIntWeight w;
   w.bits = 4;

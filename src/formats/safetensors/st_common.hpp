@@ -113,6 +113,20 @@ inline void validate_loaded(const QuantizedWeight& w, const std::string& what) {
 struct Window {
   int64_t n0, n1, k0, k1;
 };
+// The window's groups [g0, g0 + count) of a packed tensor of N x K with G groups of gs
+// (validated: in bounds, and a K window of whole groups).
+struct WindowGroups {
+  int64_t g0, count;
+};
+inline WindowGroups window_groups(const Window& w, int64_t N, int64_t K, int64_t G, int64_t gs,
+                                  const std::string& what) {
+  const int64_t kw = w.k1 - w.k0;
+  MIXQ_CHECK(0 <= w.n0 && w.n0 < w.n1 && w.n1 <= N && 0 <= w.k0 && kw >= 1 && w.k1 <= K &&
+                 (kw == K || (w.k0 % gs == 0 && (w.k1 % gs == 0 || w.k1 == K))),
+             ErrorCode::Internal, what, ": window [", w.n0, ", ", w.n1, ") x [", w.k0, ", ", w.k1,
+             ") of ", N, " x ", K);
+  return kw == K ? WindowGroups{0, G} : WindowGroups{w.k0 / gs, (kw + gs - 1) / gs};
+}
 GroupedIntWeight gptq_unpack_window(const GptqPackedView& v, GptqVersion version,
                                     int64_t group_size, const std::string& what, Window win);
 GroupedIntWeight awq_unpack_window(const AwqPackedView& v, int64_t group_size,

@@ -337,6 +337,13 @@ const Item* find_item(const Scan& s, const std::string& name) {
   return nullptr;
 }
 
+// The weight called `name` (find_item), or InvalidArgument naming the file.
+const Item& item_named(const Scan& s, const std::string& path, const std::string& name) {
+  const Item* it = find_item(s, name);
+  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"", name, "\"");
+  return *it;
+}
+
 QuantizedWeight load_dense(const SafetensorsCheckpoint& f, const std::string& name) {
   const SafetensorsTensor& t = f.get(name);
   QuantizedWeight w;
@@ -476,9 +483,7 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
 QuantizedWeight safetensors_load_rows(const std::string& path, const std::string& tensor,
                                       const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick) {
   const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
-  const Item* it = find_item(s, tensor);
-  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
-             tensor, "\"");
+  const Item* it = &item_named(s, path, tensor);
   const SafetensorsCheckpoint& f = *s.file;
   // a run of whole row blocks [a0, a1) holding rows [b, e), loaded, then cut to them
   auto cut = [](const QuantizedWeight& run, int64_t a0, std::pair<int64_t, int64_t> r) {
@@ -545,9 +550,7 @@ std::optional<QuantizedWeight> safetensors_load_cols(
     const std::string& path, const std::string& tensor,
     const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick) {
   const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
-  const Item* it = find_item(s, tensor);
-  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
-             tensor, "\"");
+  const Item* it = &item_named(s, path, tensor);
   const SafetensorsCheckpoint& f = *s.file;
   // the run of whole groups (blocks) [a0, a1) holding columns [b, e), converted, then cut
   auto group_run = [](std::pair<int64_t, int64_t> r, int64_t g, int64_t K) {
@@ -608,9 +611,7 @@ std::optional<QuantizedWeight> safetensors_load_cols(
 
 QuantizedWeight safetensors_load_weight(const std::string& path, const std::string& tensor) {
   const Scan s = scan(SafetensorsCheckpoint::open_subset(path, related_names(tensor)));
-  const Item* it = find_item(s, tensor);
-  MIXQ_CHECK(it != nullptr, ErrorCode::InvalidArgument, path, ": no tensor or weight named \"",
-             tensor, "\"");
+  const Item* it = &item_named(s, path, tensor);
   return load_item(s, *it);
 }
 
