@@ -8,7 +8,9 @@
 #include <optional>
 #include <string>
 
+#include "core/shard_rows.hpp"
 #include "formats/format_registry.hpp"
+#include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/formats/gguf.hpp"
 #include "mixq/formats/safetensors_checkpoint.hpp"
 #include "mixq/formats/safetensors_index.hpp"
@@ -75,6 +77,19 @@ QuantizedWeight load_shard(const std::string& path, const std::string& tensor,
     QuantizedWeight w = safetensors_load_rows(path, tensor, [&](int64_t N) { return r = shard_range(N, spec); });
     w.origin += shard_origin(w.origin, spec, r);
     return w;
+  }
+  if (is_gguf(path)) {  // row-parallel: the whole blocks around the shard's columns
+    const auto f = GgufFile::open(path);
+    const GgufTensorInfo& t = f->tensor(tensor);
+    const GgmlTypeInfo* info = ggml_type_info(t.type);
+    if (info != nullptr && t.n_elements() > 0 && t.ne[0] % info->block_elems == 0) {
+      const int64_t qk = info->block_elems;
+      const auto r = shard_range(t.ne[0], spec);
+      const int64_t a0 = r.first / qk * qk, a1 = std::min(t.ne[0], (r.second + qk - 1) / qk * qk);
+      QuantizedWeight w = detail::shard_col_range(f->load_weight_cols(tensor, a0, a1), r.first - a0, r.second - a0);
+      w.origin += shard_origin(w.origin, spec, r);
+      return w;
+    }
   }
   if (!is_gguf(path) && spec.axis == ShardAxis::Row) {
     // GPTQ / AWQ / FP8 blocks: only the run of whole groups around the shard's columns

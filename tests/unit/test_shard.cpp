@@ -416,13 +416,14 @@ void write_imported_formats(const std::string& path) {
 
 TEST(Shard, LoadShardMatchesShardOfLoad) {
   const std::string dir = ::testing::TempDir();
-  // GGUF: column shards read only their rows; row shards load then slice.
+  // GGUF: column shards read only their rows; row shards the whole blocks around their columns.
   const std::string g = dir + "mixq_shard_" + std::to_string(::getpid()) + ".gguf";
   std::vector<float> vals(size_t(30 * 512));
   std::mt19937 rng(24);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (auto& v : vals) v = u(rng);
-  formats::save_gguf(g, {{"w", {30, 512}, formats::GgmlType::Q4_K, vals.data()}});
+  formats::save_gguf(g, {{"w", {30, 512}, formats::GgmlType::Q4_K, vals.data()},
+                         {"q8", {30, 512}, formats::GgmlType::Q8_0, vals.data()}});
   // mixq's own layout (act-order GPTQ-like weight; FP8 blocks, whose column shards read the
   // 128-row blocks around their rows).
   const std::string m = dir + "mixq_shard_" + std::to_string(::getpid()) + ".safetensors";
@@ -433,30 +434,32 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
   // (blocks) around their columns (act-order GPTQ and dense: the whole tensor, then sliced).
   const std::string i = dir + "mixq_shard_imported_" + std::to_string(::getpid()) + ".safetensors";
   write_imported_formats(i);
-  const std::pair<std::string, std::string> cases[] = {{g, "w"}, {m, "w"}, {m, "f"}, {i, "q"}, {i, "p"},
-                                                       {i, "a"}, {i, "f"}, {i, "d"}};
+  const std::pair<std::string, std::string> cases[] = {{g, "w"}, {g, "q8"}, {m, "w"}, {m, "f"}, {i, "q"},
+                                                       {i, "p"}, {i, "a"}, {i, "f"}, {i, "d"}};
   for (const auto& c : cases)
     for (ShardAxis axis : {ShardAxis::Column, ShardAxis::Row})
-      for (int64_t r = 0; r < 3; ++r) {
-        SCOPED_TRACE(c.first + " " + c.second + " rank " + std::to_string(r));
-        const ShardSpec spec{r, 3, axis};
-        const QuantizedWeight a = formats::load_shard(c.first, c.second, spec);
-        const QuantizedWeight b = shard(formats::load_weight(c.first, c.second), spec);
-        EXPECT_EQ(a.N, b.N);
-        EXPECT_EQ(a.K, b.K);
-        EXPECT_EQ(a.codes, b.codes);
-        EXPECT_EQ(a.scales, b.scales);
-        EXPECT_EQ(a.zeros, b.zeros);
-        EXPECT_EQ(a.k_perm, b.k_perm);
-        EXPECT_EQ(a.k_phase, b.k_phase);
-        EXPECT_EQ(a.n_phase, b.n_phase);
-        EXPECT_EQ(a.k_block_starts, b.k_block_starts);
-        EXPECT_EQ(a.origin, b.origin);
-        ASSERT_EQ(bool(a.ggml), bool(b.ggml));
-        if (a.ggml) {
-          EXPECT_EQ(a.ggml->data, b.ggml->data);
+      for (int64_t world : {3, 4})  // 4: splits on the ggml blocks (their bytes are kept)
+        for (int64_t r = 0; r < world; ++r) {
+          SCOPED_TRACE(c.first + " " + c.second + " rank " + std::to_string(r) + " of " +
+                       std::to_string(world));
+          const ShardSpec spec{r, world, axis};
+          const QuantizedWeight a = formats::load_shard(c.first, c.second, spec);
+          const QuantizedWeight b = shard(formats::load_weight(c.first, c.second), spec);
+          EXPECT_EQ(a.N, b.N);
+          EXPECT_EQ(a.K, b.K);
+          EXPECT_EQ(a.codes, b.codes);
+          EXPECT_EQ(a.scales, b.scales);
+          EXPECT_EQ(a.zeros, b.zeros);
+          EXPECT_EQ(a.k_perm, b.k_perm);
+          EXPECT_EQ(a.k_phase, b.k_phase);
+          EXPECT_EQ(a.n_phase, b.n_phase);
+          EXPECT_EQ(a.k_block_starts, b.k_block_starts);
+          EXPECT_EQ(a.origin, b.origin);
+          ASSERT_EQ(bool(a.ggml), bool(b.ggml));
+          if (a.ggml) {
+            EXPECT_EQ(a.ggml->data, b.ggml->data);
+          }
         }
-      }
   std::remove(g.c_str());
   std::remove(m.c_str());
   std::remove(i.c_str());

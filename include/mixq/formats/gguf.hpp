@@ -96,6 +96,9 @@ class GgufFile {
   QuantizedWeight load_weight(const std::string& name) const;
   // Rows [n0, n1) of the matrix only (a column-parallel shard): reads those rows' bytes.
   QuantizedWeight load_weight_rows(const std::string& name, int64_t n0, int64_t n1) const;
+  // Columns [k0, k1) of every row, both multiples of the type's block (k1 may be the row's end):
+  // the canonical weight of a row-parallel window, converted from only those blocks of each row.
+  QuantizedWeight load_weight_cols(const std::string& name, int64_t k0, int64_t k1) const;
 
  private:
   GgufFile() = default;

@@ -407,4 +407,23 @@ QuantizedWeight GgufFile::load_weight_rows(const std::string& name, int64_t n0, 
                            t.ne[0], what);
 }
 
+QuantizedWeight GgufFile::load_weight_cols(const std::string& name, int64_t k0, int64_t k1) const {
+  const GgufTensorInfo& t = tensor(name);
+  const std::string what = path_ + ": tensor '" + name + "'";
+  MIXQ_CHECK_ARG(t.n_elements() > 0, what, " has no elements");
+  const GgmlTypeInfo* info = ggml_type_info(t.type);
+  MIXQ_CHECK(info != nullptr && t.ne[0] % info->block_elems == 0, ErrorCode::Format, what,
+             ": type ", ggml_type_name(t.type), " rows of ", t.ne[0], " elements");
+  const int64_t qk = info->block_elems, K = t.ne[0], rows = t.ne[1] * t.ne[2] * t.ne[3];
+  MIXQ_CHECK_ARG(k0 >= 0 && k0 < k1 && k1 <= K && k0 % qk == 0 && k1 % qk == 0, what, ": columns [",
+                 k0, ", ", k1, ") are not whole ", qk, "-element blocks of [0, ", K, ")");
+  // each row's blocks [k0 / qk, k1 / qk), gathered: only those bytes of the mapping are touched
+  const int64_t row_bytes = K / qk * info->block_bytes, win_bytes = (k1 - k0) / qk * info->block_bytes;
+  std::vector<uint8_t> win(size_t(rows * win_bytes));
+  for (int64_t n = 0; n < rows; ++n)
+    std::memcpy(win.data() + n * win_bytes, t.data + n * row_bytes + k0 / qk * info->block_bytes,
+                size_t(win_bytes));
+  return ggml_to_canonical(static_cast<GgmlType>(t.type), win.data(), rows, k1 - k0, what);
+}
+
 }  // namespace mixq::formats
