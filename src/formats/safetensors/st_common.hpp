@@ -2,6 +2,7 @@
 // loads (tensors point into a mapping and need not be aligned) and scale encodings.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -112,6 +113,10 @@ inline void validate_loaded(const QuantizedWeight& w, const std::string& what) {
 // unpacked from only the words that hold them. gptq_unpack / awq_unpack are the whole tensor.
 struct Window {
   int64_t n0, n1, k0, k1;
+  // GPTQ only: the codes of input features outside [codes_k0, codes_k1) are left 0, unread (an
+  // act-order row shard's columns, whose groups span the whole K: the rest of the weight is laid
+  // out around them, then cut away)
+  int64_t codes_k0 = 0, codes_k1 = INT64_MAX;
 };
 // The window's groups [g0, g0 + count) of a packed tensor of N x K with G groups of gs
 // (validated: in bounds, and a K window of whole groups).

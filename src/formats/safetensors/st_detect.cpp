@@ -564,10 +564,19 @@ std::optional<QuantizedWeight> safetensors_load_cols(
       const GptqPlan p = plan_gptq(f, s.cfg, it->name);
       const GptqPackedView& v = p.view;
       const int64_t g = p.group_size > 0 ? p.group_size : (v.K + v.G - 1) / v.G;
-      if (v.g_idx)  // act-order (a g_idx that is not k / g): its groups are spread over K
-        for (int64_t k = 0; k < v.K; ++k)
-          if (st::load_i32(v.g_idx, k) != k / g) return std::nullopt;
+      bool act_order = false;  // a g_idx that is not k / g: the groups are spread over K
+      if (v.g_idx)
+        for (int64_t k = 0; k < v.K && !act_order; ++k) act_order = st::load_i32(v.g_idx, k) != k / g;
       const auto r = pick(v.K);
+      if (act_order) {
+        // the shard's columns come from every group: the whole canonical weight is laid out with
+        // only their codes read (rows [b, e) of qweight), then cut as shard() cuts it
+        st::Window all{0, v.N, 0, v.K};
+        all.codes_k0 = r.first;
+        all.codes_k1 = r.second;
+        const GroupedIntWeight gw = st::gptq_unpack_window(v, p.version, p.group_size, p.what, all);
+        return detail::shard_col_range(grouped_int_to_quantized(gw, p.origin + " g_idx", p.what), r.first, r.second);
+      }
       st::Window a = group_run(r, g, v.K);
       a.n1 = v.N;
       const GroupedIntWeight run = st::gptq_unpack_window(v, p.version, p.group_size, p.what, a);

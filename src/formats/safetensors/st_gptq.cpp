@@ -1,4 +1,6 @@
 // GPTQ pack / unpack (formats.md §3.2, §3.3).
+#include <algorithm>
+
 #include "formats/safetensors/st_common.hpp"
 #include "mixq/formats/gptq.hpp"
 
@@ -86,7 +88,8 @@ GroupedIntWeight st::gptq_unpack_window(const GptqPackedView& v, GptqVersion ver
   const int64_t zcols = gptq_qzeros_cols(v.N, b);
   // only the words holding the window's codes are read (column n's words have stride N)
   w.q.resize(static_cast<size_t>(kw * nw));
-  for (int64_t k = 0; k < kw; ++k)
+  const int64_t c0 = std::max<int64_t>(0, win.codes_k0 - k0), c1 = std::min(kw, win.codes_k1 - k0);
+  for (int64_t k = c0; k < c1; ++k)
     for (int64_t j = 0; j < nw; ++j)
       w.q[k * nw + j] = static_cast<uint8_t>(bitstream_get(qw + 4 * (n0 + j), v.N, k0 + k, b));
   w.zeros.resize(static_cast<size_t>(G * nw));
