@@ -28,8 +28,9 @@ QuantizedWeight safetensors_load_rows(const std::string& path, const std::string
                                       const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick);
 // Original columns [b, e) of that weight (`pick(K)` choosing them), equal to
 // detail::shard_col_range(safetensors_load_weight(path, tensor), b, e), converted from the run of
-// whole groups (blocks) around them: GPTQ, AWQ, FP8 blocks (act-order GPTQ: its codes of those
-// columns, its g_idx and every group's scales). Empty for mixq's layout and dense matrices.
+// whole groups (blocks) around them: GPTQ, AWQ, FP8 blocks; act-order GPTQ, mixq's layout and
+// dense matrices: the whole weight laid out with only those columns' codes read. Empty for an
+// act-order weight in mixq's layout (read whole).
 std::optional<QuantizedWeight> safetensors_load_cols(
     const std::string& path, const std::string& tensor,
     const std::function<std::pair<int64_t, int64_t>(int64_t)>& pick);

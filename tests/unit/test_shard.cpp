@@ -431,7 +431,7 @@ TEST(Shard, LoadShardMatchesShardOfLoad) {
                                      {"f", random_weight(kSchemes[8], 300, 1000, 32)}});
   // GPTQ, AWQ, FP8 blocks and a dense matrix: column shards read the packed words of their
   // columns, the row blocks around their rows, or their rows; row shards the run of whole groups
-  // (blocks) around their columns (act-order GPTQ: its rows of qweight; dense: the whole tensor).
+  // (blocks) around their columns (act-order GPTQ: its rows of qweight; dense: its columns).
   const std::string i = dir + "mixq_shard_imported_" + std::to_string(::getpid()) + ".safetensors";
   write_imported_formats(i);
   const std::pair<std::string, std::string> cases[] = {{g, "w"}, {g, "q8"}, {m, "w"}, {m, "f"}, {i, "q"},

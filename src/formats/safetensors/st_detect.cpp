@@ -613,8 +613,33 @@ std::optional<QuantizedWeight> safetensors_load_cols(
                     size_t(bw * 4));
       return cut(fp8_block_to_quantized(fp8_block_view(run), p.what), a, r);
     }
+    case Kind::Mixq: {
+      if (f.find(it->name + ".k_perm")) return std::nullopt;  // act-order: read whole
+      const auto r = pick(mixq_geometry(f, it->name).K);
+      return detail::shard_col_range(mixq_load_cols(f, it->name, r.first, r.second), r.first, r.second);
+    }
+    case Kind::Dense: {
+      // the whole matrix laid out with only each row's elements [b, e) read, then cut
+      const SafetensorsTensor& t = *it->tensor;
+      const auto r = pick(t.shape[1]);
+      const size_t row = t.nbytes / size_t(t.shape[0]), eb = row / size_t(t.shape[1]);
+      QuantizedWeight w;
+      w.N = t.shape[0];
+      w.K = t.shape[1];
+      st::scale_dtype_from_st(t.dtype, &w.code_type);
+      w.has_scales = false;
+      w.block_k = w.K;
+      w.block_n = 1;
+      w.codes.assign(t.nbytes, 0);
+      for (int64_t n = 0; n < w.N; ++n)
+        std::memcpy(w.codes.data() + size_t(n) * row + size_t(r.first) * eb,
+                    t.data + size_t(n) * row + size_t(r.first) * eb, size_t(r.second - r.first) * eb);
+      w.origin = "safetensors " + t.dtype;
+      st::validate_loaded(w, f.path() + ": tensor \"" + it->name + "\"");
+      return detail::shard_col_range(w, r.first, r.second);
+    }
     default:
-      return std::nullopt;  // mixq's layout, dense: loaded whole and sliced
+      return std::nullopt;
   }
 }
 

@@ -123,6 +123,28 @@ QuantizedWeight mixq_geometry(const SafetensorsCheckpoint& f, const std::string&
   return w;
 }
 
+namespace {
+
+// The scale (and zero) rows of N blocks [b0, b1) of w (geometry only) out of the mapping.
+void load_block_meta(const SafetensorsCheckpoint& f, const std::string& name, const std::string& what,
+                     QuantizedWeight& w, int64_t b0, int64_t b1) {
+  if (!w.has_scales) return;
+  const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
+  auto rows_of = [&](const SafetensorsTensor& t) {
+    const int64_t rb = static_cast<int64_t>(t.nbytes) / sshape[0];
+    return std::vector<uint8_t>(t.data + b0 * rb, t.data + b1 * rb);
+  };
+  const SafetensorsTensor& s = part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
+  w.scales = rows_of(s);
+  if (w.zero_kind != ZeroKind::None) {
+    const char* zdt = w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32";
+    const SafetensorsTensor& z = part(f, name + ".zeros", what, zdt, sshape);
+    w.zeros = rows_of(z);
+  }
+}
+
+}  // namespace
+
 QuantizedWeight mixq_load_rows(const SafetensorsCheckpoint& f, const std::string& name,
                                int64_t n0, int64_t n1) {
   const std::string what = f.path() + ": mixq weight \"" + name + "\"";
@@ -135,29 +157,34 @@ QuantizedWeight mixq_load_rows(const SafetensorsCheckpoint& f, const std::string
   const int64_t row_bytes = w.row_bytes();
   const SafetensorsTensor& codes = part(f, name + ".codes", what, "U8", {w.N, row_bytes});
   w.codes.assign(codes.data + n0 * row_bytes, codes.data + n1 * row_bytes);
-  if (w.has_scales) {
-    const std::vector<int64_t> sshape = {w.n_blocks_n(), w.n_blocks_k()};
-    // Scale / zero rows of the blocks [n0 / bn, ceil(n1 / bn)).
-    const int64_t b0 = n0 / bn, b1 = (n1 + bn - 1) / bn;
-    auto rows_of = [&](const SafetensorsTensor& t) {
-      const int64_t rb = static_cast<int64_t>(t.nbytes) / sshape[0];
-      return std::vector<uint8_t>(t.data + b0 * rb, t.data + b1 * rb);
-    };
-    const SafetensorsTensor& s =
-        part(f, name + ".scales", what, st::st_dtype_of(w.scale_type), sshape);
-    w.scales = rows_of(s);
-    if (w.zero_kind != ZeroKind::None) {
-      const char* zdt = w.zero_kind == ZeroKind::Offset ? st::st_dtype_of(w.scale_type) : "I32";
-      const SafetensorsTensor& z = part(f, name + ".zeros", what, zdt, sshape);
-      w.zeros = rows_of(z);
-    }
-  }
+  // scale / zero rows of the blocks [n0 / bn, ceil(n1 / bn))
+  load_block_meta(f, name, what, w, n0 / bn, (n1 + bn - 1) / bn);
   w.N = n1 - n0;
   if (const SafetensorsTensor* p = f.find(name + ".k_perm")) {
     part(f, name + ".k_perm", what, "I32", {w.K});
     w.k_perm.resize(static_cast<size_t>(w.K));
     for (int64_t k = 0; k < w.K; ++k) w.k_perm[k] = st::load_i32(p->data, k);
   }
+  st::validate_loaded(w, what);
+  return w;
+}
+
+QuantizedWeight mixq_load_cols(const SafetensorsCheckpoint& f, const std::string& name, int64_t k0,
+                               int64_t k1) {
+  const std::string what = f.path() + ": mixq weight \"" + name + "\"";
+  const QuantizedWeight g = mixq_geometry(f, name);
+  MIXQ_CHECK_ARG(k0 >= 0 && k0 < k1 && k1 <= g.K && !f.find(name + ".k_perm"), what, ": columns [",
+                 k0, ", ", k1, ") of K=", g.K, " (act-order weights are read whole)");
+  // everything but the codes, then each row's bytes of columns [k0, k1) (a sub-byte code shares
+  // its byte with its neighbour: the neighbour is cut away by the caller)
+  QuantizedWeight w = g;
+  const int64_t row_bytes = g.row_bytes(), bits = dtype_bits(g.code_type);
+  const SafetensorsTensor& codes = part(f, name + ".codes", what, "U8", {g.N, row_bytes});
+  const int64_t b0 = k0 * bits / 8, b1 = std::min(row_bytes, (k1 * bits + 7) / 8);
+  load_block_meta(f, name, what, w, 0, g.n_blocks_n());
+  w.codes.assign(size_t(g.N * row_bytes), 0);
+  for (int64_t n = 0; n < g.N; ++n)
+    std::memcpy(w.codes.data() + n * row_bytes + b0, codes.data + n * row_bytes + b0, size_t(b1 - b0));
   st::validate_loaded(w, what);
   return w;
 }

@@ -23,6 +23,10 @@ QuantizedWeight mixq_geometry(const SafetensorsCheckpoint& f, const std::string&
 // and scale / zero rows out of the mapping (tensor-parallel column shards, load_shard).
 QuantizedWeight mixq_load_rows(const SafetensorsCheckpoint& f, const std::string& name,
                                int64_t n0, int64_t n1);
+// The whole weight with only the codes of columns [k0, k1) read (the rest left 0), for a
+// row-parallel shard cut out of it; scales and zeros whole (small). Needs no k_perm.
+QuantizedWeight mixq_load_cols(const SafetensorsCheckpoint& f, const std::string& name, int64_t k0,
+                               int64_t k1);
 TensorEntry mixq_entry(const SafetensorsCheckpoint& f, const std::string& name);
 
 }  // namespace mixq::formats
