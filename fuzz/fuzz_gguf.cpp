@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mixq/error.hpp"
+#include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/formats/gguf.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -19,6 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         mixq::QuantizedWeight w = f->load_weight(t.name);
         w.validate();
         if (w.N * w.K <= 4096) (void)mixq::dequantize_to_f32(w);
+        // a row-parallel window: the last block of every row
+        const mixq::formats::GgmlTypeInfo* info = mixq::formats::ggml_type_info(t.type);
+        if (info && w.K > info->block_elems)
+          f->load_weight_cols(t.name, w.K - info->block_elems, w.K).validate();
       } catch (const mixq::Error&) {
       }
     }

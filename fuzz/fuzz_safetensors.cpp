@@ -1,5 +1,5 @@
 // libFuzzer target for the safetensors reader, its JSON header parser and every converter behind
-// load_weight (mixq layout, GPTQ, AWQ, FP8 block, dense). Any input must either load or throw
+// load_weight and load_shard (mixq layout, GPTQ, AWQ, FP8 block, dense). Any input must either load or throw
 // mixq::Error; crashes, sanitizer reports, leaks and other exception types are findings.
 //
 // The reader takes a path, so each input is written to a file in a private directory (in
@@ -75,6 +75,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (w.N * w.K <= (1 << 16)) (void)mixq::dequantize_to_f32(w);
       } catch (const mixq::Error&) {
       }
+      // the shard loaders read windows of the same tensors (rows, packed columns, group runs)
+      for (const mixq::ShardAxis axis : {mixq::ShardAxis::Column, mixq::ShardAxis::Row})
+        try {
+          load_shard(path, t.name, mixq::ShardSpec{1, 3, axis}).validate();
+        } catch (const mixq::Error&) {
+        }
     }
   } catch (const mixq::Error&) {
   }
