@@ -78,8 +78,8 @@ struct ParallelLinearOptions {
   // (at most 16, and at most M), each chunk's sum queued on a second stream of the device so
   // that it runs while the next chunk's product does, and the caller's stream joined after the
   // last. A big-M sum is bandwidth-bound and in one piece adds its whole time to the layer.
-  // 0: automatic (4 chunks where there are other ranks and the sum holds >= 32 MB of 16-bit
-  // values, else one piece; measured: docs/decisions/tensor-parallel-linear.md); 1: one
+  // 0: automatic (on CUDA, 4 chunks where there are other ranks and the sum holds >= 32 MB of
+  // 16-bit values, else one piece; measured: docs/decisions/tensor-parallel-linear.md); 1: one
   // product, then one sum. The side stream and its events are the layer's own: a chunked layer
   // serves one forward at a time (as the collectives do: their order must match on every rank).
   int row_chunks = 0;

@@ -324,9 +324,10 @@ std::vector<int64_t> ParallelLinear::row_split(int64_t M) const {
   int64_t n = opts_.row_chunks;
   if (n == 0) {
     // Automatic: cut where the sum has tens of megabytes to move (two H200s: 4 chunks hid most
-    // of a 64 MB sum and some of a 32 MB one, and cost more than they hid at 16 MB and below)
+    // of a 64 MB sum and some of a 32 MB one, and cost more than they hid at 16 MB and below).
+    // Only on a GPU: the host collectives have no second stream to overlap the sums with.
     const bool big = M * global_n_ * 2 >= kAutoChunkMinSumBytes;
-    n = spec_.world > 1 && big ? kAutoRowChunks : 1;
+    n = spec_.world > 1 && big && comm_->device() == Device::CUDA ? kAutoRowChunks : 1;
   }
   n = std::min<int64_t>(n, M);
   // equal chunks (the first ones one row longer where n does not divide M)

@@ -344,6 +344,9 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
         o.prepare.backend = BackendKind::CUDA;
         o.prepare.device = r;
         const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], o);
+        // the automatic cut: 4 equal chunks from a 32 MB sum of 16-bit values (32768 x 512)
+        EXPECT_EQ(layer.row_split(32767), std::vector<int64_t>{32767});
+        EXPECT_EQ(layer.row_split(32768), (std::vector<int64_t>{8192, 8192, 8192, 8192}));
         const auto [k0, k1] = layer.range();
         std::vector<float> xl;
         for (int64_t m = 0; m < M; ++m)
