@@ -307,6 +307,7 @@ TEST(CudaTensorParallel, GraphCapturedLayerReplaysOnNewInputs) {
       TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
       TP_CHECK_CUDA(cudaStreamSynchronize(s));
       got[i][size_t(r)] = dy.f32(size_t(M * H));
+      done.wait();  // the peers' sums may read dy until they end: poison it again only after
     }
     done.wait();  // every rank's collectives finished before any rank frees
     cudaGraphExecDestroy(ge);
@@ -391,6 +392,9 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
         layer.forward(xv, y_view(reg.get()), ep, ctx);
         TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
         TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        // A peer's sum may still read this rank's buffer (symmetric kernels, direct peer access)
+        // after this rank's own sum is done: poison it only once every rank's sum has ended.
+        ready.wait();
         TP_CHECK_CUDA(cudaMemsetAsync(reg.get(), 0xFF, ybytes, s));
         TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
         TP_CHECK_CUDA(cudaStreamSynchronize(s));
@@ -414,6 +418,7 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
         chunked.forward(xv, y_view(plain.p), ep, ctx);
         TP_CHECK_CUDA(cudaStreamEndCapture(s, &g));
         TP_CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+        ready.wait();  // every rank's chunked sums done before this rank poisons its buffer
         TP_CHECK_CUDA(cudaMemsetAsync(plain.p, 0xFF, ybytes, s));
         TP_CHECK_CUDA(cudaGraphLaunch(ge, s));
         TP_CHECK_CUDA(cudaStreamSynchronize(s));
