@@ -11,6 +11,15 @@
 
 namespace mixq {
 
+// Columns [n0, n0 + n) of a [N] vector (a bias) or of every row of an [M][N] matrix, as a view
+// of their own (empty stays empty).
+inline TensorView column_slice(const TensorView& v, int64_t n0, int64_t n) {
+  if (v.empty()) return v;
+  char* p = static_cast<char*>(v.data) + dtype_bytes(v.dtype, n0);
+  if (v.rank == 1) return TensorView::strided(p, v.dtype, {n}, {1}, v.device, v.device_index);
+  return TensorView::strided(p, v.dtype, {v.shape[0], n}, {v.ld(), 1}, v.device, v.device_index);
+}
+
 // rows x width bytes from src (rows spitch bytes apart) to dst (dpitch apart).
 void copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                int64_t rows, Device device, int device_index, void* stream);

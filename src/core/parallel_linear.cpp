@@ -123,13 +123,6 @@ TensorView rows_view(void* data, DType t, int64_t M, int64_t n, int64_t ld, Devi
   return TensorView::strided(data, t, {M, n}, {ld, 1}, dev, idx);
 }
 
-// The bias entries [n0, n0 + n) of a global bias as a view of their own.
-TensorView bias_slice(const TensorView& bias, int64_t n0, int64_t n) {
-  if (bias.empty()) return bias;
-  return TensorView::strided(static_cast<char*>(bias.data) + dtype_bytes(bias.dtype, n0), bias.dtype,
-                             {n}, {1}, bias.device, bias.device_index);
-}
-
 bool has_clamp(const Epilogue& ep) { return std::isfinite(ep.clamp_lo) || std::isfinite(ep.clamp_hi); }
 
 }  // namespace
@@ -384,7 +377,7 @@ void ParallelLinear::forward(const TensorView& x, const TensorView& y, const Epi
 
   if (column) {
     Epilogue local_ep = ep;
-    local_ep.bias = bias_slice(ep.bias, n0, width);
+    local_ep.bias = column_slice(ep.bias, n0, width);
     if (!opts_.gather_output) return linear(x, local_, y, local_ep, inner);
     const bool even = slot_ * spec_.world == global_n_;
     if (M == 1 && even) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_ops.hpp"
 #include "core/prepared.hpp"
 #include "core/shard_rows.hpp"
 #include "mixq/error.hpp"
@@ -46,11 +47,13 @@ class RowPieces final : public PreparedImpl {
   }
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
-    for (const Piece& p : pieces_) p.impl->linear(x, columns(y, p), bias_of(ep, p), ctx);
+    for (const Piece& p : pieces_)
+      p.impl->linear(x, column_slice(y, p.n0, p.rows), bias_of(ep, p), ctx);
   }
   void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
                         const ExecContext& ctx) const override {
-    for (const Piece& p : pieces_) p.impl->linear_quantized(xq, columns(y, p), bias_of(ep, p), ctx);
+    for (const Piece& p : pieces_)
+      p.impl->linear_quantized(xq, column_slice(y, p.n0, p.rows), bias_of(ep, p), ctx);
   }
 
  private:
@@ -60,15 +63,9 @@ class RowPieces final : public PreparedImpl {
   };
   std::vector<Piece> pieces_;
 
-  static TensorView columns(const TensorView& y, const Piece& p) {
-    return TensorView::strided(static_cast<char*>(y.data) + dtype_bytes(y.dtype, p.n0), y.dtype,
-                               {y.shape[0], p.rows}, {y.ld(), 1}, y.device, y.device_index);
-  }
   static Epilogue bias_of(const Epilogue& ep, const Piece& p) {
     Epilogue e = ep;
-    if (!ep.bias.empty())
-      e.bias = TensorView::strided(static_cast<char*>(ep.bias.data) + dtype_bytes(ep.bias.dtype, p.n0),
-                                   ep.bias.dtype, {p.rows}, {1}, ep.bias.device, ep.bias.device_index);
+    e.bias = column_slice(ep.bias, p.n0, p.rows);
     return e;
   }
 };

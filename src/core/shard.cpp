@@ -182,26 +182,31 @@ QuantizedWeight empty_like(const QuantizedWeight& w) {
 
 }  // namespace
 
-QuantizedWeight detail::shard_row_range(const QuantizedWeight& w, int64_t b, int64_t e) {
+namespace {
+
+// w cut to [b, e) of its rows (shard_rows) or original columns (shard_cols), validated, with its
+// provenance unchanged.
+template <typename Cut>
+QuantizedWeight cut_range(const QuantizedWeight& w, int64_t b, int64_t e, bool rows, Cut cut) {
   w.validate();
-  MIXQ_CHECK_ARG(b >= 0 && b < e && e <= w.N, "shard_row_range: rows [", b, ", ", e,
-                 ") outside [0, N=", w.N, ")");
+  const int64_t dim = rows ? w.N : w.K;
+  MIXQ_CHECK_ARG(b >= 0 && b < e && e <= dim, rows ? "shard_row_range: rows [" : "shard_col_range: columns [",
+                 b, ", ", e, ") outside [0, ", rows ? "N=" : "K=", dim, ")");
   QuantizedWeight s = empty_like(w);
-  shard_rows(w, b, e, s);
+  cut(w, b, e, s);
   s.origin = w.origin;
   s.validate();
   return s;
 }
 
+}  // namespace
+
+QuantizedWeight detail::shard_row_range(const QuantizedWeight& w, int64_t b, int64_t e) {
+  return cut_range(w, b, e, true, shard_rows);
+}
+
 QuantizedWeight detail::shard_col_range(const QuantizedWeight& w, int64_t b, int64_t e) {
-  w.validate();
-  MIXQ_CHECK_ARG(b >= 0 && b < e && e <= w.K, "shard_col_range: columns [", b, ", ", e,
-                 ") outside [0, K=", w.K, ")");
-  QuantizedWeight s = empty_like(w);
-  shard_cols(w, b, e, s);
-  s.origin = w.origin;
-  s.validate();
-  return s;
+  return cut_range(w, b, e, false, shard_cols);
 }
 
 std::pair<int64_t, int64_t> shard_range(int64_t dim, const ShardSpec& spec) {

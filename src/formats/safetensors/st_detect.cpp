@@ -344,16 +344,30 @@ const Item& item_named(const Scan& s, const std::string& path, const std::string
   return *it;
 }
 
-QuantizedWeight load_dense(const SafetensorsCheckpoint& f, const std::string& name) {
+// Rows [n0, n1) of a dense matrix (n1 < 0: to the end); of each row only the elements of
+// columns [k0, k1) are read (k1 < 0: all), the others left 0 (a row-parallel shard's layout, cut
+// by the caller).
+QuantizedWeight load_dense(const SafetensorsCheckpoint& f, const std::string& name, int64_t n0 = 0,
+                           int64_t n1 = -1, int64_t k0 = 0, int64_t k1 = -1) {
   const SafetensorsTensor& t = f.get(name);
+  if (n1 < 0) n1 = t.shape[0];
+  if (k1 < 0) k1 = t.shape[1];
+  const size_t row = t.nbytes / size_t(t.shape[0]), eb = row / size_t(t.shape[1]);
   QuantizedWeight w;
-  w.N = t.shape[0];
+  w.N = n1 - n0;
   w.K = t.shape[1];
   st::scale_dtype_from_st(t.dtype, &w.code_type);
   w.has_scales = false;
   w.block_k = w.K;
   w.block_n = 1;
-  w.codes.assign(t.data, t.data + t.nbytes);
+  if (k0 == 0 && k1 == w.K) {
+    w.codes.assign(t.data + size_t(n0) * row, t.data + size_t(n1) * row);
+  } else {
+    w.codes.assign(size_t(w.N) * row, 0);
+    for (int64_t n = 0; n < w.N; ++n)
+      std::memcpy(w.codes.data() + size_t(n) * row + size_t(k0) * eb,
+                  t.data + size_t(n0 + n) * row + size_t(k0) * eb, size_t(k1 - k0) * eb);
+  }
   w.origin = "safetensors " + t.dtype;
   st::validate_loaded(w, f.path() + ": tensor \"" + name + "\"");
   return w;
@@ -525,20 +539,8 @@ QuantizedWeight safetensors_load_rows(const std::string& path, const std::string
       return cut(fp8_block_to_quantized(run, p.what), a.first, r);
     }
     case Kind::Dense: {
-      const SafetensorsTensor& t = *it->tensor;
-      const auto r = pick(t.shape[0]);
-      const size_t row = t.nbytes / size_t(t.shape[0]);
-      QuantizedWeight w;
-      w.N = r.second - r.first;
-      w.K = t.shape[1];
-      st::scale_dtype_from_st(t.dtype, &w.code_type);
-      w.has_scales = false;
-      w.block_k = w.K;
-      w.block_n = 1;
-      w.codes.assign(t.data + size_t(r.first) * row, t.data + size_t(r.second) * row);
-      w.origin = "safetensors " + t.dtype;
-      st::validate_loaded(w, f.path() + ": tensor \"" + it->name + "\"");
-      return w;
+      const auto r = pick(it->tensor->shape[0]);
+      return load_dense(f, it->name, r.first, r.second);
     }
     case Kind::Other:
       break;
@@ -620,23 +622,8 @@ std::optional<QuantizedWeight> safetensors_load_cols(
     }
     case Kind::Dense: {
       // the whole matrix laid out with only each row's elements [b, e) read, then cut
-      const SafetensorsTensor& t = *it->tensor;
-      const auto r = pick(t.shape[1]);
-      const size_t row = t.nbytes / size_t(t.shape[0]), eb = row / size_t(t.shape[1]);
-      QuantizedWeight w;
-      w.N = t.shape[0];
-      w.K = t.shape[1];
-      st::scale_dtype_from_st(t.dtype, &w.code_type);
-      w.has_scales = false;
-      w.block_k = w.K;
-      w.block_n = 1;
-      w.codes.assign(t.nbytes, 0);
-      for (int64_t n = 0; n < w.N; ++n)
-        std::memcpy(w.codes.data() + size_t(n) * row + size_t(r.first) * eb,
-                    t.data + size_t(n) * row + size_t(r.first) * eb, size_t(r.second - r.first) * eb);
-      w.origin = "safetensors " + t.dtype;
-      st::validate_loaded(w, f.path() + ": tensor \"" + it->name + "\"");
-      return detail::shard_col_range(w, r.first, r.second);
+      const auto r = pick(it->tensor->shape[1]);
+      return detail::shard_col_range(load_dense(f, it->name, 0, -1, r.first, r.second), r.first, r.second);
     }
     default:
       return std::nullopt;
