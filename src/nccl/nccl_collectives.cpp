@@ -10,6 +10,7 @@
 
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
+#include "cuda/runtime/stream_fence.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -43,6 +44,19 @@ void check_library_version() {
              " (rebuild mixq against the same NCCL, or put that libnccl first on the loader path)");
 }
 
+// NCCL 2.28.0 - 2.30.6 launches its symmetric-window kernels on sm_90+ with programmatic stream
+// serialization but without a wait for the previous grid (fixed in 2.30.7): an all-reduce in a
+// window could sum a partial product the GEMM before it had not finished storing (seen on two
+// H200s as NaN poison in a registered sum, one run in three). On those releases every collective
+// goes behind a stream fence (cuda/runtime/stream_fence.hpp), whether or not its buffer is a
+// window: a buffer the caller registered itself is not known here.
+bool symmetric_kernels_skip_grid_wait(int device) {
+  int v = 0, major = 0;
+  MIXQ_NCCL_CHECK(ncclGetVersion(&v));
+  MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9 && v >= NCCL_VERSION(2, 28, 0) && v < NCCL_VERSION(2, 30, 7);
+}
+
 class NcclCollectives final : public Collectives,
                               public std::enable_shared_from_this<NcclCollectives> {
  public:
@@ -56,6 +70,7 @@ class NcclCollectives final : public Collectives,
     world_ = n;
     rank_ = r;
     device_ = d;
+    fence_before_kernels_ = symmetric_kernels_skip_grid_wait(d);
   }
   ~NcclCollectives() override {
     if (host_buf_) cudaFree(host_buf_);
@@ -70,11 +85,13 @@ class NcclCollectives final : public Collectives,
 
   void all_reduce_sum(void* buf, int64_t count, DType dtype, void* stream) override {
     cuda::DeviceGuard guard(device_);
+    if (fence_before_kernels_) cuda::launch_stream_fence(static_cast<cudaStream_t>(stream));
     MIXQ_NCCL_CHECK(ncclAllReduce(buf, buf, size_t(count), nccl_type(dtype), ncclSum, comm_,
                                   static_cast<cudaStream_t>(stream)));
   }
   void all_gather(const void* send, void* recv, int64_t count, DType dtype, void* stream) override {
     cuda::DeviceGuard guard(device_);
+    if (fence_before_kernels_) cuda::launch_stream_fence(static_cast<cudaStream_t>(stream));
     MIXQ_NCCL_CHECK(ncclAllGather(send, recv, size_t(count), nccl_type(dtype), comm_,
                                   static_cast<cudaStream_t>(stream)));
   }
@@ -134,6 +151,7 @@ class NcclCollectives final : public Collectives,
   bool owned_;
   int64_t rank_ = 0, world_ = 1;
   int device_ = 0;
+  bool fence_before_kernels_ = false;
   void* host_buf_ = nullptr;
   size_t host_buf_bytes_ = 0;
   cudaStream_t setup_stream_ = nullptr;

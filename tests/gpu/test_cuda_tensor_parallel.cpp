@@ -443,6 +443,60 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
   }
 }
 
+// A registered (symmetric-window) sum right after the product that writes it, many times over:
+// every eager forward must equal the first bit for bit. On NCCL releases whose symmetric kernels
+// do not wait for the previous grid (nccl_collectives.cpp), this caught poison from before the
+// product in one run of three without the stream fence.
+TEST(CudaTensorParallel, RegisteredSumsReadTheWholeProduct) {
+  SKIP_WITHOUT_GPUS(2);
+  const int world = gpu_count() >= 4 ? 4 : 2;
+  const auto comms = first_gpus_comms(world);
+  const int64_t N = 512, K = 1000;
+  const QuantizedWeight w = make_weight(N, K, "w4g128", 90, false);
+  for (const int64_t M : {int64_t(1), int64_t(8)}) {
+    SCOPED_TRACE("M " + std::to_string(M));
+    const std::vector<float> x = randn(size_t(M * K), 91);
+    std::vector<int> bad(static_cast<size_t>(world), 0);
+    RankBarrier ready(world);
+    on_ranks(world, [&](int r) {
+      const ShardSpec spec{r, world, ShardAxis::Row};
+      ParallelLinearOptions o;
+      o.prepare.backend = BackendKind::CUDA;
+      o.prepare.device = r;
+      const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], o);
+      const auto [k0, k1] = layer.range();
+      std::vector<float> xl;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = k0; k < k1; ++k) xl.push_back(x[size_t(m * K + k)]);
+      const std::vector<uint16_t> xb = to_bf16(xl);
+      const size_t ybytes = size_t(M * N) * 4;
+      cudaStream_t s;
+      TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      Dev dx(xb.data(), xb.size() * 2), ws(layer.workspace_size(M));
+      const std::shared_ptr<void> y = comms[size_t(r)]->alloc_collective_buffer(ybytes);
+      const ExecContext ctx = on_stream(s, ws);
+      const TensorView xv(dx.p, DType::BF16, {M, layer.in_features()}, Device::CUDA, r),
+          yv(y.get(), DType::F32, {M, N}, Device::CUDA, r);
+      std::vector<float> first(size_t(M * N)), now(size_t(M * N));
+      for (int it = 0; it < 200; ++it) {
+        ready.wait();  // every peer's previous sum has ended before this rank poisons its buffer
+        TP_CHECK_CUDA(cudaMemsetAsync(y.get(), 0xFF, ybytes, s));
+        layer.forward(xv, yv, Epilogue{}, ctx);
+        TP_CHECK_CUDA(cudaStreamSynchronize(s));
+        TP_CHECK_CUDA(cudaMemcpy((it ? now : first).data(), y.get(), ybytes, cudaMemcpyDeviceToHost));
+        if (it && now != first) ++bad[size_t(r)];
+      }
+      ready.wait();
+      cudaStreamDestroy(s);
+      size_t finite = 0;
+      for (float v : first) finite += std::isfinite(v) ? 1 : 0;
+      EXPECT_EQ(finite, first.size()) << "rank " << r << ": the first sum holds poison";
+    }, &ready);
+    for (int r = 0; r < world; ++r)
+      EXPECT_EQ(bad[size_t(r)], 0) << "rank " << r << ": sums that differ from the first, of 199";
+  }
+}
+
 // One GPU, a one-rank NCCL communicator: a row layer cut into row chunks (each chunk's all-reduce
 // on the side stream) summing into an NCCL window, eager and replayed from a graph, against the
 // single-GPU product. Runs where only one GPU is present.
