@@ -77,6 +77,7 @@ struct ConvCase {
   bool offset_x = false;    // x one element past a 16-byte boundary
   bool bias = false;
   Epilogue clamp = {};
+  std::string force;  // PrepareOptions::force_kernel (sm80_conv_igemm: the sm_80 implicit GEMM)
 };
 
 std::string describe(const ConvCase& c) {
@@ -91,7 +92,7 @@ std::string describe(const ConvCase& c) {
   s += c.scheme + " cb" + std::to_string(c.cb) + (c.offset_x ? " x-offset" : "") + " x=" +
        dtype_name(c.xt) + " y=" +
        dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp[" + std::to_string(c.clamp.clamp_lo) +
-       ", " + std::to_string(c.clamp.clamp_hi) + "]";
+       ", " + std::to_string(c.clamp.clamp_hi) + "]" + (c.force.empty() ? "" : " forced " + c.force);
   return s;
 }
 
@@ -146,7 +147,9 @@ ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) {
   const Conv2dParams p = params_of(c);
   int64_t Ho = 0, Wo = 0;
   conv2d_output_size(c.H, c.W, c.Kh, c.Kw, p, &Ho, &Wo);
-  const PreparedWeight pw = prepare(cw, cuda_opts());
+  PrepareOptions o = cuda_opts();
+  o.force_kernel = c.force;
+  const PreparedWeight pw = prepare(cw, o);
   const std::vector<uint8_t> xb = to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
   const size_t ny = size_t(c.B * c.Co * Ho * Wo);
   const size_t xoff = c.offset_x ? esize(c.xt) : 0;
@@ -695,8 +698,11 @@ TEST(CudaConv, KSplitAndWorkspace) {
   c.xt = c.yt = DType::F16;
   c.bias = true;
   c.clamp = Epilogue::relu6();
+  c.force = "sm80_conv_igemm";  // the sm_80 kernel's split (on Hopper the wgmma one runs these)
   const ConvWeight cw = make_conv_weight(c, 71);
-  const PreparedWeight pw = prepare(cw, cuda_opts());
+  PrepareOptions forced = cuda_opts();
+  forced.force_kernel = c.force;
+  const PreparedWeight pw = prepare(cw, forced);
   EXPECT_NE(pw.kernel_name(49).find("splitk"), std::string::npos) << pw.kernel_name(49);
   expect_conv_ok(c, 71);
   for (Layout layout : {Layout::NCHW, Layout::NHWC})
@@ -722,8 +728,62 @@ TEST(CudaConv, KSplitAndWorkspace) {
   ConvCase big = c;
   big.B = 2; big.H = big.W = 56; big.Ci = 64; big.Co = 128;  // 98 x 2 tiles
   big.cb = 64;
-  const PreparedWeight pb = prepare(make_conv_weight(big, 73), cuda_opts());
+  const PreparedWeight pb = prepare(make_conv_weight(big, 73), forced);
   EXPECT_EQ(pb.kernel_name(2 * 56 * 56).find("splitk"), std::string::npos) << pb.kernel_name(2 * 56 * 56);
   EXPECT_EQ(conv2d_workspace_size(pb, act_view(nullptr, DType::F16, big, 64, 56, 56, Device::CUDA), params_of(big)), 0u);
   expect_conv_ok(big, 74);
+}
+
+// On Hopper, NHWC 16-bit convs with Ci a multiple of 64 run as the weight-only wgmma kernel's
+// implicit GEMM (activations through a TMA im2col map, tap by tap): the ResNet shapes, strides,
+// padding past the kernel's half, dilation, rectangular kernels, strided 1x1, batch > 1 with
+// tiles crossing images, odd Co, every zero form and block size, f32 / 16-bit outputs, bias and
+// clamp; each against the float64 reference and against the sm_80 kernel forced on the same case.
+TEST(CudaConv, WgmmaImplicitGemm) {
+  SKIP_WITHOUT_HOPPER();
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh, dw, cb;
+    const char* scheme;
+  };
+  const G geoms[] = {
+      {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, "w4g32"},       // ResNet 3x3 @56
+      {2, 128, 28, 28, 128, 3, 3, 2, 2, 1, 1, 1, 1, 128, "w4g32"},    // stride 2, batch 2
+      {3, 64, 13, 9, 72, 3, 3, 2, 1, 2, 3, 2, 1, 32, "w4g32zp"},      // mixed stride / dilation, odd sizes
+      {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w8g32zp"},  // int8 codes
+      {7, 64, 7, 7, 200, 1, 1, 2, 2, 0, 0, 1, 1, 0, "w4g32asym"},      // strided 1x1, per-channel scales
+      {2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w4g32"},      // M = 98: tiles cross images
+      {1, 64, 17, 15, 64, 5, 3, 1, 1, 3, 2, 1, 2, 16, "w4g32asym"},    // rectangular 5x3, blocks of 16
+      {5, 192, 9, 11, 100, 3, 3, 3, 2, 1, 1, 1, 1, 64, "w8g32"},      // stride 3 / 2, Co past 128
+  };
+  uint32_t seed = 900;
+  int i = 0;
+  for (const G& g : geoms)
+    for (DType xt : {DType::F16, DType::BF16}) {
+      ConvCase c;
+      c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+      c.sh = g.sh; c.sw = g.sw; c.ph = g.ph; c.pw = g.pw; c.dh = g.dh; c.dw = g.dw;
+      c.cb = g.cb;
+      c.scheme = g.scheme;
+      c.layout = Layout::NHWC;
+      c.xt = xt;
+      c.yt = i % 3 == 0 ? DType::F32 : xt;
+      c.bias = i % 2 == 0;
+      c.clamp = i % 4 == 1 ? Epilogue::relu6() : Epilogue::none();
+      ++i;
+      const ConvWeight cw = make_conv_weight(c, seed);
+      const PreparedWeight pw = prepare(cw, cuda_opts());
+      int64_t Ho = 0, Wo = 0;
+      conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
+      EXPECT_EQ(pw.kernel_name(c.B * Ho * Wo).rfind("im2col sm90_wo_ws", 0), 0u) << describe(c) << ": "
+                                                                                 << pw.kernel_name(c.B * Ho * Wo);
+      const double tol = tolerance(c.xt, c.yt);
+      const ConvRun wg = run_conv(c, cw, seed);
+      EXPECT_LE(wg.rel_err, tol) << describe(c);
+      EXPECT_LE(wg.max_err, 12 * tol) << describe(c);
+      ConvCase old = c;
+      old.force = "sm80_conv_igemm";
+      const ConvRun sm80 = run_conv(old, cw, seed);
+      EXPECT_LE(sm80.rel_err, tol) << describe(old);
+      ++seed;
+    }
 }

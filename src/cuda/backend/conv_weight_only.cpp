@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/prepared.hpp"
@@ -16,6 +17,7 @@
 #include "cuda/backend/factories.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/runtime/check.hpp"
+#include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
 
@@ -64,14 +66,27 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // the K split's partial sums when a call brings no workspace (plans are capped at this size)
     scratch_ = cuda::DeviceContext::get(device_).reserve_scratch(kSplitScratchBytes);
     // A 1x1 weight is also a linear weight (K = Ci in either order): the linear path serves the
-    // stride-1 unpadded NHWC calls.
-    if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, o);
+    // stride-1 unpadded NHWC calls. On an sm_90a device the same linear form of a KhKwCi weight
+    // (K = Kh Kw Ci, blocks within a tap's channels) also runs as the wgmma kernel's implicit GEMM
+    // over NHWC 16-bit inputs (cuda::conv_igemm), unless the old kernel is forced.
+    force_ = cuda::forced_kernel(o, {"sm80_conv", "sm90_wo"});
+    MIXQ_CHECK_ARG(force_.empty() || force_ == "sm80_conv_igemm" || force_ == "sm90_wo_ws",
+                   "prepare (cuda conv2d): force_kernel '", force_, "' is not one of sm80_conv_igemm, "
+                   "sm90_wo_ws");
+    PrepareOptions lo = o;
+    lo.force_kernel.clear();
+    if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, lo);
+    const bool linear_form = taps_ == 1 || g.order == ConvKOrder::KhKwCi;
+    if (caps.sm90a && force_ != "sm80_conv_igemm" && linear_form && g.Ci % 64 == 0)
+      igemm_ = linear_ ? linear_ : cuda::prepare_weight_only(w, lo);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
   std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
   std::string kernel_name(int64_t M, DType act) const override {
-    // 1x1 weights: the name of the linear kernel that the stride-1 unpadded NHWC call runs
+    // what a 16-bit NHWC call runs: the wgmma implicit GEMM where the weight has one, else (1x1
+    // weights) the linear kernel of the stride-1 unpadded call
+    if (igemm_ && act != DType::F32) return "im2col " + igemm_->kernel_name(M, act);
     if (linear_) return linear_->kernel_name(M, act);
     return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
            (split_plan(M).splits > 1 ? "_splitk" : "");
@@ -80,7 +95,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
   // M = output pixels: the implicit GEMM's K-split partials, or (1x1 weights) the linear path's
   // scratch, whichever is larger.
   size_t workspace_size(int64_t M) const override {
-    return std::max(linear_ ? linear_->workspace_size(M) : size_t(0), split_plan(M).bytes);
+    return std::max({linear_ ? linear_->workspace_size(M) : size_t(0),
+                     igemm_ ? igemm_->workspace_size(M) : size_t(0), split_plan(M).bytes});
   }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
@@ -104,6 +120,15 @@ class CudaConvWeightOnly final : public PreparedImpl {
     const bool nchw = g.nchw;
     const int64_t B = g.B, Ci = conv->Ci, H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
 
+    if (igemm_ && !nchw && force_ != "sm80_conv_igemm") {
+      cuda::ConvIgemmCall c;
+      c.B = B; c.H = H; c.W = W; c.Ci = Ci; c.Ho = Ho; c.Wo = Wo;
+      c.Kh = int(conv->Kh); c.Kw = int(conv->Kw);
+      c.stride_h = int(p.stride_h); c.stride_w = int(p.stride_w);
+      c.pad_h = int(p.pad_h); c.pad_w = int(p.pad_w);
+      c.dil_h = int(p.dilation_h); c.dil_w = int(p.dilation_w);
+      if (cuda::conv_igemm_serves(*igemm_, c, x, y)) return cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
+    }
     if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
       // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
       const int64_t M = B * H * W;
@@ -268,6 +293,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
   DeviceBuffer codes_, pairs_;
   std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
+  std::shared_ptr<const PreparedImpl> igemm_;   // the linear form the wgmma implicit GEMM runs
+  std::string force_;                           // sm80_conv_igemm / sm90_wo_ws, or empty
 };
 
 }  // namespace

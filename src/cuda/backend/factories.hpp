@@ -26,6 +26,17 @@ std::shared_ptr<const PreparedImpl> prepare_ggml_native(const QuantizedWeight& w
 std::shared_ptr<const PreparedImpl> prepare_conv_weight_only(const QuantizedWeight& w,
                                                              const ConvGeometry& g,
                                                              const PrepareOptions& opts);
+// The Hopper wgmma kernel of a weight-only linear weight (prepare_weight_only, N = Co, K = Kh Kw Ci
+// in KhKwCi order) run as an implicit-GEMM conv2d over an NHWC 16-bit x through a TMA im2col map
+// (weight_only.cpp). `conv_igemm_serves` says whether this device, weight and call can.
+struct ConvIgemmCall {
+  int64_t B = 0, H = 0, W = 0, Ci = 0, Ho = 0, Wo = 0;
+  int Kh = 1, Kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
+};
+bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+                       const TensorView& y);
+void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+                const TensorView& y, const Epilogue& ep, const ExecContext& ctx);
 // conv2d, act = int8-per-tensor: the INT8 implicit GEMM with requantized output
 // (conv_int8_tensor.cpp).
 std::shared_ptr<const PreparedImpl> prepare_conv_int8_tensor(const QuantizedWeight& w,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <tuple>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -178,6 +179,57 @@ class CudaWeightOnly final : public PreparedImpl {
     return need;
   }
 
+  // Whether the wgmma kernel can run this weight as the implicit GEMM of a conv2d call: an sm_90a
+  // device, a plain weight (no act-order gather, no shard shift), Ci a multiple of the 64-wide
+  // chunk, K = Kh Kw Ci, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
+  bool conv_igemm_serves(const cuda::ConvIgemmCall& g, const TensorView& x) const {
+    cuda::Im2colGeometry ig;
+    ig.B = g.B; ig.H = g.H; ig.W = g.W; ig.C = g.Ci;
+    ig.Kh = g.Kh; ig.Kw = g.Kw; ig.stride_h = g.stride_h; ig.stride_w = g.stride_w;
+    ig.pad_h = g.pad_h; ig.pad_w = g.pad_w; ig.dil_h = g.dil_h; ig.dil_w = g.dil_w;
+    return caps_.sm90a && force_.empty() && perm_.size() == 0 && kk_.identity() && g.Ci % cuda::kChunkK == 0 &&
+           L_.K == g.Kh * g.Kw * g.Ci && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(ig) &&
+           g.B * g.Ho * g.Wo < (int64_t(1) << 31);
+  }
+
+  // conv2d as the wgmma kernel's implicit GEMM: M = B Ho Wo output pixels (NHWC rows of y), the
+  // plan that of a linear call with those rows, X loaded tap by tap through an im2col map.
+  void conv_igemm(const cuda::ConvIgemmCall& g, const TensorView& x, const TensorView& y, const Epilogue& ep,
+                  const ExecContext& ctx) const {
+    const int64_t M = g.B * g.Ho * g.Wo;
+    cuda::WoCall c;
+    c.M = M;
+    c.x_type = int(io_type(x.dtype));
+    c.y_type = int(io_type(y.dtype));
+    c.x_aligned = true;
+    c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, N, N);
+    const WoPlan p = cuda::plan_weight_only(c, w_, caps_, opts.tuning, "sm90_wo_ws");
+    MIXQ_CHECK(p.id.family == Family::WoWgmma, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM "
+               "planned ", p.id.name());
+    log_plan(p, M);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    DeviceGuard guard(device_);
+    const auto [ws, tickets] = call_workspace(p, M, ctx, "conv2d");
+    const TensorView rows_x(x.data, x.dtype, {M, g.Ci}, Device::CUDA, x.device_index);
+    const TensorView rows_y(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
+    cuda::WoStreamParams k = kernel_params(p, rows_x, rows_y, ep, ws, tickets);
+    k.conv.on = 1;
+    k.conv.Ci = int(g.Ci);
+    k.conv.H = int(g.H);
+    k.conv.W = int(g.W);
+    k.conv.Ho = int(g.Ho);
+    k.conv.Wo = int(g.Wo);
+    k.conv.Kw = g.Kw;
+    k.conv.stride_h = g.stride_h;
+    k.conv.stride_w = g.stride_w;
+    k.conv.pad_h = g.pad_h;
+    k.conv.pad_w = g.pad_w;
+    k.conv.dil_h = g.dil_h;
+    k.conv.dil_w = g.dil_w;
+    cuda::launch_wo_wgmma(k, p, stream);
+  }
+
   void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
               const ExecContext& ctx) const override {
     cuda::check_call_device(x, y, device_);
@@ -192,29 +244,9 @@ class CudaWeightOnly final : public PreparedImpl {
     c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
     const WoPlan p = plan(c);
     log_plan(p, M);
-    const size_t need = cuda::wo_workspace_bytes(p);
-    char* ws;
-    unsigned* tickets;
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     DeviceGuard guard(device_);
-    if (ctx.workspace) {
-      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, "linear: workspace of ", ctx.workspace_bytes,
-                     " bytes is smaller than the ", need, " bytes this call needs "
-                     "(linear_workspace_size)");
-      ws = static_cast<char*>(ctx.workspace);
-      tickets = reinterpret_cast<unsigned*>(ws + cuda::wo_workspace_offsets(p).tickets);
-      if (p.tickets) MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, stream));
-    } else {
-      MIXQ_CHECK_ARG(need <= scratch_->size(), "linear: M = ", M, " needs ", need,
-                     " bytes of workspace, more than the ", scratch_->size(),
-                     " reserved at prepare time; pass ExecContext::workspace "
-                     "(linear_workspace_size)");
-      ws = static_cast<char*>(scratch_->data());
-      tickets = static_cast<unsigned*>(internal_tickets_.data());
-      MIXQ_CHECK(p.tickets * 4 <= internal_tickets_.size(), ErrorCode::Internal, "linear: M = ", M,
-                 " needs ", p.tickets, " split-K tickets, more than the ",
-                 internal_tickets_.size() / 4, " reserved at prepare time");
-    }
+    const auto [ws, tickets] = call_workspace(p, M, ctx, "linear");
     switch (p.id.family) {
       case Family::WoStream: return run_stream(p, x, y, ep, ws, tickets, stream);
       case Family::WoWgmma: return run_wgmma(p, x, y, ep, ws, tickets, stream);
@@ -228,6 +260,30 @@ class CudaWeightOnly final : public PreparedImpl {
 
   cuda::WoPlan plan(const cuda::WoCall& c) const {
     return cuda::plan_weight_only(c, w_, caps_, opts.tuning, force_);
+  }
+
+  // The call's workspace and split-K tickets: the caller's (tickets zeroed on the stream), else
+  // the scratch reserved at prepare time. `op` names the call in the errors.
+  std::pair<char*, unsigned*> call_workspace(const WoPlan& p, int64_t M, const ExecContext& ctx,
+                                             const char* op) const {
+    const size_t need = cuda::wo_workspace_bytes(p);
+    if (ctx.workspace) {
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= need, op, ": workspace of ", ctx.workspace_bytes,
+                     " bytes is smaller than the ", need, " bytes this call needs (", op,
+                     "_workspace_size)");
+      char* ws = static_cast<char*>(ctx.workspace);
+      unsigned* tickets = reinterpret_cast<unsigned*>(ws + cuda::wo_workspace_offsets(p).tickets);
+      if (p.tickets)
+        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, static_cast<cudaStream_t>(ctx.stream)));
+      return {ws, tickets};
+    }
+    MIXQ_CHECK_ARG(need <= scratch_->size(), op, ": M = ", M, " needs ", need,
+                   " bytes of workspace, more than the ", scratch_->size(),
+                   " reserved at prepare time; pass ExecContext::workspace (", op, "_workspace_size)");
+    MIXQ_CHECK(p.tickets * 4 <= internal_tickets_.size(), ErrorCode::Internal, op, ": M = ", M,
+               " needs ", p.tickets, " split-K tickets, more than the ", internal_tickets_.size() / 4,
+               " reserved at prepare time");
+    return {static_cast<char*>(scratch_->data()), static_cast<unsigned*>(internal_tickets_.data())};
   }
 
   // e4m3 has no infinities and its NaN (0x7F / 0xFF) has no place in a weight; the kernels would
@@ -507,6 +563,19 @@ WoExpertView weight_only_expert_view(const PreparedImpl& impl) {
 std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w,
                                                         const PrepareOptions& opts) {
   return std::make_shared<CudaWeightOnly>(w, opts);
+}
+
+bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+                       const TensorView&) {
+  const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
+  return w != nullptr && w->conv_igemm_serves(g, x);
+}
+
+void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+                const TensorView& y, const Epilogue& ep, const ExecContext& ctx) {
+  const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
+  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only linear weight");
+  w->conv_igemm(g, x, y, ep, ctx);
 }
 }  // namespace cuda
 

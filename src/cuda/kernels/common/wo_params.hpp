@@ -58,6 +58,15 @@ struct WoStreamParams {
   const void* bias;  // nullable, [N]
   IoType bias_type;
   float clamp_lo, clamp_hi;
+  // The warp-specialized wgmma kernel as an implicit-GEMM convolution (conv.on): X is an NHWC
+  // image read through an im2col tensor map, GEMM row m the output pixel (image, ho, wo) in that
+  // order, column k = tap * Ci + ci with tap = r * Kw + s (the KhKwCi order; Ci a multiple of the
+  // 64-wide chunk, so a chunk never straddles two taps). Zero (off) for every other call.
+  struct Conv {
+    int on;
+    int Ci, H, W, Ho, Wo, Kw;  // input channels and size, output size, filter width
+    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  } conv;
 };
 
 }  // namespace mixq::cuda

@@ -140,6 +140,20 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::tma_load_2d(p_tiles + stage * p_stage, pair_map(it), fb, it.nb * 128, (c * CPS * kChunkK) >> gs);
     };
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
+      if (!GROUPED && p.conv.on) {  // implicit-GEMM convolution: each chunk is one tap's channels
+        const WoStreamParams::Conv& cv = p.conv;
+        const int wo = it.row0 % cv.Wo, t = it.row0 / cv.Wo;
+        const int ho = t % cv.Ho, img = t / cv.Ho;
+        const int w0 = wo * cv.stride_w - cv.pad_w, h0 = ho * cv.stride_h - cv.pad_h;
+#pragma unroll
+        for (int h = 0; h < CPS; ++h) {
+          const int k0 = (c * CPS + h) * kChunkK, tap = k0 / cv.Ci, ci = k0 - tap * cv.Ci;
+          const int r = tap / cv.Kw, s = tap - r * cv.Kw;
+          sm90::tma_load_im2col_4d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb, ci, w0, h0, img,
+                                   uint16_t(s * cv.dil_w), uint16_t(r * cv.dil_h));
+        }
+        return;
+      }
 #pragma unroll
       for (int h = 0; h < CPS; ++h)
           // a shard's leading x_shift columns start left of X: TMA zero-fills them (rows past X
