@@ -84,10 +84,10 @@ class CudaConvWeightOnly final : public PreparedImpl {
 
   std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
   std::string kernel_name(int64_t M, DType act) const override {
-    // what a 16-bit NHWC call runs: the wgmma implicit GEMM where the weight has one, else (1x1
-    // weights) the linear kernel of the stride-1 unpadded call
-    if (igemm_ && act != DType::F32) return "im2col " + igemm_->kernel_name(M, act);
+    // what an NHWC call runs: (1x1 weights) the linear kernel of the stride-1 unpadded call, else
+    // the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
+    if (igemm_ && act != DType::F32) return "im2col " + igemm_->kernel_name(M, act);
     return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
            (split_plan(M).splits > 1 ? "_splitk" : "");
   }
@@ -120,6 +120,14 @@ class CudaConvWeightOnly final : public PreparedImpl {
     const bool nchw = g.nchw;
     const int64_t B = g.B, Ci = conv->Ci, H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
 
+    if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
+      // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
+      const int64_t M = B * H * W;
+      const TensorView x2(x.data, x.dtype, {M, Ci}, Device::CUDA, x.device_index);
+      const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
+      return linear_->linear(x2, y2, ep, ctx);
+    }
+
     if (igemm_ && !nchw && force_ != "sm80_conv_igemm") {
       cuda::ConvIgemmCall c;
       c.B = B; c.H = H; c.W = W; c.Ci = Ci; c.Ho = Ho; c.Wo = Wo;
@@ -129,14 +137,6 @@ class CudaConvWeightOnly final : public PreparedImpl {
       c.dil_h = int(p.dilation_h); c.dil_w = int(p.dilation_w);
       if (cuda::conv_igemm_serves(*igemm_, c, x, y)) return cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
     }
-    if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
-      // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
-      const int64_t M = B * H * W;
-      const TensorView x2(x.data, x.dtype, {M, Ci}, Device::CUDA, x.device_index);
-      const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
-      return linear_->linear(x2, y2, ep, ctx);
-    }
-
     cuda::ConvIgemmParams k{};
     k.x = x.data;
     k.x_type = conv_io_type(x.dtype);
