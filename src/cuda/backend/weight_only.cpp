@@ -155,27 +155,30 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
   // The largest of the plans any call with M rows can get, over every input / output dtype,
-  // aligned or unaligned rows and TMA-stored or plain 16-bit outputs (the kernel choice and its
-  // split-K / staging scratch depend on all of them), so one size serves every call.
+  // aligned or unaligned rows, TMA-stored or plain 16-bit outputs and (conv implicit GEMM) the
+  // token tiles that fill the SMs (the kernel choice and its split-K / staging scratch depend on
+  // all of them), so one size serves every call.
   size_t max_workspace(int64_t M) const {
     size_t need = 0;
     for (const IoType x : {IoType::F16, IoType::BF16, IoType::F32})
       for (const IoType y : {IoType::F16, IoType::BF16, IoType::F32})
         for (const bool aligned : {true, false})
-          for (const bool y_tma : {false, true}) {
-            if (y_tma && y == IoType::F32) continue;
-            cuda::WoCall c;
-            c.M = std::max<int64_t>(M, 1);
-            c.x_type = int(x);
-            c.y_type = int(y);
-            c.x_aligned = aligned;
-            c.y_tma = y_tma;
-            try {
-              need = std::max(need, cuda::wo_workspace_bytes(plan(c)));
-            } catch (const Error&) {
-              // a combination this weight's (forced) kernel refuses: no call can have it
+          for (const bool y_tma : {false, true})
+            for (const bool fill : {false, true}) {
+              if (y_tma && y == IoType::F32) continue;
+              cuda::WoCall c;
+              c.M = std::max<int64_t>(M, 1);
+              c.x_type = int(x);
+              c.y_type = int(y);
+              c.x_aligned = aligned;
+              c.y_tma = y_tma;
+              c.fill_sms = fill;
+              try {
+                need = std::max(need, cuda::wo_workspace_bytes(fill ? conv_plan(c) : plan(c)));
+              } catch (const Error&) {
+                // a combination this weight's (forced) kernel refuses: no call can have it
+              }
             }
-          }
     return need;
   }
 
@@ -204,7 +207,8 @@ class CudaWeightOnly final : public PreparedImpl {
     c.y_type = int(io_type(y.dtype));
     c.x_aligned = true;
     c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, N, N);
-    const WoPlan p = cuda::plan_weight_only(c, w_, caps_, opts.tuning, "sm90_wo_ws");
+    c.fill_sms = true;
+    const WoPlan p = conv_plan(c);
     MIXQ_CHECK(p.id.family == Family::WoWgmma, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM "
                "planned ", p.id.name());
     log_plan(p, M);
@@ -260,6 +264,10 @@ class CudaWeightOnly final : public PreparedImpl {
 
   cuda::WoPlan plan(const cuda::WoCall& c) const {
     return cuda::plan_weight_only(c, w_, caps_, opts.tuning, force_);
+  }
+  // The implicit-GEMM conv's plan: always the wgmma kernel (the only one with an im2col load).
+  cuda::WoPlan conv_plan(const cuda::WoCall& c) const {
+    return cuda::plan_weight_only(c, w_, caps_, opts.tuning, "sm90_wo_ws");
   }
 
   // The call's workspace and split-K tickets: the caller's (tickets zeroed on the stream), else

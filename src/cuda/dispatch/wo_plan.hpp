@@ -34,6 +34,9 @@ struct WoCall {
   int x_type = 0, y_type = 0;
   bool x_aligned = true;  // 16-byte aligned activation rows (the wgmma kernel's TMA loads)
   bool y_tma = false;     // 16-bit output whose rows TMA can store (tma_stores_16bit_rows)
+  // The convolution's implicit GEMM (conv weights: few output channels, so few 128-row weight
+  // blocks): smaller token tiles while the tiles would fill fewer than a quarter of the SMs.
+  bool fill_sms = false;
 };
 
 struct WoPlan {
