@@ -25,16 +25,21 @@ bool on(Toggle t, bool automatic) { return t == Toggle::Auto ? automatic : t == 
 // Token tile: the smallest of 16 ... 256 holding M; short GEMMs (K <= 4096) with few 128-row
 // tiles at M > 128 take 128 where 256 would leave the tiles short of half the SMs.
 int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t, bool fill_sms) {
-  if (t.wo_token_tile == 16 || t.wo_token_tile == 32 || t.wo_token_tile == 64 || t.wo_token_tile == 128 ||
-      t.wo_token_tile == 256)
-    return t.wo_token_tile;
-  int mt = M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
+  const bool forced = t.wo_token_tile == 16 || t.wo_token_tile == 32 || t.wo_token_tile == 64 ||
+                      t.wo_token_tile == 128 || t.wo_token_tile == 256;
+  int mt = forced ? t.wo_token_tile : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
   const int64_t n_blocks = ceil_div(L.N, 128);
-  if (mt == 256 && L.K <= 4096 && n_blocks * ceil_div(M, 256) < sm_count / 2) mt = 128;
+  if (!forced && mt == 256 && L.K <= 4096 && n_blocks * ceil_div(M, 256) < sm_count / 2) mt = 128;
   // conv: halve while the tiles fill fewer than a quarter of the SMs, down to 32 (H200, ResNet-50
   // 3x3 layers at batch 1 and 8: 10-25% faster, e.g. 512->512 @7 batch 8 24.9 -> 21.3 us, and
   // no layer slower; docs/cuda-conv.md)
-  while (fill_sms && mt > 32 && n_blocks * ceil_div(M, mt) < sm_count / 4) mt /= 2;
+  while (!forced && fill_sms && mt > 32 && n_blocks * ceil_div(M, mt) < sm_count / 4) mt /= 2;
+  // Token tiles up to 64 stage two 64-wide chunks at a time; with an odd chunk count the last
+  // stage holds one past K. A row-major X reads zeros there, an im2col load reads a real tap's
+  // pixels, and the zero-filled weight codes of that chunk dequantize to the per-row offset, not
+  // to zero (wrong sums with one scale group per row, seen on an H200): the conv takes 128 then,
+  // a forced tile included.
+  if (fill_sms && mt <= 64 && (L.Kp / kChunkK) % 2 == 1) mt = 128;
   return mt;
 }
 
