@@ -87,7 +87,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // what an NHWC call runs: (1x1 weights) the linear kernel of the stride-1 unpadded call, else
     // the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
-    if (igemm_ && act != DType::F32) return "im2col " + igemm_->kernel_name(M, act);
+    if (igemm_ && act != DType::F32) return "im2col " + cuda::conv_igemm_kernel_name(*igemm_, M, act);
     return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
            (split_plan(M).splits > 1 ? "_splitk" : "");
   }

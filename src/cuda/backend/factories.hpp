@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "core/prepared.hpp"
 
@@ -35,6 +36,7 @@ struct ConvIgemmCall {
 };
 bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
                        const TensorView& y);
+std::string conv_igemm_kernel_name(const PreparedImpl& linear_weight, int64_t M, DType act);
 void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
                 const TensorView& y, const Epilogue& ep, const ExecContext& ctx);
 // conv2d, act = int8-per-tensor: the INT8 implicit GEMM with requantized output

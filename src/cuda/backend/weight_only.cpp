@@ -126,6 +126,15 @@ class CudaWeightOnly final : public PreparedImpl {
     c.y_tma = act != DType::F32;
     return plan(c).id.name();
   }
+  // The implicit-GEMM conv's kernel for M output pixels (conv_igemm's plan, 16-bit NHWC x and y).
+  std::string conv_kernel_name(int64_t M, DType act) const {
+    cuda::WoCall c;
+    c.M = std::max<int64_t>(M, 1);
+    c.x_type = c.y_type = int(io_type(act));
+    c.y_tma = act != DType::F32;
+    c.fill_sms = true;
+    return conv_plan(c).id.name();
+  }
 
   // The buffers a grouped (mixture-of-experts) launch reads for this expert.
   cuda::WoExpertView expert_view() const {
@@ -577,6 +586,12 @@ bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g
                        const TensorView&) {
   const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
   return w != nullptr && w->conv_igemm_serves(g, x);
+}
+
+std::string conv_igemm_kernel_name(const PreparedImpl& linear_weight, int64_t M, DType act) {
+  const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
+  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only linear weight");
+  return w->conv_kernel_name(M, act);
 }
 
 void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
