@@ -94,6 +94,22 @@ ExecContext on_stream(cudaStream_t s, const Dev& ws) {
   return c;
 }
 
+// Rank r's options: the CUDA backend on GPU r.
+ParallelLinearOptions on_gpu(int r) {
+  ParallelLinearOptions o;
+  o.prepare.backend = BackendKind::CUDA;
+  o.prepare.device = r;
+  return o;
+}
+
+// Columns [k0, k1) of the M x K rows of x (a row-parallel rank's input), rounded to bf16.
+std::vector<uint16_t> columns_bf16(const std::vector<float>& x, int64_t M, int64_t K, int64_t k0, int64_t k1) {
+  std::vector<uint16_t> out;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = k0; k < k1; ++k) out.push_back(f32_to_bf16(x[size_t(m * K + k)]));
+  return out;
+}
+
 // The unsharded layer on GPU 0: x bf16 [M][K], y f32 [M][N], bias and clamp.
 std::vector<float> single_gpu(const QuantizedWeight& w, ActQuant act, const std::vector<float>& x,
                               int64_t M, const std::vector<float>& bias, float lo, float hi) {
@@ -341,18 +357,13 @@ TEST(CudaTensorParallel, RegisteredOutputsAndRowChunksSumLikePlainOnes) {
       RankBarrier ready(world);
       on_ranks(world, [&](int r) {
         const ShardSpec spec{r, world, ShardAxis::Row};
-        ParallelLinearOptions o;
-        o.prepare.backend = BackendKind::CUDA;
-        o.prepare.device = r;
+        const ParallelLinearOptions o = on_gpu(r);
         const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], o);
         // the automatic cut: 4 equal chunks from a 32 MB sum of 16-bit values (32768 x 512)
         EXPECT_EQ(layer.row_split(32767), std::vector<int64_t>{32767});
         EXPECT_EQ(layer.row_split(32768), (std::vector<int64_t>{8192, 8192, 8192, 8192}));
         const auto [k0, k1] = layer.range();
-        std::vector<float> xl;
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t k = k0; k < k1; ++k) xl.push_back(x[size_t(m * K + k)]);
-        const std::vector<uint16_t> xb = to_bf16(xl);
+        const std::vector<uint16_t> xb = columns_bf16(x, M, K, k0, k1);
         const size_t eb = yt == DType::F32 ? 4 : 2, ybytes = size_t(M * N) * eb;
         cudaStream_t s;
         TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -460,15 +471,9 @@ TEST(CudaTensorParallel, RegisteredSumsReadTheWholeProduct) {
     RankBarrier ready(world);
     on_ranks(world, [&](int r) {
       const ShardSpec spec{r, world, ShardAxis::Row};
-      ParallelLinearOptions o;
-      o.prepare.backend = BackendKind::CUDA;
-      o.prepare.device = r;
-      const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], o);
+      const ParallelLinear layer(shard(w, spec), spec, N, K, comms[size_t(r)], on_gpu(r));
       const auto [k0, k1] = layer.range();
-      std::vector<float> xl;
-      for (int64_t m = 0; m < M; ++m)
-        for (int64_t k = k0; k < k1; ++k) xl.push_back(x[size_t(m * K + k)]);
-      const std::vector<uint16_t> xb = to_bf16(xl);
+      const std::vector<uint16_t> xb = columns_bf16(x, M, K, k0, k1);
       const size_t ybytes = size_t(M * N) * 4;
       cudaStream_t s;
       TP_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

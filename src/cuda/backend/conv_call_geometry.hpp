@@ -36,16 +36,14 @@ inline ConvCallGeometry conv_call_geometry(const TensorView& x, const ConvGeomet
   return g;
 }
 
-// Fills the geometry fields both kernels' parameter blocks have under the same names.
+// Fills the sizes, filter and stride / padding / dilation fields every conv kernel's parameter
+// block has under the same names (the sm_80 kernels' and the Hopper im2col path's Im2colConv).
 template <class KernelParams>
-void set_conv_geometry(KernelParams& k, const ConvCallGeometry& g, const ConvGeometry& conv,
-                       int64_t Co, const Conv2dParams& p) {
-  k.nchw = g.nchw;
+void set_conv_shape(KernelParams& k, const ConvCallGeometry& g, const ConvGeometry& conv, const Conv2dParams& p) {
   k.B = int(g.B);
   k.Ci = int(conv.Ci);
   k.H = int(g.H);
   k.W = int(g.W);
-  k.Co = int(Co);
   k.Ho = int(g.Ho);
   k.Wo = int(g.Wo);
   k.Kh = int(conv.Kh);
@@ -56,6 +54,15 @@ void set_conv_geometry(KernelParams& k, const ConvCallGeometry& g, const ConvGeo
   k.pad_w = int(p.pad_w);
   k.dil_h = int(p.dilation_h);
   k.dil_w = int(p.dilation_w);
+}
+
+// ... and the sm_80 kernels' layout and output channels.
+template <class KernelParams>
+void set_conv_geometry(KernelParams& k, const ConvCallGeometry& g, const ConvGeometry& conv,
+                       int64_t Co, const Conv2dParams& p) {
+  set_conv_shape(k, g, conv, p);
+  k.nchw = g.nchw;
+  k.Co = int(Co);
 }
 
 }  // namespace mixq::cuda

@@ -129,13 +129,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     }
 
     if (igemm_ && !nchw && force_ != "sm80_conv_igemm") {
-      cuda::ConvIgemmCall c;
-      c.B = B; c.H = H; c.W = W; c.Ci = Ci; c.Ho = Ho; c.Wo = Wo;
-      c.Kh = int(conv->Kh); c.Kw = int(conv->Kw);
-      c.stride_h = int(p.stride_h); c.stride_w = int(p.stride_w);
-      c.pad_h = int(p.pad_h); c.pad_w = int(p.pad_w);
-      c.dil_h = int(p.dilation_h); c.dil_w = int(p.dilation_w);
-      if (cuda::conv_igemm_serves(*igemm_, c, x, y)) return cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
+      cuda::Im2colConv c;
+      cuda::set_conv_shape(c, g, *conv, p);
+      if (cuda::conv_igemm_serves(*igemm_, c, x)) return cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
     }
     cuda::ConvIgemmParams k{};
     k.x = x.data;

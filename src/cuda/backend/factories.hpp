@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/prepared.hpp"
+#include "cuda/kernels/common/im2col_conv.hpp"
 
 namespace mixq::cuda {
 
@@ -30,14 +31,9 @@ std::shared_ptr<const PreparedImpl> prepare_conv_weight_only(const QuantizedWeig
 // The Hopper wgmma kernel of a weight-only linear weight (prepare_weight_only, N = Co, K = Kh Kw Ci
 // in KhKwCi order) run as an implicit-GEMM conv2d over an NHWC 16-bit x through a TMA im2col map
 // (weight_only.cpp). `conv_igemm_serves` says whether this device, weight and call can.
-struct ConvIgemmCall {
-  int64_t B = 0, H = 0, W = 0, Ci = 0, Ho = 0, Wo = 0;
-  int Kh = 1, Kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
-};
-bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
-                       const TensorView& y);
+bool conv_igemm_serves(const PreparedImpl& linear_weight, const Im2colConv& g, const TensorView& x);
 std::string conv_igemm_kernel_name(const PreparedImpl& linear_weight, int64_t M, DType act);
-void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+void conv_igemm(const PreparedImpl& linear_weight, const Im2colConv& g, const TensorView& x,
                 const TensorView& y, const Epilogue& ep, const ExecContext& ctx);
 // conv2d, act = int8-per-tensor: the INT8 implicit GEMM with requantized output
 // (conv_int8_tensor.cpp).

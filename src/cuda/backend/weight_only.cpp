@@ -194,22 +194,17 @@ class CudaWeightOnly final : public PreparedImpl {
   // Whether the wgmma kernel can run this weight as the implicit GEMM of a conv2d call: an sm_90a
   // device, a plain weight (no act-order gather, no shard shift), Ci a multiple of the 64-wide
   // chunk, K = Kh Kw Ci, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
-  bool conv_igemm_serves(const cuda::ConvIgemmCall& g, const TensorView& x) const {
-    cuda::Im2colGeometry ig;
-    ig.B = g.B; ig.H = g.H; ig.W = g.W; ig.C = g.Ci;
-    ig.Kh = g.Kh; ig.Kw = g.Kw; ig.stride_h = g.stride_h; ig.stride_w = g.stride_w;
-    ig.pad_h = g.pad_h; ig.pad_w = g.pad_w; ig.dil_h = g.dil_h; ig.dil_w = g.dil_w;
+  bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
     return caps_.sm90a && force_.empty() && perm_.size() == 0 && kk_.identity() && g.Ci % cuda::kChunkK == 0 &&
-           L_.K == g.Kh * g.Kw * g.Ci && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
-           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(ig) &&
-           g.B * g.Ho * g.Wo < (int64_t(1) << 31);
+           L_.K == int64_t(g.Kh) * g.Kw * g.Ci && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(g);
   }
 
   // conv2d as the wgmma kernel's implicit GEMM: M = B Ho Wo output pixels (NHWC rows of y), the
   // plan that of a linear call with those rows, X loaded tap by tap through an im2col map.
-  void conv_igemm(const cuda::ConvIgemmCall& g, const TensorView& x, const TensorView& y, const Epilogue& ep,
+  void conv_igemm(const cuda::Im2colConv& g, const TensorView& x, const TensorView& y, const Epilogue& ep,
                   const ExecContext& ctx) const {
-    const int64_t M = g.B * g.Ho * g.Wo;
+    const int64_t M = int64_t(g.B) * g.Ho * g.Wo;
     cuda::WoCall c;
     c.M = M;
     c.x_type = int(io_type(x.dtype));
@@ -227,19 +222,8 @@ class CudaWeightOnly final : public PreparedImpl {
     const TensorView rows_x(x.data, x.dtype, {M, g.Ci}, Device::CUDA, x.device_index);
     const TensorView rows_y(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
     cuda::WoStreamParams k = kernel_params(p, rows_x, rows_y, ep, ws, tickets);
-    k.conv.on = 1;
-    k.conv.Ci = int(g.Ci);
-    k.conv.H = int(g.H);
-    k.conv.W = int(g.W);
-    k.conv.Ho = int(g.Ho);
-    k.conv.Wo = int(g.Wo);
-    k.conv.Kw = g.Kw;
-    k.conv.stride_h = g.stride_h;
-    k.conv.stride_w = g.stride_w;
-    k.conv.pad_h = g.pad_h;
-    k.conv.pad_w = g.pad_w;
-    k.conv.dil_h = g.dil_h;
-    k.conv.dil_w = g.dil_w;
+    k.conv_on = 1;
+    k.conv = g;
     cuda::launch_wo_wgmma(k, p, stream);
   }
 
@@ -582,8 +566,7 @@ std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w
   return std::make_shared<CudaWeightOnly>(w, opts);
 }
 
-bool conv_igemm_serves(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
-                       const TensorView&) {
+bool conv_igemm_serves(const PreparedImpl& linear_weight, const Im2colConv& g, const TensorView& x) {
   const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
   return w != nullptr && w->conv_igemm_serves(g, x);
 }
@@ -594,7 +577,7 @@ std::string conv_igemm_kernel_name(const PreparedImpl& linear_weight, int64_t M,
   return w->conv_kernel_name(M, act);
 }
 
-void conv_igemm(const PreparedImpl& linear_weight, const ConvIgemmCall& g, const TensorView& x,
+void conv_igemm(const PreparedImpl& linear_weight, const Im2colConv& g, const TensorView& x,
                 const TensorView& y, const Epilogue& ep, const ExecContext& ctx) {
   const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
   MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only linear weight");

@@ -51,25 +51,6 @@ void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& 
   MIXQ_CHECK(launched, ErrorCode::Internal, "wo wgmma: no instance of ", id.name());
 }
 
-// The im2col map's geometry from the kernel's conv parameters (M = images x Ho x Wo pixels).
-Im2colGeometry cv_geometry(const WoStreamParams& p) {
-  const WoStreamParams::Conv& cv = p.conv;
-  Im2colGeometry g;
-  g.B = p.M / (int64_t(cv.Ho) * cv.Wo);
-  g.H = cv.H;
-  g.W = cv.W;
-  g.C = cv.Ci;
-  g.Kw = cv.Kw;
-  g.Kh = p.K / cv.Ci / cv.Kw;
-  g.stride_h = cv.stride_h;
-  g.stride_w = cv.stride_w;
-  g.pad_h = cv.pad_h;
-  g.pad_w = cv.pad_w;
-  g.dil_h = cv.dil_h;
-  g.dil_w = cv.dil_w;
-  return g;
-}
-
 }  // namespace
 
 void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t stream) {
@@ -83,13 +64,13 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   const int bits = id.codes == kCodesU4 ? 4 : 8;
   const int mt = id.tile_m, cps = plan.chunks_per_stage;
   WsMaps tm{};
-  if (p.conv.on) {
+  if (p.conv_on) {
     // an NHWC image: boxes of mt output pixels x 64 channels of one tap (the same swizzled
     // [mt][64] tile as a row-major X's), zeros in the padding and past the last image
-    const WoStreamParams::Conv& cv = p.conv;
-    MIXQ_CHECK(cv.Ci % kChunkK == 0 && p.K % cv.Ci == 0 && p.x_shift == 0, ErrorCode::Internal,
-               "wo wgmma conv: Ci (", cv.Ci, ") must be a multiple of ", kChunkK, " dividing K (", p.K, ")");
-    tm.x = make_tensor_map_im2col_nhwc(p.x, cv_geometry(p), kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
+    const Im2colConv& cv = p.conv;
+    MIXQ_CHECK(cv.Ci % kChunkK == 0 && p.K == cv.Kh * cv.Kw * cv.Ci && p.x_shift == 0, ErrorCode::Internal,
+               "wo wgmma conv: Ci (", cv.Ci, ") must be a multiple of ", kChunkK, ", K (", p.K, ") Kh Kw Ci");
+    tm.x = make_tensor_map_im2col_nhwc(p.x, cv, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   } else {
     // X [M][K - x_shift] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled outside X
     // (past K and M, and left of column 0 for a shard's leading x_shift columns).

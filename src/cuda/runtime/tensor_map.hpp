@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/runtime/check.hpp"
 #include "mixq/error.hpp"
 
@@ -21,16 +22,19 @@ using TensorMapEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuu
                                           CUtensorMapSwizzle, CUtensorMapL2promotion,
                                           CUtensorMapFloatOOBfill);
 
+// A driver API function looked up once through the runtime (no libcuda link).
+template <class Fn>
+Fn driver_function(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  MIXQ_CUDA_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
+  MIXQ_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, ErrorCode::Cuda, name,
+             " is not available from the CUDA driver (status ", int(q), ")");
+  return reinterpret_cast<Fn>(p);
+}
+
 inline TensorMapEncodeTiled tensor_map_encoder() {
-  static const TensorMapEncodeTiled fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    MIXQ_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                     cudaEnableDefault, &q));
-    MIXQ_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, ErrorCode::Cuda,
-               "cuTensorMapEncodeTiled is not available from the CUDA driver (status ", int(q), ")");
-    return reinterpret_cast<TensorMapEncodeTiled>(p);
-  }();
+  static const TensorMapEncodeTiled fn = driver_function<TensorMapEncodeTiled>("cuTensorMapEncodeTiled");
   return fn;
 }
 
@@ -98,35 +102,20 @@ using TensorMapEncodeIm2col = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cu
                                            CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 inline TensorMapEncodeIm2col tensor_map_im2col_encoder() {
-  static const TensorMapEncodeIm2col fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    MIXQ_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeIm2col", &p, 12000,
-                                                     cudaEnableDefault, &q));
-    MIXQ_CHECK(q == cudaDriverEntryPointSuccess && p != nullptr, ErrorCode::Cuda,
-               "cuTensorMapEncodeIm2col is not available from the CUDA driver (status ", int(q), ")");
-    return reinterpret_cast<TensorMapEncodeIm2col>(p);
-  }();
+  static const TensorMapEncodeIm2col fn = driver_function<TensorMapEncodeIm2col>("cuTensorMapEncodeIm2col");
   return fn;
 }
-
-// The geometry of an im2col map over a contiguous NHWC image of 16-bit values: what a load of
-// `pixels` output pixels x `channels` channels for one filter tap needs.
-struct Im2colGeometry {
-  int64_t B = 0, H = 0, W = 0, C = 0;
-  int Kh = 1, Kw = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
-};
 
 // Whether a 4-D im2col map can describe the convolution: the box corners of a rank-4 map lie in
 // [-128, 127] and a load's filter-tap offsets in [0, 256) (the offsets are 16 bits shared by the
 // two spatial dimensions), traversal strides are at most 8, rows 16-byte aligned.
-inline bool im2col_map_fits(const Im2colGeometry& g) {
+inline bool im2col_map_fits(const Im2colConv& g) {
   auto corners_fit = [](int pad, int dil, int k) {
     const int reach = dil * (k - 1);
     return pad <= 127 && pad - reach >= -128 && reach < 256;
   };
   return corners_fit(g.pad_w, g.dil_w, g.Kw) && corners_fit(g.pad_h, g.dil_h, g.Kh) &&
-         g.stride_h >= 1 && g.stride_h <= 8 && g.stride_w >= 1 && g.stride_w <= 8 && g.C % 8 == 0;
+         g.stride_h >= 1 && g.stride_h <= 8 && g.stride_w >= 1 && g.stride_w <= 8 && g.Ci % 8 == 0;
 }
 
 // im2col map over x [B][H][W][C] (16-bit, contiguous): a load at coordinates (c, w, h, n) with
@@ -134,15 +123,16 @@ inline bool im2col_map_fits(const Im2colGeometry& g) {
 // H, then the image), each `channels` channels from c on, of the input at (h + r dil_h, w + s dil_w),
 // where (h, w) = (ho stride_h - pad_h, wo stride_w - pad_w); positions in the padding and pixels
 // past the last image read as zeros. The box's starting positions run over exactly Ho x Wo.
-inline CUtensorMap make_tensor_map_im2col_nhwc(const void* x, const Im2colGeometry& g, uint32_t channels,
+inline CUtensorMap make_tensor_map_im2col_nhwc(const void* x, const Im2colConv& g, uint32_t channels,
                                                uint32_t pixels, CUtensorMapSwizzle swizzle) {
   MIXQ_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && im2col_map_fits(g), ErrorCode::InvalidArgument,
-             "im2col tensor map: x ", x, " must be 16-byte aligned, C (", g.C, ") a multiple of 8, "
+             "im2col tensor map: x ", x, " must be 16-byte aligned, Ci (", g.Ci, ") a multiple of 8, "
              "padding / dilation / stride within the map's ranges");
   CUtensorMap map;
   const uint64_t e = 2;
-  const cuuint64_t dims[4] = {uint64_t(g.C), uint64_t(g.W), uint64_t(g.H), uint64_t(g.B)};
-  const cuuint64_t strides[3] = {uint64_t(g.C) * e, uint64_t(g.W * g.C) * e, uint64_t(g.H * g.W * g.C) * e};
+  const cuuint64_t dims[4] = {uint64_t(g.Ci), uint64_t(g.W), uint64_t(g.H), uint64_t(g.B)};
+  const cuuint64_t strides[3] = {uint64_t(g.Ci) * e, uint64_t(g.W) * uint64_t(g.Ci) * e,
+                                 uint64_t(g.H) * uint64_t(g.W) * uint64_t(g.Ci) * e};
   const int lower[2] = {-g.pad_w, -g.pad_h};
   const int upper[2] = {g.pad_w - g.dil_w * (g.Kw - 1), g.pad_h - g.dil_h * (g.Kh - 1)};
   const cuuint32_t elem_strides[4] = {1, uint32_t(g.stride_w), uint32_t(g.stride_h), 1};
@@ -151,7 +141,7 @@ inline CUtensorMap make_tensor_map_im2col_nhwc(const void* x, const Im2colGeomet
       channels, pixels, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   MIXQ_CHECK(r == CUDA_SUCCESS, ErrorCode::Cuda, "cuTensorMapEncodeIm2col failed (", int(r), ") for x [",
-             g.B, "][", g.H, "][", g.W, "][", g.C, "], ", channels, " channels x ", pixels, " pixels");
+             g.B, "][", g.H, "][", g.W, "][", g.Ci, "], ", channels, " channels x ", pixels, " pixels");
   return map;
 }
 

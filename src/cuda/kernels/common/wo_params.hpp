@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
+
 namespace mixq::cuda {
 
 enum class IoType : int { F16 = 0, BF16 = 1, F32 = 2 };
@@ -58,15 +60,11 @@ struct WoStreamParams {
   const void* bias;  // nullable, [N]
   IoType bias_type;
   float clamp_lo, clamp_hi;
-  // The warp-specialized wgmma kernel as an implicit-GEMM convolution (conv.on): X is an NHWC
-  // image read through an im2col tensor map, GEMM row m the output pixel (image, ho, wo) in that
-  // order, column k = tap * Ci + ci with tap = r * Kw + s (the KhKwCi order; Ci a multiple of the
-  // 64-wide chunk, so a chunk never straddles two taps). Zero (off) for every other call.
-  struct Conv {
-    int on;
-    int Ci, H, W, Ho, Wo, Kw;  // input channels and size, output size, filter width
-    int stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
-  } conv;
+  // The warp-specialized wgmma kernel as an implicit-GEMM convolution (conv_on): X is an NHWC
+  // image read through an im2col tensor map (conv: its geometry; Ci a multiple of the 64-wide
+  // chunk, so a chunk never straddles two taps). Zero (off) for every other call.
+  int conv_on;
+  Im2colConv conv;
 };
 
 }  // namespace mixq::cuda

@@ -140,8 +140,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::tma_load_2d(p_tiles + stage * p_stage, pair_map(it), fb, it.nb * 128, (c * CPS * kChunkK) >> gs);
     };
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
-      if (!GROUPED && p.conv.on) {  // implicit-GEMM convolution: each chunk is one tap's channels
-        const WoStreamParams::Conv& cv = p.conv;
+      if (!GROUPED && p.conv_on) {  // implicit-GEMM convolution: each chunk is one tap's channels
+        const Im2colConv& cv = p.conv;
         const int wo = it.row0 % cv.Wo, t = it.row0 / cv.Wo;
         const int ho = t % cv.Ho, img = t / cv.Ho;
         const int w0 = wo * cv.stride_w - cv.pad_w, h0 = ho * cv.stride_h - cv.pad_h;
