@@ -195,7 +195,7 @@ class CudaWeightOnly final : public PreparedImpl {
   // device, a plain weight (no act-order gather, no shard shift), Ci a multiple of the 64-wide
   // chunk, K = Kh Kw Ci, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
   bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
-    return caps_.sm90a && force_.empty() && perm_.size() == 0 && kk_.identity() && g.Ci % cuda::kChunkK == 0 &&
+    return caps_.sm90a && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() && g.Ci % cuda::kChunkK == 0 &&
            L_.K == int64_t(g.Kh) * g.Kw * g.Ci && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
            reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(g);
   }
