@@ -57,6 +57,7 @@ struct Call {
   int64_t M = 1;
   int x = 0, y = -1;  // IoType: 0 f16, 1 bf16, 2 f32; y -1: as x
   bool y_tma = false, aligned = true, gather = false;
+  bool fill = false;  // WoCall::fill_sms (the conv implicit GEMM)
   std::string force;
   Tuning t;
 };
@@ -67,6 +68,7 @@ WoPlan plan(const Call& c, const WoLayout& L, const DeviceCaps& caps) {
   call.y_type = c.y < 0 ? c.x : c.y;
   call.y_tma = c.y_tma;
   call.x_aligned = c.aligned;
+  call.fill_sms = c.fill;
   return plan_weight_only(call, weight(L, c.gather), caps, c.t, c.force);
 }
 WoPlan plan(int64_t M, const WoLayout& L, const DeviceCaps& caps, const std::string& force = "") {
@@ -448,6 +450,38 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
   EXPECT_EQ(ws(16, 21504, 14336, 4, 0).id.name(), "sm90_wo_ws<f16,u4,mt16,cta2,pairs=half,fold>");
 }
 
+// The conv implicit GEMM's token tile (WoCall::fill_sms): the linear rule, halved while the tiles
+// fill fewer than a quarter of the SMs, down to 32; never 64 or less with an odd count of 64-wide
+// chunks (a two-chunk stage would hold a chunk past K, which an im2col load does not zero), a
+// forced tile included; linear calls unchanged.
+TEST(CudaPlan, ConvTokenTileFillsTheSms) {
+  const DeviceCaps caps = hopper();  // 132 SMs: a quarter is 33 tiles
+  auto mt = [&](int64_t M, int64_t N, int64_t K, bool fill, int forced = 0) {
+    Call c;
+    c.M = M;
+    c.fill = fill;
+    c.force = "sm90_wo_ws";
+    c.t.wo_token_tile = forced;
+    return int(plan(c, layout(N, K, 4, 128), caps).id.tile_m);
+  };
+  // ResNet-50 3x3 layers (N = Co, K = 9 Ci, M = B Ho Wo)
+  EXPECT_EQ(mt(784, 128, 1152, false), 128);  // linear rule: 7 tiles
+  EXPECT_EQ(mt(784, 128, 1152, true), 32);    // 25 tiles at 32 (18 chunks: even)
+  EXPECT_EQ(mt(392, 512, 4608, true), 32);    // 4 x 13 = 52 tiles
+  EXPECT_EQ(mt(1568, 256, 2304, true), 64);   // 2 x 25 = 50 tiles at 64
+  EXPECT_EQ(mt(25088, 64, 576, true), 256);   // 98 tiles: the linear rule's
+  EXPECT_EQ(mt(6272, 256, 2304, true), 128);  // 2 x 49 = 98 at the linear rule's 128
+  // 9 chunks (Ci = 64, 3x3): 64 would fill more SMs, but an odd count stays at 128
+  EXPECT_EQ(mt(3136, 64, 576, true), 128);
+  EXPECT_EQ(mt(49, 64, 576, true), 128);      // M <= 64 would be 64 by the linear rule
+  EXPECT_EQ(mt(49, 64, 576, false), 64);      // (linear: zeros past K, any tile)
+  EXPECT_EQ(mt(112, 200, 64, true), 128);     // 1 chunk (strided 1x1, Ci = 64)
+  // a forced tile: kept, except the odd-chunk rule
+  EXPECT_EQ(mt(784, 128, 1152, true, 64), 64);
+  EXPECT_EQ(mt(3136, 64, 576, true, 64), 128);
+  EXPECT_EQ(mt(3136, 64, 576, false, 64), 64);
+}
+
 // The reserved workspace bounds every plan with M up to the bound's M, without enumerating M.
 TEST(CudaPlan, MaxWorkspaceBoundsEveryPlan) {
   for (bool sm90a : {false, true}) {
@@ -460,21 +494,23 @@ TEST(CudaPlan, MaxWorkspaceBoundsEveryPlan) {
         for (int64_t M : {1, 2, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 127, 128, 129, 255, 256, 1000, 2048, 2049, 4096})
           for (int x : {0, 1, 2})
             for (int y : {0, 1, 2})
-              for (const char* force : {"", "sm80_wo_stream", "sm90_wo_ws", "wo_dequant_cublas"}) {
-                if (std::string(force) == "sm90_wo_ws" && !sm90a) continue;
-                Call c;
-                c.M = M;
-                c.x = x;
-                c.y = y;
-                c.gather = gather;
-                c.force = force;
-                const WoPlan p = plan(c, L, caps);
-                ASSERT_LE(wo_workspace_bytes(p), b.bytes) << p.id.name() << " M " << M;
-                ASSERT_LE(p.tickets, b.tickets) << p.id.name() << " M " << M;
-                if (p.out_bytes == 0) {
-                  ASSERT_LE(wo_workspace_bytes(p), direct.bytes) << p.id.name() << " M " << M;
+              for (const char* force : {"", "sm80_wo_stream", "sm90_wo_ws", "wo_dequant_cublas"})
+                for (bool fill : {false, true}) {
+                  if (std::string(force) == "sm90_wo_ws" && !sm90a) continue;
+                  Call c;
+                  c.M = M;
+                  c.x = x;
+                  c.y = y;
+                  c.gather = gather;
+                  c.force = force;
+                  c.fill = fill;
+                  const WoPlan p = plan(c, L, caps);
+                  ASSERT_LE(wo_workspace_bytes(p), b.bytes) << p.id.name() << " M " << M;
+                  ASSERT_LE(p.tickets, b.tickets) << p.id.name() << " M " << M;
+                  if (p.out_bytes == 0) {
+                    ASSERT_LE(wo_workspace_bytes(p), direct.bytes) << p.id.name() << " M " << M;
+                  }
                 }
-              }
       }
   }
 }
