@@ -195,9 +195,10 @@ class CudaWeightOnly final : public PreparedImpl {
   // device, a plain weight (no act-order gather, no shard shift), Ci a multiple of the 64-wide
   // chunk, K = Kh Kw Ci, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
   bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
-    return caps_.sm90a && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() && g.Ci % cuda::kChunkK == 0 &&
-           L_.K == int64_t(g.Kh) * g.Kw * g.Ci && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
-           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(g);
+    const bool plain = (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity();
+    return caps_.sm90a && plain && g.Ci % cuda::kChunkK == 0 && L_.K == int64_t(g.Kh) * g.Kw * g.Ci &&
+           (x.dtype == DType::F16 || x.dtype == DType::BF16) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
+           cuda::im2col_map_fits(g);
   }
 
   // conv2d as the wgmma kernel's implicit GEMM: M = B Ho Wo output pixels (NHWC rows of y), the
@@ -573,14 +574,16 @@ bool conv_igemm_serves(const PreparedImpl& linear_weight, const Im2colConv& g, c
 
 std::string conv_igemm_kernel_name(const PreparedImpl& linear_weight, int64_t M, DType act) {
   const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
-  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only linear weight");
+  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only "
+             "linear weight");
   return w->conv_kernel_name(M, act);
 }
 
 void conv_igemm(const PreparedImpl& linear_weight, const Im2colConv& g, const TensorView& x,
                 const TensorView& y, const Epilogue& ep, const ExecContext& ctx) {
   const auto* w = dynamic_cast<const CudaWeightOnly*>(&linear_weight);
-  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only linear weight");
+  MIXQ_CHECK(w != nullptr, ErrorCode::Internal, "conv2d (cuda): the implicit GEMM needs a weight-only "
+             "linear weight");
   w->conv_igemm(g, x, y, ep, ctx);
 }
 }  // namespace cuda
