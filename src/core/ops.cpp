@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/act_layout.hpp"
+#include "core/fp8_act_weights.hpp"
 #include "core/prepared.hpp"
 #include "mixq/error.hpp"
 
@@ -96,12 +97,11 @@ void check_scheme_for_act(const QuantizedWeight& w, const PrepareOptions& o) {
     }
     case ActQuant::Fp8Block:
       // block_k == K < 128 is what quantize_weight("fp8b128") produces for a narrow K.
-      MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
-                         (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
-                         (w.block_n == 128 || w.block_n == 1) && w.zero_kind == ZeroKind::None &&
-                         w.scale_type == DType::F32 && w.k_perm.empty(),
+      MIXQ_CHECK_ARG(fp8_block_weight(w) || w4a8_weight(w),
                      "prepare(act=fp8-block): the weight must be f8e4m3 with f32 scales in "
-                     "128x128 (or 1x128) blocks, got ", w.describe());
+                     "128x128 (or 1x128) blocks, or 4-bit integer codes (W4A8) with per-row "
+                     "groups of 128 along K in symmetric or zero-point form, no act-order; got ",
+                     w.describe());
       break;
     case ActQuant::Int8PerTensor:
       MIXQ_CHECK_ARG(w.code_type == DType::I8 && w.block_k == w.K && w.block_n == 1 &&

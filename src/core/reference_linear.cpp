@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/act_layout.hpp"
+#include "core/fp8_act_weights.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -117,11 +118,19 @@ void check_w8a8_weight(const QuantizedWeight& w, int64_t act_block, const char* 
 void check_fp8_weight(const QuantizedWeight& w) {
   // block_k is 128, or K itself when K < 128 (quantize_weight clamps the block to K: one
   // partial block either way). k_perm would be silently ignored by the group loop below.
-  MIXQ_CHECK_ARG(w.code_type == DType::F8E4M3 && w.has_scales &&
-                     (w.block_k == 128 || (w.K < 128 && w.block_k == w.K)) &&
-                     w.zero_kind == ZeroKind::None && w.k_perm.empty() && w.plain_blocks(),
-                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks and no "
-                 "act-order, got ", w.describe());
+  const bool e4m3 = w.code_type == DType::F8E4M3 && w.has_scales && fp8_block_k(w) &&
+                    w.zero_kind == ZeroKind::None && w.k_perm.empty();
+  MIXQ_CHECK_ARG((e4m3 || w4a8_weight(w)) && w.plain_blocks(),
+                 "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks, or 4-bit "
+                 "integer codes (W4A8) in per-row groups of 128 along K, symmetric or with zero "
+                 "points; no act-order; got ", w.describe());
+}
+
+// The weight's factor of the FP8 product at (n, k): the e4m3 value, or (W4A8) the integer q - z.
+double fp8_operand(const QuantizedWeight& w, int64_t n, int64_t k) {
+  if (w.code_type == DType::F8E4M3) return double(w.code_value(n, k));
+  const int32_t z = w.zero_kind == ZeroKind::ZeroPoint ? w.zero_point(w.n_block(n), w.k_block(k)) : 0;
+  return double(w.code_int(n, k) - z);
 }
 
 // Host-quantized activations: views of `kind` in the QuantizedActivations layout on the CPU, K of
@@ -236,7 +245,7 @@ void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, c
       for (int64_t g = 0; g < ng; ++g) {
         double part = 0.0;
         for (int64_t k = g * G; k < std::min(K, g * G + G); ++k)
-          part += double(e4m3_to_f32(r.row(m)[k])) * double(w.code_value(n, k));
+          part += double(e4m3_to_f32(r.row(m)[k])) * fp8_operand(w, n, k);
         acc += part * double(r.scale_of(m, g)) * double(w.scale(n / w.block_n, g));
       }
       store_from_double(y, m, n, apply_epilogue(ep, n, acc));

@@ -153,7 +153,13 @@ TEST(ApiErrors, PrepareValidatesTheWeight) {
 
 TEST(ApiErrors, IncompatibleActivationModes) {
   const QuantizedWeight w4 = weight("w4g128", 4, 256);
-  EXPECT_MIXQ_ERROR(prepare(w4, ref_opts(ActQuant::Fp8Block)), "act=fp8-block", "i4 [4 x 256]");
+  // fp8 activations take 4-bit weights (W4A8) in groups of 128, symmetric or zero-point, only
+  EXPECT_NO_THROW(prepare(w4, ref_opts(ActQuant::Fp8Block)));
+  EXPECT_NO_THROW(prepare(weight("w4g128zp", 4, 256), ref_opts(ActQuant::Fp8Block)));
+  EXPECT_MIXQ_ERROR(prepare(weight("w4g64", 4, 256), ref_opts(ActQuant::Fp8Block)), "act=fp8-block", "W4A8",
+                    "i4 [4 x 256]");
+  EXPECT_MIXQ_ERROR(prepare(weight("w4g128asym", 4, 256), ref_opts(ActQuant::Fp8Block)), "act=fp8-block");
+  EXPECT_MIXQ_ERROR(prepare(weight("w8g128", 4, 256), ref_opts(ActQuant::Fp8Block)), "act=fp8-block", "i8");
   EXPECT_MIXQ_ERROR(prepare(w4, ref_opts(ActQuant::Int8Block)), "act=int8-block", "i4");
   EXPECT_MIXQ_ERROR(prepare(w4, ref_opts(ActQuant::Int8PerTensor)), "act=int8-per-tensor", "i4");
   const QuantizedWeight w8 = weight("w8g64", 4, 256);

@@ -216,6 +216,24 @@ TEST(CpuBackend, Fp8Block) {
   }
 }
 
+// W4A8 (4-bit weights, FP8 block activations) on the CPU against the reference, with a narrow K
+// (one group of K < 128) and K past a group boundary.
+TEST(CpuBackend, W4A8) {
+  for (const char* scheme : {"w4g128", "w4g128zp"})
+    for (int64_t K : {int64_t(300), int64_t(100)}) {
+      const QuantizedWeight w = make_weight(scheme, 37, K, 13);
+      for (int64_t M : kMs) {
+        Buf x = random_matrix(DType::BF16, M, w.K, 80 + M, -2.f, 2.f);
+        Buf y(DType::F32, M, w.N), yr(DType::F32, M, w.N);
+        y.poison();
+        const PreparedWeight pw = prepare(w, cpu_opts(ActQuant::Fp8Block));
+        linear(x.view(), pw, y.view(), Epilogue::relu(), {});
+        ref::linear_fp8_block(x.view(), w, yr.view(), Epilogue::relu());
+        EXPECT_LE(rel_err(y, yr), 1e-5) << scheme << " K=" << K << " M=" << M << " " << pw.kernel_name(M);
+      }
+    }
+}
+
 namespace {
 Buf random_i8(int64_t rows, int64_t cols, uint32_t seed) {
   Buf b(DType::I8, rows, cols);

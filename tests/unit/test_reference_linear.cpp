@@ -369,6 +369,30 @@ TEST(RefFp8Block, MatchesNaiveBlockScaledProduct) {
   }
 }
 
+// W4A8: 4-bit weights in groups of 128 (symmetric or zero-point) times FP8 block activations is
+// the fp8-quantized activations times the dequantized weight; narrow K (one group of K) included.
+TEST(RefW4A8, MatchesFp8ActivationsTimesTheDequantizedWeight) {
+  struct Shape { int64_t M, N, K; };
+  for (const char* scheme : {"w4g128", "w4g128zp"})
+    for (const Shape s : {Shape{1, 24, 7392}, Shape{17, 24, 1000}, Shape{3, 130, 100}}) {
+      const QuantizedWeight w = make_weight(scheme, s.N, s.K, 500 + uint32_t(s.K));
+      const HostTensor x = random_tensor(DType::BF16, {s.M, s.K}, 31, -3.0, 3.0);
+      HostTensor y(DType::F32, {s.M, s.N});
+      y.poison();
+      linear(x.view(), prepare_ref(w, ActQuant::Fp8Block), y.view(), {});
+      expect_all_written(y, "w4a8");
+      const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
+      std::vector<double> xd(static_cast<size_t>(s.M * s.K));
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t k = 0; k < s.K; ++k)
+          xd[m * s.K + k] = decode_e4m3(a.code(m, k)) * a.scale_of(m, k / 128);
+      const std::vector<double> want = naive_linear(xd, raw_dequant_original(w), s.M, s.N, s.K);
+      for (int64_t i = 0; i < s.M * s.N; ++i)
+        ASSERT_NEAR(y.get(i), want[i], 1e-9 * std::fabs(want[i]) + 2 * half_ulp(DType::F32, want[i]))
+            << scheme << " M " << s.M << " N " << s.N << " K " << s.K << " i " << i;
+    }
+}
+
 // ------------------------------------------------------------------ INT8 per tensor, requantized
 
 // mission.md's formula, evaluated the way a fused kernel would: O_q = M*(Acc32 + FusedBias),

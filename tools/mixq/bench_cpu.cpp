@@ -36,8 +36,10 @@ BenchScheme parse_bench_scheme(const std::string& name) {
     MIXQ_CHECK_ARG(s.weight.code_type == DType::I8 && s.weight.zero_kind != ZeroKind::ZeroPoint,
                    "bench scheme '", name, "': int8 activations need i8 weights (w8g*, w8g*asym)");
   if (s.act == ActQuant::Fp8Block)
-    MIXQ_CHECK_ARG(s.weight.code_type == DType::F8E4M3, "bench scheme '", name,
-                   "': fp8 activations need fp8b128 weights");
+    MIXQ_CHECK_ARG(s.weight.code_type == DType::F8E4M3 || s.weight.code_type == DType::I4 ||
+                       s.weight.code_type == DType::U4,
+                   "bench scheme '", name, "': fp8 activations need fp8b128 weights or 4-bit ones "
+                   "(W4A8: w4g128:fp8, w4g128zp:fp8)");
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/fp8_act_weights.hpp"
 #include "core/kernel_k_layout.hpp"
 #include "core/prepared.hpp"
 #include "cuda/runtime/check.hpp"
@@ -601,7 +602,11 @@ std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const
   if (cuda::use_ggml_native(w, opts)) return cuda::prepare_ggml_native(w, opts);
   switch (opts.act) {
     case ActQuant::None: return cuda::prepare_weight_only(w, opts);
-    case ActQuant::Fp8Block: return cuda::prepare_fp8_block(w, opts);
+    case ActQuant::Fp8Block:
+      MIXQ_CHECK(!w4a8_weight(w), ErrorCode::Unsupported, "prepare (cuda): 4-bit weights with "
+                 "act=fp8-block (W4A8) run on the cpu and reference backends; the cuda backend has "
+                 "no W4A8 kernel yet, got ", w.describe());
+      return cuda::prepare_fp8_block(w, opts);
     case ActQuant::Int8Block: return cuda::prepare_int8_block(w, opts);
     case ActQuant::Int8PerTensor: return cuda::prepare_int8_tensor(w, opts);
   }
