@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "mixq/act_quant.hpp"
 #include "mixq/ops.hpp"
@@ -344,24 +346,35 @@ TEST(RefW8A8, RejectsMisalignedOrUnsupportedWeights) {
 
 // ------------------------------------------------------------------ FP8 block
 
+namespace {
+// The reference's act = fp8-block product of w with M random rows, against the float64 product of
+// the fp8-quantized activations (e4m3 code times its block's scale) and the dequantized weight.
+// Returns the output and the activations.
+std::pair<HostTensor, HostTensor> expect_fp8_activation_product(const QuantizedWeight& w, int64_t M,
+                                                                 const std::string& what) {
+  const int64_t N = w.N, K = w.K;
+  HostTensor x = random_tensor(DType::BF16, {M, K}, 30, -3.0, 3.0);
+  HostTensor y(DType::F32, {M, N});
+  y.poison();
+  linear(x.view(), prepare_ref(w, ActQuant::Fp8Block), y.view(), {});
+  expect_all_written(y, what.c_str());
+  const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
+  std::vector<double> xd(static_cast<size_t>(M * K));
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t k = 0; k < K; ++k) xd[m * K + k] = decode_e4m3(a.code(m, k)) * a.scale_of(m, k / 128);
+  const std::vector<double> want = naive_linear(xd, raw_dequant_original(w), M, N, K);
+  for (int64_t i = 0; i < M * N; ++i)
+    EXPECT_NEAR(y.get(i), want[i], 1e-9 * std::fabs(want[i]) + 2 * half_ulp(DType::F32, want[i]))
+        << what << " M " << M << " N " << N << " K " << K << " i " << i;
+  return {std::move(y), std::move(x)};
+}
+}  // namespace
+
 TEST(RefFp8Block, MatchesNaiveBlockScaledProduct) {
   struct Shape { int64_t M, N, K; };
   for (const Shape s : {Shape{1, 24, 7392}, Shape{17, 24, 7392}, Shape{3, 300, 300}, Shape{3, 130, 100}}) {
     const QuantizedWeight w = make_weight("fp8b128", s.N, s.K, 300 + uint32_t(s.K));
-    const HostTensor x = random_tensor(DType::BF16, {s.M, s.K}, 30, -3.0, 3.0);
-    HostTensor y(DType::F32, {s.M, s.N});
-    y.poison();
-    linear(x.view(), prepare_ref(w, ActQuant::Fp8Block), y.view(), {});
-    expect_all_written(y, "fp8");
-    const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
-    std::vector<double> xd(static_cast<size_t>(s.M * s.K));
-    for (int64_t m = 0; m < s.M; ++m)
-      for (int64_t k = 0; k < s.K; ++k)
-        xd[m * s.K + k] = decode_e4m3(a.code(m, k)) * a.scale_of(m, k / 128);
-    const std::vector<double> want = naive_linear(xd, raw_dequant_original(w), s.M, s.N, s.K);
-    for (int64_t i = 0; i < s.M * s.N; ++i)
-      ASSERT_NEAR(y.get(i), want[i], 1e-9 * std::fabs(want[i]) + 2 * half_ulp(DType::F32, want[i]))
-          << "M " << s.M << " N " << s.N << " K " << s.K << " i " << i;
+    const auto [y, x] = expect_fp8_activation_product(w, s.M, "fp8");
     // And close to the unquantized product: e4m3 keeps 3 mantissa bits on both sides.
     const std::vector<double> exact = naive_linear(x.values(), raw_dequant_original(w), s.M, s.N, s.K);
     const std::vector<double> mag = naive_abs_linear(x.values(), raw_dequant_original(w), s.M, s.N, s.K);
@@ -374,23 +387,8 @@ TEST(RefFp8Block, MatchesNaiveBlockScaledProduct) {
 TEST(RefW4A8, MatchesFp8ActivationsTimesTheDequantizedWeight) {
   struct Shape { int64_t M, N, K; };
   for (const char* scheme : {"w4g128", "w4g128zp"})
-    for (const Shape s : {Shape{1, 24, 7392}, Shape{17, 24, 1000}, Shape{3, 130, 100}}) {
-      const QuantizedWeight w = make_weight(scheme, s.N, s.K, 500 + uint32_t(s.K));
-      const HostTensor x = random_tensor(DType::BF16, {s.M, s.K}, 31, -3.0, 3.0);
-      HostTensor y(DType::F32, {s.M, s.N});
-      y.poison();
-      linear(x.view(), prepare_ref(w, ActQuant::Fp8Block), y.view(), {});
-      expect_all_written(y, "w4a8");
-      const QuantizedActivationsBuffer a = quantize_activations_fp8_block(x.view());
-      std::vector<double> xd(static_cast<size_t>(s.M * s.K));
-      for (int64_t m = 0; m < s.M; ++m)
-        for (int64_t k = 0; k < s.K; ++k)
-          xd[m * s.K + k] = decode_e4m3(a.code(m, k)) * a.scale_of(m, k / 128);
-      const std::vector<double> want = naive_linear(xd, raw_dequant_original(w), s.M, s.N, s.K);
-      for (int64_t i = 0; i < s.M * s.N; ++i)
-        ASSERT_NEAR(y.get(i), want[i], 1e-9 * std::fabs(want[i]) + 2 * half_ulp(DType::F32, want[i]))
-            << scheme << " M " << s.M << " N " << s.N << " K " << s.K << " i " << i;
-    }
+    for (const Shape s : {Shape{1, 24, 7392}, Shape{17, 24, 1000}, Shape{3, 130, 100}})
+      expect_fp8_activation_product(make_weight(scheme, s.N, s.K, 500 + uint32_t(s.K)), s.M, scheme);
 }
 
 // ------------------------------------------------------------------ INT8 per tensor, requantized
