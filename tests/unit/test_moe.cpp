@@ -51,13 +51,17 @@ PrepareOptions cpu_f32_options() {
 PrepareOptions options_for(const std::string& scheme, BackendKind b) {
   PrepareOptions o;
   o.backend = b;
-  if (scheme == "fp8b128-act") o.act = ActQuant::Fp8Block;
+  // -act: the scheme's W8A8 activations; -fp8: W4A8 (4-bit weights, FP8 block activations)
+  const bool w4a8 = scheme.size() > 4 && scheme.compare(scheme.size() - 4, 4, "-fp8") == 0;
+  if (scheme == "fp8b128-act" || w4a8)
+    o.act = ActQuant::Fp8Block;
   if (scheme == "w8g128-act") o.act = ActQuant::Int8Block;
   return o;
 }
 
 std::string weight_scheme(const std::string& s) {
-  return s == "fp8b128-act" ? "fp8b128" : s == "w8g128-act" ? "w8g128" : s;
+  const size_t dash = s.find("-act") != std::string::npos ? s.find("-act") : s.find("-fp8");
+  return dash == std::string::npos ? s : s.substr(0, dash);
 }
 
 // Rows per expert -> offsets [E + 1].
@@ -126,7 +130,7 @@ TEST_P(GroupedLinear, MatchesFloat64LoopOverExperts) {
 INSTANTIATE_TEST_SUITE_P(Schemes, GroupedLinear,
                          ::testing::Values("w4g32", "w4g128", "w4g32asym", "w4g128zp", "w8g64asym",
                                            "w8g128", "w4pc", "w8pc", "w4g64-bf16", "fp8b128",
-                                           "fp8b128-act", "w8g128-act"),
+                                           "fp8b128-act", "w8g128-act", "w4g128-fp8", "w4g128zp-fp8"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) if (c == '-') c = '_';
