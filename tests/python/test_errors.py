@@ -72,8 +72,10 @@ def test_unsupported_scheme_and_options(rng):
         mixq.prepare(qw, backend="tpu")
     with pytest.raises(mixq.InvalidArgumentError, match="act 'int4'"):
         mixq.prepare(qw, act="int4")
-    with pytest.raises(mixq.MixqError):
-        mixq.prepare(qw, act="fp8")  # fp8 activations need fp8b128 weights
+    # fp8 activations take fp8b128 weights, or 4-bit ones in groups of 128 (W4A8): not g64 on K = 256
+    qw256 = mixq.quantize(rng.standard_normal((16, 256)).astype(np.float32), "w4g64")
+    with pytest.raises(mixq.MixqError, match="W4A8"):
+        mixq.prepare(qw256, act="fp8")
     with pytest.raises(ValueError, match="clamp"):
         mixq.linear(np.zeros((1, 64), np.float32), mixq.prepare(qw, backend="cpu"), clamp="tanh")
 
