@@ -16,10 +16,15 @@ inline bool fp8_block_k(const QuantizedWeight& w) {
   return w.block_k == 128 || (w.K < 128 && w.block_k == w.K);
 }
 
-inline bool fp8_block_weight(const QuantizedWeight& w) {
+// e4m3 codes with scales in 128-wide K blocks (any block_n, any scale type: the reference's form)
+inline bool e4m3_k_blocks(const QuantizedWeight& w) {
   return w.code_type == DType::F8E4M3 && w.has_scales && fp8_block_k(w) &&
-         (w.block_n == 128 || w.block_n == 1) && w.zero_kind == ZeroKind::None &&
-         w.scale_type == DType::F32 && w.k_perm.empty();
+         w.zero_kind == ZeroKind::None && w.k_perm.empty();
+}
+
+// ... in 128 x 128 or 1 x 128 blocks of f32 scales: what prepare takes
+inline bool fp8_block_weight(const QuantizedWeight& w) {
+  return e4m3_k_blocks(w) && (w.block_n == 128 || w.block_n == 1) && w.scale_type == DType::F32;
 }
 
 inline bool w4a8_weight(const QuantizedWeight& w) {

@@ -118,9 +118,7 @@ void check_w8a8_weight(const QuantizedWeight& w, int64_t act_block, const char* 
 void check_fp8_weight(const QuantizedWeight& w) {
   // block_k is 128, or K itself when K < 128 (quantize_weight clamps the block to K: one
   // partial block either way). k_perm would be silently ignored by the group loop below.
-  const bool e4m3 = w.code_type == DType::F8E4M3 && w.has_scales && fp8_block_k(w) &&
-                    w.zero_kind == ZeroKind::None && w.k_perm.empty();
-  MIXQ_CHECK_ARG((e4m3 || w4a8_weight(w)) && w.plain_blocks(),
+  MIXQ_CHECK_ARG((e4m3_k_blocks(w) || w4a8_weight(w)) && w.plain_blocks(),
                  "ref::linear_fp8_block: needs f8e4m3 weights with 128-wide K blocks, or 4-bit "
                  "integer codes (W4A8) in per-row groups of 128 along K, symmetric or with zero "
                  "points; no act-order; got ", w.describe());
