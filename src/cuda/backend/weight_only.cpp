@@ -176,6 +176,7 @@ class CudaWeightOnly final : public PreparedImpl {
           for (const bool y_tma : {false, true})
             for (const bool fill : {false, true}) {
               if (y_tma && y == IoType::F32) continue;
+              if (fill && !conv_capable()) continue;  // a weight no conv2d call can run
               cuda::WoCall c;
               c.M = std::max<int64_t>(M, 1);
               c.x_type = int(x);
@@ -196,10 +197,16 @@ class CudaWeightOnly final : public PreparedImpl {
   // device, a plain weight (no act-order gather, no shard shift), Ci a multiple of the 64-wide
   // chunk, K = Kh Kw Ci, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
   bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
-    const bool plain = (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity();
-    return caps_.sm90a && plain && g.Ci % cuda::kChunkK == 0 && L_.K == int64_t(g.Kh) * g.Kw * g.Ci &&
+    return conv_capable() && g.Ci % cuda::kChunkK == 0 && L_.K == int64_t(g.Kh) * g.Kw * g.Ci &&
            (x.dtype == DType::F16 || x.dtype == DType::BF16) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
            cuda::im2col_map_fits(g);
+  }
+
+  // The part of conv_igemm_serves that depends on the weight alone (max_workspace bounds the conv
+  // plans only for such weights: a linear weight's scratch stays that of its own calls).
+  bool conv_capable() const {
+    return caps_.sm90a && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() &&
+           L_.K % cuda::kChunkK == 0;
   }
 
   // conv2d as the wgmma kernel's implicit GEMM: M = B Ho Wo output pixels (NHWC rows of y), the
