@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes src/cuda/kernels/common/sm90_wgmma_rs.inc: the wgmma.mma_async instructions with the A operand in
-registers and f32 accumulators, for the N sizes the kernels use: m64nNk16 f16 / bf16 (WgmmaRS) and
+registers and f32 accumulators, for the N sizes the kernels use: m64nNk16 f16 / bf16 and m64nNk32 e4m3 (WgmmaRS) and
 m64nNk8 tf32 (WgmmaTf32RS; no transpose immediate for tf32). Inline asm needs one operand per
 accumulator register, so the statements are generated, not typed.
     python3 scripts/gen_wgmma_rs.py > src/cuda/kernels/common/sm90_wgmma_rs.inc
@@ -36,6 +36,13 @@ print("// desc_b the shared-memory descriptor of the K-major B tile; scale_d = 0
 for ctype, ptype in [("half", "f16"), ("__nv_bfloat16", "bf16")]:
     for n in [16, 32, 64, 128, 192, 256]:
         emit("WgmmaRS<%s, %d>" % (ctype, n), n, "k16.f32.%s.%s" % (ptype, ptype), True, "1, 1, 0")
+
+# e4m3 (W4A8): A is the warp's 16x32 8-bit fragment (mma.sync m16n8k32 layout: a0 (g, 4t..4t+3),
+# a1 (g + 8, ...), a2 (g, 16 + 4t ...), a3 (g + 8, 16 + 4t ...)); 8-bit wgmma has no transpose
+# immediates.
+print("// d[N/2] f32 += A(16x32 e4m3 per warp, registers) . B (K-major e4m3 in shared memory), m64nNk32.")
+for n in [16, 32, 64, 128, 192, 256]:
+    emit("WgmmaRS<__nv_fp8_e4m3, %d>" % n, n, "k32.f32.e4m3.e4m3", True, "1, 1")
 
 # tf32: A is the warp's 16x8 fragment (mma.sync m16n8k8 tf32 layout: a0 (g, t), a1 (g + 8, t),
 # a2 (g, t + 4), a3 (g + 8, t + 4), g = lane / 4, t = lane % 4); B K-major in shared memory.

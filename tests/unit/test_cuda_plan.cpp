@@ -695,3 +695,33 @@ TEST(CudaPlan, StreamKTileCoordsAreABijection) {
     }
 }
 #endif  // MIXQ_WITH_CUDA
+
+// W4A8 weights (4-bit codes in the e4m3 fragment order) plan only the wgmma kernel's e4m3
+// instances: token tiles 16 / 64 / 128 by M (or forced), one CTA, 128-K stages, the fold, the
+// quantized activations in the workspace (bounded by the reserved scratch); no Hopper image, or
+// another forced family, is a clear error.
+TEST(CudaPlan, W4A8PlansTheE4m3Instances) {
+  WoLayout L = layout(4096, 7168, 4, 128);
+  L.fp8_act = true;
+  const DeviceCaps caps = hopper();
+  const WoWorkspaceBound bound = wo_max_workspace(weight(L), caps, Tuning(), 4096, true);
+  for (auto [M, mt] : {std::pair<int64_t, int>{1, 16}, {16, 16}, {17, 64}, {64, 64}, {65, 128}, {4096, 128}})
+    for (int x : {0, 1, 2}) {
+      Call c;
+      c.M = M;
+      c.x = x;
+      const WoPlan p = plan(c, L, caps);
+      EXPECT_EQ(p.id.name(), "sm90_wo_ws<e4m3,u4f8,mt" + std::to_string(mt) + ",cta1,pairs=f32,fold>") << M;
+      EXPECT_EQ(p.chunks_per_stage, 2);
+      EXPECT_EQ(p.gather_bytes, wo_a8_act_bytes(M, 7168));
+      EXPECT_LE(wo_workspace_bytes(p), bound.bytes) << M;
+    }
+  Call forced;
+  forced.M = 4096;
+  forced.t.wo_token_tile = 64;
+  EXPECT_EQ(plan(forced, L, caps).id.tile_m, 64);
+  forced.t.wo_token_tile = 256;  // not built for W4A8: the rule's tile
+  EXPECT_EQ(plan(forced, L, caps).id.tile_m, 128);
+  EXPECT_THROW(plan(1, L, hopper(false)), Error);
+  EXPECT_THROW(plan(1, L, caps, "sm80_wo_stream"), Error);
+}

@@ -24,6 +24,7 @@
 #include "cuda/runtime/device_context.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/tensor_map.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "cuda/launch/wo_kernels.hpp"
 #include "cuda/dispatch/plan_log.hpp"
 #include "cuda/dispatch/wo_plan.hpp"
@@ -69,6 +70,14 @@ class CudaWeightOnly final : public PreparedImpl {
     // FP8 block weights (e.g. fp8b128: 128x128 blocks): any block_n, expanded to one scale per
     // row at prepare time.
     const bool fp8 = w.code_type == DType::F8E4M3;
+    // W4A8 (act = fp8-block on 4-bit weights, core/fp8_act_weights.hpp): the wgmma kernel's e4m3
+    // path, activations quantized per call in 1 x 128 blocks
+    const bool a8 = o.act == ActQuant::Fp8Block;
+    MIXQ_CHECK(!a8 || w4a8_weight(w), ErrorCode::Unsupported, "cuda W4A8: act = fp8-block takes 4-bit "
+               "weights in per-row groups of 128 (symmetric or zero-point), got ", w.describe());
+    MIXQ_CHECK(!a8 || caps_.sm90a, ErrorCode::Unsupported, "cuda W4A8: needs an sm_90a build on a Hopper "
+               "GPU (FP8 wgmma); device ", device_, " is ", caps_.cc_major, ".", caps_.cc_minor,
+               " (use the cpu backend)");
     MIXQ_CHECK((int_codes && w.has_scales && w.block_n == 1) ||
                    (fp8 && w.has_scales && w.block_n >= 1 && w.zero_kind == ZeroKind::None),
                ErrorCode::Unsupported,
@@ -86,6 +95,10 @@ class CudaWeightOnly final : public PreparedImpl {
     L_.Kp = cuda::round_up(kk_.K, cuda::kChunkK);
     L_.bits = dtype_bits(w.code_type);
     L_.e4m3 = fp8;
+    L_.fp8_act = a8;
+    MIXQ_CHECK(!a8 || kk_.identity(), ErrorCode::Unsupported, "cuda W4A8: a shard whose split cuts a group "
+               "of 128 is not supported (its activation blocks would straddle two groups); split on whole "
+               "groups (ShardSpec::granularity)");
     int_zero_ = w.zero_kind != ZeroKind::Offset;
     if (fp8) check_no_nan_codes(w);
     group_shift_ = kk_.group_shift;
@@ -139,6 +152,9 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // The buffers a grouped (mixture-of-experts) launch reads for this expert.
   cuda::WoExpertView expert_view() const {
+    MIXQ_CHECK(!L_.fp8_act, ErrorCode::Unsupported, "cuda grouped linear: W4A8 experts (act = fp8-block on "
+               "4-bit weights) run on the cpu and reference backends; the cuda grouped kernel has no e4m3 "
+               "path yet (plain linear has)");
     MIXQ_CHECK(kk_.identity(), ErrorCode::Unsupported, "cuda grouped linear: an expert whose "
                "blocks a shard split cut (", kk_.K - K, " kernel columns added) is not supported; "
                "split the experts on whole groups (ShardSpec::granularity)");
@@ -205,7 +221,7 @@ class CudaWeightOnly final : public PreparedImpl {
   // The part of conv_igemm_serves that depends on the weight alone (max_workspace bounds the conv
   // plans only for such weights: a linear weight's scratch stays that of its own calls).
   bool conv_capable() const {
-    return caps_.sm90a && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() &&
+    return caps_.sm90a && !L_.fp8_act && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() &&
            L_.K % cuda::kChunkK == 0;
   }
 
@@ -253,11 +269,31 @@ class CudaWeightOnly final : public PreparedImpl {
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     DeviceGuard guard(device_);
     const auto [ws, tickets] = call_workspace(p, M, ctx, "linear");
+    if (L_.fp8_act) return run_w4a8(p, x, y, ep, ws, tickets, stream);
     switch (p.id.family) {
       case Family::WoStream: return run_stream(p, x, y, ep, ws, tickets, stream);
       case Family::WoWgmma: return run_wgmma(p, x, y, ep, ws, tickets, stream);
       default: return run_cublas(p, x, y, ep, ws, stream);
     }
+  }
+
+  // W4A8 on the caller's e4m3 codes and block scales (validated by ops.cpp); other weights: the
+  // default (unsupported).
+  void linear_quantized(const QuantizedActivations& xq, const TensorView& y, const Epilogue& ep,
+                        const ExecContext& ctx) const override {
+    if (!L_.fp8_act) return PreparedImpl::linear_quantized(xq, y, ep, ctx);
+    cuda::check_call_device(xq.q, y, device_);
+    const int64_t M = xq.q.shape[0];
+    cuda::WoCall c;
+    c.M = M;
+    c.x_type = c.y_type = int(io_type(y.dtype));
+    c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
+    const WoPlan p = plan(c);
+    log_plan(p, M);
+    DeviceGuard guard(device_);
+    const auto [ws, tickets] = call_workspace(p, M, ctx, "linear");
+    run_w4a8_codes(p, static_cast<const uint8_t*>(xq.q.data), xq.q.stride[0], static_cast<const float*>(xq.scale.data),
+                   xq.scale.stride[0], M, y, ep, ws, tickets, static_cast<cudaStream_t>(ctx.stream));
   }
 
  private:
@@ -444,6 +480,31 @@ class CudaWeightOnly final : public PreparedImpl {
     cuda::launch_wo_wgmma(k, p, stream);
   }
 
+  // W4A8: X quantized to e4m3 in 1 x 128 blocks into the workspace (launch/act_quant.hpp), then
+  // the wgmma kernel's e4m3 instance on those codes and scales.
+  void run_w4a8(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+                unsigned* tickets, cudaStream_t stream) const {
+    const int64_t M = x.shape[0];
+    const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(M);
+    char* act = ws + cuda::wo_workspace_offsets(p).gather;
+    uint8_t* q = reinterpret_cast<uint8_t*>(act);
+    float* sa = reinterpret_cast<float*>(act + (size_t(M * ldq) + 255) / 256 * 256);
+    cuda::launch_quantize_fp8_1x128(x.data, int(io_type(x.dtype)), x.ld(), M, K, q, ldq, sa, ld_meta, stream,
+                                    false, cuda::act_quant_tuning(opts.tuning));
+    run_w4a8_codes(p, q, ldq, sa, ld_meta, M, y, ep, ws, tickets, stream);
+  }
+  void run_w4a8_codes(const WoPlan& p, const uint8_t* q, int64_t ldq, const float* sa, int64_t ld_sa, int64_t M,
+                      const TensorView& y, const Epilogue& ep, char* ws, unsigned* tickets,
+                      cudaStream_t stream) const {
+    const TensorView rows_x(const_cast<uint8_t*>(q), DType::F16, {M, K}, Device::CUDA, y.device_index);
+    cuda::WoStreamParams k = kernel_params(p, rows_x, y, ep, ws, tickets);
+    k.x = q;
+    k.ldx = ldq;  // bytes
+    k.x_scales = sa;
+    k.ld_x_scales = ld_sa;
+    cuda::launch_wo_wgmma(k, p, stream);
+  }
+
   cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,
                                      const Epilogue& ep, char* ws, unsigned* tickets) const {
     cuda::WoStreamParams k{};
@@ -610,10 +671,8 @@ std::shared_ptr<const PreparedImpl> prepare_cuda(const QuantizedWeight& w, const
   switch (opts.act) {
     case ActQuant::None: return cuda::prepare_weight_only(w, opts);
     case ActQuant::Fp8Block:
-      MIXQ_CHECK(!w4a8_weight(w), ErrorCode::Unsupported, "prepare (cuda): 4-bit weights with "
-                 "act=fp8-block (W4A8) run on the cpu and reference backends; the cuda backend has "
-                 "no W4A8 kernel yet, got ", w.describe());
-      return cuda::prepare_fp8_block(w, opts);
+      // W4A8: the weight-only wgmma kernel's e4m3 path
+      return w4a8_weight(w) ? cuda::prepare_weight_only(w, opts) : cuda::prepare_fp8_block(w, opts);
     case ActQuant::Int8Block: return cuda::prepare_int8_block(w, opts);
     case ActQuant::Int8PerTensor: return cuda::prepare_int8_tensor(w, opts);
   }

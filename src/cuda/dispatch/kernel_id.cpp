@@ -8,8 +8,11 @@ namespace mixq::cuda {
 
 namespace {
 
-const char* io_name(int t) { return t == 0 ? "f16" : t == 1 ? "bf16" : "f32"; }
-const char* codes_name(int c) { return c == kCodesU4 ? "u4" : c == kCodesU8 ? "u8" : "e4m3"; }
+// 3: e4m3 activations (W4A8, quantized per call)
+const char* io_name(int t) { return t == 0 ? "f16" : t == 1 ? "bf16" : t == 2 ? "f32" : "e4m3"; }
+const char* codes_name(int c) {
+  return c == kCodesU4 ? "u4" : c == kCodesU8 ? "u8" : c == kCodesU4F8 ? "u4f8" : "e4m3";
+}
 const char* pairs_name(PairKind p) {
   return p == PairKind::Half ? "half" : p == PairKind::Bf16Zero ? "bf16zero" : "f32";
 }

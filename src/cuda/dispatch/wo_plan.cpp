@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/dispatch/stream_k_plan.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
 #include "mixq/error.hpp"
 
@@ -41,6 +42,13 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // a forced tile included.
   if (fill_sms && mt <= 64 && (L.Kp / kChunkK) % 2 == 1) mt = 128;
   return mt;
+}
+
+// W4A8: the smallest of the built tiles 16, 64, 128 holding M (128 at larger M: the stage and
+// tile sums of 256 would not fit the registers), or the forced one.
+int wgmma_a8_token_tile(int64_t M, const Tuning& t) {
+  if (t.wo_token_tile == 16 || t.wo_token_tile == 64 || t.wo_token_tile == 128) return t.wo_token_tile;
+  return M <= 16 ? 16 : M <= 64 ? 64 : 128;
 }
 
 // CTAs per SM: two at token tiles of 16 and 32 for int4 weights of 48 MB or more (24 MB in bf16
@@ -120,6 +128,9 @@ int ring_stages_of(uint32_t p_stage, uint32_t y_bytes, int max_stages) {
 }
 template <int MT>
 int ring_stages_mt(int bits, WsShape shape, uint32_t p_stage, uint32_t y_bytes, int max_stages) {
+  if constexpr (MT == 16 || MT == 64 || MT == 128) {
+    if (bits == kCodesU4F8) return ring_stages_of<MT, kCodesU4F8, WsShape::OneCta>(p_stage, y_bytes, max_stages);
+  }
   if constexpr (MT <= 32) {
     if (shape == WsShape::TwoCtas)
       return bits == 4 ? ring_stages_of<MT, 4, WsShape::TwoCtas>(p_stage, y_bytes, max_stages)
@@ -128,7 +139,7 @@ int ring_stages_mt(int bits, WsShape shape, uint32_t p_stage, uint32_t y_bytes, 
   return bits == 4 ? ring_stages_of<MT, 4, WsShape::OneCta>(p_stage, y_bytes, max_stages)
                    : ring_stages_of<MT, 8, WsShape::OneCta>(p_stage, y_bytes, max_stages);
 }
-// The ring depth of the instantiation (token tile, 4- or 8-bit layout, shape).
+// The ring depth of the instantiation (token tile, 4- or 8-bit layout or kCodesU4F8, shape).
 int ring_stages(int mt, int bits, WsShape shape, uint32_t p_stage, uint32_t y_bytes, int max_stages) {
   switch (mt) {
     case 16: return ring_stages_mt<16>(bits, shape, p_stage, y_bytes, max_stages);
@@ -144,14 +155,16 @@ int ring_stages(int mt, int bits, WsShape shape, uint32_t p_stage, uint32_t y_by
 void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t) {
   const WoLayout& L = w.L;
   const int64_t M = c.M;
-  const int mt = wgmma_token_tile(M, L, caps.sm_count, t, c.fill_sms);
-  const WsShape shape = wgmma_shape(mt, L, c.x_type == kIoBf16, t);
-  const int cps = wgmma_chunks_per_stage(shape, mt);
-  const sm90::PairPath pp = wgmma_pair_path(w, c.x_type, mt, cps, t);
-  const bool fold = wgmma_fold(w, c.x_type, mt, cps, pp, t);
+  // W4A8: its own tile rule, one CTA, 128-K stages, always the fold on f32 pairs, e4m3 activations
+  const bool a8 = L.fp8_act;
+  const int mt = a8 ? wgmma_a8_token_tile(M, t) : wgmma_token_tile(M, L, caps.sm_count, t, c.fill_sms);
+  const WsShape shape = a8 ? WsShape::OneCta : wgmma_shape(mt, L, c.x_type == kIoBf16, t);
+  const int cps = a8 ? 2 : wgmma_chunks_per_stage(shape, mt);
+  const sm90::PairPath pp = a8 ? sm90::PairPath::F32 : wgmma_pair_path(w, c.x_type, mt, cps, t);
+  const bool fold = a8 || wgmma_fold(w, c.x_type, mt, cps, pp, t);
   const int ctas = shape == WsShape::TwoCtas ? 2 : 1;
   p.id.family = Family::WoWgmma;
-  p.id.act = uint8_t(c.x_type);
+  p.id.act = uint8_t(a8 ? 3 : c.x_type);
   p.id.codes = uint8_t(L.code_kind());
   p.id.tile_m = uint16_t(mt);
   p.id.ctas = uint8_t(ctas);
@@ -162,7 +175,8 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   p.chunks_per_stage = cps;
   const int chunks = int(L.Kp / kChunkK);
   p.chunks_per_split = chunks;
-  p.gather_bytes = w.gather ? size_t(M * round_up(L.K, 8) * (c.x_type == kIoF32 ? 4 : 2)) : 0;
+  p.gather_bytes = a8 ? wo_a8_act_bytes(M, L.K)
+                      : w.gather ? size_t(M * round_up(L.K, 8) * (c.x_type == kIoF32 ? 4 : 2)) : 0;
 
   // Programmatic dependent launch and the weight stages loaded before the dependency wait
   // (docs/decisions/wo-wgmma-pdl-early-stages.md): PDL with the whole ring early where the launch
@@ -182,9 +196,11 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   p.fixup = !s.inline_reduce && stream_k_split_pieces(s) > 0;
   // the TMA-store epilogue only where its staging tiles leave a ring of at least 4 stages
   const int y_rows = wgmma_y_rows(c, mt, t);
-  const uint32_t p_stage = (ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps) + 127u) & ~127u;
-  s.y_rows = ring_stages(mt, L.bits, shape, p_stage, ws_detail::ws_y_stage_bytes(y_rows), s.max_stages) >= 4 ? y_rows : 0;
-  MIXQ_CHECK(ring_stages(mt, L.bits, shape, p_stage, ws_detail::ws_y_stage_bytes(s.y_rows), s.max_stages) >= 2,
+  const uint32_t p_stage =
+      ws_detail::ws_stage_meta_bytes(ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps), mt, a8);
+  const int layout = a8 ? kCodesU4F8 : L.bits;
+  s.y_rows = ring_stages(mt, layout, shape, p_stage, ws_detail::ws_y_stage_bytes(y_rows), s.max_stages) >= 4 ? y_rows : 0;
+  MIXQ_CHECK(ring_stages(mt, layout, shape, p_stage, ws_detail::ws_y_stage_bytes(s.y_rows), s.max_stages) >= 2,
              ErrorCode::Internal, "wo plan: the wgmma kernel's ring holds fewer than 2 stages");
   p.partial_floats = size_t(ws_partial_floats(caps.sm_count, mt));
   p.tickets = size_t(ws_flags(caps.sm_count, mt));  // the inline reduction's flags
@@ -336,6 +352,15 @@ WoPlan plan_weight_only(const WoCall& c, const WoWeight& w, const DeviceCaps& ca
   MIXQ_CHECK(force != "sm90_wo_ws" || caps.sm90a, ErrorCode::Unsupported,
              "force_kernel 'sm90_wo_ws' needs an sm_90a build on a Hopper GPU");
   MIXQ_CHECK_ARG(c.M >= 1, "wo plan: M (", c.M, ") must be >= 1");
+  if (w.L.fp8_act) {  // W4A8: only the wgmma kernel multiplies e4m3 activations
+    MIXQ_CHECK(caps.sm90a, ErrorCode::Unsupported, "W4A8 (4-bit weights x e4m3 activations) needs an sm_90a "
+               "build on a Hopper GPU (FP8 wgmma); use the cpu backend");
+    MIXQ_CHECK_ARG(force.empty() || force == "sm90_wo_ws", "force_kernel '", force, "': W4A8 weights run only "
+                   "sm90_wo_ws");
+    WoPlan p;
+    plan_wgmma(p, c, w, caps, t);
+    return p;
+  }
   const bool x_f32 = c.x_type == kIoF32;
   // The wgmma kernel takes 16-bit activations with 16-byte aligned rows (TMA), or gathered ones;
   // a forced wgmma kernel that cannot serve this call falls back to the measured rule.
@@ -365,6 +390,10 @@ WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p) {
 
 size_t wo_workspace_bytes(const WoPlan& p) { return wo_workspace_offsets(p).out + align256(p.out_bytes); }
 
+size_t wo_a8_act_bytes(int64_t M, int64_t K) {
+  return align256(size_t(M * act_row_pitch(K))) + size_t((K + 127) / 128 * act_meta_pitch(M)) * 4;
+}
+
 WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, const Tuning& t, int64_t max_m,
                                   bool staged_output) {
   const WoLayout& L = w.L;
@@ -380,7 +409,8 @@ WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, con
     for (int mt : {16, 32, 64, 128, 256})
       if (mt <= 16 || size_t(mt) / 2 < M || t.wo_token_tile == mt) {
         const size_t flags = size_t(ws_flags(caps.sm_count, mt));
-        const size_t gather = w.gather ? M * size_t(round_up(L.K, 8)) * 2 : 0;
+        const size_t gather =
+            L.fp8_act ? wo_a8_act_bytes(int64_t(M), L.K) : w.gather ? M * size_t(round_up(L.K, 8)) * 2 : 0;
         b.tickets = std::max(b.tickets, flags);
         b.bytes = std::max(b.bytes, align256(size_t(ws_partial_floats(caps.sm_count, mt)) * 4) +
                                         align256(flags * 4) + align256(gather));

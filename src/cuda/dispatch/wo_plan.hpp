@@ -58,7 +58,7 @@ struct WoPlan {
   size_t partial_floats = 0;  // split-K / stream-K partial sums
   size_t tickets = 0;         // split-K tickets / stream-K flags (zero before a launch)
   size_t chunk_bytes = 0;     // the dequantized chunk of W
-  size_t gather_bytes = 0;    // act-order: X permuted once
+  size_t gather_bytes = 0;    // act-order: X permuted once; W4A8: X quantized (wo_a8_act_bytes)
   size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its type
 };
 
@@ -74,6 +74,9 @@ struct WoWorkspaceOffsets {
   size_t tickets, chunk, gather, out;
 };
 WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p);
+// W4A8: the e4m3 codes of M x K activations and their f32 block scales (launch/act_quant.hpp's
+// layout: codes [M][act_row_pitch(K)], then scales [K blocks][act_meta_pitch(M)], 256-aligned).
+size_t wo_a8_act_bytes(int64_t M, int64_t K);
 
 // An upper bound of wo_workspace_bytes over every plan with M <= max_m (any activation type, any
 // forced family; outputs staged in f32 for cuBLAS only where staged_output), and of its tickets:

@@ -3,12 +3,14 @@
 // (compiled in the generated files of cmake/cuda_instances.cmake; this file compiles no kernel).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <type_traits>
 
 #include "cuda/launch/dispatch_int.hpp"
 #include "cuda/launch/moe_kernels.hpp"
 #include "cuda/launch/sm90_wo_ws_instances.hpp"
+#include "cuda/launch/sm90_wo_ws_maps.hpp"
 #include "cuda/runtime/tensor_map.hpp"
 #include "mixq/error.hpp"
 
@@ -22,24 +24,28 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
   if (plan.max_tiles == 0) return;
   // X [rows][K] 16-bit of the whole call; boxes of 64 K x mt tokens from a tile's first row,
   // zero-filled past the last row and K
-  const CUtensorMap tm_x = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
-                                              uint64_t(p.ldx) * 2, kChunkK, uint32_t(id.tile_m),
-                                              CU_TENSOR_MAP_SWIZZLE_128B);
+  // (W4A8: e4m3 codes of 128-K stages and their block scales, sm90_wo_ws_maps.hpp)
+  const bool a8 = id.codes == kCodesU4F8;
+  MIXQ_CHECK(!a8 || p.x_scales, ErrorCode::Internal, "moe wo wgmma W4A8: no activation block scales");
+  const CUtensorMap tm_x = a8 ? ws_a8_x_map(p.x, p.ldx, p.K, p.M, id.tile_m)
+                              : make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
+                                                   uint64_t(p.ldx) * 2, kChunkK, uint32_t(id.tile_m),
+                                                   CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap tm_s = a8 ? ws_a8_scale_map(p.x_scales, p.ld_x_scales, p.K, p.M, id.tile_m) : CUtensorMap{};
   bool launched = false;
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;
-    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
     dispatch_int<16, 64, 128, 192, 256>(id.tile_m, [&](auto mt) {
-      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
+      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3, kCodesU4F8>(id.codes, [&](auto codes) {
         dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
           dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
             dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
               constexpr sm90::PairPath PP = sm90::PairPath(decltype(pp)::value);
               constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
               constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
-              if constexpr (moe_ws_variant_exists(kBf16, MT, CODES, PP, kTwo, kFold)) {
+              if constexpr (moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kTwo, kFold)) {
                 launch_moe_ws_kernel<T, MT, CODES, PP, kTwo ? ws_detail::WsShape::TwoCtas : ws_detail::WsShape::OneCta,
-                                     kFold>(p, tm_x, plan.sched, g, stream);
+                                     kFold>(p, tm_x, tm_s, plan.sched, g, stream);
                 launched = true;
               }
             });
@@ -50,6 +56,7 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
   };
   if (id.act == 0) with_type(TypeTag<half>{});
   else if (id.act == 1) with_type(TypeTag<__nv_bfloat16>{});
+  else if (id.act == 3) with_type(TypeTag<__nv_fp8_e4m3>{});
   MIXQ_CHECK(launched, ErrorCode::Internal, "moe wo wgmma: no instance of ", id.name());
 }
 

@@ -3,6 +3,7 @@
 // compiled in their own files; this file compiles no kernel).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <type_traits>
 
@@ -26,16 +27,15 @@ void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& 
   bool launched = false;
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;
-    constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
     dispatch_int<16, 32, 64, 128, 256>(id.tile_m, [&](auto mt) {
-      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3>(id.codes, [&](auto codes) {
+      dispatch_int<kCodesU4, kCodesU8, kCodesE4M3, kCodesU4F8>(id.codes, [&](auto codes) {
         dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
           dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
             dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
               constexpr PairPath PP = PairPath(decltype(pp)::value);
               constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
               constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
-              if constexpr (ws_variant_exists(kBf16, MT, CODES, PP, kTwo, kFold)) {
+              if constexpr (ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kTwo, kFold)) {
                 launch_ws_kernel<T, MT, CODES, PP, kTwo ? WsShape::TwoCtas : WsShape::OneCta, kFold>(p, tm, s, fixup,
                                                                                                   stream);
                 launched = true;
@@ -48,6 +48,7 @@ void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& 
   };
   if (id.act == 0) with_type(TypeTag<half>{});
   else if (id.act == 1) with_type(TypeTag<__nv_bfloat16>{});
+  else if (id.act == 3) with_type(TypeTag<__nv_fp8_e4m3>{});
   MIXQ_CHECK(launched, ErrorCode::Internal, "wo wgmma: no instance of ", id.name());
 }
 
@@ -61,10 +62,15 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   MIXQ_CHECK(p.partial && p.tickets, ErrorCode::Internal, "wo wgmma: no stream-K workspace");
   MIXQ_CHECK(p.pairs_gm && p.pairs_gm_ld % 128 == 0 && p.pairs_gm_ld >= p.N, ErrorCode::Internal,
              "wo wgmma: needs the group-major pairs");
-  const int bits = id.codes == kCodesU4 ? 4 : 8;
+  const int bits = id.codes == kCodesU4 || id.codes == kCodesU4F8 ? 4 : 8;
   const int mt = id.tile_m, cps = plan.chunks_per_stage;
   WsMaps tm{};
-  if (p.conv_on) {
+  if (id.codes == kCodesU4F8) {  // W4A8: e4m3 codes and their block scales (quantized per call)
+    MIXQ_CHECK(p.x_scales && p.x_shift == 0 && !p.conv_on && cps == 2, ErrorCode::Internal,
+               "wo wgmma W4A8: needs the activations' block scales, whole groups and 128-K stages");
+    tm.x = ws_a8_x_map(p.x, p.ldx, p.K, p.M, mt);
+    tm.s = ws_a8_scale_map(p.x_scales, p.ld_x_scales, p.K, p.M, mt);
+  } else if (p.conv_on) {
     // an NHWC image: boxes of mt output pixels x 64 channels of one tap (the same swizzled
     // [mt][64] tile as a row-major X's), zeros in the padding and past the last image
     const Im2colConv& cv = p.conv;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <type_traits>
@@ -20,15 +22,26 @@ namespace mixq::cuda {
 
 // The kernel's TMA descriptors: activations, weight tiles, group-major pairs, and the output of
 // the TMA-store epilogue (built only where it runs).
+// W4A8: s, the activations' block scales.
 struct WsMaps {
-  CUtensorMap x, w, p, y;
+  CUtensorMap x, w, p, y, s;
 };
+
+// The activation kind of an instance's type: 0 f16, 1 bf16, 3 e4m3 (W4A8; KernelId::act).
+template <typename T>
+constexpr int ws_act_of() {
+  return std::is_same_v<T, half> ? 0 : std::is_same_v<T, __nv_bfloat16> ? 1 : 3;
+}
 
 // Which variants are built. Two CTAs per SM only at token tiles of 16 and 32; the bf16
 // integer-zero path decodes bf16 int4 / int8 only; the Half path is f16's. The fold (scale after
 // the MMA) on the f32 path up to mt = 64 except 32 (not bf16 x 8-bit codes), and on the f16x2
-// path for int4 at mt = 16 (docs/decisions/wo-wgmma-fold-and-bf16-path.md).
-constexpr bool ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+// path for int4 at mt = 16 (docs/decisions/wo-wgmma-fold-and-bf16-path.md). W4A8 (act 3, u4f8
+// codes only): the fold on f32 pairs, one CTA, token tiles 16, 64, 128 (docs/decisions/w4a8.md).
+constexpr bool ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+  if ((act == 3) != (codes == kCodesU4F8)) return false;
+  if (act == 3) return (mt == 16 || mt == 64 || mt == 128) && !two_ctas && fold && pp == sm90::PairPath::F32;
+  const bool bf16 = act == 1;
   if (two_ctas && mt > 32) return false;
   if (pp == sm90::PairPath::Half && bf16) return false;
   if (pp == sm90::PairPath::Bf16Zero && (!bf16 || (codes != kCodesU4 && codes != kCodesU8))) return false;
@@ -45,14 +58,16 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // The grouped (mixture-of-experts) variants: the plain kernel's at token tiles of 16 (one or two
 // CTAs), 64, 128 and 256, and 192 (an expert of ~100-160 rows in one tile; docs/decisions/
 // moe-stacked-experts.md).
-constexpr bool moe_ws_variant_exists(bool bf16, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+constexpr bool moe_ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
   return (mt == 16 || mt == 64 || mt == 128 || mt == 192 || mt == 256) &&
-         ws_variant_exists(bf16, mt, codes, pp, two_ctas, fold);
+         ws_variant_exists(act, mt, codes, pp, two_ctas, fold);
 }
 
-// tm_x: X [rows][K] of the whole call; the experts' weight and pair descriptors are in g.maps.
+// tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block scales); the experts' weight and pair
+// descriptors are in g.maps.
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
-void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
+void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const CUtensorMap& tm_s,
+                          const StreamKSchedule& sch,
                           const MoeWsGroup& g, cudaStream_t stream);
 
 }  // namespace mixq::cuda

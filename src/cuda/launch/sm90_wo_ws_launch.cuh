@@ -20,8 +20,7 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape S
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
                       cudaStream_t stream) {
   using namespace ws_detail;
-  constexpr bool kBf16 = !std::is_same_v<T, half>;
-  if constexpr (!ws_variant_exists(kBf16, MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
+  if constexpr (!ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
     // every (pair path, fold) of a configuration is instantiated; the registry calls built ones only
     (void)p, (void)tm, (void)sch, (void)fixup, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "wo wgmma: variant not built");
@@ -33,7 +32,7 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
         [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
     {
       const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, p, sch, MoeWsGroup{}));
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, tm.s, p, sch, MoeWsGroup{}));
     }
     if (fixup) {
       const dim3 grid(unsigned(sch.sk_tiles), 2, unsigned(MT / 8 / kFixupQ));
@@ -44,11 +43,11 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 }
 
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
-void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const StreamKSchedule& sch,
-                          const MoeWsGroup& g, cudaStream_t stream) {
+void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const CUtensorMap& tm_s,
+                          const StreamKSchedule& sch, const MoeWsGroup& g, cudaStream_t stream) {
   using namespace ws_detail;
-  if constexpr (!moe_ws_variant_exists(!std::is_same_v<T, half>, MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
-    (void)p, (void)tm_x, (void)sch, (void)g, (void)stream;
+  if constexpr (!moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
+    (void)p, (void)tm_x, (void)tm_s, (void)sch, (void)g, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "moe wo wgmma: variant not built");
   } else {
     auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD, true>;
@@ -60,7 +59,7 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
     // its first load.
     const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, false);
     const CUtensorMap unused{};  // the weight, pair and output descriptors are the experts'
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, unused, p, sch, g));
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, unused, tm_s, p, sch, g));
   }
 }
 
@@ -79,7 +78,8 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
       const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
 #define MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                                   \
   template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
-      const WoStreamParams&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, cudaStream_t);
+      const WoStreamParams&, const CUtensorMap&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, \
+      cudaStream_t);
 #define MIXQ_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_WS_VARIANT, T, MT, CODES, SHAPE)
 #define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_MOE_WS_VARIANT, T, MT, CODES, SHAPE)
 

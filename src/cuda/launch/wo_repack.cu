@@ -21,6 +21,16 @@ __device__ __forceinline__ void u4_slot_coords(int s, int lane, int* dr, int* dk
   *dr = lane / 4 + ((s & 1) ? 8 : 0);
   *dk = (lane % 4) * 2 + (((s >> 1) & 1) ? 8 : 0) + (s >= 4 ? 1 : 0);
 }
+// W4A8 (WoLayout::fp8_act): word j of a lane's 16 bytes holds, for rows r = lane / 4 (slot bit 0
+// clear) and r + 8, the four bytes b of register (j & 1) * 2 + row of the e4m3 MMA's k32 step
+// j / 2 (columns 32 (j / 2) + 16 (j & 1) + 4 (lane % 4) + b), byte b in slot row + 2 (b / 2) +
+// 4 (b % 2): each half2 of lop3(word >> 4 slot) is then two consecutive bytes of the register, as
+// in the 16-bit order (kernels/common/sm90_wgmma_dequant.cuh: fold_codes_k32_e4m3).
+__device__ __forceinline__ void u4f8_slot_coords(int s, int word, int lane, int* dr, int* dk) {
+  const int b = 2 * ((s >> 1) & 1) + (s >> 2);
+  *dr = lane / 4 + ((s & 1) ? 8 : 0);
+  *dk = 32 * (word >> 1) + 16 * (word & 1) + 4 * (lane % 4) + b;
+}
 __device__ __forceinline__ void u8_slot_coords(int half_word, int b, int lane, int* dr, int* dk) {
   *dr = lane / 4 + (b >= 2 ? 8 : 0);
   *dk = (lane % 4) * 2 + (b & 1) + half_word * 8;
@@ -40,8 +50,13 @@ __global__ void repack_kernel(const uint8_t* __restrict__ src, int64_t row_bytes
   if (L.bits == 4) {
     for (int s = 0; s < 8; ++s) {
       int dr, dk;
-      u4_slot_coords(s, lane, &dr, &dk);
-      const int64_t row = nt * kTileRows + dr, col = kc * kChunkK + wi * 16 + dk;
+      if (L.fp8_act) {
+        u4f8_slot_coords(s, wi, lane, &dr, &dk);
+      } else {
+        u4_slot_coords(s, lane, &dr, &dk);
+        dk += wi * 16;
+      }
+      const int64_t row = nt * kTileRows + dr, col = kc * kChunkK + dk;
       uint32_t u = 0;
       if (row < L.N && col < L.K) {
         u = (src[row * row_bytes + col / 2] >> ((col & 1) * 4)) & 0xF;

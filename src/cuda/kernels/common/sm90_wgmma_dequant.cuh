@@ -188,7 +188,7 @@ __device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
   const float zc = integer_zero(so);
   const bool x16 = CODES == 4 && std::is_same_v<T, half> && odd_rows;
   r.scale = x16 ? so.x * 0.0625f : so.x;
-  if constexpr (std::is_same_v<T, half>) {
+  if constexpr (std::is_same_v<T, half> || CODES == kCodesU4F8) {  // W4A8: u - zc exact in f16, then e4m3
     const __half h = __float2half_rn(x16 ? 1024.f + 16.f * zc : 1024.f + zc);  // exact: < 2048
     r.sub2 = uint32_t(__half_as_ushort(h)) * 0x10001u;
   } else {
@@ -219,6 +219,38 @@ __device__ __forceinline__ void fold_codes_k16(const uint32_t* w, int j, const F
           __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&v), *reinterpret_cast<const __nv_bfloat162*>(&fr.sub2));
       dst[i] = *reinterpret_cast<const uint32_t*>(&r);
     }
+  }
+}
+
+// ---- W4A8 (kCodesU4F8): the fold's A operand for the e4m3 MMA. u - zc (|u - zc| <= 15) is exact
+// in e4m3, so the stage's e4m3 MMA sums are exact products of the integers and the e4m3
+// activations; the fold then applies the row's group scale and the token's block scale.
+
+// Two f16 values to two e4m3 bytes (low half -> low byte); exact here (integers of at most 15).
+__device__ __forceinline__ uint32_t f16x2_to_e4m3x2(uint32_t v) {
+  unsigned short r;
+  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(v));
+  return r;
+}
+
+// A registers of k32 step jj of a 64-K chunk (code words w in the kCodesU4F8 order, wo_repack.cu):
+// register i holds rows r (i even: f0) or r + 8 (f8), bytes b = 0..3 at columns 16 (i / 2) + 4 t
+// + b of the step; word 2 jj + i / 2 carries them in nibble slots row + 2 (b / 2) + 4 (b % 2), so
+// lop3(word >> 4 slot) gives bytes 0, 1 (slot row) and 2, 3 (slot row + 2) as biased f16 pairs,
+// (1024 + u) - (1024 + zc) is exact on the f16x2 pipe and the conversion to e4m3 exact too.
+__device__ __forceinline__ void fold_codes_k32_e4m3(const uint32_t* w, int jj, const FoldRow& f0, const FoldRow& f8,
+                                                    uint32_t (&dst)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const FoldRow& fr = (i & 1) ? f8 : f0;
+    const uint32_t word = w[2 * jj + (i >> 1)];
+    const uint32_t lo = lop3<kLopAndOr>(word >> (4 * (i & 1)), 0x000F000Fu, 0x64006400u);
+    const uint32_t hi = lop3<kLopAndOr>(word >> (4 * (i & 1) + 8), 0x000F000Fu, 0x64006400u);
+    const __half2 sub = *reinterpret_cast<const __half2*>(&fr.sub2);
+    const __half2 vlo = __hsub2(*reinterpret_cast<const __half2*>(&lo), sub);
+    const __half2 vhi = __hsub2(*reinterpret_cast<const __half2*>(&hi), sub);
+    dst[i] = f16x2_to_e4m3x2(*reinterpret_cast<const uint32_t*>(&vlo)) |
+             (f16x2_to_e4m3x2(*reinterpret_cast<const uint32_t*>(&vhi)) << 16);
   }
 }
 

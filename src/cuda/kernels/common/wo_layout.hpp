@@ -29,6 +29,9 @@ constexpr int kChunkK = 64;
 constexpr int kCodesU4 = 4;
 constexpr int kCodesU8 = 8;
 constexpr int kCodesE4M3 = 83;
+// W4A8: unsigned 4-bit codes laid in the e4m3 MMA's fragment order (repack: u4f8_slot_coords),
+// multiplied with e4m3 activations (FP8 tensor cores; the wgmma kernel only).
+constexpr int kCodesU4F8 = 48;
 
 inline int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
@@ -84,8 +87,9 @@ struct WoLayout {
   int64_t groups = 0;    // groups per row = ceil(K / group)
   bool pair_f32 = false; // scale pairs stored as float2 (else half2)
   bool e4m3 = false;     // bits == 8 and the bytes are e4m3 values, not unsigned integers
+  bool fp8_act = false;  // bits == 4, W4A8: codes in the e4m3 fragment order (kCodesU4F8)
 
-  int code_kind() const { return e4m3 ? kCodesE4M3 : bits; }
+  int code_kind() const { return e4m3 ? kCodesE4M3 : fp8_act ? kCodesU4F8 : bits; }
 
   int64_t chunk_bytes_per_lane() const { return bits == 4 ? 16 : 32; }
   int64_t chunks_per_row_tile() const { return Kp / kChunkK; }

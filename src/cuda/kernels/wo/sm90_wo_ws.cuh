@@ -59,20 +59,28 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool 
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const __grid_constant__ CUtensorMap tm_y,
-                       const WoStreamParams p, const StreamKSchedule sched, const MoeWsGroup g) {
+                       const __grid_constant__ CUtensorMap tm_s, const WoStreamParams p, const StreamKSchedule sched, const MoeWsGroup g) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, CODES, SHAPE>;
   constexpr int BITS = Tile::BITS;
   constexpr int CPS = Tile::kCps;
   constexpr int NBUF = Tile::kBufs;
-  constexpr int kSteps = 4 * CPS;  // k16 steps per stage
+  // W4A8 (e4m3 activations, T = __nv_fp8_e4m3): the stage's X is one [MT][128] e4m3 box, its
+  // block scales follow the pairs, the A operand is u - zc in e4m3 (fold mode), MMAs are k32
+  constexpr bool A8 = Tile::kA8;
+  static_assert(!A8 || (FOLD && CPS == 2 && PP == sm90::PairPath::F32), "W4A8: fold mode, 128-K stages, f32 pairs");
+  constexpr int kSteps = A8 ? 2 * CPS : 4 * CPS;  // k16 (k32 for W4A8) steps per stage
   constexpr int kAcc = MT / 2;
   // Independent accumulator sets for consecutive k16 steps: with small token tiles a wgmma is
   // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
   // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
   // (fold mode keeps a second, per-stage set of accumulators per A buffer: fewer sets)
   constexpr int kSets = FOLD ? (MT <= 32 ? 2 : 1) : MT <= 32 ? (NBUF * CPS == 4 ? 4 : 2) : MT <= 128 ? 2 : 1;
-  constexpr int kStageBufs = FOLD ? NBUF : 1;  // stage accumulator buffers
+  // stage accumulator buffers: W4A8 at MT = 128 pipelines the A buffers only (two stage sets and
+  // the tile's sums would not fit): stage t is converted while stage t - 1's MMAs run, then
+  // folded, and stage t's MMAs overwrite the one set
+  constexpr int kStageBufs = FOLD ? (A8 && MT >= 128 ? 1 : NBUF) : 1;
+  constexpr int kSb = kStageBufs - 1;  // 0 or 1: the stage set of A buffer h is h & kSb
   constexpr int kTileBytes = Tile::kTileBytes;
 
   extern __shared__ uint8_t smem_raw[];
@@ -82,7 +90,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const int gs = p.group_shift;
   const uint32_t psz = ws_pair_bytes(PP, p.pair_f32);
   const uint32_t pbytes = ws_stage_pair_bytes(PP, p.pair_f32, p.group_shift, CPS);
-  const uint32_t p_stage = (pbytes + 127u) & ~127u;
+  const uint32_t p_stage = ws_stage_meta_bytes(pbytes, MT, A8);
+  const uint32_t s_off = (pbytes + 127u) & ~127u;  // W4A8: the stage's activation scales
+  constexpr uint32_t sbytes = A8 ? MT * 4 : 0;
   const uint32_t y_bytes = ws_y_stage_bytes(sched.y_rows);
   const int S = ws_ring_stages<MT, CODES, SHAPE>(p_stage, y_bytes, sched.max_stages);
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -127,7 +137,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     }
     const uint32_t wbytes = uint32_t(Tile::kWStage);
     const uint32_t xbytes = uint32_t(Tile::kXStage);
-    const uint32_t pb = pbytes;
+    const uint32_t pb = pbytes + sbytes;
     // the item's weight and pair descriptors: the launch's, or its expert's (grouped)
     auto weight_map = [&](const WsItem& it) {
       return GROUPED ? g.maps + it.expert * g.maps_per_expert + g.w_map : &tm_w;
@@ -140,6 +150,11 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::tma_load_2d(p_tiles + stage * p_stage, pair_map(it), fb, it.nb * 128, (c * CPS * kChunkK) >> gs);
     };
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
+      if constexpr (A8) {  // the stage's 128 K of e4m3 codes, then its block's scales of the tokens
+        sm90::tma_load_2d(x_tiles + stage * Tile::kXStage, &tm_x, fb, c * CPS * kChunkK, it.row0);
+        sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, it.row0, c);
+        return;
+      }
       if (!GROUPED && p.conv_on) {  // implicit-GEMM convolution: each chunk is one tap's channels
         const Im2colConv& cv = p.conv;
         const int wo = it.row0 % cv.Wo, t = it.row0 / cv.Wo;
@@ -232,8 +247,13 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         for (int h = 0; h < CPS; ++h) {
           uint32_t w[BITS == 4 ? 4 : 8];
           load_codes(s, h, w);
+          if constexpr (A8) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
+            for (int j = 0; j < 2; ++j) sm90::fold_codes_k32_e4m3(w, j, fr[0], fr[1], dst[2 * h + j]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
+          }
         }
       } else {
         const uint32_t pp = p_row + uint32_t(s) * p_stage;
@@ -286,23 +306,39 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       fence_acc();
       sm90::wgmma_fence();
 #pragma unroll
-      for (int j = 0; j < kSteps; ++j)
-        sm90::WgmmaRS<T, MT>::mma(d_acc[j % kSets], src[j],
-                                  sm90::desc_from_lo_sw128(d + uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32) / 16),
+      for (int j = 0; j < kSteps; ++j) {
+        // a k16 (W4A8: k32) step is 32 bytes along the swizzled rows; W4A8's stage is one box
+        const uint32_t off = A8 ? uint32_t(j * 32) : uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32);
+        sm90::WgmmaRS<T, MT>::mma(d_acc[j % kSets], src[j], sm90::desc_from_lo_sw128(d + off / 16),
                                   FOLD && j < kSets ? 0 : 1);
+      }
       sm90::wgmma_commit();
       fence_acc();
     };
-    // fold mode: a completed stage's sums, times the row scales, into the tile's sums
-    // (accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2)
-    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2]) {
+    // fold mode: a completed stage's sums, times the row scales (W4A8: and the tokens' block
+    // scales of the stage, read from its slot before it is released), into the tile's sums
+    // (accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane % 4)
+    // + (e & 1))
+    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage) {
       if constexpr (FOLD) {
+        const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(2 * (lane & 3)) * 4u;
 #pragma unroll
-        for (int i = 0; i < kAcc; ++i) {
-          float t = d_acc[0][i];
+        for (int q = 0; q < MT / 8; ++q) {
+          float ts[2] = {1.f, 1.f};
+          if constexpr (A8) {
+            const uint2 v = sm90::lds64(sa + uint32_t(q) * 32u);
+            ts[0] = __uint_as_float(v.x);
+            ts[1] = __uint_as_float(v.y);
+          }
 #pragma unroll
-          for (int k = 1; k < kSets; ++k) t += d_acc[k][i];
-          accm[i] = fmaf(t, fr[(i >> 1) & 1].scale, accm[i]);
+          for (int e = 0; e < 4; ++e) {
+            const int i = 4 * q + e;
+            float t = d_acc[0][i];
+#pragma unroll
+            for (int k = 1; k < kSets; ++k) t += d_acc[k][i];
+            const float scale = A8 ? fr[e >> 1].scale * ts[e & 1] : fr[e >> 1].scale;
+            accm[i] = fmaf(t, scale, accm[i]);
+          }
         }
       }
     };
@@ -429,11 +465,11 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
               dequant(ring.stage, a[h], fold_rows[h]);
               sm90::wgmma_wait<0>();
               if (prev >= 0) {
-                fold_stage(acc[1 - h], fold_rows[1 - h]);
+                fold_stage(acc[(1 - h) & kSb], fold_rows[1 - h], prev);
                 __syncwarp();  // every lane's reads of the stage before lane 0 releases it
                 if (lane == 0) sm90::mbar_arrive(empty + 8 * prev);
               }
-              mma_stage(ring.stage, a[h], acc[h]);
+              mma_stage(ring.stage, a[h], acc[h & kSb]);
               prev = ring.stage;
               ring.advance();
             }
@@ -441,8 +477,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
         sm90::wgmma_wait<0>();
         fence_acc();
-        if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0]);
-        else fold_stage(acc[NBUF - 1], fold_rows[NBUF - 1]);
+        if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0], prev);
+        else fold_stage(acc[(NBUF - 1) & kSb], fold_rows[NBUF - 1], prev);
       } else {
         for (int i = 0; i < n_stages; i += 2) {
 #pragma unroll
@@ -455,7 +491,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
               // two buffers: the previous stage's MMAs are done, release it; one buffer: this
               // stage's MMAs are done (its registers are rewritten next, fold mode folds them)
               sm90::wgmma_wait<NBUF - 1>();
-              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0]);
+              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0], ring.stage);
               // every lane's shared-memory reads of that stage happen before lane 0's arrival
               // (racecheck flagged the producer's refill against the other lanes' reads without it)
               __syncwarp();

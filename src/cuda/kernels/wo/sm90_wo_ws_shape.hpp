@@ -58,25 +58,31 @@ struct WsConfig {
   static_assert(kCtas <= ws_max_ctas_per_sm(MT), "the stream-K workspace is sized for fewer CTAs");
 };
 
+// W4A8 (kCodesU4F8, e4m3 activations): a stage is always two chunks, 128 K, one weight group and
+// one activation block, so that the fold applies both scales once per stage; two A register
+// buffers (at token tiles of 128 with one set of stage sums: sm90_wo_ws.cuh).
 template <int MT, int CODES, WsShape SHAPE>
 struct WsTile {
-  static constexpr int BITS = CODES == 4 ? 4 : 8;  // e4m3 (kCodesE4M3) uses the 8-bit layout
+  static constexpr bool kA8 = CODES == kCodesU4F8;
+  static constexpr int BITS = CODES == 4 || kA8 ? 4 : 8;  // e4m3 (kCodesE4M3) uses the 8-bit layout
   static constexpr int kCtas = WsConfig<MT, SHAPE>::kCtas;
-  static constexpr int kCps = WsConfig<MT, SHAPE>::kCps;
-  static constexpr int kBufs = WsConfig<MT, SHAPE>::kBufs;
+  static constexpr int kCps = kA8 ? 2 : WsConfig<MT, SHAPE>::kCps;
+  static constexpr int kBufs = kA8 ? 2 : WsConfig<MT, SHAPE>::kBufs;
   // registers per thread: the launch-bound share (65536 / 384 / kCtas, a multiple of 8); the
   // producer gives all but 24 (1 CTA: 56, its address arithmetic spills below) away, the
   // consumers take what that frees
   static constexpr int kRegs = (65536 / (kWsThreads * kCtas)) / 8 * 8;
   static constexpr int kProducerRegs = kCtas == 1 ? 56 : 24;
   static constexpr int kConsumerRegs = std::min(256, (kRegs + (kRegs - kProducerRegs) / 2) / 8 * 8);
-  static constexpr int kXBytes = MT * kChunkK * 2;  // one swizzled [MT][64] 16-bit box: 1024-byte multiple
+  // one swizzled [MT][64] 16-bit box (1024-byte multiple); W4A8: half of the stage's one [MT][128]
+  // e4m3 box (the same 128-byte swizzled rows)
+  static constexpr int kXBytes = MT * kChunkK * (kA8 ? 1 : 2);
   static constexpr int kTileBytes = 32 * (BITS == 4 ? 16 : 32);  // one 16x64 packed tile
   static constexpr int kXStage = kCps * kXBytes;
   static constexpr int kWStage = kWsRowTiles * kCps * kTileBytes;  // [row tile][chunk][tile]
   // pairs of a stage at most (groups of 16, f32 pairs); a launch sizes its ring for its own
   // (ws_stages: W4 g128 f16 pairs take 512 bytes a stage, not 8 KB, so the ring is deeper)
-  static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8;
+  static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8 + (kA8 ? MT * 4 : 0);
   // Deeper is not faster (H100, a sweep of the ring cap, docs/decisions/wo-wgmma-stages-and-ring.md):
   // W4 M = 16 on 14336x21504 with two CTAs takes 66.7 us at 4 stages a CTA, 69 at 8-24; W8 M = 4
   // 113.5 at 8, 120.7 at 24; fewer than 4 (one CTA: 6) lose up to 20%.
@@ -97,6 +103,11 @@ MIXQ_HD constexpr uint32_t ws_pair_bytes(sm90::PairPath pp, bool pair_f32) {
 // The pairs of a stage: its groups x 128 rows.
 MIXQ_HD constexpr uint32_t ws_stage_pair_bytes(sm90::PairPath pp, bool pair_f32, int group_shift, int cps) {
   return uint32_t(ws_stage_groups(cps, group_shift) * kWsRowTiles * kTileRows) * ws_pair_bytes(pp, pair_f32);
+}
+// A stage's metadata slot: its pairs (128-byte aligned), then for W4A8 the activations' block
+// scales of the stage's mt tokens (f32).
+MIXQ_HD constexpr uint32_t ws_stage_meta_bytes(uint32_t pair_bytes, int mt, bool a8) {
+  return ((pair_bytes + 127u) & ~127u) + (a8 ? ((uint32_t(mt) * 4u + 127u) & ~127u) : 0u);
 }
 // The output staging tile of one consumer warpgroup in the TMA-store epilogue: [y_rows tokens][64
 // rows] 16-bit, 128-byte rows in the 128-byte swizzle (a 1024-byte multiple); none without it.

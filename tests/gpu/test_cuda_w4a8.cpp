@@ -1,0 +1,271 @@
+// CUDA W4A8 linear (4-bit weights in per-row groups of 128 times e4m3 activations quantized per
+// token per 128 on the GPU; the Hopper wgmma kernel's e4m3 instances) against
+// ref::linear_fp8_block, the float64 oracle on the same quantized inputs. Skipped (visibly)
+// without a compute capability 9.0 GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/device_checks.hpp"
+#include "gpu/test_tuning.hpp"
+#include "mixq/act_quant.hpp"
+#include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
+#include "mixq/ops.hpp"
+#include "mixq/quantize.hpp"
+#include "mixq/reference.hpp"
+#include "unit/test_util.hpp"
+
+using namespace mixq;
+
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {
+  std::vector<uint8_t> b(x.size() * (dtype_bits(t) / 8));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(b.data() + 4 * i, &x[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+double value(const std::vector<uint8_t>& y, DType t, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, y.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, y.data() + 2 * i, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+struct Case {
+  int64_t M, N, K;
+  std::string scheme = "w4g128";  // or w4g128zp
+  DType xt = DType::BF16, yt = DType::BF16;
+  bool bias = false;
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  bool caller_workspace = false;
+  std::string tuning;  // Tuning keys ("wo_token_tile=64")
+};
+
+std::string name(const Case& c) {
+  return c.scheme + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) +
+         " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp [" +
+         std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]" + (c.caller_workspace ? " caller workspace" : "") +
+         (c.tuning.empty() ? "" : " " + c.tuning);
+}
+
+QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed) {
+  std::vector<float> wf = randn(size_t(N * K), seed, 0.05f);
+  // groups with very different magnitudes and a shifted mean (the zero points matter)
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      wf[size_t(n * K + k)] = wf[size_t(n * K + k)] * float(1 + (n + k / 128) % 5) + 0.01f * float(n % 3);
+  return quantize_weight(TensorView(wf.data(), DType::F32, {N, K}), parse_scheme(scheme));
+}
+
+PrepareOptions w4a8_options(const std::string& tuning = "") {
+  PrepareOptions o = test::with_tuning({}, tuning);
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Fp8Block;
+  return o;
+}
+
+void run(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(name(c));
+  const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed);
+  const PreparedWeight pw = prepare(w, w4a8_options(c.tuning));
+  const std::string kname = pw.kernel_name(c.M);
+  EXPECT_NE(kname.find("sm90_wo_ws<e4m3,u4f8"), std::string::npos) << kname;
+  const int64_t N = c.N;
+
+  std::vector<float> xf = randn(size_t(c.M * c.K), seed + 1);
+  for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
+    for (int64_t k = 0; k < c.K; ++k) xf[size_t(m * c.K + k)] *= std::pow(10.f, float(m % 6) - 3.f);
+  const std::vector<uint8_t> xb = to_bytes(xf, c.xt);
+  const size_t yb = size_t(c.M * N) * (dtype_bits(c.yt) / 8);
+  DeviceBuffer dx(xb.size()), dy(yb);
+  dx.copy_from_host(xb.data(), xb.size());
+  ASSERT_EQ(cudaMemset(dy.data(), 0xFF, yb), cudaSuccess);  // NaN poison in every float type
+  std::vector<float> bias_h;
+  DeviceBuffer dbias;
+  Epilogue ep;
+  ep.clamp_lo = c.lo;
+  ep.clamp_hi = c.hi;
+  if (c.bias) {
+    bias_h = randn(size_t(N), seed + 3, 4.f);
+    dbias = DeviceBuffer(bias_h.size() * 4);
+    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+    ep.bias = dbias.view(DType::F32, {N});
+  }
+  ExecContext ctx;
+  DeviceBuffer ws;
+  if (c.caller_workspace) {
+    ws = DeviceBuffer(linear_workspace_size(pw, c.M));
+    ASSERT_EQ(cudaMemset(ws.data(), 0x5C, ws.size()), cudaSuccess);  // garbage tickets and codes
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+  }
+  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, N}), ep, ctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint8_t> y(yb);
+  dy.copy_to_host(y.data(), yb);
+
+  std::vector<double> ref(size_t(c.M * N));
+  Epilogue rep = ep;
+  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {N});
+  ref::linear_fp8_block(TensorView(const_cast<uint8_t*>(xb.data()), c.xt, {c.M, c.K}), w,
+                        TensorView(ref.data(), DType::F64, {c.M, N}), rep);
+  // The same e4m3 activations and integer weights on both sides: only the summation (the FP8
+  // MMA keeps ~14 bits within a 128-wide block, its sums are folded in f32) and the output
+  // rounding differ. Each output is held to its row's RMS: a sum that cancels keeps the rounding
+  // of its terms.
+  const double out_eps = c.yt == DType::BF16 ? 8e-3 : 2e-3;
+  double sdd = 0, sxx = 0;
+  int64_t worst = -1;
+  double worst_err = 0;
+  for (int64_t m = 0; m < c.M; ++m) {
+    double rms = 0;
+    for (int64_t n = 0; n < N; ++n) rms += ref[size_t(m * N + n)] * ref[size_t(m * N + n)];
+    rms = std::sqrt(rms / double(N));
+    for (int64_t n = 0; n < N; ++n) {
+      const size_t i = size_t(m * N + n);
+      const double g = value(y, c.yt, i), r = ref[i];
+      if (!std::isfinite(g)) {
+        ADD_FAILURE() << "output (m " << m << ", n " << n << ") not written: " << g;
+        return;
+      }
+      sdd += (g - r) * (g - r);
+      sxx += r * r;
+      const double err = std::fabs(g - r) / (std::fabs(r) + rms + 1e-30);
+      if (err > worst_err) worst_err = err, worst = int64_t(i);
+    }
+  }
+  EXPECT_LE(std::sqrt(sdd / std::max(sxx, 1e-300)), out_eps) << kname;
+  EXPECT_LE(worst_err, 2 * out_eps) << "worst at m " << worst / N << ", n " << worst % N << " " << kname;
+}
+
+}  // namespace
+
+// Token counts across the three token tiles (16, 64, 128), one and several waves, both weight forms.
+TEST(CudaW4A8, MatchesTheReference) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 1;
+  for (const char* scheme : {"w4g128", "w4g128zp"})
+    for (int64_t M : {1, 7, 16, 17, 64, 65, 300, 1000}) {
+      Case c{M, 1000, 1024, scheme};
+      run(c, seed++);
+    }
+}
+
+// N off the 128-row tiles, K off the 128-wide groups (a partial last group, a single narrow one),
+// every activation and output type, bias and clamp, caller workspaces full of garbage.
+TEST(CudaW4A8, OddShapesTypesAndEpilogues) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 100;
+  run({5, 37, 200, "w4g128zp", DType::F16, DType::F32, true, -2.f, 3.f}, seed++);
+  run({130, 131, 1000, "w4g128", DType::F32, DType::F16, true}, seed++);
+  run({33, 1000, 100, "w4g128", DType::BF16, DType::BF16, false, 0.f, 6.f, true}, seed++);
+  run({300, 257, 7168 + 64, "w4g128zp", DType::BF16, DType::F32, true, -1e30f, 1e30f, true}, seed++);
+  run({2000, 520, 640, "w4g128", DType::F16, DType::BF16, false}, seed++);  // > 132 tiles: the ring wraps
+}
+
+// Every token tile forced at counts below, at and past it (stream-K pieces and whole tiles).
+TEST(CudaW4A8, EveryTokenTile) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 200;
+  for (const char* t : {"wo_token_tile=16", "wo_token_tile=64", "wo_token_tile=128"})
+    for (int64_t M : {1, 37, 300}) {
+      Case c{M, 700, 2048 + 128, "w4g128zp", DType::BF16, DType::BF16, true};
+      c.tuning = t;
+      run(c, seed++);
+    }
+}
+
+// linear(QuantizedActivations) from the public quantizer gives linear(x)'s bytes; repeated calls
+// (the stream-K tickets left at zero) and graph replays too.
+TEST(CudaW4A8, QuantizedActivationsAndGraphsSameBits) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 300;
+  for (int64_t M : {1, 40, 300}) {
+    const int64_t N = 600, K = 1280;
+    SCOPED_TRACE("M " + std::to_string(M));
+    const PreparedWeight pw = prepare(make_weight(N, K, "w4g128", seed++), w4a8_options());
+    const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * K), seed++), DType::BF16);
+    DeviceBuffer dx(xb.size());
+    dx.copy_from_host(xb.data(), xb.size());
+    const TensorView x = dx.view(DType::BF16, {M, K});
+    const size_t yb = size_t(M * N) * 2;
+    DeviceBuffer y1(yb), y2(yb);
+    ASSERT_EQ(cudaMemset(y1.data(), 0xFF, yb), cudaSuccess);
+    linear(x, pw, y1.view(DType::BF16, {M, N}));
+    std::vector<uint8_t> want(yb), got(yb);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    y1.copy_to_host(want.data(), yb);
+
+    const int64_t ldq = act_quant_row_pitch(K), ldm = act_quant_meta_pitch(M), nb = (K + 127) / 128;
+    DeviceBuffer q(size_t(M * ldq)), sc(size_t(nb * ldm) * 4);
+    const QuantizedActivations xq = QuantizedActivations::fp8_block(
+        TensorView::strided(q.data(), DType::F8E4M3, {M, K}, {ldq, 1}, Device::CUDA),
+        TensorView::strided(sc.data(), DType::F32, {nb, M}, {ldm, 1}, Device::CUDA));
+    quantize_activations_fp8_block(x, xq.q, xq.scale, ExecContext{});
+    for (int rep = 0; rep < 2; ++rep) {
+      ASSERT_EQ(cudaMemset(y2.data(), 0xFF, yb), cudaSuccess);
+      linear(xq, pw, y2.view(DType::BF16, {M, N}));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      y2.copy_to_host(got.data(), yb);
+      EXPECT_EQ(mixq::testing::first_mismatch(got, want), "") << "linear(xq), call " << rep;
+    }
+
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ExecContext ctx;
+    ctx.stream = s;
+    cudaGraph_t g;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    linear(x, pw, y2.view(DType::BF16, {M, N}), Epilogue{}, ctx);
+    ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    cudaGraphExec_t ge;
+    ASSERT_EQ(cudaGraphInstantiate(&ge, g, 0), cudaSuccess);
+    for (int rep = 0; rep < 3; ++rep) {
+      ASSERT_EQ(cudaMemsetAsync(y2.data(), 0xFF, yb, s), cudaSuccess);
+      ASSERT_EQ(cudaGraphLaunch(ge, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      y2.copy_to_host(got.data(), yb);
+      EXPECT_EQ(mixq::testing::first_mismatch(got, want), "") << "graph replay " << rep;
+    }
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+  }
+}
+
+// What the kernel cannot take is refused at prepare, naming the weight.
+TEST(CudaW4A8, RefusesOtherWeights) {
+  SKIP_WITHOUT_HOPPER();
+  for (const char* scheme : {"w4g64", "w4g128asym", "w8g128"}) {
+    SCOPED_TRACE(scheme);
+    const QuantizedWeight w = make_weight(256, 512, scheme, 7);
+    EXPECT_THROW(prepare(w, w4a8_options()), Error);
+  }
+}
