@@ -73,8 +73,8 @@ def prepare(qw, backend="auto", act="none", *, act_block=0, device=0, force_kern
         backend: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"`` or
             ``"ref"`` (the exact float64 reference kernels).
         act: how activations meet the weights: ``"none"`` (weight-only), ``"int8"`` (W8A8 per
-            block), ``"fp8"`` (per-token 1x128 e4m3; fp8b128 weights, or W4A8 on the CPU and
-            reference backends: 4-bit weights in groups of 128, symmetric or zero-point) or
+            block), ``"fp8"`` (per-token 1x128 e4m3; fp8b128 weights, or W4A8: 4-bit weights in groups of
+            128, symmetric or zero-point; CUDA runs W4A8 on Hopper, plain linear only) or
             ``"int8-per-tensor"`` (int8 inputs, CNNs).
         act_block: the INT8 activation block along K (0: the weight's block).
         device: CUDA ordinal for ``backend="cuda"``.
