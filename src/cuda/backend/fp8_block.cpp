@@ -59,7 +59,8 @@ class CudaFp8Block final : public PreparedImpl {
                    w.zero_kind == ZeroKind::None && w.k_perm.empty(),
                ErrorCode::Unsupported,
                "cuda Fp8Block: needs fp8b128 weights (f8e4m3 codes, f32 scales per 128x128 "
-               "block, no act-order), got ", w.describe());
+               "block, no act-order) or W4A8 weights (4-bit codes in per-row groups of 128, "
+               "symmetric or zero-point), got ", w.describe());
     MIXQ_CHECK(N < (int64_t(1) << 31) && K < (int64_t(1) << 31), ErrorCode::Unsupported,
                "cuda Fp8Block: N (", N, ") and K (", K, ") must be < 2^31");
     sms_ = caps.sm_count;
