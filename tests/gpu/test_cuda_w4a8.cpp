@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gpu/device_checks.hpp"
+#include "gpu/host_data.hpp"
 #include "gpu/test_tuning.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
@@ -26,37 +27,9 @@ using namespace mixq;
 
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {
-  std::vector<uint8_t> b(x.size() * (dtype_bits(t) / 8));
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::F32) {
-      std::memcpy(b.data() + 4 * i, &x[i], 4);
-    } else {
-      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
-}
-
-double value(const std::vector<uint8_t>& y, DType t, size_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, y.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, y.data() + 2 * i, 2);
-  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+using test::randn;
+using test::to_bytes;
+using test::value;
 
 struct Case {
   int64_t M, N, K;

@@ -1,0 +1,49 @@
+// Host-side data of the GPU tests: normal random floats, their bytes in an activation dtype, and
+// one element of a 16- or 32-bit float output read back as double.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "mixq/dtype.hpp"
+#include "mixq/numeric.hpp"
+
+namespace mixq::test {
+
+inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// x as F32, F16 or BF16 bytes (16-bit: round to nearest even)
+inline std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {
+  std::vector<uint8_t> b(x.size() * (dtype_bits(t) / 8));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(b.data() + 4 * i, &x[i], 4);
+    } else {
+      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+  }
+  return b;
+}
+
+// element i of y (F32, F16 or BF16 bytes)
+inline double value(const std::vector<uint8_t>& y, DType t, size_t i) {
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, y.data() + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, y.data() + 2 * i, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+}  // namespace mixq::test
