@@ -21,6 +21,10 @@
 // tile, at the end of its range, behind per-tile completion flags (the inline reduction: small
 // token tiles, and tiles cut into few pieces; the plan decides), or by stream_k_fixup_kernel
 // after the grid.
+// W4A8 (CODES = kCodesU4F8, T = __nv_fp8_e4m3; docs/decisions/w4a8.md): X is e4m3 codes quantized
+// per token per 128 (tm_s: their block scales, loaded into each stage after its pairs), the
+// stage is one 128-K group, the consumers convert u - zc to e4m3 and fold the stage's e4m3 MMA
+// sums with the row's group scale times the token's block scale.
 // GROUPED (the mixture-of-experts GEMM, dispatch/moe_plan.cpp): the same CTA walks whole tiles of
 // the device-side (expert, token tile) list x N blocks instead (sm90_wo_ws_work.cuh), each item's
 // weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows.
@@ -59,7 +63,8 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, WsShape SHAPE, bool 
 __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     wo_wgmma_ws_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                        const __grid_constant__ CUtensorMap tm_p, const __grid_constant__ CUtensorMap tm_y,
-                       const __grid_constant__ CUtensorMap tm_s, const WoStreamParams p, const StreamKSchedule sched, const MoeWsGroup g) {
+                       const __grid_constant__ CUtensorMap tm_s, const WoStreamParams p,
+                       const StreamKSchedule sched, const MoeWsGroup g) {
 #if defined(MIXQ_SM90A)
   using Tile = WsTile<MT, CODES, SHAPE>;
   constexpr int BITS = Tile::BITS;
