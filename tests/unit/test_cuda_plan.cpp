@@ -694,7 +694,6 @@ TEST(CudaPlan, StreamKTileCoordsAreABijection) {
       for (int v : seen) EXPECT_EQ(v, 1) << num_n << " x " << num_m;
     }
 }
-#endif  // MIXQ_WITH_CUDA
 
 // W4A8 weights (4-bit codes in the e4m3 fragment order) plan only the wgmma kernel's e4m3
 // instances: token tiles 16 / 64 / 128 by M (or forced), one CTA, 128-K stages, the fold, the
@@ -725,3 +724,5 @@ TEST(CudaPlan, W4A8PlansTheE4m3Instances) {
   EXPECT_THROW(plan(1, L, hopper(false)), Error);
   EXPECT_THROW(plan(1, L, caps, "sm80_wo_stream"), Error);
 }
+
+#endif  // MIXQ_WITH_CUDA
