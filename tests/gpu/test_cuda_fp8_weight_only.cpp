@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/host_data.hpp"
 #include "gpu/test_tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -68,16 +69,7 @@ std::vector<uint8_t> make_acts(int64_t M, int64_t K, DType t, uint32_t seed) {
   return b;
 }
 
-double value(const std::vector<uint8_t>& y, DType t, size_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, y.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, y.data() + 2 * i, 2);
-  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+using test::value;
 
 struct Case {
   int64_t M, N, K;

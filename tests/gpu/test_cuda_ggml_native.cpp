@@ -25,6 +25,7 @@
 
 #include "ggml_test_data.hpp"
 #include "gpu/device_checks.hpp"
+#include "gpu/host_data.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -51,30 +52,8 @@ std::vector<float> rounded(const std::vector<float>& x, DType t) {
   return r;
 }
 
-std::vector<uint8_t> encode(const std::vector<float>& x, DType t) {
-  const size_t eb = t == DType::F32 ? 4 : 2;
-  std::vector<uint8_t> b(x.size() * eb);
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::F32) {
-      std::memcpy(b.data() + 4 * i, &x[i], 4);
-    } else {
-      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
-}
-
-float decode_at(const std::vector<uint8_t>& b, DType t, size_t i) {
-  if (t == DType::F32) {
-    float f;
-    std::memcpy(&f, b.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, b.data() + 2 * i, 2);
-  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
-}
+using test::to_bytes;
+using test::value;
 
 struct RunOpts {
   DType xt = DType::F32, yt = DType::F32;
@@ -92,7 +71,7 @@ std::vector<float> run(const PreparedWeight& pw, const std::vector<float>& x, in
   std::vector<float> xs(size_t(M * ldx), 0.f);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) xs[m * ldx + k] = x[m * K + k];
-  const std::vector<uint8_t> xb = encode(xs, o.xt);
+  const std::vector<uint8_t> xb = to_bytes(xs, o.xt);
   const size_t yeb = o.yt == DType::F32 ? 4 : 2;
   DeviceBuffer dx(xb.size()), dy(size_t(M * ldy) * yeb), db(o.bias.size() * 2 + 16);
   dx.copy_from_host(xb.data(), xb.size());
@@ -102,7 +81,7 @@ std::vector<float> run(const PreparedWeight& pw, const std::vector<float>& x, in
   ep.clamp_lo = o.lo;
   ep.clamp_hi = o.hi;
   if (!o.bias.empty()) {
-    const std::vector<uint8_t> bb = encode(o.bias, DType::F16);
+    const std::vector<uint8_t> bb = to_bytes(o.bias, DType::F16);
     db.copy_from_host(bb.data(), bb.size());
     ep.bias = TensorView(db.data(), DType::F16, {N}, Device::CUDA);
   }
@@ -114,9 +93,9 @@ std::vector<float> run(const PreparedWeight& pw, const std::vector<float>& x, in
   dy.copy_to_host(yb.data(), yb.size());
   std::vector<float> y(size_t(M * N));
   for (int64_t m = 0; m < M; ++m) {
-    for (int64_t n = 0; n < N; ++n) y[m * N + n] = decode_at(yb, o.yt, size_t(m * ldy + n));
+    for (int64_t n = 0; n < N; ++n) y[m * N + n] = value(yb, o.yt, size_t(m * ldy + n));
     for (int64_t n = N; n < ldy; ++n)
-      EXPECT_TRUE(std::isnan(decode_at(yb, o.yt, size_t(m * ldy + n)))) << "y padding written";
+      EXPECT_TRUE(std::isnan(value(yb, o.yt, size_t(m * ldy + n)))) << "y padding written";
   }
   return y;
 }
