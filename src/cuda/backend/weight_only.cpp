@@ -221,8 +221,8 @@ class CudaWeightOnly final : public PreparedImpl {
   // The part of conv_igemm_serves that depends on the weight alone (max_workspace bounds the conv
   // plans only for such weights: a linear weight's scratch stays that of its own calls).
   bool conv_capable() const {
-    return caps_.sm90a && !L_.fp8_act && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 && kk_.identity() &&
-           L_.K % cuda::kChunkK == 0;
+    return caps_.sm90a && !L_.fp8_act && (force_.empty() || force_ == "sm90_wo_ws") && perm_.size() == 0 &&
+           kk_.identity() && L_.K % cuda::kChunkK == 0;
   }
 
   // conv2d as the wgmma kernel's implicit GEMM: M = B Ho Wo output pixels (NHWC rows of y), the
@@ -262,8 +262,7 @@ class CudaWeightOnly final : public PreparedImpl {
     c.y_type = int(io_type(y.dtype));
     // the wgmma kernel loads X rows by TMA (16-byte aligned rows)
     c.x_aligned = reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && x.ld() % 8 == 0;
-    // the wgmma kernel's TMA-store epilogue can write y
-    c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
+    c.y_tma = y_tma(y);
     const WoPlan p = plan(c);
     log_plan(p, M);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
@@ -287,7 +286,7 @@ class CudaWeightOnly final : public PreparedImpl {
     cuda::WoCall c;
     c.M = M;
     c.x_type = c.y_type = int(io_type(y.dtype));
-    c.y_tma = (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
+    c.y_tma = y_tma(y);
     const WoPlan p = plan(c);
     log_plan(p, M);
     DeviceGuard guard(device_);
@@ -297,6 +296,11 @@ class CudaWeightOnly final : public PreparedImpl {
   }
 
  private:
+  // The wgmma kernel's TMA-store epilogue can write y (16-bit rows TMA can address).
+  bool y_tma(const TensorView& y) const {
+    return (y.dtype == DType::F16 || y.dtype == DType::BF16) && cuda::tma_stores_16bit_rows(y.data, y.ld(), N);
+  }
+
   // Largest M the internal scratch serves (calls without a workspace of their own).
   static constexpr int64_t kScratchRows = 4096;
 
@@ -488,7 +492,7 @@ class CudaWeightOnly final : public PreparedImpl {
     const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(M);
     char* act = ws + cuda::wo_workspace_offsets(p).gather;
     uint8_t* q = reinterpret_cast<uint8_t*>(act);
-    float* sa = reinterpret_cast<float*>(act + (size_t(M * ldq) + 255) / 256 * 256);
+    float* sa = reinterpret_cast<float*>(act + cuda::wo_a8_scales_offset(M, K));
     cuda::launch_quantize_fp8_1x128(x.data, int(io_type(x.dtype)), x.ld(), M, K, q, ldq, sa, ld_meta, stream,
                                     false, cuda::act_quant_tuning(opts.tuning));
     run_w4a8_codes(p, q, ldq, sa, ld_meta, M, y, ep, ws, tickets, stream);
