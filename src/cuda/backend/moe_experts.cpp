@@ -11,7 +11,10 @@
 
 #include "core/moe_prepared.hpp"
 #include "cuda/backend/moe_wo_view.hpp"
+#include "cuda/backend/common.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "cuda/launch/moe_kernels.hpp"
 #include "cuda/launch/sm90_wo_ws_maps.hpp"
 #include "cuda/runtime/check.hpp"
@@ -35,15 +38,19 @@ class CudaExperts final : public PreparedExpertsImpl {
     N = w[0].N();
     K = w[0].K();
     experts = std::move(w);
-    MIXQ_CHECK(o.act == ActQuant::None, ErrorCode::Unsupported, "prepare_experts (cuda): the "
-               "grouped path runs weight-only experts; act = ", act_quant_name(o.act),
-               " is not implemented on CUDA yet (use the cpu backend)");
+    MIXQ_CHECK(o.act == ActQuant::None || o.act == ActQuant::Fp8Block, ErrorCode::Unsupported,
+               "prepare_experts (cuda): the grouped path runs weight-only and W4A8 experts; act = ",
+               act_quant_name(o.act), " is not implemented on CUDA yet (use the cpu backend)");
     MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
                " experts is more than 2^20");
     std::vector<cuda::WoExpertView> views;
     for (const PreparedWeight& p : experts) views.push_back(cuda::weight_only_expert_view(p.impl()));
     first_ = views[0];
     device_ = first_.device;
+    // act = fp8-block: W4A8 experts (the CUDA FP8 block weights are not weight-only views)
+    MIXQ_CHECK(o.act == ActQuant::None || first_.w.L.fp8_act, ErrorCode::Unsupported, "prepare_experts (cuda): "
+               "act = fp8-block runs W4A8 experts (4-bit weights in groups of 128) on CUDA; FP8 block "
+               "experts with FP8 activations run on the cpu backend");
     cuda::DeviceGuard guard(device_);
     caps_ = cuda::DeviceContext::get(device_).caps();
     // tables: codes [E], pairs [E], k_perm [E] (8-byte pointers), pair_f32 [E] bytes
@@ -53,6 +60,7 @@ class CudaExperts final : public PreparedExpertsImpl {
       const cuda::WoExpertView& v = views[size_t(e)];
       MIXQ_CHECK(v.w.group_shift == first_.w.group_shift && v.w.L.Kp == first_.w.L.Kp &&
                      v.w.L.bits == first_.w.L.bits && v.w.L.e4m3 == first_.w.L.e4m3 &&
+                     v.w.L.fp8_act == first_.w.L.fp8_act &&
                      v.w.int_zero == first_.w.int_zero && v.w.gather == first_.w.gather &&
                      v.w.bf16_zero_pairs == first_.w.bf16_zero_pairs && v.device == device_,
                  ErrorCode::Internal, "prepare_experts (cuda): expert ", e,
@@ -113,8 +121,12 @@ class CudaExperts final : public PreparedExpertsImpl {
     return "grouped<" + plan(nullptr, std::max<int64_t>(rows, 1), x, true).id.name() + ">";
   }
 
-  // Enough for either layout and any token tile: the smallest tile's bound of both layouts.
+  // Enough for either layout and any token tile: the smallest tile's bound of both layouts; W4A8:
+  // then the rows' e4m3 codes and block scales (wo_a8_act_bytes).
   size_t workspace_size(int64_t rows) const override {
+    return schedule_bytes(rows) + (first_.w.L.fp8_act ? cuda::wo_a8_act_bytes(rows, K) : 0);
+  }
+  size_t schedule_bytes(int64_t rows) const {
     return cuda::moe_schedule_bytes((rows + cuda::kMoeTileSmall - 1) / cuda::kMoeTileSmall + 2 * E);
   }
 
@@ -128,8 +140,10 @@ class CudaExperts final : public PreparedExpertsImpl {
                "grouped_linear (cuda): rows (", R, ") must be < 2^31");
     const int elem = c.x.dtype == DType::F32 ? 4 : 2;
     const bool x_aligned = reinterpret_cast<uintptr_t>(c.x.data) % 16 == 0 && (c.x.ld() * elem) % 16 == 0;
-    const cuda::MoeWoPlan p = plan(&c, R, io_code(c.x.dtype), x_aligned);
-    const size_t need = cuda::moe_schedule_bytes(p.max_tiles);
+    const bool a8 = first_.w.L.fp8_act;
+    // W4A8 reads its own quantized copy of X (aligned rows)
+    const cuda::MoeWoPlan p = plan(&c, R, io_code(c.x.dtype), x_aligned || a8);
+    const size_t need = a8 ? workspace_size(R) : cuda::moe_schedule_bytes(p.max_tiles);
     MIXQ_CHECK_ARG(ctx.workspace != nullptr && ctx.workspace_bytes >= need,
                    "grouped_linear (cuda): needs ExecContext::workspace of ", need, " bytes "
                    "(grouped_linear_workspace_size), got ", ctx.workspace_bytes, " at ", ctx.workspace);
@@ -178,6 +192,17 @@ class CudaExperts final : public PreparedExpertsImpl {
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
 
+    if (a8) {  // X quantized to e4m3 per row per 128 after the schedule's part of the workspace
+      const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(R);
+      uint8_t* q = reinterpret_cast<uint8_t*>(ws + schedule_bytes(R));
+      float* sa = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + (size_t(R * ldq) + 255) / 256 * 256);
+      cuda::launch_quantize_fp8_1x128(c.x.data, io_code(c.x.dtype), c.x.ld(), R, K, q, ldq, sa, ld_meta, stream,
+                                      false, cuda::act_quant_tuning(opts.tuning));
+      k.x = q;
+      k.ldx = ldq;  // bytes
+      k.x_scales = sa;
+      k.ld_x_scales = ld_meta;
+    }
     if (p.id.family == cuda::Family::WoWgmma) {
       k.M = int(R);
       k.pairs_gm_ld = first_.pairs_gm_ld;

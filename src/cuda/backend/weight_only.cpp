@@ -152,9 +152,6 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // The buffers a grouped (mixture-of-experts) launch reads for this expert.
   cuda::WoExpertView expert_view() const {
-    MIXQ_CHECK(!L_.fp8_act, ErrorCode::Unsupported, "cuda grouped linear: W4A8 experts (act = fp8-block on "
-               "4-bit weights) run on the cpu and reference backends; the cuda grouped kernel has no e4m3 "
-               "path yet (plain linear has)");
     MIXQ_CHECK(kk_.identity(), ErrorCode::Unsupported, "cuda grouped linear: an expert whose "
                "blocks a shard split cut (", kk_.K - K, " kernel columns added) is not supported; "
                "split the experts on whole groups (ShardSpec::granularity)");

@@ -44,20 +44,25 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   const WoLayout& L = w.L;
   MoeWoPlan p;
   const int tt = t.moe_token_tile;
-  const int mt = tt == 16 || tt == 64 || tt == 128 || tt == 192 || tt == 256 ? tt : moe_ws_token_tile(share);
+  // W4A8 (e4m3 activations quantized per call): the built tiles 16, 64, 128, one CTA, 128-K
+  // stages, the fold on f32 pairs (the plain kernel's W4A8 rules)
+  const bool a8 = L.fp8_act;
+  const int mt = a8 ? (tt == 16 || tt == 64 || tt == 128 ? tt : share <= 16 ? 16 : share <= 64 ? 64 : 128)
+                    : tt == 16 || tt == 64 || tt == 128 || tt == 192 || tt == 256 ? tt : moe_ws_token_tile(share);
   // two CTAs per SM at the 16-token tile for int4 codes: the decode shape of the plain kernel's
   // large int4 weights (a grouped decode touches top-k experts' weights at once)
-  const bool two = mt == 16 && (t.wo_ctas_per_sm == 2 || (t.wo_ctas_per_sm == 0 && L.bits == 4 && !L.e4m3));
+  const bool two =
+      !a8 && mt == 16 && (t.wo_ctas_per_sm == 2 || (t.wo_ctas_per_sm == 0 && L.bits == 4 && !L.e4m3));
   const WsShape shape = two ? WsShape::TwoCtas : WsShape::OneCta;
-  const int cps = wgmma_chunks_per_stage(shape, mt);
-  const sm90::PairPath pp = wgmma_pair_path(w, c.x_type, mt, cps, t);
+  const int cps = a8 ? 2 : wgmma_chunks_per_stage(shape, mt);
+  const sm90::PairPath pp = a8 ? sm90::PairPath::F32 : wgmma_pair_path(w, c.x_type, mt, cps, t);
   p.id.family = Family::WoWgmma;
-  p.id.act = uint8_t(c.x_type);
+  p.id.act = uint8_t(a8 ? 3 : c.x_type);
   p.id.codes = uint8_t(L.code_kind());
   p.id.tile_m = uint16_t(mt);
   p.id.ctas = uint8_t(two ? 2 : 1);
   p.id.pairs = PairKind(int(pp));
-  p.id.fold = wgmma_fold(w, c.x_type, mt, cps, pp, t);
+  p.id.fold = a8 || wgmma_fold(w, c.x_type, mt, cps, pp, t);
   p.w_map = moe_ws_map(kMoeMapWeight, cps);
   p.p_map = moe_ws_map(pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs, cps);
   p.n_blocks = int(ceil_div64(L.N, 128));
@@ -72,8 +77,9 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   s.early_stages = 0;
   s.inline_reduce = false;
   s.y_rows = 0;
-  const uint32_t p_stage = (ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps) + 127u) & ~127u;
-  MIXQ_CHECK(wgmma_ring_stages(mt, L.bits, two, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
+  const uint32_t p_stage =
+      ws_detail::ws_stage_meta_bytes(ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps), mt, a8);
+  MIXQ_CHECK(wgmma_ring_stages(mt, a8 ? kCodesU4F8 : L.bits, two, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
              "moe plan: the wgmma kernel's ring holds fewer than 2 stages");
   return p;
 }
@@ -89,6 +95,11 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
   // prefill shares the Hopper wgmma kernel where the experts hold its descriptors.
   const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
   const int64_t wgmma_rows = t.moe_wgmma_min_rows > 0 ? t.moe_wgmma_min_rows : kMoeWgmmaMinRows;
+  if (L.fp8_act) {  // W4A8: only the wgmma kernel multiplies e4m3 activations
+    MIXQ_CHECK(c.ws_maps && caps.sm90a, ErrorCode::Unsupported, "grouped W4A8 (cuda): needs an sm_90a build on a "
+               "Hopper GPU and the experts' wgmma descriptors");
+    return plan_moe_wgmma(c, w, caps, t, share);  // no rows: no tiles, nothing launched
+  }
   if (c.ws_maps && caps.sm90a && c.x_type != 2 && !w.gather && w.group_shift >= 4 && share >= wgmma_rows &&
       c.rows > 0)
     return plan_moe_wgmma(c, w, caps, t, share);
