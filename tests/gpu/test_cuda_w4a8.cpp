@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/launch/act_quant.hpp"
 #include "gpu/device_checks.hpp"
 #include "gpu/host_data.hpp"
 #include "gpu/test_tuning.hpp"
@@ -231,6 +233,60 @@ TEST(CudaW4A8, QuantizedActivationsAndGraphsSameBits) {
     cudaGraphDestroy(g);
     cudaStreamDestroy(s);
   }
+}
+
+// The W4A8 block factors (512 s, -s sum(a)) of the quantizer and of the factors-only kernel (for
+// codes quantized elsewhere) against the host: the same codes as the FP8 block quantizer, the
+// scale's product exact, the code sum exact (integers of 2^-9), whatever the lanes' split (pieces
+// 1 and 2) and K past the last block.
+TEST(CudaW4A8, ActivationFactorsMatchHost) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 900;
+  for (int64_t K : {128, 200, 1000, 4096 + 7})
+    for (int pieces : {1, 2}) {
+      const int64_t M = 37, nb = (K + 127) / 128;
+      SCOPED_TRACE("K " + std::to_string(K) + " pieces " + std::to_string(pieces));
+      std::vector<float> xf = randn(size_t(M * K), seed++);
+      for (size_t i = 0; i < xf.size(); i += 97) xf[i] *= 300.f;  // outliers: other scales, saturated sums
+      const std::vector<uint8_t> xb = to_bytes(xf, DType::BF16);
+      DeviceBuffer dx(xb.size());
+      dx.copy_from_host(xb.data(), xb.size());
+      const int64_t ldq = cuda::act_row_pitch(K), ldm = cuda::act_meta_pitch(M);
+      DeviceBuffer q1(size_t(M * ldq)), q2(size_t(M * ldq)), sc(size_t(nb * ldm) * 4), f1(size_t(nb * ldm) * 8),
+          f2(size_t(nb * ldm) * 8);
+      ASSERT_EQ(cudaMemset(f1.data(), 0xFF, f1.size()), cudaSuccess);
+      ASSERT_EQ(cudaMemset(f2.data(), 0xFF, f2.size()), cudaSuccess);
+      cuda::ActQuantTuning tune;
+      tune.pieces = pieces;
+      cuda::launch_quantize_fp8_w4a8(dx.data(), 1, K, M, K, static_cast<uint8_t*>(q1.data()), ldq,
+                                     static_cast<float*>(f1.data()), ldm, nullptr, tune);
+      cuda::launch_quantize_fp8_1x128(dx.data(), 1, K, M, K, static_cast<uint8_t*>(q2.data()), ldq,
+                                      static_cast<float*>(sc.data()), ldm, nullptr);
+      cuda::launch_w4a8_factors(static_cast<const uint8_t*>(q2.data()), ldq, static_cast<const float*>(sc.data()),
+                                ldm, M, K, static_cast<float*>(f2.data()), ldm, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint8_t> c1(q1.size()), c2(q2.size());
+      q1.copy_to_host(c1.data(), c1.size());
+      q2.copy_to_host(c2.data(), c2.size());
+      std::vector<float> s(size_t(nb * ldm)), g1(size_t(2 * nb * ldm)), g2(g1.size());
+      sc.copy_to_host(s.data(), s.size() * 4);
+      f1.copy_to_host(g1.data(), g1.size() * 4);
+      f2.copy_to_host(g2.data(), g2.size() * 4);
+      for (int64_t m = 0; m < M; ++m) {
+        ASSERT_EQ(std::memcmp(&c1[size_t(m * ldq)], &c2[size_t(m * ldq)], size_t(K)), 0) << "codes of row " << m;
+        for (int64_t kb = 0; kb < nb; ++kb) {
+          double sum = 0;  // exact: e4m3 values are multiples of 2^-9
+          for (int64_t k = kb * 128; k < std::min(K, kb * 128 + 128); ++k) sum += e4m3_to_f32(c2[size_t(m * ldq + k)]);
+          const float sa = s[size_t(kb * ldm + m)];
+          const float want_a = 512.f * sa, want_d = -(sa * float(sum));
+          const size_t i = size_t(2 * (kb * ldm + m));
+          EXPECT_EQ(g1[i], want_a) << "row " << m << " block " << kb;
+          EXPECT_EQ(g1[i + 1], want_d) << "row " << m << " block " << kb << " sum " << sum;
+          EXPECT_EQ(g2[i], want_a) << "factors kernel, row " << m << " block " << kb;
+          EXPECT_EQ(g2[i + 1], want_d) << "factors kernel, row " << m << " block " << kb;
+        }
+      }
+    }
 }
 
 // What the kernel cannot take is refused at prepare, naming the weight.

@@ -195,13 +195,13 @@ class CudaExperts final : public PreparedExpertsImpl {
     if (a8) {  // X quantized to e4m3 per row per 128 after the schedule's part of the workspace
       const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(R);
       uint8_t* q = reinterpret_cast<uint8_t*>(ws + schedule_bytes(R));
-      float* sa = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + cuda::wo_a8_scales_offset(R, K));
-      cuda::launch_quantize_fp8_1x128(c.x.data, io_code(c.x.dtype), c.x.ld(), R, K, q, ldq, sa, ld_meta, stream,
-                                      false, cuda::act_quant_tuning(opts.tuning));
+      float* f = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + cuda::wo_a8_factors_offset(R, K));
+      cuda::launch_quantize_fp8_w4a8(c.x.data, io_code(c.x.dtype), c.x.ld(), R, K, q, ldq, f, ld_meta, stream,
+                                     cuda::act_quant_tuning(opts.tuning));
       k.x = q;
       k.ldx = ldq;  // bytes
-      k.x_scales = sa;
-      k.ld_x_scales = ld_meta;
+      k.x_factors = f;
+      k.ld_x_factors = ld_meta;
     }
     if (p.id.family == cuda::Family::WoWgmma) {
       k.M = int(R);

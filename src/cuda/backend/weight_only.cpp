@@ -288,8 +288,13 @@ class CudaWeightOnly final : public PreparedImpl {
     log_plan(p, M);
     DeviceGuard guard(device_);
     const auto [ws, tickets] = call_workspace(p, M, ctx, "linear");
-    run_w4a8_codes(p, static_cast<const uint8_t*>(xq.q.data), xq.q.stride[0], static_cast<const float*>(xq.scale.data),
-                   xq.scale.stride[0], M, y, ep, ws, tickets, static_cast<cudaStream_t>(ctx.stream));
+    // the caller's codes; their block factors into the workspace's activation region
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    const uint8_t* q = static_cast<const uint8_t*>(xq.q.data);
+    float* f = reinterpret_cast<float*>(ws + cuda::wo_workspace_offsets(p).gather + cuda::wo_a8_factors_offset(M, K));
+    cuda::launch_w4a8_factors(q, xq.q.stride[0], static_cast<const float*>(xq.scale.data), xq.scale.stride[0], M, K, f,
+                              cuda::act_meta_pitch(M), stream);
+    run_w4a8_codes(p, q, xq.q.stride[0], f, M, y, ep, ws, tickets, stream);
   }
 
  private:
@@ -481,28 +486,29 @@ class CudaWeightOnly final : public PreparedImpl {
     cuda::launch_wo_wgmma(k, p, stream);
   }
 
-  // W4A8: X quantized to e4m3 in 1 x 128 blocks into the workspace (launch/act_quant.hpp), then
-  // the wgmma kernel's e4m3 instance on those codes and scales.
+  // W4A8: X quantized to e4m3 in 1 x 128 blocks into the workspace with the blocks' factors
+  // (launch/act_quant.hpp), then the wgmma kernel's e4m3 instance on those codes and factors.
   void run_w4a8(const WoPlan& p, const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
                 unsigned* tickets, cudaStream_t stream) const {
     const int64_t M = x.shape[0];
-    const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(M);
+    const int64_t ldq = cuda::act_row_pitch(K);
     char* act = ws + cuda::wo_workspace_offsets(p).gather;
     uint8_t* q = reinterpret_cast<uint8_t*>(act);
-    float* sa = reinterpret_cast<float*>(act + cuda::wo_a8_scales_offset(M, K));
-    cuda::launch_quantize_fp8_1x128(x.data, int(io_type(x.dtype)), x.ld(), M, K, q, ldq, sa, ld_meta, stream,
-                                    false, cuda::act_quant_tuning(opts.tuning));
-    run_w4a8_codes(p, q, ldq, sa, ld_meta, M, y, ep, ws, tickets, stream);
+    float* f = reinterpret_cast<float*>(act + cuda::wo_a8_factors_offset(M, K));
+    cuda::launch_quantize_fp8_w4a8(x.data, int(io_type(x.dtype)), x.ld(), M, K, q, ldq, f, cuda::act_meta_pitch(M),
+                                   stream, cuda::act_quant_tuning(opts.tuning));
+    run_w4a8_codes(p, q, ldq, f, M, y, ep, ws, tickets, stream);
   }
-  void run_w4a8_codes(const WoPlan& p, const uint8_t* q, int64_t ldq, const float* sa, int64_t ld_sa, int64_t M,
+  // f: the codes' block factors, [K blocks][act_meta_pitch(M)] float2
+  void run_w4a8_codes(const WoPlan& p, const uint8_t* q, int64_t ldq, const float* f, int64_t M,
                       const TensorView& y, const Epilogue& ep, char* ws, unsigned* tickets,
                       cudaStream_t stream) const {
     const TensorView rows_x(const_cast<uint8_t*>(q), DType::F16, {M, K}, Device::CUDA, y.device_index);
     cuda::WoStreamParams k = kernel_params(p, rows_x, y, ep, ws, tickets);
     k.x = q;
     k.ldx = ldq;  // bytes
-    k.x_scales = sa;
-    k.ld_x_scales = ld_sa;
+    k.x_factors = f;
+    k.ld_x_factors = cuda::act_meta_pitch(M);
     cuda::launch_wo_wgmma(k, p, stream);
   }
 

@@ -390,9 +390,9 @@ WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p) {
 
 size_t wo_workspace_bytes(const WoPlan& p) { return wo_workspace_offsets(p).out + align256(p.out_bytes); }
 
-size_t wo_a8_scales_offset(int64_t M, int64_t K) { return align256(size_t(M * act_row_pitch(K))); }
+size_t wo_a8_factors_offset(int64_t M, int64_t K) { return align256(size_t(M * act_row_pitch(K))); }
 size_t wo_a8_act_bytes(int64_t M, int64_t K) {
-  return wo_a8_scales_offset(M, K) + size_t((K + 127) / 128 * act_meta_pitch(M)) * 4;
+  return wo_a8_factors_offset(M, K) + size_t((K + 127) / 128 * act_meta_pitch(M)) * 8;
 }
 
 WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, const Tuning& t, int64_t max_m,

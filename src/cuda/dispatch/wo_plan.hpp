@@ -74,11 +74,12 @@ struct WoWorkspaceOffsets {
   size_t tickets, chunk, gather, out;
 };
 WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p);
-// W4A8: the e4m3 codes of M x K activations and their f32 block scales (launch/act_quant.hpp's
-// layout: codes [M][act_row_pitch(K)], then scales [K blocks][act_meta_pitch(M)], 256-aligned).
+// W4A8: the e4m3 codes of M x K activations and their block factors (launch/act_quant.hpp's
+// layout: codes [M][act_row_pitch(K)], then factors [K blocks][act_meta_pitch(M)] float2,
+// 256-aligned).
 size_t wo_a8_act_bytes(int64_t M, int64_t K);
-// ... where the scales start in that region (the codes' bytes, 256-aligned)
-size_t wo_a8_scales_offset(int64_t M, int64_t K);
+// ... where the factors start in that region (the codes' bytes, 256-aligned)
+size_t wo_a8_factors_offset(int64_t M, int64_t K);
 
 // An upper bound of wo_workspace_bytes over every plan with M <= max_m (any activation type, any
 // forced family; outputs staged in f32 for cuBLAS only where staged_output), and of its tickets:

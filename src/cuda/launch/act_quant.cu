@@ -90,10 +90,31 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
 
 template <int XT, int P>
 void launch_fp8_typed(const ActQuantTuning& tune, cudaStream_t stream, bool pdl, const void* x, int64_t ldx, int64_t M,
-                      int64_t K, bool vec, uint8_t* q, int64_t ldq, float* scale,
+                      int64_t K, bool vec, uint8_t* q, int64_t ldq, float* scale, float2* factors,
                       int64_t ld_meta) {
   launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(
-      x, ldx, M, K, vec, band_of(tune, kFp8BandShift), tune.ctas_per_sm, stream, pdl, q, ldq, scale, ld_meta);
+      x, ldx, M, K, vec, band_of(tune, kFp8BandShift), tune.ctas_per_sm, stream, pdl, q, ldq, scale, factors,
+      ld_meta);
+}
+
+void launch_fp8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q, int64_t ldq, float* scale,
+                float2* factors, int64_t ld_meta, cudaStream_t stream, bool pdl, const ActQuantTuning& tune) {
+  const bool vec = vector_ok(x, x_type, ldx, q, ldq);
+  const bool two = pieces_of(tune, kFp8Pieces) == 2;
+  switch (x_type) {
+    case kF16:
+      if (two) launch_fp8_typed<kF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      else launch_fp8_typed<kF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      break;
+    case kBF16:
+      if (two) launch_fp8_typed<kBF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      else launch_fp8_typed<kBF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      break;
+    default:
+      launch_fp8_typed<kF32, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      break;
+  }
+  MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");
 }
 
 template <int XT, int P>
@@ -123,22 +144,32 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
                                cudaStream_t stream, bool pdl, const ActQuantTuning& tune) {
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
-  const bool vec = vector_ok(x, x_type, ldx, q, ldq);
-  const bool two = pieces_of(tune, kFp8Pieces) == 2;
-  switch (x_type) {
-    case kF16:
-      if (two) launch_fp8_typed<kF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      else launch_fp8_typed<kF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      break;
-    case kBF16:
-      if (two) launch_fp8_typed<kBF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      else launch_fp8_typed<kBF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      break;
-    default:
-      launch_fp8_typed<kF32, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, ld_meta);
-      break;
-  }
-  MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");
+  launch_fp8(x, x_type, ldx, M, K, q, ldq, scale, nullptr, ld_meta, stream, pdl, tune);
+}
+
+void launch_quantize_fp8_w4a8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q,
+                              int64_t ldq, float* factors, int64_t ld_meta, cudaStream_t stream,
+                              const ActQuantTuning& tune) {
+  check_common("launch_quantize_fp8_w4a8", x, x_type, ldx, M, K, q, ldq, ld_meta);
+  MIXQ_CHECK_ARG(factors != nullptr && reinterpret_cast<uintptr_t>(factors) % 8 == 0,
+                 "launch_quantize_fp8_w4a8: factors (", static_cast<void*>(factors), ") null or not 8-byte aligned");
+  launch_fp8(x, x_type, ldx, M, K, q, ldq, nullptr, reinterpret_cast<float2*>(factors), ld_meta, stream, false,
+             tune);
+}
+
+void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int64_t ld_scale, int64_t M, int64_t K,
+                         float* factors, int64_t ld_meta, cudaStream_t stream) {
+  MIXQ_CHECK_ARG(M >= 1 && K >= 1 && M <= (int64_t{1} << 30) && K <= (int64_t{1} << 30),
+                 "launch_w4a8_factors: M = ", M, ", K = ", K, " (1 ... 2^30 each)");
+  MIXQ_CHECK_ARG(q && scale && factors && reinterpret_cast<uintptr_t>(factors) % 8 == 0,
+                 "launch_w4a8_factors: null q / scale, or factors (", static_cast<void*>(factors),
+                 ") null or not 8-byte aligned");
+  MIXQ_CHECK_ARG(ldq >= K && ld_scale >= M && ld_meta >= M, "launch_w4a8_factors: ldq (", ldq, ") < K (", K,
+                 ") or ld_scale (", ld_scale, ") / ld_meta (", ld_meta, ") < M (", M, ")");
+  const int64_t threads = M * ((K + 127) / 128) * (128 / kChunk);
+  w4a8_factors_kernel<<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      q, ldq, scale, ld_scale, int(M), int(K), reinterpret_cast<float2*>(factors), ld_meta);
+  MIXQ_CUDA_CHECK_LAUNCH("w4a8_factors_kernel");
 }
 
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,

@@ -24,14 +24,14 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
   if (plan.max_tiles == 0) return;
   // X [rows][K] 16-bit of the whole call; boxes of 64 K x mt tokens from a tile's first row,
   // zero-filled past the last row and K
-  // (W4A8: e4m3 codes of 128-K stages and their block scales, sm90_wo_ws_maps.hpp)
+  // (W4A8: e4m3 codes of 128-K stages and their block factors, sm90_wo_ws_maps.hpp)
   const bool a8 = id.codes == kCodesU4F8;
-  MIXQ_CHECK(!a8 || p.x_scales, ErrorCode::Internal, "moe wo wgmma W4A8: no activation block scales");
+  MIXQ_CHECK(!a8 || p.x_factors, ErrorCode::Internal, "moe wo wgmma W4A8: no activation block factors");
   const CUtensorMap tm_x = a8 ? ws_a8_x_map(p.x, p.ldx, p.K, p.M, id.tile_m)
                               : make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, uint64_t(p.K), uint64_t(p.M),
                                                    uint64_t(p.ldx) * 2, kChunkK, uint32_t(id.tile_m),
                                                    CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap tm_s = a8 ? ws_a8_scale_map(p.x_scales, p.ld_x_scales, p.K, p.M, id.tile_m) : CUtensorMap{};
+  const CUtensorMap tm_s = a8 ? ws_a8_factor_map(p.x_factors, p.ld_x_factors, p.K, p.M, id.tile_m) : CUtensorMap{};
   bool launched = false;
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;

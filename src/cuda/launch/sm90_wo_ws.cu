@@ -65,11 +65,11 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   const int bits = id.codes == kCodesU4 || id.codes == kCodesU4F8 ? 4 : 8;
   const int mt = id.tile_m, cps = plan.chunks_per_stage;
   WsMaps tm{};
-  if (id.codes == kCodesU4F8) {  // W4A8: e4m3 codes and their block scales (quantized per call)
-    MIXQ_CHECK(p.x_scales && p.x_shift == 0 && !p.conv_on && cps == 2, ErrorCode::Internal,
-               "wo wgmma W4A8: needs the activations' block scales, whole groups and 128-K stages");
+  if (id.codes == kCodesU4F8) {  // W4A8: e4m3 codes and their block factors (quantized per call)
+    MIXQ_CHECK(p.x_factors && p.x_shift == 0 && !p.conv_on && cps == 2, ErrorCode::Internal,
+               "wo wgmma W4A8: needs the activations' block factors, whole groups and 128-K stages");
     tm.x = ws_a8_x_map(p.x, p.ldx, p.K, p.M, mt);
-    tm.s = ws_a8_scale_map(p.x_scales, p.ld_x_scales, p.K, p.M, mt);
+    tm.s = ws_a8_factor_map(p.x_factors, p.ld_x_factors, p.K, p.M, mt);
   } else if (p.conv_on) {
     // an NHWC image: boxes of mt output pixels x 64 channels of one tap (the same swizzled
     // [mt][64] tile as a row-major X's), zeros in the padding and past the last image

@@ -22,7 +22,7 @@ namespace mixq::cuda {
 
 // The kernel's TMA descriptors: activations, weight tiles, group-major pairs, and the output of
 // the TMA-store epilogue (built only where it runs).
-// W4A8: s, the activations' block scales.
+// W4A8: s, the activations' block factors.
 struct WsMaps {
   CUtensorMap x, w, p, y, s;
 };
@@ -63,7 +63,7 @@ constexpr bool moe_ws_variant_exists(int act, int mt, int codes, sm90::PairPath 
          ws_variant_exists(act, mt, codes, pp, two_ctas, fold);
 }
 
-// tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block scales); the experts' weight and pair
+// tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block factors); the experts' weight and pair
 // descriptors are in g.maps.
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const CUtensorMap& tm_s,

@@ -21,15 +21,14 @@ __device__ __forceinline__ void u4_slot_coords(int s, int lane, int* dr, int* dk
   *dr = lane / 4 + ((s & 1) ? 8 : 0);
   *dk = (lane % 4) * 2 + (((s >> 1) & 1) ? 8 : 0) + (s >= 4 ? 1 : 0);
 }
-// W4A8 (WoLayout::fp8_act): word j of a lane's 16 bytes holds, for rows r = lane / 4 (slot bit 0
-// clear) and r + 8, the four bytes b of register (j & 1) * 2 + row of the e4m3 MMA's k32 step
-// j / 2 (columns 32 (j / 2) + 16 (j & 1) + 4 (lane % 4) + b), byte b in slot row + 2 (b / 2) +
-// 4 (b % 2): each half2 of lop3(word >> 4 slot) is then two consecutive bytes of the register, as
-// in the 16-bit order (kernels/common/sm90_wgmma_dequant.cuh: fold_codes_k32_e4m3).
+// W4A8 (WoLayout::fp8_act): word j of a lane's 16 bytes holds, for rows r = lane / 4 (even
+// slots) and r + 8 (odd slots), the four bytes b of register (j & 1) * 2 + row of the e4m3 MMA's
+// k32 step j / 2 (columns 32 (j / 2) + 16 (j & 1) + 4 (lane % 4) + b), byte b in slot 2 b + row:
+// masking the word (shifted by 4 for r + 8) with 0x0F0F0F0F gives the register, each code in its
+// byte (kernels/common/sm90_wgmma_dequant.cuh: u4_bytes_k32).
 __device__ __forceinline__ void u4f8_slot_coords(int s, int word, int lane, int* dr, int* dk) {
-  const int b = 2 * ((s >> 1) & 1) + (s >> 2);
   *dr = lane / 4 + ((s & 1) ? 8 : 0);
-  *dk = 32 * (word >> 1) + 16 * (word & 1) + 4 * (lane % 4) + b;
+  *dk = 32 * (word >> 1) + 16 * (word & 1) + 4 * (lane % 4) + (s >> 1);
 }
 __device__ __forceinline__ void u8_slot_coords(int half_word, int b, int lane, int* dr, int* dk) {
   *dr = lane / 4 + (b >= 2 ? 8 : 0);

@@ -176,6 +176,33 @@ __device__ __forceinline__ float group_min(float v) {
   for (int o = G / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(kFull, v, o));
   return v;
 }
+// W4A8 block factors (act_quant.hpp): the sum of 16 e4m3 codes in units of 2^-9. Every e4m3
+// value is a multiple of 2^-9 of at most 448 (229376 units), so the f32 sum of 16 is exact
+// (< 2^22 units) and the integer is too: the block's sum does not depend on how lanes split it.
+__device__ __forceinline__ int e4m3_units16(const uint32_t (&packed)[4]) {
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const unsigned short two = static_cast<unsigned short>(packed[i] >> (16 * h));
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+      uint32_t hv;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hv) : "h"(two));
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hv));
+      s += f.x + f.y;
+#else
+      s += e4m3_to_f32(static_cast<uint8_t>(two & 0xFF)) + e4m3_to_f32(static_cast<uint8_t>(two >> 8));
+#endif
+    }
+  return __float2int_rn(s * 512.f);
+}
+// The factors of one (row, block) from its scale and code sum: 512 s (the W4A8 kernel's MMA sums
+// carry the codes u * 2^-9) and -s sum(a).
+__device__ __forceinline__ float2 w4a8_factors(float s, int units) {
+  return make_float2(512.f * s, -(s * (static_cast<float>(units) * 0.001953125f)));
+}
+
 template <int G>
 __device__ __forceinline__ int group_sum(int v) {
 #pragma unroll
@@ -362,10 +389,12 @@ __device__ __forceinline__ int piece_valid(const Task& t, int lane, int p, int M
 
 // Register caps: 3 CTAs (24 warps) per SM = at most 80 registers, for both quantizers (INT8 needed
 // 2 CTAs while it carried a double-precision fix-up path). SASS checked: no local memory.
+// scale and factors: either may be null (the FP8 block GEMMs take the scales, W4A8 the factors).
 template <int XT, int P>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
-                              int64_t ldq, float* __restrict__ scale, int64_t ld_meta) {
+                              int64_t ldq, float* __restrict__ scale, float2* __restrict__ factors,
+                              int64_t ld_meta) {
   constexpr int L = 128 / (kChunk * P), W = raw_words<XT>();
   const int M = geo.M, K = geo.K;
   // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
@@ -375,31 +404,59 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
                                                       const uint32_t(&w)[P][W]) {
     const float amax = group_max<L>(raw_amax<XT, P>(w));  // elements past K are 0
     const float s = __fdiv_rn(fmaxf(amax, 1e-10f), 448.0f);
-    if (piece_valid<128, P>(t, lane, 0, M, K) <= 0) return;
-    const float r_lo = __frcp_rd(s), r_hi = __frcp_ru(s);  // r_lo <= 1/s <= r_hi exactly
+    int units = 0;  // W4A8: the lane's code sum (every lane takes part in the group's shuffles)
+    if (piece_valid<128, P>(t, lane, 0, M, K) > 0) {
+      const float r_lo = __frcp_rd(s), r_hi = __frcp_ru(s);  // r_lo <= 1/s <= r_hi exactly
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const int n_valid = piece_valid<128, P>(t, lane, p, M, K);
-      if (n_valid <= 0) continue;
-      float v[kChunk];
-      to_float<XT>(w[p], v);
-      uint32_t packed[4], straddle[4], diff = 0;
+      for (int p = 0; p < P; ++p) {
+        const int n_valid = piece_valid<128, P>(t, lane, p, M, K);
+        if (n_valid <= 0) continue;
+        float v[kChunk];
+        to_float<XT>(w[p], v);
+        uint32_t packed[4], straddle[4], diff = 0;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float* e = v + 4 * i;
-        packed[i] = e4m3x4(__fmul_rn(e[0], r_lo), __fmul_rn(e[1], r_lo), __fmul_rn(e[2], r_lo),
-                           __fmul_rn(e[3], r_lo));
-        straddle[i] = packed[i] ^ e4m3x4(__fmul_rn(e[0], r_hi), __fmul_rn(e[1], r_hi),
-                                         __fmul_rn(e[2], r_hi), __fmul_rn(e[3], r_hi));
-        diff |= straddle[i];
+        for (int i = 0; i < 4; ++i) {
+          const float* e = v + 4 * i;
+          packed[i] = e4m3x4(__fmul_rn(e[0], r_lo), __fmul_rn(e[1], r_lo), __fmul_rn(e[2], r_lo),
+                             __fmul_rn(e[3], r_lo));
+          straddle[i] = packed[i] ^ e4m3x4(__fmul_rn(e[0], r_hi), __fmul_rn(e[1], r_hi),
+                                           __fmul_rn(e[2], r_hi), __fmul_rn(e[3], r_hi));
+          diff |= straddle[i];
+        }
+        if (n_valid < kChunk) fp8_piece_exact(v, n_valid, s, packed);  // past K
+        else if (diff != 0) fp8_fix_straddles(v, s, straddle, packed);  // rare: near a boundary
+        store_chunk(q + static_cast<int64_t>(t.m) * ldq, t.kb * 128 + (p * L + lane) * kChunk, geo.vec,
+                    packed);
+        if (factors) units += e4m3_units16(packed);
       }
-      if (n_valid < kChunk) fp8_piece_exact(v, n_valid, s, packed);  // past K
-      else if (diff != 0) fp8_fix_straddles(v, s, straddle, packed);  // rare: near a boundary
-      store_chunk(q + static_cast<int64_t>(t.m) * ldq, t.kb * 128 + (p * L + lane) * kChunk, geo.vec,
-                  packed);
+      if (scale && lane == 0) scale[t.kb * ld_meta + t.m] = s;
     }
-    if (lane == 0) scale[t.kb * ld_meta + t.m] = s;
+    if (factors) {  // the same for the whole launch
+      units = group_sum<L>(units);
+      if (lane == 0 && t.m < M) factors[t.kb * ld_meta + t.m] = w4a8_factors(s, units);
+    }
   });
+}
+
+// W4A8 factors of codes quantized elsewhere (linear on QuantizedActivations): one 8-lane group per
+// (row, 128-wide block), 16 codes per lane; codes at or past K count as zero.
+__global__ void __launch_bounds__(kThreads)
+    w4a8_factors_kernel(const uint8_t* __restrict__ q, int64_t ldq, const float* __restrict__ scale,
+                        int64_t ld_scale, int M, int K, float2* __restrict__ factors, int64_t ld_meta) {
+  constexpr int L = 128 / kChunk;
+  const int nb = (K + 127) / 128;
+  const int64_t g = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / L;
+  const int lane = static_cast<int>(threadIdx.x) % L;
+  const bool live = g < static_cast<int64_t>(M) * nb;
+  const int m = live ? static_cast<int>(g / nb) : 0, kb = live ? static_cast<int>(g % nb) : 0;
+  const int c0 = kb * 128 + lane * kChunk;
+  uint32_t packed[4] = {0, 0, 0, 0};
+  if (live)
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j)
+      if (c0 + j < K) packed[j / 4] |= static_cast<uint32_t>(q[static_cast<int64_t>(m) * ldq + c0 + j]) << (8 * (j % 4));
+  const int units = group_sum<L>(e4m3_units16(packed));
+  if (live && lane == 0) factors[kb * ld_meta + m] = w4a8_factors(scale[kb * ld_scale + m], units);
 }
 
 template <int XT, int BLOCK, int P>

@@ -177,10 +177,12 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
 
 // Per-row constants of a folded stage: the f32 scale applied to the stage sums (s, or s / 16 for
 // f16 int4 registers 1 and 3, which carry 16 (u - zc)) and the 16-bit value subtracted from the
-// biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused).
+// biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused); W4A8: the integer
+// zero zc itself, which the fold takes off as zc times the activation block's sum.
 struct FoldRow {
   float scale;
   uint32_t sub2;
+  float zc;
 };
 template <typename T, int CODES>
 __device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
@@ -188,7 +190,9 @@ __device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
   const float zc = integer_zero(so);
   const bool x16 = CODES == 4 && std::is_same_v<T, half> && odd_rows;
   r.scale = x16 ? so.x * 0.0625f : so.x;
-  if constexpr (std::is_same_v<T, half> || CODES == kCodesU4F8) {  // W4A8: u - zc exact in f16, then e4m3
+  if constexpr (CODES == kCodesU4F8) {
+    r.zc = zc;
+  } else if constexpr (std::is_same_v<T, half>) {
     const __half h = __float2half_rn(x16 ? 1024.f + 16.f * zc : 1024.f + zc);  // exact: < 2048
     r.sub2 = uint32_t(__half_as_ushort(h)) * 0x10001u;
   } else {
@@ -222,36 +226,21 @@ __device__ __forceinline__ void fold_codes_k16(const uint32_t* w, int j, const F
   }
 }
 
-// ---- W4A8 (kCodesU4F8): the fold's A operand for the e4m3 MMA. u - zc (|u - zc| <= 15) is exact
-// in e4m3, so the stage's e4m3 MMA sums are exact products of the integers and the e4m3
-// activations; the fold then applies the row's group scale and the token's block scale.
-
-// Two f16 values to two e4m3 bytes (low half -> low byte); exact here (integers of at most 15).
-__device__ __forceinline__ uint32_t f16x2_to_e4m3x2(uint32_t v) {
-  unsigned short r;
-  asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(r) : "r"(v));
-  return r;
-}
+// ---- W4A8 (kCodesU4F8): the fold's A operand for the e4m3 MMA. The byte of a 4-bit code u
+// (0000uuuu) read as e4m3 is exactly u * 2^-9: u < 8 is the subnormal u/8 * 2^-6, u >= 8 the
+// normal (1 + (u - 8)/8) * 2^-6. So the A registers are the code nibbles spread to bytes, one
+// lop3 per four codes, with no conversion instruction (the f16 -> e4m3 conversion it replaces ran
+// at a quarter of the ALU rate and took as many cycles as the MMAs). The MMA sums u * a * 2^-9;
+// the fold scales them by 512 s_a and takes zc s_a * sum(a) off (the activation factors of the
+// stage, act_quant.hpp), then applies the row scale.
 
 // A registers of k32 step jj of a 64-K chunk (code words w in the kCodesU4F8 order, wo_repack.cu):
-// register i holds rows r (i even: f0) or r + 8 (f8), bytes b = 0..3 at columns 16 (i / 2) + 4 t
-// + b of the step; word 2 jj + i / 2 carries them in nibble slots row + 2 (b / 2) + 4 (b % 2), so
-// lop3(word >> 4 slot) gives bytes 0, 1 (slot row) and 2, 3 (slot row + 2) as biased f16 pairs,
-// (1024 + u) - (1024 + zc) is exact on the f16x2 pipe and the conversion to e4m3 exact too.
-__device__ __forceinline__ void fold_codes_k32_e4m3(const uint32_t* w, int jj, const FoldRow& f0, const FoldRow& f8,
-                                                    uint32_t (&dst)[4]) {
+// register i holds rows r (i even) or r + 8 (i odd), bytes b = 0..3 at columns 16 (i / 2) + 4 t + b
+// of the step; word 2 jj + i / 2 carries byte b of row r in nibble slot 2 b and of row r + 8 in
+// slot 2 b + 1, so one mask (after a 4-bit shift for r + 8) spreads the four codes to the bytes.
+__device__ __forceinline__ void u4_bytes_k32(const uint32_t* w, int jj, uint32_t (&dst)[4]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const FoldRow& fr = (i & 1) ? f8 : f0;
-    const uint32_t word = w[2 * jj + (i >> 1)];
-    const uint32_t lo = lop3<kLopAndOr>(word >> (4 * (i & 1)), 0x000F000Fu, 0x64006400u);
-    const uint32_t hi = lop3<kLopAndOr>(word >> (4 * (i & 1) + 8), 0x000F000Fu, 0x64006400u);
-    const __half2 sub = *reinterpret_cast<const __half2*>(&fr.sub2);
-    const __half2 vlo = __hsub2(*reinterpret_cast<const __half2*>(&lo), sub);
-    const __half2 vhi = __hsub2(*reinterpret_cast<const __half2*>(&hi), sub);
-    dst[i] = f16x2_to_e4m3x2(*reinterpret_cast<const uint32_t*>(&vlo)) |
-             (f16x2_to_e4m3x2(*reinterpret_cast<const uint32_t*>(&vhi)) << 16);
-  }
+  for (int i = 0; i < 4; ++i) dst[i] = (w[2 * jj + (i >> 1)] >> (4 * (i & 1))) & 0x0F0F0F0Fu;
 }
 
 }  // namespace mixq::cuda::sm90

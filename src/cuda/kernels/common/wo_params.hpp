@@ -65,10 +65,11 @@ struct WoStreamParams {
   // chunk, so a chunk never straddles two taps). Zero (off) for every other call.
   int conv_on;
   Im2colConv conv;
-  // W4A8 (kCodesU4F8 weights): X holds e4m3 codes (ldx bytes a row), these their f32 block scales
-  // per (row, 128-wide K block) at [kb * ld_x_scales + row] (launch/act_quant.hpp's layout).
-  const float* x_scales;
-  int64_t ld_x_scales;
+  // W4A8 (kCodesU4F8 weights): X holds e4m3 codes (ldx bytes a row), these the two f32 block
+  // factors (512 s_a, -s_a sum(a)) per (row, 128-wide K block) at [kb][ld_x_factors][2]
+  // (launch/act_quant.hpp).
+  const float* x_factors;
+  int64_t ld_x_factors;
 };
 
 }  // namespace mixq::cuda

@@ -22,9 +22,10 @@
 // token tiles, and tiles cut into few pieces; the plan decides), or by stream_k_fixup_kernel
 // after the grid.
 // W4A8 (CODES = kCodesU4F8, T = __nv_fp8_e4m3; docs/decisions/w4a8.md): X is e4m3 codes quantized
-// per token per 128 (tm_s: their block scales, loaded into each stage after its pairs), the
-// stage is one 128-K group, the consumers convert u - zc to e4m3 and fold the stage's e4m3 MMA
-// sums with the row's group scale times the token's block scale.
+// per token per 128 (tm_s: the tokens' block factors 512 s_a and -s_a sum(a), loaded into each
+// stage after its pairs), the stage is one 128-K group, the consumers' A registers are the code
+// nibbles spread to bytes (u * 2^-9 as e4m3), and the fold turns the stage's MMA sums into
+// s_w (512 s_a acc - zc s_a sum(a)).
 // GROUPED (the mixture-of-experts GEMM, dispatch/moe_plan.cpp): the same CTA walks whole tiles of
 // the device-side (expert, token tile) list x N blocks instead (sm90_wo_ws_work.cuh), each item's
 // weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows.
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   constexpr int CPS = Tile::kCps;
   constexpr int NBUF = Tile::kBufs;
   // W4A8 (e4m3 activations, T = __nv_fp8_e4m3): the stage's X is one [MT][128] e4m3 box, its
-  // block scales follow the pairs, the A operand is u - zc in e4m3 (fold mode), MMAs are k32
+  // block factors follow the pairs, the A operand is u * 2^-9 in e4m3 (fold mode), MMAs are k32
   constexpr bool A8 = Tile::kA8;
   static_assert(!A8 || (FOLD && CPS == 2 && PP == sm90::PairPath::F32), "W4A8: fold mode, 128-K stages, f32 pairs");
   constexpr int kSteps = A8 ? 2 * CPS : 4 * CPS;  // k16 (k32 for W4A8) steps per stage
@@ -96,8 +97,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const uint32_t psz = ws_pair_bytes(PP, p.pair_f32);
   const uint32_t pbytes = ws_stage_pair_bytes(PP, p.pair_f32, p.group_shift, CPS);
   const uint32_t p_stage = ws_stage_meta_bytes(pbytes, MT, A8);
-  const uint32_t s_off = (pbytes + 127u) & ~127u;  // W4A8: the stage's activation scales
-  constexpr uint32_t sbytes = A8 ? MT * 4 : 0;
+  const uint32_t s_off = (pbytes + 127u) & ~127u;  // W4A8: the stage's activation factors
+  constexpr uint32_t sbytes = A8 ? MT * 8 : 0;
   const uint32_t y_bytes = ws_y_stage_bytes(sched.y_rows);
   const int S = ws_ring_stages<MT, CODES, SHAPE>(p_stage, y_bytes, sched.max_stages);
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -155,7 +156,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::tma_load_2d(p_tiles + stage * p_stage, pair_map(it), fb, it.nb * 128, (c * CPS * kChunkK) >> gs);
     };
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
-      if constexpr (A8) {  // the stage's 128 K of e4m3 codes, then its block's scales of the tokens
+      if constexpr (A8) {  // the stage's 128 K of e4m3 codes, then its block's factors of the tokens
         sm90::tma_load_2d(x_tiles + stage * Tile::kXStage, &tm_x, fb, c * CPS * kChunkK, it.row0);
         sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, it.row0, c);
         return;
@@ -245,16 +246,18 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
     auto dequant = [&](int s, uint32_t (&dst)[kSteps][4], sm90::FoldRow (&fr)[2]) {
       if constexpr (FOLD) {  // one group for the whole stage
-        const uint32_t pp = p_row + uint32_t(s) * p_stage;
-        fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
-        fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
+        if constexpr (!A8) {  // W4A8's conversion needs no pairs: its fold reads them (registers)
+          const uint32_t pp = p_row + uint32_t(s) * p_stage;
+          fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
+          fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
+        }
 #pragma unroll
         for (int h = 0; h < CPS; ++h) {
           uint32_t w[BITS == 4 ? 4 : 8];
           load_codes(s, h, w);
           if constexpr (A8) {
 #pragma unroll
-            for (int j = 0; j < 2; ++j) sm90::fold_codes_k32_e4m3(w, j, fr[0], fr[1], dst[2 * h + j]);
+            for (int j = 0; j < 2; ++j) sm90::u4_bytes_k32(w, j, dst[2 * h + j]);
           } else {
 #pragma unroll
             for (int j = 0; j < 4; ++j) sm90::fold_codes_k16<T, CODES>(w, j, fr[0], fr[1], dst[4 * h + j]);
@@ -320,20 +323,32 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::wgmma_commit();
       fence_acc();
     };
-    // fold mode: a completed stage's sums, times the row scales (W4A8: and the tokens' block
-    // scales of the stage, read from its slot before it is released), into the tile's sums
-    // (accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane % 4)
-    // + (e & 1))
-    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage) {
+    // fold mode: a completed stage's sums, times the row scales, into the tile's sums (W4A8: the
+    // stage's tokens' factors (512 s_a, -s_a sum(a)), read from its slot before it is released,
+    // give s_w (512 s_a acc - zc s_a sum(a)) = s_w (u - zc) . a s_a; three FP32 instructions per
+    // sum). Accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane %
+    // 4) + (e & 1).
+    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&held)[2], int stage) {
       if constexpr (FOLD) {
-        const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(2 * (lane & 3)) * 4u;
+        sm90::FoldRow fr[2];
+        if constexpr (A8) {  // the stage's pairs, from its slot (not held in registers across stages)
+          const uint32_t pp = p_row + uint32_t(stage) * p_stage;
+          fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
+          fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
+        } else {
+          fr[0] = held[0];
+          fr[1] = held[1];
+        }
+        const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(lane & 3) * 16u;
 #pragma unroll
         for (int q = 0; q < MT / 8; ++q) {
-          float ts[2] = {1.f, 1.f};
+          float fa[2] = {1.f, 1.f}, fd[2] = {0.f, 0.f};  // the two tokens' factors
           if constexpr (A8) {
-            const uint2 v = sm90::lds64(sa + uint32_t(q) * 32u);
-            ts[0] = __uint_as_float(v.x);
-            ts[1] = __uint_as_float(v.y);
+            const uint4 v = sm90::lds128(sa + uint32_t(q) * 64u);
+            fa[0] = __uint_as_float(v.x);
+            fd[0] = __uint_as_float(v.y);
+            fa[1] = __uint_as_float(v.z);
+            fd[1] = __uint_as_float(v.w);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -341,8 +356,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
             float t = d_acc[0][i];
 #pragma unroll
             for (int k = 1; k < kSets; ++k) t += d_acc[k][i];
-            const float scale = A8 ? fr[e >> 1].scale * ts[e & 1] : fr[e >> 1].scale;
-            accm[i] = fmaf(t, scale, accm[i]);
+            const sm90::FoldRow& r = fr[e >> 1];
+            if constexpr (A8) t = fmaf(fa[e & 1], t, r.zc * fd[e & 1]);
+            accm[i] = fmaf(t, r.scale, accm[i]);
           }
         }
       }

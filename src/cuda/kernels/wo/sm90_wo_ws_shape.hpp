@@ -105,9 +105,9 @@ MIXQ_HD constexpr uint32_t ws_stage_pair_bytes(sm90::PairPath pp, bool pair_f32,
   return uint32_t(ws_stage_groups(cps, group_shift) * kWsRowTiles * kTileRows) * ws_pair_bytes(pp, pair_f32);
 }
 // A stage's metadata slot: its pairs (128-byte aligned), then for W4A8 the activations' block
-// scales of the stage's mt tokens (f32).
+// factors of the stage's mt tokens (two f32 each, act_quant.hpp).
 MIXQ_HD constexpr uint32_t ws_stage_meta_bytes(uint32_t pair_bytes, int mt, bool a8) {
-  return ((pair_bytes + 127u) & ~127u) + (a8 ? ((uint32_t(mt) * 4u + 127u) & ~127u) : 0u);
+  return ((pair_bytes + 127u) & ~127u) + (a8 ? ((uint32_t(mt) * 8u + 127u) & ~127u) : 0u);
 }
 // The output staging tile of one consumer warpgroup in the TMA-store epilogue: [y_rows tokens][64
 // rows] 16-bit, 128-byte rows in the 128-byte swizzle (a 1024-byte multiple); none without it.
