@@ -240,7 +240,12 @@ __device__ __forceinline__ void fold_codes_k16(const uint32_t* w, int j, const F
 // slot 2 b + 1, so one mask (after a 4-bit shift for r + 8) spreads the four codes to the bytes.
 __device__ __forceinline__ void u4_bytes_k32(const uint32_t* w, int jj, uint32_t (&dst)[4]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) dst[i] = (w[2 * jj + (i >> 1)] >> (4 * (i & 1))) & 0x0F0F0F0Fu;
+  for (int i = 0; i < 4; ++i) {
+    dst[i] = (w[2 * jj + (i >> 1)] >> (4 * (i & 1))) & 0x0F0F0F0Fu;
+    // pinned here: left to ptxas, the masks sank next to the wgmma that reads them and it
+    // serialized every wgmma of the kernel behind an inserted warpgroup arrive (C7520)
+    asm volatile("" : "+r"(dst[i])::"memory");
+  }
 }
 
 }  // namespace mixq::cuda::sm90

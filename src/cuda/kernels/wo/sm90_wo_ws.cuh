@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
       if constexpr (A8) {  // the stage's 128 K of e4m3 codes, then its block's factors of the tokens
         sm90::tma_load_2d(x_tiles + stage * Tile::kXStage, &tm_x, fb, c * CPS * kChunkK, it.row0);
-        sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, it.row0, c);
+        sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, 2 * it.row0, c);  // (A, D) pairs
         return;
       }
       if (!GROUPED && p.conv_on) {  // implicit-GEMM convolution: each chunk is one tap's channels
@@ -246,11 +246,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // Dequantizes stage s into dst (reads the stage's codes and pairs from shared memory).
     auto dequant = [&](int s, uint32_t (&dst)[kSteps][4], sm90::FoldRow (&fr)[2]) {
       if constexpr (FOLD) {  // one group for the whole stage
-        if constexpr (!A8) {  // W4A8's conversion needs no pairs: its fold reads them (registers)
-          const uint32_t pp = p_row + uint32_t(s) * p_stage;
-          fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
-          fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
-        }
+        const uint32_t pp = p_row + uint32_t(s) * p_stage;
+        fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
+        fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
 #pragma unroll
         for (int h = 0; h < CPS; ++h) {
           uint32_t w[BITS == 4 ? 4 : 8];
@@ -328,17 +326,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // give s_w (512 s_a acc - zc s_a sum(a)) = s_w (u - zc) . a s_a; three FP32 instructions per
     // sum). Accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane %
     // 4) + (e & 1).
-    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&held)[2], int stage) {
+    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage) {
       if constexpr (FOLD) {
-        sm90::FoldRow fr[2];
-        if constexpr (A8) {  // the stage's pairs, from its slot (not held in registers across stages)
-          const uint32_t pp = p_row + uint32_t(stage) * p_stage;
-          fr[0] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp, p.pair_f32), false);
-          fr[1] = sm90::fold_row<T, CODES>(sm90::read_pair_raw(pp + 8 * psz, p.pair_f32), true);
-        } else {
-          fr[0] = held[0];
-          fr[1] = held[1];
-        }
         const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(lane & 3) * 16u;
 #pragma unroll
         for (int q = 0; q < MT / 8; ++q) {
