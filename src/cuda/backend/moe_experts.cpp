@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/moe_prepared.hpp"
+#include "mixq/numeric.hpp"
 #include "cuda/backend/moe_wo_view.hpp"
 #include "cuda/backend/common.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
@@ -79,10 +80,26 @@ class CudaExperts final : public PreparedExpertsImpl {
   // The grouped wgmma kernel's descriptors of every expert (its weight tiles, its pairs and their
   // bf16 integer-zero copy), in device memory for the kernel to read by expert: on sm_90a where
   // every expert has the group-major pairs and no act-order gather (the kernel reads X in place).
-  void build_wgmma_maps(const std::vector<cuda::WoExpertView>& views) {
+  // The kernel reads every expert's pairs with the launch's one element size, but an expert
+  // stores half pairs where all of its values are exact in f16 and f32 pairs otherwise (data
+  // dependent: zero-point offsets s (cmin - z) often are not): where the experts differ, the half
+  // ones get an f32 group-major copy for their descriptors. (With the sizes mixed, an expert's
+  // pair loads brought more bytes than its stage expected: the kernel faulted.)
+  void build_wgmma_maps(std::vector<cuda::WoExpertView>& views) {
     if (!caps_.sm90a || first_.w.gather || first_.w.group_shift < 4) return;
-    for (const cuda::WoExpertView& v : views)
+    bool wide = false;
+    for (const cuda::WoExpertView& v : views) {
       if (!v.pairs_gm || v.pairs_gm_ld % 128 != 0) return;
+      wide = wide || v.pair_f32;
+    }
+    for (cuda::WoExpertView& v : views)
+      if (wide && !v.pair_f32) {
+        wide_pairs_.push_back(widened_pairs(v));
+        v.pairs_gm = wide_pairs_.back().data();
+        v.pair_f32 = true;
+      }
+    first_.pair_f32 = wide;
+    first_.w.L.pair_f32 = wide;
     std::vector<CUtensorMap> maps(size_t(E) * cuda::kMoeMapsPerExpert);
     std::memset(maps.data(), 0, maps.size() * sizeof(CUtensorMap));
     for (int64_t e = 0; e < E; ++e) {
@@ -100,6 +117,18 @@ class CudaExperts final : public PreparedExpertsImpl {
     // 64-byte aligned descriptors: a device allocation is 256-byte aligned, a descriptor 128 bytes
     maps_ = DeviceBuffer(maps.size() * sizeof(CUtensorMap), device_);
     maps_.copy_from_host(maps.data(), maps.size() * sizeof(CUtensorMap));
+  }
+
+  // An expert's half group-major pairs as f32 pairs (the same values: f16 converts exactly).
+  DeviceBuffer widened_pairs(const cuda::WoExpertView& v) const {
+    const size_t n = size_t(v.w.L.groups * v.pairs_gm_ld);
+    std::vector<uint16_t> half(2 * n);
+    MIXQ_CUDA_CHECK(cudaMemcpy(half.data(), v.pairs_gm, half.size() * 2, cudaMemcpyDeviceToHost));
+    std::vector<float> wide(2 * n);
+    for (size_t i = 0; i < wide.size(); ++i) wide[i] = f16_to_f32(half[i]);
+    DeviceBuffer b(wide.size() * 4, device_);
+    b.copy_from_host(wide.data(), wide.size() * 4);
+    return b;
   }
 
   // x_aligned: X's rows are 16-byte aligned (the wgmma kernel's TMA loads)
@@ -238,6 +267,7 @@ class CudaExperts final : public PreparedExpertsImpl {
   cuda::DeviceCaps caps_;
   DeviceBuffer tables_;
   DeviceBuffer maps_;  // [E][kMoeMapsPerExpert] CUtensorMap (empty: the streaming kernel only)
+  std::vector<DeviceBuffer> wide_pairs_;  // f32 copies of half experts' pairs (build_wgmma_maps)
 };
 
 }  // namespace
