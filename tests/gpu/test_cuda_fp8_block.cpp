@@ -254,9 +254,12 @@ TEST(CudaFp8Block, ActivationAndOutputTypes) {
     for (DType yt : {DType::F16, DType::BF16, DType::F32}) run({70, 200, 520, xt, yt, true}, seed++);
 }
 
+// act = fp8-block takes e4m3 block weights and the 4-bit W4A8 forms (tests/gpu/test_cuda_w4a8.cpp);
+// every other weight is refused at prepare.
 TEST(CudaFp8Block, RejectsNonFp8Weights) {
   SKIP_WITHOUT_HOPPER();
-  EXPECT_THROW(prepare(random_weight(64, "w4g128", 3), fp8_block_options()), Error);
+  for (const char* scheme : {"w8g128", "w4g64", "w4g128asym"})
+    EXPECT_THROW(prepare(random_weight(64, scheme, 3), fp8_block_options()), Error) << scheme;
 }
 
 // The skinny kernel (M <= 64: the weights as the MMA's wide operand, stream-K over every SM) at
