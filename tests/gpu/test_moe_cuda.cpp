@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/moe_wo_view.hpp"
 #include "device_checks.hpp"
 #include "test_tuning.hpp"
 #include "mixq/error.hpp"
@@ -188,6 +189,60 @@ TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
                 << cs.scheme << " tile " << tile << " x " << dtype_name(xt) << " y " << dtype_name(yt) << " row "
                 << i / cs.N << " n " << i % cs.N;
         }
+  }
+}
+
+// Experts whose pairs are stored at different widths: zero-point experts whose weights are all
+// non-negative have zero points 0, so their (s, -z s) pairs are exact in half; the others' are
+// not. The grouped wgmma kernel reads every expert at the launch's one width, so the half experts
+// get f32 copies for its descriptors (backend/moe_experts.cpp).
+TEST(CudaMoe, WgmmaExpertsWithMixedPairWidths) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int32_t> counts = {70, 3, 0, 130};
+  const int64_t E = int64_t(counts.size()), N = 136, K = 512;
+  std::vector<int32_t> off(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
+  const int64_t R = off.back();
+  std::vector<QuantizedWeight> experts;
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<float> w = randn(size_t(N * K), 40 + uint32_t(e), 0.05f);
+    if (e % 2 == 0)
+      for (float& v : w) v = std::fabs(v);
+    experts.push_back(quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme("w4g128zp")));
+  }
+  auto half_pairs = [&](int64_t e) {
+    return !cuda::weight_only_expert_view(prepare(experts[size_t(e)], on(BackendKind::CUDA)).impl()).pair_f32;
+  };
+  ASSERT_TRUE(half_pairs(0) && !half_pairs(1)) << "the experts' pair widths do not differ: the test misses its case";
+  const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
+  const std::vector<uint16_t> x16 = [&] {
+    const std::vector<float> xf = randn(size_t(R * K), 6);
+    std::vector<uint16_t> h(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i) h[i] = f32_to_f16(xf[i]);
+    return h;
+  }();
+  std::vector<float> xr(x16.size()), yc(size_t(R * N));
+  for (size_t i = 0; i < x16.size(); ++i) xr[i] = f16_to_f32(x16[i]);
+  grouped_linear(TensorView(xr.data(), DType::F32, {R, K}), cpu, TensorView(yc.data(), DType::F32, {R, N}),
+                 MoeRows::contiguous(TensorView(off.data(), DType::I32, {E + 1})));
+  DeviceBuffer doff = upload(off), dx = upload(x16);
+  for (const char* tile : {"16", "64", "128"}) {
+    const PreparedExperts gpu = prepare_experts(
+        experts, test::with_tuning(on(BackendKind::CUDA), std::string("moe_wgmma_min_rows=1,moe_token_tile=") + tile));
+    ASSERT_NE(gpu.kernel_name(R).find("sm90_wo_ws"), std::string::npos) << gpu.kernel_name(R);
+    DeviceBuffer dy(size_t(R * N) * 4), ws(grouped_linear_workspace_size(gpu, R));
+    ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);
+    ExecContext ctx;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+    grouped_linear(TensorView(dx.data(), DType::F16, {R, K}, Device::CUDA), gpu,
+                   TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA),
+                   MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), Epilogue{}, ctx);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> y = download<float>(dy, size_t(R * N));
+    for (int64_t i = 0; i < R * N; ++i)
+      ASSERT_NEAR(y[size_t(i)], yc[size_t(i)], 3e-3 * (1 + std::fabs(yc[size_t(i)])))
+          << "tile " << tile << " row " << i / N << " n " << i % N;
   }
 }
 
