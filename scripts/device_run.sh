@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU-machine runner: builds every target with CUDA (or reuses a build already there), then the
 # named steps, each writing its log / JSON under $OUT and a short summary on stdout.
-#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers] [moe] [conv]
+#   bash scripts/device_run.sh [test] [sanitize] [bench_wo] [bench_w8a8] [peers] [moe] [w4a8] [conv]
 # Env: MIXQ_CUDA_ARCHS (default "80;90a"), MIXQ_BUILD_DIR (default build-gpu), JOBS (default 16),
 #   CTEST_REGEX (test: only the tests it matches).
 #   bench_wo:   the nine layers of anchors.md x M = 1 ... 4096, W4/W8 g128, f16 and bf16, cuBLAS
@@ -15,6 +15,9 @@
 #   tp:         tensor parallel: shard and multi-GPU tests, a memcheck, `mixq bench --tp`
 #   ggml:       GGUF weights at native width: GPU tests, memcheck, mixq vs llama.cpp CUDA
 #               (LLAMA_SRC + LLAMA_BUILD: llama.cpp built by scripts/build_llamacpp.sh ... cuda)
+#   w4a8:       W4A8 (4-bit weights x e4m3 activations): its GPU tests (plain and grouped), a
+#               memcheck of a subset, the bench of bench/results/cuda_w4a8.md into cuda_w4a8.json
+#               and the grouped W4A16 / W4A8 MoE bench on DeepSeek-V3 into moe_w4a8.json
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
 #               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
 set -uo pipefail
@@ -85,6 +88,19 @@ for step in "$@"; do
         ${MOE_MODELS:+--models "$MOE_MODELS"} ${MOE_SCHEMES:+--schemes "$MOE_SCHEMES"} \
         --json "$OUT/moe_bench.json" > "$OUT/moe_bench.log" 2>&1
       echo "moe bench rc=$?"; tail -5 "$OUT/moe_bench.log" ;;
+    w4a8)
+      timeout 300 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaW4A8.*:CudaMoe.W4A8*' > "$OUT/w4a8_tests.log" 2>&1
+      echo "w4a8 gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) |Failure" "$OUT/w4a8_tests.log" | head -20
+      timeout 300 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
+        --gtest_filter='CudaW4A8.ActivationFactorsMatchHost:CudaW4A8.QuantizedActivationsAndGraphsSameBits:CudaMoe.W4A8*' \
+        > "$OUT/w4a8_memcheck.log" 2>&1
+      echo "w4a8 memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/w4a8_memcheck.log" | tail -2
+      timeout 300 "$BUILD/mixq" bench --backend cuda --act bf16 --shapes 4096x7168,7168x2048,8192x8192 \
+        --m 1,16,256,1024,4096 --schemes w4g128,w4g128:fp8,fp8b128:fp8 --json "$OUT/cuda_w4a8.json" > "$OUT/w4a8_bench.log" 2>&1
+      echo "w4a8 bench rc=$?"; grep -E "^w4g128:fp8" "$OUT/w4a8_bench.log" | awk '{print $2, $3, $4 " us", $NF}'
+      timeout 300 "$BUILD/mixq" bench --op moe --backend cuda --models deepseek-v3 --m "${MOE_MS:-64,512,4096}" \
+        --routing uniform --schemes w4g128,w4g128:fp8 --json "$OUT/moe_w4a8.json" > "$OUT/moe_w4a8.log" 2>&1
+      echo "w4a8 moe bench rc=$?"; tail -8 "$OUT/moe_w4a8.log" ;;
     conv)
       # the CUDA conv2d tests, then memcheck and racecheck of the conv kernels on a subset (both
       # layouts, both K orders, every dtype, odd shapes, two streams)
