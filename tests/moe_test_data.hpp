@@ -2,21 +2,15 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "mixq/quantize.hpp"
+#include "test_random.hpp"
 
 namespace mixq::moe_test {
 
-inline std::vector<float> randn(size_t n, uint32_t seed, float sd = 1.f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using test::randn;
 
 // E experts [N][K] of `scheme`, weights N(0, 0.05); expert e drawn with seed + e * seed_stride.
 inline std::vector<QuantizedWeight> make_experts(const std::string& scheme, int64_t E, int64_t N,

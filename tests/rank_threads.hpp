@@ -8,21 +8,14 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
-namespace mixq::test {
+#include "test_random.hpp"
 
-inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+namespace mixq::test {
 
 // A reusable barrier of `n` rank threads. A wait throws instead of returning when a rank has
 // failed (abort) or when the others have not arrived within a minute: a rank that went on alone

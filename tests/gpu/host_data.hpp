@@ -4,21 +4,13 @@
 
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "mixq/dtype.hpp"
 #include "mixq/numeric.hpp"
+#include "test_random.hpp"
 
 namespace mixq::test {
-
-inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // x as F32, F16 or BF16 bytes (16-bit: round to nearest even)
 inline std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {

@@ -15,6 +15,7 @@
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/device_checks.hpp"
 #include "gpu/host_data.hpp"
+#include "gpu/linear_call.hpp"
 #include "gpu/per_row_scales.hpp"
 #include "gpu/chained_calls.hpp"
 #include "mixq/error.hpp"
@@ -67,42 +68,14 @@ void run(const Case& c, uint32_t seed) {
   const PreparedWeight pw = prepare(w, o);
   if (!c.force.empty()) EXPECT_EQ(pw.kernel_name(c.M), c.force);
 
-  std::vector<float> xf = randn(size_t(c.M * c.K), seed + 1);
-  for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
-    for (int64_t k = 0; k < c.K; ++k) xf[size_t(m * c.K + k)] *= std::pow(10.f, float(m % 6) - 3.f);
-  std::vector<uint8_t> xb = to_bytes(xf, c.xt);
-  const size_t yb = size_t(c.M * N) * (dtype_bits(c.yt) / 8);
-  DeviceBuffer dx(xb.size()), dy(yb);
-  dx.copy_from_host(xb.data(), xb.size());
-  ASSERT_EQ(cudaMemset(dy.data(), 0xFF, yb), cudaSuccess);  // NaN poison in every float type
-  std::vector<float> bias_h;
-  DeviceBuffer dbias;
-  Epilogue ep;
-  ep.clamp_lo = c.lo;
-  ep.clamp_hi = c.hi;
-  if (c.bias) {
-    bias_h = randn(size_t(N), seed + 3, 4.f);
-    dbias = DeviceBuffer(bias_h.size() * 4);
-    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
-    ep.bias = dbias.view(DType::F32, {N});
-  }
-  ExecContext ctx;
-  DeviceBuffer ws;
-  if (c.caller_workspace) {
-    ws = DeviceBuffer(linear_workspace_size(pw, c.M));
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size();
-  }
-  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, N}), ep, ctx);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint8_t> y(yb);
-  dy.copy_to_host(y.data(), yb);
+  const test::LinearCall call(c.M, c.K, N, c.xt, c.yt, c.bias, c.lo, c.hi, seed);
+  const std::vector<uint8_t> y = call.run(pw, c.caller_workspace);
+  ASSERT_FALSE(y.empty());
 
   std::vector<double> ref(size_t(c.M * N));
-  Epilogue rep = ep;
-  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {N});
+  const Epilogue rep = call.host_epilogue();
   const QuantizedWeight plain = test::with_row_scales(w);  // the reference's whole blocks
-  ref::linear_fp8_block(TensorView(xb.data(), c.xt, {c.M, c.K}), plain,
+  ref::linear_fp8_block(TensorView(const_cast<uint8_t*>(call.xb.data()), c.xt, {c.M, c.K}), plain,
                         TensorView(ref.data(), DType::F64, {c.M, N}), rep);
   double sxy = 0, sxx = 0, syy = 0, sdd = 0;
   for (size_t i = 0; i < ref.size(); ++i) {

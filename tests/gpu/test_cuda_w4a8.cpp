@@ -16,6 +16,7 @@
 #include "cuda/launch/act_quant.hpp"
 #include "gpu/device_checks.hpp"
 #include "gpu/host_data.hpp"
+#include "gpu/linear_call.hpp"
 #include "gpu/test_tuning.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
@@ -74,42 +75,13 @@ void run(const Case& c, uint32_t seed) {
   EXPECT_NE(kname.find("sm90_wo_ws<e4m3,u4f8"), std::string::npos) << kname;
   const int64_t N = c.N;
 
-  std::vector<float> xf = randn(size_t(c.M * c.K), seed + 1);
-  for (int64_t m = 0; m < c.M; ++m)  // per-token magnitudes spanning 1e-3 .. 1e2
-    for (int64_t k = 0; k < c.K; ++k) xf[size_t(m * c.K + k)] *= std::pow(10.f, float(m % 6) - 3.f);
-  const std::vector<uint8_t> xb = to_bytes(xf, c.xt);
-  const size_t yb = size_t(c.M * N) * (dtype_bits(c.yt) / 8);
-  DeviceBuffer dx(xb.size()), dy(yb);
-  dx.copy_from_host(xb.data(), xb.size());
-  ASSERT_EQ(cudaMemset(dy.data(), 0xFF, yb), cudaSuccess);  // NaN poison in every float type
-  std::vector<float> bias_h;
-  DeviceBuffer dbias;
-  Epilogue ep;
-  ep.clamp_lo = c.lo;
-  ep.clamp_hi = c.hi;
-  if (c.bias) {
-    bias_h = randn(size_t(N), seed + 3, 4.f);
-    dbias = DeviceBuffer(bias_h.size() * 4);
-    dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
-    ep.bias = dbias.view(DType::F32, {N});
-  }
-  ExecContext ctx;
-  DeviceBuffer ws;
-  if (c.caller_workspace) {
-    ws = DeviceBuffer(linear_workspace_size(pw, c.M));
-    ASSERT_EQ(cudaMemset(ws.data(), 0x5C, ws.size()), cudaSuccess);  // garbage tickets and codes
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size();
-  }
-  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, N}), ep, ctx);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint8_t> y(yb);
-  dy.copy_to_host(y.data(), yb);
+  const test::LinearCall call(c.M, c.K, N, c.xt, c.yt, c.bias, c.lo, c.hi, seed);
+  const std::vector<uint8_t> y = call.run(pw, c.caller_workspace, true);  // garbage tickets and codes
+  ASSERT_FALSE(y.empty());
 
   std::vector<double> ref(size_t(c.M * N));
-  Epilogue rep = ep;
-  if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {N});
-  ref::linear_fp8_block(TensorView(const_cast<uint8_t*>(xb.data()), c.xt, {c.M, c.K}), w,
+  const Epilogue rep = call.host_epilogue();
+  ref::linear_fp8_block(TensorView(const_cast<uint8_t*>(call.xb.data()), c.xt, {c.M, c.K}), w,
                         TensorView(ref.data(), DType::F64, {c.M, N}), rep);
   // The same e4m3 activations and integer weights on both sides: only the summation (the FP8
   // MMA keeps ~14 bits within a 128-wide block, its sums are folded in f32) and the output
