@@ -106,18 +106,66 @@ TEST(CudaMoe, GroupedContiguousMatchesCpu) {
   }
 }
 
-// W4A8 experts (act = fp8-block) are refused by name on CUDA (docs/decisions/w4a8.md: the grouped
-// kernel's factor load on tiles that start at an odd row); the cpu backend runs them.
-TEST(CudaMoe, W4A8ExpertsAreRefused) {
+// W4A8 experts (4-bit weights in groups of 128, activations quantized to e4m3 per row per 128 on
+// the device): the grouped wgmma kernel's e4m3 instances at token tiles 16, 64 and 128 over experts
+// with 0, 1, 7, 127..129, 300 rows (contiguous layout; experts starting at odd rows), symmetric and
+// zero-point codes,
+// K past the last group; against the CPU backend's W4A8 (the same e4m3 codes and scales).
+TEST(CudaMoe, W4A8GroupedMatchesCpu) {
   SKIP_WITHOUT_HOPPER();
-  const auto experts = make_experts("w4g128", 4, 264, 704, 23);
-  PrepareOptions go = on(BackendKind::CUDA);
-  go.act = ActQuant::Fp8Block;
-  try {
-    (void)prepare_experts(experts, go);
-    ADD_FAILURE() << "prepare_experts (cuda) took W4A8 experts";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("fp8-block"), std::string::npos) << e.what();
+  const std::vector<int32_t> counts = {0, 1, 7, 128, 0, 300, 127, 129, 2, 0};
+  const int64_t E = int64_t(counts.size());
+  std::vector<int32_t> off(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
+  const int64_t R = off.back();
+  for (const char* scheme : {"w4g128", "w4g128zp"}) {
+    const int64_t N = 264, K = 640 + 64;
+    const auto experts = make_experts(scheme, E, N, K, 23);
+    PrepareOptions co;
+    co.backend = BackendKind::CPU;
+    co.act = ActQuant::Fp8Block;
+    const PreparedExperts cpu = prepare_experts(experts, co);
+    const std::vector<float> xf = randn(size_t(R * K), 9);
+    std::vector<uint16_t> xb(xf.size());
+    std::vector<float> xr(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i) {
+      xb[i] = f32_to_bf16(xf[i]);
+      xr[i] = bf16_to_f32(xb[i]);
+    }
+    std::vector<float> yc(size_t(R * N));
+    grouped_linear(TensorView(xr.data(), DType::F32, {R, K}), cpu, TensorView(yc.data(), DType::F32, {R, N}),
+                   MoeRows::contiguous(TensorView(off.data(), DType::I32, {E + 1})));
+    const DeviceBuffer doff = upload(off), dx = upload(xb);
+    for (const char* tile : {"16", "64", "128"}) {
+      PrepareOptions go = test::with_tuning(on(BackendKind::CUDA), std::string("moe_token_tile=") + tile);
+      go.act = ActQuant::Fp8Block;
+      const PreparedExperts gpu = prepare_experts(experts, go);
+      ASSERT_NE(gpu.kernel_name(R).find("sm90_wo_ws<e4m3,u4f8,mt" + std::string(tile)), std::string::npos)
+          << gpu.kernel_name(R);
+      DeviceBuffer dy(size_t(R * N) * 4), ws(grouped_linear_workspace_size(gpu, R));
+      ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);  // NaN: rows never written show
+      ASSERT_EQ(cudaMemset(ws.data(), 0x5c, ws.size()), cudaSuccess);
+      ExecContext ctx;
+      ctx.workspace = ws.data();
+      ctx.workspace_bytes = ws.size();
+      grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), gpu,
+                     TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA),
+                     MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), Epilogue{}, ctx);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const std::vector<float> y = download<float>(dy, size_t(R * N));
+      // the FP8 MMA keeps ~14 bits within a 128-wide block; the row RMS bounds what a cancelling
+      // sum keeps of its terms' rounding
+      for (int64_t r = 0; r < R; ++r) {
+        double rms = 0;
+        for (int64_t n = 0; n < N; ++n) rms += double(yc[size_t(r * N + n)]) * yc[size_t(r * N + n)];
+        rms = std::sqrt(rms / double(N));
+        for (int64_t n = 0; n < N; ++n) {
+          const double want = yc[size_t(r * N + n)];
+          ASSERT_NEAR(y[size_t(r * N + n)], want, 4e-3 * (std::fabs(want) + rms) + 1e-30)
+              << scheme << " tile " << tile << " row " << r << " n " << n;
+        }
+      }
+    }
   }
 }
 

@@ -39,12 +39,9 @@ class CudaExperts final : public PreparedExpertsImpl {
     N = w[0].N();
     K = w[0].K();
     experts = std::move(w);
-    // W4A8 experts (act = fp8-block): the grouped kernel's e4m3 instances are built and planned, but
-    // their activation-factor load faults on tiles whose first row is odd (a TMA box must start on
-    // a 16-byte boundary: docs/decisions/w4a8.md), so they are refused until that load is fixed.
-    MIXQ_CHECK(o.act == ActQuant::None, ErrorCode::Unsupported, "prepare_experts (cuda): the grouped path runs "
-               "weight-only experts; act = ", act_quant_name(o.act), " (W4A8 / FP8 activations) is not available "
-               "on CUDA yet (use the cpu backend)");
+    MIXQ_CHECK(o.act == ActQuant::None || o.act == ActQuant::Fp8Block, ErrorCode::Unsupported,
+               "prepare_experts (cuda): the grouped path runs weight-only and W4A8 experts; act = ",
+               act_quant_name(o.act), " is not implemented on CUDA yet (use the cpu backend)");
     MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
                " experts is more than 2^20");
     std::vector<cuda::WoExpertView> views;

@@ -26,15 +26,16 @@ inline CUtensorMap ws_weight_map(const void* codes, int bits, int64_t Kp, int64_
 }
 
 // W4A8 activations: X [M][K] e4m3 codes, rows ldx bytes apart, in boxes of one 128-K stage x mt
-// tokens (128-byte swizzle, zero past K and M), and their block factors [K blocks][ld_f][2] f32
-// (act_quant.hpp) in boxes of mt tokens' pairs of one block (zero past M).
+// tokens (128-byte swizzle, zero past K and M), and their block factors [K blocks][ld_f] (512 s,
+// -s sum) f32 pairs (act_quant.hpp), read as 8-byte elements in boxes of ws_a8_factor_box(mt)
+// tokens of one block (zero past M).
 inline CUtensorMap ws_a8_x_map(const void* x, int64_t ldx, int64_t K, int64_t M, int mt) {
   return make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, x, uint64_t(K), uint64_t(M), uint64_t(ldx),
                             2 * kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
 }
 inline CUtensorMap ws_a8_factor_map(const float* factors, int64_t ld_f, int64_t K, int64_t M, int mt) {
-  return make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, factors, uint64_t(2 * M), uint64_t((K + 127) / 128),
-                            uint64_t(ld_f) * 8, uint32_t(2 * mt), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
+  return make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_INT64, factors, uint64_t(M), uint64_t((K + 127) / 128),
+                            uint64_t(ld_f) * 8, ws_detail::ws_a8_factor_box(mt), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
 // pairs: [group][ld rows], 4- or 8-byte elements; boxes of 128 rows x the stage's groups.

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   const uint32_t pbytes = ws_stage_pair_bytes(PP, p.pair_f32, p.group_shift, CPS);
   const uint32_t p_stage = ws_stage_meta_bytes(pbytes, MT, A8);
   const uint32_t s_off = (pbytes + 127u) & ~127u;  // W4A8: the stage's activation factors
-  constexpr uint32_t sbytes = A8 ? MT * 8 : 0;
+  constexpr uint32_t sbytes = A8 ? ws_a8_factor_box(MT) * 8 : 0;
   const uint32_t y_bytes = ws_y_stage_bytes(sched.y_rows);
   const int S = ws_ring_stages<MT, CODES, SHAPE>(p_stage, y_bytes, sched.max_stages);
   const uint32_t smem = (sm90::smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -158,7 +158,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     auto load_x = [&](uint32_t stage, uint32_t fb, int c, const WsItem& it) {
       if constexpr (A8) {  // the stage's 128 K of e4m3 codes, then its block's factors of the tokens
         sm90::tma_load_2d(x_tiles + stage * Tile::kXStage, &tm_x, fb, c * CPS * kChunkK, it.row0);
-        sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, 2 * it.row0, c);  // (A, D) pairs
+        // from the even token at or before row0: a box starts on a 16-byte boundary of its row
+        // (an odd start made the grouped kernel's loads fault: a tile's first row is any row)
+        sm90::tma_load_2d(p_tiles + stage * p_stage + s_off, &tm_s, fb, it.row0 & ~1, c);
         return;
       }
       if (!GROUPED && p.conv_on) {  // implicit-GEMM convolution: each chunk is one tap's channels
@@ -322,22 +324,23 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       fence_acc();
     };
     // fold mode: a completed stage's sums, times the row scales, into the tile's sums (W4A8: the
-    // stage's tokens' factors (512 s_a, -s_a sum(a)), read from its slot before it is released,
+    // stage's tokens' factors (512 s_a, -s_a sum(a)), read from its slot before it is released
+    // (odd: the slot starts one token before the tile's first, whose first row is odd),
     // give s_w (512 s_a acc - zc s_a sum(a)) = s_w (u - zc) . a s_a; three FP32 instructions per
     // sum). Accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane %
     // 4) + (e & 1).
-    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage) {
+    auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage, int odd) {
       if constexpr (FOLD) {
-        const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(lane & 3) * 16u;
+        const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(2 * (lane & 3) + odd) * 8u;
 #pragma unroll
         for (int q = 0; q < MT / 8; ++q) {
           float fa[2] = {1.f, 1.f}, fd[2] = {0.f, 0.f};  // the two tokens' factors
           if constexpr (A8) {
-            const uint4 v = sm90::lds128(sa + uint32_t(q) * 64u);
-            fa[0] = __uint_as_float(v.x);
-            fd[0] = __uint_as_float(v.y);
-            fa[1] = __uint_as_float(v.z);
-            fd[1] = __uint_as_float(v.w);
+            const uint2 v0 = sm90::lds64(sa + uint32_t(q) * 64u), v1 = sm90::lds64(sa + uint32_t(q) * 64u + 8u);
+            fa[0] = __uint_as_float(v0.x);
+            fd[0] = __uint_as_float(v0.y);
+            fa[1] = __uint_as_float(v1.x);
+            fd[1] = __uint_as_float(v1.y);
           }
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
@@ -475,7 +478,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
               dequant(ring.stage, a[h], fold_rows[h]);
               sm90::wgmma_wait<0>();
               if (prev >= 0) {
-                fold_stage(acc[(1 - h) & kSb], fold_rows[1 - h], prev);
+                fold_stage(acc[(1 - h) & kSb], fold_rows[1 - h], prev, it.row0 & 1);
                 __syncwarp();  // every lane's reads of the stage before lane 0 releases it
                 if (lane == 0) sm90::mbar_arrive(empty + 8 * prev);
               }
@@ -487,8 +490,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
         sm90::wgmma_wait<0>();
         fence_acc();
-        if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0], prev);
-        else fold_stage(acc[(NBUF - 1) & kSb], fold_rows[NBUF - 1], prev);
+        if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0], prev, it.row0 & 1);
+        else fold_stage(acc[(NBUF - 1) & kSb], fold_rows[NBUF - 1], prev, it.row0 & 1);
       } else {
         for (int i = 0; i < n_stages; i += 2) {
 #pragma unroll
@@ -501,7 +504,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
               // two buffers: the previous stage's MMAs are done, release it; one buffer: this
               // stage's MMAs are done (its registers are rewritten next, fold mode folds them)
               sm90::wgmma_wait<NBUF - 1>();
-              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0], ring.stage);
+              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0], ring.stage, it.row0 & 1);
               // every lane's shared-memory reads of that stage happen before lane 0's arrival
               // (racecheck flagged the producer's refill against the other lanes' reads without it)
               __syncwarp();

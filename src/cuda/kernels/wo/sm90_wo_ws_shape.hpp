@@ -82,7 +82,7 @@ struct WsTile {
   static constexpr int kWStage = kWsRowTiles * kCps * kTileBytes;  // [row tile][chunk][tile]
   // pairs of a stage at most (groups of 16, f32 pairs); a launch sizes its ring for its own
   // (ws_stages: W4 g128 f16 pairs take 512 bytes a stage, not 8 KB, so the ring is deeper)
-  static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8 + (kA8 ? MT * 4 : 0);
+  static constexpr int kPStageMax = kCps * kMaxPairGroups * kWsRowTiles * kTileRows * 8 + (kA8 ? (MT + 2) * 8 : 0);
   // Deeper is not faster (H100, a sweep of the ring cap, docs/decisions/wo-wgmma-stages-and-ring.md):
   // W4 M = 16 on 14336x21504 with two CTAs takes 66.7 us at 4 stages a CTA, 69 at 8-24; W8 M = 4
   // 113.5 at 8, 120.7 at 24; fewer than 4 (one CTA: 6) lose up to 20%.
@@ -104,10 +104,13 @@ MIXQ_HD constexpr uint32_t ws_pair_bytes(sm90::PairPath pp, bool pair_f32) {
 MIXQ_HD constexpr uint32_t ws_stage_pair_bytes(sm90::PairPath pp, bool pair_f32, int group_shift, int cps) {
   return uint32_t(ws_stage_groups(cps, group_shift) * kWsRowTiles * kTileRows) * ws_pair_bytes(pp, pair_f32);
 }
-// A stage's metadata slot: its pairs (128-byte aligned), then for W4A8 the activations' block
-// factors of the stage's mt tokens (two f32 each, act_quant.hpp).
+// W4A8: the activations' block factors a stage loads, one 8-byte (512 s, -s sum) pair per token:
+// mt + 2 of them from the even token at or before the tile's first (a TMA box must start on a
+// 16-byte boundary of the row; a grouped tile's first row is any row).
+MIXQ_HD constexpr uint32_t ws_a8_factor_box(int mt) { return uint32_t(mt) + 2u; }
+// A stage's metadata slot: its pairs (128-byte aligned), then for W4A8 the factors' box.
 MIXQ_HD constexpr uint32_t ws_stage_meta_bytes(uint32_t pair_bytes, int mt, bool a8) {
-  return ((pair_bytes + 127u) & ~127u) + (a8 ? ((uint32_t(mt) * 8u + 127u) & ~127u) : 0u);
+  return ((pair_bytes + 127u) & ~127u) + (a8 ? ((ws_a8_factor_box(mt) * 8u + 127u) & ~127u) : 0u);
 }
 // The output staging tile of one consumer warpgroup in the TMA-store epilogue: [y_rows tokens][64
 // rows] 16-bit, 128-byte rows in the 128-byte swizzle (a 1024-byte multiple); none without it.
