@@ -473,7 +473,8 @@ TEST(CudaWeightOnly, Bf16Int8CodesWithoutF32) {
 // (wo_reduce=fixup; the planner picks per launch), the same weight prepared once with each: both
 // sum the slots in CTA order, so the bits must be equal. Tiles cut into 2, 3-5, ~16 and 132
 // pieces, whole-tile rounds plus stream-K, every token tile, f16 and bf16, a caller workspace;
-// three calls in a row (the owners reset the completion flags for the next).
+// three calls in a row (the owners reset the completion flags for the next). The caller
+// workspaces start as garbage: the fixup plan runs on them uncleared (it never reads the flags).
 TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
@@ -512,6 +513,9 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     EXPECT_GT(cuda::stream_k_split_pieces(pf.sched), 0);
     EXPECT_TRUE(pf.fixup && !pf.sched.inline_reduce);
     EXPECT_TRUE(!pi.fixup && pi.sched.inline_reduce);
+    // only the inline reduction reads the flags: a caller's workspace is cleared for it alone
+    EXPECT_FALSE(cuda::wo_plan_reads_tickets(pf));
+    EXPECT_TRUE(cuda::wo_plan_reads_tickets(pi));
     EXPECT_EQ(fixup.kernel_name(c.M, c.x), in_kernel.kernel_name(c.M, c.x));
     HostActs x = make_acts(c.M, c.K, c.x, seed++);
     DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);

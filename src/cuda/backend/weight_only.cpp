@@ -325,7 +325,7 @@ class CudaWeightOnly final : public PreparedImpl {
                      "_workspace_size)");
       char* ws = static_cast<char*>(ctx.workspace);
       unsigned* tickets = reinterpret_cast<unsigned*>(ws + cuda::wo_workspace_offsets(p).tickets);
-      if (p.tickets)
+      if (cuda::wo_plan_reads_tickets(p))
         MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, static_cast<cudaStream_t>(ctx.stream)));
       return {ws, tickets};
     }

@@ -62,6 +62,15 @@ struct WoPlan {
   size_t out_bytes = 0;       // f32 staging of Y when cuBLAS cannot write its type
 };
 
+// Whether the launch reads its tickets, which must then be zero when it starts (a caller's
+// workspace is cleared on the stream first; the weight's own are left zero by every launch):
+// the wgmma kernel only for the inline reduction of cut tiles (whole tiles and the fixup kernel
+// never touch them), the streaming kernel whenever it has any. A memset is one more operation on
+// the stream, ahead of a launch that at batch 1 takes a few microseconds.
+inline bool wo_plan_reads_tickets(const WoPlan& p) {
+  return p.tickets > 0 && (p.id.family != Family::WoWgmma || p.sched.inline_reduce);
+}
+
 // force: "" (the measured rule) or a weight-only family name ("sm80_wo_stream", "sm90_wo_ws",
 // "wo_dequant_cublas"); a family that cannot serve the call throws Unsupported naming why.
 WoPlan plan_weight_only(const WoCall& call, const WoWeight& w, const DeviceCaps& caps,
