@@ -223,6 +223,45 @@ TEST(GgmlNative, DecodedAndRegisterTileFormsAgree) {
   }
 }
 
+// The integer kernels' 16-bit intermediate sums at their limit: every code at its largest
+// magnitude (unsigned codes all ones, Q8_0 -128, the IQ4 codebook's -127) against activations
+// quantized to +127 (row 0) and -127 (row 1) everywhere, so each pair of products and each sum of
+// pairs an AVX2 kernel adds before widening (vpmaddubsw, vpaddw) is as large as it can be; a
+// saturated or wrapped lane would miss the q8 reference by far more than 1e-5. Both integer forms
+// (register tiles, decoded prefill chunks), every ISA.
+TEST(GgmlNative, IntegerSumsAtTheCodeLimits) {
+  for (const std::string& isa : {std::string("avx512"), std::string("avx2"), std::string("scalar")}) {
+    if (!cpu_has(isa)) continue;
+    for (const TypeCase& tc : all_types()) {
+      const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
+      SCOPED_TRACE(isa + " " + tname);
+      const mixq::formats::GgmlTypeInfo* ti = mixq::formats::ggml_type_info(uint32_t(tc.type));
+      const int64_t N = 16, K = 1024, nb = N * (K / ti->block_elems);
+      const uint8_t fill = tc.type == GgmlType::Q8_0 ? 0x80 : (tc.type == GgmlType::IQ4_NL || tc.type == GgmlType::IQ4_XS) ? 0x00 : 0xFF;
+      std::vector<uint8_t> blocks(static_cast<size_t>(nb * ti->block_bytes), fill);
+      for (int64_t i = 0; i < nb; ++i)
+        for (int off : tc.f16_fields) {  // 2^-6: finite, positive
+          blocks[static_cast<size_t>(i * ti->block_bytes + off)] = 0x00;
+          blocks[static_cast<size_t>(i * ti->block_bytes + off + 1)] = 0x24;
+        }
+      const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+      mixq::PrepareOptions decoded = cpu_opts(isa, "cpu_i8dot"), tiles = decoded;
+      decoded.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=2");
+      tiles.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=1000");
+      const mixq::PreparedWeight pd = mixq::prepare(w, decoded), pt = mixq::prepare(w, tiles);
+      for (int64_t M : {2, 16}) {
+        std::vector<float> x(static_cast<size_t>(M * K));
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t k = 0; k < K; ++k) x[static_cast<size_t>(m * K + k)] = m % 2 ? -1.f : 1.f;
+        const Refs ref = reference(w, blocks, tc.type, x, M);
+        ASSERT_GT(ref.max_q8, 0.0);
+        EXPECT_LE(max_err(run(pd, x, M), ref.q8) / ref.max_q8, 1e-5) << "decoded, M " << M;
+        EXPECT_LE(max_err(run(pt, x, M), ref.q8) / ref.max_q8, 1e-5) << "register tiles, M " << M;
+      }
+    }
+  }
+}
+
 TEST(GgmlNative, HalfPrecisionIoBiasClampAndWorkspace) {
   const TypeCase& tc = all_types()[4];  // Q8_0
   const int64_t N = 21, K = 96, M = 4;

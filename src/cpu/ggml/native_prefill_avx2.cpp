@@ -1,11 +1,14 @@
 // AVX2 integer tile over a DecodedChunk (the prefill path of the avx2 set, no VNNI): each
 // 64-byte line of codes is two ymm halves (rows 0-7, rows 8-15). u8 x s8 products go through
-// vpmaddubsw + vpmaddwd. For codes below 64 (every type whose bias is under 128) two quads'
-// 16-bit pair sums are added before vpmaddwd (at most 2 x 2 x 63 x 127 = 32004, no saturation),
-// so a pair of quads costs 2 vpmaddubsw + vpaddw + vpmaddwd + vpaddd per row and half. The
-// bias-128 types (Q8_0, IQ4_NL, IQ4_XS) are decoded to signed values and multiplied as
-// |w| x sign(x, w) (at most 2 x 128 x 127 per pair), ggml's AVX2 trick, one quad at a time.
-// 16 ymm registers hold 4 rows x one half of int32 sums; the f32 outputs accumulate in c (L1).
+// vpmaddubsw + vpmaddwd. For codes below 2^b (every type whose bias is under 128) the 16-bit pair
+// sums of G quads are added before one vpmaddwd widens them, G as large as a sub-block allows
+// without saturation (a pair sums at most 2 x (2^b - 1) x 127: G = 8 for 4-bit codes, 4 for
+// 5-bit, 2 for 6-bit): vpmaddubsw and vpmaddwd share the multiply pipes, so a 4-bit sub-block of
+// 32 costs 9 multiply-pipe instructions per row and half instead of 12 with pairs. The bias-128
+// types (Q8_0, IQ4_NL, IQ4_XS) are decoded to signed values and multiplied as |w| x sign(x, w)
+// (at most 2 x 128 x 127 per pair), ggml's AVX2 trick, one quad at a time. Registers: 4 rows x
+// one half of int32 sums and of 16-bit group sums, two code lines; the f32 outputs accumulate in
+// c (L1).
 #include <immintrin.h>
 
 #include <cstring>
@@ -24,8 +27,11 @@ inline __m256i bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-template <int SUB, bool MIN, bool SIGNED, int MR>
+// G: quads whose 16-bit pair sums are added before widening (unsigned codes; a multiple of 2
+// dividing SUB / 4).
+template <int SUB, bool MIN, bool SIGNED, int G, int MR>
 void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
+  static_assert(SIGNED || (G >= 2 && G % 2 == 0 && (SUB / 4) % G == 0), "G: pairs of quads within a sub-block");
   // Rows r0 .. r0 + MR of group g: lane r0 + m of the packed arrays.
   const auto [nsub, q, dxs, corr, xs, c] = packed_group<SUB>(a, g, r0);
   if (!a.accumulate)
@@ -38,9 +44,12 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
     const uint8_t* u = d.codes + jl * SUB * 16;
     const int8_t* qj = q + jl * SUB * kPackRows;
     for (int hf = 0; hf < 2; ++hf) {
-      __m256i ia[MR];
-      for (int m = 0; m < MR; ++m)
-        ia[m] = SIGNED ? _mm256_setzero_si256() : _mm256_set1_epi32(corr[jl * kPackRows + m]);
+      // unsigned codes: ia starts at the first group's end (corr plus its widened sums), so that
+      // one group per sub-block keeps only the 16-bit sums live in the loop (16 ymm registers)
+      __m256i ia[MR], ps[MR];
+      for (int m = 0; m < MR; ++m) ia[m] = ps[m] = _mm256_setzero_si256();  // (dead for unsigned codes)
+      // unrolled: the group's first and last pairs are known at compile time
+#pragma GCC unroll 8
       for (int t = 0; t < SUB / 4; t += 2) {
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + t * 64 + 32 * hf));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(u + (t + 1) * 64 + 32 * hf));
@@ -54,11 +63,21 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
             ia[m] = _mm256_add_epi32(ia[m], _mm256_add_epi32(p0, p1));
           }
         } else {
+          // the group's 16-bit sums: started at its first pair, widened after its last
+          const bool first = t % G == 0, last = (t + 2) % G == 0;
           for (int m = 0; m < MR; ++m) {
             const __m256i x0 = bcast4(qj + (t * kPackRows + m) * 4);
             const __m256i x1 = bcast4(qj + ((t + 1) * kPackRows + m) * 4);
             const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
-            ia[m] = _mm256_add_epi32(ia[m], _mm256_madd_epi16(p, ones));
+            ps[m] = first ? p : _mm256_add_epi16(ps[m], p);
+            // pinned: left free, GCC reassociates the group's sums into a tree over every pair's
+            // products and spills them (24 ymm spills per sub-block, 30% slower)
+            asm("" : "+x"(ps[m]));
+            if (last) {
+              const __m256i wide = _mm256_madd_epi16(ps[m], ones);
+              ia[m] = t + 2 == G ? _mm256_add_epi32(_mm256_set1_epi32(corr[jl * kPackRows + m]), wide)
+                                 : _mm256_add_epi32(ia[m], wide);
+            }
           }
         }
       }
@@ -75,23 +94,40 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
   }
 }
 
-template <int SUB, bool MIN, bool SIGNED>
+template <int SUB, bool MIN, bool SIGNED, int G>
 void rows(const I8TileArgs& a, const DecodedChunk& d) {
   for (int64_t r = 0; r < a.rows; r += kRows) {
     const int64_t g = r / kPackRows;
     const int r0 = static_cast<int>(r % kPackRows);
     switch (std::min<int64_t>(kRows, a.rows - r)) {
-      case 4: tile<SUB, MIN, SIGNED, 4>(a, d, g, r0); break;
-      case 3: tile<SUB, MIN, SIGNED, 3>(a, d, g, r0); break;
-      case 2: tile<SUB, MIN, SIGNED, 2>(a, d, g, r0); break;
-      default: tile<SUB, MIN, SIGNED, 1>(a, d, g, r0); break;
+      case 4: tile<SUB, MIN, SIGNED, G, 4>(a, d, g, r0); break;
+      case 3: tile<SUB, MIN, SIGNED, G, 3>(a, d, g, r0); break;
+      case 2: tile<SUB, MIN, SIGNED, G, 2>(a, d, g, r0); break;
+      default: tile<SUB, MIN, SIGNED, G, 1>(a, d, g, r0); break;
     }
   }
 }
 
+// Quads per 16-bit group for unsigned codes of `bits` bits: the most (a power of 2, at most a
+// sub-block's SUB / 4) whose pair sums, 2 x (2^bits - 1) x 127 each, stay below 2^15.
+constexpr int quad_group(int bits, int sub) {
+  int g = 2;
+  while (2 * g <= sub / 4 && 2 * g * 2 * ((1 << bits) - 1) * 127 <= 32767) g *= 2;
+  return g;
+}
+static_assert(quad_group(4, 32) == 8 && quad_group(5, 32) == 4 && quad_group(6, 16) == 2 && quad_group(4, 16) == 4 &&
+              quad_group(3, 16) == 4 && quad_group(2, 16) == 4, "16-bit group sizes");
+
 template <int SUB, bool MIN>
 void rows_for(const I8TileArgs& a, const DecodedChunk& d) {
-  a.w->fmt.bias == 128 ? rows<SUB, MIN, true>(a, d) : rows<SUB, MIN, false>(a, d);
+  const Format& f = a.w->fmt;
+  if (f.bias == 128) return rows<SUB, MIN, true, 2>(a, d);
+  switch (quad_group(f.lb + f.hb, SUB)) {
+    case 8: if constexpr (SUB / 4 >= 8) return rows<SUB, MIN, false, 8>(a, d); break;
+    case 4: return rows<SUB, MIN, false, 4>(a, d);
+    default: break;
+  }
+  rows<SUB, MIN, false, 2>(a, d);
 }
 
 }  // namespace
