@@ -28,8 +28,9 @@ inline __m256i bcast4(const int8_t* p) {
 }
 
 // G: quads whose 16-bit pair sums are added before widening (unsigned codes; a multiple of 2
-// dividing SUB / 4).
-template <int SUB, bool MIN, bool SIGNED, int G, int MR>
+// dividing SUB / 4). BIAS: the codes carry a bias (the sums start at the row's correction
+// -bias * sum q; the K-quants with mins and Q4_1 / Q5_1 have none).
+template <int SUB, bool MIN, bool SIGNED, int G, bool BIAS, int MR>
 void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
   static_assert(SIGNED || (G >= 2 && G % 2 == 0 && (SUB / 4) % G == 0), "G: pairs of quads within a sub-block");
   // Rows r0 .. r0 + MR of group g: lane r0 + m of the packed arrays.
@@ -75,8 +76,10 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
             asm("" : "+x"(ps[m]));
             if (last) {
               const __m256i wide = _mm256_madd_epi16(ps[m], ones);
-              ia[m] = t + 2 == G ? _mm256_add_epi32(_mm256_set1_epi32(corr[jl * kPackRows + m]), wide)
-                                 : _mm256_add_epi32(ia[m], wide);
+              if (t + 2 == G)
+                ia[m] = BIAS ? _mm256_add_epi32(_mm256_set1_epi32(corr[jl * kPackRows + m]), wide) : wide;
+              else
+                ia[m] = _mm256_add_epi32(ia[m], wide);
             }
           }
         }
@@ -94,16 +97,16 @@ void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g, int r0) {
   }
 }
 
-template <int SUB, bool MIN, bool SIGNED, int G>
+template <int SUB, bool MIN, bool SIGNED, int G, bool BIAS = true>
 void rows(const I8TileArgs& a, const DecodedChunk& d) {
   for (int64_t r = 0; r < a.rows; r += kRows) {
     const int64_t g = r / kPackRows;
     const int r0 = static_cast<int>(r % kPackRows);
     switch (std::min<int64_t>(kRows, a.rows - r)) {
-      case 4: tile<SUB, MIN, SIGNED, G, 4>(a, d, g, r0); break;
-      case 3: tile<SUB, MIN, SIGNED, G, 3>(a, d, g, r0); break;
-      case 2: tile<SUB, MIN, SIGNED, G, 2>(a, d, g, r0); break;
-      default: tile<SUB, MIN, SIGNED, G, 1>(a, d, g, r0); break;
+      case 4: tile<SUB, MIN, SIGNED, G, BIAS, 4>(a, d, g, r0); break;
+      case 3: tile<SUB, MIN, SIGNED, G, BIAS, 3>(a, d, g, r0); break;
+      case 2: tile<SUB, MIN, SIGNED, G, BIAS, 2>(a, d, g, r0); break;
+      default: tile<SUB, MIN, SIGNED, G, BIAS, 1>(a, d, g, r0); break;
     }
   }
 }
@@ -123,11 +126,13 @@ void rows_for(const I8TileArgs& a, const DecodedChunk& d) {
   const Format& f = a.w->fmt;
   if (f.bias == 128) return rows<SUB, MIN, true, 2>(a, d);
   switch (quad_group(f.lb + f.hb, SUB)) {
-    case 8: if constexpr (SUB / 4 >= 8) return rows<SUB, MIN, false, 8>(a, d); break;
-    case 4: return rows<SUB, MIN, false, 4>(a, d);
+    case 8:
+      if constexpr (SUB / 4 >= 8) return f.bias ? rows<SUB, MIN, false, 8>(a, d) : rows<SUB, MIN, false, 8, false>(a, d);
+      break;
+    case 4: return f.bias ? rows<SUB, MIN, false, 4>(a, d) : rows<SUB, MIN, false, 4, false>(a, d);
     default: break;
   }
-  rows<SUB, MIN, false, 2>(a, d);
+  f.bias ? rows<SUB, MIN, false, 2>(a, d) : rows<SUB, MIN, false, 2, false>(a, d);
 }
 
 }  // namespace
