@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -196,6 +197,26 @@ TEST(GgmlNative, Avx2SingleRowOnTheAvx512Set) {
   }
 }
 
+// Both forms of the integer path (Tuning::cpu_ggml_decode_min_rows) of one weight on one kernel
+// set, checked against the q8 reference at each M: K chunks decoded once per task from
+// `decoded_from` rows (prefill), and register tiles unpacking their own codes at every M.
+void expect_integer_forms_match_q8(const mixq::QuantizedWeight& w, const std::vector<uint8_t>& blocks,
+                                   GgmlType type, const std::string& isa, int decoded_from,
+                                   const std::vector<int64_t>& Ms,
+                                   const std::function<std::vector<float>(int64_t M)>& make_x) {
+  mixq::PrepareOptions decoded = cpu_opts(isa, "cpu_i8dot"), tiles = decoded;
+  decoded.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=" + std::to_string(decoded_from));
+  tiles.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=1000");
+  const mixq::PreparedWeight pd = mixq::prepare(w, decoded), pt = mixq::prepare(w, tiles);
+  for (int64_t M : Ms) {
+    const std::vector<float> x = make_x(M);
+    const Refs ref = reference(w, blocks, type, x, M);
+    ASSERT_GT(ref.max_q8, 0.0);
+    EXPECT_LE(max_err(run(pd, x, M), ref.q8) / ref.max_q8, 1e-5) << "decoded, M " << M;
+    EXPECT_LE(max_err(run(pt, x, M), ref.q8) / ref.max_q8, 1e-5) << "register tiles, M " << M;
+  }
+}
+
 // Tuning::cpu_ggml_decode_min_rows: the integer path's two forms for more than one register tile,
 // K chunks decoded once per task (prefill) and register tiles unpacking their own codes, on every
 // kernel set and type, at 9 and 33 rows (partial tiles and groups), both against the q8 reference.
@@ -209,16 +230,8 @@ TEST(GgmlNative, DecodedAndRegisterTileFormsAgree) {
       const int64_t N = 37, K = qk == 32 ? 1088 : 1280;  // K past one 1024-chunk
       const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 93);
       const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
-      mixq::PrepareOptions decoded = cpu_opts(isa, "cpu_i8dot"), tiles = decoded;
-      decoded.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=5");
-      tiles.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=1000");
-      const mixq::PreparedWeight pd = mixq::prepare(w, decoded), pt = mixq::prepare(w, tiles);
-      for (int64_t M : {9, 33}) {
-        const std::vector<float> x = random_x(M, K, 94);
-        const Refs ref = reference(w, blocks, tc.type, x, M);
-        EXPECT_LE(max_err(run(pd, x, M), ref.q8) / ref.max_q8, 1e-5) << "decoded, M " << M;
-        EXPECT_LE(max_err(run(pt, x, M), ref.q8) / ref.max_q8, 1e-5) << "register tiles, M " << M;
-      }
+      expect_integer_forms_match_q8(w, blocks, tc.type, isa, 5, {9, 33},
+                                    [&](int64_t M) { return random_x(M, K, 94); });
     }
   }
 }
@@ -245,19 +258,12 @@ TEST(GgmlNative, IntegerSumsAtTheCodeLimits) {
           blocks[static_cast<size_t>(i * ti->block_bytes + off + 1)] = 0x24;
         }
       const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
-      mixq::PrepareOptions decoded = cpu_opts(isa, "cpu_i8dot"), tiles = decoded;
-      decoded.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=2");
-      tiles.tuning = mixq::Tuning::parse("cpu_ggml_decode_min_rows=1000");
-      const mixq::PreparedWeight pd = mixq::prepare(w, decoded), pt = mixq::prepare(w, tiles);
-      for (int64_t M : {2, 16}) {
+      expect_integer_forms_match_q8(w, blocks, tc.type, isa, 2, {2, 16}, [&](int64_t M) {
         std::vector<float> x(static_cast<size_t>(M * K));
         for (int64_t m = 0; m < M; ++m)
           for (int64_t k = 0; k < K; ++k) x[static_cast<size_t>(m * K + k)] = m % 2 ? -1.f : 1.f;
-        const Refs ref = reference(w, blocks, tc.type, x, M);
-        ASSERT_GT(ref.max_q8, 0.0);
-        EXPECT_LE(max_err(run(pd, x, M), ref.q8) / ref.max_q8, 1e-5) << "decoded, M " << M;
-        EXPECT_LE(max_err(run(pt, x, M), ref.q8) / ref.max_q8, 1e-5) << "register tiles, M " << M;
-      }
+        return x;
+      });
     }
   }
 }
