@@ -13,6 +13,7 @@
 
 #include "mixq/formats/ggml_blocks.hpp"
 #include "mixq/quantized_weight.hpp"
+#include "test_random.hpp"
 
 namespace mixq::test::ggml {
 
@@ -51,12 +52,9 @@ inline std::vector<uint8_t> random_blocks(const TypeCase& tc, int64_t N, int64_t
   return d;
 }
 
+// M x K activations (row-major), standard normal: the tests' one generator (test_random.hpp).
 inline std::vector<float> random_x(int64_t M, int64_t K, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::vector<float> x(static_cast<size_t>(M * K));
-  for (auto& v : x) v = nd(rng);
-  return x;
+  return mixq::test::randn(static_cast<size_t>(M * K), seed);
 }
 
 struct Refs {
