@@ -248,6 +248,69 @@ TEST(CudaConv, GeometrySweep) {
       }
 }
 
+// Few input channels (Ci <= 16, more than one tap): the sm_80 kernel walks K = taps * Ci as one
+// run of columns, each finding its own tap (packed taps), instead of padding every tap to 32
+// channels. Ci 1, 3, 8, 16 (8 and 16 with 16-bit NHWC x: the 16-byte gather, whose runs of 8
+// columns stay inside a tap), 7x7 stride 2 (the RGB stem), 3x3 dilated, 5x3; per-channel scales
+// and blocks of 8 channels; both layouts and K orders; a K split (few pixel tiles) on the packed
+// steps. Ci = 17 and 32 keep the per-tap walk.
+TEST(CudaConv, PackedTapsForFewInputChannels) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 1900;
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
+  };
+  const G geoms[] = {
+      {2, 3, 23, 21, 64, 7, 7, 2, 3, 1},  // the stem, odd image
+      {1, 1, 9, 10, 24, 3, 3, 1, 1, 2},   // one channel, dilation 2
+      {3, 8, 11, 7, 40, 5, 3, 1, 2, 1},   // 5x3: a tap is 8 columns
+      {1, 16, 13, 13, 72, 3, 3, 2, 1, 1}, // two taps per step
+  };
+  for (const G& g : geoms)
+    for (Layout layout : {Layout::NCHW, Layout::NHWC})
+      for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
+        for (DType t : {DType::F32, DType::F16}) {
+          ConvCase c;
+          c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+          c.sh = c.sw = g.s; c.ph = c.pw = g.pad; c.dh = c.dw = g.dil;
+          c.layout = layout;
+          c.order = order;
+          c.xt = c.yt = t;
+          c.scheme = t == DType::F16 ? "w8g32zp" : "w4g32asym";
+          c.cb = g.Ci % 8 == 0 && g.Ci > 8 ? 8 : 0;
+          c.bias = true;
+          c.clamp = Epilogue::relu6();
+          c.force = "sm80_conv_igemm";
+          const ConvWeight cw = make_conv_weight(c, seed);
+          PrepareOptions o = cuda_opts();
+          o.force_kernel = c.force;
+          const std::string name = prepare(cw, o).kernel_name(1);
+          EXPECT_NE(name.find("_packed"), std::string::npos) << describe(c) << ": " << name;
+          expect_conv_ok(c, seed++);
+        }
+  // batch 1, 4 pixel tiles, 25 packed steps: split along K
+  ConvCase c;
+  c.B = 1; c.Ci = 16; c.H = c.W = 16; c.Co = 64; c.Kh = c.Kw = 7; c.ph = c.pw = 3;
+  c.xt = c.yt = DType::F16;
+  c.scheme = "w4g32";
+  c.cb = 8;
+  c.force = "sm80_conv_igemm";
+  PrepareOptions o = cuda_opts();
+  o.force_kernel = c.force;
+  const std::string split_name = prepare(make_conv_weight(c, seed), o).kernel_name(256);
+  EXPECT_NE(split_name.find("_packed_splitk"), std::string::npos) << split_name;
+  expect_conv_ok(c, seed++);
+  // past half a step of channels: the per-tap walk
+  for (int64_t ci : {int64_t(17), int64_t(32)}) {
+    ConvCase d;
+    d.Ci = ci;
+    d.force = "sm80_conv_igemm";
+    const std::string name = prepare(make_conv_weight(d, seed), o).kernel_name(81);
+    EXPECT_EQ(name.find("_packed"), std::string::npos) << "Ci " << ci << ": " << name;
+    expect_conv_ok(d, seed++);
+  }
+}
+
 // Every code type, zero form and block along Ci (32, 64, 128, per channel), in both K orders.
 TEST(CudaConv, SchemesAndBlocks) {
   SKIP_WITHOUT_GPU();

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "cuda/kernels/conv/conv_params.hpp"
 
 namespace mixq::cuda {
@@ -17,7 +19,7 @@ void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
 void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
 
 // The kernel name a call with activations of IoType x_type runs (KernelId-style, for
-// PreparedWeight::kernel_name).
-const char* conv_igemm_name(IoType x_type);
+// PreparedWeight::kernel_name); `packed`: the packed-taps form (conv_params.hpp).
+std::string conv_igemm_name(IoType x_type, bool packed);
 
 }  // namespace mixq::cuda
