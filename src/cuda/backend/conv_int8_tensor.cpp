@@ -57,7 +57,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
-                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128");
+                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3");
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
@@ -88,8 +88,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
   // what an NHWC call (16-byte aligned x) runs
   std::string kernel_name(int64_t M) const override {
-    if (!gemm_ || force_ == kDirectName) return kDirectName;
-    return std::string("im2col ") + kTileNames[tile_for(M)];
+    const int t = gemm_ ? tile_for(M) : kDirect;
+    return t == kDirect ? kDirectName : std::string("im2col ") + kTileNames[t];
   }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
@@ -116,9 +116,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     }
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    if (gemm_ && force_ != kDirectName && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
-      launch_gemm(x, y, g, p, ep, stream);
-      return;
+    if (gemm_ && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
+      if (const int t = tile_for(g.B * g.Ho * g.Wo); t != kDirect) {
+        launch_gemm(x, y, g, p, ep, t, stream);
+        return;
+      }
     }
     cuda::ConvI8Params k{};
     k.x = static_cast<const int8_t*>(x.data);
@@ -145,27 +147,39 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
-  static constexpr const char* kTileNames[3] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128"};
+  static constexpr const char* kTileNames[4] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
+                                                 "sm80_i8_64x64_s3"};
+  static constexpr int kDirect = -1;
 
   static int tile_of(const std::string& name) {
-    for (int t = 0; t < 3; ++t)
+    for (int t = 0; t < 4; ++t)
       if (name == kTileNames[t]) return t;
-    return -1;
+    return kDirect;
   }
 
-  // The GEMM's CTA tile for M output pixels: the largest that still gives every SM a CTA (the
-  // 128-wide tile only for more than 64 output channels, which it would otherwise half waste);
-  // the 16 x 32 tile for the few-pixel deep layers, whose K loop is the whole cost.
+  // The kernel for M output pixels (NHWC, Ci a multiple of 16): a GEMM tile (launch_conv_int8_gemm)
+  // or kDirect, from the measured rule (docs/cuda-conv.md, "INT8 per-tensor kernels"):
+  // - the direct kernel for many pixels over a short K (M >= 16384, at most 9 K blocks): the GEMM's
+  //   4-5 stage pipeline barely fills before the double-precision epilogue, with 2 CTAs per SM,
+  //   where the direct kernel keeps 6 per SM in flight;
+  // - 128 x 128 for more than 64 channels where its tiles make one round of half to all the SMs,
+  //   or three rounds and more (1.5 rounds leave half the SMs idle for the second);
+  // - 64 x 64 where its tiles give at least every second SM one;
+  // - else 16 x 32 (few pixels, deep layers: the K loop over many small CTAs).
   int tile_for(int64_t M) const {
-    if (const int t = tile_of(force_); t >= 0) return t;
+    if (force_ == kDirectName) return kDirect;
+    if (const int t = tile_of(force_); t != kDirect) return t;
+    const int64_t kblocks = Kp_ / cuda::kInt8TensorBlockK;
+    if (M >= 16384 && kblocks <= 9) return kDirect;
     auto tiles = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn); };
-    if (N > 64 && tiles(128, 128) >= sm_count_) return 2;
-    if (tiles(64, 64) >= sm_count_) return 1;
+    const int64_t large = tiles(128, 128), sms = sm_count_;
+    if (N > 64 && ((2 * large >= sms && large <= sms) || large >= 3 * sms)) return 2;
+    if (2 * tiles(64, 64) >= sms) return 1;
     return 0;
   }
 
   void launch_gemm(const TensorView& x, const TensorView& y, const cuda::ConvCallGeometry& g,
-                   const Conv2dParams& cp, const Epilogue& ep, cudaStream_t stream) const {
+                   const Conv2dParams& cp, const Epilogue& ep, int tile, cudaStream_t stream) const {
     cuda::Int8GemmParams p;
     p.mode = cuda::Int8Mode::Tensor;
     cuda::set_conv_shape(p.conv, g, *conv, cp);
@@ -191,7 +205,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
     cuda::DeviceGuard guard(dev_.id);
-    cuda::launch_conv_int8_gemm(p, tile_for(p.M), stream);
+    cuda::launch_conv_int8_gemm(p, tile, stream);
   }
 
   cuda::int8b::Int8Device dev_;
