@@ -799,12 +799,11 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
   const ConvCase c = int8_case(2, 48, 9, 7, 33, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
   expect_int8_conv_exact(c, seed++, 1, "", 8);
   EXPECT_EQ(expect_int8_conv_exact(c, seed++, 2, "sm80_conv_igemm_64x64_i8"), "sm80_conv_igemm_64x64_i8");
-  // the rule's direct kernel: many pixels over a short K (16384 pixels, K = 144), and the same
-  // weight over fewer pixels as the GEMM
+  // the rule: many pixels take the 3-stage 64 x 64 tile, few the 16 x 32 one
   const ConvCase big = int8_case(4, 16, 64, 64, 17, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
-  EXPECT_EQ(expect_int8_conv_exact(big, seed++, 3), "sm80_conv_igemm_64x64_i8");
-  const ConvCase small = int8_case(1, 16, 64, 64, 17, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
-  EXPECT_EQ(expect_int8_conv_exact(small, seed++, 4).rfind("im2col sm80_i8_", 0), 0u);
+  EXPECT_EQ(expect_int8_conv_exact(big, seed++, 3), "im2col sm80_i8_64x64_s3");
+  const ConvCase small = int8_case(1, 16, 7, 7, 17, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
+  EXPECT_EQ(expect_int8_conv_exact(small, seed++, 4), "im2col sm80_i8_16x32");
   // a tile name on a weight whose Ci is not a multiple of 16, and an unknown name
   {
     std::vector<float> wf = randn(size_t(8 * 27), 5, 0.05f);

@@ -158,24 +158,16 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   }
 
   // The kernel for M output pixels (NHWC, Ci a multiple of 16): a GEMM tile (launch_conv_int8_gemm)
-  // or kDirect, from the measured rule (docs/cuda-conv.md, "INT8 per-tensor kernels"):
-  // - the direct kernel for many pixels over a short K (M >= 16384, at most 9 K blocks): the GEMM's
-  //   4-5 stage pipeline barely fills before the double-precision epilogue, with 2 CTAs per SM,
-  //   where the direct kernel keeps 6 per SM in flight;
-  // - 128 x 128 for more than 64 channels where its tiles make one round of half to all the SMs,
-  //   or three rounds and more (1.5 rounds leave half the SMs idle for the second);
-  // - 64 x 64 where its tiles give at least every second SM one;
-  // - else 16 x 32 (few pixels, deep layers: the K loop over many small CTAs).
+  // from the measured rule (docs/cuda-conv.md, "The INT8 per-tensor kernels"): the 3-stage 64 x 64
+  // tile where its tiles give at least every second SM one (4 CTAs per SM hide the short K
+  // loops' pipeline fill and the double-precision epilogue better than the deeper pipelines, the
+  // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
+  // many small CTAs). The others are reached by force_kernel.
   int tile_for(int64_t M) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect) return t;
-    const int64_t kblocks = Kp_ / cuda::kInt8TensorBlockK;
-    if (M >= 16384 && kblocks <= 9) return kDirect;
-    auto tiles = [&](int64_t bm, int64_t bn) { return ((M + bm - 1) / bm) * ((N + bn - 1) / bn); };
-    const int64_t large = tiles(128, 128), sms = sm_count_;
-    if (N > 64 && ((2 * large >= sms && large <= sms) || large >= 3 * sms)) return 2;
-    if (2 * tiles(64, 64) >= sms) return 1;
-    return 0;
+    const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
+    return 2 * tiles64 >= sm_count_ ? 3 : 0;
   }
 
   void launch_gemm(const TensorView& x, const TensorView& y, const cuda::ConvCallGeometry& g,
