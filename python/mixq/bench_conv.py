@@ -1,6 +1,6 @@
 """Quantized-weight conv2d on CUDA against cuDNN FP16, on the ResNet-50 layers.
 
-    python -m mixq.bench_conv                          # batch 1, 8, 32; W4 and W8; print a table
+    python -m mixq.bench_conv                          # batch 1, 8, 32; W4, W8, INT8; print a table
     python -m mixq.bench_conv --batch 1 --json conv.json
     python -m mixq.bench_conv --conv 1,256,14,14,256,3,3,1,1   # N,Ci,H,W,Co,Kh,Kw,stride,pad
 
@@ -10,6 +10,9 @@ For every layer and batch, in one process on one GPU:
   W4/W8   mixq.conv2d, FP16 activations and output, NHWC and NCHW (the faster is reported, the
           layout named), weights quantized along Ci in blocks of 128 (g128; blocks of Ci where
           Ci < 128 or 128 does not divide Ci, per output channel for the 3-channel stem).
+  I8      INT8 per-tensor conv (--bits i8): int8 activations (scale 0.05), int8 weights
+          symmetric per output channel, int8 output requantized (O_q = M*(Acc32 + FusedBias)),
+          NHWC and NCHW, the faster reported; against the same cuDNN FP16 time.
 Each call is timed alone with CUDA events, after a 256 MB buffer is overwritten so that weights
 and activations come from HBM (cold L2); the median of --reps calls is reported.
 """
@@ -58,6 +61,10 @@ def _time_us(fn, flush, reps):
     return statistics.median(times)
 
 
+def _key(bits):
+    return "i8" if bits == "i8" else f"w{bits}"
+
+
 def _channel_block(ci, want=128):
     if ci % want == 0:
         return want
@@ -93,6 +100,9 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
     Ho, Wo = mixq.conv2d_output_size(H, W, (K, K), stride, pad)
     ref = F.conv2d(x.float(), w.to(dev), stride=stride, padding=pad)
     for bits in schemes:
+        if bits == "i8":
+            row["i8"] = bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush)
+            continue
         scheme, block = _scheme(bits, Ci, K, K)
         qw = mixq.quantize(w_khkwci, scheme)
         pw = mixq.prepare(qw, backend="cuda", conv=(Ci, K, K), conv_order="khkwci")
@@ -106,12 +116,42 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
         err = ((y_nchw.float() - ref).norm() / ref.norm()).item()
         err_h = ((y_nhwc.permute(0, 3, 1, 2).float() - ref).norm() / ref.norm()).item()
         best = min(t_h, t_c)
-        row[f"w{bits}"] = {"scheme": scheme, "block": block, "nhwc_us": t_h, "nchw_us": t_c,
+        row[_key(bits)] = {"scheme": scheme, "block": block, "nhwc_us": t_h, "nchw_us": t_c,
                            "us": best, "layout": "nhwc" if t_h <= t_c else "nchw",
                            "speedup_vs_cudnn": row["cudnn_us"] / best,
                            "rel_err_vs_float": max(err, err_h),
                            "kernel": pw.kernel_name(B * Ho * Wo, "float16")}
     return row
+
+
+def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush):
+    """The INT8 per-tensor conv with requantized int8 output, NHWC and NCHW."""
+    dev = torch.device("cuda")
+    kk = Ci * K * K
+    s_in, z_in = 0.05, 0
+    # about 20 output codes per standard deviation of the accumulator: few saturate
+    s_out, z_out = 0.01 * math.sqrt(kk), 0
+    qw = mixq._mixq.quantize_int8_per_channel(w_khkwci.numpy())
+    pw = mixq.prepare(qw, backend="cuda", act="int8-per-tensor", conv=(Ci, K, K),
+                      conv_order="khkwci", input_quant=(s_in, z_in), output_quant=(s_out, z_out))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randint(-128, 128, (B, Ci, H, W), generator=g, dtype=torch.int8).to(dev)
+    x_nhwc = x.permute(0, 2, 3, 1).contiguous()
+    Ho, Wo = mixq.conv2d_output_size(H, W, (K, K), stride, pad)
+    y_nhwc = torch.empty(B, Ho, Wo, Co, device=dev, dtype=torch.int8)
+    y_nchw = torch.empty(B, Co, Ho, Wo, device=dev, dtype=torch.int8)
+    t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
+                                       layout="nhwc"), flush, reps)
+    t_c = _time_us(lambda: mixq.conv2d(x, pw, out=y_nchw, stride=stride, padding=pad,
+                                       layout="nchw"), flush, reps)
+    # sanity: the requantized output against the float conv of the same int8 input
+    ref = F.conv2d((x.float() - z_in) * s_in, w.to(dev), stride=stride, padding=pad)
+    err = max(((((y.float() - z_out) * s_out) - ref).norm() / ref.norm()).item()
+              for y in (y_nchw, y_nhwc.permute(0, 3, 1, 2)))
+    best = min(t_h, t_c)
+    return {"scheme": "i8 per-channel, int8 in/out", "block": "pc", "nhwc_us": t_h, "nchw_us": t_c,
+            "us": best, "layout": "nhwc" if t_h <= t_c else "nchw", "rel_err_vs_float": err,
+            "kernel": pw.kernel_name(B * Ho * Wo)}
 
 
 def _parse_conv(spec):
@@ -129,7 +169,8 @@ def main(argv=None):
     ap.add_argument("--batch", default="1,8,32", help="comma-separated batch sizes")
     ap.add_argument("--conv", action="append", default=[],
                     help="N,Ci,H,W,Co,Kh,Kw,stride,pad (repeatable; replaces the ResNet-50 set)")
-    ap.add_argument("--bits", default="4,8", help="weight bits to run (4, 8)")
+    ap.add_argument("--bits", default="4,8,i8",
+                    help="weight-only bits to run (4, 8) and i8 for the INT8 per-tensor conv")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
@@ -138,7 +179,7 @@ def main(argv=None):
         return 1
     torch.backends.cudnn.benchmark = True
     flush = _flush_buffer("cuda")
-    bits = [int(b) for b in a.bits.split(",")]
+    bits = [b if b == "i8" else int(b) for b in a.bits.split(",")]
     jobs = []
     if a.conv:
         jobs = [_parse_conv(c) for c in a.conv]
@@ -146,27 +187,31 @@ def main(argv=None):
         jobs = [(int(b), l) for b in a.batch.split(",") for l in RESNET50]
     rows = []
     for B, (name, ci, h, co, k, s, p) in jobs:
-        rows.append(bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits))
+        row = bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits)
+        if "i8" in row:
+            row["i8"]["speedup_vs_cudnn"] = row["cudnn_us"] / row["i8"]["us"]
+        rows.append(row)
     dev = torch.cuda.get_device_name()
     print(f"# mixq conv2d vs cuDNN FP16 on {dev} (median of {a.reps}, cold L2, us)\n")
     head = "| layer | batch | cuDNN fp16 (best of NCHW / NHWC) |"
     sep = "|---|---:|---:|"
     for b in bits:
-        head += f" W{b} (layout) | W{b} speedup |"
+        tag = "I8" if b == "i8" else f"W{b}"
+        head += f" {tag} (layout) | {tag} speedup |"
         sep += "---:|---:|"
     print(head)
     print(sep)
     for r in rows:
         line = f"| {r['layer']} | {r['batch']} | {r['cudnn_us']:.1f} |"
         for b in bits:
-            m = r[f"w{b}"]
+            m = r[_key(b)]
             line += f" {m['us']:.1f} ({m['layout']}, {m['block']}) | {m['speedup_vs_cudnn']:.2f}x |"
         print(line)
     for b in bits:
-        sp = [r[f"w{b}"]["speedup_vs_cudnn"] for r in rows]
-        print(f"\nW{b}: geomean speedup {math.exp(sum(math.log(x) for x in sp) / len(sp)):.2f}x, "
+        sp = [r[_key(b)]["speedup_vs_cudnn"] for r in rows]
+        print(f"\n{_key(b).upper()}: geomean speedup {math.exp(sum(math.log(x) for x in sp) / len(sp)):.2f}x, "
               f"min {min(sp):.2f}x, worst rel. error vs float conv "
-              f"{max(r[f'w{b}']['rel_err_vs_float'] for r in rows):.3g}")
+              f"{max(r[_key(b)]['rel_err_vs_float'] for r in rows):.3g}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": dev, "reps": a.reps, "rows": rows}, f, indent=1)

@@ -219,7 +219,7 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
     Args:
         x: ``[B, Ci, H, W]`` (``layout="nchw"``) or ``[B, H, W, Ci]`` (``"nhwc"``), contiguous.
         prepared: a convolution :class:`mixq.PreparedWeight` (CPU, reference or CUDA backend;
-            CUDA: weight-only, act="none").
+            CUDA: weight-only or act="int8-per-tensor" with int8 x).
         out: ``[B, Co, Ho, Wo]`` / ``[B, Ho, Wo, Co]``; None allocates one like x.
         bias, clamp, stream, out_dtype, num_threads: as for :func:`linear`.
         stride, padding, dilation: ints or ``(h, w)`` pairs.

@@ -513,7 +513,9 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     EXPECT_GT(cuda::stream_k_split_pieces(pf.sched), 0);
     EXPECT_TRUE(pf.fixup && !pf.sched.inline_reduce);
     EXPECT_TRUE(!pi.fixup && pi.sched.inline_reduce);
-    // only the inline reduction reads the flags: a caller's workspace is cleared for it alone
+    // only the inline reduction reads the flags: the fixup plan owns none, and a caller's
+    // workspace is cleared for the inline reduction alone
+    EXPECT_EQ(pf.tickets, 0u);
     EXPECT_FALSE(cuda::wo_plan_reads_tickets(pf));
     EXPECT_TRUE(cuda::wo_plan_reads_tickets(pi));
     EXPECT_EQ(fixup.kernel_name(c.M, c.x), in_kernel.kernel_name(c.M, c.x));

@@ -1,9 +1,12 @@
 // The CUDA INT8 per-tensor conv2d (quantized CNN inference): x i8 with input quant (S_I, Z_I), the
 // weight i8 symmetric per output channel, y i8 requantized with (S_O, Z_O) or f32 real values.
-// prepare() repacks the codes to [Co][tap][Ci] (either K order) and precomputes, per output
-// channel, the code sum (for the Z_I term) and S_I * S_W[n] in double; conv2d() enqueues the
-// implicit GEMM (kernels/conv/sm80_conv_igemm_i8.cuh), whose outputs equal the reference's
-// (ref::conv2d_int8_requant) exactly.
+// prepare() repacks the codes and precomputes, per output channel, the code sum (for the Z_I term)
+// and S_I * S_W[n] in double. conv2d() enqueues one of two implicit GEMMs, whose outputs equal the
+// reference's (ref::conv2d_int8_requant) exactly:
+// - NHWC input with Ci a multiple of 16 (16-byte runs of channels): the INT8 GEMM's pipelined
+//   kernels with A gathered from the image (launch_conv_int8_gemm; codes [Np][Kp], KhKwCi order);
+// - otherwise (NCHW, other Ci): kernels/conv/sm80_conv_igemm_i8.cuh (codes [Co][tap][Cip]).
+// When Ci is a multiple of 32 the two layouts are one buffer (the GEMM's rows, pitch Kp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/conv_call_geometry.hpp"
 #include "cuda/backend/factories.hpp"
+#include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/runtime/check.hpp"
@@ -43,8 +47,22 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                ") must be < 2^24");
     taps_ = g.Kh * g.Kw;
     Cip_ = cuda::round_up(g.Ci, cuda::kConvBK);
-    row_bytes_ = taps_ * Cip_;
-    std::vector<int8_t> codes(size_t(N * row_bytes_), 0);
+    // the GEMM form: k = tap * Ci + ci, rows padded to the GEMM's N tile, K to its K block
+    gemm_ = g.Ci % 16 == 0;
+    Kp_ = cuda::round_up(taps_ * g.Ci, cuda::kInt8TensorBlockK);
+    Np_ = cuda::round_up(N, cuda::kInt8PadN);
+    // one buffer for both kernels where their layouts agree (Cip = Ci)
+    shared_codes_ = gemm_ && Cip_ == g.Ci;
+    row_bytes_ = shared_codes_ ? Kp_ : taps_ * Cip_;
+    force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv"});
+    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
+                   "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
+                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3");
+    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
+                   "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
+                   ") a multiple of 16");
+    std::vector<int8_t> codes(size_t((shared_codes_ ? Np_ : N) * row_bytes_), 0);
+    std::vector<int8_t> gemm_codes(gemm_ && !shared_codes_ ? size_t(Np_ * Kp_) : 0, 0);
     std::vector<int32_t> wsum(size_t(N), 0);
     std::vector<double> wscale(size_t(N), 0.0);
     for (int64_t n = 0; n < N; ++n) {
@@ -54,18 +72,25 @@ class CudaConvInt8Tensor final : public PreparedImpl {
           const int64_t k = g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * taps_ + tap;
           const int32_t q = w.code_int(n, k);
           codes[size_t(n * row_bytes_ + tap * Cip_ + ci)] = int8_t(q);
+          if (!gemm_codes.empty()) gemm_codes[size_t(n * Kp_ + tap * g.Ci + ci)] = int8_t(q);
           s += q;
         }
       wsum[size_t(n)] = s;
       wscale[size_t(n)] = double(o.input_quant.scale) * double(w.scale(n, 0));
     }
     codes_ = dev_.upload(codes.data(), codes.size());
+    if (!gemm_codes.empty()) gemm_codes_ = dev_.upload(gemm_codes.data(), gemm_codes.size());
     wsum_ = dev_.upload(wsum.data(), wsum.size() * 4);
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
+    sm_count_ = std::max(dev_.caps.sm_count, 1);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
-  std::string kernel_name(int64_t) const override { return "sm80_conv_igemm_64x64_i8"; }
+  // what an NHWC call (16-byte aligned x) runs
+  std::string kernel_name(int64_t M) const override {
+    const int t = gemm_ ? tile_for(M) : kDirect;
+    return t == kDirect ? kDirectName : std::string("im2col ") + kTileNames[t];
+  }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
               const ExecContext&) const override {
@@ -90,6 +115,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                      "-byte element size");
     }
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    if (gemm_ && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
+      if (const int t = tile_for(g.B * g.Ho * g.Wo); t != kDirect) {
+        launch_gemm(x, y, g, p, ep, t, stream);
+        return;
+      }
+    }
     cuda::ConvI8Params k{};
     k.x = static_cast<const int8_t*>(x.data);
     cuda::set_conv_geometry(k, g, *conv, N, p);
@@ -110,13 +142,70 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
     cuda::DeviceGuard guard(dev_.id);
-    cuda::launch_conv_igemm_i8(k, static_cast<cudaStream_t>(ctx.stream));
+    cuda::launch_conv_igemm_i8(k, stream);
   }
 
  private:
+  static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
+  static constexpr const char* kTileNames[4] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
+                                                 "sm80_i8_64x64_s3"};
+  static constexpr int kDirect = -1;
+
+  static int tile_of(const std::string& name) {
+    for (int t = 0; t < 4; ++t)
+      if (name == kTileNames[t]) return t;
+    return kDirect;
+  }
+
+  // The kernel for M output pixels (NHWC, Ci a multiple of 16): a GEMM tile (launch_conv_int8_gemm)
+  // from the measured rule (docs/cuda-conv.md, "The INT8 per-tensor kernels"): the 3-stage 64 x 64
+  // tile where its tiles give at least every second SM one (4 CTAs per SM hide the short K
+  // loops' pipeline fill and the double-precision epilogue better than the deeper pipelines, the
+  // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
+  // many small CTAs). The others are reached by force_kernel.
+  int tile_for(int64_t M) const {
+    if (force_ == kDirectName) return kDirect;
+    if (const int t = tile_of(force_); t != kDirect) return t;
+    const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
+    return 2 * tiles64 >= sm_count_ ? 3 : 0;
+  }
+
+  void launch_gemm(const TensorView& x, const TensorView& y, const cuda::ConvCallGeometry& g,
+                   const Conv2dParams& cp, const Epilogue& ep, int tile, cudaStream_t stream) const {
+    cuda::Int8GemmParams p;
+    p.mode = cuda::Int8Mode::Tensor;
+    cuda::set_conv_shape(p.conv, g, *conv, cp);
+    p.M = int(g.B * g.Ho * g.Wo);
+    p.N = int(N);
+    p.K = int(taps_ * conv->Ci);
+    p.kb = int(cuda::kInt8TensorBlockK);
+    p.n_kblocks = int(Kp_ / cuda::kInt8TensorBlockK);
+    p.a = static_cast<const int8_t*>(x.data);
+    p.b = static_cast<const int8_t*>(shared_codes_ ? codes_.data() : gemm_codes_.data());
+    p.ldb = Kp_;
+    p.Np = Np_;
+    p.wsum = static_cast<const int32_t*>(wsum_.data());
+    p.wscale = static_cast<const double*>(wscale_.data());
+    p.in_zero = opts.input_quant.zero;
+    p.out_scale = double(opts.output_quant.scale);
+    p.out_zero = opts.output_quant.zero;
+    p.y = y.data;
+    p.ldy = N;  // NHWC: output pixel m's Co channels are a row
+    p.y_type = y.dtype == DType::I8 ? 3 : 2;
+    p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    p.bias_type = ep.bias.empty() ? 2 : cuda::int8b::type_code(ep.bias.dtype);
+    p.clamp_lo = ep.clamp_lo;
+    p.clamp_hi = ep.clamp_hi;
+    cuda::DeviceGuard guard(dev_.id);
+    cuda::launch_conv_int8_gemm(p, tile, stream);
+  }
+
   cuda::int8b::Int8Device dev_;
-  int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0;
-  DeviceBuffer codes_, wsum_, wscale_;
+  int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, Kp_ = 0, Np_ = 0;
+  bool gemm_ = false, shared_codes_ = false;
+  int sm_count_ = 1;
+  std::string force_;
+  DeviceBuffer codes_, gemm_codes_, wsum_, wscale_;
 };
 
 }  // namespace

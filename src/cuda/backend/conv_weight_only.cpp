@@ -58,7 +58,12 @@ class CudaConvWeightOnly final : public PreparedImpl {
     taps_ = g.Kh * g.Kw;
     bits_ = dtype_bits(w.code_type);
     Cip_ = cuda::round_up(g.Ci, cuda::kConvBK);
-    row_bytes_ = taps_ * Cip_ * bits_ / 8;
+    // Packed taps where a tap's step would be more than half padding (Ci <= 16: the RGB stem's
+    // 7x7x3 is 5 steps instead of 49; conv_params.hpp)
+    packed_ = taps_ > 1 && g.Ci * 2 <= cuda::kConvBK;
+    const int64_t row_codes = packed_ ? cuda::round_up(taps_ * g.Ci, cuda::kConvBK) : taps_ * Cip_;
+    row_bytes_ = row_codes * bits_ / 8;
+    k_steps_ = row_codes / cuda::kConvBK;
     cb_ = channel_block(w, g);
     n_cb_ = (g.Ci + cb_ - 1) / cb_;
     repack(w, g);
@@ -88,8 +93,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
     if (igemm_ && act != DType::F32) return "im2col " + cuda::conv_igemm_kernel_name(*igemm_, M, act);
-    return std::string(cuda::conv_igemm_name(conv_io_type(act))) +
-           (split_plan(M).splits > 1 ? "_splitk" : "");
+    return cuda::conv_igemm_name(conv_io_type(act), packed_) + (split_plan(M).splits > 1 ? "_splitk" : "");
   }
 
   // M = output pixels: the implicit GEMM's K-split partials, or (1x1 weights) the linear path's
@@ -139,6 +143,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::set_conv_geometry(k, g, *conv, N, p);
     k.vec_x = !nchw && x.dtype != DType::F32 && Ci % 8 == 0 &&
               reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+    k.packed = packed_;
+    k.k_total = int(taps_ * Ci);
+    k.k_steps = int(k_steps_);
     k.codes = static_cast<const uint8_t*>(codes_.data());
     k.pairs = static_cast<const float2*>(pairs_.data());
     k.bits = bits_;
@@ -192,7 +199,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
   // of M and the weight alone, so workspace_size(M) and the call agree.
   SplitPlan split_plan(int64_t M) const {
     SplitPlan sp;
-    const int64_t steps = taps_ * ((conv->Ci + cuda::kConvBK - 1) / cuda::kConvBK);
+    const int64_t steps = k_steps_;
     sp.steps_per_split = int(steps);
     const int64_t tiles = ((M + cuda::kConvBM - 1) / cuda::kConvBM) *
                           ((N + cuda::kConvBN - 1) / cuda::kConvBN);
@@ -246,7 +253,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
       for (int64_t tap = 0; tap < taps_; ++tap)
         for (int64_t ci = 0; ci < g.Ci; ++ci) {
           const uint32_t u = uint32_t(w.code_int(n, canon_k(g, ci, tap)) - cmin);
-          const int64_t kk = tap * Cip_ + ci;
+          const int64_t kk = packed_ ? tap * g.Ci + ci : tap * Cip_ + ci;
           uint8_t* row = codes.data() + n * row_bytes_;
           if (bits_ == 4)
             row[kk / 2] |= uint8_t((u & 0xF) << (4 * (kk % 2)));
@@ -283,7 +290,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
   }
 
   int device_ = 0;
-  int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1;
+  int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1, k_steps_ = 1;
+  bool packed_ = false;  // packed taps (few input channels)
   int bits_ = 4;
   int sm_count_ = 1;
   DeviceBuffer codes_, pairs_;

@@ -203,7 +203,9 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   MIXQ_CHECK(ring_stages(mt, layout, shape, p_stage, ws_detail::ws_y_stage_bytes(s.y_rows), s.max_stages) >= 2,
              ErrorCode::Internal, "wo plan: the wgmma kernel's ring holds fewer than 2 stages");
   p.partial_floats = size_t(ws_partial_floats(caps.sm_count, mt));
-  p.tickets = size_t(ws_flags(caps.sm_count, mt));  // the inline reduction's flags
+  // Only the inline reduction of cut tiles reads flags; whole tiles and the fixup kernel never
+  // touch them, so those plans own none and no call clears any for them.
+  p.tickets = s.inline_reduce ? size_t(ws_flags(caps.sm_count, mt)) : 0;
   MIXQ_CHECK(!s.inline_reduce || int64_t(s.sk_tiles) * kStreamKFlagsPerTile <= int64_t(p.tickets),
              ErrorCode::Internal, "wo plan: ", s.sk_tiles, " stream-K tiles need more flags than ", p.tickets);
 }

@@ -63,13 +63,11 @@ struct WoPlan {
 };
 
 // Whether the launch reads its tickets, which must then be zero when it starts (a caller's
-// workspace is cleared on the stream first; the weight's own are left zero by every launch):
-// the wgmma kernel only for the inline reduction of cut tiles (whole tiles and the fixup kernel
-// never touch them), the streaming kernel whenever it has any. A memset is one more operation on
-// the stream, ahead of a launch that at batch 1 takes a few microseconds.
-inline bool wo_plan_reads_tickets(const WoPlan& p) {
-  return p.tickets > 0 && (p.id.family != Family::WoWgmma || p.sched.inline_reduce);
-}
+// workspace is cleared on the stream first; the weight's own are left zero by every launch). A
+// plan owns tickets only where its launch reads them: the streaming kernel's split-K, the wgmma
+// kernel's inline reduction of cut tiles. A memset is one more operation on the stream, ahead of
+// a launch that at batch 1 takes a few microseconds.
+inline bool wo_plan_reads_tickets(const WoPlan& p) { return p.tickets > 0; }
 
 // force: "" (the measured rule) or a weight-only family name ("sm80_wo_stream", "sm90_wo_ws",
 // "wo_dequant_cublas"); a family that cannot serve the call throws Unsupported naming why.

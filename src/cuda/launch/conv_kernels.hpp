@@ -3,6 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
+#include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/kernels/conv/conv_params.hpp"
 
 namespace mixq::cuda {
@@ -16,8 +19,16 @@ void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
 // The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
 void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
 
+// The INT8 per-tensor conv as the INT8 GEMM with its A operand gathered from an NHWC image
+// (Int8GemmParams::conv; Ci a multiple of 16, x 16-byte aligned, B the codes [Np][Kp] in the
+// KhKwCi order): tile 0, 1, 2 the GEMM's 16x32, 64x64 and 128x128 CTA tiles (int8_gemm.hpp), 3
+// the 64x64 tile with a 3-stage pipeline (short K loops, more CTAs per SM). A
+// multi-stage cp.async pipeline, where the sm80_conv_igemm_64x64_i8 kernel loads each K step
+// synchronously. No allocation, no synchronisation.
+void launch_conv_int8_gemm(const Int8GemmParams& p, int tile, cudaStream_t stream);
+
 // The kernel name a call with activations of IoType x_type runs (KernelId-style, for
-// PreparedWeight::kernel_name).
-const char* conv_igemm_name(IoType x_type);
+// PreparedWeight::kernel_name); `packed`: the packed-taps form (conv_params.hpp).
+std::string conv_igemm_name(IoType x_type, bool packed);
 
 }  // namespace mixq::cuda

@@ -10,12 +10,13 @@ namespace mixq::cuda::int8k {
 
 // The three tile shapes: small M streams the weight with many small CTAs; medium and large are
 // compute tiles (8 warps of 64x32 for large: int32 partials + float sums = 128 registers).
-template <int BK, bool T, bool O>
-using CfgSmall = Int8Cfg<16, 32, 1, 2, BK, 8, T, O>;
-template <int BK, bool T, bool O>
-using CfgMedium = Int8Cfg<64, 64, 2, 2, BK, (BK == 64 ? 6 : 5), T, O>;
-template <int BK, bool T, bool O>
-using CfgLarge = Int8Cfg<128, 128, 2, 4, BK, (BK == 64 ? 6 : 4), T, O>;
+// I: the implicit-GEMM conv2d form (Int8GemmParams::conv).
+template <int BK, bool T, bool O, bool I = false>
+using CfgSmall = Int8Cfg<16, 32, 1, 2, BK, 8, T, O, I>;
+template <int BK, bool T, bool O, bool I = false>
+using CfgMedium = Int8Cfg<64, 64, 2, 2, BK, (BK == 64 ? 6 : 5), T, O, I>;
+template <int BK, bool T, bool O, bool I = false>
+using CfgLarge = Int8Cfg<128, 128, 2, 4, BK, (BK == 64 ? 6 : 4), T, O, I>;
 
 template <class C>
 void launch_cfg(const Int8GemmParams& p, cudaStream_t stream) {
@@ -29,11 +30,11 @@ void launch_cfg(const Int8GemmParams& p, cudaStream_t stream) {
 }
 
 // tile: 0 small, 1 medium, 2 large.
-template <int BK, bool T, bool O>
+template <int BK, bool T, bool O, bool I = false>
 void launch_tile(const Int8GemmParams& p, int tile, cudaStream_t stream) {
-  if (tile == 0) launch_cfg<CfgSmall<BK, T, O>>(p, stream);
-  else if (tile == 1) launch_cfg<CfgMedium<BK, T, O>>(p, stream);
-  else launch_cfg<CfgLarge<BK, T, O>>(p, stream);
+  if (tile == 0) launch_cfg<CfgSmall<BK, T, O, I>>(p, stream);
+  else if (tile == 1) launch_cfg<CfgMedium<BK, T, O, I>>(p, stream);
+  else launch_cfg<CfgLarge<BK, T, O, I>>(p, stream);
 }
 
 void launch_block_g64(const Int8GemmParams& p, int tile, cudaStream_t stream);

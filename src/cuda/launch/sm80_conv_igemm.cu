@@ -1,5 +1,7 @@
 // Instantiations and launcher of the weight-only implicit-GEMM conv2d (kernels/conv/).
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 #include "cuda/kernels/conv/sm80_conv_igemm.cuh"
 #include "cuda/launch/conv_kernels.hpp"
@@ -36,13 +38,18 @@ void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream) {
   const int64_t M = int64_t(p.B) * p.Ho * p.Wo;
   const dim3 grid(unsigned((M + kConvBM - 1) / kConvBM), unsigned((p.Co + kConvBN - 1) / kConvBN),
                   unsigned(p.splits));
-  switch (p.x_type) {
-    case IoType::F16: conv::conv_igemm_kernel<half, false><<<grid, kConvThreads, 0, stream>>>(p); break;
-    case IoType::BF16:
-      conv::conv_igemm_kernel<__nv_bfloat16, false><<<grid, kConvThreads, 0, stream>>>(p);
-      break;
-    default: conv::conv_igemm_kernel<__nv_bfloat16, true><<<grid, kConvThreads, 0, stream>>>(p); break;
-  }
+  auto launch = [&](auto packed) {
+    constexpr bool kPacked = decltype(packed)::value;
+    switch (p.x_type) {
+      case IoType::F16: conv::conv_igemm_kernel<half, false, kPacked><<<grid, kConvThreads, 0, stream>>>(p); break;
+      case IoType::BF16:
+        conv::conv_igemm_kernel<__nv_bfloat16, false, kPacked><<<grid, kConvThreads, 0, stream>>>(p);
+        break;
+      default: conv::conv_igemm_kernel<__nv_bfloat16, true, kPacked><<<grid, kConvThreads, 0, stream>>>(p); break;
+    }
+  };
+  if (p.packed) launch(std::true_type{});
+  else launch(std::false_type{});
   MIXQ_CUDA_CHECK_LAUNCH("conv_igemm");
   if (p.splits > 1) {
     const int64_t total = M * p.Co;
@@ -52,12 +59,14 @@ void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream) {
   }
 }
 
-const char* conv_igemm_name(IoType x_type) {
+std::string conv_igemm_name(IoType x_type, bool packed) {
+  std::string name;
   switch (x_type) {
-    case IoType::F16: return "sm80_conv_igemm_64x64_f16";
-    case IoType::BF16: return "sm80_conv_igemm_64x64_bf16";
-    default: return "sm80_conv_igemm_64x64_f32split";
+    case IoType::F16: name = "sm80_conv_igemm_64x64_f16"; break;
+    case IoType::BF16: name = "sm80_conv_igemm_64x64_bf16"; break;
+    default: name = "sm80_conv_igemm_64x64_f32split"; break;
   }
+  return packed ? name + "_packed" : name;
 }
 
 }  // namespace mixq::cuda

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
 #include "mixq/numeric.hpp"  // MIXQ_HD
 
 namespace mixq::cuda {
@@ -78,6 +79,11 @@ struct Int8GemmParams {
   int in_zero = 0;
   double out_scale = 1.0;
   int out_zero = 0;
+  // Per-tensor mode as an implicit-GEMM conv2d (the kernels instantiated with im2col): A is the
+  // NHWC image `a` [B][H][W][Ci], Ci a multiple of 16 and `a` 16-byte aligned, gathered per K block
+  // in the KhKwCi order (column k = (r Kw + s) Ci + ci; a 16-byte chunk never straddles two taps),
+  // padding positions read Z_I (the real value 0), rows m = (image, ho, wo); lda unused.
+  Im2colConv conv{};
   // output and epilogue
   void* y = nullptr;
   int64_t ldy = 0;

@@ -5,12 +5,17 @@
 // walked tap by tap (kh, kw), and inside a tap along Ci in steps of kConvBK channels. The im2col
 // matrix is never written: each step gathers its [kConvBM pixels][kConvBK channels] slice of it
 // straight from x into shared memory (zeros for padding and for channels >= Ci).
+// Packed taps (few input channels: Ci <= kConvBK / 2, more than one tap, e.g. an RGB stem): a
+// step padded to kConvBK channels per tap would be mostly zeros (Ci = 3: 49 steps of which 91%
+// padding for a 7x7 kernel), so K is walked as one run k = tap * Ci + ci instead, kConvBK
+// columns a step (7x7x3 = 147: 5 steps), each column's (tap, ci) found from k.
 //
 // Repacked weight (built once at prepare, whichever K order the canonical weight has):
 //   codes  [Co][taps][Cip] unsigned codes u = q - code_min, Cip = round_up(Ci, kConvBK); int4 two
 //          per byte (even channel in the low nibble), int8 one per byte; channels >= Ci are 0.
 //          A row is taps * Cip * bits / 8 bytes: a multiple of 16, so each thread's 16-code run
-//          (8 bytes int4, 16 bytes int8) is one aligned vector load.
+//          (8 bytes int4, 16 bytes int8) is one aligned vector load. Packed taps: [Co][Kp], code
+//          k = tap * Ci + ci, Kp = round_up(taps * Ci, kConvBK), codes past taps * Ci are 0.
 //   pairs  [Co][taps][n_cb] float2 (s, o') with w = s * u + o' (wo_layout.hpp's form), one per
 //          (output channel, tap, block of cb channels). Both K orders map to this: KhKwCi blocks
 //          of block_k channels (block_k | Ci) give cb = block_k and a pair per tap; CiKhKw blocks
@@ -45,12 +50,15 @@ struct ConvIgemmParams {
   const uint8_t* codes;
   const float2* pairs;
   int bits;         // 4 or 8
-  int Cip;          // Ci rounded up to kConvBK
+  int Cip;          // Ci rounded up to kConvBK (unused with packed taps)
+  bool packed;      // packed taps: K = taps * Ci walked as one run (layout above)
+  int k_total;      // taps * Ci
+  int k_steps;      // K steps of kConvBK: taps * ceil(Ci / kConvBK), or ceil(k_total / kConvBK) packed
   int cb;           // channels per scale block (>= 1)
   int n_cb;         // blocks per tap: ceil(Ci / cb)
   int64_t row_bytes;
   // K split (few output tiles: batch 1, deep layers): block z runs K steps
-  // [z * steps_per_split, (z + 1) * steps_per_split) of the taps * ceil(Ci / kConvBK) steps and
+  // [z * steps_per_split, (z + 1) * steps_per_split) of the k_steps and
   // writes its raw sums to partial[z][M][Co]; conv_split_reduce_kernel adds the splits in order
   // and applies the epilogue. splits == 1: partial is null and the block writes y itself.
   int splits;

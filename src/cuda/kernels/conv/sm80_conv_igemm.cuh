@@ -85,6 +85,35 @@ __device__ __forceinline__ void step_coords(int step, int csteps, int* tap, int*
   *c0 = (step - *tap * csteps) * kConvBK;
 }
 
+// Column j of a K step: its tap and input channel, and whether it lies inside K. `tap0` and `c0`
+// are the step's (step_coords); with packed taps (kPacked) c0 is the step's first k and each
+// column finds its own tap (k = tap * Ci + ci).
+template <bool kPacked>
+__device__ __forceinline__ bool step_column(const ConvIgemmParams& p, int tap0, int c0, int j, int* tap, int* ci) {
+  if constexpr (kPacked) {
+    const int k = c0 + j;
+    *tap = k / p.Ci;
+    *ci = k - *tap * p.Ci;
+    return k < p.k_total;
+  } else {
+    *tap = tap0;
+    *ci = c0 + j;
+    return *ci < p.Ci;
+  }
+}
+
+// (tap, first column) of K step `step`: the tap and its first channel, or (packed taps) 0 and
+// the first k.
+template <bool kPacked>
+__device__ __forceinline__ void step_start(const ConvIgemmParams& p, int step, int* tap, int* c0) {
+  if constexpr (kPacked) {
+    *tap = 0;
+    *c0 = step * kConvBK;
+  } else {
+    step_coords(step, (p.Ci + kConvBK - 1) / kConvBK, tap, c0);
+  }
+}
+
 // Element-gather mapping of thread tid's i-th element: NHWC: a warp reads 32 consecutive channels
 // of one pixel (contiguous); NCHW: 64 threads read one channel of 64 consecutive pixels
 // (consecutive iw where the stride is 1).
@@ -99,7 +128,8 @@ __device__ __forceinline__ void elem_rc(bool nchw, int tid, int i, int* r, int* 
 }
 
 // T: the MMA operand type (half or __nv_bfloat16). kSplit: f32 activations through the bf16 split.
-template <typename T, bool kSplit>
+// kPacked: packed taps (conv_params.hpp), K walked as one run of taps * Ci columns.
+template <typename T, bool kSplit, bool kPacked>
 __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgemmParams p) {
   constexpr int kTiles = kSplit ? 2 : 1;
   __shared__ __align__(16) T As[kTiles][kConvBM * kPitch];
@@ -149,26 +179,36 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
   // B-slice ownership: output channel n0 + tid / 2, channels [16 * (tid % 2), +16) of the step.
   const int b_row = tid / 2, b_half = tid % 2;
   const int bn = n0 + b_row;
-  // cbase (below) is a multiple of 16: with cb % 16 == 0 a thread's 16 codes share one pair
-  const bool one_pair = p.cb % 16 == 0;
+  // cbase (below) is a multiple of 16: with cb % 16 == 0 a thread's 16 codes share one pair (of
+  // one tap: not with packed taps, whose runs cross taps)
+  const bool one_pair = !kPacked && p.cb % 16 == 0;
 
   // Global loads of one step into registers (no shared memory, no conversion).
   auto load_step = [&](int step, StepRegs& R) {
-    int tap, c0;
-    step_coords(step, (p.Ci + kConvBK - 1) / kConvBK, &tap, &c0);
-    const int dh = (tap / p.Kw) * p.dil_h, dw = (tap % p.Kw) * p.dil_w;
+    int tap0, c0;
+    step_start<kPacked>(p, step, &tap0, &c0);
+    // column j's input offset from the pixel's tap-(0, 0) position, and whether it is inside K
+    auto column = [&](int j, int* dh, int* dw, int* ci) {
+      int tap;
+      const bool in_k = step_column<kPacked>(p, tap0, c0, j, &tap, ci);
+      *dh = (tap / p.Kw) * p.dil_h;
+      *dw = (tap % p.Kw) * p.dil_w;
+      return in_k;
+    };
     if (vec_x) {
       // 64 pixels x 4 runs of 8 channels, 2 runs per thread (4 threads cover a pixel's 32
-      // channels). Ci % 8 == 0, so a run starting below Ci ends at or below it.
+      // channels). Ci % 8 == 0, so a run starting below Ci ends at or below it (packed taps: a
+      // run of 8 columns starting at a multiple of 8 stays inside one tap).
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int chunk = tid + kConvThreads * i;
         const int r = chunk / 4, q = chunk % 4;
-        const int ci = c0 + 8 * q;
+        int dh, dw, ci;
+        const bool in_k = column(8 * q, &dh, &dw, &ci);
         const int b = pix_b[r];
         const int ih = pix_ih[r] + dh, iw = pix_iw[r] + dw;
         R.xv[i] = make_uint4(0u, 0u, 0u, 0u);
-        if (b >= 0 && ci < p.Ci && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W)
+        if (b >= 0 && in_k && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W)
           R.xv[i] = *reinterpret_cast<const uint4*>(
               static_cast<const T*>(p.x) + ((int64_t(b) * p.H + ih) * p.W + iw) * p.Ci + ci);
       }
@@ -177,11 +217,12 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
       for (int i = 0; i < 16; ++i) {
         int r, j;
         elem_rc(p.nchw, tid, i, &r, &j);
-        const int ci = c0 + j;
+        int dh, dw, ci;
+        const bool in_k = column(j, &dh, &dw, &ci);
         const int b = pix_b[r];
         const int ih = pix_ih[r] + dh, iw = pix_iw[r] + dw;
         uint32_t v = 0u;  // 0 bits: +0 in f32, f16 and bf16
-        if (b >= 0 && ci < p.Ci && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) {
+        if (b >= 0 && in_k && ih >= 0 && ih < p.H && iw >= 0 && iw < p.W) {
           const int64_t idx = p.nchw ? (int64_t(b) * p.Ci + ci) * plane + int64_t(ih) * p.W + iw
                                      : ((int64_t(b) * p.H + ih) * p.W + iw) * p.Ci + ci;
           v = x32 ? static_cast<const uint32_t*>(p.x)[idx] : static_cast<const uint16_t*>(p.x)[idx];
@@ -194,7 +235,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
     R.so = make_float2(0.f, 0.f);
     if (bn < p.Co) {
       const uint8_t* row = p.codes + int64_t(bn) * p.row_bytes;
-      const int64_t kk = int64_t(tap) * p.Cip + cbase;  // multiple of 16
+      // multiple of 16 (packed taps: the run's first k, the row holding round_up(K, kConvBK))
+      const int64_t kk = kPacked ? int64_t(cbase) : int64_t(tap0) * p.Cip + cbase;
       if (p.bits == 4) {
         const uint2 v = *reinterpret_cast<const uint2*>(row + kk / 2);
         R.words[0] = v.x;
@@ -207,14 +249,14 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
         R.words[3] = v.w;
       }
       if (one_pair && cbase < p.Ci)
-        R.so = __ldg(p.pairs + (int64_t(bn) * taps + tap) * p.n_cb + cbase / p.cb);
+        R.so = __ldg(p.pairs + (int64_t(bn) * taps + tap0) * p.n_cb + cbase / p.cb);
     }
   };
 
   // Conversion of one step's registers into the shared-memory slices.
   auto store_step = [&](int step, const StepRegs& R) {
-    int tap, c0;
-    step_coords(step, (p.Ci + kConvBK - 1) / kConvBK, &tap, &c0);
+    int tap0, c0;
+    step_start<kPacked>(p, step, &tap0, &c0);
     if (vec_x) {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -238,16 +280,16 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
         put<T, kSplit>(As[0], As[kTiles - 1], r * kPitch + j, v);
       }
     }
-    const int cbase = c0 + 16 * b_half;
-    const float2* prow = p.pairs + (int64_t(bn) * taps + tap) * p.n_cb;
+    const int cbase = 16 * b_half;  // the thread's 16 columns of the step
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      const int ci = cbase + j;
+      int tap, ci;
+      const bool in_k = step_column<kPacked>(p, tap0, c0, cbase + j, &tap, &ci);
       float w = 0.f;
-      if (bn < p.Co && ci < p.Ci) {
+      if (bn < p.Co && in_k) {
         const uint32_t u = p.bits == 4 ? (R.words[j / 8] >> (4 * (j % 8))) & 0xFu
                                        : (R.words[j / 4] >> (8 * (j % 4))) & 0xFFu;
-        const float2 so = one_pair ? R.so : __ldg(prow + ci / p.cb);
+        const float2 so = one_pair ? R.so : __ldg(p.pairs + (int64_t(bn) * taps + tap) * p.n_cb + ci / p.cb);
         w = fmaf(so.x, float(u), so.y);
       }
       put<T, kSplit>(Bs[0], Bs[kTiles - 1], b_row * kPitch + 16 * b_half + j, w);
@@ -256,9 +298,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_kernel(const ConvIgem
 
   // this block's K steps (all of them without a split); the bounds are uniform over the block,
   // so every thread reaches the barriers below the same number of times
-  const int csteps = (p.Ci + kConvBK - 1) / kConvBK;
   const int s_begin = int(blockIdx.z) * p.steps_per_split;
-  const int s_end = min(taps * csteps, s_begin + p.steps_per_split);
+  const int s_end = min(p.k_steps, s_begin + p.steps_per_split);
   StepRegs R;
   if (s_begin < s_end) load_step(s_begin, R);
   for (int step = s_begin; step < s_end; ++step) {

@@ -72,11 +72,11 @@ __device__ __forceinline__ void store_float(void* y, int type, int64_t off, floa
 }
 
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int BK_, int STAGES_, bool TENSOR_,
-          bool OFFSET_>
+          bool OFFSET_, bool IM2COL_ = false>
 struct Int8Cfg {
   static constexpr int BM = BM_, BN = BN_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
   static constexpr int BK = BK_, STAGES = STAGES_;
-  static constexpr bool kTensor = TENSOR_, kOffset = OFFSET_;
+  static constexpr bool kTensor = TENSOR_, kOffset = OFFSET_, kIm2col = IM2COL_;
   static constexpr int kThreads = WARPS_M * WARPS_N * 32;
   static constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;
   static constexpr int MT = WTM / 16, NT = WTN / 8;
@@ -87,8 +87,11 @@ struct Int8Cfg {
   static constexpr int kSwzShift = CPR == 8 ? 0 : 1;
   static constexpr int kMetaFloats = kTensor ? 0 : 3 * BM + 3 * BN;
   static constexpr int kStageBytes = BM * BK + BN * BK + kMetaFloats * 4;
-  static constexpr int kSmemBytes = STAGES * kStageBytes;
+  // im2col: after the stages, the CTA's output pixels (fill_pixel_table)
+  static constexpr int kPixBytes = kIm2col ? 3 * BM * 4 : 0;
+  static constexpr int kSmemBytes = STAGES * kStageBytes + kPixBytes;
   static_assert(CPR == 4 || CPR == 8, "BK must be 64 or 128");
+  static_assert(!kIm2col || (kTensor && kThreads % CPR == 0), "im2col: per-tensor, fixed chunk per thread");
   static_assert(MT >= 1 && NT >= 2 && NT % 2 == 0, "warp tile");
   static_assert(WTM % 16 == 0 && WTN % 16 == 0, "warp tile");
 };
@@ -98,20 +101,84 @@ __device__ __forceinline__ uint32_t swz(int r, int c) {
   return uint32_t(r * C::BK + ((c ^ ((r >> C::kSwzShift) & (C::CPR - 1))) << 4));
 }
 
+__device__ __forceinline__ void st_shared_16(uint32_t dst, uint32_t v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(dst), "r"(v));
+}
+
+// The im2col pixel table (Int8Cfg::kPixBytes): for each of the CTA's BM output pixels, its image
+// (-1 past M) and the row and column ho * stride - pad, wo * stride - pad of its receptive
+// field's top-left tap (negative in the padding).
+template <class C>
+__device__ __forceinline__ void fill_pixel_table(const Int8GemmParams& p, int* pix, int m0, int tid) {
+  const Im2colConv& g = p.conv;
+  const int hw = g.Ho * g.Wo;
+  for (int r = tid; r < C::BM; r += C::kThreads) {
+    const int m = m0 + r;
+    int img = -1, ih = 0, iw = 0;
+    if (m < p.M) {
+      img = m / hw;
+      const int rem = m - img * hw;
+      const int ho = rem / g.Wo, wo = rem - ho * g.Wo;
+      ih = ho * g.stride_h - g.pad_h;
+      iw = wo * g.stride_w - g.pad_w;
+    }
+    pix[r] = img;
+    pix[C::BM + r] = ih;
+    pix[2 * C::BM + r] = iw;
+  }
+}
+
+// A's K block `kbi` gathered from the NHWC image (Int8GemmParams::conv): every thread owns one
+// 16-byte chunk column c (kThreads is a multiple of CPR), so the tap and channel of its chunk are
+// worked out once per stage; a chunk inside the image is a cp.async of 16 channels, one in the
+// padding is Z_I written directly (cp.async can only zero-fill, and a zero code would be the real
+// value -S_I*Z_I, not 0), one past K or past M is zero-filled (zero weight codes / not stored).
+template <class C>
+__device__ __forceinline__ void load_a_im2col(const Int8GemmParams& p, uint32_t sa, int kbi,
+                                              const int* pix, int tid) {
+  const Im2colConv& g = p.conv;
+  const int c = tid % C::CPR;
+  const int k = kbi * C::BK + c * 16;
+  const int tap = k / g.Ci, ci = k - tap * g.Ci;
+  const bool k_ok = tap < g.Kh * g.Kw;
+  const int kh = tap / g.Kw, kw = tap - kh * g.Kw;
+  const int dh = kh * g.dil_h, dw = kw * g.dil_w;
+  const uint32_t z4 = uint32_t(uint8_t(int8_t(p.in_zero))) * 0x01010101u;
+#pragma unroll
+  for (int i = tid; i < C::BM * C::CPR; i += C::kThreads) {
+    const int r = i / C::CPR;
+    const int img = pix[r];
+    const uint32_t dst = sa + swz<C>(r, c);
+    if (!k_ok || img < 0) {
+      cp_async_16(dst, p.a, false);
+      continue;
+    }
+    const int ih = pix[C::BM + r] + dh, iw = pix[2 * C::BM + r] + dw;
+    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+      cp_async_16(dst, p.a + ((int64_t(img) * g.H + ih) * g.W + iw) * g.Ci + ci, true);
+    else
+      st_shared_16(dst, z4);
+  }
+}
+
 // Issues the cp.async copies of K block `kbi` into `stage` (base shared address).
 template <class C>
 __device__ __forceinline__ void load_stage(const Int8GemmParams& p, uint32_t stage, int kbi,
-                                           int m0, int n0, int tid) {
+                                           int m0, int n0, int tid, const int* pix = nullptr) {
   const int64_t k0 = int64_t(kbi) * C::BK;
   const int64_t a_cols = (p.K + 15) & ~15;  // A rows are read up to here (zero codes past K)
   const uint32_t sa = stage, sb = stage + C::BM * C::BK;
+  if constexpr (C::kIm2col) {
+    load_a_im2col<C>(p, sa, kbi, pix, tid);
+  } else {
 #pragma unroll
-  for (int i = tid; i < C::BM * C::CPR; i += C::kThreads) {
-    const int r = i / C::CPR, c = i % C::CPR;
-    const int64_t gk = k0 + c * 16;
-    const bool ok = m0 + r < p.M && gk < a_cols;
-    const int8_t* src = ok ? p.a + int64_t(m0 + r) * p.lda + gk : p.a;
-    cp_async_16(sa + swz<C>(r, c), src, ok);
+    for (int i = tid; i < C::BM * C::CPR; i += C::kThreads) {
+      const int r = i / C::CPR, c = i % C::CPR;
+      const int64_t gk = k0 + c * 16;
+      const bool ok = m0 + r < p.M && gk < a_cols;
+      const int8_t* src = ok ? p.a + int64_t(m0 + r) * p.lda + gk : p.a;
+      cp_async_16(sa + swz<C>(r, c), src, ok);
+    }
   }
 #pragma unroll
   for (int i = tid; i < C::BN * C::CPR; i += C::kThreads) {
@@ -166,10 +233,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
 
   const uint32_t smem0 = smem_u32(smem);
   const int nkb = p.n_kblocks;
+  int* pix = nullptr;
+  if constexpr (C::kIm2col) {
+    pix = reinterpret_cast<int*>(smem + C::STAGES * C::kStageBytes);
+    fill_pixel_table<C>(p, pix, m0, tid);
+    __syncthreads();
+  }
 
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
-    if (s < nkb) load_stage<C>(p, smem0 + s * C::kStageBytes, s, m0, n0, tid);
+    if (s < nkb) load_stage<C>(p, smem0 + s * C::kStageBytes, s, m0, n0, tid, pix);
     cp_async_commit();
   }
 
@@ -196,7 +269,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
     __syncthreads();  // block kbi landed for everyone; block kbi-1's stage is free to refill
     {
       const int nxt = kbi + C::STAGES - 1;
-      if (nxt < nkb) load_stage<C>(p, smem0 + (nxt % C::STAGES) * C::kStageBytes, nxt, m0, n0, tid);
+      if (nxt < nkb) load_stage<C>(p, smem0 + (nxt % C::STAGES) * C::kStageBytes, nxt, m0, n0, tid, pix);
       cp_async_commit();
     }
     const uint32_t stage = smem0 + (kbi % C::STAGES) * C::kStageBytes;
