@@ -292,6 +292,16 @@ __host__ __device__ constexpr auto policy_blocks(int) -> decltype(int(Policy::kB
 template <class Policy>
 __host__ __device__ constexpr int policy_blocks(long) { return 1; }
 
+// Policy::kStoresTile (optional, default false): the policy writes the tile's outputs itself
+// (Policy::store(pp, p, total, r0, c0), direct stores; e.g. INT8 per-tensor requantization from
+// integer totals) instead of the skeleton's bias / clamp / convert epilogue.
+template <class Policy>
+__host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Policy::kStoresTile)) {
+  return Policy::kStoresTile;
+}
+template <class Policy>
+__host__ __device__ constexpr bool policy_stores_tile(long) { return false; }
+
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
 // happen before the arrivals.
@@ -555,7 +565,11 @@ __global__ void __launch_bounds__(384, 1)
       }
       }  // kAccSets == 2
       const int c0 = n0 + col;
-      if (p.y_tma) {
+      if constexpr (policy_stores_tile<Policy>(0)) {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub)
+          Policy::store(pp, p, total[sub], int64_t(mb) * Shape::kBM + row + 64 * sub, c0);
+      } else if (p.y_tma) {
 #pragma unroll
         for (int sub = 0; sub < kSub; ++sub) {
           // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second

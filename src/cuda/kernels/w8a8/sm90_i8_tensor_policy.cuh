@@ -1,0 +1,89 @@
+// Policy of the Hopper block GEMM (sm90_block_gemm.cuh) for the INT8 per-tensor mode
+// (int8_params.hpp: quantized CNN inference, requantized int8 or f32 output):
+//   acc[m][n] = sum over all of K of xq * wq   (s32, exact: K <= 65536)
+// then, per output, exactly the reference's double-precision requantization.
+//
+// No metadata rides with the stages: the block's wgmma s8 sums (a fresh s32 accumulator per 128-K
+// stage, as the skeleton issues them) are added to the running total as integers, stored in the
+// skeleton's f32 total registers by bit pattern (total starts at +0.f, whose bits are integer 0).
+// An integer add per accumulator per stage instead of the block mode's I2FP, FMUL, FFMA: the
+// tensor cores, not the promotion, set the pace.
+//
+// The epilogue (store): acc - Z_I * sum_k wq[n] (mod 2^32, as the accumulator wraps), then in
+// double, each operation rounded once in the reference's order: real = clamp((S_I S_W[n]) acc +
+// bias), y = clamp(rint(real / S_O) + Z_O, -128, 127) for int8 y, else (float) real. The same
+// expression as the sm_80 kernels' (sm80_int8_gemm.cuh), so every kernel gives the same bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/kernels/common/sm90_sync.cuh"
+#include "cuda/kernels/common/sm90_wgmma.cuh"
+#include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
+
+namespace mixq::cuda::sm90 {
+
+struct Int8TensorPolicy {
+  template <int N>
+  using Mma = WgmmaS8<N>;
+  struct Params {
+    const int32_t* wsum = nullptr;   // [N] sum of the row's codes
+    const double* wscale = nullptr;  // [N] S_I * S_W[n]
+    int in_zero = 0;
+    double out_scale = 1.0;
+    int out_zero = 0;
+    int y_i8 = 0;                    // 1: int8 codes, 0: f32 real values
+  };
+  static constexpr int kAMetaBytes = 0, kBMetaBytes = 0;
+  static constexpr uint32_t kMetaTxBytes = 0;
+  __device__ __forceinline__ static void load_meta(const Params&, void*, void*, uint64_t*, int, int, int) {}
+
+  struct Scale {};
+  __device__ __forceinline__ static Scale read(const void*, const void*, int, int, int, int) { return {}; }
+
+  template <int S, int R>
+  __device__ __forceinline__ static void promote(float (&total)[S][R], const int32_t (&acc)[S][R], const Scale&) {
+#pragma unroll
+    for (int sub = 0; sub < S; ++sub)
+#pragma unroll
+      for (int i = 0; i < R; ++i)
+        total[sub][i] = __int_as_float(int(uint32_t(__float_as_int(total[sub][i])) + uint32_t(acc[sub][i])));
+  }
+
+  // The tile's outputs from the integer totals (registers 4j, 4j + 1: row r0, columns c, c + 1 with
+  // c = c0 + 8j; 4j + 2, 4j + 3: row r0 + 8). Replaces the skeleton's float epilogue.
+  static constexpr bool kStoresTile = true;
+  template <int R>
+  __device__ __forceinline__ static void store(const Params& pp, const BlockGemmParams& p,
+                                               const float (&total)[R], int64_t r0, int c0) {
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int n = c0 + 8 * j + e;
+        if (n >= p.N) continue;
+        const uint32_t zsum = uint32_t(pp.in_zero) * uint32_t(pp.wsum[n]);  // wraps like acc
+        const double ws = pp.wscale[n];
+        const double bias = p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t m = r0 + 8 * h;
+          if (m >= p.M) continue;
+          const int32_t a32 = int32_t(uint32_t(__float_as_int(total[4 * j + 2 * h + e])) - zsum);
+          double real = __dadd_rn(__dmul_rn(ws, double(a32)), bias);
+          if (real < double(p.clamp_lo)) real = p.clamp_lo;
+          if (real > double(p.clamp_hi)) real = p.clamp_hi;
+          const int64_t off = m * p.ldy + n;
+          if (pp.y_i8) {
+            double q = rint(__ddiv_rn(real, pp.out_scale)) + double(pp.out_zero);
+            q = fmin(127.0, fmax(-128.0, q));
+            static_cast<int8_t*>(p.y)[off] = static_cast<int8_t>(q);
+          } else {
+            static_cast<float*>(p.y)[off] = __double2float_rn(real);
+          }
+        }
+      }
+  }
+};
+
+}  // namespace mixq::cuda::sm90
