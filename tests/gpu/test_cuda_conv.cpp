@@ -819,6 +819,38 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
   }
 }
 
+// Hopper: Ci a multiple of 128 runs the wgmma s8 kernel with an im2col TMA map (one tap's 128
+// channels per stage; the padding zero-filled and Z_I corrected per border pixel in the epilogue),
+// forced and chosen (>= 129 pixels): the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
+// padding wider than the kernel's half (pixels whose taps are all padding), several images (a tile
+// crossing from one image to the next, pixels past the last), Z_I 0 and not, odd Co, 5x5 taps. A
+// stride the map cannot take (9) falls back to the sm_80 kernels. Skipped off compute capability 9.0.
+TEST(CudaConv, Int8RequantizedHopperIm2col) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
+  };
+  const G geoms[] = {{1, 128, 13, 11, 17, 3, 3, 1, 1, 1},  {3, 256, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {2, 128, 15, 15, 64, 3, 3, 1, 4, 2},  {3, 128, 7, 9, 200, 3, 3, 1, 1, 1},
+                     {1, 256, 12, 10, 40, 5, 5, 3, 3, 1},  {4, 128, 12, 12, 136, 1, 1, 1, 0, 1},
+                     {5, 384, 7, 7, 72, 3, 3, 1, 1, 1}};
+  uint32_t seed = 2100;
+  int i = 0;
+  for (const G& g : geoms)
+    for (const char* force : {"", "sm90_i8_128x128"}) {
+      const ConvCase c = int8_case(g.B, g.Ci, g.H, g.W, g.Co, g.Kh, g.Kw, g.s, g.pad, g.dil, Layout::NHWC,
+                                   i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+      const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.Kh - 1) - 1) / g.s + 1;
+      const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.Kw - 1) - 1) / g.s + 1;
+      const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
+      if (*force || g.B * Ho * Wo >= 129) EXPECT_EQ(name, "im2col sm90_i8_128x128") << describe(c);
+    }
+  // a stride past the im2col map's range: the sm_80 kernels, the same bytes
+  expect_int8_conv_exact(int8_case(2, 128, 40, 40, 33, 3, 3, 9, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi),
+                         seed++, 1, "sm90_i8_128x128");
+}
+
 // The K split (few output tiles) and the single pass give the same values within rounding, and a
 // caller workspace smaller than conv2d_workspace_size is an error naming both sizes.
 TEST(CudaConv, KSplitAndWorkspace) {

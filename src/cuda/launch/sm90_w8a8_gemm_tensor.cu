@@ -16,9 +16,14 @@ void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char
   using Policy = sm90::Int8TensorPolicy;
   using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, 1, 1>;
   const uint64_t M = uint64_t(a.M), N = uint64_t(a.N), K = uint64_t(a.K);
-  // Codes: columns past K read as zeros (TMA fill) on both sides.
-  const CUtensorMap tm_a = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, K, M, uint64_t(a.lda), 128,
-                                              Shape::kBM, CU_TENSOR_MAP_SWIZZLE_128B);
+  // Codes: columns past K read as zeros (TMA fill) on both sides. A convolution's A is the im2col
+  // view of its NHWC image: 128 output pixels x 128 channels of one tap per stage (the padding
+  // and pixels past the last image zero-filled; the policy's epilogue corrects for Z_I).
+  const CUtensorMap tm_a =
+      a.conv_on ? make_tensor_map_im2col_nhwc(a.a, a.conv, 128, uint32_t(Shape::kBM), CU_TENSOR_MAP_SWIZZLE_128B,
+                                              CU_TENSOR_MAP_DATA_TYPE_UINT8)
+                : make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, K, M, uint64_t(a.lda), 128, Shape::kBM,
+                                     CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tm_b = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.b, K, N, uint64_t(a.ldb), 128,
                                               Shape::kBRowsPerCta, CU_TENSOR_MAP_SWIZZLE_128B);
   Policy::Params pp;
@@ -28,7 +33,10 @@ void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char
   pp.out_scale = a.out_scale;
   pp.out_zero = a.out_zero;
   pp.y_i8 = a.y_type == 3 ? 1 : 0;
+  pp.wsum_tap = a.wsum_tap;
   sm90::BlockGemmParams p;
+  p.conv = a.conv;
+  p.conv_on = a.conv_on;
   p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, 1);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
   // The policy stores the outputs (int8 or f32): no TMA-store epilogue, no pairs.

@@ -51,12 +51,19 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 
 namespace mixq::cuda::sm90 {
 
 struct BlockGemmParams {
+  // conv_on: A is an implicit-GEMM convolution's im2col matrix (tm_a an im2col map over the NHWC
+  // image, runtime/tensor_map.hpp), K in the KhKwCi order with Ci a multiple of 128, so that a
+  // 128-K stage is one tap's 128 channels: rows m = (image, ho, wo), the stage's tap and channel
+  // from its K offset.
+  Im2colConv conv{};
+  int conv_on = 0;
   int M = 0, N = 0, num_kb = 0;
   int num_m = 0, num_n = 0, group_n = 8;
   int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
@@ -386,7 +393,18 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage],
                                 Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
-          tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          if (p.conv_on) {
+            const Im2colConv& cv = p.conv;
+            const int wo = m0 % cv.Wo, tq = m0 / cv.Wo;
+            const int ho = tq % cv.Ho, img = tq / cv.Ho;
+            const int k0 = kb * 128, tap = k0 / cv.Ci, ci = k0 - tap * cv.Ci;
+            const int r = tap / cv.Kw, s = tap - r * cv.Kw;
+            tma_load_im2col_4d(smem_u32(a_tiles + stage * Shape::kABytes), &tm_a, smem_u32(&full[stage]), ci,
+                               wo * cv.stride_w - cv.pad_w, ho * cv.stride_h - cv.pad_h, img,
+                               uint16_t(s * cv.dil_w), uint16_t(r * cv.dil_h));
+          } else {
+            tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          }
           if constexpr (kCluster == 1) {
             tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
           } else {

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 #include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
@@ -33,6 +34,11 @@ struct Int8TensorPolicy {
     double out_scale = 1.0;
     int out_zero = 0;
     int y_i8 = 0;                    // 1: int8 codes, 0: f32 real values
+    // Convolutions (BlockGemmParams::conv_on) with Z_I != 0: [N][taps] code sums per tap. The
+    // im2col map zero-fills the padding, where the reference reads Z_I (the real value 0); a
+    // pixel whose receptive field crosses the border subtracts Z_I times the sums of its valid
+    // taps only (at most 64 taps).
+    const int32_t* wsum_tap = nullptr;
   };
   static constexpr int kAMetaBytes = 0, kBMetaBytes = 0;
   static constexpr uint32_t kMetaTxBytes = 0;
@@ -53,22 +59,52 @@ struct Int8TensorPolicy {
   // The tile's outputs from the integer totals (registers 4j, 4j + 1: row r0, columns c, c + 1 with
   // c = c0 + 8j; 4j + 2, 4j + 3: row r0 + 8). Replaces the skeleton's float epilogue.
   static constexpr bool kStoresTile = true;
+  // The taps of output pixel m whose input lies inside the image (bit t: tap t = r Kw + s).
+  __device__ __forceinline__ static uint64_t valid_taps(const Im2colConv& g, int64_t m) {
+    const int wo = int(m % g.Wo), tq = int(m / g.Wo);
+    const int ho = tq % g.Ho;
+    const int h0 = ho * g.stride_h - g.pad_h, w0 = wo * g.stride_w - g.pad_w;
+    uint64_t mask = 0;
+    for (int r = 0; r < g.Kh; ++r) {
+      const int ih = h0 + r * g.dil_h;
+      if (ih < 0 || ih >= g.H) continue;
+      for (int s = 0; s < g.Kw; ++s) {
+        const int iw = w0 + s * g.dil_w;
+        if (iw >= 0 && iw < g.W) mask |= uint64_t(1) << (r * g.Kw + s);
+      }
+    }
+    return mask;
+  }
+
   template <int R>
   __device__ __forceinline__ static void store(const Params& pp, const BlockGemmParams& p,
                                                const float (&total)[R], int64_t r0, int c0) {
+    // rows whose receptive field crosses the border (conv with Z_I != 0): their valid taps
+    const int taps = p.conv.Kh * p.conv.Kw;
+    const uint64_t all = taps == 64 ? ~uint64_t(0) : (uint64_t(1) << taps) - 1;
+    uint64_t valid[2] = {all, all};
+    if (p.conv_on && pp.in_zero != 0)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (r0 + 8 * h < p.M) valid[h] = valid_taps(p.conv, r0 + 8 * h);
 #pragma unroll
     for (int j = 0; j < R / 4; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int n = c0 + 8 * j + e;
         if (n >= p.N) continue;
-        const uint32_t zsum = uint32_t(pp.in_zero) * uint32_t(pp.wsum[n]);  // wraps like acc
         const double ws = pp.wscale[n];
         const double bias = p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t m = r0 + 8 * h;
           if (m >= p.M) continue;
+          uint32_t wsum = uint32_t(pp.wsum[n]);
+          if (valid[h] != all) {
+            wsum = 0;
+            for (uint64_t v = valid[h]; v; v &= v - 1) wsum += uint32_t(pp.wsum_tap[int64_t(n) * taps + __ffsll((long long)v) - 1]);
+          }
+          const uint32_t zsum = uint32_t(pp.in_zero) * wsum;  // wraps like the accumulator
           const int32_t a32 = int32_t(uint32_t(__float_as_int(total[4 * j + 2 * h + e])) - zsum);
           double real = __dadd_rn(__dmul_rn(ws, double(a32)), bias);
           if (real < double(p.clamp_lo)) real = p.clamp_lo;
