@@ -305,9 +305,15 @@ TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
     EXPECT_EQ(p.sched.tiles, p.m_blocks * p.n_blocks);
     // two partial slots per CTA; small token tiles may run two CTAs per SM
     EXPECT_EQ(p.partial_floats, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(mt) * 128 * mt);
-    // the inline reduction's completion flags: 8 per stream-K tile, fewer than 2 rounds of tiles
-    EXPECT_EQ(p.tickets, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(mt) * kStreamKFlagsPerTile);
-    EXPECT_EQ(p.tickets, size_t(ws_flags(caps.sm_count, mt)));
+    // the inline reduction's completion flags: 8 per stream-K tile, fewer than 2 rounds of tiles;
+    // whole-tile and fixup plans never read flags and own none
+    if (p.sched.inline_reduce) {
+      EXPECT_EQ(p.tickets, size_t(2) * caps.sm_count * ws_max_ctas_per_sm(mt) * kStreamKFlagsPerTile) << M;
+      EXPECT_EQ(p.tickets, size_t(ws_flags(caps.sm_count, mt))) << M;
+    } else {
+      EXPECT_EQ(p.tickets, 0u) << M;
+    }
+    EXPECT_EQ(cuda::wo_plan_reads_tickets(p), p.sched.inline_reduce) << M;
     EXPECT_EQ(p.sched.grid <= caps.sm_count * p.id.ctas, true);
   }
   // short GEMMs with few tiles take token tiles of 128 past M = 128; long K keeps 256
