@@ -12,12 +12,13 @@
 // The epilogue (store): acc - Z_I * sum_k wq[n] (mod 2^32, as the accumulator wraps), then in
 // double, each operation rounded once in the reference's order: real = clamp((S_I S_W[n]) acc +
 // bias), y = clamp(rint(real / S_O) + Z_O, -128, 127) for int8 y, else (float) real. The same
-// expression as the sm_80 kernels' (sm80_int8_gemm.cuh), so every kernel gives the same bytes.
+// expression as the sm_80 kernels' (common/int8_requant.cuh), so every kernel gives the same bytes.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/kernels/common/im2col_conv.hpp"
+#include "cuda/kernels/common/int8_requant.cuh"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 #include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
@@ -106,17 +107,8 @@ struct Int8TensorPolicy {
           }
           const uint32_t zsum = uint32_t(pp.in_zero) * wsum;  // wraps like the accumulator
           const int32_t a32 = int32_t(uint32_t(__float_as_int(total[4 * j + 2 * h + e])) - zsum);
-          double real = __dadd_rn(__dmul_rn(ws, double(a32)), bias);
-          if (real < double(p.clamp_lo)) real = p.clamp_lo;
-          if (real > double(p.clamp_hi)) real = p.clamp_hi;
-          const int64_t off = m * p.ldy + n;
-          if (pp.y_i8) {
-            double q = rint(__ddiv_rn(real, pp.out_scale)) + double(pp.out_zero);
-            q = fmin(127.0, fmax(-128.0, q));
-            static_cast<int8_t*>(p.y)[off] = static_cast<int8_t>(q);
-          } else {
-            static_cast<float*>(p.y)[off] = __double2float_rn(real);
-          }
+          store_requant(p.y, m * p.ldy + n, pp.y_i8 != 0, a32, ws, bias, p.clamp_lo, p.clamp_hi, pp.out_scale,
+                        pp.out_zero);
         }
       }
   }
