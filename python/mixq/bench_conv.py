@@ -65,6 +65,15 @@ def _key(bits):
     return "i8" if bits == "i8" else f"w{bits}"
 
 
+def _time_layouts(pw, x_nhwc, y_nhwc, x_nchw, y_nchw, stride, pad, flush, reps):
+    """The conv's time with NHWC and with NCHW tensors (us)."""
+    t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
+                                       layout="nhwc"), flush, reps)
+    t_c = _time_us(lambda: mixq.conv2d(x_nchw, pw, out=y_nchw, stride=stride, padding=pad,
+                                       layout="nchw"), flush, reps)
+    return t_h, t_c
+
+
 def _channel_block(ci, want=128):
     if ci % want == 0:
         return want
@@ -108,10 +117,7 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
         pw = mixq.prepare(qw, backend="cuda", conv=(Ci, K, K), conv_order="khkwci")
         y_nhwc = torch.empty(B, Ho, Wo, Co, device=dev, dtype=torch.float16)
         y_nchw = torch.empty(B, Co, Ho, Wo, device=dev, dtype=torch.float16)
-        t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
-                                           layout="nhwc"), flush, reps)
-        t_c = _time_us(lambda: mixq.conv2d(x, pw, out=y_nchw, stride=stride, padding=pad,
-                                           layout="nchw"), flush, reps)
+        t_h, t_c = _time_layouts(pw, x_nhwc, y_nhwc, x, y_nchw, stride, pad, flush, reps)
         # sanity: the quantized conv is close to the float one (quantization error only)
         err = ((y_nchw.float() - ref).norm() / ref.norm()).item()
         err_h = ((y_nhwc.permute(0, 3, 1, 2).float() - ref).norm() / ref.norm()).item()
@@ -140,10 +146,7 @@ def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush):
     Ho, Wo = mixq.conv2d_output_size(H, W, (K, K), stride, pad)
     y_nhwc = torch.empty(B, Ho, Wo, Co, device=dev, dtype=torch.int8)
     y_nchw = torch.empty(B, Co, Ho, Wo, device=dev, dtype=torch.int8)
-    t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
-                                       layout="nhwc"), flush, reps)
-    t_c = _time_us(lambda: mixq.conv2d(x, pw, out=y_nchw, stride=stride, padding=pad,
-                                       layout="nchw"), flush, reps)
+    t_h, t_c = _time_layouts(pw, x_nhwc, y_nhwc, x, y_nchw, stride, pad, flush, reps)
     # sanity: the requantized output against the float conv of the same int8 input
     ref = F.conv2d((x.float() - z_in) * s_in, w.to(dev), stride=stride, padding=pad)
     err = max(((((y.float() - z_out) * s_out) - ref).norm() / ref.norm()).item()

@@ -76,6 +76,11 @@ struct ConvCase {
   std::string force;  // PrepareOptions::force_kernel (sm80_conv_igemm: the sm_80 implicit GEMM)
 };
 
+// A geometry with the same stride, padding and dilation along H and W (the sweeps' tables).
+struct SquareConv {
+  int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
+};
+
 inline std::string describe(const ConvCase& c) {
   std::string s = "B" + std::to_string(c.B) + " Ci" + std::to_string(c.Ci) + " " +
                   std::to_string(c.H) + "x" + std::to_string(c.W) + " Co" + std::to_string(c.Co) +

@@ -63,16 +63,13 @@ TEST(CudaConv, GeometrySweep) {
 TEST(CudaConv, PackedTapsForFewInputChannels) {
   SKIP_WITHOUT_GPU();
   uint32_t seed = 1900;
-  struct G {
-    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
-  };
-  const G geoms[] = {
+  const SquareConv geoms[] = {
       {2, 3, 23, 21, 64, 7, 7, 2, 3, 1},  // the stem, odd image
       {1, 1, 9, 10, 24, 3, 3, 1, 1, 2},   // one channel, dilation 2
       {3, 8, 11, 7, 40, 5, 3, 1, 2, 1},   // 5x3: a tap is 8 columns
       {1, 16, 13, 13, 72, 3, 3, 2, 1, 1}, // two taps per step
   };
-  for (const G& g : geoms)
+  for (const SquareConv& g : geoms)
     for (Layout layout : {Layout::NCHW, Layout::NHWC})
       for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
         for (DType t : {DType::F32, DType::F16}) {

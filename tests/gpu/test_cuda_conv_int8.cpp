@@ -85,11 +85,10 @@ std::string expect_int8_conv_exact(const ConvCase& c, uint32_t seed, int i, cons
   return name;
 }
 
-ConvCase int8_case(int64_t B, int64_t Ci, int64_t H, int64_t W, int64_t Co, int64_t Kh, int64_t Kw,
-                   int64_t s, int64_t pad, int64_t dil, Layout layout, ConvKOrder order) {
+ConvCase int8_case(const SquareConv& g, Layout layout, ConvKOrder order) {
   ConvCase c;
-  c.B = B; c.Ci = Ci; c.H = H; c.W = W; c.Co = Co; c.Kh = Kh; c.Kw = Kw;
-  c.sh = c.sw = s; c.ph = c.pw = pad; c.dh = c.dw = dil;
+  c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+  c.sh = c.sw = g.s; c.ph = c.pw = g.pad; c.dh = c.dw = g.dil;
   c.layout = layout;
   c.order = order;
   return c;
@@ -101,19 +100,16 @@ ConvCase int8_case(int64_t B, int64_t Ci, int64_t H, int64_t W, int64_t Co, int6
 // bias and clamps.
 TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
   SKIP_WITHOUT_GPU();
-  struct G {
-    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
-  };
-  const G geoms[] = {{1, 3, 11, 13, 17, 3, 3, 1, 1, 1},  {7, 17, 9, 7, 129, 3, 3, 2, 2, 1},
+  const SquareConv geoms[] = {{1, 3, 11, 13, 17, 3, 3, 1, 1, 1},  {7, 17, 9, 7, 129, 3, 3, 2, 2, 1},
                      {1, 129, 7, 7, 33, 3, 3, 1, 1, 1},  {2, 32, 10, 9, 64, 3, 3, 3, 0, 1},
                      {1, 24, 12, 11, 40, 3, 3, 1, 3, 2}, {2, 64, 8, 8, 72, 1, 1, 1, 0, 1},
                      {1, 5, 15, 17, 9, 7, 7, 2, 3, 1}};
   uint32_t seed = 1300;
   int i = 0;
-  for (const G& g : geoms)
+  for (const SquareConv& g : geoms)
     for (Layout layout : {Layout::NCHW, Layout::NHWC})
       for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw}) {
-        expect_int8_conv_exact(int8_case(g.B, g.Ci, g.H, g.W, g.Co, g.Kh, g.Kw, g.s, g.pad, g.dil, layout, order),
+        expect_int8_conv_exact(int8_case(g, layout, order),
                                seed++, i++);
       }
 }
@@ -126,32 +122,29 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
 // kernel, as does the forced sm80_conv_igemm_64x64_i8.
 TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
   SKIP_WITHOUT_GPU();
-  struct G {
-    int64_t B, Ci, H, W, Co, Kh, Kw, s, pad, dil;
-  };
-  const G geoms[] = {{1, 16, 13, 11, 17, 3, 3, 1, 1, 1},  {7, 48, 9, 7, 129, 3, 3, 2, 2, 1},
+  const SquareConv geoms[] = {{1, 16, 13, 11, 17, 3, 3, 1, 1, 1},  {7, 48, 9, 7, 129, 3, 3, 2, 2, 1},
                      {2, 64, 15, 15, 64, 3, 3, 1, 4, 2},  {3, 128, 7, 9, 200, 3, 3, 1, 1, 1},
                      {1, 96, 6, 5, 40, 5, 5, 3, 3, 1},    {4, 32, 12, 12, 136, 1, 1, 1, 0, 1},
                      {2, 256, 5, 5, 72, 3, 3, 1, 1, 1}};
   const char* forces[] = {"", "sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128", "sm80_i8_64x64_s3"};
   uint32_t seed = 1700;
   int i = 0;
-  for (const G& g : geoms)
+  for (const SquareConv& g : geoms)
     for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
       for (const char* force : forces) {
-        const ConvCase c = int8_case(g.B, g.Ci, g.H, g.W, g.Co, g.Kh, g.Kw, g.s, g.pad, g.dil, Layout::NHWC, order);
+        const ConvCase c = int8_case(g, Layout::NHWC, order);
         const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
         EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
         if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
       }
   // x not 16-byte aligned, and the direct kernel forced: the same bytes
-  const ConvCase c = int8_case(2, 48, 9, 7, 33, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
+  const ConvCase c = int8_case({2, 48, 9, 7, 33, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
   expect_int8_conv_exact(c, seed++, 1, "", 8);
   EXPECT_EQ(expect_int8_conv_exact(c, seed++, 2, "sm80_conv_igemm_64x64_i8"), "sm80_conv_igemm_64x64_i8");
   // the rule: many pixels take the 3-stage 64 x 64 tile, few the 16 x 32 one
-  const ConvCase big = int8_case(4, 16, 64, 64, 17, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
+  const ConvCase big = int8_case({4, 16, 64, 64, 17, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
   EXPECT_EQ(expect_int8_conv_exact(big, seed++, 3), "im2col sm80_i8_64x64_s3");
-  const ConvCase small = int8_case(1, 16, 7, 7, 17, 3, 3, 1, 1, 1, Layout::NHWC, ConvKOrder::KhKwCi);
+  const ConvCase small = int8_case({1, 16, 7, 7, 17, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
   EXPECT_EQ(expect_int8_conv_exact(small, seed++, 4), "im2col sm80_i8_16x32");
   // a tile name on a weight whose Ci is not a multiple of 16, and an unknown name
   {
