@@ -1,0 +1,193 @@
+// CUDA INT8 per-tensor conv2d (quantized CNN inference: int8 in, int8 or f32 out, requantized)
+// against the float64 reference (ref::conv2d_int8_requant), byte for byte. Skipped (visibly)
+// without a GPU.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/conv_test_support.hpp"
+
+using namespace mixq;
+
+namespace {
+
+// One INT8 per-tensor conv (case i of a sweep picks Z_I, Z_O, bias and clamp) on the CUDA
+// backend, i8 and f32 outputs poisoned first, against the float64 reference: the bytes must be
+// equal. `force`: PrepareOptions::force_kernel; `x_offset`: bytes x starts past a 256-byte aligned
+// allocation (16-byte misalignment takes the direct kernel). Returns the prepared weight's kernel
+// name for the call.
+std::string expect_int8_conv_exact(const ConvCase& c, uint32_t seed, int i, const std::string& force = "",
+                                   size_t x_offset = 0) {
+  const int64_t K = c.Ci * c.Kh * c.Kw;
+  std::vector<float> wf = randn(size_t(c.Co * K), seed, 0.05f);
+  ConvWeight cw;
+  cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {c.Co, K}));
+  cw.Ci = c.Ci; cw.Kh = c.Kh; cw.Kw = c.Kw; cw.order = c.order;
+  PrepareOptions o = cuda_opts();
+  o.act = ActQuant::Int8PerTensor;
+  o.force_kernel = force;
+  o.input_quant = {0.05f, int32_t(i % 3 == 0 ? 0 : i % 3 == 1 ? -7 : 19)};
+  // about 20 output codes per standard deviation: most in range, some saturate
+  o.output_quant = {float(0.01 * std::sqrt(double(K))), int32_t(i % 2 ? 4 : -3)};
+  const PreparedWeight pw = prepare(cw, o);
+  const Conv2dParams p = params_of(c);
+  int64_t Ho, Wo;
+  conv2d_output_size(c.H, c.W, c.Kh, c.Kw, p, &Ho, &Wo);
+  std::vector<int8_t> xh(size_t(c.B * c.Ci * c.H * c.W));
+  std::mt19937 rng(seed + 1);
+  for (auto& v : xh) v = int8_t(int(rng() % 256) - 128);
+  DeviceBuffer dx(std::max<size_t>(xh.size() + x_offset, 16));
+  char* x_dev = static_cast<char*>(dx.data()) + x_offset;
+  EXPECT_EQ(cudaMemcpy(x_dev, xh.data(), xh.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  Epilogue ep, rep;
+  std::vector<float> bias_h = randn(size_t(c.Co), seed + 2, 1.f);
+  DeviceBuffer dbias(bias_h.size() * 4);
+  dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+  if (i % 2 == 0) {
+    ep.bias = dbias.view(DType::F32, {c.Co});
+    rep.bias = TensorView(bias_h.data(), DType::F32, {c.Co});
+  }
+  if (i % 4 == 1) ep.clamp_lo = rep.clamp_lo = 0.f;
+  if (i % 4 == 3) {
+    ep.clamp_lo = rep.clamp_lo = -0.5f;
+    ep.clamp_hi = rep.clamp_hi = 0.75f;
+  }
+  const int64_t M = c.B * Ho * Wo;
+  const std::string name = pw.kernel_name(M);
+  for (DType yt : {DType::I8, DType::F32}) {
+    const size_t ny = size_t(c.B * c.Co * Ho * Wo);
+    DeviceBuffer dy(ny * esize(yt));
+    EXPECT_EQ(cudaMemset(dy.data(), yt == DType::I8 ? 0x5A : 0xFF, dy.size()), cudaSuccess);
+    conv2d(act_view(x_dev, DType::I8, c, c.Ci, c.H, c.W, Device::CUDA), pw,
+           act_view(dy.data(), yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> y(dy.size()), yr(dy.size());
+    dy.copy_to_host(y.data(), y.size());
+    ref::conv2d_int8_requant(act_view(xh.data(), DType::I8, c, c.Ci, c.H, c.W, Device::CPU), cw,
+                             o.input_quant, o.output_quant,
+                             act_view(yr.data(), yt, c, c.Co, Ho, Wo, Device::CPU), p, rep);
+    size_t diff = 0, first = 0;
+    for (size_t k = 0; k < y.size(); ++k)
+      if (y[k] != yr[k] && diff++ == 0) first = k;
+    EXPECT_EQ(diff, 0u) << describe(c) << " " << name << " y=" << dtype_name(yt) << ": " << diff
+                        << " bytes differ, first at byte " << first;
+    if (yt == DType::I8) {
+      // the poison byte 0x5A (90) is a valid code: make sure the outputs are not all it
+      size_t poison = 0;
+      for (uint8_t b : y) poison += b == 0x5A;
+      EXPECT_LT(poison, y.size() / 2 + 1) << describe(c);
+    }
+  }
+  return name;
+}
+
+ConvCase int8_case(const SquareConv& g, Layout layout, ConvKOrder order) {
+  ConvCase c;
+  c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+  c.sh = c.sw = g.s; c.ph = c.pw = g.pad; c.dh = c.dw = g.dil;
+  c.layout = layout;
+  c.order = order;
+  return c;
+}
+
+// INT8 per-tensor conv with requantized INT8 (or f32) output: the codes equal the float64
+// reference's exactly (the epilogue evaluates the reference's expression in double, in its order,
+// so no tie can round differently), for both layouts, both K orders, padding (Z_I), odd shapes,
+// bias and clamps.
+TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
+  SKIP_WITHOUT_GPU();
+  const SquareConv geoms[] = {{1, 3, 11, 13, 17, 3, 3, 1, 1, 1},  {7, 17, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {1, 129, 7, 7, 33, 3, 3, 1, 1, 1},  {2, 32, 10, 9, 64, 3, 3, 3, 0, 1},
+                     {1, 24, 12, 11, 40, 3, 3, 1, 3, 2}, {2, 64, 8, 8, 72, 1, 1, 1, 0, 1},
+                     {1, 5, 15, 17, 9, 7, 7, 2, 3, 1}};
+  uint32_t seed = 1300;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (Layout layout : {Layout::NCHW, Layout::NHWC})
+      for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw}) {
+        expect_int8_conv_exact(int8_case(g, layout, order),
+                               seed++, i++);
+      }
+}
+
+// NHWC inputs with Ci a multiple of 16 run the INT8 GEMM's pipelined kernels with A gathered from
+// the image: every CTA tile (forced and chosen), channels that are a multiple of 16 but not of 32
+// (the GEMM's own code buffer), K blocks that hold several taps and taps split over K blocks,
+// padding wider than the kernel's half with dilation (Z_I in the padding), odd output channels,
+// more pixels than one tile row; the same bytes as the reference. A misaligned x takes the direct
+// kernel, as does the forced sm80_conv_igemm_64x64_i8.
+TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
+  SKIP_WITHOUT_GPU();
+  const SquareConv geoms[] = {{1, 16, 13, 11, 17, 3, 3, 1, 1, 1},  {7, 48, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {2, 64, 15, 15, 64, 3, 3, 1, 4, 2},  {3, 128, 7, 9, 200, 3, 3, 1, 1, 1},
+                     {1, 96, 6, 5, 40, 5, 5, 3, 3, 1},    {4, 32, 12, 12, 136, 1, 1, 1, 0, 1},
+                     {2, 256, 5, 5, 72, 3, 3, 1, 1, 1}};
+  const char* forces[] = {"", "sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128", "sm80_i8_64x64_s3"};
+  uint32_t seed = 1700;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
+      for (const char* force : forces) {
+        const ConvCase c = int8_case(g, Layout::NHWC, order);
+        const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
+        EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
+        if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
+      }
+  // x not 16-byte aligned, and the direct kernel forced: the same bytes
+  const ConvCase c = int8_case({2, 48, 9, 7, 33, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
+  expect_int8_conv_exact(c, seed++, 1, "", 8);
+  EXPECT_EQ(expect_int8_conv_exact(c, seed++, 2, "sm80_conv_igemm_64x64_i8"), "sm80_conv_igemm_64x64_i8");
+  // the rule: many pixels take the 3-stage 64 x 64 tile, few the 16 x 32 one
+  const ConvCase big = int8_case({4, 16, 64, 64, 17, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
+  EXPECT_EQ(expect_int8_conv_exact(big, seed++, 3), "im2col sm80_i8_64x64_s3");
+  const ConvCase small = int8_case({1, 16, 7, 7, 17, 3, 3, 1, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi);
+  EXPECT_EQ(expect_int8_conv_exact(small, seed++, 4), "im2col sm80_i8_16x32");
+  // a tile name on a weight whose Ci is not a multiple of 16, and an unknown name
+  {
+    std::vector<float> wf = randn(size_t(8 * 27), 5, 0.05f);
+    ConvWeight cw;
+    cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {8, 27}));
+    cw.Ci = 3; cw.Kh = 3; cw.Kw = 3;
+    PrepareOptions o = cuda_opts();
+    o.act = ActQuant::Int8PerTensor;
+    o.force_kernel = "sm80_i8_64x64";
+    expect_error([&] { prepare(cw, o); }, ErrorCode::InvalidArgument, "multiple of 16");
+    o.force_kernel = "sm80_i8_32x32";
+    expect_error([&] { prepare(cw, o); }, ErrorCode::InvalidArgument, "sm80_i8_32x32");
+  }
+}
+
+// Hopper: Ci a multiple of 128 runs the wgmma s8 kernel with an im2col TMA map (one tap's 128
+// channels per stage; the padding zero-filled and Z_I corrected per border pixel in the epilogue),
+// forced and chosen (>= 129 pixels): the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
+// padding wider than the kernel's half (pixels whose taps are all padding), several images (a tile
+// crossing from one image to the next, pixels past the last), Z_I 0 and not, odd Co, 5x5 taps. A
+// stride the map cannot take (9) falls back to the sm_80 kernels. Skipped off compute capability 9.0.
+TEST(CudaConv, Int8RequantizedHopperIm2col) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  const SquareConv geoms[] = {{1, 128, 13, 11, 17, 3, 3, 1, 1, 1},  {3, 256, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {2, 128, 15, 15, 64, 3, 3, 1, 4, 2},  {3, 128, 7, 9, 200, 3, 3, 1, 1, 1},
+                     {1, 256, 12, 10, 40, 5, 5, 3, 3, 1},  {4, 128, 12, 12, 136, 1, 1, 1, 0, 1},
+                     {5, 384, 7, 7, 72, 3, 3, 1, 1, 1}};
+  uint32_t seed = 2100;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (const char* force : {"", "sm90_i8_128x128"}) {
+      const ConvCase c = int8_case(g, Layout::NHWC,
+                                   i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+      const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.Kh - 1) - 1) / g.s + 1;
+      const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.Kw - 1) - 1) / g.s + 1;
+      const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
+      if (*force || g.B * Ho * Wo >= 129) EXPECT_EQ(name, "im2col sm90_i8_128x128") << describe(c);
+    }
+  // a stride past the im2col map's range: the sm_80 kernels, the same bytes
+  expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),
+                         seed++, 1, "sm90_i8_128x128");
+}
+
+}  // namespace
