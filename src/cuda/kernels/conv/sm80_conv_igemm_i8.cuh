@@ -141,6 +141,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
     }
   }
 
+  const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
 #pragma unroll
   for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
           if (m >= M) continue;
           const int32_t a32 = int32_t(uint32_t(acc[mi][ni][2 * h + e01]) - zsum);
           const int64_t yi = p.nchw ? ((m / hw) * p.Co + n) * hw + m % hw : m * p.Co + n;
-          store_requant(p.y, yi, p.y_i8, a32, ws, bias, p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
+          rq.store(p.y, yi, p.y_i8, a32, ws, bias);
         }
     }
 }

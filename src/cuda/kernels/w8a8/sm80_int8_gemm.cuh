@@ -333,6 +333,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
   cp_async_wait<0>();
 
   // Epilogue: bias, clamp, convert, store (every element guarded by M and N).
+  [[maybe_unused]] const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
 #pragma unroll
   for (int j = 0; j < C::NT; ++j)
 #pragma unroll
@@ -350,8 +351,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
             const int m = m0 + wm * C::WTM + i * 16 + h * 8 + grp;
             if (m >= p.M) continue;
             const int32_t a32 = int32_t(uint32_t(acc[i][j][h * 2 + e]) - uint32_t(zsum));
-            store_requant(p.y, int64_t(m) * p.ldy + n, p.y_type == 3, a32, ws, bias, p.clamp_lo, p.clamp_hi,
-                          p.out_scale, p.out_zero);
+            rq.store(p.y, int64_t(m) * p.ldy + n, p.y_type == 3, a32, ws, bias);
           }
       } else {
         const float bias = p.bias ? load_bias(p.bias, p.bias_type, n) : 0.f;

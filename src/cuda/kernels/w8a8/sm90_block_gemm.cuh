@@ -300,8 +300,9 @@ template <class Policy>
 __host__ __device__ constexpr int policy_blocks(long) { return 1; }
 
 // Policy::kStoresTile (optional, default false): the policy writes the tile's outputs itself
-// (Policy::store(pp, p, total, r0, c0), direct stores; e.g. INT8 per-tensor requantization from
-// integer totals) instead of the skeleton's bias / clamp / convert epilogue.
+// (Policy::store(pp, p, total, m0, n0, staging, bar): the warpgroup's first row, the tile's first
+// column, the warpgroup's 8 KB staging box and named barrier; e.g. INT8 per-tensor requantization
+// from integer totals) instead of the skeleton's bias / clamp / convert epilogue.
 template <class Policy>
 __host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Policy::kStoresTile)) {
   return Policy::kStoresTile;
@@ -584,9 +585,9 @@ __global__ void __launch_bounds__(384, 1)
       }  // kAccSets == 2
       const int c0 = n0 + col;
       if constexpr (policy_stores_tile<Policy>(0)) {
-#pragma unroll
-        for (int sub = 0; sub < kSub; ++sub)
-          Policy::store(pp, p, total[sub], int64_t(mb) * Shape::kBM + row + 64 * sub, c0);
+        static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
+        Policy::store(pp, p, total[0], int64_t(mb) * Shape::kBM + cw * 64, n0,
+                      reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar);
       } else if (p.y_tma) {
 #pragma unroll
         for (int sub = 0; sub < kSub; ++sub) {
