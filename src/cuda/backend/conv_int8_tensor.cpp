@@ -178,12 +178,18 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // loops' pipeline fill and the double-precision epilogue better than the deeper pipelines, the
   // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
   // many small CTAs). The others are reached by force_kernel.
-  // Hopper: the wgmma kernel from 129 pixels (a 128-row tile mostly full; the linear INT8 rule),
-  // where the weight and the call's geometry allow it (map_fits: the im2col map's ranges).
+  // Hopper: the wgmma kernel from kHopperMinMacs multiply-adds (M x Co x Kh Kw Ci), where the
+  // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Below it the
+  // sm_80 tiles were faster on the ResNet-50 layers (H200, every kernel forced at batch 1, 8, 32:
+  // bench/results/cuda_conv.md): the wgmma kernel costs ~24 us at the least (one 128 x 128 tile
+  // per SM, its K loop and epilogue unhidden), the sm_80 tiles 11-20 us on the small layers.
+  static constexpr double kHopperMinMacs = 1.5e9;
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect && (t != kHopperTile || map_fits)) return t;
-    if (hopper_ && map_fits && M >= 129 && force_.empty()) return kHopperTile;
+    if (hopper_ && map_fits && M >= 129 && force_.empty() &&
+        double(M) * double(N) * double(taps_ * conv->Ci) >= kHopperMinMacs)
+      return kHopperTile;
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     return 2 * tiles64 >= sm_count_ ? 3 : 0;
   }
