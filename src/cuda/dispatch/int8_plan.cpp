@@ -109,7 +109,9 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
   }
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
   // kernels reach only 0.3-0.47x cuBLAS FP16 there (docs/decisions/int8-block-gemm.md). The
-  // per-tensor mode takes the same threshold (not yet measured on its own).
+  // per-tensor mode takes the same threshold: at 4096 x 4096 its wgmma kernel beat the best
+  // mma.sync tile from M = 256 up (docs/decisions/int8-requant-float-path.md; smaller layers not
+  // measured).
   if (M >= int8_sm90_min_m(caps, kb) && hopper_ok(caps, mode, kb)) return kHopper;
   if (M <= int8_small_max_m(caps)) return kSmall;
   if (M <= int8_medium_max_m(caps)) return kMedium;
