@@ -13,6 +13,8 @@ For every layer and batch, in one process on one GPU:
   I8      INT8 per-tensor conv (--bits i8): int8 activations (scale 0.05), int8 weights
           symmetric per output channel, int8 output requantized (O_q = M*(Acc32 + FusedBias)),
           NHWC and NCHW, the faster reported; against the same cuDNN FP16 time.
+          --i8-kernels also times every INT8 kernel forced (NHWC; the Hopper wgmma kernel where
+          Ci is a multiple of 128 and the device is sm_90) and prints them as a second table.
 Each call is timed alone with CUDA events, after a 256 MB buffer is overwritten so that weights
 and activations come from HBM (cold L2); the median of --reps calls is reported.
 """
@@ -89,7 +91,7 @@ def _scheme(bits, ci, kh, kw):
     return f"w{bits}g{cb}", f"g{cb}"
 
 
-def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
+def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes, i8_kernels=False):
     dev = torch.device("cuda")
     W = H
     torch.manual_seed(0)
@@ -110,7 +112,8 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
     ref = F.conv2d(x.float(), w.to(dev), stride=stride, padding=pad)
     for bits in schemes:
         if bits == "i8":
-            row["i8"] = bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush)
+            row["i8"] = bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush,
+                                   i8_kernels)
             continue
         scheme, block = _scheme(bits, Ci, K, K)
         qw = mixq.quantize(w_khkwci, scheme)
@@ -130,16 +133,34 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes):
     return row
 
 
-def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush):
-    """The INT8 per-tensor conv with requantized int8 output, NHWC and NCHW."""
+# The INT8 per-tensor conv kernels force_kernel can name (the direct kernel takes any layout)
+I8_KERNELS = ["sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_64x64_s3", "sm80_i8_128x128",
+              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128"]
+
+
+def _i8_kernel_runs(name, Ci):
+    """Whether force_kernel=name can run this layer here (NHWC, 16-byte aligned x)."""
+    if name == "sm90_i8_128x128":
+        return Ci % 128 == 0 and torch.cuda.get_device_capability() == (9, 0)
+    return name == "sm80_conv_igemm_64x64_i8" or Ci % 16 == 0
+
+
+def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush, every_kernel=False):
+    """The INT8 per-tensor conv with requantized int8 output, NHWC and NCHW; with every_kernel,
+    also each kernel forced (NHWC) in "forced_us"."""
     dev = torch.device("cuda")
     kk = Ci * K * K
     s_in, z_in = 0.05, 0
     # about 20 output codes per standard deviation of the accumulator: few saturate
     s_out, z_out = 0.01 * math.sqrt(kk), 0
     qw = mixq._mixq.quantize_int8_per_channel(w_khkwci.numpy())
-    pw = mixq.prepare(qw, backend="cuda", act="int8-per-tensor", conv=(Ci, K, K),
-                      conv_order="khkwci", input_quant=(s_in, z_in), output_quant=(s_out, z_out))
+
+    def prep(force=""):
+        return mixq.prepare(qw, backend="cuda", act="int8-per-tensor", conv=(Ci, K, K),
+                            conv_order="khkwci", input_quant=(s_in, z_in),
+                            output_quant=(s_out, z_out), force_kernel=force)
+
+    pw = prep()
     g = torch.Generator().manual_seed(1)
     x = torch.randint(-128, 128, (B, Ci, H, W), generator=g, dtype=torch.int8).to(dev)
     x_nhwc = x.permute(0, 2, 3, 1).contiguous()
@@ -152,9 +173,18 @@ def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush):
     err = max(((((y.float() - z_out) * s_out) - ref).norm() / ref.norm()).item()
               for y in (y_nchw, y_nhwc.permute(0, 3, 1, 2)))
     best = min(t_h, t_c)
-    return {"scheme": "i8 per-channel, int8 in/out", "block": "pc", "nhwc_us": t_h, "nchw_us": t_c,
-            "us": best, "layout": "nhwc" if t_h <= t_c else "nchw", "rel_err_vs_float": err,
-            "kernel": pw.kernel_name(B * Ho * Wo)}
+    out = {"scheme": "i8 per-channel, int8 in/out", "block": "pc", "nhwc_us": t_h, "nchw_us": t_c,
+           "us": best, "layout": "nhwc" if t_h <= t_c else "nchw", "rel_err_vs_float": err,
+           "kernel": pw.kernel_name(B * Ho * Wo)}
+    if every_kernel:
+        out["forced_us"] = {}
+        for name in I8_KERNELS:
+            if _i8_kernel_runs(name, Ci):
+                pf = prep(name)
+                out["forced_us"][name] = _time_us(
+                    lambda: mixq.conv2d(x_nhwc, pf, out=y_nhwc, stride=stride, padding=pad,
+                                        layout="nhwc"), flush, reps)
+    return out
 
 
 def _parse_conv(spec):
@@ -174,6 +204,8 @@ def main(argv=None):
                     help="N,Ci,H,W,Co,Kh,Kw,stride,pad (repeatable; replaces the ResNet-50 set)")
     ap.add_argument("--bits", default="4,8,i8",
                     help="weight-only bits to run (4, 8) and i8 for the INT8 per-tensor conv")
+    ap.add_argument("--i8-kernels", action="store_true",
+                    help="with i8: also time every INT8 conv kernel forced (a second table)")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
@@ -190,7 +222,7 @@ def main(argv=None):
         jobs = [(int(b), l) for b in a.batch.split(",") for l in RESNET50]
     rows = []
     for B, (name, ci, h, co, k, s, p) in jobs:
-        row = bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits)
+        row = bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits, a.i8_kernels)
         if "i8" in row:
             row["i8"]["speedup_vs_cudnn"] = row["cudnn_us"] / row["i8"]["us"]
         rows.append(row)
@@ -215,6 +247,14 @@ def main(argv=None):
         print(f"\n{_key(b).upper()}: geomean speedup {math.exp(sum(math.log(x) for x in sp) / len(sp)):.2f}x, "
               f"min {min(sp):.2f}x, worst rel. error vs float conv "
               f"{max(r[_key(b)]['rel_err_vs_float'] for r in rows):.3g}")
+    if a.i8_kernels and "i8" in bits:
+        print("\n# every INT8 kernel forced (NHWC, us; - where it cannot run the layer)\n")
+        print("| layer | batch | cuDNN fp16 | chosen | " + " | ".join(I8_KERNELS) + " |")
+        print("|---|---:|---:|---|" + "---:|" * len(I8_KERNELS))
+        for r in rows:
+            forced = r["i8"]["forced_us"]
+            cells = " | ".join(f"{forced[k]:.1f}" if k in forced else "-" for k in I8_KERNELS)
+            print(f"| {r['layer']} | {r['batch']} | {r['cudnn_us']:.1f} | {r['i8']['kernel']} | {cells} |")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"device": dev, "reps": a.reps, "rows": rows}, f, indent=1)

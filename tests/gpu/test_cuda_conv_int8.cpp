@@ -134,7 +134,9 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
       for (const char* force : forces) {
         const ConvCase c = int8_case(g, Layout::NHWC, order);
         const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
-        EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
+        // unforced, Hopper may choose its wgmma kernel (Ci a multiple of 128, from 1.5e9 multiply-adds)
+        const bool gemm_form = name.rfind("im2col sm80_i8_", 0) == 0 || name == "im2col sm90_i8_128x128";
+        EXPECT_TRUE(gemm_form) << describe(c) << ": " << name;
         if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
       }
   // x not 16-byte aligned, and the direct kernel forced: the same bytes
@@ -159,6 +161,52 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
     o.force_kernel = "sm80_i8_32x32";
     expect_error([&] { prepare(cw, o); }, ErrorCode::InvalidArgument, "sm80_i8_32x32");
   }
+}
+
+// Hopper: Ci a multiple of 128 runs the wgmma s8 kernel with an im2col TMA map (one tap's 128
+// channels per stage; the padding zero-filled and Z_I corrected per border pixel in the epilogue),
+// forced, and chosen from 1.5e9 multiply-adds: the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
+// padding wider than the kernel's half (pixels whose taps are all padding), several images (a tile
+// crossing from one image to the next, pixels past the last), Z_I 0 and not, odd Co, 5x5 taps. A
+// stride the map cannot take (9) falls back to the sm_80 kernels. Skipped off compute capability 9.0.
+TEST(CudaConv, Int8RequantizedHopperIm2col) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  const SquareConv geoms[] = {{1, 128, 13, 11, 17, 3, 3, 1, 1, 1},  {3, 256, 9, 7, 129, 3, 3, 2, 2, 1},
+                     {2, 128, 15, 15, 64, 3, 3, 1, 4, 2},  {3, 128, 7, 9, 200, 3, 3, 1, 1, 1},
+                     {1, 256, 12, 10, 40, 5, 5, 3, 3, 1},  {4, 128, 12, 12, 136, 1, 1, 1, 0, 1},
+                     {5, 384, 7, 7, 72, 3, 3, 1, 1, 1}};
+  uint32_t seed = 2100;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (const char* force : {"", "sm90_i8_128x128"}) {
+      const ConvCase c = int8_case(g, Layout::NHWC,
+                                   i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+      const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.Kh - 1) - 1) / g.s + 1;
+      const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.Kw - 1) - 1) / g.s + 1;
+      const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
+      // chosen only from 1.5e9 multiply-adds: these small layers take the sm_80 tiles
+      if (*force || double(g.B * Ho * Wo) * double(g.Co) * double(g.Ci * g.Kh * g.Kw) >= 1.5e9)
+        EXPECT_EQ(name, "im2col sm90_i8_128x128") << describe(c);
+      else
+        EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
+    }
+  // the rule at ResNet-50's 3x3 256->256 @14 (M x Co x K = 784 B x 256 x 2304): wgmma from batch 4
+  {
+    std::vector<float> wf = randn(size_t(256 * 2304), 77, 0.05f);
+    ConvWeight cw;
+    cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {256, 2304}));
+    cw.Ci = 256; cw.Kh = 3; cw.Kw = 3; cw.order = ConvKOrder::KhKwCi;
+    PrepareOptions o = cuda_opts();
+    o.act = ActQuant::Int8PerTensor;
+    const PreparedWeight pw = prepare(cw, o);
+    EXPECT_EQ(pw.kernel_name(196 * 32), "im2col sm90_i8_128x128");
+    EXPECT_EQ(pw.kernel_name(196 * 16), "im2col sm90_i8_128x128");
+    EXPECT_EQ(pw.kernel_name(196 * 8).rfind("im2col sm80_i8_", 0), 0u) << pw.kernel_name(196 * 8);
+  }
+  // a stride past the im2col map's range: the sm_80 kernels, the same bytes
+  expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),
+                         seed++, 1, "sm90_i8_128x128");
 }
 
 }  // namespace

@@ -672,6 +672,45 @@ TEST(CudaInt8Tensor, StridedAndEveryKernel) {
     check_tensor({45, 150, 800, DType::I8, true, true, 0, k}, seed++);
 }
 
+// The Hopper wgmma kernel in the per-tensor mode (integer totals, the exact epilogue), forced by
+// name and chosen (M >= 129): the same bytes as the reference for M from one row to several
+// persistent waves of tiles (the ring wraps across a CTA's tiles), N and K off the tile (TMA zero
+// fill past M, N and K), K up to 16 stages, a strided and a padded-copy x, int8 and f32 outputs,
+// bias and clamp, Z_I != 0. Skipped (visibly) off compute capability 9.0.
+TEST(CudaInt8Tensor, HopperWgmma) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 700;
+  for (DType yt : {DType::I8, DType::F32})
+    for (int64_t M : {1, 7, 128, 129, 300, 2000})
+      check_tensor({M, M == 2000 ? 1500 : 77, M == 300 ? 4160 : 1000, yt, M % 2 == 1, M == 129, 0,
+                    "sm90_i8_128x128"}, seed++);
+  check_tensor({300, 130, 2048, DType::I8, true, true, 16, "sm90_i8_128x128"}, seed++);  // strided x
+  check_tensor({300, 130, 520, DType::I8, true, false, 3, "sm90_i8_128x128"}, seed++);   // padded copy
+  // chosen by M
+  std::vector<float> wf = randn(200 * 512, 11, 0.05f);
+  PrepareOptions o;
+  o.backend = BackendKind::CUDA;
+  o.act = ActQuant::Int8PerTensor;
+  const PreparedWeight pw =
+      prepare(quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {200, 512})), o);
+  EXPECT_EQ(pw.kernel_name(129), "sm90_i8_128x128<per_tensor>");
+  EXPECT_EQ(pw.kernel_name(128).rfind("sm80_i8_", 0), 0u) << pw.kernel_name(128);
+  check_tensor({1000, 200, 512, DType::I8, true, true}, seed++);
+  // the pair / 256 x 64 kernels stay block mode only
+  o.force_kernel = "sm90_i8_256x64";
+  try {
+    const PreparedWeight forced =
+        prepare(quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {200, 512})), o);
+    DeviceBuffer dx(300 * 512), dy(300 * 200);
+    linear(dx.view(DType::I8, {300, 512}), forced, dy.view(DType::I8, {300, 200}));
+    ADD_FAILURE() << "sm90_i8_256x64 was accepted for the per-tensor mode";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("block mode"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CudaInt8Tensor, BadInputs) {
   SKIP_WITHOUT_GPU();
   std::vector<float> wf = randn(64 * 256, 9, 0.05f);

@@ -20,6 +20,8 @@
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/launch/conv_kernels.hpp"
+#include "cuda/launch/sm90_w8a8_gemm.hpp"
+#include "cuda/runtime/tensor_map.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
@@ -54,16 +56,25 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     // one buffer for both kernels where their layouts agree (Cip = Ci)
     shared_codes_ = gemm_ && Cip_ == g.Ci;
     row_bytes_ = shared_codes_ ? Kp_ : taps_ * Cip_;
-    force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv"});
+    // Hopper (sm_90a): the wgmma s8 kernel with an im2col A map where a 128-K stage is one tap's
+    // 128 channels (Ci a multiple of 128), at most 64 taps (the epilogue's border masks)
+    hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && g.Ci % 128 == 0 &&
+              taps_ <= 64;
+    force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
-                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3");
+                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3, ",
+                   kTileNames[kHopperTile]);
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
+    MIXQ_CHECK(tile_of(force_) != kHopperTile || hopper_, ErrorCode::Unsupported,
+               "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs a compute "
+               "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 and "
+               "at most 64 taps (", taps_, ")");
     std::vector<int8_t> codes(size_t((shared_codes_ ? Np_ : N) * row_bytes_), 0);
     std::vector<int8_t> gemm_codes(gemm_ && !shared_codes_ ? size_t(Np_ * Kp_) : 0, 0);
-    std::vector<int32_t> wsum(size_t(N), 0);
+    std::vector<int32_t> wsum(size_t(N), 0), wsum_tap(hopper_ ? size_t(N * taps_) : 0, 0);
     std::vector<double> wscale(size_t(N), 0.0);
     for (int64_t n = 0; n < N; ++n) {
       int32_t s = 0;
@@ -73,6 +84,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
           const int32_t q = w.code_int(n, k);
           codes[size_t(n * row_bytes_ + tap * Cip_ + ci)] = int8_t(q);
           if (!gemm_codes.empty()) gemm_codes[size_t(n * Kp_ + tap * g.Ci + ci)] = int8_t(q);
+          if (hopper_) wsum_tap[size_t(n * taps_ + tap)] += q;
           s += q;
         }
       wsum[size_t(n)] = s;
@@ -81,6 +93,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     codes_ = dev_.upload(codes.data(), codes.size());
     if (!gemm_codes.empty()) gemm_codes_ = dev_.upload(gemm_codes.data(), gemm_codes.size());
     wsum_ = dev_.upload(wsum.data(), wsum.size() * 4);
+    if (hopper_) wsum_tap_ = dev_.upload(wsum_tap.data(), wsum_tap.size() * 4);
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
     sm_count_ = std::max(dev_.caps.sm_count, 1);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
@@ -117,7 +130,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     if (gemm_ && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
-      if (const int t = tile_for(g.B * g.Ho * g.Wo); t != kDirect) {
+      cuda::Im2colConv shape{};
+      cuda::set_conv_shape(shape, g, *conv, p);
+      if (const int t = tile_for(g.B * g.Ho * g.Wo, cuda::im2col_map_fits(shape, 1)); t != kDirect) {
         launch_gemm(x, y, g, p, ep, t, stream);
         return;
       }
@@ -147,12 +162,12 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
-  static constexpr const char* kTileNames[4] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
-                                                 "sm80_i8_64x64_s3"};
-  static constexpr int kDirect = -1;
+  static constexpr const char* kTileNames[5] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
+                                                 "sm80_i8_64x64_s3", "sm90_i8_128x128"};
+  static constexpr int kDirect = -1, kHopperTile = 4;
 
   static int tile_of(const std::string& name) {
-    for (int t = 0; t < 4; ++t)
+    for (int t = 0; t < 5; ++t)
       if (name == kTileNames[t]) return t;
     return kDirect;
   }
@@ -163,9 +178,18 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // loops' pipeline fill and the double-precision epilogue better than the deeper pipelines, the
   // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
   // many small CTAs). The others are reached by force_kernel.
-  int tile_for(int64_t M) const {
+  // Hopper: the wgmma kernel from kHopperMinMacs multiply-adds (M x Co x Kh Kw Ci), where the
+  // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Below it the
+  // sm_80 tiles were faster on the ResNet-50 layers (H200, every kernel forced at batch 1, 8, 32:
+  // bench/results/cuda_conv.md): the wgmma kernel costs ~24 us at the least (one 128 x 128 tile
+  // per SM, its K loop and epilogue unhidden), the sm_80 tiles 11-20 us on the small layers.
+  static constexpr double kHopperMinMacs = 1.5e9;
+  int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
-    if (const int t = tile_of(force_); t != kDirect) return t;
+    if (const int t = tile_of(force_); t != kDirect && (t != kHopperTile || map_fits)) return t;
+    if (hopper_ && map_fits && M >= 129 && force_.empty() &&
+        double(M) * double(N) * double(taps_ * conv->Ci) >= kHopperMinMacs)
+      return kHopperTile;
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     return 2 * tiles64 >= sm_count_ ? 3 : 0;
   }
@@ -197,15 +221,22 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
     cuda::DeviceGuard guard(dev_.id);
+    if (tile == kHopperTile) {
+      p.conv_on = 1;
+      p.wsum_tap = static_cast<const int32_t*>(wsum_tap_.data());
+      p.num_sms = sm_count_;
+      cuda::launch_sm90_int8_block(p, stream);
+      return;
+    }
     cuda::launch_conv_int8_gemm(p, tile, stream);
   }
 
   cuda::int8b::Int8Device dev_;
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, Kp_ = 0, Np_ = 0;
-  bool gemm_ = false, shared_codes_ = false;
+  bool gemm_ = false, shared_codes_ = false, hopper_ = false;
   int sm_count_ = 1;
   std::string force_;
-  DeviceBuffer codes_, gemm_codes_, wsum_, wscale_;
+  DeviceBuffer codes_, gemm_codes_, wsum_, wsum_tap_, wscale_;
 };
 
 }  // namespace

@@ -30,9 +30,11 @@ const Int8GemmKernel kHopperSkinny[4] = {{Family::I8Skinny, launch_skinny16, 16}
                                          {Family::I8Skinny, launch_skinny128, 128}};
 
 // The Hopper kernels run block mode with one 128-wide K block per pipeline stage; the 128 x 128
-// single-CTA kernel also K blocks of 64, two per stage (g128_only: the pair and 256 x 64 kernels).
+// single-CTA kernel also K blocks of 64, two per stage, and the per-tensor mode (g128_only: the
+// pair and 256 x 64 kernels, block mode only).
 bool hopper_fits(Int8Mode mode, int kb, bool g128_only = false) {
-  return mode == Int8Mode::Block && (kb == 128 || (kb == 64 && !g128_only));
+  if (mode == Int8Mode::Tensor) return !g128_only;
+  return kb == 128 || (kb == 64 && !g128_only);
 }
 bool hopper_ok(const DeviceCaps& caps, Int8Mode mode, int kb, bool g128_only = false) {
   return hopper_fits(mode, kb, g128_only) && caps.cc_major == 9 && caps.cc_minor == 0 && caps.sm90a;
@@ -79,8 +81,9 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
     if (force == kHopper.name() || force == kHopperPair.name() || force == kHopperTall.name()) {
       const bool g128_only = force != kHopper.name();
       MIXQ_CHECK(hopper_ok(caps, mode, kb, g128_only), ErrorCode::Unsupported,
-                 "int8 gemm: force_kernel '", force, "' needs block mode with K block ",
-                 g128_only ? "128" : "64 or 128", " (got ", kb,
+                 "int8 gemm: force_kernel '", force, "' needs ",
+                 g128_only ? "block mode with K block 128" : "the per-tensor mode or block mode with K block 64 or 128",
+                 " (got ", mode == Int8Mode::Tensor ? "per-tensor" : "block", ", K block ", kb,
                  "), a compute capability 9.0 device (got ", caps.cc_major, ".", caps.cc_minor,
                  ") and a library built with sm_90a");
       return force == kHopper.name() ? kHopper : force == kHopperPair.name() ? kHopperPair : kHopperTall;
@@ -105,7 +108,10 @@ Int8GemmKernel select_int8_gemm(const DeviceCaps& caps, Int8Mode mode, int kb, b
     return kHopperSkinny[tile];
   }
   // Hopper: wgmma s8 (sm90_w8a8_gemm.cu) where a 128-row tile is mostly full; the mma.sync
-  // kernels reach only 0.3-0.47x cuBLAS FP16 there (docs/decisions/int8-block-gemm.md).
+  // kernels reach only 0.3-0.47x cuBLAS FP16 there (docs/decisions/int8-block-gemm.md). The
+  // per-tensor mode takes the same threshold: at 4096 x 4096 its wgmma kernel beat the best
+  // mma.sync tile from M = 256 up (docs/decisions/int8-requant-float-path.md; smaller layers not
+  // measured).
   if (M >= int8_sm90_min_m(caps, kb) && hopper_ok(caps, mode, kb)) return kHopper;
   if (M <= int8_small_max_m(caps)) return kSmall;
   if (M <= int8_medium_max_m(caps)) return kMedium;

@@ -78,7 +78,7 @@ std::string KernelId::name() const {
     case Family::I8Sm90Pair:
     case Family::I8Sm90Tall:
     case Family::I8Skinny:
-      add("g" + std::to_string(codes));
+      add(tensor ? "per_tensor" : "g" + std::to_string(codes));
       if (offset) add("offset");
       break;
     case Family::Fp8Gemm:

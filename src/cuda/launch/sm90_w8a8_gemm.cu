@@ -11,6 +11,26 @@ namespace mixq::cuda {
 
 namespace {
 
+// The per-tensor mode: its codes, pitches and output (no metadata).
+void check_tensor_params(const Int8GemmParams& a, const char* name) {
+  MIXQ_CHECK_ARG(a.M >= 1 && a.N >= 1 && a.K >= 1 && a.K <= kInt8TensorMaxK && a.Np >= a.N && a.Np % 128 == 0,
+                 name, ": bad sizes M ", a.M, ", N ", a.N, ", K ", a.K, ", Np ", a.Np);
+  MIXQ_CHECK_ARG((a.conv_on || (a.lda >= a.K && a.lda % 16 == 0)) && a.ldb >= a.K && a.ldb % 16 == 0, name,
+                 ": pitches lda ", a.lda, ", ldb ", a.ldb, " must cover K and be 16-byte multiples (TMA)");
+  if (a.conv_on) {
+    const Im2colConv& g = a.conv;
+    MIXQ_CHECK_ARG(g.Ci % 128 == 0 && a.K == g.Kh * g.Kw * g.Ci && g.Kh * g.Kw <= 64 &&
+                       int64_t(g.B) * g.Ho * g.Wo == a.M && (a.in_zero == 0 || a.wsum_tap != nullptr),
+                   name, ": convolution Ci ", g.Ci, " (a multiple of 128), K ", a.K, " = Kh Kw Ci (",
+                   g.Kh, " x ", g.Kw, " taps, at most 64), M ", a.M, " = B Ho Wo, per-tap sums for Z_I ",
+                   a.in_zero);
+  }
+  MIXQ_CHECK_ARG(a.wsum != nullptr && a.wscale != nullptr, name, ": the weight's code sums / scales are missing");
+  MIXQ_CHECK_ARG(a.ldy >= a.N && (a.y_type == 2 || a.y_type == 3) && a.bias_type >= 0 && a.bias_type <= 2,
+                 name, ": bad output (ldy ", a.ldy, ", type ", a.y_type, ": f32 or int8) or bias type ",
+                 a.bias_type);
+}
+
 // g64: the kernel also runs K blocks of 64.
 void check_params(const Int8GemmParams& a, const char* name, bool g64) {
   MIXQ_CHECK(a.mode == Int8Mode::Block && (a.kb == 128 || (g64 && a.kb == 64)),
@@ -37,6 +57,11 @@ void check_params(const Int8GemmParams& a, const char* name, bool g64) {
 }  // namespace
 
 void launch_sm90_int8_block(const Int8GemmParams& a, cudaStream_t stream) {
+  if (a.mode == Int8Mode::Tensor) {
+    check_tensor_params(a, kSm90Int8BlockName);
+    launch_w8a8_tensor(a, stream, kSm90Int8BlockName);
+    return;
+  }
   check_params(a, kSm90Int8BlockName, true);
   if (a.kb == 64) {
     if (a.ow) launch_w8a8<true, 1, 1, 64>(a, stream, kSm90Int8BlockName);

@@ -15,8 +15,10 @@ constexpr const char* kSm90Int8PairName = "sm90_i8_128x128_c2";
 // 256 x 64 tiles: two m64 sub-tiles per consumer warpgroup (half the per-column promotion work)
 constexpr const char* kSm90Int8TallName = "sm90_i8_256x64";
 
-// Block mode, kb == 128 only; stream-ordered, no synchronisation, graph-capturable. Throws
-// mixq::Error on parameters the kernel cannot run (wrong mode / K block, misaligned pitches).
+// Block mode (kb 64 or 128; the pair and 256 x 64 kernels 128 only) and, for the 128 x 128
+// kernel, the per-tensor mode (integer totals, the exact requantizing epilogue:
+// kernels/w8a8/sm90_i8_tensor_policy.cuh); stream-ordered, no synchronisation, graph-capturable.
+// Throws mixq::Error on parameters the kernel cannot run (wrong mode / K block, misaligned pitches).
 void launch_sm90_int8_block(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm90_int8_pair(const Int8GemmParams& p, cudaStream_t stream);
 void launch_sm90_int8_tall(const Int8GemmParams& p, cudaStream_t stream);

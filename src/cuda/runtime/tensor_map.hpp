@@ -109,13 +109,15 @@ inline TensorMapEncodeIm2col tensor_map_im2col_encoder() {
 // Whether a 4-D im2col map can describe the convolution: the box corners of a rank-4 map lie in
 // [-128, 127] and a load's filter-tap offsets in [0, 256) (the offsets are 16 bits shared by the
 // two spatial dimensions), traversal strides are at most 8, rows 16-byte aligned.
-inline bool im2col_map_fits(const Im2colConv& g) {
+// elem_bytes: 2 (16-bit images) or 1 (int8).
+inline bool im2col_map_fits(const Im2colConv& g, int elem_bytes = 2) {
   auto corners_fit = [](int pad, int dil, int k) {
     const int reach = dil * (k - 1);
     return pad <= 127 && pad - reach >= -128 && reach < 256;
   };
   return corners_fit(g.pad_w, g.dil_w, g.Kw) && corners_fit(g.pad_h, g.dil_h, g.Kh) &&
-         g.stride_h >= 1 && g.stride_h <= 8 && g.stride_w >= 1 && g.stride_w <= 8 && g.Ci % 8 == 0;
+         g.stride_h >= 1 && g.stride_h <= 8 && g.stride_w >= 1 && g.stride_w <= 8 &&
+         (g.Ci * elem_bytes) % 16 == 0;
 }
 
 // im2col map over x [B][H][W][C] (16-bit, contiguous): a load at coordinates (c, w, h, n) with
@@ -123,13 +125,15 @@ inline bool im2col_map_fits(const Im2colConv& g) {
 // H, then the image), each `channels` channels from c on, of the input at (h + r dil_h, w + s dil_w),
 // where (h, w) = (ho stride_h - pad_h, wo stride_w - pad_w); positions in the padding and pixels
 // past the last image read as zeros. The box's starting positions run over exactly Ho x Wo.
+// type: CU_TENSOR_MAP_DATA_TYPE_UINT16 (16-bit images) or UINT8 (int8 images).
 inline CUtensorMap make_tensor_map_im2col_nhwc(const void* x, const Im2colConv& g, uint32_t channels,
-                                               uint32_t pixels, CUtensorMapSwizzle swizzle) {
-  MIXQ_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && im2col_map_fits(g), ErrorCode::InvalidArgument,
-             "im2col tensor map: x ", x, " must be 16-byte aligned, Ci (", g.Ci, ") a multiple of 8, "
+                                               uint32_t pixels, CUtensorMapSwizzle swizzle,
+                                               CUtensorMapDataType type = CU_TENSOR_MAP_DATA_TYPE_UINT16) {
+  const uint64_t e = type == CU_TENSOR_MAP_DATA_TYPE_UINT8 ? 1 : 2;
+  MIXQ_CHECK(reinterpret_cast<uintptr_t>(x) % 16 == 0 && im2col_map_fits(g, int(e)), ErrorCode::InvalidArgument,
+             "im2col tensor map: x ", x, " must be 16-byte aligned, Ci (", g.Ci, ") 16 bytes of channels, "
              "padding / dilation / stride within the map's ranges");
   CUtensorMap map;
-  const uint64_t e = 2;
   const cuuint64_t dims[4] = {uint64_t(g.Ci), uint64_t(g.W), uint64_t(g.H), uint64_t(g.B)};
   const cuuint64_t strides[3] = {uint64_t(g.Ci) * e, uint64_t(g.W) * uint64_t(g.Ci) * e,
                                  uint64_t(g.H) * uint64_t(g.W) * uint64_t(g.Ci) * e};
@@ -137,7 +141,7 @@ inline CUtensorMap make_tensor_map_im2col_nhwc(const void* x, const Im2colConv& 
   const int upper[2] = {g.pad_w - g.dil_w * (g.Kw - 1), g.pad_h - g.dil_h * (g.Kh - 1)};
   const cuuint32_t elem_strides[4] = {1, uint32_t(g.stride_w), uint32_t(g.stride_h), 1};
   const CUresult r = tensor_map_im2col_encoder()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(x), dims, strides, lower, upper,
+      &map, type, 4, const_cast<void*>(x), dims, strides, lower, upper,
       channels, pixels, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   MIXQ_CHECK(r == CUDA_SUCCESS, ErrorCode::Cuda, "cuTensorMapEncodeIm2col failed (", int(r), ") for x [",

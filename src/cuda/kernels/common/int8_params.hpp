@@ -84,6 +84,8 @@ struct Int8GemmParams {
   // in the KhKwCi order (column k = (r Kw + s) Ci + ci; a 16-byte chunk never straddles two taps),
   // padding positions read Z_I (the real value 0), rows m = (image, ho, wo); lda unused.
   Im2colConv conv{};
+  int conv_on = 0;                  // conv is set (the Hopper kernel reads A through an im2col map)
+  const int32_t* wsum_tap = nullptr;  // conv, Hopper kernel, Z_I != 0: [N][Kh Kw] per-tap code sums
   // output and epilogue
   void* y = nullptr;
   int64_t ldy = 0;

@@ -12,6 +12,7 @@
 
 #include "cuda/kernels/conv/conv_params.hpp"
 #include "cuda/kernels/conv/sm80_conv_igemm.cuh"
+#include "cuda/kernels/common/int8_requant.cuh"
 #include "cuda/kernels/w8a8/sm80_int8_gemm.cuh"
 
 namespace mixq::cuda::conv {
@@ -140,6 +141,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
     }
   }
 
+  const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
 #pragma unroll
   for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -157,18 +159,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
           const int64_t m = m0 + wm * 32 + mi * 16 + g + 8 * h;
           if (m >= M) continue;
           const int32_t a32 = int32_t(uint32_t(acc[mi][ni][2 * h + e01]) - zsum);
-          // the reference's operations in its order, each rounded once (no contraction)
-          double real = __dadd_rn(__dmul_rn(ws, double(a32)), bias);
-          if (real < double(p.clamp_lo)) real = p.clamp_lo;
-          if (real > double(p.clamp_hi)) real = p.clamp_hi;
           const int64_t yi = p.nchw ? ((m / hw) * p.Co + n) * hw + m % hw : m * p.Co + n;
-          if (p.y_i8) {
-            double q = rint(__ddiv_rn(real, p.out_scale)) + double(p.out_zero);
-            q = fmin(127.0, fmax(-128.0, q));
-            static_cast<int8_t*>(p.y)[yi] = static_cast<int8_t>(q);
-          } else {
-            static_cast<float*>(p.y)[yi] = __double2float_rn(real);
-          }
+          rq.store(p.y, yi, p.y_i8, a32, ws, bias);
         }
     }
 }

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/common/int8_params.hpp"
+#include "cuda/kernels/common/int8_requant.cuh"
 
 namespace mixq::cuda::int8k {
 
@@ -332,6 +333,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
   cp_async_wait<0>();
 
   // Epilogue: bias, clamp, convert, store (every element guarded by M and N).
+  [[maybe_unused]] const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
 #pragma unroll
   for (int j = 0; j < C::NT; ++j)
 #pragma unroll
@@ -349,18 +351,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
             const int m = m0 + wm * C::WTM + i * 16 + h * 8 + grp;
             if (m >= p.M) continue;
             const int32_t a32 = int32_t(uint32_t(acc[i][j][h * 2 + e]) - uint32_t(zsum));
-            // The reference's operations in its order, each rounded once (no contraction).
-            double real = __dadd_rn(__dmul_rn(ws, double(a32)), bias);
-            if (real < double(p.clamp_lo)) real = p.clamp_lo;
-            if (real > double(p.clamp_hi)) real = p.clamp_hi;
-            const int64_t off = int64_t(m) * p.ldy + n;
-            if (p.y_type == 3) {
-              double q = rint(__ddiv_rn(real, p.out_scale)) + double(p.out_zero);
-              q = fmin(127.0, fmax(-128.0, q));
-              static_cast<int8_t*>(p.y)[off] = static_cast<int8_t>(q);
-            } else {
-              static_cast<float*>(p.y)[off] = __double2float_rn(real);
-            }
+            rq.store(p.y, int64_t(m) * p.ldy + n, p.y_type == 3, a32, ws, bias);
           }
       } else {
         const float bias = p.bias ? load_bias(p.bias, p.bias_type, n) : 0.f;

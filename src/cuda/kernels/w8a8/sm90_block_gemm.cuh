@@ -51,12 +51,19 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 
 namespace mixq::cuda::sm90 {
 
 struct BlockGemmParams {
+  // conv_on: A is an implicit-GEMM convolution's im2col matrix (tm_a an im2col map over the NHWC
+  // image, runtime/tensor_map.hpp), K in the KhKwCi order with Ci a multiple of 128, so that a
+  // 128-K stage is one tap's 128 channels: rows m = (image, ho, wo), the stage's tap and channel
+  // from its K offset.
+  Im2colConv conv{};
+  int conv_on = 0;
   int M = 0, N = 0, num_kb = 0;
   int num_m = 0, num_n = 0, group_n = 8;
   int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
@@ -292,6 +299,17 @@ __host__ __device__ constexpr auto policy_blocks(int) -> decltype(int(Policy::kB
 template <class Policy>
 __host__ __device__ constexpr int policy_blocks(long) { return 1; }
 
+// Policy::kStoresTile (optional, default false): the policy writes the tile's outputs itself
+// (Policy::store(pp, p, total, m0, n0, staging, bar): the warpgroup's first row, the tile's first
+// column, the warpgroup's 8 KB staging box and named barrier; e.g. INT8 per-tensor requantization
+// from integer totals) instead of the skeleton's bias / clamp / convert epilogue.
+template <class Policy>
+__host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Policy::kStoresTile)) {
+  return Policy::kStoresTile;
+}
+template <class Policy>
+__host__ __device__ constexpr bool policy_stores_tile(long) { return false; }
+
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
 // happen before the arrivals.
@@ -376,7 +394,18 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage],
                                 Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
-          tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          if (p.conv_on) {
+            const Im2colConv& cv = p.conv;
+            const int wo = m0 % cv.Wo, tq = m0 / cv.Wo;
+            const int ho = tq % cv.Ho, img = tq / cv.Ho;
+            const int k0 = kb * 128, tap = k0 / cv.Ci, ci = k0 - tap * cv.Ci;
+            const int r = tap / cv.Kw, s = tap - r * cv.Kw;
+            tma_load_im2col_4d(smem_u32(a_tiles + stage * Shape::kABytes), &tm_a, smem_u32(&full[stage]), ci,
+                               wo * cv.stride_w - cv.pad_w, ho * cv.stride_h - cv.pad_h, img,
+                               uint16_t(s * cv.dil_w), uint16_t(r * cv.dil_h));
+          } else {
+            tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
+          }
           if constexpr (kCluster == 1) {
             tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
           } else {
@@ -555,7 +584,11 @@ __global__ void __launch_bounds__(384, 1)
       }
       }  // kAccSets == 2
       const int c0 = n0 + col;
-      if (p.y_tma) {
+      if constexpr (policy_stores_tile<Policy>(0)) {
+        static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
+        Policy::store(pp, p, total[0], int64_t(mb) * Shape::kBM + cw * 64, n0,
+                      reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar);
+      } else if (p.y_tma) {
 #pragma unroll
         for (int sub = 0; sub < kSub; ++sub) {
           // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second
