@@ -209,3 +209,31 @@ def test_fused_projections_under_cuda_graphs():
         # inductor fuses the norms and softmax itself, so the graph differs from eager in the
         # last bits of fp16; the mixq ops inside it are the same calls
         assert rel_err(got.float().cpu().numpy(), eager.float().cpu().numpy()) <= TOL["float16"]
+
+
+# QuantConv2d on CUDA: the Hopper NHWC implicit GEMM (channels_last, Ci a multiple of 64) and the
+# sm_80 kernel (NCHW, other Ci) against the float64 conv of the dequantized weight; under
+# torch.compile and a captured CUDA graph, the same bits as eager.
+@pytest.mark.parametrize("ci,co,k,s,p,scheme", [(64, 64, 3, 1, 1, "w4g64"), (128, 40, 3, 2, 1, "w8g128"),
+                                                  (3, 16, 7, 2, 3, "w8pc"), (256, 96, 1, 1, 0, "w4g128")])
+@pytest.mark.parametrize("fmt", ["contiguous", "channels_last"])
+def test_cuda_quant_conv2d(ci, co, k, s, p, scheme, fmt):
+    import torch.nn.functional as F
+    torch.manual_seed(ci + co)
+    conv = nn.Conv2d(ci, co, k, stride=s, padding=p).cuda()
+    qc = mt.QuantConv2d.from_conv(conv, scheme)
+    memory_format = torch.channels_last if fmt == "channels_last" else torch.contiguous_format
+    x = torch.randn(2, ci, 14, 14, device="cuda").half().contiguous(memory_format=memory_format)
+    y = qc(x)
+    assert y.dtype == torch.float16 and y.is_contiguous(memory_format=memory_format)
+    w = qc.dequantized_weight(torch.float64).cuda()
+    want = F.conv2d(x.double(), w, conv.bias.double(), s, p)
+    assert ((y.double() - want).norm() / want.norm()).item() < 3e-3
+    compiled = torch.compile(qc, fullgraph=True)
+    assert torch.equal(compiled(x), y)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        yg = qc(x)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(yg, y)

@@ -1,5 +1,5 @@
 """mixq for PyTorch: the ``torch.ops.mixq.linear`` custom op, the ``QuantLinear`` module,
-the MoE ops ``torch.ops.mixq.moe_mlp`` / ``grouped_linear`` and the ``QuantMoE`` module,
+the ``torch.ops.mixq.conv2d`` op and ``QuantConv2d`` module (``quantize_convs_``), the MoE ops ``torch.ops.mixq.moe_mlp`` / ``grouped_linear`` and the ``QuantMoE`` module,
 ``quantize_`` (replace a model's nn.Linear layers) and checkpoint loaders.
 
     import torch, mixq.torch as mt
@@ -17,7 +17,8 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
                       "(import mixq) works without it") from e
 
 from . import _registry
-from .convert import quantize_, skipped
+from .conv import QuantConv2d, conv2d
+from .convert import quantize_, quantize_convs_, skipped
 from .fused import FusedLinears, FusedMember, fuse_linears_
 from .linear import QuantLinear, register_prepared
 from .loaders import CheckpointMismatch, checkpoint_weights, hf_to_gguf_name, load_checkpoint_
@@ -27,7 +28,7 @@ from .parallel import ColumnParallelQuantLinear, RowParallelQuantLinear
 
 release_prepared = _registry.release
 
-__all__ = ["linear", "QuantLinear", "quantize_", "load_checkpoint_", "checkpoint_weights",
+__all__ = ["linear", "QuantLinear", "quantize_", "conv2d", "QuantConv2d", "quantize_convs_", "load_checkpoint_", "checkpoint_weights",
            "hf_to_gguf_name", "CheckpointMismatch", "register_prepared", "release_prepared",
            "skipped", "fuse_linears_", "FusedLinears", "FusedMember",
            "ColumnParallelQuantLinear", "RowParallelQuantLinear", "moe_mlp", "grouped_linear",

@@ -1,4 +1,5 @@
-"""quantize_: replace a model's nn.Linear layers by QuantLinear, in place."""
+"""quantize_ / quantize_convs_: replace a model's nn.Linear layers by QuantLinear, its nn.Conv2d
+layers by QuantConv2d, in place."""
 
 import fnmatch
 import os
@@ -7,10 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 from torch import nn
 
+from ..errors import InvalidArgumentError
+from .conv import QuantConv2d, unsupported_reason
 from .fused import DEFAULT_GROUPS, fuse_linears_
 from .linear import QuantLinear, quantize_host
 
-__all__ = ["quantize_", "skipped", "linear_layers"]
+__all__ = ["quantize_", "quantize_convs_", "skipped", "linear_layers"]
 
 
 def skipped(name, skip):
@@ -78,3 +81,49 @@ def quantize_(model, scheme, skip=None, *, backend="auto", act="none", device=No
             setattr(module, child_name, QuantLinear(qw, child.bias, device=place,
                                                     backend=backend, act=act, **kwargs))
     return [t[3] for t in todo]
+
+
+def quantize_convs_(model, scheme, skip=None, *, backend="auto", act="none", device=None,
+                    **kwargs):
+    """Replace every dense ``nn.Conv2d`` of `model` (in place; exact type, groups 1, zero
+    padding) by a :class:`QuantConv2d` quantized with `scheme`.
+
+    Args:
+        model: an ``nn.Module``.
+        scheme: a scheme name with blocks along Ci ('w4g64', 'w8g128', 'w8pc' per output
+            channel, ...), or a callable(name, conv) -> scheme name or None (None keeps that
+            layer dense), e.g. per channel for a 3-channel stem.
+        skip, backend, act, device, kwargs: as for :func:`quantize_`.
+
+    Returns:
+        ``(replaced, kept)``: the replaced module names, and the names of the convolutions
+        kept dense because mixq does not run them (grouped or depthwise, padding modes other
+        than zeros, uneven 'same' padding), each with the reason.
+
+    Raises:
+        mixq.InvalidArgumentError naming the layer when `scheme` does not fit it (e.g. blocks
+        of 64 along Ci = 3).
+    """
+    replaced, kept = [], []
+    for name, module in list(model.named_modules()):
+        for child_name, child in list(module.named_children()):
+            if type(child) is not nn.Conv2d:
+                continue
+            full = f"{name}.{child_name}" if name else child_name
+            if skipped(full, skip):
+                continue
+            s = scheme(full, child) if callable(scheme) else scheme
+            if s is None:
+                continue
+            reason = unsupported_reason(child)
+            if reason:
+                kept.append((full, reason))
+                continue
+            place = torch.device(device) if device is not None else child.weight.device
+            try:
+                q = QuantConv2d.from_conv(child, s, backend=backend, act=act, device=place, **kwargs)
+            except InvalidArgumentError as e:
+                raise InvalidArgumentError(f"{full}: {e}") from e
+            setattr(module, child_name, q)
+            replaced.append(full)
+    return replaced, kept

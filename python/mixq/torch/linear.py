@@ -1,20 +1,15 @@
 """QuantLinear: a drop-in ``nn.Linear`` replacement holding a mixq prepared weight."""
 
-import math
-import weakref
-
 import torch
-from torch import nn
 
 from .. import core
 from . import _registry
 from . import ops as _ops  # registers torch.ops.mixq.linear
+from ._prepared_module import CLAMPS as _CLAMPS, PreparedModule
 
 __all__ = ["QuantLinear", "register_prepared", "quantize_host"]
 
 _compiling = torch.compiler.is_compiling
-
-_CLAMPS = {None: (-math.inf, math.inf), "relu": (0.0, math.inf), "relu6": (0.0, 6.0)}
 
 
 def quantize_host(linear, scheme):
@@ -29,13 +24,7 @@ def register_prepared(prepared):
     return _registry.register(prepared)
 
 
-def _backend_for(device, backend):
-    if backend != "auto":
-        return backend
-    return "cuda" if device.type == "cuda" else "cpu"
-
-
-class QuantLinear(nn.Module):
+class QuantLinear(PreparedModule):
     """``y = x @ W.T + bias`` (then an optional clamp) with W quantized by mixq.
 
     The weight is prepared once for the module's device; ``forward`` calls the
@@ -70,38 +59,7 @@ class QuantLinear(nn.Module):
         super().__init__()
         self.in_features = qweight.K
         self.out_features = qweight.N
-        self.scheme_desc = qweight.describe()
-        self._backend = backend
-        self._act = act
-        self._prepare_kwargs = prepare_kwargs
-        self.clamp_lo, self.clamp_hi = _CLAMPS[clamp]
-        self.qweight = qweight if keep_quantized else None
-        device = torch.device(device)
-        # An empty buffer that follows the module through .to()/.cuda(): after a move, its
-        # device says where to re-prepare the weight (nn.Module._apply gives no device).
-        self.register_buffer("_place", torch.empty(0, device=device), persistent=False)
-        if bias is not None:
-            bias = bias.detach().to(device)
-        self.register_buffer("bias", bias)
-        self.handle = 0
-        self.prepared = None
-        self._prepare(qweight, device)
-
-    def _prepare(self, qweight, device):
-        if device.type == "cuda" and device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        prepared = core.prepare(qweight, _backend_for(device, self._backend), self._act,
-                                device=device.index or 0, **self._prepare_kwargs)
-        old = self.handle
-        self.prepared = prepared
-        self.handle = _registry.register(prepared)
-        self._prepared_device = device
-        if old:
-            _registry.release(old)
-        # Release the handle with the module (not in __del__: reference cycles would delay it).
-        if getattr(self, "_finalizer", None) is not None:
-            self._finalizer.detach()
-        self._finalizer = weakref.finalize(self, _registry.release, self.handle)
+        self._init_prepared(qweight, bias, device, backend, act, clamp, keep_quantized, prepare_kwargs)
 
     @classmethod
     def from_linear(cls, linear, scheme, *, backend="auto", act="none", device=None, **kwargs):
@@ -113,18 +71,6 @@ class QuantLinear(nn.Module):
         device = torch.device(device) if device is not None else linear.weight.device
         return cls(quantize_host(linear, scheme), linear.bias, device=device, backend=backend,
                    act=act, **kwargs)
-
-    def _apply(self, fn, *args, **kwargs):
-        super()._apply(fn, *args, **kwargs)
-        place = self._place.device
-        if place != self._prepared_device and not (
-                place.type == "cuda" and self._prepared_device.type == "cuda"
-                and place.index in (None, self._prepared_device.index)):
-            if self.qweight is None:
-                raise RuntimeError("QuantLinear: cannot move a module created with "
-                                   "keep_quantized=False to another device")
-            self._prepare(self.qweight, place)
-        return self
 
     def forward(self, x):
         """``torch.ops.mixq.linear(x, handle, bias, clamp)``; x ``[..., in_features]``.
@@ -142,10 +88,7 @@ class QuantLinear(nn.Module):
     def dequantized_weight(self, dtype=torch.float32):
         """The ``[N, K]`` weight the kernels use (dequantized on the host), as a CPU tensor of
         `dtype`; needs the kept quantized weight."""
-        if self.qweight is None:
-            raise RuntimeError("QuantLinear: the quantized weight was not kept (keep_quantized="
-                               "False); nothing to dequantize")
-        return torch.from_numpy(core.dequantize(self.qweight)).to(dtype)
+        return self._dequantized(dtype)
 
     def kernel_name(self, M=1):
         """The kernel a call with M rows runs."""

@@ -1,0 +1,189 @@
+"""QuantConv2d, a drop-in ``nn.Conv2d`` replacement, and the ``torch.ops.mixq.conv2d`` op.
+
+The weight is quantized along Ci in the KhKwCi order (``[Co][Kh][Kw][Ci]``: a block of codes is
+channels of one tap, the order the CUDA implicit GEMMs read) and prepared once for the module's
+device. The memory format follows torch's convolution: a channels_last input runs the NHWC
+kernels (on Hopper the wgmma implicit GEMM) and gives a channels_last output; any other input
+runs NCHW on a contiguous copy and gives a contiguous output.
+"""
+
+import torch
+
+from .. import core
+from ..errors import InvalidArgumentError
+from . import _registry
+from ._prepared_module import PreparedModule
+
+__all__ = ["QuantConv2d", "conv2d", "conv2d_eager", "quantize_conv_host", "unsupported_reason"]
+
+_compiling = torch.compiler.is_compiling
+
+
+def _pair(v, arg):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) != 2 or not all(isinstance(t, int) for t in v):
+        raise InvalidArgumentError(f"{arg}: expected an int or a pair of ints, got {v!r}")
+    return v
+
+
+def _channels_last(x):
+    """True for a 4-D tensor laid out NHWC (and not also plain contiguous, e.g. C = 1)."""
+    return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+
+
+def conv2d_eager(x, handle, bias, stride, padding, dilation, clamp_lo, clamp_hi):
+    """The op's kernel (also called directly by QuantConv2d outside tracing)."""
+    pw = _registry.get(handle)
+    if x.dim() != 4:
+        raise InvalidArgumentError(f"x: expected a 4-D [B, Ci, H, W] tensor, got shape {tuple(x.shape)}")
+    kw = dict(bias=bias, clamp=(clamp_lo, clamp_hi), stride=tuple(stride), padding=tuple(padding),
+              dilation=tuple(dilation))
+    if _channels_last(x):
+        # x.permute(0, 2, 3, 1) is a contiguous [B, H, W, Ci] view; so is the output's inverse.
+        return core.conv2d(x.permute(0, 2, 3, 1), pw, layout="nhwc", **kw).permute(0, 3, 1, 2)
+    return core.conv2d(x.contiguous(), pw, layout="nchw", **kw)
+
+
+def _conv2d_fake(x, handle, bias, stride, padding, dilation, clamp_lo, clamp_hi):
+    e = _registry.entry(handle)
+    _, kh, kw = e.prepared.conv_geometry
+    B, _, H, W = x.shape
+    Ho = (H + 2 * padding[0] - dilation[0] * (kh - 1) - 1) // stride[0] + 1
+    Wo = (W + 2 * padding[1] - dilation[1] * (kw - 1) - 1) // stride[1] + 1
+    dtype = x.dtype if x.dtype in (torch.float32, torch.float16, torch.bfloat16) else torch.float32
+    Co = e.N
+    if _channels_last(x):
+        return x.new_empty_strided((B, Co, Ho, Wo), (Ho * Wo * Co, 1, Wo * Co, Co), dtype=dtype)
+    return x.new_empty((B, Co, Ho, Wo), dtype=dtype)
+
+
+_lib = torch.library.Library("mixq", "FRAGMENT")
+_lib.define("conv2d(Tensor x, int handle, Tensor? bias, int[2] stride, int[2] padding, "
+            "int[2] dilation, float clamp_lo, float clamp_hi) -> Tensor")
+for _key in ("CPU", "CUDA"):
+    _lib.impl("conv2d", conv2d_eager, _key)
+torch.library.register_fake("mixq::conv2d", _conv2d_fake, lib=_lib)
+
+conv2d = torch.ops.mixq.conv2d
+conv2d.__doc__ = """``torch.ops.mixq.conv2d(x, handle, bias, stride, padding, dilation, clamp_lo,
+clamp_hi)``: the 2-D convolution of `x` ``[B, Ci, H, W]`` (contiguous or channels_last) with the
+prepared convolution weight of `handle` (``QuantConv2d.handle``), plus bias, clamped. Returns
+``[B, Co, Ho, Wo]`` in x's memory format and dtype (float32 for int8 x)."""
+
+
+def _same_padding(kernel, dilation):
+    """Each side's padding for padding='same' (even totals: unsupported_reason checks)."""
+    return tuple(d * (k - 1) // 2 for k, d in zip(kernel, dilation))
+
+
+def unsupported_reason(conv):
+    """Why mixq cannot run the ``nn.Conv2d`` `conv` (None when it can)."""
+    if conv.groups != 1:
+        return f"groups = {conv.groups}; mixq convolutions are dense (groups = 1)"
+    if conv.padding_mode != "zeros":
+        return f"padding_mode '{conv.padding_mode}'; mixq pads with zeros only"
+    if conv.padding == "same" and any(d * (k - 1) % 2 for k, d in zip(conv.kernel_size, conv.dilation)):
+        return (f"padding='same' with kernel {tuple(conv.kernel_size)} and dilation "
+                f"{tuple(conv.dilation)} is uneven between the sides; mixq pads both sides alike")
+    return None
+
+
+def quantize_conv_host(conv, scheme):
+    """The :class:`mixq.QuantizedWeight` of ``conv.weight`` ``[Co, Ci, Kh, Kw]`` in the KhKwCi
+    order ``[Co, Kh * Kw * Ci]`` (blocks of `scheme` run along Ci), quantized on the host."""
+    w = conv.weight.detach().to("cpu", torch.float32)
+    co = w.shape[0]
+    return core.quantize(w.permute(0, 2, 3, 1).reshape(co, -1).contiguous(), scheme)
+
+
+class QuantConv2d(PreparedModule):
+    """``y = conv2d(x, W) + bias`` (then an optional clamp) with W quantized by mixq.
+
+    ``forward`` calls ``torch.ops.mixq.conv2d``, so the module traces under
+    ``torch.compile(fullgraph=True)``. Moving the module re-prepares the weight for the new
+    device from the kept quantized weight, as for :class:`QuantLinear`.
+
+    Attributes:
+        in_channels, out_channels, kernel_size, stride, padding, dilation: as ``nn.Conv2d``'s
+            (groups 1, zero padding).
+        qweight: the :class:`mixq.QuantizedWeight` ``[Co, Kh * Kw * Ci]`` (KhKwCi order).
+        prepared, handle, bias: as for :class:`QuantLinear`.
+    """
+
+    def __init__(self, qweight, in_channels, kernel_size, bias=None, *, stride=1, padding=0,
+                 dilation=1, device="cpu", backend="auto", act="none", clamp=None,
+                 keep_quantized=True, **prepare_kwargs):
+        """Prepare `qweight` (``[Co, Kh * Kw * Ci]``, KhKwCi order) as a convolution weight.
+
+        Args:
+            qweight: a :class:`mixq.QuantizedWeight` (see :func:`quantize_conv_host`).
+            in_channels: Ci.
+            kernel_size: Kh, Kw (int or pair).
+            bias: optional ``[Co]`` tensor.
+            stride, padding, dilation: ints or pairs.
+            device, backend, act, clamp, keep_quantized, prepare_kwargs: as for
+                :class:`QuantLinear` (act 'none', or 'int8-per-tensor' with its input_quant
+                and output_quant for int8 tensors).
+        """
+        super().__init__()
+        kh, kw = _pair(kernel_size, "kernel_size")
+        if qweight.K != kh * kw * in_channels:
+            raise InvalidArgumentError(
+                f"qweight: K = {qweight.K} is not Kh * Kw * in_channels = {kh} * {kw} * "
+                f"{in_channels}")
+        self.in_channels = in_channels
+        self.out_channels = qweight.N
+        self.kernel_size = (kh, kw)
+        self.stride = _pair(stride, "stride")
+        self.padding = _pair(padding, "padding")
+        self.dilation = _pair(dilation, "dilation")
+        prepare_kwargs = dict(prepare_kwargs, conv=(in_channels, kh, kw), conv_order="khkwci")
+        self._init_prepared(qweight, bias, device, backend, act, clamp, keep_quantized, prepare_kwargs)
+
+    @classmethod
+    def from_conv(cls, conv, scheme, *, backend="auto", act="none", device=None, **kwargs):
+        """Quantize an ``nn.Conv2d`` with `scheme` (blocks along Ci: e.g. 'w4g64' for Ci a
+        multiple of 64; per output channel, e.g. 'w8pc', for any Ci).
+
+        Raises InvalidArgumentError for grouped convolutions, padding modes other than
+        'zeros' and 'same' padding that would be uneven."""
+        reason = unsupported_reason(conv)
+        if reason:
+            raise InvalidArgumentError(f"conv: {reason}")
+        padding = conv.padding
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            padding = _same_padding(conv.kernel_size, conv.dilation)
+        device = torch.device(device) if device is not None else conv.weight.device
+        return cls(quantize_conv_host(conv, scheme), conv.in_channels, conv.kernel_size, conv.bias,
+                   stride=conv.stride, padding=padding, dilation=conv.dilation, device=device,
+                   backend=backend, act=act, **kwargs)
+
+    def forward(self, x):
+        """``torch.ops.mixq.conv2d`` (its kernel directly in eager mode without autograd)."""
+        bias = self._buffers["bias"]
+        args = (x, self.handle, bias, self.stride, self.padding, self.dilation, self.clamp_lo,
+                self.clamp_hi)
+        if _compiling() or (x.requires_grad and torch.is_grad_enabled()):
+            return torch.ops.mixq.conv2d(*args)
+        return conv2d_eager(*args)
+
+    def dequantized_weight(self, dtype=torch.float32):
+        """The ``[Co, Ci, Kh, Kw]`` weight the kernels use (dequantized on the host), as a CPU
+        tensor of `dtype`; needs the kept quantized weight."""
+        kh, kw = self.kernel_size
+        w = self._dequantized(dtype)
+        return w.reshape(self.out_channels, kh, kw, self.in_channels).permute(0, 3, 1, 2).contiguous()
+
+    def kernel_name(self, pixels=1):
+        """The kernel a call with `pixels` output pixels (B * Ho * Wo) runs (NHWC)."""
+        return self.prepared.kernel_name(pixels)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, dilation={self.dilation}, "
+                f"bias={self.bias is not None}, weight={self.scheme_desc}, "
+                f"backend={self.prepared.backend}, act={self.prepared.act}")
