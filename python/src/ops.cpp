@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "bindings.hpp"
 #include "mixq/error.hpp"
@@ -144,6 +145,62 @@ void bind_ops(nb::module_& m) {
       nb::arg("bias"), nb::arg("bias_dtype"), nb::arg("bias_device"), nb::arg("clamp_lo"),
       nb::arg("clamp_hi"), nb::arg("stream"), nb::arg("workspace"), nb::arg("workspace_bytes"),
       "linear on raw row-major views (the torch op's fast path; mixq.linear is the public "
+      "entry). bias = 0 for none; device = -1 for host memory, else the CUDA ordinal.");
+
+  // The torch conv op's fast path: x and y contiguous in their layout (NCHW [B][C][H][W] or NHWC
+  // [B][H][W][C]), given as raw pointers with their sizes, as linear_rows does for rows.
+  m.def("conv2d_raw", [](const Prepared& w, uintptr_t x, int x_dtype, int64_t B, int64_t Ci,
+                         int64_t H, int64_t W, uintptr_t y, int y_dtype, int64_t Ho, int64_t Wo,
+                         const std::string& layout, int device, uintptr_t bias, int bias_dtype,
+                         int bias_device, float clamp_lo, float clamp_hi, int64_t sh, int64_t sw,
+                         int64_t ph, int64_t pw, int64_t dh, int64_t dw, uintptr_t stream,
+                         uintptr_t workspace, int64_t workspace_bytes) {
+        for (const auto& [code, arg] : {std::pair<int, const char*>{x_dtype, "x"}, {y_dtype, "out"},
+                                        {bias_dtype, "bias"}})
+          MIXQ_CHECK_ARG(code >= 0 && code < kDTypeCount, arg, ": dtype code ", code, " is not a mixq dtype");
+        mixq::Conv2dParams p;
+        p.stride_h = sh; p.stride_w = sw;
+        p.pad_h = ph; p.pad_w = pw;
+        p.dilation_h = dh; p.dilation_w = dw;
+        p.layout = parse_layout(layout);
+        const int64_t Co = w.weight.N();
+        const bool nchw = p.layout == mixq::Layout::NCHW;
+        auto image = [&](uintptr_t ptr, int dtype, int64_t C, int64_t h, int64_t wd) {
+          mixq::TensorView v;
+          v.data = reinterpret_cast<void*>(ptr);
+          v.dtype = static_cast<mixq::DType>(dtype);
+          v.device = device < 0 ? mixq::Device::CPU : mixq::Device::CUDA;
+          v.device_index = device < 0 ? 0 : device;
+          v.rank = 4;
+          const int64_t dims[4] = {B, nchw ? C : h, nchw ? h : wd, nchw ? wd : C};
+          int64_t stride = 1;
+          for (int i = 3; i >= 0; --i) {
+            v.shape[i] = dims[i];
+            v.stride[i] = stride;
+            stride *= dims[i];
+          }
+          return v;
+        };
+        const mixq::TensorView xv = image(x, x_dtype, Ci, H, W), yv = image(y, y_dtype, Co, Ho, Wo);
+        mixq::Epilogue ep;
+        if (bias) ep.bias = raw_view({bias, bias_dtype, -1, Co, 1, bias_device});
+        ep.clamp_lo = clamp_lo;
+        ep.clamp_hi = clamp_hi;
+        check_place(xv, "x", w);
+        check_place(ep.bias, "bias", w);
+        mixq::ExecContext ctx;
+        ctx.stream = reinterpret_cast<void*>(stream);
+        ctx.workspace = reinterpret_cast<void*>(workspace);
+        ctx.workspace_bytes = static_cast<size_t>(workspace_bytes);
+        nb::gil_scoped_release release;
+        mixq::conv2d(xv, w.weight, yv, p, ep, ctx);
+      }, nb::arg("w"), nb::arg("x"), nb::arg("x_dtype"), nb::arg("B"), nb::arg("Ci"), nb::arg("H"),
+      nb::arg("W"), nb::arg("y"), nb::arg("y_dtype"), nb::arg("Ho"), nb::arg("Wo"), nb::arg("layout"),
+      nb::arg("device"), nb::arg("bias"), nb::arg("bias_dtype"), nb::arg("bias_device"),
+      nb::arg("clamp_lo"), nb::arg("clamp_hi"), nb::arg("stride_h"), nb::arg("stride_w"),
+      nb::arg("pad_h"), nb::arg("pad_w"), nb::arg("dilation_h"), nb::arg("dilation_w"),
+      nb::arg("stream"), nb::arg("workspace"), nb::arg("workspace_bytes"),
+      "conv2d on raw contiguous images (the torch op's fast path; mixq.conv2d is the public "
       "entry). bias = 0 for none; device = -1 for host memory, else the CUDA ordinal.");
 
   m.def("conv2d", [](nb::handle x, const Prepared& w, nb::handle y, nb::handle bias,

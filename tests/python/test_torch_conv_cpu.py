@@ -124,8 +124,24 @@ def test_errors_and_handles():
     qc = mt.QuantConv2d(qw, 4, 3, padding=1)
     with pytest.raises(mixq.InvalidArgumentError, match="x: expected a 4-D"):
         qc(torch.randn(4, 6, 6))
-    with pytest.raises(mixq.InvalidArgumentError):
-        qc(torch.randn(1, 5, 6, 6))  # Ci mismatch: the extension names x and the channels
+    with pytest.raises(mixq.InvalidArgumentError, match="x: 5 input channels"):
+        qc(torch.randn(1, 5, 6, 6))
+    with pytest.raises(mixq.InvalidArgumentError, match=r"x: a 1x1 image gives a -1x-1 output"):
+        mt.QuantConv2d(qw, 4, 3)(torch.randn(1, 4, 1, 1))
+    with pytest.raises(mixq.InvalidArgumentError, match="stride .* must be >= 1"):
+        torch.ops.mixq.conv2d(torch.randn(1, 4, 6, 6), qc.handle, None, [0, 1], [1, 1], [1, 1],
+                              -math.inf, math.inf)
+    with pytest.raises(mixq.InvalidArgumentError, match=r"bias: expected a contiguous float \[8\]"):
+        torch.ops.mixq.conv2d(torch.randn(1, 4, 6, 6), qc.handle, torch.zeros(7), [1, 1], [1, 1],
+                              [1, 1], -math.inf, math.inf)
+    with pytest.raises(mixq.InvalidArgumentError, match="x: dtype torch.float64"):
+        qc(torch.randn(1, 4, 6, 6, dtype=torch.float64))
+    ql = mt.QuantLinear.from_linear(nn.Linear(36, 8), "w8pc")
+    with pytest.raises(mixq.InvalidArgumentError, match="is a linear weight"):
+        torch.ops.mixq.conv2d(torch.randn(1, 4, 6, 6), ql.handle, None, [1, 1], [1, 1], [1, 1],
+                              -math.inf, math.inf)
+    # an empty batch gives an empty output of the right shape
+    assert qc(torch.randn(0, 4, 6, 6)).shape == (0, 8, 6, 6)
     before = mt._registry.count()
     q2 = mt.QuantConv2d(qw, 4, 3)
     assert mt._registry.count() == before + 1

@@ -19,7 +19,7 @@ _entries = {}
 class Entry:
     """A registered PreparedWeight and the facts the op needs per call."""
 
-    __slots__ = ("prepared", "K", "N", "device", "_workspace", "plans")
+    __slots__ = ("prepared", "K", "N", "device", "conv", "_workspace", "plans")
 
     def __init__(self, prepared):
         self.prepared = prepared
@@ -27,6 +27,7 @@ class Entry:
         self.N = prepared.N
         # -1: host memory (cpu / ref backends), else the CUDA ordinal.
         self.device = prepared.device if prepared.backend == "cuda" else -1
+        self.conv = prepared.conv_geometry  # (Ci, Kh, Kw) of a convolution weight, else None
         self._workspace = {}
         self.plans = {}  # (M, torch dtype) -> (workspace bytes, dtype code): see ops.linear_eager
 

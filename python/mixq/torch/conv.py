@@ -9,10 +9,13 @@ runs NCHW on a contiguous copy and gives a contiguous output.
 
 import torch
 
-from .. import core
+from .. import _mixq, core
 from ..errors import InvalidArgumentError
 from . import _registry
 from ._prepared_module import PreparedModule
+from .ops import _raw_stream
+
+_entries = _registry._entries
 
 __all__ = ["QuantConv2d", "conv2d", "conv2d_eager", "quantize_conv_host", "unsupported_reason"]
 
@@ -33,17 +36,77 @@ def _channels_last(x):
     return not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
 
 
+_CODES = _mixq.dtype_codes
+_DTYPE_CODE = {torch.float32: _CODES["f32"], torch.float16: _CODES["f16"],
+               torch.bfloat16: _CODES["bf16"], torch.int8: _CODES["i8"]}
+_FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _output_size(H, W, kh, kw, stride, padding, dilation):
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    if min(sh, sw, dh, dw) < 1 or min(ph, pw) < 0:
+        raise InvalidArgumentError(f"stride {tuple(stride)} and dilation {tuple(dilation)} must be "
+                                   f">= 1, padding {tuple(padding)} >= 0")
+    Ho = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    Wo = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if Ho < 1 or Wo < 1:
+        raise InvalidArgumentError(
+            f"x: a {H}x{W} image gives a {Ho}x{Wo} output with kernel {kh}x{kw}, stride "
+            f"{tuple(stride)}, padding {tuple(padding)}, dilation {tuple(dilation)}")
+    return Ho, Wo
+
+
 def conv2d_eager(x, handle, bias, stride, padding, dilation, clamp_lo, clamp_hi):
-    """The op's kernel (also called directly by QuantConv2d outside tracing)."""
-    pw = _registry.get(handle)
+    """The op's kernel (also called directly by QuantConv2d outside tracing): sizes and the
+    workspace from the handle's entry, then one extension call on raw pointers (importing
+    tensors through DLPack cost ~11 us a call here, as ops.linear_eager explains)."""
+    e = _entries.get(handle) or _registry.entry(handle)
+    if e.conv is None:
+        raise InvalidArgumentError(f"handle: {handle} is a linear weight; prepare it with "
+                                   "conv=(Ci, Kh, Kw)")
     if x.dim() != 4:
         raise InvalidArgumentError(f"x: expected a 4-D [B, Ci, H, W] tensor, got shape {tuple(x.shape)}")
-    kw = dict(bias=bias, clamp=(clamp_lo, clamp_hi), stride=tuple(stride), padding=tuple(padding),
-              dilation=tuple(dilation))
-    if _channels_last(x):
-        # x.permute(0, 2, 3, 1) is a contiguous [B, H, W, Ci] view; so is the output's inverse.
-        return core.conv2d(x.permute(0, 2, 3, 1), pw, layout="nhwc", **kw).permute(0, 3, 1, 2)
-    return core.conv2d(x.contiguous(), pw, layout="nchw", **kw)
+    nhwc = _channels_last(x)
+    if not nhwc:
+        x = x.contiguous()
+    B, Ci, H, W = x.shape
+    ci, kh, kw = e.conv
+    if Ci != ci:
+        raise InvalidArgumentError(f"x: {Ci} input channels (shape {tuple(x.shape)}), the weight "
+                                   f"takes {ci}")
+    Ho, Wo = _output_size(H, W, kh, kw, stride, padding, dilation)
+    code = _DTYPE_CODE.get(x.dtype)
+    if code is None:
+        raise InvalidArgumentError(f"x: dtype {x.dtype} is not one mixq.torch.conv2d takes "
+                                   "(float32, float16, bfloat16; int8 for int8-per-tensor weights)")
+    device = x.get_device()
+    if device != e.device:
+        where = "the host" if e.device < 0 else f"cuda:{e.device}"
+        raise InvalidArgumentError(f"x: on {x.device}, but the weight is prepared for {where}")
+    Co = e.N
+    y_dtype = x.dtype if x.dtype in _FLOATS else torch.float32
+    if nhwc:
+        y = x.new_empty_strided((B, Co, Ho, Wo), (Ho * Wo * Co, 1, Wo * Co, Co), dtype=y_dtype)
+    else:
+        y = x.new_empty((B, Co, Ho, Wo), dtype=y_dtype)
+    M = B * Ho * Wo
+    if M == 0:
+        return y
+    if bias is None:
+        b_ptr, b_code, b_dev = 0, 0, device
+    else:
+        if bias.dim() != 1 or bias.shape[0] != Co or bias.stride(0) != 1 or bias.dtype not in _FLOATS:
+            raise InvalidArgumentError(f"bias: expected a contiguous float [{Co}] vector, got "
+                                       f"{bias.dtype} {tuple(bias.shape)}")
+        b_ptr, b_code, b_dev = bias.data_ptr(), _DTYPE_CODE[bias.dtype], bias.get_device()
+    ws_bytes = e.workspace_bytes(M)
+    ws = x.new_empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
+    _mixq.conv2d_raw(e.prepared, x.data_ptr(), code, B, Ci, H, W, y.data_ptr(), _DTYPE_CODE[y_dtype],
+                     Ho, Wo, "nhwc" if nhwc else "nchw", device, b_ptr, b_code, b_dev, clamp_lo,
+                     clamp_hi, stride[0], stride[1], padding[0], padding[1], dilation[0],
+                     dilation[1], _raw_stream(device) if device >= 0 else 0,
+                     ws.data_ptr() if ws is not None else 0, ws_bytes)
+    return y
 
 
 def _conv2d_fake(x, handle, bias, stride, padding, dilation, clamp_lo, clamp_hi):
