@@ -27,7 +27,8 @@ class Entry:
         self.N = prepared.N
         # -1: host memory (cpu / ref backends), else the CUDA ordinal.
         self.device = prepared.device if prepared.backend == "cuda" else -1
-        self.conv = prepared.conv_geometry  # (Ci, Kh, Kw) of a convolution weight, else None
+        # (Ci, Kh, Kw) of a convolution weight, else None (linear weights, experts)
+        self.conv = getattr(prepared, "conv_geometry", None)
         self._workspace = {}
         self.plans = {}  # (M, torch dtype) -> (workspace bytes, dtype code): see ops.linear_eager
 
