@@ -21,6 +21,13 @@ mixq's own cost above them: op - floor_op - cpp, module - floor_module - cpp.
 Graph kernel time per call (CUDA): the op and the C++ call each captured `--graph-calls` times in a
 CUDA graph, cycling over enough weight copies that each call reads its weight from HBM (cold L2),
 replayed and timed with events.
+
+    python -m mixq.bench_overhead --conv              # the same for convolutions instead
+
+--conv: the ResNet-50 layers of mixq.bench_conv (stem excluded) at --batch (default 1), W4 with
+blocks along Ci, host time per call of mixq.conv2d (core, NHWC views), QuantConv2d on a
+contiguous and on a channels_last input (module, module_cl; the raw-pointer op kernel) and
+torch.nn.functional.conv2d on the dense weight in both formats (dense, dense_cl).
 """
 
 import argparse
@@ -175,6 +182,50 @@ def run_shape(N, K, M, scheme, dtype, device, args):
     return row
 
 
+def run_conv(name, Ci, H, Co, K, pad, B, dtype, device, args):
+    from mixq.bench_conv import _scheme
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(Ci, Co, K, padding=pad, bias=False).to(device)
+    scheme, _ = _scheme(4, Ci, K, K)
+    qc = mt.QuantConv2d.from_conv(conv, scheme, device=device)
+    x = torch.randn(B, Ci, H, H, device=device, dtype=dtype)
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    x_nhwc = x_cl.permute(0, 2, 3, 1)
+    y_nhwc = torch.empty(B, H, H, Co, device=device, dtype=dtype)
+    dense_w = conv.weight.detach().to(dtype)
+    dense_w_cl = dense_w.contiguous(memory_format=torch.channels_last)
+    calls, reps = args.calls, args.reps
+    row = {"layer": name, "batch": B, "scheme": scheme, "dtype": str(dtype).replace("torch.", ""),
+           "device": str(device), "kernel": qc.kernel_name(B * H * H)}
+    row["core_us"] = _host_us(lambda: mixq.conv2d(x_nhwc, qc.prepared, out=y_nhwc, padding=pad,
+                                                  layout="nhwc"), calls, reps, sync)
+    with torch.no_grad():
+        row["module_us"] = _host_us(lambda: qc(x), calls, reps, sync)
+        row["module_cl_us"] = _host_us(lambda: qc(x_cl), calls, reps, sync)
+        row["dense_us"] = _host_us(lambda: torch.nn.functional.conv2d(x, dense_w, padding=pad),
+                                   calls, reps, sync)
+        row["dense_cl_us"] = _host_us(
+            lambda: torch.nn.functional.conv2d(x_cl, dense_w_cl, padding=pad), calls, reps, sync)
+    return row
+
+
+def main_conv(args, device, dtype):
+    from mixq.bench_conv import RESNET50
+    rows = []
+    for B in (int(v) for v in args.batch.split(",")):
+        for name, Ci, H, Co, K, stride, pad in RESNET50:
+            if stride != 1:
+                continue  # the stem: per-channel weights on 3 channels, the sm_80 kernel
+            r = run_conv(name, Ci, H, Co, K, pad, B, dtype, device, args)
+            rows.append(r)
+            print(f"{name} batch {B} {r['scheme']}: core {r['core_us']:.2f}  module "
+                  f"{r['module_us']:.2f}  module_cl {r['module_cl_us']:.2f}  dense "
+                  f"{r['dense_us']:.2f}  dense_cl {r['dense_cl_us']:.2f} us", flush=True)
+    return rows
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default=None, help="default: cuda when available")
@@ -190,13 +241,15 @@ def main(argv=None):
     p.add_argument("--graph-calls", type=int, default=256)
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--conv", action="store_true", help="convolutions instead (see above)")
+    p.add_argument("--batch", default="1", help="--conv: comma-separated batch sizes")
     args = p.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available()
                                           and mixq.cuda_available() else "cpu"))
     dtype = getattr(torch, args.dtype) if args.dtype else (
         torch.bfloat16 if device.type == "cuda" else torch.float32)
-    rows = []
-    for shape in args.shapes.split(","):
+    rows = main_conv(args, device, dtype) if args.conv else []
+    for shape in ([] if args.conv else args.shapes.split(",")):
         K, N = (int(v) for v in shape.split("x"))
         for scheme in args.schemes.split(","):
             for M in (int(v) for v in args.m.split(",")):

@@ -36,6 +36,51 @@ std::vector<KTap> k_taps(const ConvGeometry& g) {
   return t;
 }
 
+// Canonical columns k0 .. k0 + len - 1 that read channels ci0 .. ci0 + len - 1 of one tap: the
+// gather copies a run with one bounds test and one dtype dispatch. KhKwCi weights give Kh * Kw
+// runs of Ci columns (contiguous in an NHWC image); CiKhKw weights runs of one column.
+struct KRun {
+  int64_t k0, len;
+  int32_t ci0, kh, kw;
+};
+
+std::vector<KRun> k_runs(const std::vector<KTap>& taps) {
+  std::vector<KRun> runs;
+  for (size_t k = 0; k < taps.size(); ++k) {
+    const KTap& t = taps[k];
+    if (!runs.empty()) {
+      KRun& r = runs.back();
+      if (t.kh == r.kh && t.kw == r.kw && t.ci == r.ci0 + r.len) {
+        ++r.len;
+        continue;
+      }
+    }
+    runs.push_back({int64_t(k), 1, t.ci, t.kh, t.kw});
+  }
+  return runs;
+}
+
+// dst[i] = float(src[i * step]) for i < n (the exact conversion of each input dtype).
+void gather_floats(float* dst, const TensorView& x, int64_t xi, int64_t step, int64_t n) {
+  switch (x.dtype) {
+    case DType::F16: {
+      const uint16_t* s = x.ptr<const uint16_t>() + xi;
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i * step]);
+      break;
+    }
+    case DType::BF16: {
+      const uint16_t* s = x.ptr<const uint16_t>() + xi;
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i * step]);
+      break;
+    }
+    default: {
+      const float* s = x.ptr<const float>() + xi;
+      for (int64_t i = 0; i < n; ++i) dst[i] = s[i * step];
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dParams& p,
@@ -53,7 +98,8 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
   d.Kw = conv->Kw;
   conv2d_output_size(d.H, d.W, d.Kh, d.Kw, p, &d.Ho, &d.Wo);
   const int64_t pixels = d.B * d.Ho * d.Wo;
-  const std::vector<KTap> taps = k_taps(*conv);
+  const std::vector<KRun> runs = k_runs(k_taps(*conv));
+  const int64_t c_step = d.nchw ? d.H * d.W : 1;  // from channel ci to ci + 1 in x
   const bool int_mode = conv_path_ == CpuPath::I8PerTensor;
   const int threads = resolve_num_threads(ctx.num_threads);
 
@@ -84,27 +130,25 @@ void CpuPrepared::conv2d(const TensorView& x, const TensorView& y, const Conv2dP
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t q = q0 + r, b = q / (d.Ho * d.Wo), oh = (q / d.Wo) % d.Ho, ow = q % d.Wo;
       row_off[r] = d.nchw ? b * N * d.Ho * d.Wo + oh * d.Wo + ow : ((b * d.Ho + oh) * d.Wo + ow) * N;
-      for (int64_t k = 0; k < K; ++k) {
-        const KTap& tp = taps[k];
-        const int64_t ih = oh * p.stride_h - p.pad_h + tp.kh * p.dilation_h;
-        const int64_t iw = ow * p.stride_w - p.pad_w + tp.kw * p.dilation_w;
+      for (const KRun& run : runs) {
+        const int64_t ih = oh * p.stride_h - p.pad_h + run.kh * p.dilation_h;
+        const int64_t iw = ow * p.stride_w - p.pad_w + run.kw * p.dilation_w;
         const bool inside = ih >= 0 && ih < d.H && iw >= 0 && iw < d.W;
-        const int64_t xi = !inside ? 0
-                           : d.nchw ? ((b * d.Ci + tp.ci) * d.H + ih) * d.W + iw
-                                    : ((b * d.H + ih) * d.W + iw) * d.Ci + tp.ci;
+        const int64_t xi = d.nchw ? ((b * d.Ci + run.ci0) * d.H + ih) * d.W + iw
+                                  : ((b * d.H + ih) * d.W + iw) * d.Ci + run.ci0;
         if (int_mode) {
-          // A padding position holds the real value 0, i.e. the code Z_I.
-          gi[r * K + k] = inside ? x.ptr<const int8_t>()[xi] : zero_code;
-        } else {
-          float v = 0.f;
-          if (inside) {
-            switch (x.dtype) {
-              case DType::F16: v = f16_to_f32(x.ptr<const uint16_t>()[xi]); break;
-              case DType::BF16: v = bf16_to_f32(x.ptr<const uint16_t>()[xi]); break;
-              default: v = x.ptr<const float>()[xi]; break;
-            }
+          int8_t* g = gi.data() + r * K + run.k0;
+          if (!inside) {
+            // A padding position holds the real value 0, i.e. the code Z_I.
+            std::fill(g, g + run.len, zero_code);
+          } else {
+            const int8_t* src = x.ptr<const int8_t>() + xi;
+            for (int64_t i = 0; i < run.len; ++i) g[i] = src[i * c_step];
           }
-          gf[r * K + k] = v;
+        } else {
+          float* g = gf.data() + r * K + run.k0;
+          if (!inside) std::fill(g, g + run.len, 0.f);
+          else gather_floats(g, x, xi, c_step, run.len);
         }
       }
     }
