@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 
 #include "bindings.hpp"
 #include "mixq/error.hpp"
@@ -90,6 +89,28 @@ mixq::TensorView raw_view(const RawRows& r) {
   return v;
 }
 
+void check_dtype_code(int code, const char* arg) {
+  MIXQ_CHECK_ARG(code >= 0 && code < kDTypeCount, arg, ": dtype code ", code, " is not a mixq dtype");
+}
+
+// The raw calls' bias (0: none) and clamp, and their stream and workspace.
+mixq::Epilogue raw_epilogue(uintptr_t bias, int bias_dtype, int bias_device, int64_t n, float lo, float hi) {
+  check_dtype_code(bias_dtype, "bias");
+  mixq::Epilogue ep;
+  if (bias) ep.bias = raw_view({bias, bias_dtype, -1, n, 1, bias_device});
+  ep.clamp_lo = lo;
+  ep.clamp_hi = hi;
+  return ep;
+}
+
+mixq::ExecContext raw_context(uintptr_t stream, uintptr_t workspace, int64_t workspace_bytes) {
+  mixq::ExecContext ctx;
+  ctx.stream = reinterpret_cast<void*>(stream);
+  ctx.workspace = reinterpret_cast<void*>(workspace);
+  ctx.workspace_bytes = static_cast<size_t>(workspace_bytes);
+  return ctx;
+}
+
 void bind_ops(nb::module_& m) {
   m.def("linear", [](nb::handle x, const Prepared& w, nb::handle y, nb::handle bias,
                      float clamp_lo, float clamp_hi, uintptr_t stream, nb::handle workspace,
@@ -122,22 +143,13 @@ void bind_ops(nb::module_& m) {
                           uintptr_t bias, int bias_dtype, int bias_device, float clamp_lo,
                           float clamp_hi, uintptr_t stream, uintptr_t workspace,
                           int64_t workspace_bytes) {
-        MIXQ_CHECK_ARG(x_dtype >= 0 && x_dtype < kDTypeCount, "x: dtype code ", x_dtype,
-                       " is not a mixq dtype");
-        MIXQ_CHECK_ARG(bias_dtype >= 0 && bias_dtype < kDTypeCount, "bias: dtype code ",
-                       bias_dtype, " is not a mixq dtype");
+        check_dtype_code(x_dtype, "x");
         const mixq::TensorView xv = raw_view({x, x_dtype, M, K, ldx, device});
         const mixq::TensorView yv = raw_view({y, x_dtype, M, N, ldy, device});
-        mixq::Epilogue ep;
-        if (bias) ep.bias = raw_view({bias, bias_dtype, -1, N, 1, bias_device});
-        ep.clamp_lo = clamp_lo;
-        ep.clamp_hi = clamp_hi;
+        const mixq::Epilogue ep = raw_epilogue(bias, bias_dtype, bias_device, N, clamp_lo, clamp_hi);
         check_place(xv, "x", w);
         check_place(ep.bias, "bias", w);
-        mixq::ExecContext ctx;
-        ctx.stream = reinterpret_cast<void*>(stream);
-        ctx.workspace = reinterpret_cast<void*>(workspace);
-        ctx.workspace_bytes = static_cast<size_t>(workspace_bytes);
+        const mixq::ExecContext ctx = raw_context(stream, workspace, workspace_bytes);
         nb::gil_scoped_release release;
         mixq::linear(xv, w.weight, yv, ep, ctx);
       }, nb::arg("w"), nb::arg("x"), nb::arg("x_dtype"), nb::arg("M"), nb::arg("K"),
@@ -155,9 +167,8 @@ void bind_ops(nb::module_& m) {
                          int bias_device, float clamp_lo, float clamp_hi, int64_t sh, int64_t sw,
                          int64_t ph, int64_t pw, int64_t dh, int64_t dw, uintptr_t stream,
                          uintptr_t workspace, int64_t workspace_bytes) {
-        for (const auto& [code, arg] : {std::pair<int, const char*>{x_dtype, "x"}, {y_dtype, "out"},
-                                        {bias_dtype, "bias"}})
-          MIXQ_CHECK_ARG(code >= 0 && code < kDTypeCount, arg, ": dtype code ", code, " is not a mixq dtype");
+        check_dtype_code(x_dtype, "x");
+        check_dtype_code(y_dtype, "out");
         mixq::Conv2dParams p;
         p.stride_h = sh; p.stride_w = sw;
         p.pad_h = ph; p.pad_w = pw;
@@ -182,16 +193,10 @@ void bind_ops(nb::module_& m) {
           return v;
         };
         const mixq::TensorView xv = image(x, x_dtype, Ci, H, W), yv = image(y, y_dtype, Co, Ho, Wo);
-        mixq::Epilogue ep;
-        if (bias) ep.bias = raw_view({bias, bias_dtype, -1, Co, 1, bias_device});
-        ep.clamp_lo = clamp_lo;
-        ep.clamp_hi = clamp_hi;
+        const mixq::Epilogue ep = raw_epilogue(bias, bias_dtype, bias_device, Co, clamp_lo, clamp_hi);
         check_place(xv, "x", w);
         check_place(ep.bias, "bias", w);
-        mixq::ExecContext ctx;
-        ctx.stream = reinterpret_cast<void*>(stream);
-        ctx.workspace = reinterpret_cast<void*>(workspace);
-        ctx.workspace_bytes = static_cast<size_t>(workspace_bytes);
+        const mixq::ExecContext ctx = raw_context(stream, workspace, workspace_bytes);
         nb::gil_scoped_release release;
         mixq::conv2d(xv, w.weight, yv, p, ep, ctx);
       }, nb::arg("w"), nb::arg("x"), nb::arg("x_dtype"), nb::arg("B"), nb::arg("Ci"), nb::arg("H"),
