@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpu/device_checks.hpp"
+#include "gpu/host_data.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -32,32 +33,6 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
 }
 
 size_t esize(DType t) { return size_t(dtype_bits(t) / 8); }
-
-// Host values rounded to dtype t, as raw bytes.
-inline std::vector<uint8_t> to_bytes(const std::vector<float>& v, DType t) {
-  std::vector<uint8_t> b(v.size() * esize(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::F32) std::memcpy(b.data() + 4 * i, &v[i], 4);
-    else {
-      const uint16_t h = t == DType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
-      std::memcpy(b.data() + 2 * i, &h, 2);
-    }
-  }
-  return b;
-}
-
-inline double value_at(const std::vector<uint8_t>& y, DType t, size_t i) {
-  uint16_t h;
-  switch (t) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, y.data() + 4 * i, 4);
-      return f;
-    }
-    case DType::F16: std::memcpy(&h, y.data() + 2 * i, 2); return f16_to_f32(h);
-    default: std::memcpy(&h, y.data() + 2 * i, 2); return bf16_to_f32(h);
-  }
-}
 
 struct ConvCase {
   int64_t B = 1, Ci = 16, H = 9, W = 9, Co = 16, Kh = 3, Kw = 3;
@@ -151,7 +126,7 @@ inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) 
   PrepareOptions o = cuda_opts();
   o.force_kernel = c.force;
   const PreparedWeight pw = prepare(cw, o);
-  const std::vector<uint8_t> xb = to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
+  const std::vector<uint8_t> xb = test::to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
   const size_t ny = size_t(c.B * c.Co * Ho * Wo);
   const size_t xoff = c.offset_x ? esize(c.xt) : 0;
   DeviceBuffer dx(xb.size() + 16), dy(ny * esize(c.yt));
@@ -179,7 +154,7 @@ inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) 
                           cw, act_view(ref.data(), DType::F64, c, c.Co, Ho, Wo, Device::CPU), p, rep);
   double num = 0, den = 0, worst = 0;
   for (size_t i = 0; i < ny; ++i) {
-    const double a = value_at(r.y, c.yt, i), b = ref[i];
+    const double a = test::value(r.y, c.yt, i), b = ref[i];
     if (!std::isfinite(a)) {
       ADD_FAILURE() << describe(c) << ": output element " << i << " not written or not finite: " << a;
       return r;

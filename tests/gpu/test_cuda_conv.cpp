@@ -229,7 +229,7 @@ TEST(CudaConv, OneByOneIsTheLinearKernel) {
       // the linear call on the same bytes
       const int64_t M = c.B * c.H * c.W;
       const PreparedWeight pl = prepare(cw.weight, cuda_opts());
-      const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * c.Ci), seed + 1), t);
+      const std::vector<uint8_t> xb = test::to_bytes(randn(size_t(M * c.Ci), seed + 1), t);
       DeviceBuffer dx(xb.size()), dy(size_t(M * c.Co) * esize(t));
       dx.copy_from_host(xb.data(), xb.size());
       ASSERT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
@@ -294,7 +294,7 @@ TEST(CudaConv, GraphCaptureReplaysEagerBits) {
     const Conv2dParams p = params_of(c);
     int64_t Ho, Wo;
     conv2d_output_size(c.H, c.W, c.Kh, c.Kw, p, &Ho, &Wo);
-    const std::vector<uint8_t> xb = to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), 42), c.xt);
+    const std::vector<uint8_t> xb = test::to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), 42), c.xt);
     const size_t yb = size_t(c.B * c.Co * Ho * Wo) * 2;
     DeviceBuffer dx(xb.size()), dy1(yb), dy2(yb);
     dx.copy_from_host(xb.data(), xb.size());
@@ -347,7 +347,7 @@ TEST(CudaConv, TwoStreamsAtOnce) {
   const size_t yb = size_t(c.B * c.Co * Ho * Wo) * 2;
   std::vector<DeviceBuffer> xs, ys_seq, ys_par;
   for (int i = 0; i < 2; ++i) {
-    const std::vector<uint8_t> xb = to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), 52 + i), c.xt);
+    const std::vector<uint8_t> xb = test::to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), 52 + i), c.xt);
     xs.emplace_back(xb.size());
     xs.back().copy_from_host(xb.data(), xb.size());
     ys_seq.emplace_back(yb);
