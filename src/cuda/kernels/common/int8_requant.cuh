@@ -32,6 +32,17 @@ static __device__ __noinline__ int8_t requant_i8_double(int32_t acc, double ws, 
   return static_cast<int8_t>(q);
 }
 
+// One output column's constants (S_I S_W[n] and the bias), narrowed to float once per column
+// instead of once per output: the epilogues requantize many rows of the same column.
+struct RequantColumn {
+  double ws, bias;
+  float ws_f, bias_f;
+  __device__ __forceinline__ RequantColumn(double ws_, double bias_) : ws(ws_), bias(bias_) {
+    ws_f = __double2float_rn(ws_);
+    bias_f = __double2float_rn(bias_);
+  }
+};
+
 // One thread's output constants, made once per tile (the reciprocal is a double division).
 struct Requant {
   float lo, hi;
@@ -43,33 +54,49 @@ struct Requant {
       : lo(lo_), hi(hi_), out_scale(out_scale_), inv_out_scale(static_cast<float>(1.0 / out_scale_)),
         out_zero(out_zero_) {}
 
-  // bias: a float / half / bf16 value widened to double (exact in float too).
-  __device__ __forceinline__ int8_t code(int32_t acc, double ws, double bias) const {
-    const float p = __fmul_rn(__double2float_rn(ws), __int2float_rn(acc));
-    const float r = __fadd_rn(p, __double2float_rn(bias));
+  // The float path: true with the reference's code in `out`, or false where q lies within err of a
+  // rounding tie (then only requant_i8_double knows the side). Split from code() so that an
+  // epilogue can run it over several outputs and take the rare exact calls afterwards, outside the
+  // dependent chains it interleaves.
+  __device__ __forceinline__ bool fast(int32_t acc, const RequantColumn& c, int8_t& out) const {
+    const float p = __fmul_rn(c.ws_f, __int2float_rn(acc));
+    const float r = __fadd_rn(p, c.bias_f);
     const float q = __fmul_rn(fminf(fmaxf(r, lo), hi), inv_out_scale);
     // Float roundings: acc, ws, the product, the sum (relative to |p| + |r|), 1 / S_O and the
     // quotient (relative to |q|): under 4 u (|p| + |r|) / S_O + 3 u |q|, u = 2^-24; err is 8 u.
     const float err = __fmul_rn(__fmaf_rn(__fadd_rn(fabsf(p), fabsf(r)), inv_out_scale, fabsf(q)), 0x1p-21f);
     const float lo_code = float(-128 - out_zero), hi_code = float(127 - out_zero);
-    if (q - err > hi_code + 1.0f) return 127;    // rint >= 128 - Z_O either way
-    if (q + err < lo_code - 1.0f) return -128;   // rint <= -129 - Z_O either way
     const float k = rintf(q);
-    if (0.5f - fabsf(q - k) > err)  // q - k and 0.5 - |q - k| are exact (Sterbenz)
-      return static_cast<int8_t>(fminf(hi_code, fmaxf(lo_code, k)) + float(out_zero));
-    return requant_i8_double(acc, ws, bias, lo, hi, out_scale, out_zero);
+    // q - k and 0.5 - |q - k| are exact (Sterbenz)
+    const bool decided = q - err > hi_code + 1.0f || q + err < lo_code - 1.0f || 0.5f - fabsf(q - k) > err;
+    // past the range by more than err: rint saturates either way (>= 128 - Z_O, <= -129 - Z_O)
+    out = static_cast<int8_t>(fminf(hi_code, fmaxf(lo_code, k)) + float(out_zero));
+    return decided;
+  }
+
+  __device__ __forceinline__ int8_t code(int32_t acc, const RequantColumn& c) const {
+    int8_t out;
+    if (fast(acc, c, out)) return out;
+    return requant_i8_double(acc, c.ws, c.bias, lo, hi, out_scale, out_zero);
+  }
+  // bias: a float / half / bf16 value widened to double (exact in float too).
+  __device__ __forceinline__ int8_t code(int32_t acc, double ws, double bias) const {
+    return code(acc, RequantColumn(ws, bias));
+  }
+
+  // f32 y: the double expression (one per output; no float shortcut gives its bits).
+  __device__ __forceinline__ float real(int32_t acc, const RequantColumn& c) const {
+    double v = __dadd_rn(__dmul_rn(c.ws, double(acc)), c.bias);
+    if (v < double(lo)) v = lo;
+    if (v > double(hi)) v = hi;
+    return __double2float_rn(v);
   }
 
   __device__ __forceinline__ void store(void* y, int64_t off, bool y_i8, int32_t acc, double ws,
                                         double bias) const {
-    if (y_i8) {
-      static_cast<int8_t*>(y)[off] = code(acc, ws, bias);
-    } else {
-      double real = __dadd_rn(__dmul_rn(ws, double(acc)), bias);
-      if (real < double(lo)) real = lo;
-      if (real > double(hi)) real = hi;
-      static_cast<float*>(y)[off] = __double2float_rn(real);
-    }
+    const RequantColumn c(ws, bias);
+    if (y_i8) static_cast<int8_t*>(y)[off] = code(acc, c);
+    else static_cast<float*>(y)[off] = real(acc, c);
   }
 };
 

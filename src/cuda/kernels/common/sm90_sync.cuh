@@ -13,7 +13,7 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// Shared-memory loads by 32-bit shared address (plain pointers into a re-aligned dynamic smem
+// Shared-memory loads and stores by 32-bit shared address (plain pointers into a re-aligned dynamic smem
 // buffer lose the address space and compile to generic LD).
 __device__ __forceinline__ uint4 lds128(uint32_t a) {
   uint4 v;
@@ -29,6 +29,10 @@ __device__ __forceinline__ uint32_t lds32(uint32_t a) {
   uint32_t v;
   asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(a));
   return v;
+}
+
+__device__ __forceinline__ void sts64(uint32_t a, uint32_t x, uint32_t y) {
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(x), "r"(y) : "memory");
 }
 
 // --- mbarrier -------------------------------------------------------------------------------

@@ -62,8 +62,8 @@ struct Int8TensorPolicy {
   // epilogue.
   static constexpr bool kStoresTile = true;
   // The taps of output pixel m whose input lies inside the image (bit t: tap t = r Kw + s).
-  __device__ __forceinline__ static uint64_t valid_taps(const Im2colConv& g, int64_t m) {
-    const int wo = int(m % g.Wo), tq = int(m / g.Wo);
+  __device__ __forceinline__ static uint64_t valid_taps(const Im2colConv& g, int m) {
+    const int wo = m % g.Wo, tq = m / g.Wo;
     const int ho = tq % g.Ho;
     const int h0 = ho * g.stride_h - g.pad_h, w0 = wo * g.stride_w - g.pad_w;
     uint64_t mask = 0;
@@ -79,24 +79,46 @@ struct Int8TensorPolicy {
   }
 
   // The rows of one consumer warpgroup's 64 x BN outputs go through its 8 KB staging box, 32
-  // columns of int32 totals at a time, and a loop (not unrolled) requantizes them: each thread one
-  // column of four rows a step, 32 consecutive outputs a warp (coalesced stores). Unrolled over
-  // the fragment's 64 registers, the requantization was ~6000 instructions executed once per
-  // tile: on the H200 the warps spent 41% of their cycles waiting for instruction fetch, and
-  // every tile took 30 us or more whatever its K (ncu, 1x1 1024->256 @14, batch 32).
-  // Staging layout: row r's 16 pairs of columns, pair u at (u ^ (r % 8)): a fragment's stores
-  // (four rows per pair column) spread over 16 banks, a row's loads over all 32.
+  // columns of int32 totals at a time. Then each thread requantizes a 4 x 4 block of the pass:
+  // columns 4 (lane % 8) .. + 3 (their constants narrowed once) of rows 16 s + 4 warp + lane / 8,
+  // s = 0..3: one 16-byte shared load per row, one 4-byte store of four int8 codes, and sixteen
+  // independent float paths (~22 instructions each) that the scheduler interleaves. The rare
+  // outputs that need the double expression are computed after all sixteen.
+  // Measured on the H200 (ncu, 1x1 1024->256 @14, batch 32, 8 K blocks a tile): with the
+  // requantization unrolled over the fragment's 64 registers (~6000 instructions per tile), 41%
+  // of warp cycles waited for instruction fetch and a tile took 30 us or more; with one column a
+  // lane and one row at a time, 81% of the kernel's instructions (~72 an output) were still in the
+  // epilogue and a tile took 25 us.
+  // Staging layout: row r (128 bytes) holds its 8 chunks of 4 columns, chunk c at c ^ (r % 8): the
+  // fragment's 8-byte stores (8 rows x 4 column pairs a warp) and the 16-byte loads (4 rows x 8
+  // chunks) each touch every bank the minimum number of times.
   template <int R>
   __device__ __forceinline__ static void store(const Params& pp, const BlockGemmParams& p,
                                                const float (&total)[R], int64_t m0, int n0,
                                                uint32_t* staging, int bar) {
     static_assert(R % 16 == 0, "passes of 32 columns");
+    constexpr int kRows = 4;  // rows a thread requantizes per pass (16 apart)
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     const int frow = warp * 16 + lane / 4, fpair = lane % 4;  // the fragment's row and column pair
+    const int row0 = 4 * warp + lane / 8, quad = lane % 8;    // this thread's rows and 4 columns
+    const uint32_t box = smem_u32(staging);
     const Requant rq(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);
+    // The box's rows inside M.
+    const int rows = p.M - m0 < 64 ? int(p.M - m0) : 64;
     const int taps = p.conv.Kh * p.conv.Kw;
     const uint64_t all = taps == 64 ? ~uint64_t(0) : (uint64_t(1) << taps) - 1;
     const bool border_fix = p.conv_on && pp.in_zero != 0;
+    // Z_I != 0 in a convolution: the taps of each of this thread's rows that fall outside the
+    // image (their codes' sums come off the row's Z_I term), found once per tile.
+    uint64_t outside[kRows];
+#pragma unroll
+    for (int s = 0; s < kRows; ++s) {
+      const int r = row0 + 16 * s;
+      outside[s] = border_fix && r < rows ? all & ~valid_taps(p.conv, int(m0) + r) : 0;
+    }
+    const bool y_i8 = pp.y_i8 != 0;
+    // four int8 codes as one 4-byte store where a row's columns are 4-byte aligned
+    const bool vec4 = y_i8 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0 && p.ldy % 4 == 0;
 #pragma unroll
     for (int pass = 0; pass < R / 16; ++pass) {
       named_barrier_sync(bar, 128);  // the previous pass's (or tile's) loads are done
@@ -104,33 +126,95 @@ struct Int8TensorPolicy {
       for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const int r = frow + 8 * h, u = (fpair + 4 * jj) ^ (r % 8);
+          const int r = frow + 8 * h, pr = 4 * jj + fpair;  // column pair pr: chunk pr / 2, half pr % 2
           const int j = 4 * pass + jj;
-          const uint2 v = make_uint2(__float_as_uint(total[4 * j + 2 * h]), __float_as_uint(total[4 * j + 2 * h + 1]));
-          *reinterpret_cast<uint2*>(staging + r * 32 + 2 * u) = v;
+          sts64(box + uint32_t(r * 128 + (((pr >> 1) ^ (r % 8)) << 4) + (pr & 1) * 8),
+                __float_as_uint(total[4 * j + 2 * h]), __float_as_uint(total[4 * j + 2 * h + 1]));
         }
       named_barrier_sync(bar, 128);
-      const int n = n0 + 32 * pass + lane;
-      if (n >= p.N) continue;  // the whole pass's loads of this lane; the barriers stay uniform
-      const double ws = pp.wscale[n];
-      const double bias = p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0;
-      const uint32_t wsum = uint32_t(pp.wsum[n]);
-#pragma unroll 1
-      for (int r = warp; r < 64; r += 4) {
-        const int64_t m = m0 + r;
-        if (m >= p.M) break;
-        const uint32_t acc = staging[r * 32 + 2 * ((lane / 2) ^ (r % 8)) + lane % 2];
-        uint32_t ws_codes = wsum;
+      const int nb = n0 + 32 * pass;
+      if (nb >= p.N) break;  // the pass lies past N (the same for the whole warpgroup)
+      const int n = nb + 4 * quad;  // this thread's first column; columns past N compute on N - 1
+      // Output (s, c) by the reference's double expression, everything reloaded from the staged
+      // total and global memory (not unrolled: registers cannot be indexed at run time): the f32
+      // outputs, and the rare int8 codes within the float path's error of a rounding tie.
+      auto exact = [&](int s, int c) {
+        const int r = row0 + 16 * s, nc = n + c;
+        if (r >= rows || nc >= p.N) return;
+        const uint32_t acc = lds32(box + uint32_t(r * 128 + ((quad ^ (r % 8)) << 4) + 4 * c));
+        uint32_t ws_codes = uint32_t(pp.wsum[nc]);
+        if (border_fix)
+          for (uint64_t off = all & ~valid_taps(p.conv, int(m0) + r); off; off &= off - 1)
+            ws_codes -= uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)off) - 1]);
+        const int32_t a = int32_t(acc - uint32_t(pp.in_zero) * ws_codes);
+        const RequantColumn col(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
+        const int64_t i = (m0 + r) * p.ldy + nc;
+        if (y_i8) static_cast<int8_t*>(p.y)[i] = requant_i8_double(a, col.ws, col.bias, rq.lo, rq.hi, rq.out_scale, rq.out_zero);
+        else static_cast<float*>(p.y)[i] = rq.real(a, col);
+      };
+      uint32_t redo = 0xFFFFu;  // bit 4 s + c: outputs left to exact()
+      if (y_i8) {
+        RequantColumn col[4] = {RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0),
+                                RequantColumn(0.0, 0.0)};
+        uint32_t wsum[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int nc = n + c < p.N ? n + c : p.N - 1;
+          col[c] = RequantColumn(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
+          wsum[c] = uint32_t(pp.wsum[nc]);
+        }
+        redo = 0;
+        // a = acc - Z_I sum_k wq[n] (mod 2^32, as the accumulator wraps), and for a pixel whose
+        // taps cross the image border, Z_I times the codes of its outside taps added back; the
+        // border work in one branch of its own so that the sixteen float paths below are one
+        // straight-line block for the scheduler to interleave.
+        int32_t a32[kRows][4];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+          const int r = row0 + 16 * s;
+          const uint4 t = lds128(box + uint32_t(r * 128 + ((quad ^ (r % 8)) << 4)));
+          const uint32_t acc[4] = {t.x, t.y, t.z, t.w};
+#pragma unroll
+          for (int c = 0; c < 4; ++c) a32[s][c] = int32_t(acc[c] - uint32_t(pp.in_zero) * wsum[c]);
+        }
         if (border_fix) {
-          const uint64_t valid = valid_taps(p.conv, m);
-          if (valid != all) {
-            ws_codes = 0;
-            for (uint64_t v = valid; v; v &= v - 1)
-              ws_codes += uint32_t(pp.wsum_tap[int64_t(n) * taps + __ffsll((long long)v) - 1]);
+#pragma unroll
+          for (int s = 0; s < kRows; ++s)
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              const int nc = n + c < p.N ? n + c : p.N - 1;
+              uint32_t back = 0;
+              for (uint64_t off = outside[s]; off; off &= off - 1)
+                back += uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)off) - 1]);
+              a32[s][c] = int32_t(uint32_t(a32[s][c]) + uint32_t(pp.in_zero) * back);
+            }
+        }
+        int8_t code[kRows][4];
+#pragma unroll
+        for (int s = 0; s < kRows; ++s)
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            if (!rq.fast(a32[s][c], col[c], code[s][c])) redo |= 1u << (4 * s + c);
+#pragma unroll
+        for (int s = 0; s < kRows; ++s) {
+          const int r = row0 + 16 * s;
+          if (r >= rows) continue;
+          int8_t* y = static_cast<int8_t*>(p.y) + (m0 + r) * p.ldy + n;
+          if (vec4 && n + 3 < p.N) {
+            *reinterpret_cast<uint32_t*>(y) = uint32_t(uint8_t(code[s][0])) | uint32_t(uint8_t(code[s][1])) << 8 |
+                                              uint32_t(uint8_t(code[s][2])) << 16 | uint32_t(uint8_t(code[s][3])) << 24;
+          } else {
+#pragma unroll
+            for (int c = 0; c < 4; ++c)
+              if (n + c < p.N) y[c] = code[s][c];
           }
         }
-        const int32_t a32 = int32_t(acc - uint32_t(pp.in_zero) * ws_codes);  // wraps like the accumulator
-        rq.store(p.y, m * p.ldy + n, pp.y_i8 != 0, a32, ws, bias);
+      }
+      // (after this thread's own stores of the same outputs, which it overwrites)
+#pragma unroll 1
+      for (; redo != 0; redo &= redo - 1) {
+        const int k = __ffs(int(redo)) - 1;
+        exact(k >> 2, k & 3);
       }
     }
   }
