@@ -181,8 +181,10 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // Hopper: the wgmma kernel from kHopperMinMacs multiply-adds (M x Co x Kh Kw Ci), where the
   // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Below it the
   // sm_80 tiles were faster on the ResNet-50 layers (H200, every kernel forced at batch 1, 8, 32:
-  // bench/results/cuda_conv.md): the wgmma kernel costs ~24 us at the least (one 128 x 128 tile
-  // per SM, its K loop and epilogue unhidden), the sm_80 tiles 11-20 us on the small layers.
+  // bench/results/cuda_conv.md): the wgmma kernel cost ~24 us at the least (one 128 x 128 tile
+  // per SM, its K loop and epilogue unhidden), the sm_80 tiles 11-20 us on the small layers. With
+  // the 4 x 4 requantizing epilogue it costs ~18 us and wins the 3x3 layers at ~0.9e9 too
+  // (docs/cuda-conv.md): the line is to move down once measured as chosen.
   static constexpr double kHopperMinMacs = 1.5e9;
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
