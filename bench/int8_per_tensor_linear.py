@@ -11,27 +11,12 @@ Each time is the median of --reps calls with a cold L2 (CUDA events around one c
 """
 import argparse
 import json
-import statistics
 
 import torch
 import torch.nn.functional as F
 
 import mixq
-
-
-def cold_us(fn, flush, reps):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(reps):
-        flush.fill_(1)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+from mixq.bench_conv import cold_time_us, flush_buffer
 
 
 def main(argv=None):
@@ -45,7 +30,7 @@ def main(argv=None):
     ap.add_argument("--json", help="write the rows here")
     a = ap.parse_args(argv)
     dev = torch.device("cuda")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+    flush = flush_buffer(dev)
     K, N = a.k, a.n
     forced = [f for f in a.force.split(",") if f]
     w = torch.randn(N, K) * 0.05
@@ -64,12 +49,12 @@ def main(argv=None):
     for M in [int(v) for v in a.m.split(",")]:
         x = torch.randint(-128, 128, (M, K), dtype=torch.int8, device=dev)
         y = torch.empty(M, N, dtype=torch.int8, device=dev)
-        t = {f: cold_us(lambda: mixq.linear(x, pw, out=y), flush, a.reps) for f, pw in weights.items()}
+        t = {f: cold_time_us(lambda: mixq.linear(x, pw, out=y), flush, a.reps) for f, pw in weights.items()}
         wt = torch.randint(-128, 128, (N, K), dtype=torch.int8, device=dev).t()
-        t_int_mm = cold_us(lambda: torch._int_mm(x, wt), flush, a.reps)
+        t_int_mm = cold_time_us(lambda: torch._int_mm(x, wt), flush, a.reps)
         xh = torch.randn(M, K, device=dev, dtype=torch.float16)
         wh = torch.randn(N, K, device=dev, dtype=torch.float16)
-        t_fp16 = cold_us(lambda: F.linear(xh, wh), flush, a.reps)
+        t_fp16 = cold_time_us(lambda: F.linear(xh, wh), flush, a.reps)
         row = {"M": M, "K": K, "N": N, "kernel": weights[""].kernel_name(M), "mixq_us": t[""],
                "tops": 2 * M * N * K / t[""] / 1e6, "forced_us": {f: t[f] for f in forced},
                "int_mm_us": t_int_mm, "cublas_fp16_us": t_fp16}

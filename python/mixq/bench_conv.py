@@ -42,11 +42,12 @@ RESNET50 = [
 ]
 
 
-def _flush_buffer(device):
+def flush_buffer(device):
+    """A 256 MB buffer whose fill evicts the L2 before each timed call (cold_time_us)."""
     return torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device=device)
 
 
-def _time_us(fn, flush, reps):
+def cold_time_us(fn, flush, reps):
     """Median GPU time of fn() over reps calls, each after overwriting the flush buffer."""
     fn()
     torch.cuda.synchronize()
@@ -69,9 +70,9 @@ def _key(bits):
 
 def _time_layouts(pw, x_nhwc, y_nhwc, x_nchw, y_nchw, stride, pad, flush, reps):
     """The conv's time with NHWC and with NCHW tensors (us)."""
-    t_h = _time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
+    t_h = cold_time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
                                        layout="nhwc"), flush, reps)
-    t_c = _time_us(lambda: mixq.conv2d(x_nchw, pw, out=y_nchw, stride=stride, padding=pad,
+    t_c = cold_time_us(lambda: mixq.conv2d(x_nchw, pw, out=y_nchw, stride=stride, padding=pad,
                                        layout="nchw"), flush, reps)
     return t_h, t_c
 
@@ -100,8 +101,8 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes, i8_ker
     w16 = w.to(dev, torch.float16)
     x_cl = x.contiguous(memory_format=torch.channels_last)
     w_cl = w16.contiguous(memory_format=torch.channels_last)
-    t_nchw = _time_us(lambda: F.conv2d(x, w16, stride=stride, padding=pad), flush, reps)
-    t_cl = _time_us(lambda: F.conv2d(x_cl, w_cl, stride=stride, padding=pad), flush, reps)
+    t_nchw = cold_time_us(lambda: F.conv2d(x, w16, stride=stride, padding=pad), flush, reps)
+    t_cl = cold_time_us(lambda: F.conv2d(x_cl, w_cl, stride=stride, padding=pad), flush, reps)
     row = {"layer": name, "batch": B, "Ci": Ci, "H": H, "W": W, "Co": Co, "K": K,
            "stride": stride, "pad": pad, "cudnn_nchw_us": t_nchw, "cudnn_nhwc_us": t_cl,
            "cudnn_us": min(t_nchw, t_cl)}
@@ -181,7 +182,7 @@ def bench_int8(B, Ci, H, W, Co, K, stride, pad, w, w_khkwci, reps, flush, every_
         for name in I8_KERNELS:
             if _i8_kernel_runs(name, Ci):
                 pf = prep(name)
-                out["forced_us"][name] = _time_us(
+                out["forced_us"][name] = cold_time_us(
                     lambda: mixq.conv2d(x_nhwc, pf, out=y_nhwc, stride=stride, padding=pad,
                                         layout="nhwc"), flush, reps)
     return out
@@ -213,7 +214,7 @@ def main(argv=None):
         print("bench_conv: no CUDA device", file=sys.stderr)
         return 1
     torch.backends.cudnn.benchmark = True
-    flush = _flush_buffer("cuda")
+    flush = flush_buffer("cuda")
     bits = [b if b == "i8" else int(b) for b in a.bits.split(",")]
     jobs = []
     if a.conv:
