@@ -166,17 +166,24 @@ struct K256 {
         acc[g][m] = a.accumulate ? _mm256_loadu_ps(a.c + (m0 + m) * a.ldc + 8 * (hf0 + g)) : _mm256_setzero_ps();
     const bool prefetch = m0 == 0 && hf0 == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
-      if (prefetch)
+      // (one span a record: its lines at once, into L1 as well where asked; else the L2 lines a
+      // slice per span, below)
+      if (prefetch && (kSpans == 1 || a.prefetch_l1))
         for (int64_t o = 0; o < rb; o += 64) {
           if (a.prefetch_l1)
             _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+          if (kSpans == 1) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
         }
       __m256 sb[NH][MR], mn[NH][MR];
       if constexpr (kPerSub)
         for (int g = 0; g < NH; ++g)
           for (int m = 0; m < MR; ++m) sb[g][m] = mn[g][m] = _mm256_setzero_ps();
       for (int s = 0; s < kSpans; ++s) {
+        if (prefetch && kSpans > 1) {
+          const PrefetchSlice sl = prefetch_slice(rb, s, kSpans);
+          for (int64_t o = sl.begin; o < sl.end; o += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+        }
         for (int g = 0; g < NH; ++g) {
           const int hf = hf0 + g;
           __m256i u[8];

@@ -139,17 +139,24 @@ struct K512 {
     }
     const bool prefetch = m0 == 0;
     for (int64_t kb = a.kb0; kb < a.kb1; ++kb, rec += rb) {
-      if (prefetch)
+      // (one span a record: its lines at once, into L1 as well where asked; else the L2 lines a
+      // slice per span, below)
+      if (prefetch && (kSpans == 1 || a.prefetch_l1))
         for (int64_t o = 0; o < rb; o += 64) {
           if (a.prefetch_l1)
             _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL1Bytes + o, _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+          if (kSpans == 1) _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
         }
       const __m512 d = f16x16(rec + F.off_d());
       __m512 sb[MR], mn[MR];
       if constexpr (kPerSub)
         for (int m = 0; m < MR; ++m) sb[m] = mn[m] = _mm512_setzero_ps();
       for (int s = 0; s < kSpans; ++s) {
+        if (prefetch && kSpans > 1) {
+          const PrefetchSlice sl = prefetch_slice(rb, s, kSpans);
+          for (int64_t o = sl.begin; o < sl.end; o += 64)
+            _mm_prefetch(reinterpret_cast<const char*>(rec) + kPrefetchL2Bytes + o, _MM_HINT_T1);
+        }
         __m512i u[8];
         span(rec, s, u);
         for (int h = 0; h < kSubPerSpan; ++h) {
