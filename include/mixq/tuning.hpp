@@ -87,8 +87,8 @@ struct Tuning {
   Toggle cpu_l1_prefetch = Toggle::Auto;
   // Native GGUF kernels, one activation row, where the avx512 set was chosen: On runs the avx2
   // set's single-row tile instead (both halves of a 16-row panel in one pass), Off never. Auto:
-  // on for Q4_0 and Q4_K on non-Intel cores, where it was measured faster (AMD EPYC, 1 thread,
-  // M = 1: 1.12-1.32x and 1.05-1.11x; docs/cpu-backend.md).
+  // on for Q4_0, Q4_K and Q6_K on non-Intel cores, where it was measured faster (AMD EPYC, 1
+  // thread, M = 1: 1.12-1.32x, 1.05-1.11x and 1.13-1.18x; docs/cpu-backend.md).
   Toggle cpu_avx2_single_row = Toggle::Auto;
   // Native GGUF kernels, integer path: activation rows from which each K chunk of a panel is
   // decoded once per task into the prefill form (below: the register tiles unpack the codes

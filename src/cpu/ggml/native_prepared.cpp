@@ -210,12 +210,15 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   // One activation row on the avx512 set: on an AMD EPYC the avx2 set's single-row tile ran Q4_0
   // 1.12-1.32x and Q4_K 1.05-1.11x faster than the avx512 tile (1 thread, medians of 5
   // alternating runs; the avx512 tile itself ran faster at M = 2-4, and four dpbusd chains per
-  // row changed nothing, so the cause is on the memory side). Q8_0 was even, Q6_K 10% slower.
+  // row changed nothing, so the cause is on the memory side). Q8_0 was even. Q6_K was 10% slower
+  // until both sets spread their L2 prefetch over a record's spans; since then 1.13-1.18x faster
+  // (medians of 8 alternating rounds; Q5_K 1.01-1.06x, left on avx512).
   nk_one_row_ = nk_;
   const Toggle one_row = o.tuning.cpu_avx2_single_row;
   const bool avx2_row = one_row == Toggle::On ||
                         (one_row == Toggle::Auto && !cpu_features().intel &&
-                         (nw_.type == GgmlType::Q4_0 || nw_.type == GgmlType::Q4_K));
+                         (nw_.type == GgmlType::Q4_0 || nw_.type == GgmlType::Q4_K ||
+                          nw_.type == GgmlType::Q6_K));
   if (avx2_row && std::string(nk_->isa) == "avx512" && native_avx2_kernels()) nk_one_row_ = native_avx2_kernels();
 }
 
