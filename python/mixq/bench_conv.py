@@ -71,9 +71,9 @@ def _key(bits):
 def _time_layouts(pw, x_nhwc, y_nhwc, x_nchw, y_nchw, stride, pad, flush, reps):
     """The conv's time with NHWC and with NCHW tensors (us)."""
     t_h = cold_time_us(lambda: mixq.conv2d(x_nhwc, pw, out=y_nhwc, stride=stride, padding=pad,
-                                       layout="nhwc"), flush, reps)
+                                           layout="nhwc"), flush, reps)
     t_c = cold_time_us(lambda: mixq.conv2d(x_nchw, pw, out=y_nchw, stride=stride, padding=pad,
-                                       layout="nchw"), flush, reps)
+                                           layout="nchw"), flush, reps)
     return t_h, t_c
 
 
