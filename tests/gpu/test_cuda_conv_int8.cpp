@@ -134,7 +134,7 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
       for (const char* force : forces) {
         const ConvCase c = int8_case(g, Layout::NHWC, order);
         const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
-        // unforced, Hopper may choose its wgmma kernel (Ci a multiple of 128, from 1.5e9 multiply-adds)
+        // unforced, Hopper may choose its wgmma kernel (Ci a multiple of 128, from 5e8 multiply-adds)
         const bool gemm_form = name.rfind("im2col sm80_i8_", 0) == 0 || name == "im2col sm90_i8_128x128";
         EXPECT_TRUE(gemm_form) << describe(c) << ": " << name;
         if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
@@ -185,13 +185,13 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
       const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.Kh - 1) - 1) / g.s + 1;
       const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.Kw - 1) - 1) / g.s + 1;
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
-      // chosen only from 1.5e9 multiply-adds: these small layers take the sm_80 tiles
-      if (*force || double(g.B * Ho * Wo) * double(g.Co) * double(g.Ci * g.Kh * g.Kw) >= 1.5e9)
+      // chosen only from 5e8 multiply-adds: these small layers take the sm_80 tiles
+      if (*force || double(g.B * Ho * Wo) * double(g.Co) * double(g.Ci * g.Kh * g.Kw) >= 5e8)
         EXPECT_EQ(name, "im2col sm90_i8_128x128") << describe(c);
       else
         EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
     }
-  // the rule at ResNet-50's 3x3 256->256 @14 (M x Co x K = 784 B x 256 x 2304): wgmma from batch 4
+  // the rule at ResNet-50's 3x3 256->256 @14 (M x Co x K = 196 B x 256 x 2304): wgmma from batch 5
   {
     std::vector<float> wf = randn(size_t(256 * 2304), 77, 0.05f);
     ConvWeight cw;
@@ -201,8 +201,9 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
     o.act = ActQuant::Int8PerTensor;
     const PreparedWeight pw = prepare(cw, o);
     EXPECT_EQ(pw.kernel_name(196 * 32), "im2col sm90_i8_128x128");
-    EXPECT_EQ(pw.kernel_name(196 * 16), "im2col sm90_i8_128x128");
-    EXPECT_EQ(pw.kernel_name(196 * 8).rfind("im2col sm80_i8_", 0), 0u) << pw.kernel_name(196 * 8);
+    EXPECT_EQ(pw.kernel_name(196 * 8), "im2col sm90_i8_128x128");
+    EXPECT_EQ(pw.kernel_name(196 * 5), "im2col sm90_i8_128x128");
+    EXPECT_EQ(pw.kernel_name(196 * 4).rfind("im2col sm80_i8_", 0), 0u) << pw.kernel_name(196 * 4);
   }
   // a stride past the im2col map's range: the sm_80 kernels, the same bytes
   expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),

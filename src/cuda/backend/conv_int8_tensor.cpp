@@ -179,13 +179,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
   // many small CTAs). The others are reached by force_kernel.
   // Hopper: the wgmma kernel from kHopperMinMacs multiply-adds (M x Co x Kh Kw Ci), where the
-  // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Below it the
-  // sm_80 tiles were faster on the ResNet-50 layers (H200, every kernel forced at batch 1, 8, 32:
-  // bench/results/cuda_conv.md): the wgmma kernel cost ~24 us at the least (one 128 x 128 tile
-  // per SM, its K loop and epilogue unhidden), the sm_80 tiles 11-20 us on the small layers. With
-  // the 4 x 4 requantizing epilogue it costs ~18 us and wins the 3x3 layers at ~0.9e9 too
-  // (docs/cuda-conv.md): the line is to move down once measured as chosen.
-  static constexpr double kHopperMinMacs = 1.5e9;
+  // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Every kernel
+  // forced on the ResNet-50 layers at batch 1, 8, 32 (H200, bench/results/cuda_conv.md, with the
+  // 4 x 4 requantizing epilogue): the wgmma kernel was the fastest on the 3x3 layers from batch 8
+  // (~0.9e9 multiply-adds: 19.6-32.1 us against 22.0-36.9 for the best sm_80 tile), split the 1x1
+  // layers at batch 8 (~0.4e9) and lost below (~0.1e9 at batch 1: ~18 us at the least, the
+  // sm_80 tiles 11-20 us).
+  static constexpr double kHopperMinMacs = 5e8;
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect && (t != kHopperTile || map_fits)) return t;

@@ -57,6 +57,25 @@ struct Int8TensorPolicy {
         total[sub][i] = __int_as_float(int(uint32_t(__float_as_int(total[sub][i])) + uint32_t(acc[sub][i])));
   }
 
+  // The tile's per-column values (S_I S_W[n], the code sums, the bias: ~2 KB for 128 columns), into
+  // L2 while the K loop runs: the epilogue's four passes read them after the K loop, and from a
+  // cold L2 each pass's loads waited on DRAM before its requantization could start.
+  static constexpr bool kPrefetchesEpilogue = true;
+  __device__ __forceinline__ static void prefetch_line(const void* a) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+  __device__ __forceinline__ static void prefetch_epilogue(const Params& pp, const BlockGemmParams& p, int,
+                                                           int n0) {
+    const int last = (n0 + 127 < p.N ? n0 + 127 : p.N - 1) - n0;  // columns n0 .. n0 + last
+    const int bias_bytes = p.bias_type == 2 ? 4 : 2;
+    for (int c = 0; c <= last; c += 16) {  // 128-byte lines: 16 doubles, 32 int32 / f32, 64 halves
+      prefetch_line(pp.wscale + n0 + c);
+      if (c % 32 == 0) prefetch_line(pp.wsum + n0 + c);
+      if (p.bias && (c * bias_bytes) % 128 == 0)
+        prefetch_line(static_cast<const char*>(p.bias) + int64_t(n0 + c) * bias_bytes);
+    }
+  }
+
   // The tile's outputs from the integer totals (registers 4j, 4j + 1: fragment row, columns c, c + 1
   // with c = 2 (lane % 4) + 8j; 4j + 2, 4j + 3: eight rows further). Replaces the skeleton's float
   // epilogue.
