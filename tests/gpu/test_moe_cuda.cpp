@@ -379,6 +379,78 @@ TEST(CudaMoe, MaskedLayoutGraphReplaysWithChangingCounts) {
   cudaStreamDestroy(s);
 }
 
+// Decode shares (at most 8 rows an expert) on the streaming kernel's 8-token tile with K split over
+// a cluster of blocks (a deep K of 46 chunks, 6 experts of one 200-row block: 10 splits of 5
+// chunks, the last of 1): contiguous and masked layouts, every activation type, the masked one
+// under a CUDA graph (a dependent launch of the schedule kernel) with counts changing between
+// replays; against the CPU backend on the same activations.
+TEST(CudaMoe, DecodeSharesSplitKMatchCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t E = 6, max = 8, N = 200, K = 2944;
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  for (const char* scheme : {"w4g128", "w4g32asym", "w8g64asym", "fp8b128"}) {
+    const auto experts = make_experts(scheme, E, N, K, 21);
+    const PreparedExperts gpu = prepare_experts(experts, on(BackendKind::CUDA));
+    const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
+    EXPECT_NE(gpu.kernel_name(5, DType::BF16).find("mt8"), std::string::npos) << gpu.kernel_name(5, DType::BF16);
+    for (DType act : {DType::BF16, DType::F16, DType::F32}) {
+      // the activations both backends see: rounded to the 16-bit type
+      std::vector<float> x = randn(size_t(E * max * K), 4);
+      for (float& v : x) v = act == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : act == DType::F16 ? f16_to_f32(f32_to_f16(v)) : v;
+      std::vector<uint16_t> x16(x.size());
+      for (size_t i = 0; i < x.size(); ++i) x16[i] = act == DType::BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+      DeviceBuffer dx = act == DType::F32 ? upload(x) : upload(x16);
+      const std::vector<float> sentinel(size_t(E * max * N), -3.f);
+      DeviceBuffer dy = upload(sentinel), dcounts(E * 4), doff((E + 1) * 4),
+                   ws(grouped_linear_workspace_size(gpu, E * max));
+      ExecContext ctx;
+      ctx.stream = s;
+      ctx.workspace = ws.data();
+      ctx.workspace_bytes = ws.size();
+      // contiguous: rows 1, 0, 3, 8, 0, 2
+      const std::vector<int32_t> off = {0, 1, 1, 4, 12, 12, 14};
+      doff.copy_from_host(off.data(), off.size() * 4);
+      const int64_t R = off.back();
+      grouped_linear(TensorView(dx.data(), act, {R, K}, Device::CUDA), gpu,
+                     TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA),
+                     MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), {}, ctx);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<float> yc(size_t(R * N));
+      grouped_linear(TensorView(x.data(), DType::F32, {R, K}), cpu, TensorView(yc.data(), DType::F32, {R, N}),
+                     MoeRows::contiguous(TensorView(const_cast<int32_t*>(off.data()), DType::I32, {E + 1})));
+      std::vector<float> y = download<float>(dy, yc.size());
+      for (size_t i = 0; i < yc.size(); ++i)
+        ASSERT_NEAR(y[i], yc[i], 2e-3 * (1 + std::fabs(yc[i]))) << scheme << " contiguous row " << i / N << " n " << i % N;
+      // masked, captured once and replayed with new counts
+      const MoeRows rows = MoeRows::masked(TensorView(dcounts.data(), DType::I32, {E}, Device::CUDA), max);
+      cudaGraph_t graph;
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+      grouped_linear(TensorView(dx.data(), act, {E, max, K}, Device::CUDA), gpu,
+                     TensorView(dy.data(), DType::F32, {E, max, N}, Device::CUDA), rows, {}, ctx);
+      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+      cudaGraphExec_t exec;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+      for (const std::vector<int32_t>& counts :
+           {std::vector<int32_t>{1, 0, 8, 3, 0, 5}, std::vector<int32_t>{0, 0, 0, 0, 0, 1}}) {
+        dcounts.copy_from_host(counts.data(), E * 4);
+        dy.copy_from_host(sentinel.data(), sentinel.size() * 4);
+        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        std::vector<float> ym(sentinel);
+        grouped_linear(TensorView(x.data(), DType::F32, {E, max, K}), cpu, TensorView(ym.data(), DType::F32, {E, max, N}),
+                       MoeRows::masked(TensorView(const_cast<int32_t*>(counts.data()), DType::I32, {E}), max));
+        y = download<float>(dy, sentinel.size());
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], ym[i], 2e-3 * (1 + std::fabs(ym[i]))) << scheme << " masked element " << i;
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+    }
+  }
+  cudaStreamDestroy(s);
+}
+
 // Routing kernels bit for bit against the host routing; then moe_mlp against the CPU backend; and
 // an out-of-range id: error bit, no pair routed.
 TEST(CudaMoe, RoutingAndMlpMatchHost) {

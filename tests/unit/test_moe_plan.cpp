@@ -42,7 +42,7 @@ TEST(MoePlan, TileBoundHoldsForRandomRoutings) {
     MoeCall c;
     c.E = 1 + int64_t(g() % 300);
     c.rows = int64_t(g() % 5000);
-    for (int mt : {kMoeTileSmall, kMoeTileLarge}) {
+    for (int mt : {kMoeTileTiny, kMoeTileSmall, kMoeTileLarge}) {
       // a random split of the rows over the experts
       std::vector<int64_t> cut(size_t(c.E - 1));
       for (auto& v : cut) v = c.rows ? int64_t(g() % uint64_t(c.rows + 1)) : 0;
@@ -61,9 +61,11 @@ TEST(MoePlan, TokenTileAndSharedMemory) {
   decode.E = 256;
   decode.rows = 8 * 8;  // 8 tokens, top-8
   const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{});
-  EXPECT_EQ(d.id.tile_m, kMoeTileSmall);
-  EXPECT_EQ(d.max_tiles, 4 + 64 - 1);
+  EXPECT_EQ(d.id.tile_m, kMoeTileTiny);
+  EXPECT_EQ(d.max_tiles, 8 + 64 - 1);
   EXPECT_LE(d.smem_bytes, h100().smem_per_block_optin);
+  decode.rows = 16 * 256;  // 16 rows an expert
+  EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{}).id.tile_m, kMoeTileSmall);
   MoeCall prefill;
   prefill.E = 256;
   prefill.rows = 4096 * 8;
@@ -128,12 +130,18 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   }
   EXPECT_EQ(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=129")).id.family,
             Family::WoStream);
-  // decode and small prefill shares: the 16-token tile (two CTAs per SM for int4 codes, stages of
-  // two chunks), the 64-token tile
+  // decode shares (up to 8 rows an expert) take the streaming kernel (DecodeSharesSplitK...);
+  // with the knob at 1, the 16-token tile (two CTAs per SM for int4 codes, stages of two chunks);
+  // small prefill shares the 64-token tile
   MoeCall decode = c;
   decode.rows = 8;
-  const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{}).id.family, Family::WoStream);
+  decode.rows = 9 * 256;
+  EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{}).id.family, Family::WoWgmma);
+  decode.rows = 8;
+  const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=1"));
   EXPECT_EQ(d.id.family, Family::WoWgmma);
+  EXPECT_TRUE(d.pdl);  // a dependent launch of the schedule kernel
   EXPECT_EQ(d.id.tile_m, 16);
   EXPECT_EQ(d.id.ctas, 2);
   EXPECT_EQ(d.sched.cps, 2);
@@ -146,6 +154,54 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   EXPECT_EQ(m.id.tile_m, 64);
   EXPECT_EQ(m.id.ctas, 1);
   EXPECT_EQ(m.p_map, moe_ws_map(kMoeMapPairs, 2));
+}
+
+// Decode shares on the streaming kernel: the 8-token tile, and K split over a cluster of blocks
+// until the tiles expected active (min(E, rows) contiguous, E masked) fill the block slots
+// (132 SMs x 4 blocks of the int4 8-token tile), at most 16 splits of at least 4 chunks; none
+// without the sm_90 image's clusters, where the grouped launch is not a dependent one either.
+TEST(MoePlan, DecodeSharesSplitKOverClusters) {
+  DeviceCaps caps = h100();
+  caps.stream_clusters = true;
+  MoeCall c;
+  c.E = 256;
+  c.rows = 8;  // DeepSeek-V3, one token, top-8
+  c.ws_maps = true;
+  const MoeWoPlan gu = plan_moe_weight_only(c, w4(4096, 7168), caps, Tuning{});
+  EXPECT_EQ(gu.id.family, Family::WoStream);
+  EXPECT_EQ(gu.id.tile_m, kMoeTileTiny);
+  EXPECT_EQ(gu.n_blocks, 16);  // 256 row tiles, 4 warps x 4 tiles a block
+  EXPECT_EQ(gu.splits, 4);     // 528 slots / (16 blocks x 8 tiles)
+  EXPECT_EQ(gu.chunks_per_split, 7168 / 64 / 4);
+  EXPECT_TRUE(gu.pdl);
+  EXPECT_EQ(gu.x_rows, 8);
+  // the cluster reduction's output tile fits the block's shared memory
+  EXPECT_GE(gu.smem_bytes, size_t(4) * 4 * 16 * gu.x_rows * 4);
+  const MoeWoPlan dn = plan_moe_weight_only(c, w4(7168, 2048), caps, Tuning{});
+  EXPECT_EQ(dn.n_blocks, 28);
+  EXPECT_EQ(dn.splits, 2);
+  EXPECT_EQ(dn.chunks_per_split, 16);
+  MoeCall eight = c;
+  eight.rows = 64;  // 8 tokens: 64 tiles x 16 blocks fill the slots
+  EXPECT_EQ(plan_moe_weight_only(eight, w4(4096, 7168), caps, Tuning{}).splits, 1);
+  MoeCall few = c;
+  few.E = 4;
+  few.rows = 4;  // 4 tiles x 1 block: capped at 16 splits, then at chunks / 4 (K = 2048: 8)
+  EXPECT_EQ(plan_moe_weight_only(few, w4(200, 8192), caps, Tuning{}).splits, 16);
+  EXPECT_EQ(plan_moe_weight_only(few, w4(200, 2048), caps, Tuning{}).splits, 8);
+  EXPECT_EQ(plan_moe_weight_only(few, w4(200, 2048), caps, Tuning::parse("wo_stream_min_chunks=16")).splits, 2);
+  MoeCall masked;
+  masked.E = 8;
+  masked.masked = true;
+  masked.max_tokens = 1;
+  masked.rows = 8;  // Mixtral-8x7B, one token: every expert counted
+  const MoeWoPlan m = plan_moe_weight_only(masked, w4(4096, 14336), caps, Tuning{});
+  EXPECT_EQ(m.n_blocks, 16);
+  EXPECT_EQ(m.splits, 4);  // 528 / (16 x 8)
+  const MoeWoPlan plain = plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning{});
+  EXPECT_EQ(plain.splits, 1);
+  EXPECT_FALSE(plain.pdl);
+  EXPECT_EQ(plain.chunks_per_split, 7168 / 64);
 }
 
 }  // namespace

@@ -196,7 +196,7 @@ class CudaExperts final : public PreparedExpertsImpl {
     s.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
     s.n_tiles = n_tiles;
     s.tiles = tiles;
-    cuda::launch_moe_schedule(s, stream);
+    cuda::launch_moe_schedule(s, stream);  // the GEMM below may be its dependent launch (p.pdl)
 
     cuda::WoStreamParams k{};
     k.x = c.x.data;
@@ -212,7 +212,9 @@ class CudaExperts final : public PreparedExpertsImpl {
     k.groups = int(first_.w.L.groups);
     k.chunks_per_split = p.chunks_per_split;
     k.chunks_per_stage = p.chunks_per_stage;
-    k.splits = 1;
+    k.splits = p.splits;
+    k.cluster = p.splits > 1;  // the splits of a tile reduce in one cluster (no partials)
+    k.pdl = p.pdl;
     k.y = c.y.data;
     k.ldy = c.y.ld();
     k.y_type = IoType(io_code(c.y.dtype));

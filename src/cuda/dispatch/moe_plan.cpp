@@ -36,8 +36,9 @@ namespace {
 
 // The grouped wgmma kernel: whole 128-row x mt-token tiles of the (expert, token tile) list, round
 // robin over a persistent grid of one (two at 16-token tiles of int4 codes) CTA per SM; direct
-// stores (an expert's last tile ends inside any TMA box), no dependent launch, no early weight
-// stages (the list is the previous kernel's). Pair path and fold as the plain kernel's rules.
+// stores (an expert's last tile ends inside any TMA box), a dependent launch of the schedule kernel
+// but no early weight stages (the list is that kernel's output). Pair path and fold as the plain
+// kernel's rules.
 MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
                          int64_t share) {
   using ws_detail::WsShape;
@@ -67,6 +68,7 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   p.p_map = moe_ws_map(pp == sm90::PairPath::Bf16Zero ? kMoeMapPairsBf16Zero : kMoeMapPairs, cps);
   p.n_blocks = int(ceil_div64(L.N, 128));
   p.max_tiles = moe_max_tiles(c, mt);
+  p.pdl = true;
   StreamKSchedule& s = p.sched;
   s.num_n = p.n_blocks;
   s.cps = cps;
@@ -90,9 +92,10 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
                                const Tuning& t) {
   const WoLayout& L = w.L;
   // Rows one expert is expected to get: its share of a uniform routing (contiguous), or the
-  // buffer's rows (masked). Decode shares of a few rows take the 16-token tile, whose blocks
-  // stage no more than they use; larger shares the 64-token tile (one weight pass per 64 rows);
-  // prefill shares the Hopper wgmma kernel where the experts hold its descriptors.
+  // buffer's rows (masked). Decode shares of up to 8 rows take the streaming kernel's 8-token
+  // tile with K split over clusters (on sm_90a too: it streams the weights faster than the wgmma
+  // kernel's 16-token tile there); larger shares the Hopper wgmma kernel where the experts hold its
+  // descriptors, else the streaming kernel's 16- and 64-token tiles.
   const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
   const int64_t wgmma_rows = t.moe_wgmma_min_rows > 0 ? t.moe_wgmma_min_rows : kMoeWgmmaMinRows;
   if (L.fp8_act) {  // W4A8: only the wgmma kernel multiplies e4m3 activations
@@ -104,7 +107,7 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
       c.rows > 0)
     return plan_moe_wgmma(c, w, caps, t, share);
   MoeWoPlan p;
-  const int mt = share <= kMoeTileSmall ? kMoeTileSmall : kMoeTileLarge;
+  const int mt = share <= kMoeTileTiny ? kMoeTileTiny : share <= kMoeTileSmall ? kMoeTileSmall : kMoeTileLarge;
   const bool x_f32 = c.x_type == 2;
   p.id.family = Family::WoStream;
   p.id.act = uint8_t(c.x_type);
@@ -117,27 +120,41 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
   const int rt = wo_row_tiles(mt, L.bits, x_f32);
   p.n_blocks = int(ceil_div64(n_tiles, int64_t(kWarps) * rt));
   p.max_tiles = moe_max_tiles(c, mt);
-  // One split per tile: the experts' tiles fill the GPU (a split-K reduction would need partials
-  // per (expert, tile) and gains only where few experts with few N blocks are active).
+  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
+                                                          : wo_stream_resident_blocks(mt, L.bits);
+  // K split over a cluster of blocks where the tiles expected active leave block slots empty: at
+  // decode a row goes to its own expert, min(E, rows) tiles (masked: every expert's), so one token
+  // of DeepSeek-V3 (top-8, 32 blocks along N = 4096) filled 256 of 528 slots and streamed at half
+  // the rate of the plain kernel on the same bytes. The splits reduce through distributed shared
+  // memory (the plain kernel's cluster reduction: no workspace, no second pass). At most 16 (the
+  // cluster limit), each at least min_chunks long.
   const int chunks = int(L.Kp / kChunkK);
-  p.chunks_per_split = chunks;
+  const int min_chunks = t.wo_stream_min_chunks > 0 ? t.wo_stream_min_chunks : 4;
+  const int64_t active = std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows));
+  const int64_t slots = int64_t(caps.sm_count) * blocks_per_sm;
+  int splits = int(std::max<int64_t>(1, slots / (int64_t(p.n_blocks) * active)));
+  splits = std::min({splits, kStreamMaxClusterSplits, std::max(1, chunks / min_chunks)});
+  if (!caps.stream_clusters) splits = 1;
+  p.chunks_per_split = int(ceil_div64(chunks, splits));
+  p.splits = int(ceil_div64(chunks, p.chunks_per_split));
+  p.pdl = caps.stream_clusters;
   const int sx = x_f32 ? 2 : 1;
   auto smem_for = [&](int stage_chunks) {
     const int64_t kr = int64_t(stage_chunks) * kChunkK;
     return (size_t(p.x_rows) * size_t(kr + 8) + kChunkK + 8) * 2 * sx;
   };
-  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
-                                                          : wo_stream_resident_blocks(mt, L.bits);
   const size_t budget = std::min<size_t>(caps.smem_per_block_optin,
                                          caps.smem_per_sm / size_t(blocks_per_sm) - 1024);
   int stage = 1;
-  for (int s = chunks; s >= 1; --s)
+  for (int s = p.chunks_per_split; s >= 1; --s)
     if (smem_for(s) <= budget) {
       stage = s;
       break;
     }
   p.chunks_per_stage = stage;
   p.smem_bytes = smem_for(stage);
+  // after the K loop the same memory holds the block's output tile of the cluster reduction
+  if (p.splits > 1) p.smem_bytes = std::max(p.smem_bytes, size_t(kWarps) * rt * kTileRows * p.x_rows * 4);
   return p;
 }
 

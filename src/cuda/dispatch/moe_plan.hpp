@@ -16,7 +16,8 @@
 namespace mixq::cuda {
 
 // Token tiles the grouped streaming kernel is instantiated for (launch/moe_wo_stream_*.cu).
-constexpr int kMoeTileSmall = 16;  // decode: a few rows per expert
+constexpr int kMoeTileTiny = 8;    // decode: a row or a few per expert
+constexpr int kMoeTileSmall = 16;  // a few more
 constexpr int kMoeTileLarge = 64;  // prefill
 
 // The grouped wgmma kernel (kernels/wo/sm90_wo_ws.cuh, GROUPED). Each expert holds its TMA
@@ -26,8 +27,9 @@ enum MoeWsMapKind : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Z
 constexpr int kMoeMapsPerExpert = 6;
 constexpr int moe_ws_map(MoeWsMapKind kind, int cps) { return 2 * int(kind) + (cps == 2 ? 1 : 0); }
 // Rows an expert is expected to get (uniform routing, or max_tokens) from which the wgmma kernel
-// serves a grouped call (Tuning::moe_wgmma_min_rows overrides).
-constexpr int64_t kMoeWgmmaMinRows = 1;
+// serves a grouped call (Tuning::moe_wgmma_min_rows overrides); below, the streaming kernel with
+// the 8-token tile and K split over clusters (docs/decisions/moe-stacked-experts.md).
+constexpr int64_t kMoeWgmmaMinRows = 9;
 // The wgmma kernel's token tile for that share (Tuning::moe_token_tile overrides).
 int moe_ws_token_tile(int64_t share);
 
@@ -48,6 +50,11 @@ struct MoeWoPlan {
   int n_blocks = 1;      // blocks along N
   int64_t max_tiles = 0; // grid.z: an upper bound of the (expert, token tile) pairs of any routing
   int chunks_per_split = 1, chunks_per_stage = 1;  // WoStream (WoWgmma: sched.chunks, sched.cps)
+  // WoStream: K splits of a tile (grid.y), reduced in a cluster of that many blocks when > 1
+  int splits = 1;
+  // a programmatic dependent launch of the schedule kernel (the GEMM's launch and set-up overlap
+  // it; its blocks wait for it before they read the tile list)
+  bool pdl = false;
   size_t smem_bytes = 0;
   // WoWgmma: the persistent grid (sched.grid CTAs) walking the tile list x n_blocks whole tiles,
   // sched.chunks stages each; the pair descriptor it reads

@@ -15,13 +15,11 @@ namespace mixq::cuda {
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE>
 void launch_moe_stream_kernel(const WoStreamParams& p, const MoeWoExperts& g, dim3 grid, size_t smem,
                               cudaStream_t stream) {
-  auto kernel = moe_wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
-  static PerDeviceAttribute smem_limit;
-  MIXQ_CUDA_CHECK(smem_limit.ensure(
-      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024); }));
-  // No cluster (one split per tile) and no dependent launch: the blocks read the schedule the
-  // previous kernel of the stream wrote before anything else.
-  const WoLaunchConfig launch(grid, kStreamWarps * 32, smem, stream, false);
+  constexpr auto kernel = moe_wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
+  MIXQ_CUDA_CHECK(ensure_stream_kernel_attributes<kernel>(p.cluster));
+  // The splits of a tile as one cluster where p.cluster; a dependent launch of the schedule kernel
+  // where p.pdl (the blocks wait for it before they read the tile list).
+  const WoLaunchConfig launch(p, grid, kStreamWarps * 32, smem, stream);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, p, g));
 }
 
@@ -35,7 +33,7 @@ template <typename MmaT, bool SPLIT_X>
 void launch_moe_stream_for_type(const WoStreamParams& p, const MoeWoExperts& g, const MoeWoPlan& plan,
                                 cudaStream_t stream) {
   if (plan.max_tiles == 0) return;
-  const dim3 grid(unsigned(plan.n_blocks), 1u, unsigned(plan.max_tiles));
+  const dim3 grid(unsigned(plan.n_blocks), unsigned(plan.splits), unsigned(plan.max_tiles));
   const KernelId& id = plan.id;
   bool launched = false;
   auto go = [&](auto mt, auto codes, auto fine) {
@@ -51,6 +49,7 @@ void launch_moe_stream_for_type(const WoStreamParams& p, const MoeWoExperts& g, 
     for_each_fine(mt, std::integral_constant<int, kCodesU8>{}, go);
     for_each_fine(mt, std::integral_constant<int, kCodesE4M3>{}, go);
   };
+  each_code(std::integral_constant<int, kMoeTileTiny>{});
   each_code(std::integral_constant<int, kMoeTileSmall>{});
   each_code(std::integral_constant<int, kMoeTileLarge>{});
   MIXQ_CHECK(launched, ErrorCode::Internal, "moe wo stream: no instance of ", id.name());

@@ -55,9 +55,9 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
     static PerDeviceAttribute smem_limit;
     MIXQ_CUDA_CHECK(smem_limit.ensure(
         [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)); }));
-    // No dependent launch: the producer reads the tile list the schedule kernel just wrote before
-    // its first load.
-    const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, false);
+    // A dependent launch of the schedule kernel where p.pdl: the CTAs start (barriers, registers,
+    // descriptor prefetch) while it runs and wait for it before they read the tile list.
+    const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
     const CUtensorMap unused{};  // the weight, pair and output descriptors are the experts'
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, unused, tm_s, p, sch, g));
   }

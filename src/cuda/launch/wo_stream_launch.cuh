@@ -14,17 +14,8 @@ namespace mixq::cuda {
 
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE>
 void launch_stream_kernel(const WoStreamParams& p, dim3 grid, size_t smem, cudaStream_t stream) {
-  auto kernel = wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
-  // Raise the dynamic shared-memory limit once per configuration and device (above 48 KB needs
-  // opt-in).
-  static PerDeviceAttribute smem_limit, cluster_size;
-  MIXQ_CUDA_CHECK(smem_limit.ensure(
-      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024); }));
-  // More than 8 blocks in a cluster is a non-portable size (H100 allows 16) that the kernel must
-  // opt into.
-  if (p.cluster)
-    MIXQ_CUDA_CHECK(cluster_size.ensure(
-        [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1); }));
+  constexpr auto kernel = wo_stream_kernel<MmaT, MT, BITS, SPLIT_X, FINE, kStreamWarps>;
+  MIXQ_CUDA_CHECK(ensure_stream_kernel_attributes<kernel>(p.cluster));
   const WoLaunchConfig launch(p, grid, kStreamWarps * 32, smem, stream);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, kernel, p));
 }

@@ -73,4 +73,17 @@ class PerDeviceAttribute {
   std::atomic<uint64_t> done_{0};
 };
 
+// The streaming kernels' attributes (kernels/wo/sm80_wo_stream.cuh and its grouped form), set once
+// per instantiation and device: the opt-in to 160 KB of dynamic shared memory, and to clusters of
+// more than 8 blocks (a non-portable size, H100 allows 16) where the launch reduces its splits in one.
+template <auto Kernel>
+cudaError_t ensure_stream_kernel_attributes(bool cluster) {
+  static PerDeviceAttribute smem_limit, cluster_size;
+  cudaError_t e =
+      smem_limit.ensure([] { return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024); });
+  if (e == cudaSuccess && cluster)
+    e = cluster_size.ensure([] { return cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1); });
+  return e;
+}
+
 }  // namespace mixq::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cuda/kernels/common/block_scan.cuh"
+#include "cuda/kernels/common/grid_dependency.cuh"
 #include "cuda/kernels/moe/moe_params.hpp"
 
 namespace mixq::cuda {
@@ -15,6 +16,9 @@ constexpr int kMoeScheduleThreads = 1024;
 __global__ void __launch_bounds__(kMoeScheduleThreads) moe_tile_schedule_kernel(const MoeScheduleParams p) {
   __shared__ int bad;
   __shared__ int scan[kMoeScheduleThreads];
+  // the grouped GEMM after it is launched as its dependent (the plan's pdl): its CTAs start and set
+  // up while this block runs, and wait for it to end before they read the list
+  allow_dependent_launch();
   const int tid = int(threadIdx.x), nt = int(blockDim.x);
   if (tid == 0) bad = 0;
   __syncthreads();

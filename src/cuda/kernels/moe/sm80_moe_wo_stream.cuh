@@ -1,6 +1,7 @@
 // The grouped weight-only GEMM for decode and small prefill: the weight-streaming kernel
-// (kernels/wo/sm80_wo_stream.cuh) with grid.z over (expert, token tile) pairs of the device-side
-// schedule (moe_schedule.cuh). Each block takes its pair, points the kernel's parameters at its
+// (kernels/wo/sm80_wo_stream.cuh) with grid.y over the K splits of a tile (one cluster, reduced
+// through distributed shared memory) and grid.z over the (expert, token tile) pairs of the
+// device-side schedule (moe_schedule.cuh). Each block takes its pair, points the kernel's parameters at its
 // expert's repacked weight, pairs and bias and at the expert's rows of X and Y, and runs the
 // streaming kernel's block body: one launch for every expert, nothing read back by the host.
 // Blocks past the schedule's end (experts with few or no rows) exit before any load.
@@ -16,7 +17,10 @@ __device__ __forceinline__ int io_bytes(IoType t) { return t == IoType::F32 ? 4 
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
 __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
     moe_wo_stream_kernel(const WoStreamParams base, const MoeWoExperts g) {
-  if (int(blockIdx.z) >= *g.n_tiles) return;  // uniform per block: before any barrier
+  // a dependent launch of the schedule kernel (the plan's pdl): its list is read after it ends
+  grid_dependency_wait();
+  // uniform per block, and per cluster (a cluster is the splits of one tile): before any barrier
+  if (int(blockIdx.z) >= *g.n_tiles) return;
   const MoeTile t = g.tiles[blockIdx.z];
   WoStreamParams p = base;
   p.x = static_cast<const char*>(base.x) + int64_t(t.row0) * base.ldx * io_bytes(base.x_type);

@@ -28,7 +28,8 @@
 // s_w (512 s_a acc - zc s_a sum(a)).
 // GROUPED (the mixture-of-experts GEMM, dispatch/moe_plan.cpp): the same CTA walks whole tiles of
 // the device-side (expert, token tile) list x N blocks instead (sm90_wo_ws_work.cuh), each item's
-// weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows.
+// weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows;
+// launched as a dependent of the schedule kernel, every thread waits for it before the walk.
 // Where the plan asks for it (dispatch/wo_plan.cpp), both kernels are programmatic dependent launches: the
 // producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
 // StreamKSchedule::early_stages stages and before any activation load; the fixup waits for the
@@ -123,6 +124,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     sm90::fence_barrier_init();
   }
   __syncthreads();
+  // grouped: the tile list is the previous kernel's output (a dependent launch of it, or a no-op)
+  if constexpr (GROUPED) grid_dependency_wait();
 
   if (warpgroup == 0) {
     // 56 / 224 registers (128 x 56 + 256 x 224 <= 64K): the producer's address arithmetic spills
