@@ -163,6 +163,9 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
 TEST(MoePlan, DecodeSharesSplitKOverClusters) {
   DeviceCaps caps = h100();
   caps.stream_clusters = true;
+  // every cluster size fitting as many clusters as the slots hold
+  for (int b = 1; b <= DeviceCaps::kMaxClusterBlocksPerSm; ++b)
+    for (int s = 1; s <= kStreamMaxClusterSplits; ++s) caps.cluster_capacity[b][s] = 132 * b / s;
   MoeCall c;
   c.E = 256;
   c.rows = 8;  // DeepSeek-V3, one token, top-8
@@ -198,6 +201,12 @@ TEST(MoePlan, DecodeSharesSplitKOverClusters) {
   const MoeWoPlan m = plan_moe_weight_only(masked, w4(4096, 14336), caps, Tuning{});
   EXPECT_EQ(m.n_blocks, 16);
   EXPECT_EQ(m.splits, 4);  // 528 / (16 x 8)
+  // fewer clusters fit than the expected tiles' (4 x 8 tiles of one block): fewer splits
+  DeviceCaps tight = caps;
+  tight.cluster_capacity[4][16] = tight.cluster_capacity[4][15] = 3;
+  EXPECT_EQ(plan_moe_weight_only(few, w4(200, 8192), tight, Tuning{}).splits, 13);  // 14 -> 10 chunks each
+  tight.cluster_capacity[4][4] = 127;  // DeepSeek-V3 gate_up above: 16 blocks x 8 tiles
+  EXPECT_EQ(plan_moe_weight_only(c, w4(4096, 7168), tight, Tuning{}).splits, 3);
   const MoeWoPlan plain = plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning{});
   EXPECT_EQ(plain.splits, 1);
   EXPECT_FALSE(plain.pdl);

@@ -134,6 +134,12 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
   const int64_t slots = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, slots / (int64_t(p.n_blocks) * active)));
   splits = std::min({splits, kStreamMaxClusterSplits, std::max(1, chunks / min_chunks)});
+  // every cluster of the expected tiles resident at once: clusters sit within one GPC, so near full
+  // occupancy fewer fit than the slots divided by their size, and the ones left over ran as a second
+  // wave (H200, DeepSeek-V3 gate_up at one token: 128 clusters of 4 took 64 us where the plain
+  // kernel streams the same bytes in 40); unknown capacities (0) split nothing
+  const int b = std::min(blocks_per_sm, DeviceCaps::kMaxClusterBlocksPerSm);
+  while (splits > 1 && int64_t(p.n_blocks) * active > caps.cluster_capacity[b][splits]) --splits;
   if (!caps.stream_clusters) splits = 1;
   p.chunks_per_split = int(ceil_div64(chunks, splits));
   p.splits = int(ceil_div64(chunks, p.chunks_per_split));

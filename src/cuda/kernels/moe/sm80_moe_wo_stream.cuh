@@ -19,9 +19,12 @@ __global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4
     moe_wo_stream_kernel(const WoStreamParams base, const MoeWoExperts g) {
   // a dependent launch of the schedule kernel (the plan's pdl): its list is read after it ends
   grid_dependency_wait();
-  // uniform per block, and per cluster (a cluster is the splits of one tile): before any barrier
-  if (int(blockIdx.z) >= *g.n_tiles) return;
+  // the count and this block's entry load together (the list has room for every block of the
+  // grid; an entry past the count is never used): one round trip less before the weight stream
+  const int n_tiles = *g.n_tiles;
   const MoeTile t = g.tiles[blockIdx.z];
+  // uniform per block, and per cluster (a cluster is the splits of one tile): before any barrier
+  if (int(blockIdx.z) >= n_tiles) return;
   WoStreamParams p = base;
   p.x = static_cast<const char*>(base.x) + int64_t(t.row0) * base.ldx * io_bytes(base.x_type);
   p.y = static_cast<char*>(base.y) + int64_t(t.row0) * base.ldy * io_bytes(base.y_type);
