@@ -380,7 +380,7 @@ TEST(CudaMoe, MaskedLayoutGraphReplaysWithChangingCounts) {
 }
 
 // Decode shares (at most 8 rows an expert) on the streaming kernel's 8-token tile with K split over
-// a cluster of blocks (a deep K of 46 chunks, 6 experts of one 200-row block: 10 splits of 5
+// a cluster of blocks (forced: the plan keeps experts this small on the wgmma kernel) (a deep K of 46 chunks, 6 experts of one 200-row block: 10 splits of 5
 // chunks, the last of 1): contiguous and masked layouts, every activation type, the masked one
 // under a CUDA graph (a dependent launch of the schedule kernel) with counts changing between
 // replays; against the CPU backend on the same activations.
@@ -391,7 +391,10 @@ TEST(CudaMoe, DecodeSharesSplitKMatchCpu) {
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
   for (const char* scheme : {"w4g128", "w4g32asym", "w8g64asym", "fp8b128"}) {
     const auto experts = make_experts(scheme, E, N, K, 21);
-    const PreparedExperts gpu = prepare_experts(experts, on(BackendKind::CUDA));
+    // the streaming kernel for every decode share (the plan keeps experts this small on the wgmma
+    // kernel where it can)
+    const PreparedExperts gpu =
+        prepare_experts(experts, test::with_tuning(on(BackendKind::CUDA), "moe_wgmma_min_rows=9"));
     const PreparedExperts cpu = prepare_experts(experts, on(BackendKind::CPU));
     EXPECT_NE(gpu.kernel_name(5, DType::BF16).find("mt8"), std::string::npos) << gpu.kernel_name(5, DType::BF16);
     for (DType act : {DType::BF16, DType::F16, DType::F32}) {

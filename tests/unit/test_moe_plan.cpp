@@ -130,15 +130,15 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   }
   EXPECT_EQ(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=129")).id.family,
             Family::WoStream);
-  // decode shares (up to 8 rows an expert) take the streaming kernel (DecodeSharesSplitK...);
-  // with the knob at 1, the 16-token tile (two CTAs per SM for int4 codes, stages of two chunks);
-  // small prefill shares the 64-token tile
+  // decode shares (up to 8 rows an expert): the wgmma kernel's 16-token tile (two CTAs per SM for
+  // int4 codes, stages of two chunks) or the streaming kernel (DecodeKernelChoice); small prefill
+  // shares the 64-token tile
   MoeCall decode = c;
-  decode.rows = 8;
-  EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{}).id.family, Family::WoStream);
   decode.rows = 9 * 256;
   EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning{}).id.family, Family::WoWgmma);
   decode.rows = 8;
+  EXPECT_EQ(plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=9")).id.family,
+            Family::WoStream);
   const MoeWoPlan d = plan_moe_weight_only(decode, w4(4096, 7168), h100(), Tuning::parse("moe_wgmma_min_rows=1"));
   EXPECT_EQ(d.id.family, Family::WoWgmma);
   EXPECT_TRUE(d.pdl);  // a dependent launch of the schedule kernel
@@ -168,8 +168,7 @@ TEST(MoePlan, DecodeSharesSplitKOverClusters) {
     for (int s = 1; s <= kStreamMaxClusterSplits; ++s) caps.cluster_capacity[b][s] = 132 * b / s;
   MoeCall c;
   c.E = 256;
-  c.rows = 8;  // DeepSeek-V3, one token, top-8
-  c.ws_maps = true;
+  c.rows = 8;  // DeepSeek-V3, one token, top-8 (no wgmma descriptors: the streaming kernel's plan)
   const MoeWoPlan gu = plan_moe_weight_only(c, w4(4096, 7168), caps, Tuning{});
   EXPECT_EQ(gu.id.family, Family::WoStream);
   EXPECT_EQ(gu.id.tile_m, kMoeTileTiny);
@@ -211,6 +210,46 @@ TEST(MoePlan, DecodeSharesSplitKOverClusters) {
   EXPECT_EQ(plain.splits, 1);
   EXPECT_FALSE(plain.pdl);
   EXPECT_EQ(plain.chunks_per_split, 7168 / 64);
+}
+
+// Decode shares on sm_90a: the kernel whose grid fills more of the GPU (the streaming kernel's
+// filled slots counted 1.25x), experts of 4 MiB and more only; the cases it was fitted on (H200
+// cluster capacities of 128-thread blocks at 4 an SM; bf16 activations, W4 g128).
+TEST(MoePlan, DecodeKernelChoice) {
+  DeviceCaps caps = h100();
+  caps.stream_clusters = true;
+  const int h200[16] = {528, 264, 163, 124, 94, 79, 69, 62, 51, 44, 37, 37, 30, 30, 28, 28};
+  for (int b : {4, 5})
+    for (int s = 1; s <= kStreamMaxClusterSplits; ++s) caps.cluster_capacity[b][s] = h200[s - 1];
+  auto family = [&](int64_t E, int64_t rows, int64_t N, int64_t K, const char* tune = "") {
+    MoeCall c;
+    c.E = E;
+    c.rows = rows;
+    c.x_type = 1;
+    c.ws_maps = true;
+    return plan_moe_weight_only(c, w4(N, K), caps, Tuning::parse(tune)).id.family;
+  };
+  // DeepSeek-V3 (E = 256, top-8): one token's gate_up fills 3 splits x 128 blocks (73%) where the
+  // wgmma kernel's 256 tiles fill 97%; its down, and every projection at 8 and 64 tokens, stream
+  EXPECT_EQ(family(256, 8, 4096, 7168), Family::WoWgmma);
+  EXPECT_EQ(family(256, 8, 7168, 2048), Family::WoStream);
+  for (int64_t rows : {64, 512}) {
+    EXPECT_EQ(family(256, rows, 4096, 7168), Family::WoStream) << rows;
+    EXPECT_EQ(family(256, rows, 7168, 2048), Family::WoStream) << rows;
+  }
+  // Mixtral-8x7B (E = 8, top-2): one token streams (the wgmma kernel's down had 64 tiles for 264
+  // CTAs); at 8 tokens the down projection's 3 splits lose to the wgmma kernel's 256 tiles
+  EXPECT_EQ(family(8, 2, 28672, 4096), Family::WoStream);
+  EXPECT_EQ(family(8, 2, 4096, 14336), Family::WoStream);
+  EXPECT_EQ(family(8, 16, 4096, 14336), Family::WoWgmma);
+  // Qwen3-30B-A3B: 1.5 and 0.8 MB experts stay on the wgmma kernel
+  for (int64_t rows : {8, 64, 512}) {
+    EXPECT_EQ(family(128, rows, 1536, 2048), Family::WoWgmma) << rows;
+    EXPECT_EQ(family(128, rows, 2048, 768), Family::WoWgmma) << rows;
+  }
+  // the knob replaces the choice
+  EXPECT_EQ(family(256, 8, 4096, 7168, "moe_wgmma_min_rows=9"), Family::WoStream);
+  EXPECT_EQ(family(256, 8, 7168, 2048, "moe_wgmma_min_rows=1"), Family::WoWgmma);
 }
 
 }  // namespace

@@ -86,26 +86,10 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   return p;
 }
 
-}  // namespace
-
-MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps,
-                               const Tuning& t) {
+// The grouped streaming kernel: token tiles of 8, 16 or 64 by the share, K split over clusters.
+MoeWoPlan plan_moe_stream(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
+                          int64_t share) {
   const WoLayout& L = w.L;
-  // Rows one expert is expected to get: its share of a uniform routing (contiguous), or the
-  // buffer's rows (masked). Decode shares of up to 8 rows take the streaming kernel's 8-token
-  // tile with K split over clusters (on sm_90a too: it streams the weights faster than the wgmma
-  // kernel's 16-token tile there); larger shares the Hopper wgmma kernel where the experts hold its
-  // descriptors, else the streaming kernel's 16- and 64-token tiles.
-  const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
-  const int64_t wgmma_rows = t.moe_wgmma_min_rows > 0 ? t.moe_wgmma_min_rows : kMoeWgmmaMinRows;
-  if (L.fp8_act) {  // W4A8: only the wgmma kernel multiplies e4m3 activations
-    MIXQ_CHECK(c.ws_maps && caps.sm90a, ErrorCode::Unsupported, "grouped W4A8 (cuda): needs an sm_90a build on a "
-               "Hopper GPU and the experts' wgmma descriptors");
-    return plan_moe_wgmma(c, w, caps, t, share);  // no rows: no tiles, nothing launched
-  }
-  if (c.ws_maps && caps.sm90a && c.x_type != 2 && !w.gather && w.group_shift >= 4 && share >= wgmma_rows &&
-      c.rows > 0)
-    return plan_moe_wgmma(c, w, caps, t, share);
   MoeWoPlan p;
   const int mt = share <= kMoeTileTiny ? kMoeTileTiny : share <= kMoeTileSmall ? kMoeTileSmall : kMoeTileLarge;
   const bool x_f32 = c.x_type == 2;
@@ -162,6 +146,59 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
   // after the K loop the same memory holds the block's output tile of the cluster reduction
   if (p.splits > 1) p.smem_bytes = std::max(p.smem_bytes, size_t(kWarps) * rt * kTileRows * p.x_rows * 4);
   return p;
+}
+
+// Decode shares on sm_90a: the streaming kernel's 8-token tile (s) against the wgmma kernel's
+// 16-token tile (g). Both are bound by the weight stream, whose rate follows the fraction of the
+// GPU's block slots that the experts expected active fill; per filled slot the streaming kernel
+// streams ~1.25x faster.
+// Small experts (under 4 MiB) stay on the wgmma kernel: its persistent CTAs amortize the per-block
+// start (the activation staging) that the streaming kernel pays per expert and block. Fitted on an
+// H200 (bf16, W4 g128, uniform routing; docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token
+// gate_up 50.8 us (g) against 58.0 (s: 3 splits, 73% of the slots), down 33.3 / 31.1; 8 and 64
+// tokens s 5% and 12% faster; Mixtral-8x7B one token s 8% and 40% faster, 8 tokens down 90.7 (g) /
+// 106.9; Qwen3-30B-A3B (1.5 and 0.8 MB experts) within +-10% either way.
+constexpr int64_t kMoeStreamMinExpertBytes = int64_t(4) << 20;
+constexpr double kMoeStreamSlotGain = 1.25;
+bool stream_beats_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
+                        const MoeWoPlan& s, const MoeWoPlan& g) {
+  const WoLayout& L = w.L;
+  if (L.N * L.Kp * L.bits / 8 < kMoeStreamMinExpertBytes) return false;
+  // the experts expected active, as for the splits: a decode row goes to its own expert (a token's
+  // top-k are distinct); masked, every expert
+  const double experts = double(std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows)));
+  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
+                                                          : wo_stream_resident_blocks(int(s.id.tile_m), L.bits);
+  const double fill_s = std::min(1.0, experts * s.n_blocks * s.splits / double(caps.sm_count * blocks_per_sm));
+  const double fill_g = std::min(1.0, experts * g.n_blocks / double(caps.sm_count * g.id.ctas));
+  return kMoeStreamSlotGain * fill_s >= fill_g;
+}
+
+}  // namespace
+
+MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps,
+                               const Tuning& t) {
+  const WoLayout& L = w.L;
+  // Rows one expert is expected to get: its share of a uniform routing (contiguous), or the
+  // buffer's rows (masked). Shares of 9 rows and more take the Hopper wgmma kernel where the experts
+  // hold its descriptors; decode shares (up to 8) the one of it and the streaming kernel's 8-token
+  // tile with K split over clusters that fills more of the GPU (stream_beats_wgmma); without the
+  // wgmma kernel, the streaming kernel's 8-, 16- and 64-token tiles. Tuning::moe_wgmma_min_rows
+  // sets the boundary instead (wgmma from that share on, the streaming kernel below).
+  const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
+  if (L.fp8_act) {  // W4A8: only the wgmma kernel multiplies e4m3 activations
+    MIXQ_CHECK(c.ws_maps && caps.sm90a, ErrorCode::Unsupported, "grouped W4A8 (cuda): needs an sm_90a build on a "
+               "Hopper GPU and the experts' wgmma descriptors");
+    return plan_moe_wgmma(c, w, caps, t, share);  // no rows: no tiles, nothing launched
+  }
+  const bool wgmma_ok = c.ws_maps && caps.sm90a && c.x_type != 2 && !w.gather && w.group_shift >= 4 && c.rows > 0;
+  if (!wgmma_ok) return plan_moe_stream(c, w, caps, t, share);
+  if (t.moe_wgmma_min_rows > 0)
+    return share >= t.moe_wgmma_min_rows ? plan_moe_wgmma(c, w, caps, t, share) : plan_moe_stream(c, w, caps, t, share);
+  if (share >= kMoeWgmmaMinRows) return plan_moe_wgmma(c, w, caps, t, share);
+  MoeWoPlan s = plan_moe_stream(c, w, caps, t, share);
+  MoeWoPlan g = plan_moe_wgmma(c, w, caps, t, share);
+  return stream_beats_wgmma(c, w, caps, t, s, g) ? s : g;
 }
 
 }  // namespace mixq::cuda

@@ -27,8 +27,9 @@ enum MoeWsMapKind : int { kMoeMapWeight = 0, kMoeMapPairs = 1, kMoeMapPairsBf16Z
 constexpr int kMoeMapsPerExpert = 6;
 constexpr int moe_ws_map(MoeWsMapKind kind, int cps) { return 2 * int(kind) + (cps == 2 ? 1 : 0); }
 // Rows an expert is expected to get (uniform routing, or max_tokens) from which the wgmma kernel
-// serves a grouped call (Tuning::moe_wgmma_min_rows overrides); below, the streaming kernel with
-// the 8-token tile and K split over clusters (docs/decisions/moe-stacked-experts.md).
+// serves a grouped call; below, the wgmma kernel or the streaming kernel's 8-token tile with K split
+// over clusters, whichever fills more of the GPU (moe_plan.cpp: stream_beats_wgmma).
+// Tuning::moe_wgmma_min_rows replaces both: wgmma from that share on, streaming below.
 constexpr int64_t kMoeWgmmaMinRows = 9;
 // The wgmma kernel's token tile for that share (Tuning::moe_token_tile overrides).
 int moe_ws_token_tile(int64_t share);
