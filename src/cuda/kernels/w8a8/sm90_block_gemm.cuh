@@ -309,15 +309,6 @@ __host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Poli
 }
 template <class Policy>
 __host__ __device__ constexpr bool policy_stores_tile(long) { return false; }
-// Policy::kPrefetchesEpilogue (optional, default false): the producer thread calls
-// Policy::prefetch_epilogue(pp, p, m0, n0) at the start of each tile, so that the per-column
-// values its epilogue reads come from L2 rather than DRAM once the K loop is done.
-template <class Policy>
-__host__ __device__ constexpr auto policy_prefetches_epilogue(int) -> decltype(bool(Policy::kPrefetchesEpilogue)) {
-  return Policy::kPrefetchesEpilogue;
-}
-template <class Policy>
-__host__ __device__ constexpr bool policy_prefetches_epilogue(long) { return false; }
 
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
@@ -386,7 +377,6 @@ __global__ void __launch_bounds__(384, 1)
         int mu, nb;
         tile_coords(t, p, mu, nb);
         const int m0 = (mu * kCluster + rank) * Shape::kBM, n0 = nb * BN;
-        if constexpr (policy_prefetches_epilogue<Policy>(0)) Policy::prefetch_epilogue(pp, p, m0, n0);
         if constexpr (has_rank1<Policy>(0)) {
           // Each CTA loads its own rank-1 stages (no multicast); the slot protocol is unchanged.
           for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {

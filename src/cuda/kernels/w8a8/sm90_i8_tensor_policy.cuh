@@ -57,25 +57,6 @@ struct Int8TensorPolicy {
         total[sub][i] = __int_as_float(int(uint32_t(__float_as_int(total[sub][i])) + uint32_t(acc[sub][i])));
   }
 
-  // The tile's per-column values (S_I S_W[n], the code sums, the bias: ~2 KB for 128 columns), into
-  // L2 while the K loop runs: the epilogue's four passes read them after the K loop, and from a
-  // cold L2 each pass's loads waited on DRAM before its requantization could start.
-  static constexpr bool kPrefetchesEpilogue = true;
-  __device__ __forceinline__ static void prefetch_line(const void* a) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-  }
-  __device__ __forceinline__ static void prefetch_epilogue(const Params& pp, const BlockGemmParams& p, int,
-                                                           int n0) {
-    const int last = (n0 + 127 < p.N ? n0 + 127 : p.N - 1) - n0;  // columns n0 .. n0 + last
-    const int bias_bytes = p.bias_type == 2 ? 4 : 2;
-    for (int c = 0; c <= last; c += 16) {  // 128-byte lines: 16 doubles, 32 int32 / f32, 64 halves
-      prefetch_line(pp.wscale + n0 + c);
-      if (c % 32 == 0) prefetch_line(pp.wsum + n0 + c);
-      if (p.bias && (c * bias_bytes) % 128 == 0)
-        prefetch_line(static_cast<const char*>(p.bias) + int64_t(n0 + c) * bias_bytes);
-    }
-  }
-
   // The tile's outputs from the integer totals (registers 4j, 4j + 1: fragment row, columns c, c + 1
   // with c = 2 (lane % 4) + 8j; 4j + 2, 4j + 3: eight rows further). Replaces the skeleton's float
   // epilogue.
@@ -138,22 +119,6 @@ struct Int8TensorPolicy {
     const bool y_i8 = pp.y_i8 != 0;
     // four int8 codes as one 4-byte store where a row's columns are 4-byte aligned
     const bool vec4 = y_i8 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0 && p.ldy % 4 == 0;
-    // Every pass's per-column values, loaded before the first pass so that their latencies overlap
-    // (one pass at a time, each pass's requantization waited on its own loads). Columns past N
-    // read column N - 1.
-    constexpr int kPasses = R / 16;
-    double ws_of[kPasses][4];
-    float bias_of[kPasses][4];
-    uint32_t wsum_of[kPasses][4];
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int n = n0 + 32 * pass + 4 * quad + c, nc = n < p.N ? n : p.N - 1;
-        ws_of[pass][c] = pp.wscale[nc];
-        bias_of[pass][c] = p.bias ? load_io(p.bias, p.bias_type, nc) : 0.f;
-        wsum_of[pass][c] = uint32_t(pp.wsum[nc]);
-      }
 #pragma unroll
     for (int pass = 0; pass < R / 16; ++pass) {
       named_barrier_sync(bar, 128);  // the previous pass's (or tile's) loads are done
@@ -189,10 +154,15 @@ struct Int8TensorPolicy {
       };
       uint32_t redo = 0xFFFFu;  // bit 4 s + c: outputs left to exact()
       if (y_i8) {
-        const RequantColumn col[4] = {
-            RequantColumn(ws_of[pass][0], double(bias_of[pass][0])), RequantColumn(ws_of[pass][1], double(bias_of[pass][1])),
-            RequantColumn(ws_of[pass][2], double(bias_of[pass][2])), RequantColumn(ws_of[pass][3], double(bias_of[pass][3]))};
-        const uint32_t* wsum = wsum_of[pass];
+        RequantColumn col[4] = {RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0),
+                                RequantColumn(0.0, 0.0)};
+        uint32_t wsum[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int nc = n + c < p.N ? n + c : p.N - 1;
+          col[c] = RequantColumn(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
+          wsum[c] = uint32_t(pp.wsum[nc]);
+        }
         redo = 0;
         // a = acc - Z_I sum_k wq[n] (mod 2^32, as the accumulator wraps), and for a pixel whose
         // taps cross the image border, Z_I times the codes of its outside taps added back; the
