@@ -247,6 +247,17 @@ TEST(MoePlan, DecodeKernelChoice) {
     EXPECT_EQ(family(128, rows, 1536, 2048), Family::WoWgmma) << rows;
     EXPECT_EQ(family(128, rows, 2048, 768), Family::WoWgmma) << rows;
   }
+  // 8-bit codes keep the wgmma kernel (the rule was fitted on int4 experts)
+  {
+    MoeCall c;
+    c.E = 8;
+    c.rows = 2;
+    c.x_type = 1;
+    c.ws_maps = true;
+    WoWeight w8 = w4(4096, 14336);
+    w8.L.bits = 8;
+    EXPECT_EQ(plan_moe_weight_only(c, w8, caps, Tuning{}).id.family, Family::WoWgmma);
+  }
   // the knob replaces the choice
   EXPECT_EQ(family(256, 8, 4096, 7168, "moe_wgmma_min_rows=9"), Family::WoStream);
   EXPECT_EQ(family(256, 8, 7168, 2048, "moe_wgmma_min_rows=1"), Family::WoWgmma);

@@ -152,7 +152,7 @@ MoeWoPlan plan_moe_stream(const MoeCall& c, const WoWeight& w, const DeviceCaps&
 // 16-token tile (g). Both are bound by the weight stream, whose rate follows the fraction of the
 // GPU's block slots that the experts expected active fill; per filled slot the streaming kernel is
 // counted 1.25x faster (fitted below; the plain kernels on the same bytes differ by 1.15x).
-// Small experts (under 4 MiB) stay on the wgmma kernel: its persistent CTAs amortize the per-block
+// Only int4 experts (the fitted runs); small ones (under 4 MiB) stay on the wgmma kernel: its persistent CTAs amortize the per-block
 // start (the activation staging) that the streaming kernel pays per expert and block. Fitted on an
 // H200 (bf16, W4 g128, uniform routing; docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token
 // gate_up 50.8 us (g) against 58.0 (s: 3 splits, 73% of the slots), down 33.3 / 31.1; 8 and 64
@@ -163,7 +163,8 @@ constexpr double kMoeStreamSlotGain = 1.25;
 bool stream_beats_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
                         const MoeWoPlan& s, const MoeWoPlan& g) {
   const WoLayout& L = w.L;
-  if (L.N * L.Kp * L.bits / 8 < kMoeStreamMinExpertBytes) return false;
+  // fitted on int4 experts only: 8-bit and e4m3 codes keep the wgmma kernel until measured
+  if (L.code_kind() != kCodesU4 || L.N * L.Kp / 2 < kMoeStreamMinExpertBytes) return false;
   // the experts expected active, as for the splits: a decode row goes to its own expert (a token's
   // top-k are distinct); masked, every expert
   const double experts = double(std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows)));
