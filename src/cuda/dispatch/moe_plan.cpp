@@ -152,9 +152,9 @@ MoeWoPlan plan_moe_stream(const MoeCall& c, const WoWeight& w, const DeviceCaps&
 // 16-token tile (g). Both are bound by the weight stream, whose rate follows the fraction of the
 // GPU's block slots that the experts expected active fill; per filled slot the streaming kernel is
 // counted 1.25x faster (fitted below; the plain kernels on the same bytes differ by 1.15x).
-// Only int4 experts (the fitted runs); small ones (under 4 MiB) stay on the wgmma kernel: its persistent CTAs amortize the per-block
-// start (the activation staging) that the streaming kernel pays per expert and block. Fitted on an
-// H200 (bf16, W4 g128, uniform routing; docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token
+// Only int4 experts (the fitted runs); small ones (under 4 MiB) stay on the wgmma kernel: its
+// persistent CTAs amortize the per-block start (the activation staging) that the streaming kernel
+// pays per expert and block. Fitted on an H200 (bf16, W4 g128, uniform routing; docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token
 // gate_up 50.8 us (g) against 58.0 (s: 3 splits, 73% of the slots), down 33.3 / 31.1; 8 and 64
 // tokens s 5% and 12% faster; Mixtral-8x7B one token s 8% and 40% faster, 8 tokens down 90.7 (g) /
 // 106.9; Qwen3-30B-A3B (1.5 and 0.8 MB experts) within +-10% either way.
