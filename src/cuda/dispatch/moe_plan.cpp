@@ -12,6 +12,16 @@ namespace mixq::cuda {
 namespace {
 int64_t ceil_div64(int64_t a, int64_t b) { return (a + b - 1) / b; }
 constexpr int kWarps = 4;  // launch/wo_kernels.hpp: kStreamWarps
+
+// Tiles a grouped call is expected to have active at decode: a row goes to its own expert (a
+// token's top-k are distinct), min(E, rows); masked, every expert's.
+int64_t expected_active_tiles(const MoeCall& c) {
+  return std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows));
+}
+// Blocks an SM of the grouped streaming kernel's token tile mt (the knob, else its residency).
+int stream_blocks_per_sm(const Tuning& t, int mt, int bits) {
+  return t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm : wo_stream_resident_blocks(mt, bits);
+}
 }  // namespace
 
 int64_t moe_max_tiles(const MoeCall& c, int mt) {
@@ -104,18 +114,16 @@ MoeWoPlan plan_moe_stream(const MoeCall& c, const WoWeight& w, const DeviceCaps&
   const int rt = wo_row_tiles(mt, L.bits, x_f32);
   p.n_blocks = int(ceil_div64(n_tiles, int64_t(kWarps) * rt));
   p.max_tiles = moe_max_tiles(c, mt);
-  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
-                                                          : wo_stream_resident_blocks(mt, L.bits);
-  // K split over a cluster of blocks where the tiles expected active leave block slots empty: at
-  // decode a row goes to its own expert, min(E, rows) tiles (masked: every expert's). One token of
-  // DeepSeek-V3 on the 16-token tile without splits (8 experts x 32 blocks along N = 4096: 256 of
-  // its 396 slots) took 85.7 us for gate_up where the plain kernel streams the same bytes in 40.3
-  // (H200). The splits reduce through distributed shared
-  // memory (the plain kernel's cluster reduction: no workspace, no second pass). At most 16 (the
-  // cluster limit), each at least min_chunks long.
+  const int blocks_per_sm = stream_blocks_per_sm(t, mt, L.bits);
+  // K split over a cluster of blocks where the tiles expected active leave block slots empty. One
+  // token of DeepSeek-V3 on the 16-token tile without splits (8 experts x 32 blocks along N = 4096:
+  // 256 of its 396 slots) took 85.7 us for gate_up where the plain kernel streams the same bytes in
+  // 40.3 (H200). The splits reduce through distributed shared memory (the plain kernel's cluster
+  // reduction: no workspace, no second pass). At most 16 (the cluster limit), each at least
+  // min_chunks long.
   const int chunks = int(L.Kp / kChunkK);
   const int min_chunks = t.wo_stream_min_chunks > 0 ? t.wo_stream_min_chunks : 4;
-  const int64_t active = std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows));
+  const int64_t active = expected_active_tiles(c);
   const int64_t slots = int64_t(caps.sm_count) * blocks_per_sm;
   int splits = int(std::max<int64_t>(1, slots / (int64_t(p.n_blocks) * active)));
   splits = std::min({splits, kStreamMaxClusterSplits, std::max(1, chunks / min_chunks)});
@@ -155,9 +163,9 @@ MoeWoPlan plan_moe_stream(const MoeCall& c, const WoWeight& w, const DeviceCaps&
 // counted 1.25x faster (fitted below; the plain kernels on the same bytes differ by 1.15x).
 // Only int4 experts (the fitted runs); small ones (under 4 MiB) stay on the wgmma kernel: its
 // persistent CTAs amortize the per-block start (the activation staging) that the streaming kernel
-// pays per expert and block. Fitted on an H200 (bf16, W4 g128, uniform routing; docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token
-// gate_up 50.8 us (g) against 58.0 (s: 3 splits, 73% of the slots), down 33.3 / 31.1; 8 and 64
-// tokens s 5% and 12% faster; Mixtral-8x7B one token s 8% and 40% faster, 8 tokens down 90.7 (g) /
+// pays per expert and block. Fitted on an H200 (bf16, W4 g128, uniform routing;
+// docs/decisions/moe-stacked-experts.md): DeepSeek-V3 one token gate_up 50.8 us (g) against 58.0
+// (s: 3 splits, 73% of the slots), down 33.3 / 31.1; 8 and 64 tokens s 5% and 12% faster; Mixtral-8x7B one token s 8% and 40% faster, 8 tokens down 90.7 (g) /
 // 106.9; Qwen3-30B-A3B (1.5 and 0.8 MB experts) within +-10% either way.
 constexpr int64_t kMoeStreamMinExpertBytes = int64_t(4) << 20;
 constexpr double kMoeStreamSlotGain = 1.25;
@@ -166,11 +174,8 @@ bool stream_beats_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& c
   const WoLayout& L = w.L;
   // fitted on int4 experts only: 8-bit and e4m3 codes keep the wgmma kernel until measured
   if (L.code_kind() != kCodesU4 || L.N * L.Kp / 2 < kMoeStreamMinExpertBytes) return false;
-  // the experts expected active, as for the splits: a decode row goes to its own expert (a token's
-  // top-k are distinct); masked, every expert
-  const double experts = double(std::max<int64_t>(1, c.masked ? c.E : std::min(c.E, c.rows)));
-  const int blocks_per_sm = t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm
-                                                          : wo_stream_resident_blocks(int(s.id.tile_m), L.bits);
+  const double experts = double(expected_active_tiles(c));  // one tile each at these shares
+  const int blocks_per_sm = stream_blocks_per_sm(t, int(s.id.tile_m), L.bits);
   const double fill_s = std::min(1.0, experts * s.n_blocks * s.splits / double(caps.sm_count * blocks_per_sm));
   const double fill_g = std::min(1.0, experts * g.n_blocks / double(caps.sm_count * g.id.ctas));
   return kMoeStreamSlotGain * fill_s >= fill_g;
