@@ -20,7 +20,7 @@ int64_t expected_active_tiles(const MoeCall& c) {
 }
 // Blocks an SM of the grouped streaming kernel's token tile mt (the knob, else its residency).
 int stream_blocks_per_sm(const Tuning& t, int mt, int bits) {
-  return t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm : wo_stream_resident_blocks(mt, bits);
+  return t.wo_stream_blocks_per_sm > 0 ? t.wo_stream_blocks_per_sm : moe_stream_resident_blocks(mt, bits);
 }
 }  // namespace
 

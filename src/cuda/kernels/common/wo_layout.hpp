@@ -80,6 +80,16 @@ MIXQ_HOST_DEVICE constexpr int wo_stream_resident_blocks(int mt, int bits) {
   return mt <= 16 ? wo_stream_min_blocks(mt, bits) : 2;
 }
 
+// The grouped (mixture-of-experts) form of the streaming kernel (kernels/moe/): the same, except 4
+// blocks an SM for 8-bit codes at the 8-token tile, where the tile list and expert tables left 5
+// (102 registers) spilling 24-48 bytes.
+MIXQ_HOST_DEVICE constexpr int moe_stream_min_blocks(int mt, int bits) {
+  return mt <= 8 && bits != 4 ? 4 : wo_stream_min_blocks(mt, bits);
+}
+MIXQ_HOST_DEVICE constexpr int moe_stream_resident_blocks(int mt, int bits) {
+  return mt <= 16 ? moe_stream_min_blocks(mt, bits) : 2;
+}
+
 struct WoLayout {
   int64_t N = 0, K = 0, Np = 0, Kp = 0;
   int bits = 4;          // 4 or 8

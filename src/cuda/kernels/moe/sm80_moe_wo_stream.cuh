@@ -15,7 +15,7 @@ namespace mixq::cuda {
 __device__ __forceinline__ int io_bytes(IoType t) { return t == IoType::F32 ? 4 : 2; }
 
 template <typename MmaT, int MT, int BITS, bool SPLIT_X, bool FINE, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32, wo_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
+__global__ void __launch_bounds__(WARPS * 32, moe_stream_min_blocks(MT, BITS == 4 ? 4 : 8))
     moe_wo_stream_kernel(const WoStreamParams base, const MoeWoExperts g) {
   // a dependent launch of the schedule kernel (the plan's pdl): its list is read after it ends
   grid_dependency_wait();
