@@ -38,6 +38,8 @@ const char kHelp[] =
     "expert; CUDA: cuBLAS BF16/F16 GEMMs per active expert, same process). Each row also gives the\n"
     "bytes of expert weights the batch touches (the active experts' gate+up and down), their rate\n"
     "(GB/s over the whole MLP; CUDA: % of the measured streaming-read ceiling) and TFLOP/s; the\n"
+    "CUDA driver also replays each call in a CUDA graph (mlp_graph; JSON *_graph_us), as a\n"
+    "serving engine's decode step runs it, an L2 flush before each call subtracted; the\n"
     "output is checked against a float64 reference on up to 2 sampled tokens (FAIL: exit 1).\n\n"
     "options:\n"
     "  --models M,...       deepseek-v3 (E 256, top-8, hidden 7168, intermediate 2048),\n"
@@ -198,6 +200,9 @@ void write_json(const std::string& path, const std::string& command, const MoeBe
     f << ", \"active_experts\": " << r.active << ", \"max_expert_rows\": " << r.max_rows
       << ", \"gate_up_us\": " << num(r.t.gate_up_us) << ", \"down_us\": " << num(r.t.down_us)
       << ", \"moe_mlp_us\": " << num(r.t.mlp_us) << ", \"baseline_us\": " << num(r.t.baseline_us)
+      << ", \"gate_up_graph_us\": " << num(r.t.gate_up_graph_us)
+      << ", \"down_graph_us\": " << num(r.t.down_graph_us)
+      << ", \"moe_mlp_graph_us\": " << num(r.t.mlp_graph_us)
       << ", \"speedup\": " << num(r.speedup) << ", \"weight_bytes_touched\": " << r.bytes
       << ", \"gb_per_s\": " << num(r.gb_s) << ", \"ceiling_pct\": " << num(r.ceiling_pct)
       << ", \"tflop_per_s\": " << num(r.tflop_s) << ", \"kernel_gate_up\": "
@@ -213,9 +218,9 @@ void print_header(const MoeBenchDriver& d) {
   std::printf("mixq bench --op moe: backend %s, %s\nbaseline: %s\n", d.backend().c_str(),
               d.device().c_str(), d.baseline_name().c_str());
   if (d.read_ceiling_gb_s() > 0) std::printf("read ceiling: %.0f GB/s\n", d.read_ceiling_gb_s());
-  std::printf("%-14s %5s %-7s %-12s %5s %6s %10s %10s %10s %10s %7s %9s %8s %6s %8s %9s %s\n",
+  std::printf("%-14s %5s %-7s %-12s %5s %6s %10s %10s %10s %10s %10s %7s %9s %8s %6s %8s %9s %s\n",
               "model", "T", "routing", "scheme", "act", "rows", "gate_up_us", "down_us",
-              "mlp_us", "base_us", "speedup", "MB_touch", "GB/s", "%ceil", "TFLOP/s",
+              "mlp_us", "mlp_graph", "base_us", "speedup", "MB_touch", "GB/s", "%ceil", "TFLOP/s",
               "rel_err", "ok");
 }
 
@@ -225,12 +230,12 @@ void print_row(const Row& r) {
                 static_cast<long long>(r.T), r.routing.c_str(), r.scheme.c_str(), r.note.c_str());
     return;
   }
-  std::printf("%-14s %5lld %-7s %-12s %5lld %6lld %10.1f %10.1f %10.1f %10.1f %7.2f %9.1f %8.1f "
-              "%6.1f %8.2f %9.2e %s\n",
+  std::printf("%-14s %5lld %-7s %-12s %5lld %6lld %10.1f %10.1f %10.1f %10.1f %10.1f %7.2f %9.1f "
+              "%8.1f %6.1f %8.2f %9.2e %s\n",
               r.model.name.c_str(), static_cast<long long>(r.T), r.routing.c_str(),
               r.scheme.c_str(), static_cast<long long>(r.active),
               static_cast<long long>(r.max_rows), r.t.gate_up_us, r.t.down_us, r.t.mlp_us,
-              r.t.baseline_us, r.speedup, r.bytes / 1e6, r.gb_s, r.ceiling_pct, r.tflop_s,
+              r.t.mlp_graph_us, r.t.baseline_us, r.speedup, r.bytes / 1e6, r.gb_s, r.ceiling_pct, r.tflop_s,
               r.rel_err, r.ok() ? "ok" : "FAIL");
   std::fflush(stdout);
 }

@@ -32,6 +32,9 @@ struct MoeProblem {
 
 struct MoeTimes {
   double gate_up_us = 0, down_us = 0, mlp_us = 0, baseline_us = 0;
+  // CUDA: the same calls replayed in a CUDA graph (no launch gaps, as a serving engine's decode
+  // step runs them), each after an L2 flush whose own time is subtracted; 0 where not measured
+  double gate_up_graph_us = 0, down_graph_us = 0, mlp_graph_us = 0;
   std::string kernel_gate_up, kernel_down;
   double setup_s = 0;
 };
