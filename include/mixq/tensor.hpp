@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixq/dtype.hpp"
@@ -53,6 +54,12 @@ struct TensorView {
 void check_view(const TensorView& v, const char* arg, int rank, Device device);
 // Same, and the innermost dimension must be unit-stride (rows contiguous).
 void check_rows_contiguous(const TensorView& v, const char* arg);
+// The bytes [lo, hi) that a view's elements span (empty: lo == hi).
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v);
+// Throws InvalidArgument naming both arguments when the bytes of `out` and `in` overlap: an
+// output written while other threads of the call may still read the input.
+void check_apart(const char* fn, const TensorView& out, const char* out_arg, const TensorView& in,
+                 const char* in_arg);
 
 // Owning, 64-byte aligned host memory.
 class HostBuffer {

@@ -107,6 +107,8 @@ void moe_gather(const TensorView& x, const TensorView& sorted_pairs, int64_t k,
   MIXQ_CHECK_ARG(R == T * k && xs.shape[1] == x.shape[1], fn, ": xs is ", xs.describe(),
                  ", expected [T * topk = ", T * k, ", ", x.shape[1], "]");
   check_i32_vector(sorted_pairs, fn, "sorted_pairs", R);
+  check_apart(fn, xs, "xs", x, "x");
+  check_apart(fn, xs, "xs", sorted_pairs, "sorted_pairs");
   if (dev == Device::CUDA) return moe_gather_cuda(x, sorted_pairs, k, xs, ctx);
   const int32_t* sp = sorted_pairs.ptr<const int32_t>();
   const int64_t K = x.shape[1], eb = dtype_bytes(x.dtype, 1);
@@ -139,6 +141,9 @@ void moe_scatter_add(const TensorView& ys, const TensorView& pair_position,
   MIXQ_CHECK_ARG(y.shape[0] == T && y.shape[1] == N, fn, ": y is ", y.describe(), ", expected [",
                  T, ", ", N, "]");
   check_i32_vector(pair_position, fn, "pair_position", R);
+  check_apart(fn, y, "y", ys, "ys");
+  check_apart(fn, y, "y", pair_position, "pair_position");
+  check_apart(fn, y, "y", w, "topk_weights");
   if (dev == Device::CUDA) return moe_scatter_add_cuda(ys, pair_position, w, y, accumulate, ctx);
   const int32_t* pos = pair_position.ptr<const int32_t>();
   for (int64_t i = 0; i < R; ++i)

@@ -243,14 +243,6 @@ void check_cuda_alignment(const QuantizedActivations& xq, const ExecContext& ctx
                  ") must be 16-byte aligned on CUDA");
 }
 
-// The bytes [lo, hi) of a rank-2 view (empty: lo == hi).
-std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v) {
-  const uintptr_t lo = reinterpret_cast<uintptr_t>(v.data);
-  if (v.empty() || v.rank != 2 || v.shape[0] == 0 || v.shape[1] == 0) return {lo, lo};
-  const int64_t elems = (v.shape[0] - 1) * v.stride[0] + v.shape[1];
-  return {lo, lo + static_cast<uintptr_t>(dtype_bytes(v.dtype, elems))};
-}
-
 // The call writes its scratch into the caller's workspace (up to `used` bytes of it): it must
 // not share those bytes with the activations or the output.
 void check_workspace_apart(const ExecContext& ctx, size_t used, const QuantizedActivations& xq,

@@ -85,6 +85,26 @@ void check_rows_contiguous(const TensorView& v, const char* arg) {
                    " is smaller than the row length ", v.shape[1]);
 }
 
+std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v) {
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(v.data);
+  if (v.empty()) return {lo, lo};
+  int64_t last = 0;  // the offset of the last element, in elements
+  for (int i = 0; i < v.rank; ++i) {
+    if (v.shape[i] == 0) return {lo, lo};
+    last += (v.shape[i] - 1) * v.stride[i];
+  }
+  return {lo, lo + static_cast<uintptr_t>(dtype_bytes(v.dtype, last + 1))};
+}
+
+void check_apart(const char* fn, const TensorView& out, const char* out_arg, const TensorView& in,
+                 const char* in_arg) {
+  const auto [olo, ohi] = byte_span(out);
+  const auto [ilo, ihi] = byte_span(in);
+  MIXQ_CHECK_ARG(olo == ohi || ilo == ihi || ohi <= ilo || olo >= ihi, fn, ": ", out_arg, " (",
+                 out.describe(), " at ", out.data, ") overlaps ", in_arg, " (", in.describe(),
+                 " at ", in.data, "); the output must not share memory with an input");
+}
+
 // Moves need no CUDA: shared by the CUDA build (src/cuda/runtime.cpp) and the stub.
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
     : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {

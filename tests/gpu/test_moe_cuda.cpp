@@ -560,6 +560,101 @@ TEST(CudaMoe, RoutingAtScaleMatchesHost) {
   }
 }
 
+// The gather and the weighted scatter-add over rows longer than one block's columns, on their
+// 16-byte and element-wise paths (widths that are and are not multiples of 8 / 4 elements), with
+// bf16 and f32 data, accumulating into y; then moe_mlp in bf16 with odd hidden and intermediate
+// sizes (the activation kernel's element path, several column blocks) against the CPU backend.
+TEST(CudaMoe, RoutingKernelsOverColumnBlocksMatchHost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t T = 5, k = 3, E = 7, R = T * k;
+  std::vector<int32_t> ids(static_cast<size_t>(R));
+  for (int64_t i = 0; i < R; ++i) ids[size_t(i)] = int32_t((i * 5 + i / k) % E);
+  std::vector<int32_t> off(static_cast<size_t>(E + 1)), sorted(static_cast<size_t>(R)), pos(static_cast<size_t>(R));
+  moe_route(TensorView(ids.data(), DType::I32, {T, k}), E, TensorView(off.data(), DType::I32, {E + 1}),
+            TensorView(sorted.data(), DType::I32, {R}), TensorView(pos.data(), DType::I32, {R}));
+  const DeviceBuffer dsorted = upload(sorted), dpos = upload(pos);
+  const std::vector<float> w = randn(static_cast<size_t>(R), 9);
+  const DeviceBuffer dw = upload(w);
+  for (const int64_t H : {int64_t(4100), int64_t(4101), int64_t(9000)}) {
+    for (const DType dt : {DType::BF16, DType::F32}) {
+      SCOPED_TRACE(testing::Message() << "H " << H << " " << dtype_name(dt));
+      const size_t eb = size_t(dtype_bytes(dt, 1));
+      std::vector<float> x = randn(size_t(T * H), 10);
+      if (dt == DType::BF16) x = from_bf16(to_bf16(x));
+      const auto bytes = [&](const std::vector<float>& v) {
+        if (dt == DType::F32) return upload(v);
+        return upload(to_bf16(v));
+      };
+      const auto values = [&](const DeviceBuffer& b, size_t n) {
+        return dt == DType::F32 ? download<float>(b, n) : from_bf16(download<uint16_t>(b, n));
+      };
+      DeviceBuffer dx = bytes(x), dxs(size_t(R * H) * eb);
+      moe_gather(TensorView(dx.data(), dt, {T, H}, Device::CUDA),
+                 TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA), k,
+                 TensorView(dxs.data(), dt, {R, H}, Device::CUDA));
+      const std::vector<float> xs = values(dxs, size_t(R * H));
+      for (int64_t p = 0; p < R; ++p)
+        for (int64_t h = 0; h < H; ++h)
+          ASSERT_EQ(xs[size_t(p * H + h)], x[size_t((sorted[size_t(p)] / k) * H + h)]) << p << " " << h;
+
+      // scatter-add of f32 ys (the MLP's) and of ys in dt, into y of dt, accumulating
+      for (const DType yst : {DType::F32, dt}) {
+        std::vector<float> ys = randn(size_t(R * H), 11), y0 = randn(size_t(T * H), 12);
+        if (yst == DType::BF16) ys = from_bf16(to_bf16(ys));
+        if (dt == DType::BF16) y0 = from_bf16(to_bf16(y0));
+        DeviceBuffer dys = yst == DType::F32 ? upload(ys) : upload(to_bf16(ys)), dy = bytes(y0);
+        moe_scatter_add(TensorView(dys.data(), yst, {R, H}, Device::CUDA),
+                        TensorView(dpos.data(), DType::I32, {R}, Device::CUDA),
+                        TensorView(dw.data(), DType::F32, {T, k}, Device::CUDA),
+                        TensorView(dy.data(), dt, {T, H}, Device::CUDA), true);
+        const std::vector<float> y = values(dy, size_t(T * H));
+        const double ulp = dt == DType::BF16 ? 1.0 / 128 : 1e-6;  // y's rounding
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t h = 0; h < H; ++h) {
+            double ref = y0[size_t(t * H + h)];
+            for (int64_t j = 0; j < k; ++j)
+              ref += double(w[size_t(t * k + j)]) * ys[size_t(pos[size_t(t * k + j)] * H + h)];
+            ASSERT_NEAR(y[size_t(t * H + h)], ref, ulp * (1 + std::fabs(ref))) << t << " " << h;
+          }
+      }
+    }
+  }
+
+  // the whole MLP in bf16: hidden 1000 (16-byte rows), intermediate 1004 (not a multiple of 8)
+  const int64_t H = 1000, I = 1004;
+  std::vector<QuantizedWeight> gu;
+  const auto gate = make_experts("w4g32", E, I, H, 40), up = make_experts("w4g32", E, I, H, 41);
+  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
+  const auto down = make_experts("w4g32", E, H, I, 42);
+  const PreparedExperts ggu = prepare_experts(gu, on(BackendKind::CUDA)),
+                        gdown = prepare_experts(down, on(BackendKind::CUDA)),
+                        cgu = prepare_experts(gu, on(BackendKind::CPU)),
+                        cdown = prepare_experts(down, on(BackendKind::CPU));
+  const std::vector<float> x = from_bf16(to_bf16(randn(size_t(T * H), 13)));
+  std::vector<float> yc(size_t(T * H));
+  moe_mlp(TensorView(const_cast<float*>(x.data()), DType::F32, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),
+          TensorView(const_cast<float*>(w.data()), DType::F32, {T, k}), cgu, cdown,
+          TensorView(yc.data(), DType::F32, {T, H}));
+  DeviceBuffer dx = upload(to_bf16(x)), dids = upload(ids), dy(size_t(T * H) * 2),
+               mws(moe_mlp_workspace_size(ggu, gdown, T, k, DType::BF16));
+  ExecContext mctx;
+  mctx.workspace = mws.data();
+  mctx.workspace_bytes = mws.size();
+  moe_mlp(TensorView(dx.data(), DType::BF16, {T, H}, Device::CUDA),
+          TensorView(dids.data(), DType::I32, {T, k}, Device::CUDA),
+          TensorView(dw.data(), DType::F32, {T, k}, Device::CUDA), ggu, gdown,
+          TensorView(dy.data(), DType::BF16, {T, H}, Device::CUDA), MoeActivation::Silu, {}, mctx);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto y = from_bf16(download<uint16_t>(dy, size_t(T * H)));
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    num += (double(y[i]) - yc[i]) * (double(y[i]) - yc[i]);
+    den += double(yc[i]) * yc[i];
+  }
+  // the CUDA path rounds the gate_up output and the activation to bf16, the CPU one keeps f32
+  EXPECT_LT(std::sqrt(num / den), 2e-2);
+}
+
 // Offsets that do not end at the row count: error bit, y untouched.
 TEST(CudaMoe, BadOffsetsAreRefusedInKernel) {
   SKIP_WITHOUT_GPU();

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -298,6 +299,43 @@ TEST(MoeRouting, ExpertIdOutOfRangeIsAnError) {
   EXPECT_THROW(moe_route(TensorView(ids.data(), DType::I32, {2, 2}), 4,
                          TensorView(off.data(), DType::I32, {5}), TensorView(sorted.data(), DType::I32, {4}),
                          TensorView(pos.data(), DType::I32, {4})), Error);
+}
+
+// An output sharing memory with an input: refused before anything is written (on CUDA other
+// blocks would read rows this one has overwritten).
+TEST(MoeRouting, OutputOverlappingAnInputIsAnError) {
+  const int64_t T = 4, k = 2, H = 8, R = T * k;
+  std::vector<int32_t> sorted(static_cast<size_t>(R)), pos(static_cast<size_t>(R));
+  std::iota(sorted.begin(), sorted.end(), 0);
+  std::iota(pos.begin(), pos.end(), 0);
+  std::vector<float> buf(size_t(R * H + T * H)), w(size_t(R), 0.5f);
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // xs overlapping x's last row
+  const std::string g = message([&] {
+    moe_gather(TensorView(buf.data(), DType::F32, {T, H}), TensorView(sorted.data(), DType::I32, {R}), k,
+               TensorView(buf.data() + (T - 1) * H, DType::F32, {R, H}));
+  });
+  EXPECT_NE(g.find("moe_gather: xs"), std::string::npos) << g;
+  EXPECT_NE(g.find("overlaps x"), std::string::npos) << g;
+  // y inside ys
+  const std::string s = message([&] {
+    moe_scatter_add(TensorView(buf.data(), DType::F32, {R, H}), TensorView(pos.data(), DType::I32, {R}),
+                    TensorView(w.data(), DType::F32, {T, k}), TensorView(buf.data() + H, DType::F32, {T, H}));
+  });
+  EXPECT_NE(s.find("moe_scatter_add: y"), std::string::npos) << s;
+  EXPECT_NE(s.find("overlaps ys"), std::string::npos) << s;
+  // apart: both run
+  EXPECT_EQ(message([&] {
+    moe_scatter_add(TensorView(buf.data(), DType::F32, {R, H}), TensorView(pos.data(), DType::I32, {R}),
+                    TensorView(w.data(), DType::F32, {T, k}), TensorView(buf.data() + R * H, DType::F32, {T, H}));
+  }), "no error");
 }
 
 // ------------------------------------------------------------------------------ moe_mlp

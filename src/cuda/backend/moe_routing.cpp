@@ -9,6 +9,9 @@ namespace mixq {
 namespace {
 int type_code(DType t) { return t == DType::F16 ? 0 : t == DType::BF16 ? 1 : 2; }
 cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+// Programmatic dependent launches where the loaded kernels are sm_90 code (they wait for the
+// previous grid before touching memory): each hides its launch behind the kernel before it.
+bool pdl_on(int device) { return cuda::DeviceContext::get(device).caps().stream_clusters; }
 }  // namespace
 
 size_t moe_route_workspace_size_cuda(int64_t num_experts) {
@@ -26,7 +29,8 @@ void moe_route_cuda(const TensorView& ids, int64_t E, const TensorView& offsets,
   cuda::launch_moe_route(ids.ptr<const int32_t>(), int(ids.shape[0] * ids.shape[1]), int(E),
                          offsets.ptr<int32_t>(), sorted.ptr<int32_t>(), position.ptr<int32_t>(),
                          static_cast<int32_t*>(ctx.workspace),
-                         error.empty() ? nullptr : error.ptr<int32_t>(), stream_of(ctx));
+                         error.empty() ? nullptr : error.ptr<int32_t>(), stream_of(ctx),
+                         pdl_on(ids.device_index));
 }
 
 void moe_gather_cuda(const TensorView& x, const TensorView& sorted, int64_t k, const TensorView& xs,
@@ -34,7 +38,8 @@ void moe_gather_cuda(const TensorView& x, const TensorView& sorted, int64_t k, c
   cuda::DeviceGuard guard(x.device_index);
   const int64_t eb = dtype_bytes(x.dtype, 1);
   cuda::launch_moe_gather(x.data, x.ld() * eb, sorted.ptr<const int32_t>(), int(xs.shape[0]),
-                          int(k), x.shape[1] * eb, xs.data, xs.ld() * eb, stream_of(ctx));
+                          int(k), x.shape[1] * eb, xs.data, xs.ld() * eb, stream_of(ctx),
+                          pdl_on(x.device_index));
 }
 
 void moe_scatter_add_cuda(const TensorView& ys, const TensorView& position, const TensorView& w,
@@ -43,7 +48,7 @@ void moe_scatter_add_cuda(const TensorView& ys, const TensorView& position, cons
   cuda::launch_moe_scatter_add(ys.data, ys.ld(), type_code(ys.dtype), position.ptr<const int32_t>(),
                                w.ptr<const float>(), int(w.shape[0]), int(w.shape[1]),
                                int(ys.shape[1]), y.data, y.ld(), type_code(y.dtype), accumulate,
-                               stream_of(ctx));
+                               stream_of(ctx), pdl_on(y.device_index));
 }
 
 void moe_activation_mul_cuda(const TensorView& h, const TensorView& out, MoeActivation act,
@@ -51,7 +56,8 @@ void moe_activation_mul_cuda(const TensorView& h, const TensorView& out, MoeActi
   cuda::DeviceGuard guard(h.device_index);
   cuda::launch_moe_activation_mul(h.data, h.ld(), out.data, out.ld(), type_code(h.dtype),
                                   int(out.shape[0]), int(out.shape[1]),
-                                  act == MoeActivation::Silu ? 0 : 1, stream_of(ctx));
+                                  act == MoeActivation::Silu ? 0 : 1, stream_of(ctx),
+                                  pdl_on(h.device_index));
 }
 
 }  // namespace mixq

@@ -3,62 +3,82 @@
 #include "cuda/kernels/moe/moe_schedule.cuh"
 #include "cuda/launch/moe_kernels.hpp"
 #include "cuda/runtime/check.hpp"
+#include "cuda/runtime/launch_config.hpp"
 
 #include <cstdint>
 #include <type_traits>
 
 namespace mixq::cuda {
 
-void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream) {
-  moe_tile_schedule_kernel<<<1, kMoeScheduleThreads, 0, stream>>>(p);
-  MIXQ_CUDA_CHECK_LAUNCH("moe_tile_schedule_kernel");
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// a grid's y extent, capped at the hardware limit (65535; the launchers check what it covers)
+unsigned grid_y(int64_t n) { return unsigned(n < 65535 ? n : 65535); }
+}  // namespace
+
+void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream, bool pdl) {
+  const WoLaunchConfig launch(dim3(1), kMoeScheduleThreads, 0, stream, pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_tile_schedule_kernel, p));
 }
 
 size_t moe_route_scratch_bytes(int64_t E) { return size_t(moe_route_hist_ints(E)) * 4; }
 
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
-                      int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream) {
+                      int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream,
+                      bool pdl) {
   const size_t hist_bytes = size_t(moe_route_hist_ints(E)) * 4;
   const bool shared = hist_bytes <= size_t(kMoeRouteSharedHistBytes);
-  moe_route_kernel<<<1, kMoeRouteThreads, shared ? hist_bytes : 0, stream>>>(ids, R, E, offsets, sorted, position,
-                                                                              scratch, shared, error);
-  MIXQ_CUDA_CHECK_LAUNCH("moe_route_kernel");
+  const WoLaunchConfig launch(dim3(1), kMoeRouteThreads, shared ? hist_bytes : 0, stream, pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_route_kernel, ids, R, E, offsets, sorted,
+                                     position, scratch, shared, error));
 }
 
 void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, int R, int k,
-                       int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream) {
-  if (R == 0) return;
-  moe_gather_kernel<<<unsigned(R), 128, 0, stream>>>(static_cast<const char*>(x), ldx_bytes, sorted,
-                                                     R, k, row_bytes, static_cast<char*>(xs),
-                                                     ldxs_bytes);
-  MIXQ_CUDA_CHECK_LAUNCH("moe_gather_kernel");
+                       int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream, bool pdl) {
+  if (R == 0 || row_bytes == 0) return;
+  const dim3 grid(unsigned(R), grid_y((row_bytes + kMoeGatherChunk - 1) / kMoeGatherChunk));
+  MIXQ_CHECK(grid.y * kMoeGatherChunk >= row_bytes, ErrorCode::Unsupported, "moe_gather: rows of ",
+             row_bytes, " bytes are longer than the kernel's ", grid.y * kMoeGatherChunk);
+  const WoLaunchConfig launch(grid, kMoeGatherThreads, 0, stream, pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_gather_kernel, static_cast<const char*>(x),
+                                     ldx_bytes, sorted, R, k, row_bytes, static_cast<char*>(xs),
+                                     ldxs_bytes));
 }
-
-namespace {
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-}  // namespace
 
 void launch_moe_scatter_add(const void* ys, int64_t ldys, int ys_type, const int32_t* position,
                             const float* w, int T, int k, int N, void* y, int64_t ldy, int y_type,
-                            bool accumulate, cudaStream_t stream) {
-  if (T == 0) return;
+                            bool accumulate, cudaStream_t stream, bool pdl) {
+  if (T == 0 || N == 0) return;
+  auto go = [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const int64_t cols = int64_t(kMoeScatterThreads) * V;
+    const dim3 grid(unsigned(T), grid_y((N + cols - 1) / cols));
+    MIXQ_CHECK(grid.y * cols >= N, ErrorCode::Unsupported, "moe_scatter_add: N (", N,
+               ") exceeds the kernel's ", grid.y * cols, " columns");
+    const WoLaunchConfig launch(grid, kMoeScatterThreads, 0, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_scatter_add_kernel<V>, ys, ldys, ys_type,
+                                       position, w, T, k, N, y, ldy, y_type, accumulate));
+  };
   if (ys_type == 2 && aligned16(ys) && ldys % 4 == 0 && N % 4 == 0)
-    moe_scatter_add_kernel<4><<<unsigned(T), 256, 0, stream>>>(ys, ldys, ys_type, position, w, T, k, N, y, ldy,
-                                                              y_type, accumulate);
+    go(std::integral_constant<int, 4>{});
   else
-    moe_scatter_add_kernel<1><<<unsigned(T), 256, 0, stream>>>(ys, ldys, ys_type, position, w, T, k, N, y, ldy,
-                                                              y_type, accumulate);
-  MIXQ_CUDA_CHECK_LAUNCH("moe_scatter_add_kernel");
+    go(std::integral_constant<int, 1>{});
 }
 
 void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ldo, int type, int R,
-                               int I, int act, cudaStream_t stream) {
-  if (R == 0) return;
+                               int I, int act, cudaStream_t stream, bool pdl) {
+  if (R == 0 || I == 0) return;
   auto go = [&](auto tag, auto v) {
     using T = decltype(tag);
     constexpr int V = decltype(v)::value;
-    moe_activation_mul_kernel<T, V><<<unsigned(R), 256, 0, stream>>>(static_cast<const T*>(h), ldh,
-                                                                     static_cast<T*>(out), ldo, R, I, act);
+    const int64_t cols = int64_t(kMoeActThreads) * V;
+    const dim3 grid(unsigned(R), grid_y((I + cols - 1) / cols));
+    MIXQ_CHECK(grid.y * cols >= I, ErrorCode::Unsupported, "moe activation: I (", I,
+               ") exceeds the kernel's ", grid.y * cols, " columns");
+    const WoLaunchConfig launch(grid, kMoeActThreads, 0, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_activation_mul_kernel<T, V>,
+                                       static_cast<const T*>(h), ldh, static_cast<T*>(out), ldo, R,
+                                       I, act));
   };
   // 16-byte packs where the rows allow (both halves of h and the rows of out aligned)
   const int v = type == 2 ? 4 : 8;
@@ -67,7 +87,6 @@ void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ld
   if (type == 0) vec ? go(half{}, std::integral_constant<int, 8>{}) : go(half{}, One{});
   else if (type == 1) vec ? go(__nv_bfloat16{}, std::integral_constant<int, 8>{}) : go(__nv_bfloat16{}, One{});
   else vec ? go(float{}, std::integral_constant<int, 4>{}) : go(float{}, One{});
-  MIXQ_CUDA_CHECK_LAUNCH("moe_activation_mul_kernel");
 }
 
 void launch_moe_wo_stream(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan,

@@ -2,6 +2,10 @@
 // gather of X's rows into it, the weighted scatter-add back to tokens, and act(gate) * up.
 // All bounds come from host-known sizes; ids are checked here (the host cannot read them without
 // a synchronisation): an id outside [0, E) sets the error bit and the routing lists no pair.
+// Each may be a programmatic dependent launch (grid_dependency.cuh; the launchers' pdl): it lets
+// the next launch of the stream start at once, and waits for the previous kernel before it reads
+// or writes anything. At decode these kernels are a few microseconds each, so the launch latency
+// they hide is a large part of their cost.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,6 +15,7 @@
 
 #include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/common/float_io.cuh"
+#include "cuda/kernels/common/grid_dependency.cuh"
 
 namespace mixq::cuda {
 
@@ -37,6 +42,8 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   extern __shared__ int32_t shared_hist[];
   __shared__ int bad;
   __shared__ int scan[kMoeRouteThreads];
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int tid = int(threadIdx.x), nt = int(blockDim.x), lane = tid & 31, warp = tid >> 5;
   const int stride = E + 1;
   int32_t* hist = hist_shared ? shared_hist : scratch;
@@ -104,85 +111,117 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   }
 }
 
-// xs[p] = x[sorted[p] / k]: one block row per sorted position, 16-byte copies where aligned.
-__global__ void moe_gather_kernel(const char* x, int64_t ldx_bytes, const int32_t* sorted, int R,
-                                  int k, int64_t row_bytes, char* xs, int64_t ldxs_bytes) {
+// xs[p] = x[sorted[p] / k]: block (p, c) copies bytes [c * kMoeGatherChunk, + kMoeGatherChunk) of
+// row p, each thread up to kMoeGatherUnroll 16-byte pieces loaded before any is stored (one memory
+// round trip per thread, not one per piece: at decode a row is a few KB and the copy is latency).
+constexpr int kMoeGatherThreads = 128;
+constexpr int kMoeGatherUnroll = 4;
+constexpr int64_t kMoeGatherChunk = int64_t(kMoeGatherThreads) * kMoeGatherUnroll * 16;
+__global__ void __launch_bounds__(kMoeGatherThreads)
+    moe_gather_kernel(const char* __restrict__ x, int64_t ldx_bytes, const int32_t* __restrict__ sorted,
+                      int R, int k, int64_t row_bytes, char* __restrict__ xs, int64_t ldxs_bytes) {
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int p = int(blockIdx.x);
   if (p >= R) return;
   const int i = sorted[p];
   if (i < 0 || i >= R) return;  // only a refused routing leaves such values; rows stay as they are
   const char* src = x + int64_t(i / k) * ldx_bytes;
   char* dst = xs + int64_t(p) * ldxs_bytes;
+  const int64_t b0 = int64_t(blockIdx.y) * kMoeGatherChunk;
+  const int64_t b1 = b0 + kMoeGatherChunk < row_bytes ? b0 + kMoeGatherChunk : row_bytes;
   const bool vec = (reinterpret_cast<uintptr_t>(src) % 16) == 0 &&
                    (reinterpret_cast<uintptr_t>(dst) % 16) == 0 && row_bytes % 16 == 0;
   if (vec) {
-    for (int64_t b = int64_t(threadIdx.x) * 16; b < row_bytes; b += int64_t(blockDim.x) * 16)
-      *reinterpret_cast<uint4*>(dst + b) = *reinterpret_cast<const uint4*>(src + b);
+    uint4 v[kMoeGatherUnroll];
+#pragma unroll
+    for (int u = 0; u < kMoeGatherUnroll; ++u) {
+      const int64_t b = b0 + (int64_t(u) * kMoeGatherThreads + threadIdx.x) * 16;
+      if (b < b1) v[u] = *reinterpret_cast<const uint4*>(src + b);
+    }
+#pragma unroll
+    for (int u = 0; u < kMoeGatherUnroll; ++u) {
+      const int64_t b = b0 + (int64_t(u) * kMoeGatherThreads + threadIdx.x) * 16;
+      if (b < b1) *reinterpret_cast<uint4*>(dst + b) = v[u];
+    }
   } else {
-    for (int64_t b = threadIdx.x; b < row_bytes; b += blockDim.x) dst[b] = src[b];
+    for (int64_t b = b0 + threadIdx.x; b < b1; b += kMoeGatherThreads) dst[b] = src[b];
   }
 }
 
-// y[t][n] = sum_j w[t][j] * ys[position[t * k + j]][n] (+ y[t][n]), in f32, j in order. V = 4:
-// f32 ys rows read as float4 (16-byte aligned rows and N % 4 == 0), four outputs a thread; the
-// sums are the same in either form.
+// y[t][n] = sum_j w[t][j] * ys[position[t * k + j]][n] (+ y[t][n]), in f32, j in order. Block
+// (t, c) sums columns [c * V * kMoeScatterThreads, + V * kMoeScatterThreads) of token t, V per
+// thread: V = 4 reads f32 ys rows as float4 (16-byte aligned rows and N % 4 == 0); the sums are the
+// same in either form. The k rows' loads are independent (restrict: no store may feed them), so
+// they are in flight together (one block per token, looping over N, took 29 us at one token of
+// DeepSeek-V3: N = 7168, k = 8, one dependent round trip after another).
+constexpr int kMoeScatterThreads = 128;
 template <int V>
-__global__ void moe_scatter_add_kernel(const void* ys, int64_t ldys, int ys_type,
-                                       const int32_t* position, const float* w, int T, int k,
-                                       int N, void* y, int64_t ldy, int y_type, bool accumulate) {
+__global__ void __launch_bounds__(kMoeScatterThreads)
+    moe_scatter_add_kernel(const void* __restrict__ ys, int64_t ldys, int ys_type,
+                           const int32_t* __restrict__ position, const float* __restrict__ w, int T,
+                           int k, int N, void* __restrict__ y, int64_t ldy, int y_type, bool accumulate) {
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int t = int(blockIdx.x);
-  if (t >= T) return;
+  const int n = (int(blockIdx.y) * kMoeScatterThreads + int(threadIdx.x)) * V;
+  if (t >= T || n >= N) return;
   const int R = T * k;
-  for (int n = int(threadIdx.x) * V; n < N; n += int(blockDim.x) * V) {
-    float acc[V];
+  float acc[V];
 #pragma unroll
-    for (int v = 0; v < V; ++v) acc[v] = accumulate ? load_as_float(y, y_type, int64_t(t) * ldy + n + v) : 0.f;
-    for (int j = 0; j < k; ++j) {
-      const int p = position[t * k + j];
-      if (p < 0 || p >= R) continue;
-      const float wj = w[t * k + j];
-      if constexpr (V == 4) {
-        const float4 q = *reinterpret_cast<const float4*>(static_cast<const float*>(ys) + int64_t(p) * ldys + n);
-        acc[0] += wj * q.x;
-        acc[1] += wj * q.y;
-        acc[2] += wj * q.z;
-        acc[3] += wj * q.w;
-      } else {
-        acc[0] += wj * load_as_float(ys, ys_type, int64_t(p) * ldys + n);
-      }
+  for (int v = 0; v < V; ++v) acc[v] = accumulate ? load_as_float(y, y_type, int64_t(t) * ldy + n + v) : 0.f;
+#pragma unroll 8
+  for (int j = 0; j < k; ++j) {
+    const int p = position[t * k + j];
+    if (p < 0 || p >= R) continue;
+    const float wj = w[t * k + j];
+    if constexpr (V == 4) {
+      const float4 q = *reinterpret_cast<const float4*>(static_cast<const float*>(ys) + int64_t(p) * ldys + n);
+      acc[0] += wj * q.x;
+      acc[1] += wj * q.y;
+      acc[2] += wj * q.z;
+      acc[3] += wj * q.w;
+    } else {
+      acc[0] += wj * load_as_float(ys, ys_type, int64_t(p) * ldys + n);
     }
-#pragma unroll
-    for (int v = 0; v < V; ++v) store_float(y, y_type, int64_t(t) * ldy + n + v, acc[v]);
   }
+#pragma unroll
+  for (int v = 0; v < V; ++v) store_float(y, y_type, int64_t(t) * ldy + n + v, acc[v]);
 }
 
 // out[r][i] = act(h[r][i]) * h[r][I + i] (act 0: SiLU, 1: GELU tanh form), in f32. V > 1: 16-byte
 // loads and stores of V 16-bit elements (aligned rows, I % V == 0); T the element type.
+// Block (r, c): columns [c * V * kMoeActThreads, + V * kMoeActThreads) of row r, one pack a thread.
+constexpr int kMoeActThreads = 256;
 template <typename T, int V>
-__global__ void moe_activation_mul_kernel(const T* h, int64_t ldh, T* out, int64_t ldo, int R, int I, int act) {
+__global__ void __launch_bounds__(kMoeActThreads)
+    moe_activation_mul_kernel(const T* __restrict__ h, int64_t ldh, T* __restrict__ out, int64_t ldo,
+                              int R, int I, int act) {
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int r = int(blockIdx.x);
   if (r >= R) return;
   struct alignas(sizeof(T) * V) Pack {
     T v[V];
   };
-  for (int i = int(threadIdx.x) * V; i < I; i += int(blockDim.x) * V) {
-    const Pack g = *reinterpret_cast<const Pack*>(h + int64_t(r) * ldh + i);
-    const Pack u = *reinterpret_cast<const Pack*>(h + int64_t(r) * ldh + I + i);
-    Pack o;
+  const int i = (int(blockIdx.y) * kMoeActThreads + int(threadIdx.x)) * V;
+  if (i >= I) return;
+  const Pack g = *reinterpret_cast<const Pack*>(h + int64_t(r) * ldh + i);
+  const Pack u = *reinterpret_cast<const Pack*>(h + int64_t(r) * ldh + I + i);
+  Pack o;
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const float gv = float(g.v[v]), uv = float(u.v[v]);
-      float a;
-      if (act == 0) {
-        a = gv / (1.f + expf(-gv));
-      } else {
-        const float c = 0.7978845608028654f;
-        a = 0.5f * gv * (1.f + tanhf(c * (gv + 0.044715f * gv * gv * gv)));
-      }
-      o.v[v] = T(a * uv);
+  for (int v = 0; v < V; ++v) {
+    const float gv = float(g.v[v]), uv = float(u.v[v]);
+    float a;
+    if (act == 0) {
+      a = gv / (1.f + expf(-gv));
+    } else {
+      const float c = 0.7978845608028654f;
+      a = 0.5f * gv * (1.f + tanhf(c * (gv + 0.044715f * gv * gv * gv)));
     }
-    *reinterpret_cast<Pack*>(out + int64_t(r) * ldo + i) = o;
+    o.v[v] = T(a * uv);
   }
+  *reinterpret_cast<Pack*>(out + int64_t(r) * ldo + i) = o;
 }
 
 }  // namespace mixq::cuda
