@@ -196,8 +196,7 @@ class CudaExperts final : public PreparedExpertsImpl {
     s.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
     s.n_tiles = n_tiles;
     s.tiles = tiles;
-    // the GEMM below may be its dependent launch (p.pdl), and it the previous kernel's
-    cuda::launch_moe_schedule(s, stream, caps_.stream_clusters);
+    cuda::launch_moe_schedule(s, stream);  // the GEMM below may be its dependent launch (p.pdl)
 
     cuda::WoStreamParams k{};
     k.x = c.x.data;

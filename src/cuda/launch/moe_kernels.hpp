@@ -11,10 +11,7 @@
 
 namespace mixq::cuda {
 
-// pdl (every launcher below): a programmatic dependent launch (kernels/grid_dependency.cuh); only
-// where the loaded image is sm_90 code (DeviceCaps::stream_clusters), whose kernels wait for the
-// previous grid before they touch memory.
-void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream, bool pdl);
+void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream);
 // The grouped streaming kernel of plan: grid (n_blocks, 1, max_tiles); x_type picks the file.
 void launch_moe_wo_stream(const WoStreamParams& base, const MoeWoExperts& g, const MoeWoPlan& plan,
                           cudaStream_t stream);
@@ -26,6 +23,9 @@ void launch_moe_wo_stream_f32(const WoStreamParams& base, const MoeWoExperts& g,
 void launch_moe_wo_wgmma(const WoStreamParams& base, const MoeWsGroup& g, const MoeWoPlan& plan,
                          cudaStream_t stream);
 
+// pdl (the routing launchers below): a programmatic dependent launch (kernels/grid_dependency.cuh);
+// only where the loaded image is sm_90 code (DeviceCaps::stream_clusters), whose kernels wait for
+// the previous grid before they touch memory.
 // scratch: moe_route_scratch_bytes(E) of device memory (the per-warp counters of many experts).
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
                       int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream,

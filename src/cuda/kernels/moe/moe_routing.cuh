@@ -5,7 +5,7 @@
 // Each may be a programmatic dependent launch (grid_dependency.cuh; the launchers' pdl): it lets
 // the next launch of the stream start at once, and waits for the previous kernel before it reads
 // or writes anything. At decode these kernels are a few microseconds each, so the launch latency
-// they hide is a large part of their cost.
+// they hide is a large part of their cost. (The tile schedule, launch/moe_routing.cu, is not.)
 #pragma once
 
 #include <cuda_bf16.h>

@@ -17,10 +17,8 @@ __global__ void __launch_bounds__(kMoeScheduleThreads) moe_tile_schedule_kernel(
   __shared__ int bad;
   __shared__ int scan[kMoeScheduleThreads];
   // the grouped GEMM after it is launched as its dependent (the plan's pdl): its CTAs start and set
-  // up while this block runs, and wait for it to end before they read the list. This block may
-  // itself be a dependent launch: the previous kernel may still write the offsets or read the list.
+  // up while this block runs, and wait for it to end before they read the list
   allow_dependent_launch();
-  grid_dependency_wait();
   const int tid = int(threadIdx.x), nt = int(blockDim.x);
   if (tid == 0) bad = 0;
   __syncthreads();
