@@ -37,6 +37,20 @@ PrepareOptions on(BackendKind b) {
   return o;
 }
 
+// The fused gate+up and the down experts of an MLP of `scheme`, prepared on CUDA and on the CPU
+// (gate, up and down weights from seeds seed, seed + 100, seed + 200).
+struct MlpExperts {
+  PreparedExperts cuda_gate_up, cuda_down, cpu_gate_up, cpu_down;
+};
+MlpExperts mlp_experts(const std::string& scheme, int64_t E, int64_t H, int64_t I, uint32_t seed) {
+  std::vector<QuantizedWeight> gu;
+  const auto gate = make_experts(scheme, E, I, H, seed), up = make_experts(scheme, E, I, H, seed + 100);
+  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
+  const auto down = make_experts(scheme, E, H, I, seed + 200);
+  return {prepare_experts(gu, on(BackendKind::CUDA)), prepare_experts(down, on(BackendKind::CUDA)),
+          prepare_experts(gu, on(BackendKind::CPU)), prepare_experts(down, on(BackendKind::CPU))};
+}
+
 template <typename T>
 DeviceBuffer upload(const std::vector<T>& v) {
   DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
@@ -490,14 +504,9 @@ TEST(CudaMoe, RoutingAndMlpMatchHost) {
   EXPECT_EQ(download<int32_t>(derr, 1)[0], 0);
 
   // moe_mlp, f32
-  std::vector<QuantizedWeight> gu;
-  const auto gate = make_experts("w4g32asym", E, I, H, 100), up = make_experts("w4g32asym", E, I, H, 200);
-  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
-  const auto down = make_experts("w4g32asym", E, H, I, 300);
-  const PreparedExperts ggu = prepare_experts(gu, on(BackendKind::CUDA)),
-                        gdown = prepare_experts(down, on(BackendKind::CUDA)),
-                        cgu = prepare_experts(gu, on(BackendKind::CPU)),
-                        cdown = prepare_experts(down, on(BackendKind::CPU));
+  const MlpExperts m = mlp_experts("w4g32asym", E, H, I, 100);
+  const PreparedExperts &ggu = m.cuda_gate_up, &gdown = m.cuda_down, &cgu = m.cpu_gate_up,
+                        &cdown = m.cpu_down;
   const std::vector<float> x = randn(size_t(T * H), 4);
   std::vector<float> yc(size_t(T * H));
   moe_mlp(TensorView(const_cast<float*>(x.data()), DType::F32, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),
@@ -622,14 +631,9 @@ TEST(CudaMoe, RoutingKernelsOverColumnBlocksMatchHost) {
 
   // the whole MLP in bf16: hidden 1000 (16-byte rows), intermediate 1004 (not a multiple of 8)
   const int64_t H = 1000, I = 1004;
-  std::vector<QuantizedWeight> gu;
-  const auto gate = make_experts("w4g32", E, I, H, 40), up = make_experts("w4g32", E, I, H, 41);
-  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
-  const auto down = make_experts("w4g32", E, H, I, 42);
-  const PreparedExperts ggu = prepare_experts(gu, on(BackendKind::CUDA)),
-                        gdown = prepare_experts(down, on(BackendKind::CUDA)),
-                        cgu = prepare_experts(gu, on(BackendKind::CPU)),
-                        cdown = prepare_experts(down, on(BackendKind::CPU));
+  const MlpExperts m = mlp_experts("w4g32", E, H, I, 40);
+  const PreparedExperts &ggu = m.cuda_gate_up, &gdown = m.cuda_down, &cgu = m.cpu_gate_up,
+                        &cdown = m.cpu_down;
   const std::vector<float> x = from_bf16(to_bf16(randn(size_t(T * H), 13)));
   std::vector<float> yc(size_t(T * H));
   moe_mlp(TensorView(const_cast<float*>(x.data()), DType::F32, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),

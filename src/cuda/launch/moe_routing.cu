@@ -12,8 +12,14 @@ namespace mixq::cuda {
 
 namespace {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-// a grid's y extent, capped at the hardware limit (65535; the launchers check what it covers)
-unsigned grid_y(int64_t n) { return unsigned(n < 65535 ? n : 65535); }
+// The grid of a kernel over (row, column block): `rows` blocks along x, enough blocks of
+// `per_block` columns along y to cover `columns` (y is limited to 65535 blocks).
+dim3 row_column_grid(const char* what, int64_t rows, int64_t columns, int64_t per_block) {
+  const int64_t blocks = (columns + per_block - 1) / per_block;
+  MIXQ_CHECK(blocks <= 65535, ErrorCode::Unsupported, what, ": rows of ", columns,
+             " elements need more than 65535 blocks of ", per_block);
+  return dim3(unsigned(rows), unsigned(blocks));
+}
 }  // namespace
 
 // Not a dependent launch itself: the grouped GEMM after it is (the plan's pdl), and had this block
@@ -40,10 +46,8 @@ void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_
 void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, int R, int k,
                        int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream, bool pdl) {
   if (R == 0 || row_bytes == 0) return;
-  const dim3 grid(unsigned(R), grid_y((row_bytes + kMoeGatherChunk - 1) / kMoeGatherChunk));
-  MIXQ_CHECK(grid.y * kMoeGatherChunk >= row_bytes, ErrorCode::Unsupported, "moe_gather: rows of ",
-             row_bytes, " bytes are longer than the kernel's ", grid.y * kMoeGatherChunk);
-  const WoLaunchConfig launch(grid, kMoeGatherThreads, 0, stream, pdl);
+  const WoLaunchConfig launch(row_column_grid("moe_gather", R, row_bytes, kMoeGatherChunk),
+                              kMoeGatherThreads, 0, stream, pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_gather_kernel, static_cast<const char*>(x),
                                      ldx_bytes, sorted, R, k, row_bytes, static_cast<char*>(xs),
                                      ldxs_bytes));
@@ -55,11 +59,8 @@ void launch_moe_scatter_add(const void* ys, int64_t ldys, int ys_type, const int
   if (T == 0 || N == 0) return;
   auto go = [&](auto v) {
     constexpr int V = decltype(v)::value;
-    const int64_t cols = int64_t(kMoeScatterThreads) * V;
-    const dim3 grid(unsigned(T), grid_y((N + cols - 1) / cols));
-    MIXQ_CHECK(grid.y * cols >= N, ErrorCode::Unsupported, "moe_scatter_add: N (", N,
-               ") exceeds the kernel's ", grid.y * cols, " columns");
-    const WoLaunchConfig launch(grid, kMoeScatterThreads, 0, stream, pdl);
+    const WoLaunchConfig launch(row_column_grid("moe_scatter_add", T, N, kMoeScatterThreads * V),
+                                kMoeScatterThreads, 0, stream, pdl);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_scatter_add_kernel<V>, ys, ldys, ys_type,
                                        position, w, T, k, N, y, ldy, y_type, accumulate));
   };
@@ -75,11 +76,8 @@ void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ld
   auto go = [&](auto tag, auto v) {
     using T = decltype(tag);
     constexpr int V = decltype(v)::value;
-    const int64_t cols = int64_t(kMoeActThreads) * V;
-    const dim3 grid(unsigned(R), grid_y((I + cols - 1) / cols));
-    MIXQ_CHECK(grid.y * cols >= I, ErrorCode::Unsupported, "moe activation: I (", I,
-               ") exceeds the kernel's ", grid.y * cols, " columns");
-    const WoLaunchConfig launch(grid, kMoeActThreads, 0, stream, pdl);
+    const WoLaunchConfig launch(row_column_grid("moe activation", R, I, kMoeActThreads * V),
+                                kMoeActThreads, 0, stream, pdl);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_activation_mul_kernel<T, V>,
                                        static_cast<const T*>(h), ldh, static_cast<T*>(out), ldo, R,
                                        I, act));
