@@ -2,11 +2,9 @@
 // scatter-add, each step a public op on the weights' backend, intermediates carved from one
 // workspace (moe_mlp_workspace_size).
 #include <cmath>
-#include <vector>
 
 #include "core/moe_prepared.hpp"
 #include "mixq/error.hpp"
-#include "mixq/numeric.hpp"
 
 namespace mixq {
 
@@ -72,28 +70,6 @@ void check_pair(const PreparedExperts& gu, const PreparedExperts& down) {
                  ") must equal the hidden size, w_gate_up K (", gu.K(), ")");
 }
 
-// out[r][i] = act(h[r][i]) * h[r][I + i], in f32, rounded to out's dtype.
-void activation_mul_host(const TensorView& h, const TensorView& out, MoeActivation act) {
-  const int64_t R = out.shape[0], I = out.shape[1];
-  auto load = [](const TensorView& v, int64_t i) {
-    switch (v.dtype) {
-      case DType::F16: return f16_to_f32(v.ptr<const uint16_t>()[i]);
-      case DType::BF16: return bf16_to_f32(v.ptr<const uint16_t>()[i]);
-      default: return v.ptr<const float>()[i];
-    }
-  };
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t i = 0; i < I; ++i) {
-      const float v = moe_activation_f32(act, load(h, r * h.ld() + i)) * load(h, r * h.ld() + I + i);
-      const int64_t o = r * out.ld() + i;
-      switch (out.dtype) {
-        case DType::F16: out.ptr<uint16_t>()[o] = f32_to_f16(v); break;
-        case DType::BF16: out.ptr<uint16_t>()[o] = f32_to_bf16(v); break;
-        default: out.ptr<float>()[o] = v;
-      }
-    }
-}
-
 }  // namespace
 
 size_t moe_mlp_workspace_size(const PreparedExperts& gu, const PreparedExperts& down,
@@ -125,7 +101,7 @@ void moe_mlp(const TensorView& x, const TensorView& ids, const TensorView& weigh
                  "moe_mlp: x dtype must be f32, f16 or bf16, got ", x.describe());
   if (T == 0) return;
   const MlpLayout l = mlp_layout(gu, down, T, k, x.dtype);
-  std::vector<uint8_t> own;
+  HostBuffer own;  // not zero-filled: every byte used is written before it is read
   char* base;
   if (ctx.workspace) {
     MIXQ_CHECK_ARG(ctx.workspace_bytes >= l.total, "moe_mlp: workspace of ", ctx.workspace_bytes,
@@ -134,8 +110,8 @@ void moe_mlp(const TensorView& x, const TensorView& ids, const TensorView& weigh
   } else {
     MIXQ_CHECK_ARG(dev == Device::CPU, "moe_mlp: a CUDA call needs ExecContext::workspace of "
                    "moe_mlp_workspace_size (", l.total, ") bytes");
-    own.resize(l.total);
-    base = reinterpret_cast<char*>(own.data());
+    own = HostBuffer(l.total);
+    base = static_cast<char*>(own.data());
   }
   base = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(base) + 255) / 256 * 256);
   const int64_t R = T * k, E = gu.num_experts();
@@ -164,7 +140,7 @@ void moe_mlp(const TensorView& x, const TensorView& ids, const TensorView& weigh
   if (dev == Device::CUDA)
     moe_activation_mul_cuda(h, a, activation, ctx);
   else
-    activation_mul_host(h, a, activation);
+    moe_activation_mul_host(h, a, activation, ctx);
   grouped_linear(a, down, ys, rows, Epilogue::none(), step);
   moe_scatter_add(ys, position, weights, y, false, ctx);
 }

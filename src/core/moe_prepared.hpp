@@ -38,6 +38,17 @@ struct PreparedExpertsImpl {
 std::shared_ptr<const PreparedExpertsImpl> prepare_experts_host(std::vector<PreparedWeight> experts,
                                                                 const PrepareOptions& opts);
 
+// The routing helpers on the host (src/cpu/cpu_moe_routing.cpp), threaded over rows / tokens;
+// their arguments validated by the caller (sorted_pairs / pair_position in range).
+void moe_gather_host(const TensorView& x, const TensorView& sorted_pairs, int64_t topk,
+                     const TensorView& xs, const ExecContext& ctx);
+void moe_scatter_add_host(const TensorView& ys, const TensorView& pair_position,
+                          const TensorView& topk_weights, const TensorView& y, bool accumulate,
+                          const ExecContext& ctx);
+// out[r][i] = act(h[r][i]) * h[r][I + i] (h [rows][2I], out [rows][I]), in f32.
+void moe_activation_mul_host(const TensorView& h, const TensorView& out, MoeActivation act,
+                             const ExecContext& ctx);
+
 // CUDA (src/cuda/backend/moe_*.cpp; src/core/moe_cuda_stub.cpp in a build without CUDA).
 std::shared_ptr<const PreparedExpertsImpl> prepare_experts_cuda(std::vector<PreparedWeight> experts,
                                                                 const PrepareOptions& opts);

@@ -1,11 +1,11 @@
 // Routing helpers: top-k ids -> the contiguous layout (stable counting sort by expert), the gather
-// of X into it and the weighted scatter-add back. Validation here; the host implementation here
-// too (it is a few loops); CUDA in src/cuda/backend/moe_routing.cpp.
+// of X into it and the weighted scatter-add back. Validation and the host routing here; the host
+// gather and scatter-add in src/cpu/cpu_moe_routing.cpp (threaded), CUDA in
+// src/cuda/backend/moe_routing.cpp.
 #include <vector>
 
 #include "core/moe_prepared.hpp"
 #include "mixq/error.hpp"
-#include "mixq/numeric.hpp"
 
 namespace mixq {
 
@@ -19,22 +19,6 @@ void check_i32_vector(const TensorView& v, const char* fn, const char* arg, int6
 void check_float(const TensorView& v, const char* fn, const char* arg) {
   MIXQ_CHECK_ARG(v.dtype == DType::F32 || v.dtype == DType::F16 || v.dtype == DType::BF16, fn,
                  ": ", arg, " dtype must be f32, f16 or bf16, got ", v.describe());
-}
-
-float load_f(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
-void store_f(void* base, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
-    case DType::BF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
-    default: static_cast<float*>(base)[i] = v;
-  }
 }
 
 }  // namespace
@@ -111,13 +95,10 @@ void moe_gather(const TensorView& x, const TensorView& sorted_pairs, int64_t k,
   check_apart(fn, xs, "xs", sorted_pairs, "sorted_pairs");
   if (dev == Device::CUDA) return moe_gather_cuda(x, sorted_pairs, k, xs, ctx);
   const int32_t* sp = sorted_pairs.ptr<const int32_t>();
-  const int64_t K = x.shape[1], eb = dtype_bytes(x.dtype, 1);
-  for (int64_t p = 0; p < R; ++p) {
+  for (int64_t p = 0; p < R; ++p)  // all checked before any row is written
     MIXQ_CHECK_ARG(sp[p] >= 0 && sp[p] < R, fn, ": sorted_pairs[", p, "] (", sp[p],
                    ") is not a pair in [0, ", R, ")");
-    const char* src = static_cast<const char*>(x.data) + (sp[p] / k) * x.ld() * eb;
-    std::copy(src, src + K * eb, static_cast<char*>(xs.data) + p * xs.ld() * eb);
-  }
+  moe_gather_host(x, sorted_pairs, k, xs, ctx);
 }
 
 void moe_scatter_add(const TensorView& ys, const TensorView& pair_position,
@@ -149,14 +130,7 @@ void moe_scatter_add(const TensorView& ys, const TensorView& pair_position,
   for (int64_t i = 0; i < R; ++i)
     MIXQ_CHECK_ARG(pos[i] >= 0 && pos[i] < R, fn, ": pair_position[", i, "] (", pos[i],
                    ") is not a position in [0, ", R, ")");
-  const float* wt = w.ptr<const float>();
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t n = 0; n < N; ++n) {
-      float acc = accumulate ? load_f(y.data, y.dtype, t * y.ld() + n) : 0.f;
-      for (int64_t j = 0; j < k; ++j)
-        acc += wt[t * k + j] * load_f(ys.data, ys.dtype, pos[t * k + j] * ys.ld() + n);
-      store_f(y.data, y.dtype, t * y.ld() + n, acc);
-    }
+  moe_scatter_add_host(ys, pair_position, w, y, accumulate, ctx);
 }
 
 }  // namespace mixq

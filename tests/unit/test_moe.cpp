@@ -384,6 +384,51 @@ TEST(MoeMlp, MatchesFloat64Mlp) {
   }
 }
 
+// The host gather, scatter-add and activation split rows and tokens over threads: with sizes
+// that make several ranges, every thread count gives the single-threaded bits (each output is
+// summed by one thread, in the same order), in f32 and bf16.
+TEST(MoeMlp, ThreadedHostRoutingMatchesOneThreadBitForBit) {
+  const int64_t E = 12, H = 256, I = 192, T = 150, k = 3, R = T * k;
+  std::vector<QuantizedWeight> gu;
+  const auto gate = make_experts("w4g32", E, I, H, 20), up = make_experts("w4g32", E, I, H, 21);
+  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
+  const PreparedExperts pgu = prepare_experts(gu, cpu_f32_options());
+  const PreparedExperts pdown = prepare_experts(make_experts("w4g32", E, H, I, 22), cpu_f32_options());
+  std::mt19937 g(5);
+  std::vector<int32_t> ids(static_cast<size_t>(R));
+  std::vector<float> wts(static_cast<size_t>(R));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      ids[size_t(t * k + j)] = int32_t((t * 7 + j * 5 + g() % 2) % E);
+      wts[size_t(t * k + j)] = 0.2f + 0.1f * float(j);
+    }
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    std::vector<float> xf = randn(size_t(T * H), 30);
+    std::vector<uint16_t> xb(xf.size());
+    for (size_t i = 0; i < xf.size(); ++i) xb[i] = f32_to_bf16(xf[i]);
+    void* xp = dt == DType::F32 ? static_cast<void*>(xf.data()) : static_cast<void*>(xb.data());
+    std::vector<std::vector<uint8_t>> out;
+    for (const int threads : {1, 2, 5}) {
+      std::vector<uint8_t> y(size_t(T * H) * size_t(dtype_bytes(dt, 1)));
+      ExecContext ctx;
+      ctx.num_threads = threads;
+      moe_mlp(TensorView(xp, dt, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),
+              TensorView(wts.data(), DType::F32, {T, k}), pgu, pdown, TensorView(y.data(), dt, {T, H}),
+              MoeActivation::Silu, {}, ctx);
+      out.push_back(std::move(y));
+    }
+    EXPECT_EQ(out[0], out[1]) << dtype_name(dt);
+    EXPECT_EQ(out[0], out[2]) << dtype_name(dt);
+    bool finite = true;
+    for (int64_t i = 0; i < T * H; ++i) {
+      const float v = dt == DType::F32 ? reinterpret_cast<const float*>(out[0].data())[i]
+                                       : bf16_to_f32(reinterpret_cast<const uint16_t*>(out[0].data())[i]);
+      finite = finite && std::isfinite(v);
+    }
+    EXPECT_TRUE(finite);
+  }
+}
+
 TEST(MoeMlp, FuseGateUpStacksRowsAndRefusesMismatch) {
   const auto gate = make_experts("w4g32asym", 1, 8, 64, 1)[0];
   const auto up = make_experts("w4g32asym", 1, 5, 64, 2)[0];
