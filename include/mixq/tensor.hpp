@@ -60,6 +60,10 @@ std::pair<uintptr_t, uintptr_t> byte_span(const TensorView& v);
 // output written while other threads of the call may still read the input.
 void check_apart(const char* fn, const TensorView& out, const char* out_arg, const TensorView& in,
                  const char* in_arg);
+// Throws InvalidArgument naming `arg` when `v` overlaps the first `used` bytes of a caller's
+// workspace at `workspace` (null: nothing to check), which the call `fn` writes as scratch.
+void check_workspace_apart(const char* fn, const void* workspace, size_t used, const TensorView& v,
+                           const char* arg);
 
 // Owning, 64-byte aligned host memory.
 class HostBuffer {

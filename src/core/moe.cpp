@@ -1,4 +1,5 @@
 // Stacked experts and the grouped linear: argument validation and dispatch to the backend.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
@@ -179,6 +180,14 @@ void grouped_linear(const TensorView& x_in, const PreparedExperts& w, const Tens
   if (ctx.workspace_bytes > 0)
     MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
                    ctx.workspace_bytes, ") given with a null workspace");
+  // the output is written while other experts' rows of x may still be read; the workspace holds
+  // the call's scratch (CUDA: the tile list, the quantized rows)
+  check_apart("grouped_linear", call.y, "y", call.x, "x");
+  const size_t used = std::min(ctx.workspace_bytes, p.workspace_size(R));
+  const std::pair<const TensorView*, const char*> views[] = {
+      {&call.x, "x"}, {&call.y, "y"}, {&rows.offsets, "offsets"}, {&rows.counts, "counts"},
+      {&rows.error, "error"}, {&ep.bias, "bias"}};
+  for (const auto& [v, arg] : views) check_workspace_apart("grouped_linear", ctx.workspace, used, *v, arg);
   call.rows = rows;
   if (p.backend != BackendKind::CUDA) check_rows_on_host(rows, p.E, R);
   if (R == 0) return;

@@ -107,6 +107,10 @@ void moe_mlp(const TensorView& x, const TensorView& ids, const TensorView& weigh
     MIXQ_CHECK_ARG(ctx.workspace_bytes >= l.total, "moe_mlp: workspace of ", ctx.workspace_bytes,
                    " bytes is smaller than moe_mlp_workspace_size (", l.total, ")");
     base = static_cast<char*>(ctx.workspace);
+    const std::pair<const TensorView*, const char*> views[] = {
+        {&x, "x"}, {&ids, "topk_ids"}, {&weights, "topk_weights"}, {&y, "y"}, {&error, "error"}};
+    for (const auto& [v, arg] : views)
+      check_workspace_apart("moe_mlp", ctx.workspace, l.total, *v, arg);
   } else {
     MIXQ_CHECK_ARG(dev == Device::CPU, "moe_mlp: a CUDA call needs ExecContext::workspace of "
                    "moe_mlp_workspace_size (", l.total, ") bytes");

@@ -105,6 +105,16 @@ void check_apart(const char* fn, const TensorView& out, const char* out_arg, con
                  " at ", in.data, "); the output must not share memory with an input");
 }
 
+void check_workspace_apart(const char* fn, const void* workspace, size_t used, const TensorView& v,
+                           const char* arg) {
+  if (!workspace || used == 0) return;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(workspace), hi = lo + used;
+  const auto [vlo, vhi] = byte_span(v);
+  MIXQ_CHECK_ARG(vlo == vhi || vhi <= lo || vlo >= hi, fn, ": ", arg, " (", v.describe(),
+                 ") overlaps the first ", used, " bytes of ExecContext::workspace (", workspace,
+                 "), which the call uses as scratch");
+}
+
 // Moves need no CUDA: shared by the CUDA build (src/cuda/runtime.cpp) and the stub.
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
     : ptr_(o.ptr_), bytes_(o.bytes_), device_(o.device_) {

@@ -226,6 +226,16 @@ TEST(GroupedLinear, BadInputIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("counts[1] (6) must be in [0, max_tokens = 3]"),
               std::string::npos) << e.what();
   }
+  // y overlapping x: refused before anything is written
+  try {
+    std::vector<int32_t> off = {0, 4, 6, 10};
+    grouped_linear(xv, pe, TensorView(x.data() + K, DType::F32, {10, N}),
+                   MoeRows::contiguous(TensorView(off.data(), DType::I32, {4})));
+    ADD_FAILURE() << "no error for y overlapping x";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("grouped_linear: y"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("overlaps x"), std::string::npos) << e.what();
+  }
   // mismatched expert shapes / schemes
   auto mixed = make_experts("w4g32", 2, N, K, 1);
   mixed.push_back(make_experts("w4g32", 1, N + 1, K, 2)[0]);
@@ -427,6 +437,36 @@ TEST(MoeMlp, ThreadedHostRoutingMatchesOneThreadBitForBit) {
     }
     EXPECT_TRUE(finite);
   }
+}
+
+// A caller's workspace overlapping the output (or an input): refused, naming both.
+TEST(MoeMlp, WorkspaceOverlappingAnArgumentIsAnError) {
+  const int64_t E = 4, H = 64, I = 32, T = 3, k = 2;
+  std::vector<QuantizedWeight> gu;
+  const auto gate = make_experts("w4g32", E, I, H, 1), up = make_experts("w4g32", E, I, H, 2);
+  for (int64_t e = 0; e < E; ++e) gu.push_back(fuse_gate_up(gate[size_t(e)], up[size_t(e)]));
+  const PreparedExperts pgu = prepare_experts(gu, cpu_options());
+  const PreparedExperts pdown = prepare_experts(make_experts("w4g32", E, H, I, 3), cpu_options());
+  std::vector<int32_t> ids = {0, 1, 2, 3, 1, 2};
+  std::vector<float> w(size_t(T * k), 0.5f), x = randn(size_t(T * H), 4);
+  const size_t bytes = moe_mlp_workspace_size(pgu, pdown, T, k, DType::F32);
+  std::vector<float> ws(bytes / 4 + 1 + size_t(T * H));
+  ExecContext ctx;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = bytes;
+  auto run = [&](float* y) {
+    moe_mlp(TensorView(x.data(), DType::F32, {T, H}), TensorView(ids.data(), DType::I32, {T, k}),
+            TensorView(w.data(), DType::F32, {T, k}), pgu, pdown, TensorView(y, DType::F32, {T, H}),
+            MoeActivation::Silu, {}, ctx);
+  };
+  try {
+    run(ws.data() + 16);
+    ADD_FAILURE() << "no error for y inside the workspace";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("moe_mlp: y"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ExecContext::workspace"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(run(ws.data() + bytes / 4 + 1));  // just past the workspace: apart
 }
 
 TEST(MoeMlp, FuseGateUpStacksRowsAndRefusesMismatch) {
