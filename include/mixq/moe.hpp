@@ -108,7 +108,8 @@ size_t grouped_linear_workspace_size(const PreparedExperts& w, int64_t rows);
 
 // Y = X . W_e^T per expert (see the top of this file). x: [rows][K] (masked also [E][max][K]),
 // y: [rows][N] (masked also [E][max][N]), dtypes as linear() on the experts; rows contiguous.
-// ep.bias: empty, [N] (shared by every expert) or [E][N] (one row per expert).
+// ep.bias: empty, [N] (shared by every expert) or [E][N] (one row per expert). y must not
+// overlap x, and the workspace (its first grouped_linear_workspace_size bytes) no argument.
 void grouped_linear(const TensorView& x, const PreparedExperts& w, const TensorView& y,
                     const MoeRows& rows, const Epilogue& ep = {}, const ExecContext& ctx = {});
 
@@ -130,13 +131,13 @@ void moe_route(const TensorView& topk_ids, int64_t num_experts, const TensorView
                const TensorView& error = {}, const ExecContext& ctx = {});
 
 // xs[p] = x[sorted_pairs[p] / k] for every sorted position p: X's rows in the contiguous layout.
-// x [T][K], xs [R][K], same dtype (f32, f16, bf16).
+// x [T][K], xs [R][K], same dtype (f32, f16, bf16); xs apart from x.
 void moe_gather(const TensorView& x, const TensorView& sorted_pairs, int64_t topk,
                 const TensorView& xs, const ExecContext& ctx = {});
 
 // The weighted scatter-add back to tokens: y[t] = sum_j w[t][j] * ys[pair_position[t * k + j]]
 // (+ y[t] when accumulate), summed in f32 in the order j = 0 .. k-1 (deterministic: no atomics).
-// ys [R][N], y [T][N] (f32, f16, bf16), topk_weights [T][k] f32.
+// ys [R][N], y [T][N] (f32, f16, bf16), topk_weights [T][k] f32; y apart from every input.
 void moe_scatter_add(const TensorView& ys, const TensorView& pair_position,
                      const TensorView& topk_weights, const TensorView& y, bool accumulate = false,
                      const ExecContext& ctx = {});
@@ -150,7 +151,9 @@ MoeActivation parse_moe_activation(const std::string& name);  // "silu", "gelu" 
 // y[t] = sum_j topk_weights[t][j] * down_e( act(gate_e(x_t)) * up_e(x_t) ), e = topk_ids[t][j].
 // w_gate_up: the fused stack, N = 2 * I (rows [0, I) gate, [I, 2I) up: fuse_gate_up's order, that
 // of vLLM's w13); w_down: N = hidden, K = I; both on one backend. x [T][hidden], y [T][hidden]
-// (f32, f16, bf16); intermediates are kept in x's dtype (f32 for f32 x).
+// (f32, f16, bf16); intermediates are kept in x's dtype (f32 for f32 x), in ExecContext::workspace
+// (moe_mlp_workspace_size bytes, apart from every argument; required on CUDA, allocated per call on
+// the CPU without one). y may be x (in place): x is read before y is written.
 size_t moe_mlp_workspace_size(const PreparedExperts& w_gate_up, const PreparedExperts& w_down,
                               int64_t tokens, int64_t topk, DType x_dtype);
 void moe_mlp(const TensorView& x, const TensorView& topk_ids, const TensorView& topk_weights,
