@@ -467,6 +467,12 @@ TEST(MoeMlp, WorkspaceOverlappingAnArgumentIsAnError) {
     EXPECT_NE(std::string(e.what()).find("ExecContext::workspace"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(run(ws.data() + bytes / 4 + 1));  // just past the workspace: apart
+  // in place (y = x): x is read before y is written, so the result is the out-of-place one
+  const std::vector<float> out_of_place(ws.begin() + bytes / 4 + 1, ws.begin() + bytes / 4 + 1 + T * H);
+  std::vector<float> x0 = x;
+  run(x.data());
+  EXPECT_EQ(x, out_of_place);
+  x = x0;
 }
 
 TEST(MoeMlp, FuseGateUpStacksRowsAndRefusesMismatch) {
