@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/device_ops.hpp"
+#include "core/float_elements.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
@@ -142,23 +143,12 @@ void epilogue_in_place(const TensorView& y, const Epilogue& ep, const ExecContex
   if (ep.bias.empty() && !has_clamp(ep)) return;
   if (y.device == Device::CUDA) return cuda_epilogue_in_place(y, ep, ctx.stream);
   const int64_t M = y.shape[0], N = y.shape[1];
-  auto load = [](const void* p, DType t, int64_t i) -> float {
-    switch (t) {
-      case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-      case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-      default: return static_cast<const float*>(p)[i];
-    }
-  };
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
       const int64_t i = m * y.ld() + n;
-      float v = load(y.data, y.dtype, i) + (ep.bias.empty() ? 0.f : load(ep.bias.data, ep.bias.dtype, n));
-      v = std::min(std::max(v, ep.clamp_lo), ep.clamp_hi);
-      switch (y.dtype) {
-        case DType::F16: static_cast<uint16_t*>(y.data)[i] = f32_to_f16(v); break;
-        case DType::BF16: static_cast<uint16_t*>(y.data)[i] = f32_to_bf16(v); break;
-        default: static_cast<float*>(y.data)[i] = v; break;
-      }
+      const float v = load_f32_elem(y.data, y.dtype, i) +
+                      (ep.bias.empty() ? 0.f : load_f32_elem(ep.bias.data, ep.bias.dtype, n));
+      store_f32_elem(y.data, y.dtype, i, std::min(std::max(v, ep.clamp_lo), ep.clamp_hi));
     }
 }
 

@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "core/act_layout.hpp"
+#include "core/float_elements.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 
 namespace mixq::cpu {
 
-float RowReader::at(int64_t m, int64_t k) const {
-  const int64_t i = m * ld + k;
-  switch (dtype) {
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
-    default: return static_cast<const float*>(data)[i];
-  }
-}
+float RowReader::at(int64_t m, int64_t k) const { return load_f32_elem(data, dtype, m * ld + k); }
 
 namespace {
 

@@ -6,29 +6,13 @@
 #include <cstring>
 #include <functional>
 
+#include "core/float_elements.hpp"
 #include "core/moe_prepared.hpp"
 #include "cpu/thread_pool.hpp"
-#include "mixq/numeric.hpp"
 
 namespace mixq {
 
 namespace {
-
-float load_f(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    default: return static_cast<const float*>(base)[i];
-  }
-}
-
-void store_f(void* base, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::F16: static_cast<uint16_t*>(base)[i] = f32_to_f16(v); break;
-    case DType::BF16: static_cast<uint16_t*>(base)[i] = f32_to_bf16(v); break;
-    default: static_cast<float*>(base)[i] = v;
-  }
-}
 
 // body(lo, hi) over [0, n) in up to 4 ranges a thread of at least `min_items` items each (one
 // range, on the calling thread, where the work is too small to share).
@@ -87,7 +71,7 @@ void moe_scatter_add_host(const TensorView& ys, const TensorView& pair_position,
       for (int64_t n0 = 0; n0 < N; n0 += kPiece) {
         const int64_t nn = std::min(kPiece, N - n0);
         for (int64_t n = 0; n < nn; ++n)
-          acc[n] = accumulate ? load_f(y.data, y.dtype, t * y.ld() + n0 + n) : 0.f;
+          acc[n] = accumulate ? load_f32_elem(y.data, y.dtype, t * y.ld() + n0 + n) : 0.f;
         for (int64_t j = 0; j < k; ++j) {
           const float wj = wt[t * k + j];
           const int64_t row = pos[t * k + j] * ys.ld() + n0;
@@ -95,10 +79,10 @@ void moe_scatter_add_host(const TensorView& ys, const TensorView& pair_position,
             const float* src = ys.ptr<const float>() + row;
             for (int64_t n = 0; n < nn; ++n) acc[n] += wj * src[n];
           } else {
-            for (int64_t n = 0; n < nn; ++n) acc[n] += wj * load_f(ys.data, ys.dtype, row + n);
+            for (int64_t n = 0; n < nn; ++n) acc[n] += wj * load_f32_elem(ys.data, ys.dtype, row + n);
           }
         }
-        for (int64_t n = 0; n < nn; ++n) store_f(y.data, y.dtype, t * y.ld() + n0 + n, acc[n]);
+        for (int64_t n = 0; n < nn; ++n) store_f32_elem(y.data, y.dtype, t * y.ld() + n0 + n, acc[n]);
       }
   });
 }
@@ -109,9 +93,9 @@ void moe_activation_mul_host(const TensorView& h, const TensorView& out, MoeActi
   for_ranges(ctx, R, min_items_for(I * 8), [&](int64_t lo, int64_t hi) {  // ~8 flops an exp
     for (int64_t r = lo; r < hi; ++r)
       for (int64_t i = 0; i < I; ++i) {
-        const float g = load_f(h.data, h.dtype, r * h.ld() + i);
-        const float u = load_f(h.data, h.dtype, r * h.ld() + I + i);
-        store_f(out.data, out.dtype, r * out.ld() + i, moe_activation_f32(act, g) * u);
+        const float g = load_f32_elem(h.data, h.dtype, r * h.ld() + i);
+        const float u = load_f32_elem(h.data, h.dtype, r * h.ld() + I + i);
+        store_f32_elem(out.data, out.dtype, r * out.ld() + i, moe_activation_f32(act, g) * u);
       }
   });
 }
