@@ -151,7 +151,8 @@ MoeActivation parse_moe_activation(const std::string& name);  // "silu", "gelu" 
 // y[t] = sum_j topk_weights[t][j] * down_e( act(gate_e(x_t)) * up_e(x_t) ), e = topk_ids[t][j].
 // w_gate_up: the fused stack, N = 2 * I (rows [0, I) gate, [I, 2I) up: fuse_gate_up's order, that
 // of vLLM's w13); w_down: N = hidden, K = I; both on one backend. x [T][hidden], y [T][hidden]
-// (f32, f16, bf16); intermediates are kept in x's dtype (f32 for f32 x), in ExecContext::workspace
+// (f32, f16, bf16); intermediates (the down projection's rows included: the weighted sum over the
+// k experts is then taken in f32) are kept in x's dtype (f32 for f32 x), in ExecContext::workspace
 // (moe_mlp_workspace_size bytes, apart from every argument; required on CUDA, allocated per call on
 // the CPU without one). y may be x (in place): x is read before y is written.
 size_t moe_mlp_workspace_size(const PreparedExperts& w_gate_up, const PreparedExperts& w_down,

@@ -46,6 +46,17 @@ void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_
 void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, int R, int k,
                        int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream, bool pdl) {
   if (R == 0 || row_bytes == 0) return;
+  if (aligned16(x) && aligned16(xs) && row_bytes % 16 == 0 && ldx_bytes % 16 == 0 && ldxs_bytes % 16 == 0) {
+    const int64_t row_pieces = row_bytes / 16;
+    const int64_t per_block = int64_t(kMoeGatherThreads) * kMoeGatherUnroll;
+    const int64_t blocks = (int64_t(R) * row_pieces + per_block - 1) / per_block;
+    MIXQ_CHECK(blocks <= 0x7FFFFFFF, ErrorCode::Unsupported, "moe_gather: ", R, " rows of ", row_bytes,
+               " bytes need more than 2^31 - 1 blocks");
+    const WoLaunchConfig launch(dim3(unsigned(blocks)), kMoeGatherThreads, 0, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_gather_pieces_kernel, static_cast<const char*>(x),
+                                       ldx_bytes, sorted, R, k, row_pieces, static_cast<char*>(xs), ldxs_bytes));
+    return;
+  }
   const WoLaunchConfig launch(row_column_grid("moe_gather", R, row_bytes, kMoeGatherChunk),
                               kMoeGatherThreads, 0, stream, pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_gather_kernel, static_cast<const char*>(x),
@@ -57,17 +68,23 @@ void launch_moe_scatter_add(const void* ys, int64_t ldys, int ys_type, const int
                             const float* w, int T, int k, int N, void* y, int64_t ldy, int y_type,
                             bool accumulate, cudaStream_t stream, bool pdl) {
   if (T == 0 || N == 0) return;
-  auto go = [&](auto v) {
+  auto go = [&](auto tag, auto v) {
+    using VT = decltype(tag);
     constexpr int V = decltype(v)::value;
+    // 16-bit y of ys's type with aligned rows: one 16-byte store of a thread's V outputs
+    const bool y_vec = sizeof(VT) == 2 && y_type == ys_type && aligned16(y) && ldy % V == 0;
     const WoLaunchConfig launch(row_column_grid("moe_scatter_add", T, N, kMoeScatterThreads * V),
                                 kMoeScatterThreads, 0, stream, pdl);
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_scatter_add_kernel<V>, ys, ldys, ys_type,
-                                       position, w, T, k, N, y, ldy, y_type, accumulate));
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_scatter_add_kernel<VT, V>, ys, ldys, ys_type,
+                                       position, w, T, k, N, y, ldy, y_type, accumulate, y_vec));
   };
-  if (ys_type == 2 && aligned16(ys) && ldys % 4 == 0 && N % 4 == 0)
-    go(std::integral_constant<int, 4>{});
-  else
-    go(std::integral_constant<int, 1>{});
+  // rows of ys read as 16-byte vectors where aligned (4 f32 or 8 16-bit elements)
+  const int v = ys_type == 2 ? 4 : 8;
+  const bool vec = aligned16(ys) && ldys % v == 0 && N % v == 0;
+  if (vec && ys_type == 2) go(float{}, std::integral_constant<int, 4>{});
+  else if (vec && ys_type == 0) go(half{}, std::integral_constant<int, 8>{});
+  else if (vec && ys_type == 1) go(__nv_bfloat16{}, std::integral_constant<int, 8>{});
+  else go(MoeScalarElems{}, std::integral_constant<int, 1>{});
 }
 
 void launch_moe_activation_mul(const void* h, int64_t ldh, void* out, int64_t ldo, int type, int R,

@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/common/float_io.cuh"
@@ -36,6 +37,17 @@ __host__ __device__ constexpr int64_t moe_route_hist_ints(int64_t E) { return in
 // so pairs keep their order within an expert and the layout is a function of the ids alone.
 // (Before: one warp placed all pairs, a dependent global atomic per 32 pairs: ~1 ms at 32768
 // pairs, more than the grouped GEMMs of a Qwen3-30B-A3B layer.)
+constexpr int kMoeRouteBatch = 8;
+// ids[base + 32 u + lane] for the batch's steps u (-1 past hi), all loads issued before any is used
+__device__ __forceinline__ void load_route_ids(const int32_t* __restrict__ ids, int base, int hi,
+                                               int lane, int (&e)[kMoeRouteBatch]) {
+#pragma unroll
+  for (int u = 0; u < kMoeRouteBatch; ++u) {
+    const int i = base + 32 * u + lane;
+    e[u] = i < hi ? __ldg(ids + i) : -1;
+  }
+}
+
 __global__ void __launch_bounds__(kMoeRouteThreads)
     moe_route_kernel(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
                      int32_t* position, int32_t* scratch, bool hist_shared, int32_t* error) {
@@ -53,15 +65,21 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   const int seg = (R + kMoeRouteWarps - 1) / kMoeRouteWarps;
   const int lo = min(R, warp * seg), hi = min(R, lo + seg);
   int32_t* mine = hist + int64_t(warp) * stride;
-  for (int base = lo; base < hi; base += 32) {
-    const int i = base + lane;
-    int e = i < hi ? ids[i] : -1;
-    if (i < hi && (e < 0 || e >= E)) {
-      bad = 1;
-      e = -1;
+  // A lane loads the ids of kMoeRouteBatch 32-pair steps before it uses any: one memory round
+  // trip per batch, not per step (one step at a time, 32768 pairs took 77 us on an H200).
+  int e[kMoeRouteBatch];
+  for (int base = lo; base < hi; base += 32 * kMoeRouteBatch) {
+    load_route_ids(ids, base, hi, lane, e);
+#pragma unroll
+    for (int u = 0; u < kMoeRouteBatch; ++u) {
+      const int i = base + 32 * u + lane;
+      if (i < hi && (e[u] < 0 || e[u] >= E)) {
+        bad = 1;
+        e[u] = -1;
+      }
+      const unsigned same = __match_any_sync(0xffffffffu, e[u] >= 0 ? e[u] : -1 - lane);
+      if (e[u] >= 0 && lane == __ffs(same) - 1) atomicAdd(&mine[e[u]], __popc(same));
     }
-    const unsigned same = __match_any_sync(0xffffffffu, e >= 0 ? e : -1 - lane);
-    if (e >= 0 && lane == __ffs(same) - 1) atomicAdd(&mine[e], __popc(same));
   }
   __syncthreads();
   if (bad) {
@@ -95,18 +113,22 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   }
   if (tid == nt - 1) offsets[E] = scan[nt - 1];
   __syncthreads();
-  for (int base = lo; base < hi; base += 32) {
-    const int i = base + lane;
-    const int e = i < hi ? ids[i] : -1 - lane;  // absent lanes match nobody
-    const unsigned same = __match_any_sync(0xffffffffu, e);
-    const int rank = __popc(same & ((1u << lane) - 1u));
-    const int leader = __ffs(same) - 1;
-    int slot = 0;
-    if (i < hi && lane == leader) slot = atomicAdd(&mine[e], __popc(same));
-    slot = __shfl_sync(0xffffffffu, slot, leader);
-    if (i < hi) {
-      sorted[slot + rank] = i;
-      position[i] = slot + rank;
+  for (int base = lo; base < hi; base += 32 * kMoeRouteBatch) {
+    load_route_ids(ids, base, hi, lane, e);
+#pragma unroll
+    for (int u = 0; u < kMoeRouteBatch; ++u) {
+      const int i = base + 32 * u + lane;
+      const int key = i < hi ? e[u] : -1 - lane;  // absent lanes match nobody
+      const unsigned same = __match_any_sync(0xffffffffu, key);
+      const int rank = __popc(same & ((1u << lane) - 1u));
+      const int leader = __ffs(same) - 1;
+      int slot = 0;
+      if (i < hi && lane == leader) slot = atomicAdd(&mine[key], __popc(same));
+      slot = __shfl_sync(0xffffffffu, slot, leader);
+      if (i < hi) {
+        sorted[slot + rank] = i;
+        position[i] = slot + rank;
+      }
     }
   }
 }
@@ -149,40 +171,109 @@ __global__ void __launch_bounds__(kMoeGatherThreads)
   }
 }
 
+// The same copy where every row is a whole number of aligned 16-byte pieces: the pieces of all
+// rows in one sequence, kMoeGatherUnroll a thread (loaded before any is stored), so short rows
+// still fill every thread (a 4 KB row of Qwen3-30B-A3B used half of a row block's 8 KB; 32768 such
+// rows took 48 us on an H200, a write floor of ~31).
+__global__ void __launch_bounds__(kMoeGatherThreads)
+    moe_gather_pieces_kernel(const char* __restrict__ x, int64_t ldx_bytes, const int32_t* __restrict__ sorted,
+                             int R, int k, int64_t row_pieces, char* __restrict__ xs, int64_t ldxs_bytes) {
+  allow_dependent_launch();
+  grid_dependency_wait();
+  const int64_t total = int64_t(R) * row_pieces;
+  const int64_t q0 = int64_t(blockIdx.x) * kMoeGatherThreads * kMoeGatherUnroll + threadIdx.x;
+  uint4 v[kMoeGatherUnroll];
+  int64_t dst[kMoeGatherUnroll];
+#pragma unroll
+  for (int u = 0; u < kMoeGatherUnroll; ++u) {
+    const int64_t q = q0 + int64_t(u) * kMoeGatherThreads;
+    dst[u] = -1;
+    if (q >= total) continue;
+    const int p = int(q / row_pieces);
+    const int64_t b = (q - int64_t(p) * row_pieces) * 16;
+    const int i = sorted[p];
+    if (i < 0 || i >= R) continue;  // only a refused routing leaves such values; rows stay as they are
+    v[u] = *reinterpret_cast<const uint4*>(x + int64_t(i / k) * ldx_bytes + b);
+    dst[u] = int64_t(p) * ldxs_bytes + b;
+  }
+#pragma unroll
+  for (int u = 0; u < kMoeGatherUnroll; ++u)
+    if (dst[u] >= 0) *reinterpret_cast<uint4*>(xs + dst[u]) = v[u];
+}
+
 // y[t][n] = sum_j w[t][j] * ys[position[t * k + j]][n] (+ y[t][n]), in f32, j in order. Block
 // (t, c) sums columns [c * V * kMoeScatterThreads, + V * kMoeScatterThreads) of token t, V per
-// thread: V = 4 reads f32 ys rows as float4 (16-byte aligned rows and N % 4 == 0); the sums are the
-// same in either form. The k rows' loads are independent (restrict: no store may feed them), so
-// they are in flight together (one block per token, looping over N, took 29 us at one token of
-// DeepSeek-V3: N = 7168, k = 8, one dependent round trip after another).
+// thread. VT is ys's element type where rows are read as 16-byte vectors (V = 4 f32 or 8 f16 /
+// bf16: 16-byte aligned rows, N % V == 0), or MoeScalarElems for element loads of the runtime
+// ys_type (V = 1);
+// y_vec: y has ys's 16-bit type and aligned rows, so a thread's V outputs are one 16-byte store.
+// The sums are the same in every form. The k rows' loads are independent (restrict: no store may
+// feed them), so they are in flight together (one block per token, looping over N, took 29 us at
+// one token of DeepSeek-V3: N = 7168, k = 8, one dependent round trip after another).
 constexpr int kMoeScatterThreads = 128;
-template <int V>
+struct MoeScalarElems {};
+
+// V consecutive elements of a 16-byte aligned row as f32
+template <typename VT, int V>
+__device__ __forceinline__ void load_vec_f32(const VT* __restrict__ src, float (&out)[V]) {
+  static_assert(sizeof(VT) * V == 16, "one 16-byte load");
+  const uint4 raw = *reinterpret_cast<const uint4*>(src);
+  const VT* e = reinterpret_cast<const VT*>(&raw);
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    if constexpr (std::is_same_v<VT, float>) out[v] = e[v];
+    else if constexpr (std::is_same_v<VT, half>) out[v] = __half2float(e[v]);
+    else out[v] = __bfloat162float(e[v]);
+  }
+}
+
+template <typename VT, int V>
 __global__ void __launch_bounds__(kMoeScatterThreads)
     moe_scatter_add_kernel(const void* __restrict__ ys, int64_t ldys, int ys_type,
                            const int32_t* __restrict__ position, const float* __restrict__ w, int T,
-                           int k, int N, void* __restrict__ y, int64_t ldy, int y_type, bool accumulate) {
+                           int k, int N, void* __restrict__ y, int64_t ldy, int y_type, bool accumulate,
+                           bool y_vec) {
   allow_dependent_launch();
   grid_dependency_wait();
   const int t = int(blockIdx.x);
   const int n = (int(blockIdx.y) * kMoeScatterThreads + int(threadIdx.x)) * V;
   if (t >= T || n >= N) return;
   const int R = T * k;
+  constexpr bool kVec = !std::is_same_v<VT, MoeScalarElems>;
   float acc[V];
+  if constexpr (kVec && sizeof(VT) == 2) {
+    if (y_vec) {
+      if (accumulate) load_vec_f32<VT, V>(static_cast<const VT*>(y) + int64_t(t) * ldy + n, acc);
+      else
 #pragma unroll
-  for (int v = 0; v < V; ++v) acc[v] = accumulate ? load_as_float(y, y_type, int64_t(t) * ldy + n + v) : 0.f;
+        for (int v = 0; v < V; ++v) acc[v] = 0.f;
+    }
+  }
+  if (!(kVec && sizeof(VT) == 2 && y_vec))
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = accumulate ? load_as_float(y, y_type, int64_t(t) * ldy + n + v) : 0.f;
 #pragma unroll 8
   for (int j = 0; j < k; ++j) {
     const int p = position[t * k + j];
     if (p < 0 || p >= R) continue;
     const float wj = w[t * k + j];
-    if constexpr (V == 4) {
-      const float4 q = *reinterpret_cast<const float4*>(static_cast<const float*>(ys) + int64_t(p) * ldys + n);
-      acc[0] += wj * q.x;
-      acc[1] += wj * q.y;
-      acc[2] += wj * q.z;
-      acc[3] += wj * q.w;
-    } else {
-      acc[0] += wj * load_as_float(ys, ys_type, int64_t(p) * ldys + n);
+    float q[V];
+    if constexpr (kVec) load_vec_f32<VT, V>(static_cast<const VT*>(ys) + int64_t(p) * ldys + n, q);
+    else q[0] = load_as_float(ys, ys_type, int64_t(p) * ldys + n);
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] += wj * q[v];
+  }
+  if constexpr (kVec && sizeof(VT) == 2) {
+    if (y_vec) {
+      uint4 raw;
+      VT* e = reinterpret_cast<VT*>(&raw);
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        if constexpr (std::is_same_v<VT, half>) e[v] = __float2half_rn(acc[v]);
+        else e[v] = __float2bfloat16_rn(acc[v]);
+      }
+      *reinterpret_cast<uint4*>(static_cast<VT*>(y) + int64_t(t) * ldy + n) = raw;
+      return;
     }
   }
 #pragma unroll
