@@ -31,14 +31,20 @@ __host__ __device__ constexpr int64_t moe_route_hist_ints(int64_t E) { return in
 // One block, a stable counting sort of the pairs by expert. Warp w owns the w-th of 32 contiguous
 // segments of the pairs and a row of counters hist[w][E + 1] (shared memory, or the workspace for
 // many experts). Pass 1 counts the segment's pairs per expert (one atomic per expert present in a
-// 32-pair step: match_any groups the lanes); the offsets are the exclusive scan of the experts'
-// totals, and each warp's row becomes the first slot of its segment's pairs of each expert; pass 2
-// places the segment 32 pairs at a time (lanes of one expert take consecutive slots in lane order),
-// so pairs keep their order within an expert and the layout is a function of the ids alone.
-// (Before: one warp placed all pairs, a dependent global atomic per 32 pairs: ~1 ms at 32768
-// pairs, more than the grouped GEMMs of a Qwen3-30B-A3B layer.)
+// 32-pair step: lanes of one expert are grouped); the offsets are the exclusive scan of the
+// experts' totals, and each warp's row becomes the first slot of its segment's pairs of each
+// expert; pass 2 places the segment 32 pairs at a time (lanes of one expert take consecutive slots
+// in lane order), so pairs keep their order within an expert and the layout is a function of the
+// ids alone. (Before: one warp placed all pairs, a dependent global atomic per 32 pairs: ~1 ms at
+// 32768 pairs, more than the grouped GEMMs of a Qwen3-30B-A3B layer.)
+//
+// The block runs on one SM, so what a step costs that SM bounds the kernel. Lanes are grouped by
+// one ballot per bit of the expert id (7 for 128 experts), not by __match_any_sync: with the
+// match instruction, 32768 pairs took 72 us on an H200 (~60 SM cycles a warp-step), and unrolled
+// steps past the segment's end added 15-19 us at 512 pairs.
 constexpr int kMoeRouteBatch = 8;
 // ids[base + 32 u + lane] for the batch's steps u (-1 past hi), all loads issued before any is used
+// (one memory round trip a batch, not a step)
 __device__ __forceinline__ void load_route_ids(const int32_t* __restrict__ ids, int base, int hi,
                                                int lane, int (&e)[kMoeRouteBatch]) {
 #pragma unroll
@@ -46,6 +52,17 @@ __device__ __forceinline__ void load_route_ids(const int32_t* __restrict__ ids, 
     const int i = base + 32 * u + lane;
     e[u] = i < hi ? __ldg(ids + i) : -1;
   }
+}
+
+// The lanes of `active` whose key (< 2^bits) equals this lane's: one ballot per key bit.
+__device__ __forceinline__ unsigned lanes_with_key(unsigned key, int bits, unsigned active) {
+  unsigned same = active;
+  for (int b = 0; b < bits; ++b) {
+    const bool one = (key >> b) & 1u;
+    const unsigned m = __ballot_sync(0xffffffffu, one);
+    same &= one ? m : ~m;
+  }
+  return same;
 }
 
 __global__ void __launch_bounds__(kMoeRouteThreads)
@@ -58,6 +75,7 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   grid_dependency_wait();
   const int tid = int(threadIdx.x), nt = int(blockDim.x), lane = tid & 31, warp = tid >> 5;
   const int stride = E + 1;
+  const int bits = E > 1 ? 32 - __clz(E - 1) : 0;  // of the largest id, E - 1
   int32_t* hist = hist_shared ? shared_hist : scratch;
   if (tid == 0) bad = 0;
   for (int64_t i = tid; i < moe_route_hist_ints(E); i += nt) hist[i] = 0;
@@ -65,20 +83,17 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   const int seg = (R + kMoeRouteWarps - 1) / kMoeRouteWarps;
   const int lo = min(R, warp * seg), hi = min(R, lo + seg);
   int32_t* mine = hist + int64_t(warp) * stride;
-  // A lane loads the ids of kMoeRouteBatch 32-pair steps before it uses any: one memory round
-  // trip per batch, not per step (one step at a time, 32768 pairs took 77 us on an H200).
   int e[kMoeRouteBatch];
   for (int base = lo; base < hi; base += 32 * kMoeRouteBatch) {
     load_route_ids(ids, base, hi, lane, e);
 #pragma unroll
     for (int u = 0; u < kMoeRouteBatch; ++u) {
+      if (base + 32 * u >= hi) break;  // (warp-uniform)
       const int i = base + 32 * u + lane;
-      if (i < hi && (e[u] < 0 || e[u] >= E)) {
-        bad = 1;
-        e[u] = -1;
-      }
-      const unsigned same = __match_any_sync(0xffffffffu, e[u] >= 0 ? e[u] : -1 - lane);
-      if (e[u] >= 0 && lane == __ffs(same) - 1) atomicAdd(&mine[e[u]], __popc(same));
+      const bool valid = i < hi && e[u] >= 0 && e[u] < E;
+      if (i < hi && !valid) bad = 1;
+      const unsigned same = lanes_with_key(unsigned(e[u]), bits, __ballot_sync(0xffffffffu, valid));
+      if (valid && lane == __ffs(same) - 1) atomicAdd(&mine[e[u]], __popc(same));
     }
   }
   __syncthreads();
@@ -117,15 +132,16 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
     load_route_ids(ids, base, hi, lane, e);
 #pragma unroll
     for (int u = 0; u < kMoeRouteBatch; ++u) {
+      if (base + 32 * u >= hi) break;  // (warp-uniform)
       const int i = base + 32 * u + lane;
-      const int key = i < hi ? e[u] : -1 - lane;  // absent lanes match nobody
-      const unsigned same = __match_any_sync(0xffffffffu, key);
+      const bool valid = i < hi;  // every id is in range here
+      const unsigned same = lanes_with_key(unsigned(e[u]), bits, __ballot_sync(0xffffffffu, valid));
       const int rank = __popc(same & ((1u << lane) - 1u));
-      const int leader = __ffs(same) - 1;
+      const int leader = __ffs(same) - 1;  // (0 for absent lanes: their shuffle reads lane 0)
       int slot = 0;
-      if (i < hi && lane == leader) slot = atomicAdd(&mine[key], __popc(same));
-      slot = __shfl_sync(0xffffffffu, slot, leader);
-      if (i < hi) {
+      if (valid && lane == leader) slot = atomicAdd(&mine[e[u]], __popc(same));
+      slot = __shfl_sync(0xffffffffu, slot, leader < 0 ? 0 : leader);
+      if (valid) {
         sorted[slot + rank] = i;
         position[i] = slot + rank;
       }
