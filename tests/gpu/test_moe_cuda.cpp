@@ -551,15 +551,19 @@ TEST(CudaMoe, RoutingAndMlpMatchHost) {
   EXPECT_EQ(download<int32_t>(doff, size_t(E + 1)), std::vector<int32_t>(size_t(E + 1), 0));
 }
 
-// The routing kernel at prefill size (32768 pairs over 256 experts: per-warp counters in shared
-// memory) and with many experts (3000: counters in the workspace), skewed ids: bit for bit the
-// host's stable layout.
+// The routing at prefill size (the three-grid form: 32768 pairs over 256 experts; 8800 pairs in
+// 18 uneven blocks; one expert), with many experts (3000: the one block, counters in the
+// workspace) and at decode size (the one block), skewed ids: bit for bit the host's stable layout.
+// Then an out-of-range id among 32768 pairs: the three grids refuse the routing as the one block
+// does (error bit, no pair routed), and route the next call again.
 TEST(CudaMoe, RoutingAtScaleMatchesHost) {
   SKIP_WITHOUT_GPU();
   struct Case {
     int64_t T, k, E;
   };
-  for (const Case& c : {Case{4096, 8, 256}, Case{50, 4, 3000}, Case{1, 8, 256}}) {
+  for (const Case& c : {Case{4096, 8, 256}, Case{1100, 8, 128}, Case{2000, 6, 1}, Case{50, 4, 3000},
+                        Case{1, 8, 256}, Case{64, 8, 128}}) {
+    SCOPED_TRACE(testing::Message() << "T " << c.T << " k " << c.k << " E " << c.E);
     std::mt19937 g(uint32_t(c.E));
     std::vector<int32_t> ids(size_t(c.T * c.k));
     for (auto& id : ids) id = int32_t((g() % 4 == 0 ? g() % 7 : g()) % uint32_t(c.E));  // a few hot experts
@@ -568,18 +572,37 @@ TEST(CudaMoe, RoutingAtScaleMatchesHost) {
     moe_route(TensorView(ids.data(), DType::I32, {c.T, c.k}), c.E, TensorView(off.data(), DType::I32, {c.E + 1}),
               TensorView(sorted.data(), DType::I32, {R}), TensorView(pos.data(), DType::I32, {R}));
     DeviceBuffer dids = upload(ids), doff(size_t(c.E + 1) * 4), dsorted(size_t(R) * 4), dpos(size_t(R) * 4),
-                 dws(moe_route_workspace_size(c.E));
+                 dws(moe_route_workspace_size(c.E)), derr(16);
+    ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
     ExecContext ctx;
     ctx.workspace = dws.data();
     ctx.workspace_bytes = dws.size();
-    moe_route(TensorView(dids.data(), DType::I32, {c.T, c.k}, Device::CUDA), c.E,
-              TensorView(doff.data(), DType::I32, {c.E + 1}, Device::CUDA),
-              TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA),
-              TensorView(dpos.data(), DType::I32, {R}, Device::CUDA), {}, ctx);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(download<int32_t>(doff, size_t(c.E + 1)), off) << c.E;
-    EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted) << c.E;
-    EXPECT_EQ(download<int32_t>(dpos, size_t(R)), pos) << c.E;
+    const TensorView err(derr.data(), DType::I32, {1}, Device::CUDA);
+    const auto route = [&] {
+      moe_route(TensorView(dids.data(), DType::I32, {c.T, c.k}, Device::CUDA), c.E,
+                TensorView(doff.data(), DType::I32, {c.E + 1}, Device::CUDA),
+                TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA),
+                TensorView(dpos.data(), DType::I32, {R}, Device::CUDA), err, ctx);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    };
+    route();
+    EXPECT_EQ(download<int32_t>(derr, 1)[0], 0);
+    EXPECT_EQ(download<int32_t>(doff, size_t(c.E + 1)), off);
+    EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted);
+    EXPECT_EQ(download<int32_t>(dpos, size_t(R)), pos);
+    if (c.T != 4096) continue;
+    std::vector<int32_t> bad = ids;
+    bad[size_t(R) - 3] = int32_t(c.E);  // in the last block's segment
+    dids.copy_from_host(bad.data(), bad.size() * 4);
+    route();
+    EXPECT_EQ(download<int32_t>(derr, 1)[0], kMoeErrorExpertId);
+    EXPECT_EQ(download<int32_t>(doff, size_t(c.E + 1)), std::vector<int32_t>(size_t(c.E + 1), 0));
+    EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), std::vector<int32_t>(size_t(R), -1));
+    EXPECT_EQ(download<int32_t>(dpos, size_t(R)), std::vector<int32_t>(size_t(R), -1));
+    dids.copy_from_host(ids.data(), ids.size() * 4);
+    route();
+    EXPECT_EQ(download<int32_t>(doff, size_t(c.E + 1)), off);
+    EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted);
   }
 }
 

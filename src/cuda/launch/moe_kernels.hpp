@@ -26,7 +26,8 @@ void launch_moe_wo_wgmma(const WoStreamParams& base, const MoeWsGroup& g, const 
 // pdl (the routing launchers below): a programmatic dependent launch (kernels/grid_dependency.cuh);
 // only where the loaded image is sm_90 code (DeviceCaps::stream_clusters), whose kernels wait for
 // the previous grid before they touch memory.
-// scratch: moe_route_scratch_bytes(E) of device memory (the per-warp counters of many experts).
+// scratch: moe_route_scratch_bytes(E) of device memory (the per-warp counters of many experts, or
+// the per-block counts of the three-grid form that large R takes; kernels/moe/moe_route.cuh).
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
                       int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream,
                       bool pdl);

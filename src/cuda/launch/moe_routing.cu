@@ -1,10 +1,12 @@
 // Launchers of the routing and schedule kernels (kernels/moe/).
+#include "cuda/kernels/moe/moe_route.cuh"
 #include "cuda/kernels/moe/moe_routing.cuh"
 #include "cuda/kernels/moe/moe_schedule.cuh"
 #include "cuda/launch/moe_kernels.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -31,13 +33,30 @@ void launch_moe_schedule(const MoeScheduleParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK_LAUNCH("moe_tile_schedule_kernel");
 }
 
-size_t moe_route_scratch_bytes(int64_t E) { return size_t(moe_route_hist_ints(E)) * 4; }
+size_t moe_route_scratch_bytes(int64_t E) {
+  // the one block's counters where they do not fit shared memory, else the three grids' counts
+  const bool shared = moe_route_hist_ints(E) * 4 <= kMoeRouteSharedHistBytes;
+  return size_t(shared ? moe_route_grid_ints(E) : moe_route_hist_ints(E)) * 4;
+}
 
 void launch_moe_route(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
                       int32_t* position, int32_t* scratch, int32_t* error, cudaStream_t stream,
                       bool pdl) {
   const size_t hist_bytes = size_t(moe_route_hist_ints(E)) * 4;
   const bool shared = hist_bytes <= size_t(kMoeRouteSharedHistBytes);
+  if (shared && R >= kMoeRouteGridMinPairs) {
+    // count, scan, place (kernels/moe/moe_route.cuh): each a dependent launch of the one before
+    const int blocks = std::min(kMoeRouteMaxBlocks, (R + kMoeRouteGridPairsPerBlock - 1) / kMoeRouteGridPairsPerBlock);
+    const RouteGrid g = route_grid(ids, R, E, blocks, scratch);
+    const size_t smem = size_t(kMoeRouteGridWarps) * size_t(E + 1) * 4;
+    const WoLaunchConfig count(dim3(unsigned(blocks)), kMoeRouteGridWarps * 32, smem, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&count.cfg, moe_route_count_kernel, g));
+    const WoLaunchConfig scan(dim3(1), kMoeRouteThreads, 0, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&scan.cfg, moe_route_scan_kernel, g, blocks, offsets, sorted, position, error));
+    const WoLaunchConfig place(dim3(unsigned(blocks)), kMoeRouteGridWarps * 32, smem, stream, pdl);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&place.cfg, moe_route_place_kernel, g, sorted, position));
+    return;
+  }
   const WoLaunchConfig launch(dim3(1), kMoeRouteThreads, shared ? hist_bytes : 0, stream, pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_route_kernel, ids, R, E, offsets, sorted,
                                      position, scratch, shared, error));

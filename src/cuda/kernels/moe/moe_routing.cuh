@@ -1,7 +1,6 @@
-// Routing kernels: top-k ids -> the contiguous layout (a stable counting sort by expert), the
-// gather of X's rows into it, the weighted scatter-add back to tokens, and act(gate) * up.
-// All bounds come from host-known sizes; ids are checked here (the host cannot read them without
-// a synchronisation): an id outside [0, E) sets the error bit and the routing lists no pair.
+// Routing kernels after the sort (moe_route.cuh: top-k ids -> the contiguous layout): the gather
+// of X's rows into it, the weighted scatter-add back to tokens, and act(gate) * up. All bounds
+// come from host-known sizes; a pair the routing refused (an id outside [0, E)) is skipped.
 // Each may be a programmatic dependent launch (grid_dependency.cuh; the launchers' pdl): it lets
 // the next launch of the stream start at once, and waits for the previous kernel before it reads
 // or writes anything. At decode these kernels are a few microseconds each, so the launch latency
@@ -14,140 +13,10 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/common/float_io.cuh"
 #include "cuda/kernels/common/grid_dependency.cuh"
 
 namespace mixq::cuda {
-
-constexpr int kMoeRouteThreads = 1024;
-constexpr int kMoeRouteWarps = kMoeRouteThreads / 32;
-
-// Per-warp expert counters the routing kernel keeps in shared memory when they fit this budget
-// (E <= 351), else in the workspace.
-constexpr int kMoeRouteSharedHistBytes = 44 * 1024;
-__host__ __device__ constexpr int64_t moe_route_hist_ints(int64_t E) { return int64_t(kMoeRouteWarps) * (E + 1); }
-
-// One block, a stable counting sort of the pairs by expert. Warp w owns the w-th of 32 contiguous
-// segments of the pairs and a row of counters hist[w][E + 1] (shared memory, or the workspace for
-// many experts). Pass 1 counts the segment's pairs per expert (one atomic per expert present in a
-// 32-pair step: lanes of one expert are grouped); the offsets are the exclusive scan of the
-// experts' totals, and each warp's row becomes the first slot of its segment's pairs of each
-// expert; pass 2 places the segment 32 pairs at a time (lanes of one expert take consecutive slots
-// in lane order), so pairs keep their order within an expert and the layout is a function of the
-// ids alone. (Before: one warp placed all pairs, a dependent global atomic per 32 pairs: ~1 ms at
-// 32768 pairs, more than the grouped GEMMs of a Qwen3-30B-A3B layer.)
-//
-// The block runs on one SM, so what a step costs that SM bounds the kernel. Lanes are grouped by
-// one ballot per bit of the expert id (7 for 128 experts), not by __match_any_sync: with the
-// match instruction, 32768 pairs took 72 us on an H200 (~60 SM cycles a warp-step), and unrolled
-// steps past the segment's end added 15-19 us at 512 pairs.
-constexpr int kMoeRouteBatch = 8;
-// ids[base + 32 u + lane] for the batch's steps u (-1 past hi), all loads issued before any is used
-// (one memory round trip a batch, not a step)
-__device__ __forceinline__ void load_route_ids(const int32_t* __restrict__ ids, int base, int hi,
-                                               int lane, int (&e)[kMoeRouteBatch]) {
-#pragma unroll
-  for (int u = 0; u < kMoeRouteBatch; ++u) {
-    const int i = base + 32 * u + lane;
-    e[u] = i < hi ? __ldg(ids + i) : -1;
-  }
-}
-
-// The lanes of `active` whose key (< 2^bits) equals this lane's: one ballot per key bit.
-__device__ __forceinline__ unsigned lanes_with_key(unsigned key, int bits, unsigned active) {
-  unsigned same = active;
-  for (int b = 0; b < bits; ++b) {
-    const bool one = (key >> b) & 1u;
-    const unsigned m = __ballot_sync(0xffffffffu, one);
-    same &= one ? m : ~m;
-  }
-  return same;
-}
-
-__global__ void __launch_bounds__(kMoeRouteThreads)
-    moe_route_kernel(const int32_t* ids, int R, int E, int32_t* offsets, int32_t* sorted,
-                     int32_t* position, int32_t* scratch, bool hist_shared, int32_t* error) {
-  extern __shared__ int32_t shared_hist[];
-  __shared__ int bad;
-  __shared__ int scan[kMoeRouteThreads];
-  allow_dependent_launch();
-  grid_dependency_wait();
-  const int tid = int(threadIdx.x), nt = int(blockDim.x), lane = tid & 31, warp = tid >> 5;
-  const int stride = E + 1;
-  const int bits = E > 1 ? 32 - __clz(E - 1) : 0;  // of the largest id, E - 1
-  int32_t* hist = hist_shared ? shared_hist : scratch;
-  if (tid == 0) bad = 0;
-  for (int64_t i = tid; i < moe_route_hist_ints(E); i += nt) hist[i] = 0;
-  __syncthreads();
-  const int seg = (R + kMoeRouteWarps - 1) / kMoeRouteWarps;
-  const int lo = min(R, warp * seg), hi = min(R, lo + seg);
-  int32_t* mine = hist + int64_t(warp) * stride;
-  int e[kMoeRouteBatch];
-  for (int base = lo; base < hi; base += 32 * kMoeRouteBatch) {
-    load_route_ids(ids, base, hi, lane, e);
-#pragma unroll
-    for (int u = 0; u < kMoeRouteBatch; ++u) {
-      if (base + 32 * u >= hi) break;  // (warp-uniform)
-      const int i = base + 32 * u + lane;
-      const bool valid = i < hi && e[u] >= 0 && e[u] < E;
-      if (i < hi && !valid) bad = 1;
-      const unsigned same = lanes_with_key(unsigned(e[u]), bits, __ballot_sync(0xffffffffu, valid));
-      if (valid && lane == __ffs(same) - 1) atomicAdd(&mine[e[u]], __popc(same));
-    }
-  }
-  __syncthreads();
-  if (bad) {
-    // No pair is routed: the gather copies nothing, the scatter-add adds nothing, and a grouped
-    // call on these offsets (0 .. 0, not the row count) refuses itself.
-    for (int e = tid; e <= E; e += nt) offsets[e] = 0;
-    for (int i = tid; i < R; i += nt) {
-      sorted[i] = -1;
-      position[i] = -1;
-    }
-    if (tid == 0 && error) atomicOr(error, 4);
-    return;
-  }
-  // Each thread a contiguous run of experts: their totals, an inclusive block scan of the runs,
-  // then the offsets and the warps' first slots.
-  const int per = (E + nt - 1) / nt, e0 = min(E, tid * per), e1 = min(E, e0 + per);
-  int total = 0;
-  for (int e = e0; e < e1; ++e)
-    for (int w = 0; w < kMoeRouteWarps; ++w) total += hist[int64_t(w) * stride + e];
-  scan[tid] = total;
-  block_inclusive_scan(scan, tid, nt);
-  int run = scan[tid] - total;
-  for (int e = e0; e < e1; ++e) {
-    offsets[e] = run;
-    for (int w = 0; w < kMoeRouteWarps; ++w) {
-      int32_t& h = hist[int64_t(w) * stride + e];
-      const int c = h;
-      h = run;
-      run += c;
-    }
-  }
-  if (tid == nt - 1) offsets[E] = scan[nt - 1];
-  __syncthreads();
-  for (int base = lo; base < hi; base += 32 * kMoeRouteBatch) {
-    load_route_ids(ids, base, hi, lane, e);
-#pragma unroll
-    for (int u = 0; u < kMoeRouteBatch; ++u) {
-      if (base + 32 * u >= hi) break;  // (warp-uniform)
-      const int i = base + 32 * u + lane;
-      const bool valid = i < hi;  // every id is in range here
-      const unsigned same = lanes_with_key(unsigned(e[u]), bits, __ballot_sync(0xffffffffu, valid));
-      const int rank = __popc(same & ((1u << lane) - 1u));
-      const int leader = __ffs(same) - 1;  // (0 for absent lanes: their shuffle reads lane 0)
-      int slot = 0;
-      if (valid && lane == leader) slot = atomicAdd(&mine[e[u]], __popc(same));
-      slot = __shfl_sync(0xffffffffu, slot, leader < 0 ? 0 : leader);
-      if (valid) {
-        sorted[slot + rank] = i;
-        position[i] = slot + rank;
-      }
-    }
-  }
-}
 
 // xs[p] = x[sorted[p] / k]: block (p, c) copies bytes [c * kMoeGatherChunk, + kMoeGatherChunk) of
 // row p, each thread up to kMoeGatherUnroll 16-byte pieces loaded before any is stored (one memory
