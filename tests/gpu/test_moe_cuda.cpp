@@ -554,7 +554,8 @@ TEST(CudaMoe, RoutingAndMlpMatchHost) {
 // The routing at prefill size (the three-grid form: 32768 pairs over 256 experts; 8800 pairs in
 // 18 uneven blocks; one expert), with many experts (3000: the one block, counters in the
 // workspace) and at decode size (the one block), skewed ids: bit for bit the host's stable layout.
-// Then an out-of-range id among 32768 pairs: the three grids refuse the routing as the one block
+// At 32768 pairs the gather too (its four-pieces-a-thread form). Then an out-of-range id among
+// 32768 pairs: the three grids refuse the routing as the one block
 // does (error bit, no pair routed), and route the next call again.
 TEST(CudaMoe, RoutingAtScaleMatchesHost) {
   SKIP_WITHOUT_GPU();
@@ -591,6 +592,17 @@ TEST(CudaMoe, RoutingAtScaleMatchesHost) {
     EXPECT_EQ(download<int32_t>(dsorted, size_t(R)), sorted);
     EXPECT_EQ(download<int32_t>(dpos, size_t(R)), pos);
     if (c.T != 4096) continue;
+    // the gather at this size (2^19 16-byte pieces: four a thread)
+    const int64_t H = 128;
+    const std::vector<float> x = randn(size_t(c.T * H), 3);
+    DeviceBuffer dx = upload(x), dxs(size_t(R * H) * 4);
+    moe_gather(TensorView(dx.data(), DType::F32, {c.T, H}, Device::CUDA),
+               TensorView(dsorted.data(), DType::I32, {R}, Device::CUDA), c.k,
+               TensorView(dxs.data(), DType::F32, {R, H}, Device::CUDA));
+    const std::vector<float> xs = download<float>(dxs, size_t(R * H));
+    for (int64_t p = 0; p < R; ++p)
+      for (int64_t h = 0; h < H; ++h)
+        ASSERT_EQ(xs[size_t(p * H + h)], x[size_t((sorted[size_t(p)] / c.k) * H + h)]) << p << " " << h;
     std::vector<int32_t> bad = ids;
     bad[size_t(R) - 3] = int32_t(c.E);  // in the last block's segment
     dids.copy_from_host(bad.data(), bad.size() * 4);

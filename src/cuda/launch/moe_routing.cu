@@ -66,14 +66,18 @@ void launch_moe_gather(const void* x, int64_t ldx_bytes, const int32_t* sorted, 
                        int64_t row_bytes, void* xs, int64_t ldxs_bytes, cudaStream_t stream, bool pdl) {
   if (R == 0 || row_bytes == 0) return;
   if (aligned16(x) && aligned16(xs) && row_bytes % 16 == 0 && ldx_bytes % 16 == 0 && ldxs_bytes % 16 == 0) {
-    const int64_t row_pieces = row_bytes / 16;
-    const int64_t per_block = int64_t(kMoeGatherThreads) * kMoeGatherUnroll;
-    const int64_t blocks = (int64_t(R) * row_pieces + per_block - 1) / per_block;
+    const int64_t row_pieces = row_bytes / 16, total = int64_t(R) * row_pieces;
+    // a piece a thread at decode sizes (more blocks, each SM's share of the copy smaller), four
+    // from 2^18 pieces (4 MB), where the grid has tens of waves
+    const int per_thread = total >= (int64_t(1) << 18) ? kMoeGatherUnroll : 1;
+    const int64_t per_block = int64_t(kMoeGatherThreads) * per_thread;
+    const int64_t blocks = (total + per_block - 1) / per_block;
     MIXQ_CHECK(blocks <= 0x7FFFFFFF, ErrorCode::Unsupported, "moe_gather: ", R, " rows of ", row_bytes,
                " bytes need more than 2^31 - 1 blocks");
     const WoLaunchConfig launch(dim3(unsigned(blocks)), kMoeGatherThreads, 0, stream, pdl);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&launch.cfg, moe_gather_pieces_kernel, static_cast<const char*>(x),
-                                       ldx_bytes, sorted, R, k, row_pieces, static_cast<char*>(xs), ldxs_bytes));
+                                       ldx_bytes, sorted, R, k, row_pieces, static_cast<char*>(xs), ldxs_bytes,
+                                       per_thread));
     return;
   }
   const WoLaunchConfig launch(row_column_grid("moe_gather", R, row_bytes, kMoeGatherChunk),

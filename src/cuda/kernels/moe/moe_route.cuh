@@ -242,19 +242,32 @@ __global__ void __launch_bounds__(kMoeRouteThreads)
   if (tid == 0) *g.verdict = bad;
   if (bad) return route_refuse(g.R, g.E, offsets, sorted, position, error, tid, nt);
   const int per = (g.E + nt - 1) / nt, e0 = min(g.E, tid * per), e1 = min(g.E, e0 + per);
+  // a thread's column of counts, kScanBatch blocks' loads in flight at once (one block's at a
+  // time, the scan of 64 blocks took 7.6 us)
+  constexpr int kScanBatch = 8;
   int total = 0;
   for (int e = e0; e < e1; ++e)
-    for (int b = 0; b < blocks; ++b) total += g.counts[int64_t(b) * g.E + e];
+    for (int b0 = 0; b0 < blocks; b0 += kScanBatch) {
+      int c[kScanBatch];
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) c[u] = b0 + u < blocks ? g.counts[int64_t(b0 + u) * g.E + e] : 0;
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) total += c[u];
+    }
   scan[tid] = total;
   block_inclusive_scan(scan, tid, nt);
   int run = scan[tid] - total;
   for (int e = e0; e < e1; ++e) {
     offsets[e] = run;
-    for (int b = 0; b < blocks; ++b) {
-      int32_t& c = g.counts[int64_t(b) * g.E + e];
-      const int n = c;
-      c = run;
-      run += n;
+    for (int b0 = 0; b0 < blocks; b0 += kScanBatch) {
+      int c[kScanBatch];
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) c[u] = b0 + u < blocks ? g.counts[int64_t(b0 + u) * g.E + e] : 0;
+#pragma unroll
+      for (int u = 0; u < kScanBatch; ++u) {
+        if (b0 + u < blocks) g.counts[int64_t(b0 + u) * g.E + e] = run;
+        run += c[u];
+      }
     }
   }
   if (tid == nt - 1) offsets[g.E] = scan[nt - 1];

@@ -57,23 +57,24 @@ __global__ void __launch_bounds__(kMoeGatherThreads)
 }
 
 // The same copy where every row is a whole number of aligned 16-byte pieces: the pieces of all
-// rows in one sequence, kMoeGatherUnroll a thread (loaded before any is stored), so short rows
-// still fill every thread (a 4 KB row of Qwen3-30B-A3B used half of a row block's 8 KB; 32768 such
-// rows took 48 us on an H200, a write floor of ~31).
+// rows in one sequence, `per_thread` (<= kMoeGatherUnroll) a thread, loaded before any is stored,
+// so short rows still fill every thread (a 4 KB row of Qwen3-30B-A3B used half of a row block's
+// 8 KB). Block b, thread t: pieces (b * per_thread + u) * kMoeGatherThreads + t.
 __global__ void __launch_bounds__(kMoeGatherThreads)
     moe_gather_pieces_kernel(const char* __restrict__ x, int64_t ldx_bytes, const int32_t* __restrict__ sorted,
-                             int R, int k, int64_t row_pieces, char* __restrict__ xs, int64_t ldxs_bytes) {
+                             int R, int k, int64_t row_pieces, char* __restrict__ xs, int64_t ldxs_bytes,
+                             int per_thread) {
   allow_dependent_launch();
   grid_dependency_wait();
   const int64_t total = int64_t(R) * row_pieces;
-  const int64_t q0 = int64_t(blockIdx.x) * kMoeGatherThreads * kMoeGatherUnroll + threadIdx.x;
+  const int64_t q0 = int64_t(blockIdx.x) * kMoeGatherThreads * per_thread + threadIdx.x;
   uint4 v[kMoeGatherUnroll];
   int64_t dst[kMoeGatherUnroll];
 #pragma unroll
   for (int u = 0; u < kMoeGatherUnroll; ++u) {
     const int64_t q = q0 + int64_t(u) * kMoeGatherThreads;
     dst[u] = -1;
-    if (q >= total) continue;
+    if (u >= per_thread || q >= total) continue;
     const int p = int(q / row_pieces);
     const int64_t b = (q - int64_t(p) * row_pieces) * 16;
     const int i = sorted[p];
