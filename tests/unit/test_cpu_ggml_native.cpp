@@ -73,6 +73,9 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
     const std::vector<float> x = random_x(M, K, seed + static_cast<uint32_t>(M));
     const Refs ref = reference(w, blocks, tc.type, x, M);
     for (const char* isa : kIsas) {
+      // a kernel set this CPU cannot run is refused at prepare (a clear error, tested with the
+      // ISA option itself); its kernels are checked on the machines that have it
+      if (!cpu_has(isa)) continue;
       SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                    " M=" + std::to_string(M) + " isa=" + isa);
       const mixq::PreparedWeight f32 = mixq::prepare(w, cpu_opts(isa, "cpu_f32"));
@@ -84,10 +87,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
       EXPECT_LE(double(impl->weight().bytes()),
                 1.03 * double(w.ggml->data.size()) * padded_rows / double(N));
       EXPECT_NE(f32.kernel_name(M).find("<" + tname + ">"), std::string::npos);
-      if (cpu_has(isa)) {
-        EXPECT_EQ(f32.kernel_name(M).rfind(std::string("cpu_") + isa + "_", 0), 0u)
-            << f32.kernel_name(M);
-      }
+      EXPECT_EQ(f32.kernel_name(M).rfind(std::string("cpu_") + isa + "_", 0), 0u) << f32.kernel_name(M);
       const double ef = max_err(run(f32, x, M), ref.exact) / ref.max_exact;
       EXPECT_LE(ef, 1e-5) << f32.kernel_name(M);
 
