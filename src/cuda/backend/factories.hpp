@@ -2,6 +2,7 @@
 // from PrepareOptions::act. Each validates what it supports and throws Unsupported otherwise.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,16 @@ std::shared_ptr<const PreparedImpl> prepare_weight_only(const QuantizedWeight& w
                                                         const PrepareOptions& opts);
 std::shared_ptr<const PreparedImpl> prepare_fp8_block(const QuantizedWeight& w,
                                                       const PrepareOptions& opts);
+// What the grouped FP8 GEMM needs of one expert prepared by prepare_fp8_block (its device codes
+// and block scales, backend/moe_fp8_experts.cpp); false when impl is not such a weight.
+struct Fp8ExpertView {
+  const uint8_t* codes = nullptr;  // [N][ldb] e4m3, zero codes past K
+  int64_t ldb = 0;
+  const float* sb = nullptr;       // sb(nb, kb) at [nb * ld_sb + kb]
+  int64_t ld_sb = 0;
+  int device = 0;
+};
+bool fp8_block_expert_view(const PreparedImpl& impl, Fp8ExpertView& view);
 std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts);
 std::shared_ptr<const PreparedImpl> prepare_int8_tensor(const QuantizedWeight& w,

@@ -100,6 +100,11 @@ class CudaFp8Block final : public PreparedImpl {
 
   std::string kernel_name(int64_t M) const override { return kernel_id(M).name(); }
 
+  Fp8ExpertView expert_view() const {
+    return {static_cast<const uint8_t*>(codes_.data()), ldb_, static_cast<const float*>(scales_.data()),
+            ld_sb_, device_};
+  }
+
   // Quantized activations: codes [M][act_row_pitch(K)], scales [K blocks][act_meta_pitch(M)];
   // for the skinny kernel then its partial sums and tickets (gemm_workspace_size).
   // linear(QuantizedActivations) needs the latter only, at the start of its workspace:
@@ -239,6 +244,13 @@ class CudaFp8Block final : public PreparedImpl {
 };
 
 }  // namespace
+
+bool fp8_block_expert_view(const PreparedImpl& impl, Fp8ExpertView& view) {
+  const auto* w = dynamic_cast<const CudaFp8Block*>(&impl);
+  if (w == nullptr) return false;
+  view = w->expert_view();
+  return true;
+}
 
 std::shared_ptr<const PreparedImpl> prepare_fp8_block(const QuantizedWeight& w,
                                                       const PrepareOptions& opts) {

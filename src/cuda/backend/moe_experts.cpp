@@ -40,18 +40,18 @@ class CudaExperts final : public PreparedExpertsImpl {
     K = w[0].K();
     experts = std::move(w);
     MIXQ_CHECK(o.act == ActQuant::None || o.act == ActQuant::Fp8Block, ErrorCode::Unsupported,
-               "prepare_experts (cuda): the grouped path runs weight-only and W4A8 experts; act = ",
-               act_quant_name(o.act), " is not implemented on CUDA yet (use the cpu backend)");
+               "prepare_experts (cuda): the grouped path runs weight-only, W4A8 and FP8 block "
+               "experts; act = ", act_quant_name(o.act), " is not implemented on CUDA yet (use the "
+               "cpu backend)");
     MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
                " experts is more than 2^20");
     std::vector<cuda::WoExpertView> views;
     for (const PreparedWeight& p : experts) views.push_back(cuda::weight_only_expert_view(p.impl()));
     first_ = views[0];
     device_ = first_.device;
-    // act = fp8-block: W4A8 experts (the CUDA FP8 block weights are not weight-only views)
-    MIXQ_CHECK(o.act == ActQuant::None || first_.w.L.fp8_act, ErrorCode::Unsupported, "prepare_experts (cuda): "
-               "act = fp8-block runs W4A8 experts (4-bit weights in groups of 128) on CUDA; FP8 block "
-               "experts with FP8 activations run on the cpu backend");
+    // act = fp8-block here: W4A8 experts (FP8 block weights took moe_fp8_experts.cpp)
+    MIXQ_CHECK(o.act == ActQuant::None || first_.w.L.fp8_act, ErrorCode::Internal, "prepare_experts (cuda): "
+               "act = fp8-block experts that are neither W4A8 nor FP8 block");
     cuda::DeviceGuard guard(device_);
     caps_ = cuda::DeviceContext::get(device_).caps();
     // tables: codes [E], pairs [E], k_perm [E] (8-byte pointers), pair_f32 [E] bytes
@@ -274,8 +274,13 @@ class CudaExperts final : public PreparedExpertsImpl {
 
 }  // namespace
 
+std::shared_ptr<const PreparedExpertsImpl> prepare_experts_fp8_block(std::vector<PreparedWeight>& experts,
+                                                                     const PrepareOptions& opts);
+
 std::shared_ptr<const PreparedExpertsImpl> prepare_experts_cuda(std::vector<PreparedWeight> experts,
                                                                 const PrepareOptions& opts) {
+  if (opts.act == ActQuant::Fp8Block)  // FP8 block experts (moe_fp8_experts.cpp), else W4A8 below
+    if (auto fp8 = prepare_experts_fp8_block(experts, opts)) return fp8;
   return std::make_shared<CudaExperts>(std::move(experts), opts);
 }
 

@@ -24,14 +24,19 @@ inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p, int y_tma) {
   return y_tma != 0;
 }
 
-template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
+// kGrouped (the mixture-of-experts form): params.num_tiles is the host's bound of the units (the
+// grid's size); pdl: a programmatic dependent launch of the previous kernel (the schedule kernel;
+// the grouped kernel waits for it before it reads the tile list).
+template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2,
+          bool kGrouped = false>
 void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                        const typename Policy::Params& pp, const sm90::BlockGemmParams& params,
-                       int sms, int y_tma, cudaStream_t stream, const char* name) {
+                       int sms, int y_tma, cudaStream_t stream, const char* name,
+                       bool pdl = false) {
   using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster, kSub>;
   static_assert(Shape::kSmemBytes <= 227 * 1024,
                 "the ring and the epilogue's staging must fit in shared memory");
-  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets>;
+  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets, kGrouped>;
   // Y as 64 x 64 boxes of 16-bit values, 128-byte swizzled (the staging layout); the kernel never
   // reads the map (left zeroed) on the direct-store path.
   sm90::BlockGemmParams p = params;
@@ -48,13 +53,21 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
   cfg.blockDim = dim3(Shape::kThreads);
   cfg.dynamicSmemBytes = Shape::kSmemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kCluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[2];
   cfg.attrs = attr;
-  cfg.numAttrs = kCluster > 1 ? 1 : 0;
+  cfg.numAttrs = 0;
+  if (kCluster > 1) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+    attr[cfg.numAttrs].val.clusterDim.x = kCluster;
+    attr[cfg.numAttrs].val.clusterDim.y = 1;
+    attr[cfg.numAttrs].val.clusterDim.z = 1;
+    ++cfg.numAttrs;
+  }
+  if (kGrouped && pdl) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    ++cfg.numAttrs;
+  }
   // Concurrent work units: one CTA per SM (the ring takes most of shared memory); for pairs, the
   // number of clusters the GPCs can hold at once (an SM left without a partner in its GPC idles).
   int slots = std::max(1, sms);

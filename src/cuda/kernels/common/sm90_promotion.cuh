@@ -20,7 +20,12 @@ namespace mixq::cuda::sm90 {
 // 160, 192; the launcher runs 128 and 192) it touches at most two weight blocks, and each stage loads a {4 K blocks} x {2 weight
 // blocks} box of sb (a box's first element must be 16-byte aligned: kb = 1 faults with an illegal
 // instruction, hence the aligned group of four K blocks; read() picks kb % 4).
-template <int BN>
+// kARows: rows of sa per stage. 128 (the tile's rows from m0, a multiple of 128); the grouped GEMM's
+// tiles start at any row of the call (an expert's first row), and a box whose first element is
+// not 16-byte aligned faults the same way, so its policy (kARows = 132) loads the 132 rows from
+// m0 rounded down to a multiple of 4, and the skeleton reads rows m0 % 4 further on
+// (meta_row_shift).
+template <int BN, int kARows = 128>
 struct Fp8BlockScaledPolicy {
   // gcd(n, 128) for n a multiple of 8
   static constexpr int gcd128(int n) {
@@ -32,22 +37,32 @@ struct Fp8BlockScaledPolicy {
   static constexpr bool kOneBlock = 128 % BN == 0;
   template <int N>
   using Mma = WgmmaE4M3<N>;
+  static_assert(kARows == 128 || kARows == 132, "the tile's rows, or 4 more (any first row)");
   struct Params {
-    CUtensorMap sa;  // f32 {M, num_kb}, box {128, 1}
+    CUtensorMap sa;  // f32 {M, num_kb}, box {kARows, 1}
     CUtensorMap sb;  // f32 {num_kb, N blocks}, box {4, kSbRows}
   };
-  static constexpr int kAMetaBytes = 128 * 4;
+  static constexpr int kAMetaBytes = (kARows * 4 + 127) / 128 * 128;
   static constexpr int kBMetaBytes = 128;  // 32 used; TMA destinations want 128-byte alignment
   // The sb box is {4, 1} (16 bytes) when the tile spans one weight block (kOneBlock) and {4, 2}
   // otherwise; the stage's transaction count must equal the bytes TMA delivers, or the full
   // barrier never completes (a hang: the 128-wide launcher once used box {4, 1} with 32 here).
   static constexpr int kSbRows = kOneBlock ? 1 : 2;
-  static constexpr uint32_t kMetaTxBytes = 128 * 4 + 16 * kSbRows;
+  static constexpr uint32_t kMetaTxBytes = kARows * 4 + 16 * kSbRows;
 
   __device__ __forceinline__ static void load_meta(const Params& pp, void* a_meta, void* b_meta,
                                                    uint64_t* bar, int m0, int n0, int kb) {
     tma_load_2d(a_meta, &pp.sa, bar, m0, kb);
     tma_load_2d(b_meta, &pp.sb, bar, kb & ~3, n0 / 128);
+  }
+  // The grouped GEMM: sa from the aligned row below m0, sb through the unit's expert's descriptor
+  // (the same box as pp.sb's).
+  __device__ __forceinline__ static void load_meta_expert(const Params& pp, void* a_meta,
+                                                          void* b_meta, uint64_t* bar, int m0,
+                                                          int n0, int kb, const CUtensorMap* sb) {
+    static_assert(kARows == 132, "the grouped GEMM's tiles start at any row");
+    tma_load_2d(a_meta, &pp.sa, bar, m0 & ~3, kb);
+    tma_load_2d(b_meta, sb, bar, kb & ~3, n0 / 128);
   }
   struct Scale {
     float lo0, hi0, lo1, hi1;  // rows `row`, `row + 8` x first / second weight block

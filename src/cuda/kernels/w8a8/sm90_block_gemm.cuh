@@ -51,11 +51,26 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/grid_dependency.cuh"
 #include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
+#include "cuda/kernels/moe/moe_params.hpp"
 
 namespace mixq::cuda::sm90 {
+
+// The grouped (mixture-of-experts) form, kGrouped: the units are the (expert, token tile) list
+// that the schedule kernel wrote on the device (kernels/moe/moe_schedule.cuh, tiles of kBM rows)
+// times the N tiles, N innermost; each expert's B codes and B metadata through its own
+// descriptors in device memory (maps[expert * maps_per_expert + b_map / meta_map]); A, its
+// metadata and Y are the call's [rows] matrices, a unit's stores clipped to its expert's rows.
+struct BlockGemmGroup {
+  const int* n_tiles = nullptr;
+  const MoeTile* tiles = nullptr;
+  const CUtensorMap* maps = nullptr;
+  int maps_per_expert = 0, b_map = 0, meta_map = 0;
+  int64_t bias_stride = 0;  // elements between experts' bias rows (0: one shared bias)
+};
 
 struct BlockGemmParams {
   // conv_on: A is an implicit-GEMM convolution's im2col matrix (tm_a an im2col map over the NHWC
@@ -87,6 +102,7 @@ struct BlockGemmParams {
   const void* bias = nullptr;
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
+  BlockGemmGroup group;  // kGrouped only
 
   // The epilogue fields (host side), y_pairs from y's alignment and leading dimension.
   void set_output(void* y_, int64_t ldy_, int y_type_, const void* bias_, int bias_type_, float lo,
@@ -140,6 +156,41 @@ __host__ __device__ inline void tile_coords(int t, const BlockGemmParams& p, int
   nb = first + in % gn;
 }
 
+// A CTA's work unit: the output tile's first row, the end of the rows it may write (M, or its
+// expert's last row + 1), its N tile and expert.
+struct BlockUnit {
+  int m0, m_end, nb, expert;
+};
+
+// The units a CTA walks: for (t = unit_first; t < unit_count; t += unit_stride) unit_of(t).
+// Plain: the raster of tile_coords over clusters. Grouped: the device-side tile list x N tiles,
+// N innermost, so that the CTAs running at once share the token tile in L2 and each expert's
+// weights are read once per token tile; units past the list's end are none.
+template <bool kGrouped, int kCluster>
+__device__ __forceinline__ int unit_first() {
+  return kGrouped ? int(blockIdx.x) : int(blockIdx.x) / kCluster;
+}
+template <bool kGrouped, int kCluster>
+__device__ __forceinline__ int unit_stride() {
+  return kGrouped ? int(gridDim.x) : int(gridDim.x) / kCluster;
+}
+template <bool kGrouped>
+__device__ __forceinline__ int unit_count(const BlockGemmParams& p) {
+  return kGrouped ? *p.group.n_tiles * p.num_n : p.num_tiles;
+}
+template <bool kGrouped, int kBM, int kCluster>
+__device__ __forceinline__ BlockUnit unit_of(const BlockGemmParams& p, int t, int rank) {
+  if constexpr (kGrouped) {
+    const int ti = t / p.num_n;
+    const MoeTile tile = p.group.tiles[ti];
+    return {tile.row0 + tile.m_block * kBM, tile.row0 + tile.rows, t - ti * p.num_n, tile.expert};
+  } else {
+    int mu, nb;
+    tile_coords(t, p, mu, nb);
+    return {(mu * kCluster + rank) * kBM, p.M, nb, 0};
+  }
+}
+
 __device__ __forceinline__ float load_io(const void* p, int type, int64_t i) {
   if (type == 0) return __half2float(static_cast<const __half*>(p)[i]);
   if (type == 1) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
@@ -167,22 +218,23 @@ __device__ __forceinline__ typename OutT<kYType>::T2 to_out2(float a, float b) {
 
 // Epilogue straight from the accumulator registers: + bias, clamp, convert, guarded stores.
 // Registers 4j, 4j+1 are (row r0, columns c, c+1), 4j+2, 4j+3 the same columns of row r0 + 8.
+// Rows from m_end on are not written (M, or the end of the unit's expert); bias: the unit's.
 template <int kYType, int R>
 __device__ __forceinline__ void store_tile(const BlockGemmParams& p, const float (&total)[R],
-                                           int64_t r0, int c0) {
+                                           int64_t r0, int c0, int64_t m_end, const void* bias) {
   using T = typename OutT<kYType>::T;
   using T2 = typename OutT<kYType>::T2;
   T* y = static_cast<T*>(p.y);
-  const bool row0 = r0 < p.M, row1 = r0 + 8 < p.M;
+  const bool row0 = r0 < m_end, row1 = r0 + 8 < m_end;
 #pragma unroll
   for (int j = 0; j < R / 4; ++j) {
     const int c = c0 + 8 * j;
     if (c >= p.N) break;
     const bool two = c + 1 < p.N;
     float b0 = 0.f, b1 = 0.f;
-    if (p.bias) {
-      b0 = load_io(p.bias, p.bias_type, c);
-      if (two) b1 = load_io(p.bias, p.bias_type, c + 1);
+    if (bias) {
+      b0 = load_io(bias, p.bias_type, c);
+      if (two) b1 = load_io(bias, p.bias_type, c + 1);
     }
     float v[4] = {total[4 * j] + b0, total[4 * j + 1] + b1, total[4 * j + 2] + b0,
                   total[4 * j + 3] + b1};
@@ -228,7 +280,7 @@ template <int kYType, int R>
 __device__ __forceinline__ void store_tile_tma(const BlockGemmParams& p, const CUtensorMap* tm_y,
                                                const float (&total)[R], int m0, int n0, int c0,
                                                uint32_t box, int warp, int lane, bool issuer,
-                                               int bar) {
+                                               int bar, const void* bias_row) {
   static_assert(R % (kYBox / 2) == 0, "whole 64-column boxes");
   // Lane 8i + k addresses row k of matrix i of a stmatrix.x4 that stores column groups q, q + 1
   // (8 columns, 16 bytes each): matrix i = rows 8 (i & 1) .. + 7 of the warp's 16, column group
@@ -245,9 +297,9 @@ __device__ __forceinline__ void store_tile_tma(const BlockGemmParams& p, const C
     for (int g = 0; g < 8; ++g) {
       const int c = c0 + 8 * (8 * b + g);
       bias[g][0] = bias[g][1] = 0.f;
-      if (p.bias && c < p.N) {
-        bias[g][0] = load_io(p.bias, p.bias_type, c);
-        if (c + 1 < p.N) bias[g][1] = load_io(p.bias, p.bias_type, c + 1);
+      if (bias_row && c < p.N) {
+        bias[g][0] = load_io(bias_row, p.bias_type, c);
+        if (c + 1 < p.N) bias[g][1] = load_io(bias_row, p.bias_type, c + 1);
       }
     }
     if (issuer) bulk_wait_group_read<0>();  // the previous store has read the box
@@ -326,7 +378,10 @@ __device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
 // kAccSets: 2 = block kb + 1's MMAs are issued before block kb is promoted (two accumulator sets);
 // 1 = each warpgroup waits for its own MMAs (wgmma.wait_group 0) before it promotes, and the
 // tensor cores stay busy with the other consumer warpgroup's MMAs meanwhile.
-template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2>
+// kGrouped: the mixture-of-experts form (BlockGemmGroup; single CTAs, one m64 sub-tile, policies
+// with load_meta_expert and the skeleton's epilogue).
+template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2,
+          bool kGrouped = false>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
@@ -339,6 +394,9 @@ __global__ void __launch_bounds__(384, 1)
   using Acc = typename Mma::Acc;
   constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
   static_assert(BN % kYBox == 0, "the TMA-store epilogue stores whole 64-column boxes");
+  static_assert(!kGrouped || (kCluster == 1 && kSub == 1 && !policy_stores_tile<Policy>(0) &&
+                              !has_rank1<Policy>(0)),
+                "the grouped form: single CTAs, one sub-tile, the skeleton's epilogue");
 
   extern __shared__ uint8_t smem_raw[];
   // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes.
@@ -354,7 +412,6 @@ __global__ void __launch_bounds__(384, 1)
 
   const int warpgroup = threadIdx.x / 128;
   const int rank = kCluster > 1 ? int(cluster_ctarank()) : 0;
-  const int cluster_id = blockIdx.x / kCluster, num_clusters = gridDim.x / kCluster;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);  // the producer's arrive.expect_tx (+ the TMA bytes of all CTAs)
@@ -365,18 +422,25 @@ __global__ void __launch_bounds__(384, 1)
   // The peer's barriers must be initialised before this CTA multicasts into them or arrives there.
   if constexpr (kCluster > 1) cluster_sync();
   else __syncthreads();
+  // Grouped: the tile list (and A, quantized just before) are the previous kernels' outputs; the
+  // launch may be a dependent one of the schedule kernel (the set-up above overlapped it).
+  if constexpr (kGrouped) grid_dependency_wait();
+  const int first_unit = unit_first<kGrouped, kCluster>();
+  const int unit_step = unit_stride<kGrouped, kCluster>();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<40>();
     if (threadIdx.x == 0) {
       tma_prefetch_desc(&tm_a);
-      tma_prefetch_desc(&tm_b);
+      if constexpr (!kGrouped) tma_prefetch_desc(&tm_b);  // grouped: the experts' descriptors
       int stage = 0;
       uint32_t phase = 0;
-      for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
-        int mu, nb;
-        tile_coords(t, p, mu, nb);
-        const int m0 = (mu * kCluster + rank) * Shape::kBM, n0 = nb * BN;
+      const int units = unit_count<kGrouped>(p);
+      for (int t = first_unit; t < units; t += unit_step) {
+        const BlockUnit u = unit_of<kGrouped, Shape::kBM, kCluster>(p, t, rank);
+        const int m0 = u.m0, n0 = u.nb * BN;
+        const CUtensorMap* b_map = &tm_b;
+        if constexpr (kGrouped) b_map = p.group.maps + u.expert * p.group.maps_per_expert + p.group.b_map;
         if constexpr (has_rank1<Policy>(0)) {
           // Each CTA loads its own rank-1 stages (no multicast); the slot protocol is unchanged.
           for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
@@ -407,7 +471,7 @@ __global__ void __launch_bounds__(384, 1)
             tma_load_2d(a_tiles + stage * Shape::kABytes, &tm_a, &full[stage], kb * 128, m0);
           }
           if constexpr (kCluster == 1) {
-            tma_load_2d(b_tiles + stage * Shape::kBBytes, &tm_b, &full[stage], kb * 128, n0);
+            tma_load_2d(b_tiles + stage * Shape::kBBytes, b_map, &full[stage], kb * 128, n0);
           } else {
             // This CTA's share of B's rows, written into the same slot of every CTA of the pair.
             const int r0 = rank * Shape::kBRowsPerCta;
@@ -415,8 +479,14 @@ __global__ void __launch_bounds__(384, 1)
                                   smem_u32(&full[stage]), kb * 128, n0 + r0,
                                   uint16_t((1u << kCluster) - 1));
           }
-          Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
-                            b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
+          if constexpr (kGrouped)
+            Policy::load_meta_expert(pp, a_meta + stage * Policy::kAMetaBytes,
+                                     b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb,
+                                     p.group.maps + u.expert * p.group.maps_per_expert +
+                                         p.group.meta_map);
+          else
+            Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
+                              b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
           if (++stage == kStages) {
             stage = 0;
             phase ^= 1;
@@ -451,6 +521,9 @@ __global__ void __launch_bounds__(384, 1)
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0, 0));
+    // The row of the stage's A metadata that holds this thread's row: grouped, the metadata box
+    // starts at the unit's first row rounded down to a multiple of 4 (Policy::load_meta_expert).
+    int meta_row = row;
     // Scale blocks per stage: the consumers walk K blocks of 128 / kBlocks; a stage's blocks are
     // its halves (kBlocks = 2), each its own commit group into its own accumulator set.
     constexpr int kBlocks = policy_blocks<Policy>(0);
@@ -468,7 +541,7 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
       }
       scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
-                           b_meta + stage * Policy::kBMetaBytes, row, n0, blk / kBlocks, half);
+                           b_meta + stage * Policy::kBMetaBytes, meta_row, n0, blk / kBlocks, half);
       // Low descriptor words only (32-bit adds; the high word is a constant): the 64-bit
       // descriptor arithmetic cost ~10 integer instructions per K block on the issue-bound INT8
       // path. Stepping K inside the 128-byte rows moves the start address only: the swizzle is a
@@ -511,11 +584,11 @@ __global__ void __launch_bounds__(384, 1)
       }
       Policy::promote(total, acc, scale);
     };
-    for (int t = cluster_id; t < p.num_tiles; t += num_clusters) {
-      int mu, nb;
-      tile_coords(t, p, mu, nb);
-      const int mb = mu * kCluster + rank;
-      const int n0 = nb * BN;
+    const int units = unit_count<kGrouped>(p);
+    for (int t = first_unit; t < units; t += unit_step) {
+      const BlockUnit u = unit_of<kGrouped, Shape::kBM, kCluster>(p, t, rank);
+      const int n0 = u.nb * BN;
+      if constexpr (kGrouped) meta_row = row + (u.m0 & 3);
 #pragma unroll
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
@@ -586,29 +659,35 @@ __global__ void __launch_bounds__(384, 1)
       const int c0 = n0 + col;
       if constexpr (policy_stores_tile<Policy>(0)) {
         static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
-        Policy::store(pp, p, total[0], int64_t(mb) * Shape::kBM + cw * 64, n0,
+        Policy::store(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
                       reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar);
-      } else if (p.y_tma) {
-#pragma unroll
-        for (int sub = 0; sub < kSub; ++sub) {
-          // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second
-          // CTA of a pair past M) stores nothing (the condition is the same for the warpgroup).
-          const int64_t m0 = int64_t(mb) * Shape::kBM + cw * 64 * kSub + 64 * sub;
-          if (m0 >= p.M) continue;
-          if (p.y_type == 0)
-            store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
-                              y_bar);
-          else
-            store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
-                              y_bar);
-        }
       } else {
+        // The unit's bias row: the layer's, or its expert's (grouped).
+        const void* bias = p.bias;
+        if (kGrouped && bias)
+          bias = static_cast<const char*>(bias) +
+                 int64_t(u.expert) * p.group.bias_stride * (p.bias_type == 2 ? 4 : 2);
 #pragma unroll
         for (int sub = 0; sub < kSub; ++sub) {
-          const int64_t r0 = int64_t(mb) * Shape::kBM + row + 64 * sub;
-          if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0);
-          else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0);
-          else store_tile<2>(p, total[sub], r0, c0);
+          // The sub-tile's first row; a sub-tile entirely past the unit's rows (the last M tile,
+          // the second CTA of a pair past M) stores nothing (the same for the whole warpgroup).
+          const int64_t m0 = int64_t(u.m0) + cw * 64 * kSub + 64 * sub;
+          if (m0 >= u.m_end) continue;
+          // TMA clips a box at M only: a grouped sub-tile that ends inside its expert's rows
+          // would overwrite the next expert's, so it takes the guarded direct stores.
+          if (p.y_tma && (!kGrouped || m0 + 64 <= u.m_end)) {
+            if (p.y_type == 0)
+              store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                                y_bar, bias);
+            else
+              store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                                y_bar, bias);
+          } else {
+            const int64_t r0 = int64_t(u.m0) + row + 64 * sub;
+            if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0, u.m_end, bias);
+            else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0, u.m_end, bias);
+            else store_tile<2>(p, total[sub], r0, c0, u.m_end, bias);
+          }
         }
       }
     }
