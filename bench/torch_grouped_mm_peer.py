@@ -6,6 +6,10 @@ For each model and token count, routes T tokens uniformly to top-k distinct expe
 gate+up (N = 2 * intermediate, K = hidden) and down (N = hidden, K = intermediate), with BF16
 expert weights [E][N][K] (fresh weights per call beyond L2: cold), median of --reps CUDA-event
 timings. Prints a table and writes JSON (--json).
+--dtype fp8: torch._scaled_grouped_mm instead (e4m3 activations and weights, f32 scales per row of X
+and per output column of each expert, bf16 out: the FP8 grouped GEMM torch ships; its scales are
+per row / column, not DeepSeek-V3's 1x128 / 128x128 blocks, so it does less work per element than a
+block-scaled GEMM).
 
     python3 bench/torch_grouped_mm_peer.py --models deepseek-v3 --m 1,64,4096 --json peer.json
 """
@@ -26,6 +30,7 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--m", default="1,8,64,512,4096", help="tokens per batch")
     ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     rows = []
@@ -38,19 +43,35 @@ def main():
             R = int(offs[-1])
             for proj, N, K in (("gate_up", 2 * I, H), ("down", H, I)):
                 # two weight copies alternate when one does not exceed the 50 MB L2 four times over
-                copies = 1 if E * N * K * 2 > 200e6 else 2
-                ws = [torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2) for _ in range(copies)]
-                x = torch.randn(R, K, device="cuda", dtype=torch.bfloat16)
-                row = {"model": name, "tokens": T, "proj": proj, "N": N, "K": K, "rows": R}
+                fp8 = a.dtype == "fp8"
+                esize = 1 if fp8 else 2
+                copies = 1 if E * N * K * esize > 200e6 else 2
+                if fp8:
+                    ws = [torch.randn(E, N, K, device="cuda").to(torch.float8_e4m3fn).transpose(1, 2)
+                          for _ in range(copies)]
+                    x = torch.randn(R, K, device="cuda").to(torch.float8_e4m3fn)
+                    sa = torch.ones(R, device="cuda", dtype=torch.float32)
+                    sb = torch.ones(E, N, device="cuda", dtype=torch.float32)
+
+                    def mm(w):
+                        return torch._scaled_grouped_mm(x, w, sa, sb, offs=offs, out_dtype=torch.bfloat16)
+                else:
+                    ws = [torch.randn(E, N, K, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+                          for _ in range(copies)]
+                    x = torch.randn(R, K, device="cuda", dtype=torch.bfloat16)
+
+                    def mm(w):
+                        return torch._grouped_mm(x, w, offs=offs)
+                row = {"model": name, "tokens": T, "proj": proj, "N": N, "K": K, "rows": R, "dtype": a.dtype}
                 try:
                     for w in ws:
-                        torch._grouped_mm(x, w, offs=offs)
+                        mm(w)
                     torch.cuda.synchronize()
                     times = []
                     for r in range(a.reps):
                         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                         s.record()
-                        torch._grouped_mm(x, ws[r % copies], offs=offs)
+                        mm(ws[r % copies])
                         e.record()
                         torch.cuda.synchronize()
                         times.append(s.elapsed_time(e) * 1e3)

@@ -7,7 +7,7 @@
 #   bench_wo:   the nine layers of anchors.md x M = 1 ... 4096, W4/W8 g128, f16 and bf16, cuBLAS
 #               timed in the same process (BENCH_WO_ACTS, BENCH_WO_MS, BENCH_WO_SCHEMES narrow it)
 #   bench_w8a8: FP8 block and INT8 W8A8 (activation quantization in the timed call) at large M
-#   moe:        the mixture-of-experts GPU tests (tests/gpu/test_moe_cuda.cpp), a memcheck of
+#   moe:        the mixture-of-experts GPU tests (tests/gpu/test_moe*_cuda.cpp), a memcheck of
 #               the grouped, routing and schedule kernels, and `mixq bench --op moe` (MOE_MS,
 #               MOE_MODELS, MOE_SCHEMES narrow it) into moe_bench.json
 #   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv.cpp) and a compute-sanitizer
@@ -79,10 +79,10 @@ for step in "$@"; do
         echo "peers: peers/peers.py not carried"
       fi ;;
     moe)
-      timeout 400 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaMoe.*' > "$OUT/moe_tests.log" 2>&1
+      timeout 400 "$BUILD/tests/mixq_gpu_tests" --gtest_filter='CudaMoe.*:CudaMoeFp8.*' > "$OUT/moe_tests.log" 2>&1
       echo "moe gpu tests rc=$?"; grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$OUT/moe_tests.log" | head -20
       timeout 400 compute-sanitizer --tool memcheck --error-exitcode 9 "$BUILD/tests/mixq_gpu_tests" \
-        --gtest_filter='CudaMoe.*' > "$OUT/moe_memcheck.log" 2>&1
+        --gtest_filter='CudaMoe.*:CudaMoeFp8.*' > "$OUT/moe_memcheck.log" 2>&1
       echo "moe memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/moe_memcheck.log" | tail -2
       timeout 500 "$BUILD/mixq" bench --op moe --backend cuda --m "${MOE_MS:-1,8,64,512,4096}" \
         ${MOE_MODELS:+--models "$MOE_MODELS"} ${MOE_SCHEMES:+--schemes "$MOE_SCHEMES"} \
