@@ -27,6 +27,15 @@ struct PreparedExpertsImpl {
   std::vector<PreparedWeight> experts;
 
   virtual ~PreparedExpertsImpl() = default;
+  // A backend's constructor: the experts (at least one, of one shape), their options and backend.
+  void adopt(std::vector<PreparedWeight> w, const PrepareOptions& o, BackendKind b) {
+    backend = b;
+    opts = o;
+    E = int64_t(w.size());
+    N = w[0].N();
+    K = w[0].K();
+    experts = std::move(w);
+  }
   // activation: none for the backend's default
   virtual std::string kernel_name(int64_t rows, std::optional<DType> activation) const = 0;
   virtual size_t workspace_size(int64_t rows) const = 0;

@@ -16,12 +16,7 @@ namespace {
 class HostExperts final : public PreparedExpertsImpl {
  public:
   HostExperts(std::vector<PreparedWeight> w, const PrepareOptions& o) {
-    backend = o.backend;
-    opts = o;
-    E = int64_t(w.size());
-    N = w[0].N();
-    K = w[0].K();
-    experts = std::move(w);
+    adopt(std::move(w), o, o.backend);
   }
 
   std::string kernel_name(int64_t rows, std::optional<DType> activation) const override {

@@ -13,6 +13,7 @@
 
 #include "cuda/backend/moe_wo_view.hpp"
 #include "device_checks.hpp"
+#include "device_vectors.hpp"
 #include "test_tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/moe.hpp"
@@ -51,19 +52,8 @@ MlpExperts mlp_experts(const std::string& scheme, int64_t E, int64_t H, int64_t 
           prepare_experts(gu, on(BackendKind::CPU)), prepare_experts(down, on(BackendKind::CPU))};
 }
 
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& v) {
-  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) b.copy_from_host(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  b.copy_to_host(v.data(), n * sizeof(T));
-  return v;
-}
+using test::download;
+using test::upload;
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> o(v.size());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "device_checks.hpp"
+#include "device_vectors.hpp"
 #include "host_data.hpp"
 #include "mixq/error.hpp"
 #include "mixq/moe.hpp"
@@ -36,19 +37,8 @@ std::vector<QuantizedWeight> fp8_experts(int64_t E, int64_t N, int64_t K, uint32
   return moe_test::make_experts("fp8b128", E, N, K, seed, 131u);
 }
 
-template <typename T>
-DeviceBuffer upload(const std::vector<T>& v) {
-  DeviceBuffer b(std::max<size_t>(v.size() * sizeof(T), 16));
-  if (!v.empty()) b.copy_from_host(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <typename T>
-std::vector<T> download(const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  b.copy_to_host(v.data(), n * sizeof(T));
-  return v;
-}
+using test::download;
+using test::upload;
 
 TensorView dev(const DeviceBuffer& b, DType t, std::initializer_list<int64_t> shape) {
   return TensorView(b.data(), t, shape, Device::CUDA);

@@ -33,12 +33,7 @@ int io_code(DType t) { return t == DType::F16 ? 0 : t == DType::BF16 ? 1 : 2; }
 class CudaExperts final : public PreparedExpertsImpl {
  public:
   CudaExperts(std::vector<PreparedWeight> w, const PrepareOptions& o) {
-    backend = BackendKind::CUDA;
-    opts = o;
-    E = int64_t(w.size());
-    N = w[0].N();
-    K = w[0].K();
-    experts = std::move(w);
+    adopt(std::move(w), o, BackendKind::CUDA);
     MIXQ_CHECK(o.act == ActQuant::None || o.act == ActQuant::Fp8Block, ErrorCode::Unsupported,
                "prepare_experts (cuda): the grouped path runs weight-only, W4A8 and FP8 block "
                "experts; act = ", act_quant_name(o.act), " is not implemented on CUDA yet (use the "

@@ -33,12 +33,7 @@ class CudaFp8Experts final : public PreparedExpertsImpl {
  public:
   CudaFp8Experts(std::vector<PreparedWeight> w, const std::vector<cuda::Fp8ExpertView>& views,
                  const PrepareOptions& o) {
-    backend = BackendKind::CUDA;
-    opts = o;
-    E = int64_t(w.size());
-    N = w[0].N();
-    K = w[0].K();
-    experts = std::move(w);
+    adopt(std::move(w), o, BackendKind::CUDA);
     MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
                " experts is more than 2^20");
     device_ = views[0].device;
