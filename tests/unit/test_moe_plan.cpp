@@ -56,6 +56,32 @@ TEST(MoePlan, TileBoundHoldsForRandomRoutings) {
   }
 }
 
+// The workspace's bound, sized before the layout is known, covers both layouts' tile bounds at
+// every token tile from the one it is given.
+TEST(MoePlan, WorkspaceTileBoundCoversBothLayouts) {
+  std::mt19937 g(2);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t E = 1 + int64_t(g() % 400), max_tokens = int64_t(g() % 300);
+    for (int mt_min : {kMoeTileTiny, 128}) {
+      for (int mt : {8, 16, 64, 128, 192, 256}) {
+        if (mt < mt_min) continue;
+        MoeCall masked;
+        masked.E = E;
+        masked.masked = true;
+        masked.max_tokens = max_tokens;
+        masked.rows = E * max_tokens;
+        ASSERT_LE(moe_max_tiles(masked, mt), moe_tiles_any_layout(masked.rows, E, mt_min))
+            << "masked E " << E << " max_tokens " << max_tokens << " mt " << mt;
+        MoeCall contiguous;
+        contiguous.E = E;
+        contiguous.rows = int64_t(g() % 40000);
+        ASSERT_LE(moe_max_tiles(contiguous, mt), moe_tiles_any_layout(contiguous.rows, E, mt_min))
+            << "contiguous E " << E << " rows " << contiguous.rows << " mt " << mt;
+      }
+    }
+  }
+}
+
 TEST(MoePlan, TokenTileAndSharedMemory) {
   MoeCall decode;
   decode.E = 256;

@@ -57,7 +57,7 @@ class CudaFp8Experts final : public PreparedExpertsImpl {
     return std::string("grouped<") + cuda::sm90_fp8_grouped_name() + ">";
   }
 
-  // The tile list (bounded for either layout: ceil(rows / 128) + E), then X's e4m3 codes
+  // The tile list (bounded for either layout), then X's e4m3 codes
   // [rows][act_row_pitch(K)] and their scales [K blocks][act_meta_pitch(rows)].
   size_t workspace_size(int64_t rows) const override {
     return schedule_bytes(rows) + codes_bytes(rows) + size_t(num_kb() * cuda::act_meta_pitch(rows)) * 4;
@@ -140,7 +140,7 @@ class CudaFp8Experts final : public PreparedExpertsImpl {
  private:
   int64_t num_kb() const { return (K + 127) / 128; }
   size_t schedule_bytes(int64_t rows) const {
-    return cuda::moe_schedule_bytes((rows + kTileM - 1) / kTileM + E);
+    return cuda::moe_schedule_bytes(cuda::moe_tiles_any_layout(rows, E, kTileM));
   }
   size_t codes_bytes(int64_t rows) const { return align256(size_t(rows * cuda::act_row_pitch(K))); }
 

@@ -30,6 +30,8 @@ int64_t moe_max_tiles(const MoeCall& c, int mt) {
   return ceil_div64(c.rows, mt) + std::min(c.E, c.rows) - 1;
 }
 
+int64_t moe_tiles_any_layout(int64_t rows, int64_t E, int mt) { return ceil_div64(rows, mt) + E; }
+
 size_t moe_schedule_bytes(int64_t max_tiles) {
   return (16 + size_t(max_tiles) * 16 + 255) / 256 * 256;
 }

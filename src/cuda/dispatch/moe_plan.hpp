@@ -71,6 +71,12 @@ int64_t moe_max_tiles(const MoeCall& c, int mt);
 MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps,
                                const Tuning& t);
 
+// What a grouped call's workspace is sized for before the layout is known
+// (grouped_linear_workspace_size of the FP8 block experts): the tiles any routing of `rows` rows
+// over E experts can give with token tiles of mt rows or more, in either layout (masked: rows =
+// E * max_tokens), i.e. at least moe_max_tiles of both: ceil(rows / mt) + E.
+int64_t moe_tiles_any_layout(int64_t rows, int64_t E, int mt);
+
 // Workspace: the tile count (16 bytes) and the tile list (16 bytes a tile), 256-aligned.
 size_t moe_schedule_bytes(int64_t max_tiles);
 
