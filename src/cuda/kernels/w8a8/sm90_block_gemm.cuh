@@ -661,33 +661,51 @@ __global__ void __launch_bounds__(384, 1)
         static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
         Policy::store(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
                       reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar);
-      } else {
-        // The unit's bias row: the layer's, or its expert's (grouped).
+      } else if constexpr (kGrouped) {
+        // The unit's expert's bias row; a sub-tile past the expert's rows stores nothing. TMA
+        // clips a box at the matrix's end only: a sub-tile that ends inside its expert's rows
+        // would overwrite the next expert's, so it takes the clipped direct stores.
         const void* bias = p.bias;
-        if (kGrouped && bias)
+        if (bias)
           bias = static_cast<const char*>(bias) +
                  int64_t(u.expert) * p.group.bias_stride * (p.bias_type == 2 ? 4 : 2);
-#pragma unroll
-        for (int sub = 0; sub < kSub; ++sub) {
-          // The sub-tile's first row; a sub-tile entirely past the unit's rows (the last M tile,
-          // the second CTA of a pair past M) stores nothing (the same for the whole warpgroup).
-          const int64_t m0 = int64_t(u.m0) + cw * 64 * kSub + 64 * sub;
-          if (m0 >= u.m_end) continue;
-          // TMA clips a box at M only: a grouped sub-tile that ends inside its expert's rows
-          // would overwrite the next expert's, so it takes the guarded direct stores.
-          if (p.y_tma && (!kGrouped || m0 + 64 <= u.m_end)) {
+        const int64_t m0 = int64_t(u.m0) + cw * 64;
+        if (m0 < u.m_end) {
+          if (p.y_tma && m0 + 64 <= u.m_end) {
             if (p.y_type == 0)
-              store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+              store_tile_tma<0>(p, &tm_y, total[0], int(m0), n0, c0, y_box, warp, lane, y_issuer,
                                 y_bar, bias);
             else
-              store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+              store_tile_tma<1>(p, &tm_y, total[0], int(m0), n0, c0, y_box, warp, lane, y_issuer,
                                 y_bar, bias);
           } else {
-            const int64_t r0 = int64_t(u.m0) + row + 64 * sub;
-            if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0, u.m_end, bias);
-            else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0, u.m_end, bias);
-            else store_tile<2>(p, total[sub], r0, c0, u.m_end, bias);
+            const int64_t r0 = int64_t(u.m0) + row;
+            if (p.y_type == 0) store_tile<0>(p, total[0], r0, c0, u.m_end, bias);
+            else if (p.y_type == 1) store_tile<1>(p, total[0], r0, c0, u.m_end, bias);
+            else store_tile<2>(p, total[0], r0, c0, u.m_end, bias);
           }
+        }
+      } else if (p.y_tma) {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          // The sub-tile's first row; a sub-tile entirely past M (the last M tile, or the second
+          // CTA of a pair past M) stores nothing (the condition is the same for the warpgroup).
+          const int64_t m0 = int64_t(u.m0) + cw * 64 * kSub + 64 * sub;
+          if (m0 >= p.M) continue;
+          if (p.y_type == 0)
+            store_tile_tma<0>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar, p.bias);
+          else
+            store_tile_tma<1>(p, &tm_y, total[sub], int(m0), n0, c0, y_box, warp, lane, y_issuer,
+                              y_bar, p.bias);
+        }
+      } else {
+#pragma unroll
+        for (int sub = 0; sub < kSub; ++sub) {
+          const int64_t r0 = int64_t(u.m0) + row + 64 * sub;
+          if (p.y_type == 0) store_tile<0>(p, total[sub], r0, c0, p.M, p.bias);
+          else if (p.y_type == 1) store_tile<1>(p, total[sub], r0, c0, p.M, p.bias);
+          else store_tile<2>(p, total[sub], r0, c0, p.M, p.bias);
         }
       }
     }
