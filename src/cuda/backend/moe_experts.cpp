@@ -11,6 +11,7 @@
 
 #include "core/moe_prepared.hpp"
 #include "mixq/numeric.hpp"
+#include "cuda/backend/moe_schedule_call.hpp"
 #include "cuda/backend/moe_wo_view.hpp"
 #include "cuda/backend/common.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
@@ -176,22 +177,9 @@ class CudaExperts final : public PreparedExpertsImpl {
     cuda::DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     char* ws = static_cast<char*>(ctx.workspace);
-    int* n_tiles = reinterpret_cast<int*>(ws);
-    cuda::MoeTile* tiles = reinterpret_cast<cuda::MoeTile*>(ws + 16);
-
-    cuda::MoeScheduleParams s{};
-    const bool masked = c.rows.layout == MoeRows::Layout::Masked;
-    s.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
-    s.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
-    s.E = int(E);
-    s.rows = int(R);
-    s.max_tokens = int(c.rows.max_tokens);
-    s.tile_m = p.id.tile_m;
-    s.capacity = int(p.max_tiles);
-    s.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
-    s.n_tiles = n_tiles;
-    s.tiles = tiles;
-    cuda::launch_moe_schedule(s, stream);  // the GEMM below may be its dependent launch (p.pdl)
+    // the GEMM below may be the schedule's dependent launch (p.pdl)
+    const auto [n_tiles, tiles] =
+        cuda::launch_moe_schedule_of(c, E, R, p.id.tile_m, p.max_tiles, ws, stream);
 
     cuda::WoStreamParams k{};
     k.x = c.x.data;

@@ -13,6 +13,7 @@
 #include "core/moe_prepared.hpp"
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/factories.hpp"
+#include "cuda/backend/moe_schedule_call.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
 #include "cuda/launch/act_quant.hpp"
 #include "cuda/launch/moe_kernels.hpp"
@@ -96,20 +97,7 @@ class CudaFp8Experts final : public PreparedExpertsImpl {
     cuda::launch_quantize_fp8_1x128(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"), c.x.ld(),
                                     R, K, q, ldq, sa, ld_sa, stream, false, cuda::act_quant_tuning(opts.tuning));
 
-    int* n_tiles = reinterpret_cast<int*>(ws);
-    cuda::MoeTile* tiles = reinterpret_cast<cuda::MoeTile*>(ws + 16);
-    cuda::MoeScheduleParams s{};
-    s.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
-    s.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
-    s.E = int(E);
-    s.rows = int(R);
-    s.max_tokens = int(c.rows.max_tokens);
-    s.tile_m = kTileM;
-    s.capacity = int(max_tiles);
-    s.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
-    s.n_tiles = n_tiles;
-    s.tiles = tiles;
-    cuda::launch_moe_schedule(s, stream);
+    const auto [n_tiles, tiles] = cuda::launch_moe_schedule_of(c, E, R, kTileM, max_tiles, ws, stream);
 
     cuda::Sm90Fp8GroupedArgs a;
     a.a = q;
