@@ -78,6 +78,23 @@ def test_moe_mlp_cuda_fp8_block_experts():
     assert rel_err(y.float().cpu().numpy(), reference(x, ids, w, gu, dn)) < 8e-2
 
 
+@pytest.mark.parametrize("scheme", ["w8g128", "w8g64asym"])
+def test_moe_mlp_cuda_int8_experts(scheme):
+    """INT8 W8A8 experts: int8 codes per block with activations quantized to int8 per token per
+    block (the grouped INT8 block GEMM, Hopper only) against float64 on the dequantized weights
+    and exact activations."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the grouped INT8 block GEMM needs compute capability 9.0")
+    moe, gu, dn = quant_moe(seed=4, scheme=scheme, act="int8")
+    assert "sm90_i8_grouped" in moe.w_gate_up.kernel_name(74)
+    x = torch.randn(37, H, device="cuda").to(torch.bfloat16)
+    ids, w = route(37, 3)
+    y = moe(x, ids, w)
+    torch.cuda.synchronize()
+    # int8 activations per block: ~1e-2 of relative error
+    assert rel_err(y.float().cpu().numpy(), reference(x, ids, w, gu, dn)) < 3e-2
+
+
 def test_grouped_linear_cuda_and_error_flag():
     moe, gu, _ = quant_moe(1)
     x = torch.randn(6, H, device="cuda", dtype=torch.float16)

@@ -8,6 +8,7 @@
 
 #include "core/prepared.hpp"
 #include "cuda/kernels/common/im2col_conv.hpp"
+#include "cuda/launch/sm90_w8a8_grouped.hpp"
 
 namespace mixq::cuda {
 
@@ -27,6 +28,16 @@ struct Fp8ExpertView {
 bool fp8_block_expert_view(const PreparedImpl& impl, Fp8ExpertView& view);
 std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts);
+// What the grouped INT8 GEMM needs of one expert prepared by prepare_int8_block
+// (backend/moe_int8_experts.cpp); false when impl is not such a weight. w.r1w is null where the
+// weight has no rank-1 planes (a device without the Hopper kernel).
+struct Int8ExpertView {
+  Int8ExpertWeights w;
+  int g = 128;          // K block
+  bool offset = false;  // offset weights
+  int device = 0;
+};
+bool int8_block_expert_view(const PreparedImpl& impl, Int8ExpertView& view);
 std::shared_ptr<const PreparedImpl> prepare_int8_tensor(const QuantizedWeight& w,
                                                         const PrepareOptions& opts);
 // GGUF block tensors at their native width (ggml_native.cpp), when use_ggml_native says so:

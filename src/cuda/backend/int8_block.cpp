@@ -127,6 +127,20 @@ class CudaInt8Block final : public PreparedImpl {
     return pick(M).id(int(g_), offset_).name();
   }
 
+  Int8ExpertView expert_view() const {
+    Int8ExpertView v;
+    v.w.codes = static_cast<const int8_t*>(codes_.data());
+    v.w.ldb = Kp_;
+    v.w.Np = Np_;
+    v.w.sw = static_cast<const float*>(sw_.data());
+    v.w.r1w = r1_ld_ > 0 ? static_cast<const float*>(r1w_.data()) : nullptr;
+    v.w.r1_ld = r1_ld_;
+    v.g = int(g_);
+    v.offset = offset_;
+    v.device = dev_.id;
+    return v;
+  }
+
   // Quantized activations (codes, then scale / offset / sums), 256-byte aligned parts; then the
   // skinny kernel's part (gemm_workspace_size). linear(QuantizedActivations) needs the latter
   // only, at the start of its workspace: linear_workspace_size bounds both calls.
@@ -272,6 +286,13 @@ class CudaInt8Block final : public PreparedImpl {
 };
 
 }  // namespace
+
+bool int8_block_expert_view(const PreparedImpl& impl, Int8ExpertView& view) {
+  const auto* w = dynamic_cast<const CudaInt8Block*>(&impl);
+  if (w == nullptr) return false;
+  view = w->expert_view();
+  return true;
+}
 
 std::shared_ptr<const PreparedImpl> prepare_int8_block(const QuantizedWeight& w,
                                                        const PrepareOptions& opts) {

@@ -36,8 +36,8 @@ class CudaExperts final : public PreparedExpertsImpl {
   CudaExperts(std::vector<PreparedWeight> w, const PrepareOptions& o) {
     adopt(std::move(w), o, BackendKind::CUDA);
     MIXQ_CHECK(o.act == ActQuant::None || o.act == ActQuant::Fp8Block, ErrorCode::Unsupported,
-               "prepare_experts (cuda): the grouped path runs weight-only, W4A8 and FP8 block "
-               "experts; act = ", act_quant_name(o.act), " is not implemented on CUDA yet (use the "
+               "prepare_experts (cuda): the grouped path runs weight-only, W4A8, FP8 block and "
+               "INT8 W8A8 experts; act = ", act_quant_name(o.act), " is not one of them (use the "
                "cpu backend)");
     MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
                " experts is more than 2^20");
@@ -259,11 +259,15 @@ class CudaExperts final : public PreparedExpertsImpl {
 
 std::shared_ptr<const PreparedExpertsImpl> prepare_experts_fp8_block(std::vector<PreparedWeight>& experts,
                                                                      const PrepareOptions& opts);
+std::shared_ptr<const PreparedExpertsImpl> prepare_experts_int8_block(std::vector<PreparedWeight>& experts,
+                                                                      const PrepareOptions& opts);
 
 std::shared_ptr<const PreparedExpertsImpl> prepare_experts_cuda(std::vector<PreparedWeight> experts,
                                                                 const PrepareOptions& opts) {
   if (opts.act == ActQuant::Fp8Block)  // FP8 block experts (moe_fp8_experts.cpp), else W4A8 below
     if (auto fp8 = prepare_experts_fp8_block(experts, opts)) return fp8;
+  if (opts.act == ActQuant::Int8Block)  // INT8 W8A8 experts (moe_int8_experts.cpp)
+    return prepare_experts_int8_block(experts, opts);
   return std::make_shared<CudaExperts>(std::move(experts), opts);
 }
 

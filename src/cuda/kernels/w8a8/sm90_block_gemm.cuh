@@ -62,13 +62,14 @@ namespace mixq::cuda::sm90 {
 // The grouped (mixture-of-experts) form, kGrouped: the units are the (expert, token tile) list
 // that the schedule kernel wrote on the device (kernels/moe/moe_schedule.cuh, tiles of kBM rows)
 // times the N tiles, N innermost; each expert's B codes and B metadata through its own
-// descriptors in device memory (maps[expert * maps_per_expert + b_map / meta_map]); A, its
-// metadata and Y are the call's [rows] matrices, a unit's stores clipped to its expert's rows.
+// descriptors in device memory (maps[expert * maps_per_expert + b_map / meta_map / r1_map]); A,
+// its metadata and Y are the call's [rows] matrices, a unit's stores clipped to its expert's rows.
 struct BlockGemmGroup {
   const int* n_tiles = nullptr;
   const MoeTile* tiles = nullptr;
   const CUtensorMap* maps = nullptr;
   int maps_per_expert = 0, b_map = 0, meta_map = 0;
+  int r1_map = 0;  // policies with rank-1 stages: the expert's rank-1 weight planes
   int64_t bias_stride = 0;  // elements between experts' bias rows (0: one shared bias)
 };
 
@@ -379,7 +380,7 @@ __device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
 // 1 = each warpgroup waits for its own MMAs (wgmma.wait_group 0) before it promotes, and the
 // tensor cores stay busy with the other consumer warpgroup's MMAs meanwhile.
 // kGrouped: the mixture-of-experts form (BlockGemmGroup; single CTAs, one m64 sub-tile, policies
-// with load_meta_expert and the skeleton's epilogue).
+// with load_meta_expert (and load_rank1_expert) and the skeleton's epilogue).
 template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2,
           bool kGrouped = false>
 __global__ void __launch_bounds__(384, 1)
@@ -394,8 +395,7 @@ __global__ void __launch_bounds__(384, 1)
   using Acc = typename Mma::Acc;
   constexpr int R = Mma::kRegs;  // accumulator registers per thread: BN / 2
   static_assert(BN % kYBox == 0, "the TMA-store epilogue stores whole 64-column boxes");
-  static_assert(!kGrouped || (kCluster == 1 && kSub == 1 && !policy_stores_tile<Policy>(0) &&
-                              !has_rank1<Policy>(0)),
+  static_assert(!kGrouped || (kCluster == 1 && kSub == 1 && !policy_stores_tile<Policy>(0)),
                 "the grouped form: single CTAs, one sub-tile, the skeleton's epilogue");
 
   extern __shared__ uint8_t smem_raw[];
@@ -440,14 +440,21 @@ __global__ void __launch_bounds__(384, 1)
         const BlockUnit u = unit_of<kGrouped, Shape::kBM, kCluster>(p, t, rank);
         const int m0 = u.m0, n0 = u.nb * BN;
         const CUtensorMap* b_map = &tm_b;
-        if constexpr (kGrouped) b_map = p.group.maps + u.expert * p.group.maps_per_expert + p.group.b_map;
+        // grouped: the unit's expert's descriptors
+        const CUtensorMap* maps = p.group.maps + u.expert * p.group.maps_per_expert;
+        if constexpr (kGrouped) b_map = maps + p.group.b_map;
         if constexpr (has_rank1<Policy>(0)) {
           // Each CTA loads its own rank-1 stages (no multicast); the slot protocol is unchanged.
           for (int i = 0; i < Policy::rank1_stages(p.num_kb); ++i) {
             mbar_wait(&empty[stage], phase ^ 1);
             mbar_arrive_expect_tx(&full[stage], Policy::kRank1TxBytes);
-            Policy::load_rank1(pp, a_tiles + stage * Shape::kABytes,
-                               b_tiles + stage * Shape::kBBytes, &full[stage], m0, n0, i);
+            if constexpr (kGrouped)
+              Policy::load_rank1_expert(pp, a_tiles + stage * Shape::kABytes,
+                                        b_tiles + stage * Shape::kBBytes, &full[stage], m0, n0, i,
+                                        maps + p.group.r1_map);
+            else
+              Policy::load_rank1(pp, a_tiles + stage * Shape::kABytes,
+                                 b_tiles + stage * Shape::kBBytes, &full[stage], m0, n0, i);
             if (++stage == kStages) {
               stage = 0;
               phase ^= 1;
@@ -482,8 +489,7 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (kGrouped)
             Policy::load_meta_expert(pp, a_meta + stage * Policy::kAMetaBytes,
                                      b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb,
-                                     p.group.maps + u.expert * p.group.maps_per_expert +
-                                         p.group.meta_map);
+                                     maps + p.group.meta_map);
           else
             Policy::load_meta(pp, a_meta + stage * Policy::kAMetaBytes,
                               b_meta + stage * Policy::kBMetaBytes, &full[stage], m0, n0, kb);
@@ -609,7 +615,7 @@ __global__ void __launch_bounds__(384, 1)
           mbar_wait(&full[stage], in.phase);
           __syncwarp();
           Policy::rank1(total, a_tiles + stage * Shape::kABytes, b_tiles + stage * Shape::kBBytes,
-                        row);
+                        meta_row);
           wgmma_wait<0>();
 #pragma unroll
           for (int sub = 0; sub < kSub; ++sub)

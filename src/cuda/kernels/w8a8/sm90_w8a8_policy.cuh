@@ -39,6 +39,12 @@
 // The int8_meta_col order gives each thread its columns of two consecutive 8-column groups in one
 // 16-byte load. The policy sets kPromoteReadsSmem: the skeleton releases a main slot only after
 // promote().
+//
+// kARows: rows of every row-value box (sx per stage; ox, sx, Σqx per rank-1 stage). BM for the
+// plain kernel, whose tiles start at multiples of BM. The grouped (mixture-of-experts) form's
+// tiles start at an expert's first row, anywhere; a TMA box whose first element is not 16-byte
+// aligned faults, so its policy (kARows = BM + 4) loads from the tile's first row rounded down to
+// a multiple of 4, and the consumers' `row` (the skeleton's meta_row) is that many rows further on.
 #pragma once
 
 #include <cuda.h>
@@ -51,33 +57,38 @@
 
 namespace mixq::cuda::sm90 {
 
-// BM: rows of the CTA tile (128 kSub of the skeleton), the box of the row meta. G: the K block.
-template <int BN, bool kOffset, int BM = 128, int G = 128>
+// BM: rows of the CTA tile (128 kSub of the skeleton). G: the K block. kARows: rows of the row
+// meta's boxes (BM, or BM + 4 for tiles starting at any row).
+template <int BN, bool kOffset, int BM = 128, int G = 128, int kARows = BM>
 struct Int8BlockPolicy {
   static_assert(BN == 64 || BN == 128, "TMA box of the column meta; tf32 rank-1 MMA widths");
-  static_assert(BM == 128 || BM == 256, "TMA box of the row meta: BM <= 256 floats");
+  static_assert(BM == 128 || BM == 256, "the skeleton's tile rows");
+  static_assert(kARows == BM || (BM == 128 && kARows == BM + 4),
+                "row-meta boxes of the tile's rows, or 4 more (tiles at any row): <= 256 floats");
   static_assert(G == 64 || G == 128, "K blocks of 64 (two a stage) or 128 (one)");
   static constexpr int kBlocks = 128 / G;
   template <int N>
   using Mma = WgmmaS8<N>;
   struct Params {
-    // main stages: sx {M, K blocks} box {BM, kBlocks}; sw {Np, K blocks} box {BN, kBlocks}
+    // main stages: sx {M, K blocks} box {kARows, kBlocks}; sw {Np, K blocks} box {BN, kBlocks}
+    // (grouped: sw and r1w are each expert's, in device memory; these two are unused)
     CUtensorMap sx, sw;
-    CUtensorMap ox8, sx8, sumx8;  // rank-1 stages: {M, num_kb} box {BM, 8} (f32, f32, s32)
+    CUtensorMap ox8, sx8, sumx8;  // rank-1 stages: {M, num_kb} box {kARows, 8} (f32, f32, s32)
     CUtensorMap r1w;              // {KBp, 2 T Np} box {8, BN}, 32-byte swizzle (int8_gemm.hpp)
     int r1_np = 0;                // Np: row stride between the hi / lo / term planes of r1w
   };
   static constexpr bool kPromoteReadsSmem = true;
-  static constexpr int kAMetaBytes = kBlocks * BM * 4;  // sx: [kBlocks][BM]
+  // sx: [kBlocks][kARows] (a 128-byte multiple of the slot: TMA destinations)
+  static constexpr int kAMetaBytes = (kBlocks * kARows * 4 + 127) / 128 * 128;
   static constexpr int kBMetaBytes = kBlocks * BN * 4;  // sw (a 128-byte multiple: BN % 32 == 0)
-  static constexpr uint32_t kMetaTxBytes = kBlocks * (BM + BN) * 4;
+  static constexpr uint32_t kMetaTxBytes = kBlocks * (kARows + BN) * 4;
 
-  // Rank-1 stages: kInt8Rank1Blocks K blocks each; A slot [terms' row values][8][BM] floats, B
+  // Rank-1 stages: kInt8Rank1Blocks K blocks each; A slot [terms' row values][8][kARows] floats, B
   // slot [2 T][BN][8] tf32 (T terms: dw, and ow with offset weights).
   static constexpr bool kRank1 = true;
   static constexpr int kTerms = kOffset ? 2 : 1;
   static constexpr int kRowFields = kOffset ? 3 : 1;  // ox (, sx, Σqx)
-  static constexpr int kR1RowBytes = kInt8Rank1Blocks * BM * 4;
+  static constexpr int kR1RowBytes = kInt8Rank1Blocks * kARows * 4;  // a 128-byte multiple
   static constexpr int kR1ColBytes = kInt8Rank1Blocks * BN * 4;
   static constexpr uint32_t kRank1TxBytes = kRowFields * kR1RowBytes + 2 * kTerms * kR1ColBytes;
   static_assert(kRowFields * kR1RowBytes <= BM * 128, "rank-1 row values fit the A slot");
@@ -101,8 +112,20 @@ struct Int8BlockPolicy {
     tma_load_2d(a_meta, &pp.sx, bar, m0, kb * kBlocks);
     tma_load_2d(b_meta, &pp.sw, bar, n0, kb * kBlocks);
   }
-  __device__ __forceinline__ static void load_rank1(const Params& pp, void* a_slot, void* b_slot,
-                                                    uint64_t* bar, int m0, int n0, int stage) {
+  // The grouped form: the row values from the aligned row at or below m0, sw through the unit's
+  // expert's descriptor (box {BN, kBlocks}, as pp.sw's).
+  __device__ __forceinline__ static void load_meta_expert(const Params& pp, void* a_meta,
+                                                          void* b_meta, uint64_t* bar, int m0,
+                                                          int n0, int kb, const CUtensorMap* sw) {
+    static_assert(kARows == BM + 4, "the grouped form's tiles start at any row");
+    tma_load_2d(a_meta, &pp.sx, bar, m0 & ~3, kb * kBlocks);
+    tma_load_2d(b_meta, sw, bar, n0, kb * kBlocks);
+  }
+  // r1w: the plain kernel's pp.r1w, or (grouped) the unit's expert's; m0 already aligned when the
+  // tile may start at any row.
+  __device__ __forceinline__ static void load_rank1_from(const Params& pp, const CUtensorMap* r1w,
+                                                         void* a_slot, void* b_slot, uint64_t* bar,
+                                                         int m0, int n0, int stage) {
     uint8_t* a = static_cast<uint8_t*>(a_slot);
     uint8_t* b = static_cast<uint8_t*>(b_slot);
     const int kb0 = stage * kInt8Rank1Blocks;
@@ -113,11 +136,22 @@ struct Int8BlockPolicy {
     }
 #pragma unroll
     for (int plane = 0; plane < 2 * kTerms; ++plane)
-      tma_load_2d(b + plane * kR1ColBytes, &pp.r1w, bar, kb0, plane * pp.r1_np + n0);
+      tma_load_2d(b + plane * kR1ColBytes, r1w, bar, kb0, plane * pp.r1_np + n0);
+  }
+  __device__ __forceinline__ static void load_rank1(const Params& pp, void* a_slot, void* b_slot,
+                                                    uint64_t* bar, int m0, int n0, int stage) {
+    load_rank1_from(pp, &pp.r1w, a_slot, b_slot, bar, m0, n0, stage);
+  }
+  __device__ __forceinline__ static void load_rank1_expert(const Params& pp, void* a_slot,
+                                                           void* b_slot, uint64_t* bar, int m0,
+                                                           int n0, int stage,
+                                                           const CUtensorMap* r1w) {
+    static_assert(kARows == BM + 4, "the grouped form's tiles start at any row");
+    load_rank1_from(pp, r1w, a_slot, b_slot, bar, m0 & ~3, n0, stage);
   }
 
   // Consumer side of a rank-1 stage: total[sub] += A'.B' over its 8 K blocks (row: the thread's
-  // first row in the tile, as in the skeleton). Issues and commits one group of MMAs; the caller
+  // first row in the boxes, the skeleton's meta_row). Issues and commits one group of MMAs; the caller
   // waits for it before touching `total` or releasing the slot.
   template <int S, int R>
   __device__ __forceinline__ static void rank1(float (&total)[S][R], const void* a_slot,
@@ -129,7 +163,7 @@ struct Int8BlockPolicy {
     for (int sub = 0; sub < S; ++sub)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {  // a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4)
-        const uint32_t at = a + 4 * ((t + 4 * (i >> 1)) * BM + row + 64 * sub + 8 * (i & 1));
+        const uint32_t at = a + 4 * ((t + 4 * (i >> 1)) * kARows + row + 64 * sub + 8 * (i & 1));
         float v[kTerms];
         v[0] = lds(at);  // ox
         if constexpr (kOffset)  // u = sx * Σqx, in the order the reference rounds it
@@ -163,7 +197,7 @@ struct Int8BlockPolicy {
   };
   __device__ __forceinline__ static Scale read(const void* a_meta, const void* b_meta, int row,
                                                int /*n0*/, int /*kb*/, int half) {
-    return {smem_u32(a_meta) + 4 * (BM * half + row),
+    return {smem_u32(a_meta) + 4 * (kARows * half + row),
             smem_u32(b_meta) + 4 * (BN * half) + 16 * (threadIdx.x % 4)};
   }
 

@@ -1,0 +1,73 @@
+// Hopper INT8 W8A8 per-block grouped GEMM (mixture-of-experts experts quantized to int8 per block
+// of 64 or 128 along K, activations quantized per token per block at the call): for every expert e,
+// Y[rows of e] = sum over K blocks of sx*(sw_e*dot) + ox*dw_e (+ sx*Σqx*ow_e with offset weights),
+// one launch over the (expert, 128-row token tile) list that the schedule kernel wrote on the
+// device (kernels/moe/moe_schedule.cuh): the INT8 block GEMM's grouped form
+// (kernels/w8a8/sm90_block_gemm.cuh with Int8BlockPolicy, kernels/w8a8/sm90_w8a8_policy.cuh).
+// Activations: the call's rows in the act_quant.hpp layout; weights: each expert's packed codes,
+// sw and rank-1 planes (int8_gemm.hpp) through its own descriptors, built at prepare.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/moe/moe_params.hpp"
+
+namespace mixq::cuda {
+
+// The token tile of the grouped INT8 GEMM (the schedule kernel's tile_m).
+constexpr int kSm90Int8GroupedTileM = 128;
+constexpr int kSm90Int8GroupedTileN = 128;  // the N tile (the weight descriptors' box)
+// Descriptors per expert: its codes, its sw rows, its rank-1 weight planes.
+constexpr int kSm90Int8ExpertMaps = 3;
+
+// One prepared INT8 block expert (backend/int8_block.cpp) as the kernel reads it.
+struct Int8ExpertWeights {
+  const int8_t* codes = nullptr;  // [Np][ldb] i8, zero past N / K
+  int64_t ldb = 0;                // Kp
+  int64_t Np = 0;                 // N rounded up to kInt8PadN
+  const float* sw = nullptr;      // [num_kb][Np], int8_meta_col order
+  const float* r1w = nullptr;     // [2 T Np][r1_ld] tf32 hi / lo of dw (, ow)
+  int64_t r1_ld = 0;              // int8_rank1_pitch(num_kb)
+};
+
+// One expert's descriptors into out[0 .. kSm90Int8ExpertMaps) for K blocks of g (64 or 128),
+// offset weights or not.
+void make_sm90_int8_expert_maps(const Int8ExpertWeights& w, int64_t N, int64_t K, int g,
+                                bool offset, CUtensorMap* out);
+
+struct Sm90Int8GroupedArgs {
+  const int8_t* a = nullptr;    // [rows][lda] i8 codes of every row of the call
+  int64_t lda = 0;
+  const float* sx = nullptr;    // sx(m, kb) at sx[kb * ld_meta + m]; ox, sumx alike
+  const float* ox = nullptr;
+  const int32_t* sumx = nullptr;
+  int64_t ld_meta = 0;
+  int64_t rows = 0, N = 0, K = 0;
+  int g = 128;                  // K block: 64 or 128
+  bool offset = false;          // offset weights (the sx*Σqx*ow term)
+  int64_t Np = 0;               // the experts' padded N (row stride of the rank-1 planes)
+  void* y = nullptr;            // [rows][ldy] in y_type (0 f16, 1 bf16, 2 f32)
+  int64_t ldy = 0;
+  int y_type = 2;
+  const void* bias = nullptr;   // [N] or per expert [E][bias_stride] in bias_type, or null
+  int bias_type = 2;
+  int64_t bias_stride = 0;
+  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
+  const int* n_tiles = nullptr;  // the schedule kernel's list (tiles of kSm90Int8GroupedTileM)
+  const MoeTile* tiles = nullptr;
+  int64_t max_tiles = 0;         // the list's bound for any routing (the grid's size)
+  const CUtensorMap* maps = nullptr;  // [E][kSm90Int8ExpertMaps], device memory, 64-byte aligned
+  int num_sms = 132;
+  int y_tma = -1;               // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
+  bool pdl = true;              // a dependent launch of the schedule kernel
+};
+
+// The kernel's name ("sm90_i8_grouped_128x128").
+const char* sm90_int8_grouped_name();
+// Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
+void launch_sm90_int8_grouped_gemm(const Sm90Int8GroupedArgs& a, cudaStream_t stream);
+
+}  // namespace mixq::cuda
