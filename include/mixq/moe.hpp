@@ -70,7 +70,8 @@ class PreparedExperts {
 // Every expert must have the same N, K, code type, block sizes, scale type, zero kind and scales
 // presence (a mismatch throws InvalidArgument naming the expert and both descriptions). Any scheme
 // that prepare() accepts for opts (weight-only, act = Fp8Block, Int8Block) on the host backends; on
-// CUDA: weight-only, W4A8 and FP8 block experts (act = Fp8Block), Int8Block throws Unsupported.
+// CUDA: weight-only, W4A8 and FP8 block experts (act = Fp8Block) and INT8 W8A8 experts (act =
+// Int8Block; the last three on Hopper with the sm_90a kernels, else Unsupported).
 PreparedExperts prepare_experts(const std::vector<QuantizedWeight>& experts,
                                 const PrepareOptions& opts = {});
 
