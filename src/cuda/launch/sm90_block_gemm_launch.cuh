@@ -11,6 +11,7 @@
 
 #include "cuda/runtime/check.hpp"
 #include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
+#include "cuda/launch/sm90_block_grouped.hpp"
 #include "cuda/runtime/tensor_map.hpp"
 
 namespace mixq::cuda {
@@ -22,6 +23,28 @@ inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p, int y_tma) {
   if (p.y_type != 0 && p.y_type != 1) return false;
   if (!tma_stores_16bit_rows(p.y, p.ldy, p.N)) return false;
   return y_tma != 0;
+}
+
+// The grouped form's parameters for call c: tiles of bm x bn over the call's rows, the grid's
+// bound (the units any routing can have), the output and epilogue, the tile list and the slots of
+// each expert's descriptors (maps_per_expert of them: codes first, then meta_map, r1_map).
+inline sm90::BlockGemmParams block_grouped_params(const BlockGroupedCall& c, int num_kb, int bm,
+                                                  int bn, int maps_per_expert, int meta_map,
+                                                  int r1_map = 0) {
+  sm90::BlockGemmParams p;
+  p.set_tiles(int(c.rows), int(c.N), num_kb, bm, bn, 1);
+  const int64_t units = c.max_tiles * p.num_n;
+  p.num_tiles = int(units < (int64_t(1) << 30) ? units : (int64_t(1) << 30));
+  p.set_output(c.y, c.ldy, c.y_type, c.bias, c.bias_type, c.clamp_lo, c.clamp_hi);
+  p.group.n_tiles = c.n_tiles;
+  p.group.tiles = c.tiles;
+  p.group.maps = c.maps;
+  p.group.maps_per_expert = maps_per_expert;
+  p.group.b_map = 0;
+  p.group.meta_map = meta_map;
+  p.group.r1_map = r1_map;
+  p.group.bias_stride = c.bias_stride;
+  return p;
 }
 
 // kGrouped (the mixture-of-experts form): params.num_tiles is the host's bound of the units (the

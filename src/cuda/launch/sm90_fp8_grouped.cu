@@ -34,43 +34,25 @@ void make_sm90_fp8_expert_maps(const uint8_t* codes, int64_t ldb, const float* s
 }
 
 void launch_sm90_fp8_grouped_gemm(const Sm90Fp8GroupedArgs& a, cudaStream_t stream) {
-  MIXQ_CHECK_ARG(a.rows >= 1 && a.rows < (int64_t(1) << 31) && a.N >= 1 && a.N < (int64_t(1) << 31) &&
-                     a.K >= 1 && a.K < (int64_t(1) << 31),
-                 "sm90 fp8 grouped gemm: rows, N, K (", a.rows, ", ", a.N, ", ", a.K,
-                 ") must be in [1, 2^31)");
-  MIXQ_CHECK_ARG(a.lda >= a.K && a.lda % 16 == 0 && a.ld_sa >= a.rows && a.ld_sa % 4 == 0,
+  const BlockGroupedCall& c = a.call;
+  check_block_grouped_call(c, int64_t(1) << 31, "sm90 fp8 grouped gemm");
+  MIXQ_CHECK_ARG(a.lda >= c.K && a.lda % 16 == 0 && a.ld_sa >= c.rows && a.ld_sa % 4 == 0,
                  "sm90 fp8 grouped gemm: lda ", a.lda, " (>= K, a multiple of 16) or ld_sa ",
                  a.ld_sa, " (>= rows, a multiple of 4)");
-  MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 && a.bias_type <= 2,
-                 "sm90 fp8 grouped gemm: bad output (ldy ", a.ldy, ", type ", a.y_type,
-                 ") or bias type ", a.bias_type);
-  MIXQ_CHECK(a.n_tiles && a.tiles && a.maps, ErrorCode::Internal,
-             "sm90 fp8 grouped gemm: no tile list or expert descriptors");
-  if (a.max_tiles == 0) return;
-  const int64_t num_kb = (a.K + 127) / 128;
+  if (c.max_tiles == 0) return;
+  const int64_t num_kb = (c.K + 127) / 128;
   const CUtensorMap tm_a =
-      make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(a.K), uint64_t(a.rows),
+      make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(c.K), uint64_t(c.rows),
                          uint64_t(a.lda), 128, Shape::kBM, CU_TENSOR_MAP_SWIZZLE_128B);
   Policy::Params pp{};
-  pp.sa = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sa, uint64_t(a.rows),
+  pp.sa = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, a.sa, uint64_t(c.rows),
                              uint64_t(num_kb), uint64_t(a.ld_sa) * 4, kSaRows, 1,
                              CU_TENSOR_MAP_SWIZZLE_NONE);
-  sm90::BlockGemmParams p;
-  p.set_tiles(int(a.rows), int(a.N), int(num_kb), Shape::kBM, kBN, 1);
-  // the grid: as many CTAs as units any routing can have, at most one per SM
-  const int64_t units = a.max_tiles * p.num_n;
-  p.num_tiles = int(units < (int64_t(1) << 30) ? units : (int64_t(1) << 30));
-  p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  p.group.n_tiles = a.n_tiles;
-  p.group.tiles = a.tiles;
-  p.group.maps = a.maps;
-  p.group.maps_per_expert = kSm90Fp8ExpertMaps;
-  p.group.b_map = 0;
-  p.group.meta_map = 1;
-  p.group.bias_stride = a.bias_stride;
-  launch_block_gemm<kBN, kStages, Policy, 1, 1, 2, true>(tm_a, CUtensorMap{}, pp, p, a.num_sms,
-                                                         a.y_tma, stream, sm90_fp8_grouped_name(),
-                                                         a.pdl);
+  const sm90::BlockGemmParams p =
+      block_grouped_params(c, int(num_kb), Shape::kBM, kBN, kSm90Fp8ExpertMaps, 1);
+  launch_block_gemm<kBN, kStages, Policy, 1, 1, 2, true>(tm_a, CUtensorMap{}, pp, p, c.num_sms,
+                                                         c.y_tma, stream, sm90_fp8_grouped_name(),
+                                                         c.pdl);
 }
 
 }  // namespace mixq::cuda

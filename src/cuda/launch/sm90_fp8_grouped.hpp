@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/moe/moe_params.hpp"
+#include "cuda/launch/sm90_block_grouped.hpp"
 
 namespace mixq::cuda {
 
@@ -26,25 +26,11 @@ void make_sm90_fp8_expert_maps(const uint8_t* codes, int64_t ldb, const float* s
                                int64_t N, int64_t K, CUtensorMap* out);
 
 struct Sm90Fp8GroupedArgs {
+  BlockGroupedCall call;       // rows, output, tile list (of kSm90Fp8GroupedTileM), descriptors
   const uint8_t* a = nullptr;  // [rows][lda] e4m3 codes of every row of the call
   int64_t lda = 0;
   const float* sa = nullptr;   // sa(m, kb) at sa[kb * ld_sa + m]
   int64_t ld_sa = 0;
-  int64_t rows = 0, N = 0, K = 0;
-  void* y = nullptr;           // [rows][ldy] in y_type (0 f16, 1 bf16, 2 f32)
-  int64_t ldy = 0;
-  int y_type = 2;
-  const void* bias = nullptr;  // [N] or per expert [E][bias_stride] in bias_type, or null
-  int bias_type = 2;
-  int64_t bias_stride = 0;
-  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
-  const int* n_tiles = nullptr;     // the schedule kernel's list (tiles of kSm90Fp8GroupedTileM)
-  const MoeTile* tiles = nullptr;
-  int64_t max_tiles = 0;            // the list's bound for any routing (the grid's size)
-  const CUtensorMap* maps = nullptr;  // [E][kSm90Fp8ExpertMaps], device memory, 64-byte aligned
-  int num_sms = 132;
-  int y_tma = -1;              // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
-  bool pdl = true;             // a dependent launch of the schedule kernel
 };
 
 // The kernel's name ("sm90_fp8_block_grouped_bm128_bn128_s6").

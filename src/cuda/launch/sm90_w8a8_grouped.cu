@@ -37,23 +37,17 @@ void make_sm90_int8_expert_maps(const Int8ExpertWeights& w, int64_t N, int64_t K
 }
 
 void launch_sm90_int8_grouped_gemm(const Sm90Int8GroupedArgs& a, cudaStream_t stream) {
-  MIXQ_CHECK_ARG(a.rows >= 1 && a.rows < (int64_t(1) << 31) && a.N >= 1 && a.N < (int64_t(1) << 30) &&
-                     a.K >= 1 && a.K < (int64_t(1) << 30),
-                 "sm90 int8 grouped gemm: rows, N, K (", a.rows, ", ", a.N, ", ", a.K,
-                 ") must be in [1, 2^31), [1, 2^30), [1, 2^30)");
+  const BlockGroupedCall& c = a.call;
+  check_block_grouped_call(c, int64_t(1) << 30, "sm90 int8 grouped gemm");
   MIXQ_CHECK(a.g == 64 || a.g == 128, ErrorCode::Unsupported, "sm90 int8 grouped gemm: K block ",
              a.g, " (64 or 128)");
-  MIXQ_CHECK_ARG(a.lda >= a.K && a.lda % 16 == 0 && a.ld_meta >= a.rows && a.ld_meta % 4 == 0 &&
-                     a.Np >= a.N && a.Np % kInt8PadN == 0,
+  MIXQ_CHECK_ARG(a.lda >= c.K && a.lda % 16 == 0 && a.ld_meta >= c.rows && a.ld_meta % 4 == 0 &&
+                     a.Np >= c.N && a.Np % kInt8PadN == 0,
                  "sm90 int8 grouped gemm: lda ", a.lda, " (>= K, a multiple of 16), ld_meta ",
                  a.ld_meta, " (>= rows, a multiple of 4) or Np ", a.Np);
-  MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 && a.bias_type <= 2,
-                 "sm90 int8 grouped gemm: bad output (ldy ", a.ldy, ", type ", a.y_type,
-                 ") or bias type ", a.bias_type);
-  MIXQ_CHECK(a.a && a.sx && a.ox && (!a.offset || a.sumx) && a.n_tiles && a.tiles && a.maps,
-             ErrorCode::Internal, "sm90 int8 grouped gemm: missing activations, tile list or expert "
-             "descriptors");
-  if (a.max_tiles == 0) return;
+  MIXQ_CHECK(a.a && a.sx && a.ox && (!a.offset || a.sumx), ErrorCode::Internal,
+             "sm90 int8 grouped gemm: missing activation codes or meta");
+  if (c.max_tiles == 0) return;
   if (a.g == 64) {
     if (a.offset) launch_w8a8_grouped<true, 64>(a, stream);
     else launch_w8a8_grouped<false, 64>(a, stream);

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/moe/moe_params.hpp"
+#include "cuda/launch/sm90_block_grouped.hpp"
 
 namespace mixq::cuda {
 
@@ -39,30 +39,16 @@ void make_sm90_int8_expert_maps(const Int8ExpertWeights& w, int64_t N, int64_t K
                                 bool offset, CUtensorMap* out);
 
 struct Sm90Int8GroupedArgs {
+  BlockGroupedCall call;        // rows, output, tile list (of kSm90Int8GroupedTileM), descriptors
   const int8_t* a = nullptr;    // [rows][lda] i8 codes of every row of the call
   int64_t lda = 0;
   const float* sx = nullptr;    // sx(m, kb) at sx[kb * ld_meta + m]; ox, sumx alike
   const float* ox = nullptr;
   const int32_t* sumx = nullptr;
   int64_t ld_meta = 0;
-  int64_t rows = 0, N = 0, K = 0;
   int g = 128;                  // K block: 64 or 128
   bool offset = false;          // offset weights (the sx*Σqx*ow term)
   int64_t Np = 0;               // the experts' padded N (row stride of the rank-1 planes)
-  void* y = nullptr;            // [rows][ldy] in y_type (0 f16, 1 bf16, 2 f32)
-  int64_t ldy = 0;
-  int y_type = 2;
-  const void* bias = nullptr;   // [N] or per expert [E][bias_stride] in bias_type, or null
-  int bias_type = 2;
-  int64_t bias_stride = 0;
-  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
-  const int* n_tiles = nullptr;  // the schedule kernel's list (tiles of kSm90Int8GroupedTileM)
-  const MoeTile* tiles = nullptr;
-  int64_t max_tiles = 0;         // the list's bound for any routing (the grid's size)
-  const CUtensorMap* maps = nullptr;  // [E][kSm90Int8ExpertMaps], device memory, 64-byte aligned
-  int num_sms = 132;
-  int y_tma = -1;               // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
-  bool pdl = true;              // a dependent launch of the schedule kernel
 };
 
 // The kernel's name ("sm90_i8_grouped_128x128").

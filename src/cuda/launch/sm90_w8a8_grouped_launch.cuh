@@ -28,8 +28,9 @@ void launch_w8a8_grouped(const Sm90Int8GroupedArgs& a, cudaStream_t stream) {
   using Tile = Int8GroupedTile<G>;
   using Policy = typename Tile::template Policy<kOffset>;
   using Shape = typename Tile::template Shape<kOffset>;
-  const uint64_t rows = uint64_t(a.rows), nkb = uint64_t((a.K + G - 1) / G);
-  const CUtensorMap tm_a = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(a.K), rows,
+  const BlockGroupedCall& c = a.call;
+  const uint64_t rows = uint64_t(c.rows), nkb = uint64_t((c.K + G - 1) / G);
+  const CUtensorMap tm_a = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, a.a, uint64_t(c.K), rows,
                                               uint64_t(a.lda), 128, Shape::kBM,
                                               CU_TENSOR_MAP_SWIZZLE_128B);
   typename Policy::Params pp{};
@@ -43,22 +44,11 @@ void launch_w8a8_grouped(const Sm90Int8GroupedArgs& a, cudaStream_t stream) {
   pp.sx8 = kOffset ? row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, uint32_t(kInt8Rank1Blocks)) : pp.ox8;
   pp.sumx8 = kOffset ? row_map(a.sumx, CU_TENSOR_MAP_DATA_TYPE_INT32, uint32_t(kInt8Rank1Blocks)) : pp.ox8;
   pp.r1_np = int(a.Np);
-  sm90::BlockGemmParams p;
-  p.set_tiles(int(a.rows), int(a.N), int((a.K + 127) / 128), Shape::kBM, Tile::kBN, 1);  // 128-K stages
-  // the grid: as many CTAs as units any routing can have, at most one per SM
-  const int64_t units = a.max_tiles * p.num_n;
-  p.num_tiles = int(units < (int64_t(1) << 30) ? units : (int64_t(1) << 30));
-  p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  p.group.n_tiles = a.n_tiles;
-  p.group.tiles = a.tiles;
-  p.group.maps = a.maps;
-  p.group.maps_per_expert = kSm90Int8ExpertMaps;
-  p.group.b_map = 0;
-  p.group.meta_map = 1;
-  p.group.r1_map = 2;
-  p.group.bias_stride = a.bias_stride;
+  // 128-K stages; descriptors per expert: codes, sw, the rank-1 planes
+  const sm90::BlockGemmParams p = block_grouped_params(c, int((c.K + 127) / 128), Shape::kBM, Tile::kBN,
+                                                       kSm90Int8ExpertMaps, 1, 2);
   launch_block_gemm<Tile::kBN, Tile::kStages, Policy, 1, 1, 2, true>(
-      tm_a, CUtensorMap{}, pp, p, a.num_sms, a.y_tma, stream, sm90_int8_grouped_name(), a.pdl);
+      tm_a, CUtensorMap{}, pp, p, c.num_sms, c.y_tma, stream, sm90_int8_grouped_name(), c.pdl);
 }
 
 }  // namespace mixq::cuda

@@ -1,0 +1,88 @@
+#include "cuda/backend/moe_block_experts.hpp"
+
+#include "cuda/backend/common.hpp"
+#include "cuda/backend/moe_schedule_call.hpp"
+#include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/runtime/check.hpp"
+#include "cuda/runtime/device_context.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+void CudaBlockExperts::set_device(const std::vector<int>& expert_devices) {
+  MIXQ_CHECK(E <= (int64_t(1) << 20), ErrorCode::Unsupported, "prepare_experts (cuda): ", E,
+             " experts is more than 2^20");
+  device_ = expert_devices[0];
+  for (size_t e = 1; e < expert_devices.size(); ++e)
+    MIXQ_CHECK(expert_devices[e] == device_, ErrorCode::InvalidArgument, "prepare_experts (cuda): expert ",
+               e, " is on device ", expert_devices[e], ", expert 0 on ", device_);
+  DeviceGuard guard(device_);
+  sms_ = DeviceContext::get(device_).caps().sm_count;
+}
+
+void CudaBlockExperts::upload_maps(const std::vector<CUtensorMap>& maps) {
+  DeviceGuard guard(device_);
+  // 64-byte aligned descriptors: a device allocation is 256-byte aligned, a descriptor 128 bytes
+  maps_ = DeviceBuffer(maps.size() * sizeof(CUtensorMap), device_);
+  maps_.copy_from_host(maps.data(), maps.size() * sizeof(CUtensorMap));
+  MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
+}
+
+size_t CudaBlockExperts::schedule_bytes(int64_t rows, int tile_m) const {
+  return moe_schedule_bytes(moe_tiles_any_layout(rows, E, tile_m));
+}
+
+CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const ExecContext& ctx,
+                                                    int tile_m) const {
+  for (const TensorView* v : {&c.x, &c.y})
+    MIXQ_CHECK_ARG(v->device_index == device_, "grouped_linear: ", v->describe(),
+                   " is not on the experts' device ", device_);
+  Call call;
+  call.rows = c.x.shape[0];
+  MIXQ_CHECK(call.rows < (int64_t(1) << 31) - tile_m, ErrorCode::Unsupported,
+             "grouped_linear (cuda): rows (", call.rows, ") must be < 2^31 - ", tile_m);
+  const size_t need = workspace_size(call.rows);
+  MIXQ_CHECK_ARG(ctx.workspace != nullptr && ctx.workspace_bytes >= need,
+                 "grouped_linear (cuda): needs ExecContext::workspace of ", need, " bytes "
+                 "(grouped_linear_workspace_size), got ", ctx.workspace_bytes, " at ", ctx.workspace);
+  MIXQ_CHECK_ARG(reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0, "grouped_linear (cuda): "
+                 "ExecContext::workspace (", ctx.workspace, ") must be 16-byte aligned");
+  if (call.rows == 0) return call;
+  call.stream = static_cast<cudaStream_t>(ctx.stream);
+  call.workspace = static_cast<char*>(ctx.workspace);
+  MoeCall mc;
+  mc.E = E;
+  mc.rows = call.rows;
+  mc.masked = c.rows.layout == MoeRows::Layout::Masked;
+  mc.max_tokens = mc.masked ? c.rows.max_tokens : 0;
+  call.max_tiles = moe_max_tiles(mc, tile_m);
+  return call;
+}
+
+BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue& ep, const Call& call,
+                                            int tile_m) const {
+  const auto [n_tiles, tiles] =
+      launch_moe_schedule_of(c, E, call.rows, tile_m, call.max_tiles, call.workspace, call.stream);
+  BlockGroupedCall g;
+  g.rows = call.rows;
+  g.N = N;
+  g.K = K;
+  g.y = c.y.data;
+  g.ldy = c.y.ld();
+  g.y_type = float_type_code(c.y.dtype, "grouped_linear y");
+  g.bias = c.bias.empty() ? nullptr : c.bias.data;
+  g.bias_type = c.bias.empty() ? 2 : float_type_code(c.bias.dtype, "grouped_linear bias");
+  g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
+  g.clamp_lo = ep.clamp_lo;
+  g.clamp_hi = ep.clamp_hi;
+  g.n_tiles = n_tiles;
+  g.tiles = tiles;
+  g.max_tiles = call.max_tiles;
+  g.maps = static_cast<const CUtensorMap*>(maps_.data());
+  g.num_sms = sms_;
+  g.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;
+  g.pdl = true;
+  return g;
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,46 @@
+// What every grouped (mixture-of-experts) form of the Hopper block GEMM takes besides its
+// activations and weights (launch/sm90_fp8_grouped.hpp, launch/sm90_w8a8_grouped.hpp): the call's
+// rows, the output and epilogue, the device-side tile list and the experts' descriptors.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/moe/moe_params.hpp"
+#include "mixq/error.hpp"
+
+namespace mixq::cuda {
+
+struct BlockGroupedCall {
+  int64_t rows = 0, N = 0, K = 0;
+  void* y = nullptr;            // [rows][ldy] in y_type (0 f16, 1 bf16, 2 f32)
+  int64_t ldy = 0;
+  int y_type = 2;
+  const void* bias = nullptr;   // [N] or per expert [E][bias_stride] in bias_type, or null
+  int bias_type = 2;
+  int64_t bias_stride = 0;
+  float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
+  const int* n_tiles = nullptr;  // the schedule kernel's list (tiles of the kernel's token tile)
+  const MoeTile* tiles = nullptr;
+  int64_t max_tiles = 0;         // the list's bound for any routing (the grid's size)
+  const CUtensorMap* maps = nullptr;  // [E][descriptors per expert], device memory, 64-byte aligned
+  int num_sms = 132;
+  int y_tma = -1;               // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
+  bool pdl = true;              // a dependent launch of the schedule kernel
+};
+
+// The checks every grouped launcher makes of its call (name: the kernel, in the message); throws
+// mixq::Error. max_n_k: the kernel's bound on N and K.
+inline void check_block_grouped_call(const BlockGroupedCall& c, int64_t max_n_k, const char* name) {
+  MIXQ_CHECK_ARG(c.rows >= 1 && c.rows < (int64_t(1) << 31) && c.N >= 1 && c.N < max_n_k &&
+                     c.K >= 1 && c.K < max_n_k,
+                 name, ": rows (", c.rows, ") must be in [1, 2^31), N (", c.N, ") and K (", c.K,
+                 ") in [1, ", max_n_k, ")");
+  MIXQ_CHECK_ARG(c.ldy >= c.N && c.y_type >= 0 && c.y_type <= 2 && c.bias_type >= 0 && c.bias_type <= 2,
+                 name, ": bad output (ldy ", c.ldy, ", type ", c.y_type, ") or bias type ", c.bias_type);
+  MIXQ_CHECK(c.n_tiles && c.tiles && c.maps, ErrorCode::Internal, name,
+             ": no tile list or expert descriptors");
+}
+
+}  // namespace mixq::cuda
