@@ -594,7 +594,28 @@ __global__ void __launch_bounds__(384, 1)
     for (int t = first_unit; t < units; t += unit_step) {
       const BlockUnit u = unit_of<kGrouped, Shape::kBM, kCluster>(p, t, rank);
       const int n0 = u.nb * BN;
-      if constexpr (kGrouped) meta_row = row + (u.m0 & 3);
+      if constexpr (kGrouped) {
+        meta_row = row + (u.m0 & 3);
+        if (int64_t(u.m0) + cw * 64 >= u.m_end) {
+          // This warpgroup's 64 rows lie past the unit's expert (an expert's last tile with at
+          // most 64 rows: every tile at decode): nothing to compute or store, so no MMAs or
+          // promotion that would take tensor-core and issue time from the other warpgroup. It
+          // still retires each of the unit's stages, after the stage's full barrier (so that its
+          // arrivals count for the stage's current fill, never the next one).
+          if constexpr (kDeferRelease) {
+            if (held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
+            held = -1;
+          }
+          int stages = p.num_kb;
+          if constexpr (has_rank1<Policy>(0)) stages += Policy::rank1_stages(p.num_kb);
+          for (int i = 0; i < stages; ++i) {
+            mbar_wait(&full[in.stage], in.phase);
+            release_slot<kCluster>(empty0 + 8 * in.stage, lane);
+            in.advance();
+          }
+          continue;
+        }
+      }
 #pragma unroll
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
