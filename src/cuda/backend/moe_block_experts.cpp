@@ -3,6 +3,7 @@
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/moe_schedule_call.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
@@ -30,6 +31,10 @@ void CudaBlockExperts::upload_maps(const std::vector<CUtensorMap>& maps) {
 
 size_t CudaBlockExperts::schedule_bytes(int64_t rows, int tile_m) const {
   return moe_schedule_bytes(moe_tiles_any_layout(rows, E, tile_m));
+}
+
+size_t CudaBlockExperts::codes_bytes(int64_t rows) const {
+  return int8b::align256(size_t(rows * act_row_pitch(K)));
 }
 
 CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const ExecContext& ctx,

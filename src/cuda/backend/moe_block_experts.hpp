@@ -36,6 +36,8 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   Call begin_call(const GroupedCall& c, const ExecContext& ctx, int tile_m) const;
   // The tile list's part of the workspace, at its start (the quantized rows follow it).
   size_t schedule_bytes(int64_t rows, int tile_m) const;
+  // The quantized rows' 8-bit codes, [rows][act_row_pitch(K)], 256-byte aligned size.
+  size_t codes_bytes(int64_t rows) const;
   // Launches the tile schedule (after the quantizer) and returns the GEMM's call fields.
   BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call,
                             int tile_m) const;

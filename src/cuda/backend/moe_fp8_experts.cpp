@@ -23,8 +23,6 @@ namespace {
 
 constexpr int kTileM = cuda::kSm90Fp8GroupedTileM;
 
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
-
 class CudaFp8Experts final : public cuda::CudaBlockExperts {
  public:
   CudaFp8Experts(std::vector<PreparedWeight> w, const std::vector<cuda::Fp8ExpertView>& views,
@@ -77,7 +75,6 @@ class CudaFp8Experts final : public cuda::CudaBlockExperts {
 
  private:
   int64_t num_kb() const { return (K + 127) / 128; }
-  size_t codes_bytes(int64_t rows) const { return align256(size_t(rows * cuda::act_row_pitch(K))); }
 };
 
 }  // namespace

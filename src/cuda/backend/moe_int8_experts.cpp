@@ -24,8 +24,6 @@ namespace {
 
 constexpr int kTileM = cuda::kSm90Int8GroupedTileM;
 
-size_t align256(size_t b) { return (b + 255) / 256 * 256; }
-
 class CudaInt8Experts final : public cuda::CudaBlockExperts {
  public:
   CudaInt8Experts(std::vector<PreparedWeight> w, const std::vector<cuda::Int8ExpertView>& views,
@@ -100,9 +98,8 @@ class CudaInt8Experts final : public cuda::CudaBlockExperts {
   }
 
  private:
-  size_t codes_bytes(int64_t rows) const { return align256(size_t(rows * cuda::act_row_pitch(K))); }
   size_t meta_bytes(int64_t rows) const {
-    return align256(size_t((K + g_ - 1) / g_ * cuda::act_meta_pitch(rows)) * 4);
+    return cuda::int8b::align256(size_t((K + g_ - 1) / g_ * cuda::act_meta_pitch(rows)) * 4);
   }
 
   int g_ = 128;
