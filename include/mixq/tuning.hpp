@@ -45,7 +45,12 @@ struct Tuning {
   // Rows per expert (of a uniform routing, or the masked buffer's max_tokens) from which the
   // Hopper wgmma kernel runs the experts instead of the streaming kernel; 0: the plan's.
   int moe_wgmma_min_rows = 0;
-  int moe_token_tile = 0;  // 0: the plan's; else 16, 64, 128, 192 or 256 tokens per wgmma tile
+  // 0: the plan's; else tokens per tile: 16, 64, 128, 192 or 256 for the weight-only wgmma kernel;
+  // for FP8 block and INT8 W8A8 experts 16, 32 or 64 (the few-token kernel's grouped form) or 128
+  // (the block GEMM's)
+  int moe_token_tile = 0;
+  // FP8 block / INT8 W8A8 experts on the few-token form: K splits of a unit (1..8; 0: the plan's)
+  int moe_block_splits = 0;
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
   // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the dequantizing f16/bf16

@@ -62,15 +62,19 @@ inline void expect_rows_near(const std::vector<double>& y, const std::vector<flo
   }
 }
 
-// Contiguous layout with 0, 1, 7, 127-129, 300 rows an expert (11 experts; experts starting at
-// rows that are not multiples of 4), per-expert bias, f32 and bf16 outputs (the direct and the
-// TMA-store epilogues, clipped to each expert's rows) poisoned with NaN first; each output within
-// tol_f32 / tol_bf16 (expect_rows_near) of the CPU backend's f32 output. kernel: a part of the
-// grouped kernel's name.
+// Rows an expert: 0, 1, 7, 127-129, 300 (11 experts; experts starting at rows that are not
+// multiples of 4); a decode routing of 8 rows, at most 3 an expert.
+inline const std::vector<int32_t> kMixedCounts = {0, 1, 7, 128, 0, 300, 127, 129, 2, 0, 65};
+inline const std::vector<int32_t> kDecodeCounts = {1, 0, 0, 2, 1, 0, 0, 0, 1, 3, 0};
+
+// Contiguous layout with `counts` rows an expert, per-expert bias, f32 and bf16 outputs (the direct
+// and the TMA-store epilogues, clipped to each expert's rows) poisoned with NaN first; each output
+// within tol_f32 / tol_bf16 (expect_rows_near) of the CPU backend's f32 output. kernel: a part of
+// the grouped kernel's name.
 inline void check_contiguous_vs_cpu(const PreparedExperts& gpu, const PreparedExperts& cpu,
                                     float act_shift, double tol_f32, double tol_bf16,
-                                    const std::string& kernel) {
-  const std::vector<int32_t> counts = {0, 1, 7, 128, 0, 300, 127, 129, 2, 0, 65};
+                                    const std::string& kernel,
+                                    const std::vector<int32_t>& counts = kMixedCounts) {
   const int64_t E = int64_t(counts.size()), N = gpu.N(), K = gpu.K();
   ASSERT_EQ(gpu.num_experts(), E);
   std::vector<int32_t> off(size_t(E + 1), 0);
@@ -102,6 +106,27 @@ inline void check_contiguous_vs_cpu(const PreparedExperts& gpu, const PreparedEx
     const auto y = as_doubles(test::download<uint8_t>(dy, dy.size()), yt, size_t(R * N));
     expect_rows_near(y, yc, R, N, yt == DType::F32 ? tol_f32 : tol_bf16, dtype_name(yt));
   }
+}
+
+// The few-token kernel's grouped form (decode shares; kernels/w8a8/sm90_skinny_grouped.cuh): each
+// token tile forced (16, 32, 64) on the mixed counts (experts of many tiles), then the plan's own
+// choice on the decode routing, whose few units are cut into K splits (name "..._split2": K must
+// have >= 8 stages of 128) summed in partial slots. experts: 11 of them. kernel: the form's name
+// before "_mt".
+inline void check_few_token_form_vs_cpu(const std::vector<QuantizedWeight>& experts,
+                                        PrepareOptions gpu_opts, const PrepareOptions& cpu_opts,
+                                        float act_shift, double tol_f32, double tol_bf16,
+                                        const std::string& kernel) {
+  const PreparedExperts cpu = prepare_experts(experts, cpu_opts);
+  for (int mt : {16, 32, 64}) {
+    SCOPED_TRACE("token tile " + std::to_string(mt));
+    gpu_opts.tuning.moe_token_tile = mt;
+    check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
+                            kernel + "_mt" + std::to_string(mt));
+  }
+  gpu_opts.tuning.moe_token_tile = 0;
+  check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
+                          kernel + "_mt16_split2", kDecodeCounts);
 }
 
 // One expert (E = 1) over R = 300 rows, more than the skinny kernels serve: the grouped call's

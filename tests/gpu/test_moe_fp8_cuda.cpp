@@ -4,7 +4,8 @@
 // rows; N and K not multiples of 128; per-expert bias; f32 and bf16 outputs: the direct and the
 // TMA-store epilogues, clipped to each expert's rows), the masked layout under a CUDA graph with
 // counts changing between replays, E = 1 bit for bit against linear(), moe_mlp, and bad offsets /
-// counts refused in the kernel (error bits, outputs untouched). Skips without a Hopper GPU.
+// counts refused in the kernel (error bits, outputs untouched); the few-token form (decode shares)
+// at every token tile, with K splits, and masked under a graph. Skips without a Hopper GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -50,6 +51,28 @@ TEST(CudaMoeFp8, GroupedContiguousMatchesCpu) {
   moe_test::check_contiguous_vs_cpu(prepare_experts(experts, fp8_on(BackendKind::CUDA)),
                                     prepare_experts(experts, fp8_on(BackendKind::CPU)), 0.f, 4e-3,
                                     8e-3, "sm90_fp8_block_grouped");
+}
+
+// The few-token form (decode shares): every token tile, and K split at a decode routing.
+TEST(CudaMoeFp8, FewTokenFormMatchesCpu) {
+  SKIP_WITHOUT_HOPPER();
+  // K = 1088: 9 stages of 128, the last half past K; N = 200: the second weight tile partly past N
+  moe_test::check_few_token_form_vs_cpu(fp8_experts(11, 200, 1088, 43), fp8_on(BackendKind::CUDA),
+                                        fp8_on(BackendKind::CPU), 0.f, 4e-3, 8e-3,
+                                        "sm90_fp8_block_grouped_skinny");
+}
+
+// ... and under a CUDA graph in the masked layout (5 tiles of 16 rows an expert at most; K = 1024:
+// 6 x 2 units cut in two K splits, whose tickets the graph clears before each replay).
+TEST(CudaMoeFp8, FewTokenFormMaskedGraphReplays) {
+  SKIP_WITHOUT_HOPPER();
+  const int64_t E = 6, N = 256, K = 1024;
+  const auto experts = fp8_experts(E, N, K, 17);
+  PrepareOptions o = fp8_on(BackendKind::CUDA);
+  o.tuning.moe_token_tile = 16;
+  moe_test::check_masked_graph_replays(prepare_experts(experts, o),
+                                       prepare_experts(experts, fp8_on(BackendKind::CPU)),
+                                       moe_test::make_acts(E * 72, K, 3), 8e-3);
 }
 
 // E = 1: the same bits as linear()'s block GEMM.

@@ -6,7 +6,8 @@
 // more than one rank-1 stage; rows with large activation offsets; per-expert bias; f32 and bf16
 // outputs: the direct and the TMA-store epilogues, clipped to each expert's rows), E = 1 bit for
 // bit against linear(), the masked layout under a CUDA graph with counts changing between replays,
-// moe_mlp, and bad offsets refused in the kernel (error bits, outputs untouched). Skips without a
+// moe_mlp, and bad offsets refused in the kernel (error bits, outputs untouched); the few-token form
+// (decode shares) at every token tile, with K splits, and masked under a graph. Skips without a
 // Hopper GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -61,6 +62,14 @@ TEST_P(CudaMoeInt8Schemes, GroupedContiguousMatchesCpu) {
                                     5e-3, "sm90_i8_grouped");
 }
 
+// The few-token form (decode shares): every token tile, and K split at a decode routing.
+TEST_P(CudaMoeInt8Schemes, FewTokenFormMatchesCpu) {
+  SKIP_WITHOUT_HOPPER();
+  moe_test::check_few_token_form_vs_cpu(moe_test::make_experts(GetParam(), 11, 200, 1088, 43, 131u),
+                                        int8_on(BackendKind::CUDA), int8_on(BackendKind::CPU), 1.5f,
+                                        5e-5, 5e-3, "sm90_i8_grouped_skinny");
+}
+
 // E = 1: the same bits as linear() with sm90_i8_128x128 (its rank-1 stages first, then the same
 // per-block promotion order).
 TEST_P(CudaMoeInt8Schemes, OneExpertMatchesLinearBitForBit) {
@@ -84,7 +93,20 @@ TEST(CudaMoeInt8, MaskedLayoutGraphReplaysWithChangingCounts) {
                                        make_acts(E * 72, K, 1), 5e-3);
 }
 
-// Offsets that do not end at the row count: error bit, y untouched.
+// ... and the few-token form under a CUDA graph (5 tiles of 16 rows an expert at most).
+TEST(CudaMoeInt8, FewTokenFormMaskedGraphReplays) {
+  SKIP_WITHOUT_HOPPER();
+  const int64_t E = 6, N = 256, K = 384;
+  const auto experts = moe_test::make_experts("w8g64asym", E, N, K, 17, 131u);
+  PrepareOptions o = int8_on(BackendKind::CUDA);
+  o.tuning.moe_token_tile = 16;
+  moe_test::check_masked_graph_replays(prepare_experts(experts, o),
+                                       prepare_experts(experts, int8_on(BackendKind::CPU)),
+                                       make_acts(E * 72, K, 3), 5e-3);
+}
+
+// Offsets that do not end at the row count (the few-token form: 10 rows over 4 experts): error
+// bit, y untouched.
 TEST(CudaMoeInt8, BadOffsetsAreRefusedInKernel) {
   SKIP_WITHOUT_HOPPER();
   moe_test::check_bad_offsets_refused(

@@ -289,6 +289,57 @@ TEST(MoePlan, DecodeKernelChoice) {
   EXPECT_EQ(family(256, 8, 7168, 2048, "moe_wgmma_min_rows=1"), Family::WoWgmma);
 }
 
+// The FP8 block / INT8 W8A8 experts' plan: the few-token form and its tile at decode shares, the
+// block GEMM from there on or when the knob says 128; the K splits fill the grid's rounds, keep 4
+// stages a piece, and their workspace covers every unit's pieces.
+TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
+  const auto plan = [](int64_t E, int64_t rows, int64_t N, int64_t K, int tile = 0, bool masked = false,
+                       int64_t max_tokens = 0) {
+    MoeCall c;
+    c.E = E;
+    c.rows = rows;
+    c.masked = masked;
+    c.max_tokens = max_tokens;
+    Tuning t;
+    t.moe_token_tile = tile;
+    return plan_moe_block(c, N, K, 132, t);
+  };
+  // DeepSeek-V3 at one token (top-8): gate_up 8 x 32 units whole (97% of two rounds), down 8 x 56
+  // units in halves (7 rounds of 97% against 4 of 85%)
+  MoeBlockPlan p = plan(256, 8, 4096, 7168);
+  EXPECT_TRUE(p.skinny);
+  EXPECT_EQ(p.tile_m, 16);
+  EXPECT_EQ(p.splits, 1);
+  EXPECT_EQ(moe_block_split_bytes(p), 0u);
+  p = plan(256, 8, 7168, 2048);
+  EXPECT_EQ(p.splits, 2);
+  EXPECT_EQ(p.max_tiles, 8);
+  EXPECT_EQ(p.tickets, 8 * 56);
+  EXPECT_EQ(p.partial_floats, 8 * 56 * 2 * 128 * 16);
+  EXPECT_GE(moe_block_split_bytes(p), size_t(p.partial_floats * 4 + p.tickets * 4));
+  // Mixtral-8x7B down at one token: 2 x 32 units split in two
+  EXPECT_EQ(plan(8, 2, 4096, 14336).splits, 2);
+  // every plan keeps >= 4 stages a piece
+  for (int64_t K : {256, 512, 768, 2048, 7168})
+    for (int64_t rows : {1, 2, 8, 64}) {
+      const MoeBlockPlan q = plan(128, rows, 512, K);
+      EXPECT_GE(K / 128 / q.splits, q.splits == 1 ? 0 : 4) << K << " " << rows;
+    }
+  // tiles by the share; the block GEMM past 32 rows an expert
+  EXPECT_EQ(plan(256, 64 * 8, 4096, 7168).tile_m, 16);    // share 2
+  EXPECT_EQ(plan(256, 512 * 8, 4096, 7168).tile_m, 32);   // share 16
+  EXPECT_EQ(plan(128, 512 * 8, 1536, 2048).tile_m, 64);   // share 32
+  EXPECT_FALSE(plan(128, 4096 * 8, 1536, 2048).skinny);   // share 256
+  EXPECT_EQ(plan(128, 4096 * 8, 1536, 2048).tile_m, 128);
+  // masked: by max_tokens
+  EXPECT_EQ(plan(8, 8 * 4, 4096, 14336, 0, true, 4).tile_m, 16);
+  EXPECT_FALSE(plan(8, 8 * 256, 4096, 14336, 0, true, 256).skinny);
+  // the knob
+  EXPECT_EQ(plan(256, 8, 4096, 7168, 64).tile_m, 64);
+  EXPECT_FALSE(plan(256, 8, 4096, 7168, 128).skinny);
+  EXPECT_TRUE(plan(128, 4096 * 8, 1536, 2048, 32).skinny);
+}
+
 }  // namespace
 }  // namespace mixq::cuda
 #endif

@@ -62,6 +62,8 @@ const char kHelp[] =
     "  --quick              tiny models, T = 1, 8, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
     "  --tol-scale X        multiply every error tolerance by X (e.g. 0.1: stricter)\n"
+    "  --tune K=V,...       kernel tuning knobs (mixq/tuning.hpp keys, e.g. moe_token_tile=128),\n"
+    "                       over MIXQ_TUNE\n"
     "  --no-progress        accepted for symmetry with bench (no progress bar is drawn)\n";
 
 const std::vector<MoeModel> kModels = {
@@ -248,7 +250,8 @@ int run_bench_moe(int argc, char** argv) {
           {"--routing", "", true}, {"--schemes", "", true}, {"--backend", "", true},
           {"--reps", "", true}, {"--warmup", "", true}, {"--threads", "", true},
           {"--act", "", true}, {"--json", "", true}, {"--quick", "", false},
-          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true}});
+          {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
+          {"--tune", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   if (a.get("--op") != "moe") usage_fail("bench", "--op must be moe or conv2d, got '" + a.get("--op") + "'");
@@ -284,16 +287,17 @@ int run_bench_moe(int argc, char** argv) {
   const int threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
   const double tol_scale = parse_tol_scale(a);
   const DType cuda_act = parse_cuda_activation(a, DType::BF16);
+  const Tuning tuning = parse_tuning(a);
   const std::string backend = a.get("--backend", "auto");
   if (backend != "auto" && backend != "cpu" && backend != "cuda")
     usage_fail("bench", "--backend must be auto, cpu or cuda for --op moe, got '" + backend + "'");
   std::unique_ptr<MoeBenchDriver> driver;
   if (backend == "cuda" || (backend == "auto" && cuda_available())) {
-    driver = make_cuda_moe_driver(0, cuda_act);
+    driver = make_cuda_moe_driver(0, cuda_act, tuning);
     MIXQ_CHECK(driver || backend == "auto", ErrorCode::Unsupported,
                "bench: the CUDA backend is not available (built without CUDA, or no usable GPU)");
   }
-  if (!driver) driver = make_cpu_moe_driver(threads);
+  if (!driver) driver = make_cpu_moe_driver(threads, tuning);
 
   std::vector<BenchScheme> schemes;
   for (const std::string& n : a.has("--schemes") ? split(a.get("--schemes"), ',')

@@ -63,9 +63,10 @@ class MoeBenchDriver {
   virtual void release() {}
 };
 
-std::unique_ptr<MoeBenchDriver> make_cpu_moe_driver(int threads);
+// tuning: PrepareOptions::tuning of the prepared stacks (--tune).
+std::unique_ptr<MoeBenchDriver> make_cpu_moe_driver(int threads, const Tuning& tuning);
 // nullptr without CUDA (bench_moe_cpu.cpp defines the fallback) or without a usable GPU.
-std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int device, DType activation);
+std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int device, DType activation, const Tuning& tuning);
 
 }  // namespace mixq::bench
 

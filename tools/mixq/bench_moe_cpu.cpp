@@ -22,8 +22,9 @@ TensorView host_view(const void* p, DType t, std::initializer_list<int64_t> dims
 
 class CpuMoeDriver final : public MoeBenchDriver {
  public:
-  explicit CpuMoeDriver(int threads)
-      : threads_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
+  CpuMoeDriver(int threads, const Tuning& tuning)
+      : threads_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+        tuning_(tuning) {}
   std::string backend() const override { return "cpu"; }
   std::string device() const override {
     return std::string("CPU (") + cpu::isa_name() + "), " + std::to_string(threads_) + " thread(s)";
@@ -47,6 +48,7 @@ class CpuMoeDriver final : public MoeBenchDriver {
       PrepareOptions o;
       o.backend = BackendKind::CPU;
       o.act = act;
+      o.tuning = tuning_;
       gu_ = prepare_experts(gate_up, o);
       dn_ = prepare_experts(down, o);
       prepared_for_ = &gate_up;
@@ -123,16 +125,17 @@ class CpuMoeDriver final : public MoeBenchDriver {
   int threads_;
   PreparedExperts gu_, dn_;
   const void* prepared_for_ = nullptr;
+  Tuning tuning_;
 };
 
 }  // namespace
 
-std::unique_ptr<MoeBenchDriver> make_cpu_moe_driver(int threads) {
-  return std::make_unique<CpuMoeDriver>(threads);
+std::unique_ptr<MoeBenchDriver> make_cpu_moe_driver(int threads, const Tuning& tuning) {
+  return std::make_unique<CpuMoeDriver>(threads, tuning);
 }
 
 #if !defined(MIXQ_WITH_CUDA)
-std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int, DType) { return nullptr; }
+std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int, DType, const Tuning&) { return nullptr; }
 #endif
 
 }  // namespace mixq::bench

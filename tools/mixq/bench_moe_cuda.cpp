@@ -62,7 +62,7 @@ DeviceBuffer upload(const void* host, size_t bytes) {
 
 class CudaMoeDriver final : public MoeBenchDriver {
  public:
-  CudaMoeDriver(int device, DType act) : device_(device), act_(act) {
+  CudaMoeDriver(int device, DType act, const Tuning& tuning) : device_(device), act_(act), tuning_(tuning) {
     MOE_CUDA(cudaSetDevice(device_));
     MOE_CUDA(cudaGetDeviceProperties(&prop_, device_));
     MOE_CUDA(cudaStreamCreate(&stream_));
@@ -110,6 +110,7 @@ class CudaMoeDriver final : public MoeBenchDriver {
       o.backend = BackendKind::CUDA;
       o.device = device_;
       o.act = act;
+      o.tuning = tuning_;
       gu_ = prepare_experts(gate_up, o);
       dn_ = prepare_experts(down, o);
       prepared_ = true;
@@ -285,6 +286,7 @@ class CudaMoeDriver final : public MoeBenchDriver {
  private:
   int device_;
   DType act_;
+  Tuning tuning_;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
@@ -301,9 +303,9 @@ class CudaMoeDriver final : public MoeBenchDriver {
 
 }  // namespace
 
-std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int device, DType activation) {
+std::unique_ptr<MoeBenchDriver> make_cuda_moe_driver(int device, DType activation, const Tuning& tuning) {
   if (!cuda_available()) return nullptr;
-  return std::make_unique<CudaMoeDriver>(device, activation);
+  return std::make_unique<CudaMoeDriver>(device, activation, tuning);
 }
 
 }  // namespace mixq::bench

@@ -26,17 +26,20 @@ DType parse_cuda_activation(const Args& a, DType fallback) {
   return act == "f16" ? DType::F16 : DType::BF16;
 }
 
+Tuning parse_tuning(const Args& a) {
+  if (!a.has("--tune")) return default_tuning();
+  try {
+    return Tuning::parse(a.get("--tune"), default_tuning());
+  } catch (const Error& e) {
+    usage_fail("bench", "--tune: " + std::string(e.what()).substr(std::strlen("mixq: ")));
+  }
+}
+
 bench::DriverConfig parse_driver_config(const Args& a) {
   bench::DriverConfig cfg;
   cfg.threads = static_cast<int>(a.get_int("--threads", 0, 0, 4096));
   cfg.cuda_activation = parse_cuda_activation(a, DType::F16);
-  if (a.has("--tune")) {
-    try {
-      cfg.tuning = Tuning::parse(a.get("--tune"), default_tuning());
-    } catch (const Error& e) {
-      usage_fail("bench", "--tune: " + std::string(e.what()).substr(std::strlen("mixq: ")));
-    }
-  }
+  cfg.tuning = parse_tuning(a);
   cfg.force_kernel = a.get("--force-kernel", "");
   return cfg;
 }

@@ -11,6 +11,8 @@ namespace mixq::cli {
 double parse_tol_scale(const Args& a);
 // --act f16|bf16 (the CUDA activation and dense-baseline dtype); `fallback` when absent.
 DType parse_cuda_activation(const Args& a, DType fallback);
+// --tune K=V,... over MIXQ_TUNE (default_tuning()).
+Tuning parse_tuning(const Args& a);
 // --threads, --act (default f16), --tune, --force-kernel.
 bench::DriverConfig parse_driver_config(const Args& a);
 

@@ -133,6 +133,8 @@ class CudaInt8Block final : public PreparedImpl {
     v.w.ldb = Kp_;
     v.w.Np = Np_;
     v.w.sw = static_cast<const float*>(sw_.data());
+    v.w.dw = static_cast<const float*>(dw_.data());
+    v.w.ow = offset_ ? static_cast<const float*>(ow_.data()) : nullptr;
     v.w.r1w = r1_ld_ > 0 ? static_cast<const float*>(r1w_.data()) : nullptr;
     v.w.r1_ld = r1_ld_;
     v.g = int(g_);

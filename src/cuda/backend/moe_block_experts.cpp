@@ -1,5 +1,7 @@
 #include "cuda/backend/moe_block_experts.hpp"
 
+#include <algorithm>
+
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/moe_schedule_call.hpp"
 #include "cuda/dispatch/moe_plan.hpp"
@@ -29,23 +31,49 @@ void CudaBlockExperts::upload_maps(const std::vector<CUtensorMap>& maps) {
   MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
 }
 
-size_t CudaBlockExperts::schedule_bytes(int64_t rows, int tile_m) const {
-  return moe_schedule_bytes(moe_tiles_any_layout(rows, E, tile_m));
+MoeBlockPlan CudaBlockExperts::plan_for(int64_t rows, bool masked) const {
+  MoeCall mc;
+  mc.E = E;
+  mc.rows = rows;
+  mc.masked = masked;
+  mc.max_tokens = masked ? rows / E : 0;
+  return plan_moe_block(mc, N, K, sms_, opts.tuning);
+}
+
+// The smallest token tile has the most tiles.
+size_t CudaBlockExperts::schedule_bytes(int64_t rows) const {
+  return moe_schedule_bytes(moe_tiles_any_layout(rows, E, 16));
+}
+
+size_t CudaBlockExperts::split_bytes(int64_t rows) const {
+  return std::max(moe_block_split_bytes(plan_for(rows, false)),
+                  rows % E == 0 ? moe_block_split_bytes(plan_for(rows, true)) : size_t(0));
+}
+
+SkinnyGroupedWork CudaBlockExperts::skinny_work(const Call& call, char* at) const {
+  SkinnyGroupedWork w;
+  w.mt = call.plan.tile_m;
+  w.splits = call.plan.splits;
+  if (w.splits > 1) {
+    w.partial = reinterpret_cast<float*>(at);
+    w.tickets = reinterpret_cast<unsigned*>(at + (size_t(call.plan.partial_floats) * 4 + 255) / 256 * 256);
+    MIXQ_CUDA_CHECK(cudaMemsetAsync(w.tickets, 0, size_t(call.plan.tickets) * 4, call.stream));
+  }
+  return w;
 }
 
 size_t CudaBlockExperts::codes_bytes(int64_t rows) const {
   return int8b::align256(size_t(rows * act_row_pitch(K)));
 }
 
-CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const ExecContext& ctx,
-                                                    int tile_m) const {
+CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const ExecContext& ctx) const {
   for (const TensorView* v : {&c.x, &c.y})
     MIXQ_CHECK_ARG(v->device_index == device_, "grouped_linear: ", v->describe(),
                    " is not on the experts' device ", device_);
   Call call;
   call.rows = c.x.shape[0];
-  MIXQ_CHECK(call.rows < (int64_t(1) << 31) - tile_m, ErrorCode::Unsupported,
-             "grouped_linear (cuda): rows (", call.rows, ") must be < 2^31 - ", tile_m);
+  MIXQ_CHECK(call.rows < (int64_t(1) << 31) - kMoeBlockTileM, ErrorCode::Unsupported,
+             "grouped_linear (cuda): rows (", call.rows, ") must be < 2^31 - ", kMoeBlockTileM);
   const size_t need = workspace_size(call.rows);
   MIXQ_CHECK_ARG(ctx.workspace != nullptr && ctx.workspace_bytes >= need,
                  "grouped_linear (cuda): needs ExecContext::workspace of ", need, " bytes "
@@ -60,14 +88,13 @@ CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const 
   mc.rows = call.rows;
   mc.masked = c.rows.layout == MoeRows::Layout::Masked;
   mc.max_tokens = mc.masked ? c.rows.max_tokens : 0;
-  call.max_tiles = moe_max_tiles(mc, tile_m);
+  call.plan = plan_moe_block(mc, N, K, sms_, opts.tuning);
   return call;
 }
 
-BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue& ep, const Call& call,
-                                            int tile_m) const {
-  const auto [n_tiles, tiles] =
-      launch_moe_schedule_of(c, E, call.rows, tile_m, call.max_tiles, call.workspace, call.stream);
+BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const {
+  const auto [n_tiles, tiles] = launch_moe_schedule_of(c, E, call.rows, call.plan.tile_m,
+                                                       call.plan.max_tiles, call.workspace, call.stream);
   BlockGroupedCall g;
   g.rows = call.rows;
   g.N = N;
@@ -82,7 +109,7 @@ BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue
   g.clamp_hi = ep.clamp_hi;
   g.n_tiles = n_tiles;
   g.tiles = tiles;
-  g.max_tiles = call.max_tiles;
+  g.max_tiles = call.plan.max_tiles;
   g.maps = static_cast<const CUtensorMap*>(maps_.data());
   g.num_sms = sms_;
   g.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;

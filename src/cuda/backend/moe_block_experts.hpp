@@ -10,9 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/moe_prepared.hpp"
+#include "cuda/dispatch/moe_plan.hpp"
 #include "cuda/launch/sm90_block_grouped.hpp"
 
 namespace mixq::cuda {
@@ -24,23 +26,40 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   void set_device(const std::vector<int>& expert_devices);
   void upload_maps(const std::vector<CUtensorMap>& maps);
 
-  // One grouped call: the rows of x, the stream and the workspace. rows == 0: nothing to do.
+  // One grouped call: the rows of x, the stream, the workspace and the plan (the block GEMM or the
+  // few-token kernel's grouped form, dispatch/moe_plan.hpp). rows == 0: nothing to do.
   struct Call {
     int64_t rows = 0;
     cudaStream_t stream = nullptr;
     char* workspace = nullptr;
-    int64_t max_tiles = 0;  // the tile list's bound for the call's layout
+    MoeBlockPlan plan;
   };
-  // Checks the call's devices, rows and workspace (workspace_size(rows) bytes, 16-byte aligned);
-  // tile_m: the GEMM's token tile. The caller holds a DeviceGuard of device_.
-  Call begin_call(const GroupedCall& c, const ExecContext& ctx, int tile_m) const;
-  // The tile list's part of the workspace, at its start (the quantized rows follow it).
-  size_t schedule_bytes(int64_t rows, int tile_m) const;
+  // Checks the call's devices, rows and workspace (workspace_size(rows) bytes, 16-byte aligned) and
+  // plans it. The caller holds a DeviceGuard of device_.
+  Call begin_call(const GroupedCall& c, const ExecContext& ctx) const;
+  // The plan of a call of `rows` rows in either layout (masked: rows = E * max_tokens).
+  MoeBlockPlan plan_for(int64_t rows, bool masked) const;
+  // The tile list's part of the workspace, at its start (the quantized rows follow it), bounded
+  // for either layout and every token tile.
+  size_t schedule_bytes(int64_t rows) const;
   // The quantized rows' 8-bit codes, [rows][act_row_pitch(K)], 256-byte aligned size.
   size_t codes_bytes(int64_t rows) const;
+  // The few-token form's partial slots and tickets (moe_block_split_bytes), bounded for either layout.
+  size_t split_bytes(int64_t rows) const;
+  // The few-token form's pieces at `at` (split_bytes(rows) there), their tickets cleared on the
+  // call's stream (the caller's workspace holds anything); call before the quantizer.
+  SkinnyGroupedWork skinny_work(const Call& call, char* at) const;
   // Launches the tile schedule (after the quantizer) and returns the GEMM's call fields.
-  BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call,
-                            int tile_m) const;
+  BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
+  // "grouped<kernel>" of a call of `rows` rows (contiguous), block: the block GEMM's name,
+  // skinny(mt): the few-token form's.
+  template <class Block, class Skinny>
+  std::string grouped_name(int64_t rows, Block block, Skinny skinny) const {
+    const MoeBlockPlan p = plan_for(rows, false);
+    std::string s = std::string("grouped<") + (p.skinny ? skinny(p.tile_m) : block());
+    if (p.splits > 1) s += "_split" + std::to_string(p.splits);
+    return s + ">";
+  }
 
   int device_ = 0, sms_ = 0;
   DeviceBuffer maps_;  // [E][descriptors per expert] CUtensorMap

@@ -3,7 +3,9 @@
 // prepared FP8 block weights (backend/fp8_block.cpp); this adds each expert's TMA descriptors in
 // device memory and runs a grouped call as three launches on the caller's stream: the quantizer
 // over every row of X, the tile schedule from the device-side offsets / counts, then the grouped
-// block GEMM over every (expert, 128-row token tile) x N tile (launch/sm90_fp8_grouped.hpp).
+// block GEMM over every (expert, 128-row token tile) x N tile, or at decode shares the few-token
+// kernel's grouped form over (expert, 16-64-row tile) x 128-row weight tiles
+// (launch/sm90_fp8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block).
 // Nothing is read back; launch shapes depend only on host-known sizes (graph-capturable).
 #include <cuda_runtime.h>
 
@@ -21,7 +23,7 @@ namespace mixq {
 
 namespace {
 
-constexpr int kTileM = cuda::kSm90Fp8GroupedTileM;
+static_assert(cuda::kSm90Fp8GroupedTileM == cuda::kMoeBlockTileM, "the plan's block GEMM tile");
 
 class CudaFp8Experts final : public cuda::CudaBlockExperts {
  public:
@@ -40,41 +42,47 @@ class CudaFp8Experts final : public cuda::CudaBlockExperts {
     upload_maps(maps);
   }
 
-  std::string kernel_name(int64_t, std::optional<DType>) const override {
-    return std::string("grouped<") + cuda::sm90_fp8_grouped_name() + ">";
+  std::string kernel_name(int64_t rows, std::optional<DType>) const override {
+    return grouped_name(rows, [] { return cuda::sm90_fp8_grouped_name(); },
+                        [](int mt) { return cuda::sm90_fp8_grouped_skinny_name(mt); });
   }
 
-  // The tile list (bounded for either layout), then X's e4m3 codes
-  // [rows][act_row_pitch(K)] and their scales [K blocks][act_meta_pitch(rows)].
+  // The tile list (bounded for either layout), X's e4m3 codes [rows][act_row_pitch(K)], their
+  // scales [K blocks][act_meta_pitch(rows)], then the few-token form's pieces.
   size_t workspace_size(int64_t rows) const override {
-    return schedule_bytes(rows, kTileM) + codes_bytes(rows) +
-           size_t(num_kb() * cuda::act_meta_pitch(rows)) * 4;
+    return schedule_bytes(rows) + codes_bytes(rows) + scales_bytes(rows) + split_bytes(rows);
   }
 
   void grouped_linear(const GroupedCall& c, const Epilogue& ep, const ExecContext& ctx) const override {
     cuda::DeviceGuard guard(device_);
-    const Call call = begin_call(c, ctx, kTileM);
+    const Call call = begin_call(c, ctx);
     const int64_t R = call.rows;
     if (R == 0) return;
+    const int64_t ldq = cuda::act_row_pitch(K), ld_sa = cuda::act_meta_pitch(R);
+    uint8_t* q = reinterpret_cast<uint8_t*>(call.workspace + schedule_bytes(R));
+    float* sa = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + codes_bytes(R));
+    const cuda::SkinnyGroupedWork work =
+        skinny_work(call, reinterpret_cast<char*>(sa) + scales_bytes(R));
     // X quantized first: the GEMM below is the schedule kernel's dependent launch, and waits for
     // the schedule kernel alone (which started after the quantizer ended).
-    const int64_t ldq = cuda::act_row_pitch(K), ld_sa = cuda::act_meta_pitch(R);
-    uint8_t* q = reinterpret_cast<uint8_t*>(call.workspace + schedule_bytes(R, kTileM));
-    float* sa = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + codes_bytes(R));
     cuda::launch_quantize_fp8_1x128(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"), c.x.ld(),
                                     R, K, q, ldq, sa, ld_sa, call.stream, false,
                                     cuda::act_quant_tuning(opts.tuning));
     cuda::Sm90Fp8GroupedArgs a;
-    a.call = schedule(c, ep, call, kTileM);
+    a.call = schedule(c, ep, call);
     a.a = q;
     a.lda = ldq;
     a.sa = sa;
     a.ld_sa = ld_sa;
-    cuda::launch_sm90_fp8_grouped_gemm(a, call.stream);
+    if (call.plan.skinny) cuda::launch_sm90_fp8_grouped_skinny(a, work, call.stream);
+    else cuda::launch_sm90_fp8_grouped_gemm(a, call.stream);
   }
 
  private:
   int64_t num_kb() const { return (K + 127) / 128; }
+  size_t scales_bytes(int64_t rows) const {
+    return cuda::int8b::align256(size_t(num_kb() * cuda::act_meta_pitch(rows)) * 4);
+  }
 };
 
 }  // namespace

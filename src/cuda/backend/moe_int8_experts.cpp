@@ -3,8 +3,9 @@
 // experts stay ordinary prepared INT8 block weights (backend/int8_block.cpp); this adds each
 // expert's TMA descriptors in device memory and runs a grouped call as three launches on the
 // caller's stream: the quantizer over every row of X, the tile schedule from the device-side
-// offsets / counts, then the grouped block GEMM over every (expert, 128-row token tile) x N tile
-// (launch/sm90_w8a8_grouped.hpp). Nothing is read back; launch shapes depend only on host-known
+// offsets / counts, then the grouped block GEMM over every (expert, 128-row token tile) x N tile,
+// or at decode shares the few-token kernel's grouped form over (expert, 16-64-row tile) x 128-row
+// weight tiles (launch/sm90_w8a8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block). Nothing is read back; launch shapes depend only on host-known
 // sizes (graph-capturable).
 #include <cuda_runtime.h>
 
@@ -22,7 +23,7 @@ namespace mixq {
 
 namespace {
 
-constexpr int kTileM = cuda::kSm90Int8GroupedTileM;
+static_assert(cuda::kSm90Int8GroupedTileM == cuda::kMoeBlockTileM, "the plan's block GEMM tile");
 
 class CudaInt8Experts final : public cuda::CudaBlockExperts {
  public:
@@ -57,34 +58,37 @@ class CudaInt8Experts final : public cuda::CudaBlockExperts {
     upload_maps(maps);
   }
 
-  std::string kernel_name(int64_t, std::optional<DType>) const override {
-    return std::string("grouped<") + cuda::sm90_int8_grouped_name() + ">";
+  std::string kernel_name(int64_t rows, std::optional<DType>) const override {
+    return grouped_name(rows, [] { return cuda::sm90_int8_grouped_name(); },
+                        [](int mt) { return cuda::sm90_int8_grouped_skinny_name(mt); });
   }
 
-  // The tile list (bounded for either layout), then X's int8 codes [rows][act_row_pitch(K)] and
-  // their scales, offsets and code sums [K blocks][act_meta_pitch(rows)] each.
+  // The tile list (bounded for either layout), X's int8 codes [rows][act_row_pitch(K)], their
+  // scales, offsets and code sums [K blocks][act_meta_pitch(rows)] each, then the few-token form's
+  // pieces.
   size_t workspace_size(int64_t rows) const override {
-    return schedule_bytes(rows, kTileM) + codes_bytes(rows) + 3 * meta_bytes(rows);
+    return schedule_bytes(rows) + codes_bytes(rows) + 3 * meta_bytes(rows) + split_bytes(rows);
   }
 
   void grouped_linear(const GroupedCall& c, const Epilogue& ep, const ExecContext& ctx) const override {
     cuda::DeviceGuard guard(device_);
-    const Call call = begin_call(c, ctx, kTileM);
+    const Call call = begin_call(c, ctx);
     const int64_t R = call.rows;
     if (R == 0) return;
-    // X quantized first: the GEMM below is the schedule kernel's dependent launch, and waits for
-    // the schedule kernel alone (which started after the quantizer ended).
     const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(R);
-    int8_t* q = reinterpret_cast<int8_t*>(call.workspace + schedule_bytes(R, kTileM));
+    int8_t* q = reinterpret_cast<int8_t*>(call.workspace + schedule_bytes(R));
     char* meta = reinterpret_cast<char*>(q) + codes_bytes(R);
     float* sx = reinterpret_cast<float*>(meta);
     float* ox = reinterpret_cast<float*>(meta + meta_bytes(R));
     int32_t* sums = reinterpret_cast<int32_t*>(meta + 2 * meta_bytes(R));
+    const cuda::SkinnyGroupedWork work = skinny_work(call, meta + 3 * meta_bytes(R));
+    // X quantized first: the GEMM below is the schedule kernel's dependent launch, and waits for
+    // the schedule kernel alone (which started after the quantizer ended).
     cuda::launch_quantize_int8_block(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
                                      c.x.ld(), R, K, g_, q, ldq, sx, ox, sums, ld_meta, call.stream,
                                      false, cuda::act_quant_tuning(opts.tuning));
     cuda::Sm90Int8GroupedArgs a;
-    a.call = schedule(c, ep, call, kTileM);
+    a.call = schedule(c, ep, call);
     a.a = q;
     a.lda = ldq;
     a.sx = sx;
@@ -94,7 +98,8 @@ class CudaInt8Experts final : public cuda::CudaBlockExperts {
     a.g = g_;
     a.offset = offset_;
     a.Np = Np_;
-    cuda::launch_sm90_int8_grouped_gemm(a, call.stream);
+    if (call.plan.skinny) cuda::launch_sm90_int8_grouped_skinny(a, work, call.stream);
+    else cuda::launch_sm90_int8_grouped_gemm(a, call.stream);
   }
 
  private:

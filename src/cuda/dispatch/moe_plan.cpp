@@ -2,6 +2,7 @@
 #include "cuda/dispatch/moe_plan.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "cuda/kernels/common/wo_layout.hpp"
 #include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
@@ -208,6 +209,50 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
   MoeWoPlan s = plan_moe_stream(c, w, caps, t, share);
   MoeWoPlan g = plan_moe_wgmma(c, w, caps, t, share);
   return stream_beats_wgmma(c, w, caps, t, s, g) ? s : g;
+}
+
+MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, const Tuning& t) {
+  MoeBlockPlan p;
+  const int64_t share = c.masked ? c.max_tokens : ceil_div64(std::max<int64_t>(c.rows, 1), c.E);
+  const int tt = t.moe_token_tile;
+  if (tt == 16 || tt == 32 || tt == 64) {
+    p.skinny = true;
+    p.tile_m = tt;
+  } else if (tt != kMoeBlockTileM && share <= kMoeSkinnyMaxShare) {
+    // routed counts spread around the share (~sqrt(share) for a uniform routing): a tile that
+    // holds most experts' rows whole
+    p.skinny = true;
+    p.tile_m = share <= 8 ? 16 : share <= 20 ? 32 : 64;
+  }
+  p.max_tiles = moe_max_tiles(c, p.tile_m);
+  if (!p.skinny) return p;
+  // K splits so that the units expected active fill the persistent grid's rounds: the share of a
+  // round's CTAs busy, (U s / G) / ceil(U s / G), up by 5% for each extra split taken, with at least
+  // 4 stages a piece (Mixtral-8x7B's down projection at one token: 2 experts x 32 weight tiles on
+  // 132 SMs runs at 2 splits; DeepSeek-V3's at 8 experts x 56 tiles: 4 rounds of 85% whole, 7 of 97%
+  // in halves).
+  const int64_t num_n = ceil_div64(N, 128), num_kb = ceil_div64(K, 128);
+  const double units = double(expected_active_tiles(c) * num_n), g = double(std::max(sms, 1));
+  double best = 0.0;
+  for (int s = 1; s <= 8 && num_kb / s >= 4; ++s) {
+    const double rounds = units * s / g, fill = rounds / std::ceil(rounds);
+    if (s == 1 || fill > best + 0.05) {
+      best = fill;
+      p.splits = s;
+    }
+  }
+  if (t.moe_block_splits > 0) p.splits = int(std::min<int64_t>(t.moe_block_splits, num_kb));
+  if (p.splits > 1) {
+    p.tickets = p.max_tiles * num_n;
+    p.partial_floats = p.tickets * p.splits * 128 * p.tile_m;
+  }
+  return p;
+}
+
+size_t moe_block_split_bytes(const MoeBlockPlan& p) {
+  if (p.splits <= 1) return 0;
+  const size_t partial = (size_t(p.partial_floats) * 4 + 255) / 256 * 256;
+  return partial + (size_t(p.tickets) * 4 + 255) / 256 * 256;
 }
 
 }  // namespace mixq::cuda

@@ -77,6 +77,25 @@ MoeWoPlan plan_moe_weight_only(const MoeCall& c, const WoWeight& w, const Device
 // E * max_tokens), i.e. at least moe_max_tiles of both: ceil(rows / mt) + E.
 int64_t moe_tiles_any_layout(int64_t rows, int64_t E, int mt);
 
+// The grouped 8-bit block GEMMs (FP8 block and INT8 W8A8 experts): the block GEMM's 128-row
+// tiles, or, for decode shares, the few-token kernel's grouped form (weights on the MMA's 128-row
+// side, 16-64 tokens of an expert on its narrow side; kernels/w8a8/sm90_skinny_grouped.cuh).
+constexpr int kMoeBlockTileM = 128;
+// Rows per expert (a uniform routing's share, or max_tokens) up to which the few-token form runs.
+constexpr int64_t kMoeSkinnyMaxShare = 32;
+struct MoeBlockPlan {
+  bool skinny = false;
+  int tile_m = kMoeBlockTileM;  // the schedule's token tile
+  int splits = 1;               // skinny: K ranges of a (token tile, 128-row weight tile) unit
+  int64_t max_tiles = 0;        // the tile list's bound (moe_max_tiles)
+  int64_t tickets = 0;          // skinny, splits > 1: one per unit (max_tiles x weight tiles)
+  int64_t partial_floats = 0;   // ... and a slot of 128 x tile_m floats per piece
+};
+// N, K: the experts' shape; sms: the persistent grid.
+MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, const Tuning& t);
+// The pieces' workspace of a plan (partial slots, then the tickets), 256-byte aligned; 0 without splits.
+size_t moe_block_split_bytes(const MoeBlockPlan& p);
+
 // Workspace: the tile count (16 bytes) and the tile list (16 bytes a tile), 256-aligned.
 size_t moe_schedule_bytes(int64_t max_tiles);
 

@@ -30,6 +30,17 @@ struct BlockGroupedCall {
   bool pdl = true;              // a dependent launch of the schedule kernel
 };
 
+// The few-token kernel's grouped form (kernels/w8a8/sm90_skinny_grouped.cuh) for decode shares:
+// its token tile (the schedule's tile_m: 16, 32 or 64), the K ranges a unit is cut into, and where
+// the cut units' pieces meet (splits > 1): a partial slot of 128 x mt floats per piece (16-byte
+// aligned) and a ticket per unit, zero before the launch.
+struct SkinnyGroupedWork {
+  int mt = 16;
+  int splits = 1;
+  float* partial = nullptr;
+  unsigned* tickets = nullptr;
+};
+
 // The checks every grouped launcher makes of its call (name: the kernel, in the message); throws
 // mixq::Error. max_n_k: the kernel's bound on N and K.
 inline void check_block_grouped_call(const BlockGroupedCall& c, int64_t max_n_k, const char* name) {
@@ -41,6 +52,16 @@ inline void check_block_grouped_call(const BlockGroupedCall& c, int64_t max_n_k,
                  name, ": bad output (ldy ", c.ldy, ", type ", c.y_type, ") or bias type ", c.bias_type);
   MIXQ_CHECK(c.n_tiles && c.tiles && c.maps, ErrorCode::Internal, name,
              ": no tile list or expert descriptors");
+}
+
+inline void check_skinny_grouped_work(const SkinnyGroupedWork& w, int64_t num_kb, const char* name) {
+  MIXQ_CHECK_ARG((w.mt == 16 || w.mt == 32 || w.mt == 64) && w.splits >= 1 && w.splits <= num_kb,
+                 name, ": token tile ", w.mt, " (16, 32 or 64) or splits ", w.splits, " (1 .. ",
+                 num_kb, " K stages)");
+  MIXQ_CHECK_ARG(w.splits == 1 || (w.partial != nullptr && w.tickets != nullptr &&
+                                   reinterpret_cast<uintptr_t>(w.partial) % 16 == 0),
+                 name, ": ", w.splits, " splits need 16-byte aligned partial slots (",
+                 static_cast<void*>(w.partial), ") and tickets");
 }
 
 }  // namespace mixq::cuda

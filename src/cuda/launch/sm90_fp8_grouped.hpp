@@ -38,4 +38,10 @@ const char* sm90_fp8_grouped_name();
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_fp8_grouped_gemm(const Sm90Fp8GroupedArgs& a, cudaStream_t stream);
 
+// The few-token kernel's grouped form (decode shares; a.call's tile list of w.mt rows), the same
+// expert descriptors: "sm90_fp8_block_grouped_skinny_mt16" etc.
+const char* sm90_fp8_grouped_skinny_name(int mt);
+void launch_sm90_fp8_grouped_skinny(const Sm90Fp8GroupedArgs& a, const SkinnyGroupedWork& w,
+                                    cudaStream_t stream);
+
 }  // namespace mixq::cuda

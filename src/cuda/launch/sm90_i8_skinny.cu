@@ -32,9 +32,9 @@ void launch_i8_skinny(const Int8GemmParams& a, const Sm90SkinnyPlan& plan, cudaS
                               CU_TENSOR_MAP_SWIZZLE_NONE);
   };
   typename Policy::Params pp;
-  pp.sw = col_map(a.sw);
-  pp.dw = col_map(a.dw);
-  pp.ow = kOffset ? col_map(a.ow) : pp.sw;  // read only with offset weights
+  pp.w[0] = col_map(a.sw);
+  pp.w[1] = col_map(a.dw);
+  pp.w[2] = kOffset ? col_map(a.ow) : pp.w[0];  // read only with offset weights
   pp.sx = row_map(a.sx, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
   pp.ox = row_map(a.ox, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
   pp.sum = row_map(a.sumx, CU_TENSOR_MAP_DATA_TYPE_INT32);

@@ -5,7 +5,8 @@
 #include <cuda_runtime.h>
 
 #include "cuda/runtime/check.hpp"
-#include "cuda/kernels/w8a8/sm90_skinny_gemm.cuh"
+#include "cuda/kernels/w8a8/sm90_skinny_grouped.cuh"
+#include "cuda/launch/sm90_block_grouped.hpp"
 #include "cuda/launch/sm90_skinny_gemm.hpp"
 #include "cuda/runtime/launch_config.hpp"
 
@@ -37,6 +38,47 @@ void launch_skinny_kernel(const CUtensorMap& tm_w, const CUtensorMap& tm_x,
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_w, tm_x, pp, p));
   MIXQ_CUDA_CHECK_LAUNCH(name);
   (void)name;  // MIXQ_CUDA_CHECK_LAUNCH may not use it
+}
+
+// The grouped form's fields from a grouped call: the experts' descriptors (maps_per_expert each,
+// the codes at w_map and the weight meta at wmeta_map), the tile list, the output and the pieces'
+// workspace; 128-K stages.
+inline sm90::SkinnyParams skinny_grouped_params(const BlockGroupedCall& c, const SkinnyGroupedWork& w,
+                                                int maps_per_expert, int w_map, int wmeta_map) {
+  sm90::SkinnyParams p;
+  p.set(int(c.rows), int(c.N), StreamKSchedule{}, w.partial, w.tickets, c.y, c.ldy, c.y_type, c.bias,
+        c.bias_type, c.clamp_lo, c.clamp_hi);
+  sm90::SkinnyGroup& g = p.group;
+  g.n_tiles = c.n_tiles;
+  g.tiles = c.tiles;
+  g.maps = c.maps;
+  g.maps_per_expert = maps_per_expert;
+  g.w_map = w_map;
+  g.wmeta_map = wmeta_map;
+  g.num_n = int((c.N + 127) / 128);
+  g.num_kb = int((c.K + 127) / 128);
+  g.splits = w.splits;
+  g.bias_stride = c.bias_stride;
+  return p;
+}
+
+// One CTA per SM, persistent; a dependent launch of the schedule kernel when c.pdl.
+template <class Policy, int MT>
+void launch_skinny_grouped_kernel(const CUtensorMap& tm_x, const typename Policy::Params& pp,
+                                  const sm90::SkinnyParams& p, const BlockGroupedCall& c,
+                                  cudaStream_t stream, const char* name) {
+  constexpr int kStages = skinny_stages<Policy, MT>();
+  using Shape = sm90::SkinnyShape<Policy, MT, kStages>;
+  static_assert(Shape::kSmemBytes <= 227 * 1024, "the ring must fit in shared memory");
+  auto kernel = sm90::sm90_skinny_grouped_kernel<Policy, MT, kStages>;
+  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Shape::kSmemBytes));
+  const int64_t pieces = c.max_tiles * p.group.num_n * p.group.splits;
+  const int grid = int(pieces < c.num_sms ? pieces : c.num_sms);
+  WoLaunchConfig lc(dim3(grid), Shape::kThreads, Shape::kSmemBytes, stream, c.pdl);
+  MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, pp, p));
+  MIXQ_CUDA_CHECK_LAUNCH(name);
+  (void)name;
 }
 
 }  // namespace mixq::cuda

@@ -20,15 +20,20 @@ namespace mixq::cuda {
 // The token tile of the grouped INT8 GEMM (the schedule kernel's tile_m).
 constexpr int kSm90Int8GroupedTileM = 128;
 constexpr int kSm90Int8GroupedTileN = 128;  // the N tile (the weight descriptors' box)
-// Descriptors per expert: its codes, its sw rows, its rank-1 weight planes.
-constexpr int kSm90Int8ExpertMaps = 3;
+// Descriptors per expert: its codes, its sw rows, its rank-1 weight planes (the block GEMM's), then
+// its sw, dw and ow rows as the few-token form reads them (boxes of 128 columns x a stage's blocks;
+// ow repeats sw for symmetric weights).
+constexpr int kSm90Int8ExpertMaps = 6;
+constexpr int kSm90Int8SkinnyMetaMap = 3;
 
 // One prepared INT8 block expert (backend/int8_block.cpp) as the kernel reads it.
 struct Int8ExpertWeights {
   const int8_t* codes = nullptr;  // [Np][ldb] i8, zero past N / K
   int64_t ldb = 0;                // Kp
   int64_t Np = 0;                 // N rounded up to kInt8PadN
-  const float* sw = nullptr;      // [num_kb][Np], int8_meta_col order
+  const float* sw = nullptr;      // [num_kb][Np], int8_meta_col order; dw, ow (offset weights) alike
+  const float* dw = nullptr;
+  const float* ow = nullptr;
   const float* r1w = nullptr;     // [2 T Np][r1_ld] tf32 hi / lo of dw (, ow)
   int64_t r1_ld = 0;              // int8_rank1_pitch(num_kb)
 };
@@ -55,5 +60,11 @@ struct Sm90Int8GroupedArgs {
 const char* sm90_int8_grouped_name();
 // Launches on `stream` without synchronising; throws mixq::Error on bad arguments.
 void launch_sm90_int8_grouped_gemm(const Sm90Int8GroupedArgs& a, cudaStream_t stream);
+
+// The few-token kernel's grouped form (decode shares; a.call's tile list of w.mt rows), the same
+// expert descriptors: "sm90_i8_grouped_skinny_mt16" etc.
+const char* sm90_int8_grouped_skinny_name(int mt);
+void launch_sm90_int8_grouped_skinny(const Sm90Int8GroupedArgs& a, const SkinnyGroupedWork& w,
+                                     cudaStream_t stream);
 
 }  // namespace mixq::cuda

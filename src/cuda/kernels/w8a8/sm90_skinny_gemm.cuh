@@ -39,8 +39,26 @@
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 #include "cuda/kernels/common/stream_k.hpp"
+#include "cuda/kernels/moe/moe_params.hpp"
 
 namespace mixq::cuda::sm90 {
+
+// The grouped (mixture-of-experts) form, sm90_skinny_grouped_kernel: the units are the (expert,
+// token tile) list the schedule kernel wrote on the device (kernels/moe/moe_schedule.cuh, tiles of
+// MT rows) times the 128-row weight tiles (N innermost), each cut into `splits` equal K ranges; a
+// piece is (unit, split), pieces walked round robin over the persistent grid, a unit's pieces on
+// adjacent CTAs. Each expert's codes and weight meta through its own descriptors in device memory
+// (maps[expert * maps_per_expert + w_map / wmeta_map]); X, its meta and Y are the call's [rows]
+// matrices, a unit's stores clipped to its expert's rows.
+struct SkinnyGroup {
+  const int* n_tiles = nullptr;
+  const MoeTile* tiles = nullptr;
+  const CUtensorMap* maps = nullptr;
+  int maps_per_expert = 0, w_map = 0, wmeta_map = 0;
+  int num_n = 0, num_kb = 0;  // 128-row weight tiles, 128-K stages
+  int splits = 1;             // K ranges of a unit (> 1: pieces summed through partial slots)
+  int64_t bias_stride = 0;    // elements between experts' bias rows (0: one shared bias)
+};
 
 struct SkinnyParams {
   int M = 0, N = 0;
@@ -70,6 +88,7 @@ struct SkinnyParams {
     clamp_lo = lo;
     clamp_hi = hi;
   }
+  SkinnyGroup group;  // the grouped form only
 };
 
 template <class Policy, int MT, int kStages>
@@ -84,6 +103,36 @@ struct SkinnyShape {
   static constexpr int kSmemBytes = 1024 + kStages * kStageBytes + 2 * kStages * 8 + 16;
 };
 
+// The ring in dynamic shared memory (1024-byte aligned for the 128-byte swizzle): kStages weight
+// tiles, token tiles, weight meta and token meta, then the full / empty barriers and the flag of
+// the cut tiles' last piece.
+template <class Policy, int MT, int kStages>
+struct SkinnySmem {
+  using Shape = SkinnyShape<Policy, MT, kStages>;
+  uint8_t *w_tiles, *x_tiles, *w_meta, *x_meta;
+  uint64_t *full, *empty;
+  int* last_flag;
+  __device__ __forceinline__ explicit SkinnySmem(uint8_t* raw) {
+    w_tiles = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+    x_tiles = w_tiles + kStages * Shape::kWBytes;
+    w_meta = x_tiles + kStages * Shape::kXBytes;
+    x_meta = w_meta + kStages * Policy::kWMetaBytes;
+    full = reinterpret_cast<uint64_t*>(x_meta + kStages * Policy::kXMetaBytes);
+    empty = full + kStages;
+    last_flag = reinterpret_cast<int*>(empty + kStages);
+  }
+  // Thread 0, before the block's first barrier.
+  __device__ __forceinline__ void init_barriers() const {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);   // the producer's arrive.expect_tx + the stage's TMA bytes
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    fence_barrier_init();
+  }
+};
+
+constexpr int kSkinnyBarrier = 1;  // the consumer warpgroups' named barrier (0 is __syncthreads)
+
 // Partial slot layout: float4 q (accumulators 4q .. 4q + 3 of a thread, q < MT / 8) of consumer
 // thread tid (of 256) at [slot][q][tid]: coalesced on both sides.
 template <int MT>
@@ -93,22 +142,24 @@ __device__ __forceinline__ float4* skinny_slot(float* partial, int slot, int tid
 
 // Registers of consumer thread tid (warp = tid / 32 of the two warpgroups): accumulator 4j + e
 // holds weight row 16 warp + lane / 4 + 8 (e >> 1) of the tile, token 8 j + 2 (lane % 4) + (e & 1).
+// Token m of the tile is row m0 + m of Y, stored for m < rows; bias: the weight's row (or null).
 template <int kYType, int MT>
 __device__ __forceinline__ void skinny_store(const SkinnyParams& p, const float (&v)[MT / 2],
-                                             int n0, int warp, int lane) {
+                                             int n0, int m0, int rows, const void* bias, int warp,
+                                             int lane) {
   using T = typename OutT<kYType>::T;
-  T* y = static_cast<T*>(p.y);
+  T* y = static_cast<T*>(p.y) + int64_t(m0) * p.ldy;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int n = n0 + 16 * warp + lane / 4 + 8 * r;
     if (n >= p.N) continue;
-    const float b = p.bias ? load_io(p.bias, p.bias_type, n) : 0.f;
+    const float b = bias ? load_io(bias, p.bias_type, n) : 0.f;
 #pragma unroll
     for (int j = 0; j < MT / 8; ++j)
 #pragma unroll
       for (int c = 0; c < 2; ++c) {
         const int m = 8 * j + 2 * (lane % 4) + c;
-        if (m >= p.M) continue;
+        if (m >= rows) continue;
         const float o = fminf(fmaxf(v[4 * j + 2 * r + c] + b, p.clamp_lo), p.clamp_hi);
         y[int64_t(m) * p.ldy + n] = to_out<kYType>(o);
       }
@@ -117,13 +168,103 @@ __device__ __forceinline__ void skinny_store(const SkinnyParams& p, const float 
 
 template <int MT>
 __device__ __forceinline__ void skinny_store_any(const SkinnyParams& p, const float (&v)[MT / 2],
-                                                 int n0, int warp, int lane) {
-  if (p.y_type == 0) skinny_store<0, MT>(p, v, n0, warp, lane);
-  else if (p.y_type == 1) skinny_store<1, MT>(p, v, n0, warp, lane);
-  else skinny_store<2, MT>(p, v, n0, warp, lane);
+                                                 int n0, int m0, int rows, const void* bias,
+                                                 int warp, int lane) {
+  if (p.y_type == 0) skinny_store<0, MT>(p, v, n0, m0, rows, bias, warp, lane);
+  else if (p.y_type == 1) skinny_store<1, MT>(p, v, n0, m0, rows, bias, warp, lane);
+  else skinny_store<2, MT>(p, v, n0, m0, rows, bias, warp, lane);
 }
 
-constexpr int kSkinnyBarrier = 1;  // the consumer warpgroups' named barrier (0 is __syncthreads)
+// One 128-K stage of a consumer warpgroup (cw: which 64 rows of the weight tile): waits for the
+// stage, runs its K blocks' MMAs, each into a fresh accumulator (the tensor-core accumulator never
+// spans two K blocks: each has its own scales), folds them into the f32 totals and releases the
+// stage. Each warpgroup waits for its own MMAs and promotes while the other's run. xrow: the row of
+// the stage's token meta that holds token 0 (the grouped form's boxes start up to 3 rows earlier).
+template <class Policy, int MT, int kStages>
+__device__ __forceinline__ void skinny_consume_stage(float (&total)[MT / 2],
+                                                     const SkinnySmem<Policy, MT, kStages>& sm,
+                                                     RingPos& in, int kb, int cw, int row, int col,
+                                                     int lane, int xrow) {
+  using Shape = SkinnyShape<Policy, MT, kStages>;
+  using Acc = typename Policy::Mma::Acc;
+  constexpr int R = MT / 2;
+  constexpr int kB = Policy::kBlocks, kSteps = 4 / kB;  // K blocks per stage, k32 steps per block
+  Acc acc[kB][R];
+  const int s = in.stage;
+  mbar_wait(&sm.full[s], in.phase);
+  __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
+  // this warpgroup's 64 rows are 64 x 128 bytes into the weight tile
+  const uint32_t dw = desc_lo_kmajor_sw128(smem_u32(sm.w_tiles + s * Shape::kWBytes + cw * 64 * 128));
+  const uint32_t dx = desc_lo_kmajor_sw128(smem_u32(sm.x_tiles + s * Shape::kXBytes));
+  wgmma_fence();
+#pragma unroll
+  for (int b = 0; b < kB; ++b)
+#pragma unroll
+    for (int k = 0; k < kSteps; ++k)
+      Policy::Mma::mma(acc[b], desc_from_lo_sw128(dw + 2 * (b * kSteps + k)),
+                       desc_from_lo_sw128(dx + 2 * (b * kSteps + k)), k);
+  wgmma_commit();
+  wgmma_wait<0>();
+#pragma unroll
+  for (int b = 0; b < kB; ++b)
+#pragma unroll
+    for (int i = 0; i < R; ++i) reg_fence(acc[b][i]);
+  // The block's meta is read from the slot while promoting: release it afterwards (the ring is
+  // deep enough for the few hundred cycles).
+#pragma unroll
+  for (int b = 0; b < kB; ++b)
+    Policy::promote(total, acc[b], smem_u32(sm.w_meta + s * Policy::kWMetaBytes),
+                    smem_u32(sm.x_meta + s * Policy::kXMetaBytes), kb, b, row, col, xrow);
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&sm.empty[s]);
+  in.advance();
+}
+
+// A piece of an output tile cut between CTAs: this CTA's totals go to its partial slot, then the
+// tile's last piece to arrive (a ticket per tile, `pieces` of them) sums every piece's slot in
+// piece order (slot_of(i), i < pieces), so the bits do not depend on which CTA ends last, and
+// resets the ticket for the next launch. Returns true on the CTA that holds the sum in `total`.
+template <int MT, class SlotOf>
+__device__ __forceinline__ bool skinny_sum_pieces(float (&total)[MT / 2], float* partial, int slot,
+                                                  unsigned* ticket, int pieces, SlotOf slot_of,
+                                                  int* last_flag, int tid) {
+  float4* dst = skinny_slot<MT>(partial, slot, tid);
+#pragma unroll
+  for (int q = 0; q < MT / 8; ++q) dst[q * 256] = make_float4(total[4 * q], total[4 * q + 1],
+                                                              total[4 * q + 2], total[4 * q + 3]);
+  // this thread's slot stores, before the ticket (cumulative through the barrier)
+  __threadfence();
+  named_barrier_sync(kSkinnyBarrier, 256);
+  if (tid == 0) *last_flag = atomicAdd(ticket, 1u) == unsigned(pieces - 1);
+  named_barrier_sync(kSkinnyBarrier, 256);
+  const bool last = *last_flag != 0;
+  named_barrier_sync(kSkinnyBarrier, 256);  // everyone has read the flag before it is rewritten
+  if (!last) return false;
+  __threadfence();  // the other pieces' stores, seen through their tickets
+  float4 sum[MT / 8];
+#pragma unroll
+  for (int q = 0; q < MT / 8; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x
+  for (int i = 0; i < pieces; ++i) {
+    const float4* src = skinny_slot<MT>(partial, slot_of(i), tid);
+#pragma unroll
+    for (int q = 0; q < MT / 8; ++q) {
+      const float4 u = __ldcg(src + q * 256);
+      sum[q].x += u.x;
+      sum[q].y += u.y;
+      sum[q].z += u.z;
+      sum[q].w += u.w;
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < MT / 8; ++q) {
+    total[4 * q] = sum[q].x;
+    total[4 * q + 1] = sum[q].y;
+    total[4 * q + 2] = sum[q].z;
+    total[4 * q + 3] = sum[q].w;
+  }
+  if (tid == 0) *ticket = 0;  // every piece has arrived: the next launch starts from zero
+  return true;
+}
 
 // Policy: SkinnyFp8Policy<MT> or SkinnyInt8Policy<MT, G, offset> (sm90_skinny_policies.cuh).
 template <class Policy, int MT, int kStages>
@@ -134,28 +275,10 @@ __global__ void __launch_bounds__(288, 1)
                        const SkinnyParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = SkinnyShape<Policy, MT, kStages>;
-  using Mma = typename Policy::Mma;
-  using Acc = typename Mma::Acc;
   constexpr int R = MT / 2;  // accumulator registers per thread
-  constexpr int kB = Policy::kBlocks, kSteps = 4 / kB;  // K blocks per stage, k32 steps per block
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) &
-                                             ~uintptr_t(1023));
-  uint8_t* w_tiles = smem;
-  uint8_t* x_tiles = w_tiles + kStages * Shape::kWBytes;
-  uint8_t* w_meta = x_tiles + kStages * Shape::kXBytes;
-  uint8_t* x_meta = w_meta + kStages * Policy::kWMetaBytes;
-  uint64_t* full = reinterpret_cast<uint64_t*>(x_meta + kStages * Policy::kXMetaBytes);
-  uint64_t* empty = full + kStages;
-  int* last_flag = reinterpret_cast<int*>(empty + kStages);
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);   // the producer's arrive.expect_tx + the stage's TMA bytes
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
-    }
-    fence_barrier_init();
-  }
+  const SkinnySmem<Policy, MT, kStages> sm(smem_raw);
+  if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
   allow_dependent_launch();
   const StreamKSchedule& sched = p.sched;
@@ -172,18 +295,18 @@ __global__ void __launch_bounds__(288, 1)
     int early_kb[kStages], n_early = 0;
     bool waited = false;
     auto load_tokens = [&](int s, int kb) {
-      tma_load_2d(x_tiles + s * Shape::kXBytes, &tm_x, &full[s], kb * 128, 0);
-      Policy::load_xmeta(pp, x_meta + s * Policy::kXMetaBytes, &full[s], kb);
+      tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, 0);
+      Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, 0);
     };
     while (cur.next(sched, w)) {
       int mb, nb;
       stream_k_tile_coords(sched, w.tile, mb, nb);
       for (int kb = w.c0; kb < w.c1; ++kb) {
         const int s = out.stage;
-        mbar_wait(&empty[s], out.phase ^ 1);
-        mbar_arrive_expect_tx(&full[s], Shape::kTxBytes);
-        tma_load_2d(w_tiles + s * Shape::kWBytes, &tm_w, &full[s], kb * 128, nb * 128);
-        Policy::load_wmeta(pp, w_meta + s * Policy::kWMetaBytes, &full[s], nb, kb);
+        mbar_wait(&sm.empty[s], out.phase ^ 1);
+        mbar_arrive_expect_tx(&sm.full[s], Shape::kTxBytes);
+        tma_load_2d(sm.w_tiles + s * Shape::kWBytes, &tm_w, &sm.full[s], kb * 128, nb * 128);
+        Policy::load_wmeta(pp, sm.w_meta + s * Policy::kWMetaBytes, &sm.full[s], nb, kb);
         if (waited) {
           load_tokens(s, kb);
         } else {
@@ -214,90 +337,27 @@ __global__ void __launch_bounds__(288, 1)
   StreamKWork w;
   RingPos in(kStages);
   float total[R];
-  Acc acc[kB][R];
   while (cur.next(sched, w)) {
     int mb, nb;
     stream_k_tile_coords(sched, w.tile, mb, nb);
 #pragma unroll
     for (int i = 0; i < R; ++i) total[i] = 0.f;
-    for (int kb = w.c0; kb < w.c1; ++kb) {
-      const int s = in.stage;
-      mbar_wait(&full[s], in.phase);
-      __syncwarp();  // the spin loop may leave the warp diverged; wgmma needs it converged
-      // this warpgroup's 64 rows are 64 x 128 bytes into the weight tile
-      const uint32_t dw =
-          desc_lo_kmajor_sw128(smem_u32(w_tiles + s * Shape::kWBytes + cw * 64 * 128));
-      const uint32_t dx = desc_lo_kmajor_sw128(smem_u32(x_tiles + s * Shape::kXBytes));
-      wgmma_fence();
-#pragma unroll
-      for (int b = 0; b < kB; ++b)
-#pragma unroll
-        for (int k = 0; k < kSteps; ++k)  // a fresh accumulator per K block
-          Mma::mma(acc[b], desc_from_lo_sw128(dw + 2 * (b * kSteps + k)),
-                   desc_from_lo_sw128(dx + 2 * (b * kSteps + k)), k);
-      wgmma_commit();
-      wgmma_wait<0>();
-#pragma unroll
-      for (int b = 0; b < kB; ++b)
-#pragma unroll
-        for (int i = 0; i < R; ++i) reg_fence(acc[b][i]);
-      // The block's meta is read from the slot while promoting: release it afterwards (the ring is
-      // deep enough for the few hundred cycles).
-#pragma unroll
-      for (int b = 0; b < kB; ++b)
-        Policy::promote(total, acc[b], smem_u32(w_meta + s * Policy::kWMetaBytes),
-                        smem_u32(x_meta + s * Policy::kXMetaBytes), kb, b, row, col);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
-      in.advance();
-    }
+    for (int kb = w.c0; kb < w.c1; ++kb)
+      skinny_consume_stage<Policy, MT, kStages>(total, sm, in, kb, cw, row, col, lane, 0);
     const int n0 = nb * 128;
-    if (!w.split) {
-      skinny_store_any<MT>(p, total, n0, warp, lane);
-      continue;
+    if (w.split) {
+      // A piece of a cut tile: park it; the last piece of the tile to arrive sums them all, its
+      // pieces' CTAs in order.
+      const int t = w.tile - sched.dp_tiles;
+      const int64_t it0 = int64_t(t) * sched.chunks;
+      const int b_lo = StreamKCursor::sk_owner(sched, it0);
+      const int b_hi = StreamKCursor::sk_owner(sched, it0 + sched.chunks - 1);
+      const auto slot_of = [&](int i) { return StreamKCursor::slot_of(sched, b_lo + i, t); };
+      if (!skinny_sum_pieces<MT>(total, p.partial, StreamKCursor::slot_of(sched, int(blockIdx.x), t),
+                                 p.tickets + t, b_hi - b_lo + 1, slot_of, sm.last_flag, tid))
+        continue;
     }
-    // A piece of a cut tile: park it, then the last piece of the tile to arrive sums them all.
-    const int t = w.tile - sched.dp_tiles;
-    const int slot = StreamKCursor::slot_of(sched, int(blockIdx.x), t);
-    float4* dst = skinny_slot<MT>(p.partial, slot, tid);
-#pragma unroll
-    for (int q = 0; q < MT / 8; ++q) dst[q * 256] = make_float4(total[4 * q], total[4 * q + 1],
-                                                                total[4 * q + 2], total[4 * q + 3]);
-    // this thread's slot stores, before the ticket (cumulative through the barrier)
-    __threadfence();
-    const int64_t it0 = int64_t(t) * sched.chunks;
-    const int b_lo = StreamKCursor::sk_owner(sched, it0);
-    const int b_hi = StreamKCursor::sk_owner(sched, it0 + sched.chunks - 1);
-    named_barrier_sync(kSkinnyBarrier, 256);
-    if (tid == 0) *last_flag = atomicAdd(p.tickets + t, 1u) == unsigned(b_hi - b_lo);
-    named_barrier_sync(kSkinnyBarrier, 256);
-    const bool last = *last_flag != 0;
-    named_barrier_sync(kSkinnyBarrier, 256);  // everyone has read the flag before it is rewritten
-    if (!last) continue;
-    __threadfence();  // the other pieces' stores, seen through their tickets
-    float4 sum[MT / 8];
-#pragma unroll
-    for (int q = 0; q < MT / 8; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);  // 0 + x == x
-    for (int b = b_lo; b <= b_hi; ++b) {
-      const float4* src = skinny_slot<MT>(p.partial, StreamKCursor::slot_of(sched, b, t), tid);
-#pragma unroll
-      for (int q = 0; q < MT / 8; ++q) {
-        const float4 u = __ldcg(src + q * 256);
-        sum[q].x += u.x;
-        sum[q].y += u.y;
-        sum[q].z += u.z;
-        sum[q].w += u.w;
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < MT / 8; ++q) {
-      total[4 * q] = sum[q].x;
-      total[4 * q + 1] = sum[q].y;
-      total[4 * q + 2] = sum[q].z;
-      total[4 * q + 3] = sum[q].w;
-    }
-    skinny_store_any<MT>(p, total, n0, warp, lane);
-    if (tid == 0) p.tickets[t] = 0;  // every piece has arrived: the next launch starts from zero
+    skinny_store_any<MT>(p, total, n0, 0, p.M, p.bias, warp, lane);
   }
 #else
   __trap();  // built for an architecture without wgmma / TMA: the host never launches this

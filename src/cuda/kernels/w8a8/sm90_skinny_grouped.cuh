@@ -1,0 +1,115 @@
+// The few-token 8-bit GEMM's grouped (mixture-of-experts) form: decode over experts with the
+// weights on the MMA's 128-row side and each expert's few tokens on its MT-wide side, as the plain
+// kernel (sm90_skinny_gemm.cuh) does for one weight. The 128-row block GEMM's grouped form puts the
+// 1-3 rows an expert gets at decode on the 128-row side; its A tile then takes half of every 32 KB
+// stage, leaving 6 stages (96 KB of weights) in flight per SM, and its 128-wide MMAs and promotion
+// are paid for those few rows: 45% of the read ceiling at one token (DeepSeek-V3 FP8 experts).
+//
+// Work (SkinnyGroup): the schedule kernel's (expert, MT-row token tile) list times the 128-row
+// weight tiles, N innermost, each unit cut into `splits` K ranges so that a call with few experts
+// active (Mixtral's down projection at one token: 2 experts x 32 weight tiles for 132 SMs) still
+// fills the GPU; pieces (unit, split) round robin over a persistent grid of one CTA per SM. A cut
+// unit's pieces meet in partial slots (slot = piece index) and the last to arrive sums them in
+// split order (deterministic bits). The tile list is the previous grid's output, so no weight stage
+// goes out before the wait for it (the plain kernel's early stages).
+#pragma once
+
+#include "cuda/kernels/w8a8/sm90_skinny_gemm.cuh"
+
+namespace mixq::cuda::sm90 {
+
+// Piece i of the grouped call: unit i / splits = (token tile, weight tile nb), split i % splits,
+// K stages [kb0, kb1).
+struct SkinnyPiece {
+  int unit, split, nb, kb0, kb1;
+  MoeTile tile;
+};
+
+__device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, int i) {
+  SkinnyPiece q;
+  q.unit = i / g.splits;
+  q.split = i - q.unit * g.splits;
+  const int ti = q.unit / g.num_n;
+  q.nb = q.unit - ti * g.num_n;
+  q.tile = g.tiles[ti];
+  q.kb0 = q.split * g.num_kb / g.splits;
+  q.kb1 = (q.split + 1) * g.num_kb / g.splits;
+  return q;
+}
+
+// Policy: SkinnyFp8Policy<MT, MT + 4> or SkinnyInt8Policy<MT, G, offset, MT + 4>: the token meta's
+// boxes start at the tile's first row rounded down to a multiple of 4 (sm90_skinny_policies.cuh).
+template <class Policy, int MT, int kStages>
+__global__ void __launch_bounds__(288, 1)
+    sm90_skinny_grouped_kernel(const __grid_constant__ CUtensorMap tm_x,  // codes {K, rows}, box {128, MT}
+                               const __grid_constant__ typename Policy::Params pp,  // token meta maps
+                               const SkinnyParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = SkinnyShape<Policy, MT, kStages>;
+  constexpr int R = MT / 2;
+  extern __shared__ uint8_t smem_raw[];
+  const SkinnySmem<Policy, MT, kStages> sm(smem_raw);
+  if (threadIdx.x == 0) sm.init_barriers();
+  __syncthreads();
+  allow_dependent_launch();
+  // Every thread: the tile list, the quantized X, the tickets and Y are the previous grids' until here.
+  grid_dependency_wait();
+  const SkinnyGroup& g = p.group;
+  const int pieces = *g.n_tiles * g.num_n * g.splits;
+
+  if (threadIdx.x >= 256) {  // producer warp
+    if (threadIdx.x != 256) return;
+    tma_prefetch_desc(&tm_x);
+    RingPos out(kStages);
+    for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
+      const SkinnyPiece q = skinny_piece(g, i);
+      const CUtensorMap* maps = g.maps + int64_t(q.tile.expert) * g.maps_per_expert;
+      const int m0 = q.tile.row0 + q.tile.m_block * MT;
+      for (int kb = q.kb0; kb < q.kb1; ++kb) {
+        const int s = out.stage;
+        mbar_wait(&sm.empty[s], out.phase ^ 1);
+        mbar_arrive_expect_tx(&sm.full[s], Shape::kTxBytes);
+        tma_load_2d(sm.w_tiles + s * Shape::kWBytes, maps + g.w_map, &sm.full[s], kb * 128, q.nb * 128);
+        Policy::load_wmeta_from(maps + g.wmeta_map, sm.w_meta + s * Policy::kWMetaBytes, &sm.full[s],
+                                q.nb, kb);
+        // rows past the expert's are the next expert's (or zeros past X's end): computed, never stored
+        tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, m0);
+        Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
+        out.advance();
+      }
+    }
+    return;
+  }
+
+  // Consumers.
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int cw = tid / 128;
+  const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
+  RingPos in(kStages);
+  float total[R];
+  for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
+    const SkinnyPiece q = skinny_piece(g, i);
+    const int m0 = q.tile.row0 + q.tile.m_block * MT;
+#pragma unroll
+    for (int r = 0; r < R; ++r) total[r] = 0.f;
+    for (int kb = q.kb0; kb < q.kb1; ++kb)
+      skinny_consume_stage<Policy, MT, kStages>(total, sm, in, kb, cw, row, col, lane, m0 & 3);
+    if (g.splits > 1) {
+      const int first = q.unit * g.splits;
+      const auto slot_of = [&](int k) { return first + k; };
+      if (!skinny_sum_pieces<MT>(total, p.partial, i, p.tickets + q.unit, g.splits, slot_of,
+                                 sm.last_flag, tid))
+        continue;
+    }
+    const int rows = q.tile.row0 + q.tile.rows - m0;  // the expert's rows from m0 on
+    const void* bias = p.bias == nullptr ? nullptr
+                       : static_cast<const char*>(p.bias) + int64_t(q.tile.expert) * g.bias_stride *
+                                                                (p.bias_type == 2 ? 4 : 2);
+    skinny_store_any<MT>(p, total, q.nb * 128, m0, rows < MT ? rows : MT, bias, warp, lane);
+  }
+#else
+  __trap();  // built for an architecture without wgmma / TMA: the host never launches this
+#endif
+}
+
+}  // namespace mixq::cuda::sm90
