@@ -304,21 +304,32 @@ TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
     t.moe_token_tile = tile;
     return plan_moe_block(c, N, K, 132, t);
   };
-  // DeepSeek-V3 at one token (top-8): gate_up 8 x 32 units whole (97% of two rounds), down 8 x 56
-  // units in halves (7 rounds of 97% against 4 of 85%)
+  // DeepSeek-V3 at one token (top-8): 8 x 32 and 8 x 56 units, whole
   MoeBlockPlan p = plan(256, 8, 4096, 7168);
   EXPECT_TRUE(p.skinny);
   EXPECT_EQ(p.tile_m, 16);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(moe_block_split_bytes(p), 0u);
-  p = plan(256, 8, 7168, 2048);
-  EXPECT_EQ(p.splits, 2);
-  EXPECT_EQ(p.max_tiles, 8);
-  EXPECT_EQ(p.tickets, 8 * 56);
-  EXPECT_EQ(p.partial_floats, 8 * 56 * 2 * 128 * 16);
+  EXPECT_EQ(plan(256, 8, 7168, 2048).splits, 1);
+  // Mixtral-8x7B down at one token: 2 x 32 units, half the grid: whole
+  EXPECT_EQ(plan(8, 2, 4096, 14336).splits, 1);
+  // one expert's 8 weight tiles (E = 1 or a single routed row), K = 7168: 8 splits fill the grid
+  p = plan(4, 1, 1024, 7168);
+  EXPECT_EQ(p.splits, 8);
+  EXPECT_EQ(p.max_tiles, 1);
+  EXPECT_EQ(p.tickets, 8);
+  EXPECT_EQ(p.partial_floats, 8 * 8 * 128 * 16);
   EXPECT_GE(moe_block_split_bytes(p), size_t(p.partial_floats * 4 + p.tickets * 4));
-  // Mixtral-8x7B down at one token: 2 x 32 units split in two
-  EXPECT_EQ(plan(8, 2, 4096, 14336).splits, 2);
+  // ... at K = 1088 (9 stages): 2 splits of >= 4 stages
+  EXPECT_EQ(plan(4, 1, 1024, 1088).splits, 2);
+  EXPECT_EQ(plan(1, 1, 1024, 1088, 0, false, 0).splits, 2);
+  // the knob
+  Tuning t1;
+  t1.moe_block_splits = 3;
+  MoeCall c1;
+  c1.E = 256;
+  c1.rows = 8;
+  EXPECT_EQ(plan_moe_block(c1, 7168, 2048, 132, t1).splits, 3);
   // every plan keeps >= 4 stages a piece
   for (int64_t K : {256, 512, 768, 2048, 7168})
     for (int64_t rows : {1, 2, 8, 64}) {
