@@ -49,7 +49,21 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   // The few-token form's pieces at `at` (split_bytes(rows) there), their tickets cleared on the
   // call's stream (the caller's workspace holds anything); call before the quantizer.
   SkinnyGroupedWork skinny_work(const Call& call, char* at) const;
-  // Launches the tile schedule (after the quantizer) and returns the GEMM's call fields.
+  // Launches the tile schedule and the quantizer (quantize()) in the plan's order and returns the
+  // GEMM's call fields. The block GEMM is the schedule's dependent launch and waits for it alone:
+  // the quantizer goes first. The few-token form is the quantizer's dependent launch and reads the
+  // tile list as it starts, to stream its first weight stages while the quantizer runs: the
+  // schedule goes first.
+  template <class Quantize>
+  BlockGroupedCall schedule_and_quantize(const GroupedCall& c, const Epilogue& ep, const Call& call,
+                                         Quantize quantize) const {
+    BlockGroupedCall g;
+    if (call.plan.skinny) g = schedule(c, ep, call);
+    quantize();
+    if (!call.plan.skinny) g = schedule(c, ep, call);
+    return g;
+  }
+  // Launches the tile schedule and returns the GEMM's call fields.
   BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
   // "grouped<kernel>" of a call of `rows` rows (contiguous), block: the block GEMM's name,
   // skinny(mt): the few-token form's.

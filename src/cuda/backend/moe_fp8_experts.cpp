@@ -63,13 +63,12 @@ class CudaFp8Experts final : public cuda::CudaBlockExperts {
     float* sa = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + codes_bytes(R));
     const cuda::SkinnyGroupedWork work =
         skinny_work(call, reinterpret_cast<char*>(sa) + scales_bytes(R));
-    // X quantized first: the GEMM below is the schedule kernel's dependent launch, and waits for
-    // the schedule kernel alone (which started after the quantizer ended).
-    cuda::launch_quantize_fp8_1x128(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"), c.x.ld(),
-                                    R, K, q, ldq, sa, ld_sa, call.stream, false,
-                                    cuda::act_quant_tuning(opts.tuning));
     cuda::Sm90Fp8GroupedArgs a;
-    a.call = schedule(c, ep, call);
+    a.call = schedule_and_quantize(c, ep, call, [&] {
+      cuda::launch_quantize_fp8_1x128(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
+                                      c.x.ld(), R, K, q, ldq, sa, ld_sa, call.stream, false,
+                                      cuda::act_quant_tuning(opts.tuning));
+    });
     a.a = q;
     a.lda = ldq;
     a.sa = sa;

@@ -82,13 +82,12 @@ class CudaInt8Experts final : public cuda::CudaBlockExperts {
     float* ox = reinterpret_cast<float*>(meta + meta_bytes(R));
     int32_t* sums = reinterpret_cast<int32_t*>(meta + 2 * meta_bytes(R));
     const cuda::SkinnyGroupedWork work = skinny_work(call, meta + 3 * meta_bytes(R));
-    // X quantized first: the GEMM below is the schedule kernel's dependent launch, and waits for
-    // the schedule kernel alone (which started after the quantizer ended).
-    cuda::launch_quantize_int8_block(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
-                                     c.x.ld(), R, K, g_, q, ldq, sx, ox, sums, ld_meta, call.stream,
-                                     false, cuda::act_quant_tuning(opts.tuning));
     cuda::Sm90Int8GroupedArgs a;
-    a.call = schedule(c, ep, call);
+    a.call = schedule_and_quantize(c, ep, call, [&] {
+      cuda::launch_quantize_int8_block(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
+                                       c.x.ld(), R, K, g_, q, ldq, sx, ox, sums, ld_meta, call.stream,
+                                       false, cuda::act_quant_tuning(opts.tuning));
+    });
     a.a = q;
     a.lda = ldq;
     a.sx = sx;

@@ -27,7 +27,9 @@ struct BlockGroupedCall {
   const CUtensorMap* maps = nullptr;  // [E][descriptors per expert], device memory, 64-byte aligned
   int num_sms = 132;
   int y_tma = -1;               // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
-  bool pdl = true;              // a dependent launch of the schedule kernel
+  // a dependent launch of the previous kernel: the block GEMM's is the schedule kernel; the
+  // few-token form's is the quantizer, launched after the schedule (its list is read at once)
+  bool pdl = true;
 };
 
 // The few-token kernel's grouped form (kernels/w8a8/sm90_skinny_grouped.cuh) for decode shares:

@@ -10,8 +10,12 @@
 // active (Mixtral's down projection at one token: 2 experts x 32 weight tiles for 132 SMs) still
 // fills the GPU; pieces (unit, split) round robin over a persistent grid of one CTA per SM. A cut
 // unit's pieces meet in partial slots (slot = piece index) and the last to arrive sums them in
-// split order (deterministic bits). The tile list is the previous grid's output, so no weight stage
-// goes out before the wait for it (the plain kernel's early stages).
+// split order (deterministic bits).
+// Launch order (backend/moe_block_experts.hpp): the tile schedule, then the quantizer, then this
+// kernel as the quantizer's programmatic dependent. The list was complete before the quantizer
+// started, so the producer reads it at once and issues the first stages' weights while the
+// quantizer runs, as the plain kernel does; X's codes and meta (the quantizer's output) load after
+// the wait for it, and the consumers wait before they touch tickets, partial slots or Y.
 #pragma once
 
 #include "cuda/kernels/w8a8/sm90_skinny_gemm.cuh"
@@ -52,15 +56,22 @@ __global__ void __launch_bounds__(288, 1)
   if (threadIdx.x == 0) sm.init_barriers();
   __syncthreads();
   allow_dependent_launch();
-  // Every thread: the tile list, the quantized X, the tickets and Y are the previous grids' until here.
-  grid_dependency_wait();
   const SkinnyGroup& g = p.group;
-  const int pieces = *g.n_tiles * g.num_n * g.splits;
+  const int pieces = *g.n_tiles * g.num_n * g.splits;  // the list: complete before the quantizer ran
 
   if (threadIdx.x >= 256) {  // producer warp
     if (threadIdx.x != 256) return;
     tma_prefetch_desc(&tm_x);
     RingPos out(kStages);
+    // The first kStages stages' weights go out at once; their token tiles (the quantizer's output)
+    // after the wait for it.
+    int early_kb[kStages], early_m0[kStages], n_early = 0;
+    bool waited = false;
+    auto load_tokens = [&](int s, int kb, int m0) {
+      // rows past the expert's are the next expert's (or zeros past X's end): computed, never stored
+      tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, m0);
+      Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
+    };
     for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
       const SkinnyPiece q = skinny_piece(g, i);
       const CUtensorMap* maps = g.maps + int64_t(q.tile.expert) * g.maps_per_expert;
@@ -72,16 +83,29 @@ __global__ void __launch_bounds__(288, 1)
         tma_load_2d(sm.w_tiles + s * Shape::kWBytes, maps + g.w_map, &sm.full[s], kb * 128, q.nb * 128);
         Policy::load_wmeta_from(maps + g.wmeta_map, sm.w_meta + s * Policy::kWMetaBytes, &sm.full[s],
                                 q.nb, kb);
-        // rows past the expert's are the next expert's (or zeros past X's end): computed, never stored
-        tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, m0);
-        Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
+        if (waited) {
+          load_tokens(s, kb, m0);
+        } else {
+          early_kb[n_early] = kb;  // stage n_early: the ring is at most kStages ahead
+          early_m0[n_early] = m0;
+          if (++n_early == kStages) {
+            grid_dependency_wait();
+            waited = true;
+            for (int e = 0; e < n_early; ++e) load_tokens(e, early_kb[e], early_m0[e]);
+          }
+        }
         out.advance();
       }
+    }
+    if (!waited) {  // fewer stages than the ring
+      grid_dependency_wait();
+      for (int e = 0; e < n_early; ++e) load_tokens(e, early_kb[e], early_m0[e]);
     }
     return;
   }
 
-  // Consumers.
+  // Consumers: tickets, partial slots and Y belong to the previous launches until here.
+  grid_dependency_wait();
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int cw = tid / 128;
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
