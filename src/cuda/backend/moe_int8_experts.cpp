@@ -5,8 +5,8 @@
 // caller's stream: the quantizer over every row of X, the tile schedule from the device-side
 // offsets / counts, then the grouped block GEMM over every (expert, 128-row token tile) x N tile,
 // or at decode shares the few-token kernel's grouped form over (expert, 16-64-row tile) x 128-row
-// weight tiles (launch/sm90_w8a8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block). Nothing is read back; launch shapes depend only on host-known
-// sizes (graph-capturable).
+// weight tiles (launch/sm90_w8a8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block).
+// Nothing is read back; launch shapes depend only on host-known sizes (graph-capturable).
 #include <cuda_runtime.h>
 
 #include <vector>
