@@ -51,6 +51,9 @@ struct Tuning {
   int moe_token_tile = 0;
   // FP8 block / INT8 W8A8 experts on the few-token form: K splits of a unit (1..8; 0: the plan's)
   int moe_block_splits = 0;
+  // ... the tiles listed by the GEMM itself from the routing (up to 1024 experts) instead of the
+  // schedule kernel; Off: the schedule kernel
+  Toggle moe_own_schedule = Toggle::Auto;
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
   // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the dequantizing f16/bf16

@@ -127,6 +127,14 @@ inline void check_few_token_form_vs_cpu(const std::vector<QuantizedWeight>& expe
   gpu_opts.tuning.moe_token_tile = 0;
   check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
                           kernel + "_mt16_split2", kDecodeCounts);
+  // the tiles listed by the schedule kernel instead of the GEMM itself
+  SCOPED_TRACE("schedule kernel");
+  gpu_opts.tuning.moe_own_schedule = Toggle::Off;
+  check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
+                          kernel + "_mt16_split2", kDecodeCounts);
+  gpu_opts.tuning.moe_token_tile = 32;
+  check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
+                          kernel + "_mt32");
 }
 
 // One expert (E = 1) over R = 300 rows, more than the skinny kernels serve: the grouped call's

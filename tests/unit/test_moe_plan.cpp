@@ -323,6 +323,15 @@ TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
   // ... at K = 1088 (9 stages): 2 splits of >= 4 stages
   EXPECT_EQ(plan(4, 1, 1024, 1088).splits, 2);
   EXPECT_EQ(plan(1, 1, 1024, 1088, 0, false, 0).splits, 2);
+  // the tiles listed by the GEMM itself up to 1024 experts, unless the knob says Off
+  EXPECT_TRUE(plan(256, 8, 4096, 7168).own_schedule);
+  EXPECT_FALSE(plan(2048, 8, 4096, 7168).own_schedule);
+  {
+    MoeCall c;
+    c.E = 8;
+    c.rows = 2;
+    EXPECT_FALSE(plan_moe_block(c, 4096, 14336, 132, Tuning::parse("moe_own_schedule=off")).own_schedule);
+  }
   // the knob
   Tuning t1;
   t1.moe_block_splits = 3;

@@ -92,9 +92,7 @@ CudaBlockExperts::Call CudaBlockExperts::begin_call(const GroupedCall& c, const 
   return call;
 }
 
-BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const {
-  const auto [n_tiles, tiles] = launch_moe_schedule_of(c, E, call.rows, call.plan.tile_m,
-                                                       call.plan.max_tiles, call.workspace, call.stream);
+BlockGroupedCall CudaBlockExperts::fields(const GroupedCall& c, const Epilogue& ep, const Call& call) const {
   BlockGroupedCall g;
   g.rows = call.rows;
   g.N = N;
@@ -107,13 +105,28 @@ BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue
   g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
   g.clamp_lo = ep.clamp_lo;
   g.clamp_hi = ep.clamp_hi;
-  g.n_tiles = n_tiles;
-  g.tiles = tiles;
+  const bool masked = c.rows.layout == MoeRows::Layout::Masked;
+  g.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
+  g.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
+  g.E = E;
+  g.max_tokens = masked ? c.rows.max_tokens : 0;
+  g.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
   g.max_tiles = call.plan.max_tiles;
   g.maps = static_cast<const CUtensorMap*>(maps_.data());
   g.num_sms = sms_;
   g.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;
   g.pdl = true;
+  return g;
+}
+
+BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const {
+  const auto [n_tiles, tiles] = launch_moe_schedule_of(c, E, call.rows, call.plan.tile_m,
+                                                       call.plan.max_tiles, call.workspace, call.stream);
+  BlockGroupedCall g = fields(c, ep, call);
+  g.offsets = nullptr;
+  g.counts = nullptr;
+  g.n_tiles = n_tiles;
+  g.tiles = tiles;
   return g;
 }
 

@@ -54,17 +54,21 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   // the quantizer goes first. The few-token form is the quantizer's dependent launch and reads the
   // tile list as it starts, to stream its first weight stages while the quantizer runs: the
   // schedule goes first.
+  // With the plan's own_schedule there is no schedule kernel: the GEMM lists the tiles from the
+  // routing, which is complete before the quantizer starts.
   template <class Quantize>
   BlockGroupedCall schedule_and_quantize(const GroupedCall& c, const Epilogue& ep, const Call& call,
                                          Quantize quantize) const {
     BlockGroupedCall g;
-    if (call.plan.skinny) g = schedule(c, ep, call);
+    if (call.plan.skinny) g = call.plan.own_schedule ? fields(c, ep, call) : schedule(c, ep, call);
     quantize();
     if (!call.plan.skinny) g = schedule(c, ep, call);
     return g;
   }
   // Launches the tile schedule and returns the GEMM's call fields.
   BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
+  // The GEMM's call fields without a tile list: the routing for the in-kernel schedule.
+  BlockGroupedCall fields(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
   // "grouped<kernel>" of a call of `rows` rows (contiguous), block: the block GEMM's name,
   // skinny(mt): the few-token form's.
   template <class Block, class Skinny>

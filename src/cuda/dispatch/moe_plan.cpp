@@ -234,6 +234,7 @@ MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, con
   const int64_t num_n = ceil_div64(N, 128), num_kb = ceil_div64(K, 128);
   const int64_t units = expected_active_tiles(c) * num_n, g = std::max(sms, 1);
   if (units * 4 <= g) p.splits = int(std::max<int64_t>(1, std::min({int64_t(8), g / units, num_kb / 4})));
+  p.own_schedule = c.E <= kMoeOwnScheduleMaxE && t.moe_own_schedule != Toggle::Off;
   if (t.moe_block_splits > 0) p.splits = int(std::min<int64_t>(t.moe_block_splits, num_kb));
   if (p.splits > 1) {
     p.tickets = p.max_tiles * num_n;

@@ -83,10 +83,14 @@ int64_t moe_tiles_any_layout(int64_t rows, int64_t E, int mt);
 constexpr int kMoeBlockTileM = 128;
 // Rows per expert (a uniform routing's share, or max_tokens) up to which the few-token form runs.
 constexpr int64_t kMoeSkinnyMaxShare = 32;
+// Experts up to which the few-token form lists its tiles itself (sm90_skinny_grouped.cuh's
+// kSkinnyScheduleMaxE: the prefix sums in each CTA's shared memory).
+constexpr int64_t kMoeOwnScheduleMaxE = 1024;
 struct MoeBlockPlan {
   bool skinny = false;
   int tile_m = kMoeBlockTileM;  // the schedule's token tile
   int splits = 1;               // skinny: K ranges of a (token tile, 128-row weight tile) unit
+  bool own_schedule = false;    // skinny: the GEMM lists the tiles from the routing (no schedule kernel)
   int64_t max_tiles = 0;        // the tile list's bound (moe_max_tiles)
   int64_t tickets = 0;          // skinny, splits > 1: one per unit (max_tiles x weight tiles)
   int64_t partial_floats = 0;   // ... and a slot of 128 x tile_m floats per piece

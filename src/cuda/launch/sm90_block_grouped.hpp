@@ -23,6 +23,12 @@ struct BlockGroupedCall {
   float clamp_lo = -__builtin_huge_valf(), clamp_hi = __builtin_huge_valf();
   const int* n_tiles = nullptr;  // the schedule kernel's list (tiles of the kernel's token tile)
   const MoeTile* tiles = nullptr;
+  // ... or, for the few-token form's in-kernel schedule (no list), the routing itself: offsets
+  // (contiguous, [E + 1]) or counts (masked, [E], max_tokens), and the caller's error word
+  const int32_t* offsets = nullptr;
+  const int32_t* counts = nullptr;
+  int64_t E = 0, max_tokens = 0;
+  int32_t* error = nullptr;
   int64_t max_tiles = 0;         // the list's bound for any routing (the grid's size)
   const CUtensorMap* maps = nullptr;  // [E][descriptors per expert], device memory, 64-byte aligned
   int num_sms = 132;
@@ -44,16 +50,18 @@ struct SkinnyGroupedWork {
 };
 
 // The checks every grouped launcher makes of its call (name: the kernel, in the message); throws
-// mixq::Error. max_n_k: the kernel's bound on N and K.
-inline void check_block_grouped_call(const BlockGroupedCall& c, int64_t max_n_k, const char* name) {
+// mixq::Error. max_n_k: the kernel's bound on N and K; routing_ok: the kernel can list the tiles
+// itself from the routing (the few-token form).
+inline void check_block_grouped_call(const BlockGroupedCall& c, int64_t max_n_k, const char* name,
+                                     bool routing_ok = false) {
   MIXQ_CHECK_ARG(c.rows >= 1 && c.rows < (int64_t(1) << 31) && c.N >= 1 && c.N < max_n_k &&
                      c.K >= 1 && c.K < max_n_k,
                  name, ": rows (", c.rows, ") must be in [1, 2^31), N (", c.N, ") and K (", c.K,
                  ") in [1, ", max_n_k, ")");
   MIXQ_CHECK_ARG(c.ldy >= c.N && c.y_type >= 0 && c.y_type <= 2 && c.bias_type >= 0 && c.bias_type <= 2,
                  name, ": bad output (ldy ", c.ldy, ", type ", c.y_type, ") or bias type ", c.bias_type);
-  MIXQ_CHECK(c.n_tiles && c.tiles && c.maps, ErrorCode::Internal, name,
-             ": no tile list or expert descriptors");
+  MIXQ_CHECK(((c.n_tiles && c.tiles) || (routing_ok && (c.offsets || c.counts))) && c.maps,
+             ErrorCode::Internal, name, ": no tile list, routing or expert descriptors");
 }
 
 inline void check_skinny_grouped_work(const SkinnyGroupedWork& w, int64_t num_kb, const char* name) {

@@ -41,7 +41,7 @@ void launch_sm90_fp8_grouped_skinny(const Sm90Fp8GroupedArgs& a, const SkinnyGro
                                     cudaStream_t stream) {
   const BlockGroupedCall& c = a.call;
   const char* name = "sm90 fp8 grouped skinny gemm";
-  check_block_grouped_call(c, int64_t(1) << 31, name);
+  check_block_grouped_call(c, int64_t(1) << 31, name, true);
   check_skinny_grouped_work(w, (c.K + 127) / 128, name);
   MIXQ_CHECK_ARG(a.lda >= c.K && a.lda % 16 == 0 && a.ld_sa >= c.rows && a.ld_sa % 4 == 0, name,
                  ": lda ", a.lda, " (>= K, a multiple of 16) or ld_sa ", a.ld_sa,

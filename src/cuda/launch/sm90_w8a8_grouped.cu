@@ -87,7 +87,7 @@ void launch_sm90_int8_grouped_skinny(const Sm90Int8GroupedArgs& a, const SkinnyG
                                      cudaStream_t stream) {
   const BlockGroupedCall& c = a.call;
   const char* name = "sm90 int8 grouped skinny gemm";
-  check_block_grouped_call(c, int64_t(1) << 30, name);
+  check_block_grouped_call(c, int64_t(1) << 30, name, true);
   check_int8_grouped_acts(a, name);
   check_skinny_grouped_work(w, (c.K + 127) / 128, name);
   if (c.max_tiles == 0) return;

@@ -58,6 +58,13 @@ struct SkinnyGroup {
   int num_n = 0, num_kb = 0;  // 128-row weight tiles, 128-K stages
   int splits = 1;             // K ranges of a unit (> 1: pieces summed through partial slots)
   int64_t bias_stride = 0;    // elements between experts' bias rows (0: one shared bias)
+  // The in-kernel schedule (offsets or counts set; n_tiles / tiles unused): every CTA lists the
+  // tiles itself from the routing, checked as the schedule kernel checks it (a bad one: no tile,
+  // CTA 0 sets the error bits). E + 1 ints of the CTA's shared memory.
+  const int32_t* offsets = nullptr;  // contiguous: [E + 1]
+  const int32_t* counts = nullptr;   // masked: [E]
+  int E = 0, rows = 0, max_tokens = 0, capacity = 0;
+  int32_t* error = nullptr;
 };
 
 struct SkinnyParams {
@@ -112,6 +119,7 @@ struct SkinnySmem {
   uint8_t *w_tiles, *x_tiles, *w_meta, *x_meta;
   uint64_t *full, *empty;
   int* last_flag;
+  int* tail;  // past the ring (16-byte aligned): the grouped form's in-kernel schedule
   __device__ __forceinline__ explicit SkinnySmem(uint8_t* raw) {
     w_tiles = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
     x_tiles = w_tiles + kStages * Shape::kWBytes;
@@ -120,6 +128,7 @@ struct SkinnySmem {
     full = reinterpret_cast<uint64_t*>(x_meta + kStages * Policy::kXMetaBytes);
     empty = full + kStages;
     last_flag = reinterpret_cast<int*>(empty + kStages);
+    tail = last_flag + 4;
   }
   // Thread 0, before the block's first barrier.
   __device__ __forceinline__ void init_barriers() const {

@@ -11,16 +11,80 @@
 // fills the GPU; pieces (unit, split) round robin over a persistent grid of one CTA per SM. A cut
 // unit's pieces meet in partial slots (slot = piece index) and the last to arrive sums them in
 // split order (deterministic bits).
-// Launch order (backend/moe_block_experts.hpp): the tile schedule, then the quantizer, then this
-// kernel as the quantizer's programmatic dependent. The list was complete before the quantizer
-// started, so the producer reads it at once and issues the first stages' weights while the
+// Launch order (backend/moe_block_experts.hpp): the quantizer, then this kernel as its programmatic
+// dependent. Each CTA lists the tiles itself from the routing (offsets / counts, complete before the
+// quantizer started; up to kSkinnyScheduleMaxE experts), or reads the list of the schedule kernel
+// launched before the quantizer; the producer issues the first stages' weights at once, while the
 // quantizer runs, as the plain kernel does; X's codes and meta (the quantizer's output) load after
 // the wait for it, and the consumers wait before they touch tickets, partial slots or Y.
 #pragma once
 
+#include "cuda/kernels/common/block_scan.cuh"
 #include "cuda/kernels/w8a8/sm90_skinny_gemm.cuh"
 
 namespace mixq::cuda::sm90 {
+
+// The in-kernel schedule (SkinnyGroup::offsets / counts): every CTA lists the tiles itself instead
+// of reading the schedule kernel's list, which took that kernel's ~3 us and a launch gap off the
+// critical path of a decode call. Its shared memory: the E + 1 tile prefix sums past the ring, at
+// most kSkinnyScheduleMaxE experts, and the static scan below.
+constexpr int kSkinnyThreads = 288;
+constexpr int kSkinnyScheduleMaxE = 1024;
+constexpr int kSkinnyScheduleSmem = (kSkinnyScheduleMaxE + 1) * 4 + (kSkinnyThreads + 32 + 1) * 4;
+
+__device__ __forceinline__ int skinny_rows_of(const SkinnyGroup& g, int e) {
+  return g.offsets ? g.offsets[e + 1] - g.offsets[e] : g.counts[e];
+}
+
+// Every thread of the CTA: prefix[e] = the tiles of experts 0 .. e - 1 (prefix[E]: all of them).
+// Returns the tiles listed: 0 for a bad routing (offsets not 0 .. rows non-decreasing, a count
+// outside [0, max_tokens]), whose error bits CTA 0 sets, as the schedule kernel does.
+template <int MT>
+__device__ __forceinline__ int skinny_build_schedule(const SkinnyGroup& g, int* prefix, int* scan,
+                                                     int* bad) {
+  const int tid = int(threadIdx.x), nt = kSkinnyThreads;
+  if (tid == 0) *bad = 0;
+  __syncthreads();
+  for (int e = tid; e < g.E; e += nt) {
+    if (g.offsets) {
+      const int lo = g.offsets[e], hi = g.offsets[e + 1];
+      if (lo > hi || (e == 0 && lo != 0) || (e == g.E - 1 && hi != g.rows)) atomicOr(bad, 1);
+    } else {
+      const int c = g.counts[e];
+      if (c < 0 || c > g.max_tokens) atomicOr(bad, 2);
+    }
+  }
+  // each thread a contiguous run of experts: the scan of the runs' tile counts keeps expert order
+  const int per = (g.E + nt - 1) / nt, e0 = tid * per, e1 = min(g.E, e0 + per);
+  int mine = 0;
+  for (int e = e0; e < e1; ++e) mine += max(skinny_rows_of(g, e) + MT - 1, 0) / MT;
+  scan[tid] = mine;
+  block_inclusive_scan(scan, tid, nt);  // its first barrier also publishes *bad
+  int at = scan[tid] - mine;
+  for (int e = e0; e < e1; ++e) {
+    prefix[e] = at;
+    at += max(skinny_rows_of(g, e) + MT - 1, 0) / MT;
+  }
+  if (tid == nt - 1) prefix[g.E] = scan[tid];
+  __syncthreads();
+  const int b = *bad;
+  if (b && blockIdx.x == 0 && tid == 0 && g.error) atomicOr(g.error, b);
+  return b ? 0 : min(prefix[g.E], g.capacity);
+}
+
+// Tile ti of the list: the schedule kernel's, or from the prefix sums (the expert e with
+// prefix[e] <= ti < prefix[e + 1], by bisection: experts without rows have no tile).
+template <int MT>
+__device__ __forceinline__ MoeTile skinny_tile_at(const SkinnyGroup& g, const int* prefix, int ti) {
+  if (g.offsets == nullptr && g.counts == nullptr) return g.tiles[ti];
+  int lo = 0, hi = g.E;  // prefix[lo] <= ti < prefix[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (prefix[mid] <= ti) lo = mid;
+    else hi = mid;
+  }
+  return MoeTile{lo, ti - prefix[lo], g.offsets ? g.offsets[lo] : lo * g.max_tokens, skinny_rows_of(g, lo)};
+}
 
 // Piece i of the grouped call: unit i / splits = (token tile, weight tile nb), split i % splits,
 // K stages [kb0, kb1).
@@ -29,13 +93,14 @@ struct SkinnyPiece {
   MoeTile tile;
 };
 
-__device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, int i) {
+template <int MT>
+__device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, const int* prefix, int i) {
   SkinnyPiece q;
   q.unit = i / g.splits;
   q.split = i - q.unit * g.splits;
   const int ti = q.unit / g.num_n;
   q.nb = q.unit - ti * g.num_n;
-  q.tile = g.tiles[ti];
+  q.tile = skinny_tile_at<MT>(g, prefix, ti);
   q.kb0 = q.split * g.num_kb / g.splits;
   q.kb1 = (q.split + 1) * g.num_kb / g.splits;
   return q;
@@ -57,7 +122,13 @@ __global__ void __launch_bounds__(288, 1)
   __syncthreads();
   allow_dependent_launch();
   const SkinnyGroup& g = p.group;
-  const int pieces = *g.n_tiles * g.num_n * g.splits;  // the list: complete before the quantizer ran
+  // the routing (or the schedule kernel's list): complete before the quantizer ran
+  __shared__ int sched_scan[kSkinnyThreads];
+  __shared__ int sched_bad;
+  const int n_tiles = g.offsets != nullptr || g.counts != nullptr
+                          ? skinny_build_schedule<MT>(g, sm.tail, sched_scan, &sched_bad)
+                          : *g.n_tiles;
+  const int pieces = n_tiles * g.num_n * g.splits;
 
   if (threadIdx.x >= 256) {  // producer warp
     if (threadIdx.x != 256) return;
@@ -73,7 +144,7 @@ __global__ void __launch_bounds__(288, 1)
       Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
     };
     for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
-      const SkinnyPiece q = skinny_piece(g, i);
+      const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
       const CUtensorMap* maps = g.maps + int64_t(q.tile.expert) * g.maps_per_expert;
       const int m0 = q.tile.row0 + q.tile.m_block * MT;
       for (int kb = q.kb0; kb < q.kb1; ++kb) {
@@ -112,7 +183,7 @@ __global__ void __launch_bounds__(288, 1)
   RingPos in(kStages);
   float total[R];
   for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
-    const SkinnyPiece q = skinny_piece(g, i);
+    const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
     const int m0 = q.tile.row0 + q.tile.m_block * MT;
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
