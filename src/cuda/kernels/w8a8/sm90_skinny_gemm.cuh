@@ -44,10 +44,10 @@
 namespace mixq::cuda::sm90 {
 
 // The grouped (mixture-of-experts) form, sm90_skinny_grouped_kernel: the units are the (expert,
-// token tile) list the schedule kernel wrote on the device (kernels/moe/moe_schedule.cuh, tiles of
-// MT rows) times the 128-row weight tiles (N innermost), each cut into `splits` equal K ranges; a
-// piece is (unit, split), pieces walked round robin over the persistent grid, a unit's pieces on
-// adjacent CTAs. Each expert's codes and weight meta through its own descriptors in device memory
+// token tile) list (tiles of MT rows: listed by each CTA from the routing, or by the schedule
+// kernel, kernels/moe/moe_schedule.cuh) times the 128-row weight tiles (N innermost), their K
+// stages cut stream-K over the persistent grid, or (stream_k off) each unit cut into `splits` equal
+// K ranges walked round robin. Each expert's codes and weight meta through its own descriptors in device memory
 // (maps[expert * maps_per_expert + w_map / wmeta_map]); X, its meta and Y are the call's [rows]
 // matrices, a unit's stores clipped to its expert's rows.
 struct SkinnyGroup {
@@ -56,7 +56,8 @@ struct SkinnyGroup {
   const CUtensorMap* maps = nullptr;
   int maps_per_expert = 0, w_map = 0, wmeta_map = 0;
   int num_n = 0, num_kb = 0;  // 128-row weight tiles, 128-K stages
-  int splits = 1;             // K ranges of a unit (> 1: pieces summed through partial slots)
+  bool stream_k = true;       // one contiguous range of the units' stages per CTA (2 partial slots each)
+  int splits = 1;             // round robin: K ranges of a unit (> 1: pieces summed through partial slots)
   int64_t bias_stride = 0;    // elements between experts' bias rows (0: one shared bias)
   // The in-kernel schedule (offsets or counts set; n_tiles / tiles unused): every CTA lists the
   // tiles itself from the routing, checked as the schedule kernel checks it (a bad one: no tile,
@@ -275,6 +276,34 @@ __device__ __forceinline__ bool skinny_sum_pieces(float (&total)[MT / 2], float*
   return true;
 }
 
+// The producer's token loads of its first kStages stages: those stages' weights (a prepared
+// buffer no kernel of the stream writes) go out at once, their token tiles (the previous grid's
+// output) only after the wait for that grid, issued together once the ring has been filled (or the
+// work ends first: flush). load(s, kb, m0) loads ring stage s's tokens.
+template <int kStages>
+struct SkinnyEarlyTokens {
+  int kb[kStages], m0[kStages];
+  int n = 0;
+  bool waited = false;
+  template <class Load>
+  __device__ __forceinline__ void add(int s, int kb_, int m0_, Load&& load) {
+    if (waited) {
+      load(s, kb_, m0_);
+      return;
+    }
+    kb[n] = kb_;  // ring stage n: the ring is at most kStages ahead
+    m0[n] = m0_;
+    if (++n == kStages) flush(load);
+  }
+  template <class Load>
+  __device__ __forceinline__ void flush(Load&& load) {
+    if (waited) return;
+    grid_dependency_wait();
+    waited = true;
+    for (int e = 0; e < n; ++e) load(e, kb[e], m0[e]);
+  }
+};
+
 // Policy: SkinnyFp8Policy<MT> or SkinnyInt8Policy<MT, G, offset> (sm90_skinny_policies.cuh).
 template <class Policy, int MT, int kStages>
 __global__ void __launch_bounds__(288, 1)
@@ -299,11 +328,10 @@ __global__ void __launch_bounds__(288, 1)
     StreamKCursor cur(sched, int(blockIdx.x));
     StreamKWork w;
     RingPos out(kStages);
-    // The first stages' weights and weight meta (no kernel writes them) go out before the wait for
-    // the previous grid; their token tiles and token meta after it.
-    int early_kb[kStages], n_early = 0;
-    bool waited = false;
-    auto load_tokens = [&](int s, int kb) {
+    // The first stages' weights and weight meta go out before the wait for the previous grid;
+    // their token tiles and token meta after it.
+    SkinnyEarlyTokens<kStages> early;
+    auto load_tokens = [&](int s, int kb, int) {
       tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, 0);
       Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, 0);
     };
@@ -316,23 +344,11 @@ __global__ void __launch_bounds__(288, 1)
         mbar_arrive_expect_tx(&sm.full[s], Shape::kTxBytes);
         tma_load_2d(sm.w_tiles + s * Shape::kWBytes, &tm_w, &sm.full[s], kb * 128, nb * 128);
         Policy::load_wmeta(pp, sm.w_meta + s * Policy::kWMetaBytes, &sm.full[s], nb, kb);
-        if (waited) {
-          load_tokens(s, kb);
-        } else {
-          early_kb[n_early] = kb;  // stage n_early: the ring is at most kStages ahead
-          if (++n_early == kStages) {
-            grid_dependency_wait();
-            waited = true;
-            for (int i = 0; i < n_early; ++i) load_tokens(i, early_kb[i]);
-          }
-        }
+        early.add(s, kb, 0, load_tokens);
         out.advance();
       }
     }
-    if (!waited) {  // fewer iterations than stages
-      grid_dependency_wait();
-      for (int i = 0; i < n_early; ++i) load_tokens(i, early_kb[i]);
-    }
+    early.flush(load_tokens);  // fewer iterations than stages
     return;
   }
 

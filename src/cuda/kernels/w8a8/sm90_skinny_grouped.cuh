@@ -86,25 +86,83 @@ __device__ __forceinline__ MoeTile skinny_tile_at(const SkinnyGroup& g, const in
   return MoeTile{lo, ti - prefix[lo], g.offsets ? g.offsets[lo] : lo * g.max_tokens, skinny_rows_of(g, lo)};
 }
 
-// Piece i of the grouped call: unit i / splits = (token tile, weight tile nb), split i % splits,
-// K stages [kb0, kb1).
+// The pieces of one CTA, in order. A piece is a K range [kb0, kb1) of a unit (token tile ti, 128-row
+// weight tile nb; unit = ti * num_n + nb). Two walks:
+// - stream-K (SkinnyGroup::stream_k): the units' K stages laid end to end and cut into one
+//   contiguous range per CTA (stream_k.hpp's cursor over units as tiles), so every SM streams the
+//   same number of weight stages whatever the unit count: DeepSeek-V3's down projection at one
+//   token has 448 units for 132 SMs, 3.4 rounds of whole units. A CTA cuts at most two units, at
+//   its range's ends; a cut unit's pieces meet in the CTAs' two partial slots each.
+// - round robin: unit pieces (unit, split) i = blockIdx.x, + gridDim.x, ..., each unit cut into
+//   `splits` equal K ranges whose pieces meet in partial slot i.
 struct SkinnyPiece {
-  int unit, split, nb, kb0, kb1;
+  int unit, nb, kb0, kb1;
+  bool cut;         // other CTAs hold the unit's other pieces
+  int slot, slot0;  // this piece's partial slot; round robin: the unit's first piece's
   MoeTile tile;
 };
 
 template <int MT>
-__device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, const int* prefix, int i) {
-  SkinnyPiece q;
-  q.unit = i / g.splits;
-  q.split = i - q.unit * g.splits;
-  const int ti = q.unit / g.num_n;
-  q.nb = q.unit - ti * g.num_n;
-  q.tile = skinny_tile_at<MT>(g, prefix, ti);
-  q.kb0 = q.split * g.num_kb / g.splits;
-  q.kb1 = (q.split + 1) * g.num_kb / g.splits;
-  return q;
-}
+struct SkinnyGroupedCursor {
+  const SkinnyGroup& g;
+  const int* prefix;
+  StreamKSchedule s;   // stream-K: units as tiles of num_kb iterations (dp_tiles = 0)
+  StreamKCursor cur;
+  int i;               // round robin: the next piece
+  int pieces;
+
+  __device__ __forceinline__ static StreamKSchedule schedule(const SkinnyGroup& g, int units) {
+    StreamKSchedule s;
+    s.chunks = g.num_kb;
+    s.grid = int(gridDim.x);
+    s.tiles = s.sk_tiles = units;
+    s.sk_iters = int64_t(units) * g.num_kb;
+    s.sk_ctas = int(s.sk_iters < s.grid ? s.sk_iters : s.grid);
+    if (s.sk_ctas < 1) s.sk_ctas = 1;  // no units: every cursor is empty (it = it_end = 0)
+    return s;
+  }
+  __device__ __forceinline__ SkinnyGroupedCursor(const SkinnyGroup& g_, const int* prefix_, int n_tiles)
+      : g(g_), prefix(prefix_), s(schedule(g_, g_.stream_k ? n_tiles * g_.num_n : 0)),
+        cur(s, int(blockIdx.x)), i(int(blockIdx.x)), pieces(n_tiles * g_.num_n * g_.splits) {}
+
+  __device__ __forceinline__ bool next(SkinnyPiece& q) {
+    if (g.stream_k) {
+      StreamKWork w;
+      if (!cur.next(s, w)) return false;
+      q.unit = w.tile;
+      q.kb0 = w.c0;
+      q.kb1 = w.c1;
+      q.cut = w.split;
+      q.slot = StreamKCursor::slot_of(s, int(blockIdx.x), w.tile);
+    } else {
+      if (i >= pieces) return false;
+      q.unit = i / g.splits;
+      const int split = i - q.unit * g.splits;
+      q.kb0 = split * g.num_kb / g.splits;
+      q.kb1 = (split + 1) * g.num_kb / g.splits;
+      q.cut = g.splits > 1;
+      q.slot = i;
+      q.slot0 = q.unit * g.splits;
+      i += int(gridDim.x);
+    }
+    const int ti = q.unit / g.num_n;
+    q.nb = q.unit - ti * g.num_n;
+    q.tile = skinny_tile_at<MT>(g, prefix, ti);
+    return true;
+  }
+
+  // A cut unit's pieces: how many, and the partial slot of the k-th (in K order).
+  __device__ __forceinline__ int piece_count(const SkinnyPiece& q) const {
+    if (!g.stream_k) return g.splits;
+    const int64_t it0 = int64_t(q.unit) * s.chunks;
+    return StreamKCursor::sk_owner(s, it0 + s.chunks - 1) - StreamKCursor::sk_owner(s, it0) + 1;
+  }
+  __device__ __forceinline__ int slot_of(const SkinnyPiece& q, int k) const {
+    if (!g.stream_k) return q.slot0 + k;
+    const int b_lo = StreamKCursor::sk_owner(s, int64_t(q.unit) * s.chunks);
+    return StreamKCursor::slot_of(s, b_lo + k, q.unit);
+  }
+};
 
 // Policy: SkinnyFp8Policy<MT, MT + 4> or SkinnyInt8Policy<MT, G, offset, MT + 4>: the token meta's
 // boxes start at the tile's first row rounded down to a multiple of 4 (sm90_skinny_policies.cuh).
@@ -128,7 +186,6 @@ __global__ void __launch_bounds__(288, 1)
   const int n_tiles = g.offsets != nullptr || g.counts != nullptr
                           ? skinny_build_schedule<MT>(g, sm.tail, sched_scan, &sched_bad)
                           : *g.n_tiles;
-  const int pieces = n_tiles * g.num_n * g.splits;
 
   if (threadIdx.x >= 256) {  // producer warp
     if (threadIdx.x != 256) return;
@@ -136,15 +193,15 @@ __global__ void __launch_bounds__(288, 1)
     RingPos out(kStages);
     // The first kStages stages' weights go out at once; their token tiles (the quantizer's output)
     // after the wait for it.
-    int early_kb[kStages], early_m0[kStages], n_early = 0;
-    bool waited = false;
+    SkinnyEarlyTokens<kStages> early;
     auto load_tokens = [&](int s, int kb, int m0) {
       // rows past the expert's are the next expert's (or zeros past X's end): computed, never stored
       tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, m0);
       Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
     };
-    for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
-      const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
+    SkinnyGroupedCursor<MT> walk(g, sm.tail, n_tiles);
+    SkinnyPiece q;
+    while (walk.next(q)) {
       const CUtensorMap* maps = g.maps + int64_t(q.tile.expert) * g.maps_per_expert;
       const int m0 = q.tile.row0 + q.tile.m_block * MT;
       for (int kb = q.kb0; kb < q.kb1; ++kb) {
@@ -154,24 +211,11 @@ __global__ void __launch_bounds__(288, 1)
         tma_load_2d(sm.w_tiles + s * Shape::kWBytes, maps + g.w_map, &sm.full[s], kb * 128, q.nb * 128);
         Policy::load_wmeta_from(maps + g.wmeta_map, sm.w_meta + s * Policy::kWMetaBytes, &sm.full[s],
                                 q.nb, kb);
-        if (waited) {
-          load_tokens(s, kb, m0);
-        } else {
-          early_kb[n_early] = kb;  // stage n_early: the ring is at most kStages ahead
-          early_m0[n_early] = m0;
-          if (++n_early == kStages) {
-            grid_dependency_wait();
-            waited = true;
-            for (int e = 0; e < n_early; ++e) load_tokens(e, early_kb[e], early_m0[e]);
-          }
-        }
+        early.add(s, kb, m0, load_tokens);
         out.advance();
       }
     }
-    if (!waited) {  // fewer stages than the ring
-      grid_dependency_wait();
-      for (int e = 0; e < n_early; ++e) load_tokens(e, early_kb[e], early_m0[e]);
-    }
+    early.flush(load_tokens);  // fewer stages than the ring
     return;
   }
 
@@ -182,18 +226,18 @@ __global__ void __launch_bounds__(288, 1)
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
   RingPos in(kStages);
   float total[R];
-  for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
-    const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
+  SkinnyGroupedCursor<MT> walk(g, sm.tail, n_tiles);
+  SkinnyPiece q;
+  while (walk.next(q)) {
     const int m0 = q.tile.row0 + q.tile.m_block * MT;
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
     for (int kb = q.kb0; kb < q.kb1; ++kb)
       skinny_consume_stage<Policy, MT, kStages>(total, sm, in, kb, cw, row, col, lane, m0 & 3);
-    if (g.splits > 1) {
-      const int first = q.unit * g.splits;
-      const auto slot_of = [&](int k) { return first + k; };
-      if (!skinny_sum_pieces<MT>(total, p.partial, i, p.tickets + q.unit, g.splits, slot_of,
-                                 sm.last_flag, tid))
+    if (q.cut) {
+      const auto slot_of = [&](int k) { return walk.slot_of(q, k); };
+      if (!skinny_sum_pieces<MT>(total, p.partial, q.slot, p.tickets + q.unit, walk.piece_count(q),
+                                 slot_of, sm.last_flag, tid))
         continue;
     }
     const int rows = q.tile.row0 + q.tile.rows - m0;  // the expert's rows from m0 on
