@@ -1,7 +1,8 @@
 // Determinism, graph capture and programmatic dependent launch of a decode kernel pair: a chain
 // of calls, each reading the previous call's output (poisoned before the chain), eager with
-// dependent launch, graph-replayed, and with caller workspaces, must give the bits of the same
-// chain run one call at a time without dependent launch. Dependent launch is a knob of the
+// dependent launch, graph-replayed, and with caller workspaces (one a call, or one for all: the
+// next call's quantizer zeroes the tickets the previous GEMM may still hold), poisoned first, must
+// give the bits of the same chain run one call at a time without dependent launch. Dependent launch is a knob of the
 // prepared weight (tuning w8a8_skinny_pdl), so each weight is prepared twice: with it and without.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -43,21 +45,30 @@ inline void expect_chained_calls_match(const PdlWeights& wa, const PdlWeights& w
   DeviceBuffer dx(xb.size() * 2);
   dx.copy_from_host(xb.data(), xb.size() * 2);
   std::vector<DeviceBuffer> ys, wss;
+  size_t most = 0;
   for (int i = 0; i < kCalls; ++i) {
     ys.emplace_back(size_t(M * D * 2));
     wss.emplace_back(linear_workspace_size(i % 2 ? wb.pdl : wa.pdl, M));
+    most = std::max(most, wss.back().size());
   }
+  DeviceBuffer shared_ws(most);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  // pdl: the weights prepared with dependent launch (else without)
-  auto enqueue = [&](bool pdl, bool sync_each, bool caller_ws) {
+  // pdl: the weights prepared with dependent launch (else without); caller_ws: 0 the weights' own
+  // scratch, 1 a workspace a call, 2 one workspace for every call
+  auto enqueue = [&](bool pdl, bool sync_each, int caller_ws) {
     for (auto& y : ys) ASSERT_EQ(cudaMemsetAsync(y.data(), 0xFF, y.size(), s), cudaSuccess);
+    if (caller_ws) {
+      for (auto& w : wss) ASSERT_EQ(cudaMemsetAsync(w.data(), 0x5C, w.size(), s), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(shared_ws.data(), 0x5C, shared_ws.size(), s), cudaSuccess);
+    }
     for (int i = 0; i < kCalls; ++i) {
       ExecContext ctx;
       ctx.stream = s;
       if (caller_ws) {
-        ctx.workspace = wss[size_t(i)].data();
-        ctx.workspace_bytes = wss[size_t(i)].size();
+        DeviceBuffer& w = caller_ws == 2 ? shared_ws : wss[size_t(i)];
+        ctx.workspace = w.data();
+        ctx.workspace_bytes = w.size();
       }
       const DeviceBuffer& in = i == 0 ? dx : ys[size_t(i - 1)];
       const PdlWeights& w = i % 2 ? wb : wa;
@@ -77,7 +88,7 @@ inline void expect_chained_calls_match(const PdlWeights& wa, const PdlWeights& w
     }
     return out;
   };
-  enqueue(false, true, false);
+  enqueue(false, true, 0);
   const auto want = outputs();
   for (const auto& y : want)
     for (size_t i = 0; i < y.size(); i += 2) {
@@ -85,11 +96,11 @@ inline void expect_chained_calls_match(const PdlWeights& wa, const PdlWeights& w
       std::memcpy(&h, y.data() + i, 2);
       ASSERT_TRUE(std::isfinite(bf16_to_f32(h))) << "an output of the chain was not written";
     }
-  for (int rep = 0; rep < 3; ++rep) {
-    enqueue(true, false, rep == 2);
+  for (int rep = 0; rep < 4; ++rep) {
+    enqueue(true, false, rep < 2 ? 0 : rep - 1);
     EXPECT_EQ(outputs(), want) << "eager chain " << rep;
   }
-  for (const bool caller_ws : {false, true}) {
+  for (const int caller_ws : {0, 1, 2}) {
     cudaGraph_t graph;
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
     enqueue(true, false, caller_ws);
@@ -99,7 +110,8 @@ inline void expect_chained_calls_match(const PdlWeights& wa, const PdlWeights& w
     for (int rep = 0; rep < 4; ++rep) {
       ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
       EXPECT_EQ(outputs(), want) << "graph replay " << rep
-                                 << (caller_ws ? " (caller workspaces)" : "");
+                                 << (caller_ws ? " (caller workspaces)" : "")
+                                 << (caller_ws == 2 ? " (one for all)" : "");
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);

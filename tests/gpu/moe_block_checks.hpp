@@ -136,7 +136,7 @@ inline void check_few_token_form_vs_cpu(const std::vector<QuantizedWeight>& expe
                             kernel + "_mt16_rr_split2", kDecodeCounts);
     rr.tuning.moe_token_tile = 32;
     check_contiguous_vs_cpu(prepare_experts(experts, rr), cpu, act_shift, tol_f32, tol_bf16,
-                            kernel + "_mt32_rr>");
+                            kernel + "_mt32_rr");
   }
   // the tiles listed by the schedule kernel instead of the GEMM itself
   SCOPED_TRACE("schedule kernel");

@@ -69,7 +69,7 @@ void run(const Case& c, uint32_t seed) {
   if (!c.force.empty()) EXPECT_EQ(pw.kernel_name(c.M), c.force);
 
   const test::LinearCall call(c.M, c.K, N, c.xt, c.yt, c.bias, c.lo, c.hi, seed);
-  const std::vector<uint8_t> y = call.run(pw, c.caller_workspace);
+  const std::vector<uint8_t> y = call.run(pw, c.caller_workspace, c.caller_workspace);  // poisoned
   ASSERT_FALSE(y.empty());
 
   std::vector<double> ref(size_t(c.M * N));
@@ -267,7 +267,8 @@ TEST(CudaFp8Block, SkinnyKernelEveryTokenCount) {
 
 // Shapes that cut the stream-K ranges every way: a tile in 28 pieces (2 tiles x 112 K blocks on
 // 56 CTAs), whole tiles per CTA with the last one past N (131 x 128 + 5 rows), N and K off the
-// 128 blocks, every dtype, bias and clamp, a caller workspace (tickets zeroed per call), and a
+// 128 blocks, every dtype, bias and clamp, a caller workspace (poisoned: the quantizer zeroes the
+// tickets), and a
 // larger token tile forced for fewer tokens.
 TEST(CudaFp8Block, SkinnyKernelOddShapesAndCutTiles) {
   SKIP_WITHOUT_HOPPER();

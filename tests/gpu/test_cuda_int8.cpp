@@ -232,11 +232,13 @@ BlockResult run_block_case(const BlockCase& c, uint32_t seed) {
     dy.copy_to_host(y.data(), yb);
     res.gemm_err = rel_error(y, c.yt, c.M, c.N, rows, ref4);
   }
-  // 2) End to end through mixq::linear (device activation quantizer), caller workspace.
+  // 2) End to end through mixq::linear (device activation quantizer), caller workspace poisoned
+  //    (the quantizer zeroes the skinny kernel's tickets in it).
   {
     DeviceBuffer dx(x.bytes.size());
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
     DeviceBuffer ws(linear_workspace_size(pw, c.M));
+    if (ws.size() > 0 && cudaMemset(ws.data(), 0x5C, ws.size()) != cudaSuccess) return res;
     ExecContext ctx;
     ctx.workspace = ws.data();
     ctx.workspace_bytes = ws.size();

@@ -123,11 +123,12 @@ class CudaFp8Block final : public PreparedImpl {
     const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
     uint8_t* q = reinterpret_cast<uint8_t*>(ws);
     float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
-    // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
-    // dependent launch follows the quantizer directly.
-    const Sm90SkinnyWork sk = skinny_work(M, ws + acts_bytes(M), ctx, stream);
+    // A caller workspace's tickets are zeroed by the quantizer, so that no memset node precedes it
+    // and the kernel's dependent launch follows it directly.
+    const Sm90SkinnyWork sk = skinny_work(M, ws + acts_bytes(M), ctx, stream, true);
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
-                              stream, skinny(M) && skinny_pdl(), act_quant_tuning(opts.tuning));
+                              stream, skinny(M) && skinny_pdl(), act_quant_tuning(opts.tuning),
+                              ActQuantClear{sk.tickets, sk.n_clear});
     gemm(q, ldq, sa, ld_meta, M, y, ep, stream, sk);
   }
 
@@ -199,10 +200,10 @@ class CudaFp8Block final : public PreparedImpl {
   // caller's, whose tickets are cleared on the stream, or the internal scratch with the weight's
   // own tickets). None for the 128-row tiles.
   Sm90SkinnyWork skinny_work(int64_t M, char* at, const ExecContext& ctx,
-                             cudaStream_t stream) const {
+                             cudaStream_t stream, bool quantizer_clears = false) const {
     if (!skinny(M)) return {};
     return sm90_skinny_work(at, skinny_plan(M), static_cast<unsigned*>(internal_tickets_.data()),
-                            ctx.workspace != nullptr, stream);
+                            ctx.workspace != nullptr, stream, quantizer_clears);
   }
   // The quantized activations' part of the workspace (the skinny kernel's part follows).
   size_t acts_bytes(int64_t M) const {

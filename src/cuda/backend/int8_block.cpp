@@ -170,13 +170,14 @@ class CudaInt8Block final : public PreparedImpl {
     a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    // A caller workspace's tickets are cleared before the quantizer, so that the kernel's
-    // dependent launch follows the quantizer directly.
-    const Sm90SkinnyWork sk = skinny_work(k, M, ws + acts_bytes(M), ctx, stream);
+    // A caller workspace's tickets are zeroed by the quantizer, so that no memset node precedes it
+    // and the kernel's dependent launch follows it directly.
+    const Sm90SkinnyWork sk = skinny_work(k, M, ws + acts_bytes(M), ctx, stream, true);
     launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
                                const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
                                const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
-                               a.ld_meta, stream, k.skinny_mt && skinny_pdl(), act_quant_tuning(opts.tuning));
+                               a.ld_meta, stream, k.skinny_mt && skinny_pdl(), act_quant_tuning(opts.tuning),
+                               ActQuantClear{sk.tickets, sk.n_clear});
     gemm(k, a, y, ep, stream, sk);
   }
 
@@ -256,12 +257,12 @@ class CudaInt8Block final : public PreparedImpl {
   // Where kernel k's partial sums and tickets go: `at` in the call's workspace (the caller's,
   // whose tickets are cleared on the stream, or the internal scratch with the weight's own
   // tickets). None for the other kernels.
-  Sm90SkinnyWork skinny_work(const Int8GemmKernel& k, int64_t M, char* at,
-                             const ExecContext& ctx, cudaStream_t stream) const {
+  Sm90SkinnyWork skinny_work(const Int8GemmKernel& k, int64_t M, char* at, const ExecContext& ctx,
+                             cudaStream_t stream, bool quantizer_clears = false) const {
     if (!k.skinny_mt) return {};
     return sm90_skinny_work(at, skinny_plan(M, k.skinny_mt),
                             static_cast<unsigned*>(internal_tickets_.data()),
-                            ctx.workspace != nullptr, stream);
+                            ctx.workspace != nullptr, stream, quantizer_clears);
   }
   Sm90SkinnyPlan skinny_plan(int64_t M, int mt) const {
     return sm90_skinny_plan(M, N, K, dev_.caps.sm_count, mt);

@@ -58,7 +58,7 @@ SkinnyGroupedWork CudaBlockExperts::skinny_work(const Call& call, char* at) cons
   if (call.plan.tickets > 0) {
     w.partial = reinterpret_cast<float*>(at);
     w.tickets = reinterpret_cast<unsigned*>(at + (size_t(call.plan.partial_floats) * 4 + 255) / 256 * 256);
-    MIXQ_CUDA_CHECK(cudaMemsetAsync(w.tickets, 0, size_t(call.plan.tickets) * 4, call.stream));
+    w.n_tickets = call.plan.tickets;
   }
   return w;
 }

@@ -46,8 +46,8 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   size_t codes_bytes(int64_t rows) const;
   // The few-token form's partial slots and tickets (moe_block_split_bytes), bounded for either layout.
   size_t split_bytes(int64_t rows) const;
-  // The few-token form's pieces at `at` (split_bytes(rows) there), their tickets cleared on the
-  // call's stream (the caller's workspace holds anything); call before the quantizer.
+  // The few-token form's pieces at `at` (split_bytes(rows) there); the caller's workspace holds
+  // anything, so the quantizer launched before the GEMM zeroes the tickets (ActQuantClear).
   SkinnyGroupedWork skinny_work(const Call& call, char* at) const;
   // Launches the tile schedule and the quantizer (quantize()) in the plan's order and returns the
   // GEMM's call fields. The block GEMM is the schedule's dependent launch and waits for it alone:

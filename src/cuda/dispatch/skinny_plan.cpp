@@ -39,11 +39,12 @@ size_t sm90_skinny_workspace_bytes(const Sm90SkinnyPlan& plan) {
 }
 
 Sm90SkinnyWork sm90_skinny_work(char* at, const Sm90SkinnyPlan& plan, unsigned* own,
-                                bool caller_ws, cudaStream_t stream) {
+                                bool caller_ws, cudaStream_t stream, bool quantizer_clears) {
   Sm90SkinnyWork w{reinterpret_cast<float*>(at), own};
   if (caller_ws) {
     w.tickets = reinterpret_cast<unsigned*>(at + align256(size_t(plan.partial_floats) * 4));
-    MIXQ_CUDA_CHECK(cudaMemsetAsync(w.tickets, 0, size_t(plan.tickets) * 4, stream));
+    if (quantizer_clears) w.n_clear = plan.tickets;
+    else MIXQ_CUDA_CHECK(cudaMemsetAsync(w.tickets, 0, size_t(plan.tickets) * 4, stream));
   }
   return w;
 }

@@ -32,6 +32,12 @@ void check_common(const char* op, const void* x, int x_type, int64_t ldx, int64_
              ": M = ", M, ", K = ", K, " (at most 2^30 each)");
 }
 
+void check_clear(const char* op, const ActQuantClear& c) {
+  MIXQ_CHECK_ARG(c.count >= 0 && c.count < (int64_t{1} << 31) && (c.count == 0 || c.words != nullptr), op,
+                 ": clear ", c.count, " words at ", static_cast<const void*>(c.words),
+                 " (0 .. 2^31 - 1 words, not null)");
+}
+
 // 16-byte vector accesses need 16-byte aligned row starts for x and q.
 bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ldq) {
   const auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
@@ -57,7 +63,8 @@ int max_ctas_per_sm() {  // the kernels use no shared memory: registers decide
 // smaller (the kernels loop, so any grid size is correct).
 template <auto Kernel, int BLOCK, int P, class... Args>
 void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool vec, int band_shift,
-                       int ctas_per_sm_cap, cudaStream_t stream, bool pdl, Args... args) {
+                       int ctas_per_sm_cap, cudaStream_t stream, bool pdl, const ActQuantClear& clear,
+                       Args... args) {
   int dev = 0, sms = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
   MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -84,47 +91,51 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   geo.dq = static_cast<int>(stride % per);
   geo.ldx = ldx;
   geo.vec = vec;
+  geo.clear = clear.words;
+  geo.clear_n = clear.words ? static_cast<int>(clear.count) : 0;
   WoLaunchConfig lc(dim3(static_cast<unsigned>(grid)), kThreads, 0, stream, pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, Kernel, x, geo, args...));
 }
 
 template <int XT, int P>
-void launch_fp8_typed(const ActQuantTuning& tune, cudaStream_t stream, bool pdl, const void* x, int64_t ldx, int64_t M,
+void launch_fp8_typed(const ActQuantTuning& tune, const ActQuantClear& clear, cudaStream_t stream, bool pdl,
+                      const void* x, int64_t ldx, int64_t M,
                       int64_t K, bool vec, uint8_t* q, int64_t ldq, float* scale, float2* factors,
                       int64_t ld_meta) {
   launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(
-      x, ldx, M, K, vec, band_of(tune, kFp8BandShift), tune.ctas_per_sm, stream, pdl, q, ldq, scale, factors,
-      ld_meta);
+      x, ldx, M, K, vec, band_of(tune, kFp8BandShift), tune.ctas_per_sm, stream, pdl, clear, q, ldq, scale,
+      factors, ld_meta);
 }
 
 void launch_fp8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q, int64_t ldq, float* scale,
-                float2* factors, int64_t ld_meta, cudaStream_t stream, bool pdl, const ActQuantTuning& tune) {
+                float2* factors, int64_t ld_meta, cudaStream_t stream, bool pdl, const ActQuantTuning& tune,
+                const ActQuantClear& clear) {
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
   const bool two = pieces_of(tune, kFp8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      if (two) launch_fp8_typed<kF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
-      else launch_fp8_typed<kF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      if (two) launch_fp8_typed<kF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      else launch_fp8_typed<kF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
       break;
     case kBF16:
-      if (two) launch_fp8_typed<kBF16, 2>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
-      else launch_fp8_typed<kBF16, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      if (two) launch_fp8_typed<kBF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      else launch_fp8_typed<kBF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
       break;
     default:
-      launch_fp8_typed<kF32, 1>(tune, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      launch_fp8_typed<kF32, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");
 }
 
 template <int XT, int P>
-void launch_int8_typed(const ActQuantTuning& tune, int64_t block, cudaStream_t stream, bool pdl, const void* x, int64_t ldx,
+void launch_int8_typed(const ActQuantTuning& tune, const ActQuantClear& clear, int64_t block, cudaStream_t stream, bool pdl, const void* x, int64_t ldx,
                        int64_t M, int64_t K, bool vec, int8_t* q, int64_t ldq, float* scale,
                        float* offset, int32_t* sums, int64_t ld_meta) {
 #define MIXQ_INT8_CASE(B)                                                          \
   case B:                                                                          \
     launch_persistent<quantize_int8_block_kernel<XT, B, P>, B, P>(                 \
-        x, ldx, M, K, vec, band_of(tune, kInt8BandShift), tune.ctas_per_sm, stream, pdl, q, ldq, scale, offset, \
+        x, ldx, M, K, vec, band_of(tune, kInt8BandShift), tune.ctas_per_sm, stream, pdl, clear, q, ldq, scale, offset, \
         sums, ld_meta);                                                            \
     break;
   switch (block) {
@@ -141,10 +152,12 @@ void launch_int8_typed(const ActQuantTuning& tune, int64_t block, cudaStream_t s
 
 void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta,
-                               cudaStream_t stream, bool pdl, const ActQuantTuning& tune) {
+                               cudaStream_t stream, bool pdl, const ActQuantTuning& tune,
+                               const ActQuantClear& clear) {
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
-  launch_fp8(x, x_type, ldx, M, K, q, ldq, scale, nullptr, ld_meta, stream, pdl, tune);
+  check_clear("launch_quantize_fp8_1x128", clear);
+  launch_fp8(x, x_type, ldx, M, K, q, ldq, scale, nullptr, ld_meta, stream, pdl, tune, clear);
 }
 
 void launch_quantize_fp8_w4a8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q,
@@ -154,7 +167,7 @@ void launch_quantize_fp8_w4a8(const void* x, int x_type, int64_t ldx, int64_t M,
   MIXQ_CHECK_ARG(factors != nullptr && reinterpret_cast<uintptr_t>(factors) % 8 == 0,
                  "launch_quantize_fp8_w4a8: factors (", static_cast<void*>(factors), ") null or not 8-byte aligned");
   launch_fp8(x, x_type, ldx, M, K, q, ldq, nullptr, reinterpret_cast<float2*>(factors), ld_meta, stream, false,
-             tune);
+             tune, {});
 }
 
 void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int64_t ld_scale, int64_t M, int64_t K,
@@ -175,8 +188,10 @@ void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int6
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                 int64_t block, int8_t* q, int64_t ldq, float* scale,
                                 float* offset, int32_t* sums, int64_t ld_meta,
-                                cudaStream_t stream, bool pdl, const ActQuantTuning& tune) {
+                                cudaStream_t stream, bool pdl, const ActQuantTuning& tune,
+                                const ActQuantClear& clear) {
   check_common("launch_quantize_int8_block", x, x_type, ldx, M, K, q, ldq, ld_meta);
+  check_clear("launch_quantize_int8_block", clear);
   MIXQ_CHECK_ARG(block == 32 || block == 64 || block == 128 || block == 256,
                  "launch_quantize_int8_block: block (", block, ") must be 32, 64, 128 or 256");
   MIXQ_CHECK_ARG(scale != nullptr && offset != nullptr && sums != nullptr,
@@ -185,15 +200,15 @@ void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t 
   const bool two = pieces_of(tune, kInt8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      if (two) launch_int8_typed<kF16, 2>(tune, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
-      else launch_int8_typed<kF16, 1>(tune, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      if (two) launch_int8_typed<kF16, 2>(tune, clear, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kF16, 1>(tune, clear, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     case kBF16:
-      if (two) launch_int8_typed<kBF16, 2>(tune, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
-      else launch_int8_typed<kBF16, 1>(tune, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      if (two) launch_int8_typed<kBF16, 2>(tune, clear, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      else launch_int8_typed<kBF16, 1>(tune, clear, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
     default:
-      launch_int8_typed<kF32, 1>(tune, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
+      launch_int8_typed<kF32, 1>(tune, clear, block, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, offset, sums, ld_meta);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_int8_block_kernel");

@@ -25,6 +25,13 @@ inline int64_t act_row_pitch(int64_t K) { return (K + 15) / 16 * 16; }
 
 // The quantizers' knobs (Tuning::act_quant_*): pieces of 16 elements per lane (0: the default),
 // a cap on resident CTAs per SM (0: as many as fit), log2 of the rows per band (-1: the default).
+// Words a quantizer zeroes after its wait for the previous grid (its dependent GEMM's stream-K
+// tickets in a caller's workspace), so that no memset precedes it.
+struct ActQuantClear {
+  unsigned* words = nullptr;
+  int64_t count = 0;  // < 2^31
+};
+
 struct ActQuantTuning {
   int pieces = 0;
   int ctas_per_sm = 0;
@@ -38,7 +45,8 @@ inline int64_t act_meta_pitch(int64_t M) { return (M + 3) / 4 * 4; }
 // the next dependent launch (a decode GEMM's early weight loads) start at once.
 void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                uint8_t* q, int64_t ldq, float* scale, int64_t ld_meta,
-                               cudaStream_t stream, bool pdl = false, const ActQuantTuning& tune = {});
+                               cudaStream_t stream, bool pdl = false, const ActQuantTuning& tune = {},
+                               const ActQuantClear& clear = {});
 
 // W4A8 (4-bit weights x these e4m3 codes, kernels/wo/sm90_wo_ws.cuh): the same codes, and instead
 // of the scales the two factors of each (row, block), float2 at [kb * ld_meta + m]:
@@ -56,6 +64,7 @@ void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int6
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,
                                 int64_t block, int8_t* q, int64_t ldq, float* scale,
                                 float* offset, int32_t* sums, int64_t ld_meta,
-                                cudaStream_t stream, bool pdl = false, const ActQuantTuning& tune = {});
+                                cudaStream_t stream, bool pdl = false, const ActQuantTuning& tune = {},
+                                const ActQuantClear& clear = {});
 
 }  // namespace mixq::cuda

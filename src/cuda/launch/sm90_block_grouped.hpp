@@ -49,6 +49,7 @@ struct SkinnyGroupedWork {
   int splits = 1;
   float* partial = nullptr;
   unsigned* tickets = nullptr;
+  int64_t n_tickets = 0;  // zeroed by the quantizer launched before the GEMM (ActQuantClear)
 };
 
 // The checks every grouped launcher makes of its call (name: the kernel, in the message); throws

@@ -37,13 +37,15 @@ size_t sm90_skinny_workspace_bytes(const Sm90SkinnyPlan& plan);
 struct Sm90SkinnyWork {
   float* partial = nullptr;
   unsigned* tickets = nullptr;
+  int64_t n_clear = 0;  // tickets the quantizer launched before the GEMM must zero (ActQuantClear)
 };
 // The partial sums at `at` (256-byte aligned, sm90_skinny_workspace_bytes(plan) bytes there). The
 // tickets: the prepared weight's own (`own`: zero between launches, every launch leaves them
-// zero) or, in a caller's workspace (`caller_ws`), right after the partial sums, cleared on
-// `stream` (its memory holds anything).
+// zero) or, in a caller's workspace (`caller_ws`), right after the partial sums; its memory holds
+// anything, so they are zeroed by the call's quantizer (`quantizer_clears`: n_clear set) or else
+// cleared on `stream` here.
 Sm90SkinnyWork sm90_skinny_work(char* at, const Sm90SkinnyPlan& plan, unsigned* own,
-                                bool caller_ws, cudaStream_t stream);
+                                bool caller_ws, cudaStream_t stream, bool quantizer_clears = false);
 // A prepared weight's own tickets for N weight rows (one per 128-row tile), zeroed.
 DeviceBuffer sm90_skinny_tickets(int64_t N, int device);
 

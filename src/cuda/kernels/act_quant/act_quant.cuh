@@ -318,7 +318,17 @@ struct Geom {
   int dband, dq;           // one grid step = dband bands + dq positions (split by the host)
   int64_t ldx;             // x row stride in elements
   bool vec;                // 16-byte aligned rows: vector loads and stores
+  uint32_t* clear;         // clear_n words zeroed after the wait: the next GEMM's tickets (or null)
+  int clear_n;
 };
+
+// The words of Geom::clear, grid-strided: the dependent GEMM's tickets, zeroed here instead of by a
+// memset node before this launch (a launch and its gap on a decode call's critical path). The
+// GEMM's consumers wait for this grid before they touch them.
+__device__ __forceinline__ void clear_words(const Geom& geo) {
+  for (int i = int(blockIdx.x * kThreads + threadIdx.x); i < geo.clear_n; i += int(gridDim.x) * kThreads)
+    geo.clear[i] = 0u;
+}
 
 // The persistent streaming loop shared by both quantizers (see the file comment). Virtual
 // thread v = step * gridDim.x * 256 + blockIdx.x * 256 + threadIdx.x owns group v / L, lane
@@ -400,6 +410,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
   allow_dependent_launch();
   grid_dependency_wait();
+  clear_words(geo);
   stream_tasks<XT, 128, P>(x, geo, [&](const Task& t, int lane,
                                                       const uint32_t(&w)[P][W]) {
     const float amax = group_max<L>(raw_amax<XT, P>(w));  // elements past K are 0
@@ -471,6 +482,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
   // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
   allow_dependent_launch();
   grid_dependency_wait();
+  clear_words(geo);
   stream_tasks<XT, BLOCK, P>(x, geo, [&](const Task& t, int lane,
                                                         const uint32_t(&w)[P][W]) {
     bool full = true;
