@@ -49,10 +49,7 @@ struct Tuning {
   // for FP8 block and INT8 W8A8 experts 16, 32 or 64 (the few-token kernel's grouped form) or 128
   // (the block GEMM's)
   int moe_token_tile = 0;
-  // FP8 block / INT8 W8A8 experts on the few-token form: the units' K stages cut stream-K over the
-  // SMs (Auto / On), or whole units round robin (Off) ...
-  Toggle moe_block_stream_k = Toggle::Auto;
-  // ... then each unit cut into this many K ranges (1..8; 0: the plan's; > 0 implies round robin)
+  // FP8 block / INT8 W8A8 experts on the few-token form: K splits of a unit (1..8; 0: the plan's)
   int moe_block_splits = 0;
   // ... the tiles listed by the GEMM itself from the routing (up to 1024 experts) instead of the
   // schedule kernel; Off: the schedule kernel

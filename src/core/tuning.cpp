@@ -62,7 +62,6 @@ const std::vector<Entry>& knobs() {
       {"act_quant_band", IntKnob{&Tuning::act_quant_band, -1, 3}},
       {"moe_wgmma_min_rows", IntKnob{&Tuning::moe_wgmma_min_rows, 0, 1 << 30}},
       {"moe_token_tile", IntKnob{&Tuning::moe_token_tile, 0, 256}},
-      {"moe_block_stream_k", ToggleKnob{&Tuning::moe_block_stream_k}},
       {"moe_block_splits", IntKnob{&Tuning::moe_block_splits, 0, 8}},
       {"moe_own_schedule", ToggleKnob{&Tuning::moe_own_schedule}},
       {"cuda_ggml_native", ToggleKnob{&Tuning::cuda_ggml_native}},

@@ -110,10 +110,9 @@ inline void check_contiguous_vs_cpu(const PreparedExperts& gpu, const PreparedEx
 
 // The few-token kernel's grouped form (decode shares; kernels/w8a8/sm90_skinny_grouped.cuh): each
 // token tile forced (16, 32, 64) on the mixed counts (experts of many tiles), then the plan's own
-// choice on the decode routing, whose few units' K stages are cut stream-K into pieces of one or
-// two stages (fewer stages than SMs), summed in partial slots; the same with the units round robin,
-// whole ("_rr") or in K splits ("_rr_split2": K must have >= 8 stages of 128), and with the
-// schedule kernel listing the tiles. experts: 11 of them. kernel: the form's name before "_mt".
+// choice on the decode routing, whose few units are cut into K splits (name "..._split2": K must
+// have >= 8 stages of 128) summed in partial slots. experts: 11 of them. kernel: the form's name
+// before "_mt".
 inline void check_few_token_form_vs_cpu(const std::vector<QuantizedWeight>& experts,
                                         PrepareOptions gpu_opts, const PrepareOptions& cpu_opts,
                                         float act_shift, double tol_f32, double tol_bf16,
@@ -127,25 +126,15 @@ inline void check_few_token_form_vs_cpu(const std::vector<QuantizedWeight>& expe
   }
   gpu_opts.tuning.moe_token_tile = 0;
   check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
-                          kernel + "_mt16>", kDecodeCounts);
-  {
-    SCOPED_TRACE("round robin");
-    PrepareOptions rr = gpu_opts;
-    rr.tuning.moe_block_stream_k = Toggle::Off;
-    check_contiguous_vs_cpu(prepare_experts(experts, rr), cpu, act_shift, tol_f32, tol_bf16,
-                            kernel + "_mt16_rr_split2", kDecodeCounts);
-    rr.tuning.moe_token_tile = 32;
-    check_contiguous_vs_cpu(prepare_experts(experts, rr), cpu, act_shift, tol_f32, tol_bf16,
-                            kernel + "_mt32_rr");
-  }
+                          kernel + "_mt16_split2", kDecodeCounts);
   // the tiles listed by the schedule kernel instead of the GEMM itself
   SCOPED_TRACE("schedule kernel");
   gpu_opts.tuning.moe_own_schedule = Toggle::Off;
   check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
-                          kernel + "_mt16>", kDecodeCounts);
+                          kernel + "_mt16_split2", kDecodeCounts);
   gpu_opts.tuning.moe_token_tile = 32;
   check_contiguous_vs_cpu(prepare_experts(experts, gpu_opts), cpu, act_shift, tol_f32, tol_bf16,
-                          kernel + "_mt32>");
+                          kernel + "_mt32");
 }
 
 // One expert (E = 1) over R = 300 rows, more than the skinny kernels serve: the grouped call's

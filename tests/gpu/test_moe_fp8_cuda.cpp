@@ -63,7 +63,7 @@ TEST(CudaMoeFp8, FewTokenFormMatchesCpu) {
 }
 
 // ... and under a CUDA graph in the masked layout (5 tiles of 16 rows an expert at most; K = 1024:
-// units of 8 stages cut stream-K, whose tickets the graph clears before each replay).
+// 6 x 2 units cut in two K splits, whose tickets the quantizer zeroes in each replay).
 TEST(CudaMoeFp8, FewTokenFormMaskedGraphReplays) {
   SKIP_WITHOUT_HOPPER();
   const int64_t E = 6, N = 256, K = 1024;

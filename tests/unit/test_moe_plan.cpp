@@ -290,35 +290,23 @@ TEST(MoePlan, DecodeKernelChoice) {
 }
 
 // The FP8 block / INT8 W8A8 experts' plan: the few-token form and its tile at decode shares, the
-// block GEMM from there on or when the knob says 128; stream-K by default (2 partial slots an SM, a
-// ticket per unit); round robin (the knob) with K splits that fill the grid's rounds, keep 4 stages
-// a piece, and a workspace that covers every unit's pieces.
+// block GEMM from there on or when the knob says 128; the K splits fill the grid's rounds, keep 4
+// stages a piece, and their workspace covers every unit's pieces.
 TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
   const auto plan = [](int64_t E, int64_t rows, int64_t N, int64_t K, int tile = 0, bool masked = false,
-                       int64_t max_tokens = 0, const char* knobs = "moe_block_stream_k=off") {
+                       int64_t max_tokens = 0) {
     MoeCall c;
     c.E = E;
     c.rows = rows;
     c.masked = masked;
     c.max_tokens = max_tokens;
-    Tuning t = Tuning::parse(knobs);
+    Tuning t;
     t.moe_token_tile = tile;
     return plan_moe_block(c, N, K, 132, t);
   };
-  // stream-K (the default): DeepSeek-V3 at one token, 8 x 56 units of the down projection
-  MoeBlockPlan p = plan(256, 8, 7168, 2048, 0, false, 0, "");
-  EXPECT_TRUE(p.skinny && p.stream_k);
-  EXPECT_EQ(p.splits, 1);
-  EXPECT_EQ(p.tickets, p.max_tiles * 56);
-  EXPECT_EQ(p.partial_floats, 2 * 132 * 128 * 16);
-  EXPECT_GE(moe_block_split_bytes(p), size_t(p.partial_floats * 4 + p.tickets * 4));
-  EXPECT_EQ(plan(256, 256 * 20, 7168, 2048, 0, false, 0, "").partial_floats, 2 * 132 * 128 * 32);
-  // forced splits imply round robin
-  EXPECT_FALSE(plan(256, 8, 7168, 2048, 0, false, 0, "moe_block_splits=2").stream_k);
-  // round robin: DeepSeek-V3 at one token (top-8): 8 x 32 and 8 x 56 units, whole
-  p = plan(256, 8, 4096, 7168);
+  // DeepSeek-V3 at one token (top-8): 8 x 32 and 8 x 56 units, whole
+  MoeBlockPlan p = plan(256, 8, 4096, 7168);
   EXPECT_TRUE(p.skinny);
-  EXPECT_FALSE(p.stream_k);
   EXPECT_EQ(p.tile_m, 16);
   EXPECT_EQ(p.splits, 1);
   EXPECT_EQ(moe_block_split_bytes(p), 0u);
@@ -334,14 +322,23 @@ TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
   EXPECT_GE(moe_block_split_bytes(p), size_t(p.partial_floats * 4 + p.tickets * 4));
   // ... at K = 1088 (9 stages): 2 splits of >= 4 stages
   EXPECT_EQ(plan(4, 1, 1024, 1088).splits, 2);
-  EXPECT_EQ(plan(1, 1, 1024, 1088).splits, 2);
+  EXPECT_EQ(plan(1, 1, 1024, 1088, 0, false, 0).splits, 2);
   // the tiles listed by the GEMM itself up to 1024 experts, unless the knob says Off
   EXPECT_TRUE(plan(256, 8, 4096, 7168).own_schedule);
-  EXPECT_TRUE(plan(256, 8, 4096, 7168, 0, false, 0, "").own_schedule);
   EXPECT_FALSE(plan(2048, 8, 4096, 7168).own_schedule);
-  EXPECT_FALSE(plan(8, 2, 4096, 14336, 0, false, 0, "moe_own_schedule=off").own_schedule);
+  {
+    MoeCall c;
+    c.E = 8;
+    c.rows = 2;
+    EXPECT_FALSE(plan_moe_block(c, 4096, 14336, 132, Tuning::parse("moe_own_schedule=off")).own_schedule);
+  }
   // the knob
-  EXPECT_EQ(plan(256, 8, 7168, 2048, 0, false, 0, "moe_block_splits=3").splits, 3);
+  Tuning t1;
+  t1.moe_block_splits = 3;
+  MoeCall c1;
+  c1.E = 256;
+  c1.rows = 8;
+  EXPECT_EQ(plan_moe_block(c1, 7168, 2048, 132, t1).splits, 3);
   // every plan keeps >= 4 stages a piece
   for (int64_t K : {256, 512, 768, 2048, 7168})
     for (int64_t rows : {1, 2, 8, 64}) {

@@ -53,9 +53,8 @@ size_t CudaBlockExperts::split_bytes(int64_t rows) const {
 SkinnyGroupedWork CudaBlockExperts::skinny_work(const Call& call, char* at) const {
   SkinnyGroupedWork w;
   w.mt = call.plan.tile_m;
-  w.stream_k = call.plan.stream_k;
   w.splits = call.plan.splits;
-  if (call.plan.tickets > 0) {
+  if (w.splits > 1) {
     w.partial = reinterpret_cast<float*>(at);
     w.tickets = reinterpret_cast<unsigned*>(at + (size_t(call.plan.partial_floats) * 4 + 255) / 256 * 256);
     w.n_tickets = call.plan.tickets;

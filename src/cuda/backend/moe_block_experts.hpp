@@ -70,12 +70,11 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   // The GEMM's call fields without a tile list: the routing for the in-kernel schedule.
   BlockGroupedCall fields(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
   // "grouped<kernel>" of a call of `rows` rows (contiguous), block: the block GEMM's name,
-  // skinny(mt): the few-token form's (stream-K; "_rr" whole units round robin, "_splitN" cut in N).
+  // skinny(mt): the few-token form's ("_splitN": units cut in N K ranges).
   template <class Block, class Skinny>
   std::string grouped_name(int64_t rows, Block block, Skinny skinny) const {
     const MoeBlockPlan p = plan_for(rows, false);
     std::string s = std::string("grouped<") + (p.skinny ? skinny(p.tile_m) : block());
-    if (p.skinny && !p.stream_k) s += "_rr";
     if (p.splits > 1) s += "_split" + std::to_string(p.splits);
     return s + ">";
   }

@@ -228,18 +228,9 @@ MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, con
   if (!p.skinny) return p;
   p.own_schedule = c.E <= kMoeOwnScheduleMaxE && t.moe_own_schedule != Toggle::Off;
   const int64_t num_n = ceil_div64(N, 128), num_kb = ceil_div64(K, 128), g = std::max(sms, 1);
-  // Stream-K: every SM streams the same number of weight stages whatever the unit count (DeepSeek-V3's
-  // down projection at one token: 448 units, 3.4 rounds of 132 whole ones); at most two cut units
-  // a CTA, summed through its two partial slots.
-  p.stream_k = t.moe_block_stream_k != Toggle::Off && t.moe_block_splits == 0;
-  if (p.stream_k) {
-    p.tickets = p.max_tiles * num_n;
-    p.partial_floats = 2 * g * 128 * p.tile_m;
-    return p;
-  }
-  // Round robin: K splits only where the units expected active leave most of the grid idle (<= a quarter of
+  // K splits only where the units expected active leave most of the grid idle (<= a quarter of
   // it): then as many as fill it once, with at least 4 stages a piece. Cutting a unit costs its
-  // pieces' partial sums and the tickets' clearing, and fewer busy SMs still pull most of the DRAM
+  // pieces' partial sums, and fewer busy SMs still pull most of the DRAM
   // rate (H200, FP8 experts at one token: DeepSeek-V3's down projection, 448 units on 132 SMs, took
   // 58.7 us in halves and 47.8 whole; Mixtral-8x7B's, 64 units, 50.6 us in halves and 48.7 whole).
   const int64_t units = expected_active_tiles(c) * num_n;

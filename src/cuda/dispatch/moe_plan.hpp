@@ -89,12 +89,11 @@ constexpr int64_t kMoeOwnScheduleMaxE = 1024;
 struct MoeBlockPlan {
   bool skinny = false;
   int tile_m = kMoeBlockTileM;  // the schedule's token tile
-  bool stream_k = false;        // skinny: the units' K stages cut stream-K over the SMs
-  int splits = 1;               // skinny, round robin: K ranges of a (token tile, 128-row weight tile) unit
+  int splits = 1;               // skinny: K ranges of a (token tile, 128-row weight tile) unit
   bool own_schedule = false;    // skinny: the GEMM lists the tiles from the routing (no schedule kernel)
   int64_t max_tiles = 0;        // the tile list's bound (moe_max_tiles)
-  int64_t tickets = 0;          // skinny, stream-K or splits > 1: one per unit (max_tiles x weight tiles)
-  int64_t partial_floats = 0;   // ... and slots of 128 x tile_m floats (2 per SM, or one per piece)
+  int64_t tickets = 0;          // skinny, splits > 1: one per unit (max_tiles x weight tiles)
+  int64_t partial_floats = 0;   // ... and a slot of 128 x tile_m floats per piece
 };
 // N, K: the experts' shape; sms: the persistent grid.
 MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, const Tuning& t);

@@ -39,13 +39,11 @@ struct BlockGroupedCall {
 };
 
 // The few-token kernel's grouped form (kernels/w8a8/sm90_skinny_grouped.cuh) for decode shares:
-// its token tile (the schedule's tile_m: 16, 32 or 64), how the units' K stages are cut (stream-K,
-// or round robin in `splits` K ranges a unit), and where the cut units' pieces meet: partial slots
-// of 128 x mt floats (16-byte aligned; stream-K: 2 per CTA, round robin: one per piece) and a
-// ticket per unit, zero before the launch.
+// its token tile (the schedule's tile_m: 16, 32 or 64), the K ranges a unit is cut into, and where
+// the cut units' pieces meet (splits > 1): a partial slot of 128 x mt floats per piece (16-byte
+// aligned) and a ticket per unit, zero before the launch.
 struct SkinnyGroupedWork {
   int mt = 16;
-  bool stream_k = true;
   int splits = 1;
   float* partial = nullptr;
   unsigned* tickets = nullptr;
@@ -71,12 +69,10 @@ inline void check_skinny_grouped_work(const SkinnyGroupedWork& w, int64_t num_kb
   MIXQ_CHECK_ARG((w.mt == 16 || w.mt == 32 || w.mt == 64) && w.splits >= 1 && w.splits <= num_kb,
                  name, ": token tile ", w.mt, " (16, 32 or 64) or splits ", w.splits, " (1 .. ",
                  num_kb, " K stages)");
-  MIXQ_CHECK_ARG(!w.stream_k || w.splits == 1, name, ": stream-K with ", w.splits, " splits");
-  MIXQ_CHECK_ARG((!w.stream_k && w.splits == 1) ||
-                     (w.partial != nullptr && w.tickets != nullptr &&
-                      reinterpret_cast<uintptr_t>(w.partial) % 16 == 0),
-                 name, ": ", w.stream_k ? "stream-K" : "K splits",
-                 " needs 16-byte aligned partial slots (", static_cast<void*>(w.partial), ") and tickets");
+  MIXQ_CHECK_ARG(w.splits == 1 || (w.partial != nullptr && w.tickets != nullptr &&
+                                   reinterpret_cast<uintptr_t>(w.partial) % 16 == 0),
+                 name, ": ", w.splits, " splits need 16-byte aligned partial slots (",
+                 static_cast<void*>(w.partial), ") and tickets");
 }
 
 }  // namespace mixq::cuda

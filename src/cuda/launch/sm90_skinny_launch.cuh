@@ -58,7 +58,6 @@ inline sm90::SkinnyParams skinny_grouped_params(const BlockGroupedCall& c, const
   g.wmeta_map = wmeta_map;
   g.num_n = int((c.N + 127) / 128);
   g.num_kb = int((c.K + 127) / 128);
-  g.stream_k = w.stream_k;
   g.splits = w.splits;
   g.bias_stride = c.bias_stride;
   g.offsets = c.offsets;
@@ -88,8 +87,7 @@ void launch_skinny_grouped_kernel(const CUtensorMap& tm_x, const typename Policy
   const int smem = Shape::kSmemBytes + (own ? (p.group.E + 1) * 4 : 0);
   auto kernel = sm90::sm90_skinny_grouped_kernel<Policy, MT, kStages>;
   MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynamic));
-  // stream-K: at most one CTA per K stage of the units; round robin: per piece
-  const int64_t pieces = c.max_tiles * p.group.num_n * (p.group.stream_k ? p.group.num_kb : p.group.splits);
+  const int64_t pieces = c.max_tiles * p.group.num_n * p.group.splits;
   const int grid = int(pieces < c.num_sms ? pieces : c.num_sms);
   WoLaunchConfig lc(dim3(grid), Shape::kThreads, smem, stream, c.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, pp, p));

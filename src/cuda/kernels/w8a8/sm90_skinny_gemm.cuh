@@ -45,9 +45,9 @@ namespace mixq::cuda::sm90 {
 
 // The grouped (mixture-of-experts) form, sm90_skinny_grouped_kernel: the units are the (expert,
 // token tile) list (tiles of MT rows: listed by each CTA from the routing, or by the schedule
-// kernel, kernels/moe/moe_schedule.cuh) times the 128-row weight tiles (N innermost), their K
-// stages cut stream-K over the persistent grid, or (stream_k off) each unit cut into `splits` equal
-// K ranges walked round robin. Each expert's codes and weight meta through its own descriptors in device memory
+// kernel, kernels/moe/moe_schedule.cuh) times the 128-row weight tiles (N innermost), each cut into
+// `splits` equal K ranges; a piece is (unit, split), pieces walked round robin over the persistent
+// grid, a unit's pieces on adjacent CTAs. Each expert's codes and weight meta through its own descriptors in device memory
 // (maps[expert * maps_per_expert + w_map / wmeta_map]); X, its meta and Y are the call's [rows]
 // matrices, a unit's stores clipped to its expert's rows.
 struct SkinnyGroup {
@@ -56,8 +56,7 @@ struct SkinnyGroup {
   const CUtensorMap* maps = nullptr;
   int maps_per_expert = 0, w_map = 0, wmeta_map = 0;
   int num_n = 0, num_kb = 0;  // 128-row weight tiles, 128-K stages
-  bool stream_k = true;       // one contiguous range of the units' stages per CTA (2 partial slots each)
-  int splits = 1;             // round robin: K ranges of a unit (> 1: pieces summed through partial slots)
+  int splits = 1;             // K ranges of a unit (> 1: pieces summed through partial slots)
   int64_t bias_stride = 0;    // elements between experts' bias rows (0: one shared bias)
   // The in-kernel schedule (offsets or counts set; n_tiles / tiles unused): every CTA lists the
   // tiles itself from the routing, checked as the schedule kernel checks it (a bad one: no tile,

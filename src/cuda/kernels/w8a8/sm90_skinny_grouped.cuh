@@ -10,7 +10,10 @@
 // active (Mixtral's down projection at one token: 2 experts x 32 weight tiles for 132 SMs) still
 // fills the GPU; pieces (unit, split) round robin over a persistent grid of one CTA per SM. A cut
 // unit's pieces meet in partial slots (slot = piece index) and the last to arrive sums them in
-// split order (deterministic bits).
+// split order (deterministic bits). Whole units round robin: the CTAs then stream neighbouring
+// units at the same time. A stream-K cut of the units' stages (one contiguous range per CTA, as the
+// plain kernel does), of every unit or of the last partial round only, measured slower at decode
+// (docs/decisions/moe-stacked-experts.md).
 // Launch order (backend/moe_block_experts.hpp): the quantizer, then this kernel as its programmatic
 // dependent. Each CTA lists the tiles itself from the routing (offsets / counts, complete before the
 // quantizer started; up to kSkinnyScheduleMaxE experts), or reads the list of the schedule kernel
@@ -86,89 +89,25 @@ __device__ __forceinline__ MoeTile skinny_tile_at(const SkinnyGroup& g, const in
   return MoeTile{lo, ti - prefix[lo], g.offsets ? g.offsets[lo] : lo * g.max_tokens, skinny_rows_of(g, lo)};
 }
 
-// The pieces of one CTA, in order. A piece is a K range [kb0, kb1) of a unit (token tile ti, 128-row
-// weight tile nb; unit = ti * num_n + nb). Two walks:
-// - hybrid stream-K (SkinnyGroup::stream_k, stream_k.hpp's cursor over units as tiles): the whole
-//   rounds of units round robin, unit u on CTA u % G, then the last partial round's K stages laid
-//   end to end and cut into one contiguous range per CTA, so that round takes every SM instead of a
-//   few (DeepSeek-V3's down projection at one token: 448 units for 132 SMs, 3 rounds and 52 units).
-//   The whole rounds stay round robin because the CTAs then stream neighbouring units at the same
-//   time: every unit cut stream-K, ranges spread over all the experts at once, measured slower
-//   (one token, DeepSeek-V3 FP8: 76.7 / 49.9 us against 71.6 / 47.8 round robin). A CTA cuts at
-//   most two units, at its range's ends; a cut unit's pieces meet in the CTAs' two partial slots.
-// - round robin: unit pieces (unit, split) i = blockIdx.x, + gridDim.x, ..., each unit cut into
-//   `splits` equal K ranges whose pieces meet in partial slot i.
+// Piece i of the grouped call: unit i / splits = (token tile, weight tile nb), split i % splits,
+// K stages [kb0, kb1).
 struct SkinnyPiece {
-  int unit, nb, kb0, kb1;
-  bool cut;         // other CTAs hold the unit's other pieces
-  int slot, slot0;  // this piece's partial slot; round robin: the unit's first piece's
+  int unit, split, nb, kb0, kb1;
   MoeTile tile;
 };
 
 template <int MT>
-struct SkinnyGroupedCursor {
-  const SkinnyGroup& g;
-  const int* prefix;
-  StreamKSchedule s;   // stream-K: units as tiles of num_kb iterations (dp_tiles = 0)
-  StreamKCursor cur;
-  int i;               // round robin: the next piece
-  int pieces;
-
-  __device__ __forceinline__ static StreamKSchedule schedule(const SkinnyGroup& g, int units) {
-    StreamKSchedule s;
-    s.chunks = g.num_kb;
-    s.grid = int(gridDim.x);
-    s.tiles = units;
-    s.dp_tiles = units / s.grid * s.grid;
-    s.sk_tiles = units - s.dp_tiles;
-    s.sk_iters = int64_t(s.sk_tiles) * g.num_kb;
-    s.sk_ctas = int(s.sk_iters < s.grid ? s.sk_iters : s.grid);
-    if (s.sk_ctas < 1) s.sk_ctas = 1;  // whole rounds only: every stream-K range is empty
-    return s;
-  }
-  __device__ __forceinline__ SkinnyGroupedCursor(const SkinnyGroup& g_, const int* prefix_, int n_tiles)
-      : g(g_), prefix(prefix_), s(schedule(g_, g_.stream_k ? n_tiles * g_.num_n : 0)),
-        cur(s, int(blockIdx.x)), i(int(blockIdx.x)), pieces(n_tiles * g_.num_n * g_.splits) {}
-
-  __device__ __forceinline__ bool next(SkinnyPiece& q) {
-    if (g.stream_k) {
-      StreamKWork w;
-      if (!cur.next(s, w)) return false;
-      q.unit = w.tile;
-      q.kb0 = w.c0;
-      q.kb1 = w.c1;
-      q.cut = w.split;  // only in the stream-K part
-      q.slot = q.cut ? StreamKCursor::slot_of(s, int(blockIdx.x), w.tile - s.dp_tiles) : 0;
-    } else {
-      if (i >= pieces) return false;
-      q.unit = i / g.splits;
-      const int split = i - q.unit * g.splits;
-      q.kb0 = split * g.num_kb / g.splits;
-      q.kb1 = (split + 1) * g.num_kb / g.splits;
-      q.cut = g.splits > 1;
-      q.slot = i;
-      q.slot0 = q.unit * g.splits;
-      i += int(gridDim.x);
-    }
-    const int ti = q.unit / g.num_n;
-    q.nb = q.unit - ti * g.num_n;
-    q.tile = skinny_tile_at<MT>(g, prefix, ti);
-    return true;
-  }
-
-  // A cut unit's pieces: how many, and the partial slot of the k-th (in K order).
-  __device__ __forceinline__ int piece_count(const SkinnyPiece& q) const {
-    if (!g.stream_k) return g.splits;
-    const int64_t it0 = int64_t(q.unit - s.dp_tiles) * s.chunks;
-    return StreamKCursor::sk_owner(s, it0 + s.chunks - 1) - StreamKCursor::sk_owner(s, it0) + 1;
-  }
-  __device__ __forceinline__ int slot_of(const SkinnyPiece& q, int k) const {
-    if (!g.stream_k) return q.slot0 + k;
-    const int t = q.unit - s.dp_tiles;
-    const int b_lo = StreamKCursor::sk_owner(s, int64_t(t) * s.chunks);
-    return StreamKCursor::slot_of(s, b_lo + k, t);
-  }
-};
+__device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, const int* prefix, int i) {
+  SkinnyPiece q;
+  q.unit = i / g.splits;
+  q.split = i - q.unit * g.splits;
+  const int ti = q.unit / g.num_n;
+  q.nb = q.unit - ti * g.num_n;
+  q.tile = skinny_tile_at<MT>(g, prefix, ti);
+  q.kb0 = q.split * g.num_kb / g.splits;
+  q.kb1 = (q.split + 1) * g.num_kb / g.splits;
+  return q;
+}
 
 // Policy: SkinnyFp8Policy<MT, MT + 4> or SkinnyInt8Policy<MT, G, offset, MT + 4>: the token meta's
 // boxes start at the tile's first row rounded down to a multiple of 4 (sm90_skinny_policies.cuh).
@@ -192,6 +131,7 @@ __global__ void __launch_bounds__(288, 1)
   const int n_tiles = g.offsets != nullptr || g.counts != nullptr
                           ? skinny_build_schedule<MT>(g, sm.tail, sched_scan, &sched_bad)
                           : *g.n_tiles;
+  const int pieces = n_tiles * g.num_n * g.splits;
 
   if (threadIdx.x >= 256) {  // producer warp
     if (threadIdx.x != 256) return;
@@ -205,9 +145,8 @@ __global__ void __launch_bounds__(288, 1)
       tma_load_2d(sm.x_tiles + s * Shape::kXBytes, &tm_x, &sm.full[s], kb * 128, m0);
       Policy::load_xmeta(pp, sm.x_meta + s * Policy::kXMetaBytes, &sm.full[s], kb, m0 & ~3);
     };
-    SkinnyGroupedCursor<MT> walk(g, sm.tail, n_tiles);
-    SkinnyPiece q;
-    while (walk.next(q)) {
+    for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
+      const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
       const CUtensorMap* maps = g.maps + int64_t(q.tile.expert) * g.maps_per_expert;
       const int m0 = q.tile.row0 + q.tile.m_block * MT;
       for (int kb = q.kb0; kb < q.kb1; ++kb) {
@@ -232,18 +171,18 @@ __global__ void __launch_bounds__(288, 1)
   const int row = 16 * warp + lane / 4, col = 2 * (lane % 4);
   RingPos in(kStages);
   float total[R];
-  SkinnyGroupedCursor<MT> walk(g, sm.tail, n_tiles);
-  SkinnyPiece q;
-  while (walk.next(q)) {
+  for (int i = int(blockIdx.x); i < pieces; i += int(gridDim.x)) {
+    const SkinnyPiece q = skinny_piece<MT>(g, sm.tail, i);
     const int m0 = q.tile.row0 + q.tile.m_block * MT;
 #pragma unroll
     for (int r = 0; r < R; ++r) total[r] = 0.f;
     for (int kb = q.kb0; kb < q.kb1; ++kb)
       skinny_consume_stage<Policy, MT, kStages>(total, sm, in, kb, cw, row, col, lane, m0 & 3);
-    if (q.cut) {
-      const auto slot_of = [&](int k) { return walk.slot_of(q, k); };
-      if (!skinny_sum_pieces<MT>(total, p.partial, q.slot, p.tickets + q.unit, walk.piece_count(q),
-                                 slot_of, sm.last_flag, tid))
+    if (g.splits > 1) {
+      const int first = q.unit * g.splits;
+      const auto slot_of = [&](int k) { return first + k; };
+      if (!skinny_sum_pieces<MT>(total, p.partial, i, p.tickets + q.unit, g.splits, slot_of,
+                                 sm.last_flag, tid))
         continue;
     }
     const int rows = q.tile.row0 + q.tile.rows - m0;  // the expert's rows from m0 on
