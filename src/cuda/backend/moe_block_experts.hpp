@@ -1,8 +1,9 @@
 // Internal: what the FP8 block and INT8 W8A8 experts on CUDA share (moe_fp8_experts.cpp,
 // moe_int8_experts.cpp): each expert's TMA descriptors in device memory, and a grouped call's
 // steps around the quantizer: the argument and workspace checks, then the tile schedule (the GEMM
-// is its dependent launch) and the launch fields of the Hopper block GEMM's grouped form. The
-// workspace starts with the tile list, bounded for either row layout.
+// is its dependent launch; the few-token form lists its tiles itself) and the launch fields of the
+// Hopper block GEMM's grouped form. The workspace starts with the tile list, bounded for either
+// row layout.
 #pragma once
 
 #include <cuda.h>

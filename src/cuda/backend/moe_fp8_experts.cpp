@@ -1,11 +1,11 @@
 // Stacked FP8 block experts on CUDA (DeepSeek-V3's e4m3 experts with one f32 scale per 128 x 128
 // block, times activations quantized per token per 128 along K): the experts stay ordinary
 // prepared FP8 block weights (backend/fp8_block.cpp); this adds each expert's TMA descriptors in
-// device memory and runs a grouped call as three launches on the caller's stream: the quantizer
-// over every row of X, the tile schedule from the device-side offsets / counts, then the grouped
-// block GEMM over every (expert, 128-row token tile) x N tile, or at decode shares the few-token
-// kernel's grouped form over (expert, 16-64-row tile) x 128-row weight tiles
-// (launch/sm90_fp8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block).
+// device memory and runs a grouped call on the caller's stream: the quantizer over every row of X,
+// the tile schedule from the device-side offsets / counts, then the grouped block GEMM over every
+// (expert, 128-row token tile) x N tile; or at decode shares the quantizer, then the few-token
+// kernel's grouped form over (expert, 16-64-row tile) x 128-row weight tiles, which lists the tiles
+// itself (launch/sm90_fp8_grouped.hpp; the choice: dispatch/moe_plan.hpp, plan_moe_block).
 // Nothing is read back; launch shapes depend only on host-known sizes (graph-capturable).
 #include <cuda_runtime.h>
 
