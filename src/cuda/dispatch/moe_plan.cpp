@@ -230,9 +230,9 @@ MoeBlockPlan plan_moe_block(const MoeCall& c, int64_t N, int64_t K, int sms, con
   const int64_t num_n = ceil_div64(N, 128), num_kb = ceil_div64(K, 128), g = std::max(sms, 1);
   // K splits only where the units expected active leave most of the grid idle (<= a quarter of
   // it): then as many as fill it once, with at least 4 stages a piece. Cutting a unit costs its
-  // pieces' partial sums, and fewer busy SMs still pull most of the DRAM
-  // rate (H200, FP8 experts at one token: DeepSeek-V3's down projection, 448 units on 132 SMs, took
-  // 58.7 us in halves and 47.8 whole; Mixtral-8x7B's, 64 units, 50.6 us in halves and 48.7 whole).
+  // pieces' partial sums, and fewer busy SMs still pull most of the DRAM rate (H200, FP8 experts at
+  // one token: DeepSeek-V3's down projection, 448 units on 132 SMs, took 58.7 us in halves and 47.8
+  // whole; Mixtral-8x7B's, 64 units, 50.6 us in halves and 48.7 whole).
   const int64_t units = expected_active_tiles(c) * num_n;
   if (units * 4 <= g) p.splits = int(std::max<int64_t>(1, std::min({int64_t(8), g / units, num_kb / 4})));
   if (t.moe_block_splits > 0) p.splits = int(std::min<int64_t>(t.moe_block_splits, num_kb));

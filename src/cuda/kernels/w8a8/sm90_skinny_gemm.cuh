@@ -47,9 +47,9 @@ namespace mixq::cuda::sm90 {
 // token tile) list (tiles of MT rows: listed by each CTA from the routing, or by the schedule
 // kernel, kernels/moe/moe_schedule.cuh) times the 128-row weight tiles (N innermost), each cut into
 // `splits` equal K ranges; a piece is (unit, split), pieces walked round robin over the persistent
-// grid, a unit's pieces on adjacent CTAs. Each expert's codes and weight meta through its own descriptors in device memory
-// (maps[expert * maps_per_expert + w_map / wmeta_map]); X, its meta and Y are the call's [rows]
-// matrices, a unit's stores clipped to its expert's rows.
+// grid, a unit's pieces on adjacent CTAs. Each expert's codes and weight meta through its own
+// descriptors in device memory (maps[expert * maps_per_expert + w_map / wmeta_map]); X, its meta
+// and Y are the call's [rows] matrices, a unit's stores clipped to its expert's rows.
 struct SkinnyGroup {
   const int* n_tiles = nullptr;
   const MoeTile* tiles = nullptr;
