@@ -57,7 +57,7 @@ SkinnyGroupedWork CudaBlockExperts::skinny_work(const Call& call, char* at) cons
   if (w.splits > 1) {
     w.partial = reinterpret_cast<float*>(at);
     w.tickets = reinterpret_cast<unsigned*>(at + (size_t(call.plan.partial_floats) * 4 + 255) / 256 * 256);
-    w.n_tickets = call.plan.tickets;
+    w.n_clear = call.plan.tickets;
   }
   return w;
 }
@@ -105,12 +105,6 @@ BlockGroupedCall CudaBlockExperts::fields(const GroupedCall& c, const Epilogue& 
   g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
   g.clamp_lo = ep.clamp_lo;
   g.clamp_hi = ep.clamp_hi;
-  const bool masked = c.rows.layout == MoeRows::Layout::Masked;
-  g.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
-  g.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
-  g.E = E;
-  g.max_tokens = masked ? c.rows.max_tokens : 0;
-  g.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
   g.max_tiles = call.plan.max_tiles;
   g.maps = static_cast<const CUtensorMap*>(maps_.data());
   g.num_sms = sms_;
@@ -123,10 +117,19 @@ BlockGroupedCall CudaBlockExperts::schedule(const GroupedCall& c, const Epilogue
   const auto [n_tiles, tiles] = launch_moe_schedule_of(c, E, call.rows, call.plan.tile_m,
                                                        call.plan.max_tiles, call.workspace, call.stream);
   BlockGroupedCall g = fields(c, ep, call);
-  g.offsets = nullptr;
-  g.counts = nullptr;
   g.n_tiles = n_tiles;
   g.tiles = tiles;
+  return g;
+}
+
+BlockGroupedCall CudaBlockExperts::routed(const GroupedCall& c, const Epilogue& ep, const Call& call) const {
+  BlockGroupedCall g = fields(c, ep, call);
+  const bool masked = c.rows.layout == MoeRows::Layout::Masked;
+  g.offsets = masked ? nullptr : c.rows.offsets.ptr<const int32_t>();
+  g.counts = masked ? c.rows.counts.ptr<const int32_t>() : nullptr;
+  g.E = E;
+  g.max_tokens = masked ? c.rows.max_tokens : 0;
+  g.error = c.rows.error.empty() ? nullptr : c.rows.error.ptr<int32_t>();
   return g;
 }
 

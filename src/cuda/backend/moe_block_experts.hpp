@@ -61,14 +61,16 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   BlockGroupedCall schedule_and_quantize(const GroupedCall& c, const Epilogue& ep, const Call& call,
                                          Quantize quantize) const {
     BlockGroupedCall g;
-    if (call.plan.skinny) g = call.plan.own_schedule ? fields(c, ep, call) : schedule(c, ep, call);
+    if (call.plan.skinny) g = call.plan.own_schedule ? routed(c, ep, call) : schedule(c, ep, call);
     quantize();
     if (!call.plan.skinny) g = schedule(c, ep, call);
     return g;
   }
-  // Launches the tile schedule and returns the GEMM's call fields.
+  // Launches the tile schedule and returns the GEMM's call fields with its list.
   BlockGroupedCall schedule(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
-  // The GEMM's call fields without a tile list: the routing for the in-kernel schedule.
+  // The GEMM's call fields with the routing instead of a list (the in-kernel schedule).
+  BlockGroupedCall routed(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
+  // The call fields both share: shapes, output, epilogue, descriptors, the list's bound.
   BlockGroupedCall fields(const GroupedCall& c, const Epilogue& ep, const Call& call) const;
   // "grouped<kernel>" of a call of `rows` rows (contiguous), block: the block GEMM's name,
   // skinny(mt): the few-token form's ("_splitN": units cut in N K ranges).

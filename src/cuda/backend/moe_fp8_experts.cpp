@@ -68,7 +68,7 @@ class CudaFp8Experts final : public cuda::CudaBlockExperts {
       cuda::launch_quantize_fp8_1x128(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
                                       c.x.ld(), R, K, q, ldq, sa, ld_sa, call.stream, false,
                                       cuda::act_quant_tuning(opts.tuning),
-                                      cuda::ActQuantClear{work.tickets, work.n_tickets});
+                                      cuda::ActQuantClear{work.tickets, work.n_clear});
     });
     a.a = q;
     a.lda = ldq;

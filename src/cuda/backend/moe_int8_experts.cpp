@@ -88,7 +88,7 @@ class CudaInt8Experts final : public cuda::CudaBlockExperts {
       cuda::launch_quantize_int8_block(c.x.data, cuda::float_type_code(c.x.dtype, "grouped_linear x"),
                                        c.x.ld(), R, K, g_, q, ldq, sx, ox, sums, ld_meta, call.stream,
                                        false, cuda::act_quant_tuning(opts.tuning),
-                                       cuda::ActQuantClear{work.tickets, work.n_tickets});
+                                       cuda::ActQuantClear{work.tickets, work.n_clear});
     });
     a.a = q;
     a.lda = ldq;

@@ -23,15 +23,15 @@ namespace mixq::cuda {
 
 inline int64_t act_row_pitch(int64_t K) { return (K + 15) / 16 * 16; }
 
-// The quantizers' knobs (Tuning::act_quant_*): pieces of 16 elements per lane (0: the default),
-// a cap on resident CTAs per SM (0: as many as fit), log2 of the rows per band (-1: the default).
-// Words a quantizer zeroes after its wait for the previous grid (its dependent GEMM's stream-K
-// tickets in a caller's workspace), so that no memset precedes it.
+// Words a quantizer zeroes after its wait for the previous grid (its dependent GEMM's tickets in a
+// caller's workspace), so that no memset precedes it.
 struct ActQuantClear {
   unsigned* words = nullptr;
   int64_t count = 0;  // < 2^31
 };
 
+// The quantizers' knobs (Tuning::act_quant_*): pieces of 16 elements per lane (0: the default),
+// a cap on resident CTAs per SM (0: as many as fit), log2 of the rows per band (-1: the default).
 struct ActQuantTuning {
   int pieces = 0;
   int ctas_per_sm = 0;

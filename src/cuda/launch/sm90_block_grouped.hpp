@@ -34,7 +34,8 @@ struct BlockGroupedCall {
   int num_sms = 132;
   int y_tma = -1;               // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
   // a dependent launch of the previous kernel: the block GEMM's is the schedule kernel; the
-  // few-token form's is the quantizer, launched after the schedule (its list is read at once)
+  // few-token form's is the quantizer (the routing, or the schedule kernel's list, is complete
+  // before it starts: the GEMM reads it at once)
   bool pdl = true;
 };
 
@@ -47,7 +48,7 @@ struct SkinnyGroupedWork {
   int splits = 1;
   float* partial = nullptr;
   unsigned* tickets = nullptr;
-  int64_t n_tickets = 0;  // zeroed by the quantizer launched before the GEMM (ActQuantClear)
+  int64_t n_clear = 0;  // tickets the quantizer launched before the GEMM zeroes (ActQuantClear)
 };
 
 // The checks every grouped launcher makes of its call (name: the kernel, in the message); throws

@@ -70,8 +70,8 @@ inline sm90::SkinnyParams skinny_grouped_params(const BlockGroupedCall& c, const
   return p;
 }
 
-// One CTA per SM, persistent; when c.pdl a dependent launch of the quantizer, which the schedule
-// kernel preceded (sm90_skinny_grouped.cuh reads the tile list before its wait).
+// One CTA per SM, persistent; when c.pdl a dependent launch of the quantizer (sm90_skinny_grouped.cuh
+// reads the routing, or the schedule kernel's list launched before the quantizer, before its wait).
 template <class Policy, int MT>
 void launch_skinny_grouped_kernel(const CUtensorMap& tm_x, const typename Policy::Params& pp,
                                   const sm90::SkinnyParams& p, const BlockGroupedCall& c,

@@ -98,12 +98,14 @@ struct SkinnyParams {
   SkinnyGroup group;  // the grouped form only
 };
 
+constexpr int kSkinnyThreads = 288;  // two consumer warpgroups + producer warp
+
 template <class Policy, int MT, int kStages>
 struct SkinnyShape {
   static_assert(MT == 16 || MT == 32 || MT == 64 || MT == 128, "token tiles of 16 ... 128");
   static_assert(Policy::kWMetaBytes % 128 == 0 && Policy::kXMetaBytes % 128 == 0,
                 "TMA destinations 128-byte aligned");
-  static constexpr int kThreads = 288;  // two consumer warpgroups + producer warp
+  static constexpr int kThreads = kSkinnyThreads;
   static constexpr int kWBytes = 128 * 128, kXBytes = MT * 128;  // 1024-byte multiples
   static constexpr int kStageBytes = kWBytes + kXBytes + Policy::kWMetaBytes + Policy::kXMetaBytes;
   static constexpr uint32_t kTxBytes = kWBytes + kXBytes + Policy::kWMetaTx + Policy::kXMetaTx;
@@ -305,7 +307,7 @@ struct SkinnyEarlyTokens {
 
 // Policy: SkinnyFp8Policy<MT> or SkinnyInt8Policy<MT, G, offset> (sm90_skinny_policies.cuh).
 template <class Policy, int MT, int kStages>
-__global__ void __launch_bounds__(288, 1)
+__global__ void __launch_bounds__(kSkinnyThreads, 1)
     sm90_skinny_kernel(const __grid_constant__ CUtensorMap tm_w,  // codes {K, N}, box {128, 128}
                        const __grid_constant__ CUtensorMap tm_x,  // codes {K, M}, box {128, MT}
                        const __grid_constant__ typename Policy::Params pp,  // the meta's maps

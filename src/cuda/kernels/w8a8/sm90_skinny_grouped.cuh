@@ -31,7 +31,6 @@ namespace mixq::cuda::sm90 {
 // of reading the schedule kernel's list, which took that kernel's ~3 us and a launch gap off the
 // critical path of a decode call. Its shared memory: the E + 1 tile prefix sums past the ring, at
 // most kSkinnyScheduleMaxE experts, and the static scan below.
-constexpr int kSkinnyThreads = 288;
 constexpr int kSkinnyScheduleMaxE = 1024;
 constexpr int kSkinnyScheduleSmem = (kSkinnyScheduleMaxE + 1) * 4 + (kSkinnyThreads + 32 + 1) * 4;
 
@@ -112,7 +111,7 @@ __device__ __forceinline__ SkinnyPiece skinny_piece(const SkinnyGroup& g, const 
 // Policy: SkinnyFp8Policy<MT, MT + 4> or SkinnyInt8Policy<MT, G, offset, MT + 4>: the token meta's
 // boxes start at the tile's first row rounded down to a multiple of 4 (sm90_skinny_policies.cuh).
 template <class Policy, int MT, int kStages>
-__global__ void __launch_bounds__(288, 1)
+__global__ void __launch_bounds__(kSkinnyThreads, 1)
     sm90_skinny_grouped_kernel(const __grid_constant__ CUtensorMap tm_x,  // codes {K, rows}, box {128, MT}
                                const __grid_constant__ typename Policy::Params pp,  // token meta maps
                                const SkinnyParams p) {
