@@ -237,17 +237,29 @@ void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, c
   const detail::ActReader r(a);
   constexpr int64_t G = QuantizedActivations::kFp8Block;
   const int64_t N = w.N, K = w.K, ng = (K + G - 1) / G;
-  for (int64_t n = 0; n < N; ++n)
+  // The operands decoded once into doubles (a chunk of weight rows, one activation row per chunk
+  // and row), not per product: the same sums in the same order, several times faster.
+  constexpr int64_t kRows = 64;
+  std::vector<double> wd(static_cast<size_t>(kRows * K)), xd(static_cast<size_t>(K));
+  for (int64_t n0 = 0; n0 < N; n0 += kRows) {
+    const int64_t rows = std::min(kRows, N - n0);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t k = 0; k < K; ++k) wd[size_t(i * K + k)] = fp8_operand(w, n0 + i, k);
     for (int64_t m = 0; m < M; ++m) {
-      double acc = 0.0;
-      for (int64_t g = 0; g < ng; ++g) {
-        double part = 0.0;
-        for (int64_t k = g * G; k < std::min(K, g * G + G); ++k)
-          part += double(e4m3_to_f32(r.row(m)[k])) * fp8_operand(w, n, k);
-        acc += part * double(r.scale_of(m, g)) * double(w.scale(n / w.block_n, g));
+      for (int64_t k = 0; k < K; ++k) xd[size_t(k)] = double(e4m3_to_f32(r.row(m)[k]));
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t n = n0 + i;
+        const double* wr = wd.data() + i * K;
+        double acc = 0.0;
+        for (int64_t g = 0; g < ng; ++g) {
+          double part = 0.0;
+          for (int64_t k = g * G; k < std::min(K, g * G + G); ++k) part += xd[size_t(k)] * wr[k];
+          acc += part * double(r.scale_of(m, g)) * double(w.scale(n / w.block_n, g));
+        }
+        store_from_double(y, m, n, apply_epilogue(ep, n, acc));
       }
-      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
     }
+  }
 }
 
 void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8TensorQuant in,

@@ -140,12 +140,14 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
 
 // Every tile configuration forced: 128- and 192-wide tiles (192 spans two weight blocks at every
 // other tile), single CTAs and CTA pairs multicasting B (an odd number of M tiles leaves the second
-// CTA of the last pair entirely past M), several persistent waves.
+// CTA of the last pair entirely past M), 256-row tiles (M = 1, 129, 300: one or both sub-tiles of
+// a warpgroup past M), several persistent waves.
 TEST(CudaFp8Block, EveryTileConfiguration) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 40;
   for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
+                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
+                        "sm90_fp8_block_gemm_bm256_bn128_s4"}) {
     Case c{1, 1000, 1000};
     c.force = k;
     for (int64_t M : {1, 129, 300}) {
@@ -155,7 +157,10 @@ TEST(CudaFp8Block, EveryTileConfiguration) {
     Case odd{383, 455, 7168 + 64, DType::F16, DType::F32, true, -3.f, 4.f};
     odd.force = k;
     run(odd, seed++);
-    Case waves{2000, 1500, 520, DType::BF16, DType::BF16, true};  // > 132 tiles: rings wrap
+    // > 132 tiles (128 x 128: 192): each CTA runs several, its ring wraps across them; the
+    // 256-row tile needs twice the columns for as many (8 x 24)
+    const bool tall = std::string(k).find("bm256") != std::string::npos;
+    Case waves{2000, tall ? 3000 : 1500, 520, DType::BF16, DType::BF16, true};
     waves.force = k;
     run(waves, seed++);
   }
@@ -181,7 +186,8 @@ TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
     DeviceBuffer dx(xb.size());
     dx.copy_from_host(xb.data(), xb.size());
     for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                          "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2"}) {
+                          "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
+                          "sm90_fp8_block_gemm_bm256_bn128_s4"}) {
       PrepareOptions o;
       o.backend = BackendKind::CUDA;
       o.act = ActQuant::Fp8Block;

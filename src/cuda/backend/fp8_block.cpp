@@ -184,6 +184,7 @@ class CudaFp8Block final : public PreparedImpl {
     const KernelId id = kernel_id(M);  // the plan's tile (forced, or picked from M and N)
     a.block_n = id.tile_n;
     a.cluster = id.ctas;
+    a.block_m = id.tile_m;
     launch_sm90_fp8_block_gemm(a, stream);
   }
 
@@ -231,6 +232,7 @@ class CudaFp8Block final : public PreparedImpl {
     id.family = Family::Fp8Gemm;
     id.tile_n = uint16_t(t.block_n);
     id.ctas = uint8_t(t.cluster);
+    if (t.block_m == 256) id.tile_m = 256;  // 0 for the 128-row tiles (their ids as before)
     return id;
   }
   bool skinny_pdl() const { return opts.tuning.w8a8_skinny_pdl != Toggle::Off; }

@@ -18,24 +18,45 @@ int sm90_fp8_gemm_cluster(int cluster) {
 // 128 x 192 tiles take 1/6 fewer bytes per FLOP from L2 than 128 x 128 (40 KB per 128 x 192 x 128
 // block against 32 KB per 128 x 128 x 128), which under the H100's 700 W cap shows as a higher
 // clock: measured 3-17% faster on the six #5 shapes where it is picked (docs/decisions/fp8-block-gemm.md; one
-// accumulator set, 5 stages). They give fewer, larger work units, so the pick compares the
-// waves each tile needs, the 192-wide one credited with kWideSpeedup per column.
-Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms) {
-  constexpr double kWideSpeedup = 1.07;
-  const int64_t m_tiles = (M + 127) / 128, slots = std::max(1, sms);
-  auto waves = [&](int64_t bn) { return (m_tiles * ((N + bn - 1) / bn) + slots - 1) / slots; };
-  const double narrow = double(waves(128)) * 128, wide = double(waves(192)) * 192 / kWideSpeedup;
-  return {wide < narrow ? 192 : 128, 1};
+// accumulator set, 5 stages). 256 x 128 tiles take 8% fewer again (48 KB per 256 x 128 x 128):
+// 2-6% faster than the 128-row pick at M = 2048 / 4096 on the four #40 shapes of the H200
+// (docs/decisions/fp8-block-gemm.md). Larger tiles give fewer, larger work units, so the
+// pick compares the waves each tile needs, times the tile's area, each credited with its speedup
+// over 128 x 128 (1.07 for 192 wide, 1.10 for 256 rows).
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256) {
+  constexpr double kWideSpeedup = 1.07, kTallSpeedup = 1.10;
+  const int64_t slots = std::max(1, sms);
+  auto waves = [&](int64_t bm, int64_t bn) {
+    return ((M + bm - 1) / bm * ((N + bn - 1) / bn) + slots - 1) / slots;
+  };
+  const double narrow = double(waves(128, 128)) * 128;
+  const double wide = double(waves(128, 192)) * 192 / kWideSpeedup;
+  const double tall = double(waves(256, 128)) * 256 / kTallSpeedup;
+  if (rows_256 && tall < narrow && tall < wide) return {128, 1, 256};
+  return {wide < narrow ? 192 : 128, 1, 128};
 }
 
+// A requested block_n or cluster keeps 128 rows (0: picked); block_m 256 runs 128 x 1.
 Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested) {
   MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128 || requested.block_n == 192,
                  "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", requested.block_n);
-  return {requested.block_n ? requested.block_n : sm90_fp8_gemm_pick(M, N, sms).block_n,
-          sm90_fp8_gemm_cluster(requested.cluster)};
+  MIXQ_CHECK_ARG(requested.block_m == 0 || requested.block_m == 128 || requested.block_m == 256,
+                 "sm90 fp8 gemm: block_m must be 0 (picked), 128 or 256, got ", requested.block_m);
+  if (requested.block_m == 256) {
+    MIXQ_CHECK_ARG(requested.block_n == 128 && requested.cluster <= 1,
+                   "sm90 fp8 gemm: block_m 256 runs block_n 128 on single CTAs, got block_n ",
+                   requested.block_n, ", cluster ", requested.cluster);
+    return {128, 1, 256};
+  }
+  if (requested.block_m == 0 && requested.block_n == 0 && requested.cluster == 0)
+    return sm90_fp8_gemm_pick(M, N, sms, true);
+  // 128 rows: the requested width, or the 128-row pick's
+  return {requested.block_n ? requested.block_n : sm90_fp8_gemm_pick(M, N, sms, false).block_n,
+          sm90_fp8_gemm_cluster(requested.cluster), 128};
 }
 
 const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
+  if (t.block_m == 256) return "sm90_fp8_block_gemm_bm256_bn128_s4";
   if (t.block_n == 192)
     return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
                           : "sm90_fp8_block_gemm_bm128_bn192_s5";
@@ -44,7 +65,7 @@ const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
 }
 
 namespace {
-constexpr Sm90Fp8Tile kTiles[] = {{128, 1}, {128, 2}, {192, 1}, {192, 2}};
+constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128}, {192, 2, 128}, {128, 1, 256}};
 }  // namespace
 
 Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {

@@ -2,6 +2,7 @@
 
 #include <tuple>
 
+#include "cuda/dispatch/fp8_plan.hpp"
 #include "cuda/kernels/common/wo_layout.hpp"
 
 namespace mixq::cuda {
@@ -39,9 +40,7 @@ const char* KernelId::family_name() const {
     case Family::I8Sm90Pair: return "sm90_i8_128x128_c2";
     case Family::I8Sm90Tall: return "sm90_i8_256x64";
     case Family::I8Skinny: return skinny_name(kI8Skinny, tile_m);
-    case Family::Fp8Gemm:
-      if (tile_n == 192) return ctas == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2" : "sm90_fp8_block_gemm_bm128_bn192_s5";
-      return ctas == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2" : "sm90_fp8_block_gemm_bm128_bn128_s6";
+    case Family::Fp8Gemm: return sm90_fp8_gemm_name({tile_n, ctas, tile_m == 256 ? 256 : 128});
     case Family::Fp8Skinny: return skinny_name(kFp8Skinny, tile_m);
   }
   return "?";

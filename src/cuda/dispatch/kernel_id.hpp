@@ -38,7 +38,7 @@ struct KernelId {
   Family family = Family::WoStream;
   uint8_t act = 0;      // weight-only: activation type (IoType: 0 f16, 1 bf16, 2 f32; 3 e4m3: W4A8)
   uint8_t codes = 0;    // weight-only: 4, 8, kCodesE4M3 or kCodesU4F8; W8A8: the K block (64, 128)
-  uint16_t tile_m = 0;  // token tile (weight-only, skinny kernels)
+  uint16_t tile_m = 0;  // token tile (weight-only, skinny kernels); FP8 GEMM: 256 for 256-row tiles
   uint16_t tile_n = 0;  // weight rows per CTA tile (FP8 GEMM: 128 or 192)
   uint8_t ctas = 1;     // CTAs per SM (wgmma kernel) or per cluster (CTA pairs)
   PairKind pairs = PairKind::F32;

@@ -29,10 +29,12 @@ void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& a) {
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   check_sm90_fp8_gemm_args(a);
-  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster});
+  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster, a.block_m});
   const bool pair = t.cluster == 2;
   // Stages: as many as fit in 227 KB of shared memory.
-  if (t.block_n == 192) {
+  if (t.block_m == 256) {
+    launch_fp8<128, 4, 1, 0, 2>(a, stream);
+  } else if (t.block_n == 192) {
     if (pair) launch_fp8<192, 5, 2, 1>(a, stream);
     else launch_fp8<192, 5, 1, 1>(a, stream);
   } else {

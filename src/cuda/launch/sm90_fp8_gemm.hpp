@@ -33,6 +33,7 @@ struct Sm90Fp8GemmArgs {
   int group_n = 0;             // tile raster group along N (0 = kSm90Fp8DefaultGroupN)
   int block_n = 0;             // N tile: 128 or 192 (the plan's: dispatch/fp8_plan.hpp; 0 picks it)
   int cluster = 0;             // CTAs per cluster along M (B multicast): 0 (default), 1 or 2
+  int block_m = 0;             // M tile: 0 (the plan's), 128, or 256 (with block_n 128, single CTAs)
   int y_tma = -1;              // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
   bool pdl = true;             // skinny kernel: a programmatic dependent launch (after the quantizer)
 };

@@ -20,7 +20,8 @@ namespace mixq::cuda::sm90 {
 // 160, 192; the launcher runs 128 and 192) it touches at most two weight blocks, and each stage loads a {4 K blocks} x {2 weight
 // blocks} box of sb (a box's first element must be 16-byte aligned: kb = 1 faults with an illegal
 // instruction, hence the aligned group of four K blocks; read() picks kb % 4).
-// kARows: rows of sa per stage. 128 (the tile's rows from m0, a multiple of 128); the grouped GEMM's
+// kARows: rows of sa per stage. 128 or 256 (the tile's rows from m0, a multiple of the tile
+// height); the grouped GEMM's
 // tiles start at any row of the call (an expert's first row), and a box whose first element is
 // not 16-byte aligned faults the same way, so its policy (kARows = 132) loads the 132 rows from
 // m0 rounded down to a multiple of 4, and the skeleton reads rows m0 % 4 further on
@@ -37,7 +38,8 @@ struct Fp8BlockScaledPolicy {
   static constexpr bool kOneBlock = 128 % BN == 0;
   template <int N>
   using Mma = WgmmaE4M3<N>;
-  static_assert(kARows == 128 || kARows == 132, "the tile's rows, or 4 more (any first row)");
+  static_assert(kARows == 128 || kARows == 256 || kARows == 132,
+                "the tile's rows (128 or 256), or 4 more (any first row)");
   struct Params {
     CUtensorMap sa;  // f32 {M, num_kb}, box {kARows, 1}
     CUtensorMap sb;  // f32 {num_kb, N blocks}, box {4, kSbRows}

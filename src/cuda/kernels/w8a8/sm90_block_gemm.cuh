@@ -514,8 +514,15 @@ __global__ void __launch_bounds__(384, 1)
     // and promote together, and the tensor cores idle through every promotion.
     // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
     // 128-wide tiles. The 192-wide FP8 tile has registers for one set (kAccSets = 1).
-    static_assert(kAccSets == 1 || kAccSets == 2, "one or two accumulator sets");
-    static_assert((kAccSets + 1) * R * kSub <= 192,
+    // kAccSets == 0 ("waves", two sub-tiles): one accumulator set of one sub-tile, reused. A
+    // warpgroup issues sub-tile 0's MMAs of a K block, waits for them, promotes them, then sub-tile
+    // 1's; the other warpgroup's MMAs keep the tensor cores busy meanwhile. This is what fits a
+    // 256 x 128 tile (two sub-tiles of 64 accumulators each in the totals, one set of 64 in
+    // flight: 192 of the 232 registers), whose A + B bytes per MAC from L2 are 8% below the
+    // 128 x 192 tile's and 25% below 128 x 128's (48 KB per 256 x 128 x 128 block).
+    static_assert(kAccSets == 0 || kAccSets == 1 || kAccSets == 2, "zero (waves), one or two sets");
+    static_assert(kAccSets > 0 || (kSub == 2 && !kGrouped), "waves: two sub-tiles, plain GEMM");
+    static_assert((kAccSets == 0 ? (1 + kSub) * R : (kAccSets + 1) * R * kSub) <= 192,
                   "the accumulator sets and the totals must fit in registers");
     Acc acc0[kSub][R], acc1[kSub][R];
     // TMA-store epilogue: this warpgroup's staging box, the thread that issues its stores (and
@@ -535,6 +542,8 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int kBlocks = policy_blocks<Policy>(0);
     static_assert(kBlocks == 1 || (kBlocks == 2 && kAccSets == 2),
                   "two blocks per stage run with two accumulator sets (one per half)");
+    static_assert(kAccSets > 0 || (kBlocks == 1 && !has_rank1<Policy>(0)),
+                  "waves: one block per stage, no rank-1 stages");
     constexpr int kSteps = 4 / kBlocks;  // k32 MMA steps per block
     const int num_blocks = p.num_kb * kBlocks;
     // Issues block `blk`'s MMAs into `acc` (fresh accumulator) and commits them as one group,
@@ -568,6 +577,31 @@ __global__ void __launch_bounds__(384, 1)
       if (half == kBlocks - 1) in.advance();
       return stage;
     };
+    // Waves (kAccSets == 0): sub-tile `sub` of K block `kb` into `acc` (fresh), one commit group;
+    // waits for the stage before sub-tile 0, reads the scales of the sub-tile's rows, moves the
+    // ring on after the last sub-tile. Returns the stage.
+    auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub) {
+      const int stage = in.stage;
+      if (sub == 0) {
+        mbar_wait(&full[stage], in.phase);
+        __syncwarp();
+      }
+      scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
+                           b_meta + stage * Policy::kBMetaBytes, meta_row + 64 * sub, n0, kb, 0);
+      // broadcast from lane 0: warp-uniform values the compiler keeps in uniform registers, so
+      // the descriptors need no per-wgmma moves from vector registers
+      const uint32_t da = __shfl_sync(0xffffffffu, desc_lo_kmajor_sw128(smem_u32(
+          a_tiles + stage * Shape::kABytes + (cw * kSub + sub) * 64 * 128)), 0);
+      const uint32_t db = __shfl_sync(0xffffffffu,
+                                      desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes)), 0);
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kSteps; ++k)
+        Mma::mma(acc, desc_from_lo_sw128(da + 2 * k), desc_from_lo_sw128(db + 2 * k), k);
+      wgmma_commit();
+      if (sub == kSub - 1) in.advance();
+      return stage;
+    };
     // After the wait that completed `acc`'s group: fold it into the total, release its slot once
     // the stage's last block is retired.
     // The slot is free once the MMAs have read it, unless promote() still reads its metadata; then
@@ -576,7 +610,9 @@ __global__ void __launch_bounds__(384, 1)
     // slot that the 6-deep ring can spare.
     constexpr bool kDeferRelease = promote_reads_smem<Policy>(0);
     int held = -1;  // kDeferRelease: the slot whose metadata the last promote() read
-    auto retire = [&](Acc(&acc)[kSub][R], const Scale& scale, int stage, int half) {
+    // (generic: instantiated only where called, so a waves tile, whose policy promotes one
+    // sub-tile at a time, never compiles its kSub-wide promote)
+    auto retire = [&](auto& acc, const Scale& scale, int stage, int half) {
 #pragma unroll
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
@@ -647,7 +683,22 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
       Scale s0, s1;
-      if constexpr (kAccSets == 1) {
+      if constexpr (kAccSets == 0) {
+        static_assert(!kDeferRelease, "waves: the scales are read before the MMAs");
+        for (int kb = 0; kb < num_blocks; ++kb) {
+#pragma unroll
+          for (int sub = 0; sub < kSub; ++sub) {
+            const int st = issue_sub(acc0[0], s0, n0, kb, sub);
+            wgmma_wait<0>();
+#pragma unroll
+            for (int i = 0; i < R; ++i) reg_fence(acc0[0][i]);
+            // the slot is free once the last sub-tile's MMAs have read it
+            if (sub == kSub - 1) release_slot<kCluster>(empty0 + 8 * st, lane);
+            Policy::promote(*reinterpret_cast<float(*)[1][R]>(&total[sub]),
+                            *reinterpret_cast<const Acc(*)[1][R]>(&acc0[0]), s0);
+          }
+        }
+      } else if constexpr (kAccSets == 1) {
         // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
         // (Waiting for the next slot and reading its scales before this block's wait, so that
         // only the promotion lies between the blocks, measured no faster: docs/decisions/fp8-block-gemm.md.)
