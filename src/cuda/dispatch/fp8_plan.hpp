@@ -15,7 +15,7 @@ constexpr int kSm90Fp8DefaultGroupN = 2;
 struct Sm90Fp8Tile {
   int block_n = 0;
   int cluster = 0;
-  int block_m = 0;  // 0 or 128: 128-row tiles; 256
+  int block_m = 0;  // 128 or 256 rows; 0 in a request: picked (with block_n and cluster 0)
 };
 // The tile the plan picks for an M x N output on `sms` SMs (single CTAs): 128 x 128, 128 x 192,
 // or (rows_256) 256 x 128.
