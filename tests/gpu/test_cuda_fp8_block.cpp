@@ -138,6 +138,11 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
   run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
 }
 
+// The block GEMM's tile configurations by kernel name (force_kernel), the 256-row one last.
+constexpr const char* kEveryTile[] = {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+                                      "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
+                                      "sm90_fp8_block_gemm_bm256_bn128_s4"};
+
 // Every tile configuration forced: 128- and 192-wide tiles (192 spans two weight blocks at every
 // other tile), single CTAs and CTA pairs multicasting B (an odd number of M tiles leaves the second
 // CTA of the last pair entirely past M), 256-row tiles (M = 1, 129, 300: one or both sub-tiles of
@@ -145,9 +150,7 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
 TEST(CudaFp8Block, EveryTileConfiguration) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 40;
-  for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                        "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
-                        "sm90_fp8_block_gemm_bm256_bn128_s4"}) {
+  for (const char* k : kEveryTile) {
     Case c{1, 1000, 1000};
     c.force = k;
     for (int64_t M : {1, 129, 300}) {
@@ -185,9 +188,7 @@ TEST(CudaFp8Block, TmaStoreEpilogueMatchesDirectStores) {
     const std::vector<uint8_t> xb = to_bytes(randn(size_t(M * c.K), seed++), DType::BF16);
     DeviceBuffer dx(xb.size());
     dx.copy_from_host(xb.data(), xb.size());
-    for (const char* k : {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                          "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
-                          "sm90_fp8_block_gemm_bm256_bn128_s4"}) {
+    for (const char* k : kEveryTile) {
       PrepareOptions o;
       o.backend = BackendKind::CUDA;
       o.act = ActQuant::Fp8Block;
