@@ -114,6 +114,84 @@ TEST(CudaConv, PackedTapsForFewInputChannels) {
   }
 }
 
+// Ci <= 4 with 16-bit activations: the patch kernel (sm80_conv_stem, conv_stem.hpp). The ResNet
+// stem at batch 1 (64-pixel tiles) and 2 (128-pixel tiles), odd images, Ci 1-4, odd stride_w * Ci
+// (the shifted patch copy), Co 17 / 130 (partial channel tiles), rectangular and strided filters,
+// dilation along H, output rows of several tiles, padding larger than the filter's half; both
+// layouts and K orders, f16 and bf16 x, per-channel scales and one-channel blocks; against the
+// float64 reference and against the general kernel forced on the same call.
+TEST(CudaConv, StemKernelForFewInputChannels) {
+  SKIP_WITHOUT_GPU();
+  uint32_t seed = 5100;
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh;
+  };
+  const G geoms[] = {
+      {1, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1},  // the ResNet stem, 64-pixel tiles
+      {2, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 1},  // 128-pixel tiles, persistent blocks
+      {2, 3, 23, 21, 64, 7, 7, 2, 2, 3, 3, 1},    // odd image
+      {3, 3, 17, 19, 17, 3, 3, 1, 1, 1, 1, 1},    // stride 1: odd runs (shifted copy), Co 17
+      {1, 1, 9, 300, 24, 3, 3, 1, 1, 2, 4, 1},    // Ci 1, three tiles a row, padding > half
+      {1, 2, 15, 33, 130, 5, 3, 2, 1, 1, 1, 1},   // Ci 2, 5x3, three channel tiles
+      {2, 4, 32, 32, 96, 4, 4, 4, 4, 0, 0, 1},    // Ci 4 patchify, stride 4
+      {1, 3, 13, 150, 32, 3, 3, 3, 3, 1, 1, 2},   // stride 3, dilation 2 along H
+  };
+  for (const G& g : geoms)
+    for (Layout layout : {Layout::NHWC, Layout::NCHW})
+      for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
+        for (DType t : {DType::F16, DType::BF16}) {
+          ConvCase c;
+          c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+          c.sh = g.sh; c.sw = g.sw; c.ph = g.ph; c.pw = g.pw; c.dh = g.dh; c.dw = 1;
+          c.layout = layout;
+          c.order = order;
+          c.xt = t;
+          c.yt = order == ConvKOrder::KhKwCi ? t : DType::F32;
+          c.scheme = t == DType::F16 ? "w4g32asym" : "w8g32zp";
+          c.cb = (g.Co + g.Kh) % 2;  // 0: per output channel, 1: one pair per (tap, channel)
+          c.bias = true;
+          c.clamp = layout == Layout::NCHW ? Epilogue::relu6() : Epilogue{};
+          const ConvWeight cw = make_conv_weight(c, seed);
+          EXPECT_EQ(prepare(cw, cuda_opts()).kernel_name(1, t), t == DType::F16 ? "sm80_conv_stem_f16"
+                                                                               : "sm80_conv_stem_bf16");
+          const ConvRun r = run_conv(c, cw, seed);
+          const double tol = tolerance(c.xt, c.yt);
+          EXPECT_LE(r.rel_err, tol) << describe(c);
+          EXPECT_LE(r.max_err, 12 * tol) << describe(c);
+          // the general kernel on the same call: the same rounded products, summed in another order
+          ConvCase d = c;
+          d.force = "sm80_conv_igemm";
+          const ConvRun rd = run_conv(d, cw, seed);
+          double num = 0, den = 0;
+          for (size_t i = 0; i < r.y.size() / esize(c.yt); ++i) {
+            const double a = test::value(r.y, c.yt, i), b = test::value(rd.y, c.yt, i);
+            num += (a - b) * (a - b);
+            den += b * b;
+          }
+          EXPECT_LE(std::sqrt(num / std::max(den, 1e-300)), tol) << describe(c) << ": against the general kernel";
+          ++seed;
+        }
+  // f32 activations and dilation along W take the general kernel; forcing the stem kernel there
+  // is a clear error
+  ConvCase c;
+  c.B = 1; c.Ci = 3; c.H = c.W = 12; c.Co = 8; c.Kh = c.Kw = 3;
+  c.xt = DType::F32;
+  const ConvWeight cw = make_conv_weight(c, seed);
+  EXPECT_EQ(prepare(cw, cuda_opts()).kernel_name(1, DType::F32).find("sm80_conv_stem"), std::string::npos);
+  expect_conv_ok(c, seed++);
+  c.xt = c.yt = DType::F16;
+  c.dw = 2;
+  expect_conv_ok(c, seed++);  // the general kernel
+  c.force = "sm80_conv_stem";
+  expect_error([&] { run_conv(c, cw, seed); }, ErrorCode::InvalidArgument, "dilation_w 2");
+  ConvCase wide;
+  wide.Ci = 5;
+  PrepareOptions o = cuda_opts();
+  o.force_kernel = "sm80_conv_stem";
+  expect_error([&] { prepare(make_conv_weight(wide, seed), o); }, ErrorCode::InvalidArgument,
+               "Ci <= 4");
+}
+
 // Every code type, zero form and block along Ci (32, 64, 128, per channel), in both K orders.
 TEST(CudaConv, SchemesAndBlocks) {
   SKIP_WITHOUT_GPU();
@@ -282,12 +360,17 @@ TEST(CudaConv, MnnInt4Weights) {
 // bits (no allocation or host synchronisation inside the call).
 TEST(CudaConv, GraphCaptureReplaysEagerBits) {
   SKIP_WITHOUT_GPU();
-  for (int64_t kh : {int64_t(3), int64_t(1)}) {  // the implicit GEMM and the 1x1 linear path
+  // the implicit GEMM, the 1x1 linear path, the stem kernel (persistent blocks)
+  for (int64_t kh : {int64_t(3), int64_t(1), int64_t(7)}) {
     ConvCase c;
     c.B = 2; c.Ci = 64; c.H = 14; c.W = 14; c.Co = 96; c.Kh = c.Kw = kh;
     c.ph = c.pw = kh / 2;
     c.scheme = "w4g32";
     c.cb = 32;
+    if (kh == 7) {
+      c.Ci = 3; c.H = c.W = 224; c.Co = 64; c.sh = c.sw = 2;
+      c.cb = 0;
+    }
     c.xt = c.yt = DType::F16;
     const ConvWeight cw = make_conv_weight(c, 41);
     const PreparedWeight pw = prepare(cw, cuda_opts());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
+#include "mixq/numeric.hpp"
 
 namespace mixq {
 
@@ -66,6 +68,11 @@ class CudaConvWeightOnly final : public PreparedImpl {
     k_steps_ = row_codes / cuda::kConvBK;
     cb_ = channel_block(w, g);
     n_cb_ = (g.Ci + cb_ - 1) / cb_;
+    // Few input channels (an RGB stem): the patch kernel (kernels/conv/conv_stem.hpp) serves
+    // 16-bit activations where its K (Kh rows of Kw * Ci columns, padded) fits its tables
+    smem_optin_ = caps.smem_per_block_optin;
+    stem_ = packed_ && g.Ci <= cuda::kStemMaxCi &&
+            cuda::conv_stem_kpad(int(g.Ci), int(g.Kh), int(g.Kw)) <= cuda::kStemMaxK;
     repack(w, g);
     sm_count_ = std::max(caps.sm_count, 1);
     // the K split's partial sums when a call brings no workspace (plans are capped at this size)
@@ -75,9 +82,14 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // (K = Kh Kw Ci, blocks within a tap's channels) also runs as the wgmma kernel's implicit GEMM
     // over NHWC 16-bit inputs (cuda::conv_igemm), unless the old kernel is forced.
     force_ = cuda::forced_kernel(o, {"sm80_conv", "sm90_wo"});
-    MIXQ_CHECK_ARG(force_.empty() || force_ == "sm80_conv_igemm" || force_ == "sm90_wo_ws",
+    MIXQ_CHECK_ARG(force_.empty() || force_ == "sm80_conv_igemm" || force_ == "sm80_conv_stem" ||
+                       force_ == "sm90_wo_ws",
                    "prepare (cuda conv2d): force_kernel '", force_, "' is not one of sm80_conv_igemm, "
-                   "sm90_wo_ws");
+                   "sm80_conv_stem, sm90_wo_ws");
+    MIXQ_CHECK_ARG(force_ != "sm80_conv_stem" || stem_, "prepare (cuda conv2d): force_kernel "
+                   "sm80_conv_stem needs a weight of Ci <= ", cuda::kStemMaxCi, " input channels, "
+                   "more than one tap and Kh * Kw * Ci <= ", cuda::kStemMaxK, ", got Ci ", g.Ci,
+                   ", ", g.Kh, "x", g.Kw);
     PrepareOptions lo = o;
     lo.force_kernel.clear();
     if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, lo);
@@ -93,6 +105,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
     if (igemm_ && act != DType::F32) return "im2col " + cuda::conv_igemm_kernel_name(*igemm_, M, act);
+    // (the stem kernel also needs dilation_w 1, a property of the call: named as if it were)
+    if (stem_ && act != DType::F32 && force_ != "sm80_conv_igemm")
+      return cuda::conv_stem_name(conv_io_type(act));
     return cuda::conv_igemm_name(conv_io_type(act), packed_) + (split_plan(M).splits > 1 ? "_splitk" : "");
   }
 
@@ -159,6 +174,17 @@ class CudaConvWeightOnly final : public PreparedImpl {
     k.bias_type = ep.bias.empty() ? IoType::F32 : conv_io_type(ep.bias.dtype);
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
+    cuda::ConvStemParams stem{};
+    if (stem_ && force_ != "sm80_conv_igemm" &&
+        cuda::conv_stem_plan(k, x.dtype != DType::F32, sm_count_, smem_optin_, &stem)) {
+      stem.w_image = static_cast<const uint16_t*>(stem_image_.data()) +
+                     (x.dtype == DType::BF16 ? stem_image_.size() / 4 : 0);
+      cuda::DeviceGuard guard(device_);
+      return cuda::launch_conv_stem(stem, sm_count_, static_cast<cudaStream_t>(ctx.stream));
+    }
+    MIXQ_CHECK_ARG(force_ != "sm80_conv_stem", "conv2d (cuda): force_kernel sm80_conv_stem cannot "
+                   "run this call (x ", dtype_name(x.dtype), ", dilation_w ", p.dilation_w,
+                   "): it takes f16 / bf16 activations and dilation_w 1");
     const SplitPlan sp = split_plan(B * Ho * Wo);
     k.splits = sp.splits;
     k.steps_per_split = sp.steps_per_split;
@@ -287,14 +313,43 @@ class CudaConvWeightOnly final : public PreparedImpl {
     codes_.copy_from_host(codes.data(), codes.size());
     pairs_ = DeviceBuffer(std::max<size_t>(pairs.size() * 4, 16), device_);
     pairs_.copy_from_host(pairs.data(), pairs.size() * 4);
+    if (stem_) stem_image(codes, pairs, g);
+  }
+
+  // The stem kernel's weight image (conv_stem.hpp): [f16 | bf16][Co rounded up to 64][kpad], the
+  // values w = s * u + o' of the repacked codes and pairs (the general kernel's fmaf in f32),
+  // rounded to nearest even once; column k = kh * lp + kw * Ci + ci.
+  void stem_image(const std::vector<uint8_t>& codes, const std::vector<float>& pairs,
+                  const ConvGeometry& g) {
+    const int64_t Ci = g.Ci, kwc = g.Kw * Ci, lp = cuda::conv_stem_lp(int(Ci), int(g.Kw));
+    const int64_t kpad = cuda::conv_stem_kpad(int(Ci), int(g.Kh), int(g.Kw));
+    const int64_t cop = cuda::round_up(N, int64_t(cuda::kStemBN));
+    std::vector<uint16_t> img(size_t(2 * cop * kpad), 0);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t kh = 0; kh < g.Kh; ++kh)
+        for (int64_t j = 0; j < kwc; ++j) {
+          const int64_t kk = kh * kwc + j, tap = kh * g.Kw + j / Ci, ci = j % Ci;
+          const uint8_t* row = codes.data() + n * row_bytes_;
+          const uint32_t u = bits_ == 4 ? (row[kk / 2] >> (4 * (kk % 2))) & 0xFu : row[kk];
+          const size_t pi = size_t((n * taps_ + tap) * n_cb_ + ci / cb_) * 2;
+          const float w = std::fmaf(pairs[pi], float(u), pairs[pi + 1]);
+          const size_t at = size_t(n * kpad + kh * lp + j);
+          img[at] = f32_to_f16(w);
+          img[size_t(cop * kpad) + at] = f32_to_bf16(w);
+        }
+    stem_image_ = DeviceBuffer(img.size() * 2, device_);
+    stem_image_.copy_from_host(img.data(), img.size() * 2);
   }
 
   int device_ = 0;
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1, k_steps_ = 1;
   bool packed_ = false;  // packed taps (few input channels)
+  bool stem_ = false;    // the few-input-channel patch kernel may serve calls
+  size_t smem_optin_ = 0;
   int bits_ = 4;
   int sm_count_ = 1;
   DeviceBuffer codes_, pairs_;
+  DeviceBuffer stem_image_;  // the stem kernel's dequantized weight (f16 then bf16)
   std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
   std::shared_ptr<const PreparedImpl> igemm_;   // the linear form the wgmma implicit GEMM runs

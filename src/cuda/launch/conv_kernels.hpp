@@ -7,6 +7,7 @@
 
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/kernels/conv/conv_params.hpp"
+#include "cuda/kernels/conv/conv_stem.hpp"
 
 namespace mixq::cuda {
 
@@ -15,6 +16,13 @@ namespace mixq::cuda {
 // bf16 bf16 MMAs, f32 the three-product bf16 split. No allocation, no synchronisation
 // (graph-capturable).
 void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
+
+// The few-input-channel conv (conv_stem.hpp; the plan from conv_stem_plan): a persistent grid of
+// the blocks `sms` SMs hold at once. No allocation, no synchronisation.
+void launch_conv_stem(const ConvStemParams& s, int sms, cudaStream_t stream);
+
+// Its kernel name for activations of IoType x_type (f16 or bf16).
+std::string conv_stem_name(IoType x_type);
 
 // The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
 void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);

@@ -1,0 +1,92 @@
+// The few-input-channel conv ("stem": an RGB image's first layer, 7x7 stride 2 over 3 channels)
+// as an implicit GEMM whose activation operand is read from a shared-memory patch of the image
+// (plain C++: shared by the host plan and the device code).
+//
+// Why its own kernel: with Ci <= 4 a pixel's whole filter row is one contiguous run of
+// Kw * Ci elements in an NHWC image (taps kw and channels ci together), and the rows of
+// consecutive output pixels overlap (stride_w * Ci elements apart). The general kernel gathers
+// every (pixel, k) element with its own bounds test and divisions and dequantizes the weight again
+// in every block; this one
+//   - loads, per tile of tile_w output pixels of one output row, the Kh input rows the tile
+//     reads (patch[kh][e], e = the run of the row's (iw, ci) elements from the tile's first
+//     input column, zeros outside the image) once, coalesced;
+//   - takes the MMA's A fragments straight from the patch: K is ordered k = kh * lp + j with
+//     j = kw * Ci + ci < Kw * Ci (lp = Kw * Ci rounded up to even, so a fragment's pair of
+//     columns never straddles two filter rows), and element (pixel m, k) is
+//     patch[kh][m * stride_w * Ci + j]. Columns j >= Kw * Ci and k >= Kh * lp are masked to 0
+//     in the fragment (the patch there holds real neighbouring pixels);
+//   - copies its 64 output channels' weights into shared memory once per block, from an image
+//     prepare dequantized in that K order (w = s * u + o' rounded to the operand type, the
+//     general kernel's values: [f16 | bf16][Co rounded up to 64][kpad], 0 in padding columns
+//     and channels), and walks many tiles (a persistent grid);
+//   - odd stride_w * Ci makes every other pixel's run start at an odd element, which 32-bit
+//     fragment loads cannot read: the patch is then kept a second time shifted by one element.
+// The image is small (at most 2 x 2 x kStemMaxK bytes an output channel); the weight also keeps
+// the packed-taps codes the general kernel reads (f32 activations, dilation along W).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/kernels/conv/conv_params.hpp"
+
+namespace mixq::cuda {
+
+constexpr int kStemBN = 64;         // output channels per block (8 n8 fragments per warp)
+constexpr int kStemThreads = 128;   // 4 warps, each 16 * mf output pixels of the tile
+constexpr int kStemMaxCi = 4;       // input channels the kernel is instantiated for (1-4)
+constexpr int kStemMaxK = 512;      // padded K (Kh * lp rounded up to 16) it accepts
+
+struct ConvStemParams {
+  ConvIgemmParams g;    // geometry, output, epilogue
+  const uint16_t* w_image;  // the operand type's weight image [Co rounded up to 64][kpad]
+  int mf;               // m16 fragments per warp: tile_w = 64 * mf
+  int tile_w;           // output pixels (consecutive ow of one output row) per tile
+  int tiles_per_row;    // ceil(Wo / tile_w)
+  int64_t pixel_tiles;  // B * Ho * tiles_per_row
+  int lp;               // K columns per filter row: Kw * Ci rounded up to even
+  int kpad;             // Kh * lp rounded up to 16
+  int b_pitch;          // shared weight row pitch (elements): kpad + 8
+  int patch_w;          // elements of a patch row: (tile_w - 1) * stride_w * Ci + lp
+  int patch_pitch;      // patch_w rounded up to even
+  bool shifted;         // odd stride_w * Ci: the shifted second copy of the patch
+  size_t smem_bytes;    // dynamic shared memory of one block
+};
+
+// Whether the stem kernel takes a conv with these input channels, filter, horizontal stride /
+// dilation and 16-bit activations, and if so its shared-memory plan. `sms` SMs,
+// `smem_optin` bytes of shared memory a block may use. The pixel tile is 128 wide where the
+// output rows are wider than 64 and the 128-wide tiles give every SM one; else 64.
+// K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length).
+inline int conv_stem_lp(int Ci, int Kw) { return (Kw * Ci + 1) / 2 * 2; }
+inline int conv_stem_kpad(int Ci, int Kh, int Kw) { return (Kh * conv_stem_lp(Ci, Kw) + 15) / 16 * 16; }
+
+inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t smem_optin,
+                           ConvStemParams* out) {
+  if (!x16 || !g.packed || g.Ci < 1 || g.Ci > kStemMaxCi || g.dil_w != 1) return false;
+  ConvStemParams s{};
+  s.g = g;
+  s.lp = conv_stem_lp(g.Ci, g.Kw);
+  s.kpad = conv_stem_kpad(g.Ci, g.Kh, g.Kw);
+  if (s.kpad > kStemMaxK) return false;
+  const int64_t rows = int64_t(g.B) * g.Ho;
+  const int64_t tiles128 = rows * ((g.Wo + 127) / 128) * ((g.Co + kStemBN - 1) / kStemBN);
+  s.mf = g.Wo > 64 && tiles128 >= sms ? 2 : 1;
+  s.tile_w = 64 * s.mf;
+  s.tiles_per_row = (g.Wo + s.tile_w - 1) / s.tile_w;
+  s.pixel_tiles = rows * s.tiles_per_row;
+  s.b_pitch = s.kpad + 8;
+  const int64_t run = int64_t(s.tile_w - 1) * g.stride_w * g.Ci + s.lp;
+  if (run > (int64_t(1) << 20)) return false;
+  s.patch_w = int(run);
+  s.patch_pitch = (s.patch_w + 1) / 2 * 2;
+  s.shifted = (g.stride_w * g.Ci) % 2 == 1;
+  // weights [64][b_pitch], the K table (one int2 per column pair), the patch (twice if shifted)
+  s.smem_bytes = size_t(kStemBN) * s.b_pitch * 2 + size_t(s.kpad / 2) * 8 +
+                 size_t(s.shifted ? 2 : 1) * g.Kh * s.patch_pitch * 2;
+  if (s.smem_bytes > smem_optin) return false;
+  *out = s;
+  return true;
+}
+
+}  // namespace mixq::cuda

@@ -1,0 +1,235 @@
+// The few-input-channel conv kernel (layout and K order: conv_stem.hpp) on mma.sync m16n8k16.
+//
+// A block owns 64 output channels (blockIdx.y) and walks pixel tiles blockIdx.x, + gridDim.x, ...
+// (persistent: its channels of the weight image, dequantized at prepare, are copied into shared
+// memory once, before the first tile). Per tile:
+//   1. the Kh patch rows are loaded from x (16-bit elements, coalesced; zeros outside the image)
+//      after a barrier that ends the previous tile's reads;
+//   2. each warp multiplies its 16 * mf pixels by the 64 channels: per 16-wide
+//      K step, A fragments are 32-bit loads from the patch at (pixel run start + column offset)
+//      masked by the K table, B fragments ldmatrix loads of the dequantized weight;
+//   3. bias, clamp, conversion and stores straight from the accumulators.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/common/mma_sm80.cuh"
+#include "cuda/kernels/conv/conv_stem.hpp"
+#include "cuda/kernels/conv/sm80_conv_igemm.cuh"
+
+namespace mixq::cuda::conv {
+
+// Elements i and i + 1 of an output: one 4-byte (16-bit types) or 8-byte (f32) store where the
+// address is aligned to it, else two.
+__device__ __forceinline__ void store_io_pair(void* y, IoType t, int64_t i, float v0, float v1) {
+  const int eb = t == IoType::F32 ? 4 : 2;
+  char* a = static_cast<char*>(y) + i * eb;
+  if (reinterpret_cast<uintptr_t>(a) % (2 * eb) == 0) {
+    switch (t) {
+      case IoType::F16: *reinterpret_cast<half2*>(a) = __floats2half2_rn(v0, v1); return;
+      case IoType::BF16: *reinterpret_cast<__nv_bfloat162*>(a) = __floats2bfloat162_rn(v0, v1); return;
+      default: *reinterpret_cast<float2*>(a) = make_float2(v0, v1); return;
+    }
+  }
+  store_io(y, t, i, v0);
+  store_io(y, t, i + 1, v1);
+}
+
+__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// One patch row: input row ih of image b from input column iw0 (channel 0), element e of the
+// run of (iw, ci) elements. NHWC: the run is contiguous in x; NCHW: e / CI picks the plane (a
+// multiply: CI is a template constant). Raw 16 bits, 0 outside the image.
+template <int CI>
+struct StemPatchRow {
+  const uint16_t* base = nullptr;  // x at (b, ih, 0, 0) (NHWC) or (b, 0, ih, 0) (NCHW)
+  int lo = 0, hi = 0;              // NHWC: the elements e inside the image are [lo, hi)
+  int iw0 = 0, W = 0;
+  int64_t plane = 0;               // NCHW: elements between channel planes
+  bool nchw = false, inside = false;
+
+  __device__ __forceinline__ StemPatchRow(const ConvIgemmParams& p, int b, int ih, int iw0_) {
+    iw0 = iw0_;
+    W = p.W;
+    nchw = p.nchw;
+    inside = ih >= 0 && ih < p.H;
+    plane = int64_t(p.H) * p.W;
+    if (!inside) return;
+    const uint16_t* x = static_cast<const uint16_t*>(p.x);
+    if (nchw) {
+      base = x + int64_t(b) * CI * plane + int64_t(ih) * p.W;
+    } else {
+      base = x + (int64_t(b) * p.H + ih) * int64_t(p.W) * CI;
+      lo = -iw0 * CI;
+      hi = (p.W - iw0) * CI;
+    }
+  }
+
+  __device__ __forceinline__ uint16_t operator()(int e) const {
+    if (!inside) return 0;
+    if (!nchw) return e >= lo && e < hi ? base[int64_t(iw0) * CI + e] : uint16_t(0);
+    const int px = e / CI, c = e - px * CI, iw = iw0 + px;
+    return iw >= 0 && iw < W ? base[c * plane + iw] : uint16_t(0);
+  }
+};
+
+template <typename T, int CI, int MF>
+__global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvStemParams s) {
+  extern __shared__ __align__(16) unsigned char stem_smem[];
+  const ConvIgemmParams& p = s.g;
+  T* Bs = reinterpret_cast<T*>(stem_smem);                               // [64][b_pitch]
+  int2* ktab = reinterpret_cast<int2*>(Bs + kStemBN * s.b_pitch);         // [kpad / 2]
+  uint16_t* patch = reinterpret_cast<uint16_t*>(ktab + s.kpad / 2);       // [1|2][Kh][pitch]
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int n0 = blockIdx.y * kStemBN;
+  const int kwc = p.Kw * CI;
+
+  // The block's 64 output channels of the dequantized weight image (conv_stem.hpp), rows of kpad
+  // columns, copied once: every 16-byte piece in flight at once (one memory latency)
+  {
+    const int pieces = s.kpad / 8;  // 16-byte pieces per row
+    const uint16_t* src = s.w_image + int64_t(n0) * s.kpad;
+    for (int i = tid; i < kStemBN * pieces; i += kStemThreads) {
+      const int nl = i / pieces, c = i - nl * pieces;
+      cp_async_16_u32(smem_addr(Bs + nl * s.b_pitch + 8 * c), src + int64_t(nl) * s.kpad + 8 * c);
+    }
+    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  }
+  // K table: for column pair (2i, 2i + 1), its offset in a patch row set (kh * pitch + j) and
+  // which halves are real filter columns
+  for (int i = tid; i < s.kpad / 2; i += kStemThreads) {
+    const int k = 2 * i, kh = k / s.lp, j = k - kh * s.lp;
+    int2 e = make_int2(0, 0);
+    if (kh < p.Kh) {
+      e.x = kh * s.patch_pitch + j;
+      e.y = j + 1 < kwc ? int(0xFFFFFFFFu) : j < kwc ? 0x0000FFFF : 0;
+    }
+    ktab[i] = e;
+  }
+
+  const int run_step = p.stride_w * CI;  // elements between consecutive pixels' runs
+  const int rows_elems = p.Kh * s.patch_pitch;
+  const uint32_t patch_addr = smem_addr(patch);
+  const uint32_t b_addr = smem_addr(Bs);
+  // ldmatrix x4 of channel pair np: lane's row n = 16 np + 8 (q / 2) + lane % 8, k half q % 2
+  const int q = lane / 8;
+  const uint32_t b_lane = b_addr + uint32_t(((8 * (q / 2) + lane % 8) * s.b_pitch + 8 * (q % 2)) * 2);
+  const int n_valid = min(kStemBN, p.Co - n0);
+
+  for (int64_t tile = blockIdx.x; tile < s.pixel_tiles; tile += gridDim.x) {
+    const int64_t row = tile / s.tiles_per_row;
+    const int ow0 = int(tile - row * s.tiles_per_row) * s.tile_w;
+    const int b = int(row / p.Ho), oh = int(row - int64_t(b) * p.Ho);
+    const int ih0 = oh * p.stride_h - p.pad_h;
+    const int iw0 = ow0 * p.stride_w - p.pad_w;
+
+    __syncthreads();  // the previous tile's patch reads are done (and, first, the tables written)
+    // the patch: row kh is input row ih0 + kh * dil_h from column iw0; with `shifted`, a second
+    // copy one element on (copy[e] = patch[e + 1])
+    // word w of the patch: row kh = w / (pitch / 2), element e = 2 w - kh * pitch (kept
+    // incrementally: each step moves 2 * kStemThreads elements on)
+    const int words = rows_elems / 2;
+    int kh = 0, e = 2 * tid;
+    while (e >= s.patch_pitch) e -= s.patch_pitch, ++kh;
+    for (int w = tid; w < words; w += kStemThreads) {
+      const StemPatchRow<CI> src(p, b, ih0 + kh * p.dil_h, iw0);
+      const uint16_t v0 = src(e), v1 = src(e + 1);
+      reinterpret_cast<uint32_t*>(patch)[w] = uint32_t(v0) | (uint32_t(v1) << 16);
+      if (s.shifted) reinterpret_cast<uint32_t*>(patch + rows_elems)[w] = uint32_t(v1) | (uint32_t(src(e + 2)) << 16);
+      e += 2 * kStemThreads;
+      while (e >= s.patch_pitch) e -= s.patch_pitch, ++kh;
+    }
+    __syncthreads();
+
+    float acc[MF][8][4];
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+
+    const int px_warp = warp * 16 * MF;  // the warp's first pixel of the tile
+    const int px_valid = min(s.tile_w, p.Wo - ow0);
+    if (px_warp < px_valid) {
+      // byte address of each fragment row's run start (rows g and g + 8 of each m16 fragment)
+      uint32_t row_addr[MF][2];
+#pragma unroll
+      for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int start = (px_warp + 16 * mi + 8 * h + g) * run_step;
+          row_addr[mi][h] = s.shifted && (start & 1)
+                                ? patch_addr + uint32_t((rows_elems + start - 1) * 2)
+                                : patch_addr + uint32_t(start * 2);
+        }
+      for (int ks = 0; ks < s.kpad / 16; ++ks) {
+        const int2 c0 = ktab[8 * ks + t4], c1 = ktab[8 * ks + t4 + 4];
+        Frag16x16 a[MF];
+#pragma unroll
+        for (int mi = 0; mi < MF; ++mi) {
+          a[mi].r[0] = lds32(row_addr[mi][0] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+          a[mi].r[1] = lds32(row_addr[mi][1] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+          a[mi].r[2] = lds32(row_addr[mi][0] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+          a[mi].r[3] = lds32(row_addr[mi][1] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+        }
+#pragma unroll
+        for (int np = 0; np < 4; ++np) {
+          if (16 * np >= n_valid) break;  // uniform: channels past Co
+          uint32_t r[4];
+          ldmatrix_x4_u32(r, b_lane + uint32_t((16 * np * s.b_pitch + 16 * ks) * 2));
+          const Frag16x8 b0{{r[0], r[1]}}, b1{{r[2], r[3]}};
+#pragma unroll
+          for (int mi = 0; mi < MF; ++mi) {
+            MmaType<T>::mma(acc[mi][2 * np], a[mi], b0);
+            MmaType<T>::mma(acc[mi][2 * np + 1], a[mi], b1);
+          }
+        }
+      }
+    }
+
+    // epilogue: bias, clamp, convert, store (NHWC: a channel pair per store where aligned)
+    const int64_t hw = int64_t(p.Ho) * p.Wo;
+    const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // NHWC row of the tile's pixel 0
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const int n = n0 + 8 * ni + 2 * t4;
+      if (n >= p.Co) continue;
+      const bool has1 = n + 1 < p.Co;
+      float bias0 = 0.f, bias1 = 0.f;
+      if (p.bias) {
+        bias0 = load_io(p.bias, p.bias_type, n);
+        if (has1) bias1 = load_io(p.bias, p.bias_type, n + 1);
+      }
+      // NCHW: (b, n, oh, ow0)
+      const int64_t chw0 = ((int64_t(b) * p.Co + n) * p.Ho + oh) * p.Wo + ow0;
+#pragma unroll
+      for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int px = px_warp + 16 * mi + 8 * h + g;
+          if (px >= px_valid) continue;
+          const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
+          const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
+          if (p.nchw) {
+            store_io(p.y, p.y_type, chw0 + px, v0);
+            if (has1) store_io(p.y, p.y_type, chw0 + hw + px, v1);
+          } else if (has1) {
+            store_io_pair(p.y, p.y_type, (pix0 + px) * p.Co + n, v0, v1);
+          } else {
+            store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
+          }
+        }
+    }
+  }
+}
+
+}  // namespace mixq::cuda::conv
