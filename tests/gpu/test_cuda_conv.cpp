@@ -149,6 +149,7 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
           c.yt = order == ConvKOrder::KhKwCi ? t : DType::F32;
           c.scheme = t == DType::F16 ? "w4g32asym" : "w8g32zp";
           c.cb = (g.Co + g.Kh) % 2;  // 0: per output channel, 1: one pair per (tap, channel)
+          c.f32_scales = true;       // (a one-element block's scale can underflow f16)
           c.bias = true;
           c.clamp = layout == Layout::NCHW ? Epilogue::relu6() : Epilogue{};
           const ConvWeight cw = make_conv_weight(c, seed);

@@ -3,8 +3,8 @@
 // A block owns 64 output channels (blockIdx.y) and walks pixel tiles blockIdx.x, + gridDim.x, ...
 // (persistent: its channels of the weight image, dequantized at prepare, are copied into shared
 // memory once, before the first tile). Per tile:
-//   1. the Kh patch rows are loaded from x (16-bit elements, coalesced; zeros outside the image)
-//      after a barrier that ends the previous tile's reads;
+//   1. the Kh patch rows are loaded from x (coalesced 32-bit words, several in flight per
+//      thread; zeros outside the image) after a barrier that ends the previous tile's reads;
 //   2. each warp multiplies its 16 * mf pixels by the 64 channels: per 16-wide
 //      K step, A fragments are 32-bit loads from the patch at (pixel run start + column offset)
 //      masked by the K table, B fragments ldmatrix loads of the dequantized weight;
@@ -74,11 +74,64 @@ struct StemPatchRow {
 
   __device__ __forceinline__ uint16_t operator()(int e) const {
     if (!inside) return 0;
-    if (!nchw) return e >= lo && e < hi ? base[int64_t(iw0) * CI + e] : uint16_t(0);
+    if (!nchw) return e >= lo && e < hi ? __ldg(base + int64_t(iw0) * CI + e) : uint16_t(0);
     const int px = e / CI, c = e - px * CI, iw = iw0 + px;
-    return iw >= 0 && iw < W ? base[c * plane + iw] : uint16_t(0);
+    return iw >= 0 && iw < W ? __ldg(base + c * plane + iw) : uint16_t(0);
+  }
+
+  // Patch word (elements e, e + 1) and the shifted copy's word (e + 1, e + 2). NHWC away from
+  // the image's edges: the two aligned 32-bit words around them (x need only be 2-byte aligned,
+  // so which two depends on the address) and a funnel shift; else element by element.
+  __device__ __forceinline__ void words(int e, bool shifted, uint32_t* w, uint32_t* ws) const {
+    if (inside && !nchw && e - 1 >= lo && e + 3 < hi) {
+      const uintptr_t a = reinterpret_cast<uintptr_t>(base + int64_t(iw0) * CI + e);
+      const uint32_t* al = reinterpret_cast<const uint32_t*>(a & ~uintptr_t(3));
+      const uint32_t lw = __ldg(al), hw = __ldg(al + 1);
+      const uint32_t mid = __funnelshift_r(lw, hw, 16);  // (lw >> 16) | (hw << 16)
+      const bool odd = (a & 2) != 0;
+      *w = odd ? mid : lw;
+      *ws = odd ? hw : mid;
+      return;
+    }
+    const uint32_t v0 = (*this)(e), v1 = (*this)(e + 1);
+    *w = v0 | (v1 << 16);
+    *ws = shifted ? v1 | (uint32_t((*this)(e + 2)) << 16) : 0u;
   }
 };
+
+// Loads the tile's patch (kh rows of patch_pitch elements from input row ih0 + kh * dil_h,
+// column iw0) into shared memory, and its shifted copy. kStemLoadBatch words a thread are
+// fetched before any is stored, so that their global loads are in flight together (one memory
+// latency per batch, not per word).
+constexpr int kStemLoadBatch = 8;
+
+template <int CI>
+__device__ __forceinline__ void stem_load_patch(const ConvStemParams& s, int b, int ih0, int iw0,
+                                                uint32_t* patch_words, int tid) {
+  const ConvIgemmParams& p = s.g;
+  const int words = p.Kh * s.patch_pitch / 2;
+  for (int w0 = tid; w0 < words; w0 += kStemLoadBatch * kStemThreads) {
+    uint32_t v[kStemLoadBatch], vs[kStemLoadBatch];
+#pragma unroll
+    for (int u = 0; u < kStemLoadBatch; ++u) {
+      const int w = w0 + u * kStemThreads;
+      v[u] = vs[u] = 0u;
+      if (w < words) {
+        const int kh = (2 * w) / s.patch_pitch, e = 2 * w - kh * s.patch_pitch;
+        const StemPatchRow<CI> src(p, b, ih0 + kh * p.dil_h, iw0);
+        src.words(e, s.shifted, &v[u], &vs[u]);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kStemLoadBatch; ++u) {
+      const int w = w0 + u * kStemThreads;
+      if (w < words) {
+        patch_words[w] = v[u];
+        if (s.shifted) patch_words[words + w] = vs[u];
+      }
+    }
+  }
+}
 
 template <typename T, int CI, int MF>
 __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvStemParams s) {
@@ -132,21 +185,7 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     const int iw0 = ow0 * p.stride_w - p.pad_w;
 
     __syncthreads();  // the previous tile's patch reads are done (and, first, the tables written)
-    // the patch: row kh is input row ih0 + kh * dil_h from column iw0; with `shifted`, a second
-    // copy one element on (copy[e] = patch[e + 1])
-    // word w of the patch: row kh = w / (pitch / 2), element e = 2 w - kh * pitch (kept
-    // incrementally: each step moves 2 * kStemThreads elements on)
-    const int words = rows_elems / 2;
-    int kh = 0, e = 2 * tid;
-    while (e >= s.patch_pitch) e -= s.patch_pitch, ++kh;
-    for (int w = tid; w < words; w += kStemThreads) {
-      const StemPatchRow<CI> src(p, b, ih0 + kh * p.dil_h, iw0);
-      const uint16_t v0 = src(e), v1 = src(e + 1);
-      reinterpret_cast<uint32_t*>(patch)[w] = uint32_t(v0) | (uint32_t(v1) << 16);
-      if (s.shifted) reinterpret_cast<uint32_t*>(patch + rows_elems)[w] = uint32_t(v1) | (uint32_t(src(e + 2)) << 16);
-      e += 2 * kStemThreads;
-      while (e >= s.patch_pitch) e -= s.patch_pitch, ++kh;
-    }
+    stem_load_patch<CI>(s, b, ih0, iw0, reinterpret_cast<uint32_t*>(patch), tid);
     __syncthreads();
 
     float acc[MF][8][4];
