@@ -88,8 +88,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
                    "sm80_conv_stem, sm90_wo_ws");
     MIXQ_CHECK_ARG(force_ != "sm80_conv_stem" || stem_, "prepare (cuda conv2d): force_kernel "
                    "sm80_conv_stem needs a weight of Ci <= ", cuda::kStemMaxCi, " input channels, "
-                   "more than one tap and Kh * Kw * Ci <= ", cuda::kStemMaxK, ", got Ci ", g.Ci,
-                   ", ", g.Kh, "x", g.Kw);
+                   "more than one tap and Kh * round_up(Kw * Ci, 2) <= ", cuda::kStemMaxK,
+                   " (rounded up to 16), got Ci ", g.Ci, ", ", g.Kh, "x", g.Kw);
     PrepareOptions lo = o;
     lo.force_kernel.clear();
     if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, lo);
@@ -184,7 +184,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
     }
     MIXQ_CHECK_ARG(force_ != "sm80_conv_stem", "conv2d (cuda): force_kernel sm80_conv_stem cannot "
                    "run this call (x ", dtype_name(x.dtype), ", dilation_w ", p.dilation_w,
-                   "): it takes f16 / bf16 activations and dilation_w 1");
+                   ", stride_w ", p.stride_w, "): it takes f16 / bf16 activations, dilation_w 1 "
+                   "and an image patch (Kh rows of 128 output pixels' inputs) that fits ",
+                   smem_optin_, " bytes of shared memory with the weight");
     const SplitPlan sp = split_plan(B * Ho * Wo);
     k.splits = sp.splits;
     k.steps_per_split = sp.steps_per_split;
