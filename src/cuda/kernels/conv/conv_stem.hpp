@@ -53,14 +53,14 @@ struct ConvStemParams {
   size_t smem_bytes;    // dynamic shared memory of one block
 };
 
-// Whether the stem kernel takes a conv with these input channels, filter, horizontal stride /
-// dilation and 16-bit activations, and if so its shared-memory plan. `sms` SMs,
-// `smem_optin` bytes of shared memory a block may use. The pixel tile is 128 wide where the
-// output rows are wider than 64 and the 128-wide tiles give every SM one; else 64.
 // K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length).
 inline int conv_stem_lp(int Ci, int Kw) { return (Kw * Ci + 1) / 2 * 2; }
 inline int conv_stem_kpad(int Ci, int Kh, int Kw) { return (Kh * conv_stem_lp(Ci, Kw) + 15) / 16 * 16; }
 
+// Whether the stem kernel takes a conv with these input channels, filter, horizontal stride /
+// dilation and 16-bit activations, and if so its shared-memory plan. `sms` SMs,
+// `smem_optin` bytes of shared memory a block may use. The pixel tile is 128 wide where the
+// output rows are wider than 64 and the 128-wide tiles give every SM one; else 64.
 inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t smem_optin,
                            ConvStemParams* out) {
   if (!x16 || !g.packed || g.Ci < 1 || g.Ci > kStemMaxCi || g.dil_w != 1) return false;
