@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/common/mma_sm80.cuh"
+#include "cuda/kernels/common/sm90_sync.cuh"  // lds32 (plain PTX, any sm_80+)
 #include "cuda/kernels/conv/conv_stem.hpp"
 #include "cuda/kernels/conv/sm80_conv_igemm.cuh"
 
@@ -36,12 +37,6 @@ __device__ __forceinline__ void store_io_pair(void* y, IoType t, int64_t i, floa
   }
   store_io(y, t, i, v0);
   store_io(y, t, i + 1, v1);
-}
-
-__device__ __forceinline__ uint32_t lds32(uint32_t addr) {
-  uint32_t v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-  return v;
 }
 
 // One patch row: input row ih of image b from input column iw0 (channel 0), element e of the
@@ -207,10 +202,10 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
         Frag16x16 a[MF];
 #pragma unroll
         for (int mi = 0; mi < MF; ++mi) {
-          a[mi].r[0] = lds32(row_addr[mi][0] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
-          a[mi].r[1] = lds32(row_addr[mi][1] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
-          a[mi].r[2] = lds32(row_addr[mi][0] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
-          a[mi].r[3] = lds32(row_addr[mi][1] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+          a[mi].r[0] = sm90::lds32(row_addr[mi][0] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+          a[mi].r[1] = sm90::lds32(row_addr[mi][1] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+          a[mi].r[2] = sm90::lds32(row_addr[mi][0] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+          a[mi].r[3] = sm90::lds32(row_addr[mi][1] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
         }
 #pragma unroll
         for (int np = 0; np < 4; ++np) {
