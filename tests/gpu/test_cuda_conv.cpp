@@ -135,7 +135,18 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
       {1, 2, 15, 33, 130, 5, 3, 2, 1, 1, 1, 1},   // Ci 2, 5x3, three channel tiles
       {2, 4, 32, 32, 96, 4, 4, 4, 4, 0, 0, 1},    // Ci 4 patchify, stride 4
       {1, 3, 13, 150, 32, 3, 3, 3, 3, 1, 1, 2},   // stride 3, dilation 2 along H
+      // NHWC rows of 16-byte multiples (the TMA form on sm_90):
+      {3, 3, 40, 40, 64, 5, 5, 1, 1, 2, 2, 1},    // odd runs: the shifted copy's second box
+      {4, 1, 400, 136, 8, 3, 3, 1, 1, 1, 1, 1},   // ~6 tiles a block: both stages, many phases
+      {2, 1, 64, 136, 24, 3, 3, 1, 1, 2, 4, 1},   // Ci 1, last tile of a row 14 pixels wide
+      {1, 3, 520, 520, 96, 4, 4, 4, 4, 0, 0, 1},  // 128-pixel box too wide: 64-pixel tiles
+      {2, 3, 32, 32, 17, 3, 3, 2, 2, 1, 1, 1},    // odd Co: the generic stores
+      {3, 2, 50, 72, 64, 3, 3, 1, 1, 1, 1, 1},    // Ci 2
   };
+  // the TMA form where the device has it (sm_90) and the call admits it (NHWC, aligned x, rows
+  // of 16-byte multiples, dilation 1): bit for bit the loader form's output (the same fragments
+  // in the same order, the same conversions)
+  const bool tma = test::hopper();
   for (const G& g : geoms)
     for (Layout layout : {Layout::NHWC, Layout::NCHW})
       for (ConvKOrder order : {ConvKOrder::KhKwCi, ConvKOrder::CiKhKw})
@@ -153,9 +164,22 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
           c.bias = true;
           c.clamp = layout == Layout::NCHW ? Epilogue::relu6() : Epilogue{};
           const ConvWeight cw = make_conv_weight(c, seed);
-          EXPECT_EQ(prepare(cw, cuda_opts()).kernel_name(1, t), t == DType::F16 ? "sm80_conv_stem_f16"
-                                                                               : "sm80_conv_stem_bf16");
+          EXPECT_EQ(prepare(cw, cuda_opts()).kernel_name(1, t),
+                    std::string(tma ? "sm90_conv_stem_tma_" : "sm80_conv_stem_") +
+                        (t == DType::F16 ? "f16" : "bf16"));
           const ConvRun r = run_conv(c, cw, seed);
+          const bool tma_call = tma && layout == Layout::NHWC && g.dh == 1 && (g.W * g.Ci) % 8 == 0;
+          if (tma_call) {
+            ConvCase f = c;
+            f.force = "sm90_conv_stem_tma";
+            EXPECT_EQ(run_conv(f, cw, seed).y, r.y) << describe(c) << ": forced TMA form";
+            f.force = "sm80_conv_stem";
+            EXPECT_EQ(run_conv(f, cw, seed).y, r.y) << describe(c) << ": against the loader form";
+            f.force.clear();
+            f.offset_x = true;  // x 2 bytes off a 16-byte boundary: the loader form
+            const ConvRun ro = run_conv(f, cw, seed);
+            EXPECT_LE(ro.rel_err, tolerance(c.xt, c.yt)) << describe(f);
+          }
           const double tol = tolerance(c.xt, c.yt);
           EXPECT_LE(r.rel_err, tol) << describe(c);
           EXPECT_LE(r.max_err, 12 * tol) << describe(c);
@@ -185,6 +209,19 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
   expect_conv_ok(c, seed++);  // the general kernel
   c.force = "sm80_conv_stem";
   expect_error([&] { run_conv(c, cw, seed); }, ErrorCode::InvalidArgument, "dilation_w 2");
+  if (tma) {  // the TMA form forced on a call it cannot take
+    ConvCase n;
+    n.B = 1; n.Ci = 3; n.H = n.W = 32; n.Co = 16; n.Kh = n.Kw = 3;
+    n.xt = n.yt = DType::F16;
+    n.force = "sm90_conv_stem_tma";
+    const ConvWeight nw = make_conv_weight(n, seed);
+    expect_conv_ok(n, seed);
+    n.layout = Layout::NCHW;
+    expect_error([&] { run_conv(n, nw, seed); }, ErrorCode::InvalidArgument, "NCHW");
+    n.layout = Layout::NHWC;
+    n.W = 33;  // rows of 99 elements
+    expect_error([&] { run_conv(n, nw, seed); }, ErrorCode::InvalidArgument, "W * Ci a multiple of 8");
+  }
   ConvCase wide;
   wide.Ci = 5;
   PrepareOptions o = cuda_opts();

@@ -92,4 +92,46 @@ TEST(CudaConvStemPlan, CallsItDoesNotTake) {
   EXPECT_FALSE(conv_stem_plan(call(1, 3, 64, 32, 13, 4, 2), true, kSms, kOptin, &s));
 }
 
+TEST(CudaConvStemPlan, TmaBoxesAndStages) {
+  ConvStemParams s{};
+  // the ResNet stem at batch 32: a warp's 32 pixels read 31 x 6 + 22 = 208 elements a row
+  ASSERT_TRUE(conv_stem_plan(call(32, 3, 224, 64, 7, 2, 3), true, kSms, kOptin, &s, true));
+  EXPECT_TRUE(s.tma);
+  EXPECT_EQ(s.mf, 2);
+  EXPECT_EQ(s.box_w, 208);
+  EXPECT_EQ(s.copy_bytes, 2944);  // 7 x 208 x 2 = 2912, to 128
+  EXPECT_EQ(s.stage_bytes, 2944);
+  // weights, K table, 4 warps x 2 stages of mbarriers, to 128
+  EXPECT_EQ(s.patch_offset, (64 * 168 * 2 + 80 * 8 + 64 + 127) / 128 * 128);
+  EXPECT_EQ(s.smem_bytes, size_t(s.patch_offset) + 4 * 2 * 2944);
+  // the same call without the TMA form: the loader plan, unchanged
+  ASSERT_TRUE(conv_stem_plan(call(32, 3, 224, 64, 7, 2, 3), true, kSms, kOptin, &s, false));
+  EXPECT_FALSE(s.tma);
+  EXPECT_EQ(s.smem_bytes, size_t(64 * 168 * 2 + 80 * 8 + 7 * 784 * 2));
+  // odd runs: a second box one element on, in the same stage
+  ASSERT_TRUE(conv_stem_plan(call(2, 3, 40, 48, 5, 1, 2), true, kSms, kOptin, &s, true));
+  EXPECT_TRUE(s.tma);
+  EXPECT_TRUE(s.shifted);
+  EXPECT_EQ(s.box_w, 64);  // 15 x 3 + 16 = 61, to 8
+  EXPECT_EQ(s.copy_bytes, 640);
+  EXPECT_EQ(s.stage_bytes, 1280);
+  // ConvNeXt 4x4/4 over a 520-pixel image: 130-pixel rows would take 128-pixel tiles, but a
+  // warp's 32 pixels read 31 x 12 + 12 = 384 > 256 elements: 64-pixel tiles
+  ASSERT_TRUE(conv_stem_plan(call(1, 3, 520, 96, 4, 4, 0), true, kSms, kOptin, &s, false));
+  EXPECT_EQ(s.mf, 2);
+  ASSERT_TRUE(conv_stem_plan(call(1, 3, 520, 96, 4, 4, 0), true, kSms, kOptin, &s, true));
+  EXPECT_TRUE(s.tma);
+  EXPECT_EQ(s.mf, 1);
+  EXPECT_EQ(s.box_w, 192);
+  // a box too wide even for 16 pixels (15 x 16 + 44 = 284): the loader form, tiles unchanged
+  ASSERT_TRUE(conv_stem_plan(call(1, 4, 640, 32, 11, 4, 2), true, kSms, kOptin, &s, true));
+  EXPECT_FALSE(s.tma);
+  EXPECT_EQ(s.mf, 2);
+  // rows of a dilated filter are not one box
+  ConvIgemmParams g = call(1, 3, 224, 64, 7, 2, 3);
+  g.dil_h = 2;
+  ASSERT_TRUE(conv_stem_plan(g, true, kSms, kOptin, &s, true));
+  EXPECT_FALSE(s.tma);
+}
+
 #endif  // MIXQ_WITH_CUDA

@@ -81,15 +81,20 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // stride-1 unpadded NHWC calls. On an sm_90a device the same linear form of a KhKwCi weight
     // (K = Kh Kw Ci, blocks within a tap's channels) also runs as the wgmma kernel's implicit GEMM
     // over NHWC 16-bit inputs (cuda::conv_igemm), unless the old kernel is forced.
-    force_ = cuda::forced_kernel(o, {"sm80_conv", "sm90_wo"});
+    force_ = cuda::forced_kernel(o, {"sm80_conv", "sm90_wo", "sm90_conv"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == "sm80_conv_igemm" || force_ == "sm80_conv_stem" ||
-                       force_ == "sm90_wo_ws",
+                       force_ == "sm90_conv_stem_tma" || force_ == "sm90_wo_ws",
                    "prepare (cuda conv2d): force_kernel '", force_, "' is not one of sm80_conv_igemm, "
-                   "sm80_conv_stem, sm90_wo_ws");
-    MIXQ_CHECK_ARG(force_ != "sm80_conv_stem" || stem_, "prepare (cuda conv2d): force_kernel "
-                   "sm80_conv_stem needs a weight of Ci <= ", cuda::kStemMaxCi, " input channels, "
+                   "sm80_conv_stem, sm90_conv_stem_tma, sm90_wo_ws");
+    const bool force_stem = force_ == "sm80_conv_stem" || force_ == "sm90_conv_stem_tma";
+    MIXQ_CHECK_ARG(!force_stem || stem_, "prepare (cuda conv2d): force_kernel ", force_,
+                   " needs a weight of Ci <= ", cuda::kStemMaxCi, " input channels, "
                    "more than one tap and Kh * round_up(Kw * Ci, 2) <= ", cuda::kStemMaxK,
                    " (rounded up to 16), got Ci ", g.Ci, ", ", g.Kh, "x", g.Kw);
+    MIXQ_CHECK_ARG(force_ != "sm90_conv_stem_tma" || caps.sm90a, "prepare (cuda conv2d): force_kernel "
+                   "sm90_conv_stem_tma needs an sm_90 device (TMA), device ", device_, " is ",
+                   caps.cc_major, ".", caps.cc_minor);
+    stem_tma_ = caps.sm90a && force_ != "sm80_conv_stem";
     PrepareOptions lo = o;
     lo.force_kernel.clear();
     if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, lo);
@@ -105,9 +110,10 @@ class CudaConvWeightOnly final : public PreparedImpl {
     // the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
     if (igemm_ && act != DType::F32) return "im2col " + cuda::conv_igemm_kernel_name(*igemm_, M, act);
-    // (the stem kernel also needs dilation_w 1, a property of the call: named as if it were)
+    // (the stem kernel also needs dilation_w 1, and its TMA form an aligned x with rows of 16-byte
+    // multiples: properties of the call, named as if it had them)
     if (stem_ && act != DType::F32 && force_ != "sm80_conv_igemm")
-      return cuda::conv_stem_name(conv_io_type(act));
+      return cuda::conv_stem_name(conv_io_type(act), stem_tma_);
     return cuda::conv_igemm_name(conv_io_type(act), packed_) + (split_plan(M).splits > 1 ? "_splitk" : "");
   }
 
@@ -175,8 +181,13 @@ class CudaConvWeightOnly final : public PreparedImpl {
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
     cuda::ConvStemParams stem{};
+    // the TMA form reads x as [B][H][W * Ci] with rows of 16-byte multiples from a 16-byte aligned
+    // base, Kh consecutive rows a box
+    const bool tma = stem_tma_ && !nchw && p.dilation_h == 1 && (W * Ci * 2) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
     if (stem_ && force_ != "sm80_conv_igemm" &&
-        cuda::conv_stem_plan(k, x.dtype != DType::F32, sm_count_, smem_optin_, &stem)) {
+        cuda::conv_stem_plan(k, x.dtype != DType::F32, sm_count_, smem_optin_, &stem, tma) &&
+        (force_ != "sm90_conv_stem_tma" || stem.tma)) {
       stem.w_image = static_cast<const uint16_t*>(stem_image_.data()) +
                      (x.dtype == DType::BF16 ? stem_image_.size() / 4 : 0);
       cuda::DeviceGuard guard(device_);
@@ -187,6 +198,12 @@ class CudaConvWeightOnly final : public PreparedImpl {
                    ", stride_w ", p.stride_w, "): it takes f16 / bf16 activations, dilation_w 1 "
                    "and an image patch (Kh rows of 128 output pixels' inputs) that fits ",
                    smem_optin_, " bytes of shared memory with the weight");
+    MIXQ_CHECK_ARG(force_ != "sm90_conv_stem_tma", "conv2d (cuda): force_kernel sm90_conv_stem_tma "
+                   "cannot run this call (x ", dtype_name(x.dtype), " at ", x.data, ", ",
+                   nchw ? "NCHW" : "NHWC", ", W ", W, ", Ci ", Ci, ", dilation ", p.dilation_h, "x",
+                   p.dilation_w, ", stride_w ", p.stride_w, "): it takes f16 / bf16 NHWC activations "
+                   "at a 16-byte aligned address with W * Ci a multiple of 8, dilation 1 and a warp's "
+                   "box of at most 256 elements a row");
     const SplitPlan sp = split_plan(B * Ho * Wo);
     k.splits = sp.splits;
     k.steps_per_split = sp.steps_per_split;
@@ -347,6 +364,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, cb_ = 1, n_cb_ = 1, k_steps_ = 1;
   bool packed_ = false;  // packed taps (few input channels)
   bool stem_ = false;    // the few-input-channel patch kernel may serve calls
+  bool stem_tma_ = false;  // ... in its TMA form where the call admits it (sm_90, not forced off)
   size_t smem_optin_ = 0;
   int bits_ = 4;
   int sm_count_ = 1;

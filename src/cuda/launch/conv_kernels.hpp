@@ -22,7 +22,7 @@ void launch_conv_igemm(const ConvIgemmParams& p, cudaStream_t stream);
 void launch_conv_stem(const ConvStemParams& s, int sms, cudaStream_t stream);
 
 // Its kernel name for activations of IoType x_type (f16 or bf16).
-std::string conv_stem_name(IoType x_type);
+std::string conv_stem_name(IoType x_type, bool tma);
 
 // The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
 void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);

@@ -23,6 +23,13 @@
 //     fragment loads cannot read: the patch is then kept a second time shifted by one element.
 // The image is small (at most 2 x 2 x kStemMaxK bytes an output channel); the weight also keeps
 // the packed-taps codes the general kernel reads (f32 activations, dilation along W).
+//
+// On sm_90 with an NHWC image whose rows are 16-byte multiples, the patch is brought by TMA
+// instead (sm90_conv_stem_tma): each warp loads its own [Kh][box_w] box (its 16 * mf pixels' runs,
+// box_w <= 256, the box limit) as a 3-D tile of the image viewed as [B][H][W * Ci], zeros outside
+// it from the copy engine, into one of two stages a tile ahead of its MMAs. No thread computes a
+// patch address and the block never waits on itself between tiles (the loader above, all threads
+// at once between two barriers, bounded the kernel: issue-bound, DRAM 4% busy).
 #pragma once
 
 #include <cstddef>
@@ -51,7 +58,16 @@ struct ConvStemParams {
   int patch_pitch;      // patch_w rounded up to even
   bool shifted;         // odd stride_w * Ci: the shifted second copy of the patch
   size_t smem_bytes;    // dynamic shared memory of one block
+  // TMA form (sm_90, NHWC): per warp and stage a [Kh][box_w] patch (and its shifted copy)
+  bool tma;             // the patch comes by TMA, one box a warp, two stages
+  int box_w;            // elements of a warp's patch row: (16 mf - 1) stride_w Ci + lp, to 8
+  int copy_bytes;       // bytes of one [Kh][box_w] copy, rounded up to 128 (TMA destination)
+  int stage_bytes;      // bytes of a warp's stage: one copy, or two if shifted
+  int patch_offset;     // shared-memory offset of the stages (after weights, K table, barriers)
 };
+
+constexpr int kStemTmaMaxBox = 256;  // TMA box extent limit (elements a dimension)
+constexpr int kStemStages = 2;       // TMA form: patch stages per warp (one tile ahead)
 
 // K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length).
 inline int conv_stem_lp(int Ci, int Kw) { return (Kw * Ci + 1) / 2 * 2; }
@@ -61,17 +77,31 @@ inline int conv_stem_kpad(int Ci, int Kh, int Kw) { return (Kh * conv_stem_lp(Ci
 // dilation and 16-bit activations, and if so its shared-memory plan. `sms` SMs,
 // `smem_optin` bytes of shared memory a block may use. The pixel tile is 128 wide where the
 // output rows are wider than 64 and the 128-wide tiles give every SM one; else 64.
+// `tma`: the caller's device and x admit the TMA form (sm_90, NHWC, x 16-byte aligned, image rows
+// of 16-byte multiples, dilation_h 1); it is planned where a warp's box fits the TMA limit
+// (the 128-pixel tile drops to 64 where only that fits), else the loader form.
 inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t smem_optin,
-                           ConvStemParams* out) {
+                           ConvStemParams* out, bool tma = false) {
   if (!x16 || !g.packed || g.Ci < 1 || g.Ci > kStemMaxCi || g.dil_w != 1) return false;
   ConvStemParams s{};
   s.g = g;
-  s.lp = conv_stem_lp(g.Ci, g.Kw);
   s.kpad = conv_stem_kpad(g.Ci, g.Kh, g.Kw);
   if (s.kpad > kStemMaxK) return false;
   const int64_t rows = int64_t(g.B) * g.Ho;
   const int64_t tiles128 = rows * ((g.Wo + 127) / 128) * ((g.Co + kStemBN - 1) / kStemBN);
   s.mf = g.Wo > 64 && tiles128 >= sms ? 2 : 1;
+  s.shifted = (g.stride_w * g.Ci) % 2 == 1;
+  s.lp = conv_stem_lp(g.Ci, g.Kw);
+  auto box_w = [&](int mf) { return int((int64_t(16 * mf - 1) * g.stride_w * g.Ci + s.lp + 7) / 8 * 8); };
+  if (tma && g.dil_h == 1 && g.Kh <= kStemTmaMaxBox && box_w(1) <= kStemTmaMaxBox) {
+    if (box_w(s.mf) > kStemTmaMaxBox) s.mf = 1;
+    {
+      s.tma = true;
+      s.box_w = box_w(s.mf);
+      s.copy_bytes = (g.Kh * s.box_w * 2 + 127) / 128 * 128;
+      s.stage_bytes = (s.shifted ? 2 : 1) * s.copy_bytes;
+    }
+  }
   s.tile_w = 64 * s.mf;
   s.tiles_per_row = (g.Wo + s.tile_w - 1) / s.tile_w;
   s.pixel_tiles = rows * s.tiles_per_row;
@@ -80,10 +110,17 @@ inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t s
   if (run > (int64_t(1) << 20)) return false;
   s.patch_w = int(run);
   s.patch_pitch = (s.patch_w + 1) / 2 * 2;
-  s.shifted = (g.stride_w * g.Ci) % 2 == 1;
-  // weights [64][b_pitch], the K table (one int2 per column pair), the patch (twice if shifted)
-  s.smem_bytes = size_t(kStemBN) * s.b_pitch * 2 + size_t(s.kpad / 2) * 8 +
-                 size_t(s.shifted ? 2 : 1) * g.Kh * s.patch_pitch * 2;
+  // weights [64][b_pitch], the K table (one int2 per column pair), then the patch (twice if
+  // shifted); TMA form: an mbarrier a warp and stage, then the warps' stages from a 128-byte
+  // boundary
+  const size_t tables = size_t(kStemBN) * s.b_pitch * 2 + size_t(s.kpad / 2) * 8;
+  if (s.tma) {
+    const size_t warps = kStemThreads / 32;
+    s.patch_offset = int((tables + warps * kStemStages * 8 + 127) / 128 * 128);
+    s.smem_bytes = size_t(s.patch_offset) + warps * kStemStages * size_t(s.stage_bytes);
+  } else {
+    s.smem_bytes = tables + size_t(s.shifted ? 2 : 1) * g.Kh * s.patch_pitch * 2;
+  }
   if (s.smem_bytes > smem_optin) return false;
   *out = s;
   return true;

@@ -9,12 +9,15 @@
 //      K step, A fragments are 32-bit loads from the patch at (pixel run start + column offset)
 //      masked by the K table, B fragments ldmatrix loads of the dequantized weight;
 //   3. bias, clamp, conversion and stores straight from the accumulators.
+// conv_stem_tma_kernel (sm_90, NHWC) replaces step 1 with a TMA box a warp, a tile ahead.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/kernels/common/mma_sm80.cuh"
 #include "cuda/kernels/common/sm90_sync.cuh"  // lds32 (plain PTX, any sm_80+)
@@ -120,6 +123,195 @@ __device__ __forceinline__ void stem_load_patch(const ConvStemParams& s, int b, 
   }
 }
 
+// The block's 64 output channels of the dequantized weight image (conv_stem.hpp), rows of kpad
+// columns, copied once (every 16-byte piece in flight at once: one memory latency), and the K
+// table: for column pair (2i, 2i + 1), its offset in a patch row set (kh * pitch + j, `pitch`
+// elements a patch row) and which halves are real filter columns.
+template <typename T>
+__device__ __forceinline__ void stem_load_tables(const ConvStemParams& s, int n0, int pitch, T* Bs,
+                                                 int2* ktab, int tid) {
+  const ConvIgemmParams& p = s.g;
+  const int pieces = s.kpad / 8;  // 16-byte pieces per row
+  const uint16_t* src = s.w_image + int64_t(n0) * s.kpad;
+  for (int i = tid; i < kStemBN * pieces; i += kStemThreads) {
+    const int nl = i / pieces, c = i - nl * pieces;
+    cp_async_16_u32(smem_addr(Bs + nl * s.b_pitch + 8 * c), src + int64_t(nl) * s.kpad + 8 * c);
+  }
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+  const int kwc = p.Kw * p.Ci;
+  for (int i = tid; i < s.kpad / 2; i += kStemThreads) {
+    const int k = 2 * i, kh = k / s.lp, j = k - kh * s.lp;
+    int2 e = make_int2(0, 0);
+    if (kh < p.Kh) {
+      e.x = kh * pitch + j;
+      e.y = j + 1 < kwc ? int(0xFFFFFFFFu) : j < kwc ? 0x0000FFFF : 0;
+    }
+    ktab[i] = e;
+  }
+}
+
+// Shared-memory byte offsets, from the patch the warp reads, of its fragment rows' runs (rows g
+// and g + 8 of each m16 fragment; `first` = the warp's first pixel in that patch). An odd start
+// reads the shifted copy (`copy_bytes` on) one element earlier.
+template <int MF>
+__device__ __forceinline__ void stem_row_offsets(const ConvStemParams& s, int first, int g,
+                                                 int copy_bytes, uint32_t (&off)[MF][2]) {
+  const int run_step = s.g.stride_w * s.g.Ci;  // elements between consecutive pixels' runs
+#pragma unroll
+  for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int start = (first + 16 * mi + 8 * h + g) * run_step;
+      off[mi][h] = s.shifted && (start & 1) ? uint32_t(copy_bytes + (start - 1) * 2) : uint32_t(start * 2);
+    }
+}
+
+// The warp's 16 * MF pixels times the block's 64 channels over the padded K: per 16-wide K step,
+// A fragments are 32-bit loads from the patch (`patch_addr` + row offset + column offset)
+// masked by the K table, B fragments ldmatrix loads of the weight.
+template <typename T, int MF>
+__device__ __forceinline__ void stem_mma(const ConvStemParams& s, const int2* ktab, uint32_t patch_addr,
+                                         const uint32_t (&off)[MF][2], uint32_t b_lane, int n_valid,
+                                         int t4, float (&acc)[MF][8][4]) {
+  for (int ks = 0; ks < s.kpad / 16; ++ks) {
+    const int2 c0 = ktab[8 * ks + t4], c1 = ktab[8 * ks + t4 + 4];
+    Frag16x16 a[MF];
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi) {
+      const uint32_t r0 = patch_addr + off[mi][0], r1 = patch_addr + off[mi][1];
+      a[mi].r[0] = sm90::lds32(r0 + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+      a[mi].r[1] = sm90::lds32(r1 + uint32_t(c0.x * 2)) & uint32_t(c0.y);
+      a[mi].r[2] = sm90::lds32(r0 + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+      a[mi].r[3] = sm90::lds32(r1 + uint32_t(c1.x * 2)) & uint32_t(c1.y);
+    }
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      if (16 * np >= n_valid) break;  // uniform: channels past Co
+      uint32_t r[4];
+      ldmatrix_x4_u32(r, b_lane + uint32_t((16 * np * s.b_pitch + 16 * ks) * 2));
+      const Frag16x8 b0{{r[0], r[1]}}, b1{{r[2], r[3]}};
+#pragma unroll
+      for (int mi = 0; mi < MF; ++mi) {
+        MmaType<T>::mma(acc[mi][2 * np], a[mi], b0);
+        MmaType<T>::mma(acc[mi][2 * np + 1], a[mi], b1);
+      }
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float a, float b) {
+  if constexpr (std::is_same_v<T, half>) {
+    const half2 v = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+// Bias, clamp, conversion and stores straight from the accumulators of the warp's pixels
+// px_warp... of the tile at (b, oh, ow0). An NHWC output of the activations' type with even Co
+// and a 4-byte aligned y stores a channel pair a lane from row pointers set once (the generic
+// path's per-element index arithmetic and type switch were a large part of the kernel's
+// instructions); NCHW, f32 or odd outputs take the generic stores.
+template <typename T, int MF>
+__device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const float (&acc)[MF][8][4],
+                                              int b, int oh, int ow0, int px_warp, int px_valid,
+                                              int n0, int g, int t4) {
+  const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // NHWC row of the tile's pixel 0
+  const bool pairs = !p.nchw && p.y_type == p.x_type && p.Co % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(p.y) % 4 == 0;
+  if (pairs) {
+    uint32_t* yrow[MF][2];
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int px = px_warp + 16 * mi + 8 * h + g;
+        yrow[mi][h] = px < px_valid ? reinterpret_cast<uint32_t*>(static_cast<T*>(p.y) +
+                                                                  (pix0 + px) * p.Co + n0 + 2 * t4)
+                                    : nullptr;
+      }
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      const int n = n0 + 8 * ni + 2 * t4;
+      if (n >= p.Co) break;  // Co even: n + 1 < Co too
+      float bias0 = 0.f, bias1 = 0.f;
+      if (p.bias) {
+        bias0 = load_io(p.bias, p.bias_type, n);
+        bias1 = load_io(p.bias, p.bias_type, n + 1);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!yrow[mi][h]) continue;
+          const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
+          const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
+          yrow[mi][h][4 * ni] = pack2<T>(v0, v1);
+        }
+    }
+    return;
+  }
+  const int64_t hw = int64_t(p.Ho) * p.Wo;
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni) {
+    const int n = n0 + 8 * ni + 2 * t4;
+    if (n >= p.Co) continue;
+    const bool has1 = n + 1 < p.Co;
+    float bias0 = 0.f, bias1 = 0.f;
+    if (p.bias) {
+      bias0 = load_io(p.bias, p.bias_type, n);
+      if (has1) bias1 = load_io(p.bias, p.bias_type, n + 1);
+    }
+    // NCHW: (b, n, oh, ow0)
+    const int64_t chw0 = ((int64_t(b) * p.Co + n) * p.Ho + oh) * p.Wo + ow0;
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int px = px_warp + 16 * mi + 8 * h + g;
+        if (px >= px_valid) continue;
+        const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
+        const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
+        if (p.nchw) {
+          store_io(p.y, p.y_type, chw0 + px, v0);
+          if (has1) store_io(p.y, p.y_type, chw0 + hw + px, v1);
+        } else if (has1) {
+          store_io_pair(p.y, p.y_type, (pix0 + px) * p.Co + n, v0, v1);
+        } else {
+          store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
+        }
+      }
+  }
+}
+
+// Tile `tile` of the persistent walk: image b, output row oh, first output column ow0.
+__device__ __forceinline__ void stem_tile_origin(const ConvStemParams& s, int64_t tile, int* b, int* oh,
+                                                 int* ow0) {
+  const int64_t row = tile / s.tiles_per_row;
+  *ow0 = int(tile - row * s.tiles_per_row) * s.tile_w;
+  *b = int(row / s.g.Ho);
+  *oh = int(row - int64_t(*b) * s.g.Ho);
+}
+
+template <typename T, int MF>
+__device__ __forceinline__ void stem_zero(float (&acc)[MF][8][4]) {
+#pragma unroll
+  for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
+}
+
+// ldmatrix x4 of channel pair np: lane's row n = 16 np + 8 (q / 2) + lane % 8, k half q % 2
+__device__ __forceinline__ uint32_t stem_b_lane(const ConvStemParams& s, uint32_t b_addr, int lane) {
+  const int q = lane / 8;
+  return b_addr + uint32_t(((8 * (q / 2) + lane % 8) * s.b_pitch + 8 * (q % 2)) * 2);
+}
+
 template <typename T, int CI, int MF>
 __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvStemParams s) {
   extern __shared__ __align__(16) unsigned char stem_smem[];
@@ -130,132 +322,95 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t4 = lane % 4;
   const int n0 = blockIdx.y * kStemBN;
-  const int kwc = p.Kw * CI;
+  stem_load_tables(s, n0, s.patch_pitch, Bs, ktab, tid);
 
-  // The block's 64 output channels of the dequantized weight image (conv_stem.hpp), rows of kpad
-  // columns, copied once: every 16-byte piece in flight at once (one memory latency)
-  {
-    const int pieces = s.kpad / 8;  // 16-byte pieces per row
-    const uint16_t* src = s.w_image + int64_t(n0) * s.kpad;
-    for (int i = tid; i < kStemBN * pieces; i += kStemThreads) {
-      const int nl = i / pieces, c = i - nl * pieces;
-      cp_async_16_u32(smem_addr(Bs + nl * s.b_pitch + 8 * c), src + int64_t(nl) * s.kpad + 8 * c);
-    }
-    asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  }
-  // K table: for column pair (2i, 2i + 1), its offset in a patch row set (kh * pitch + j) and
-  // which halves are real filter columns
-  for (int i = tid; i < s.kpad / 2; i += kStemThreads) {
-    const int k = 2 * i, kh = k / s.lp, j = k - kh * s.lp;
-    int2 e = make_int2(0, 0);
-    if (kh < p.Kh) {
-      e.x = kh * s.patch_pitch + j;
-      e.y = j + 1 < kwc ? int(0xFFFFFFFFu) : j < kwc ? 0x0000FFFF : 0;
-    }
-    ktab[i] = e;
-  }
-
-  const int run_step = p.stride_w * CI;  // elements between consecutive pixels' runs
-  const int rows_elems = p.Kh * s.patch_pitch;
   const uint32_t patch_addr = smem_addr(patch);
-  const uint32_t b_addr = smem_addr(Bs);
-  // ldmatrix x4 of channel pair np: lane's row n = 16 np + 8 (q / 2) + lane % 8, k half q % 2
-  const int q = lane / 8;
-  const uint32_t b_lane = b_addr + uint32_t(((8 * (q / 2) + lane % 8) * s.b_pitch + 8 * (q % 2)) * 2);
+  const uint32_t b_lane = stem_b_lane(s, smem_addr(Bs), lane);
   const int n_valid = min(kStemBN, p.Co - n0);
+  const int px_warp = warp * 16 * MF;  // the warp's first pixel of a tile
+  uint32_t off[MF][2];
+  stem_row_offsets<MF>(s, px_warp, g, p.Kh * s.patch_pitch * 2, off);
 
   for (int64_t tile = blockIdx.x; tile < s.pixel_tiles; tile += gridDim.x) {
-    const int64_t row = tile / s.tiles_per_row;
-    const int ow0 = int(tile - row * s.tiles_per_row) * s.tile_w;
-    const int b = int(row / p.Ho), oh = int(row - int64_t(b) * p.Ho);
-    const int ih0 = oh * p.stride_h - p.pad_h;
-    const int iw0 = ow0 * p.stride_w - p.pad_w;
-
+    int b, oh, ow0;
+    stem_tile_origin(s, tile, &b, &oh, &ow0);
     __syncthreads();  // the previous tile's patch reads are done (and, first, the tables written)
-    stem_load_patch<CI>(s, b, ih0, iw0, reinterpret_cast<uint32_t*>(patch), tid);
+    stem_load_patch<CI>(s, b, oh * p.stride_h - p.pad_h, ow0 * p.stride_w - p.pad_w,
+                        reinterpret_cast<uint32_t*>(patch), tid);
     __syncthreads();
 
     float acc[MF][8][4];
-#pragma unroll
-    for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < 8; ++ni)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mi][ni][e] = 0.f;
-
-    const int px_warp = warp * 16 * MF;  // the warp's first pixel of the tile
+    stem_zero<T, MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
-    if (px_warp < px_valid) {
-      // byte address of each fragment row's run start (rows g and g + 8 of each m16 fragment)
-      uint32_t row_addr[MF][2];
-#pragma unroll
-      for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int start = (px_warp + 16 * mi + 8 * h + g) * run_step;
-          row_addr[mi][h] = s.shifted && (start & 1)
-                                ? patch_addr + uint32_t((rows_elems + start - 1) * 2)
-                                : patch_addr + uint32_t(start * 2);
-        }
-      for (int ks = 0; ks < s.kpad / 16; ++ks) {
-        const int2 c0 = ktab[8 * ks + t4], c1 = ktab[8 * ks + t4 + 4];
-        Frag16x16 a[MF];
-#pragma unroll
-        for (int mi = 0; mi < MF; ++mi) {
-          a[mi].r[0] = sm90::lds32(row_addr[mi][0] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
-          a[mi].r[1] = sm90::lds32(row_addr[mi][1] + uint32_t(c0.x * 2)) & uint32_t(c0.y);
-          a[mi].r[2] = sm90::lds32(row_addr[mi][0] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
-          a[mi].r[3] = sm90::lds32(row_addr[mi][1] + uint32_t(c1.x * 2)) & uint32_t(c1.y);
-        }
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          if (16 * np >= n_valid) break;  // uniform: channels past Co
-          uint32_t r[4];
-          ldmatrix_x4_u32(r, b_lane + uint32_t((16 * np * s.b_pitch + 16 * ks) * 2));
-          const Frag16x8 b0{{r[0], r[1]}}, b1{{r[2], r[3]}};
-#pragma unroll
-          for (int mi = 0; mi < MF; ++mi) {
-            MmaType<T>::mma(acc[mi][2 * np], a[mi], b0);
-            MmaType<T>::mma(acc[mi][2 * np + 1], a[mi], b1);
-          }
-        }
-      }
-    }
-
-    // epilogue: bias, clamp, convert, store (NHWC: a channel pair per store where aligned)
-    const int64_t hw = int64_t(p.Ho) * p.Wo;
-    const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // NHWC row of the tile's pixel 0
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
-      const int n = n0 + 8 * ni + 2 * t4;
-      if (n >= p.Co) continue;
-      const bool has1 = n + 1 < p.Co;
-      float bias0 = 0.f, bias1 = 0.f;
-      if (p.bias) {
-        bias0 = load_io(p.bias, p.bias_type, n);
-        if (has1) bias1 = load_io(p.bias, p.bias_type, n + 1);
-      }
-      // NCHW: (b, n, oh, ow0)
-      const int64_t chw0 = ((int64_t(b) * p.Co + n) * p.Ho + oh) * p.Wo + ow0;
-#pragma unroll
-      for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int px = px_warp + 16 * mi + 8 * h + g;
-          if (px >= px_valid) continue;
-          const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
-          const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
-          if (p.nchw) {
-            store_io(p.y, p.y_type, chw0 + px, v0);
-            if (has1) store_io(p.y, p.y_type, chw0 + hw + px, v1);
-          } else if (has1) {
-            store_io_pair(p.y, p.y_type, (pix0 + px) * p.Co + n, v0, v1);
-          } else {
-            store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
-          }
-        }
-    }
+    if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
+    stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
+}
+
+// The TMA form (conv_stem.hpp; sm_90): as conv_stem_kernel, but each warp brings its own patch
+// box by TMA into one of two stages, the next tile's while it multiplies this one, behind an
+// mbarrier of its own, so warps never wait on each other after the tables are in.
+template <typename T, int CI, int MF>
+__global__ void __launch_bounds__(kStemThreads, 4)
+    conv_stem_tma_kernel(const ConvStemParams s, const __grid_constant__ CUtensorMap xmap) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) unsigned char stem_smem[];
+  const ConvIgemmParams& p = s.g;
+  T* Bs = reinterpret_cast<T*>(stem_smem);                        // [64][b_pitch]
+  int2* ktab = reinterpret_cast<int2*>(Bs + kStemBN * s.b_pitch);  // [kpad / 2]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(ktab + s.kpad / 2); // [warp][stage]
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int g = lane / 4, t4 = lane % 4;
+  const int n0 = blockIdx.y * kStemBN;
+  const uint32_t bar = sm90::smem_u32(bars + warp * kStemStages);
+  if (lane == 0) {
+    if (warp == 0) sm90::tma_prefetch_desc(&xmap);
+    for (int st = 0; st < kStemStages; ++st) sm90::mbar_init(bar + 8 * st, 1);
+    sm90::fence_barrier_init();
+  }
+  stem_load_tables(s, n0, s.box_w, Bs, ktab, tid);
+  __syncthreads();  // tables and barriers
+
+  const uint32_t stage0 = smem_addr(stem_smem) + uint32_t(s.patch_offset) +
+                          uint32_t(warp * kStemStages * s.stage_bytes);
+  const uint32_t b_lane = stem_b_lane(s, smem_addr(Bs), lane);
+  const int n_valid = min(kStemBN, p.Co - n0);
+  const int px_warp = warp * 16 * MF;
+  uint32_t off[MF][2];
+  stem_row_offsets<MF>(s, 0, g, s.copy_bytes, off);
+  const uint32_t tx_bytes = uint32_t((s.shifted ? 2 : 1) * p.Kh * s.box_w * 2);
+
+  // lane 0: the warp's box of tile `tile` (its pixels' runs from input column iw of Kh rows from
+  // ih; zeros outside the image) into stage st, and its shifted copy
+  auto issue = [&](int64_t tile, int st) {
+    int b, oh, ow0;
+    stem_tile_origin(s, tile, &b, &oh, &ow0);
+    const int c0 = ((ow0 + px_warp) * p.stride_w - p.pad_w) * CI, c1 = oh * p.stride_h - p.pad_h;
+    const uint32_t dst = stage0 + uint32_t(st * s.stage_bytes), sb = bar + 8 * st;
+    sm90::mbar_arrive_expect_tx(sb, tx_bytes);
+    sm90::tma_load_3d(dst, &xmap, sb, c0, c1, b);
+    if (s.shifted) sm90::tma_load_3d(dst + uint32_t(s.copy_bytes), &xmap, sb, c0 + 1, c1, b);
+  };
+  if (lane == 0 && blockIdx.x < s.pixel_tiles) issue(blockIdx.x, 0);
+
+  int i = 0;
+  for (int64_t tile = blockIdx.x; tile < s.pixel_tiles; tile += gridDim.x, ++i) {
+    const int st = i & 1;
+    // the next tile's box into the other stage, read by this warp's lanes a tile ago (the
+    // __syncwarp below ordered those reads before this)
+    if (lane == 0 && tile + gridDim.x < s.pixel_tiles) issue(tile + gridDim.x, st ^ 1);
+    int b, oh, ow0;
+    stem_tile_origin(s, tile, &b, &oh, &ow0);
+    float acc[MF][8][4];
+    stem_zero<T, MF>(acc);
+    const int px_valid = min(s.tile_w, p.Wo - ow0);
+    sm90::mbar_wait(bar + 8 * st, uint32_t(i >> 1) & 1u);
+    if (px_warp < px_valid)
+      stem_mma<T, MF>(s, ktab, stage0 + uint32_t(st * s.stage_bytes), off, b_lane, n_valid, t4, acc);
+    __syncwarp();
+    stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+  }
+#endif
 }
 
 }  // namespace mixq::cuda::conv
