@@ -94,36 +94,47 @@ TEST(CudaConvStemPlan, CallsItDoesNotTake) {
 
 TEST(CudaConvStemPlan, TmaBoxesAndStages) {
   ConvStemParams s{};
-  // the ResNet stem at batch 32: a warp's 32 pixels read 31 x 6 + 22 = 208 elements a row
+  // the ResNet stem at batch 32: pad 3 x 3 channels is odd, so every run starts at an odd element
+  // of a box that starts on a 16-byte boundary: the K order shifted one column (sigma 1, lp
+  // 21 + 1 = 22); a warp's box is 7 + 31 x 6 + 22 = 215 elements, to 216
   ASSERT_TRUE(conv_stem_plan(call(32, 3, 224, 64, 7, 2, 3), true, kSms, kOptin, &s, true));
   EXPECT_TRUE(s.tma);
+  EXPECT_EQ(s.sigma, 1);
   EXPECT_EQ(s.mf, 2);
-  EXPECT_EQ(s.box_w, 208);
-  EXPECT_EQ(s.copy_bytes, 2944);  // 7 x 208 x 2 = 2912, to 128
-  EXPECT_EQ(s.stage_bytes, 2944);
+  EXPECT_EQ(s.lp, 22);
+  EXPECT_EQ(s.kpad, 160);
+  EXPECT_EQ(s.box_w, 216);
+  EXPECT_EQ(s.stage_bytes, 3072);  // 7 x 216 x 2 = 3024, to 128
   // weights, K table, 4 warps x 2 stages of mbarriers, to 128
   EXPECT_EQ(s.patch_offset, (64 * 168 * 2 + 80 * 8 + 64 + 127) / 128 * 128);
-  EXPECT_EQ(s.smem_bytes, size_t(s.patch_offset) + 4 * 2 * 2944);
-  // the same call without the TMA form: the loader plan, unchanged
+  EXPECT_EQ(s.smem_bytes, size_t(s.patch_offset) + 4 * 2 * 3072);
+  // the same call without the TMA form: the loader plan, unshifted
   ASSERT_TRUE(conv_stem_plan(call(32, 3, 224, 64, 7, 2, 3), true, kSms, kOptin, &s, false));
   EXPECT_FALSE(s.tma);
+  EXPECT_EQ(s.sigma, 0);
   EXPECT_EQ(s.smem_bytes, size_t(64 * 168 * 2 + 80 * 8 + 7 * 784 * 2));
-  // odd runs: a second box one element on, in the same stage
-  ASSERT_TRUE(conv_stem_plan(call(2, 3, 40, 48, 5, 1, 2), true, kSms, kOptin, &s, true));
+  // Ci 2, a 3x3 filter, pad 1: even starts (sigma 0); shifted it would be 8 columns a row
+  EXPECT_EQ(conv_stem_lp(2, 3, 0), 6);
+  EXPECT_EQ(conv_stem_lp(2, 3, 1), 8);
+  ASSERT_TRUE(conv_stem_plan(call(8, 2, 256, 32, 3, 2, 1), true, kSms, kOptin, &s, true));
   EXPECT_TRUE(s.tma);
+  EXPECT_EQ(s.sigma, 0);
+  EXPECT_EQ(s.lp, 6);
+  EXPECT_EQ(s.box_w, 144);  // 7 + 31 x 4 + 6 = 137, to 8
+  // odd runs (stride 1 x 3 channels) would need the shifted copy: the loader form
+  ASSERT_TRUE(conv_stem_plan(call(2, 3, 40, 48, 5, 1, 2), true, kSms, kOptin, &s, true));
+  EXPECT_FALSE(s.tma);
   EXPECT_TRUE(s.shifted);
-  EXPECT_EQ(s.box_w, 64);  // 15 x 3 + 16 = 61, to 8
-  EXPECT_EQ(s.copy_bytes, 640);
-  EXPECT_EQ(s.stage_bytes, 1280);
   // ConvNeXt 4x4/4 over a 520-pixel image: 130-pixel rows would take 128-pixel tiles, but a
-  // warp's 32 pixels read 31 x 12 + 12 = 384 > 256 elements: 64-pixel tiles
+  // warp's 32 pixels read 7 + 31 x 12 + 12 = 391 > 256 elements: 64-pixel tiles
   ASSERT_TRUE(conv_stem_plan(call(1, 3, 520, 96, 4, 4, 0), true, kSms, kOptin, &s, false));
   EXPECT_EQ(s.mf, 2);
   ASSERT_TRUE(conv_stem_plan(call(1, 3, 520, 96, 4, 4, 0), true, kSms, kOptin, &s, true));
   EXPECT_TRUE(s.tma);
   EXPECT_EQ(s.mf, 1);
-  EXPECT_EQ(s.box_w, 192);
-  // a box too wide even for 16 pixels (15 x 16 + 44 = 284): the loader form, tiles unchanged
+  EXPECT_EQ(s.sigma, 0);
+  EXPECT_EQ(s.box_w, 200);  // 7 + 15 x 12 + 12 = 199
+  // a box too wide even for 16 pixels (7 + 15 x 16 + 44 = 291): the loader form, tiles unchanged
   ASSERT_TRUE(conv_stem_plan(call(1, 4, 640, 32, 11, 4, 2), true, kSms, kOptin, &s, true));
   EXPECT_FALSE(s.tma);
   EXPECT_EQ(s.mf, 2);

@@ -188,8 +188,10 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (stem_ && force_ != "sm80_conv_igemm" &&
         cuda::conv_stem_plan(k, x.dtype != DType::F32, sm_count_, smem_optin_, &stem, tma) &&
         (force_ != "sm90_conv_stem_tma" || stem.tma)) {
+      const size_t one = size_t(stem_cop_) * size_t(stem_pitch_);
       stem.w_image = static_cast<const uint16_t*>(stem_image_.data()) +
-                     (x.dtype == DType::BF16 ? stem_image_.size() / 4 : 0);
+                     size_t(2 * stem.sigma + (x.dtype == DType::BF16 ? 1 : 0)) * one;
+      stem.img_pitch = stem_pitch_;
       cuda::DeviceGuard guard(device_);
       return cuda::launch_conv_stem(stem, sm_count_, static_cast<cudaStream_t>(ctx.stream));
     }
@@ -202,8 +204,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
                    "cannot run this call (x ", dtype_name(x.dtype), " at ", x.data, ", ",
                    nchw ? "NCHW" : "NHWC", ", W ", W, ", Ci ", Ci, ", dilation ", p.dilation_h, "x",
                    p.dilation_w, ", stride_w ", p.stride_w, "): it takes f16 / bf16 NHWC activations "
-                   "at a 16-byte aligned address with W * Ci a multiple of 8, dilation 1 and a warp's "
-                   "box of at most 256 elements a row");
+                   "at a 16-byte aligned address with W * Ci a multiple of 8, stride_w * Ci even, "
+                   "dilation 1 and a warp's box of at most 256 elements a row");
     const SplitPlan sp = split_plan(B * Ho * Wo);
     k.splits = sp.splits;
     k.steps_per_split = sp.steps_per_split;
@@ -335,27 +337,37 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (stem_) stem_image(codes, pairs, g);
   }
 
-  // The stem kernel's weight image (conv_stem.hpp): [f16 | bf16][Co rounded up to 64][kpad], the
-  // values w = s * u + o' of the repacked codes and pairs (the general kernel's fmaf in f32),
-  // rounded to nearest even once; column k = kh * lp + kw * Ci + ci.
+  // The stem kernel's weight images (conv_stem.hpp): [sigma 0 | 1][f16 | bf16][Co rounded up to
+  // 64][stem_pitch_], the values w = s * u + o' of the repacked codes and pairs (the general
+  // kernel's fmaf in f32), rounded to nearest even once; column k = kh * lp + sigma + kw * Ci + ci
+  // in the K order shifted by sigma (sigma 1, the TMA form's odd starts, only where its padded K
+  // is within kStemMaxK).
   void stem_image(const std::vector<uint8_t>& codes, const std::vector<float>& pairs,
                   const ConvGeometry& g) {
-    const int64_t Ci = g.Ci, kwc = g.Kw * Ci, lp = cuda::conv_stem_lp(int(Ci), int(g.Kw));
-    const int64_t kpad = cuda::conv_stem_kpad(int(Ci), int(g.Kh), int(g.Kw));
-    const int64_t cop = cuda::round_up(N, int64_t(cuda::kStemBN));
-    std::vector<uint16_t> img(size_t(2 * cop * kpad), 0);
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t kh = 0; kh < g.Kh; ++kh)
-        for (int64_t j = 0; j < kwc; ++j) {
-          const int64_t kk = kh * kwc + j, tap = kh * g.Kw + j / Ci, ci = j % Ci;
-          const uint8_t* row = codes.data() + n * row_bytes_;
-          const uint32_t u = bits_ == 4 ? (row[kk / 2] >> (4 * (kk % 2))) & 0xFu : row[kk];
-          const size_t pi = size_t((n * taps_ + tap) * n_cb_ + ci / cb_) * 2;
-          const float w = std::fmaf(pairs[pi], float(u), pairs[pi + 1]);
-          const size_t at = size_t(n * kpad + kh * lp + j);
-          img[at] = f32_to_f16(w);
-          img[size_t(cop * kpad) + at] = f32_to_bf16(w);
-        }
+    const int Ci = int(g.Ci), Kh = int(g.Kh), Kw = int(g.Kw);
+    const int64_t kwc = int64_t(Kw) * Ci;
+    const int sigmas = cuda::conv_stem_kpad(Ci, Kh, Kw, 1) <= cuda::kStemMaxK ? 2 : 1;
+    stem_pitch_ = std::max(cuda::conv_stem_kpad(Ci, Kh, Kw, 0), cuda::conv_stem_kpad(Ci, Kh, Kw, sigmas - 1));
+    stem_cop_ = cuda::round_up(N, int64_t(cuda::kStemBN));
+    const size_t one = size_t(stem_cop_) * size_t(stem_pitch_);  // one image
+    std::vector<uint16_t> img(size_t(2 * sigmas) * one, 0);
+    for (int sigma = 0; sigma < sigmas; ++sigma) {
+      const int64_t lp = cuda::conv_stem_lp(Ci, Kw, sigma);
+      uint16_t* f16 = img.data() + size_t(2 * sigma) * one;
+      uint16_t* bf16 = f16 + one;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t kh = 0; kh < Kh; ++kh)
+          for (int64_t j = 0; j < kwc; ++j) {
+            const int64_t kk = kh * kwc + j, tap = kh * Kw + j / Ci, ci = j % Ci;
+            const uint8_t* row = codes.data() + n * row_bytes_;
+            const uint32_t u = bits_ == 4 ? (row[kk / 2] >> (4 * (kk % 2))) & 0xFu : row[kk];
+            const size_t pi = size_t((n * taps_ + tap) * n_cb_ + ci / cb_) * 2;
+            const float w = std::fmaf(pairs[pi], float(u), pairs[pi + 1]);
+            const size_t at = size_t(n * stem_pitch_ + kh * lp + sigma + j);
+            f16[at] = f32_to_f16(w);
+            bf16[at] = f32_to_bf16(w);
+          }
+    }
     stem_image_ = DeviceBuffer(img.size() * 2, device_);
     stem_image_.copy_from_host(img.data(), img.size() * 2);
   }
@@ -369,7 +381,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
   int bits_ = 4;
   int sm_count_ = 1;
   DeviceBuffer codes_, pairs_;
-  DeviceBuffer stem_image_;  // the stem kernel's dequantized weight (f16 then bf16)
+  DeviceBuffer stem_image_;  // the stem kernel's dequantized weights ([sigma][f16, bf16])
+  int stem_pitch_ = 0;       // ... elements between their rows
+  int64_t stem_cop_ = 0;     // ... rows (Co rounded up to 64)
   std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
   std::shared_ptr<const PreparedImpl> igemm_;   // the linear form the wgmma implicit GEMM runs

@@ -29,7 +29,14 @@
 // box_w <= 256, the box limit) as a 3-D tile of the image viewed as [B][H][W * Ci], zeros outside
 // it from the copy engine, into one of two stages a tile ahead of its MMAs. No thread computes a
 // patch address and the block never waits on itself between tiles (the loader above, all threads
-// at once between two barriers, bounded the kernel: issue-bound, DRAM 4% busy).
+// at once between two barriers, bounded the kernel: issue-bound, DRAM 4% busy). A box's innermost
+// coordinate must be a multiple of 16 bytes (else the copy faults as an illegal instruction), so
+// the box starts at the 8-element boundary at or below the warp's first run, delta elements
+// before it. delta has the parity of pad_w * Ci (stride_w * Ci must be even: no shifted copy in
+// this form), so where that is odd every run starts at an odd element of the box: the call then
+// takes the K order shifted by one column (sigma = 1: k = kh * lp + 1 + kw * Ci + ci, column 0 of
+// each filter row a masked neighbour), whose pairs start at the even element before each run, and
+// the weight image of that order.
 #pragma once
 
 #include <cstddef>
@@ -46,32 +53,36 @@ constexpr int kStemMaxK = 512;      // padded K (Kh * lp rounded up to 16) it ac
 
 struct ConvStemParams {
   ConvIgemmParams g;    // geometry, output, epilogue
-  const uint16_t* w_image;  // the operand type's weight image [Co rounded up to 64][kpad]
+  const uint16_t* w_image;  // the weight image of the operand type and K order [Co to 64][img_pitch]
+  int img_pitch;        // elements between the image's rows (>= kpad)
+  int sigma;            // K order shifted one column (TMA form, odd pad_w * Ci), else 0
   int mf;               // m16 fragments per warp: tile_w = 64 * mf
   int tile_w;           // output pixels (consecutive ow of one output row) per tile
   int tiles_per_row;    // ceil(Wo / tile_w)
   int64_t pixel_tiles;  // B * Ho * tiles_per_row
-  int lp;               // K columns per filter row: Kw * Ci rounded up to even
+  int lp;               // K columns per filter row: Kw * Ci + sigma rounded up to even
   int kpad;             // Kh * lp rounded up to 16
   int b_pitch;          // shared weight row pitch (elements): kpad + 8
   int patch_w;          // elements of a patch row: (tile_w - 1) * stride_w * Ci + lp
   int patch_pitch;      // patch_w rounded up to even
   bool shifted;         // odd stride_w * Ci: the shifted second copy of the patch
   size_t smem_bytes;    // dynamic shared memory of one block
-  // TMA form (sm_90, NHWC): per warp and stage a [Kh][box_w] patch (and its shifted copy)
+  // TMA form (sm_90, NHWC): per warp and stage a [Kh][box_w] patch
   bool tma;             // the patch comes by TMA, one box a warp, two stages
-  int box_w;            // elements of a warp's patch row: (16 mf - 1) stride_w Ci + lp, to 8
-  int copy_bytes;       // bytes of one [Kh][box_w] copy, rounded up to 128 (TMA destination)
-  int stage_bytes;      // bytes of a warp's stage: one copy, or two if shifted
+  int box_w;            // elements of a warp's patch row: 7 + (16 mf - 1) stride_w Ci + lp, to 8
+  int stage_bytes;      // bytes of a warp's stage: Kh x box_w x 2, rounded up to 128
   int patch_offset;     // shared-memory offset of the stages (after weights, K table, barriers)
 };
 
 constexpr int kStemTmaMaxBox = 256;  // TMA box extent limit (elements a dimension)
 constexpr int kStemStages = 2;       // TMA form: patch stages per warp (one tile ahead)
 
-// K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length).
-inline int conv_stem_lp(int Ci, int Kw) { return (Kw * Ci + 1) / 2 * 2; }
-inline int conv_stem_kpad(int Ci, int Kh, int Kw) { return (Kh * conv_stem_lp(Ci, Kw) + 15) / 16 * 16; }
+// K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length)
+// in the K order shifted by sigma columns.
+inline int conv_stem_lp(int Ci, int Kw, int sigma = 0) { return (Kw * Ci + sigma + 1) / 2 * 2; }
+inline int conv_stem_kpad(int Ci, int Kh, int Kw, int sigma = 0) {
+  return (Kh * conv_stem_lp(Ci, Kw, sigma) + 15) / 16 * 16;
+}
 
 // Whether the stem kernel takes a conv with these input channels, filter, horizontal stride /
 // dilation and 16-bit activations, and if so its shared-memory plan. `sms` SMs,
@@ -83,30 +94,34 @@ inline int conv_stem_kpad(int Ci, int Kh, int Kw) { return (Kh * conv_stem_lp(Ci
 inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t smem_optin,
                            ConvStemParams* out, bool tma = false) {
   if (!x16 || !g.packed || g.Ci < 1 || g.Ci > kStemMaxCi || g.dil_w != 1) return false;
+  if (conv_stem_kpad(g.Ci, g.Kh, g.Kw) > kStemMaxK) return false;
   ConvStemParams s{};
   s.g = g;
-  s.kpad = conv_stem_kpad(g.Ci, g.Kh, g.Kw);
-  if (s.kpad > kStemMaxK) return false;
   const int64_t rows = int64_t(g.B) * g.Ho;
   const int64_t tiles128 = rows * ((g.Wo + 127) / 128) * ((g.Co + kStemBN - 1) / kStemBN);
   s.mf = g.Wo > 64 && tiles128 >= sms ? 2 : 1;
   s.shifted = (g.stride_w * g.Ci) % 2 == 1;
-  s.lp = conv_stem_lp(g.Ci, g.Kw);
-  auto box_w = [&](int mf) { return int((int64_t(16 * mf - 1) * g.stride_w * g.Ci + s.lp + 7) / 8 * 8); };
-  if (tma && g.dil_h == 1 && g.Kh <= kStemTmaMaxBox && box_w(1) <= kStemTmaMaxBox) {
+  const int run_step = g.stride_w * g.Ci;
+  // TMA form: even runs, the shifted order's K within the limit, a box that fits (the 128-pixel
+  // tile drops to 64 where only that fits)
+  const int sigma = (g.pad_w * g.Ci) % 2;
+  const int lp_t = conv_stem_lp(g.Ci, g.Kw, sigma);
+  auto box_w = [&](int mf) { return int((7 + int64_t(16 * mf - 1) * run_step + lp_t + 7) / 8 * 8); };
+  if (tma && !s.shifted && g.dil_h == 1 && g.Kh <= kStemTmaMaxBox &&
+      conv_stem_kpad(g.Ci, g.Kh, g.Kw, sigma) <= kStemMaxK && box_w(1) <= kStemTmaMaxBox) {
     if (box_w(s.mf) > kStemTmaMaxBox) s.mf = 1;
-    {
-      s.tma = true;
-      s.box_w = box_w(s.mf);
-      s.copy_bytes = (g.Kh * s.box_w * 2 + 127) / 128 * 128;
-      s.stage_bytes = (s.shifted ? 2 : 1) * s.copy_bytes;
-    }
+    s.tma = true;
+    s.sigma = sigma;
+    s.box_w = box_w(s.mf);
+    s.stage_bytes = (g.Kh * s.box_w * 2 + 127) / 128 * 128;
   }
+  s.lp = conv_stem_lp(g.Ci, g.Kw, s.sigma);
+  s.kpad = conv_stem_kpad(g.Ci, g.Kh, g.Kw, s.sigma);
   s.tile_w = 64 * s.mf;
   s.tiles_per_row = (g.Wo + s.tile_w - 1) / s.tile_w;
   s.pixel_tiles = rows * s.tiles_per_row;
   s.b_pitch = s.kpad + 8;
-  const int64_t run = int64_t(s.tile_w - 1) * g.stride_w * g.Ci + s.lp;
+  const int64_t run = int64_t(s.tile_w - 1) * run_step + s.lp;
   if (run > (int64_t(1) << 20)) return false;
   s.patch_w = int(run);
   s.patch_pitch = (s.patch_w + 1) / 2 * 2;

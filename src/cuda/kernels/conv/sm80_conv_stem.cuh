@@ -127,24 +127,26 @@ __device__ __forceinline__ void stem_load_patch(const ConvStemParams& s, int b, 
 // columns, copied once (every 16-byte piece in flight at once: one memory latency), and the K
 // table: for column pair (2i, 2i + 1), its offset in a patch row set (kh * pitch + j, `pitch`
 // elements a patch row) and which halves are real filter columns.
+// In the K order shifted by sigma (conv_stem.hpp), row column j is filter column j - sigma: the
+// halves of a pair that are real filter columns are those in [sigma, Kw * Ci + sigma).
 template <typename T>
 __device__ __forceinline__ void stem_load_tables(const ConvStemParams& s, int n0, int pitch, T* Bs,
                                                  int2* ktab, int tid) {
   const ConvIgemmParams& p = s.g;
   const int pieces = s.kpad / 8;  // 16-byte pieces per row
-  const uint16_t* src = s.w_image + int64_t(n0) * s.kpad;
+  const uint16_t* src = s.w_image + int64_t(n0) * s.img_pitch;
   for (int i = tid; i < kStemBN * pieces; i += kStemThreads) {
     const int nl = i / pieces, c = i - nl * pieces;
-    cp_async_16_u32(smem_addr(Bs + nl * s.b_pitch + 8 * c), src + int64_t(nl) * s.kpad + 8 * c);
+    cp_async_16_u32(smem_addr(Bs + nl * s.b_pitch + 8 * c), src + int64_t(nl) * s.img_pitch + 8 * c);
   }
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-  const int kwc = p.Kw * p.Ci;
+  const int lo = s.sigma, hi = p.Kw * p.Ci + s.sigma;
   for (int i = tid; i < s.kpad / 2; i += kStemThreads) {
     const int k = 2 * i, kh = k / s.lp, j = k - kh * s.lp;
     int2 e = make_int2(0, 0);
     if (kh < p.Kh) {
       e.x = kh * pitch + j;
-      e.y = j + 1 < kwc ? int(0xFFFFFFFFu) : j < kwc ? 0x0000FFFF : 0;
+      e.y = int((j >= lo && j < hi ? 0x0000FFFFu : 0u) | (j + 1 >= lo && j + 1 < hi ? 0xFFFF0000u : 0u));
     }
     ktab[i] = e;
   }
@@ -376,20 +378,24 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   const uint32_t b_lane = stem_b_lane(s, smem_addr(Bs), lane);
   const int n_valid = min(kStemBN, p.Co - n0);
   const int px_warp = warp * 16 * MF;
-  uint32_t off[MF][2];
-  stem_row_offsets<MF>(s, 0, g, s.copy_bytes, off);
-  const uint32_t tx_bytes = uint32_t((s.shifted ? 2 : 1) * p.Kh * s.box_w * 2);
+  uint32_t off[MF][2];  // from the warp's first run (even runs: no shifted copy)
+  stem_row_offsets<MF>(s, 0, g, 0, off);
+  const uint32_t tx_bytes = uint32_t(p.Kh * s.box_w * 2);
 
-  // lane 0: the warp's box of tile `tile` (its pixels' runs from input column iw of Kh rows from
-  // ih; zeros outside the image) into stage st, and its shifted copy
+  // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
+  // starts at the 16-byte boundary at or below (c0 & ~7: floor also for the left padding)
+  auto origin = [&](int64_t tile, int* b, int* oh, int* ow0, int* c0) {
+    stem_tile_origin(s, tile, b, oh, ow0);
+    *c0 = ((*ow0 + px_warp) * p.stride_w - p.pad_w) * CI;
+  };
+  // lane 0: tile `tile`'s box (Kh rows; zeros outside the image) into stage st
   auto issue = [&](int64_t tile, int st) {
-    int b, oh, ow0;
-    stem_tile_origin(s, tile, &b, &oh, &ow0);
-    const int c0 = ((ow0 + px_warp) * p.stride_w - p.pad_w) * CI, c1 = oh * p.stride_h - p.pad_h;
-    const uint32_t dst = stage0 + uint32_t(st * s.stage_bytes), sb = bar + 8 * st;
+    int b, oh, ow0, c0;
+    origin(tile, &b, &oh, &ow0, &c0);
+    const uint32_t sb = bar + 8 * st;
     sm90::mbar_arrive_expect_tx(sb, tx_bytes);
-    sm90::tma_load_3d(dst, &xmap, sb, c0, c1, b);
-    if (s.shifted) sm90::tma_load_3d(dst + uint32_t(s.copy_bytes), &xmap, sb, c0 + 1, c1, b);
+    sm90::tma_load_3d(stage0 + uint32_t(st * s.stage_bytes), &xmap, sb, c0 & ~7,
+                      oh * p.stride_h - p.pad_h, b);
   };
   if (lane == 0 && blockIdx.x < s.pixel_tiles) issue(blockIdx.x, 0);
 
@@ -399,14 +405,16 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     // the next tile's box into the other stage, read by this warp's lanes a tile ago (the
     // __syncwarp below ordered those reads before this)
     if (lane == 0 && tile + gridDim.x < s.pixel_tiles) issue(tile + gridDim.x, st ^ 1);
-    int b, oh, ow0;
-    stem_tile_origin(s, tile, &b, &oh, &ow0);
+    int b, oh, ow0, c0;
+    origin(tile, &b, &oh, &ow0, &c0);
     float acc[MF][8][4];
     stem_zero<T, MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
+    // the first run is delta = c0 & 7 elements into the box; pairs start sigma before each run
+    // (delta - sigma is even)
+    const uint32_t patch = stage0 + uint32_t(st * s.stage_bytes) + uint32_t(((c0 & 7) - s.sigma) * 2);
     sm90::mbar_wait(bar + 8 * st, uint32_t(i >> 1) & 1u);
-    if (px_warp < px_valid)
-      stem_mma<T, MF>(s, ktab, stage0 + uint32_t(st * s.stage_bytes), off, b_lane, n_valid, t4, acc);
+    if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
     stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
