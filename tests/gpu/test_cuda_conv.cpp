@@ -182,8 +182,10 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
                         (t == DType::F16 ? "f16" : "bf16"));
           const ConvRun r = run_conv(c, cw, seed);
           const double tol = tolerance(c.xt, c.yt);
+          // (and a 16-pixel warp's box, 7 + 15 runs + a filter row, within the 256-element limit)
+          const int64_t sigma = (g.pw * g.Ci) % 2, lp = (g.Kw * g.Ci + sigma + 1) / 2 * 2;
           const bool tma_call = tma && layout == Layout::NHWC && g.dh == 1 && (g.W * g.Ci) % 8 == 0 &&
-                                (g.sw * g.Ci) % 2 == 0;
+                                (g.sw * g.Ci) % 2 == 0 && 7 + 15 * g.sw * g.Ci + lp <= 256;
           if (tma_call) {
             ConvCase f = c;
             f.force = "sm90_conv_stem_tma";
@@ -245,6 +247,29 @@ TEST(CudaConv, StemKernelForFewInputChannels) {
   o.force_kernel = "sm80_conv_stem";
   expect_error([&] { prepare(make_conv_weight(wide, seed), o); }, ErrorCode::InvalidArgument,
                "Ci <= 4");
+}
+
+// The stem kernel's TMA form alone (sm_90; a subset small enough for compute-sanitizer): many
+// tiles a block (both stages, many barrier phases), the shifted K order, a last tile of a row 6
+// pixels wide, padding larger than the filter's half; against the float64 reference.
+TEST(CudaConv, StemTmaFormStagesAndEdges) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 5300;
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, s, ph, pw;
+  };
+  for (const G& g : {G{4, 2, 200, 136, 8, 3, 3, 1, 1, 1}, G{4, 1, 200, 272, 8, 3, 3, 2, 1, 1},
+                     G{2, 1, 24, 264, 72, 3, 3, 2, 2, 3}, G{1, 3, 64, 64, 64, 7, 7, 2, 3, 3}}) {
+    ConvCase c;
+    c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+    c.sh = c.sw = g.s; c.ph = g.ph; c.pw = g.pw;
+    c.xt = c.yt = DType::F16;
+    c.scheme = "w4g32asym";
+    c.bias = true;
+    c.clamp = Epilogue::relu6();
+    c.force = "sm90_conv_stem_tma";
+    expect_conv_ok(c, seed++);
+  }
 }
 
 // Every code type, zero form and block along Ci (32, 64, 128, per channel), in both K orders.
