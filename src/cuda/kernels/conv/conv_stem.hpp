@@ -39,6 +39,7 @@
 // the weight image of that order.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -70,12 +71,17 @@ struct ConvStemParams {
   // TMA form (sm_90, NHWC): per warp and stage a [Kh][box_w] patch
   bool tma;             // the patch comes by TMA, one box a warp, two stages
   int box_w;            // elements of a warp's patch row: 7 + (16 mf - 1) stride_w Ci + lp, to 8
-  int stage_bytes;      // bytes of a warp's stage: Kh x box_w x 2, rounded up to 128
+  int stage_bytes;      // bytes of a warp's stage: Kh x box_w x 2 (at least kStemOutBytes), to 128
   int patch_offset;     // shared-memory offset of the stages (after weights, K table, barriers)
 };
 
 constexpr int kStemTmaMaxBox = 256;  // TMA box extent limit (elements a dimension)
 constexpr int kStemStages = 2;       // TMA form: patch stages per warp (one tile ahead)
+// TMA form, NHWC outputs: a warp stages 16 pixels x 64 channels of its output in the patch stage
+// it has just consumed (rows padded by 16 bytes: the fragment writes are conflict-free), then
+// stores them 16 bytes a lane; a stage holds at least that
+constexpr int kStemOutPitch = kStemBN + 8;
+constexpr int kStemOutBytes = 16 * kStemOutPitch * 2;
 
 // K columns of a filter row and padded K of a Ci-channel Kh x Kw filter (the image's row length)
 // in the K order shifted by sigma columns.
@@ -113,7 +119,7 @@ inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t s
     s.tma = true;
     s.sigma = sigma;
     s.box_w = box_w(s.mf);
-    s.stage_bytes = (g.Kh * s.box_w * 2 + 127) / 128 * 128;
+    s.stage_bytes = (std::max(g.Kh * s.box_w * 2, kStemOutBytes) + 127) / 128 * 128;
   }
   s.lp = conv_stem_lp(g.Ci, g.Kw, s.sigma);
   s.kpad = conv_stem_kpad(g.Ci, g.Kh, g.Kw, s.sigma);

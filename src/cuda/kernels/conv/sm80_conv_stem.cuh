@@ -17,8 +17,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
+#include "cuda/kernels/common/dequant_codes.cuh"  // pack2
 #include "cuda/kernels/common/mma_sm80.cuh"
 #include "cuda/kernels/common/sm90_sync.cuh"  // lds32 (plain PTX, any sm_80+)
 #include "cuda/kernels/conv/conv_stem.hpp"
@@ -201,17 +201,6 @@ __device__ __forceinline__ void stem_mma(const ConvStemParams& s, const int2* kt
   }
 }
 
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  if constexpr (std::is_same_v<T, half>) {
-    const half2 v = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  } else {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&v);
-  }
-}
-
 // Bias, clamp, conversion and stores straight from the accumulators of the warp's pixels
 // px_warp... of the tile at (b, oh, ow0). An NHWC output of the activations' type with even Co
 // and a 4-byte aligned y stores a channel pair a lane from row pointers set once (the generic
@@ -286,6 +275,45 @@ __device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const fl
           store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
         }
       }
+  }
+}
+
+// The TMA form's NHWC stores where y has the activations' type, Co % 8 == 0 and y is 16-byte
+// aligned: per m16 fragment the warp's 16 pixels x 64 channels go through `stage` (its consumed
+// patch stage, kStemOutPitch elements a pixel) and leave as 16-byte stores, 8 lanes a pixel's
+// 128 bytes (the fragment-order stores write 4 bytes a lane, 8 half-used sectors an instruction).
+template <typename T, int MF>
+__device__ __forceinline__ void stem_epilogue_staged(const ConvIgemmParams& p, const float (&acc)[MF][8][4],
+                                                     int b, int oh, int ow0, int px_warp, int px_valid,
+                                                     int n0, int n_valid, int lane, unsigned char* stage) {
+  const int g = lane / 4, t4 = lane % 4;
+  const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0 + px_warp;  // the warp's first pixel
+  uint32_t* words = reinterpret_cast<uint32_t*>(stage);
+#pragma unroll
+  for (int mi = 0; mi < MF; ++mi) {
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni) {
+      if (8 * ni >= n_valid) break;  // uniform: channels past Co
+      const int n = n0 + 8 * ni + 2 * t4;
+      const float bias0 = p.bias ? load_io(p.bias, p.bias_type, n) : 0.f;
+      const float bias1 = p.bias ? load_io(p.bias, p.bias_type, n + 1) : 0.f;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
+        const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
+        words[((8 * h + g) * kStemOutPitch + 8 * ni + 2 * t4) / 2] = pack2<T>(v0, v1);
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {  // 16 pixels x 8 pieces of 8 channels
+      const int c = lane + 32 * r, px = c / 8, part = c % 8;
+      if (8 * part < n_valid && px_warp + 16 * mi + px < px_valid) {
+        const uint4 v = *reinterpret_cast<const uint4*>(stage + (px * kStemOutPitch + 8 * part) * 2);
+        *reinterpret_cast<uint4*>(static_cast<T*>(p.y) + (pix0 + 16 * mi + px) * p.Co + n0 + 8 * part) = v;
+      }
+    }
+    __syncwarp();
   }
 }
 
@@ -381,6 +409,8 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   uint32_t off[MF][2];  // from the warp's first run (even runs: no shifted copy)
   stem_row_offsets<MF>(s, 0, g, 0, off);
   const uint32_t tx_bytes = uint32_t(p.Kh * s.box_w * 2);
+  const bool staged = !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
+                      reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 
   // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
   // starts at the 16-byte boundary at or below (c0 & ~7: floor also for the left padding)
@@ -393,6 +423,7 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     int b, oh, ow0, c0;
     origin(tile, &b, &oh, &ow0, &c0);
     const uint32_t sb = bar + 8 * st;
+    sm90::fence_proxy_async_shared();  // the staged stores' generic accesses before the copy's
     sm90::mbar_arrive_expect_tx(sb, tx_bytes);
     sm90::tma_load_3d(stage0 + uint32_t(st * s.stage_bytes), &xmap, sb, c0 & ~7,
                       oh * p.stride_h - p.pad_h, b);
@@ -402,8 +433,8 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   int i = 0;
   for (int64_t tile = blockIdx.x; tile < s.pixel_tiles; tile += gridDim.x, ++i) {
     const int st = i & 1;
-    // the next tile's box into the other stage, read by this warp's lanes a tile ago (the
-    // __syncwarp below ordered those reads before this)
+    // the next tile's box into the other stage, read (and written by the staged stores) by this
+    // warp's lanes a tile ago (the __syncwarp after them ordered those accesses before this)
     if (lane == 0 && tile + gridDim.x < s.pixel_tiles) issue(tile + gridDim.x, st ^ 1);
     int b, oh, ow0, c0;
     origin(tile, &b, &oh, &ow0, &c0);
@@ -416,7 +447,12 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     sm90::mbar_wait(bar + 8 * st, uint32_t(i >> 1) & 1u);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
-    stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    if (staged) {
+      stem_epilogue_staged<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, n_valid, lane,
+                                  stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes);
+    } else {
+      stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    }
   }
 #endif
 }

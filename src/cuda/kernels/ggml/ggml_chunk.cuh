@@ -6,8 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
-#include <type_traits>
 
+#include "cuda/kernels/common/dequant_codes.cuh"  // pack2
 #include "cuda/kernels/ggml/ggml_gpu_format.hpp"
 
 namespace mixq::cuda::ggml {
@@ -217,19 +217,6 @@ __device__ __forceinline__ void word_values(uint32_t w, float s, float o, float 
     const float q = __fsub_rn(__uint_as_float(0x4B000000u | ((u4 >> (8 * i)) & 0xFFu)), kMagic);
     v[i] = __fmul_rn(s, q);
     if constexpr (F.has_min()) v[i] = __fadd_rn(v[i], o);
-  }
-}
-
-// Two floats as one register of 16-bit values (a in the low half): one cvt.rn.f16x2.f32 /
-// cvt.rn.bf16x2.f32.
-template <typename OT>
-__device__ __forceinline__ uint32_t pack2(float a, float b) {
-  if constexpr (std::is_same_v<OT, half>) {
-    const half2 h = __floats2half2_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
-    return *reinterpret_cast<const uint32_t*>(&h);
   }
 }
 
