@@ -409,9 +409,7 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   uint32_t off[MF][2];  // from the warp's first run (even runs: no shifted copy)
   stem_row_offsets<MF>(s, 0, g, 0, off);
   const uint32_t tx_bytes = uint32_t(p.Kh * s.box_w * 2);
-  // staged stores for a block of 64 real channels (with 32, e.g. a detection stem's Co = 32, half
-  // the lanes would store and the staging measured 5-6% slower than the fragment-order stores)
-  const bool staged = !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 && n_valid == kStemBN &&
+  const bool staged = !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 
   // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
