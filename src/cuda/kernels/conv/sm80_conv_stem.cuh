@@ -9,7 +9,8 @@
 //      K step, A fragments are 32-bit loads from the patch at (pixel run start + column offset)
 //      masked by the K table, B fragments ldmatrix loads of the dequantized weight;
 //   3. bias, clamp, conversion and stores straight from the accumulators.
-// conv_stem_tma_kernel (sm_90, NHWC) replaces step 1 with a TMA box a warp, a tile ahead.
+// conv_stem_tma_kernel (sm_90, NHWC) replaces step 1 with a TMA box a warp, a tile ahead, and
+// stages step 3's NHWC outputs through the consumed box for 16-byte stores.
 #pragma once
 
 #include <cuda.h>
@@ -326,7 +327,7 @@ __device__ __forceinline__ void stem_tile_origin(const ConvStemParams& s, int64_
   *oh = int(row - int64_t(*b) * s.g.Ho);
 }
 
-template <typename T, int MF>
+template <int MF>
 __device__ __forceinline__ void stem_zero(float (&acc)[MF][8][4]) {
 #pragma unroll
   for (int mi = 0; mi < MF; ++mi)
@@ -370,7 +371,7 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     __syncthreads();
 
     float acc[MF][8][4];
-    stem_zero<T, MF>(acc);
+    stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
     stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
@@ -439,7 +440,7 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     int b, oh, ow0, c0;
     origin(tile, &b, &oh, &ow0, &c0);
     float acc[MF][8][4];
-    stem_zero<T, MF>(acc);
+    stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     // the first run is delta = c0 & 7 elements into the box; pairs start sigma before each run
     // (delta - sigma is even)
