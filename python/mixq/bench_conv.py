@@ -136,12 +136,12 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes, i8_ker
 
 # The INT8 per-tensor conv kernels force_kernel can name (the direct kernel takes any layout)
 I8_KERNELS = ["sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_64x64_s3", "sm80_i8_128x128",
-              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128"]
+              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128", "sm90_i8_128x64"]
 
 
 def _i8_kernel_runs(name, Ci):
     """Whether force_kernel=name can run this layer here (NHWC, 16-byte aligned x)."""
-    if name == "sm90_i8_128x128":
+    if name.startswith("sm90_i8_"):
         return Ci % 128 == 0 and torch.cuda.get_device_capability() == (9, 0)
     return name == "sm80_conv_igemm_64x64_i8" or Ci % 16 == 0
 

@@ -179,15 +179,17 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
   uint32_t seed = 2100;
   int i = 0;
   for (const SquareConv& g : geoms)
-    for (const char* force : {"", "sm90_i8_128x128"}) {
+    for (const char* force : {"", "sm90_i8_128x128", "sm90_i8_128x64"}) {
       const ConvCase c = int8_case(g, Layout::NHWC,
                                    i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
       const int64_t Ho = (g.H + 2 * g.pad - g.dil * (g.Kh - 1) - 1) / g.s + 1;
       const int64_t Wo = (g.W + 2 * g.pad - g.dil * (g.Kw - 1) - 1) / g.s + 1;
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
       // chosen only from 5e8 multiply-adds: these small layers take the sm_80 tiles
-      if (*force || double(g.B * Ho * Wo) * double(g.Co) * double(g.Ci * g.Kh * g.Kw) >= 5e8)
-        EXPECT_EQ(name, "im2col sm90_i8_128x128") << describe(c);
+      if (*force)
+        EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
+      else if (double(g.B * Ho * Wo) * double(g.Co) * double(g.Ci * g.Kh * g.Kw) >= 5e8)
+        EXPECT_EQ(name.rfind("im2col sm90_i8_128x", 0), 0u) << describe(c) << ": " << name;
       else
         EXPECT_EQ(name.rfind("im2col sm80_i8_", 0), 0u) << describe(c) << ": " << name;
     }
@@ -200,14 +202,18 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
     PrepareOptions o = cuda_opts();
     o.act = ActQuant::Int8PerTensor;
     const PreparedWeight pw = prepare(cw, o);
+    // batch 32: 98 tiles of 128 x 128 fill one round of the 132 SMs, 196 of 128 x 64 would take two;
+    // batch 8 and 5: both fit one round, the half-width tiles finish it sooner
     EXPECT_EQ(pw.kernel_name(196 * 32), "im2col sm90_i8_128x128");
-    EXPECT_EQ(pw.kernel_name(196 * 8), "im2col sm90_i8_128x128");
-    EXPECT_EQ(pw.kernel_name(196 * 5), "im2col sm90_i8_128x128");
+    EXPECT_EQ(pw.kernel_name(196 * 8), "im2col sm90_i8_128x64");
+    EXPECT_EQ(pw.kernel_name(196 * 5), "im2col sm90_i8_128x64");
     EXPECT_EQ(pw.kernel_name(196 * 4).rfind("im2col sm80_i8_", 0), 0u) << pw.kernel_name(196 * 4);
   }
   // a stride past the im2col map's range: the sm_80 kernels, the same bytes
   expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),
                          seed++, 1, "sm90_i8_128x128");
+  expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),
+                         seed++, 1, "sm90_i8_128x64");
 }
 
 }  // namespace

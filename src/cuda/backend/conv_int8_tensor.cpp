@@ -64,11 +64,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
                    kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3, ",
-                   kTileNames[kHopperTile]);
+                   kTileNames[kHopperTile], ", ", kTileNames[kHopperTile64]);
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
-    MIXQ_CHECK(tile_of(force_) != kHopperTile || hopper_, ErrorCode::Unsupported,
+    MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs a compute "
                "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 and "
                "at most 64 taps (", taps_, ")");
@@ -162,12 +162,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
-  static constexpr const char* kTileNames[5] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
-                                                 "sm80_i8_64x64_s3", "sm90_i8_128x128"};
-  static constexpr int kDirect = -1, kHopperTile = 4;
+  static constexpr const char* kTileNames[6] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
+                                                 "sm80_i8_64x64_s3", "sm90_i8_128x128", "sm90_i8_128x64"};
+  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5;
+  static bool is_hopper(int t) { return t == kHopperTile || t == kHopperTile64; }
 
   static int tile_of(const std::string& name) {
-    for (int t = 0; t < 5; ++t)
+    for (int t = 0; t < 6; ++t)
       if (name == kTileNames[t]) return t;
     return kDirect;
   }
@@ -188,12 +189,24 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   static constexpr double kHopperMinMacs = 5e8;
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
-    if (const int t = tile_of(force_); t != kDirect && (t != kHopperTile || map_fits)) return t;
+    if (const int t = tile_of(force_); t != kDirect && (!is_hopper(t) || map_fits)) return t;
     if (hopper_ && map_fits && M >= 129 && force_.empty() &&
         double(M) * double(N) * double(taps_ * conv->Ci) >= kHopperMinMacs)
-      return kHopperTile;
+      return hopper_tile(M);
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     return 2 * tiles64 >= sm_count_ ? 3 : 0;
+  }
+
+  // The Hopper kernel's N tile: 128 x 64 tiles where they finish in fewer rounds of the SMs,
+  // counting a round of half-width tiles as kHalfTileRound of a 128 x 128 round (the A tile is
+  // the same, the MMAs half: 3x3 512->512 @7 at batch 32 has 52 tiles of 128 x 128 for 132 SMs,
+  // 104 of 128 x 64).
+  static constexpr double kHalfTileRound = 0.6;
+  int hopper_tile(int64_t M) const {
+    const int64_t m_tiles = (M + 127) / 128;
+    const int64_t rounds128 = (m_tiles * ((N + 127) / 128) + sm_count_ - 1) / sm_count_;
+    const int64_t rounds64 = (m_tiles * ((N + 63) / 64) + sm_count_ - 1) / sm_count_;
+    return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
   }
 
   void launch_gemm(const TensorView& x, const TensorView& y, const cuda::ConvCallGeometry& g,
@@ -223,8 +236,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     p.clamp_lo = ep.clamp_lo;
     p.clamp_hi = ep.clamp_hi;
     cuda::DeviceGuard guard(dev_.id);
-    if (tile == kHopperTile) {
+    if (is_hopper(tile)) {
       p.conv_on = 1;
+      p.tile_n = tile == kHopperTile64 ? 64 : 128;
       p.wsum_tap = static_cast<const int32_t*>(wsum_tap_.data());
       p.num_sms = sm_count_;
       cuda::launch_sm90_int8_block(p, stream);

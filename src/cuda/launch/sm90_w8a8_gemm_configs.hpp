@@ -11,7 +11,8 @@ namespace mixq::cuda {
 
 template <bool kOffset, int C, int kSub, int G>
 void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name);
-// The per-tensor mode (sm90_w8a8_gemm_tensor.cu): 128 x 128 tiles, integer totals.
+// The per-tensor mode (sm90_w8a8_gemm_tensor.cu): 128 x 128 or 128 x 64 tiles (a.tile_n), integer
+// totals.
 void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name);
 
 }  // namespace mixq::cuda

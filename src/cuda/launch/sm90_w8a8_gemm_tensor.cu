@@ -10,9 +10,13 @@
 
 namespace mixq::cuda {
 
-void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
-  // 128 x 128 tiles, 6 stages of 32 KiB (no metadata): the block mode's single-CTA shape.
-  constexpr int kBN = 128, kStages = 6;
+namespace {
+
+// kBN = 128: 6 stages of 32 KiB (no metadata), the block mode's single-CTA shape. kBN = 64: 8 stages
+// of 24 KiB, twice the tiles for a call whose 128 x 128 tiles leave SMs idle or end in a short last
+// round (a convolution's deep layers: 3x3 512->512 @7 at batch 32 has 52 tiles for 132 SMs).
+template <int kBN, int kStages>
+void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
   using Policy = sm90::Int8TensorPolicy;
   using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, 1, 1>;
   const uint64_t M = uint64_t(a.M), N = uint64_t(a.N), K = uint64_t(a.K);
@@ -54,6 +58,14 @@ void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char
     MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   }
   launch_block_gemm<kBN, kStages, Policy, 1, 1>(tm_a, tm_b, pp, p, sms, 0, stream, name);
+}
+
+}  // namespace
+
+void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
+  MIXQ_CHECK_ARG(a.tile_n == 128 || a.tile_n == 64, name, ": tile_n (", a.tile_n, ") must be 128 or 64");
+  if (a.tile_n == 64) launch_tensor_tiles<64, 8>(a, stream, name);
+  else launch_tensor_tiles<128, 6>(a, stream, name);
 }
 
 }  // namespace mixq::cuda

@@ -119,22 +119,44 @@ struct Int8TensorPolicy {
     const bool y_i8 = pp.y_i8 != 0;
     // four int8 codes as one 4-byte store where a row's columns are 4-byte aligned
     const bool vec4 = y_i8 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0 && p.ldy % 4 == 0;
+    // The passes run as a loop, not unrolled: the pass body is ~1500 instructions, run once per
+    // tile, and four unrolled copies (with the skeleton, 8.9k instructions, 140 KB) missed the
+    // instruction cache all the way through each tile's epilogue (H200, ncu: 43% of the warps'
+    // cycles waiting for an instruction fetch; ~14 us a tile whatever its K). Registers cannot be
+    // indexed at run time, so each pass stages the first 16 of `t` and moves the rest down.
+    float t[R];
 #pragma unroll
+    for (int i = 0; i < R; ++i) t[i] = total[i];
+#pragma unroll 1
     for (int pass = 0; pass < R / 16; ++pass) {
+      const int nb = n0 + 32 * pass;
+      const int n = nb + 4 * quad;  // this thread's first column; columns past N compute on N - 1
+      // The pass's column constants, loaded before the staging so that their latency (L2) overlaps
+      // the barriers instead of stalling the first float path.
+      RequantColumn col[4] = {RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0),
+                              RequantColumn(0.0, 0.0)};
+      uint32_t wsum[4] = {0, 0, 0, 0};
+      if (y_i8 && nb < p.N) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int nc = n + c < p.N ? n + c : p.N - 1;
+          col[c] = RequantColumn(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
+          wsum[c] = uint32_t(pp.wsum[nc]);
+        }
+      }
       named_barrier_sync(bar, 128);  // the previous pass's (or tile's) loads are done
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = frow + 8 * h, pr = 4 * jj + fpair;  // column pair pr: chunk pr / 2, half pr % 2
-          const int j = 4 * pass + jj;
           sts64(box + uint32_t(r * 128 + (((pr >> 1) ^ (r % 8)) << 4) + (pr & 1) * 8),
-                __float_as_uint(total[4 * j + 2 * h]), __float_as_uint(total[4 * j + 2 * h + 1]));
+                __float_as_uint(t[4 * jj + 2 * h]), __float_as_uint(t[4 * jj + 2 * h + 1]));
         }
+#pragma unroll
+      for (int i = 0; i + 16 < R; ++i) t[i] = t[i + 16];
       named_barrier_sync(bar, 128);
-      const int nb = n0 + 32 * pass;
       if (nb >= p.N) break;  // the pass lies past N (the same for the whole warpgroup)
-      const int n = nb + 4 * quad;  // this thread's first column; columns past N compute on N - 1
       // Output (s, c) by the reference's double expression, everything reloaded from the staged
       // total and global memory (not unrolled: registers cannot be indexed at run time): the f32
       // outputs, and the rare int8 codes within the float path's error of a rounding tie.
@@ -154,15 +176,6 @@ struct Int8TensorPolicy {
       };
       uint32_t redo = 0xFFFFu;  // bit 4 s + c: outputs left to exact()
       if (y_i8) {
-        RequantColumn col[4] = {RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0),
-                                RequantColumn(0.0, 0.0)};
-        uint32_t wsum[4];
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int nc = n + c < p.N ? n + c : p.N - 1;
-          col[c] = RequantColumn(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
-          wsum[c] = uint32_t(pp.wsum[nc]);
-        }
         redo = 0;
         // a = acc - Z_I sum_k wq[n] (mod 2^32, as the accumulator wraps), and for a pixel whose
         // taps cross the image border, Z_I times the codes of its outside taps added back; the
@@ -172,8 +185,8 @@ struct Int8TensorPolicy {
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {
           const int r = row0 + 16 * s;
-          const uint4 t = lds128(box + uint32_t(r * 128 + ((quad ^ (r % 8)) << 4)));
-          const uint32_t acc[4] = {t.x, t.y, t.z, t.w};
+          const uint4 v = lds128(box + uint32_t(r * 128 + ((quad ^ (r % 8)) << 4)));
+          const uint32_t acc[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
           for (int c = 0; c < 4; ++c) a32[s][c] = int32_t(acc[c] - uint32_t(pp.in_zero) * wsum[c]);
         }
