@@ -100,4 +100,73 @@ struct Requant {
   }
 };
 
+// The float path as ~12 instructions an output, for epilogues that requantize many rows of each
+// column (the Hopper kernel's 4 x 4 blocks). Requant::fast spends ~22 an output (the clamp on the
+// real value, the division's reciprocal, a bound from |p| and |r|); here S_O, Z_O and the clamp
+// fold into per-column constants and a per-tile interval, and the error bound needs |acc| only.
+// The reference's code is rint(Q), Q its quotient plus Z_O clamped to [Lc, Hc] = [lo / S_O + Z_O,
+// hi / S_O + Z_O] intersected with [-128.25, 127.25] (clamping there first changes no code: every
+// value past 127.25 has rint >= 127, which saturates to 127; the same below). The float path
+// brackets Q and takes the code where rint is the same at both ends (rint is monotone):
+//   q0 = a m + b,  a = float(acc),  m = float(ws / S_O),  b = float(bias / S_O + Z_O)
+//   err = |a| e1 + e0,  Q in [clamp(q0 - err, qlo, qhi), clamp(q0 + err, qhi', qhi')]
+// with qlo / qhi the bounds Lc / Hc less eb, rounded down, and qlo' / qhi' plus eb, rounded up.
+// Why Q lies inside (u = 2^-24, U the exact (ws acc + bias) / S_O + Z_O):
+// - |q0 - U| <= u (3.02 |acc| |m| + 2.02 (|bias / S_O| + |Z_O|)): the roundings of a, m, b and the
+//   fma, m and b being the double values rounded once (their double roundings and the reference's
+//   own three are ~2^-52 relative); q0 - err and q0 + err add one rounding of u |q0 +- err|.
+//   e1 = 8 u |m| and e0 = 8 u (|bias / S_O| + |Z_O|) + eb cover all of it with room to spare.
+// - The reference clamps the real value before dividing; division by S_O > 0 and rounding are
+//   monotone, so its quotient is U's (rounded) clamped to the bounds, and a clamp is monotone in
+//   its argument and moves by no more than its bounds do: the float bounds lie within
+//   2^-24 * 129.25 < 2^-16 of Lc, Hc where they matter, and eb = 2^-15 covers that and the
+//   roundings of the shifted bounds.
+// - Saturation: a value far past the range (err large or not) clamps to qhi +- eb at both ends,
+//   whose rint is the saturated code unless the bound itself lies near a tie.
+// - A tie inside the bracket (a few outputs in 10^5), an overflow (err = inf) or a NaN is
+//   undecided: the caller runs requant_i8_double for those.
+struct RequantCol {
+  float m, b, e1, e0;
+};
+
+struct RequantTile {
+  static constexpr double kBoundSlack = 0x1p-15;  // eb
+  double inv_out_scale;  // 1 / S_O: m and b take one more double rounding, far inside err
+  float lo_dn, hi_dn, lo_up, hi_up;  // the clamp bounds Lc, Hc less eb (rounded down), plus eb (up)
+
+  __device__ __forceinline__ RequantTile(float lo, float hi, double out_scale, int out_zero)
+      : inv_out_scale(1.0 / out_scale) {
+    const double l = fmax(double(lo) * inv_out_scale + double(out_zero), -128.25);
+    const double h = fmin(double(hi) * inv_out_scale + double(out_zero), 127.25);
+    lo_dn = __double2float_rd(l - kBoundSlack);
+    hi_dn = __double2float_rd(h - kBoundSlack);
+    lo_up = __double2float_ru(l + kBoundSlack);
+    hi_up = __double2float_ru(h + kBoundSlack);
+  }
+
+  __device__ __forceinline__ RequantCol column(double ws, double bias, int out_zero) const {
+    const double m = ws * inv_out_scale, b = bias * inv_out_scale;
+    RequantCol c;
+    c.m = __double2float_rn(m);
+    c.b = __double2float_rn(b + double(out_zero));
+    c.e1 = __double2float_ru(fabs(m) * 0x1p-21);
+    c.e0 = __double2float_ru((fabs(b) + fabs(double(out_zero))) * 0x1p-21 + kBoundSlack);
+    // constants past the float range (S_O below ws / 3.4e38): an unbounded bracket, every output
+    // undecided unless the clamp bounds coincide (then the clamp is the code either way)
+    if (!(fabs(m) <= 3.0e38 && fabs(b + double(out_zero)) <= 3.0e38)) c = RequantCol{0.f, 0.f, 0.f, __int_as_float(0x7f800000)};
+    return c;
+  }
+
+  // true with the reference's code in `out`; false where only requant_i8_double knows it
+  __device__ __forceinline__ bool code(int32_t acc, const RequantCol& c, int8_t& out) const {
+    const float a = __int2float_rn(acc);
+    const float q0 = __fmaf_rn(a, c.m, c.b);
+    const float err = __fmaf_rn(fabsf(a), c.e1, c.e0);
+    const float k_lo = rintf(fminf(fmaxf(__fsub_rn(q0, err), lo_dn), hi_dn));
+    const float k_hi = rintf(fminf(fmaxf(__fadd_rn(q0, err), lo_up), hi_up));
+    out = static_cast<int8_t>(__float2int_rz(k_lo));
+    return k_lo == k_hi;
+  }
+};
+
 }  // namespace mixq::cuda

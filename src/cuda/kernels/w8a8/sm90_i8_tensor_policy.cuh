@@ -82,7 +82,7 @@ struct Int8TensorPolicy {
   // columns of int32 totals at a time. Then each thread requantizes a 4 x 4 block of the pass:
   // columns 4 (lane % 8) .. + 3 (their constants narrowed once) of rows 16 s + 4 warp + lane / 8,
   // s = 0..3: one 16-byte shared load per row, one 4-byte store of four int8 codes, and sixteen
-  // independent float paths (~22 instructions each) that the scheduler interleaves. The rare
+  // independent float paths (RequantTile: ~10 instructions each) that the scheduler interleaves. The rare
   // outputs that need the double expression are computed after all sixteen.
   // Measured on the H200 (ncu, 1x1 1024->256 @14, batch 32, 8 K blocks a tile): with the
   // requantization unrolled over the fragment's 64 registers (~6000 instructions per tile), 41%
@@ -102,7 +102,8 @@ struct Int8TensorPolicy {
     const int frow = warp * 16 + lane / 4, fpair = lane % 4;  // the fragment's row and column pair
     const int row0 = 4 * warp + lane / 8, quad = lane % 8;    // this thread's rows and 4 columns
     const uint32_t box = smem_u32(staging);
-    const Requant rq(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);
+    const Requant rq(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);  // the exact path's
+    const RequantTile rt(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);  // the float path's
     // The box's rows inside M.
     const int rows = p.M - m0 < 64 ? int(p.M - m0) : 64;
     const int taps = p.conv.Kh * p.conv.Kw;
@@ -133,14 +134,14 @@ struct Int8TensorPolicy {
       const int n = nb + 4 * quad;  // this thread's first column; columns past N compute on N - 1
       // The pass's column constants, loaded before the staging so that their latency (L2) overlaps
       // the barriers instead of stalling the first float path.
-      RequantColumn col[4] = {RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0), RequantColumn(0.0, 0.0),
-                              RequantColumn(0.0, 0.0)};
+      double ws[4] = {0.0, 0.0, 0.0, 0.0}, bias[4] = {0.0, 0.0, 0.0, 0.0};
       uint32_t wsum[4] = {0, 0, 0, 0};
       if (y_i8 && nb < p.N) {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           const int nc = n + c < p.N ? n + c : p.N - 1;
-          col[c] = RequantColumn(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
+          ws[c] = pp.wscale[nc];
+          if (p.bias) bias[c] = double(load_io(p.bias, p.bias_type, nc));
           wsum[c] = uint32_t(pp.wsum[nc]);
         }
       }
@@ -177,6 +178,9 @@ struct Int8TensorPolicy {
       uint32_t redo = 0xFFFFu;  // bit 4 s + c: outputs left to exact()
       if (y_i8) {
         redo = 0;
+        RequantCol col[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) col[c] = rt.column(ws[c], bias[c], pp.out_zero);
         // a = acc - Z_I sum_k wq[n] (mod 2^32, as the accumulator wraps), and for a pixel whose
         // taps cross the image border, Z_I times the codes of its outside taps added back; the
         // border work in one branch of its own so that the sixteen float paths below are one
@@ -207,7 +211,7 @@ struct Int8TensorPolicy {
         for (int s = 0; s < kRows; ++s)
 #pragma unroll
           for (int c = 0; c < 4; ++c)
-            if (!rq.fast(a32[s][c], col[c], code[s][c])) redo |= 1u << (4 * s + c);
+            if (!rt.code(a32[s][c], col[c], code[s][c])) redo |= 1u << (4 * s + c);
 #pragma unroll
         for (int s = 0; s < kRows; ++s) {
           const int r = row0 + 16 * s;
