@@ -179,20 +179,15 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // loops' pipeline fill and the double-precision epilogue better than the deeper pipelines, the
   // 128 x 128 tile or the direct kernel), else 16 x 32 (few pixels, deep layers: the K loop over
   // many small CTAs). The others are reached by force_kernel.
-  // Hopper: the wgmma kernel from kHopperMinMacs multiply-adds (M x Co x Kh Kw Ci), where the
-  // weight and the call's geometry allow it (map_fits: the im2col map's ranges). Every kernel
-  // forced on the ResNet-50 layers at batch 1, 8, 32 (H200, bench/results/cuda_conv.md, with the
-  // 4 x 4 requantizing epilogue): the wgmma kernel was the fastest on the 3x3 layers from batch 8
-  // (~0.9e9 multiply-adds: 19.6-32.1 us against 22.0-36.9 for the best sm_80 tile), split the 1x1
-  // layers at batch 8 (~0.4e9) and lost below (~0.1e9 at batch 1: ~18 us at the least, the
-  // sm_80 tiles 11-20 us).
-  static constexpr double kHopperMinMacs = 5e8;
+  // Hopper: the wgmma kernel wherever the weight and the call's geometry allow it (map_fits: the
+  // im2col map's ranges), its tile from hopper_tile(). Every kernel forced on the ResNet-50
+  // layers with Ci a multiple of 128 at batch 1, 8, 32 (H200, bench/results/cuda_conv.md): with
+  // the looped epilogue and the 128 x 64 tile the wgmma kernel was the fastest on all 15 (at
+  // batch 1 11.5-23.0 us against 12.5-32.0 for the best sm_80 tile).
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect && (!is_hopper(t) || map_fits)) return t;
-    if (hopper_ && map_fits && M >= 129 && force_.empty() &&
-        double(M) * double(N) * double(taps_ * conv->Ci) >= kHopperMinMacs)
-      return hopper_tile(M);
+    if (hopper_ && map_fits && force_.empty()) return hopper_tile(M);
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     return 2 * tiles64 >= sm_count_ ? 3 : 0;
   }
