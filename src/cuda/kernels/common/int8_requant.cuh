@@ -91,18 +91,12 @@ struct Requant {
     if (v > double(hi)) v = hi;
     return __double2float_rn(v);
   }
-
-  __device__ __forceinline__ void store(void* y, int64_t off, bool y_i8, int32_t acc, double ws,
-                                        double bias) const {
-    const RequantColumn c(ws, bias);
-    if (y_i8) static_cast<int8_t*>(y)[off] = code(acc, c);
-    else static_cast<float*>(y)[off] = real(acc, c);
-  }
 };
 
-// The float path as ~12 instructions an output, for epilogues that requantize many rows of each
-// column (the Hopper kernel's 4 x 4 blocks). Requant::fast spends ~22 an output (the clamp on the
-// real value, the division's reciprocal, a bound from |p| and |r|); here S_O, Z_O and the clamp
+// The float path as ~12 instructions an output, for epilogues that requantize several rows of
+// each column (every INT8 per-tensor kernel's, directly or through RequantOut). Requant::fast
+// spends ~22 an output (the clamp on the real value, the division's reciprocal, a bound from |p|
+// and |r|); here S_O, Z_O and the clamp
 // fold into per-column constants and a per-tile interval, and the error bound needs |acc| only.
 // The reference's code is rint(Q), Q its quotient plus Z_O clamped to [Lc, Hc] = [lo / S_O + Z_O,
 // hi / S_O + Z_O] intersected with [-128.25, 127.25] (clamping there first changes no code: every
@@ -166,6 +160,38 @@ struct RequantTile {
     const float k_hi = rintf(fminf(fmaxf(__fadd_rn(q0, err), lo_up), hi_up));
     out = static_cast<int8_t>(__float2int_rz(k_lo));
     return k_lo == k_hi;
+  }
+};
+
+// An epilogue's output writer for either y type, a column at a time: int8 y by the per-column
+// float path (the double expression where it is undecided), f32 y by the double expression.
+struct RequantOut {
+  Requant rq;
+  RequantTile rt;
+  bool y_i8;
+
+  struct Column {
+    RequantCol c;
+    double ws, bias;
+  };
+
+  __device__ __forceinline__ RequantOut(float lo, float hi, double out_scale, int out_zero, bool y_i8_)
+      : rq(lo, hi, out_scale, out_zero), rt(lo, hi, out_scale, out_zero), y_i8(y_i8_) {}
+
+  // ws = S_I S_W[n], bias widened to double
+  __device__ __forceinline__ Column column(double ws, double bias) const {
+    return Column{y_i8 ? rt.column(ws, bias, rq.out_zero) : RequantCol{0.f, 0.f, 0.f, 0.f}, ws, bias};
+  }
+
+  __device__ __forceinline__ void store(void* y, int64_t off, int32_t acc, const Column& c) const {
+    if (y_i8) {
+      int8_t code;
+      if (!rt.code(acc, c.c, code))
+        code = requant_i8_double(acc, c.ws, c.bias, rq.lo, rq.hi, rq.out_scale, rq.out_zero);
+      static_cast<int8_t*>(y)[off] = code;
+    } else {
+      static_cast<float*>(y)[off] = rq.real(acc, RequantColumn(c.ws, c.bias));
+    }
   }
 };
 

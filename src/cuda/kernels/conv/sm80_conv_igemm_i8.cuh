@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
     }
   }
 
-  const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
+  const RequantOut out(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero, p.y_i8);
 #pragma unroll
   for (int ni = 0; ni < 4; ++ni)
 #pragma unroll
@@ -150,8 +150,8 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
       if (n >= p.Co) continue;
       // wraps like the accumulator: exact mod 2^32
       const uint32_t zsum = uint32_t(p.in_zero) * uint32_t(p.wsum[n]);
-      const double ws = p.wscale[n];
-      const double bias = p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0;
+      const RequantOut::Column col =
+          out.column(p.wscale[n], p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0);
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kConvThreads) conv_igemm_i8_kernel(const ConvI
           if (m >= M) continue;
           const int32_t a32 = int32_t(uint32_t(acc[mi][ni][2 * h + e01]) - zsum);
           const int64_t yi = p.nchw ? ((m / hw) * p.Co + n) * hw + m % hw : m * p.Co + n;
-          rq.store(p.y, yi, p.y_i8, a32, ws, bias);
+          out.store(p.y, yi, a32, col);
         }
     }
 }

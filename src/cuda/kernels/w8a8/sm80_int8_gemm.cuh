@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
   cp_async_wait<0>();
 
   // Epilogue: bias, clamp, convert, store (every element guarded by M and N).
-  [[maybe_unused]] const Requant rq(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero);
+  [[maybe_unused]] const RequantOut out(p.clamp_lo, p.clamp_hi, p.out_scale, p.out_zero, p.y_type == 3);
 #pragma unroll
   for (int j = 0; j < C::NT; ++j)
 #pragma unroll
@@ -342,8 +342,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
       if (n >= p.N) continue;
       if constexpr (C::kTensor) {
         const int32_t zsum = p.in_zero * p.wsum[n];  // wraps like the accumulator: exact mod 2^32
-        const double ws = p.wscale[n];
-        const double bias = p.bias ? double(load_bias(p.bias, p.bias_type, n)) : 0.0;
+        const RequantOut::Column col =
+            out.column(p.wscale[n], p.bias ? double(load_bias(p.bias, p.bias_type, n)) : 0.0);
 #pragma unroll
         for (int i = 0; i < C::MT; ++i)
 #pragma unroll
@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) sm80_int8_gemm_kernel(const In
             const int m = m0 + wm * C::WTM + i * 16 + h * 8 + grp;
             if (m >= p.M) continue;
             const int32_t a32 = int32_t(uint32_t(acc[i][j][h * 2 + e]) - uint32_t(zsum));
-            rq.store(p.y, int64_t(m) * p.ldy + n, p.y_type == 3, a32, ws, bias);
+            out.store(p.y, int64_t(m) * p.ldy + n, a32, col);
           }
       } else {
         const float bias = p.bias ? load_bias(p.bias, p.bias_type, n) : 0.f;
