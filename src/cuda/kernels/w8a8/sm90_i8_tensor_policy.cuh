@@ -82,8 +82,8 @@ struct Int8TensorPolicy {
   // columns of int32 totals at a time. Then each thread requantizes a 4 x 4 block of the pass:
   // columns 4 (lane % 8) .. + 3 (their constants narrowed once) of rows 16 s + 4 warp + lane / 8,
   // s = 0..3: one 16-byte shared load per row, one 4-byte store of four int8 codes, and sixteen
-  // independent float paths (RequantTile: ~10 instructions each) that the scheduler interleaves. The rare
-  // outputs that need the double expression are computed after all sixteen.
+  // independent float paths (RequantTile, ~12 instructions each) that the scheduler interleaves.
+  // The rare outputs that need the double expression are computed after all sixteen.
   // Measured on the H200 (ncu, 1x1 1024->256 @14, batch 32, 8 K blocks a tile): with the
   // requantization unrolled over the fragment's 64 registers (~6000 instructions per tile), 41%
   // of warp cycles waited for instruction fetch and a tile took 30 us or more; with one column a
@@ -120,11 +120,11 @@ struct Int8TensorPolicy {
     const bool y_i8 = pp.y_i8 != 0;
     // four int8 codes as one 4-byte store where a row's columns are 4-byte aligned
     const bool vec4 = y_i8 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0 && p.ldy % 4 == 0;
-    // The passes run as a loop, not unrolled: the pass body is ~1500 instructions, run once per
-    // tile, and four unrolled copies (with the skeleton, 8.9k instructions, 140 KB) missed the
-    // instruction cache all the way through each tile's epilogue (H200, ncu: 43% of the warps'
-    // cycles waiting for an instruction fetch; ~14 us a tile whatever its K). Registers cannot be
-    // indexed at run time, so each pass stages the first 16 of `t` and moves the rest down.
+    // The passes run as a loop, not unrolled: a pass is about a thousand instructions, and four
+    // unrolled copies (with the skeleton, 8.9k instructions, 140 KB) missed the instruction cache
+    // through each tile's epilogue (H200, ncu: 43% of the warps' cycles waiting for an
+    // instruction fetch). Registers cannot be indexed at run time, so each pass stages the first
+    // 16 of `t` and moves the rest down.
     float t[R];
 #pragma unroll
     for (int i = 0; i < R; ++i) t[i] = total[i];
@@ -132,8 +132,8 @@ struct Int8TensorPolicy {
     for (int pass = 0; pass < R / 16; ++pass) {
       const int nb = n0 + 32 * pass;
       const int n = nb + 4 * quad;  // this thread's first column; columns past N compute on N - 1
-      // The pass's column constants, loaded before the staging so that their latency (L2) overlaps
-      // the barriers instead of stalling the first float path.
+      // The pass's column constants, loaded before the staging so that their latency (L2, or DRAM
+      // on a cold cache) overlaps the barriers instead of stalling the first float path.
       double ws[4] = {0.0, 0.0, 0.0, 0.0}, bias[4] = {0.0, 0.0, 0.0, 0.0};
       uint32_t wsum[4] = {0, 0, 0, 0};
       if (y_i8 && nb < p.N) {
