@@ -34,7 +34,7 @@ __global__ void requant_both(const RequantCase* c, int n, int8_t* tile, int8_t* 
   exact[i] = mixq::cuda::requant_i8_double(k.acc, k.ws, k.bias, k.lo, k.hi, k.out_scale, k.out_zero);
   const mixq::cuda::RequantTile rt(k.lo, k.hi, k.out_scale, k.out_zero);
   int8_t out;
-  const bool decided = rt.code(k.acc, rt.column(k.ws, k.bias, k.out_zero), out);
+  const bool decided = rt.code(k.acc, rt.column(k.ws, k.bias), out);
   tile[i] = decided ? out : exact[i];
   undecided[i] = decided ? 0 : 1;
 }

@@ -46,6 +46,11 @@ struct Requant {
   __device__ __forceinline__ Requant(float lo_, float hi_, double out_scale_, int out_zero_)
       : lo(lo_), hi(hi_), out_scale(out_scale_), out_zero(out_zero_) {}
 
+  // int8 y: the double expression (the float path's undecided outputs).
+  __device__ __forceinline__ int8_t exact(int32_t acc, const RequantColumn& c) const {
+    return requant_i8_double(acc, c.ws, c.bias, lo, hi, out_scale, out_zero);
+  }
+
   // f32 y: the double expression (one per output; no float shortcut gives its bits).
   __device__ __forceinline__ float real(int32_t acc, const RequantColumn& c) const {
     double v = __dadd_rn(__dmul_rn(c.ws, double(acc)), c.bias);
@@ -88,10 +93,11 @@ struct RequantCol {
 struct RequantTile {
   static constexpr double kBoundSlack = 0x1p-15;  // eb
   double inv_out_scale;  // 1 / S_O: m and b take one more double rounding, far inside err
+  int out_zero;
   float lo_dn, hi_dn, lo_up, hi_up;  // the clamp bounds Lc, Hc less eb (rounded down), plus eb (up)
 
-  __device__ __forceinline__ RequantTile(float lo, float hi, double out_scale, int out_zero)
-      : inv_out_scale(1.0 / out_scale) {
+  __device__ __forceinline__ RequantTile(float lo, float hi, double out_scale, int out_zero_)
+      : inv_out_scale(1.0 / out_scale), out_zero(out_zero_) {
     const double l = fmax(double(lo) * inv_out_scale + double(out_zero), -128.25);
     const double h = fmin(double(hi) * inv_out_scale + double(out_zero), 127.25);
     lo_dn = __double2float_rd(l - kBoundSlack);
@@ -100,7 +106,7 @@ struct RequantTile {
     hi_up = __double2float_ru(h + kBoundSlack);
   }
 
-  __device__ __forceinline__ RequantCol column(double ws, double bias, int out_zero) const {
+  __device__ __forceinline__ RequantCol column(double ws, double bias) const {
     const double m = ws * inv_out_scale, b = bias * inv_out_scale;
     RequantCol c;
     c.m = __double2float_rn(m);
@@ -134,8 +140,8 @@ struct RequantOut {
   bool y_i8;
 
   struct Column {
-    RequantCol c;
-    double ws, bias;
+    RequantCol c;     // the float path's constants (int8 y)
+    RequantColumn d;  // the double expression's
   };
 
   __device__ __forceinline__ RequantOut(float lo, float hi, double out_scale, int out_zero, bool y_i8_)
@@ -143,17 +149,16 @@ struct RequantOut {
 
   // ws = S_I S_W[n], bias widened to double
   __device__ __forceinline__ Column column(double ws, double bias) const {
-    return Column{y_i8 ? rt.column(ws, bias, rq.out_zero) : RequantCol{0.f, 0.f, 0.f, 0.f}, ws, bias};
+    return Column{y_i8 ? rt.column(ws, bias) : RequantCol{0.f, 0.f, 0.f, 0.f}, RequantColumn(ws, bias)};
   }
 
   __device__ __forceinline__ void store(void* y, int64_t off, int32_t acc, const Column& c) const {
     if (y_i8) {
       int8_t code;
-      if (!rt.code(acc, c.c, code))
-        code = requant_i8_double(acc, c.ws, c.bias, rq.lo, rq.hi, rq.out_scale, rq.out_zero);
+      if (!rt.code(acc, c.c, code)) code = rq.exact(acc, c.d);
       static_cast<int8_t*>(y)[off] = code;
     } else {
-      static_cast<float*>(y)[off] = rq.real(acc, RequantColumn(c.ws, c.bias));
+      static_cast<float*>(y)[off] = rq.real(acc, c.d);
     }
   }
 };

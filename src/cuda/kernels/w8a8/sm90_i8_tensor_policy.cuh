@@ -172,7 +172,7 @@ struct Int8TensorPolicy {
         const int32_t a = int32_t(acc - uint32_t(pp.in_zero) * ws_codes);
         const RequantColumn col(pp.wscale[nc], p.bias ? double(load_io(p.bias, p.bias_type, nc)) : 0.0);
         const int64_t i = (m0 + r) * p.ldy + nc;
-        if (y_i8) static_cast<int8_t*>(p.y)[i] = requant_i8_double(a, col.ws, col.bias, rq.lo, rq.hi, rq.out_scale, rq.out_zero);
+        if (y_i8) static_cast<int8_t*>(p.y)[i] = rq.exact(a, col);
         else static_cast<float*>(p.y)[i] = rq.real(a, col);
       };
       uint32_t redo = 0xFFFFu;  // bit 4 s + c: outputs left to exact()
@@ -180,7 +180,7 @@ struct Int8TensorPolicy {
         redo = 0;
         RequantCol col[4];
 #pragma unroll
-        for (int c = 0; c < 4; ++c) col[c] = rt.column(ws[c], bias[c], pp.out_zero);
+        for (int c = 0; c < 4; ++c) col[c] = rt.column(ws[c], bias[c]);
         // a = acc - Z_I sum_k wq[n] (mod 2^32, as the accumulator wraps), and for a pixel whose
         // taps cross the image border, Z_I times the codes of its outside taps added back; the
         // border work in one branch of its own so that the sixteen float paths below are one
