@@ -314,7 +314,7 @@ class CudaGgmlNative final : public PreparedImpl {
     q.q = reinterpret_cast<int8_t*>(ws);
     q.meta = reinterpret_cast<float4*>(ws + ggml::q8_meta_offset(M, K));
     ggml::launch_quantize_x(x.data, float_type_code(x.dtype, "cuda ggml native"), x.ld(), M, K, q,
-                            caps_.sm_count, stream);
+                            caps_.sm_count, caps_.cc_major >= 9, stream);
     ggml::MmaParams p;
     fill_output(p, M, y, ep);
     p.xq = q.q;

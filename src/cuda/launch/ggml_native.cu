@@ -170,16 +170,16 @@ HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count) {
 }
 
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
-                       int sm_count, cudaStream_t stream) {
+                       int sm_count, bool pdl, cudaStream_t stream) {
   const int64_t warps = int64_t(M) * (K / 32);
   const int64_t blocks = std::min<int64_t>((warps + 7) / 8, int64_t(sm_count) * 16);
   const dim3 grid(unsigned(std::max<int64_t>(blocks, 1)));
+  WoLaunchConfig lc(grid, 256, 0, stream, pdl);
   switch (x_type) {
-    case 0: quantize_x_kernel<half><<<grid, 256, 0, stream>>>(static_cast<const half*>(x), ldx, M, K, out); break;
-    case 1: quantize_x_kernel<__nv_bfloat16><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), ldx, M, K, out); break;
-    default: quantize_x_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(x), ldx, M, K, out); break;
+    case 0: MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, quantize_x_kernel<half>, static_cast<const half*>(x), ldx, M, K, out)); break;
+    case 1: MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, quantize_x_kernel<__nv_bfloat16>, static_cast<const __nv_bfloat16*>(x), ldx, M, K, out)); break;
+    default: MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, quantize_x_kernel<float>, static_cast<const float*>(x), ldx, M, K, out)); break;
   }
-  MIXQ_CUDA_CHECK(cudaGetLastError());
 }
 
 namespace {

@@ -44,9 +44,10 @@ int hmma_smem_bytes(GType t, int token_tile);
 size_t q8_bytes(int64_t M, int64_t K);
 size_t q8_meta_offset(int64_t M, int64_t K);
 
-// X [M][K] (x_type 0 f16, 1 bf16, 2 f32; row stride ldx elements) -> out (GQ8).
+// X [M][K] (x_type 0 f16, 1 bf16, 2 f32; row stride ldx elements) -> out (GQ8); pdl: launched
+// dependent on the stream's previous kernel (sm_90), which it waits for before reading X.
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
-                       int sm_count, cudaStream_t stream);
+                       int sm_count, bool pdl, cudaStream_t stream);
 // Y = X Wᵀ on the integer path, 1 <= p.M <= kGemvMaxRows; p.pdl: launched dependent on the
 // quantizer just before it on the stream.
 void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/runtime/check.hpp"
+#include "cuda/runtime/launch_config.hpp"
 #include "cuda/launch/int8_gemm.hpp"
 #include "cuda/kernels/w8a8/sm80_int8_gemm.cuh"
 
@@ -21,9 +22,12 @@ using CfgLarge = Int8Cfg<128, 128, 2, 4, BK, (BK == 64 ? 6 : 4), T, O, I>;
 template <class C>
 void launch_cfg(const Int8GemmParams& p, cudaStream_t stream) {
   auto kernel = sm80_int8_gemm_kernel<C>;
-  if (C::kSmemBytes > 48 * 1024)
-    MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         C::kSmemBytes));
+  if (C::kSmemBytes > 48 * 1024) {
+    static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+    MIXQ_CUDA_CHECK(smem_limit.ensure([kernel] {
+      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    }));
+  }
   const int64_t tiles = int64_t((p.M + C::BM - 1) / C::BM) * ((p.N + C::BN - 1) / C::BN);
   kernel<<<unsigned(tiles), C::kThreads, C::kSmemBytes, stream>>>(p);
   MIXQ_CUDA_CHECK(cudaGetLastError());  // launch-configuration errors, no synchronisation

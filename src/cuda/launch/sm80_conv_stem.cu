@@ -1,6 +1,8 @@
 // Instantiations and launcher of the few-input-channel conv kernels (kernels/conv/sm80_conv_stem.cuh):
 // f16 / bf16 operands, Ci 1-4, 64- or 128-pixel tiles, the patch by the threads or (sm_90) by TMA.
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "cuda/kernels/conv/sm80_conv_stem.cuh"
 #include "cuda/launch/conv_kernels.hpp"
@@ -11,17 +13,41 @@ namespace mixq::cuda {
 
 namespace {
 
+// Blocks of `kernel` resident on an SM with `smem` bytes of dynamic shared memory, asked of the
+// driver once per (device, smem) and not at every launch; the kernel's shared-memory limit is
+// raised on the way, never lowered (another thread may be launching it with more).
+template <class Kernel>
+int stem_blocks_per_sm(Kernel* kernel, size_t smem) {
+  struct Entry {
+    int device;
+    size_t smem;
+    int blocks;
+  };
+  static std::mutex mu;
+  static std::vector<Entry> known;
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mu);
+  size_t limit = 48 * 1024;  // the largest smem this kernel was launched with on the device
+  for (const Entry& e : known) {
+    if (e.device != device) continue;
+    if (e.smem == smem) return e.blocks;
+    limit = std::max(limit, e.smem);
+  }
+  if (smem > limit)
+    MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  int blocks = 0;
+  MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kStemThreads, smem));
+  known.push_back({device, smem, blocks});
+  return blocks;
+}
+
 // Persistent grid: at most the blocks resident at once (each dequantizes the weight once), split
 // over the 64-channel tiles.
 template <class Kernel, class... Args>
 void launch_persistent(Kernel* kernel, const ConvStemParams& s, int sms, cudaStream_t stream,
                        const Args&... args) {
-  if (s.smem_bytes > 48 * 1024)
-    MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(s.smem_bytes)));
-  int per_sm = 0;
-  MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStemThreads,
-                                                                s.smem_bytes));
+  const int per_sm = stem_blocks_per_sm(kernel, s.smem_bytes);
   const int64_t resident = int64_t(std::max(per_sm, 1)) * std::max(sms, 1);
   const int co_tiles = (s.g.Co + kStemBN - 1) / kStemBN;
   const int64_t grid_x = std::max<int64_t>(1, std::min<int64_t>(s.pixel_tiles, (resident + co_tiles - 1) / co_tiles));

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/runtime/check.hpp"
+#include "cuda/runtime/launch_config.hpp"
 #include "cuda/kernels/w8a8/sm90_block_gemm.cuh"
 #include "cuda/launch/sm90_block_grouped.hpp"
 #include "cuda/runtime/tensor_map.hpp"
@@ -70,8 +71,10 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                               p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
                               sm90::kYBox, sm90::kYBox, CU_TENSOR_MAP_SWIZZLE_128B);
-  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Shape::kSmemBytes));
+  static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+  MIXQ_CUDA_CHECK(smem_limit.ensure([kernel] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+  }));
   cudaLaunchConfig_t cfg{};
   cfg.blockDim = dim3(Shape::kThreads);
   cfg.dynamicSmemBytes = Shape::kSmemBytes;

@@ -33,8 +33,10 @@ void launch_skinny_kernel(const CUtensorMap& tm_w, const CUtensorMap& tm_x,
   using Shape = sm90::SkinnyShape<Policy, MT, kStages>;
   static_assert(Shape::kSmemBytes <= 227 * 1024, "the ring must fit in shared memory");
   auto kernel = sm90::sm90_skinny_kernel<Policy, MT, kStages>;
-  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Shape::kSmemBytes));
+  static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+  MIXQ_CUDA_CHECK(smem_limit.ensure([kernel] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);
+  }));
   WoLaunchConfig lc(dim3(p.sched.grid), Shape::kThreads, Shape::kSmemBytes, stream, pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_w, tm_x, pp, p));
   MIXQ_CUDA_CHECK_LAUNCH(name);
@@ -86,7 +88,10 @@ void launch_skinny_grouped_kernel(const CUtensorMap& tm_x, const typename Policy
              name, ": an in-kernel schedule of ", p.group.E, " experts (1 .. ", sm90::kSkinnyScheduleMaxE, ")");
   const int smem = Shape::kSmemBytes + (own ? (p.group.E + 1) * 4 : 0);
   auto kernel = sm90::sm90_skinny_grouped_kernel<Policy, MT, kStages>;
-  MIXQ_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynamic));
+  static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
+  MIXQ_CUDA_CHECK(smem_limit.ensure([kernel] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxDynamic);
+  }));
   const int64_t pieces = c.max_tiles * p.group.num_n * p.group.splits;
   const int grid = int(pieces < c.num_sms ? pieces : c.num_sms);
   WoLaunchConfig lc(dim3(grid), Shape::kThreads, smem, stream, c.pdl);

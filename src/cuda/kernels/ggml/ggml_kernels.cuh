@@ -21,10 +21,16 @@ constexpr int kGemvWarps = 4;
 
 // One warp per (token, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
 // as the CPU integer path and its test reference round), the 16-column sums of x and of q.
+// Launched with PDL on sm_90: it starts as the previous kernel of the stream ends, without the
+// ordinary launch's wait for that kernel's memory flush, and waits for it before reading X or
+// writing `out` (which the previous call's GEMV may still be reading). Measured on an H200, Q4_0
+// at M = 1, quantizer + GEMV in CUDA graphs: 6.00 -> 5.84 us (4096 x 4096), 11.88 -> 11.56 us
+// (14336 x 4096).
 template <typename XT>
 __global__ void __launch_bounds__(256) quantize_x_kernel(const XT* __restrict__ x, int64_t ldx,
                                                          int M, int64_t K, GQ8 out) {
   allow_dependent_launch();  // the GEMV may start loading its weights now
+  grid_dependency_wait();    // X is the previous kernel's (a no-op without PDL)
   const int lane = threadIdx.x & 31;
   const int64_t chunks = K >> 5;
   const int64_t total = int64_t(M) * chunks;
