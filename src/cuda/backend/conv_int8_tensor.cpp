@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "core/prepared.hpp"
@@ -63,8 +65,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
-                   kDirectName, ", sm80_i8_16x32, sm80_i8_64x64, sm80_i8_128x128, sm80_i8_64x64_s3, ",
-                   kTileNames[kHopperTile], ", ", kTileNames[kHopperTile64]);
+                   kDirectName, tile_list());
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
@@ -167,10 +168,16 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5;
   static bool is_hopper(int t) { return t == kHopperTile || t == kHopperTile64; }
 
+  static constexpr int kTiles = int(std::size(kTileNames));
   static int tile_of(const std::string& name) {
-    for (int t = 0; t < 6; ++t)
+    for (int t = 0; t < kTiles; ++t)
       if (name == kTileNames[t]) return t;
     return kDirect;
+  }
+  static std::string tile_list() {  // ", name" for every tile
+    std::string s;
+    for (const char* name : kTileNames) s += std::string(", ") + name;
+    return s;
   }
 
   // The kernel for M output pixels (NHWC, Ci a multiple of 16): a GEMM tile (launch_conv_int8_gemm)
