@@ -178,6 +178,33 @@ TEST_P(CudaGgmlNativeTypes, LongRows) {
   check_type(tc, 33, 14336, {1, 6, 16, 70}, 4000 + uint32_t(GetParam()));
 }
 
+// One token over a few thousand rows (odd): where a row a warp spills a partial second wave over the
+// GPU's block slots and two rows a warp fit in one, the GEMV runs the single token through the
+// two-token instance (on a 132-SM Hopper here: Q8_0 and Q6_K); its unstored second token must not
+// disturb the first.
+TEST_P(CudaGgmlNativeTypes, OneTokenOverManyRows) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[GetParam()];
+  check_type(tc, 4099, 512, {1, 2}, 6000 + uint32_t(GetParam()));
+}
+
+// Both GEMV forms of one token, forced, agree with the float64 reference of the q8 activations.
+TEST(CudaGgmlNative, OneTokenRowsPerWarpForced) {
+  SKIP_WITHOUT_GPU();
+  for (const TypeCase& tc : all_types()) {
+    if (tc.type != formats::GgmlType::Q4_0 && tc.type != formats::GgmlType::Q6_K) continue;
+    const int64_t N = 301, K = 512;
+    const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 77);
+    const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+    const std::vector<float> x = random_x(1, K, 78);
+    const Refs ref = reference(w, blocks, tc.type, x, 1);
+    for (const char* t : {"cuda_ggml_gemv_pairs=on", "cuda_ggml_gemv_pairs=off"}) {
+      const std::vector<float> y = run(prepare(w, cuda_opts("", t)), x, 1);
+      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << t;
+    }
+  }
+}
+
 // Rows whose chunk count is not a multiple of the tensor-core kernel's step (203 chunks of 32, or
 // 25 super-blocks: odd for the 16-chunk steps), long enough to be split over K.
 TEST_P(CudaGgmlNativeTypes, SplitsEndInPartialSteps) {

@@ -4,6 +4,10 @@
 // instantiating a few types so a parallel build compiles them side by side.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
 #include "cuda/kernels/ggml/ggml_hmma.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
@@ -21,13 +25,51 @@ void launch_gemv_instance(const GemvParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_kernel<T, MR, RPW>, p));
 }
 
-// Rows per warp by token instance: one at M = 1 (the most warps to keep the stream busy), more as
-// M grows so the activations each lane reads from L1 serve more weight rows, two again above 8
-// (four rows of 12-16 accumulators each would leave too few warps resident).
+// Block slots of the GPU for one GEMV instance (resident blocks an SM x SMs), asked of the driver
+// once per device and instance.
+template <GType T, int MR, int RPW>
+int64_t gemv_block_slots() {
+  static std::atomic<int64_t> known[64] = {};
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 64) {
+    const int64_t v = known[device].load(std::memory_order_relaxed);
+    if (v > 0) return v;
+  }
+  int blocks = 0, sms = 0;
+  MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, q8_gemv_kernel<T, MR, RPW>,
+                                                                kGemvWarps * 32, 0));
+  MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t slots = int64_t(std::max(blocks, 1)) * std::max(sms, 1);
+  if (device < 64) known[device].store(slots, std::memory_order_relaxed);
+  return slots;
+}
+
+// One token: a row a warp (the most warps in flight), unless that grid spills a second, partial
+// wave over the GPU's block slots where two rows a warp fit in one. Then the two-token instance
+// runs it (its second token reads the first's row of X again and is not stored). Measured on an
+// H200, K x N = 4096 x 4096 / 14336 x 4096 / 4096 x 6144 / 4096 x 14336 at M = 1 against M = 2:
+// Q8_0 (5 blocks an SM of either) at N = 4096, K = 4096 / 14336: 9.4 / 21.8 us one row a warp,
+// 8.0 / 18.8 two; Q6_K (7 / 4 blocks) 8.6 / 19.7 against 7.0 / 15.4; Q4_0 (8 / 6) at N = 6144
+// 9.1 against 7.8;
+// in the 19 other cases of six types one row a warp was faster (by 0.3-2.9 us), and the rule
+// picks it there.
+template <GType T>
+bool gemv_one_token_in_pairs(int64_t N) {
+  const int64_t one = (N + kGemvWarps - 1) / kGemvWarps, two = (N + 2 * kGemvWarps - 1) / (2 * kGemvWarps);
+  return one > gemv_block_slots<T, 1, 1>() && two <= gemv_block_slots<T, 2, 2>();
+}
+
+// Rows per warp by token instance: one at M = 1 (the most warps to keep the stream busy; two where
+// that leaves a partial second wave), more as M grows so the activations each lane reads from L1
+// serve more weight rows, two again above 8 (four rows of 12-16 accumulators each would leave too
+// few warps resident).
 template <GType T>
 void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
   switch (gemv_token_tile(p.M)) {
-    case 1: return launch_gemv_instance<T, 1, 1>(p, stream);
+    case 1:
+      if (p.pairs > 0 || (p.pairs < 0 && gemv_one_token_in_pairs<T>(p.N))) return launch_gemv_instance<T, 2, 2>(p, stream);
+      return launch_gemv_instance<T, 1, 1>(p, stream);
     case 2: return launch_gemv_instance<T, 2, 2>(p, stream);
     case 3: return launch_gemv_instance<T, 3, 2>(p, stream);
     case 4: return launch_gemv_instance<T, 4, 2>(p, stream);

@@ -131,6 +131,7 @@ struct GemvParams {
   int bias_type = 2;
   float clamp_lo = 0, clamp_hi = 0;
   bool pdl = false;  // launched dependent on the quantizer (programmatic stream serialization)
+  int8_t pairs = -1;  // one token, the launcher's choice: -1 by the waves, 0 a row a warp, 1 two
 };
 
 // The tensor-core kernel's call: the product, its K split (splits of split_chunks chunks each) and,
