@@ -51,12 +51,12 @@ int64_t gemv_block_slots() {
 // H200, K x N = 4096 x 4096 / 14336 x 4096 / 4096 x 6144 / 4096 x 14336 at M = 1 against M = 2:
 // Q8_0 (5 blocks an SM of either) at N = 4096, K = 4096 / 14336: 9.4 / 21.8 us one row a warp,
 // 8.0 / 18.8 two; Q6_K (7 / 4 blocks) 8.6 / 19.7 against 7.0 / 15.4; Q4_0 (8 / 6) at N = 6144
-// 9.1 against 7.8;
-// in the 19 other cases of six types one row a warp was faster (by 0.3-2.9 us), and the rule
-// picks it there.
+// 9.1 against 7.8. In the 19 other cases of six types one row a warp was faster (by 0.3-2.9 us),
+// and the rule picks it there (docs/decisions/cuda-ggml-native.md).
 template <GType T>
 bool gemv_one_token_in_pairs(int64_t N) {
-  const int64_t one = (N + kGemvWarps - 1) / kGemvWarps, two = (N + 2 * kGemvWarps - 1) / (2 * kGemvWarps);
+  const int64_t one = (N + kGemvWarps - 1) / kGemvWarps;
+  const int64_t two = (N + 2 * kGemvWarps - 1) / (2 * kGemvWarps);
   return one > gemv_block_slots<T, 1, 1>() && two <= gemv_block_slots<T, 2, 2>();
 }
 
@@ -68,7 +68,8 @@ template <GType T>
 void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
   switch (gemv_token_tile(p.M)) {
     case 1:
-      if (p.pairs > 0 || (p.pairs < 0 && gemv_one_token_in_pairs<T>(p.N))) return launch_gemv_instance<T, 2, 2>(p, stream);
+      if (p.pairs > 0 || (p.pairs < 0 && gemv_one_token_in_pairs<T>(p.N)))
+        return launch_gemv_instance<T, 2, 2>(p, stream);
       return launch_gemv_instance<T, 1, 1>(p, stream);
     case 2: return launch_gemv_instance<T, 2, 2>(p, stream);
     case 3: return launch_gemv_instance<T, 3, 2>(p, stream);
