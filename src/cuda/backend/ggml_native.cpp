@@ -321,7 +321,7 @@ class CudaGgmlNative final : public PreparedImpl {
     p.xmeta = q.meta;
     p.pdl = caps_.cc_major >= 9;
     p.pairs = int8_t(opts.tuning.cuda_ggml_gemv_pairs);  // Toggle's values: -1 Auto, 0 Off, 1 On
-    if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, stream);
+    if (path == Path::Gemv) return ggml::launch_q8_gemv(type_, p, caps_.sm_count, stream);
     const ggml::MmaSplit sp = ggml::mma_split(type_, M, N, K, caps_.sm_count);
     p.splits = sp.splits;
     p.split_chunks = sp.split_chunks;

@@ -49,15 +49,6 @@ bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ld
 int band_of(const ActQuantTuning& t, int fallback) { return t.band >= 0 && t.band <= 3 ? t.band : fallback; }
 int pieces_of(const ActQuantTuning& t, int fallback) { return t.pieces == 1 || t.pieces == 2 ? t.pieces : fallback; }
 
-template <auto Kernel>
-int max_ctas_per_sm() {  // the kernels use no shared memory: registers decide
-  static const int n = [] {
-    int b = 0;
-    MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, Kernel, kThreads, 0));
-    return std::max(b, 1);
-  }();
-  return n;
-}
 
 // Persistent grid: enough CTAs for every SM to hold its resident maximum, fewer if the problem is
 // smaller (the kernels loop, so any grid size is correct).
@@ -69,8 +60,8 @@ void launch_persistent(const void* x, int64_t ldx, int64_t M, int64_t K, bool ve
   MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
   MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   // never more CTAs than fit at once: the grid-stride split assumes they all run concurrently
-  const int per_sm = ctas_per_sm_cap > 0 ? std::min(ctas_per_sm_cap, max_ctas_per_sm<Kernel>())
-                                         : max_ctas_per_sm<Kernel>();
+  const int resident = resident_blocks_per_sm<Kernel, kThreads>();  // registers decide
+  const int per_sm = ctas_per_sm_cap > 0 ? std::min(ctas_per_sm_cap, resident) : resident;
   constexpr int L = BLOCK / (kChunk * P);
   const int64_t nb = (K + BLOCK - 1) / BLOCK;
   // Tasks walk bands of 2^band_shift rows, the rows past M of the last band included (their lanes

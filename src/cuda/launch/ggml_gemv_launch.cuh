@@ -5,7 +5,6 @@
 #pragma once
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
@@ -25,26 +24,6 @@ void launch_gemv_instance(const GemvParams& p, cudaStream_t stream) {
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, q8_gemv_kernel<T, MR, RPW>, p));
 }
 
-// Block slots of the GPU for one GEMV instance (resident blocks an SM x SMs), asked of the driver
-// once per device and instance.
-template <GType T, int MR, int RPW>
-int64_t gemv_block_slots() {
-  static std::atomic<int64_t> known[64] = {};
-  int device = 0;
-  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 64) {
-    const int64_t v = known[device].load(std::memory_order_relaxed);
-    if (v > 0) return v;
-  }
-  int blocks = 0, sms = 0;
-  MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, q8_gemv_kernel<T, MR, RPW>,
-                                                                kGemvWarps * 32, 0));
-  MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t slots = int64_t(std::max(blocks, 1)) * std::max(sms, 1);
-  if (device < 64) known[device].store(slots, std::memory_order_relaxed);
-  return slots;
-}
-
 // One token: a row a warp (the most warps in flight), unless that grid spills a second, partial
 // wave over the GPU's block slots where two rows a warp fit in one. Then the two-token instance
 // runs it (its second token reads the first's row of X again and is not stored). Measured on an
@@ -54,10 +33,12 @@ int64_t gemv_block_slots() {
 // 9.1 against 7.8. In the 19 other cases of six types one row a warp was faster (by 0.3-2.9 us),
 // and the rule picks it there (docs/decisions/cuda-ggml-native.md).
 template <GType T>
-bool gemv_one_token_in_pairs(int64_t N) {
+bool gemv_one_token_in_pairs(int64_t N, int sm_count) {
   const int64_t one = (N + kGemvWarps - 1) / kGemvWarps;
   const int64_t two = (N + 2 * kGemvWarps - 1) / (2 * kGemvWarps);
-  return one > gemv_block_slots<T, 1, 1>() && two <= gemv_block_slots<T, 2, 2>();
+  const int64_t sms = std::max(sm_count, 1);
+  return one > sms * resident_blocks_per_sm<q8_gemv_kernel<T, 1, 1>, kGemvWarps * 32>() &&
+         two <= sms * resident_blocks_per_sm<q8_gemv_kernel<T, 2, 2>, kGemvWarps * 32>();
 }
 
 // Rows per warp by token instance: one at M = 1 (the most warps to keep the stream busy; two where
@@ -65,10 +46,10 @@ bool gemv_one_token_in_pairs(int64_t N) {
 // serve more weight rows, two again above 8 (four rows of 12-16 accumulators each would leave too
 // few warps resident).
 template <GType T>
-void launch_gemv_type(const GemvParams& p, cudaStream_t stream) {
+void launch_gemv_type(const GemvParams& p, int sm_count, cudaStream_t stream) {
   switch (gemv_token_tile(p.M)) {
     case 1:
-      if (p.pairs > 0 || (p.pairs < 0 && gemv_one_token_in_pairs<T>(p.N)))
+      if (p.pairs > 0 || (p.pairs < 0 && gemv_one_token_in_pairs<T>(p.N, sm_count)))
         return launch_gemv_instance<T, 2, 2>(p, stream);
       return launch_gemv_instance<T, 1, 1>(p, stream);
     case 2: return launch_gemv_instance<T, 2, 2>(p, stream);
@@ -135,7 +116,7 @@ void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
 }
 
 #define MIXQ_GGML_GEMV_TYPE(T)                                                         \
-  template void launch_gemv_type<GType::T>(const GemvParams&, cudaStream_t);          \
+  template void launch_gemv_type<GType::T>(const GemvParams&, int, cudaStream_t);     \
   template void launch_mma_type<GType::T>(const MmaParams&, cudaStream_t);
 // the dequantizing kernel's four instances of a type, in files of their own (ggml_hmma_*.cu)
 #define MIXQ_GGML_HMMA_TYPE(T) template void launch_hmma_type<GType::T>(const HmmaParams&, int, cudaStream_t);

@@ -12,7 +12,7 @@
 namespace mixq::cuda::ggml {
 
 template <GType T>
-void launch_gemv_type(const GemvParams& p, cudaStream_t stream);  // ggml_gemv_launch.cuh
+void launch_gemv_type(const GemvParams& p, int sm_count, cudaStream_t stream);  // ggml_gemv_launch.cuh
 template <GType T>
 void launch_mma_type(const MmaParams& p, cudaStream_t stream);
 template <GType T>
@@ -71,20 +71,20 @@ int gemv_token_tile(int M) {
   return 16;
 }
 
-void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream) {
+void launch_q8_gemv(GType t, const GemvParams& p, int sm_count, cudaStream_t stream) {
   switch (t) {
-    case GType::Q4_0: return launch_gemv_type<GType::Q4_0>(p, stream);
-    case GType::Q4_1: return launch_gemv_type<GType::Q4_1>(p, stream);
-    case GType::Q5_0: return launch_gemv_type<GType::Q5_0>(p, stream);
-    case GType::Q5_1: return launch_gemv_type<GType::Q5_1>(p, stream);
-    case GType::Q8_0: return launch_gemv_type<GType::Q8_0>(p, stream);
-    case GType::IQ4_NL: return launch_gemv_type<GType::IQ4_NL>(p, stream);
-    case GType::Q2_K: return launch_gemv_type<GType::Q2_K>(p, stream);
-    case GType::Q3_K: return launch_gemv_type<GType::Q3_K>(p, stream);
-    case GType::Q4_K: return launch_gemv_type<GType::Q4_K>(p, stream);
-    case GType::Q5_K: return launch_gemv_type<GType::Q5_K>(p, stream);
-    case GType::Q6_K: return launch_gemv_type<GType::Q6_K>(p, stream);
-    case GType::IQ4_XS: return launch_gemv_type<GType::IQ4_XS>(p, stream);
+    case GType::Q4_0: return launch_gemv_type<GType::Q4_0>(p, sm_count, stream);
+    case GType::Q4_1: return launch_gemv_type<GType::Q4_1>(p, sm_count, stream);
+    case GType::Q5_0: return launch_gemv_type<GType::Q5_0>(p, sm_count, stream);
+    case GType::Q5_1: return launch_gemv_type<GType::Q5_1>(p, sm_count, stream);
+    case GType::Q8_0: return launch_gemv_type<GType::Q8_0>(p, sm_count, stream);
+    case GType::IQ4_NL: return launch_gemv_type<GType::IQ4_NL>(p, sm_count, stream);
+    case GType::Q2_K: return launch_gemv_type<GType::Q2_K>(p, sm_count, stream);
+    case GType::Q3_K: return launch_gemv_type<GType::Q3_K>(p, sm_count, stream);
+    case GType::Q4_K: return launch_gemv_type<GType::Q4_K>(p, sm_count, stream);
+    case GType::Q5_K: return launch_gemv_type<GType::Q5_K>(p, sm_count, stream);
+    case GType::Q6_K: return launch_gemv_type<GType::Q6_K>(p, sm_count, stream);
+    case GType::IQ4_XS: return launch_gemv_type<GType::IQ4_XS>(p, sm_count, stream);
   }
 }
 

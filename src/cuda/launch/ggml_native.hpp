@@ -49,8 +49,8 @@ size_t q8_meta_offset(int64_t M, int64_t K);
 void launch_quantize_x(const void* x, int x_type, int64_t ldx, int M, int64_t K, const GQ8& out,
                        int sm_count, bool pdl, cudaStream_t stream);
 // Y = X Wᵀ on the integer path, 1 <= p.M <= kGemvMaxRows; p.pdl: launched dependent on the
-// quantizer just before it on the stream.
-void launch_q8_gemv(GType t, const GemvParams& p, cudaStream_t stream);
+// quantizer just before it on the stream; sm_count: the device's SMs (one token's rows per warp).
+void launch_q8_gemv(GType t, const GemvParams& p, int sm_count, cudaStream_t stream);
 // Y = X Wᵀ on the tensor cores (p.splits, p.split_chunks from mma_split; with splits > 1,
 // p.partial holds splits * M * N floats and a finalize pass, PDL-chained, writes y).
 void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream);

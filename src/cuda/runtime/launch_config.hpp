@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/common/wo_params.hpp"
+#include "cuda/runtime/check.hpp"
 
 namespace mixq::cuda {
 
@@ -84,6 +85,24 @@ cudaError_t ensure_stream_kernel_attributes(bool cluster) {
   if (e == cudaSuccess && cluster)
     e = cluster_size.ensure([] { return cudaFuncSetAttribute(Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1); });
   return e;
+}
+
+// Blocks of Kernel (THREADS threads, no dynamic shared memory: registers decide) resident on one
+// SM of the current device, asked of the driver once per device ordinal, not at every launch
+// (atomic: prepared weights are called from several threads).
+template <auto Kernel, int THREADS>
+int resident_blocks_per_sm() {
+  static std::atomic<int> known[64] = {};
+  int device = 0;
+  MIXQ_CUDA_CHECK(cudaGetDevice(&device));
+  std::atomic<int>& k = known[device & 63];
+  int blocks = k.load(std::memory_order_relaxed);
+  if (blocks == 0) {
+    MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, THREADS, 0));
+    blocks = blocks > 0 ? blocks : 1;
+    k.store(blocks, std::memory_order_relaxed);
+  }
+  return blocks;
 }
 
 }  // namespace mixq::cuda
