@@ -49,7 +49,6 @@ bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ld
 int band_of(const ActQuantTuning& t, int fallback) { return t.band >= 0 && t.band <= 3 ? t.band : fallback; }
 int pieces_of(const ActQuantTuning& t, int fallback) { return t.pieces == 1 || t.pieces == 2 ? t.pieces : fallback; }
 
-
 // Persistent grid: enough CTAs for every SM to hold its resident maximum, fewer if the problem is
 // smaller (the kernels loop, so any grid size is correct).
 template <auto Kernel, int BLOCK, int P, class... Args>

@@ -11,6 +11,10 @@
 
 namespace mixq::cuda::ggml {
 
+// Every ggml type with native kernels, for the switches below that pick a type's instantiation.
+#define MIXQ_GGML_NATIVE_TYPES(X) \
+  X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(IQ4_NL) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) X(IQ4_XS)
+
 template <GType T>
 void launch_gemv_type(const GemvParams& p, int sm_count, cudaStream_t stream);  // ggml_gemv_launch.cuh
 template <GType T>
@@ -73,18 +77,10 @@ int gemv_token_tile(int M) {
 
 void launch_q8_gemv(GType t, const GemvParams& p, int sm_count, cudaStream_t stream) {
   switch (t) {
-    case GType::Q4_0: return launch_gemv_type<GType::Q4_0>(p, sm_count, stream);
-    case GType::Q4_1: return launch_gemv_type<GType::Q4_1>(p, sm_count, stream);
-    case GType::Q5_0: return launch_gemv_type<GType::Q5_0>(p, sm_count, stream);
-    case GType::Q5_1: return launch_gemv_type<GType::Q5_1>(p, sm_count, stream);
-    case GType::Q8_0: return launch_gemv_type<GType::Q8_0>(p, sm_count, stream);
-    case GType::IQ4_NL: return launch_gemv_type<GType::IQ4_NL>(p, sm_count, stream);
-    case GType::Q2_K: return launch_gemv_type<GType::Q2_K>(p, sm_count, stream);
-    case GType::Q3_K: return launch_gemv_type<GType::Q3_K>(p, sm_count, stream);
-    case GType::Q4_K: return launch_gemv_type<GType::Q4_K>(p, sm_count, stream);
-    case GType::Q5_K: return launch_gemv_type<GType::Q5_K>(p, sm_count, stream);
-    case GType::Q6_K: return launch_gemv_type<GType::Q6_K>(p, sm_count, stream);
-    case GType::IQ4_XS: return launch_gemv_type<GType::IQ4_XS>(p, sm_count, stream);
+#define MIXQ_GGML_GEMV_CASE(T) \
+  case GType::T: return launch_gemv_type<GType::T>(p, sm_count, stream);
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_GEMV_CASE)
+#undef MIXQ_GGML_GEMV_CASE
   }
 }
 
@@ -92,10 +88,7 @@ void launch_q8_mma(GType t, const MmaParams& p, cudaStream_t stream) {
   switch (t) {
 #define MIXQ_GGML_MMA_CASE(T) \
   case GType::T: launch_mma_type<GType::T>(p, stream); break;
-    MIXQ_GGML_MMA_CASE(Q4_0) MIXQ_GGML_MMA_CASE(Q4_1) MIXQ_GGML_MMA_CASE(Q5_0)
-    MIXQ_GGML_MMA_CASE(Q5_1) MIXQ_GGML_MMA_CASE(Q8_0) MIXQ_GGML_MMA_CASE(IQ4_NL)
-    MIXQ_GGML_MMA_CASE(Q2_K) MIXQ_GGML_MMA_CASE(Q3_K) MIXQ_GGML_MMA_CASE(Q4_K)
-    MIXQ_GGML_MMA_CASE(Q5_K) MIXQ_GGML_MMA_CASE(Q6_K) MIXQ_GGML_MMA_CASE(IQ4_XS)
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_MMA_CASE)
 #undef MIXQ_GGML_MMA_CASE
   }
   if (p.partial) launch_finalize(p, stream);
@@ -105,10 +98,7 @@ void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) 
   switch (t) {
 #define MIXQ_GGML_HMMA_CASE(T) \
   case GType::T: launch_hmma_type<GType::T>(p, x_type, stream); break;
-    MIXQ_GGML_HMMA_CASE(Q4_0) MIXQ_GGML_HMMA_CASE(Q4_1) MIXQ_GGML_HMMA_CASE(Q5_0)
-    MIXQ_GGML_HMMA_CASE(Q5_1) MIXQ_GGML_HMMA_CASE(Q8_0) MIXQ_GGML_HMMA_CASE(IQ4_NL)
-    MIXQ_GGML_HMMA_CASE(Q2_K) MIXQ_GGML_HMMA_CASE(Q3_K) MIXQ_GGML_HMMA_CASE(Q4_K)
-    MIXQ_GGML_HMMA_CASE(Q5_K) MIXQ_GGML_HMMA_CASE(Q6_K) MIXQ_GGML_HMMA_CASE(IQ4_XS)
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_HMMA_CASE)
 #undef MIXQ_GGML_HMMA_CASE
   }
   if (p.partial) {
@@ -128,10 +118,7 @@ int hmma_smem(GType t) {
   switch (t) {
 #define MIXQ_GGML_SMEM_CASE(T) \
   case GType::T: return hmma_smem_bytes<GType::T, TN>();
-    MIXQ_GGML_SMEM_CASE(Q4_0) MIXQ_GGML_SMEM_CASE(Q4_1) MIXQ_GGML_SMEM_CASE(Q5_0)
-    MIXQ_GGML_SMEM_CASE(Q5_1) MIXQ_GGML_SMEM_CASE(Q8_0) MIXQ_GGML_SMEM_CASE(IQ4_NL)
-    MIXQ_GGML_SMEM_CASE(Q2_K) MIXQ_GGML_SMEM_CASE(Q3_K) MIXQ_GGML_SMEM_CASE(Q4_K)
-    MIXQ_GGML_SMEM_CASE(Q5_K) MIXQ_GGML_SMEM_CASE(Q6_K) MIXQ_GGML_SMEM_CASE(IQ4_XS)
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_SMEM_CASE)
 #undef MIXQ_GGML_SMEM_CASE
   }
   return kHmmaOneCtaBytes;
@@ -202,10 +189,7 @@ void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t
   switch (t) {
 #define MIXQ_GGML_DEQUANT_CASE(T) \
   case GType::T: return dequant_type<GType::T>(w, n0, rows, K, out_type, out, ld, sm_count, stream);
-    MIXQ_GGML_DEQUANT_CASE(Q4_0) MIXQ_GGML_DEQUANT_CASE(Q4_1) MIXQ_GGML_DEQUANT_CASE(Q5_0)
-    MIXQ_GGML_DEQUANT_CASE(Q5_1) MIXQ_GGML_DEQUANT_CASE(Q8_0) MIXQ_GGML_DEQUANT_CASE(IQ4_NL)
-    MIXQ_GGML_DEQUANT_CASE(Q2_K) MIXQ_GGML_DEQUANT_CASE(Q3_K) MIXQ_GGML_DEQUANT_CASE(Q4_K)
-    MIXQ_GGML_DEQUANT_CASE(Q5_K) MIXQ_GGML_DEQUANT_CASE(Q6_K) MIXQ_GGML_DEQUANT_CASE(IQ4_XS)
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_DEQUANT_CASE)
 #undef MIXQ_GGML_DEQUANT_CASE
   }
 }

@@ -88,19 +88,19 @@ cudaError_t ensure_stream_kernel_attributes(bool cluster) {
 }
 
 // Blocks of Kernel (THREADS threads, no dynamic shared memory: registers decide) resident on one
-// SM of the current device, asked of the driver once per device ordinal, not at every launch
-// (atomic: prepared weights are called from several threads).
+// SM of the current device, asked of the driver once per device ordinal 0-63 (as PerDeviceAttribute
+// and PerDeviceFlag: higher ordinals ask every time), not at every launch (atomic: prepared
+// weights are called from several threads).
 template <auto Kernel, int THREADS>
 int resident_blocks_per_sm() {
   static std::atomic<int> known[64] = {};
   int device = 0;
   MIXQ_CUDA_CHECK(cudaGetDevice(&device));
-  std::atomic<int>& k = known[device & 63];
-  int blocks = k.load(std::memory_order_relaxed);
+  int blocks = device < 64 ? known[device].load(std::memory_order_relaxed) : 0;
   if (blocks == 0) {
     MIXQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, Kernel, THREADS, 0));
     blocks = blocks > 0 ? blocks : 1;
-    k.store(blocks, std::memory_order_relaxed);
+    if (device < 64) known[device].store(blocks, std::memory_order_relaxed);
   }
   return blocks;
 }
