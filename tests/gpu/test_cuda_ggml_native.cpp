@@ -110,6 +110,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
   const PreparedWeight mma = prepare(w, cuda_opts("cuda_ggml_mma"));
   const PreparedWeight deq = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
   const PreparedWeight hmma = prepare(w, cuda_opts("cuda_ggml_hmma"));
+  const PreparedWeight stream = prepare(w, cuda_opts("cuda_ggml_stream"));
   for (int64_t M : Ms) {
     SCOPED_TRACE(tname + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                  " M=" + std::to_string(M));
@@ -122,6 +123,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
                           tc.type == formats::GgmlType::IQ4_NL || tc.type == formats::GgmlType::Q4_K ||
                           tc.type == formats::GgmlType::IQ4_XS;
     EXPECT_EQ(pw.kernel_name(M, DType::BF16), M <= gemv_rows ? "cuda_ggml_q8_" + tname
+                                 : M <= 16 ? "cuda_ggml_stream_" + tname
                                  : M <= (four_bit ? 128 : 96) ? "cuda_ggml_hmma_" + tname
                                  : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
@@ -147,6 +149,12 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
       const std::vector<float> yh = run(hmma, xr, M, o);
       EXPECT_EQ(hmma.kernel_name(M, xt), "cuda_ggml_hmma_" + tname);
       EXPECT_LE(max_err(yh, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "hmma vs float64";
+      // the few-token kernel forms the same 16-bit weights (1..16 tokens; more: the plan's kernel)
+      if (M <= 16) {
+        EXPECT_EQ(stream.kernel_name(M, xt), "cuda_ggml_stream_" + tname);
+        const std::vector<float> ys = run(stream, xr, M, o);
+        EXPECT_LE(max_err(ys, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "stream vs float64";
+      }
       // bf16 with 8-bit codes forms the weights through f32 as the dequantizer does: the same
       // 16-bit weights as the cuBLAS path, only the order of the f32 sums differs
       const bool eight_bit = tc.type == formats::GgmlType::Q8_0 || tc.type == formats::GgmlType::IQ4_NL ||
@@ -296,6 +304,81 @@ TEST(CudaGgmlNative, F16WeightsAtTheEndsOfTheRange) {
   }
 }
 
+// The few-token kernel at its edges: rows of one to three chunk groups (warps of a CTA with no
+// group, lanes past the row's last chunk), odd N, 1..16 tokens in one or two n8 groups, both 16-bit
+// X types; and rows long enough for K splits (the finalize pass after it), eager and replayed from
+// a CUDA graph on new inputs.
+TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    size_t type;
+    int64_t N, K;
+  };
+  for (const Case c : {Case{0, 77, 32}, Case{0, 77, 64}, Case{0, 33, 416}, Case{8, 45, 256},
+                       Case{10, 19, 512}, Case{4, 77, 160}}) {  // Q4_0, Q4_K, Q6_K, Q8_0
+    const TypeCase& tc = all_types()[c.type];
+    const std::vector<uint8_t> blocks = random_blocks(tc, c.N, c.K, 31 + uint32_t(c.K));
+    const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), c.N, c.K, "test");
+    const PreparedWeight pw = prepare(w, cuda_opts("cuda_ggml_stream"));
+    for (const DType xt : {DType::F16, DType::BF16})
+      for (const int64_t M : {1, 2, 5, 8, 9, 16}) {
+        SCOPED_TRACE(std::string(formats::ggml_type_name(uint32_t(tc.type))) + " N=" + std::to_string(c.N) +
+                     " K=" + std::to_string(c.K) + " M=" + std::to_string(M) + " x " + dtype_name(xt));
+        const std::vector<float> x = rounded(random_x(M, c.K, 40 + uint32_t(M)), xt);
+        const Refs ref = reference(w, blocks, tc.type, x, M);
+        RunOpts o;
+        o.xt = xt;
+        o.ldx_pad = 8;
+        EXPECT_LE(max_err(run(pw, x, M, o), ref.exact) / ref.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3);
+      }
+  }
+  // K = 8192 over 40 rows: 3 row tiles, so the plan splits K; graph replay on new inputs
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const int64_t N = 40, K = 8192;
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 92);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  const PreparedWeight pw = prepare(w, cuda_opts());
+  for (const int64_t M : {2, 9}) {
+    ASSERT_EQ(pw.kernel_name(M, DType::F16), "cuda_ggml_stream_Q4_K");
+    ASSERT_GT(linear_workspace_size(pw, M), size_t(0)) << "expected a K split";
+    DeviceBuffer dx(size_t(M * K) * 2), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M));
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    ExecContext ctx;
+    ctx.stream = s;
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = ws.size();
+    TensorView xv(dx.data(), DType::F16, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
+    const std::vector<uint8_t> x0 = to_bytes(random_x(M, K, 1), DType::F16);
+    dx.copy_from_host(x0.data(), x0.size());
+    linear(xv, pw, yv, Epilogue::none(), ctx);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    linear(xv, pw, yv, Epilogue::none(), ctx);
+    linear(xv, pw, yv, Epilogue::none(), ctx);  // a second call chained on the first (PDL)
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (uint32_t rep = 0; rep < 3; ++rep) {
+      const std::vector<float> x = rounded(random_x(M, K, 200 + rep), DType::F16);
+      const std::vector<uint8_t> xb = to_bytes(x, DType::F16);
+      dx.copy_from_host(xb.data(), xb.size());
+      std::vector<float> poison(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+      dy.copy_from_host(poison.data(), poison.size() * 4);
+      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      std::vector<float> y(size_t(M * N));
+      dy.copy_to_host(y.data(), y.size() * 4);
+      const Refs ref = reference(w, blocks, tc.type, x, M);
+      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-3) << "replay " << rep << " M=" << M;
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+  }
+}
+
 // 16-bit X whose rows are not 16-byte aligned (ldx = K + 3) cannot feed the dequantizing kernel's
 // 16-byte copies: the call falls back to dequantize + cuBLAS, with the same results.
 TEST(CudaGgmlNative, UnalignedRowsFallBack) {
@@ -370,7 +453,14 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), 40, 512, "test");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_stream_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(16, DType::BF16), "cuda_ggml_stream_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_stream_max_rows=8")).kernel_name(9), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_stream_max_rows=-1")).kernel_name(5), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(1), "cuda_ggml_stream_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(17), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(2, DType::F32), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(128, DType::BF16), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(129), "cuda_ggml_dequant_cublas");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5, DType::F32), "cuda_ggml_mma_Q4_K");
@@ -381,7 +471,7 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1), "cuda_ggml_hmma_Q4_K");
   // forced with f32 X, the dequantizing kernel gives way to the plan for f32
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_hmma")).kernel_name(1, DType::F32), "cuda_ggml_q8_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3), "cuda_ggml_stream_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_q8_max_rows=2")).kernel_name(3, DType::F32), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_mma_max_rows=64")).kernel_name(64), "cuda_ggml_mma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_q8")).kernel_name(16), "cuda_ggml_q8_Q4_K");

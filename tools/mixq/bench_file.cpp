@@ -428,7 +428,8 @@ int run_bench_file(const Args& a, const std::string& command_line) {
       // test_cpu_ggml_native, so here they are held to the int8 tolerance against float64 only.
       // cuda_ggml_q8_<TYPE> / cuda_ggml_mma_<TYPE>: the CUDA native GGUF kernels, the same q8
       // activations (their emulation is checked in test_cuda_ggml_native). cuda_ggml_hmma_<TYPE>
-      // keeps X as it is and rounds the weights to its type: the 16-bit tolerance.
+      // and cuda_ggml_stream_<TYPE> keep X as it is and round the weights to its type: the 16-bit
+      // tolerance.
       const bool cuda_q8 = r.kernel.rfind("cuda_ggml_q8", 0) == 0 || r.kernel.rfind("cuda_ggml_mma", 0) == 0;
       const bool native_q8 = cuda_q8 || (i8dot && r.kernel.find('<') != std::string::npos);
       if (i8dot && !native_q8)

@@ -177,14 +177,18 @@ class CudaGgmlNative final : public PreparedImpl {
     mma_max_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : kMmaMaxRows;
     mma_max_x16_ = o.tuning.cuda_ggml_mma_max_rows > 0 ? o.tuning.cuda_ggml_mma_max_rows : 0;
     hmma_max_ = o.tuning.cuda_ggml_hmma_max_rows > 0 ? o.tuning.cuda_ggml_hmma_max_rows : default_hmma_rows(type_);
+    stream_max_ = o.tuning.cuda_ggml_stream_max_rows > 0 ? o.tuning.cuda_ggml_stream_max_rows
+                  : o.tuning.cuda_ggml_stream_max_rows < 0 ? 0 : ggml::kStreamMaxRows;
     if (o.force_kernel == "cuda_ggml_q8") forced_ = Path::Gemv;
     else if (o.force_kernel == "cuda_ggml_mma") forced_ = Path::Mma;
     else if (o.force_kernel == "cuda_ggml_hmma") forced_ = Path::Hmma;
+    else if (o.force_kernel == "cuda_ggml_stream") forced_ = Path::Stream;
     else if (o.force_kernel == "cuda_ggml_dequant_cublas") forced_ = Path::Cublas;
     else
       MIXQ_CHECK_ARG(o.force_kernel.empty(), "prepare (cuda, GGUF ", type_name_,
                      "): force_kernel '", o.force_kernel, "' is not a native GGUF kernel "
-                     "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_hmma, cuda_ggml_dequant_cublas)");
+                     "(cuda_ggml_q8, cuda_ggml_mma, cuda_ggml_stream, cuda_ggml_hmma, "
+                     "cuda_ggml_dequant_cublas)");
 
     // Split the file's blocks into the planes, one task per group of rows.
     HostPlanes hp(f, N, K);
@@ -225,6 +229,7 @@ class CudaGgmlNative final : public PreparedImpl {
       case Path::Gemv: return "cuda_ggml_q8_" + type_name_;
       case Path::Mma: return "cuda_ggml_mma_" + type_name_;
       case Path::Hmma: return "cuda_ggml_hmma_" + type_name_;
+      case Path::Stream: return "cuda_ggml_stream_" + type_name_;
       default: return "cuda_ggml_dequant_cublas";
     }
   }
@@ -248,6 +253,7 @@ class CudaGgmlNative final : public PreparedImpl {
     if (log_plans()) print_plan("linear (ggml native)", M, kernel_name(M, x16 ? x.dtype : DType::F32));
     if (pa == Path::Cublas) run_cublas(x, y, ep, ws, stream);
     else if (pa == Path::Hmma) run_hmma(x, y, ep, ws, stream);
+    else if (pa == Path::Stream) run_stream(x, y, ep, ws, stream);
     else run_q8(pa, x, y, ep, ws, stream);
   }
 
@@ -266,16 +272,21 @@ class CudaGgmlNative final : public PreparedImpl {
   }
   static constexpr int64_t kMmaMaxRows = 32;
 
-  enum class Path { Gemv, Mma, Hmma, Cublas };
+  enum class Path { Gemv, Mma, Stream, Hmma, Cublas };
 
   // x16: X is f16 / bf16 with 16-byte aligned rows (the dequantizing kernel's input); without it
   // the plan, or a forced dequantizing kernel, falls back to the q8 kernels and cuBLAS.
   Path path(int64_t M, bool x16) const {
     if (forced_) {
       if (*forced_ == Path::Gemv && M > ggml::kGemvMaxRows) return Path::Mma;
-      if (*forced_ != Path::Hmma || (x16 && hmma_fits(M))) return *forced_;
+      if (*forced_ == Path::Stream) {
+        if (x16 && M <= ggml::kStreamMaxRows) return Path::Stream;
+      } else if (*forced_ != Path::Hmma || (x16 && hmma_fits(M))) {
+        return *forced_;
+      }
     }
     if (M <= gemv_max_) return Path::Gemv;
+    if (x16 && M <= stream_max_) return Path::Stream;
     if (M <= (x16 ? mma_max_x16_ : mma_max_)) return Path::Mma;
     if (x16 && M <= hmma_max_ && hmma_fits(M)) return Path::Hmma;
     return M <= mma_max_ ? Path::Mma : Path::Cublas;  // (16-bit X, a tile the device cannot hold)
@@ -302,6 +313,10 @@ class CudaGgmlNative final : public PreparedImpl {
       case Path::Hmma: {
         const ggml::HmmaPlan hp = ggml::hmma_plan(type_, int(M), N, K, caps_.sm_count);
         return hp.splits > 1 ? size_t(hp.splits) * size_t(M * N) * 4 : 0;
+      }
+      case Path::Stream: {
+        const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
+        return sp.splits > 1 ? size_t(sp.splits) * size_t(M * N) * 4 : 0;
       }
       default: return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
     }
@@ -345,6 +360,25 @@ class CudaGgmlNative final : public PreparedImpl {
       p.unscale = std::ldexp(1.f, -f16_exp_);
     }
     ggml::launch_hmma(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
+  }
+
+  void run_stream(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
+                  cudaStream_t stream) const {
+    const int M = int(x.shape[0]);
+    ggml::HmmaParams p;
+    fill_output(p, M, y, ep);
+    p.x = x.data;
+    p.ldx = x.ld();
+    p.pdl = caps_.cc_major >= 9;  // the first weight loads before the wait on the previous kernel
+    const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
+    p.splits = sp.splits;
+    p.split_chunks = sp.split_chunks;
+    if (sp.splits > 1) p.partial = reinterpret_cast<float*>(ws);
+    if (x.dtype == DType::F16) {
+      p.wscale = std::ldexp(1.f, f16_exp_);
+      p.unscale = std::ldexp(1.f, -f16_exp_);
+    }
+    ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
   }
 
   // The weight, the shape and the output fields every native kernel's parameters share.
@@ -406,6 +440,7 @@ class CudaGgmlNative final : public PreparedImpl {
   // the q8 tensor-core kernel's limit for f32 X, and for 16-bit X (0 unless set: the dequantizing
   // kernel takes over from the GEMV)
   int64_t gemv_max_ = 4, mma_max_ = kMmaMaxRows, mma_max_x16_ = 0, hmma_max_ = 128;
+  int64_t stream_max_ = ggml::kStreamMaxRows;  // the few-token kernel's limit (16-bit X), 0: none
   std::optional<Path> forced_;
   int64_t chunk_rows_ = 1;
   int f16_exp_ = 0;  // f16_weight_exponent

@@ -10,6 +10,7 @@
 #include "cuda/kernels/ggml/ggml_kernels.cuh"
 #include "cuda/kernels/ggml/ggml_hmma.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
+#include "cuda/kernels/ggml/ggml_stream.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
@@ -115,10 +116,28 @@ void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
   return launch_hmma_x<T, __nv_bfloat16>(p, stream);
 }
 
+// The few-token kernel: one CTA a 16-row tile and K split, one or two n8 token groups.
+template <GType T, typename XT>
+void launch_stream_x(const HmmaParams& p, cudaStream_t stream) {
+  const dim3 grid(unsigned((p.N + 15) / 16), unsigned(p.splits));
+  WoLaunchConfig lc(grid, kStreamWarps * 32, 0, stream, p.pdl);
+  if (p.M <= 8) MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_kernel<T, XT, 1>, p));
+  else MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_kernel<T, XT, 2>, p));
+}
+
+template <GType T>
+void launch_stream_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
+  if (x_type == 0) return launch_stream_x<T, half>(p, stream);
+  return launch_stream_x<T, __nv_bfloat16>(p, stream);
+}
+
 #define MIXQ_GGML_GEMV_TYPE(T)                                                         \
   template void launch_gemv_type<GType::T>(const GemvParams&, int, cudaStream_t);     \
   template void launch_mma_type<GType::T>(const MmaParams&, cudaStream_t);
-// the dequantizing kernel's four instances of a type, in files of their own (ggml_hmma_*.cu)
-#define MIXQ_GGML_HMMA_TYPE(T) template void launch_hmma_type<GType::T>(const HmmaParams&, int, cudaStream_t);
+// the dequantizing kernels' instances of a type (the staged kernel's six, the few-token kernel's
+// four), in files of their own (ggml_hmma_*.cu)
+#define MIXQ_GGML_HMMA_TYPE(T)                                                      \
+  template void launch_hmma_type<GType::T>(const HmmaParams&, int, cudaStream_t); \
+  template void launch_stream_type<GType::T>(const HmmaParams&, int, cudaStream_t);
 
 }  // namespace mixq::cuda::ggml

@@ -1,10 +1,12 @@
 // Launchers of the native GGUF kernels: the activation quantizer, the dequantizer, the dispatch
 // over types of the q8 GEMV, the q8 tensor-core kernel (instances in ggml_gemv_*.cu) and the
-// dequantizing tensor-core kernel (ggml_hmma_*.cu), the split-K finalize pass, the plans.
+// dequantizing tensor-core kernels (staged and few-token, ggml_hmma_*.cu), the split-K finalize
+// pass, the plans.
 #include <algorithm>
 
 #include "cuda/kernels/ggml/ggml_hmma.cuh"
 #include "cuda/kernels/ggml/ggml_mma.cuh"
+#include "cuda/kernels/ggml/ggml_stream.cuh"
 #include "cuda/launch/ggml_native.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/launch_config.hpp"
@@ -21,6 +23,8 @@ template <GType T>
 void launch_mma_type(const MmaParams& p, cudaStream_t stream);
 template <GType T>
 void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream);  // ggml_hmma_*.cu
+template <GType T>
+void launch_stream_type(const HmmaParams& p, int x_type, cudaStream_t stream);  // ggml_hmma_*.cu
 
 // y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
 namespace {
@@ -107,6 +111,44 @@ void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) 
     f.pdl = true;
     launch_finalize(f, stream);
   }
+}
+
+void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) {
+  switch (t) {
+#define MIXQ_GGML_STREAM_CASE(T) \
+  case GType::T: launch_stream_type<GType::T>(p, x_type, stream); break;
+    MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_STREAM_CASE)
+#undef MIXQ_GGML_STREAM_CASE
+  }
+  if (p.partial) {
+    MmaParams f = p;
+    f.pdl = true;  // waits for the few-token grid, which allows it after its loop
+    launch_finalize(f, stream);
+  }
+}
+
+// The split of the fullest last wave, as hmma_plan (ties: fewer splits), over 16-row tiles.
+StreamPlan stream_plan(int64_t N, int64_t K, int sm_count) {
+  const int64_t chunks = K / 32, groups = (chunks + kStreamGroup - 1) / kStreamGroup;
+  const int64_t tiles = (N + 15) / 16;
+  const int64_t slots = int64_t(sm_count) * kStreamMinCtasPerSm;
+  const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(16, groups / (2 * kStreamWarps)));
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= max_s; ++s) {
+    const int64_t per = (groups + s - 1) / s;
+    const int64_t used = (groups + per - 1) / per;
+    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
+    const double fill = double(ctas) / double(waves * slots);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      best = s;
+    }
+  }
+  StreamPlan r;
+  r.split_chunks = (groups + best - 1) / best * kStreamGroup;
+  r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
+  return r;
 }
 
 namespace {
