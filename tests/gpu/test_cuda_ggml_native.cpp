@@ -337,7 +337,7 @@ TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
   const int64_t N = 40, K = 8192;
   const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 92);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
-  const PreparedWeight pw = prepare(w, cuda_opts());
+  const PreparedWeight pw = prepare(w, cuda_opts("cuda_ggml_stream"));
   for (const int64_t M : {2, 9}) {
     ASSERT_EQ(pw.kernel_name(M, DType::F16), "cuda_ggml_stream_Q4_K");
     ASSERT_GT(linear_workspace_size(pw, M), size_t(0)) << "expected a K split";
