@@ -54,37 +54,87 @@ __device__ __forceinline__ void word_fragment(uint32_t w, uint32_t s2, uint32_t 
   else fragment_32<T, XT>(w, s, o, lo, hi);
 }
 
+// A view of the planes whose row 0 is row `row` (the per-chunk addresses are then one 32-bit
+// chunk index times a constant: the loop spends no 64-bit arithmetic on them).
+template <GType T>
+__device__ __forceinline__ GPlanes row_view(const GPlanes& w, int64_t row) {
+  GPlanes v = w;
+  v.lo += row * w.lo_pitch;
+  if constexpr (gformat(T).hb > 0) v.hi += row * w.hi_pitch;
+  v.d += row * w.d_pitch;
+  if constexpr (gformat(T).qk == 256) v.sc += row * w.sc_pitch;
+  return v;
+}
+
+// One group of four chunks: lane t's chunk c of rows g (ra) and g + 8 (rb) decoded to 16-bit A
+// fragments, times X[tokens][chunk c] (xv: four 16-byte pieces a token group), eight MMAs.
+// acc[2]: the even and odd words' MMAs accumulate apart (two dependency chains of four, not one
+// of eight), summed at the end.
+template <GType T, typename XT, int NG>
+__device__ __forceinline__ void stream_group(const RawChunk<T>& ra, const RawChunk<T>& rb, const uint4 (&xv)[NG][4],
+                                             float wscale, float (&acc)[2][NG][4]) {
+  uint32_t wa[8], wb[8];
+  decode_codes<T>(ra, wa);
+  decode_codes<T>(rb, wb);
+  const ChunkScales sa = decode_scales<T>(ra), sb = decode_scales<T>(rb);
+  uint32_t sa2[2] = {0, 0}, oa2[2] = {0, 0}, sb2[2] = {0, 0}, ob2[2] = {0, 0};
+  if constexpr (kForm16<T, XT>) {
+    sa2[0] = splat2<XT>(sa.s0 * wscale);
+    sa2[1] = gformat(T).halves() ? splat2<XT>(sa.s1 * wscale) : sa2[0];
+    sb2[0] = splat2<XT>(sb.s0 * wscale);
+    sb2[1] = gformat(T).halves() ? splat2<XT>(sb.s1 * wscale) : sb2[0];
+    if constexpr (gformat(T).has_min()) {
+      oa2[0] = splat2<XT>(sa.o0 * wscale);
+      oa2[1] = gformat(T).halves() ? splat2<XT>(sa.o1 * wscale) : oa2[0];
+      ob2[0] = splat2<XT>(sb.o0 * wscale);
+      ob2[1] = gformat(T).halves() ? splat2<XT>(sb.o1 * wscale) : ob2[0];
+    }
+  }
+#pragma unroll
+  for (int w = 0; w < 8; ++w) {
+    const int h = w >> 2;  // elements 0-15 (s0, o0) or 16-31 (s1, o1)
+    Frag16x16 a;
+    word_fragment<T, XT>(wa[w], sa2[h], oa2[h], h ? sa.s1 : sa.s0, h ? sa.o1 : sa.o0, a.r[0], a.r[2]);
+    word_fragment<T, XT>(wb[w], sb2[h], ob2[h], h ? sb.s1 : sb.s0, h ? sb.o1 : sb.o0, a.r[1], a.r[3]);
+#pragma unroll
+    for (int j = 0; j < NG; ++j) {
+      const uint4 v = xv[j][w >> 1];
+      Frag16x8 b;
+      b.r[0] = (w & 1) ? v.z : v.x;
+      b.r[1] = (w & 1) ? v.w : v.y;
+      MmaType<XT>::mma(acc[w & 1][j], a, b);
+    }
+  }
+}
+
 template <GType T, typename XT, int NG>
 __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream_kernel(const HmmaParams p) {
   constexpr int D = stream_depth<T>();
-  constexpr bool k16 = kForm16<T, XT>;
   __shared__ float red[kStreamWarps - 1][NG][4][32];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int64_t row0 = int64_t(blockIdx.x) * 16;
-  const int64_t ra = row0 + g < p.N ? row0 + g : p.N - 1;
-  const int64_t rb = row0 + g + 8 < p.N ? row0 + g + 8 : p.N - 1;
-  // this CTA's chunks [cb, ce), this warp's groups of four [gb, ge) of them
-  const int64_t chunks = p.K >> 5;
-  const int64_t cb = int64_t(blockIdx.y) * p.split_chunks;
-  const int64_t ce = cb + p.split_chunks < chunks ? cb + p.split_chunks : chunks;
-  const int groups = int((ce - cb + kStreamGroup - 1) / kStreamGroup);
-  const int gb = groups * warp / kStreamWarps, ge = groups * (warp + 1) / kStreamWarps;
-  const int n = ge - gb;
-  const int64_t c0 = cb + int64_t(gb) * kStreamGroup + t;  // the lane's chunk in group gb
+  const GPlanes va = row_view<T>(p.w, row0 + g < p.N ? row0 + g : p.N - 1);
+  const GPlanes vb = row_view<T>(p.w, row0 + g + 8 < p.N ? row0 + g + 8 : p.N - 1);
+  // this CTA's chunks [cb, ce) (K < 2^30: chunk indices fit 32 bits), this warp's groups of four
+  // [gb, gb + n); the first nfull of them lie wholly below ce (at most the split's last is cut)
+  const int chunks = int(p.K >> 5);
+  const int cb = int(blockIdx.y) * int(p.split_chunks);
+  const int ce = cb + int(p.split_chunks) < chunks ? cb + int(p.split_chunks) : chunks;
+  const int groups = (ce - cb + kStreamGroup - 1) / kStreamGroup;
+  const int gb = groups * warp / kStreamWarps, n = groups * (warp + 1) / kStreamWarps - gb;
+  const int wc0 = cb + gb * kStreamGroup;  // chunk of lane t = 0 in the warp's first group
+  const int nfull = min(n, (ce - wc0) / kStreamGroup);
+  const int c0 = wc0 + t;
 
   RawChunk<T> raw[D][2];
 #pragma unroll
-  for (int s = 0; s < D; ++s) {
-    raw[s][0] = RawChunk<T>{};
-    raw[s][1] = RawChunk<T>{};  // a chunk past ce is never loaded: zero scales, finite weights
-    const int64_t c = c0 + int64_t(s) * kStreamGroup;
-    if (s < n && c < ce) {
-      load_chunk<T>(p.w, ra, c, raw[s][0]);
-      load_chunk<T>(p.w, rb, c, raw[s][1]);
+  for (int s = 0; s < D; ++s)
+    if (s < nfull) {
+      load_chunk<T>(va, 0, c0 + s * kStreamGroup, raw[s][0]);
+      load_chunk<T>(vb, 0, c0 + s * kStreamGroup, raw[s][1]);
     }
-  }
   grid_dependency_wait();  // X may be the previous kernel's output (a no-op without PDL)
 
   const XT* xrow[NG];
@@ -93,66 +143,61 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
     const int tok = j * 8 + g < p.M ? j * 8 + g : p.M - 1;
     xrow[j] = static_cast<const XT*>(p.x) + int64_t(tok) * p.ldx;
   }
+  float acc2[2][NG][4];
+#pragma unroll
+  for (int u = 0; u < 2; ++u)
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc2[u][j][e] = 0.f;
+
+  for (int i0 = 0; i0 < nfull; i0 += D) {
+#pragma unroll
+    for (int s = 0; s < D; ++s) {
+      const int i = i0 + s;
+      if (i >= nfull) break;
+      const int c = c0 + i * kStreamGroup;
+      // the chunk's activations first: their L1 latency overlaps the decode
+      uint4 xv[NG][4];
+#pragma unroll
+      for (int j = 0; j < NG; ++j) {
+        const uint4* xp = reinterpret_cast<const uint4*>(xrow[j] + c * 32);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(xp + q);
+      }
+      const RawChunk<T> ra = raw[s][0], rb = raw[s][1];
+      // refill the slot: group i + D is in flight while this one is multiplied
+      if (i + D < nfull) {
+        load_chunk<T>(va, 0, c + D * kStreamGroup, raw[s][0]);
+        load_chunk<T>(vb, 0, c + D * kStreamGroup, raw[s][1]);
+      }
+      stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
+    }
+  }
+  if (nfull < n) {
+    // the split's last group, cut by ce: lanes past it multiply zeros (zero codes, scales and X)
+    const int c = c0 + nfull * kStreamGroup;
+    RawChunk<T> ra{}, rb{};
+    uint4 xv[NG][4];
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[j][q] = make_uint4(0, 0, 0, 0);
+    if (c < ce) {
+      load_chunk<T>(va, 0, c, ra);
+      load_chunk<T>(vb, 0, c, rb);
+#pragma unroll
+      for (int j = 0; j < NG; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c * 32) + q);
+    }
+    stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
+  }
   float acc[NG][4];
 #pragma unroll
   for (int j = 0; j < NG; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
-
-  for (int i0 = 0; i0 < n; i0 += D) {
-#pragma unroll
-    for (int s = 0; s < D; ++s) {
-      const int i = i0 + s;
-      if (i >= n) break;
-      const int64_t c = c0 + int64_t(i) * kStreamGroup;
-      const bool real = c < ce;
-      // the chunk's activations first: their L1 latency overlaps the decode
-      uint4 xv[NG][4];
-#pragma unroll
-      for (int j = 0; j < NG; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          xv[j][q] = real ? __ldg(reinterpret_cast<const uint4*>(xrow[j] + c * 32) + q) : make_uint4(0, 0, 0, 0);
-      uint32_t wa[8], wb[8];
-      decode_codes<T>(raw[s][0], wa);
-      decode_codes<T>(raw[s][1], wb);
-      const ChunkScales sa = decode_scales<T>(raw[s][0]), sb = decode_scales<T>(raw[s][1]);
-      // refill the slot: group i + D is in flight while this one is multiplied
-      const int64_t cn = c + int64_t(D) * kStreamGroup;
-      if (i + D < n && cn < ce) {
-        load_chunk<T>(p.w, ra, cn, raw[s][0]);
-        load_chunk<T>(p.w, rb, cn, raw[s][1]);
-      }
-      uint32_t sa2[2] = {0, 0}, oa2[2] = {0, 0}, sb2[2] = {0, 0}, ob2[2] = {0, 0};
-      if constexpr (k16) {
-        sa2[0] = splat2<XT>(sa.s0 * p.wscale);
-        sa2[1] = splat2<XT>(sa.s1 * p.wscale);
-        sb2[0] = splat2<XT>(sb.s0 * p.wscale);
-        sb2[1] = splat2<XT>(sb.s1 * p.wscale);
-        if constexpr (gformat(T).has_min()) {
-          oa2[0] = splat2<XT>(sa.o0 * p.wscale);
-          oa2[1] = splat2<XT>(sa.o1 * p.wscale);
-          ob2[0] = splat2<XT>(sb.o0 * p.wscale);
-          ob2[1] = splat2<XT>(sb.o1 * p.wscale);
-        }
-      }
-#pragma unroll
-      for (int w = 0; w < 8; ++w) {
-        const int h = w >> 2;  // elements 0-15 (s0, o0) or 16-31 (s1, o1)
-        Frag16x16 a;
-        word_fragment<T, XT>(wa[w], sa2[h], oa2[h], h ? sa.s1 : sa.s0, h ? sa.o1 : sa.o0, a.r[0], a.r[2]);
-        word_fragment<T, XT>(wb[w], sb2[h], ob2[h], h ? sb.s1 : sb.s0, h ? sb.o1 : sb.o0, a.r[1], a.r[3]);
-#pragma unroll
-        for (int j = 0; j < NG; ++j) {
-          const uint4 v = xv[j][w >> 1];
-          Frag16x8 b;
-          b.r[0] = (w & 1) ? v.z : v.x;
-          b.r[1] = (w & 1) ? v.w : v.y;
-          MmaType<XT>::mma(acc[j], a, b);
-        }
-      }
-    }
-  }
+    for (int e = 0; e < 4; ++e) acc[j][e] = acc2[0][j][e] + acc2[1][j][e];
   allow_dependent_launch();  // a finalize pass may start; it waits for this grid's writes
 
   // the warps' sums of the tile, added in warp order by warp 0
