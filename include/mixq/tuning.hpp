@@ -64,7 +64,7 @@ struct Tuning {
   int cuda_ggml_q8_max_rows = 0;    // 0: the plan's (4; 3 for Q4_0 / Q4_1); else 1..16
   int cuda_ggml_mma_max_rows = 0;   // 0: the plan's (f32 X: 32; 16-bit X: none); else 1..2^30
   int cuda_ggml_hmma_max_rows = 0;  // 0: the plan's (4-bit types 128, others 96); else 1..2^30
-  int cuda_ggml_stream_max_rows = 0;  // 16-bit X past the GEMV: 0 the plan's (16), -1 none, else 1..16
+  int cuda_ggml_stream_max_rows = 0;  // 16-bit X past the GEMV: 0 the plan's (8), -1 none, else 1..8
   // one token on the GEMV: Auto two rows a warp where a row a warp would spill a partial second
   // wave over the block slots and two fit in one; On / Off: always / never
   Toggle cuda_ggml_gemv_pairs = Toggle::Auto;

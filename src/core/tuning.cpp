@@ -68,7 +68,7 @@ const std::vector<Entry>& knobs() {
       {"cuda_ggml_q8_max_rows", IntKnob{&Tuning::cuda_ggml_q8_max_rows, 0, 16}},
       {"cuda_ggml_mma_max_rows", IntKnob{&Tuning::cuda_ggml_mma_max_rows, 0, 1 << 30}},
       {"cuda_ggml_hmma_max_rows", IntKnob{&Tuning::cuda_ggml_hmma_max_rows, 0, 1 << 30}},
-      {"cuda_ggml_stream_max_rows", IntKnob{&Tuning::cuda_ggml_stream_max_rows, -1, 16}},
+      {"cuda_ggml_stream_max_rows", IntKnob{&Tuning::cuda_ggml_stream_max_rows, -1, 8}},
       {"cuda_ggml_gemv_pairs", ToggleKnob{&Tuning::cuda_ggml_gemv_pairs}},
       {"cpu_ggml_native", ToggleKnob{&Tuning::cpu_ggml_native}},
       {"cpu_l1_prefetch", ToggleKnob{&Tuning::cpu_l1_prefetch}},

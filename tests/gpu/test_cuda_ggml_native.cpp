@@ -123,7 +123,7 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
                           tc.type == formats::GgmlType::IQ4_NL || tc.type == formats::GgmlType::Q4_K ||
                           tc.type == formats::GgmlType::IQ4_XS;
     EXPECT_EQ(pw.kernel_name(M, DType::BF16), M <= gemv_rows ? "cuda_ggml_q8_" + tname
-                                 : M <= 16 ? "cuda_ggml_stream_" + tname
+                                 : M <= 8 ? "cuda_ggml_stream_" + tname
                                  : M <= (four_bit ? 128 : 96) ? "cuda_ggml_hmma_" + tname
                                  : std::string("cuda_ggml_dequant_cublas"));
     // The two q8 kernels: the q8 emulation within f32 rounding, float64 within the q8 tolerance.
@@ -149,8 +149,8 @@ void check_type(const TypeCase& tc, int64_t N, int64_t K, const std::vector<int6
       const std::vector<float> yh = run(hmma, xr, M, o);
       EXPECT_EQ(hmma.kernel_name(M, xt), "cuda_ggml_hmma_" + tname);
       EXPECT_LE(max_err(yh, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "hmma vs float64";
-      // the few-token kernel forms the same 16-bit weights (1..16 tokens; more: the plan's kernel)
-      if (M <= 16) {
+      // the few-token kernel forms the same 16-bit weights (1..8 tokens; more: the plan's kernel)
+      if (M <= 8) {
         EXPECT_EQ(stream.kernel_name(M, xt), "cuda_ggml_stream_" + tname);
         const std::vector<float> ys = run(stream, xr, M, o);
         EXPECT_LE(max_err(ys, rr.exact) / rr.max_exact, xt == DType::BF16 ? 1e-2 : 2e-3) << "stream vs float64";
@@ -305,7 +305,7 @@ TEST(CudaGgmlNative, F16WeightsAtTheEndsOfTheRange) {
 }
 
 // The few-token kernel at its edges: rows of one to three chunk groups (warps of a CTA with no
-// group, lanes past the row's last chunk), odd N, 1..16 tokens in one or two n8 groups, both 16-bit
+// group, lanes past the row's last chunk), odd N, 1..8 tokens, both 16-bit
 // X types; and rows long enough for K splits (the finalize pass after it), eager and replayed from
 // a CUDA graph on new inputs.
 TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
@@ -321,7 +321,7 @@ TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
     const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), c.N, c.K, "test");
     const PreparedWeight pw = prepare(w, cuda_opts("cuda_ggml_stream"));
     for (const DType xt : {DType::F16, DType::BF16})
-      for (const int64_t M : {1, 2, 5, 8, 9, 16}) {
+      for (const int64_t M : {1, 2, 5, 8}) {
         SCOPED_TRACE(std::string(formats::ggml_type_name(uint32_t(tc.type))) + " N=" + std::to_string(c.N) +
                      " K=" + std::to_string(c.K) + " M=" + std::to_string(M) + " x " + dtype_name(xt));
         const std::vector<float> x = rounded(random_x(M, c.K, 40 + uint32_t(M)), xt);
@@ -338,7 +338,7 @@ TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
   const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 92);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
   const PreparedWeight pw = prepare(w, cuda_opts("cuda_ggml_stream"));
-  for (const int64_t M : {2, 9}) {
+  for (const int64_t M : {2, 7}) {
     ASSERT_EQ(pw.kernel_name(M, DType::F16), "cuda_ggml_stream_Q4_K");
     ASSERT_GT(linear_workspace_size(pw, M), size_t(0)) << "expected a K split";
     DeviceBuffer dx(size_t(M * K) * 2), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M));
@@ -454,12 +454,12 @@ TEST(CudaGgmlNative, OptionsChooseTheForm) {
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(1), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(4), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(5), "cuda_ggml_stream_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(16, DType::BF16), "cuda_ggml_stream_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(17), "cuda_ggml_hmma_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_stream_max_rows=8")).kernel_name(9), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(8, DType::BF16), "cuda_ggml_stream_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(9), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_stream_max_rows=6")).kernel_name(7), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("", "cuda_ggml_stream_max_rows=-1")).kernel_name(5), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(1), "cuda_ggml_stream_Q4_K");
-  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(17), "cuda_ggml_hmma_Q4_K");
+  EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(9), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts("cuda_ggml_stream")).kernel_name(2, DType::F32), "cuda_ggml_q8_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(128, DType::BF16), "cuda_ggml_hmma_Q4_K");
   EXPECT_EQ(prepare(w, cuda_opts()).kernel_name(129), "cuda_ggml_dequant_cublas");

@@ -378,7 +378,7 @@ class CudaGgmlNative final : public PreparedImpl {
       p.wscale = std::ldexp(1.f, f16_exp_);
       p.unscale = std::ldexp(1.f, -f16_exp_);
     }
-    ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
+    ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, sp.ctas, stream);
   }
 
   // The weight, the shape and the output fields every native kernel's parameters share.

@@ -107,6 +107,32 @@ __device__ __forceinline__ void stream_group(const RawChunk<T>& ra, const RawChu
   }
 }
 
+// One unit of work, a (16-row tile, K split) pair, as warp `warp` of a CTA sees it: the tile's first
+// row, the split, the split's end chunk, lane t's chunk in the warp's first group of four, and the
+// warp's group count (its quarter of the split's groups; K < 2^30 and N < 2^30, so 32 bits).
+struct StreamUnit {
+  int row0, split, ce, c0, n;
+};
+
+__device__ __forceinline__ StreamUnit stream_unit(const HmmaParams& p, int u, int tiles, int warp, int t) {
+  StreamUnit r;
+  r.split = u / tiles;
+  r.row0 = (u - r.split * tiles) * 16;
+  const int chunks = int(p.K >> 5), cb = r.split * int(p.split_chunks);
+  r.ce = cb + int(p.split_chunks) < chunks ? cb + int(p.split_chunks) : chunks;
+  const int groups = (r.ce - cb + kStreamGroup - 1) / kStreamGroup;
+  const int gb = groups * warp / kStreamWarps;
+  r.n = groups * (warp + 1) / kStreamWarps - gb;
+  r.c0 = cb + gb * kStreamGroup + t;
+  return r;
+}
+
+// Persistent CTAs: the grid is at most one wave (stream_plan), CTA b takes units b, b + G, b + 2G ...
+// (G = gridDim.x) and its warps walk them as one sequence of groups, so a warp's ring of D groups
+// runs on from one unit into the next: only the kernel's first groups wait a whole DRAM round trip
+// (with short-lived CTAs, ncu put a quarter of the warps' stall samples on the first group).
+// At each unit's end the four warps' sums meet in shared memory (warp order: deterministic) and
+// warp 0 stores the tile (or the split's f32 partial).
 template <GType T, typename XT, int NG>
 __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream_kernel(const HmmaParams p) {
   constexpr int D = stream_depth<T>();
@@ -114,27 +140,45 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t row0 = int64_t(blockIdx.x) * 16;
-  const GPlanes va = row_view<T>(p.w, row0 + g < p.N ? row0 + g : p.N - 1);
-  const GPlanes vb = row_view<T>(p.w, row0 + g + 8 < p.N ? row0 + g + 8 : p.N - 1);
-  // this CTA's chunks [cb, ce) (K < 2^30: chunk indices fit 32 bits), this warp's groups of four
-  // [gb, gb + n); the first nfull of them lie wholly below ce (at most the split's last is cut)
-  const int chunks = int(p.K >> 5);
-  const int cb = int(blockIdx.y) * int(p.split_chunks);
-  const int ce = cb + int(p.split_chunks) < chunks ? cb + int(p.split_chunks) : chunks;
-  const int groups = (ce - cb + kStreamGroup - 1) / kStreamGroup;
-  const int gb = groups * warp / kStreamWarps, n = groups * (warp + 1) / kStreamWarps - gb;
-  const int wc0 = cb + gb * kStreamGroup;  // chunk of lane t = 0 in the warp's first group
-  const int nfull = min(n, (ce - wc0) / kStreamGroup);
-  const int c0 = wc0 + t;
+  const int tiles = int((p.N + 15) / 16), units = tiles * p.splits;
+  const int G = int(gridDim.x), b = int(blockIdx.x);
+  const int my_units = (units - b + G - 1) / G;  // the plan's grid has G <= units
+  const int last_row = int(p.N) - 1;
+
+  // the load cursor: unit lj (geometry lu, the lane's two row views), group li of it
+  int lj = 0, li = 0;
+  StreamUnit lu = stream_unit(p, b, tiles, warp, t);
+  GPlanes lva = row_view<T>(p.w, min(lu.row0 + g, last_row));
+  GPlanes lvb = row_view<T>(p.w, min(lu.row0 + g + 8, last_row));
+  auto settle_load = [&]() {  // past the unit's last group: on to the next unit that has groups
+    while (lj < my_units && li >= lu.n) {
+      li = 0;
+      if (++lj < my_units) {
+        lu = stream_unit(p, b + lj * G, tiles, warp, t);
+        lva = row_view<T>(p.w, min(lu.row0 + g, last_row));
+        lvb = row_view<T>(p.w, min(lu.row0 + g + 8, last_row));
+      }
+    }
+  };
+  // the next group of the sequence into slot r (lanes past the split's end: zero codes and scales)
+  auto load_next = [&](RawChunk<T>(&r)[2]) {
+    if (lj >= my_units) return;
+    const int c = lu.c0 + li * kStreamGroup;
+    if (c < lu.ce) {
+      load_chunk<T>(lva, 0, c, r[0]);
+      load_chunk<T>(lvb, 0, c, r[1]);
+    } else {
+      r[0] = RawChunk<T>{};
+      r[1] = RawChunk<T>{};
+    }
+    ++li;
+    settle_load();
+  };
 
   RawChunk<T> raw[D][2];
+  settle_load();
 #pragma unroll
-  for (int s = 0; s < D; ++s)
-    if (s < nfull) {
-      load_chunk<T>(va, 0, c0 + s * kStreamGroup, raw[s][0]);
-      load_chunk<T>(vb, 0, c0 + s * kStreamGroup, raw[s][1]);
-    }
+  for (int s = 0; s < D; ++s) load_next(raw[s]);
   grid_dependency_wait();  // X may be the previous kernel's output (a no-op without PDL)
 
   const XT* xrow[NG];
@@ -143,21 +187,69 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
     const int tok = j * 8 + g < p.M ? j * 8 + g : p.M - 1;
     xrow[j] = static_cast<const XT*>(p.x) + int64_t(tok) * p.ldx;
   }
-  float acc2[2][NG][4];
+  float acc[2][NG][4];
+  auto zero_acc = [&]() {
 #pragma unroll
-  for (int u = 0; u < 2; ++u)
+    for (int u = 0; u < 2; ++u)
 #pragma unroll
-    for (int j = 0; j < NG; ++j)
+      for (int j = 0; j < NG; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc2[u][j][e] = 0.f;
+        for (int e = 0; e < 4; ++e) acc[u][j][e] = 0.f;
+  };
+  zero_acc();
 
-  for (int i0 = 0; i0 < nfull; i0 += D) {
+  // the compute cursor: unit cj (geometry cu), group ci; flush() ends unit cj
+  int cj = 0, ci = 0;
+  StreamUnit cu = stream_unit(p, b, tiles, warp, t);
+  auto flush = [&]() {
+    if (warp > 0) {
+#pragma unroll
+      for (int j = 0; j < NG; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) red[warp - 1][j][e][lane] = acc[0][j][e] + acc[1][j][e];
+    }
+    __syncthreads();
+    if (warp == 0) {
+#pragma unroll
+      for (int j = 0; j < NG; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float y = acc[0][j][e] + acc[1][j][e];
+#pragma unroll
+          for (int v = 0; v < kStreamWarps - 1; ++v) y += red[v][j][e][lane];
+          const int row = cu.row0 + g + (e >= 2 ? 8 : 0);
+          const int tl = j * 8 + 2 * t + (e & 1);
+          if (row >= p.N || tl >= p.M) continue;
+          y *= p.unscale;  // exact: a power of two
+          if (p.partial) {
+            p.partial[(int64_t(cu.split) * p.M + tl) * p.N + row] = y;
+          } else {
+            if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
+            if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
+            if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
+            store_float(p.y, p.y_type, int64_t(tl) * p.ldy + row, y);
+          }
+        }
+    }
+    __syncthreads();  // red is free for the next unit
+    zero_acc();
+  };
+  auto settle_compute = [&]() {  // flush every unit the cursor has finished (empty ones too)
+    while (cj < my_units && ci >= cu.n) {
+      flush();
+      ci = 0;
+      if (++cj < my_units) cu = stream_unit(p, b + cj * G, tiles, warp, t);
+    }
+  };
+  settle_compute();
+
+  while (cj < my_units) {
 #pragma unroll
     for (int s = 0; s < D; ++s) {
-      const int i = i0 + s;
-      if (i >= nfull) break;
-      const int c = c0 + i * kStreamGroup;
-      // the chunk's activations first: their L1 latency overlaps the decode
+      if (cj >= my_units) break;
+      // the group's activations first (their L1 latency overlaps the decode); lanes past the
+      // split's end read its last chunk, which their zero weights cancel
+      const int c = min(cu.c0 + ci * kStreamGroup, cu.ce - 1);
       uint4 xv[NG][4];
 #pragma unroll
       for (int j = 0; j < NG; ++j) {
@@ -166,73 +258,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
         for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(xp + q);
       }
       const RawChunk<T> ra = raw[s][0], rb = raw[s][1];
-      // refill the slot: group i + D is in flight while this one is multiplied
-      if (i + D < nfull) {
-        load_chunk<T>(va, 0, c + D * kStreamGroup, raw[s][0]);
-        load_chunk<T>(vb, 0, c + D * kStreamGroup, raw[s][1]);
-      }
-      stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
+      load_next(raw[s]);  // the group D steps on is in flight while this one is multiplied
+      stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc);
+      ++ci;
+      settle_compute();
     }
   }
-  if (nfull < n) {
-    // the split's last group, cut by ce: lanes past it multiply zeros (zero codes, scales and X)
-    const int c = c0 + nfull * kStreamGroup;
-    RawChunk<T> ra{}, rb{};
-    uint4 xv[NG][4];
-#pragma unroll
-    for (int j = 0; j < NG; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) xv[j][q] = make_uint4(0, 0, 0, 0);
-    if (c < ce) {
-      load_chunk<T>(va, 0, c, ra);
-      load_chunk<T>(vb, 0, c, rb);
-#pragma unroll
-      for (int j = 0; j < NG; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c * 32) + q);
-    }
-    stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
-  }
-  float acc[NG][4];
-#pragma unroll
-  for (int j = 0; j < NG; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[j][e] = acc2[0][j][e] + acc2[1][j][e];
   allow_dependent_launch();  // a finalize pass may start; it waits for this grid's writes
-
-  // the warps' sums of the tile, added in warp order by warp 0
-  if (warp > 0) {
-#pragma unroll
-    for (int j = 0; j < NG; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) red[warp - 1][j][e][lane] = acc[j][e];
-  }
-  __syncthreads();
-  if (warp > 0) return;
-#pragma unroll
-  for (int v = 0; v < kStreamWarps - 1; ++v)
-#pragma unroll
-    for (int j = 0; j < NG; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[j][e] += red[v][j][e][lane];
-
-#pragma unroll
-  for (int j = 0; j < NG; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t row = row0 + g + (e >= 2 ? 8 : 0);
-      const int tl = j * 8 + 2 * t + (e & 1);
-      if (row >= p.N || tl >= p.M) continue;
-      float y = acc[j][e] * p.unscale;  // exact: a power of two
-      if (p.partial) {
-        p.partial[(int64_t(blockIdx.y) * p.M + tl) * p.N + row] = y;
-      } else {
-        if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
-        if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-        if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-        store_float(p.y, p.y_type, int64_t(tl) * p.ldy + row, y);
-      }
-    }
 }
 
 }  // namespace mixq::cuda::ggml
