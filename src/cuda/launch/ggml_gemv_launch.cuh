@@ -116,18 +116,18 @@ void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
   return launch_hmma_x<T, __nv_bfloat16>(p, stream);
 }
 
-// The few-token kernel: `ctas` persistent CTAs over the (16-row tile, K split) units, one n8 token
-// group.
+// The few-token kernel: one CTA a 16-row tile and K split, one n8 token group.
 template <GType T, typename XT>
-void launch_stream_x(const HmmaParams& p, int ctas, cudaStream_t stream) {
-  WoLaunchConfig lc(dim3(unsigned(ctas)), kStreamWarps * 32, 0, stream, p.pdl);
+void launch_stream_x(const HmmaParams& p, cudaStream_t stream) {
+  const dim3 grid(unsigned((p.N + 15) / 16), unsigned(p.splits));
+  WoLaunchConfig lc(grid, kStreamWarps * 32, 0, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, stream_kernel<T, XT, (kStreamMaxRows + 7) / 8>, p));
 }
 
 template <GType T>
-void launch_stream_type(const HmmaParams& p, int x_type, int ctas, cudaStream_t stream) {
-  if (x_type == 0) return launch_stream_x<T, half>(p, ctas, stream);
-  return launch_stream_x<T, __nv_bfloat16>(p, ctas, stream);
+void launch_stream_type(const HmmaParams& p, int x_type, cudaStream_t stream) {
+  if (x_type == 0) return launch_stream_x<T, half>(p, stream);
+  return launch_stream_x<T, __nv_bfloat16>(p, stream);
 }
 
 #define MIXQ_GGML_GEMV_TYPE(T)                                                         \
@@ -137,6 +137,6 @@ void launch_stream_type(const HmmaParams& p, int x_type, int ctas, cudaStream_t 
 // four), in files of their own (ggml_hmma_*.cu)
 #define MIXQ_GGML_HMMA_TYPE(T)                                                      \
   template void launch_hmma_type<GType::T>(const HmmaParams&, int, cudaStream_t); \
-  template void launch_stream_type<GType::T>(const HmmaParams&, int, int, cudaStream_t);
+  template void launch_stream_type<GType::T>(const HmmaParams&, int, cudaStream_t);
 
 }  // namespace mixq::cuda::ggml

@@ -24,7 +24,7 @@ void launch_mma_type(const MmaParams& p, cudaStream_t stream);
 template <GType T>
 void launch_hmma_type(const HmmaParams& p, int x_type, cudaStream_t stream);  // ggml_hmma_*.cu
 template <GType T>
-void launch_stream_type(const HmmaParams& p, int x_type, int ctas, cudaStream_t stream);  // ggml_hmma_*.cu
+void launch_stream_type(const HmmaParams& p, int x_type, cudaStream_t stream);  // ggml_hmma_*.cu
 
 // y[m][n] = clamp(sum over splits of partial[z][m][n] + bias[n]), in the splits' order.
 namespace {
@@ -113,10 +113,10 @@ void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) 
   }
 }
 
-void launch_stream(GType t, const HmmaParams& p, int x_type, int ctas, cudaStream_t stream) {
+void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) {
   switch (t) {
 #define MIXQ_GGML_STREAM_CASE(T) \
-  case GType::T: launch_stream_type<GType::T>(p, x_type, ctas, stream); break;
+  case GType::T: launch_stream_type<GType::T>(p, x_type, stream); break;
     MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_STREAM_CASE)
 #undef MIXQ_GGML_STREAM_CASE
   }
@@ -127,28 +127,27 @@ void launch_stream(GType t, const HmmaParams& p, int x_type, int ctas, cudaStrea
   }
 }
 
-// For each split: k = the fewest units a CTA that keeps the grid within one wave of resident CTAs,
-// G = the CTAs that hold them; scored by the evenness of the units over the CTAs times the
-// fraction of the slots they fill (ties, within 0.02: fewer splits, fewer partials).
+// The split of the fullest last wave, as hmma_plan (ties: fewer splits), over 16-row tiles.
 StreamPlan stream_plan(int64_t N, int64_t K, int sm_count) {
   const int64_t chunks = K / 32, groups = (chunks + kStreamGroup - 1) / kStreamGroup;
   const int64_t tiles = (N + 15) / 16;
-  const int64_t slots = int64_t(std::max(sm_count, 1)) * kStreamMinCtasPerSm;
+  const int64_t slots = int64_t(sm_count) * kStreamMinCtasPerSm;
   const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(16, groups / (2 * kStreamWarps)));
-  StreamPlan r;
-  double best = -1;
+  int64_t best = 1;
+  double best_fill = 0;
   for (int64_t s = 1; s <= max_s; ++s) {
     const int64_t per = (groups + s - 1) / s;
-    const int64_t units = tiles * ((groups + per - 1) / per);
-    const int64_t k = (units + slots - 1) / slots, ctas = (units + k - 1) / k;
-    const double score = double(units) / double(ctas * k) * double(ctas) / double(slots);
-    if (score > best + 0.02) {
-      best = score;
-      r.split_chunks = per * kStreamGroup;
-      r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
-      r.ctas = int(ctas);
+    const int64_t used = (groups + per - 1) / per;
+    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
+    const double fill = double(ctas) / double(waves * slots);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      best = s;
     }
   }
+  StreamPlan r;
+  r.split_chunks = (groups + best - 1) / best * kStreamGroup;
+  r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
   return r;
 }
 

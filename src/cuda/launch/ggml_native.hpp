@@ -36,15 +36,13 @@ struct HmmaPlan {
   int64_t split_chunks = 0;
 };
 HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count);
-// The few-token kernel (ggml_stream.cuh, 16-bit X, 1 to kStreamMaxRows tokens): units of a 16-row
-// tile and a K split (whole groups of four chunks, each of a CTA's four warps at least two groups
-// a split), spread evenly over at most one wave of persistent CTAs; the split and the grid are the
-// ones whose units divide evenly over the most resident CTAs.
+// The few-token kernel (ggml_stream.cuh, 16-bit X, 1 to kStreamMaxRows tokens): the K split,
+// in whole groups of four chunks, that best fills the SMs' CTA slots (one 16-row tile a CTA, its K
+// range over four warps; each warp at least two groups a split).
 constexpr int kStreamMaxRows = 8;
 struct StreamPlan {
   int splits = 1;
   int64_t split_chunks = 0;
-  int ctas = 1;
 };
 StreamPlan stream_plan(int64_t N, int64_t K, int sm_count);
 // Dynamic shared memory of the kernel's token tile (16, 32 or 64) for type t: up to 160 KB, more
@@ -72,7 +70,7 @@ void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream);
 // The same product on the few-token kernel, 1 <= p.M <= kStreamMaxRows (p.splits, p.split_chunks
 // from stream_plan; with splits > 1, p.partial holds splits * M * N floats and a finalize pass
 // writes y); p.pdl: launched dependent on the stream's previous kernel (sm_90).
-void launch_stream(GType t, const HmmaParams& p, int x_type, int ctas, cudaStream_t stream);
+void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream);
 // Rows [n0, n0 + rows) of W -> out [rows][ld] (out_type 0 f16, 1 bf16, 2 f32; ld a multiple of 8
 // elements, out 16-byte aligned).
 void launch_dequant(GType t, const GPlanes& w, int64_t n0, int64_t rows, int64_t K, int out_type,

@@ -1,7 +1,7 @@
 // The few-token dequantizing tensor-core kernel of GGUF weights at native width (16-bit X, 1 to
-// 16 tokens): the weights go from global memory straight into registers and a lane decodes whole
-// chunks, so the per-weight work is the GEMV's decode plus 16-bit fragment forming, with no
-// shared-memory round trip.
+// 8 tokens, one n8 token group): the weights go from global memory straight into registers and a
+// lane decodes whole chunks, so the per-weight work is the GEMV's decode plus 16-bit fragment
+// forming, with no shared-memory round trip. The plan runs it from the GEMV's limit to 8 tokens.
 //
 // Why not the staged kernel (ggml_hmma.cuh) at few tokens: it is flat from 1 to 16 tokens at a
 // third of the read ceiling (H200, ncu on Q4_0 4096x14336: 0.17 warp instructions a weight, issue
@@ -23,6 +23,12 @@
 // splits K further where that leaves the SMs' CTA slots less filled (f32 partials and the
 // finalize pass, as the other kernels). Weights are formed as in the staged kernel: 16-bit
 // 2^e (s (u - bias) + o), or through f32 for bf16 with 8-bit codes.
+//
+// What bounds it (H200, Q4_0 4096x14336, 8 tokens, 22.6 us): issue 43 % active at 3.4 warps a
+// scheduler, DRAM 31 %, L1 62 % (X's 16-byte loads touch 16 lines an instruction: each quad reads
+// 256 bytes of a token's row). Persistent CTAs walking (tile, split) units in one wave, so that a
+// warp's ring runs on across units, measured 1.0-1.1x slower (128 registers, spills at two token
+// groups); two token groups (9-16 tokens) ran 0.8-1.0x the staged kernel, so it stops at 8.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -107,32 +113,6 @@ __device__ __forceinline__ void stream_group(const RawChunk<T>& ra, const RawChu
   }
 }
 
-// One unit of work, a (16-row tile, K split) pair, as warp `warp` of a CTA sees it: the tile's first
-// row, the split, the split's end chunk, lane t's chunk in the warp's first group of four, and the
-// warp's group count (its quarter of the split's groups; K < 2^30 and N < 2^30, so 32 bits).
-struct StreamUnit {
-  int row0, split, ce, c0, n;
-};
-
-__device__ __forceinline__ StreamUnit stream_unit(const HmmaParams& p, int u, int tiles, int warp, int t) {
-  StreamUnit r;
-  r.split = u / tiles;
-  r.row0 = (u - r.split * tiles) * 16;
-  const int chunks = int(p.K >> 5), cb = r.split * int(p.split_chunks);
-  r.ce = cb + int(p.split_chunks) < chunks ? cb + int(p.split_chunks) : chunks;
-  const int groups = (r.ce - cb + kStreamGroup - 1) / kStreamGroup;
-  const int gb = groups * warp / kStreamWarps;
-  r.n = groups * (warp + 1) / kStreamWarps - gb;
-  r.c0 = cb + gb * kStreamGroup + t;
-  return r;
-}
-
-// Persistent CTAs: the grid is at most one wave (stream_plan), CTA b takes units b, b + G, b + 2G ...
-// (G = gridDim.x) and its warps walk them as one sequence of groups, so a warp's ring of D groups
-// runs on from one unit into the next: only the kernel's first groups wait a whole DRAM round trip
-// (with short-lived CTAs, ncu put a quarter of the warps' stall samples on the first group).
-// At each unit's end the four warps' sums meet in shared memory (warp order: deterministic) and
-// warp 0 stores the tile (or the split's f32 partial).
 template <GType T, typename XT, int NG>
 __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream_kernel(const HmmaParams p) {
   constexpr int D = stream_depth<T>();
@@ -140,45 +120,27 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int tiles = int((p.N + 15) / 16), units = tiles * p.splits;
-  const int G = int(gridDim.x), b = int(blockIdx.x);
-  const int my_units = (units - b + G - 1) / G;  // the plan's grid has G <= units
-  const int last_row = int(p.N) - 1;
-
-  // the load cursor: unit lj (geometry lu, the lane's two row views), group li of it
-  int lj = 0, li = 0;
-  StreamUnit lu = stream_unit(p, b, tiles, warp, t);
-  GPlanes lva = row_view<T>(p.w, min(lu.row0 + g, last_row));
-  GPlanes lvb = row_view<T>(p.w, min(lu.row0 + g + 8, last_row));
-  auto settle_load = [&]() {  // past the unit's last group: on to the next unit that has groups
-    while (lj < my_units && li >= lu.n) {
-      li = 0;
-      if (++lj < my_units) {
-        lu = stream_unit(p, b + lj * G, tiles, warp, t);
-        lva = row_view<T>(p.w, min(lu.row0 + g, last_row));
-        lvb = row_view<T>(p.w, min(lu.row0 + g + 8, last_row));
-      }
-    }
-  };
-  // the next group of the sequence into slot r (lanes past the split's end: zero codes and scales)
-  auto load_next = [&](RawChunk<T>(&r)[2]) {
-    if (lj >= my_units) return;
-    const int c = lu.c0 + li * kStreamGroup;
-    if (c < lu.ce) {
-      load_chunk<T>(lva, 0, c, r[0]);
-      load_chunk<T>(lvb, 0, c, r[1]);
-    } else {
-      r[0] = RawChunk<T>{};
-      r[1] = RawChunk<T>{};
-    }
-    ++li;
-    settle_load();
-  };
+  const int64_t row0 = int64_t(blockIdx.x) * 16;
+  const GPlanes va = row_view<T>(p.w, row0 + g < p.N ? row0 + g : p.N - 1);
+  const GPlanes vb = row_view<T>(p.w, row0 + g + 8 < p.N ? row0 + g + 8 : p.N - 1);
+  // this CTA's chunks [cb, ce) (K < 2^30: chunk indices fit 32 bits), this warp's groups of four
+  // [gb, gb + n); the first nfull of them lie wholly below ce (at most the split's last is cut)
+  const int chunks = int(p.K >> 5);
+  const int cb = int(blockIdx.y) * int(p.split_chunks);
+  const int ce = cb + int(p.split_chunks) < chunks ? cb + int(p.split_chunks) : chunks;
+  const int groups = (ce - cb + kStreamGroup - 1) / kStreamGroup;
+  const int gb = groups * warp / kStreamWarps, n = groups * (warp + 1) / kStreamWarps - gb;
+  const int wc0 = cb + gb * kStreamGroup;  // chunk of lane t = 0 in the warp's first group
+  const int nfull = min(n, (ce - wc0) / kStreamGroup);
+  const int c0 = wc0 + t;
 
   RawChunk<T> raw[D][2];
-  settle_load();
 #pragma unroll
-  for (int s = 0; s < D; ++s) load_next(raw[s]);
+  for (int s = 0; s < D; ++s)
+    if (s < nfull) {
+      load_chunk<T>(va, 0, c0 + s * kStreamGroup, raw[s][0]);
+      load_chunk<T>(vb, 0, c0 + s * kStreamGroup, raw[s][1]);
+    }
   grid_dependency_wait();  // X may be the previous kernel's output (a no-op without PDL)
 
   const XT* xrow[NG];
@@ -187,69 +149,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
     const int tok = j * 8 + g < p.M ? j * 8 + g : p.M - 1;
     xrow[j] = static_cast<const XT*>(p.x) + int64_t(tok) * p.ldx;
   }
-  float acc[2][NG][4];
-  auto zero_acc = [&]() {
+  float acc2[2][NG][4];
 #pragma unroll
-    for (int u = 0; u < 2; ++u)
+  for (int u = 0; u < 2; ++u)
 #pragma unroll
-      for (int j = 0; j < NG; ++j)
+    for (int j = 0; j < NG; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[u][j][e] = 0.f;
-  };
-  zero_acc();
+      for (int e = 0; e < 4; ++e) acc2[u][j][e] = 0.f;
 
-  // the compute cursor: unit cj (geometry cu), group ci; flush() ends unit cj
-  int cj = 0, ci = 0;
-  StreamUnit cu = stream_unit(p, b, tiles, warp, t);
-  auto flush = [&]() {
-    if (warp > 0) {
-#pragma unroll
-      for (int j = 0; j < NG; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) red[warp - 1][j][e][lane] = acc[0][j][e] + acc[1][j][e];
-    }
-    __syncthreads();
-    if (warp == 0) {
-#pragma unroll
-      for (int j = 0; j < NG; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float y = acc[0][j][e] + acc[1][j][e];
-#pragma unroll
-          for (int v = 0; v < kStreamWarps - 1; ++v) y += red[v][j][e][lane];
-          const int row = cu.row0 + g + (e >= 2 ? 8 : 0);
-          const int tl = j * 8 + 2 * t + (e & 1);
-          if (row >= p.N || tl >= p.M) continue;
-          y *= p.unscale;  // exact: a power of two
-          if (p.partial) {
-            p.partial[(int64_t(cu.split) * p.M + tl) * p.N + row] = y;
-          } else {
-            if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
-            if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-            if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-            store_float(p.y, p.y_type, int64_t(tl) * p.ldy + row, y);
-          }
-        }
-    }
-    __syncthreads();  // red is free for the next unit
-    zero_acc();
-  };
-  auto settle_compute = [&]() {  // flush every unit the cursor has finished (empty ones too)
-    while (cj < my_units && ci >= cu.n) {
-      flush();
-      ci = 0;
-      if (++cj < my_units) cu = stream_unit(p, b + cj * G, tiles, warp, t);
-    }
-  };
-  settle_compute();
-
-  while (cj < my_units) {
+  for (int i0 = 0; i0 < nfull; i0 += D) {
 #pragma unroll
     for (int s = 0; s < D; ++s) {
-      if (cj >= my_units) break;
-      // the group's activations first (their L1 latency overlaps the decode); lanes past the
-      // split's end read its last chunk, which their zero weights cancel
-      const int c = min(cu.c0 + ci * kStreamGroup, cu.ce - 1);
+      const int i = i0 + s;
+      if (i >= nfull) break;
+      const int c = c0 + i * kStreamGroup;
+      // the chunk's activations first: their L1 latency overlaps the decode
       uint4 xv[NG][4];
 #pragma unroll
       for (int j = 0; j < NG; ++j) {
@@ -258,13 +172,73 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
         for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(xp + q);
       }
       const RawChunk<T> ra = raw[s][0], rb = raw[s][1];
-      load_next(raw[s]);  // the group D steps on is in flight while this one is multiplied
-      stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc);
-      ++ci;
-      settle_compute();
+      // refill the slot: group i + D is in flight while this one is multiplied
+      if (i + D < nfull) {
+        load_chunk<T>(va, 0, c + D * kStreamGroup, raw[s][0]);
+        load_chunk<T>(vb, 0, c + D * kStreamGroup, raw[s][1]);
+      }
+      stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
     }
   }
+  if (nfull < n) {
+    // the split's last group, cut by ce: lanes past it multiply zeros (zero codes, scales and X)
+    const int c = c0 + nfull * kStreamGroup;
+    RawChunk<T> ra{}, rb{};
+    uint4 xv[NG][4];
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) xv[j][q] = make_uint4(0, 0, 0, 0);
+    if (c < ce) {
+      load_chunk<T>(va, 0, c, ra);
+      load_chunk<T>(vb, 0, c, rb);
+#pragma unroll
+      for (int j = 0; j < NG; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(reinterpret_cast<const uint4*>(xrow[j] + c * 32) + q);
+    }
+    stream_group<T, XT, NG>(ra, rb, xv, p.wscale, acc2);
+  }
+  float acc[NG][4];
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[j][e] = acc2[0][j][e] + acc2[1][j][e];
   allow_dependent_launch();  // a finalize pass may start; it waits for this grid's writes
+
+  // the warps' sums of the tile, added in warp order by warp 0
+  if (warp > 0) {
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) red[warp - 1][j][e][lane] = acc[j][e];
+  }
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll
+  for (int v = 0; v < kStreamWarps - 1; ++v)
+#pragma unroll
+    for (int j = 0; j < NG; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[j][e] += red[v][j][e][lane];
+
+#pragma unroll
+  for (int j = 0; j < NG; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t row = row0 + g + (e >= 2 ? 8 : 0);
+      const int tl = j * 8 + 2 * t + (e & 1);
+      if (row >= p.N || tl >= p.M) continue;
+      float y = acc[j][e] * p.unscale;  // exact: a power of two
+      if (p.partial) {
+        p.partial[(int64_t(blockIdx.y) * p.M + tl) * p.N + row] = y;
+      } else {
+        if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
+        if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
+        if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
+        store_float(p.y, p.y_type, int64_t(tl) * p.ldy + row, y);
+      }
+    }
 }
 
 }  // namespace mixq::cuda::ggml
