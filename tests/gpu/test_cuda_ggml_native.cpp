@@ -304,6 +304,53 @@ TEST(CudaGgmlNative, F16WeightsAtTheEndsOfTheRange) {
   }
 }
 
+// Captures `calls` linear calls (each chained on the one before: PDL on sm_90) of M rows of xt
+// activations into a CUDA graph after an eager call, then replays it three times on new inputs
+// with y poisoned; checks each against float64 (q8 activations for f32 X, the 16-bit tolerance
+// for f16 X).
+void check_graph_replay(const PreparedWeight& pw, const QuantizedWeight& w, const std::vector<uint8_t>& blocks,
+                        GgmlType type, int64_t M, DType xt, int calls) {
+  SCOPED_TRACE("graph M=" + std::to_string(M) + " x " + dtype_name(xt));
+  const int64_t N = pw.N(), K = pw.K();
+  DeviceBuffer dx(size_t(M * K) * 4), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M) + 16);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ExecContext ctx;
+  ctx.stream = s;
+  ctx.workspace = ws.data();
+  ctx.workspace_bytes = ws.size();
+  TensorView xv(dx.data(), xt, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
+  const std::vector<uint8_t> x0 = to_bytes(random_x(M, K, 1), xt);
+  dx.copy_from_host(x0.data(), x0.size());
+  linear(xv, pw, yv, Epilogue::none(), ctx);  // eager first (module loading), then capture
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  for (int c = 0; c < calls; ++c) linear(xv, pw, yv, Epilogue::none(), ctx);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (uint32_t rep = 0; rep < 3; ++rep) {
+    const std::vector<float> x = rounded(random_x(M, K, 100 + rep), xt);
+    const std::vector<uint8_t> xb = to_bytes(x, xt);
+    dx.copy_from_host(xb.data(), xb.size());
+    std::vector<float> poison(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
+    dy.copy_from_host(poison.data(), poison.size() * 4);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    std::vector<float> y(size_t(M * N));
+    dy.copy_to_host(y.data(), y.size() * 4);
+    const Refs ref = reference(w, blocks, type, x, M);
+    if (xt == DType::F32)
+      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << "replay " << rep;
+    else
+      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-3) << "replay " << rep;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(s);
+}
+
 // The few-token kernel at its edges: rows of one to three chunk groups (warps of a CTA with no
 // group, lanes past the row's last chunk), odd N, 1..8 tokens, both 16-bit
 // X types; and rows long enough for K splits (the finalize pass after it), eager and replayed from
@@ -341,41 +388,7 @@ TEST(CudaGgmlNative, FewTokenKernelEdgesAndReplay) {
   for (const int64_t M : {2, 7}) {
     ASSERT_EQ(pw.kernel_name(M, DType::F16), "cuda_ggml_stream_Q4_K");
     ASSERT_GT(linear_workspace_size(pw, M), size_t(0)) << "expected a K split";
-    DeviceBuffer dx(size_t(M * K) * 2), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M));
-    cudaStream_t s;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    ExecContext ctx;
-    ctx.stream = s;
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size();
-    TensorView xv(dx.data(), DType::F16, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
-    const std::vector<uint8_t> x0 = to_bytes(random_x(M, K, 1), DType::F16);
-    dx.copy_from_host(x0.data(), x0.size());
-    linear(xv, pw, yv, Epilogue::none(), ctx);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    linear(xv, pw, yv, Epilogue::none(), ctx);
-    linear(xv, pw, yv, Epilogue::none(), ctx);  // a second call chained on the first (PDL)
-    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (uint32_t rep = 0; rep < 3; ++rep) {
-      const std::vector<float> x = rounded(random_x(M, K, 200 + rep), DType::F16);
-      const std::vector<uint8_t> xb = to_bytes(x, DType::F16);
-      dx.copy_from_host(xb.data(), xb.size());
-      std::vector<float> poison(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-      dy.copy_from_host(poison.data(), poison.size() * 4);
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      std::vector<float> y(size_t(M * N));
-      dy.copy_to_host(y.data(), y.size() * 4);
-      const Refs ref = reference(w, blocks, tc.type, x, M);
-      EXPECT_LE(max_err(y, ref.exact) / ref.max_exact, 2e-3) << "replay " << rep << " M=" << M;
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
+    check_graph_replay(pw, w, blocks, tc.type, M, DType::F16, 2);
   }
 }
 
@@ -408,42 +421,7 @@ TEST(CudaGgmlNative, GraphReplaysOnNewInputs) {
   const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 91);
   const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
   const PreparedWeight pw = prepare(w, cuda_opts());
-  for (const int64_t M : {1, 9}) {
-    DeviceBuffer dx(size_t(M * K) * 4), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M) + 16);
-    cudaStream_t s;
-    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    ExecContext ctx;
-    ctx.stream = s;
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size();
-    TensorView xv(dx.data(), DType::F32, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
-    // eager call first (module loading), then capture
-    std::vector<float> x0 = random_x(M, K, 1);
-    dx.copy_from_host(x0.data(), x0.size() * 4);
-    linear(xv, pw, yv, Epilogue::none(), ctx);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    linear(xv, pw, yv, Epilogue::none(), ctx);
-    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    for (uint32_t rep = 0; rep < 3; ++rep) {
-      const std::vector<float> x = random_x(M, K, 100 + rep);
-      dx.copy_from_host(x.data(), x.size() * 4);
-      std::vector<float> poison(size_t(M * N), std::numeric_limits<float>::quiet_NaN());
-      dy.copy_from_host(poison.data(), poison.size() * 4);
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      std::vector<float> y(size_t(M * N));
-      dy.copy_to_host(y.data(), y.size() * 4);
-      const Refs ref = reference(w, blocks, tc.type, x, M);
-      EXPECT_LE(max_err(y, ref.q8) / ref.max_q8, 1e-5) << "replay " << rep << " M=" << M;
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(s);
-  }
+  for (const int64_t M : {1, 9}) check_graph_replay(pw, w, blocks, tc.type, M, DType::F32, 1);
 }
 
 TEST(CudaGgmlNative, OptionsChooseTheForm) {

@@ -348,39 +348,35 @@ class CudaGgmlNative final : public PreparedImpl {
 
   void run_hmma(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
                 cudaStream_t stream) const {
-    const int M = int(x.shape[0]);
-    ggml::HmmaParams p;
-    fill_output(p, M, y, ep);
-    p.x = x.data;
-    p.ldx = x.ld();
-    const ggml::HmmaPlan hp = ggml::hmma_plan(type_, M, N, K, caps_.sm_count);
-    p.splits = hp.splits;
-    p.split_chunks = hp.split_chunks;
-    if (hp.splits > 1) p.partial = reinterpret_cast<float*>(ws);
-    if (x.dtype == DType::F16) {
-      p.wscale = std::ldexp(1.f, f16_exp_);
-      p.unscale = std::ldexp(1.f, -f16_exp_);
-    }
+    const ggml::HmmaPlan hp = ggml::hmma_plan(type_, int(x.shape[0]), N, K, caps_.sm_count);
+    const ggml::HmmaParams p = dequantizing_params(x, y, ep, ws, hp.splits, hp.split_chunks);
     ggml::launch_hmma(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
   }
 
   void run_stream(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
                   cudaStream_t stream) const {
-    const int M = int(x.shape[0]);
+    const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
+    ggml::HmmaParams p = dequantizing_params(x, y, ep, ws, sp.splits, sp.split_chunks);
+    p.pdl = caps_.cc_major >= 9;  // the first weight loads before the wait on the previous kernel
+    ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
+  }
+
+  // The call of a dequantizing kernel (16-bit X as it is): output, X, the K split's partials in the
+  // workspace, and for f16 X the weights' power-of-two scale (f16_weight_exponent).
+  ggml::HmmaParams dequantizing_params(const TensorView& x, const TensorView& y, const Epilogue& ep,
+                                       char* ws, int splits, int64_t split_chunks) const {
     ggml::HmmaParams p;
-    fill_output(p, M, y, ep);
+    fill_output(p, int(x.shape[0]), y, ep);
     p.x = x.data;
     p.ldx = x.ld();
-    p.pdl = caps_.cc_major >= 9;  // the first weight loads before the wait on the previous kernel
-    const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
-    p.splits = sp.splits;
-    p.split_chunks = sp.split_chunks;
-    if (sp.splits > 1) p.partial = reinterpret_cast<float*>(ws);
+    p.splits = splits;
+    p.split_chunks = split_chunks;
+    if (splits > 1) p.partial = reinterpret_cast<float*>(ws);
     if (x.dtype == DType::F16) {
       p.wscale = std::ldexp(1.f, f16_exp_);
       p.unscale = std::ldexp(1.f, -f16_exp_);
     }
-    ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);
+    return p;
   }
 
   // The weight, the shape and the output fields every native kernel's parameters share.

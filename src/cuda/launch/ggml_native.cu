@@ -36,10 +36,7 @@ __global__ void __launch_bounds__(256) finalize_kernel(const MmaParams p) {
     const int64_t m = i / p.N, n = i - m * p.N;
     float y = 0.f;
     for (int z = 0; z < p.splits; ++z) y += p.partial[int64_t(z) * total + i];
-    if (p.bias) y += load_as_float(p.bias, p.bias_type, n);
-    if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-    if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-    store_float(p.y, p.y_type, m * p.ldy + n, y);
+    store_output(p, m, n, y);
   }
 }
 
@@ -48,6 +45,15 @@ void launch_finalize(const MmaParams& p, cudaStream_t stream) {
   const dim3 grid(unsigned(std::max<int64_t>(1, std::min<int64_t>((total + 255) / 256, 65535))));
   WoLaunchConfig lc(grid, 256, 0, stream, p.pdl);
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, finalize_kernel, p));
+}
+
+// After a dequantizing kernel with K split: the finalize pass, waiting (PDL) for that grid, which
+// allows it once its loop is done.
+void finalize_dequantizing(const MmaParams& p, cudaStream_t stream) {
+  if (!p.partial) return;
+  MmaParams f = p;
+  f.pdl = true;
+  launch_finalize(f, stream);
 }
 }  // namespace
 
@@ -105,12 +111,7 @@ void launch_hmma(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) 
     MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_HMMA_CASE)
 #undef MIXQ_GGML_HMMA_CASE
   }
-  if (p.partial) {
-    // the finalize pass waits (PDL) for the tensor-core grid, which allows it at its end
-    MmaParams f = p;
-    f.pdl = true;
-    launch_finalize(f, stream);
-  }
+  finalize_dequantizing(p, stream);
 }
 
 void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream) {
@@ -120,11 +121,7 @@ void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream
     MIXQ_GGML_NATIVE_TYPES(MIXQ_GGML_STREAM_CASE)
 #undef MIXQ_GGML_STREAM_CASE
   }
-  if (p.partial) {
-    MmaParams f = p;
-    f.pdl = true;  // waits for the few-token grid, which allows it after its loop
-    launch_finalize(f, stream);
-  }
+  finalize_dequantizing(p, stream);
 }
 
 // The split of the fullest last wave, as hmma_plan (ties: fewer splits), over 16-row tiles.

@@ -303,15 +303,7 @@ __global__ void __launch_bounds__(kHmmaWarps * 32) hmma_kernel(const HmmaParams 
       const int tl = j * 8 + 2 * t + (e & 1);
       if (row >= p.N || tl >= ntok) continue;
       const int64_t tok = m0 + tl;
-      float y = acc[j][e] * p.unscale;  // exact: a power of two
-      if (p.partial) {
-        p.partial[(int64_t(blockIdx.z) * p.M + tok) * p.N + row] = y;
-      } else {
-        if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
-        if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-        if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-        store_float(p.y, p.y_type, tok * p.ldy + row, y);
-      }
+      store_sum(p, blockIdx.z, tok, row, acc[j][e] * p.unscale);  // exact: a power of two
     }
 }
 

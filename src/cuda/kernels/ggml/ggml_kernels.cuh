@@ -17,6 +17,22 @@
 
 namespace mixq::cuda::ggml {
 
+// y[tok][row] = clamp(v + bias[row]) in y's type: the epilogue of every native kernel's finished
+// sum (and of the split-K finalize pass).
+__device__ __forceinline__ void store_output(const GemvParams& p, int64_t tok, int64_t row, float v) {
+  if (p.bias) v += load_as_float(p.bias, p.bias_type, row);
+  if (p.clamp_lo > -INFINITY) v = fmaxf(v, p.clamp_lo);
+  if (p.clamp_hi < INFINITY) v = fminf(v, p.clamp_hi);
+  store_float(p.y, p.y_type, tok * p.ldy + row, v);
+}
+
+// A tensor-core kernel's sum of K split `split` for (tok, row): its f32 partial where K is split
+// (the finalize pass adds them), else the output.
+__device__ __forceinline__ void store_sum(const MmaParams& p, int64_t split, int64_t tok, int64_t row, float v) {
+  if (p.partial) p.partial[(split * p.M + tok) * p.N + row] = v;
+  else store_output(p, tok, row, v);
+}
+
 constexpr int kGemvWarps = 4;
 
 // One warp per (token, 32-column chunk): d = amax / 127, q = round(x / d) (ties away from zero,
@@ -238,12 +254,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32, gemv_min_ctas<T>(MR)) q8_gemv
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
       const int64_t row = row0 + r;
-      if (lane == ((r * MR + m) & 31) && m < p.M && row < p.N) {
-        if (p.bias) v += load_as_float(p.bias, p.bias_type, row);
-        if (p.clamp_lo > -INFINITY) v = fmaxf(v, p.clamp_lo);
-        if (p.clamp_hi < INFINITY) v = fminf(v, p.clamp_hi);
-        store_float(p.y, p.y_type, m * p.ldy + row, v);
-      }
+      if (lane == ((r * MR + m) & 31) && m < p.M && row < p.N) store_output(p, m, row, v);
     }
 }
 

@@ -334,15 +334,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) q8_mma_kernel(const MmaParams 
       const int64_t row = row0 + warp * 16 + g + (v >= 2 ? 8 : 0);
       const int64_t tok = (tg0 + j) * 8 + 2 * t + (v & 1);
       if (row >= p.N || tok >= p.M) continue;
-      float y = acc[j][v];
-      if (p.partial) {
-        p.partial[(int64_t(blockIdx.z) * p.M + tok) * p.N + row] = y;
-      } else {
-        if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
-        if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-        if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-        store_float(p.y, p.y_type, tok * p.ldy + row, y);
-      }
+      store_sum(p, blockIdx.z, tok, row, acc[j][v]);
     }
 }
 

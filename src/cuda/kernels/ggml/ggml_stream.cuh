@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
   const int groups = (ce - cb + kStreamGroup - 1) / kStreamGroup;
   const int gb = groups * warp / kStreamWarps, n = groups * (warp + 1) / kStreamWarps - gb;
   const int wc0 = cb + gb * kStreamGroup;  // chunk of lane t = 0 in the warp's first group
-  const int nfull = min(n, (ce - wc0) / kStreamGroup);
+  const int nfull = min(n, max(ce - wc0, 0) / kStreamGroup);
   const int c0 = wc0 + t;
 
   RawChunk<T> raw[D][2];
@@ -229,15 +229,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kStreamMinCtasPerSm) stream
       const int64_t row = row0 + g + (e >= 2 ? 8 : 0);
       const int tl = j * 8 + 2 * t + (e & 1);
       if (row >= p.N || tl >= p.M) continue;
-      float y = acc[j][e] * p.unscale;  // exact: a power of two
-      if (p.partial) {
-        p.partial[(int64_t(blockIdx.y) * p.M + tl) * p.N + row] = y;
-      } else {
-        if (p.bias) y += load_as_float(p.bias, p.bias_type, row);
-        if (p.clamp_lo > -INFINITY) y = fmaxf(y, p.clamp_lo);
-        if (p.clamp_hi < INFINITY) y = fminf(y, p.clamp_hi);
-        store_float(p.y, p.y_type, int64_t(tl) * p.ldy + row, y);
-      }
+      store_sum(p, blockIdx.y, tl, row, acc[j][e] * p.unscale);  // exact: a power of two
     }
 }
 
