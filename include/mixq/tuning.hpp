@@ -56,8 +56,9 @@ struct Tuning {
   Toggle moe_own_schedule = Toggle::Auto;
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
-  // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the dequantizing f16/bf16
-  // tensor-core kernel up to cuda_ggml_hmma_max_rows, with f32 X the int8 tensor-core kernel up to
+  // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the few-token dequantizing
+  // kernel up to cuda_ggml_stream_max_rows and the staged dequantizing f16/bf16 tensor-core kernel
+  // up to cuda_ggml_hmma_max_rows, with f32 X the int8 tensor-core kernel up to
   // cuda_ggml_mma_max_rows (when set, it applies to 16-bit X too, ahead of the dequantizing one);
   // dequantize + cuBLAS above); Off: the canonical form's weight-only kernels (for A/B runs).
   Toggle cuda_ggml_native = Toggle::Auto;
