@@ -261,8 +261,8 @@ class CudaGgmlNative final : public PreparedImpl {
   static constexpr int64_t kScratchRows = 4096;
   // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 4 tokens (3 for
   // Q4_0 / Q4_1, whose decode is the cheapest, so a tensor-core kernel's fixed cost is repaid
-  // sooner). Above it, 16-bit X: the few-token kernel up to 8 tokens (0.75-0.9x the staged
-  // kernel's time at 6-8 tokens, 0.85-0.95x the GEMV's at 4 for Q4_0), then the staged
+  // sooner). Above it, 16-bit X: the few-token kernel up to 8 tokens (0.69-1.02x the staged
+  // kernel's time at 5-8 tokens; Q4_0 at 4: 0.75-0.92x the GEMV's), then the staged
   // dequantizing tensor-core kernel (at 8 tokens 0.75-1.1x the
   // q8 one's time, at 64 0.35-0.9x) up to 128 tokens for the 4-bit types (0.6-1.0x dequantize +
   // cuBLAS's time there, 1.2-1.5x at 256), up to 96 for the others (at 128 1.0-1.3x cuBLAS's);

@@ -55,6 +55,25 @@ void finalize_dequantizing(const MmaParams& p, cudaStream_t stream) {
   f.pdl = true;
   launch_finalize(f, stream);
 }
+
+// Steps a K split piece of the dequantizing kernels' plans: of the splits 1..max_s of `steps` into
+// whole pieces, the one whose CTAs (tiles x pieces that have steps) fill the last of their waves
+// over `slots` best (ties within 0.02: fewer splits, fewer partials).
+int64_t fullest_split_steps(int64_t steps, int64_t tiles, int64_t slots, int64_t max_s) {
+  int64_t best = 1;
+  double best_fill = 0;
+  for (int64_t s = 1; s <= max_s; ++s) {
+    const int64_t per = (steps + s - 1) / s;
+    const int64_t used = (steps + per - 1) / per;  // splits that have steps
+    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
+    const double fill = double(ctas) / double(waves * slots);
+    if (fill > best_fill + 0.02) {
+      best_fill = fill;
+      best = s;
+    }
+  }
+  return (steps + best - 1) / best;
+}
 }  // namespace
 
 int mma_token_tiles(int M) { return M <= 8 ? 1 : M <= 16 ? 2 : M <= 32 ? 4 : 8; }
@@ -124,26 +143,14 @@ void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream
   finalize_dequantizing(p, stream);
 }
 
-// The split of the fullest last wave, as hmma_plan (ties: fewer splits), over 16-row tiles.
+// The split of the fullest last wave, as hmma_plan, over 16-row tiles (groups of four chunks).
 StreamPlan stream_plan(int64_t N, int64_t K, int sm_count) {
   const int64_t chunks = K / 32, groups = (chunks + kStreamGroup - 1) / kStreamGroup;
   const int64_t tiles = (N + 15) / 16;
   const int64_t slots = int64_t(sm_count) * kStreamMinCtasPerSm;
   const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(16, groups / (2 * kStreamWarps)));
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= max_s; ++s) {
-    const int64_t per = (groups + s - 1) / s;
-    const int64_t used = (groups + per - 1) / per;
-    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
-    const double fill = double(ctas) / double(waves * slots);
-    if (fill > best_fill + 0.02) {
-      best_fill = fill;
-      best = s;
-    }
-  }
   StreamPlan r;
-  r.split_chunks = (groups + best - 1) / best * kStreamGroup;
+  r.split_chunks = fullest_split_steps(groups, tiles, slots, max_s) * kStreamGroup;
   r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
   return r;
 }
@@ -175,22 +182,9 @@ HmmaPlan hmma_plan(GType t, int M, int64_t N, int64_t K, int sm_count) {
   const int64_t slots = int64_t(sm_count) * (smem <= kHmmaTwoCtaBytes ? 2 : 1);
   const int64_t chunks = K / 32, steps = (chunks + kHmmaStep - 1) / kHmmaStep;
   const int64_t tiles = ((N + kHmmaRows - 1) / kHmmaRows) * ((M + r.token_tile - 1) / r.token_tile);
-  // the split with the best filled fraction of its last wave (ties: fewer splits, fewer partials)
+  // each split at least three steps (the ring's depth)
   const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(8, steps / 3));
-  int64_t best = 1;
-  double best_fill = 0;
-  for (int64_t s = 1; s <= max_s; ++s) {
-    const int64_t per = (steps + s - 1) / s;
-    const int64_t used = (steps + per - 1) / per;  // splits that have steps
-    const int64_t ctas = tiles * used, waves = (ctas + slots - 1) / slots;
-    const double fill = double(ctas) / double(waves * slots);
-    if (fill > best_fill + 0.02) {
-      best_fill = fill;
-      best = s;
-    }
-  }
-  const int64_t per = (steps + best - 1) / best;
-  r.split_chunks = per * kHmmaStep;
+  r.split_chunks = fullest_split_steps(steps, tiles, slots, max_s) * kHmmaStep;
   r.splits = int((chunks + r.split_chunks - 1) / r.split_chunks);
   return r;
 }
