@@ -317,7 +317,7 @@ class CudaGgmlNative final : public PreparedImpl {
         return hp.splits > 1 ? size_t(hp.splits) * size_t(M * N) * 4 : 0;
       }
       case Path::Stream: {
-        const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
+        const ggml::StreamPlan sp = ggml::stream_plan(type_, N, K, caps_.sm_count);
         return sp.splits > 1 ? size_t(sp.splits) * size_t(M * N) * 4 : 0;
       }
       default: return align256(size_t(chunk_rows_ * K * 4)) + align256(size_t(M * N * 4));
@@ -355,7 +355,7 @@ class CudaGgmlNative final : public PreparedImpl {
 
   void run_stream(const TensorView& x, const TensorView& y, const Epilogue& ep, char* ws,
                   cudaStream_t stream) const {
-    const ggml::StreamPlan sp = ggml::stream_plan(N, K, caps_.sm_count);
+    const ggml::StreamPlan sp = ggml::stream_plan(type_, N, K, caps_.sm_count);
     ggml::HmmaParams p = dequantizing_params(x, y, ep, ws, sp.splits, sp.split_chunks);
     p.pdl = caps_.cc_major >= 9;  // the first weight loads before the wait on the previous kernel
     ggml::launch_stream(type_, p, x.dtype == DType::F16 ? 0 : 1, stream);

@@ -144,10 +144,10 @@ void launch_stream(GType t, const HmmaParams& p, int x_type, cudaStream_t stream
 }
 
 // The split of the fullest last wave, as hmma_plan, over 16-row tiles (groups of four chunks).
-StreamPlan stream_plan(int64_t N, int64_t K, int sm_count) {
+StreamPlan stream_plan(GType t, int64_t N, int64_t K, int sm_count) {
   const int64_t chunks = K / 32, groups = (chunks + kStreamGroup - 1) / kStreamGroup;
   const int64_t tiles = (N + 15) / 16;
-  const int64_t slots = int64_t(sm_count) * kStreamMinCtasPerSm;
+  const int64_t slots = int64_t(sm_count) * stream_ctas_per_sm(t);
   const int64_t max_s = std::max<int64_t>(1, std::min<int64_t>(16, groups / (2 * kStreamWarps)));
   StreamPlan r;
   r.split_chunks = fullest_split_steps(groups, tiles, slots, max_s) * kStreamGroup;

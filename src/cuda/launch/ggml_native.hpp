@@ -44,7 +44,7 @@ struct StreamPlan {
   int splits = 1;
   int64_t split_chunks = 0;
 };
-StreamPlan stream_plan(int64_t N, int64_t K, int sm_count);
+StreamPlan stream_plan(GType t, int64_t N, int64_t K, int sm_count);
 // Dynamic shared memory of the kernel's token tile (16, 32 or 64) for type t: up to 160 KB, more
 // than some devices give a block.
 int hmma_smem_bytes(GType t, int token_tile);
