@@ -86,15 +86,7 @@ struct HostPlanes {
       const int64_t c = kb * chunks + cc;
       const uint8_t* u = s.u + 32 * cc;
       uint8_t* l = lo + c * f.lo_chunk();
-      if (f.lb == 4 && f.iq4) {
-        // word j: codes 4j .. 4j + 3 in its low half, 16 + 4j .. 16 + 4j + 3 in its high half
-        for (int j = 0; j < 4; ++j)
-          for (int h = 0; h < 2; ++h)
-            for (int i = 0; i < 2; ++i) {
-              const int e = 16 * h + 4 * j + 2 * i;
-              l[4 * j + 2 * h + i] = uint8_t((u[e] & 0xF) | ((u[e + 1] & 0xF) << 4));
-            }
-      } else if (f.lb == 4) {
+      if (f.lb == 4) {
         for (int t = 0; t < 16; ++t) l[t] = uint8_t((u[t] & 0xF) | ((u[t + 16] & 0xF) << 4));
       } else if (f.lb == 8) {
         for (int t = 0; t < 32; ++t) l[t] = uint8_t(u[t] ^ 0x80);  // the signed code

@@ -101,13 +101,12 @@ __device__ __forceinline__ void load_chunk(const GPlanes& w, int64_t row, int64_
   load_scales<T>(w, row, c, r.d, r.sc);
 }
 
-// IQ4 codebook lookup of the eight 4-bit indices of one low-plane word (ggml_gpu_format.hpp:
-// nibble i of the low half is index A_i, of the high half B_i) into two words of four signed
-// values, table[A_0..A_3] and table[B_0..B_3]. A byte permute reads only the three low bits of
-// each selector nibble, so one permute over each half of the 16-entry table looks up a half's
-// four nibbles at once and a third picks the table half by each nibble's top bit: 6 permutes and
-// 4 shift / logic operations for eight codes. (With A_i and B_i in one byte, the file's order, two
-// more permutes separated them: 12 for eight; a per-word lookup needed ~13 for four.)
+// IQ4 codebook lookup of the eight 4-bit indices of one low-plane word (byte i: index A_i in the
+// low nibble, B_i in the high one) into two words of four signed values, table[A_0..A_3] and
+// table[B_0..B_3]. A byte permute reads only the three low bits of each selector nibble, so one
+// permute over each half of the 16-entry table looks up four nibbles at once, a third picks the
+// half by each nibble's top bit, and two more separate the A and B bytes: 8 permutes and 3
+// logic operations for eight codes (a per-word lookup needed ~13 instructions for four).
 __device__ __forceinline__ void iq4_lookup8(uint32_t raw, uint32_t& a, uint32_t& b) {
   constexpr uint32_t t0 = uint8_t(kIq4Values[0]) | uint8_t(kIq4Values[1]) << 8 |
                           uint8_t(kIq4Values[2]) << 16 | uint32_t(uint8_t(kIq4Values[3])) << 24;
@@ -119,9 +118,11 @@ __device__ __forceinline__ void iq4_lookup8(uint32_t raw, uint32_t& a, uint32_t&
                           uint8_t(kIq4Values[14]) << 16 | uint32_t(uint8_t(kIq4Values[15])) << 24;
   // selector n, or 4 + n where nibble n's top bit is set (the upper table half)
   const uint32_t half = 0x32103210u | ((raw & 0x88888888u) >> 1);
-  a = __byte_perm(__byte_perm(t0, t1, raw), __byte_perm(t2, t3, raw), half);
+  const uint32_t r0 = __byte_perm(__byte_perm(t0, t1, raw), __byte_perm(t2, t3, raw), half);  // A0 B0 A1 B1
   const uint32_t hi = raw >> 16;
-  b = __byte_perm(__byte_perm(t0, t1, hi), __byte_perm(t2, t3, hi), half >> 16);
+  const uint32_t r1 = __byte_perm(__byte_perm(t0, t1, hi), __byte_perm(t2, t3, hi), half >> 16);  // A2 B2 A3 B3
+  a = __byte_perm(r0, r1, 0x6420);
+  b = __byte_perm(r0, r1, 0x7531);
 }
 
 // The chunk's codes u as eight words of four bytes (word j: elements 4j .. 4j + 3), u < 64 so

@@ -6,9 +6,7 @@
 // loads of a plane are contiguous (512 bytes for 4-bit codes):
 //
 //   lo   the low LB bits of each code, per 32-element chunk:
-//          LB = 4: 16 bytes, byte t = code t (low nibble) | code t + 16 (high nibble); IQ4
-//                  indices instead: word j = the nibbles of codes 4j .. 4j + 3 (bits 0-15) and
-//                  16 + 4j .. 16 + 4j + 3 (bits 16-31), each half a byte-permute selector
+//          LB = 4: 16 bytes, byte t = code t (low nibble) | code t + 16 (high nibble)
 //          LB = 8: 32 bytes, the signed codes (Q8_0)
 //          LB = 2: 8 bytes, bits 2p..2p+1 of byte t = code t + 8p
 //   hi   the high bits, per chunk: HB = 1: 4 bytes, bit 8i + j = top bit of code 4j + i;
