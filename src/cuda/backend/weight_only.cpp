@@ -29,7 +29,6 @@
 #include "cuda/dispatch/plan_log.hpp"
 #include "cuda/dispatch/wo_plan.hpp"
 #include "cuda/launch/wo_wgmma.hpp"
-#include "cuda/launch/zero_words.hpp"
 #include "cuda/backend/moe_wo_view.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -326,13 +325,8 @@ class CudaWeightOnly final : public PreparedImpl {
                      "_workspace_size)");
       char* ws = static_cast<char*>(ctx.workspace);
       unsigned* tickets = reinterpret_cast<unsigned*>(ws + cuda::wo_workspace_offsets(p).tickets);
-      if (cuda::wo_plan_reads_tickets(p)) {
-        const auto stream = static_cast<cudaStream_t>(ctx.stream);
-        if (opts.tuning.wo_ticket_kernel == Toggle::Off)
-          MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, stream));
-        else  // a kernel, so that a PDL launch of the GEMM overlaps it
-          cuda::launch_zero_words(tickets, p.tickets, p.pdl, stream);
-      }
+      if (cuda::wo_plan_reads_tickets(p))
+        MIXQ_CUDA_CHECK(cudaMemsetAsync(tickets, 0, p.tickets * 4, static_cast<cudaStream_t>(ctx.stream)));
       return {ws, tickets};
     }
     MIXQ_CHECK_ARG(need <= scratch_->size(), op, ": M = ", M, " needs ", need,
