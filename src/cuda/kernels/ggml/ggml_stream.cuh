@@ -42,14 +42,6 @@ namespace mixq::cuda::ggml {
 constexpr int kStreamWarps = 4;  // a CTA: one 16-row tile, its K range split over 4 warps
 constexpr int kStreamGroup = 4;  // chunks a warp covers per group (one a lane of a quad)
 
-// CTAs an SM the instance is compiled for (__launch_bounds__): 4 (16 warps, up to 128 registers)
-// with the deepest ring, or 6 (24 warps, up to 80 registers) with a ring of two groups, more warps
-// to hide the decode's dependency chains. Measured on an H200 against 4 CTAs (forced, 1, 4 and 8
-// tokens, the four layer shapes of 4096 x 4096 to 14336 x 4096): 6 CTAs ran Q4_0 1.00-1.12x as
-// fast (4096 x 6144 at 8 tokens 13.1 -> 11.7 us), Q4_K / IQ4_XS 0.89-0.99x, Q8_0 0.70-0.95x, Q6_K
-// 0.66-0.84x; 5 CTAs 0.85-1.03x, no type gaining.
-__host__ __device__ constexpr int stream_ctas_per_sm(GType t) { return t == GType::Q4_0 ? 6 : 4; }
-
 // Chunk groups of four a lane keeps in flight: three for the narrow types, two where a chunk
 // takes 8 or more registers a row (Q8_0 and the 5/6-bit K types) or at 6 CTAs an SM.
 template <GType T>
