@@ -1,10 +1,11 @@
-// Host vectors to and from DeviceBuffers in the GPU tests (a buffer of at least 16 bytes, so that
+// Host vectors to and from DeviceBuffers in the GPU tests, and a call context on a buffer (a buffer of at least 16 bytes, so that
 // an empty vector still gives a valid pointer).
 #pragma once
 
 #include <algorithm>
 #include <vector>
 
+#include "mixq/ops.hpp"
 #include "mixq/tensor.hpp"
 
 namespace mixq::test {
@@ -21,6 +22,15 @@ std::vector<T> download(const DeviceBuffer& b, size_t n) {
   std::vector<T> v(n);
   b.copy_to_host(v.data(), n * sizeof(T));
   return v;
+}
+
+// A call context on `stream` (a cudaStream_t) with the whole of `ws` as its workspace.
+inline ExecContext on_stream(void* stream, const DeviceBuffer& ws) {
+  ExecContext c;
+  c.stream = stream;
+  c.workspace = ws.data();
+  c.workspace_bytes = ws.size();
+  return c;
 }
 
 }  // namespace mixq::test

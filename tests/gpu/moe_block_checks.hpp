@@ -177,10 +177,7 @@ inline void check_masked_graph_replays(const PreparedExperts& gpu, const Prepare
   ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  ExecContext ctx;
-  ctx.stream = s;
-  ctx.workspace = ws.data();
-  ctx.workspace_bytes = ws.size();
+  ExecContext ctx = test::on_stream(s, ws);
   MoeRows rows = MoeRows::masked(dev(dcounts, DType::I32, {E}), max);
   rows.error = dev(derr, DType::I32, {1});
   cudaGraph_t graph;

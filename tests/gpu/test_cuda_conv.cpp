@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/conv_test_support.hpp"
+#include "gpu/device_vectors.hpp"
 #include "mixq/formats/mnn.hpp"
 
 using namespace mixq;
@@ -465,10 +466,7 @@ TEST(CudaConv, GraphCaptureReplaysEagerBits) {
     DeviceBuffer ws(ws_bytes);
     cudaStream_t s;
     ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-    ExecContext ctx;
-    ctx.stream = s;
-    ctx.workspace = ws.data();
-    ctx.workspace_bytes = ws.size();
+    ExecContext ctx = test::on_stream(s, ws);
     const TensorView xv = act_view(dx.data(), c.xt, c, c.Ci, c.H, c.W, Device::CUDA);
     conv2d(xv, pw, act_view(dy1.data(), c.yt, c, c.Co, Ho, Wo, Device::CUDA), p, {}, ctx);
     cudaGraph_t graph;

@@ -25,6 +25,7 @@
 
 #include "ggml_test_data.hpp"
 #include "gpu/device_checks.hpp"
+#include "gpu/device_vectors.hpp"
 #include "gpu/host_data.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -315,10 +316,7 @@ void check_graph_replay(const PreparedWeight& pw, const QuantizedWeight& w, cons
   DeviceBuffer dx(size_t(M * K) * 4), dy(size_t(M * N) * 4), ws(linear_workspace_size(pw, M) + 16);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  ExecContext ctx;
-  ctx.stream = s;
-  ctx.workspace = ws.data();
-  ctx.workspace_bytes = ws.size();
+  ExecContext ctx = test::on_stream(s, ws);
   TensorView xv(dx.data(), xt, {M, K}, Device::CUDA), yv(dy.data(), DType::F32, {M, N}, Device::CUDA);
   const std::vector<uint8_t> x0 = to_bytes(random_x(M, K, 1), xt);
   dx.copy_from_host(x0.data(), x0.size());

@@ -356,10 +356,7 @@ TEST(CudaMoe, MaskedLayoutGraphReplaysWithChangingCounts) {
   ASSERT_EQ(cudaMemset(derr.data(), 0, 16), cudaSuccess);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  ExecContext ctx;
-  ctx.stream = s;
-  ctx.workspace = ws.data();
-  ctx.workspace_bytes = ws.size();
+  ExecContext ctx = test::on_stream(s, ws);
   MoeRows rows = MoeRows::masked(TensorView(dcounts.data(), DType::I32, {E}, Device::CUDA), max);
   rows.error = TensorView(derr.data(), DType::I32, {1}, Device::CUDA);
   cudaGraph_t graph;
