@@ -54,6 +54,10 @@ struct Tuning {
   // ... the tiles listed by the GEMM itself from the routing (up to 1024 experts) instead of the
   // schedule kernel; Off: the schedule kernel
   Toggle moe_own_schedule = Toggle::Auto;
+  // the grouped wgmma and block GEMMs' work order: On an expert's token tiles innermost (the CTAs
+  // running at once share its weight blocks), Off N blocks innermost; Auto: On for the block GEMM's
+  // experts over a quarter of L2 (FP8 block / INT8 W8A8), Off for the weight-only kernel
+  Toggle moe_expert_major = Toggle::Auto;
   // --- GGUF block weights (QuantizedWeight::ggml) on CUDA: docs/decisions/cuda-ggml-native.md
   // Auto / On: the native-width kernels of src/cuda/kernels/ggml/ (q8-quantized activations: the
   // dp4a GEMV up to cuda_ggml_q8_max_rows tokens; then with 16-bit X the few-token dequantizing

@@ -64,6 +64,7 @@ const std::vector<Entry>& knobs() {
       {"moe_token_tile", IntKnob{&Tuning::moe_token_tile, 0, 256}},
       {"moe_block_splits", IntKnob{&Tuning::moe_block_splits, 0, 8}},
       {"moe_own_schedule", ToggleKnob{&Tuning::moe_own_schedule}},
+      {"moe_expert_major", ToggleKnob{&Tuning::moe_expert_major}},
       {"cuda_ggml_native", ToggleKnob{&Tuning::cuda_ggml_native}},
       {"cuda_ggml_q8_max_rows", IntKnob{&Tuning::cuda_ggml_q8_max_rows, 0, 16}},
       {"cuda_ggml_mma_max_rows", IntKnob{&Tuning::cuda_ggml_mma_max_rows, 0, 1 << 30}},

@@ -209,7 +209,9 @@ TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
     const std::vector<float> xf = randn(size_t(R * cs.K), 8);
     std::vector<float> bias = randn(size_t(E * cs.N), 4);
     DeviceBuffer doff = upload(off), dbias = upload(bias);
-    for (const char* tile : {"16,wo_ctas_per_sm=1", "16,wo_ctas_per_sm=2,wo_fold_half=on", "64", "128", "192", "256"})
+    // moe_expert_major=on: an expert's token tiles innermost (the order of experts larger than L2)
+    for (const char* tile : {"16,wo_ctas_per_sm=1", "16,wo_ctas_per_sm=2,wo_fold_half=on", "64", "128", "192", "256",
+                             "16,wo_ctas_per_sm=2,moe_expert_major=on", "64,moe_expert_major=on"})
       for (DType xt : {DType::F16, DType::BF16})
         for (DType yt : {xt, DType::F32}) {
           const PreparedExperts gpu = prepare_experts(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cuda/dispatch/moe_plan.hpp"
+#include "cuda/kernels/moe/moe_params.hpp"
 
 namespace mixq::cuda {
 namespace {
@@ -358,6 +359,65 @@ TEST(MoePlan, BlockExpertsFewTokenFormAndSplits) {
   EXPECT_EQ(plan(256, 8, 4096, 7168, 64).tile_m, 64);
   EXPECT_FALSE(plan(256, 8, 4096, 7168, 128).skinny);
   EXPECT_TRUE(plan(128, 4096 * 8, 1536, 2048, 32).skinny);
+}
+
+// The grouped GEMMs' item order: every (token tile, N block) unit exactly once in either order;
+// expert-major puts an expert's token tiles of one N block on consecutive items.
+TEST(MoeItemOrder, EveryUnitOnceAndAnExpertsTilesAdjacent) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int E = 1 + int(rng() % 40), tile_m = trial % 2 ? 16 : 64, num_n = 1 + int(rng() % 9);
+    std::vector<MoeTile> tiles;  // as the schedule kernel lists them: experts in order, rows > 0 only
+    int row0 = 0;
+    for (int e = 0; e < E; ++e) {
+      const int rows = rng() % 3 == 0 ? 0 : int(rng() % (4 * tile_m));
+      for (int mb = 0; mb * tile_m < rows; ++mb) tiles.push_back(MoeTile{e, mb, row0, rows});
+      row0 += rows;
+    }
+    // a truncated list too (a capacity below the routing's tiles: the last expert loses tiles)
+    const int n_tiles = trial % 5 == 4 && tiles.size() > 1 ? int(tiles.size()) - 1 : int(tiles.size());
+    for (bool major : {false, true}) {
+      std::vector<int> seen(size_t(n_tiles) * num_n, 0);
+      MoeTile prev{};
+      int prev_nb = -1;
+      for (int i = 0; i < n_tiles * num_n; ++i) {
+        int nb = -1;
+        const MoeTile t = moe_unit_of_item(i, num_n, n_tiles, tile_m, major,
+                                           [&](int ti) { return tiles[size_t(ti)]; }, nb);
+        ASSERT_TRUE(nb >= 0 && nb < num_n) << i;
+        const int ti = int(std::find_if(tiles.begin(), tiles.begin() + n_tiles, [&](const MoeTile& x) {
+                         return x.expert == t.expert && x.m_block == t.m_block;
+                       }) - tiles.begin());
+        ASSERT_LT(ti, n_tiles) << "expert " << t.expert << " tile " << t.m_block;
+        EXPECT_EQ(t.row0, tiles[size_t(ti)].row0);
+        EXPECT_EQ(t.rows, tiles[size_t(ti)].rows);
+        ++seen[size_t(ti) * num_n + size_t(nb)];
+        if (major && i > 0 && t.expert == prev.expert && t.m_block > 0) {
+          EXPECT_EQ(nb, prev_nb) << i;  // the expert's next tile of the same N block
+          EXPECT_EQ(t.m_block, prev.m_block + 1) << i;
+        }
+        prev = t;
+        prev_nb = nb;
+      }
+      for (size_t u = 0; u < seen.size(); ++u) EXPECT_EQ(seen[u], 1) << "unit " << u << " major " << major;
+    }
+  }
+}
+
+// The order: the block GEMM's experts over a quarter of L2; never the weight-only kernel's; the
+// knob forces it for both.
+TEST(MoeItemOrder, ExpertMajorForBlockGemmExpertsOverAQuarterOfL2) {
+  const size_t l2 = DeviceCaps::h100().l2_bytes;
+  const Tuning t;
+  EXPECT_TRUE(moe_expert_major(true, 28672LL * 4096, l2, t));   // Mixtral-8x7B gate_up, e4m3 (117 MB)
+  EXPECT_TRUE(moe_expert_major(true, 7168LL * 2048, l2, t));    // DeepSeek-V3 down, e4m3 (15 MB)
+  EXPECT_FALSE(moe_expert_major(true, 1536LL * 2048, l2, t));   // Qwen3-30B-A3B gate_up, e4m3 (3 MB)
+  EXPECT_FALSE(moe_expert_major(false, 28672LL * 4096 / 2, l2, t));  // weight-only (int4)
+  EXPECT_FALSE(moe_expert_major(true, int64_t(1) << 40, 0, t));      // L2 unknown: the plain order
+  const Tuning on = Tuning::parse("moe_expert_major=on"), off = Tuning::parse("moe_expert_major=off");
+  EXPECT_TRUE(moe_expert_major(false, 1536LL * 2048, l2, on));
+  EXPECT_TRUE(moe_expert_major(true, 1536LL * 2048, l2, on));
+  EXPECT_FALSE(moe_expert_major(true, 28672LL * 4096, l2, off));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ void CudaBlockExperts::set_device(const std::vector<int>& expert_devices) {
                e, " is on device ", expert_devices[e], ", expert 0 on ", device_);
   DeviceGuard guard(device_);
   sms_ = DeviceContext::get(device_).caps().sm_count;
+  l2_bytes_ = DeviceContext::get(device_).caps().l2_bytes;
 }
 
 void CudaBlockExperts::upload_maps(const std::vector<CUtensorMap>& maps) {
@@ -110,6 +111,7 @@ BlockGroupedCall CudaBlockExperts::fields(const GroupedCall& c, const Epilogue& 
   g.num_sms = sms_;
   g.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;
   g.pdl = true;
+  g.expert_major = moe_expert_major(true, N * K, l2_bytes_, opts.tuning);  // 1-byte codes
   return g;
 }
 

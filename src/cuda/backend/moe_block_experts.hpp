@@ -83,6 +83,7 @@ class CudaBlockExperts : public PreparedExpertsImpl {
   }
 
   int device_ = 0, sms_ = 0;
+  size_t l2_bytes_ = 0;
   DeviceBuffer maps_;  // [E][descriptors per expert] CUtensorMap
 };
 

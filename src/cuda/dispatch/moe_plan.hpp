@@ -33,6 +33,11 @@ constexpr int moe_ws_map(MoeWsMapKind kind, int cps) { return 2 * int(kind) + (c
 constexpr int64_t kMoeWgmmaMinRows = 9;
 // The wgmma kernel's token tile for that share (Tuning::moe_token_tile overrides).
 int moe_ws_token_tile(int64_t share);
+// Whether a grouped GEMM walks an expert's token tiles innermost (kernels/moe/moe_params.hpp,
+// moe_unit_of_item) rather than its N blocks, for experts of expert_bytes of weights: the block
+// GEMM (FP8 block / INT8 W8A8 experts, block_gemm) for experts over a quarter of L2, the
+// weight-only wgmma kernel never. Tuning::moe_expert_major On / Off forces the order for both.
+bool moe_expert_major(bool block_gemm, int64_t expert_bytes, size_t l2_bytes, const Tuning& t);
 
 struct MoeCall {
   int64_t E = 1;

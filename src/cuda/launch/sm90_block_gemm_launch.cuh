@@ -45,6 +45,7 @@ inline sm90::BlockGemmParams block_grouped_params(const BlockGroupedCall& c, int
   p.group.meta_map = meta_map;
   p.group.r1_map = r1_map;
   p.group.bias_stride = c.bias_stride;
+  p.group.expert_major = c.expert_major ? 1 : 0;
   return p;
 }
 

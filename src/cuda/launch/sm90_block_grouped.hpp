@@ -37,6 +37,9 @@ struct BlockGroupedCall {
   // few-token form's is the quantizer (the routing, or the schedule kernel's list, is complete
   // before it starts: the GEMM reads it at once)
   bool pdl = true;
+  // the block GEMM's unit order: an expert's token tiles innermost (dispatch/moe_plan.hpp,
+  // moe_expert_major), else N tiles innermost
+  bool expert_major = false;
 };
 
 // The few-token kernel's grouped form (kernels/w8a8/sm90_skinny_grouped.cuh) for decode shares:

@@ -70,6 +70,7 @@ struct BlockGemmGroup {
   const CUtensorMap* maps = nullptr;
   int maps_per_expert = 0, b_map = 0, meta_map = 0;
   int r1_map = 0;  // policies with rank-1 stages: the expert's rank-1 weight planes
+  int expert_major = 0;  // moe_unit_of_item's order: an expert's token tiles innermost
   int64_t bias_stride = 0;  // elements between experts' bias rows (0: one shared bias)
 };
 
@@ -182,9 +183,10 @@ __device__ __forceinline__ int unit_count(const BlockGemmParams& p) {
 template <bool kGrouped, int kBM, int kCluster>
 __device__ __forceinline__ BlockUnit unit_of(const BlockGemmParams& p, int t, int rank) {
   if constexpr (kGrouped) {
-    const int ti = t / p.num_n;
-    const MoeTile tile = p.group.tiles[ti];
-    return {tile.row0 + tile.m_block * kBM, tile.row0 + tile.rows, t - ti * p.num_n, tile.expert};
+    int nb;
+    const MoeTile tile = moe_unit_of_item(t, p.num_n, *p.group.n_tiles, kBM, p.group.expert_major != 0,
+                                          [&](int ti) { return p.group.tiles[ti]; }, nb);
+    return {tile.row0 + tile.m_block * kBM, tile.row0 + tile.rows, nb, tile.expert};
   } else {
     int mu, nb;
     tile_coords(t, p, mu, nb);

@@ -39,14 +39,14 @@ template <bool GROUPED, int MT, class F>
 __device__ __forceinline__ void ws_for_each_item(const StreamKSchedule& sched, const StreamKCursor& cur,
                                                  const MoeWsGroup& g, int M, F&& f) {
   if constexpr (GROUPED) {
-    const int items = *g.n_tiles * g.n_blocks;
+    const int n_tiles = *g.n_tiles;
+    const int items = n_tiles * g.n_blocks;
     for (int i = int(blockIdx.x); i < items; i += int(gridDim.x)) {
-      // N blocks innermost: the CTAs running at once share the token tile in L2 and read the
-      // expert's weight once per token tile
-      const int ti = i / g.n_blocks;
-      const MoeTile t = g.tiles[ti];
-      f(WsItem{StreamKWork{i, 0, sched.chunks, false, false}, t.m_block, i - ti * g.n_blocks, t.expert,
-               t.row0 + t.m_block * MT, t.rows - t.m_block * MT});
+      int nb;
+      const MoeTile t = moe_unit_of_item(i, g.n_blocks, n_tiles, MT, g.expert_major != 0,
+                                         [&](int ti) { return g.tiles[ti]; }, nb);
+      f(WsItem{StreamKWork{i, 0, sched.chunks, false, false}, t.m_block, nb, t.expert, t.row0 + t.m_block * MT,
+               t.rows - t.m_block * MT});
     }
   } else {
     ws_for_each_work(sched, cur, [&](const StreamKWork& w, int mb, int nb) {
