@@ -229,7 +229,8 @@ class CudaExperts final : public PreparedExpertsImpl {
       g.w_map = p.w_map;
       g.p_map = p.p_map;
       g.n_blocks = p.n_blocks;
-      g.expert_major = cuda::moe_expert_major(false, first_.w.L.N * first_.w.L.Kp * first_.w.L.bits / 8, caps_.l2_bytes, opts.tuning);
+      const int64_t expert_bytes = first_.w.L.N * first_.w.L.Kp * first_.w.L.bits / 8;
+      g.expert_major = cuda::moe_expert_major(false, expert_bytes, caps_.l2_bytes, opts.tuning);
       g.bias_stride = c.bias_per_expert ? c.bias.stride[0] : 0;
       cuda::launch_moe_wo_wgmma(k, g, p, stream);
       return;

@@ -47,10 +47,10 @@ int moe_ws_token_tile(int64_t share) {
 
 bool moe_expert_major(bool block_gemm, int64_t expert_bytes, size_t l2_bytes, const Tuning& t) {
   // Measured on an H100, each order forced in one run (bench/results/cuda_moe.md, "An expert's token
-  // tiles innermost"): the block GEMM's 128-row tiles on FP8 experts, 1.05-1.16x as fast on
-  // Mixtral-8x7B (117 / 59 MB an expert, 4-8 tiles an expert at 512 and 4096 tokens), 1.12x on
-  // DeepSeek-V3's down (15 MB) and 1.02x on its gate_up (29 MB) at 4096 tokens, but 0.96-0.98x on
-  // Qwen3-30B-A3B's 1.5 / 3 MB experts. The wgmma kernel (W4, 16- to 256-token tiles, bound by
+  // tiles innermost"): the block GEMM's 128-row tiles on FP8 experts, as fast as 1.12-1.17x (gate_up)
+  // and 1.05-1.07x (down) on Mixtral-8x7B (117 / 59 MB an expert, 4-8 tiles an expert at 512 and 4096
+  // tokens), 1.02-1.04x / 1.12-1.14x on DeepSeek-V3's (29 / 15 MB) at 4096 tokens, but 0.98x / 0.96x
+  // on Qwen3-30B-A3B's 3 / 1.5 MB experts. The wgmma kernel (W4, 16- to 256-token tiles, bound by
   // the dequantization at these sizes): 0.97-1.02x on Mixtral's 29 / 59 MB experts, 0.93-0.96x on
   // Qwen3's.
   if (t.moe_expert_major != Toggle::Auto) return t.moe_expert_major == Toggle::On;
