@@ -125,6 +125,8 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   EXPECT_EQ(p.sched.chunks, 7168 / 64);
   EXPECT_EQ(p.sched.y_rows, 0);
   EXPECT_FALSE(p.sched.inline_reduce);
+  EXPECT_TRUE(p.sched.ragged);  // a partly empty tile's MMAs stop at its rows rounded up to 64
+  EXPECT_FALSE(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("wo_ragged_tiles=off")).sched.ragged);
   EXPECT_EQ(p.n_blocks, 32);
   EXPECT_EQ(p.max_tiles, moe_max_tiles(c, 192));
   for (const auto& [share, tile] : std::vector<std::pair<int64_t, int>>{

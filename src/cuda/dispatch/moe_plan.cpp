@@ -101,6 +101,7 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   s.grid = int(std::max<int64_t>(1, std::min<int64_t>(int64_t(caps.sm_count) * p.id.ctas, p.max_tiles * p.n_blocks)));
   s.dp_tiles = s.sk_tiles = s.sk_ctas = 0;
   s.max_stages = t.wo_max_stages;
+  s.ragged = t.wo_ragged_tiles != Toggle::Off;
   s.early_stages = 0;
   s.inline_reduce = false;
   s.y_rows = 0;

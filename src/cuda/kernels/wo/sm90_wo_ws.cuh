@@ -57,6 +57,20 @@ namespace mixq::cuda {
 
 namespace ws_detail {
 
+// A stage's MMAs over the first NT tokens of the tile: the first NT / 2 registers of an m64nMT
+// accumulator fragment are the m64nNT fragment of those tokens, and the B descriptor's first NT
+// rows are theirs. STEP_BYTES(j): the offset of k16 (W4A8: k32) step j in the stage's X.
+template <typename T, int NT, int STEPS, int SETS, int ACC, bool SCALE_FIRST, class StepOffset>
+__device__ __forceinline__ void ws_stage_mmas(uint32_t d, const uint32_t (&src)[STEPS][4], float (&acc)[SETS][ACC],
+                                              StepOffset&& step_bytes) {
+  static_assert(NT / 2 <= ACC, "a prefix of the fragment");
+  sm90::wgmma_fence();  // in each arm of the caller's branch (before it, ptxas adds its own)
+#pragma unroll
+  for (int j = 0; j < STEPS; ++j)
+    sm90::WgmmaRS<T, NT>::mma(*reinterpret_cast<float(*)[NT / 2]>(&acc[j % SETS][0]), src[j],
+                              sm90::desc_from_lo_sw128(d + step_bytes(j) / 16), SCALE_FIRST && j < SETS ? 0 : 1);
+}
+
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
 // GROUPED: the mixture-of-experts GEMM (sm90_wo_ws_work.cuh): items from g's tile list, each
@@ -89,6 +103,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   constexpr int kStageBufs = FOLD ? (A8 && MT >= 128 ? 1 : NBUF) : 1;
   constexpr int kSb = kStageBufs - 1;  // 0 or 1: the stage set of A buffer h is h & kSb
   constexpr int kTileBytes = Tile::kTileBytes;
+  // Ragged tiles (below): 16-bit activations without the fold, 192-token tiles. (At 128 and 256 the
+  // tile's 128 accumulator registers leave ptxas too few for the arms' loops: it serializes the
+  // wgmmas, C7512.)
+  constexpr bool kRagged = !FOLD && !A8 && MT == 192;
 
   extern __shared__ uint8_t smem_raw[];
   // Every shared address as a 32-bit offset computed once (a generic pointer would be converted
@@ -310,18 +328,25 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 #pragma unroll
           for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[b][k][i]);
     };
-    // fold mode: the stage's first wgmma on each accumulator set overwrites it (scale-d 0)
-    auto mma_stage = [&](int s, const uint32_t (&src)[kSteps][4], float (&d_acc)[kSets][kAcc]) {
+    // fold mode: the stage's first wgmma on each accumulator set overwrites it (scale-d 0).
+    // nt: the tokens the MMAs compute (kRagged: 64, 128 or MT; else MT).
+    auto mma_stage = [&](int nt, int s, const uint32_t (&src)[kSteps][4], float (&d_acc)[kSets][kAcc]) {
       // chunk h's X box is kXBytes after chunk h - 1's; a k16 step is 32 bytes along its rows
       const uint32_t d = x_desc0 + uint32_t(s * Tile::kXStage) / 16;
+      // a k16 (W4A8: k32) step is 32 bytes along the swizzled rows; W4A8's stage is one box
+      auto step_bytes = [](int j) {
+        return A8 ? uint32_t(j * 32) : uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32);
+      };
       fence_acc();
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int j = 0; j < kSteps; ++j) {
-        // a k16 (W4A8: k32) step is 32 bytes along the swizzled rows; W4A8's stage is one box
-        const uint32_t off = A8 ? uint32_t(j * 32) : uint32_t((j / 4) * Tile::kXBytes + (j % 4) * 32);
-        sm90::WgmmaRS<T, MT>::mma(d_acc[j % kSets], src[j], sm90::desc_from_lo_sw128(d + off / 16),
-                                  FOLD && j < kSets ? 0 : 1);
+      if constexpr (kRagged) {
+        if (nt <= 64)
+          ws_stage_mmas<T, 64, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
+        else if (nt <= 128)
+          ws_stage_mmas<T, 128, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
+        else
+          ws_stage_mmas<T, MT, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
+      } else {
+        ws_stage_mmas<T, MT, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
       }
       sm90::wgmma_commit();
       fence_acc();
@@ -485,7 +510,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
                 __syncwarp();  // every lane's reads of the stage before lane 0 releases it
                 if (lane == 0) sm90::mbar_arrive(empty + 8 * prev);
               }
-              mma_stage(ring.stage, a[h], acc[h & kSb]);
+              mma_stage(MT, ring.stage, a[h], acc[h & kSb]);
               prev = ring.stage;
               ring.advance();
             }
@@ -496,29 +521,41 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0], prev, it.row0 & 1);
         else fold_stage(acc[(NBUF - 1) & kSb], fold_rows[NBUF - 1], prev, it.row0 & 1);
       } else {
-        for (int i = 0; i < n_stages; i += 2) {
+        auto k_loop = [&](int nt) {
+          for (int i = 0; i < n_stages; i += 2) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
-            if (i + h < n_stages) {
-              sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
-              __syncwarp();  // wgmma needs the warp converged after the spin loop
-              dequant(ring.stage, a[h % NBUF], fold_rows[h % NBUF]);
-              mma_stage(ring.stage, a[h % NBUF], acc[0]);
-              // two buffers: the previous stage's MMAs are done, release it; one buffer: this
-              // stage's MMAs are done (its registers are rewritten next, fold mode folds them)
-              sm90::wgmma_wait<NBUF - 1>();
-              if constexpr (FOLD) fold_stage(acc[0], fold_rows[0], ring.stage, it.row0 & 1);
-              // every lane's shared-memory reads of that stage happen before lane 0's arrival
-              // (racecheck flagged the producer's refill against the other lanes' reads without it)
-              __syncwarp();
-              if (NBUF == 1) prev = ring.stage;
-              if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
-              prev = NBUF == 1 ? -1 : ring.stage;
-              ring.advance();
+            for (int h = 0; h < 2; ++h) {  // by two: the A buffer index is a compile-time constant
+              if (i + h < n_stages) {
+                sm90::mbar_wait(full + 8 * ring.stage, ring.phase);
+                __syncwarp();  // wgmma needs the warp converged after the spin loop
+                dequant(ring.stage, a[h % NBUF], fold_rows[h % NBUF]);
+                mma_stage(nt, ring.stage, a[h % NBUF], acc[0]);
+                // two buffers: the previous stage's MMAs are done, release it; one buffer: this
+                // stage's MMAs are done (its registers are rewritten next, fold mode folds them)
+                sm90::wgmma_wait<NBUF - 1>();
+                if constexpr (FOLD) fold_stage(acc[0], fold_rows[0], ring.stage, it.row0 & 1);
+                // every lane's shared-memory reads of that stage happen before lane 0's arrival
+                // (racecheck flagged the producer's refill against the other lanes' reads without it)
+                __syncwarp();
+                if (NBUF == 1) prev = ring.stage;
+                if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
+                prev = NBUF == 1 ? -1 : ring.stage;
+                ring.advance();
+              }
             }
           }
-        }
-        sm90::wgmma_wait<0>();
+          sm90::wgmma_wait<0>();
+        };
+        // A ragged tile (an expert's last, the GEMM's last): the MMAs cover its rows rounded up to
+        // 64 tokens, not MT. The tensor-core time of a tile is proportional to the tokens its MMAs
+        // cover, and a grouped GEMM's tiles are often partly empty (an expert of 129 rows in
+        // 192-token tiles). The choice is uniform over the warpgroup and made once per tile; each
+        // arm is its own loop of straight-line wgmmas that waits for its last MMAs before the arms
+        // meet (where the compiler may move the accumulators between registers).
+        const int live = it.rows < MT ? it.rows : MT;
+        if (!kRagged || !sched.ragged || live > 128) k_loop(MT);
+        else if (live <= 64) k_loop(64);
+        else k_loop(128);
         fence_acc();
       }
       float (&sums)[kAcc] = *(FOLD ? &accm : &acc[0][0]);
