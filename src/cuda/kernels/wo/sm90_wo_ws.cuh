@@ -103,9 +103,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   constexpr int kStageBufs = FOLD ? (A8 && MT >= 128 ? 1 : NBUF) : 1;
   constexpr int kSb = kStageBufs - 1;  // 0 or 1: the stage set of A buffer h is h & kSb
   constexpr int kTileBytes = Tile::kTileBytes;
-  // Ragged tiles (below): 16-bit activations without the fold, 192-token tiles. (At 128 and 256 the
-  // tile's 128 accumulator registers leave ptxas too few for the arms' loops: it serializes the
-  // wgmmas, C7512.)
+  // Ragged tiles (below): 16-bit activations without the fold, 192-token tiles. (At 256 three arms
+  // leave ptxas too few registers beside the tile's 128 accumulators: it serializes the wgmmas,
+  // C7512.)
   constexpr bool kRagged = !FOLD && !A8 && MT == 192;
 
   extern __shared__ uint8_t smem_raw[];
