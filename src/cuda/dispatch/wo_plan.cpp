@@ -191,7 +191,6 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   s = make_stream_k_schedule(p.n_blocks, p.m_blocks, ceil_div(chunks, cps), caps.sm_count * ctas, mt, mode, cps);
   s.early_stages = t.wo_early_stages >= -1 ? t.wo_early_stages : (p.pdl && stream_bound ? -1 : 0);
   s.max_stages = t.wo_max_stages;
-  s.ragged = t.wo_ragged_tiles != Toggle::Off;
   if (t.wo_group_n > 0) s.group_n = t.wo_group_n;
   s.inline_reduce = wgmma_inline_reduce(s, mt, t);
   p.fixup = !s.inline_reduce && stream_k_split_pieces(s) > 0;

@@ -33,7 +33,7 @@ struct StreamKSchedule {
   int early_stages = 0;  // stages whose weights load before the wait for the previous grid (<0: the ring)
   bool inline_reduce = true;  // cut tiles summed by their owner CTA (else the fixup kernel)
   int y_rows = 0;  // > 0: 16-bit output tiles staged in shared memory, y_rows tokens at a time, and TMA-stored
-  bool ragged = true;  // the warp-specialized kernel's 192-token tiles: MMAs over a tile's rows only (Tuning::wo_ragged_tiles)
+  bool ragged = true;  // the grouped warp-specialized kernel's 192-token tiles: MMAs over a tile's rows only (Tuning::wo_ragged_tiles)
 };
 
 // Chunks [c0, c1) of tile `tile`. split: other CTAs own the rest of the tile (fixup); first: the

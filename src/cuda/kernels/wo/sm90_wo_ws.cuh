@@ -546,8 +546,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           }
           sm90::wgmma_wait<0>();
         };
-        // A ragged tile (an expert's last, the GEMM's last): the MMAs cover its rows rounded up to
-        // 64 tokens, not MT. The tensor-core time of a tile is proportional to the tokens its MMAs
+        // A ragged tile (an expert's last): the MMAs cover its rows rounded up to 64 tokens, not
+        // MT. The tensor-core time of a tile is proportional to the tokens its MMAs
         // cover, and a grouped GEMM's tiles are often partly empty (an expert of 129 rows in
         // 192-token tiles). The choice is uniform over the warpgroup and made once per tile; each
         // arm is its own loop of straight-line wgmmas that waits for its last MMAs before the arms
