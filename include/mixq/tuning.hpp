@@ -35,8 +35,9 @@ struct Tuning {
   Toggle wo_fold_half = Toggle::Auto;  // ... on the f16x2 path (int4, token tile 16)
   Toggle wo_bf16_zero = Toggle::Auto;  // bf16 integer-zero dequantization path
   Toggle wo_wgmma_pdl = Toggle::Auto;  // programmatic dependent launch of the wgmma kernel
-  // the grouped wgmma kernel's 192-token tiles: a partly empty tile's MMAs cover its rows rounded
-  // up to 64 tokens; Off: all 192
+  // the grouped wgmma kernel's 128-, 192- and 256-token tiles: a partly empty tile's MMAs cover
+  // its rows rounded up to 64 tokens (192: 64 or 128; 128 and 256: 64 when it holds at most 64
+  // rows); Off: all of the tile
   Toggle wo_ragged_tiles = Toggle::Auto;
   // --- weight-only, streaming kernel (few tokens) and dequantize + cuBLAS
   int wo_stream_blocks_per_sm = 0;   // 0: the kernel's residency; else 1..16

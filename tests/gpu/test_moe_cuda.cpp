@@ -262,10 +262,10 @@ TEST(CudaMoe, WgmmaGroupedMatchesCpu) {
   }
 }
 
-// The 192-token tile's ragged arms (MMAs over a partly empty tile's first 64 or 128 tokens) give
-// the same bits as the MMAs over all 192: each output's dot product is the same sequence of k16
-// MMAs either way. Counts around the arms' bounds (64 / 65, 128 / 129, 192 / 193 and 300: a full
-// tile then a ragged one), N not a multiple of 128, K of several groups.
+// The ragged arms of the 128-, 192- and 256-token tiles (MMAs over a partly empty tile's first 64
+// or 128 tokens) give the same bits as the MMAs over the whole tile: each output's dot product is the same sequence of k16
+// MMAs either way. Counts around the arms' bounds (64 / 65, 128 / 129, 192 / 193, 300: a full tile
+// then a ragged one), N not a multiple of 128, K of several groups.
 TEST(CudaMoe, RaggedTilesMatchFullTilesBitForBit) {
   SKIP_WITHOUT_HOPPER();
   const std::vector<int32_t> counts = {64, 65, 1, 128, 0, 129, 191, 192, 193, 300, 63};
@@ -273,33 +273,35 @@ TEST(CudaMoe, RaggedTilesMatchFullTilesBitForBit) {
   std::vector<int32_t> off(size_t(E + 1), 0);
   for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
   const int64_t R = off.back();
-  for (const char* scheme : {"w4g128", "w8g64asym", "fp8b128"}) {
-    const int64_t N = 200, K = 640;
-    const auto experts = make_experts(scheme, E, N, K, 33);
-    const std::vector<uint16_t> x = to_bf16(randn(size_t(R * K), 9));
-    DeviceBuffer dx = upload(x), doff = upload(off);
-    std::vector<std::vector<float>> y;
-    for (const char* ragged : {"on", "off"}) {
-      const PreparedExperts gpu = prepare_experts(
-          experts, test::with_tuning(on(BackendKind::CUDA),
-                                     std::string("moe_wgmma_min_rows=1,moe_token_tile=192,wo_ragged_tiles=") + ragged));
-      ASSERT_NE(gpu.kernel_name(R).find("mt192"), std::string::npos) << gpu.kernel_name(R);
-      DeviceBuffer dy(size_t(R * N) * 4), ws(grouped_linear_workspace_size(gpu, R));
-      ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);  // NaN: rows never written show
-      ExecContext ctx;
-      ctx.workspace = ws.data();
-      ctx.workspace_bytes = ws.size();
-      grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), gpu,
-                     TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA),
-                     MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), {}, ctx);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      y.push_back(download<float>(dy, size_t(R * N)));
+  for (const char* scheme : {"w4g128", "w8g64asym", "fp8b128"})
+    for (const char* tile : {"128", "192", "256"}) {
+      const int64_t N = 200, K = 640;
+      const auto experts = make_experts(scheme, E, N, K, 33);
+      const std::vector<uint16_t> x = to_bf16(randn(size_t(R * K), 9));
+      DeviceBuffer dx = upload(x), doff = upload(off);
+      std::vector<std::vector<float>> y;
+      for (const char* ragged : {"on", "off"}) {
+        const PreparedExperts gpu = prepare_experts(
+            experts, test::with_tuning(on(BackendKind::CUDA),
+                                       std::string("moe_wgmma_min_rows=1,moe_token_tile=") + tile +
+                                           ",wo_ragged_tiles=" + ragged));
+        ASSERT_NE(gpu.kernel_name(R).find(std::string("mt") + tile), std::string::npos) << gpu.kernel_name(R);
+        DeviceBuffer dy(size_t(R * N) * 4), ws(grouped_linear_workspace_size(gpu, R));
+        ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);  // NaN: rows never written show
+        ExecContext ctx;
+        ctx.workspace = ws.data();
+        ctx.workspace_bytes = ws.size();
+        grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), gpu,
+                       TensorView(dy.data(), DType::F32, {R, N}, Device::CUDA),
+                       MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), {}, ctx);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        y.push_back(download<float>(dy, size_t(R * N)));
+      }
+      for (int64_t i = 0; i < R * N; ++i) {
+        ASSERT_FALSE(std::isnan(y[0][size_t(i)])) << scheme << " tile " << tile << " row " << i / N << " n " << i % N;
+        ASSERT_EQ(y[0][size_t(i)], y[1][size_t(i)]) << scheme << " tile " << tile << " row " << i / N << " n " << i % N;
+      }
     }
-    for (int64_t i = 0; i < R * N; ++i) {
-      ASSERT_FALSE(std::isnan(y[0][size_t(i)])) << scheme << " row " << i / N << " n " << i % N;
-      ASSERT_EQ(y[0][size_t(i)], y[1][size_t(i)]) << scheme << " row " << i / N << " n " << i % N;
-    }
-  }
 }
 
 // Experts whose pairs are stored at different widths: zero-point experts whose weights are all

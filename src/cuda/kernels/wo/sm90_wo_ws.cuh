@@ -103,10 +103,12 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   constexpr int kStageBufs = FOLD ? (A8 && MT >= 128 ? 1 : NBUF) : 1;
   constexpr int kSb = kStageBufs - 1;  // 0 or 1: the stage set of A buffer h is h & kSb
   constexpr int kTileBytes = Tile::kTileBytes;
-  // Ragged tiles (below): 16-bit activations without the fold, 192-token tiles. (At 256 three arms
-  // leave ptxas too few registers beside the tile's 128 accumulators: it serializes the wgmmas,
-  // C7512.)
-  constexpr bool kRagged = !FOLD && !A8 && MT == 192;
+  // Ragged tiles (below): 16-bit activations without the fold; 192-token tiles, and the grouped
+  // GEMM's 128- and 256-token tiles. The arms: 64, 128 and 192 tokens at 192; 64 and MT at 128 and
+  // 256 (with a third arm at 256 ptxas serializes the wgmmas, C7512: their 128 accumulator
+  // registers leave too few for it).
+  constexpr bool kRagged = !FOLD && !A8 && (MT == 192 || (GROUPED && (MT == 128 || MT == 256)));
+  constexpr int kRaggedMax = MT == 192 ? 128 : 64;  // the largest arm below MT
 
   extern __shared__ uint8_t smem_raw[];
   // Every shared address as a 32-bit offset computed once (a generic pointer would be converted
@@ -329,7 +331,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
           for (int i = 0; i < kAcc; ++i) sm90::reg_fence(acc[b][k][i]);
     };
     // fold mode: the stage's first wgmma on each accumulator set overwrites it (scale-d 0).
-    // nt: the tokens the MMAs compute (kRagged: 64, 128 or MT; else MT).
+    // nt: the tokens the MMAs compute (kRagged: 64, 128 at MT = 192, or MT; else MT).
     auto mma_stage = [&](int nt, int s, const uint32_t (&src)[kSteps][4], float (&d_acc)[kSets][kAcc]) {
       // chunk h's X box is kXBytes after chunk h - 1's; a k16 step is 32 bytes along its rows
       const uint32_t d = x_desc0 + uint32_t(s * Tile::kXStage) / 16;
@@ -341,8 +343,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       if constexpr (kRagged) {
         if (nt <= 64)
           ws_stage_mmas<T, 64, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
-        else if (nt <= 128)
-          ws_stage_mmas<T, 128, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
+        else if (MT == 192 && nt <= 128)
+          ws_stage_mmas<T, (MT == 192 ? 128 : MT), kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
         else
           ws_stage_mmas<T, MT, kSteps, kSets, kAcc, FOLD>(d, src, d_acc, step_bytes);
       } else {
@@ -553,8 +555,8 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         // arm is its own loop of straight-line wgmmas that waits for its last MMAs before the arms
         // meet (where the compiler may move the accumulators between registers).
         const int live = it.rows < MT ? it.rows : MT;
-        if (!kRagged || !sched.ragged || live > 128) k_loop(MT);
-        else if (live <= 64) k_loop(64);
+        if (!kRagged || !sched.ragged || live > kRaggedMax) k_loop(MT);
+        else if (kRaggedMax == 64 || live <= 64) k_loop(64);
         else k_loop(128);
         fence_acc();
       }
