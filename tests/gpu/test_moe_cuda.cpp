@@ -304,6 +304,61 @@ TEST(CudaMoe, RaggedTilesMatchFullTilesBitForBit) {
     }
 }
 
+// The TMA-store epilogue of the grouped wgmma kernel (16-bit Y whose rows TMA can store) gives the
+// bits of the direct stores (wo_y_rows=0): rounds wholly inside an expert are TMA-stored, a round
+// that crosses an expert's last row is copied out by hand (its rows only), one past them is
+// skipped. Counts around the rounds' bounds (64 tokens at 192-token tiles, 128 at 128 and 256),
+// N not a multiple of 64 (the last box clipped at N), rows of Y padded (ld > N), bias per expert
+// and a clamp; Y poisoned, so a row no path writes shows, and the padding must stay untouched.
+TEST(CudaMoe, TmaStoreEpilogueMatchesDirectStores) {
+  SKIP_WITHOUT_HOPPER();
+  const std::vector<int32_t> counts = {64, 65, 1, 128, 0, 129, 191, 192, 193, 300, 63, 127, 513};
+  const int64_t E = int64_t(counts.size());
+  std::vector<int32_t> off(size_t(E + 1), 0);
+  for (int64_t e = 0; e < E; ++e) off[size_t(e + 1)] = off[size_t(e)] + counts[size_t(e)];
+  const int64_t R = off.back(), N = 200, K = 640, ldy = 216;
+  const std::vector<float> bias = randn(size_t(E * N), 5);
+  DeviceBuffer dbias = upload(bias), doff = upload(off);
+  Epilogue ep;
+  ep.bias = TensorView(dbias.data(), DType::F32, {E, N}, Device::CUDA);
+  ep.clamp_lo = -3.f;
+  ep.clamp_hi = 3.f;
+  for (const char* scheme : {"w4g128", "w8g64asym"})
+    for (const DType yt : {DType::BF16, DType::F16})
+      for (const char* tile : {"128", "192", "256"}) {
+        const auto experts = make_experts(scheme, E, N, K, 34);
+        const std::vector<uint16_t> x = to_bf16(randn(size_t(R * K), 10));
+        DeviceBuffer dx = upload(x);
+        std::vector<std::vector<uint16_t>> y;
+        for (const char* y_rows : {"-1", "0"}) {
+          const PreparedExperts gpu = prepare_experts(
+              experts, test::with_tuning(on(BackendKind::CUDA), std::string("moe_wgmma_min_rows=1,moe_token_tile=") +
+                                                                    tile + ",wo_y_rows=" + y_rows));
+          ASSERT_NE(gpu.kernel_name(R).find(std::string("mt") + tile), std::string::npos) << gpu.kernel_name(R);
+          DeviceBuffer dy(size_t(R * ldy) * 2), ws(grouped_linear_workspace_size(gpu, R));
+          ASSERT_EQ(cudaMemset(dy.data(), 0xff, dy.size()), cudaSuccess);  // NaN in both types
+          ExecContext ctx;
+          ctx.workspace = ws.data();
+          ctx.workspace_bytes = ws.size();
+          grouped_linear(TensorView(dx.data(), DType::BF16, {R, K}, Device::CUDA), gpu,
+                         TensorView::strided(dy.data(), yt, {R, N}, {ldy, 1}, Device::CUDA),
+                         MoeRows::contiguous(TensorView(doff.data(), DType::I32, {E + 1}, Device::CUDA)), ep, ctx);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          y.push_back(download<uint16_t>(dy, size_t(R * ldy)));
+        }
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t n = 0; n < ldy; ++n) {
+            const uint16_t v = y[0][size_t(r * ldy + n)];
+            if (n >= N) {
+              ASSERT_EQ(v, 0xffff) << scheme << " tile " << tile << ": padding of row " << r << " written at " << n;
+              continue;
+            }
+            ASSERT_NE(v, 0xffff) << scheme << " tile " << tile << " row " << r << " n " << n << " not written";
+            ASSERT_EQ(v, y[1][size_t(r * ldy + n)]) << scheme << " tile " << tile << " row " << r << " n " << n;
+          }
+      }
+}
+
 // Experts whose pairs are stored at different widths: zero-point experts whose weights are all
 // non-negative have zero points 0, so their (s, -z s) pairs are exact in half; the others' are
 // not. The grouped wgmma kernel reads every expert at the launch's one width, so the half experts

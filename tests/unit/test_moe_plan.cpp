@@ -111,7 +111,7 @@ TEST(MoePlan, TokenTileAndSharedMemory) {
 
 // Every share goes to the grouped wgmma kernel where the experts hold its descriptors, with the
 // token tile of moe_ws_token_tile (192 for ~128 rows an expert); a persistent grid of at most one CTA per SM;
-// whole tiles, no reduction, direct stores. f32 activations, act-order gathers, experts without
+// whole tiles, no reduction, the TMA-store epilogue where Y allows it. f32 activations, act-order gathers, experts without
 // descriptors and small shares stay on the streaming kernel.
 TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   MoeCall c;
@@ -123,8 +123,23 @@ TEST(MoePlan, PrefillSharesTakeTheWgmmaKernel) {
   EXPECT_EQ(p.id.tile_m, 192);
   EXPECT_EQ(p.sched.grid, 132);
   EXPECT_EQ(p.sched.chunks, 7168 / 64);
-  EXPECT_EQ(p.sched.y_rows, 0);
+  EXPECT_EQ(p.sched.y_rows, 0);  // Y not TMA-storable
   EXPECT_FALSE(p.sched.inline_reduce);
+  {  // the TMA-store epilogue where Y is: rounds that divide the token tile (64 at 192), or none
+    MoeCall ty = c;
+    ty.y_tma = true;
+    EXPECT_EQ(plan_moe_weight_only(ty, w4(4096, 7168), h100(), Tuning{}).sched.y_rows, 64);
+    EXPECT_EQ(plan_moe_weight_only(ty, w4(4096, 7168), h100(), Tuning::parse("wo_y_rows=0")).sched.y_rows, 0);
+    EXPECT_EQ(plan_moe_weight_only(ty, w4(4096, 7168), h100(), Tuning::parse("wo_y_rows=32")).sched.y_rows, 32);
+    for (const auto& [tile, rows] : std::vector<std::pair<int, int>>{{16, 0}, {64, 0}, {128, 128}, {256, 128}})
+      EXPECT_EQ(plan_moe_weight_only(ty, w4(4096, 7168), h100(),
+                                     Tuning::parse("moe_token_tile=" + std::to_string(tile))).sched.y_rows, rows)
+          << tile;
+    for (int knob : {16, 32, 64, 100, 128, 256})  // a power of two that divides 192
+      EXPECT_EQ(192 % wgmma_y_rounds(192, knob), 0) << knob;
+    EXPECT_EQ(wgmma_y_rounds(256, 200), 128);
+    EXPECT_EQ(wgmma_y_rounds(64, -1), 0);
+  }
   EXPECT_TRUE(p.sched.ragged);  // a partly empty tile's MMAs stop at its rows rounded up to 64
   EXPECT_FALSE(plan_moe_weight_only(c, w4(4096, 7168), h100(), Tuning::parse("wo_ragged_tiles=off")).sched.ragged);
   EXPECT_EQ(p.n_blocks, 32);

@@ -134,6 +134,8 @@ class CudaExperts final : public PreparedExpertsImpl {
     mc.rows = rows;
     mc.x_type = x_type;
     mc.ws_maps = maps_.size() > 0 && x_aligned;
+    mc.y_tma = c && (c->y.dtype == DType::F16 || c->y.dtype == DType::BF16) &&
+               cuda::tma_stores_16bit_rows(c->y.data, c->y.ld(), N);
     if (c && c->rows.layout == MoeRows::Layout::Masked) {
       mc.masked = true;
       mc.max_tokens = c->rows.max_tokens;

@@ -60,10 +60,10 @@ bool moe_expert_major(bool block_gemm, int64_t expert_bytes, size_t l2_bytes, co
 namespace {
 
 // The grouped wgmma kernel: whole 128-row x mt-token tiles of the (expert, token tile) list, round
-// robin over a persistent grid of one (two at 16-token tiles of int4 codes) CTA per SM; direct
-// stores (an expert's last tile ends inside any TMA box), a dependent launch of the schedule kernel
-// but no early weight stages (the list is that kernel's output). Pair path and fold as the plain
-// kernel's rules.
+// robin over a persistent grid of one (two at 16-token tiles of int4 codes) CTA per SM; the plain
+// kernel's TMA-store epilogue rule (the kernel copies a round that crosses an expert's last row out
+// by hand), a dependent launch of the schedule kernel but no early weight stages (the list is that
+// kernel's output). Pair path and fold as the plain kernel's rules.
 MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& caps, const Tuning& t,
                          int64_t share) {
   using ws_detail::WsShape;
@@ -104,11 +104,15 @@ MoeWoPlan plan_moe_wgmma(const MoeCall& c, const WoWeight& w, const DeviceCaps& 
   s.ragged = t.wo_ragged_tiles != Toggle::Off;
   s.early_stages = 0;
   s.inline_reduce = false;
-  s.y_rows = 0;
   const uint32_t p_stage =
       ws_detail::ws_stage_meta_bytes(ws_detail::ws_stage_pair_bytes(pp, L.pair_f32, w.group_shift, cps), mt, a8);
-  MIXQ_CHECK(wgmma_ring_stages(mt, a8 ? kCodesU4F8 : L.bits, two, p_stage, 0, s.max_stages) >= 2, ErrorCode::Internal,
-             "moe plan: the wgmma kernel's ring holds fewer than 2 stages");
+  // the staging tiles only where they leave a ring of at least 4 stages (the plain kernel's rule)
+  const int layout = a8 ? kCodesU4F8 : L.bits;
+  const int y_rows = c.y_tma ? wgmma_y_rounds(mt, t.wo_y_rows) : 0;
+  s.y_rows = wgmma_ring_stages(mt, layout, two, p_stage, ws_detail::ws_y_stage_bytes(y_rows), s.max_stages) >= 4
+                 ? y_rows : 0;
+  MIXQ_CHECK(wgmma_ring_stages(mt, layout, two, p_stage, ws_detail::ws_y_stage_bytes(s.y_rows), s.max_stages) >= 2,
+             ErrorCode::Internal, "moe plan: the wgmma kernel's ring holds fewer than 2 stages");
   return p;
 }
 

@@ -46,6 +46,7 @@ struct MoeCall {
   int64_t max_tokens = 0;  // masked
   int x_type = 0;          // IoType of X
   bool ws_maps = false;    // the experts hold the wgmma kernel's descriptors (sm_90a, no act-order)
+  bool y_tma = false;      // Y is 16-bit and TMA can store its rows (tma_stores_16bit_rows)
 };
 
 struct MoeWoPlan {

@@ -101,17 +101,11 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 
 namespace {
 
-// Rounds of the TMA-store epilogue: 128 tokens a round on token tiles of 128 and 256 where the
-// output is 16-bit and TMA can store it; 0 (direct stores) elsewhere.
+// The TMA-store epilogue where the output is 16-bit and TMA can store it; 0 (direct stores)
+// elsewhere.
 int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
   if (!c.y_tma || (c.y_type != kIoF16 && c.y_type != kIoBf16)) return 0;
-  int rows = mt >= 128 ? 128 : 0;
-  if (t.wo_y_rows >= 0) {
-    rows = 0;
-    if (t.wo_y_rows > 0)
-      for (rows = 16; rows * 2 <= std::min(t.wo_y_rows, mt);) rows *= 2;
-  }
-  return std::min(rows, mt);
+  return wgmma_y_rounds(mt, t.wo_y_rows);
 }
 
 // Where the cut tiles are summed: by their owner inside the kernel (mt <= 32; mt = 64 and grids
@@ -304,6 +298,17 @@ void plan_stream(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t) {
   if (x_type == kIoF16) return w.L.pair_f32 ? sm90::PairPath::F32 : sm90::PairPath::Half;
   return wgmma_bf16_zero(w, mt, cps, t) ? sm90::PairPath::Bf16Zero : sm90::PairPath::F32;
+}
+
+int wgmma_y_rounds(int mt, int knob) {
+  int rows = mt >= 128 ? 128 : 0;
+  if (knob >= 0) {
+    rows = 0;
+    if (knob > 0)
+      for (rows = 16; rows * 2 <= std::min(knob, mt);) rows *= 2;
+  }
+  while (rows > 16 && mt % rows != 0) rows /= 2;  // 192-token tiles: rounds of 64
+  return std::min(rows, mt);
 }
 
 int wgmma_ring_stages(int mt, int bits, bool two_ctas, uint32_t p_stage, uint32_t y_bytes, int max_stages) {

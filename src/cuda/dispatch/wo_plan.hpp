@@ -106,6 +106,10 @@ int wgmma_chunks_per_stage(ws_detail::WsShape shape, int mt);
 bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath pp, const Tuning& t);
 // The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
+// Tokens a round of the wgmma kernel's TMA-store epilogue at token tile mt (a power of two that
+// divides mt; 0: direct stores): by default 128 at tiles of 128 tokens and more (64 at 192), else
+// 0; knob (Tuning::wo_y_rows) >= 0: 0, or the largest such power of two up to the knob, at least 16.
+int wgmma_y_rounds(int mt, int knob);
 // Ring depth of the wgmma kernel's instantiation (token tile, 4- or 8-bit layout, CTAs per SM)
 // with p_stage bytes of pairs a stage and y_bytes per staging tile.
 int wgmma_ring_stages(int mt, int bits, bool two_ctas, uint32_t p_stage, uint32_t y_bytes, int max_stages);

@@ -32,6 +32,8 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
                                                    uint64_t(p.ldx) * 2, kChunkK, uint32_t(id.tile_m),
                                                    CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap tm_s = a8 ? ws_a8_factor_map(p.x_factors, p.ld_x_factors, p.K, p.M, id.tile_m) : CUtensorMap{};
+  // Y of the whole call (the TMA-store epilogue's rounds wholly inside an expert's rows)
+  const CUtensorMap tm_y = plan.sched.y_rows > 0 ? ws_y_map(p.y, p.ldy, p.N, p.M, plan.sched.y_rows) : CUtensorMap{};
   bool launched = false;
   auto with_type = [&](auto t) {
     using T = typename decltype(t)::type;
@@ -45,7 +47,7 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
               constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
               if constexpr (moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kTwo, kFold)) {
                 launch_moe_ws_kernel<T, MT, CODES, PP, kTwo ? ws_detail::WsShape::TwoCtas : ws_detail::WsShape::OneCta,
-                                     kFold>(p, tm_x, tm_s, plan.sched, g, stream);
+                                     kFold>(p, tm_x, tm_s, tm_y, plan.sched, g, stream);
                 launched = true;
               }
             });

@@ -89,10 +89,7 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
   MIXQ_CHECK(!bf16_zero || p.pairs_gm_bz, ErrorCode::Internal, "wo wgmma: no packed bf16 pairs");
   tm.p = ws_pair_map(bf16_zero ? p.pairs_gm_bz : p.pairs_gm, p.pairs_gm_ld, p.groups, p.pair_f32 && !bf16_zero,
                      cps, p.group_shift);
-  // Y [M][N] 16-bit: boxes of 64 rows x y_rows tokens, 128-byte swizzle (the staging tiles' layout)
-  if (s.y_rows > 0)
-    tm.y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
-                              64, uint32_t(s.y_rows), CU_TENSOR_MAP_SWIZZLE_128B);
+  if (s.y_rows > 0) tm.y = ws_y_map(p.y, p.ldy, p.N, p.M, s.y_rows);
   launch_instance(id, p, tm, s, plan.fixup, stream);
 }
 

@@ -63,11 +63,11 @@ constexpr bool moe_ws_variant_exists(int act, int mt, int codes, sm90::PairPath 
          ws_variant_exists(act, mt, codes, pp, two_ctas, fold);
 }
 
-// tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block factors); the experts' weight and pair
-// descriptors are in g.maps.
+// tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block factors), tm_y: Y [rows][N] (read where
+// sch.y_rows > 0); the experts' weight and pair descriptors are in g.maps.
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const CUtensorMap& tm_s,
-                          const StreamKSchedule& sch,
-                          const MoeWsGroup& g, cudaStream_t stream);
+                          const CUtensorMap& tm_y, const StreamKSchedule& sch, const MoeWsGroup& g,
+                          cudaStream_t stream);
 
 }  // namespace mixq::cuda

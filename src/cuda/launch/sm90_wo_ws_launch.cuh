@@ -44,10 +44,11 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 
 template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape SHAPE, bool FOLD>
 void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, const CUtensorMap& tm_s,
-                          const StreamKSchedule& sch, const MoeWsGroup& g, cudaStream_t stream) {
+                          const CUtensorMap& tm_y, const StreamKSchedule& sch, const MoeWsGroup& g,
+                          cudaStream_t stream) {
   using namespace ws_detail;
   if constexpr (!moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
-    (void)p, (void)tm_x, (void)tm_s, (void)sch, (void)g, (void)stream;
+    (void)p, (void)tm_x, (void)tm_s, (void)tm_y, (void)sch, (void)g, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "moe wo wgmma: variant not built");
   } else {
     auto kernel = wo_wgmma_ws_kernel<T, MT, CODES, PP, SHAPE, FOLD, true>;
@@ -58,8 +59,8 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
     // A dependent launch of the schedule kernel where p.pdl: the CTAs start (barriers, registers,
     // descriptor prefetch) while it runs and wait for it before they read the tile list.
     const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl);
-    const CUtensorMap unused{};  // the weight, pair and output descriptors are the experts'
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, unused, tm_s, p, sch, g));
+    const CUtensorMap unused{};  // the weight and pair descriptors are the experts'
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm_x, unused, unused, tm_y, tm_s, p, sch, g));
   }
 }
 
@@ -78,8 +79,8 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
       const WoStreamParams&, const WsMaps&, const StreamKSchedule&, bool, cudaStream_t);
 #define MIXQ_MOE_WS_VARIANT(T, MT, CODES, SHAPE, PP, FOLD)                                                   \
   template void launch_moe_ws_kernel<T, MT, CODES, sm90::PairPath::PP, ws_detail::WsShape::SHAPE, FOLD>( \
-      const WoStreamParams&, const CUtensorMap&, const CUtensorMap&, const StreamKSchedule&, const MoeWsGroup&, \
-      cudaStream_t);
+      const WoStreamParams&, const CUtensorMap&, const CUtensorMap&, const CUtensorMap&, const StreamKSchedule&, \
+      const MoeWsGroup&, cudaStream_t);
 #define MIXQ_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_WS_VARIANT, T, MT, CODES, SHAPE)
 #define MIXQ_MOE_WS_CONFIGURATION(T, MT, CODES, SHAPE) MIXQ_WS_EACH_VARIANT(MIXQ_MOE_WS_VARIANT, T, MT, CODES, SHAPE)
 

@@ -38,6 +38,13 @@ inline CUtensorMap ws_a8_factor_map(const float* factors, int64_t ld_f, int64_t 
                             uint64_t(ld_f) * 8, ws_detail::ws_a8_factor_box(mt), 1, CU_TENSOR_MAP_SWIZZLE_NONE);
 }
 
+// Y [M][N] 16-bit, rows ldy elements apart: boxes of 64 columns x y_rows tokens, 128-byte swizzle
+// (the TMA-store epilogue's staging tiles' layout).
+inline CUtensorMap ws_y_map(void* y, int64_t ldy, int64_t N, int64_t M, int y_rows) {
+  return make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT16, y, uint64_t(N), uint64_t(M), uint64_t(ldy) * 2, 64,
+                            uint32_t(y_rows), CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
 // pairs: [group][ld rows], 4- or 8-byte elements; boxes of 128 rows x the stage's groups.
 inline CUtensorMap ws_pair_map(const void* pairs, int64_t ld, int64_t groups, bool pair64, int cps,
                                int group_shift) {

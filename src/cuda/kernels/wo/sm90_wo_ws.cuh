@@ -440,30 +440,49 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     // stores per thread), y_rows tokens at a time, and one thread hands each round to a TMA store,
     // which clips it at M and N and drains while the next tile's MMAs run. The staging tile is
     // rewritten once that thread's last store has read it (bulk_wait_group_read).
+    // Grouped, a round's box may cross the expert's last row into the next expert's rows (another
+    // CTA's outputs): a round wholly inside the expert's rows is TMA-stored, a partly filled one
+    // is copied out by the warpgroup (16-byte rows of 8 outputs from the staging tile, its rows
+    // only), and one wholly past them is skipped.
     const uint32_t y_tile = y_tiles + uint32_t(warpgroup - 1) * y_bytes;
     const bool y_issuer = (threadIdx.x & 127) == 0;
     const int y_barrier = kWsEpilogueBarrier0 + warpgroup - 1;
-    auto store_tile_tma = [&](int mb, int nb, int n_row0, const float (&r)[kAcc]) {
+    // row0: the tile's first output row; rows: its rows (past M, or the expert's last, not stored)
+    auto store_tile_tma = [&](int row0, int rows, int nb, int n_row0, const void* bias, const float (&r)[kAcc]) {
       float b0 = 0.f, b8 = 0.f;  // bias of rows n_row0, n_row0 + 8
-      if (p.bias) {
-        if (n_row0 < p.N) b0 = load_io(p.bias, n_row0, p.bias_type);
-        if (n_row0 + 8 < p.N) b8 = load_io(p.bias, n_row0 + 8, p.bias_type);
+      if (bias) {
+        if (n_row0 < p.N) b0 = load_io(bias, n_row0, p.bias_type);
+        if (n_row0 + 8 < p.N) b8 = load_io(bias, n_row0 + 8, p.bias_type);
       }
       auto claim = [&]() {
         if (y_issuer) sm90::bulk_wait_group_read<0>();  // the last store has read y_tile
         sm90::named_barrier_sync(y_barrier, 128);
       };
-      auto store = [&](int m0) {  // tokens m0 .. m0 + y_rows - 1 of the output are staged
+      const int y_rows = sched.y_rows;
+      const int col0 = nb * 128 + (warpgroup - 1) * 64;  // the warpgroup's first output column
+      auto store = [&](int t0) {  // tokens t0 .. t0 + y_rows - 1 of the tile are staged
         sm90::fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
         sm90::named_barrier_sync(y_barrier, 128);
-        if (y_issuer && m0 < p.M) {  // a round wholly past M (the last token tile) stores nothing
-          sm90::tma_store_2d(&tm_y, y_tile, nb * 128 + (warpgroup - 1) * 64, m0);
-          sm90::bulk_commit_group();
+        const int live = rows - t0;  // <= 0: a round wholly past the tile's rows stores nothing
+        if (!GROUPED || live >= y_rows) {
+          if (y_issuer && live > 0) {
+            sm90::tma_store_2d(&tm_y, y_tile, col0, row0 + t0);
+            sm90::bulk_commit_group();
+          }
+        } else {
+          // 16-byte chunk c of staged token u sits at chunk c ^ (u & 7) of its 128-byte row (the
+          // swizzle); a chunk is 8 consecutive columns, inside N or wholly past it (the plan stages
+          // only rows TMA can store: N and the row pitch multiples of 8, Y 16-byte aligned)
+          for (int i = threadIdx.x & 127; i < live * 8; i += 128) {
+            const int u = i >> 3, c = i & 7, n = col0 + 8 * c;
+            if (n < p.N)
+              *reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.y) + int64_t(row0 + t0 + u) * p.ldy + n) =
+                  sm90::lds128(y_tile + uint32_t(u) * 128u + uint32_t((c ^ (u & 7)) << 4));
+          }
         }
       };
-      const int y_rows = sched.y_rows;
       auto flush = [&](int t) {  // the tokens before t of the tile are staged
-        store(mb * MT + t - y_rows);
+        store(t - y_rows);
         claim();
       };
       claim();
@@ -476,7 +495,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         ws_stage_outputs<half, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi, y_rows, flush);
       else
         ws_stage_outputs<__nv_bfloat16, MT>(row_addr, r, b0, b8, p.clamp_lo, p.clamp_hi, y_rows, flush);
-      store(mb * MT + MT - y_rows);
+      store(MT - y_rows);
     };
 
     sm90::RingPos ring(S);
@@ -582,14 +601,15 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
       const int n_row0 = nb * 128 + tile_row * kTileRows + r_lo;
-      if (!GROUPED && sched.y_rows > 0) {  // grouped: the expert's last tile ends inside a TMA box
-        store_tile_tma(mb, nb, n_row0, sums);
-        return;
-      }
       // the expert's bias row (grouped), else the layer's
       const void* bias = p.bias;
       if (GROUPED && bias)
         bias = static_cast<const char*>(bias) + it.expert * g.bias_stride * (p.bias_type == IoType::F32 ? 4 : 2);
+      if (sched.y_rows > 0) {
+        if constexpr (GROUPED) store_tile_tma(it.row0, it.rows < MT ? it.rows : MT, nb, n_row0, bias, sums);
+        else store_tile_tma(mb * MT, p.M - mb * MT, nb, n_row0, bias, sums);
+        return;
+      }
       float b[2] = {0.f, 0.f};  // bias of rows n_row0, n_row0 + 8
 #pragma unroll
       for (int h = 0; h < 2; ++h)
