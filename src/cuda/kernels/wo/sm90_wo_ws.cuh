@@ -28,7 +28,8 @@
 // s_w (512 s_a acc - zc s_a sum(a)).
 // GROUPED (the mixture-of-experts GEMM, dispatch/moe_plan.cpp): the same CTA walks whole tiles of
 // the device-side (expert, token tile) list x N blocks instead (sm90_wo_ws_work.cuh), each item's
-// weight and pairs through its expert's descriptors, outputs stored directly at the expert's rows;
+// weight and pairs through its expert's descriptors, outputs stored at the expert's rows (the
+// TMA-store epilogue's rounds that cross its last row copied out by hand);
 // launched as a dependent of the schedule kernel, every thread waits for it before the walk.
 // Where the plan asks for it (dispatch/wo_plan.cpp), both kernels are programmatic dependent launches: the
 // producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
