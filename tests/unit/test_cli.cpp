@@ -327,6 +327,17 @@ TEST_F(CliTest, BenchQuickRunsAndWritesJson) {
   EXPECT_EQ(j.find("\"ok\": false"), std::string::npos);
   EXPECT_NE(j.find("\"ok\": true"), std::string::npos);
   EXPECT_NE(r.out.find("x dense"), std::string::npos) << r.out;
+  // the settling replays are the CUDA driver's: none on the CPU, and the JSON says so
+  EXPECT_NE(j.find("\"settle_ms\": 0,"), std::string::npos) << j.substr(0, 400);
+}
+
+TEST_F(CliTest, BenchSettleMsIsCheckedOnEveryBackend) {
+  // refused before any case runs, naming the option, its range and the value given
+  expect_clean_failure("bench --quick --backend cpu --settle-ms -5", 2, {"--settle-ms", "[0, 60000]", "-5"});
+  expect_clean_failure("bench --quick --backend cpu --settle-ms 60001", 2, {"--settle-ms", "60001"});
+  expect_clean_failure("bench --quick --backend cpu --settle-ms 1e3", 2, {"--settle-ms", "1e3"});
+  const RunResult r = run("bench --quick --backend cpu --settle-ms 50", 300);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
 
 TEST_F(CliTest, BenchFailsWhenAnErrorExceedsTolerance) {

@@ -143,6 +143,7 @@ struct StepSum {
 struct FileReport {
   std::string command, file, format, backend, device, baseline, isa;
   int threads = 0;
+  int settle_ms = 0;  // untimed replays of each case before its timed ones (CUDA)
   std::vector<SkippedTensor> skipped;
   std::vector<GroupResult> groups;
   std::vector<StepSum> steps;
@@ -163,8 +164,10 @@ void print_header(const FileReport& r, const FileWeights& fw) {
   std::printf("backend %s on %s%s\n", r.backend.c_str(), r.device.c_str(),
               r.isa.empty() ? "" : (", kernels " + r.isa).c_str());
   std::printf("baseline: %s; times are medians (us) of the group's first tensor; bytes: one tensor "
-              "as stored in the file; GB/s: (those bytes + activations + outputs) / time\n",
-              r.baseline.c_str());
+              "as stored in the file; GB/s: (those bytes + activations + outputs) / time%s\n",
+              r.baseline.c_str(),
+              r.settle_ms > 0 ? ("; each case timed after " + std::to_string(r.settle_ms) +
+                                 " ms of its own untimed calls").c_str() : "");
   // Skipped tensors, summarised by reason (a model has hundreds of 1-D norms).
   std::map<std::string, std::vector<std::string>> by_reason;
   for (const SkippedTensor& s : r.skipped) by_reason[s.reason].push_back(s.name);
@@ -217,7 +220,7 @@ void write_file_json(const std::string& path, const FileReport& r) {
   o << "{\n  \"command\": " << json_str(r.command) << ",\n  \"file\": " << json_str(r.file)
     << ",\n  \"format\": " << json_str(r.format) << ",\n  \"backend\": " << json_str(r.backend)
     << ",\n  \"device\": " << json_str(r.device) << ",\n  \"baseline\": " << json_str(r.baseline)
-    << ",\n  \"threads\": " << r.threads;
+    << ",\n  \"threads\": " << r.threads << ",\n  \"settle_ms\": " << r.settle_ms;
   if (!r.isa.empty()) o << ",\n  \"cpu_isa\": " << json_str(r.isa);
   o << ",\n  \"bytes\": \"one tensor as stored in the file\",\n  \"skipped\": [";
   for (size_t i = 0; i < r.skipped.size(); ++i)
@@ -320,6 +323,8 @@ int run_bench_file(const Args& a, const std::string& command_line) {
   report.device = driver->device();
   report.baseline = driver->baseline_name();
   report.threads = driver->threads();
+  policy.settle_s = parse_settle_s(a, *driver, 200);
+  report.settle_ms = static_cast<int>(policy.settle_s * 1e3 + 0.5);
   if (report.backend == "cpu") report.isa = cpu::isa_name();
   const DType act_dtype = driver->activation_dtype();
   const int64_t act_bytes = dtype_bits(act_dtype) / 8;

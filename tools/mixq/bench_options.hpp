@@ -15,5 +15,8 @@ DType parse_cuda_activation(const Args& a, DType fallback);
 Tuning parse_tuning(const Args& a);
 // --threads, --act (default f16), --tune, --force-kernel.
 bench::DriverConfig parse_driver_config(const Args& a);
+// --settle-ms N (0 ... 60000; default `fallback_ms`) as seconds for TimingPolicy::settle_s where
+// `driver` is the CUDA one; 0 for the others (their calls do not move a GPU's clocks).
+double parse_settle_s(const Args& a, const bench::BenchDriver& driver, int fallback_ms);
 
 }  // namespace mixq::cli

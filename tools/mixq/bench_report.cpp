@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "mixq/error.hpp"
 
@@ -49,7 +50,9 @@ void print_table_header(FILE* out, const BenchReport& r) {
   std::fprintf(out, "baseline: %s; times are medians (us); GB/s counts weight + activation + "
                "output bytes; err = ||y - ref|| / ||ref|| vs float64 on the dequantized weights "
                "over up to 4 rows of M x 256 columns of N (emul: on the quantized activations "
-               "too)\n\n", r.baseline.c_str());
+               "too)%s\n\n", r.baseline.c_str(),
+               r.settle_ms > 0 ? ("; each case timed after " + std::to_string(r.settle_ms) +
+                                  " ms of its own untimed calls").c_str() : "");
   std::fprintf(out, "%-*s  %-11s  %5s  %10s  %8s  %8s  %9s  %9s  %8s  %8s  %-*s  %s\n", kSchemeWidth,
                "scheme", "KxN", "M", "time(us)", "GB/s", "TFLOP/s", "err", "err(emul)", "x dense",
                "x paired", kCheckWidth, "check", "kernel");
@@ -91,6 +94,7 @@ void write_json(const std::string& path, const BenchReport& r) {
   o << "{\n  \"command\": " << json_string(r.command) << ",\n  \"backend\": "
     << json_string(r.backend) << ",\n  \"device\": " << json_string(r.device)
     << ",\n  \"baseline\": " << json_string(r.baseline) << ",\n  \"threads\": " << r.threads
+    << ",\n  \"settle_ms\": " << r.settle_ms
     << ",\n  \"error_metric\": \"relative Frobenius error over the sampled outputs vs a float64 "
        "reference on the dequantized weights\",\n  \"results\": [";
   for (size_t i = 0; i < r.rows.size(); ++i) {

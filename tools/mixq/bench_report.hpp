@@ -34,6 +34,7 @@ struct BenchReport {
   std::string command;   // the command line that produced it
   std::string backend, device, baseline;
   int threads = 0;
+  int settle_ms = 0;     // untimed replays of each case before its timed ones (CUDA)
   std::vector<BenchRow> rows;
 };
 

@@ -48,6 +48,9 @@ const char kHelp[] =
     "  --reps N             at most N timed calls per case (default 20; fewer when a call is slow:\n"
     "                       each case gets ~0.2 s, at least 2 calls)\n"
     "  --warmup N           untimed calls before timing (default 1)\n"
+    "  --settle-ms N        CUDA: each case's own calls replayed untimed for N ms before it is\n"
+    "                       timed, so every case (the baseline, timed first, too) runs at the\n"
+    "                       clocks of sustained load (default 200; --quick 0)\n"
     "  --threads N          CPU threads (default: MIXQ_NUM_THREADS or all cores)\n"
     "  --act f16|bf16       CUDA activation (and cuBLAS baseline) dtype, default f16\n"
     "  --tune K=V,...       kernel tuning knobs (mixq/tuning.hpp keys, e.g. wo_token_tile=64),\n"
@@ -151,7 +154,7 @@ int run_bench(int argc, char** argv) {
           {"--threads", "", true}, {"--json", "", true}, {"--quick", "", false},
           {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
           {"--act", "", true}, {"--tune", "", true}, {"--force-kernel", "", true},
-          {"--only", "", true}, {"--skip", "", true}});
+          {"--only", "", true}, {"--skip", "", true}, {"--settle-ms", "", true}});
   if (a.help()) return print_help((std::string(kHelp) + "\n" + kBenchFileHelp).c_str());
   if (!a.positionals().empty()) return run_bench_file(a, join_command(argc, argv));
   for (const char* opt : {"--only", "--skip"})
@@ -212,6 +215,8 @@ int run_bench(int argc, char** argv) {
   report.device = driver->device();
   report.baseline = driver->baseline_name();
   report.threads = driver->threads();
+  policy.settle_s = parse_settle_s(a, *driver, quick ? 0 : 200);
+  report.settle_ms = static_cast<int>(policy.settle_s * 1e3 + 0.5);
   const DType act_dtype = driver->activation_dtype();
   const int64_t act_bytes = dtype_bits(act_dtype) / 8;
   const int64_t cache = driver->cache_bytes();
