@@ -336,6 +336,7 @@ TEST_F(CliTest, BenchSettleMsIsCheckedOnEveryBackend) {
   expect_clean_failure("bench --quick --backend cpu --settle-ms -5", 2, {"--settle-ms", "[0, 60000]", "-5"});
   expect_clean_failure("bench --quick --backend cpu --settle-ms 60001", 2, {"--settle-ms", "60001"});
   expect_clean_failure("bench --quick --backend cpu --settle-ms 1e3", 2, {"--settle-ms", "1e3"});
+  expect_clean_failure("bench --op moe --quick --backend cpu --settle-ms -1", 2, {"--settle-ms", "-1"});
   const RunResult r = run("bench --quick --backend cpu --settle-ms 50", 300);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
 }
@@ -361,6 +362,7 @@ TEST_F(CliTest, BenchMoeQuickRunsAndWritesJson) {
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   const std::string j = slurp(json);
   EXPECT_NE(j.find("\"command\": \"mixq bench --op moe --quick"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"settle_ms\": 0,"), std::string::npos) << j.substr(0, 400);
   for (const char* s : {"\"op\": \"moe\"", "\"model\": \"tiny\"", "\"model\": \"tiny-wide\"",
                         "\"routing\": \"uniform\"", "\"routing\": \"skewed\"",
                         "\"scheme\": \"w4g128\"", "\"scheme\": \"w8g128\"", "\"gate_up_us\"",

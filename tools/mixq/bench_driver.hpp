@@ -61,7 +61,7 @@ struct TimingPolicy {
   // A first call slower than this is itself the one sample (a multi-second call is not
   // distorted by warm-up effects, and repeating it would blow the run's time budget).
   double slow_call_s = 0.5;
-  // CUDA: untimed replays of the case's own calls for at least this long before the timed ones.
+  // CUDA: the case's own calls, untimed, for at least this long before the timed ones.
   // Under sustained load the GPU's clocks fall to its power cap; a case timed first on a rested
   // GPU runs faster than it would inside a model (H200, 14336x4096 at M = 4096: cuBLAS timed
   // first 612 us, the same calls replayed after another case's 705), and the bench times the

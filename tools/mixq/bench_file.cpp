@@ -323,7 +323,7 @@ int run_bench_file(const Args& a, const std::string& command_line) {
   report.device = driver->device();
   report.baseline = driver->baseline_name();
   report.threads = driver->threads();
-  policy.settle_s = parse_settle_s(a, *driver, 200);
+  policy.settle_s = parse_settle_s(a, driver->backend(), 200);
   report.settle_ms = static_cast<int>(policy.settle_s * 1e3 + 0.5);
   if (report.backend == "cpu") report.isa = cpu::isa_name();
   const DType act_dtype = driver->activation_dtype();

@@ -56,6 +56,8 @@ const char kHelp[] =
     "  --backend B          auto (default: cuda when usable, else cpu), cpu, cuda\n"
     "  --reps N             at most N timed calls per figure (default 10)\n"
     "  --warmup N           untimed calls before timing (default 1)\n"
+    "  --settle-ms N        CUDA: each figure's own call repeated untimed for N ms before it is\n"
+    "                       timed (the clocks of sustained load; default 200, --quick 0)\n"
     "  --threads N          CPU threads (default: MIXQ_NUM_THREADS or all cores)\n"
     "  --act f16|bf16       CUDA activation (and cuBLAS baseline) dtype, default bf16\n"
     "  --json FILE          also write the rows as JSON (with this command line)\n"
@@ -181,12 +183,13 @@ std::string num(double v) {
 }
 
 void write_json(const std::string& path, const std::string& command, const MoeBenchDriver& d,
-                const std::vector<Row>& rows) {
+                int settle_ms, const std::vector<Row>& rows) {
   std::ofstream f(path);
   f << "{\n  \"command\": " << json_str(command) << ",\n  \"op\": \"moe\",\n  \"backend\": "
     << json_str(d.backend()) << ",\n  \"device\": " << json_str(d.device())
     << ",\n  \"baseline\": " << json_str(d.baseline_name())
-    << ",\n  \"read_ceiling_gb_s\": " << num(d.read_ceiling_gb_s()) << ",\n  \"rows\": [";
+    << ",\n  \"read_ceiling_gb_s\": " << num(d.read_ceiling_gb_s()) << ",\n  \"settle_ms\": " << settle_ms
+    << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     f << (i ? ",\n" : "\n") << "    {\"model\": " << json_str(r.model.name)
@@ -216,9 +219,10 @@ void write_json(const std::string& path, const std::string& command, const MoeBe
   MIXQ_CHECK(f.good(), ErrorCode::Io, "bench: cannot write ", path);
 }
 
-void print_header(const MoeBenchDriver& d) {
+void print_header(const MoeBenchDriver& d, int settle_ms) {
   std::printf("mixq bench --op moe: backend %s, %s\nbaseline: %s\n", d.backend().c_str(),
               d.device().c_str(), d.baseline_name().c_str());
+  if (settle_ms > 0) std::printf("each figure timed after %d ms of its own untimed calls\n", settle_ms);
   if (d.read_ceiling_gb_s() > 0) std::printf("read ceiling: %.0f GB/s\n", d.read_ceiling_gb_s());
   std::printf("%-14s %5s %-7s %-12s %5s %6s %10s %10s %10s %10s %10s %7s %9s %8s %6s %8s %9s %s\n",
               "model", "T", "routing", "scheme", "act", "rows", "gate_up_us", "down_us",
@@ -251,7 +255,7 @@ int run_bench_moe(int argc, char** argv) {
           {"--reps", "", true}, {"--warmup", "", true}, {"--threads", "", true},
           {"--act", "", true}, {"--json", "", true}, {"--quick", "", false},
           {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
-          {"--tune", "", true}});
+          {"--tune", "", true}, {"--settle-ms", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   if (a.get("--op") != "moe") usage_fail("bench", "--op must be moe or conv2d, got '" + a.get("--op") + "'");
@@ -298,6 +302,7 @@ int run_bench_moe(int argc, char** argv) {
                "bench: the CUDA backend is not available (built without CUDA, or no usable GPU)");
   }
   if (!driver) driver = make_cpu_moe_driver(threads, tuning);
+  policy.settle_s = parse_settle_s(a, driver->backend(), quick ? 0 : 200);
 
   std::vector<BenchScheme> schemes;
   for (const std::string& n : a.has("--schemes") ? split(a.get("--schemes"), ',')
@@ -314,7 +319,8 @@ int run_bench_moe(int argc, char** argv) {
   const DType act_dtype = driver->activation_dtype();
   const double ceiling = driver->read_ceiling_gb_s();
   const auto t_start = std::chrono::steady_clock::now();
-  print_header(*driver);
+  const int settle_ms = static_cast<int>(policy.settle_s * 1e3 + 0.5);
+  print_header(*driver, settle_ms);
   std::vector<Row> rows;
   for (size_t mi = 0; mi < models.size(); ++mi) {
     const MoeModel& m = models[mi];
@@ -407,7 +413,7 @@ int run_bench_moe(int argc, char** argv) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count());
   if (a.has("--json")) {
     formats::OutputFile json(a.get("--json"));
-    write_json(json.temp_path(), command, *driver, rows);
+    write_json(json.temp_path(), command, *driver, settle_ms, rows);
     json.commit();
   }
   int failed = 0;

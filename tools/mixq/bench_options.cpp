@@ -44,9 +44,9 @@ bench::DriverConfig parse_driver_config(const Args& a) {
   return cfg;
 }
 
-double parse_settle_s(const Args& a, const bench::BenchDriver& driver, int fallback_ms) {
+double parse_settle_s(const Args& a, const std::string& driver_backend, int fallback_ms) {
   const int64_t ms = a.get_int("--settle-ms", fallback_ms, 0, 60000);  // checked on every backend
-  return driver.backend() == "cuda" ? double(ms) / 1e3 : 0.0;
+  return driver_backend == "cuda" ? double(ms) / 1e3 : 0.0;
 }
 
 }  // namespace mixq::cli

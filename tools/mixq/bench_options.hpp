@@ -5,6 +5,8 @@
 #include "bench_driver.hpp"
 #include "cli.hpp"
 
+#include <string>
+
 namespace mixq::cli {
 
 // --tol-scale X (> 0, finite; default 1).
@@ -16,7 +18,7 @@ Tuning parse_tuning(const Args& a);
 // --threads, --act (default f16), --tune, --force-kernel.
 bench::DriverConfig parse_driver_config(const Args& a);
 // --settle-ms N (0 ... 60000; default `fallback_ms`) as seconds for TimingPolicy::settle_s where
-// `driver` is the CUDA one; 0 for the others (their calls do not move a GPU's clocks).
-double parse_settle_s(const Args& a, const bench::BenchDriver& driver, int fallback_ms);
+// the driver's backend is "cuda"; 0 for the others (their calls do not move a GPU's clocks).
+double parse_settle_s(const Args& a, const std::string& driver_backend, int fallback_ms);
 
 }  // namespace mixq::cli

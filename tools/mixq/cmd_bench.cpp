@@ -215,7 +215,7 @@ int run_bench(int argc, char** argv) {
   report.device = driver->device();
   report.baseline = driver->baseline_name();
   report.threads = driver->threads();
-  policy.settle_s = parse_settle_s(a, *driver, quick ? 0 : 200);
+  policy.settle_s = parse_settle_s(a, driver->backend(), quick ? 0 : 200);
   report.settle_ms = static_cast<int>(policy.settle_s * 1e3 + 0.5);
   const DType act_dtype = driver->activation_dtype();
   const int64_t act_bytes = dtype_bits(act_dtype) / 8;
