@@ -1,13 +1,19 @@
 // Persistent worker threads for the CPU backend.
 #include "cpu/thread_pool.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace mixq::cpu {
 
@@ -26,12 +32,42 @@ namespace {
 
 constexpr int kMaxWorkers = 255;
 
+// How long a thread spins on the pool's state before it sleeps. A call is one or two parallel
+// regions, and a decode step is many calls back to back: a helper asleep on the condition
+// variable between them is woken by a futex call, and the caller, asleep on the helpers' end,
+// by another; on a small VM each wake took tens of µs of a 400-600 µs one-token call, so that two
+// threads ran some GGUF decode rows slower than one. Spinning this long covers the gaps inside
+// a call and between the calls of a step, and bounds the time a helper burns once work stops.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until done() or kSpin has passed (not at all where `spin` is false); whether done() held.
+template <class Done>
+bool spin_until(bool spin, Done&& done) {
+  if (!spin) return done();
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+
 class Pool {
  public:
   ~Pool() {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      stop_ = true;
+      stop_.store(true);
     }
     cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -52,15 +88,21 @@ class Pool {
       body_ = &body;
       n_tasks_ = n_tasks;
       next_.store(0);
-      active_ = helpers;
-      pending_ = helpers;
+      active_.store(helpers);
+      pending_.store(helpers);
+      // spinning only where every thread of the region has a core: oversubscribed, a spinning
+      // helper would take the time of a thread with work
+      spin_.store(helpers + 1 <= cores_);
       error_ = nullptr;
-      ++generation_;
+      generation_.fetch_add(1, std::memory_order_release);  // spinning helpers start on this
     }
     cv_.notify_all();
     work();
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [this] { return pending_ == 0; });
+    // the helpers end about when this thread does: spin on their count before sleeping
+    if (!spin_until(spin_.load(), [this] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_cv_.wait(lk, [this] { return pending_.load() == 0; });
+    }
     body_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -81,16 +123,20 @@ class Pool {
 
   void loop(int id) {
     uint64_t seen = 0;
+    auto ready = [&] {
+      return stop_.load(std::memory_order_acquire) ||
+             (generation_.load(std::memory_order_acquire) != seen && id < active_.load(std::memory_order_acquire));
+    };
     for (;;) {
-      {
+      if (!spin_until(spin_.load(std::memory_order_relaxed), ready)) {
         std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return stop_ || (generation_ != seen && id < active_); });
-        if (stop_) return;
-        seen = generation_;
+        cv_.wait(lk, ready);
       }
+      if (stop_.load()) return;
+      seen = generation_.load(std::memory_order_acquire);
       work();
       std::lock_guard<std::mutex> lk(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_one();
     }
   }
 
@@ -100,9 +146,12 @@ class Pool {
   const std::function<void(int64_t)>* body_ = nullptr;
   int64_t n_tasks_ = 0;
   std::atomic<int64_t> next_{0};
-  int active_ = 0, pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  // read by spinning threads without the lock; written under it (generation_ last, with release:
+  // a helper that sees a new generation sees the region's body_ and n_tasks_)
+  std::atomic<int> active_{0}, pending_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false}, spin_{false};
+  const int cores_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::exception_ptr error_;
 };
 

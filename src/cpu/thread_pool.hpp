@@ -1,5 +1,6 @@
-// A small persistent thread pool (the ggml way: workers sleep on a condition variable between
-// calls, tasks are claimed from an atomic counter, the calling thread works too).
+// A small persistent thread pool (the ggml way: workers spin a short while, then sleep on a
+// condition variable between calls; tasks are claimed from an atomic counter, the calling thread
+// works too and spins on the helpers' end before it sleeps).
 #pragma once
 
 #include <cstdint>
