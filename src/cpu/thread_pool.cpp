@@ -1,7 +1,6 @@
 // Persistent worker threads for the CPU backend.
 #include "cpu/thread_pool.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +16,14 @@
 
 namespace mixq::cpu {
 
+namespace {
+// the machine's hardware threads (1 where the library cannot tell)
+int hardware_threads() {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw > 0 ? static_cast<int>(hw) : 1;
+}
+}  // namespace
+
 int resolve_num_threads(int requested) {
   if (requested > 0) return requested;
   static const int env = [] {  // read once per process
@@ -24,8 +31,7 @@ int resolve_num_threads(int requested) {
     return e ? std::atoi(e) : 0;
   }();
   if (env > 0) return env;
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
+  return hardware_threads();
 }
 
 namespace {
@@ -151,7 +157,7 @@ class Pool {
   std::atomic<int> active_{0}, pending_{0};
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false}, spin_{false};
-  const int cores_ = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores_ = hardware_threads();
   std::exception_ptr error_;
 };
 
