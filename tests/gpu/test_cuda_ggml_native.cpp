@@ -411,6 +411,34 @@ TEST(CudaGgmlNative, UnalignedRowsFallBack) {
     }
 }
 
+// Dequantize + cuBLAS over several row chunks: 1 MB holds 341 rows of K = 768 in f32, so the chunks
+// are 256 rows (whole 128-row groups: 256, 256, 256, 232 of N = 1000), each GEMM writing its own
+// column range of Y: f32, and f16 (X's type: cuBLAS writes the strided Y itself) with bias and clamp.
+TEST(CudaGgmlNative, DequantChunksCoverEveryRow) {
+  SKIP_WITHOUT_GPU();
+  const TypeCase& tc = all_types()[8];  // Q4_K
+  const int64_t N = 1000, K = 768, M = 37;
+  const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 23);
+  const QuantizedWeight w = formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+  const PreparedWeight one = prepare(w, cuda_opts("cuda_ggml_dequant_cublas"));
+  const PreparedWeight chunked = prepare(w, cuda_opts("cuda_ggml_dequant_cublas", "wo_dequant_chunk_mb=1"));
+  const std::vector<float> x = rounded(random_x(M, K, 24), DType::F16);
+  const Refs ref = reference(w, blocks, tc.type, x, M);
+  EXPECT_LE(max_err(run(chunked, x, M), ref.exact) / ref.max_exact, 1e-5) << "f32";
+  RunOpts o;
+  o.xt = o.yt = DType::F16;
+  o.ldy_pad = 5;
+  o.bias.assign(size_t(N), 0.f);
+  for (int64_t n = 0; n < N; ++n) o.bias[size_t(n)] = float(n % 7) * 0.25f - 0.75f;
+  o.lo = -0.5f * float(ref.max_exact);
+  o.hi = 0.5f * float(ref.max_exact);
+  std::vector<double> expect(ref.exact.size());
+  for (size_t i = 0; i < expect.size(); ++i)
+    expect[i] = std::min<double>(o.hi, std::max<double>(o.lo, ref.exact[i] + o.bias[i % size_t(N)]));
+  EXPECT_LE(max_err(run(one, x, M, o), expect) / ref.max_exact, 2e-3) << "f16, one chunk";
+  EXPECT_LE(max_err(run(chunked, x, M, o), expect) / ref.max_exact, 2e-3) << "f16, four chunks";
+}
+
 // A captured M = 1 call (quantizer + PDL GEMV) replays on new inputs.
 TEST(CudaGgmlNative, GraphReplaysOnNewInputs) {
   SKIP_WITHOUT_GPU();

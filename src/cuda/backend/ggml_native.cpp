@@ -216,8 +216,9 @@ class CudaGgmlNative final : public PreparedImpl {
     planes_.d_pitch = hp.d_pitch;
     planes_.sc_pitch = hp.sc_pitch;
     f16_exp_ = f16_weight_exponent(w);
-    const int64_t chunk_mb = o.tuning.wo_dequant_chunk_mb > 0 ? o.tuning.wo_dequant_chunk_mb : 256;
-    chunk_rows_ = std::max<int64_t>(1, std::min<int64_t>(N, (chunk_mb << 20) / (K * 4)));
+    const size_t chunk_cap =
+        o.tuning.wo_dequant_chunk_mb > 0 ? size_t(o.tuning.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
+    chunk_rows_ = dequant_chunk_rows(N, size_t(K) * 4, chunk_cap, kDequantChunkGranule);
     scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
@@ -259,6 +260,8 @@ class CudaGgmlNative final : public PreparedImpl {
 
  private:
   static constexpr int64_t kScratchRows = 4096;
+  // Chunks of the dequantize + cuBLAS path start on 128-row boundaries (dequant_chunk_rows).
+  static constexpr int64_t kDequantChunkGranule = 128;
   // Measured on an H200 (docs/decisions/cuda-ggml-native.md): the GEMV up to 4 tokens (3 for
   // Q4_0 / Q4_1, whose decode is the cheapest, so a tensor-core kernel's fixed cost is repaid
   // sooner). Above it, 16-bit X: the few-token kernel up to 8 tokens (0.69-1.02x the staged

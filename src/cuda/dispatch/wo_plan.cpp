@@ -210,9 +210,7 @@ void plan_dequant_cublas(WoPlan& p, const WoCall& c, const WoWeight& w, const Tu
   p.id.act = uint8_t(c.x_type);
   const int64_t elem = c.x_type == kIoF32 ? 4 : 2;
   const size_t chunk_cap = t.wo_dequant_chunk_mb > 0 ? size_t(t.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
-  int64_t rows = int64_t(chunk_cap / size_t(L.Kp * elem)) / kTileRows * kTileRows;
-  rows = std::max<int64_t>(rows, kTileRows);
-  p.chunk_rows = std::min<int64_t>(rows, L.Np);
+  p.chunk_rows = dequant_chunk_rows(L.Np, size_t(L.Kp * elem), chunk_cap, kTileRows);
   p.chunk_bytes = size_t(p.chunk_rows * L.Kp * elem);
   p.gather_bytes = w.gather ? size_t(c.M * L.K * elem) : 0;
   const bool y_direct = c.y_type == c.x_type || c.y_type == kIoF32;
@@ -429,8 +427,7 @@ WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, con
   size_t chunk = 0;
   for (size_t elem : {size_t(2), size_t(4)}) {
     const size_t row_bytes = size_t(L.Kp) * elem;
-    const size_t rows = std::min(size_t(L.Np), std::max(size_t(kTileRows), chunk_cap / row_bytes / kTileRows * kTileRows));
-    chunk = std::max(chunk, rows * row_bytes);
+    chunk = std::max(chunk, size_t(dequant_chunk_rows(L.Np, row_bytes, chunk_cap, kTileRows)) * row_bytes);
   }
   const size_t gather = w.gather ? M * size_t(L.K) * 4 : 0;
   const size_t out = staged_output ? M * size_t(L.N) * 4 : 0;
