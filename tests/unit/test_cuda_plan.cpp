@@ -292,6 +292,30 @@ TEST(CudaPlan, CublasChunksAreTileAlignedAndBounded) {
   EXPECT_LE(plan(c, L, caps).chunk_bytes, size_t(32) << 20);
 }
 
+// The rows of a dequantize + cuBLAS chunk (shared by the weight-only and GGUF paths): whole groups,
+// so every chunk's output columns start 16-byte aligned. GGUF 14336x21504 in f32 rows: 256 MB holds
+// 4681 rows, which made every later chunk start at an odd row (cuBLAS's unaligned kernels).
+TEST(CudaPlan, DequantChunkRowsAreWholeGroups) {
+  const size_t cap = kDequantChunkBytes;
+  EXPECT_EQ(dequant_chunk_rows(21504, size_t(14336) * 4, cap, 128), 4608);
+  EXPECT_EQ(dequant_chunk_rows(21504, size_t(14336) * 2, cap, 16), 9360);
+  EXPECT_EQ(dequant_chunk_rows(1000, size_t(768) * 4, size_t(1) << 20, 128), 256);
+  for (const int64_t n : {int64_t(1), int64_t(77), int64_t(4096), int64_t(128256)})
+    for (const int64_t k : {int64_t(256), int64_t(4096), int64_t(14336), int64_t(1) << 20})
+      for (const int64_t g : {int64_t(16), int64_t(128)}) {
+        const int64_t r = dequant_chunk_rows(n, size_t(k) * 4, cap, g);
+        EXPECT_GE(r, 1);
+        EXPECT_LE(r, n);
+        // fewer rows than N only in whole groups, and more than one group only within the cap
+        if (r < n) {
+          EXPECT_EQ(r % g, 0) << n << " x " << k;
+        }
+        if (r > g) {
+          EXPECT_LE(size_t(r) * size_t(k) * 4, cap) << n << " x " << k;
+        }
+      }
+}
+
 TEST(CudaPlan, WgmmaServesLargerBatchesOnHopper) {
   const DeviceCaps caps = hopper();
   const WoLayout L = layout(21504, 14336, 4, 128);
