@@ -193,14 +193,17 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   N = w.N;
   K = w.K;
   i8_max_rows_ = native_i8_max_rows(nk_->isa, nw_.type);
-  // The prefill path's chunk decoding pays from 5 rows on the avx2 set; on the avx512 set of a
-  // non-Intel core the register tiles (4 rows each, unpacking their own codes) were faster up to
-  // 32 rows (AMD EPYC, 1 and 2 threads: 1.6-2.2x at M = 8, 1.2-2x at 16, ~1.1x at 32, even at 64;
-  // docs/decisions/ggml-native-weights.md).
-  const bool tiles_longer = std::string(nk_->isa) == "avx512" && !cpu_features().intel;
+  // Where the prefill path's chunk decoding starts (docs/decisions/ggml-native-weights.md): the
+  // register tiles (4 rows each, unpacking their own codes) were faster up to 32 rows on the
+  // avx512 set of a non-Intel core (AMD EPYC, 1 and 2 threads: 1.6-2.2x at M = 8, 1.2-2x at 16,
+  // ~1.1x at 32, even at 64) and, since its four-row tiles, up to 16 on the avx2 set (AVX2-only
+  // AMD EPYC: 1.27x / 1.16x / 1.07x / 1.03x at M = 5 / 8 / 12 / 16 with one thread, 1.22x / 1.07x
+  // at 8 / 16 with two; 0.97x at 24). Intel's avx512 set decodes from 5 rows.
+  const std::string isa(nk_->isa);
   decode_min_rows_ = o.tuning.cpu_ggml_decode_min_rows > 0 ? o.tuning.cpu_ggml_decode_min_rows
-                     : tiles_longer                         ? 33
-                                                            : kI8TileRows + 1;
+                     : isa == "avx512" && !cpu_features().intel ? 33
+                     : isa == "avx2"                            ? 17
+                                                                : kI8TileRows + 1;
   // Auto: on Intel cores always; elsewhere (measured on an AMD EPYC) only for the 32-element
   // block types, whose light decode leaves the core waiting on the stream: the super-block types'
   // longer decode per byte ran 1.1-2x slower with the L1 prefetch than without.
