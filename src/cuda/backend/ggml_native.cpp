@@ -216,9 +216,7 @@ class CudaGgmlNative final : public PreparedImpl {
     planes_.d_pitch = hp.d_pitch;
     planes_.sc_pitch = hp.sc_pitch;
     f16_exp_ = f16_weight_exponent(w);
-    const size_t chunk_cap =
-        o.tuning.wo_dequant_chunk_mb > 0 ? size_t(o.tuning.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
-    chunk_rows_ = dequant_chunk_rows(N, size_t(K) * 4, chunk_cap, kDequantChunkGranule);
+    chunk_rows_ = dequant_chunk_rows(N, size_t(K) * 4, dequant_chunk_cap(o.tuning), kDequantChunkGranule);
     scratch_ = ctx_->reserve_scratch(workspace_size(kScratchRows));
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }

@@ -209,7 +209,7 @@ void plan_dequant_cublas(WoPlan& p, const WoCall& c, const WoWeight& w, const Tu
   p.id.family = Family::WoDequantCublas;
   p.id.act = uint8_t(c.x_type);
   const int64_t elem = c.x_type == kIoF32 ? 4 : 2;
-  const size_t chunk_cap = t.wo_dequant_chunk_mb > 0 ? size_t(t.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
+  const size_t chunk_cap = dequant_chunk_cap(t);
   p.chunk_rows = dequant_chunk_rows(L.Np, size_t(L.Kp * elem), chunk_cap, kTileRows);
   p.chunk_bytes = size_t(p.chunk_rows * L.Kp * elem);
   p.gather_bytes = w.gather ? size_t(c.M * L.K * elem) : 0;
@@ -423,7 +423,7 @@ WoWorkspaceBound wo_max_workspace(const WoWeight& w, const DeviceCaps& caps, con
       }
   // Dequantize + cuBLAS: one chunk of W in the activation type (whole rows: the largest of the
   // 16-bit and f32 chunks), X gathered, Y staged in f32.
-  const size_t chunk_cap = t.wo_dequant_chunk_mb > 0 ? size_t(t.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
+  const size_t chunk_cap = dequant_chunk_cap(t);
   size_t chunk = 0;
   for (size_t elem : {size_t(2), size_t(4)}) {
     const size_t row_bytes = size_t(L.Kp) * elem;

@@ -128,6 +128,10 @@ constexpr int64_t kWgmmaMaxM = 2048;
 constexpr int64_t kWgmmaBigMaxM = 4096;
 // Rows of W dequantized per cuBLAS call: large chunks keep the GEMMs efficient.
 constexpr size_t kDequantChunkBytes = size_t(256) << 20;
+// The bytes of a chunk: Tuning::wo_dequant_chunk_mb where set, else kDequantChunkBytes.
+inline size_t dequant_chunk_cap(const Tuning& t) {
+  return t.wo_dequant_chunk_mb > 0 ? size_t(t.wo_dequant_chunk_mb) << 20 : kDequantChunkBytes;
+}
 // Rows of a chunk: the whole `granule`-row groups that `cap` bytes hold at `row_bytes` a row (at
 // least one group, at most n). Whole groups keep every chunk's first output column 16-byte
 // aligned: a chunk starting at an odd row sends cuBLAS to its unaligned kernels (GGUF 14336x21504
