@@ -16,7 +16,7 @@ namespace mixq::cpu {
 class DenseGemmF32 {
  public:
   // Copies and packs W (on the backend's default threads). num_threads is what run() uses:
-  // 0 = MIXQ_NUM_THREADS or all hardware threads.
+  // 0 = MIXQ_NUM_THREADS, else every CPU this process may run on (its affinity mask).
   DenseGemmF32(const float* W, int64_t N, int64_t K, int num_threads = 0);
   // X [M][K], Y [M][N], row-major contiguous. Calls on one object are serialized (they share a
   // workspace that grows to the largest M seen).

@@ -76,7 +76,7 @@ struct ExecContext {
   void* stream = nullptr;        // cudaStream_t for CUDA (nullptr = legacy default stream)
   void* workspace = nullptr;     // caller-owned scratch (see workspace_size)
   size_t workspace_bytes = 0;
-  int num_threads = 0;           // CPU: 0 = all hardware threads (or MIXQ_NUM_THREADS)
+  int num_threads = 0;           // CPU: 0 = MIXQ_NUM_THREADS, else every CPU of the affinity mask
 };
 
 // Convolution weights: a canonical weight whose K axis is the flattened (Ci, Kh, Kw) in one of

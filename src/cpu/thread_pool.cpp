@@ -13,16 +13,27 @@
 #if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
 #include <immintrin.h>
 #endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 namespace mixq::cpu {
 
-namespace {
-// the machine's hardware threads (1 where the library cannot tell)
-int hardware_threads() {
+int available_cpus() {
+#if defined(__linux__)
+  // The affinity mask, not the machine: under taskset, a cgroup cpuset (containers, batch
+  // schedulers) or numactl the process runs on fewer CPUs than the machine has, and a pool sized
+  // to the machine puts several spinning threads on each of them.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+#endif
   const unsigned hw = std::thread::hardware_concurrency();
   return hw > 0 ? static_cast<int>(hw) : 1;
 }
-}  // namespace
 
 int resolve_num_threads(int requested) {
   if (requested > 0) return requested;
@@ -31,7 +42,8 @@ int resolve_num_threads(int requested) {
     return e ? std::atoi(e) : 0;
   }();
   if (env > 0) return env;
-  return hardware_threads();
+  static const int cpus = available_cpus();  // (a system call: read once per process)
+  return cpus;
 }
 
 namespace {
@@ -94,13 +106,14 @@ class Pool {
       body_ = &body;
       n_tasks_ = n_tasks;
       next_.store(0);
-      active_.store(helpers);
       pending_.store(helpers);
       // spinning only where every thread of the region has a core: oversubscribed, a spinning
       // helper would take the time of a thread with work
       spin_.store(helpers + 1 <= cores_);
       error_ = nullptr;
-      generation_.fetch_add(1, std::memory_order_release);  // spinning helpers start on this
+      // the new region, last (release): spinning helpers start on it
+      const uint64_t generation = (region_.load(std::memory_order_relaxed) >> kWidthBits) + 1;
+      region_.store(generation << kWidthBits | static_cast<uint64_t>(helpers), std::memory_order_release);
     }
     cv_.notify_all();
     work();
@@ -128,10 +141,17 @@ class Pool {
   }
 
   void loop(int id) {
-    uint64_t seen = 0;
+    // the generation this helper last worked in, and the one `ready` found it is part of: both
+    // taken from one read of region_, since a generation and a width read apart could belong to
+    // two regions (a helper outside the running region reading the next one's width would join
+    // the running one, and then the next one too: two decrements of one pending_ count)
+    uint64_t seen = 0, joined = 0;
     auto ready = [&] {
-      return stop_.load(std::memory_order_acquire) ||
-             (generation_.load(std::memory_order_acquire) != seen && id < active_.load(std::memory_order_acquire));
+      if (stop_.load(std::memory_order_acquire)) return true;
+      const uint64_t r = region_.load(std::memory_order_acquire);
+      if (r >> kWidthBits == seen || id >= static_cast<int>(r & kWidthMask)) return false;
+      joined = r >> kWidthBits;
+      return true;
     };
     for (;;) {
       if (!spin_until(spin_.load(std::memory_order_relaxed), ready)) {
@@ -139,7 +159,7 @@ class Pool {
         cv_.wait(lk, ready);
       }
       if (stop_.load()) return;
-      seen = generation_.load(std::memory_order_acquire);
+      seen = joined;
       work();
       std::lock_guard<std::mutex> lk(mu_);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) done_cv_.notify_one();
@@ -152,12 +172,17 @@ class Pool {
   const std::function<void(int64_t)>* body_ = nullptr;
   int64_t n_tasks_ = 0;
   std::atomic<int64_t> next_{0};
-  // read by spinning threads without the lock; written under it (generation_ last, with release:
-  // a helper that sees a new generation sees the region's body_ and n_tasks_)
-  std::atomic<int> active_{0}, pending_{0};
-  std::atomic<uint64_t> generation_{0};
+  // read by spinning threads without the lock; written under it (region_ last, with release: a
+  // helper that sees a new region sees its body_, n_tasks_, next_ and pending_)
+  std::atomic<int> pending_{0};
+  // the running region: its generation (counting from 1) above kWidthBits, its helper count
+  // (helpers with id below it work in it) in the bits below
+  static constexpr int kWidthBits = 16;
+  static constexpr uint64_t kWidthMask = (uint64_t(1) << kWidthBits) - 1;
+  static_assert(kMaxWorkers <= int(kWidthMask), "the helper count fits its bits");
+  std::atomic<uint64_t> region_{0};
   std::atomic<bool> stop_{false}, spin_{false};
-  const int cores_ = hardware_threads();
+  const int cores_ = available_cpus();
   std::exception_ptr error_;
 };
 

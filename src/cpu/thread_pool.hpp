@@ -8,8 +8,12 @@
 
 namespace mixq::cpu {
 
+// The CPUs this process may run on: its affinity mask where the OS reports one (taskset, cgroup
+// cpusets), else std::thread::hardware_concurrency() (at least 1).
+int available_cpus();
+
 // Threads to use for a call: `requested` when > 0, else MIXQ_NUM_THREADS when set (> 0), else
-// std::thread::hardware_concurrency().
+// available_cpus() (both read once per process).
 int resolve_num_threads(int requested);
 
 // Runs body(task) for task in [0, n_tasks) on up to `threads` threads (the caller included) and

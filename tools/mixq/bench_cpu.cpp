@@ -13,6 +13,7 @@
 #include "mixq/error.hpp"
 
 // The optimized CPU backend's dense FP32 GEMM (Y[M][N] = X[M][K] . W[N][K]^T), the baseline.
+#include "cpu/thread_pool.hpp"
 #include "mixq/cpu.hpp"
 
 namespace mixq::bench {
@@ -125,19 +126,11 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-int resolve_threads(int threads) {
-  if (threads > 0) return threads;
-  if (const char* env = std::getenv("MIXQ_NUM_THREADS")) {
-    const int v = std::atoi(env);
-    if (v > 0) return v;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 class CpuDriver final : public BenchDriver {
  public:
   CpuDriver(const DriverConfig& cfg, BackendKind kind)
-      : threads_(resolve_threads(cfg.threads)), kind_(kind), tuning_(cfg.tuning),
+      : threads_(cpu::resolve_num_threads(cfg.threads)), kind_(kind), tuning_(cfg.tuning),
         force_kernel_(cfg.force_kernel) {}
 
   std::string backend() const override { return backend_name(kind_); }

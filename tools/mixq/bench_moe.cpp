@@ -58,7 +58,7 @@ const char kHelp[] =
     "  --warmup N           untimed calls before timing (default 1)\n"
     "  --settle-ms N        CUDA: each figure's own call repeated untimed for N ms before it is\n"
     "                       timed (the clocks of sustained load; default 200, --quick 0)\n"
-    "  --threads N          CPU threads (default: MIXQ_NUM_THREADS or all cores)\n"
+    "  --threads N          CPU threads (default: MIXQ_NUM_THREADS, else the CPUs of the affinity mask)\n"
     "  --act f16|bf16       CUDA activation (and cuBLAS baseline) dtype, default bf16\n"
     "  --json FILE          also write the rows as JSON (with this command line)\n"
     "  --quick              tiny models, T = 1, 8, 33: a smoke test\n"

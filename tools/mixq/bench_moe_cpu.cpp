@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bench_moe.hpp"
+#include "cpu/thread_pool.hpp"
 #include "mixq/cpu.hpp"
 #include "mixq/error.hpp"
 
@@ -23,7 +24,7 @@ TensorView host_view(const void* p, DType t, std::initializer_list<int64_t> dims
 class CpuMoeDriver final : public MoeBenchDriver {
  public:
   CpuMoeDriver(int threads, const Tuning& tuning)
-      : threads_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      : threads_(cpu::resolve_num_threads(threads)),
         tuning_(tuning) {}
   std::string backend() const override { return "cpu"; }
   std::string device() const override {

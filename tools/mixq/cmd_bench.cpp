@@ -51,7 +51,7 @@ const char kHelp[] =
     "  --settle-ms N        CUDA: each case's own calls replayed untimed for N ms before it is\n"
     "                       timed, so every case (the baseline, timed first, too) runs at the\n"
     "                       clocks of sustained load (default 200; --quick 0)\n"
-    "  --threads N          CPU threads (default: MIXQ_NUM_THREADS or all cores)\n"
+    "  --threads N          CPU threads (default: MIXQ_NUM_THREADS, else the CPUs of the affinity mask)\n"
     "  --act f16|bf16       CUDA activation (and cuBLAS baseline) dtype, default f16\n"
     "  --tune K=V,...       kernel tuning knobs (mixq/tuning.hpp keys, e.g. wo_token_tile=64),\n"
     "                       over MIXQ_TUNE\n"

@@ -37,7 +37,7 @@ const char kHelp[] =
     "  --backend B             auto (default: cuda when a GPU is usable, else cpu), cpu, cuda, ref\n"
     "  --act A                 none (default, weight-only), int8 (W8A8 per-block activations,\n"
     "                          needs i8 weights), fp8 (per-token 1x128 e4m3, needs fp8b128)\n"
-    "  --threads N             CPU threads (default: MIXQ_NUM_THREADS or all cores)\n";
+    "  --threads N             CPU threads (default: MIXQ_NUM_THREADS, else the CPUs of the affinity mask)\n";
 
 // float16 inputs are widened exactly to float32 for the CPU backends (the f32 kernels are the
 // complete set there); the CUDA backend takes them as they are.
