@@ -114,7 +114,7 @@ struct Tuning {
   // Native GGUF kernels, integer path: activation rows from which each K chunk of a panel is
   // decoded once per task into the prefill form (below: the register tiles unpack the codes
   // themselves, once per 4-row tile). 0: the plan's (33 on the avx512 set of non-Intel cores,
-  // 17 on the avx2 set, else 5: past one register tile).
+  // 17 on the avx2 and avx2vnni sets, else 5: past one register tile).
   int cpu_ggml_decode_min_rows = 0;
 
   // Parses "key=value,key=value" over `base`; throws mixq::Error (InvalidArgument) naming the

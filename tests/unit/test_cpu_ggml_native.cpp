@@ -31,7 +31,7 @@ using mixq::TensorView;
 using mixq::formats::GgmlType;
 using namespace mixq::test::ggml;
 
-const char* kIsas[] = {"avx512", "avx2", "scalar"};
+const char* kIsas[] = {"avx512", "avx2vnni", "avx2", "scalar"};
 
 std::vector<float> run(const mixq::PreparedWeight& pw, const std::vector<float>& x, int64_t M,
                        int threads = 2) {
@@ -48,6 +48,8 @@ bool cpu_has(const std::string& isa) {
   __builtin_cpu_init();
   if (isa == "scalar") return true;
   if (isa == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (isa == "avx2vnni")
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avxvnni");
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512vnni");
@@ -197,6 +199,33 @@ TEST(GgmlNative, Avx2SingleRowOnTheAvx512Set) {
   }
 }
 
+// The avx2vnni set (vpdpbusd: biased unsigned codes plus the correction, one instruction a quad)
+// and the avx2 set (vpmaddubsw pairs; the sign trick for the bias-128 types) form the same exact
+// int32 sums and share the f32 epilogue: the same bits at every M, in each form of the integer
+// path (register tiles, decoded prefill chunks; the two sets' default switch rows differ, so each
+// form is fixed on both sides), K past one chunk.
+TEST(GgmlNative, Avx2VnniMatchesAvx2Bits) {
+  if (!cpu_has("avx2vnni")) GTEST_SKIP() << "needs AVX-VNNI";
+  for (const TypeCase& tc : all_types()) {
+    const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
+    SCOPED_TRACE(tname);
+    const int64_t qk = mixq::formats::ggml_type_info(uint32_t(tc.type))->block_elems;
+    const int64_t N = 37, K = qk == 32 ? 1088 : 1280;
+    const std::vector<uint8_t> blocks = random_blocks(tc, N, K, 95);
+    const mixq::QuantizedWeight w = mixq::formats::ggml_to_canonical(tc.type, blocks.data(), N, K, "test");
+    for (const char* form : {"cpu_ggml_decode_min_rows=2", "cpu_ggml_decode_min_rows=1000"}) {
+      mixq::PrepareOptions ov = cpu_opts("avx2vnni", "cpu_i8dot"), o2 = cpu_opts("avx2", "cpu_i8dot");
+      ov.tuning = o2.tuning = mixq::Tuning::parse(form);
+      const mixq::PreparedWeight pv = mixq::prepare(w, ov), p2 = mixq::prepare(w, o2);
+      EXPECT_EQ(pv.kernel_name(1), "cpu_avx2vnni_i8dot<" + tname + ">");
+      for (int64_t M : {1, 2, 3, 4, 5, 8, 16, 17, 40, 100}) {
+        const std::vector<float> x = random_x(M, K, 96 + uint32_t(M));
+        EXPECT_EQ(run(pv, x, M), run(p2, x, M)) << form << ", M " << M;
+      }
+    }
+  }
+}
+
 // Both forms of the integer path (Tuning::cpu_ggml_decode_min_rows) of one weight on one kernel
 // set, checked against the q8 reference at each M: K chunks decoded once per task from
 // `decoded_from` rows (prefill), and register tiles unpacking their own codes at every M.
@@ -221,7 +250,7 @@ void expect_integer_forms_match_q8(const mixq::QuantizedWeight& w, const std::ve
 // K chunks decoded once per task (prefill) and register tiles unpacking their own codes, on every
 // kernel set and type, at 9 and 33 rows (partial tiles and groups), both against the q8 reference.
 TEST(GgmlNative, DecodedAndRegisterTileFormsAgree) {
-  for (const std::string& isa : {std::string("avx512"), std::string("avx2"), std::string("scalar")}) {
+  for (const std::string& isa : {std::string("avx512"), std::string("avx2vnni"), std::string("avx2"), std::string("scalar")}) {
     if (!cpu_has(isa)) continue;
     for (const TypeCase& tc : all_types()) {
       const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));
@@ -243,7 +272,7 @@ TEST(GgmlNative, DecodedAndRegisterTileFormsAgree) {
 // saturated or wrapped lane would miss the q8 reference by far more than 1e-5. Both integer forms
 // (register tiles, decoded prefill chunks), every ISA.
 TEST(GgmlNative, IntegerSumsAtTheCodeLimits) {
-  for (const std::string& isa : {std::string("avx512"), std::string("avx2"), std::string("scalar")}) {
+  for (const std::string& isa : {std::string("avx512"), std::string("avx2vnni"), std::string("avx2"), std::string("scalar")}) {
     if (!cpu_has(isa)) continue;
     for (const TypeCase& tc : all_types()) {
       const std::string tname = mixq::formats::ggml_type_name(uint32_t(tc.type));

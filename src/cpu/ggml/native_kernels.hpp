@@ -1,4 +1,5 @@
-// The native GGUF kernels: one table per kernel set (scalar, avx2, avx512), picked at prepare.
+// The native GGUF kernels: one table per kernel set (scalar, avx2, avx2vnni, avx512), picked at
+// prepare.
 // They read the lane-per-row records of native_format.hpp in place: one 32-bit lane per output
 // row of a 16-row panel, so 4 codes x 16 rows are one vpdpbusd operand (AVX2: two ymm through
 // vpmaddubsw + vpmaddwd), exactly like the canonical backend's int8-dot tile.
@@ -113,7 +114,7 @@ inline PackedGroup packed_group(const I8TileArgs& a, int64_t g, int r0 = 0) {
 constexpr int32_t kSumMagicBits = 0x4B400000;
 
 struct NativeKernels {
-  const char* isa;  // "scalar", "avx2", "avx512"
+  const char* isa;  // "scalar", "avx2", "avx2vnni", "avx512"
   void (*i8_tile)(const I8TileArgs& a);
   // Prefill path (nullptr in sets without it): decode a chunk into the DecodedChunk buffers
   // (codes: 16 * (kb1 - kb0) * qk bytes, s and o: 16 * sub-blocks floats each), and the
@@ -131,11 +132,12 @@ struct NativeKernels {
 };
 
 const NativeKernels& native_scalar_kernels();
-const NativeKernels* native_avx2_kernels();    // nullptr when not compiled in
-const NativeKernels* native_avx512_kernels();  // nullptr when not compiled in
+const NativeKernels* native_avx2_kernels();
+const NativeKernels* native_avx2vnni_kernels();
+const NativeKernels* native_avx512_kernels();
 
-// `isa` ("avx512", "avx2vnni", "avx2", "scalar") where this CPU runs it (avx2vnni runs the
-// avx2 native set); empty: the canonical backend's choice (MIXQ_CPU_ISA, else the best).
+// `isa` ("avx512", "avx2vnni", "avx2", "scalar") where this CPU runs it; empty: the canonical
+// backend's choice (MIXQ_CPU_ISA, else the best).
 const NativeKernels& select_native_kernels(const std::string& isa);
 
 }  // namespace mixq::cpu::ggml

@@ -70,9 +70,9 @@ const NativeKernels& select_native_kernels(const std::string& isa) {
   // The canonical backend's choice (or the named set) decides; its checks (unknown name, a set
   // this CPU lacks) throw there with the option's name.
   const std::string want = select_kernels(isa).isa;
-  if (want == "avx512" && native_avx512_kernels()) return *native_avx512_kernels();
-  if ((want == "avx2" || want == "avx2vnni" || want == "avx512") && native_avx2_kernels())
-    return *native_avx2_kernels();
+  if (want == "avx512") return *native_avx512_kernels();
+  if (want == "avx2vnni") return *native_avx2vnni_kernels();
+  if (want == "avx2") return *native_avx2_kernels();
   return kScalar;
 }
 

@@ -7,7 +7,6 @@
 namespace mixq::cpu::ggml {
 
 void i8_tile_decoded_avx512(const I8TileArgs& a, const DecodedChunk* d, int panels);
-// Bias-128 types (Q8_0, IQ4_NL, IQ4_XS) expect their codes decoded as signed values (u ^ 0x80).
-void i8_tile_decoded_avx2(const I8TileArgs& a, const DecodedChunk* d, int panels);
+// (the avx2 and avx2vnni sets compile theirs from native_prefill_avx2_body.hpp)
 
 }  // namespace mixq::cpu::ggml

@@ -165,10 +165,11 @@ void stage_packed_rows(const NativeKernels& nk, const Format& f, const TensorVie
 int64_t native_i8_max_rows(const std::string& isa, GgmlType type) {
   // avx512: the integer tile beat both the exact path and the canonical kernels at every
   // measured M (1 .. 512) for every type (bench/results/cpu_ggml_native.md).
-  // avx2 (and avx2vnni, which runs the avx2 native set): with the prefill path (decoded chunk,
-  // vpmaddubsw pairs), the forced integer path ran 1.6-2.4x faster than the exact path for
-  // Q4_K, Q5_K, Q6_K, Q8_0 and IQ4_XS at M = 16, 64 and 512 (4096 x 4096, 1 thread), and up to
-  // M = 4 it already was (the canonical thresholds). The scalar set follows the canonical
+  // avx2: with the prefill path (decoded chunk, vpmaddubsw pairs), the forced integer path ran
+  // 1.6-2.4x faster than the exact path for Q4_K, Q5_K, Q6_K, Q8_0 and IQ4_XS at M = 16, 64 and
+  // 512 (4096 x 4096, 1 thread), and up to M = 4 it already was (the canonical thresholds).
+  // avx2vnni: the same kernels with one vpdpbusd where avx2 spends two to five instructions
+  // (1.05-1.46x faster than avx2 on an Intel Xeon, bench/results/cpu_ggml_avx2vnni.md). The scalar set follows the canonical
   // backend's measured thresholds for its code width (docs/decisions/cpu-isa-dispatch.md).
   if (isa == "avx512" || isa == "avx2" || isa == "avx2vnni") return kAnyRows;
   const Format f = format_of(type);
@@ -198,11 +199,13 @@ NativePrepared::NativePrepared(const QuantizedWeight& w, const PrepareOptions& o
   // avx512 set of a non-Intel core (AMD EPYC, 1 and 2 threads: 1.6-2.2x at M = 8, 1.2-2x at 16,
   // ~1.1x at 32, even at 64) and, since its four-row tiles, up to 16 on the avx2 set (AVX2-only
   // AMD EPYC: 1.27x / 1.16x / 1.07x / 1.03x at M = 5 / 8 / 12 / 16 with one thread, 1.22x / 1.07x
-  // at 8 / 16 with two; 0.97x at 24). Intel's avx512 set decodes from 5 rows.
+  // at 8 / 16 with two; 0.97x at 24) and the avx2vnni set (Intel Xeon, one thread, six types x
+  // two layers: 1.45x / 1.37x / 1.10x at M = 5 / 8 / 16, geomeans). Intel's avx512 set decodes
+  // from 5 rows.
   const std::string isa(nk_->isa);
   decode_min_rows_ = o.tuning.cpu_ggml_decode_min_rows > 0 ? o.tuning.cpu_ggml_decode_min_rows
                      : isa == "avx512" && !cpu_features().intel ? 33
-                     : isa == "avx2"                            ? 17
+                     : isa == "avx2" || isa == "avx2vnni"       ? 17
                                                                 : kI8TileRows + 1;
   // Auto: on Intel cores always; elsewhere (measured on an AMD EPYC) only for the 32-element
   // block types, whose light decode leaves the core waiting on the stream: the super-block types'
