@@ -95,13 +95,15 @@ void conv2d_weight_only(const TensorView& x, const ConvWeight& w, const TensorVi
   const ConvShape s = conv_shape(x, w, y, p);
   const std::vector<float> wd = dequantize_to_f32(w.weight);
   const TensorView xf = flat(x), yf = flat(y);
+  // x widened once: each input element is read Kh * Kw * Co times, and the per-element dtype
+  // switch of load_as_double made the 224x224 stem's reference take seconds
+  std::vector<double> xd(size_t(xf.numel()));
+  for (int64_t i = 0; i < xf.numel(); ++i) xd[size_t(i)] = load_as_double(xf, 0, i);
   const int64_t K = w.weight.K;
   double acc = 0.0;
   for_each_output(
       s, w, p,
-      [&](int64_t xi, int64_t co, int64_t k) {
-        acc += load_as_double(xf, 0, xi) * double(wd[co * K + k]);
-      },
+      [&](int64_t xi, int64_t co, int64_t k) { acc += xd[size_t(xi)] * double(wd[co * K + k]); },
       [&](int64_t yi, int64_t co) {
         store_from_double(yf, 0, yi, clamp(ep, acc + bias_value(ep, co)));
         acc = 0.0;
