@@ -50,6 +50,9 @@ namespace {
 
 constexpr int kMaxWorkers = 255;
 
+// Set while this thread runs a task of a region (helpers and the calling thread alike).
+thread_local bool tls_in_task = false;
+
 // How long a thread spins on the pool's state before it sleeps. A call is one or two parallel
 // regions, and a decode step is many calls back to back: a helper asleep on the condition
 // variable between them is woken by a futex call, and the caller, asleep on the helpers' end,
@@ -128,6 +131,10 @@ class Pool {
 
  private:
   void work() {
+    tls_in_task = true;
+    struct Leave {
+      ~Leave() { tls_in_task = false; }
+    } leave;
     for (;;) {
       const int64_t t = next_.fetch_add(1);
       if (t >= n_tasks_) return;
@@ -195,9 +202,11 @@ Pool& pool() {
 
 void parallel_for(int threads, int64_t n_tasks, const std::function<void(int64_t)>& body) {
   if (n_tasks <= 0) return;
-  // One thread: run inline, without the pool's call lock, so a task of an outer parallel region
-  // (grouped calls run one expert per task) may call single-threaded code that uses parallel_for.
-  if (threads == 1) {
+  // One thread, or a call from inside a task: run inline, without the pool's call lock, so a task
+  // of an outer parallel region (grouped calls run one expert per task) may call code that uses
+  // parallel_for. (The pool runs one region at a time: a task waiting for a region of its own
+  // would wait for itself.)
+  if (threads == 1 || tls_in_task) {
     for (int64_t t = 0; t < n_tasks; ++t) body(t);
     return;
   }

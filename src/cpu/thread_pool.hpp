@@ -17,8 +17,9 @@ int available_cpus();
 int resolve_num_threads(int requested);
 
 // Runs body(task) for task in [0, n_tasks) on up to `threads` threads (the caller included) and
-// returns when all are done. Calls from different threads are serialized. An exception thrown
-// by a task is rethrown here (the first one) after all tasks finished.
+// returns when all are done. Calls from different threads are serialized; a call from inside a
+// task runs its tasks inline on that thread. An exception thrown by a task is rethrown here (the
+// first one) after all tasks finished.
 void parallel_for(int threads, int64_t n_tasks, const std::function<void(int64_t)>& body);
 
 }  // namespace mixq::cpu

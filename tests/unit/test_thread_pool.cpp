@@ -69,3 +69,13 @@ TEST(ThreadPool, RegionsOfChangingWidthRunEveryTaskOnce) {
       ASSERT_EQ(hits[static_cast<size_t>(t)].load(), 1) << "round " << round << ", " << threads << " threads, task " << t;
   }
 }
+
+// A task that calls parallel_for itself (a grouped call running one expert per task, each expert
+// a threaded call) runs the inner tasks inline instead of waiting for the pool it occupies.
+TEST(ThreadPool, NestedCallsRunInline) {
+  std::vector<std::atomic<int>> hits(8 * 50);
+  parallel_for(4, 8, [&](int64_t o) {
+    parallel_for(4, 50, [&](int64_t i) { hits[static_cast<size_t>(o * 50 + i)].fetch_add(1); });
+  });
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 1) << "task " << i;
+}
