@@ -84,7 +84,9 @@ struct DecodedChunk {
 
 // A register tile's view of packed activation group g (rows r0.. of it) for the chunk
 // [kb0, kb1) of I8TileArgs, whose sub-blocks hold SUB k each: where its codes, per-sub-block
-// arrays and outputs start, and how many sub-blocks the chunk has.
+// arrays and outputs start, and how many sub-blocks the chunk has. (static: each kernel file,
+// compiled with its own ISA flags, keeps its own copy; an out-of-line copy shared by the linker
+// could be the AVX-512 file's.)
 struct PackedGroup {
   int64_t nsub;
   const int8_t* q;
@@ -94,7 +96,7 @@ struct PackedGroup {
   float* c;
 };
 template <int SUB>
-inline PackedGroup packed_group(const I8TileArgs& a, int64_t g, int r0 = 0) {
+static inline PackedGroup packed_group(const I8TileArgs& a, int64_t g, int r0 = 0) {
   const int64_t per_block = a.w->fmt.qk / SUB;
   const int64_t j0 = a.kb0 * per_block, k0 = a.kb0 * a.w->fmt.qk;
   const int64_t lane = g * a.ldj + j0 * kPackRows + r0;
