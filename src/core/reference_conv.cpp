@@ -2,6 +2,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/reference_parallel.hpp"
 #include "mixq/error.hpp"
 #include "mixq/reference.hpp"
 
@@ -48,26 +49,31 @@ int64_t k_index(const ConvWeight& w, int64_t ci, int64_t kh, int64_t kw) {
   return w.order == ConvKOrder::KhKwCi ? (kh * w.Kw + kw) * w.Ci + ci : (ci * w.Kh + kh) * w.Kw + kw;
 }
 
-// Visits every (output element, contributing input element, weight column) triple.
-template <typename Body, typename Finish>
+// Visits every (output element, contributing input element, weight column) triple, one
+// (image, output channel) plane a task, with a task's own accumulator: body(acc, xi, co, k) for
+// each product, finish(acc, yi, co) for each output (acc is reset after it).
+template <typename Acc, typename Body, typename Finish>
 void for_each_output(const ConvShape& s, const ConvWeight& w, const Conv2dParams& p, Body body,
                      Finish finish) {
-  for (int64_t b = 0; b < s.B; ++b)
-    for (int64_t co = 0; co < s.Co; ++co)
-      for (int64_t oh = 0; oh < s.Ho; ++oh)
-        for (int64_t ow = 0; ow < s.Wo; ++ow) {
-          for (int64_t kh = 0; kh < s.Kh; ++kh) {
-            const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dilation_h;
-            if (ih < 0 || ih >= s.H) continue;
-            for (int64_t kw = 0; kw < s.Kw; ++kw) {
-              const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dilation_w;
-              if (iw < 0 || iw >= s.W) continue;
-              for (int64_t ci = 0; ci < s.Ci; ++ci)
-                body(x_index(s, b, ci, ih, iw), co, k_index(w, ci, kh, kw));
-            }
+  for_each_chunk(s.B * s.Co, 1, [&](int64_t plane, int64_t) {
+    const int64_t b = plane / s.Co, co = plane % s.Co;
+    Acc acc{};
+    for (int64_t oh = 0; oh < s.Ho; ++oh)
+      for (int64_t ow = 0; ow < s.Wo; ++ow) {
+        for (int64_t kh = 0; kh < s.Kh; ++kh) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + kh * p.dilation_h;
+          if (ih < 0 || ih >= s.H) continue;
+          for (int64_t kw = 0; kw < s.Kw; ++kw) {
+            const int64_t iw = ow * p.stride_w - p.pad_w + kw * p.dilation_w;
+            if (iw < 0 || iw >= s.W) continue;
+            for (int64_t ci = 0; ci < s.Ci; ++ci)
+              body(acc, x_index(s, b, ci, ih, iw), co, k_index(w, ci, kh, kw));
           }
-          finish(y_index(s, b, co, oh, ow), co);
         }
+        finish(acc, y_index(s, b, co, oh, ow), co);
+        acc = Acc{};
+      }
+  });
 }
 
 double bias_value(const Epilogue& ep, int64_t n) {
@@ -100,13 +106,13 @@ void conv2d_weight_only(const TensorView& x, const ConvWeight& w, const TensorVi
   std::vector<double> xd(size_t(xf.numel()));
   for (int64_t i = 0; i < xf.numel(); ++i) xd[size_t(i)] = load_as_double(xf, 0, i);
   const int64_t K = w.weight.K;
-  double acc = 0.0;
-  for_each_output(
+  for_each_output<double>(
       s, w, p,
-      [&](int64_t xi, int64_t co, int64_t k) { acc += xd[size_t(xi)] * double(wd[co * K + k]); },
-      [&](int64_t yi, int64_t co) {
+      [&](double& acc, int64_t xi, int64_t co, int64_t k) {
+        acc += xd[size_t(xi)] * double(wd[co * K + k]);
+      },
+      [&](double& acc, int64_t yi, int64_t co) {
         store_from_double(yf, 0, yi, clamp(ep, acc + bias_value(ep, co)));
-        acc = 0.0;
       });
 }
 
@@ -123,13 +129,12 @@ void conv2d_int8_requant(const TensorView& x, const ConvWeight& w, Int8TensorQua
   const TensorView yf = flat(y);
   // Padding positions hold the real value 0, i.e. the code Z_I: they contribute (Z_I - Z_I) = 0,
   // which is why skipping them below is exact.
-  int64_t acc = 0;
-  for_each_output(
+  for_each_output<int64_t>(
       s, w, p,
-      [&](int64_t xi, int64_t co, int64_t k) {
+      [&](int64_t& acc, int64_t xi, int64_t co, int64_t k) {
         acc += (int64_t(xp[xi]) - in.zero) * int64_t(q.code_int(co, k));
       },
-      [&](int64_t yi, int64_t co) {
+      [&](int64_t& acc, int64_t yi, int64_t co) {
         const double real = clamp(ep, double(in.scale) * double(q.scale(co, 0)) * double(acc) +
                                           bias_value(ep, co));
         if (y.dtype == DType::I8) {
@@ -138,7 +143,6 @@ void conv2d_int8_requant(const TensorView& x, const ConvWeight& w, Int8TensorQua
         } else {
           store_from_double(yf, 0, yi, real);
         }
-        acc = 0;
       });
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/act_layout.hpp"
 #include "core/fp8_act_weights.hpp"
+#include "core/reference_parallel.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -91,16 +92,18 @@ void linear_weight_only(const TensorView& x, const QuantizedWeight& w, const Ten
   for (int64_t m = 0; m < M; ++m)
     for (int64_t j = 0; j < K; ++j)
       xs[m * K + j] = load_as_double(x, m, w.k_perm.empty() ? j : w.k_perm[j]);
-  std::vector<float> wrow(static_cast<size_t>(K));
-  for (int64_t n = 0; n < N; ++n) {
-    dequantize_rows(w, n, n + 1, wrow.data(), false);
-    for (int64_t m = 0; m < M; ++m) {
-      double acc = 0.0;
-      const double* xr = &xs[m * K];
-      for (int64_t k = 0; k < K; ++k) acc += xr[k] * static_cast<double>(wrow[k]);
-      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+  for_each_chunk(N, 8, [&](int64_t n0, int64_t n1) {
+    std::vector<float> wrow(static_cast<size_t>(K));
+    for (int64_t n = n0; n < n1; ++n) {
+      dequantize_rows(w, n, n + 1, wrow.data(), false);
+      for (int64_t m = 0; m < M; ++m) {
+        double acc = 0.0;
+        const double* xr = &xs[m * K];
+        for (int64_t k = 0; k < K; ++k) acc += xr[k] * static_cast<double>(wrow[k]);
+        store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+      }
     }
-  }
+  });
 }
 
 namespace {
@@ -162,32 +165,34 @@ void linear_w8a8_block(const QuantizedActivations& a, const QuantizedWeight& w,
   check_w8a8_weight(w, act_block, "ref::linear_w8a8_block");
   const detail::ActReader r(a);
   const int64_t N = w.N, K = w.K, nb = (K + act_block - 1) / act_block;
-  std::vector<int32_t> qw(static_cast<size_t>(K));
-  std::vector<int64_t> wsum(static_cast<size_t>(nb));
-  for (int64_t n = 0; n < N; ++n) {
-    // The row's codes and per-block sums (precomputed with the weights in a real kernel).
-    std::fill(wsum.begin(), wsum.end(), 0);
-    for (int64_t k = 0; k < K; ++k) {
-      qw[k] = w.code_int(n, k);
-      wsum[k / act_block] += qw[k];
-    }
-    for (int64_t m = 0; m < M; ++m) {
-      double acc = 0.0;
-      for (int64_t b = 0; b < nb; ++b) {
-        const int64_t k0 = b * act_block, k1 = std::min(K, k0 + act_block);
-        int64_t dot = 0;
-        const int8_t* qx = r.int8_row(m);
-        for (int64_t k = k0; k < k1; ++k) dot += int64_t(qx[k]) * int64_t(qw[k]);
-        const double sx = r.scale_of(m, b), ox = r.offset_of(m, b);
-        const double sw = w.scale(n, b);
-        const double ow = w.zero_kind == ZeroKind::Offset ? w.offset(n, b) : 0.0;
-        const double g = static_cast<double>(k1 - k0);
-        acc += sx * sw * double(dot) + sx * ow * double(r.sum_of(m, b)) +
-               ox * sw * double(wsum[b]) + g * ox * ow;
+  for_each_chunk(N, 8, [&](int64_t n0, int64_t n1) {
+    std::vector<int32_t> qw(static_cast<size_t>(K));
+    std::vector<int64_t> wsum(static_cast<size_t>(nb));
+    for (int64_t n = n0; n < n1; ++n) {
+      // The row's codes and per-block sums (precomputed with the weights in a real kernel).
+      std::fill(wsum.begin(), wsum.end(), 0);
+      for (int64_t k = 0; k < K; ++k) {
+        qw[k] = w.code_int(n, k);
+        wsum[k / act_block] += qw[k];
       }
-      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+      for (int64_t m = 0; m < M; ++m) {
+        double acc = 0.0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const int64_t k0 = b * act_block, k1 = std::min(K, k0 + act_block);
+          int64_t dot = 0;
+          const int8_t* qx = r.int8_row(m);
+          for (int64_t k = k0; k < k1; ++k) dot += int64_t(qx[k]) * int64_t(qw[k]);
+          const double sx = r.scale_of(m, b), ox = r.offset_of(m, b);
+          const double sw = w.scale(n, b);
+          const double ow = w.zero_kind == ZeroKind::Offset ? w.offset(n, b) : 0.0;
+          const double g = static_cast<double>(k1 - k0);
+          acc += sx * sw * double(dot) + sx * ow * double(r.sum_of(m, b)) +
+                 ox * sw * double(wsum[b]) + g * ox * ow;
+        }
+        store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+      }
     }
-  }
+  });
 }
 
 void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, int64_t act_block,
@@ -204,19 +209,21 @@ void linear_w8a8_block_dequant(const TensorView& x, const QuantizedWeight& w, in
       const int64_t b = k / act_block;
       xd[m * K + k] = double(a.int8_code(m, k)) * a.scale_of(m, b) + a.offset_of(m, b);
     }
-  std::vector<double> wd(static_cast<size_t>(K));
-  for (int64_t n = 0; n < N; ++n) {
-    for (int64_t k = 0; k < K; ++k) {  // exact in double (no f32 rounding, unlike dequant())
-      const int64_t b = k / w.block_k;
-      wd[k] = double(w.code_int(n, k)) * w.scale(n, b);
-      if (w.zero_kind == ZeroKind::Offset) wd[k] += w.offset(n, b);
+  for_each_chunk(N, 8, [&](int64_t n0, int64_t n1) {
+    std::vector<double> wd(static_cast<size_t>(K));
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t k = 0; k < K; ++k) {  // exact in double (no f32 rounding, unlike dequant())
+        const int64_t b = k / w.block_k;
+        wd[k] = double(w.code_int(n, k)) * w.scale(n, b);
+        if (w.zero_kind == ZeroKind::Offset) wd[k] += w.offset(n, b);
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        double acc = 0.0;
+        for (int64_t k = 0; k < K; ++k) acc += xd[m * K + k] * wd[k];
+        store_from_double(y, m, n, apply_epilogue(ep, n, acc));
+      }
     }
-    for (int64_t m = 0; m < M; ++m) {
-      double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += xd[m * K + k] * wd[k];
-      store_from_double(y, m, n, apply_epilogue(ep, n, acc));
-    }
-  }
+  });
 }
 
 void linear_fp8_block(const TensorView& x, const QuantizedWeight& w, const TensorView& y,
@@ -240,9 +247,9 @@ void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, c
   // The operands decoded once into doubles (a chunk of weight rows, one activation row per chunk
   // and row), not per product: the same sums in the same order, several times faster.
   constexpr int64_t kRows = 64;
-  std::vector<double> wd(static_cast<size_t>(kRows * K)), xd(static_cast<size_t>(K));
-  for (int64_t n0 = 0; n0 < N; n0 += kRows) {
-    const int64_t rows = std::min(kRows, N - n0);
+  for_each_chunk(N, kRows, [&](int64_t n0, int64_t n1) {
+    std::vector<double> wd(static_cast<size_t>(kRows * K)), xd(static_cast<size_t>(K));
+    const int64_t rows = n1 - n0;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t k = 0; k < K; ++k) wd[size_t(i * K + k)] = fp8_operand(w, n0 + i, k);
     for (int64_t m = 0; m < M; ++m) {
@@ -259,7 +266,7 @@ void linear_fp8_block(const QuantizedActivations& a, const QuantizedWeight& w, c
         store_from_double(y, m, n, apply_epilogue(ep, n, acc));
       }
     }
-  }
+  });
 }
 
 void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8TensorQuant in,
@@ -275,20 +282,23 @@ void linear_int8_requant(const TensorView& x, const QuantizedWeight& w, Int8Tens
   MIXQ_CHECK_ARG(y.dtype == DType::I8 || y.dtype == DType::F32,
                  "ref::linear_int8_requant: y must be i8 or f32, got ", y.describe());
   const int64_t M = x.shape[0], N = w.N, K = w.K;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t m = 0; m < M; ++m) {
-      int64_t acc = 0;
-      for (int64_t k = 0; k < K; ++k)
-        acc += (int64_t(x.ptr<const int8_t>()[m * x.stride[0] + k]) - in.zero) * w.code_int(n, k);
-      const double real = apply_epilogue(ep, n, double(in.scale) * double(w.scale(n, 0)) * double(acc));
-      if (y.dtype == DType::I8) {
-        double q = std::nearbyint(real / double(out.scale)) + out.zero;
-        q = std::min(127.0, std::max(-128.0, q));
-        y.ptr<int8_t>()[m * y.stride[0] + n] = static_cast<int8_t>(q);
-      } else {
-        store_from_double(y, m, n, real);
+  for_each_chunk(N, 8, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t m = 0; m < M; ++m) {
+        int64_t acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += (int64_t(x.ptr<const int8_t>()[m * x.stride[0] + k]) - in.zero) * w.code_int(n, k);
+        const double real =
+            apply_epilogue(ep, n, double(in.scale) * double(w.scale(n, 0)) * double(acc));
+        if (y.dtype == DType::I8) {
+          double q = std::nearbyint(real / double(out.scale)) + out.zero;
+          q = std::min(127.0, std::max(-128.0, q));
+          y.ptr<int8_t>()[m * y.stride[0] + n] = static_cast<int8_t>(q);
+        } else {
+          store_from_double(y, m, n, real);
+        }
       }
-    }
+  });
 }
 
 }  // namespace mixq::ref
