@@ -3,6 +3,7 @@
 // CPU it may use), and that every task runs once on any thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <thread>
