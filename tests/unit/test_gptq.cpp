@@ -225,6 +225,29 @@ TEST(Gptq, RejectsUnequalActOrderGroupsAndBadGIdx) {
   expect_error([&] { grouped_int_to_quantized(s, "o", "t"); }, ErrorCode::Format, {"not finite"});
 }
 
+// A g_idx whose groups add up to K but leave a group without columns: the last one (K = (G - 1)
+// group size: more scale groups than the group size gives, which overran the canonical scales, a
+// fuzzer's finding), or the first when the group size is taken from it (a group size of 0).
+TEST(Gptq, RejectsActOrderGroupsWithoutColumns) {
+  GroupedIntWeight w = random_grouped(4, 64, 8, 16, true, 1, 15, 7);
+  GroupedIntWeight extra = w;  // five groups of scales; g_idx fills the first four
+  extra.groups = 5;
+  extra.zeros.resize(size_t(5 * 8), 8);
+  extra.scales.resize(size_t(5 * 8), 0.01f);
+  expect_error([&] { grouped_int_to_quantized(extra, "o", "t"); }, ErrorCode::Format,
+               {"t", "group size 16", "K=64", "4 groups", "5"});
+  extra.group_size = 0;  // taken from g_idx's first group: the same verdict
+  expect_error([&] { grouped_int_to_quantized(extra, "o", "t"); }, ErrorCode::Format, {"group size 16", "5"});
+  GroupedIntWeight empty_first = w;  // every column in group 1 of 2: group 0 has none
+  empty_first.group_size = 0;
+  empty_first.groups = 2;
+  empty_first.zeros.assign(size_t(2 * 8), 8);
+  empty_first.scales.assign(size_t(2 * 8), 0.01f);
+  std::fill(empty_first.g_idx.begin(), empty_first.g_idx.end(), 1);
+  expect_error([&] { grouped_int_to_quantized(empty_first, "o", "t"); }, ErrorCode::Format,
+               {"t", "group 0", "no columns"});
+}
+
 // --------------------------------------------------------------- through files + configs
 
 void write_gptq(const std::string& path, const std::string& prefix, const GptqPacked& p,

@@ -76,6 +76,12 @@ QuantizedWeight grouped_int_to_quantized(const GroupedIntWeight& w, const std::s
     std::vector<int64_t> count(static_cast<size_t>(G), 0);
     for (const int32_t gi : w.g_idx) ++count[gi];
     if (g <= 0) g = count[0];
+    MIXQ_CHECK(g >= 1, ErrorCode::Format, what, ": g_idx gives group 0 no columns (", G,
+               " groups over K=", K, ")");
+    // every group holds columns: the scales' G groups are the ceil(K / g) the group size gives (a
+    // last group without columns would leave a scale group the canonical weight has no room for)
+    MIXQ_CHECK((K + g - 1) / g == G, ErrorCode::Format, what, ": group size ", g, " with K=", K,
+               " gives ", (K + g - 1) / g, " groups, the scales have ", G);
     for (int64_t i = 0; i < G; ++i) {
       const int64_t want = i + 1 < G ? g : K - (G - 1) * g;
       MIXQ_CHECK(count[i] == want, ErrorCode::Format, what, ": g_idx gives group ", i, " ",
