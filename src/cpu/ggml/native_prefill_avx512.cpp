@@ -30,8 +30,15 @@ inline void dpbusd_bcast(__m512i& acc, __m512i w, const int8_t* p) {
 template <int SUB, bool MIN, int MR>
 void tile(const I8TileArgs& a, const DecodedChunk& d, int64_t g) {
   const __m512 magicf = _mm512_castsi512_ps(_mm512_set1_epi32(kSumMagicBits));
-  // [K / 4][kPackRows][4] codes and [nj][kPackRows] per-sub-block arrays of this group.
-  const auto [nsub, q, dxs, corr, xs, c] = packed_group<SUB>(a, g);
+  // [K / 4][kPackRows][4] codes and [nj][kPackRows] per-sub-block arrays of this group (named
+  // variables, not a structured binding: the lambdas below capture them, which C++17 does not
+  // allow for bindings and clang refuses)
+  const PackedGroup pg = packed_group<SUB>(a, g);
+  const int64_t nsub = pg.nsub;
+  const int8_t* q = pg.q;
+  const float *dxs = pg.dxs, *xs = pg.xs;
+  const int32_t* corr = pg.corr;
+  float* c = pg.c;
   __m512 acc[MR];
   for (int m = 0; m < MR; ++m) acc[m] = a.accumulate ? _mm512_loadu_ps(c + m * a.ldc) : _mm512_setzero_ps();
   const uint8_t* u = d.codes;
