@@ -198,6 +198,25 @@ struct QuantizedActivations {
 void linear(const QuantizedActivations& xq, const PreparedWeight& w, const TensorView& y,
             const Epilogue& ep = {}, const ExecContext& ctx = {});
 
+// The output quantized for the next layer: yq receives the bytes
+// quantize_activations_fp8_block / quantize_activations_int8_block (mixq/act_quant.hpp) would
+// write for the f32 output y = linear(x, w) (epilogue included), so that a chain of FP8 / W8A8
+// layers quantizes each activation once, where it is produced, and no layer writes or re-reads it
+// in 16 bits. yq: kind Fp8Block (block 128) or Int8Block (block 32, 64, 128 or 256), codes
+// [M][>= N] (K of the next layer = this weight's N) and meta in QuantizedActivations' layout, on
+// the weight's device (CUDA: the alignment rules of linear(QuantizedActivations)). Any weight
+// and backend. On CUDA, FP8-block and INT8-block weights whose call runs the Hopper block GEMM
+// (more than 64 rows; outputs of 128-column tiles, INT8 blocks up to 128) quantize in the GEMM's
+// epilogue; every other call writes y in f32 to the workspace and quantizes it there (the same
+// bytes). Workspace: linear_workspace_size(w, M, yq.kind, yq.block) bytes (the CPU backends and
+// CUDA calls without one allocate what they need; CUDA stream-ordered, graph capturable).
+void linear(const TensorView& x, const PreparedWeight& w, const QuantizedActivations& yq,
+            const Epilogue& ep = {}, const ExecContext& ctx = {});
+void linear(const QuantizedActivations& xq, const PreparedWeight& w,
+            const QuantizedActivations& yq, const Epilogue& ep = {}, const ExecContext& ctx = {});
+// Scratch bytes a linear call with M rows and a quantized output of this kind and block needs.
+size_t linear_workspace_size(const PreparedWeight& w, int64_t M, ActQuant out, int64_t out_block);
+
 // x [B][Ci][H][W] (NCHW) or [B][H][W][Ci] (NHWC), y likewise with Co, Ho, Wo. Contiguous.
 void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,
             const Conv2dParams& params, const Epilogue& ep = {}, const ExecContext& ctx = {});

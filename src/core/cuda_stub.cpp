@@ -40,6 +40,10 @@ namespace mixq {
 void cuda_copy_rows(void*, size_t, const void*, size_t, size_t, int64_t, int, void*) {
   MIXQ_FAIL(ErrorCode::Unsupported, "copy_rows: this build of mixq has no CUDA support");
 }
+void* cuda_alloc_async(size_t, int, void*) {
+  MIXQ_FAIL(ErrorCode::Unsupported, "device memory: this build of mixq has no CUDA support");
+}
+void cuda_free_async(void*, int, void*) {}
 void cuda_epilogue_in_place(const TensorView&, const Epilogue&, void*) {
   MIXQ_FAIL(ErrorCode::Unsupported, "epilogue: this build of mixq has no CUDA support");
 }

@@ -49,6 +49,11 @@ class StreamFork {
   void* joined_ = nullptr;
 };
 
+// Stream-ordered device memory (cudaMallocAsync / cudaFreeAsync: graph capturable) for scratch a
+// call needs when the caller passed no workspace.
+void* cuda_alloc_async(size_t bytes, int device_index, void* stream);
+void cuda_free_async(void* ptr, int device_index, void* stream);
+
 // The CUDA halves (stream-ordered, capturable).
 void cuda_copy_rows(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                     int64_t rows, int device_index, void* stream);

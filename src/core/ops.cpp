@@ -7,10 +7,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "core/act_layout.hpp"
+#include "core/device_ops.hpp"
 #include "core/fp8_act_weights.hpp"
 #include "core/prepared.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -53,6 +56,13 @@ void PreparedImpl::linear_quantized(const QuantizedActivations&, const TensorVie
                                     const Epilogue&, const ExecContext&) const {
   MIXQ_FAIL(ErrorCode::Unsupported, "linear on pre-quantized activations is not implemented by "
             "the ", backend_name(backend), " backend for ", act_quant_name(opts.act));
+}
+
+void PreparedImpl::linear_quantized_output(const TensorView*, const QuantizedActivations*,
+                                           const QuantizedActivations&, const Epilogue&,
+                                           const ExecContext&) const {
+  MIXQ_FAIL(ErrorCode::Internal, "the ", backend_name(backend), " backend quantizes no output in "
+            "its kernels (quantizes_output said it did)");
 }
 
 BackendKind PreparedWeight::backend() const { return impl().backend; }
@@ -226,16 +236,18 @@ void check_quantized_kind(const PreparedImpl& p, const QuantizedActivations& xq)
 // What the CUDA GEMMs read through TMA and 16-byte copies (sm90_tensor_map.hpp, the sm_80
 // cp.async kernels): 16-byte aligned bases, code rows a multiple of 16 bytes apart, meta rows of
 // a multiple of 4 elements (16 bytes). The few-token kernels' partial sums start the workspace.
-void check_cuda_alignment(const QuantizedActivations& xq, const ExecContext& ctx) {
+// name: "xq" (the activations) or "yq" (a quantized output, written by the same rules).
+void check_cuda_alignment(const QuantizedActivations& xq, const ExecContext& ctx,
+                          const char* name = "xq") {
   const auto a16 = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  MIXQ_CHECK_ARG(a16(xq.q.data) && xq.q.stride[0] % 16 == 0, "linear: xq.q (at ", xq.q.data,
-                 ", row stride ", xq.q.stride[0], " bytes) must be 16-byte aligned with a row "
-                 "stride that is a multiple of 16 bytes on CUDA (TMA)");
+  MIXQ_CHECK_ARG(a16(xq.q.data) && xq.q.stride[0] % 16 == 0, "linear: ", name, ".q (at ",
+                 xq.q.data, ", row stride ", xq.q.stride[0], " bytes) must be 16-byte aligned "
+                 "with a row stride that is a multiple of 16 bytes on CUDA (TMA)");
   const std::pair<const TensorView*, const char*> meta[] = {
-      {&xq.scale, "xq.scale"}, {&xq.offset, "xq.offset"}, {&xq.sums, "xq.sums"}};
+      {&xq.scale, "scale"}, {&xq.offset, "offset"}, {&xq.sums, "sums"}};
   for (const auto& [t, arg] : meta) {
     if (t->empty()) continue;
-    MIXQ_CHECK_ARG(a16(t->data) && t->stride[0] % 4 == 0, "linear: ", arg, " (at ", t->data,
+    MIXQ_CHECK_ARG(a16(t->data) && t->stride[0] % 4 == 0, "linear: ", name, ".", arg, " (at ", t->data,
                    ", row stride ", t->stride[0], " elements) must be 16-byte aligned with a row "
                    "stride that is a multiple of 4 elements on CUDA (TMA)");
   }
@@ -409,6 +421,148 @@ void conv2d(const TensorView& x, const PreparedWeight& w, const TensorView& y,
   check_epilogue(ep, p.N, dev);
   if (B == 0) return;
   p.conv2d(x, y, params, ep, ctx);
+}
+
+// ---- Quantized outputs: linear(..., QuantizedActivations yq) ----
+
+namespace {
+
+size_t round_up_256(size_t b) { return (b + 255) / 256 * 256; }
+
+// yq: the kind and block of a QuantizedActivations the next layer can take, in its layout for
+// M rows of the weight's N columns, on the weight's device.
+void check_quantized_output(const PreparedImpl& p, int64_t M, const char* m_from,
+                            const QuantizedActivations& yq, const ExecContext& ctx) {
+  MIXQ_CHECK_ARG(yq.kind == ActQuant::Fp8Block || yq.kind == ActQuant::Int8Block,
+                 "linear: yq.kind (", act_quant_name(yq.kind), ") must be fp8-block or int8-block");
+  if (yq.kind == ActQuant::Fp8Block) {
+    MIXQ_CHECK_ARG(yq.block == QuantizedActivations::kFp8Block, "linear: yq.block (", yq.block,
+                   ") must be 128 for fp8-block outputs");
+    MIXQ_CHECK_ARG(yq.offset.empty() && yq.sums.empty(), "linear: yq.offset and yq.sums must be "
+                   "empty for fp8-block outputs");
+  } else {
+    MIXQ_CHECK_ARG(yq.block == 32 || yq.block == 64 || yq.block == 128 || yq.block == 256,
+                   "linear: yq.block (", yq.block, ") must be 32, 64, 128 or 256 for int8-block "
+                   "outputs");
+  }
+  const bool cuda = p.backend == BackendKind::CUDA;
+  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
+                            "the weight's device"};
+  const int64_t rows = detail::check_quantized_activations(yq, yq.kind, p.N, at, "linear", "yq").M;
+  MIXQ_CHECK_ARG(rows == M, "linear: yq.q has ", rows, " rows, expected ", M, " (M from ", m_from,
+                 ")");
+  if (cuda) check_cuda_alignment(yq, ctx, "yq");
+  if (ctx.workspace_bytes > 0)
+    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
+                   ctx.workspace_bytes, ") given with a null workspace");
+}
+
+// Where the f32 output of a call that does not quantize in its kernels goes: the caller's
+// workspace after the call's own part, or memory of its own.
+struct StagedOutput {
+  std::vector<float> host;
+  void* device_ptr = nullptr;
+  int device = 0;
+  void* stream = nullptr;
+  ~StagedOutput() { cuda_free_async(device_ptr, device, stream); }
+};
+
+// One call with a quantized output: x (xq null) or xq (x null), validated.
+void linear_to_quantized(const PreparedWeight& w, const TensorView* x,
+                         const QuantizedActivations* xq, int64_t M, const QuantizedActivations& yq,
+                         const Epilogue& ep, const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  if (p.quantizes_output(M, yq.kind, yq.block)) {
+    const size_t used = p.workspace_size(M);
+    if (ctx.workspace != nullptr)
+      MIXQ_CHECK_ARG(ctx.workspace_bytes >= used, "linear: workspace_bytes (", ctx.workspace_bytes,
+                     ") < linear_workspace_size (", used, ")");
+    const std::pair<const TensorView*, const char*> outs[] = {
+        {&yq.q, "yq.q"}, {&yq.scale, "yq.scale"}, {&yq.offset, "yq.offset"}, {&yq.sums, "yq.sums"}};
+    for (const auto& [v, arg] : outs)
+      check_workspace_apart("linear", ctx.workspace, std::min(used, ctx.workspace_bytes), *v, arg);
+    p.linear_quantized_output(x, xq, yq, ep, ctx);
+    return;
+  }
+  // y in f32, then the quantizer: the call's own scratch first, y after it.
+  const bool cuda = p.backend == BackendKind::CUDA;
+  const size_t own = round_up_256(p.workspace_size(M));
+  const size_t y_bytes = size_t(M) * size_t(p.N) * 4;
+  StagedOutput staged;
+  ExecContext inner = ctx;
+  void* y_data = nullptr;
+  if (ctx.workspace != nullptr) {
+    MIXQ_CHECK_ARG(ctx.workspace_bytes >= own + y_bytes, "linear: workspace_bytes (",
+                   ctx.workspace_bytes, ") < linear_workspace_size for a quantized output (",
+                   own + y_bytes, ")");
+    inner.workspace_bytes = own;
+    y_data = static_cast<char*>(ctx.workspace) + own;
+  } else if (cuda) {
+    staged.device = p.opts.device;
+    staged.stream = ctx.stream;
+    staged.device_ptr = cuda_alloc_async(y_bytes, p.opts.device, ctx.stream);
+    y_data = staged.device_ptr;
+  } else {
+    staged.host.resize(size_t(M) * size_t(p.N));
+    y_data = staged.host.data();
+  }
+  const TensorView y = TensorView::strided(y_data, DType::F32, {M, p.N}, {p.N, 1},
+                                           backend_device(p.backend),
+                                           cuda ? p.opts.device : 0);
+  if (x != nullptr) linear(*x, w, y, ep, inner);
+  else linear(*xq, w, y, ep, inner);
+  if (yq.kind == ActQuant::Fp8Block)
+    quantize_activations_fp8_block(y, yq.q, yq.scale, ctx);
+  else
+    quantize_activations_int8_block(y, yq.block, yq.q, yq.scale, yq.offset, yq.sums, ctx);
+}
+
+}  // namespace
+
+size_t linear_workspace_size(const PreparedWeight& w, int64_t M, ActQuant out, int64_t out_block) {
+  MIXQ_CHECK_ARG(M >= 0, "linear_workspace_size: M (", M, ") must be >= 0");
+  MIXQ_CHECK_ARG(out == ActQuant::Fp8Block || out == ActQuant::Int8Block,
+                 "linear_workspace_size: out (", act_quant_name(out),
+                 ") must be fp8-block or int8-block");
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(!p.conv, "linear_workspace_size: the prepared weight is a convolution weight");
+  if (M == 0) return 0;
+  if (p.quantizes_output(M, out, out_block)) return p.workspace_size(M);
+  return round_up_256(p.workspace_size(M)) + size_t(M) * size_t(p.N) * 4;
+}
+
+void linear(const TensorView& x, const PreparedWeight& w, const QuantizedActivations& yq,
+            const Epilogue& ep, const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
+  check_view(x, "x", 2, backend_device(p.backend));
+  check_rows_contiguous(x, "x");
+  MIXQ_CHECK_ARG(x.shape[1] == p.K, "linear: x.shape[1] (", x.shape[1], ") must equal weight K (",
+                 p.K, ")");
+  if (p.opts.act != ActQuant::Int8PerTensor) check_float_dtype(x, "x");
+  check_epilogue(ep, p.N, backend_device(p.backend));
+  check_quantized_output(p, x.shape[0], "x", yq, ctx);
+  MIXQ_CHECK_ARG(p.opts.act != ActQuant::Int8PerTensor, "linear: int8-per-tensor weights "
+                 "requantize their own output (Epilogue / output_quant); a block-quantized yq is "
+                 "not one of their outputs");
+  if (x.shape[0] == 0) return;
+  linear_to_quantized(w, &x, nullptr, x.shape[0], yq, ep, ctx);
+}
+
+void linear(const QuantizedActivations& xq, const PreparedWeight& w,
+            const QuantizedActivations& yq, const Epilogue& ep, const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
+  check_quantized_kind(p, xq);
+  const bool cuda = p.backend == BackendKind::CUDA;
+  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
+                            "the weight's device"};
+  const int64_t M = detail::check_quantized_activations(xq, xq.kind, p.K, at, "linear", "xq").M;
+  if (cuda) check_cuda_alignment(xq, ctx);
+  check_epilogue(ep, p.N, backend_device(p.backend));
+  check_quantized_output(p, M, "xq.q", yq, ctx);
+  if (M == 0) return;
+  linear_to_quantized(w, nullptr, &xq, M, yq, ep, ctx);
 }
 
 }  // namespace mixq

@@ -35,6 +35,17 @@ struct PreparedImpl {
   // (CUDA: the GEMMs' alignment too), y [M][N]. Default: Unsupported.
   virtual void linear_quantized(const QuantizedActivations& xq, const TensorView& y,
                                 const Epilogue& ep, const ExecContext& ctx) const;
+  // Quantized outputs (linear(..., QuantizedActivations yq)): whether a call with M rows
+  // quantizes its output of this kind and block in its own kernel (default: no; ops.cpp then
+  // writes y in f32 and runs the quantizer after), and that call, with x (xq null) or xq (x
+  // null), validated by ops.cpp (yq: M x N on this weight's device). Its workspace:
+  // workspace_size(M).
+  virtual bool quantizes_output(int64_t /*M*/, ActQuant /*kind*/, int64_t /*block*/) const {
+    return false;
+  }
+  virtual void linear_quantized_output(const TensorView* x, const QuantizedActivations* xq,
+                                       const QuantizedActivations& yq, const Epilogue& ep,
+                                       const ExecContext& ctx) const;
 };
 
 // Each takes the canonical weight (validated) and, for convolutions, its geometry.

@@ -28,6 +28,19 @@ void cuda_epilogue_in_place(const TensorView& y, const Epilogue& ep, void* strea
                         static_cast<cudaStream_t>(stream));
 }
 
+void* cuda_alloc_async(size_t bytes, int device_index, void* stream) {
+  cuda::DeviceGuard guard(device_index);
+  void* p = nullptr;
+  MIXQ_CUDA_CHECK(cudaMallocAsync(&p, bytes, static_cast<cudaStream_t>(stream)));
+  return p;
+}
+
+void cuda_free_async(void* ptr, int device_index, void* stream) {
+  if (ptr == nullptr) return;
+  cuda::DeviceGuard guard(device_index);
+  MIXQ_CUDA_CHECK(cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)));
+}
+
 StreamFork::StreamFork(int device_index, int events) : device_(device_index) {
   cuda::DeviceGuard guard(device_);
   cudaStream_t s = nullptr;

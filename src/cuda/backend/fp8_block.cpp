@@ -3,7 +3,8 @@
 // along K (launch_quantize_fp8_1x128, act_quant.hpp layout), multiplied by the Hopper TMA +
 // wgmma kernel (sm90_fp8_gemm.cu), or for few tokens by the skinny kernel that streams the
 // weights over every SM (sm90_fp8_skinny.cu). Hopper (compute capability 9.0) only.
-// linear(QuantizedActivations) runs the same GEMMs on the caller's codes and scales.
+// linear(QuantizedActivations) runs the same GEMMs on the caller's codes and scales; a quantized
+// output (linear(..., yq)) is written by the block GEMM's quantizing epilogue on 128-wide tiles.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -129,7 +130,7 @@ class CudaFp8Block final : public PreparedImpl {
     launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
                               stream, skinny(M) && skinny_pdl(), act_quant_tuning(opts.tuning),
                               ActQuantClear{sk.tickets, sk.n_clear});
-    gemm(q, ldq, sa, ld_meta, M, y, ep, stream, sk);
+    gemm(q, ldq, sa, ld_meta, M, &y, nullptr, ep, stream, sk);
   }
 
   // The caller's codes and scales (validated by ops.cpp, alignment included) straight into the
@@ -143,16 +144,56 @@ class CudaFp8Block final : public PreparedImpl {
     DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     gemm(static_cast<const uint8_t*>(xq.q.data), xq.q.stride[0],
-         static_cast<const float*>(xq.scale.data), xq.scale.stride[0], M, y, ep, stream,
+         static_cast<const float*>(xq.scale.data), xq.scale.stride[0], M, &y, nullptr, ep, stream,
          skinny_work(M, ws, ctx, stream));
+  }
+
+  // The block GEMM's 128-wide tiles quantize their outputs (kernels/common/epilogue_quant.cuh);
+  // the skinny kernel's weight-major fragments spread a row's columns over warps, and a forced
+  // 192-wide tile cuts the 128-column blocks: those calls take ops.cpp's f32 staging.
+  bool quantizes_output(int64_t M, ActQuant kind, int64_t block) const override {
+    if (skinny(M) || forced_.block_n == 192) return false;
+    return kind == ActQuant::Fp8Block || (kind == ActQuant::Int8Block && block <= 128);
+  }
+
+  void linear_quantized_output(const TensorView* x, const QuantizedActivations* xq,
+                               const QuantizedActivations& yq, const Epilogue& ep,
+                               const ExecContext& ctx) const override {
+    const int64_t M = x ? x->shape[0] : xq->q.shape[0];
+    sm90::QuantOut quant;
+    quant.kind = yq.kind == ActQuant::Fp8Block ? 1 : 2;
+    quant.block = int(yq.block);
+    quant.pitch = int(act_row_pitch(N));
+    quant.q = static_cast<uint8_t*>(yq.q.data);
+    quant.ld_q = yq.q.stride[0];
+    quant.scale = static_cast<float*>(yq.scale.data);
+    quant.offset = static_cast<float*>(yq.offset.data);
+    quant.sums = static_cast<int*>(yq.sums.data);
+    quant.ld_meta = yq.scale.stride[0];
+    DeviceGuard guard(device_);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    if (xq != nullptr) {
+      gemm(static_cast<const uint8_t*>(xq->q.data), xq->q.stride[0],
+           static_cast<const float*>(xq->scale.data), xq->scale.stride[0], M, nullptr, &quant, ep,
+           stream, {});
+      return;
+    }
+    char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, workspace_size(M), *scratch_, M);
+    const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
+    uint8_t* q = reinterpret_cast<uint8_t*>(ws);
+    float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
+    launch_quantize_fp8_1x128(x->data, io_type_of(x->dtype), x->ld(), M, K, q, ldq, sa, ld_meta,
+                              stream, false, act_quant_tuning(opts.tuning), ActQuantClear{});
+    gemm(q, ldq, sa, ld_meta, M, nullptr, &quant, ep, stream, {});
   }
 
  private:
   // The GEMM on quantized activations q [M][ldq], sa [K blocks][ld_sa]; sk: the skinny kernel's
   // partial sums and tickets (when skinny(M)).
+  // Either y or quant (the block GEMM's quantizing epilogue, 128-wide tiles) receives the output.
   void gemm(const uint8_t* q, int64_t ldq, const float* sa, int64_t ld_sa, int64_t M,
-            const TensorView& y, const Epilogue& ep, cudaStream_t stream,
-            Sm90SkinnyWork sk) const {
+            const TensorView* y, const sm90::QuantOut* quant, const Epilogue& ep,
+            cudaStream_t stream, Sm90SkinnyWork sk) const {
     Sm90Fp8GemmArgs a;
     a.a = q;
     a.lda = ldq;
@@ -165,9 +206,13 @@ class CudaFp8Block final : public PreparedImpl {
     a.M = M;
     a.N = N;
     a.K = K;
-    a.y = y.data;
-    a.ldy = y.ld();
-    a.y_type = io_type_of(y.dtype);
+    if (y != nullptr) {
+      a.y = y->data;
+      a.ldy = y->ld();
+      a.y_type = io_type_of(y->dtype);
+    } else {
+      a.quant = *quant;
+    }
     a.bias = ep.bias.empty() ? nullptr : ep.bias.data;
     a.bias_type = ep.bias.empty() ? 2 : io_type_of(ep.bias.dtype);
     a.clamp_lo = ep.clamp_lo;
@@ -176,12 +221,15 @@ class CudaFp8Block final : public PreparedImpl {
     a.group_n = opts.tuning.w8a8_group_n;
     a.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;
     a.pdl = skinny_pdl();
-    if (log_plans()) print_plan("linear (fp8 block)", M, kernel_id(M).name());
+    const bool narrow = quant != nullptr;
+    if (log_plans())
+      print_plan(narrow ? "linear (fp8 block, quantized output)" : "linear (fp8 block)", M,
+                 kernel_id(M, narrow).name());
     if (skinny(M)) {
       launch_sm90_fp8_skinny_gemm(a, skinny_plan(M), sk.partial, sk.tickets, stream);
       return;
     }
-    const KernelId id = kernel_id(M);  // the plan's tile (forced, or picked from M and N)
+    const KernelId id = kernel_id(M, narrow);  // the plan's tile (forced, or picked from M and N)
     a.block_n = id.tile_n;
     a.cluster = id.ctas;
     a.block_m = id.tile_m;
@@ -220,15 +268,15 @@ class CudaFp8Block final : public PreparedImpl {
     return sm90_skinny_plan(M, N, K, sms_, forced_skinny_mt_);
   }
 
-  // The instantiation a call with M rows runs.
-  KernelId kernel_id(int64_t M) const {
+  // The instantiation a call with M rows runs (narrow: a quantized output, 128-wide tiles).
+  KernelId kernel_id(int64_t M, bool narrow = false) const {
     KernelId id;
     if (forced_skinny_mt_ || skinny(M)) {
       id.family = Family::Fp8Skinny;
       id.tile_m = uint16_t(forced_skinny_mt_ ? forced_skinny_mt_ : skinny_plan(M).mt);
       return id;
     }
-    const Sm90Fp8Tile t = sm90_fp8_gemm_tile(M, N, sms_, forced_);
+    const Sm90Fp8Tile t = sm90_fp8_gemm_tile(M, N, sms_, forced_, narrow);
     id.family = Family::Fp8Gemm;
     id.tile_n = uint16_t(t.block_n);
     id.ctas = uint8_t(t.cluster);

@@ -178,7 +178,7 @@ class CudaInt8Block final : public PreparedImpl {
                                const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
                                a.ld_meta, stream, k.skinny_mt && skinny_pdl(), act_quant_tuning(opts.tuning),
                                ActQuantClear{sk.tickets, sk.n_clear});
-    gemm(k, a, y, ep, stream, sk);
+    gemm(k, a, &y, nullptr, ep, stream, sk);
   }
 
   // The caller's codes and meta (validated by ops.cpp, alignment included) straight into the
@@ -199,13 +199,68 @@ class CudaInt8Block final : public PreparedImpl {
     a.ld_meta = xq.scale.stride[0];
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    gemm(k, a, y, ep, stream, skinny_work(k, M, ws, ctx, stream));
+    gemm(k, a, &y, nullptr, ep, stream, skinny_work(k, M, ws, ctx, stream));
+  }
+
+  // The Hopper block kernel's 128-wide tiles (sm90_i8_128x128 and its pairs) quantize their
+  // outputs (kernels/common/epilogue_quant.cuh); the other kernels' calls take ops.cpp's f32
+  // staging.
+  bool quantizes_output(int64_t M, ActQuant kind, int64_t block) const override {
+    const Family f = pick(M).family;
+    if (f != Family::I8Sm90 && f != Family::I8Sm90Pair) return false;
+    return kind == ActQuant::Fp8Block || (kind == ActQuant::Int8Block && block <= 128);
+  }
+
+  void linear_quantized_output(const TensorView* x, const QuantizedActivations* xq,
+                               const QuantizedActivations& yq, const Epilogue& ep,
+                               const ExecContext& ctx) const override {
+    const int64_t M = x ? x->shape[0] : xq->q.shape[0];
+    const Int8GemmKernel k = pick_for_call(M);
+    sm90::QuantOut quant;
+    quant.kind = yq.kind == ActQuant::Fp8Block ? 1 : 2;
+    quant.block = int(yq.block);
+    quant.pitch = int(act_row_pitch(N));
+    quant.q = static_cast<uint8_t*>(yq.q.data);
+    quant.ld_q = yq.q.stride[0];
+    quant.scale = static_cast<float*>(yq.scale.data);
+    quant.offset = static_cast<float*>(yq.offset.data);
+    quant.sums = static_cast<int*>(yq.sums.data);
+    quant.ld_meta = yq.scale.stride[0];
+    Int8QuantizedActs a;
+    a.M = M;
+    int8b::DeviceGuard guard(dev_.id);
+    cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    if (xq != nullptr) {
+      a.q = static_cast<const int8_t*>(xq->q.data);
+      a.ldq = xq->q.stride[0];
+      a.scale = static_cast<const float*>(xq->scale.data);
+      a.offset = static_cast<const float*>(xq->offset.data);
+      a.sums = static_cast<const int32_t*>(xq->sums.data);
+      a.ld_meta = xq->scale.stride[0];
+    } else {
+      char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, acts_bytes(M), *scratch_, M);
+      a.ldq = act_row_pitch(K);
+      a.ld_meta = act_meta_pitch(M);
+      const size_t meta = align256(size_t(nb_ * a.ld_meta) * 4);
+      a.q = reinterpret_cast<int8_t*>(ws);
+      a.scale = reinterpret_cast<float*>(ws + align256(size_t(M * a.ldq)));
+      a.offset = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.scale) + meta);
+      a.sums = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(a.scale) + 2 * meta);
+      launch_quantize_int8_block(x->data, int8b::type_code(x->dtype), x->ld(), M, K, g_,
+                                 const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
+                                 const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
+                                 a.ld_meta, stream, false, act_quant_tuning(opts.tuning),
+                                 ActQuantClear{});
+    }
+    gemm(k, a, nullptr, &quant, ep, stream, {});
   }
 
  private:
   // The GEMM on quantized activations; sk: the skinny kernel's partial sums and tickets.
-  void gemm(const Int8GemmKernel& k, const Int8QuantizedActs& a, const TensorView& y,
-            const Epilogue& ep, cudaStream_t stream, Sm90SkinnyWork sk) const {
+  // Either y or quant (the Hopper block kernel's quantizing epilogue) receives the output.
+  void gemm(const Int8GemmKernel& k, const Int8QuantizedActs& a, const TensorView* y,
+            const sm90::QuantOut* quant, const Epilogue& ep, cudaStream_t stream,
+            Sm90SkinnyWork sk) const {
     Int8GemmParams p;
     p.mode = Int8Mode::Block;
     p.M = int(a.M);
@@ -227,14 +282,25 @@ class CudaInt8Block final : public PreparedImpl {
     p.dw = static_cast<const float*>(dw_.data());
     p.r1w = r1_ld_ > 0 ? static_cast<const float*>(r1w_.data()) : nullptr;
     p.r1_ld = r1_ld_;
-    int8b::set_output(p, y, ep);
+    if (y != nullptr) {
+      int8b::set_output(p, *y, ep);
+    } else {
+      p.quant = *quant;
+      p.y_type = 2;
+      p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+      p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
+      p.clamp_lo = ep.clamp_lo;
+      p.clamp_hi = ep.clamp_hi;
+    }
     p.num_sms = dev_.caps.sm_count;
     p.partial = sk.partial;
     p.tickets = sk.tickets;
     p.group_n = opts.tuning.w8a8_group_n;
     p.y_tma = opts.tuning.w8a8_y_tma == Toggle::Off ? 0 : -1;
     p.pdl = skinny_pdl();
-    if (log_plans()) print_plan("linear (int8 block)", a.M, k.id(int(g_), offset_).name());
+    if (log_plans())
+      print_plan(quant ? "linear (int8 block, quantized output)" : "linear (int8 block)", a.M,
+                 k.id(int(g_), offset_).name());
     k.launch(p, stream);
   }
 

@@ -23,21 +23,22 @@ int sm90_fp8_gemm_cluster(int cluster) {
 // (docs/decisions/fp8-block-gemm.md). Larger tiles give fewer, larger work units, so the
 // pick compares the waves each tile needs, times the tile's area, each credited with its speedup
 // over 128 x 128 (1.07 for 192 wide, 1.10 for 256 rows).
-Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256) {
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256, bool wide_192) {
   constexpr double kWideSpeedup = 1.07, kTallSpeedup = 1.10;
   const int64_t slots = std::max(1, sms);
   auto waves = [&](int64_t bm, int64_t bn) {
     return ((M + bm - 1) / bm * ((N + bn - 1) / bn) + slots - 1) / slots;
   };
   const double narrow = double(waves(128, 128)) * 128;
-  const double wide = double(waves(128, 192)) * 192 / kWideSpeedup;
+  const double wide = wide_192 ? double(waves(128, 192)) * 192 / kWideSpeedup : 1e300;
   const double tall = double(waves(256, 128)) * 256 / kTallSpeedup;
   if (rows_256 && tall < narrow && tall < wide) return {128, 1, 256};
   return {wide < narrow ? 192 : 128, 1, 128};
 }
 
 // A requested block_n or cluster keeps 128 rows (0: picked); block_m 256 runs 128 x 1.
-Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested) {
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested,
+                               bool narrow) {
   MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128 || requested.block_n == 192,
                  "sm90 fp8 gemm: block_n must be 0 (picked), 128 or 192, got ", requested.block_n);
   MIXQ_CHECK_ARG(requested.block_m == 0 || requested.block_m == 128 || requested.block_m == 256,
@@ -49,9 +50,10 @@ Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile reques
     return {128, 1, 256};
   }
   if (requested.block_m == 0 && requested.block_n == 0 && requested.cluster == 0)
-    return sm90_fp8_gemm_pick(M, N, sms, true);
+    return sm90_fp8_gemm_pick(M, N, sms, true, !narrow);
   // 128 rows: the requested width, or the 128-row pick's
-  return {requested.block_n ? requested.block_n : sm90_fp8_gemm_pick(M, N, sms, false).block_n,
+  return {requested.block_n ? requested.block_n
+                            : sm90_fp8_gemm_pick(M, N, sms, false, !narrow).block_n,
           sm90_fp8_gemm_cluster(requested.cluster), 128};
 }
 

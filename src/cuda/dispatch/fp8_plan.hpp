@@ -19,12 +19,16 @@ struct Sm90Fp8Tile {
 };
 // The tile the plan picks for an M x N output on `sms` SMs (single CTAs): 128 x 128, 128 x 192,
 // or (rows_256) 256 x 128.
-Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256 = true);
+// wide_192 false: 128-wide tiles only (an epilogue that quantizes whole 128-column blocks).
+Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256 = true,
+                               bool wide_192 = true);
 // The tile a launch runs: `requested` all zero: the pick; else block_m 256 (block_n 128, single
 // CTAs), or 128 rows with block_n 0 replaced by the 128-row pick's and cluster 0 by 1. Throws on
 // a block_n other than 0, 128, 192, a cluster other than 0, 1, 2, or a block_m other than 0, 128,
 // 256.
-Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested);
+// narrow: the pick among 128-wide tiles (quantized outputs).
+Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested,
+                               bool narrow = false);
 // sm90_fp8_gemm_cluster resolves 0 to the default and throws on other values.
 int sm90_fp8_gemm_cluster(int cluster);
 

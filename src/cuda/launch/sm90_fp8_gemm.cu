@@ -21,15 +21,19 @@ void check_sm90_fp8_gemm_args(const Sm90Fp8GemmArgs& a) {
                      a.ld_sb % 4 == 0,
                  "sm90 fp8 gemm: scale pitches ld_sa ", a.ld_sa, ", ld_sb ", a.ld_sb,
                  " must cover M / the K blocks and be multiples of 4");
-  MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 &&
-                     a.bias_type <= 2,
+  MIXQ_CHECK_ARG((a.quant.kind != 0 || a.ldy >= a.N) && a.y_type >= 0 && a.y_type <= 2 &&
+                     a.bias_type >= 0 && a.bias_type <= 2,
                  "sm90 fp8 gemm: bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);
+  sm90::check_quant_out(a.quant, a.M, a.N, "sm90 fp8 gemm");
 }
 
 void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   check_sm90_fp8_gemm_args(a);
-  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster, a.block_m});
+  const Sm90Fp8Tile t = sm90_fp8_gemm_tile(a.M, a.N, a.num_sms, {a.block_n, a.cluster, a.block_m},
+                                           a.quant.kind != 0);
+  MIXQ_CHECK_ARG(a.quant.kind == 0 || t.block_n == 128,
+                 "sm90 fp8 gemm: quantized outputs need 128-wide tiles, got block_n ", t.block_n);
   const bool pair = t.cluster == 2;
   // Stages: as many as fit in 227 KB of shared memory.
   if (t.block_m == 256) {

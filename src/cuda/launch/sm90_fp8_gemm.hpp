@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/dispatch/fp8_plan.hpp"
+#include "cuda/kernels/common/quant_out.hpp"
 #include "cuda/launch/sm90_skinny_gemm.hpp"
 
 namespace mixq::cuda {
@@ -36,6 +37,9 @@ struct Sm90Fp8GemmArgs {
   int block_m = 0;             // M tile: 0 (the plan's), 128, or 256 (with block_n 128, single CTAs)
   int y_tma = -1;              // TMA-store epilogue for 16-bit outputs: -1 where it can run, 0 off
   bool pdl = true;             // skinny kernel: a programmatic dependent launch (after the quantizer)
+  // quant.kind != 0 (block GEMM, 128-wide tiles: block_n 128 or the 128-wide pick): the outputs
+  // leave quantized for the next layer (kernels/common/epilogue_quant.cuh); y is not written.
+  sm90::QuantOut quant;
 };
 
 // True when the device can run the kernel (compute capability 9.0: wgmma, TMA, setmaxnreg).

@@ -48,7 +48,8 @@ void check_params(const Int8GemmParams& a, const char* name, bool g64) {
                  ": the rank-1 weight planes (r1w ", static_cast<const void*>(a.r1w), ", r1_ld ",
                  a.r1_ld, ") are missing or not int8_rank1_pitch(", a.n_kblocks, ") = ",
                  int8_rank1_pitch(a.n_kblocks), " wide");
-  MIXQ_CHECK_ARG(a.ldy >= a.N && a.y_type >= 0 && a.y_type <= 2 && a.bias_type >= 0 &&
+  MIXQ_CHECK_ARG((a.quant.kind != 0 || a.ldy >= a.N) && a.y_type >= 0 && a.y_type <= 2 &&
+                     a.bias_type >= 0 &&
                      a.bias_type <= 2,
                  name, ": bad output (ldy ", a.ldy, ", type ", a.y_type, ") or bias type ",
                  a.bias_type);

@@ -65,6 +65,9 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
   p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, C);  // 128-K stages
   p.group_n = a.group_n > 0 ? a.group_n : 8 * kSub;  // the same N extent per raster group
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
+  sm90::check_quant_out(a.quant, a.M, a.N, name);
+  MIXQ_CHECK_ARG(a.quant.kind == 0 || kBN == 128, name, ": quantized outputs need 128-wide tiles");
+  if constexpr (kBN == 128) p.quant = a.quant;
   int sms = a.num_sms;
   if (sms <= 0) {
     int dev = 0;

@@ -30,6 +30,7 @@
 
 #include "cuda/kernels/common/im2col_conv.hpp"
 #include "mixq/numeric.hpp"  // MIXQ_HD
+#include "cuda/kernels/common/quant_out.hpp"
 
 namespace mixq::cuda {
 
@@ -103,6 +104,9 @@ struct Int8GemmParams {
   int group_n = 0;
   int y_tma = -1;
   bool pdl = true;
+  // the Hopper block mode's 128-wide tiles (sm90_i8_128x128, its pairs): outputs quantized for
+  // the next layer instead of y (kernels/common/epilogue_quant.cuh)
+  sm90::QuantOut quant;
 };
 
 }  // namespace mixq::cuda

@@ -18,7 +18,8 @@
 // run at the same time share B tiles (weights) and A rows in L2.
 // Epilogue: 16-bit outputs that TMA can address (p.y_tma, set by the launcher) are staged in
 // shared memory by stmatrix and written by TMA stores (store_tile_tma); f32 or unaligned outputs
-// are stored straight from the registers (store_tile).
+// are stored straight from the registers (store_tile); with p.quant (128-wide tiles) the outputs
+// leave as the next layer's FP8 / INT8 block-quantized activations (store_tile_quantized).
 //
 // kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
 // (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
@@ -51,6 +52,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/epilogue_quant.cuh"
 #include "cuda/kernels/common/grid_dependency.cuh"
 #include "cuda/kernels/common/im2col_conv.hpp"
 #include "cuda/kernels/common/sm90_sync.cuh"
@@ -104,6 +106,9 @@ struct BlockGemmParams {
   const void* bias = nullptr;
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
+  // quant.kind != 0: the outputs leave quantized for the next layer (store_tile_quantized,
+  // kernels/common/epilogue_quant.cuh) and y is not written; 128-wide plain tiles only.
+  QuantOut quant;
   BlockGemmGroup group;  // kGrouped only
 
   // The epilogue fields (host side), y_pairs from y's alignment and leading dimension.
@@ -764,6 +769,13 @@ __global__ void __launch_bounds__(384, 1)
             else if (p.y_type == 1) store_tile<1>(p, total[0], r0, c0, u.m_end, bias);
             else store_tile<2>(p, total[0], r0, c0, u.m_end, bias);
           }
+        }
+      } else if (BN == 128 && p.quant.kind != 0) {
+        if constexpr (BN == 128) {
+#pragma unroll
+          for (int sub = 0; sub < kSub; ++sub)
+            store_tile_quantized(p.quant, total[sub], int64_t(u.m0) + row + 64 * sub, n0, c0, p.N,
+                                 p.M, p.bias, p.bias_type, p.clamp_lo, p.clamp_hi);
         }
       } else if (p.y_tma) {
 #pragma unroll
