@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "bench_driver.hpp"
+#include "mixq/act_quant.hpp"
 #include "mixq/device.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -47,10 +48,61 @@ std::vector<uint16_t> to_16bit(const float* x, size_t n, DType t) {
   return out;
 }
 
+// Device memory that grows on demand and is freed with its owner.
+struct DeviceScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  DeviceScratch() = default;
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  ~DeviceScratch() {
+    if (ptr) cudaFree(ptr);
+  }
+  void ensure(size_t b) {
+    if (b <= bytes) return;
+    if (ptr) cudaFree(ptr);
+    ptr = nullptr;
+    BENCH_CUDA(cudaMalloc(&ptr, b));
+    bytes = b;
+  }
+};
+
+// Quantized activations of M rows x K columns on the device, in the tightest layout
+// (act_quant_row_pitch / act_quant_meta_pitch): a chain layer's input or output.
+struct ChainBuffers {
+  ActQuant kind;
+  int64_t block, M, K, nb, ldq, ldm;
+  DeviceScratch q, scale, offset, sums;
+  ChainBuffers(ActQuant k, int64_t blk, int64_t m, int64_t cols)
+      : kind(k), block(blk), M(m), K(cols), nb((cols + blk - 1) / blk),
+        ldq(act_quant_row_pitch(cols)), ldm(act_quant_meta_pitch(m)) {
+    q.ensure(size_t(M * ldq));
+    scale.ensure(size_t(nb * ldm) * 4);
+    if (kind == ActQuant::Int8Block) {
+      offset.ensure(scale.bytes);
+      sums.ensure(scale.bytes);
+    }
+  }
+  QuantizedActivations view() const {
+    const TensorView codes = TensorView::strided(
+        q.ptr, kind == ActQuant::Fp8Block ? DType::F8E4M3 : DType::I8, {M, K}, {ldq, 1},
+        Device::CUDA);
+    const auto meta = [&](void* p, DType t) {
+      return TensorView::strided(p, t, {nb, M}, {ldm, 1}, Device::CUDA);
+    };
+    if (kind == ActQuant::Fp8Block)
+      return QuantizedActivations::fp8_block(codes, meta(scale.ptr, DType::F32));
+    return QuantizedActivations::int8_block(block, codes, meta(scale.ptr, DType::F32),
+                                            meta(offset.ptr, DType::F32),
+                                            meta(sums.ptr, DType::I32));
+  }
+};
+
 class CudaBenchDriver final : public BenchDriver {
  public:
   explicit CudaBenchDriver(const DriverConfig& cfg)
-      : device_(cfg.device), act_(cfg.cuda_activation), tuning_(cfg.tuning), force_kernel_(cfg.force_kernel) {
+      : device_(cfg.device), act_(cfg.cuda_activation), tuning_(cfg.tuning),
+        force_kernel_(cfg.force_kernel), chain_(cfg.chain) {
     MIXQ_CHECK(act_ == DType::F16 || act_ == DType::BF16, ErrorCode::InvalidArgument,
                "bench: CUDA activations must be f16 or bf16, got ", dtype_name(act_));
     BENCH_CUDA(cudaSetDevice(device_));
@@ -132,10 +184,33 @@ class CudaBenchDriver final : public BenchDriver {
     // the output in the activation dtype, as cuBLAS's baseline writes it (an f32 output would be
     // twice cuBLAS's output bytes, ~10 us of a 4096 x 4096 x 4096 call)
     const TensorView yv(y_, act_, {p.M, p.N}, Device::CUDA, device_);
+    // --chain: x quantized once here (the previous layer's output), the output quantized for
+    // the next layer of the same kind inside the timed call
+    const bool chain = chain_ && act != ActQuant::None;
+    std::optional<ChainBuffers> xq, yq;
+    DeviceScratch chain_ws;
+    if (chain) {
+      const int64_t block = act == ActQuant::Fp8Block ? QuantizedActivations::kFp8Block
+                                                      : w.block_k;  // INT8: act_block
+      xq.emplace(act, block, p.M, p.K);
+      yq.emplace(act, block, p.M, p.N);
+      ExecContext c;
+      c.stream = stream_;
+      const QuantizedActivations v = xq->view();
+      if (act == ActQuant::Fp8Block) quantize_activations_fp8_block(xv, v.q, v.scale, c);
+      else quantize_activations_int8_block(xv, block, v.q, v.scale, v.offset, v.sums, c);
+      chain_ws.ensure(linear_workspace_size(prepared_[0], p.M, act, block));
+    }
     Graph mixq_graph = make_graph(int(prepared_.size()), [&](int i) {
       ExecContext c;
       c.stream = stream_;
-      linear(xv, prepared_[i], yv, {}, c);
+      if (chain) {
+        c.workspace = chain_ws.ptr;
+        c.workspace_bytes = chain_ws.bytes;
+        linear(xq->view(), prepared_[i], yq->view(), {}, c);
+      } else {
+        linear(xv, prepared_[i], yv, {}, c);
+      }
     });
     // where the dense copies of this shape are resident, replays alternate: mixq, cuBLAS, mixq, ...
     // (the 16-bit output of cuBLAS goes to y16_)
@@ -156,6 +231,15 @@ class CudaBenchDriver final : public BenchDriver {
       t.paired_baseline_us = d.median_us;
     }
     t.kernel = prepared_[0].kernel_name(p.M, act_);  // the instantiation for this activation type
+    if (chain) {
+      // the check: the same layer's 16-bit output of x (the quantized output's bytes are the
+      // quantizer's on this output: tests/gpu/test_cuda_quantized_output.cpp)
+      ExecContext c;
+      c.stream = stream_;
+      linear(xv, prepared_[0], yv, {}, c);
+      BENCH_CUDA(cudaStreamSynchronize(stream_));
+      t.kernel += " (chain: xq in, yq out)";
+    }
     download_y(p);
     return t;
   }
@@ -301,6 +385,7 @@ class CudaBenchDriver final : public BenchDriver {
   DType act_;
   Tuning tuning_;
   std::string force_kernel_;
+  bool chain_ = false;
   cudaDeviceProp prop_{};
   cudaStream_t stream_ = nullptr;
   cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;  // a timed replay's bounds

@@ -135,6 +135,10 @@ struct DriverConfig {
   DType cuda_activation = DType::F16;  // CUDA: f16 or bf16 activations (and dense baseline)
   Tuning tuning = default_tuning();    // PrepareOptions::tuning of every prepared weight
   std::string force_kernel;            // PrepareOptions::force_kernel (empty: the planner's)
+  // CUDA, W8A8 / FP8 schemes: time each layer as one of a chain of quantized layers, x arriving
+  // quantized (the previous layer's output) and y leaving quantized for the next layer of the
+  // same kind: linear(xq, w, yq). Weight-only schemes are timed as usual.
+  bool chain = false;
 };
 
 std::unique_ptr<BenchDriver> make_cpu_bench_driver(const DriverConfig& cfg, BackendKind kind);

@@ -41,6 +41,7 @@ bench::DriverConfig parse_driver_config(const Args& a) {
   cfg.cuda_activation = parse_cuda_activation(a, DType::F16);
   cfg.tuning = parse_tuning(a);
   cfg.force_kernel = a.get("--force-kernel", "");
+  cfg.chain = a.has("--chain");
   return cfg;
 }
 

@@ -56,6 +56,10 @@ const char kHelp[] =
     "  --tune K=V,...       kernel tuning knobs (mixq/tuning.hpp keys, e.g. wo_token_tile=64),\n"
     "                       over MIXQ_TUNE\n"
     "  --force-kernel NAME  run this kernel family for every M it serves (e.g. sm90_wo_ws)\n"
+    "  --chain              CUDA, ':int8' / ':fp8' schemes: time each layer as one of a chain of\n"
+    "                       quantized layers: x arrives quantized (quantized once, untimed) and\n"
+    "                       the output leaves quantized for the next layer (linear(xq, w, yq));\n"
+    "                       the check runs on the same layer's 16-bit output\n"
     "  --json FILE          also write the results as JSON (with this command line)\n"
     "  --quick              tiny shapes (512x384, 320x200) at M = 1, 5, 33: a smoke test\n"
     "  --seed N             random seed (default 1)\n"
@@ -154,7 +158,8 @@ int run_bench(int argc, char** argv) {
           {"--threads", "", true}, {"--json", "", true}, {"--quick", "", false},
           {"--seed", "", true}, {"--no-progress", "", false}, {"--tol-scale", "", true},
           {"--act", "", true}, {"--tune", "", true}, {"--force-kernel", "", true},
-          {"--only", "", true}, {"--skip", "", true}, {"--settle-ms", "", true}});
+          {"--only", "", true}, {"--skip", "", true}, {"--settle-ms", "", true},
+          {"--chain", "", false}});
   if (a.help()) return print_help((std::string(kHelp) + "\n" + kBenchFileHelp).c_str());
   if (!a.positionals().empty()) return run_bench_file(a, join_command(argc, argv));
   for (const char* opt : {"--only", "--skip"})

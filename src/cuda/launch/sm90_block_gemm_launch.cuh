@@ -72,6 +72,12 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                               p.y, uint64_t(p.N), uint64_t(p.M), uint64_t(p.ldy) * 2,
                               sm90::kYBox, sm90::kYBox, CU_TENSOR_MAP_SWIZZLE_128B);
+  // Quantized outputs: the codes as 64-row x 128-byte boxes of the 128-byte-swizzled staging
+  // box (store_tile_quantized), clipped at the row pitch and at M.
+  if (p.quant.kind != 0)
+    tm_y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, p.quant.q, uint64_t(p.quant.pitch),
+                              uint64_t(p.M), uint64_t(p.quant.ld_q), 128, 64,
+                              CU_TENSOR_MAP_SWIZZLE_128B);
   static PerDeviceAttribute smem_limit;  // once per device, not a driver call every launch
   MIXQ_CUDA_CHECK(smem_limit.ensure([kernel] {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes);

@@ -20,11 +20,14 @@
 // quantizer refuses them) and, as on the host, an FP8 amax that ignores NaN.
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
-#include "cuda/kernels/act_quant/act_quant.cuh"
+#include "cuda/kernels/common/e4m3_convert.cuh"
 #include "cuda/kernels/common/float_io.cuh"
 #include "cuda/kernels/common/quant_out.hpp"
+#include "cuda/kernels/common/sm90_sync.cuh"
 #include "mixq/numeric.hpp"
 
 namespace mixq::cuda::sm90 {
@@ -42,148 +45,217 @@ __device__ __forceinline__ int quad_sum(int v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Two adjacent FP8 codes (a in the low byte) of a / s and b / s, as the host computes them.
-__device__ __forceinline__ uint32_t e4m3_quotients(float a, float b, float s, float r_lo,
-                                                   float r_hi) {
-  const uint32_t lo = act_quant::e4m3x2(__fmul_rn(a, r_lo), __fmul_rn(b, r_lo));
-  const uint32_t hi = act_quant::e4m3x2(__fmul_rn(a, r_hi), __fmul_rn(b, r_hi));
-  if (lo == hi) return lo;
-  return act_quant::e4m3x2(__fdiv_rn(a, s), __fdiv_rn(b, s));  // rare: near a boundary
+// Byte `c_local` of box row `row` in the staging box: 128-byte rows with the 128-byte swizzle
+// (16-byte chunk g of row r at chunk g ^ (r % 8)), so that the 8 rows of a warp's store land in 8
+// different chunks (no bank conflicts) and a TMA store with a SWIZZLE_128B map unpermutes them.
+__device__ __forceinline__ uint32_t staged_byte(uint32_t box, int row, int c_local) {
+  return box + uint32_t(row) * 128u + ((uint32_t((c_local >> 4) ^ (row & 7))) << 4) +
+         uint32_t(c_local & 15);
+}
+__device__ __forceinline__ void stage_pair(uint32_t box, int row, int c_local, uint32_t two) {
+  asm volatile("st.shared.u16 [%0], %1;" ::"r"(staged_byte(box, row, c_local)),
+               "h"(static_cast<unsigned short>(two)));
 }
 
-// One m64 sub-tile of a consumer warpgroup, 2R columns from n0 (a multiple of 128, R = 64: one
-// 128-wide tile): rows r0 and r0 + 8 of this thread (m_end: rows from there are not written),
-// columns c0 + 8j (+1). bias: [N] of bias_type, or null.
-template <int R>
-__device__ __forceinline__ void store_tile_quantized(const QuantOut& o, const float (&total)[R],
-                                                     int64_t r0, int n0, int c0, int N,
-                                                     int64_t m_end, const void* bias,
-                                                     int bias_type, float clamp_lo,
-                                                     float clamp_hi) {
-  static_assert(R == 64, "a 128-wide tile holds whole quantization blocks");
-  // v: the f32 outputs (store_tile's operations); columns past N are masked out of every block.
+// The output of accumulator register i (column c0 + 8 (i / 4) + i % 2): store_tile's operations.
+__device__ __forceinline__ float epilogue_value(float acc, int c, int N, const void* bias,
+                                               int bias_type, float lo, float hi) {
+  const float b = bias && c < N ? load_as_float(bias, bias_type, c) : 0.f;
+  return fminf(fmaxf(acc + b, lo), hi);
+}
+
+// Where one consumer thread's share of a sub-tile goes (store_tile_quantized).
+struct QuantTileArgs {
+  int64_t r0;     // this thread's first row (and r0 + 8)
+  int64_t m_end;  // rows from here are not written
+  int n0, c0, N;  // the tile's first column, this thread's first column, the output's width
+  const void* bias;
+  int bias_type;
+  float clamp_lo, clamp_hi;
+  uint32_t box;   // the warpgroup's staging box
+  int box_row;    // this thread's first row in the box (and + 8)
+};
+
+// FP8 1x128: the rows' amax (quad reduction), s = max(amax, 1e-10) / 448, codes by the reciprocal
+// bracket; the rare codes whose bracket straddles an e4m3 boundary are redone afterwards by IEEE
+// division in a rolled loop that reads `total` by index (out of line, so from local memory), which
+// keeps the divisions out of the unrolled body. Returns nothing; stages the codes, stores the
+// scales.
+static __device__ __noinline__ void quantize_fp8_subtile(const QuantOut o, const float* total,
+                                                  const QuantTileArgs a) {
+  constexpr int R = 64;
+  const int lane = threadIdx.x & 31;
   float v[R];
+  float a0 = 0.f, a1 = 0.f;  // the rows' amax over valid columns (fmaxf ignores NaN, as the host)
 #pragma unroll
   for (int j = 0; j < R / 4; ++j) {
-    const int c = c0 + 8 * j;
-    float b0 = 0.f, b1 = 0.f;
-    if (bias) {
-      if (c < N) b0 = load_as_float(bias, bias_type, c);
-      if (c + 1 < N) b1 = load_as_float(bias, bias_type, c + 1);
+    const int c = a.c0 + 8 * j;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int ce = c + (e & 1);
+      v[4 * j + e] = ce < a.N ? epilogue_value(total[4 * j + e], ce, a.N, a.bias, a.bias_type,
+                                               a.clamp_lo, a.clamp_hi)
+                              : 0.f;  // columns past N: zero codes (the quantizer's padding)
     }
-    v[4 * j] = fminf(fmaxf(total[4 * j] + b0, clamp_lo), clamp_hi);
-    v[4 * j + 1] = fminf(fmaxf(total[4 * j + 1] + b1, clamp_lo), clamp_hi);
-    v[4 * j + 2] = fminf(fmaxf(total[4 * j + 2] + b0, clamp_lo), clamp_hi);
-    v[4 * j + 3] = fminf(fmaxf(total[4 * j + 3] + b1, clamp_lo), clamp_hi);
+    a0 = fmaxf(a0, fmaxf(fabsf(v[4 * j]), fabsf(v[4 * j + 1])));
+    a1 = fmaxf(a1, fmaxf(fabsf(v[4 * j + 2]), fabsf(v[4 * j + 3])));
   }
-  const bool row0 = r0 < m_end, row1 = r0 + 8 < m_end;
-  const bool meta_lane = (threadIdx.x & 3) == 0;
-  uint8_t* q0 = o.q + r0 * o.ld_q;
-  uint8_t* q1 = q0 + 8 * o.ld_q;
-  if (o.kind == 1) {
-    float a0 = 0.f, a1 = 0.f;  // the rows' amax over valid columns (fmaxf ignores NaN, as the host)
+  a0 = quad_max(a0);
+  a1 = quad_max(a1);
+  const float s0 = __fdiv_rn(fmaxf(a0, 1e-10f), 448.f), s1 = __fdiv_rn(fmaxf(a1, 1e-10f), 448.f);
+  const float l0 = __frcp_rd(s0), h0 = __frcp_ru(s0), l1 = __frcp_rd(s1), h1 = __frcp_ru(s1);
+  uint32_t straddle = 0;  // bit 2j + row: the pair's bracket ends differ
+  const int cl = a.c0 - a.n0;
 #pragma unroll
-    for (int j = 0; j < R / 4; ++j) {
-      const int c = c0 + 8 * j;
-      if (c < N) {
-        a0 = fmaxf(a0, fabsf(v[4 * j]));
-        a1 = fmaxf(a1, fabsf(v[4 * j + 2]));
-      }
-      if (c + 1 < N) {
-        a0 = fmaxf(a0, fabsf(v[4 * j + 1]));
-        a1 = fmaxf(a1, fabsf(v[4 * j + 3]));
-      }
-    }
-    a0 = quad_max(a0);
-    a1 = quad_max(a1);
-    const float s0 = __fdiv_rn(fmaxf(a0, 1e-10f), 448.f), s1 = __fdiv_rn(fmaxf(a1, 1e-10f), 448.f);
-    const float lo0 = __frcp_rd(s0), hi0 = __frcp_ru(s0), lo1 = __frcp_rd(s1), hi1 = __frcp_ru(s1);
-#pragma unroll
-    for (int j = 0; j < R / 4; ++j) {
-      const int c = c0 + 8 * j;
-      if (c >= o.pitch) break;  // c even, pitch a multiple of 16: c + 1 < pitch too
-      // columns past N: zero codes (the quantizer's padding up to the row pitch)
-      const float x0 = c < N ? v[4 * j] : 0.f, x1 = c + 1 < N ? v[4 * j + 1] : 0.f;
-      const float x2 = c < N ? v[4 * j + 2] : 0.f, x3 = c + 1 < N ? v[4 * j + 3] : 0.f;
-      if (row0) *reinterpret_cast<uint16_t*>(q0 + c) = uint16_t(e4m3_quotients(x0, x1, s0, lo0, hi0));
-      if (row1) *reinterpret_cast<uint16_t*>(q1 + c) = uint16_t(e4m3_quotients(x2, x3, s1, lo1, hi1));
-    }
-    if (meta_lane) {
-      float* sc = o.scale + int64_t(n0 / 128) * o.ld_meta;
-      if (row0) sc[r0] = s0;
-      if (row1) sc[r0 + 8] = s1;
-    }
-    return;
+  for (int j = 0; j < R / 4; ++j) {
+    const float* x = &v[4 * j];
+    const uint32_t p0 = e4m3x2(__fmul_rn(x[0], l0), __fmul_rn(x[1], l0));
+    const uint32_t q0 = e4m3x2(__fmul_rn(x[0], h0), __fmul_rn(x[1], h0));
+    const uint32_t p1 = e4m3x2(__fmul_rn(x[2], l1), __fmul_rn(x[3], l1));
+    const uint32_t q1 = e4m3x2(__fmul_rn(x[2], h1), __fmul_rn(x[3], h1));
+    straddle |= (p0 != q0 ? 1u : 0u) << (2 * j);
+    straddle |= (p1 != q1 ? 1u : 0u) << (2 * j + 1);
+    stage_pair(a.box, a.box_row, cl + 8 * j, p0);
+    stage_pair(a.box, a.box_row + 8, cl + 8 * j, p1);
   }
-  // INT8 per block of B columns: J = B / 8 register groups j of each row per block.
-  const int J = o.block / 8;
+#pragma unroll 1
+  while (straddle != 0) {  // rare: x / s within ~1 f32 ulp of an e4m3 rounding boundary
+    const int bit = __ffs(straddle) - 1;
+    straddle &= straddle - 1;
+    const int j = bit >> 1, row = bit & 1;
+    const float s = row ? s1 : s0;
+#pragma unroll 1
+    for (int e = 0; e < 2; ++e) {
+      const int c = a.c0 + 8 * j + e;
+      const float x = c < a.N ? epilogue_value(total[4 * j + 2 * row + e], c, a.N, a.bias,
+                                               a.bias_type, a.clamp_lo, a.clamp_hi)
+                              : 0.f;
+      const uint32_t code = e4m3x2(__fdiv_rn(x, s), 0.f) & 0xFFu;
+      asm volatile("st.shared.u8 [%0], %1;" ::"r"(staged_byte(a.box, a.box_row + 8 * row,
+                                                              cl + 8 * j + e)),
+                   "h"(static_cast<unsigned short>(code)));
+    }
+  }
+  if ((lane & 3) == 0) {
+    float* sc = o.scale + int64_t(a.n0 / 128) * o.ld_meta;
+    if (a.r0 < a.m_end) sc[a.r0] = s0;
+    if (a.r0 + 8 < a.m_end) sc[a.r0 + 8] = s1;
+  }
+}
+
+// INT8 per block of B columns (B / 8 register groups j of each row per block): min / max (quad
+// reductions), scale, offset and 1 / scale as the host computes them, codes int8_act_code, the
+// code sums (quad reductions). Out of line like the FP8 form.
+template <int B>
+__device__ __noinline__ void quantize_int8_subtile(const QuantOut o, const float* total,
+                                                   const QuantTileArgs a) {
+  constexpr int R = 64, J = B / 8;
+  const int lane = threadIdx.x & 31;
+  const int cl = a.c0 - a.n0;
 #pragma unroll
-  for (int b = 0; b < 4; ++b) {  // at most 4 blocks (of 32) in the tile
-    if (b * o.block >= 128) break;
-    const int blk_c0 = n0 + b * o.block;
-    if (blk_c0 >= N) break;  // no block of the next layer's K starts here
+  for (int b = 0; b < 128 / B; ++b) {
+    float v[4 * J];
     float lo0 = INFINITY, hi0 = -INFINITY, lo1 = INFINITY, hi1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < R / 4; ++j) {
-      if (j < b * J || j >= (b + 1) * J) continue;
-      const int c = c0 + 8 * j;
-      if (c < N) {
-        lo0 = fminf(lo0, v[4 * j]);
-        hi0 = fmaxf(hi0, v[4 * j]);
-        lo1 = fminf(lo1, v[4 * j + 2]);
-        hi1 = fmaxf(hi1, v[4 * j + 2]);
-      }
-      if (c + 1 < N) {
-        lo0 = fminf(lo0, v[4 * j + 1]);
-        hi0 = fmaxf(hi0, v[4 * j + 1]);
-        lo1 = fminf(lo1, v[4 * j + 3]);
-        hi1 = fmaxf(hi1, v[4 * j + 3]);
+    for (int jj = 0; jj < J; ++jj) {
+      const int j = b * J + jj, c = a.c0 + 8 * j;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int ce = c + (e & 1);
+        const float x = ce < a.N ? epilogue_value(total[4 * j + e], ce, a.N, a.bias, a.bias_type,
+                                                  a.clamp_lo, a.clamp_hi)
+                                 : 0.f;
+        v[4 * jj + e] = x;
+        if (ce < a.N) {
+          if (e < 2) lo0 = fminf(lo0, x), hi0 = fmaxf(hi0, x);
+          else lo1 = fminf(lo1, x), hi1 = fmaxf(hi1, x);
+        }
       }
     }
     lo0 = quad_min(lo0);
     hi0 = quad_max(hi0);
     lo1 = quad_min(lo1);
     hi1 = quad_max(hi1);
-    // scale, offset, 1 / scale: the host's f32 operations, each rounded on its own
-    const float s0 = __fdiv_rn(__fsub_rn(hi0, lo0), 255.f), s1 = __fdiv_rn(__fsub_rn(hi1, lo1), 255.f);
+    // each rounded on its own (a block wholly past N gets -inf here: zero codes, no meta)
+    const float s0 = __fdiv_rn(__fsub_rn(hi0, lo0), 255.f);
+    const float s1 = __fdiv_rn(__fsub_rn(hi1, lo1), 255.f);
     const float o0 = s0 > 0.f ? __fadd_rn(lo0, __fmul_rn(128.f, s0)) : lo0;
     const float o1 = s1 > 0.f ? __fadd_rn(lo1, __fmul_rn(128.f, s1)) : lo1;
-    const float i0 = s0 > 0.f ? __fdiv_rn(1.f, s0) : 0.f, i1 = s1 > 0.f ? __fdiv_rn(1.f, s1) : 0.f;
+    const float i0 = s0 > 0.f ? __frcp_rn(s0) : 0.f, i1 = s1 > 0.f ? __frcp_rn(s1) : 0.f;
     int sum0 = 0, sum1 = 0;
 #pragma unroll
-    for (int j = 0; j < R / 4; ++j) {
-      if (j < b * J || j >= (b + 1) * J) continue;
-      const int c = c0 + 8 * j;
-      if (c >= o.pitch) break;
-      int k0 = 0, k1 = 0, k2 = 0, k3 = 0;
-      if (c < N) {
-        if (s0 > 0.f) k0 = int8_act_code(v[4 * j], o0, i0);
-        if (s1 > 0.f) k2 = int8_act_code(v[4 * j + 2], o1, i1);
+    for (int jj = 0; jj < J; ++jj) {
+      const int j = b * J + jj, c = a.c0 + 8 * j;
+      int k[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool valid = c + (e & 1) < a.N && (e < 2 ? s0 : s1) > 0.f;
+        k[e] = valid ? int(int8_act_code(v[4 * jj + e], e < 2 ? o0 : o1, e < 2 ? i0 : i1)) : 0;
       }
-      if (c + 1 < N) {
-        if (s0 > 0.f) k1 = int8_act_code(v[4 * j + 1], o0, i0);
-        if (s1 > 0.f) k3 = int8_act_code(v[4 * j + 3], o1, i1);
-      }
-      sum0 += k0 + k1;
-      sum1 += k2 + k3;
-      if (row0) *reinterpret_cast<uint16_t*>(q0 + c) = uint16_t((k0 & 0xFF) | ((k1 & 0xFF) << 8));
-      if (row1) *reinterpret_cast<uint16_t*>(q1 + c) = uint16_t((k2 & 0xFF) | ((k3 & 0xFF) << 8));
+      sum0 += k[0] + k[1];
+      sum1 += k[2] + k[3];
+      stage_pair(a.box, a.box_row, cl + 8 * j, uint32_t((k[0] & 0xFF) | ((k[1] & 0xFF) << 8)));
+      stage_pair(a.box, a.box_row + 8, cl + 8 * j, uint32_t((k[2] & 0xFF) | ((k[3] & 0xFF) << 8)));
     }
     sum0 = quad_sum(sum0);
     sum1 = quad_sum(sum1);
-    if (meta_lane) {
-      const int64_t at = int64_t(blk_c0 / o.block) * o.ld_meta;
-      if (row0) {
-        o.scale[at + r0] = s0;
-        o.offset[at + r0] = o0;
-        o.sums[at + r0] = sum0;
+    const int blk_c0 = a.n0 + b * B;
+    if ((lane & 3) == 0 && blk_c0 < a.N) {  // a block of the next layer's K starts here
+      const int64_t at = int64_t(blk_c0 / B) * o.ld_meta;
+      if (a.r0 < a.m_end) {
+        o.scale[at + a.r0] = s0;
+        o.offset[at + a.r0] = o0;
+        o.sums[at + a.r0] = sum0;
       }
-      if (row1) {
-        o.scale[at + r0 + 8] = s1;
-        o.offset[at + r0 + 8] = o1;
-        o.sums[at + r0 + 8] = sum1;
+      if (a.r0 + 8 < a.m_end) {
+        o.scale[at + a.r0 + 8] = s1;
+        o.offset[at + a.r0 + 8] = o1;
+        o.sums[at + a.r0 + 8] = sum1;
       }
     }
+  }
+}
+
+// One m64 sub-tile of a consumer warpgroup, 2R columns from n0 (a multiple of 128, R = 64: one
+// 128-wide tile): rows r0 and r0 + 8 of this thread (m_end: rows from there are not written),
+// columns c0 + 8j (+1); m0 the sub-tile's first row, warp the warp in the warpgroup (its rows
+// 16 warp .. + 15 of the sub-tile). bias: [N] of bias_type, or null.
+// The codes go through the warpgroup's 8 KB staging box (64 rows x 128 bytes) and leave by one
+// TMA store (tm_q: u8 [M][pitch] in 128 x 64 boxes, SWIZZLE_128B), which clips rows past M and
+// columns past the pitch and drains while the next tile's MMAs run; written from the registers,
+// each warp store would put 8 bytes in each of 8 rows' sectors. The meta values (one per row and
+// block) are stored by the quad's first lane. The box is rewritten only after the issuing
+// thread's previous store has read it (bulk_wait_group_read, then the warpgroup's named barrier),
+// as in store_tile_tma.
+// The quantization itself runs out of line (one copy of its code per kernel instead of one per
+// sub-tile and call site, with the rare exact divisions in a rolled loop): unrolled in place it
+// was ~1.5k instructions a sub-tile, run once per tile, mostly from instruction-cache misses.
+template <int R>
+__device__ __forceinline__ void store_tile_quantized(const QuantOut& o, const CUtensorMap* tm_q,
+                                                     const float (&total)[R], int64_t r0, int m0,
+                                                     int n0, int c0, int N, int64_t m_end,
+                                                     const void* bias, int bias_type,
+                                                     float clamp_lo, float clamp_hi, uint32_t box,
+                                                     int warp, int lane, bool issuer, int bar) {
+  static_assert(R == 64, "a 128-wide tile holds whole quantization blocks");
+  const QuantTileArgs a{r0, m_end, n0, c0, N, bias, bias_type, clamp_lo, clamp_hi, box,
+                        16 * warp + lane / 4};
+  // The out-of-line calls read a copy in local memory: handing them `total` itself would give
+  // the caller's accumulators an address, and keep them in memory through the K loop.
+  float t[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) t[i] = total[i];
+  if (issuer) bulk_wait_group_read<0>();  // the previous store has read the box
+  named_barrier_sync(bar, 128);
+  if (o.kind == 1) quantize_fp8_subtile(o, t, a);
+  else if (o.block == 32) quantize_int8_subtile<32>(o, t, a);
+  else if (o.block == 64) quantize_int8_subtile<64>(o, t, a);
+  else quantize_int8_subtile<128>(o, t, a);
+  fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
+  named_barrier_sync(bar, 128);
+  if (issuer) {
+    tma_store_2d(tm_q, box, n0, m0);
+    bulk_commit_group();
   }
 }
 

@@ -393,7 +393,7 @@ template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAc
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
-                           const __grid_constant__ CUtensorMap tm_y,  // read when p.y_tma
+                           const __grid_constant__ CUtensorMap tm_y,  // p.y_tma: Y; p.quant: codes
                            const __grid_constant__ typename Policy::Params pp,
                            const BlockGemmParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -537,7 +537,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t y_box = smem_u32(y_tiles) + uint32_t(cw) * kYBoxBytes;
     const bool y_issuer = threadIdx.x % 128 == 0;
     const int y_bar = kYBarrier0 + cw;
-    if (p.y_tma && y_issuer) tma_prefetch_desc(&tm_y);
+    if ((p.y_tma || p.quant.kind != 0) && y_issuer) tma_prefetch_desc(&tm_y);
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0, 0));
@@ -773,9 +773,13 @@ __global__ void __launch_bounds__(384, 1)
       } else if (BN == 128 && p.quant.kind != 0) {
         if constexpr (BN == 128) {
 #pragma unroll
-          for (int sub = 0; sub < kSub; ++sub)
-            store_tile_quantized(p.quant, total[sub], int64_t(u.m0) + row + 64 * sub, n0, c0, p.N,
-                                 p.M, p.bias, p.bias_type, p.clamp_lo, p.clamp_hi);
+          for (int sub = 0; sub < kSub; ++sub) {
+            const int m0 = u.m0 + cw * 64 * kSub + 64 * sub;  // the sub-tile's first row
+            if (m0 >= p.M) continue;  // (the same for the whole warpgroup)
+            store_tile_quantized(p.quant, &tm_y, total[sub], int64_t(u.m0) + row + 64 * sub, m0,
+                                 n0, c0, p.N, p.M, p.bias, p.bias_type, p.clamp_lo, p.clamp_hi,
+                                 y_box, warp, lane, y_issuer, y_bar);
+          }
         }
       } else if (p.y_tma) {
 #pragma unroll
@@ -805,7 +809,7 @@ __global__ void __launch_bounds__(384, 1)
     if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
     // The staging boxes must stay until the last TMA store has read them (the CTA's shared memory
     // is released at its exit); wait for the whole store, before the pair's closing cluster_sync.
-    if (p.y_tma && y_issuer) bulk_wait_group<0>();
+    if ((p.y_tma || p.quant.kind != 0) && y_issuer) bulk_wait_group<0>();
   }
   // No CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
