@@ -53,7 +53,7 @@ inline sm90::BlockGemmParams block_grouped_params(const BlockGroupedCall& c, int
 // grid's size); pdl: a programmatic dependent launch of the previous kernel (the schedule kernel;
 // the grouped kernel waits for it before it reads the tile list).
 template <int BN, int S, class Policy, int kCluster, int kSub = 1, int kAccSets = 2,
-          bool kGrouped = false>
+          bool kGrouped = false, bool kQuantOut = false>
 void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                        const typename Policy::Params& pp, const sm90::BlockGemmParams& params,
                        int sms, int y_tma, cudaStream_t stream, const char* name,
@@ -61,7 +61,8 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
   using Shape = sm90::BlockGemmShape<BN, S, Policy, kCluster, kSub>;
   static_assert(Shape::kSmemBytes <= 227 * 1024,
                 "the ring and the epilogue's staging must fit in shared memory");
-  auto kernel = sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets, kGrouped>;
+  auto kernel =
+      sm90::sm90_block_gemm_kernel<BN, S, Policy, kCluster, kSub, kAccSets, kGrouped, kQuantOut>;
   // Y as 64 x 64 boxes of 16-bit values, 128-byte swizzled (the staging layout); the kernel never
   // reads the map (left zeroed) on the direct-store path.
   sm90::BlockGemmParams p = params;
@@ -74,7 +75,7 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
                               sm90::kYBox, sm90::kYBox, CU_TENSOR_MAP_SWIZZLE_128B);
   // Quantized outputs: the codes as 64-row x 128-byte boxes of the 128-byte-swizzled staging
   // box (store_tile_quantized), clipped at the row pitch and at M.
-  if (p.quant.kind != 0)
+  if (kQuantOut)
     tm_y = make_tensor_map_2d(CU_TENSOR_MAP_DATA_TYPE_UINT8, p.quant.q, uint64_t(p.quant.pitch),
                               uint64_t(p.M), uint64_t(p.quant.ld_q), 128, 64,
                               CU_TENSOR_MAP_SWIZZLE_128B);

@@ -36,9 +36,17 @@ void launch_fp8(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   // fastest or within 1% on all 8 target shapes, up to 15% faster than 8.
   p.group_n = a.group_n > 0 ? a.group_n : kSm90Fp8DefaultGroupN;
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
-  if constexpr (BN == 128) p.quant = a.quant;  // the host checks: quantized outputs take 128 wide
+  const char* name = sm90_fp8_gemm_name({BN, C, Shape::kBM});
+  if constexpr (BN == 128) {
+    if (a.quant.kind != 0) {  // (the host checks: quantized outputs take 128-wide tiles)
+      p.quant = a.quant;
+      launch_block_gemm<BN, S, Policy, C, kSub, kSets, false, true>(tm_a, tm_b, pp, p, a.num_sms,
+                                                                    0, stream, name);
+      return;
+    }
+  }
   launch_block_gemm<BN, S, Policy, C, kSub, kSets>(tm_a, tm_b, pp, p, a.num_sms, a.y_tma, stream,
-                                                   sm90_fp8_gemm_name({BN, C, Shape::kBM}));
+                                                   name);
 }
 
 }  // namespace mixq::cuda

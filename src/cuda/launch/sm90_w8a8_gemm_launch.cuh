@@ -67,12 +67,19 @@ void launch_w8a8(const Int8GemmParams& a, cudaStream_t stream, const char* name)
   p.set_output(a.y, a.ldy, a.y_type, a.bias, a.bias_type, a.clamp_lo, a.clamp_hi);
   sm90::check_quant_out(a.quant, a.M, a.N, name);
   MIXQ_CHECK_ARG(a.quant.kind == 0 || kBN == 128, name, ": quantized outputs need 128-wide tiles");
-  if constexpr (kBN == 128) p.quant = a.quant;
   int sms = a.num_sms;
   if (sms <= 0) {
     int dev = 0;
     MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
     MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  if constexpr (kBN == 128) {
+    if (a.quant.kind != 0) {
+      p.quant = a.quant;
+      launch_block_gemm<kBN, kStages, Policy, C, kSub, 2, false, true>(tm_a, tm_b, pp, p, sms, 0,
+                                                                       stream, name);
+      return;
+    }
   }
   launch_block_gemm<kBN, kStages, Policy, C, kSub>(tm_a, tm_b, pp, p, sms, a.y_tma, stream, name);
 }

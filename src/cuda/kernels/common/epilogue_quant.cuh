@@ -57,46 +57,49 @@ __device__ __forceinline__ void stage_pair(uint32_t box, int row, int c_local, u
                "h"(static_cast<unsigned short>(two)));
 }
 
-// The output of accumulator register i (column c0 + 8 (i / 4) + i % 2): store_tile's operations.
-__device__ __forceinline__ float epilogue_value(float acc, int c, int N, const void* bias,
-                                               int bias_type, float lo, float hi) {
-  const float b = bias && c < N ? load_as_float(bias, bias_type, c) : 0.f;
-  return fminf(fmaxf(acc + b, lo), hi);
-}
-
-// Where one consumer thread's share of a sub-tile goes (store_tile_quantized).
-struct QuantTileArgs {
-  int64_t r0;     // this thread's first row (and r0 + 8)
-  int64_t m_end;  // rows from here are not written
-  int n0, c0, N;  // the tile's first column, this thread's first column, the output's width
-  const void* bias;
-  int bias_type;
-  float clamp_lo, clamp_hi;
-  uint32_t box;   // the warpgroup's staging box
-  int box_row;    // this thread's first row in the box (and + 8)
-};
-
-// FP8 1x128: the rows' amax (quad reduction), s = max(amax, 1e-10) / 448, codes by the reciprocal
-// bracket; the rare codes whose bracket straddles an e4m3 boundary are redone afterwards by IEEE
-// division in a rolled loop that reads `total` by index (out of line, so from local memory), which
-// keeps the divisions out of the unrolled body. Returns nothing; stages the codes, stores the
-// scales.
-static __device__ __noinline__ void quantize_fp8_subtile(const QuantOut o, const float* total,
-                                                  const QuantTileArgs a) {
-  constexpr int R = 64;
-  const int lane = threadIdx.x & 31;
-  float v[R];
-  float a0 = 0.f, a1 = 0.f;  // the rows' amax over valid columns (fmaxf ignores NaN, as the host)
+// A thread's tile outputs v = clamp(total + bias, lo, hi) (store_tile's operations), zero at
+// columns past N. One branch on the bias and its type for the whole tile, not one per element
+// (each would be a convergence barrier pair in the unrolled body); bias indices are clamped to
+// N - 1 so that no load is conditional. BT: the bias type code, -1 none.
+template <int BT, int R>
+__device__ __forceinline__ void epilogue_values_as(const float (&total)[R], float (&v)[R], int c0,
+                                                   int N, const void* bias, float lo, float hi) {
 #pragma unroll
   for (int j = 0; j < R / 4; ++j) {
-    const int c = a.c0 + 8 * j;
+    const int c = c0 + 8 * j;
+    float b0 = 0.f, b1 = 0.f;
+    if constexpr (BT >= 0) {
+      b0 = load_as_float(bias, BT, c < N ? c : N - 1);
+      b1 = load_as_float(bias, BT, c + 1 < N ? c + 1 : N - 1);
+    }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int ce = c + (e & 1);
-      v[4 * j + e] = ce < a.N ? epilogue_value(total[4 * j + e], ce, a.N, a.bias, a.bias_type,
-                                               a.clamp_lo, a.clamp_hi)
-                              : 0.f;  // columns past N: zero codes (the quantizer's padding)
+      const float x = fminf(fmaxf(total[4 * j + e] + (e & 1 ? b1 : b0), lo), hi);
+      v[4 * j + e] = c + (e & 1) < N ? x : 0.f;
     }
+  }
+}
+template <int R>
+__device__ __forceinline__ void epilogue_values(const float (&total)[R], float (&v)[R], int c0,
+                                                int N, const void* bias, int bias_type, float lo,
+                                                float hi) {
+  if (bias == nullptr) epilogue_values_as<-1>(total, v, c0, N, bias, lo, hi);
+  else if (bias_type == 0) epilogue_values_as<0>(total, v, c0, N, bias, lo, hi);
+  else if (bias_type == 1) epilogue_values_as<1>(total, v, c0, N, bias, lo, hi);
+  else epilogue_values_as<2>(total, v, c0, N, bias, lo, hi);
+}
+
+// FP8 1x128: the rows' amax (quad reduction), s = max(amax, 1e-10) / 448, codes by the reciprocal
+// bracket into the staging box, the scales stored. The rare pairs whose bracket straddles an e4m3
+// boundary are redone by IEEE division after the loop, behind one warp-uniform test, so that the
+// divisions never sit in the executed path.
+template <int R>
+__device__ __forceinline__ void quantize_fp8_subtile(const QuantOut& o, const float (&v)[R],
+                                                     int64_t r0, int64_t m_end, int n0, int c0,
+                                                     uint32_t box, int box_row, int lane) {
+  float a0 = 0.f, a1 = 0.f;  // the rows' amax (fmaxf ignores NaN, as the host)
+#pragma unroll
+  for (int j = 0; j < R / 4; ++j) {
     a0 = fmaxf(a0, fmaxf(fabsf(v[4 * j]), fabsf(v[4 * j + 1])));
     a1 = fmaxf(a1, fmaxf(fabsf(v[4 * j + 2]), fabsf(v[4 * j + 3])));
   }
@@ -104,8 +107,8 @@ static __device__ __noinline__ void quantize_fp8_subtile(const QuantOut o, const
   a1 = quad_max(a1);
   const float s0 = __fdiv_rn(fmaxf(a0, 1e-10f), 448.f), s1 = __fdiv_rn(fmaxf(a1, 1e-10f), 448.f);
   const float l0 = __frcp_rd(s0), h0 = __frcp_ru(s0), l1 = __frcp_rd(s1), h1 = __frcp_ru(s1);
+  const int cl = c0 - n0;
   uint32_t straddle = 0;  // bit 2j + row: the pair's bracket ends differ
-  const int cl = a.c0 - a.n0;
 #pragma unroll
   for (int j = 0; j < R / 4; ++j) {
     const float* x = &v[4 * j];
@@ -115,62 +118,49 @@ static __device__ __noinline__ void quantize_fp8_subtile(const QuantOut o, const
     const uint32_t q1 = e4m3x2(__fmul_rn(x[2], h1), __fmul_rn(x[3], h1));
     straddle |= (p0 != q0 ? 1u : 0u) << (2 * j);
     straddle |= (p1 != q1 ? 1u : 0u) << (2 * j + 1);
-    stage_pair(a.box, a.box_row, cl + 8 * j, p0);
-    stage_pair(a.box, a.box_row + 8, cl + 8 * j, p1);
+    stage_pair(box, box_row, cl + 8 * j, p0);
+    stage_pair(box, box_row + 8, cl + 8 * j, p1);
   }
-#pragma unroll 1
-  while (straddle != 0) {  // rare: x / s within ~1 f32 ulp of an e4m3 rounding boundary
-    const int bit = __ffs(straddle) - 1;
-    straddle &= straddle - 1;
-    const int j = bit >> 1, row = bit & 1;
-    const float s = row ? s1 : s0;
-#pragma unroll 1
-    for (int e = 0; e < 2; ++e) {
-      const int c = a.c0 + 8 * j + e;
-      const float x = c < a.N ? epilogue_value(total[4 * j + 2 * row + e], c, a.N, a.bias,
-                                               a.bias_type, a.clamp_lo, a.clamp_hi)
-                              : 0.f;
-      const uint32_t code = e4m3x2(__fdiv_rn(x, s), 0.f) & 0xFFu;
-      asm volatile("st.shared.u8 [%0], %1;" ::"r"(staged_byte(a.box, a.box_row + 8 * row,
-                                                              cl + 8 * j + e)),
-                   "h"(static_cast<unsigned short>(code)));
-    }
+  if (__any_sync(0xffffffffu, straddle != 0)) {  // rare: x / s within ~1 ulp of a boundary
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j)
+#pragma unroll
+      for (int row = 0; row < 2; ++row)
+        if ((straddle >> (2 * j + row)) & 1u) {
+          const float s = row ? s1 : s0;
+          stage_pair(box, box_row + 8 * row, cl + 8 * j,
+                     e4m3x2(__fdiv_rn(v[4 * j + 2 * row], s), __fdiv_rn(v[4 * j + 2 * row + 1], s)));
+        }
   }
   if ((lane & 3) == 0) {
-    float* sc = o.scale + int64_t(a.n0 / 128) * o.ld_meta;
-    if (a.r0 < a.m_end) sc[a.r0] = s0;
-    if (a.r0 + 8 < a.m_end) sc[a.r0 + 8] = s1;
+    float* sc = o.scale + int64_t(n0 / 128) * o.ld_meta;
+    if (r0 < m_end) sc[r0] = s0;
+    if (r0 + 8 < m_end) sc[r0 + 8] = s1;
   }
 }
 
 // INT8 per block of B columns (B / 8 register groups j of each row per block): min / max (quad
-// reductions), scale, offset and 1 / scale as the host computes them, codes int8_act_code, the
-// code sums (quad reductions). Out of line like the FP8 form.
-template <int B>
-__device__ __noinline__ void quantize_int8_subtile(const QuantOut o, const float* total,
-                                                   const QuantTileArgs a) {
-  constexpr int R = 64, J = B / 8;
-  const int lane = threadIdx.x & 31;
-  const int cl = a.c0 - a.n0;
+// reductions) over the columns before N, scale, offset and 1 / scale as the host computes them,
+// codes int8_act_code (zero past N), the code sums (quad reductions).
+template <int B, int R>
+__device__ __forceinline__ void quantize_int8_subtile(const QuantOut& o, const float (&v)[R],
+                                                      int64_t r0, int64_t m_end, int n0, int c0,
+                                                      int N, uint32_t box, int box_row, int lane) {
+  constexpr int J = B / 8;
+  const int cl = c0 - n0;
 #pragma unroll
   for (int b = 0; b < 128 / B; ++b) {
-    float v[4 * J];
     float lo0 = INFINITY, hi0 = -INFINITY, lo1 = INFINITY, hi1 = -INFINITY;
 #pragma unroll
-    for (int jj = 0; jj < J; ++jj) {
-      const int j = b * J + jj, c = a.c0 + 8 * j;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int ce = c + (e & 1);
-        const float x = ce < a.N ? epilogue_value(total[4 * j + e], ce, a.N, a.bias, a.bias_type,
-                                                  a.clamp_lo, a.clamp_hi)
-                                 : 0.f;
-        v[4 * jj + e] = x;
-        if (ce < a.N) {
-          if (e < 2) lo0 = fminf(lo0, x), hi0 = fmaxf(hi0, x);
-          else lo1 = fminf(lo1, x), hi1 = fmaxf(hi1, x);
-        }
-      }
+    for (int j = b * J; j < (b + 1) * J; ++j) {
+      const int c = c0 + 8 * j;
+      // columns past N hold 0 in v: replace them by a value of the block that cannot move the
+      // min / max (the first element of the row's pair, or +-inf for a pair wholly past N)
+      const bool in0 = c < N, in1 = c + 1 < N;
+      lo0 = fminf(lo0, fminf(in0 ? v[4 * j] : INFINITY, in1 ? v[4 * j + 1] : INFINITY));
+      hi0 = fmaxf(hi0, fmaxf(in0 ? v[4 * j] : -INFINITY, in1 ? v[4 * j + 1] : -INFINITY));
+      lo1 = fminf(lo1, fminf(in0 ? v[4 * j + 2] : INFINITY, in1 ? v[4 * j + 3] : INFINITY));
+      hi1 = fmaxf(hi1, fmaxf(in0 ? v[4 * j + 2] : -INFINITY, in1 ? v[4 * j + 3] : -INFINITY));
     }
     lo0 = quad_min(lo0);
     hi0 = quad_max(hi0);
@@ -184,33 +174,34 @@ __device__ __noinline__ void quantize_int8_subtile(const QuantOut o, const float
     const float i0 = s0 > 0.f ? __frcp_rn(s0) : 0.f, i1 = s1 > 0.f ? __frcp_rn(s1) : 0.f;
     int sum0 = 0, sum1 = 0;
 #pragma unroll
-    for (int jj = 0; jj < J; ++jj) {
-      const int j = b * J + jj, c = a.c0 + 8 * j;
+    for (int j = b * J; j < (b + 1) * J; ++j) {
+      const int c = c0 + 8 * j;
       int k[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const bool valid = c + (e & 1) < a.N && (e < 2 ? s0 : s1) > 0.f;
-        k[e] = valid ? int(int8_act_code(v[4 * jj + e], e < 2 ? o0 : o1, e < 2 ? i0 : i1)) : 0;
+        const bool valid = c + (e & 1) < N && (e < 2 ? s0 : s1) > 0.f;
+        const int code = int(int8_act_code(v[4 * j + e], e < 2 ? o0 : o1, e < 2 ? i0 : i1));
+        k[e] = valid ? code : 0;
       }
       sum0 += k[0] + k[1];
       sum1 += k[2] + k[3];
-      stage_pair(a.box, a.box_row, cl + 8 * j, uint32_t((k[0] & 0xFF) | ((k[1] & 0xFF) << 8)));
-      stage_pair(a.box, a.box_row + 8, cl + 8 * j, uint32_t((k[2] & 0xFF) | ((k[3] & 0xFF) << 8)));
+      stage_pair(box, box_row, cl + 8 * j, uint32_t((k[0] & 0xFF) | ((k[1] & 0xFF) << 8)));
+      stage_pair(box, box_row + 8, cl + 8 * j, uint32_t((k[2] & 0xFF) | ((k[3] & 0xFF) << 8)));
     }
     sum0 = quad_sum(sum0);
     sum1 = quad_sum(sum1);
-    const int blk_c0 = a.n0 + b * B;
-    if ((lane & 3) == 0 && blk_c0 < a.N) {  // a block of the next layer's K starts here
+    const int blk_c0 = n0 + b * B;
+    if ((lane & 3) == 0 && blk_c0 < N) {  // a block of the next layer's K starts here
       const int64_t at = int64_t(blk_c0 / B) * o.ld_meta;
-      if (a.r0 < a.m_end) {
-        o.scale[at + a.r0] = s0;
-        o.offset[at + a.r0] = o0;
-        o.sums[at + a.r0] = sum0;
+      if (r0 < m_end) {
+        o.scale[at + r0] = s0;
+        o.offset[at + r0] = o0;
+        o.sums[at + r0] = sum0;
       }
-      if (a.r0 + 8 < a.m_end) {
-        o.scale[at + a.r0 + 8] = s1;
-        o.offset[at + a.r0 + 8] = o1;
-        o.sums[at + a.r0 + 8] = sum1;
+      if (r0 + 8 < m_end) {
+        o.scale[at + r0 + 8] = s1;
+        o.offset[at + r0 + 8] = o1;
+        o.sums[at + r0 + 8] = sum1;
       }
     }
   }
@@ -227,9 +218,8 @@ __device__ __noinline__ void quantize_int8_subtile(const QuantOut o, const float
 // block) are stored by the quad's first lane. The box is rewritten only after the issuing
 // thread's previous store has read it (bulk_wait_group_read, then the warpgroup's named barrier),
 // as in store_tile_tma.
-// The quantization itself runs out of line (one copy of its code per kernel instead of one per
-// sub-tile and call site, with the rare exact divisions in a rolled loop): unrolled in place it
-// was ~1.5k instructions a sub-tile, run once per tile, mostly from instruction-cache misses.
+// Branches per element (a bias test, a column test, the rare exact division) each cost a
+// convergence barrier pair in the unrolled body: the body here has none in its executed path.
 template <int R>
 __device__ __forceinline__ void store_tile_quantized(const QuantOut& o, const CUtensorMap* tm_q,
                                                      const float (&total)[R], int64_t r0, int m0,
@@ -238,19 +228,15 @@ __device__ __forceinline__ void store_tile_quantized(const QuantOut& o, const CU
                                                      float clamp_lo, float clamp_hi, uint32_t box,
                                                      int warp, int lane, bool issuer, int bar) {
   static_assert(R == 64, "a 128-wide tile holds whole quantization blocks");
-  const QuantTileArgs a{r0, m_end, n0, c0, N, bias, bias_type, clamp_lo, clamp_hi, box,
-                        16 * warp + lane / 4};
-  // The out-of-line calls read a copy in local memory: handing them `total` itself would give
-  // the caller's accumulators an address, and keep them in memory through the K loop.
-  float t[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) t[i] = total[i];
+  float v[R];
+  epilogue_values(total, v, c0, N, bias, bias_type, clamp_lo, clamp_hi);
+  const int box_row = 16 * warp + lane / 4;
   if (issuer) bulk_wait_group_read<0>();  // the previous store has read the box
   named_barrier_sync(bar, 128);
-  if (o.kind == 1) quantize_fp8_subtile(o, t, a);
-  else if (o.block == 32) quantize_int8_subtile<32>(o, t, a);
-  else if (o.block == 64) quantize_int8_subtile<64>(o, t, a);
-  else quantize_int8_subtile<128>(o, t, a);
+  if (o.kind == 1) quantize_fp8_subtile(o, v, r0, m_end, n0, c0, box, box_row, lane);
+  else if (o.block == 32) quantize_int8_subtile<32>(o, v, r0, m_end, n0, c0, N, box, box_row, lane);
+  else if (o.block == 64) quantize_int8_subtile<64>(o, v, r0, m_end, n0, c0, N, box, box_row, lane);
+  else quantize_int8_subtile<128>(o, v, r0, m_end, n0, c0, N, box, box_row, lane);
   fence_proxy_async_shared();  // the staging writes, before the TMA engine reads them
   named_barrier_sync(bar, 128);
   if (issuer) {

@@ -106,7 +106,7 @@ struct BlockGemmParams {
   const void* bias = nullptr;
   int bias_type = 2;
   float clamp_lo = 0.f, clamp_hi = 0.f;
-  // quant.kind != 0: the outputs leave quantized for the next layer (store_tile_quantized,
+  // The kQuantOut instances: the outputs leave quantized for the next layer (store_tile_quantized,
   // kernels/common/epilogue_quant.cuh) and y is not written; 128-wide plain tiles only.
   QuantOut quant;
   BlockGemmGroup group;  // kGrouped only
@@ -388,8 +388,10 @@ __device__ __forceinline__ void release_slot(uint32_t empty_bar, int lane) {
 // tensor cores stay busy with the other consumer warpgroup's MMAs meanwhile.
 // kGrouped: the mixture-of-experts form (BlockGemmGroup; single CTAs, one m64 sub-tile, policies
 // with load_meta_expert (and load_rank1_expert) and the skeleton's epilogue).
+// kQuantOut: the quantizing epilogue (p.quant; 128-wide plain tiles) instead of y. An instance of
+// its own, so that the kernels writing y compile exactly as without it.
 template <int BN, int kStages, class Policy, int kCluster, int kSub = 1, int kAccSets = 2,
-          bool kGrouped = false>
+          bool kGrouped = false, bool kQuantOut = false>
 __global__ void __launch_bounds__(384, 1)
     sm90_block_gemm_kernel(const __grid_constant__ CUtensorMap tm_a,
                            const __grid_constant__ CUtensorMap tm_b,
@@ -404,6 +406,8 @@ __global__ void __launch_bounds__(384, 1)
   static_assert(BN % kYBox == 0, "the TMA-store epilogue stores whole 64-column boxes");
   static_assert(!kGrouped || (kCluster == 1 && kSub == 1 && !policy_stores_tile<Policy>(0)),
                 "the grouped form: single CTAs, one sub-tile, the skeleton's epilogue");
+  static_assert(!kQuantOut || (BN == 128 && !kGrouped && !policy_stores_tile<Policy>(0)),
+                "quantized outputs: 128-wide plain tiles with the skeleton's epilogue");
 
   extern __shared__ uint8_t smem_raw[];
   // 1024-byte alignment: the 128-byte swizzle pattern repeats every 8 rows of 128 bytes.
@@ -537,7 +541,7 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t y_box = smem_u32(y_tiles) + uint32_t(cw) * kYBoxBytes;
     const bool y_issuer = threadIdx.x % 128 == 0;
     const int y_bar = kYBarrier0 + cw;
-    if ((p.y_tma || p.quant.kind != 0) && y_issuer) tma_prefetch_desc(&tm_y);
+    if ((p.y_tma || kQuantOut) && y_issuer) tma_prefetch_desc(&tm_y);
     RingPos in(kStages);  // the next slot to consume
     const uint32_t empty0 = smem_u32(empty);  // this CTA's empty barriers (release_slot maps them)
     using Scale = decltype(Policy::read(nullptr, nullptr, 0, 0, 0, 0));
@@ -770,16 +774,14 @@ __global__ void __launch_bounds__(384, 1)
             else store_tile<2>(p, total[0], r0, c0, u.m_end, bias);
           }
         }
-      } else if (BN == 128 && p.quant.kind != 0) {
-        if constexpr (BN == 128) {
+      } else if constexpr (kQuantOut) {
 #pragma unroll
-          for (int sub = 0; sub < kSub; ++sub) {
-            const int m0 = u.m0 + cw * 64 * kSub + 64 * sub;  // the sub-tile's first row
-            if (m0 >= p.M) continue;  // (the same for the whole warpgroup)
-            store_tile_quantized(p.quant, &tm_y, total[sub], int64_t(u.m0) + row + 64 * sub, m0,
-                                 n0, c0, p.N, p.M, p.bias, p.bias_type, p.clamp_lo, p.clamp_hi,
-                                 y_box, warp, lane, y_issuer, y_bar);
-          }
+        for (int sub = 0; sub < kSub; ++sub) {
+          const int m0 = u.m0 + cw * 64 * kSub + 64 * sub;  // the sub-tile's first row
+          if (m0 >= p.M) continue;  // (the same for the whole warpgroup)
+          store_tile_quantized(p.quant, &tm_y, total[sub], int64_t(u.m0) + row + 64 * sub, m0,
+                               n0, c0, p.N, p.M, p.bias, p.bias_type, p.clamp_lo, p.clamp_hi,
+                               y_box, warp, lane, y_issuer, y_bar);
         }
       } else if (p.y_tma) {
 #pragma unroll
@@ -809,7 +811,7 @@ __global__ void __launch_bounds__(384, 1)
     if (kDeferRelease && held >= 0) release_slot<kCluster>(empty0 + 8 * held, lane);
     // The staging boxes must stay until the last TMA store has read them (the CTA's shared memory
     // is released at its exit); wait for the whole store, before the pair's closing cluster_sync.
-    if ((p.y_tma || p.quant.kind != 0) && y_issuer) bulk_wait_group<0>();
+    if ((p.y_tma || kQuantOut) && y_issuer) bulk_wait_group<0>();
   }
   // No CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
