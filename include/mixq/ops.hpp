@@ -122,6 +122,10 @@ class PreparedWeight {
   // for activations of that dtype (default: the backend's usual one).
   std::string kernel_name(int64_t M) const;
   std::string kernel_name(int64_t M, DType activation) const;
+  // The kernels a call with M rows and a quantized output (linear(..., yq) of this kind and
+  // block) runs: the GEMM that quantizes in its epilogue, or the GEMM's name followed by
+  // " + f32 staging + quantizer".
+  std::string kernel_name(int64_t M, DType activation, ActQuant output, int64_t block) const;
   const PreparedImpl& impl() const;
 
  private:

@@ -74,6 +74,12 @@ std::string PreparedWeight::kernel_name(int64_t M) const { return impl().kernel_
 std::string PreparedWeight::kernel_name(int64_t M, DType activation) const {
   return impl().kernel_name(M, activation);
 }
+std::string PreparedWeight::kernel_name(int64_t M, DType activation, ActQuant output,
+                                        int64_t block) const {
+  const PreparedImpl& p = impl();
+  if (p.quantizes_output(M, output, block)) return p.quantized_output_kernel_name(M);
+  return p.kernel_name(M, activation) + " + f32 staging + quantizer";
+}
 const PreparedImpl& PreparedWeight::impl() const {
   MIXQ_CHECK_ARG(impl_ != nullptr, "PreparedWeight: empty (not returned by mixq::prepare)");
   return *impl_;

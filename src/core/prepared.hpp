@@ -43,6 +43,8 @@ struct PreparedImpl {
   virtual bool quantizes_output(int64_t /*M*/, ActQuant /*kind*/, int64_t /*block*/) const {
     return false;
   }
+  // The kernel such a call runs (where quantizes_output is true).
+  virtual std::string quantized_output_kernel_name(int64_t M) const { return kernel_name(M); }
   virtual void linear_quantized_output(const TensorView* x, const QuantizedActivations* xq,
                                        const QuantizedActivations& yq, const Epilogue& ep,
                                        const ExecContext& ctx) const;

@@ -101,7 +101,8 @@ struct Case {
 
 // For each output kind and block: linear(x -> f32 y) then the quantizer, against linear(x -> yq)
 // (caller workspace with garbage, and none) and, for W8A8 / FP8 weights, linear(xq -> yq).
-void expect_quantizer_bytes(const Case& c, uint32_t seed) {
+// fused: the call is expected to quantize in the GEMM's epilogue (its kernel name says which).
+void expect_quantizer_bytes(const Case& c, uint32_t seed, bool fused) {
   const PreparedWeight pw = cuda_weight(c.scheme, c.act, c.N, c.K, seed);
   const DeviceBuffer dx = device_bf16(c.M, c.K, seed + 1, 2.f);
   const TensorView x = dx.view(DType::BF16, {c.M, c.K});
@@ -124,6 +125,8 @@ void expect_quantizer_bytes(const Case& c, uint32_t seed) {
                    std::to_string(c.N) + " K " + std::to_string(c.K) + " out " +
                    act_quant_name(kind) + " block " + std::to_string(block) + " " +
                    pw.kernel_name(c.M));
+      const std::string kernels = pw.kernel_name(c.M, DType::BF16, kind, block);
+      EXPECT_EQ(kernels.find("staging") == std::string::npos, fused && block <= 128) << kernels;
       const DeviceOut want(c.M, c.N, block, 0);
       want.quantize(yv, kind);
       const std::vector<uint8_t> ref = want.written(kind);
@@ -159,7 +162,7 @@ TEST(CudaQuantizedOutput, EpilogueGivesTheQuantizersBytes) {
                         Case{"fp8b128", ActQuant::Fp8Block, 1100, 1000, 256},
                         Case{"w8g128", ActQuant::Int8Block, 300, 512, 384},
                         Case{"w8g64asym", ActQuant::Int8Block, 257, 100, 200, 64}})
-    expect_quantizer_bytes(c, seed++);
+    expect_quantizer_bytes(c, seed++, true);
 }
 
 // Calls that stage y in f32: the few-token kernels and weight-only weights.
@@ -170,7 +173,7 @@ TEST(CudaQuantizedOutput, StagedCallsGiveTheQuantizersBytes) {
                         Case{"w8g128", ActQuant::Int8Block, 33, 256, 384},
                         Case{"w4g128", ActQuant::None, 5, 200, 256},
                         Case{"w4g128", ActQuant::None, 300, 384, 512}})
-    expect_quantizer_bytes(c, seed++);
+    expect_quantizer_bytes(c, seed++, false);
 }
 
 // Both forms captured in a graph (the staged one's memory is stream-ordered), replayed: the

@@ -191,6 +191,9 @@ TEST(QuantizedOutput, BadArgumentsAreNamed) {
   EXPECT_ARG_ERROR(linear(x.view(), pw, out.view(ActQuant::Int8Block), {}, ctx), "workspace_bytes (16)",
                    "linear_workspace_size");
   EXPECT_ARG_ERROR(linear_workspace_size(pw, M, ActQuant::None, 0), "out (weight-only)");
+  // the host backends stage y in f32 and quantize it after: the name says so
+  const std::string name = pw.kernel_name(M, DType::F32, ActQuant::Int8Block, 32);
+  EXPECT_EQ(name, pw.kernel_name(M, DType::F32) + " + f32 staging + quantizer");
   // an int8-per-tensor weight requantizes its own output
   PrepareOptions o;
   o.backend = BackendKind::CPU;

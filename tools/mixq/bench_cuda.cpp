@@ -232,6 +232,7 @@ class CudaBenchDriver final : public BenchDriver {
     }
     t.kernel = prepared_[0].kernel_name(p.M, act_);  // the instantiation for this activation type
     if (chain) {
+      t.kernel = prepared_[0].kernel_name(p.M, act_, act, yq->block);
       // the check: the same layer's 16-bit output of x (the quantized output's bytes are the
       // quantizer's on this output: tests/gpu/test_cuda_quantized_output.cpp)
       ExecContext c;

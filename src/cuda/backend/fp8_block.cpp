@@ -156,6 +156,10 @@ class CudaFp8Block final : public PreparedImpl {
     return kind == ActQuant::Fp8Block || (kind == ActQuant::Int8Block && block <= 128);
   }
 
+  std::string quantized_output_kernel_name(int64_t M) const override {
+    return kernel_id(M, true).name();
+  }
+
   void linear_quantized_output(const TensorView* x, const QuantizedActivations* xq,
                                const QuantizedActivations& yq, const Epilogue& ep,
                                const ExecContext& ctx) const override {
