@@ -368,14 +368,37 @@ size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x,
   return p.backend == BackendKind::CUDA ? p.workspace_size(x.shape[0] * Ho * Wo) : 0;
 }
 
-void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, const Epilogue& ep,
-            const ExecContext& ctx) {
-  const PreparedImpl& p = w.impl();
+namespace {
+
+// linear's weight (not a convolution's) and input x [M][K] on its device.
+void check_linear_input(const PreparedImpl& p, const TensorView& x) {
   MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
   check_view(x, "x", 2, backend_device(p.backend));
   check_rows_contiguous(x, "x");
   MIXQ_CHECK_ARG(x.shape[1] == p.K, "linear: x.shape[1] (", x.shape[1], ") must equal weight K (",
                  p.K, ")");
+}
+
+// linear's weight and pre-quantized input xq (its kind, block, layout, place and on CUDA
+// alignment); returns M.
+int64_t check_linear_input(const PreparedImpl& p, const QuantizedActivations& xq,
+                           const ExecContext& ctx) {
+  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
+  check_quantized_kind(p, xq);
+  const bool cuda = p.backend == BackendKind::CUDA;
+  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
+                            "the weight's device"};
+  const int64_t M = detail::check_quantized_activations(xq, xq.kind, p.K, at, "linear", "xq").M;
+  if (cuda) check_cuda_alignment(xq, ctx);
+  return M;
+}
+
+}  // namespace
+
+void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, const Epilogue& ep,
+            const ExecContext& ctx) {
+  const PreparedImpl& p = w.impl();
+  check_linear_input(p, x);
   check_linear_output(p, x.shape[0], "x", y, ep, ctx);
   check_io_dtypes(p, x, y);
   if (x.shape[0] == 0) return;
@@ -385,14 +408,10 @@ void linear(const TensorView& x, const PreparedWeight& w, const TensorView& y, c
 void linear(const QuantizedActivations& xq, const PreparedWeight& w, const TensorView& y,
             const Epilogue& ep, const ExecContext& ctx) {
   const PreparedImpl& p = w.impl();
-  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
-  check_quantized_kind(p, xq);
-  const bool cuda = p.backend == BackendKind::CUDA;
-  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
+  const int64_t M = check_linear_input(p, xq, ctx);
+  const detail::ActPlace at{backend_device(p.backend),
+                            p.backend == BackendKind::CUDA ? p.opts.device : -1,
                             "the weight's device"};
-  const int64_t M =
-      detail::check_quantized_activations(xq, xq.kind, p.K, at, "linear", "xq").M;
-  if (cuda) check_cuda_alignment(xq, ctx);
   check_linear_output(p, M, "xq.q", y, ep, ctx);
   check_float_dtype(y, "y");
   detail::check_act_place(y, at, "linear", "y");
@@ -540,11 +559,7 @@ size_t linear_workspace_size(const PreparedWeight& w, int64_t M, ActQuant out, i
 void linear(const TensorView& x, const PreparedWeight& w, const QuantizedActivations& yq,
             const Epilogue& ep, const ExecContext& ctx) {
   const PreparedImpl& p = w.impl();
-  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
-  check_view(x, "x", 2, backend_device(p.backend));
-  check_rows_contiguous(x, "x");
-  MIXQ_CHECK_ARG(x.shape[1] == p.K, "linear: x.shape[1] (", x.shape[1], ") must equal weight K (",
-                 p.K, ")");
+  check_linear_input(p, x);
   if (p.opts.act != ActQuant::Int8PerTensor) check_float_dtype(x, "x");
   check_epilogue(ep, p.N, backend_device(p.backend));
   check_quantized_output(p, x.shape[0], "x", yq, ctx);
@@ -558,13 +573,7 @@ void linear(const TensorView& x, const PreparedWeight& w, const QuantizedActivat
 void linear(const QuantizedActivations& xq, const PreparedWeight& w,
             const QuantizedActivations& yq, const Epilogue& ep, const ExecContext& ctx) {
   const PreparedImpl& p = w.impl();
-  MIXQ_CHECK_ARG(!p.conv, "linear: the prepared weight is a convolution weight; call conv2d");
-  check_quantized_kind(p, xq);
-  const bool cuda = p.backend == BackendKind::CUDA;
-  const detail::ActPlace at{backend_device(p.backend), cuda ? p.opts.device : -1,
-                            "the weight's device"};
-  const int64_t M = detail::check_quantized_activations(xq, xq.kind, p.K, at, "linear", "xq").M;
-  if (cuda) check_cuda_alignment(xq, ctx);
+  const int64_t M = check_linear_input(p, xq, ctx);
   check_epilogue(ep, p.N, backend_device(p.backend));
   check_quantized_output(p, M, "xq.q", yq, ctx);
   if (M == 0) return;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/device_checks.hpp"
+#include "gpu/device_data.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -23,18 +24,9 @@ using namespace mixq;
 
 namespace {
 
+using test::device_bf16;
 using test::hopper;
 
-// A device bf16 [rows][cols] matrix of random values.
-DeviceBuffer device_bf16(int64_t rows, int64_t cols, uint32_t seed, float scale = 1.f) {
-  const std::vector<float> f =
-      mixq::testing::random_floats(size_t(rows * cols), seed, -scale, scale);
-  std::vector<uint16_t> h(f.size());
-  for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-  DeviceBuffer d(h.size() * 2 + 16);
-  d.copy_from_host(h.data(), h.size() * 2);
-  return d;
-}
 
 // A CUDA weight for `act`: INT8 "w8g<g>[asym]" or "fp8b128", N x K.
 PreparedWeight cuda_weight(ActQuant act, int64_t g, bool offset, int64_t N, int64_t K,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpu/device_checks.hpp"
+#include "gpu/device_data.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -23,15 +24,7 @@ using namespace mixq;
 
 namespace {
 
-DeviceBuffer device_bf16(int64_t rows, int64_t cols, uint32_t seed, float scale = 1.f) {
-  const std::vector<float> f =
-      mixq::testing::random_floats(size_t(rows * cols), seed, -scale, scale);
-  std::vector<uint16_t> h(f.size());
-  for (size_t i = 0; i < f.size(); ++i) h[i] = f32_to_bf16(f[i]);
-  DeviceBuffer d(h.size() * 2 + 16);
-  d.copy_from_host(h.data(), h.size() * 2);
-  return d;
-}
+using test::device_bf16;
 
 PreparedWeight cuda_weight(const std::string& scheme, ActQuant act, int64_t N, int64_t K,
                            uint32_t seed) {

@@ -11,6 +11,7 @@
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/launch/act_quant.hpp"
 #include "cuda/launch/int8_gemm.hpp"
+#include "cuda/kernels/common/quant_out.hpp"
 #include "mixq/tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/ops.hpp"
@@ -30,6 +31,22 @@ inline int float_type_code(DType t, const char* what) {
 }
 
 // The quantizers' part of a prepared weight's tuning.
+// Where the block GEMM's quantizing epilogue writes a validated quantized output yq of N columns
+// (linear(..., yq); kernels/common/epilogue_quant.cuh).
+inline sm90::QuantOut quant_out_of(const QuantizedActivations& yq, int64_t N) {
+  sm90::QuantOut q;
+  q.kind = yq.kind == ActQuant::Fp8Block ? 1 : 2;
+  q.block = int(yq.block);
+  q.pitch = int(act_row_pitch(N));
+  q.q = static_cast<uint8_t*>(yq.q.data);
+  q.ld_q = yq.q.stride[0];
+  q.scale = static_cast<float*>(yq.scale.data);
+  q.offset = static_cast<float*>(yq.offset.data);
+  q.sums = static_cast<int*>(yq.sums.data);
+  q.ld_meta = yq.scale.stride[0];
+  return q;
+}
+
 inline ActQuantTuning act_quant_tuning(const Tuning& t) {
   ActQuantTuning a;
   a.pieces = t.act_quant_pieces;

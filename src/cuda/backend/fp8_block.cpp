@@ -164,16 +164,7 @@ class CudaFp8Block final : public PreparedImpl {
                                const QuantizedActivations& yq, const Epilogue& ep,
                                const ExecContext& ctx) const override {
     const int64_t M = x ? x->shape[0] : xq->q.shape[0];
-    sm90::QuantOut quant;
-    quant.kind = yq.kind == ActQuant::Fp8Block ? 1 : 2;
-    quant.block = int(yq.block);
-    quant.pitch = int(act_row_pitch(N));
-    quant.q = static_cast<uint8_t*>(yq.q.data);
-    quant.ld_q = yq.q.stride[0];
-    quant.scale = static_cast<float*>(yq.scale.data);
-    quant.offset = static_cast<float*>(yq.offset.data);
-    quant.sums = static_cast<int*>(yq.sums.data);
-    quant.ld_meta = yq.scale.stride[0];
+    const sm90::QuantOut quant = quant_out_of(yq, N);
     DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     if (xq != nullptr) {
