@@ -19,6 +19,7 @@ from .core import (conv2d, conv2d_output_size, dequantize, kernel_name, linear, 
 from .errors import (CudaError, FormatError, InternalError, InvalidArgumentError, IoError,
                      MixqError, UnsupportedError)
 from .formats import inspect, load, save
+from .quantized import QuantizedActivations, quantize_activations
 from .sharding import check_shard_set, load_shard, shard, shard_range
 from .moe import (MOE_ERROR_COUNTS, MOE_ERROR_EXPERT_ID, MOE_ERROR_OFFSETS, PreparedExperts,
                   fuse_gate_up, grouped_linear, load_experts, moe_gather, moe_mlp,
@@ -38,6 +39,7 @@ __version__ = "0.1.0"
 __all__ = [
     "quantize", "prepare", "linear", "conv2d", "dequantize", "load", "inspect", "save",
     "kernel_name", "workspace_size", "conv2d_output_size", "scheme_name", "QuantizedWeight",
+    "QuantizedActivations", "quantize_activations",
     "PreparedWeight", "MixqError", "InvalidArgumentError", "UnsupportedError", "FormatError",
     "IoError", "CudaError", "InternalError", "cuda_available", "cuda_device_count", "cpu_isa",
     "built_with_cuda", "prepare_experts", "PreparedExperts", "grouped_linear", "moe_route",

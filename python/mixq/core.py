@@ -10,6 +10,7 @@ nothing synchronises the host.
 import math
 
 from . import _mixq
+from .quantized import QuantizedActivations
 from ._arrays import (current_stream, detach, dtype_name, empty_like_place, framework,
                       require_array)
 
@@ -172,10 +173,14 @@ def linear(x, prepared, out=None, bias=None, clamp=None, stream=None, *, workspa
     Args:
         x: ``[..., K]`` activations (float32 / float16 / bfloat16; int8 for int8-per-tensor
             weights) on the weight's device, rows contiguous; leading dimensions must merge
-            into one row index without a copy.
+            into one row index without a copy. Or a :class:`mixq.QuantizedActivations` of the
+            weight's ``act`` kind and block (int8-block / fp8-block weights): the same bits as
+            the float x it was quantized from.
         prepared: a :class:`mixq.PreparedWeight`.
         out: ``[..., N]`` output, written in place; None allocates one with x's library on
-            x's device (dtype `out_dtype`, default x's dtype; float32 for int8 x).
+            x's device (dtype `out_dtype`, default x's dtype; float32 for int8 x). Or a
+            :class:`mixq.QuantizedActivations` of M x N: the output leaves quantized for the next
+            layer, the bytes :func:`mixq.quantize_activations` writes for the float32 output.
         bias: optional ``[N]`` float vector on the same device.
         clamp: None, ``"relu"``, ``"relu6"`` or ``(lo, hi)`` (None for an open side).
         stream: CUDA stream (int handle, torch.cuda.Stream or CuPy stream); None uses x's
@@ -193,6 +198,9 @@ def linear(x, prepared, out=None, bias=None, clamp=None, stream=None, *, workspa
     Raises:
         mixq.InvalidArgumentError: naming the argument (x, out, bias, workspace) and the values.
     """
+    if isinstance(x, QuantizedActivations) or isinstance(out, QuantizedActivations):
+        return _linear_acts(x, prepared, out, bias, clamp, stream, workspace, out_dtype,
+                            num_threads)
     require_array(x, "x")
     x = detach(x)
     N = prepared.N
@@ -209,6 +217,34 @@ def linear(x, prepared, out=None, bias=None, clamp=None, stream=None, *, workspa
     _mixq.linear(x, prepared, out, detach(bias) if bias is not None else None, lo, hi,
                  current_stream(x, stream), workspace, num_threads)
     _record_streams(x, stream, (out, workspace))
+    return out
+
+
+def _linear_acts(x, prepared, out, bias, clamp, stream, workspace, out_dtype, num_threads):
+    """linear with a quantized input (x), a quantized output (out), or both: 2-D arrays."""
+    quant_x = isinstance(x, QuantizedActivations)
+    anchor = x.q if quant_x else detach(x)  # the library and device of allocations and streams
+    M = x.M if quant_x else int(x.shape[0])
+    N = prepared.N
+    if out is None:
+        out = empty_like_place(anchor, (M, N), out_dtype or ("float32" if quant_x
+                                                             else dtype_name(anchor)))
+    quant_y = isinstance(out, QuantizedActivations)
+    if M == 0:
+        return out
+    if workspace is None:
+        nbytes = (_mixq.quantized_output_workspace_size(prepared, M, out.kind, out.block)
+                  if quant_y else prepared.workspace_size(M))
+        if nbytes:
+            workspace = empty_like_place(anchor, (nbytes,), "uint8")
+    xk, xb, xq, xs, xo, xsum = x._parts() if quant_x else ("", 0, None, None, None, None)
+    yk, yb, yq, ys, yo, ysum = out._parts() if quant_y else ("", 0, None, None, None, None)
+    lo, hi = _clamp(clamp)
+    _mixq.linear_acts(None if quant_x else anchor, xk, xb, xq, xs, xo, xsum, prepared,
+                      None if quant_y else out, yk, yb, yq, ys, yo, ysum,
+                      detach(bias) if bias is not None else None, lo, hi,
+                      current_stream(anchor, stream), workspace, num_threads)
+    _record_streams(anchor, stream, (workspace,))
     return out
 
 

@@ -44,5 +44,6 @@ void bind_formats(nb::module_& m);   // formats.cpp: inspect, load, save
 void bind_host_timing(nb::module_& m);  // host_timing.cpp: host cost of the C++ call
 void bind_moe(nb::module_& m);       // moe.cpp: stacked experts, grouped linear, routing, moe_mlp
 void bind_shard(nb::module_& m);     // shard.cpp: tensor-parallel shards of a weight
+void bind_quantized(nb::module_& m);  // quantized.cpp: quantized activations, linear on them
 
 }  // namespace mixq_py

@@ -19,6 +19,7 @@ NB_MODULE(_mixq, m) {
   mixq_py::bind_host_timing(m);
   mixq_py::bind_moe(m);
   mixq_py::bind_shard(m);
+  mixq_py::bind_quantized(m);
 
   m.def("cuda_available", &mixq::cuda_available,
         "True when mixq was built with CUDA and a usable GPU exists.");
