@@ -27,11 +27,12 @@ namespace {
 using test::device_bf16;
 
 PreparedWeight cuda_weight(const std::string& scheme, ActQuant act, int64_t N, int64_t K,
-                           uint32_t seed) {
+                           uint32_t seed, const std::string& force_kernel = "") {
   const std::vector<float> wf = mixq::testing::random_floats(size_t(N * K), seed, -0.1f, 0.1f);
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.act = act;
+  o.force_kernel = force_kernel;
   return prepare(quantize_weight(TensorView(const_cast<float*>(wf.data()), DType::F32, {N, K}),
                                  parse_scheme(scheme)),
                  o);
@@ -90,13 +91,14 @@ struct Case {
   ActQuant act;
   int64_t M, N, K;
   int64_t act_block = 128;  // INT8 weights: their K block
+  const char* force_kernel = "";
 };
 
 // For each output kind and block: linear(x -> f32 y) then the quantizer, against linear(x -> yq)
 // (caller workspace with garbage, and none) and, for W8A8 / FP8 weights, linear(xq -> yq).
 // fused: the call is expected to quantize in the GEMM's epilogue (its kernel name says which).
 void expect_quantizer_bytes(const Case& c, uint32_t seed, bool fused) {
-  const PreparedWeight pw = cuda_weight(c.scheme, c.act, c.N, c.K, seed);
+  const PreparedWeight pw = cuda_weight(c.scheme, c.act, c.N, c.K, seed, c.force_kernel);
   const DeviceBuffer dx = device_bf16(c.M, c.K, seed + 1, 2.f);
   const TensorView x = dx.view(DType::BF16, {c.M, c.K});
   const DeviceBuffer bias = device_bf16(1, c.N, seed + 2, 0.5f);
@@ -156,6 +158,21 @@ TEST(CudaQuantizedOutput, EpilogueGivesTheQuantizersBytes) {
                         Case{"w8g128", ActQuant::Int8Block, 300, 512, 384},
                         Case{"w8g64asym", ActQuant::Int8Block, 257, 100, 200, 64}})
     expect_quantizer_bytes(c, seed++, true);
+}
+
+// Every 128-wide tile forced: the 256 x 128 tile's two sub-tiles per warpgroup (two staging
+// rounds), CTA pairs (FP8 and INT8), with M ending inside a sub-tile and N off the tiles.
+TEST(CudaQuantizedOutput, EpilogueOnEveryTile) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 550;
+  for (const char* tile : {"sm90_fp8_block_gemm_bm128_bn128_s6",
+                           "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+                           "sm90_fp8_block_gemm_bm256_bn128_s4"})
+    for (int64_t M : {100, 300})
+      expect_quantizer_bytes({"fp8b128", ActQuant::Fp8Block, M, 200, 384, 128, tile}, seed++, true);
+  for (int64_t M : {129, 400})
+    expect_quantizer_bytes({"w8g128asym", ActQuant::Int8Block, M, 330, 256, 128,
+                            "sm90_i8_128x128_c2"}, seed++, true);
 }
 
 // Calls that stage y in f32: the few-token kernels and weight-only weights.
