@@ -9,6 +9,22 @@
 
 using namespace mixq::cuda;
 
+// Quantized outputs (linear(..., yq)) take 128-wide tiles: whole 128-column blocks a tile. The
+// 192-wide pick gives way to 128 x 128 or 256 x 128 by the same waves rule; requests keep theirs.
+TEST(CudaFp8Tiles, QuantizedOutputsTake128WideTiles) {
+  for (int64_t M : {int64_t(65), int64_t(300), int64_t(2048), int64_t(4096)})
+    for (int64_t N : {int64_t(200), int64_t(7168), int64_t(21504), int64_t(24576), int64_t(57344)}) {
+      const Sm90Fp8Tile t = sm90_fp8_gemm_tile(M, N, 132, {}, true);
+      EXPECT_EQ(t.block_n, 128) << M << " x " << N;
+      EXPECT_EQ(t.cluster, 1) << M << " x " << N;
+    }
+  // 14336 x 21504 at M = 2048: the 16-bit pick is 128 x 192, the narrow one 256 x 128 (11 waves
+  // of 256 x 128 credited 1.10 against 21 of 128 x 128)
+  EXPECT_EQ(sm90_fp8_gemm_tile(2048, 21504, 132, {}).block_n, 192);
+  EXPECT_EQ(sm90_fp8_gemm_tile(2048, 21504, 132, {}, true).block_m, 256);
+  EXPECT_EQ(sm90_fp8_gemm_tile(2048, 21504, 132, {128, 2, 0}, true).cluster, 2);
+}
+
 TEST(CudaFp8Tiles, LargerTilesWhereTheirWavesAreFull) {
   // 21504 = 112 x 192 = 168 x 128: every tile fills its waves; 256 x 128 moves the fewest bytes
   // per FLOP (21 waves of 256 x 128 against 28 of 128 x 192 and 41 of 128 x 128).
