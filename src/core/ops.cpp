@@ -549,6 +549,11 @@ size_t linear_workspace_size(const PreparedWeight& w, int64_t M, ActQuant out, i
   MIXQ_CHECK_ARG(out == ActQuant::Fp8Block || out == ActQuant::Int8Block,
                  "linear_workspace_size: out (", act_quant_name(out),
                  ") must be fp8-block or int8-block");
+  MIXQ_CHECK_ARG(out == ActQuant::Fp8Block
+                     ? out_block == QuantizedActivations::kFp8Block
+                     : (out_block == 32 || out_block == 64 || out_block == 128 || out_block == 256),
+                 "linear_workspace_size: out_block (", out_block, ") must be 128 for fp8-block, "
+                 "32, 64, 128 or 256 for int8-block");
   const PreparedImpl& p = w.impl();
   MIXQ_CHECK_ARG(!p.conv, "linear_workspace_size: the prepared weight is a convolution weight");
   if (M == 0) return 0;

@@ -69,7 +69,7 @@ def test_bad_arguments(rng):
         mixq.QuantizedActivations.empty("int4", M, N)
     with pytest.raises(mixq.InvalidArgumentError, match="yq.q has 3 rows"):
         mixq.linear(x, pw, out=mixq.QuantizedActivations.empty("int8-block", M - 1, N))
-    with pytest.raises(mixq.InvalidArgumentError, match="yq.block"):
+    with pytest.raises(mixq.InvalidArgumentError, match=r"block \(48\)"):
         mixq.linear(x, pw, out=mixq.QuantizedActivations.empty("int8-block", M, N, block=48))
     xq = mixq.quantize_activations(x, "fp8-block")
     with pytest.raises(mixq.InvalidArgumentError, match="xq.kind"):

@@ -191,6 +191,8 @@ TEST(QuantizedOutput, BadArgumentsAreNamed) {
   EXPECT_ARG_ERROR(linear(x.view(), pw, out.view(ActQuant::Int8Block), {}, ctx), "workspace_bytes (16)",
                    "linear_workspace_size");
   EXPECT_ARG_ERROR(linear_workspace_size(pw, M, ActQuant::None, 0), "out (weight-only)");
+  EXPECT_ARG_ERROR(linear_workspace_size(pw, M, ActQuant::Int8Block, 48), "out_block (48)");
+  EXPECT_ARG_ERROR(linear_workspace_size(pw, M, ActQuant::Fp8Block, 64), "out_block (64)");
   // the host backends stage y in f32 and quantize it after: the name says so
   const std::string name = pw.kernel_name(M, DType::F32, ActQuant::Int8Block, 32);
   EXPECT_EQ(name, pw.kernel_name(M, DType::F32) + " + f32 staging + quantizer");
