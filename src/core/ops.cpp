@@ -272,6 +272,13 @@ void check_workspace_apart(const ExecContext& ctx, size_t used, const QuantizedA
     check_workspace_apart("linear", ctx.workspace, std::min(used, ctx.workspace_bytes), *v, arg);
 }
 
+// A workspace size comes with a workspace.
+void check_workspace_given(const ExecContext& ctx) {
+  if (ctx.workspace_bytes > 0)
+    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
+                   ctx.workspace_bytes, ") given with a null workspace");
+}
+
 // linear's output, epilogue and context, for M rows (m_from: where M came from).
 void check_linear_output(const PreparedImpl& p, int64_t M, const char* m_from, const TensorView& y,
                          const Epilogue& ep, const ExecContext& ctx) {
@@ -281,9 +288,7 @@ void check_linear_output(const PreparedImpl& p, int64_t M, const char* m_from, c
   MIXQ_CHECK_ARG(y.shape[0] == M && y.shape[1] == p.N, "linear: y is ", y.describe(),
                  ", expected [", M, ", ", p.N, "] (M from ", m_from, ", N from the weight)");
   check_epilogue(ep, p.N, dev);
-  if (ctx.workspace_bytes > 0)
-    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
-                   ctx.workspace_bytes, ") given with a null workspace");
+  check_workspace_given(ctx);
 }
 
 }  // namespace
@@ -477,9 +482,7 @@ void check_quantized_output(const PreparedImpl& p, int64_t M, const char* m_from
   MIXQ_CHECK_ARG(rows == M, "linear: yq.q has ", rows, " rows, expected ", M, " (M from ", m_from,
                  ")");
   if (cuda) check_cuda_alignment(yq, ctx, "yq");
-  if (ctx.workspace_bytes > 0)
-    MIXQ_CHECK_ARG(ctx.workspace != nullptr, "ExecContext: workspace_bytes (",
-                   ctx.workspace_bytes, ") given with a null workspace");
+  check_workspace_given(ctx);
 }
 
 // Where the f32 output of a call that does not quantize in its kernels goes: the caller's

@@ -75,15 +75,22 @@ inline std::string force_kernel(const PrepareOptions& o) {
 
 inline void check_device(const PrepareOptions& o) { check_device_ordinal(o.device); }
 
-// The output fields of the GEMM parameters: y (its dtype), bias and clamp of the epilogue.
-inline void set_output(Int8GemmParams& p, const TensorView& y, const Epilogue& ep) {
-  p.y = y.data;
-  p.ldy = y.ld();
-  p.y_type = type_code(y.dtype);
+// The output fields of the GEMM parameters: the epilogue's bias and clamp (set_epilogue), y and
+// its dtype (set_y), or both (set_output).
+inline void set_epilogue(Int8GemmParams& p, const Epilogue& ep) {
   p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
   p.bias_type = ep.bias.empty() ? 2 : type_code(ep.bias.dtype);
   p.clamp_lo = ep.clamp_lo;
   p.clamp_hi = ep.clamp_hi;
+}
+inline void set_y(Int8GemmParams& p, const TensorView& y) {
+  p.y = y.data;
+  p.ldy = y.ld();
+  p.y_type = type_code(y.dtype);
+}
+inline void set_output(Int8GemmParams& p, const TensorView& y, const Epilogue& ep) {
+  set_y(p, y);
+  set_epilogue(p, ep);
 }
 
 // The device a prepared INT8 weight lives on, checked at prepare: an mma.sync s8 GPU (compute

@@ -121,16 +121,13 @@ class CudaFp8Block final : public PreparedImpl {
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
     DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
-    uint8_t* q = reinterpret_cast<uint8_t*>(ws);
-    float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
     // A caller workspace's tickets are zeroed by the quantizer, so that no memset node precedes it
     // and the kernel's dependent launch follows it directly.
     const Sm90SkinnyWork sk = skinny_work(M, ws + acts_bytes(M), ctx, stream, true);
-    launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K, q, ldq, sa, ld_meta,
-                              stream, skinny(M) && skinny_pdl(), act_quant_tuning(opts.tuning),
-                              ActQuantClear{sk.tickets, sk.n_clear});
-    gemm(q, ldq, sa, ld_meta, M, &y, nullptr, ep, stream, sk);
+    const float* sa = quantize(x, ws, stream, skinny(M) && skinny_pdl(),
+                               ActQuantClear{sk.tickets, sk.n_clear});
+    gemm(reinterpret_cast<const uint8_t*>(ws), act_row_pitch(K), sa, act_meta_pitch(M), M, &y,
+         nullptr, ep, stream, sk);
   }
 
   // The caller's codes and scales (validated by ops.cpp, alignment included) straight into the
@@ -174,15 +171,25 @@ class CudaFp8Block final : public PreparedImpl {
       return;
     }
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, workspace_size(M), *scratch_, M);
-    const int64_t ldq = act_row_pitch(K), ld_meta = act_meta_pitch(M);
-    uint8_t* q = reinterpret_cast<uint8_t*>(ws);
-    float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
-    launch_quantize_fp8_1x128(x->data, io_type_of(x->dtype), x->ld(), M, K, q, ldq, sa, ld_meta,
-                              stream, false, act_quant_tuning(opts.tuning), ActQuantClear{});
-    gemm(q, ldq, sa, ld_meta, M, nullptr, &quant, ep, stream, {});
+    const float* sa = quantize(*x, ws, stream, false, ActQuantClear{});
+    gemm(reinterpret_cast<const uint8_t*>(ws), act_row_pitch(K), sa, act_meta_pitch(M), M,
+         nullptr, &quant, ep, stream, {});
   }
 
  private:
+  // x quantized into the start of the workspace `ws`: codes [M][act_row_pitch(K)] at ws, then
+  // the scales [K blocks][act_meta_pitch(M)], whose address it returns (the parts acts_bytes
+  // sizes); pdl and clear as launch_quantize_fp8_1x128 takes them.
+  const float* quantize(const TensorView& x, char* ws, cudaStream_t stream, bool pdl,
+                        ActQuantClear clear) const {
+    const int64_t M = x.shape[0], ldq = act_row_pitch(K);
+    float* sa = reinterpret_cast<float*>(ws + align256(size_t(M * ldq)));
+    launch_quantize_fp8_1x128(x.data, io_type_of(x.dtype), x.ld(), M, K,
+                              reinterpret_cast<uint8_t*>(ws), ldq, sa, act_meta_pitch(M), stream,
+                              pdl, act_quant_tuning(opts.tuning), clear);
+    return sa;
+  }
+
   // The GEMM on quantized activations q [M][ldq], sa [K blocks][ld_sa]; sk: the skinny kernel's
   // partial sums and tickets (when skinny(M)).
   // Either y or quant (the block GEMM's quantizing epilogue, 128-wide tiles) receives the output.

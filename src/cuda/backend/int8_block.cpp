@@ -157,27 +157,13 @@ class CudaInt8Block final : public PreparedImpl {
     const Int8GemmKernel k = pick_for_call(M);
     const size_t need = acts_bytes(M) + gemm_workspace_size(k, M);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, need, *scratch_, M);
-    Int8QuantizedActs a;
-    a.M = M;
-    a.ldq = act_row_pitch(K);
-    a.ld_meta = act_meta_pitch(M);
-    const size_t meta = align256(size_t(nb_ * a.ld_meta) * 4);
-    char* p = ws;
-    a.q = reinterpret_cast<int8_t*>(p);
-    p += align256(size_t(M * a.ldq));
-    a.scale = reinterpret_cast<float*>(p);
-    a.offset = reinterpret_cast<float*>(p + meta);
-    a.sums = reinterpret_cast<int32_t*>(p + 2 * meta);
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
     // A caller workspace's tickets are zeroed by the quantizer, so that no memset node precedes it
     // and the kernel's dependent launch follows it directly.
     const Sm90SkinnyWork sk = skinny_work(k, M, ws + acts_bytes(M), ctx, stream, true);
-    launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_,
-                               const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
-                               const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
-                               a.ld_meta, stream, k.skinny_mt && skinny_pdl(), act_quant_tuning(opts.tuning),
-                               ActQuantClear{sk.tickets, sk.n_clear});
+    const Int8QuantizedActs a = quantize(x, ws, stream, k.skinny_mt && skinny_pdl(),
+                                         ActQuantClear{sk.tickets, sk.n_clear});
     gemm(k, a, &y, nullptr, ep, stream, sk);
   }
 
@@ -189,17 +175,9 @@ class CudaInt8Block final : public PreparedImpl {
     const Int8GemmKernel k = pick_for_call(M);
     char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, gemm_workspace_size(k, M),
                               *scratch_, M);
-    Int8QuantizedActs a;
-    a.M = M;
-    a.q = static_cast<const int8_t*>(xq.q.data);
-    a.ldq = xq.q.stride[0];
-    a.scale = static_cast<const float*>(xq.scale.data);
-    a.offset = static_cast<const float*>(xq.offset.data);
-    a.sums = static_cast<const int32_t*>(xq.sums.data);
-    a.ld_meta = xq.scale.stride[0];
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
-    gemm(k, a, &y, nullptr, ep, stream, skinny_work(k, M, ws, ctx, stream));
+    gemm(k, acts_of(xq), &y, nullptr, ep, stream, skinny_work(k, M, ws, ctx, stream));
   }
 
   // The Hopper block kernel's 128-wide tiles (sm90_i8_128x128 and its pairs) quantize their
@@ -217,36 +195,56 @@ class CudaInt8Block final : public PreparedImpl {
     const int64_t M = x ? x->shape[0] : xq->q.shape[0];
     const Int8GemmKernel k = pick_for_call(M);
     const sm90::QuantOut quant = quant_out_of(yq, N);
-    Int8QuantizedActs a;
-    a.M = M;
     int8b::DeviceGuard guard(dev_.id);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    Int8QuantizedActs a;
     if (xq != nullptr) {
-      a.q = static_cast<const int8_t*>(xq->q.data);
-      a.ldq = xq->q.stride[0];
-      a.scale = static_cast<const float*>(xq->scale.data);
-      a.offset = static_cast<const float*>(xq->offset.data);
-      a.sums = static_cast<const int32_t*>(xq->sums.data);
-      a.ld_meta = xq->scale.stride[0];
+      a = acts_of(*xq);
     } else {
       char* ws = call_workspace(ctx.workspace, ctx.workspace_bytes, acts_bytes(M), *scratch_, M);
-      a.ldq = act_row_pitch(K);
-      a.ld_meta = act_meta_pitch(M);
-      const size_t meta = align256(size_t(nb_ * a.ld_meta) * 4);
-      a.q = reinterpret_cast<int8_t*>(ws);
-      a.scale = reinterpret_cast<float*>(ws + align256(size_t(M * a.ldq)));
-      a.offset = reinterpret_cast<const float*>(reinterpret_cast<const char*>(a.scale) + meta);
-      a.sums = reinterpret_cast<const int32_t*>(reinterpret_cast<const char*>(a.scale) + 2 * meta);
-      launch_quantize_int8_block(x->data, int8b::type_code(x->dtype), x->ld(), M, K, g_,
-                                 const_cast<int8_t*>(a.q), a.ldq, const_cast<float*>(a.scale),
-                                 const_cast<float*>(a.offset), const_cast<int32_t*>(a.sums),
-                                 a.ld_meta, stream, false, act_quant_tuning(opts.tuning),
-                                 ActQuantClear{});
+      a = quantize(*x, ws, stream, false, ActQuantClear{});
     }
     gemm(k, a, nullptr, &quant, ep, stream, {});
   }
 
  private:
+  // x quantized into the start of the workspace `ws` (codes, then scale / offset / sums, the
+  // parts acts_bytes sizes) on `stream`; pdl and clear as launch_quantize_int8_block takes them.
+  Int8QuantizedActs quantize(const TensorView& x, char* ws, cudaStream_t stream, bool pdl,
+                             ActQuantClear clear) const {
+    const int64_t M = x.shape[0];
+    Int8QuantizedActs a;
+    a.M = M;
+    a.ldq = act_row_pitch(K);
+    a.ld_meta = act_meta_pitch(M);
+    const size_t meta = align256(size_t(nb_ * a.ld_meta) * 4);
+    int8_t* q = reinterpret_cast<int8_t*>(ws);
+    char* m = ws + align256(size_t(M * a.ldq));
+    float* scale = reinterpret_cast<float*>(m);
+    float* offset = reinterpret_cast<float*>(m + meta);
+    int32_t* sums = reinterpret_cast<int32_t*>(m + 2 * meta);
+    launch_quantize_int8_block(x.data, int8b::type_code(x.dtype), x.ld(), M, K, g_, q, a.ldq,
+                               scale, offset, sums, a.ld_meta, stream, pdl,
+                               act_quant_tuning(opts.tuning), clear);
+    a.q = q;
+    a.scale = scale;
+    a.offset = offset;
+    a.sums = sums;
+    return a;
+  }
+  // The caller's quantized activations (validated by ops.cpp).
+  static Int8QuantizedActs acts_of(const QuantizedActivations& xq) {
+    Int8QuantizedActs a;
+    a.M = xq.q.shape[0];
+    a.q = static_cast<const int8_t*>(xq.q.data);
+    a.ldq = xq.q.stride[0];
+    a.scale = static_cast<const float*>(xq.scale.data);
+    a.offset = static_cast<const float*>(xq.offset.data);
+    a.sums = static_cast<const int32_t*>(xq.sums.data);
+    a.ld_meta = xq.scale.stride[0];
+    return a;
+  }
+
   // The GEMM on quantized activations; sk: the skinny kernel's partial sums and tickets.
   // Either y or quant (the Hopper block kernel's quantizing epilogue) receives the output.
   void gemm(const Int8GemmKernel& k, const Int8QuantizedActs& a, const TensorView* y,
@@ -273,16 +271,9 @@ class CudaInt8Block final : public PreparedImpl {
     p.dw = static_cast<const float*>(dw_.data());
     p.r1w = r1_ld_ > 0 ? static_cast<const float*>(r1w_.data()) : nullptr;
     p.r1_ld = r1_ld_;
-    if (y != nullptr) {
-      int8b::set_output(p, *y, ep);
-    } else {
-      p.quant = *quant;
-      p.y_type = 2;
-      p.bias = ep.bias.empty() ? nullptr : ep.bias.data;
-      p.bias_type = ep.bias.empty() ? 2 : int8b::type_code(ep.bias.dtype);
-      p.clamp_lo = ep.clamp_lo;
-      p.clamp_hi = ep.clamp_hi;
-    }
+    int8b::set_epilogue(p, ep);
+    if (y != nullptr) int8b::set_y(p, *y);
+    else p.quant = *quant;
     p.num_sms = dev_.caps.sm_count;
     p.partial = sk.partial;
     p.tickets = sk.tickets;
