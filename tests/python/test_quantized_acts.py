@@ -1,11 +1,13 @@
 """Quantized activations from Python: mixq.quantize_activations gives the codes linear computes
 inside the call (the same outputs), a layer's output written quantized (out=QuantizedActivations)
 holds the quantizer's bytes for its float32 output, and a chain of two FP8 / INT8 layers through
-it equals the unfused chain. CPU backend, numpy arrays; bad arguments name themselves."""
+it equals the unfused chain. CPU backend, numpy arrays (and CUDA through torch where there is a
+GPU); bad arguments name themselves."""
 import numpy as np
 import pytest
 
 import mixq
+from conftest import needs_cuda
 
 
 def _weight(rng, N, K, scheme, act):
@@ -74,3 +76,49 @@ def test_bad_arguments(rng):
     xq = mixq.quantize_activations(x, "fp8-block")
     with pytest.raises(mixq.InvalidArgumentError, match="xq.kind"):
         mixq.linear(xq, pw)
+
+
+def _same_torch(a, b):
+    """As _same, for torch tensors on the GPU."""
+    import torch
+    assert (a.kind, a.block, a.M, a.K) == (b.kind, b.block, b.M, b.K)
+    assert torch.equal(a.q[:, :a.K], b.q[:, :b.K])
+    for x, y in ((a.scale, b.scale), (a.offset, b.offset), (a.sums, b.sums)):
+        if x is not None:
+            assert torch.equal(x[:, :a.M], y[:, :b.M])
+
+
+@needs_cuda
+@pytest.mark.parametrize("scheme,act,kind,block", [("fp8b128", "fp8-block", "fp8-block", 128),
+                                                   ("w8g128", "int8-block", "int8-block", 128),
+                                                   ("w8g64asym", "int8-block", "int8-block", 64)])
+@pytest.mark.parametrize("M", [3, 300])
+def test_cuda_quantized_input_and_output(scheme, act, kind, block, M):
+    """On the GPU through torch: buffers made next to x by QuantizedActivations.empty(like=x), the
+    quantized input giving linear's own outputs, the output written quantized holding the
+    quantizer's bytes for the same call's float32 output (300 rows: the Hopper block GEMM's
+    quantizing epilogue; 3 rows: the few-token kernel, then the quantizer)."""
+    import torch
+    N, K = 384, 512
+    torch.manual_seed(M)
+    qw = mixq.quantize(torch.randn(N, K) * 0.1, scheme)
+    pw = mixq.prepare(qw, backend="cuda", act=act, device=0)
+    x = torch.randn(M, K, device="cuda", dtype=torch.bfloat16)
+    bias = torch.randn(N, device="cuda", dtype=torch.float32)
+    xq = mixq.quantize_activations(x, act, block)
+    assert xq.q.is_cuda and xq.scale.is_cuda
+    assert torch.equal(mixq.linear(xq, pw, bias=bias), mixq.linear(x, pw, bias=bias,
+                                                                  out_dtype="float32"))
+    y32 = torch.empty(M, N, device="cuda", dtype=torch.float32)
+    mixq.linear(x, pw, out=y32, bias=bias, clamp=(-2.0, 1.5))
+    want = mixq.quantize_activations(y32, kind, block)
+    got = mixq.QuantizedActivations.empty(kind, M, N, block, like=x)
+    assert got.q.is_cuda
+    assert mixq.linear(x, pw, out=got, bias=bias, clamp=(-2.0, 1.5)) is got
+    torch.cuda.synchronize()
+    _same_torch(got, want)
+    # xq in, yq out: the next layer's link of a chain
+    got2 = mixq.QuantizedActivations.empty(kind, M, N, block, like=x)
+    mixq.linear(xq, pw, out=got2, bias=bias, clamp=(-2.0, 1.5))
+    torch.cuda.synchronize()
+    _same_torch(got2, want)
