@@ -15,13 +15,14 @@ def _weight(rng, N, K, scheme, act):
     return mixq.prepare(qw, backend="cpu", act=act)
 
 
-def _same(a, b):
-    """Codes up to the row pitch's valid columns and meta of the M rows: the same bytes."""
+def _same(a, b, equal=np.array_equal):
+    """Codes up to the row pitch's valid columns and meta of the M rows: the same bytes (`equal`:
+    the arrays' library's comparison)."""
     assert (a.kind, a.block, a.M, a.K) == (b.kind, b.block, b.M, b.K)
-    assert np.array_equal(a.q[:, :a.K], b.q[:, :b.K])
+    assert equal(a.q[:, :a.K], b.q[:, :b.K])
     for x, y in ((a.scale, b.scale), (a.offset, b.offset), (a.sums, b.sums)):
         if x is not None:
-            assert np.array_equal(x[:, :a.M], y[:, :b.M])
+            assert equal(x[:, :a.M], y[:, :b.M])
 
 
 @pytest.mark.parametrize("scheme,act,block", [("fp8b128", "fp8-block", 128),
@@ -78,16 +79,6 @@ def test_bad_arguments(rng):
         mixq.linear(xq, pw)
 
 
-def _same_torch(a, b):
-    """As _same, for torch tensors on the GPU."""
-    import torch
-    assert (a.kind, a.block, a.M, a.K) == (b.kind, b.block, b.M, b.K)
-    assert torch.equal(a.q[:, :a.K], b.q[:, :b.K])
-    for x, y in ((a.scale, b.scale), (a.offset, b.offset), (a.sums, b.sums)):
-        if x is not None:
-            assert torch.equal(x[:, :a.M], y[:, :b.M])
-
-
 @needs_cuda
 @pytest.mark.parametrize("scheme,act,kind,block", [("fp8b128", "fp8-block", "fp8-block", 128),
                                                    ("w8g128", "int8-block", "int8-block", 128),
@@ -116,9 +107,9 @@ def test_cuda_quantized_input_and_output(scheme, act, kind, block, M):
     assert got.q.is_cuda
     assert mixq.linear(x, pw, out=got, bias=bias, clamp=(-2.0, 1.5)) is got
     torch.cuda.synchronize()
-    _same_torch(got, want)
+    _same(got, want, torch.equal)
     # xq in, yq out: the next layer's link of a chain
     got2 = mixq.QuantizedActivations.empty(kind, M, N, block, like=x)
     mixq.linear(xq, pw, out=got2, bias=bias, clamp=(-2.0, 1.5))
     torch.cuda.synchronize()
-    _same_torch(got2, want)
+    _same(got2, want, torch.equal)
