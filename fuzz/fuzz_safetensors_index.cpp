@@ -4,13 +4,11 @@
 // consistency checks (missing / extra / misplaced tensors and shards), inspect and load_weight of
 // every weight. Any input must load or throw mixq::Error; crashes, sanitizer reports, leaks and
 // other exception types are findings.
-#include <stdlib.h>
-
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "fuzz_scratch.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/checkpoint.hpp"
 #include "mixq/formats/safetensors.hpp"
@@ -19,19 +17,10 @@
 
 namespace {
 
-std::string make_dir() {
-  char shm[] = "/dev/shm/mixq_fuzz_index_XXXXXX";
-  if (const char* d = mkdtemp(shm)) return d;
-  char tmp[] = "/tmp/mixq_fuzz_index_XXXXXX";
-  const char* d = mkdtemp(tmp);
-  if (!d) abort();
-  return d;
-}
-
 // The shards never change: GPTQ 4-bit K = 32, N = 8, one group; parts in both shards.
 const std::string& shard_dir() {
   static const std::string dir = [] {
-    const std::string d = make_dir();
+    const std::string d = mixq_fuzz::make_scratch_dir("mixq_fuzz_index");
     static std::vector<int32_t> qweight(4 * 8, 0x76543210), qzeros(1, 0x77777777);
     static std::vector<uint16_t> scales(8, 0x3C00), dense(4 * 32, 0x3800);
     static std::vector<float> vec(8, 1.0f);
@@ -48,13 +37,6 @@ const std::string& shard_dir() {
   return dir;
 }
 
-void write_file(const std::string& path, const uint8_t* data, size_t size) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) abort();
-  if (size) std::fwrite(data, 1, size, f);
-  std::fclose(f);
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -64,7 +46,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)parse_safetensors_index(reinterpret_cast<const char*>(data), size, index);
   } catch (const mixq::Error&) {
   }
-  write_file(index, data, size);
+  mixq_fuzz::write_file(index, data, size);
   try {
     (void)checkpoint_files(index);
     (void)SafetensorsCheckpoint::open_subset(index, {"layer.qweight", "layer.scales", "x"});
