@@ -1,9 +1,10 @@
 // libFuzzer target for the expert loaders (mixq/moe.hpp): arbitrary bytes as a checkpoint (GGUF
 // or safetensors, with the config file the first byte chooses: fuzz_scratch.hpp), then
 // load_experts on every 3-D GGUF tensor (split per expert) and on the numbered-module patterns of
-// the safetensors weights (each run of digits in a name made "{e}"), and load_experts_gate_up on two
-// of them; every expert loaded must be valid and of expert 0's shape, and the small ones dequantize. Any input must load or throw mixq::Error; crashes,
-// sanitizer reports, leaks and other exception types are findings.
+// the safetensors weights (each run of digits in a name made "{e}"), and load_experts_gate_up on
+// two of them. Every expert loaded must be a valid weight of expert 0's shape; the small ones are
+// dequantized. Any input must load or throw mixq::Error; crashes, sanitizer reports, leaks and
+// other exception types are findings.
 #include <stdlib.h>
 
 #include <algorithm>
