@@ -59,7 +59,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool gguf = info.format.rfind("gguf", 0) == 0;
     std::vector<std::string> names;
     for (const auto& t : info.tensors) {
-      if (t.bytes > kMaxBytes || names.size() >= kMaxPatterns) continue;
+      if (names.size() >= kMaxPatterns) break;
+      if (t.bytes > kMaxBytes) continue;
       if (gguf && t.shape.size() == 3) names.push_back(t.name);
       else if (!gguf && t.is_weight) add_patterns(t.name, names);
     }

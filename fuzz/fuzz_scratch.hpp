@@ -7,11 +7,12 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 namespace mixq_fuzz {
 
-// A new directory of its own (prefix: a name for the target), created once per call.
+// A new private directory named after the target (prefix) at each call.
 inline std::string make_scratch_dir(const std::string& prefix) {
   std::string shm = "/dev/shm/" + prefix + "_XXXXXX";
   if (const char* d = mkdtemp(shm.data())) return d;
@@ -28,7 +29,7 @@ inline void write_file(const std::string& path, const uint8_t* data, size_t size
   std::fclose(f);
 }
 
-// data[0] % 5 chooses the config file written beside the checkpoint (none, GPTQ v2 act-order, GPTQ
+// data[0] chooses the config file written beside the checkpoint (none, GPTQ v2 act-order, GPTQ
 // 3-bit per channel, AWQ, FP8 blocks of 128 x 64); the rest of the input is the checkpoint, written
 // to dir/model.safetensors (a GGUF magic there makes it a GGUF file). Returns its path. size >= 1.
 inline std::string write_checkpoint_with_config(const std::string& dir, const uint8_t* data, size_t size) {
@@ -39,7 +40,7 @@ inline std::string write_checkpoint_with_config(const std::string& dir, const ui
       R"({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 32, "version": "gemm"}})",
       R"({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 64]}})",
   };
-  const int cfg = data[0] % 5;
+  const size_t cfg = data[0] % std::size(kConfigs);
   std::remove((dir + "/quantize_config.json").c_str());
   std::remove((dir + "/config.json").c_str());
   if (kConfigs[cfg]) {
