@@ -35,6 +35,10 @@ struct Tuning {
   Toggle wo_fold_half = Toggle::Auto;  // ... on the f16x2 path (int4, token tile 16)
   Toggle wo_bf16_zero = Toggle::Auto;  // bf16 integer-zero dequantization path
   Toggle wo_wgmma_pdl = Toggle::Auto;  // programmatic dependent launch of the wgmma kernel
+  // W4A8: a zero point shared by every group of the weight goes into the activations' block
+  // factors, so the fold adds it as it is (two FP32 instructions per sum instead of three; the
+  // same bits); Off: each row's zero point is multiplied in by the fold
+  Toggle wo_a8_shared_zero = Toggle::Auto;
   // the grouped wgmma kernel's 128-, 192- and 256-token tiles: a partly empty tile's MMAs cover
   // its rows rounded up to 64 tokens (192: 64 or 128; 128 and 256: 64 when it holds at most 64
   // rows); Off: all of the tile

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/moe_wo_view.hpp"
+#include "cuda/dispatch/wo_plan.hpp"
 #include "cuda/launch/act_quant.hpp"
 #include "gpu/device_checks.hpp"
 #include "gpu/host_data.hpp"
@@ -42,22 +44,37 @@ struct Case {
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   bool caller_workspace = false;
   std::string tuning;  // Tuning keys ("wo_token_tile=64")
+  int same_zero = -1;  // w4g128zp: every group's zero point set to this (0 ... 15); 16: none (w = s u)
 };
 
 std::string name(const Case& c) {
   return c.scheme + " M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" + std::to_string(c.K) +
          " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp [" +
          std::to_string(c.lo) + ", " + std::to_string(c.hi) + "]" + (c.caller_workspace ? " caller workspace" : "") +
-         (c.tuning.empty() ? "" : " " + c.tuning);
+         (c.tuning.empty() ? "" : " " + c.tuning) +
+         (c.same_zero < 0 ? "" : c.same_zero == 16 ? " unsigned codes" : " zero points all " + std::to_string(c.same_zero));
 }
 
-QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed) {
+// same_zero (w4g128zp only): every group's zero point replaced by it, the form whose zero point the
+// activation factors carry (16: the zero points dropped, unsigned codes w = s u, a shared zero of 0).
+QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed, int same_zero = -1) {
   std::vector<float> wf = randn(size_t(N * K), seed, 0.05f);
   // groups with very different magnitudes and a shifted mean (the zero points matter)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k)
       wf[size_t(n * K + k)] = wf[size_t(n * K + k)] * float(1 + (n + k / 128) % 5) + 0.01f * float(n % 3);
-  return quantize_weight(TensorView(wf.data(), DType::F32, {N, K}), parse_scheme(scheme));
+  QuantizedWeight w = quantize_weight(TensorView(wf.data(), DType::F32, {N, K}), parse_scheme(scheme));
+  if (same_zero >= 0) {
+    EXPECT_EQ(w.zero_kind, ZeroKind::ZeroPoint) << scheme;
+    if (same_zero == 16) {
+      w.zero_kind = ZeroKind::None;
+      w.zeros.clear();
+    } else {
+      const int32_t z = same_zero;
+      for (size_t i = 0; i + 4 <= w.zeros.size(); i += 4) std::memcpy(&w.zeros[i], &z, 4);
+    }
+  }
+  return w;
 }
 
 PrepareOptions w4a8_options(const std::string& tuning = "") {
@@ -69,7 +86,7 @@ PrepareOptions w4a8_options(const std::string& tuning = "") {
 
 void run(const Case& c, uint32_t seed) {
   SCOPED_TRACE(name(c));
-  const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed);
+  const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.same_zero);
   const PreparedWeight pw = prepare(w, w4a8_options(c.tuning));
   const std::string kname = pw.kernel_name(c.M);
   EXPECT_NE(kname.find("sm90_wo_ws<e4m3,u4f8"), std::string::npos) << kname;
@@ -122,6 +139,38 @@ TEST(CudaW4A8, MatchesTheReference) {
     for (int64_t M : {1, 7, 16, 17, 64, 65, 300, 1000}) {
       Case c{M, 1000, 1024, scheme};
       run(c, seed++);
+    }
+}
+
+// Zero points that every group shares (0, 5, 8 and none) go into the activation factors; the fold
+// adds them as they are and gives the bytes of the per-row fold (Tuning::wo_a8_shared_zero off) on
+// every token tile, and the reference's values. Symmetric codes (w4g128) share zero point 8.
+TEST(CudaW4A8, SharedZeroPointGivesThePerRowFoldsBytes) {
+  SKIP_WITHOUT_HOPPER();
+  uint32_t seed = 400;
+  struct Form {
+    const char* scheme;
+    int same_zero;
+    int shared;  // the zero point the weight's groups share (-1: they differ)
+  };
+  for (const Form f : {Form{"w4g128", -1, 8}, Form{"w4g128zp", 5, 5}, Form{"w4g128zp", 8, 8},
+                       Form{"w4g128zp", 16, 0}, Form{"w4g128zp", -1, -1}})
+    for (int64_t M : {1, 40, 300}) {
+      Case c{M, 520, 1152 + 64, f.scheme, DType::BF16, DType::F32, true};
+      c.same_zero = f.same_zero;
+      run(c, seed);  // against the reference
+      SCOPED_TRACE(name(c));
+      const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.same_zero);
+      const PreparedWeight shared = prepare(w, w4a8_options());
+      const PreparedWeight per_row = prepare(w, w4a8_options("wo_a8_shared_zero=off"));
+      EXPECT_EQ(cuda::weight_only_expert_view(shared.impl()).w.L.a8_zero, f.shared);
+      Tuning off;
+      off.wo_a8_shared_zero = Toggle::Off;  // what per_row was prepared with
+      EXPECT_EQ(cuda::w4a8_factor_zero(cuda::weight_only_expert_view(per_row.impl()).w.L, off), -1);
+      const test::LinearCall call(c.M, c.K, c.N, c.xt, c.yt, c.bias, c.lo, c.hi, seed++);
+      const std::vector<uint8_t> a = call.run(shared, false, true), b = call.run(per_row, false, true);
+      ASSERT_FALSE(a.empty());
+      EXPECT_EQ(mixq::testing::first_mismatch(a, b), "") << shared.kernel_name(c.M);
     }
 }
 
@@ -207,17 +256,19 @@ TEST(CudaW4A8, QuantizedActivationsAndGraphsSameBits) {
   }
 }
 
-// The W4A8 block factors (512 s, -s sum(a)) of the quantizer and of the factors-only kernel (for
+// The W4A8 block factors (512 s, -zero s sum(a)) of the quantizer and of the factors-only kernel (for
 // codes quantized elsewhere) against the host: the same codes as the FP8 block quantizer, the
 // scale's product exact, the code sum exact (integers of 2^-9), whatever the lanes' split (pieces
 // 1 and 2) and K past the last block.
 TEST(CudaW4A8, ActivationFactorsMatchHost) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 900;
+  const int zeros[3] = {1, 8, 0};  // the factors' zero: rows keep theirs, or a shared one
   for (int64_t K : {128, 200, 1000, 4096 + 7})
     for (int pieces : {1, 2}) {
       const int64_t M = 37, nb = (K + 127) / 128;
-      SCOPED_TRACE("K " + std::to_string(K) + " pieces " + std::to_string(pieces));
+      SCOPED_TRACE("K " + std::to_string(K) + " pieces " + std::to_string(pieces) + " zero " +
+                   std::to_string(zeros[(pieces + K) % 3]));
       std::vector<float> xf = randn(size_t(M * K), seed++);
       for (size_t i = 0; i < xf.size(); i += 97) xf[i] *= 300.f;  // outliers: other scales, saturated sums
       const std::vector<uint8_t> xb = to_bytes(xf, DType::BF16);
@@ -230,12 +281,13 @@ TEST(CudaW4A8, ActivationFactorsMatchHost) {
       ASSERT_EQ(cudaMemset(f2.data(), 0xFF, f2.size()), cudaSuccess);
       cuda::ActQuantTuning tune;
       tune.pieces = pieces;
+      const float zero = float(zeros[(pieces + K) % 3]);
       cuda::launch_quantize_fp8_w4a8(dx.data(), 1, K, M, K, static_cast<uint8_t*>(q1.data()), ldq,
-                                     static_cast<float*>(f1.data()), ldm, nullptr, tune);
+                                     static_cast<float*>(f1.data()), ldm, zero, nullptr, tune);
       cuda::launch_quantize_fp8_1x128(dx.data(), 1, K, M, K, static_cast<uint8_t*>(q2.data()), ldq,
                                       static_cast<float*>(sc.data()), ldm, nullptr);
       cuda::launch_w4a8_factors(static_cast<const uint8_t*>(q2.data()), ldq, static_cast<const float*>(sc.data()),
-                                ldm, M, K, static_cast<float*>(f2.data()), ldm, nullptr);
+                                ldm, M, K, static_cast<float*>(f2.data()), ldm, zero, nullptr);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       std::vector<uint8_t> c1(q1.size()), c2(q2.size());
       q1.copy_to_host(c1.data(), c1.size());
@@ -250,7 +302,7 @@ TEST(CudaW4A8, ActivationFactorsMatchHost) {
           double sum = 0;  // exact: e4m3 values are multiples of 2^-9
           for (int64_t k = kb * 128; k < std::min(K, kb * 128 + 128); ++k) sum += e4m3_to_f32(c2[size_t(m * ldq + k)]);
           const float sa = s[size_t(kb * ldm + m)];
-          const float want_a = 512.f * sa, want_d = -(sa * float(sum));
+          const float want_a = 512.f * sa, want_d = zero * -(sa * float(sum));
           const size_t i = size_t(2 * (kb * ldm + m));
           EXPECT_EQ(g1[i], want_a) << "row " << m << " block " << kb;
           EXPECT_EQ(g1[i + 1], want_d) << "row " << m << " block " << kb << " sum " << sum;
@@ -268,5 +320,16 @@ TEST(CudaW4A8, RefusesOtherWeights) {
     SCOPED_TRACE(scheme);
     const QuantizedWeight w = make_weight(256, 512, scheme, 7);
     EXPECT_THROW(prepare(w, w4a8_options()), Error);
+  }
+  // the factors' zero is 1 or a 4-bit zero point, named when it is not
+  DeviceBuffer x(64 * 128 * 2), q(64 * 128), f(64 * 8);
+  for (float zero : {-1.f, 2.5f, 16.f}) {
+    try {
+      cuda::launch_quantize_fp8_w4a8(x.data(), 1, 128, 64, 128, static_cast<uint8_t*>(q.data()), 128,
+                                     static_cast<float*>(f.data()), 64, zero, nullptr);
+      ADD_FAILURE() << "zero " << zero << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("zero ("), std::string::npos) << e.what();
+    }
   }
 }

@@ -66,6 +66,9 @@ class CudaExperts final : public PreparedExpertsImpl {
       std::memcpy(host.data() + ptrs + size_t(e) * 8, &v.pairs_stream, 8);
       std::memcpy(host.data() + 2 * ptrs + size_t(e) * 8, &v.k_perm, 8);
       host[3 * ptrs + size_t(e)] = v.pair_f32 ? 1 : 0;
+      // W4A8: one launch quantizes for every expert, so only a zero point they all share goes into
+      // the activation factors
+      if (v.w.L.a8_zero != first_.w.L.a8_zero) first_.w.L.a8_zero = -1;
     }
     tables_ = DeviceBuffer(host.size(), device_);
     tables_.copy_from_host(host.data(), host.size());
@@ -212,12 +215,16 @@ class CudaExperts final : public PreparedExpertsImpl {
       const int64_t ldq = cuda::act_row_pitch(K), ld_meta = cuda::act_meta_pitch(R);
       uint8_t* q = reinterpret_cast<uint8_t*>(ws + schedule_bytes(R));
       float* f = reinterpret_cast<float*>(reinterpret_cast<char*>(q) + cuda::wo_a8_factors_offset(R, K));
-      cuda::launch_quantize_fp8_w4a8(c.x.data, io_code(c.x.dtype), c.x.ld(), R, K, q, ldq, f, ld_meta, stream,
+      // a zero point shared by every group of every expert goes into the factors
+      const int zero = cuda::w4a8_factor_zero(first_.w.L, opts.tuning);
+      cuda::launch_quantize_fp8_w4a8(c.x.data, io_code(c.x.dtype), c.x.ld(), R, K, q, ldq, f, ld_meta,
+                                     zero >= 0 ? float(zero) : 1.f, stream,
                                      cuda::act_quant_tuning(opts.tuning));
       k.x = q;
       k.ldx = ldq;  // bytes
       k.x_factors = f;
       k.ld_x_factors = ld_meta;
+      k.a8_zero_in_factors = zero >= 0 ? 1 : 0;
     }
     if (p.id.family == cuda::Family::WoWgmma) {
       k.M = int(R);

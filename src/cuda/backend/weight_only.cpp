@@ -293,7 +293,7 @@ class CudaWeightOnly final : public PreparedImpl {
     const uint8_t* q = static_cast<const uint8_t*>(xq.q.data);
     float* f = reinterpret_cast<float*>(ws + cuda::wo_workspace_offsets(p).gather + cuda::wo_a8_factors_offset(M, K));
     cuda::launch_w4a8_factors(q, xq.q.stride[0], static_cast<const float*>(xq.scale.data), xq.scale.stride[0], M, K, f,
-                              cuda::act_meta_pitch(M), stream);
+                              cuda::act_meta_pitch(M), a8_factor_zero(), stream);
     run_w4a8_codes(p, q, xq.q.stride[0], f, M, y, ep, ws, tickets, stream);
   }
 
@@ -352,6 +352,24 @@ class CudaWeightOnly final : public PreparedImpl {
 
   // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp);
   // e4m3: (s of the row's block, 0), u the e4m3 value.
+  // W4A8: the integer zero point that every group of the pairs (s, o) shares, as the kernel's fold
+  // derives it (rint(-o / s), sm90_wgmma_dequant.cuh's integer_zero), or -1 where groups differ.
+  // Groups with s = 0 add nothing whatever their zero point; all of them so: 0.
+  int shared_zero_point(const std::vector<float>& s, const std::vector<float>& o) const {
+    const int64_t G = L_.groups;
+    int shared = -2;  // none seen yet
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t g = 0; g < G; ++g) {
+        const size_t i = size_t(n * G + g);
+        if (s[i] == 0.f) continue;
+        const float z = std::rint(-o[i] / s[i]);
+        if (!(z >= 0.f && z <= 15.f)) return -1;
+        if (shared == -2) shared = int(z);
+        else if (shared != int(z)) return -1;
+      }
+    return shared == -2 ? 0 : shared;
+  }
+
   void build_pairs(const QuantizedWeight& w) {
     const int32_t cmin = L_.e4m3 ? 0 : code_min(w.code_type);
     const int64_t G = L_.groups, Gc = w.n_blocks_k();
@@ -377,6 +395,7 @@ class CudaWeightOnly final : public PreparedImpl {
       }
     // Half pairs halve the scale traffic; used only when every value is exact in f16.
     L_.pair_f32 = !half_exact;
+    if (L_.fp8_act) L_.a8_zero = shared_zero_point(s, o);
     std::vector<uint8_t> buf(size_t(L_.pair_bytes()));
     for (size_t i = 0; i < s.size(); ++i) {
       if (L_.pair_f32) {
@@ -496,7 +515,7 @@ class CudaWeightOnly final : public PreparedImpl {
     uint8_t* q = reinterpret_cast<uint8_t*>(act);
     float* f = reinterpret_cast<float*>(act + cuda::wo_a8_factors_offset(M, K));
     cuda::launch_quantize_fp8_w4a8(x.data, int(io_type(x.dtype)), x.ld(), M, K, q, ldq, f, cuda::act_meta_pitch(M),
-                                   stream, cuda::act_quant_tuning(opts.tuning));
+                                   a8_factor_zero(), stream, cuda::act_quant_tuning(opts.tuning));
     run_w4a8_codes(p, q, ldq, f, M, y, ep, ws, tickets, stream);
   }
   // f: the codes' block factors, [K blocks][act_meta_pitch(M)] float2
@@ -509,7 +528,14 @@ class CudaWeightOnly final : public PreparedImpl {
     k.ldx = ldq;  // bytes
     k.x_factors = f;
     k.ld_x_factors = cuda::act_meta_pitch(M);
+    k.a8_zero_in_factors = cuda::w4a8_factor_zero(L_, opts.tuning) >= 0 ? 1 : 0;
     cuda::launch_wo_wgmma(k, p, stream);
+  }
+  // the factors' zero (launch_quantize_fp8_w4a8): the shared zero point, or 1 for the fold to apply
+  // each row's
+  float a8_factor_zero() const {
+    const int z = cuda::w4a8_factor_zero(L_, opts.tuning);
+    return z >= 0 ? float(z) : 1.f;
   }
 
   cuda::WoStreamParams kernel_params(const WoPlan& p, const TensorView& x, const TensorView& y,

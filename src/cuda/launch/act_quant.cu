@@ -46,6 +46,13 @@ bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ld
 }
 
 // The tuning's rows per band (log2, 0..3) and pieces per lane (1 or 2), else the defaults.
+// W4A8 factors' zero: 1 (rows keep their own zero points), or the 4-bit zero point 0 ... 15 that every
+// group shares.
+void check_zero(const char* op, float zero) {
+  MIXQ_CHECK_ARG(zero == 1.f || (zero >= 0.f && zero <= 15.f && zero == float(int(zero))), op, ": zero (", zero,
+                 ") is neither 1 nor a shared 4-bit zero point 0 ... 15");
+}
+
 int band_of(const ActQuantTuning& t, int fallback) { return t.band >= 0 && t.band <= 3 ? t.band : fallback; }
 int pieces_of(const ActQuantTuning& t, int fallback) { return t.pieces == 1 || t.pieces == 2 ? t.pieces : fallback; }
 
@@ -91,28 +98,28 @@ template <int XT, int P>
 void launch_fp8_typed(const ActQuantTuning& tune, const ActQuantClear& clear, cudaStream_t stream, bool pdl,
                       const void* x, int64_t ldx, int64_t M,
                       int64_t K, bool vec, uint8_t* q, int64_t ldq, float* scale, float2* factors,
-                      int64_t ld_meta) {
+                      int64_t ld_meta, float zero) {
   launch_persistent<quantize_fp8_1x128_kernel<XT, P>, 128, P>(
       x, ldx, M, K, vec, band_of(tune, kFp8BandShift), tune.ctas_per_sm, stream, pdl, clear, q, ldq, scale,
-      factors, ld_meta);
+      factors, ld_meta, zero);
 }
 
 void launch_fp8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q, int64_t ldq, float* scale,
-                float2* factors, int64_t ld_meta, cudaStream_t stream, bool pdl, const ActQuantTuning& tune,
-                const ActQuantClear& clear) {
+                float2* factors, int64_t ld_meta, float zero, cudaStream_t stream, bool pdl,
+                const ActQuantTuning& tune, const ActQuantClear& clear) {
   const bool vec = vector_ok(x, x_type, ldx, q, ldq);
   const bool two = pieces_of(tune, kFp8Pieces) == 2;
   switch (x_type) {
     case kF16:
-      if (two) launch_fp8_typed<kF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
-      else launch_fp8_typed<kF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      if (two) launch_fp8_typed<kF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta, zero);
+      else launch_fp8_typed<kF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta, zero);
       break;
     case kBF16:
-      if (two) launch_fp8_typed<kBF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
-      else launch_fp8_typed<kBF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      if (two) launch_fp8_typed<kBF16, 2>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta, zero);
+      else launch_fp8_typed<kBF16, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta, zero);
       break;
     default:
-      launch_fp8_typed<kF32, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta);
+      launch_fp8_typed<kF32, 1>(tune, clear, stream, pdl, x, ldx, M, K, vec, q, ldq, scale, factors, ld_meta, zero);
       break;
   }
   MIXQ_CUDA_CHECK_LAUNCH("quantize_fp8_1x128_kernel");
@@ -147,21 +154,22 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
   check_common("launch_quantize_fp8_1x128", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(scale != nullptr, "launch_quantize_fp8_1x128: null scale");
   check_clear("launch_quantize_fp8_1x128", clear);
-  launch_fp8(x, x_type, ldx, M, K, q, ldq, scale, nullptr, ld_meta, stream, pdl, tune, clear);
+  launch_fp8(x, x_type, ldx, M, K, q, ldq, scale, nullptr, ld_meta, 1.f, stream, pdl, tune, clear);
 }
 
 void launch_quantize_fp8_w4a8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q,
-                              int64_t ldq, float* factors, int64_t ld_meta, cudaStream_t stream,
+                              int64_t ldq, float* factors, int64_t ld_meta, float zero, cudaStream_t stream,
                               const ActQuantTuning& tune) {
   check_common("launch_quantize_fp8_w4a8", x, x_type, ldx, M, K, q, ldq, ld_meta);
   MIXQ_CHECK_ARG(factors != nullptr && reinterpret_cast<uintptr_t>(factors) % 8 == 0,
                  "launch_quantize_fp8_w4a8: factors (", static_cast<void*>(factors), ") null or not 8-byte aligned");
-  launch_fp8(x, x_type, ldx, M, K, q, ldq, nullptr, reinterpret_cast<float2*>(factors), ld_meta, stream, false,
-             tune, {});
+  check_zero("launch_quantize_fp8_w4a8", zero);
+  launch_fp8(x, x_type, ldx, M, K, q, ldq, nullptr, reinterpret_cast<float2*>(factors), ld_meta, zero, stream,
+             false, tune, {});
 }
 
 void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int64_t ld_scale, int64_t M, int64_t K,
-                         float* factors, int64_t ld_meta, cudaStream_t stream) {
+                         float* factors, int64_t ld_meta, float zero, cudaStream_t stream) {
   MIXQ_CHECK_ARG(M >= 1 && K >= 1 && M <= (int64_t{1} << 30) && K <= (int64_t{1} << 30),
                  "launch_w4a8_factors: M = ", M, ", K = ", K, " (1 ... 2^30 each)");
   MIXQ_CHECK_ARG(q && scale && factors && reinterpret_cast<uintptr_t>(factors) % 8 == 0,
@@ -169,9 +177,10 @@ void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int6
                  ") null or not 8-byte aligned");
   MIXQ_CHECK_ARG(ldq >= K && ld_scale >= M && ld_meta >= M, "launch_w4a8_factors: ldq (", ldq, ") < K (", K,
                  ") or ld_scale (", ld_scale, ") / ld_meta (", ld_meta, ") < M (", M, ")");
+  check_zero("launch_w4a8_factors", zero);
   const int64_t threads = M * ((K + 127) / 128) * (128 / kChunk);
   w4a8_factors_kernel<<<unsigned((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      q, ldq, scale, ld_scale, int(M), int(K), reinterpret_cast<float2*>(factors), ld_meta);
+      q, ldq, scale, ld_scale, int(M), int(K), reinterpret_cast<float2*>(factors), ld_meta, zero);
   MIXQ_CUDA_CHECK_LAUNCH("w4a8_factors_kernel");
 }
 

@@ -50,15 +50,18 @@ void launch_quantize_fp8_1x128(const void* x, int x_type, int64_t ldx, int64_t M
 
 // W4A8 (4-bit weights x these e4m3 codes, kernels/wo/sm90_wo_ws.cuh): the same codes, and instead
 // of the scales the two factors of each (row, block), float2 at [kb * ld_meta + m]:
-// (512 s, -s * sum of the block's e4m3 values). The weight kernel's MMA sums carry the 4-bit codes
-// as u * 2^-9 and the fold takes the zero point off as zc times the block's sum. The sum is exact
-// (a sum of e4m3 values in units of 2^-9, in integers), so it does not depend on the split.
+// (512 s, -zero * (s * sum of the block's e4m3 values)). The weight kernel's MMA sums carry the
+// 4-bit codes as u * 2^-9 and the fold takes the zero point off as zc times the block's sum: zero = 1
+// leaves zc to the fold (weights whose groups have their own zero points); the zero point that
+// every group of the weight shares (0 ... 15) puts it in the factor, and the fold adds it as it is.
+// The sum is exact (a sum of e4m3 values in units of 2^-9, in integers), so it does not depend on
+// the split.
 void launch_quantize_fp8_w4a8(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K, uint8_t* q,
-                              int64_t ldq, float* factors, int64_t ld_meta, cudaStream_t stream,
+                              int64_t ldq, float* factors, int64_t ld_meta, float zero, cudaStream_t stream,
                               const ActQuantTuning& tune = {});
 // The factors of codes quantized elsewhere (q [M][ldq] e4m3, scale at [kb * ld_scale + m]).
 void launch_w4a8_factors(const uint8_t* q, int64_t ldq, const float* scale, int64_t ld_scale, int64_t M, int64_t K,
-                         float* factors, int64_t ld_meta, cudaStream_t stream);
+                         float* factors, int64_t ld_meta, float zero, cudaStream_t stream);
 
 // block: 32, 64, 128 or 256 (the GEMMs use 64 and 128).
 void launch_quantize_int8_block(const void* x, int x_type, int64_t ldx, int64_t M, int64_t K,

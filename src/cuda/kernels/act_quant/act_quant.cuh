@@ -172,9 +172,10 @@ __device__ __forceinline__ int e4m3_units16(const uint32_t (&packed)[4]) {
   return __float2int_rn(s * 512.f);
 }
 // The factors of one (row, block) from its scale and code sum: 512 s (the W4A8 kernel's MMA sums
-// carry the codes u * 2^-9) and -s sum(a).
-__device__ __forceinline__ float2 w4a8_factors(float s, int units) {
-  return make_float2(512.f * s, -(s * (static_cast<float>(units) * 0.001953125f)));
+// carry the codes u * 2^-9) and -zero s sum(a) (zero: 1, or the zero point that every group of the
+// weight shares; -s sum(a) is rounded first, as the fold rounds it when it multiplies a row's zc in).
+__device__ __forceinline__ float2 w4a8_factors(float s, int units, float zero) {
+  return make_float2(512.f * s, zero * -(s * (static_cast<float>(units) * 0.001953125f)));
 }
 
 template <int G>
@@ -378,7 +379,7 @@ template <int XT, int P>
 __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     quantize_fp8_1x128_kernel(const void* __restrict__ x, const Geom geo, uint8_t* __restrict__ q,
                               int64_t ldq, float* __restrict__ scale, float2* __restrict__ factors,
-                              int64_t ld_meta) {
+                              int64_t ld_meta, float zero) {
   constexpr int L = 128 / (kChunk * P), W = raw_words<XT>();
   const int M = geo.M, K = geo.K;
   // Launched as a dependent (pdl): nothing is read or written before the previous grid is done.
@@ -418,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
     }
     if (factors) {  // the same for the whole launch
       units = group_sum<L>(units);
-      if (lane == 0 && t.m < M) factors[t.kb * ld_meta + t.m] = w4a8_factors(s, units);
+      if (lane == 0 && t.m < M) factors[t.kb * ld_meta + t.m] = w4a8_factors(s, units, zero);
     }
   });
 }
@@ -427,7 +428,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtasPerSm)
 // (row, 128-wide block), 16 codes per lane; codes at or past K count as zero.
 __global__ void __launch_bounds__(kThreads)
     w4a8_factors_kernel(const uint8_t* __restrict__ q, int64_t ldq, const float* __restrict__ scale,
-                        int64_t ld_scale, int M, int K, float2* __restrict__ factors, int64_t ld_meta) {
+                        int64_t ld_scale, int M, int K, float2* __restrict__ factors, int64_t ld_meta,
+                        float zero) {
   constexpr int L = 128 / kChunk;
   const int nb = (K + 127) / 128;
   const int64_t g = (static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x) / L;
@@ -441,7 +443,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = 0; j < kChunk; ++j)
       if (c0 + j < K) packed[j / 4] |= static_cast<uint32_t>(q[static_cast<int64_t>(m) * ldq + c0 + j]) << (8 * (j % 4));
   const int units = group_sum<L>(e4m3_units16(packed));
-  if (live && lane == 0) factors[kb * ld_meta + m] = w4a8_factors(scale[kb * ld_scale + m], units);
+  if (live && lane == 0) factors[kb * ld_meta + m] = w4a8_factors(scale[kb * ld_scale + m], units, zero);
 }
 
 template <int XT, int BLOCK, int P>

@@ -98,6 +98,10 @@ struct WoLayout {
   bool pair_f32 = false; // scale pairs stored as float2 (else half2)
   bool e4m3 = false;     // bits == 8 and the bytes are e4m3 values, not unsigned integers
   bool fp8_act = false;  // bits == 4, W4A8: codes in the e4m3 fragment order (kCodesU4F8)
+  // W4A8: the integer zero point zc that every group with a nonzero scale shares (0 for unsigned
+  // codes without zero points, 8 for symmetric signed ones, or a zero-point weight whose points
+  // are all equal), -1 where they differ (docs/decisions/w4a8.md, "A shared zero point")
+  int a8_zero = -1;
 
   int code_kind() const { return e4m3 ? kCodesE4M3 : fp8_act ? kCodesU4F8 : bits; }
 

@@ -70,6 +70,10 @@ struct WoStreamParams {
   // (launch/act_quant.hpp).
   const float* x_factors;
   int64_t ld_x_factors;
+  // W4A8: 1 when every group's zero point is the one the factors were made with (their second
+  // factor is then -zc s_a sum(a), launch_quantize_fp8_w4a8's `zero`), so the fold adds it as it is
+  // instead of multiplying each row's zc in; 0 otherwise (the factors' zero is 1)
+  int a8_zero_in_factors;
 };
 
 }  // namespace mixq::cuda

@@ -72,6 +72,39 @@ __device__ __forceinline__ void ws_stage_mmas(uint32_t d, const uint32_t (&src)[
                               sm90::desc_from_lo_sw128(d + step_bytes(j) / 16), SCALE_FIRST && j < SETS ? 0 : 1);
 }
 
+// Fold mode: a completed stage's sums (SETS partial sets, summed in a fixed order), times the row
+// scales, into the tile's sums. Accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2,
+// token 8q + 2 (lane % 4) + (e & 1). W4A8 (A8): the tokens' block factors (512 s_a, f_a) at shared
+// address sa (token 8q + 2 (lane % 4) at sa + 64 q) give s_w (512 s_a acc + zc f_a) with
+// f_a = -s_a sum(a): s_w (u - zc) . a s_a, three FP32 instructions per sum. ZERO_IN_FACTORS: every
+// group's zc is the one the quantizer multiplied into f_a, which the fold then adds as it is: two
+// instructions (the same bits: zc times -s_a sum(a) is the same product rounded once either way).
+template <bool A8, bool ZERO_IN_FACTORS, int MT, int SETS, int ACC>
+__device__ __forceinline__ void ws_fold_stage(float (&accm)[ACC], const float (&d_acc)[SETS][ACC],
+                                              const sm90::FoldRow (&fr)[2], uint32_t sa) {
+#pragma unroll
+  for (int q = 0; q < MT / 8; ++q) {
+    float fa[2] = {1.f, 1.f}, fd[2] = {0.f, 0.f};  // the two tokens' factors
+    if constexpr (A8) {
+      const uint2 v0 = sm90::lds64(sa + uint32_t(q) * 64u), v1 = sm90::lds64(sa + uint32_t(q) * 64u + 8u);
+      fa[0] = __uint_as_float(v0.x);
+      fd[0] = __uint_as_float(v0.y);
+      fa[1] = __uint_as_float(v1.x);
+      fd[1] = __uint_as_float(v1.y);
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = 4 * q + e;
+      float t = d_acc[0][i];
+#pragma unroll
+      for (int k = 1; k < SETS; ++k) t += d_acc[k][i];
+      const sm90::FoldRow& r = fr[e >> 1];
+      if constexpr (A8) t = fmaf(fa[e & 1], t, ZERO_IN_FACTORS ? fd[e & 1] : r.zc * fd[e & 1]);
+      accm[i] = fmaf(t, r.scale, accm[i]);
+    }
+  }
+}
+
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
 // GROUPED: the mixture-of-experts GEMM (sm90_wo_ws_work.cuh): items from g's tile list, each
@@ -354,36 +387,16 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       sm90::wgmma_commit();
       fence_acc();
     };
-    // fold mode: a completed stage's sums, times the row scales, into the tile's sums (W4A8: the
-    // stage's tokens' factors (512 s_a, -s_a sum(a)), read from its slot before it is released
-    // (odd: the slot starts one token before the tile's first, whose first row is odd),
-    // give s_w (512 s_a acc - zc s_a sum(a)) = s_w (u - zc) . a s_a; three FP32 instructions per
-    // sum). Accumulator 4q + e holds row r_lo for e < 2, r_lo + 8 for e >= 2, token 8q + 2 (lane %
-    // 4) + (e & 1).
+    // fold mode (ws_fold_stage): a completed stage's sums into the tile's sums. W4A8: the stage's
+    // tokens' factors are read from its slot before it is released (odd: the slot starts one token
+    // before the tile's first, whose first row is odd); with p.a8_zero_in_factors (a zero point every
+    // group shares, in the factors) the fold takes two FP32 instructions per sum instead of three.
+    // The branch is warp-uniform and outside the fold's loop.
     auto fold_stage = [&](const float (&d_acc)[kSets][kAcc], const sm90::FoldRow (&fr)[2], int stage, int odd) {
       if constexpr (FOLD) {
         const uint32_t sa = p_tiles + uint32_t(stage) * p_stage + s_off + uint32_t(2 * (lane & 3) + odd) * 8u;
-#pragma unroll
-        for (int q = 0; q < MT / 8; ++q) {
-          float fa[2] = {1.f, 1.f}, fd[2] = {0.f, 0.f};  // the two tokens' factors
-          if constexpr (A8) {
-            const uint2 v0 = sm90::lds64(sa + uint32_t(q) * 64u), v1 = sm90::lds64(sa + uint32_t(q) * 64u + 8u);
-            fa[0] = __uint_as_float(v0.x);
-            fd[0] = __uint_as_float(v0.y);
-            fa[1] = __uint_as_float(v1.x);
-            fd[1] = __uint_as_float(v1.y);
-          }
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int i = 4 * q + e;
-            float t = d_acc[0][i];
-#pragma unroll
-            for (int k = 1; k < kSets; ++k) t += d_acc[k][i];
-            const sm90::FoldRow& r = fr[e >> 1];
-            if constexpr (A8) t = fmaf(fa[e & 1], t, r.zc * fd[e & 1]);
-            accm[i] = fmaf(t, r.scale, accm[i]);
-          }
-        }
+        if (A8 && p.a8_zero_in_factors) ws_fold_stage<A8, true, MT>(accm, d_acc, fr, sa);
+        else ws_fold_stage<A8, false, MT>(accm, d_acc, fr, sa);
       }
     };
 
