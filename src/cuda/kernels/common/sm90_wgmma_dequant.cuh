@@ -177,22 +177,25 @@ __device__ __forceinline__ void dequant_k16(const uint32_t* w, int j, const RowP
 
 // Per-row constants of a folded stage: the f32 scale applied to the stage sums (s, or s / 16 for
 // f16 int4 registers 1 and 3, which carry 16 (u - zc)) and the 16-bit value subtracted from the
-// biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused); W4A8: the integer
-// zero zc itself, which the fold takes off as zc times the activation block's sum.
+// biased codes (T's bias + zc, f16 int4 odd rows 1024 + 16 zc; e4m3: unused); W4A8: the pair's
+// offset o, from which a fold that takes the zero point off itself derives zc (integer_zero) only
+// when it needs it (a fold whose zero point is in the activation factors does not).
 struct FoldRow {
   float scale;
   uint32_t sub2;
-  float zc;
+  float off;
 };
 template <typename T, int CODES>
 __device__ __forceinline__ FoldRow fold_row(float2 so, bool odd_rows) {
   FoldRow r{};
-  const float zc = integer_zero(so);
   const bool x16 = CODES == 4 && std::is_same_v<T, half> && odd_rows;
   r.scale = x16 ? so.x * 0.0625f : so.x;
   if constexpr (CODES == kCodesU4F8) {
-    r.zc = zc;
-  } else if constexpr (std::is_same_v<T, half>) {
+    r.off = so.y;
+    return r;
+  }
+  const float zc = integer_zero(so);
+  if constexpr (std::is_same_v<T, half>) {
     const __half h = __float2half_rn(x16 ? 1024.f + 16.f * zc : 1024.f + zc);  // exact: < 2048
     r.sub2 = uint32_t(__half_as_ushort(h)) * 0x10001u;
   } else {

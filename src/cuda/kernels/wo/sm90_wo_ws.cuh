@@ -82,6 +82,10 @@ __device__ __forceinline__ void ws_stage_mmas(uint32_t d, const uint32_t (&src)[
 template <bool A8, bool ZERO_IN_FACTORS, int MT, int SETS, int ACC>
 __device__ __forceinline__ void ws_fold_stage(float (&accm)[ACC], const float (&d_acc)[SETS][ACC],
                                               const sm90::FoldRow (&fr)[2], uint32_t sa) {
+  float zc[2] = {0.f, 0.f};  // W4A8, the rows' own zero points (sm90_wgmma_dequant.cuh: FoldRow)
+  if constexpr (A8 && !ZERO_IN_FACTORS)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) zc[h] = sm90::integer_zero(make_float2(fr[h].scale, fr[h].off));
 #pragma unroll
   for (int q = 0; q < MT / 8; ++q) {
     float fa[2] = {1.f, 1.f}, fd[2] = {0.f, 0.f};  // the two tokens' factors
@@ -99,7 +103,7 @@ __device__ __forceinline__ void ws_fold_stage(float (&accm)[ACC], const float (&
 #pragma unroll
       for (int k = 1; k < SETS; ++k) t += d_acc[k][i];
       const sm90::FoldRow& r = fr[e >> 1];
-      if constexpr (A8) t = fmaf(fa[e & 1], t, ZERO_IN_FACTORS ? fd[e & 1] : r.zc * fd[e & 1]);
+      if constexpr (A8) t = fmaf(fa[e & 1], t, ZERO_IN_FACTORS ? fd[e & 1] : zc[e >> 1] * fd[e & 1]);
       accm[i] = fmaf(t, r.scale, accm[i]);
     }
   }
