@@ -154,8 +154,11 @@ TEST(CudaMoe, W4A8GroupedMatchesCpu) {
     grouped_linear(TensorView(xr.data(), DType::F32, {R, K}), cpu, TensorView(yc.data(), DType::F32, {R, N}),
                    MoeRows::contiguous(TensorView(off.data(), DType::I32, {E + 1})));
     const DeviceBuffer doff = upload(off), dx = upload(xb);
+    // and the fold's forms: the rows' own zero points, the warpgroups' MMAs in turn
+    for (const char* form : {"", ",wo_a8_shared_zero=off", ",wo_a8_pingpong=on"})
     for (const char* tile : {"16", "64", "128"}) {
-      PrepareOptions go = test::with_tuning(on(BackendKind::CUDA), std::string("moe_token_tile=") + tile);
+      SCOPED_TRACE(std::string(scheme) + " tile " + tile + form);
+      PrepareOptions go = test::with_tuning(on(BackendKind::CUDA), std::string("moe_token_tile=") + tile + form);
       go.act = ActQuant::Fp8Block;
       const PreparedExperts gpu = prepare_experts(experts, go);
       ASSERT_NE(gpu.kernel_name(R).find("sm90_wo_ws<e4m3,u4f8,mt" + std::string(tile)), std::string::npos)
