@@ -129,6 +129,17 @@ void run(const Case& c, uint32_t seed) {
   EXPECT_LE(worst_err, 2 * out_eps) << "worst at m " << worst / N << ", n " << worst % N << " " << kname;
 }
 
+// The call c on w prepared with tuning a and with tuning b: the same bytes (garbage workspaces).
+void expect_same_bytes(const QuantizedWeight& w, const Case& c, const std::string& a, const std::string& b,
+                       uint32_t seed) {
+  const PreparedWeight pa = prepare(w, w4a8_options(a)), pb = prepare(w, w4a8_options(b));
+  const test::LinearCall call(c.M, c.K, c.N, c.xt, c.yt, c.bias, c.lo, c.hi, seed);
+  const std::vector<uint8_t> ya = call.run(pa, false, true), yb = call.run(pb, false, true);
+  ASSERT_FALSE(ya.empty());
+  EXPECT_EQ(mixq::testing::first_mismatch(ya, yb), "") << "[" << a << "] against [" << b << "], "
+                                                       << pa.kernel_name(c.M);
+}
+
 }  // namespace
 
 // Token counts across the three token tiles (16, 64, 128), one and several waves, both weight forms.
@@ -161,16 +172,11 @@ TEST(CudaW4A8, SharedZeroPointGivesThePerRowFoldsBytes) {
       run(c, seed);  // against the reference
       SCOPED_TRACE(name(c));
       const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.same_zero);
-      const PreparedWeight shared = prepare(w, w4a8_options());
-      const PreparedWeight per_row = prepare(w, w4a8_options("wo_a8_shared_zero=off"));
-      EXPECT_EQ(cuda::weight_only_expert_view(shared.impl()).w.L.a8_zero, f.shared);
+      EXPECT_EQ(cuda::weight_only_expert_view(prepare(w, w4a8_options()).impl()).w.L.a8_zero, f.shared);
       Tuning off;
-      off.wo_a8_shared_zero = Toggle::Off;  // what per_row was prepared with
-      EXPECT_EQ(cuda::w4a8_factor_zero(cuda::weight_only_expert_view(per_row.impl()).w.L, off), -1);
-      const test::LinearCall call(c.M, c.K, c.N, c.xt, c.yt, c.bias, c.lo, c.hi, seed++);
-      const std::vector<uint8_t> a = call.run(shared, false, true), b = call.run(per_row, false, true);
-      ASSERT_FALSE(a.empty());
-      EXPECT_EQ(mixq::testing::first_mismatch(a, b), "") << shared.kernel_name(c.M);
+      off.wo_a8_shared_zero = Toggle::Off;  // the per-row form below
+      EXPECT_EQ(cuda::w4a8_factor_zero(cuda::weight_only_expert_view(prepare(w, w4a8_options()).impl()).w.L, off), -1);
+      expect_same_bytes(w, c, "", "wo_a8_shared_zero=off", seed++);
     }
 }
 
@@ -190,13 +196,8 @@ TEST(CudaW4A8, PingPongGivesTheSameBytes) {
         c.tuning = std::string(tile) + "wo_a8_pingpong=on";
         run(c, seed);  // against the reference
         SCOPED_TRACE(name(c));
-        const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed);
-        const PreparedWeight turns = prepare(w, w4a8_options(c.tuning));
-        const PreparedWeight together = prepare(w, w4a8_options(std::string(tile) + "wo_a8_pingpong=off"));
-        const test::LinearCall call(c.M, c.K, c.N, c.xt, c.yt, c.bias, c.lo, c.hi, seed++);
-        const std::vector<uint8_t> a = call.run(turns, false, true), b = call.run(together, false, true);
-        ASSERT_FALSE(a.empty());
-        EXPECT_EQ(mixq::testing::first_mismatch(a, b), "") << turns.kernel_name(c.M);
+        expect_same_bytes(make_weight(c.N, c.K, c.scheme, seed), c, c.tuning, std::string(tile) + "wo_a8_pingpong=off",
+                          seed++);
       }
 }
 
