@@ -350,8 +350,6 @@ class CudaWeightOnly final : public PreparedImpl {
       }
   }
 
-  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp);
-  // e4m3: (s of the row's block, 0), u the e4m3 value.
   // W4A8: the integer zero point that every group of the pairs (s, o) shares, as the kernel's fold
   // derives it (rint(-o / s), sm90_wgmma_dequant.cuh's integer_zero), or -1 where groups differ.
   // Groups with s = 0 add nothing whatever their zero point; all of them so: 0.
@@ -370,6 +368,8 @@ class CudaWeightOnly final : public PreparedImpl {
     return shared == -2 ? 0 : shared;
   }
 
+  // (s, o') per (row, group) so that w = s * u + o' with u the unsigned code (wo_layout.hpp);
+  // e4m3: (s of the row's block, 0), u the e4m3 value.
   void build_pairs(const QuantizedWeight& w) {
     const int32_t cmin = L_.e4m3 ? 0 : code_min(w.code_type);
     const int64_t G = L_.groups, Gc = w.n_blocks_k();

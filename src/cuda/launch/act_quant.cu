@@ -45,7 +45,6 @@ bool vector_ok(const void* x, int x_type, int64_t ldx, const void* q, int64_t ld
   return a16(x) && a16(q) && (ldx * esize) % 16 == 0 && ldq % 16 == 0;
 }
 
-// The tuning's rows per band (log2, 0..3) and pieces per lane (1 or 2), else the defaults.
 // W4A8 factors' zero: 1 (rows keep their own zero points), or the 4-bit zero point 0 ... 15 that every
 // group shares.
 void check_zero(const char* op, float zero) {
@@ -53,6 +52,7 @@ void check_zero(const char* op, float zero) {
                  ") is neither 1 nor a shared 4-bit zero point 0 ... 15");
 }
 
+// The tuning's rows per band (log2, 0..3) and pieces per lane (1 or 2), else the defaults.
 int band_of(const ActQuantTuning& t, int fallback) { return t.band >= 0 && t.band <= 3 ? t.band : fallback; }
 int pieces_of(const ActQuantTuning& t, int fallback) { return t.pieces == 1 || t.pieces == 2 ? t.pieces : fallback; }
 
