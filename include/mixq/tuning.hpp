@@ -39,9 +39,6 @@ struct Tuning {
   // factors, so the fold adds it as it is (two FP32 instructions per sum instead of three; the
   // same bits); Off: each row's zero point is multiplied in by the fold
   Toggle wo_a8_shared_zero = Toggle::Auto;
-  // W4A8: the two consumer warpgroups issue their MMAs in turn, each folding while the other's
-  // MMAs run (Auto: off; not yet measured)
-  Toggle wo_a8_pingpong = Toggle::Auto;
   // the grouped wgmma kernel's 128-, 192- and 256-token tiles: a partly empty tile's MMAs cover
   // its rows rounded up to 64 tokens (192: 64 or 128; 128 and 256: 64 when it holds at most 64
   // rows); Off: all of the tile

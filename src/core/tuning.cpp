@@ -50,7 +50,6 @@ const std::vector<Entry>& knobs() {
       {"wo_bf16_zero", ToggleKnob{&Tuning::wo_bf16_zero}},
       {"wo_wgmma_pdl", ToggleKnob{&Tuning::wo_wgmma_pdl}},
       {"wo_a8_shared_zero", ToggleKnob{&Tuning::wo_a8_shared_zero}},
-      {"wo_a8_pingpong", ToggleKnob{&Tuning::wo_a8_pingpong}},
       {"wo_ragged_tiles", ToggleKnob{&Tuning::wo_ragged_tiles}},
       {"wo_stream_blocks_per_sm", IntKnob{&Tuning::wo_stream_blocks_per_sm, 0, 16}},
       {"wo_stream_min_chunks", IntKnob{&Tuning::wo_stream_min_chunks, 0, 64}},

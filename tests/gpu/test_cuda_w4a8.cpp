@@ -180,27 +180,6 @@ TEST(CudaW4A8, SharedZeroPointGivesThePerRowFoldsBytes) {
     }
 }
 
-// The consumer warpgroups' MMAs in turn (Tuning::wo_a8_pingpong) give the same bytes: every token
-// tile, whole tiles and stream-K pieces (few N tiles over a long K), several tiles a CTA (M = 2000),
-// with and without the shared zero point.
-TEST(CudaW4A8, PingPongGivesTheSameBytes) {
-  SKIP_WITHOUT_HOPPER();
-  uint32_t seed = 500;
-  struct Shape {
-    int64_t M, N, K;
-  };
-  for (const Shape sh : {Shape{1, 520, 7168}, Shape{40, 1000, 1024}, Shape{300, 256, 7168 + 64}, Shape{2000, 520, 640}})
-    for (const char* scheme : {"w4g128", "w4g128zp"})
-      for (const char* tile : {"", "wo_token_tile=16,", "wo_token_tile=64,", "wo_token_tile=128,"}) {
-        Case c{sh.M, sh.N, sh.K, scheme, DType::BF16, DType::BF16, true};
-        c.tuning = std::string(tile) + "wo_a8_pingpong=on";
-        run(c, seed);  // against the reference
-        SCOPED_TRACE(name(c));
-        expect_same_bytes(make_weight(c.N, c.K, c.scheme, seed), c, c.tuning, std::string(tile) + "wo_a8_pingpong=off",
-                          seed++);
-      }
-}
-
 // N off the 128-row tiles, K off the 128-wide groups (a partial last group, a single narrow one),
 // every activation and output type, bias and clamp, caller workspaces full of garbage.
 TEST(CudaW4A8, OddShapesTypesAndEpilogues) {

@@ -225,7 +225,6 @@ class CudaExperts final : public PreparedExpertsImpl {
       k.x_factors = f;
       k.ld_x_factors = ld_meta;
       k.a8_zero_in_factors = zero >= 0 ? 1 : 0;
-      k.a8_pingpong = cuda::w4a8_pingpong(opts.tuning) ? 1 : 0;
     }
     if (p.id.family == cuda::Family::WoWgmma) {
       k.M = int(R);

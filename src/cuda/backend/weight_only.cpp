@@ -529,7 +529,6 @@ class CudaWeightOnly final : public PreparedImpl {
     k.x_factors = f;
     k.ld_x_factors = cuda::act_meta_pitch(M);
     k.a8_zero_in_factors = cuda::w4a8_factor_zero(L_, opts.tuning) >= 0 ? 1 : 0;
-    k.a8_pingpong = cuda::w4a8_pingpong(opts.tuning) ? 1 : 0;
     cuda::launch_wo_wgmma(k, p, stream);
   }
   // the factors' zero (launch_quantize_fp8_w4a8): the shared zero point, or 1 for the fold to apply

@@ -90,8 +90,6 @@ int w4a8_factor_zero(const WoLayout& L, const Tuning& t) {
   return L.fp8_act && L.a8_zero >= 0 && t.wo_a8_shared_zero != Toggle::Off ? L.a8_zero : -1;
 }
 
-bool w4a8_pingpong(const Tuning& t) { return on(t.wo_a8_pingpong, false); }
-
 // Scale after the MMA where the stage is one group with an integer zero and the per-register path
 // would go through f32 (or on the f16x2 path for int4 at mt = 16 on weights of 16 MB or more).
 bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath pp, const Tuning& t) {

@@ -107,8 +107,6 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 // W4A8: the zero point the activation factors carry (launch_quantize_fp8_w4a8's `zero`), or -1 to
 // leave each row's to the fold (groups with different zero points, or Tuning::wo_a8_shared_zero Off).
 int w4a8_factor_zero(const WoLayout& L, const Tuning& t);
-// W4A8: whether the wgmma kernel's consumer warpgroups issue their MMAs in turn (WsPingPong).
-bool w4a8_pingpong(const Tuning& t);
 // The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
 // Tokens a round of the wgmma kernel's TMA-store epilogue at token tile mt (a power of two that

@@ -74,8 +74,6 @@ struct WoStreamParams {
   // factor is then -zc s_a sum(a), launch_quantize_fp8_w4a8's `zero`), so the fold adds it as it is
   // instead of multiplying each row's zc in; 0 otherwise (the factors' zero is 1)
   int a8_zero_in_factors;
-  // W4A8: 1 = the consumer warpgroups issue their MMAs in turn (Tuning::wo_a8_pingpong)
-  int a8_pingpong;
 };
 
 }  // namespace mixq::cuda

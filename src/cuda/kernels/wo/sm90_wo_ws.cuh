@@ -109,27 +109,6 @@ __device__ __forceinline__ void ws_fold_stage(float (&accm)[ACC], const float (&
   }
 }
 
-// The consumer warpgroups' turns at the tensor cores (W4A8 ping-pong): warpgroup w arrives on
-// named barrier kWsPingPongBarrier0 + w once its MMAs of a stage are done, and waits on the other's
-// before it issues its next ones, so the MMAs alternate 0, 1, 0, 1, ... Warpgroup 0's first MMAs wait
-// for nothing; it takes the other's last arrival at its exit (finish), which balances every
-// barrier's arrivals. Both warpgroups run the same stages (the same items), so the counts match.
-// A barrier generation cannot be passed twice by one side: its next arrival needs the other's MMAs,
-// which wait for this one.
-struct WsPingPong {
-  int wg;              // 0 or 1: the consumer warpgroup
-  bool began = false;  // this warpgroup has issued MMAs in turn
-  __device__ explicit WsPingPong(int consumer) : wg(consumer) {}
-  __device__ void mmas_done() const { sm90::named_barrier_arrive(kWsPingPongBarrier0 + wg, 256); }
-  __device__ void take_turn() {
-    if (wg == 1 || began) sm90::named_barrier_sync(kWsPingPongBarrier0 + 1 - wg, 256);
-    began = true;
-  }
-  __device__ void finish() const {
-    if (wg == 0 && began) sm90::named_barrier_sync(kWsPingPongBarrier0 + 1, 256);
-  }
-};
-
 // FOLD: scale after the MMA (sm90_wgmma_dequant.cuh): the stage (one group) accumulates u - zc
 // (or the e4m3 value) in its own registers, folded into the tile's sums with the row scale.
 // GROUPED: the mixture-of-experts GEMM (sm90_wo_ws_work.cuh): items from g's tile list, each
@@ -537,7 +516,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       store(MT - y_rows);
     };
 
-    WsPingPong pingpong(warpgroup - 1);
     sm90::RingPos ring(S);
     ws_for_each_item<GROUPED, MT>(sched, StreamKCursor(sched, int(blockIdx.x)), g, p.M, [&](const WsItem& it) {
       const StreamKWork& w = it.w;
@@ -554,11 +532,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       }
       int prev = -1;  // stage whose MMAs may still be running
       if constexpr (FOLD && NBUF == 2) {
-        // W4A8 ping-pong (p.a8_pingpong): the two consumer warpgroups take the tensor cores in
-        // turn, so that one folds while the other's MMAs run (each waits for its own MMAs before
-        // it folds). Without an order both may issue together and fold together, leaving the
-        // tensor cores idle through both folds.
-        const bool pp = A8 && p.a8_pingpong;
         // Software-pipelined: stage t is dequantized while stage t - 1's MMAs run, then
         // wgmma.wait_group 0, the fold of stage t - 1 and stage t's MMAs. The fold reads
         // accumulators only while no wgmma is in flight (otherwise ptxas serializes every wgmma,
@@ -571,13 +544,11 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
               __syncwarp();  // wgmma needs the warp converged after the spin loop
               dequant(ring.stage, a[h], fold_rows[h]);
               sm90::wgmma_wait<0>();
-              if (pp && prev >= 0) pingpong.mmas_done();
               if (prev >= 0) {
                 fold_stage(acc[(1 - h) & kSb], fold_rows[1 - h], prev, it.row0 & 1);
                 __syncwarp();  // every lane's reads of the stage before lane 0 releases it
                 if (lane == 0) sm90::mbar_arrive(empty + 8 * prev);
               }
-              if (pp) pingpong.take_turn();
               mma_stage(MT, ring.stage, a[h], acc[h & kSb]);
               prev = ring.stage;
               ring.advance();
@@ -586,7 +557,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         }
         sm90::wgmma_wait<0>();
         fence_acc();
-        if (pp && prev >= 0) pingpong.mmas_done();
         if ((n_stages - 1) % 2 == 0) fold_stage(acc[0], fold_rows[0], prev, it.row0 & 1);
         else fold_stage(acc[(NBUF - 1) & kSb], fold_rows[NBUF - 1], prev, it.row0 & 1);
       } else {
@@ -676,7 +646,6 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       }
     });
     if (sched.y_rows > 0 && y_issuer) sm90::bulk_wait_group<0>();  // the last store, before the CTA's exit
-    pingpong.finish();
   }
 #else
   __trap();  // built for a device without sm_90a wgmma/TMA: the host never launches this

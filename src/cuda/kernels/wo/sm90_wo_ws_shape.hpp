@@ -50,7 +50,6 @@ constexpr int kWsRingMaxStages = 24;
 // Named barriers of the TMA-store epilogue, one per consumer warpgroup (0 is __syncthreads, 1 the
 // stream-K piece barrier: sm90_wo_stream_k_reduce.cuh).
 constexpr int kWsEpilogueBarrier0 = 2;
-constexpr int kWsPingPongBarrier0 = 4;  // and 5: the W4A8 ping-pong's turns (sm90_wo_ws.cuh)
 template <int MT, WsShape SHAPE>
 struct WsConfig {
   static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
