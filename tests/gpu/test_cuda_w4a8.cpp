@@ -172,10 +172,12 @@ TEST(CudaW4A8, SharedZeroPointGivesThePerRowFoldsBytes) {
       run(c, seed);  // against the reference
       SCOPED_TRACE(name(c));
       const QuantizedWeight w = make_weight(c.N, c.K, c.scheme, seed, c.same_zero);
-      EXPECT_EQ(cuda::weight_only_expert_view(prepare(w, w4a8_options()).impl()).w.L.a8_zero, f.shared);
+      const PreparedWeight pw = prepare(w, w4a8_options());
+      const cuda::WoExpertView view = cuda::weight_only_expert_view(pw.impl());
+      EXPECT_EQ(view.w.L.a8_zero, f.shared);
       Tuning off;
       off.wo_a8_shared_zero = Toggle::Off;  // the per-row form below
-      EXPECT_EQ(cuda::w4a8_factor_zero(cuda::weight_only_expert_view(prepare(w, w4a8_options()).impl()).w.L, off), -1);
+      EXPECT_EQ(cuda::w4a8_factor_zero(view.w.L, off), -1);
       expect_same_bytes(w, c, "", "wo_a8_shared_zero=off", seed++);
     }
 }
