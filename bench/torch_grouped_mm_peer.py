@@ -5,7 +5,8 @@ For each model and token count, routes T tokens uniformly to top-k distinct expe
 `uniform` routing), and times the two grouped GEMMs of the expert MLP on the sorted rows:
 gate+up (N = 2 * intermediate, K = hidden) and down (N = hidden, K = intermediate), with BF16
 expert weights [E][N][K] (fresh weights per call beyond L2: cold), median of --reps CUDA-event
-timings. Prints a table and writes JSON (--json).
+timings, each case after --settle-ms of its own untimed calls (default 200, as `mixq bench`).
+Prints a table and writes JSON (--json).
 --dtype fp8: torch._scaled_grouped_mm instead (e4m3 activations and weights, f32 scales per row of X
 and per output column of each expert, bf16 out: the FP8 grouped GEMM torch ships; its scales are
 per row / column, not DeepSeek-V3's 1x128 / 128x128 blocks, so it does less work per element than a
@@ -15,6 +16,7 @@ block-scaled GEMM).
 """
 import argparse
 import json
+import time
 
 import torch
 
@@ -31,6 +33,9 @@ def main():
     ap.add_argument("--m", default="1,8,64,512,4096", help="tokens per batch")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
+    ap.add_argument("--settle-ms", type=int, default=200,
+                    help="each case's own calls replayed untimed for this long before it is timed, "
+                         "as `mixq bench` does (the clocks of sustained load); 0: none")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     rows = []
@@ -66,6 +71,13 @@ def main():
                 try:
                     for w in ws:
                         mm(w)
+                    torch.cuda.synchronize()
+                    settle_until, n = time.perf_counter() + a.settle_ms / 1e3, 0
+                    while time.perf_counter() < settle_until:
+                        mm(ws[n % copies])
+                        n += 1
+                        if n % 8 == 0:  # keep the queue short: the wall clock tracks the GPU's work
+                            torch.cuda.synchronize()
                     torch.cuda.synchronize()
                     times = []
                     for r in range(a.reps):
