@@ -17,11 +17,11 @@ effect of the settling on each side shows in one run.
 import argparse
 import json
 import math
-import time
 
 import torch
 
 import mixq
+from torch_settle import settle
 
 
 def time_graph(calls, settle_ms):
@@ -29,11 +29,7 @@ def time_graph(calls, settle_ms):
     for c in calls[:3]:
         c()
     torch.cuda.synchronize()
-    end = time.perf_counter() + settle_ms / 1e3
-    while time.perf_counter() < end:
-        for c in calls:
-            c()
-        torch.cuda.synchronize()
+    settle(calls, settle_ms)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):

@@ -16,9 +16,9 @@ block-scaled GEMM).
 """
 import argparse
 import json
-import time
 
 import torch
+from torch_settle import settle
 
 MODELS = {  # experts, top-k, hidden, intermediate (tools/mixq/bench_moe.cpp)
     "deepseek-v3": (256, 8, 7168, 2048),
@@ -72,13 +72,7 @@ def main():
                     for w in ws:
                         mm(w)
                     torch.cuda.synchronize()
-                    settle_until, n = time.perf_counter() + a.settle_ms / 1e3, 0
-                    while time.perf_counter() < settle_until:
-                        mm(ws[n % copies])
-                        n += 1
-                        if n % 8 == 0:  # keep the queue short: the wall clock tracks the GPU's work
-                            torch.cuda.synchronize()
-                    torch.cuda.synchronize()
+                    settle([lambda w=w: mm(w) for w in ws], a.settle_ms)
                     times = []
                     for r in range(a.reps):
                         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
