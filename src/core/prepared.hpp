@@ -25,6 +25,10 @@ struct PreparedImpl {
   virtual std::string kernel_name(int64_t M) const = 0;
   virtual std::string kernel_name(int64_t M, DType /*activation*/) const { return kernel_name(M); }
   virtual size_t workspace_size(int64_t /*M*/) const { return 0; }
+  // A conv2d call's scratch on input x (shape and dtype; data may be null) with these parameters,
+  // validated by ops.cpp (conv weight, rank 4, output size >= 1). Default: workspace_size of its
+  // B * Ho * Wo GEMM rows. (The CUDA weight-only conv adds the NHWC copies of an NCHW call.)
+  virtual size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p) const;
   // Arguments were validated by ops.cpp (shapes, devices, dtypes allowed for opts.act).
   virtual void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
                       const ExecContext& ctx) const = 0;

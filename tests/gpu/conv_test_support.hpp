@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,7 +119,11 @@ struct ConvRun {
 };
 
 // Runs c once on the GPU (output poisoned with NaN bytes first) and compares with the reference.
-inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) {
+// x_values: x in c's layout (default: randn(seed + 1)); workspace_bytes: a caller workspace of
+// that many bytes (default: none, the reserved scratch).
+inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed,
+                        const std::vector<float>* x_values = nullptr,
+                        std::optional<size_t> workspace_bytes = std::nullopt) {
   ConvRun r;
   const Conv2dParams p = params_of(c);
   int64_t Ho = 0, Wo = 0;
@@ -126,7 +131,8 @@ inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) 
   PrepareOptions o = cuda_opts();
   o.force_kernel = c.force;
   const PreparedWeight pw = prepare(cw, o);
-  const std::vector<uint8_t> xb = test::to_bytes(randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
+  const std::vector<uint8_t> xb = test::to_bytes(
+      x_values ? *x_values : randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1), c.xt);
   const size_t ny = size_t(c.B * c.Co * Ho * Wo);
   const size_t xoff = c.offset_x ? esize(c.xt) : 0;
   DeviceBuffer dx(xb.size() + 16), dy(ny * esize(c.yt));
@@ -144,8 +150,15 @@ inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed) 
     ep.bias = dbias.view(DType::F32, {c.Co});
     rep.bias = TensorView(bias_h.data(), DType::F32, {c.Co});
   }
+  DeviceBuffer ws;
+  ExecContext ctx;
+  if (workspace_bytes) {
+    ws = DeviceBuffer(std::max<size_t>(*workspace_bytes, 16));
+    ctx.workspace = ws.data();
+    ctx.workspace_bytes = *workspace_bytes;
+  }
   conv2d(act_view(xdev, c.xt, c, c.Ci, c.H, c.W, Device::CUDA), pw,
-         act_view(dy.data(), c.yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep);
+         act_view(dy.data(), c.yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep, ctx);
   MIXQ_CHECK(cudaDeviceSynchronize() == cudaSuccess, ErrorCode::Cuda, "sync");
   r.y.resize(dy.size());
   dy.copy_to_host(r.y.data(), r.y.size());

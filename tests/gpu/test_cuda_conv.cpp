@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -714,4 +716,101 @@ TEST(CudaConv, WgmmaImplicitGemm) {
       EXPECT_LE(sm80.rel_err, tol) << describe(old);
       ++seed;
     }
+}
+
+namespace {
+
+// [b][r][c] -> [b][c][r] on the host, elements of `es` bytes (NCHW <-> NHWC).
+std::vector<uint8_t> transpose_bytes(const void* src, size_t es, int64_t batch, int64_t rows,
+                                     int64_t cols) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  std::vector<uint8_t> d(size_t(batch * rows * cols) * es);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(d.data() + size_t((b * cols + c) * rows + r) * es,
+                    s + size_t((b * rows + r) * cols + c) * es, es);
+  return d;
+}
+
+std::vector<float> nchw_to_nhwc(const std::vector<float>& x, int64_t B, int64_t C, int64_t HW) {
+  const std::vector<uint8_t> b = transpose_bytes(x.data(), 4, B, C, HW);
+  std::vector<float> out(x.size());
+  std::memcpy(out.data(), b.data(), b.size());
+  return out;
+}
+
+}  // namespace
+
+// On Hopper an NCHW call with 16-bit x runs the NHWC kernels (the wgmma implicit GEMM, or the
+// linear kernel of a 1x1 stride-1 unpadded conv) on NHWC copies of x and y: its output is the
+// NHWC call's on the transposed input, bit for bit, through the reserved scratch (no workspace)
+// and through a workspace of conv2d_workspace_size. A workspace sized for the GEMM alone (what
+// the same call in NHWC asks for) is no error: without room for the copies the sm_80 kernel runs
+// the call (checked against the float64 reference).
+TEST(CudaConv, NchwRunsTheNhwcKernelsOnCopies) {
+  SKIP_WITHOUT_HOPPER();
+  struct G {
+    int64_t B, Ci, H, W, Co, k, s, pad, cb;
+    const char* scheme;
+  };
+  const G geoms[] = {
+      {2, 128, 14, 14, 128, 3, 1, 1, 128, "w4g32"},  // the implicit GEMM
+      {1, 256, 7, 7, 128, 1, 1, 0, 128, "w4g32"},    // 1x1 stride 1 unpadded: the linear kernel
+      {1, 64, 9, 11, 72, 3, 2, 1, 64, "w8g32zp"},    // odd sizes, stride 2, padding 1
+      // strided 1x1: the implicit GEMM; 2 K steps, too few for the sm_80 kernel's K split, so the
+      // NHWC call's workspace size has no room for the copies (the fallback runs)
+      {3, 64, 9, 11, 80, 1, 2, 0, 32, "w4g32asym"},
+  };
+  const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+  uint32_t seed = 1500;
+  int i = 0;
+  for (const G& g : geoms)
+    for (DType xt : {DType::F16, DType::BF16})
+      for (DType yt : {xt, DType::F32}) {
+        ConvCase c;
+        c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = c.Kw = g.k;
+        c.sh = c.sw = g.s; c.ph = c.pw = g.pad;
+        c.cb = g.cb;
+        c.scheme = g.scheme;
+        c.layout = Layout::NCHW;
+        c.xt = xt;
+        c.yt = yt;
+        c.bias = i % 2 == 0;
+        c.clamp = i % 3 == 1 ? Epilogue::relu() : Epilogue::none();
+        ++i;
+        ConvCase n = c;
+        n.layout = Layout::NHWC;
+        const ConvWeight cw = make_conv_weight(c, seed);
+        const PreparedWeight pw = prepare(cw, cuda_opts());
+        int64_t Ho = 0, Wo = 0;
+        conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
+        const double tol = tolerance(xt, yt);
+        const std::vector<float> x = randn(size_t(c.B * c.Ci * c.H * c.W), seed + 1);
+        const std::vector<float> x_nhwc = nchw_to_nhwc(x, c.B, c.Ci, c.H * c.W);
+        const ConvRun nhwc = run_conv(n, cw, seed, &x_nhwc);
+        EXPECT_LE(nhwc.rel_err, tol) << describe(n);
+        const std::vector<uint8_t> want = transpose_bytes(nhwc.y.data(), esize(yt), c.B, Ho * Wo, c.Co);
+        // the reserved scratch
+        const ConvRun scratch = run_conv(c, cw, seed, &x);
+        EXPECT_EQ(scratch.y, want) << describe(c) << ": NCHW without a workspace differs from NHWC";
+        // a caller workspace of conv2d_workspace_size: the GEMM's part, then the copies (y's at
+        // 4 bytes an element whatever y's dtype)
+        const size_t need = conv2d_workspace_size(pw, act_view(nullptr, xt, c, c.Ci, c.H, c.W, Device::CUDA),
+                                                  params_of(c));
+        const size_t gemm = conv2d_workspace_size(pw, act_view(nullptr, xt, n, c.Ci, c.H, c.W, Device::CUDA),
+                                                  params_of(n));
+        EXPECT_GE(need, gemm) << describe(c);
+        EXPECT_GE(need, round256(size_t(c.B * c.H * c.W * c.Ci) * 2) + round256(size_t(c.B * Ho * Wo * c.Co) * 4))
+            << describe(c);
+        const ConvRun sized = run_conv(c, cw, seed, &x, need);
+        EXPECT_EQ(sized.y, want) << describe(c) << ": NCHW with a workspace of " << need
+                                 << " bytes differs from NHWC";
+        // a workspace of the NHWC call's size: the sm_80 kernel where the copies do not fit
+        if (g.k == 1 && g.s == 2) EXPECT_LT(gemm, need) << describe(c) << ": this case should exercise the fallback";
+        const ConvRun small = run_conv(c, cw, seed, &x, gemm);
+        EXPECT_LE(small.rel_err, tol) << describe(c) << ", workspace " << gemm << " of " << need;
+        EXPECT_LE(small.max_err, 12 * tol) << describe(c) << ", workspace " << gemm << " of " << need;
+        ++seed;
+      }
 }

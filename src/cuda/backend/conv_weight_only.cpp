@@ -2,7 +2,9 @@
 // the implicit-GEMM kernel's [Co][tap][Ci] code rows and per-(channel, tap, Ci block) scale pairs
 // (kernels/conv/conv_params.hpp); conv2d() enqueues the kernel on the caller's stream. A 1x1
 // stride-1 unpadded NHWC conv is exactly a linear product on [B*H*W][Ci] rows, so it runs the
-// linear weight-only path of the same weight (bit-identical to linear()).
+// linear weight-only path of the same weight (bit-identical to linear()). On sm_90a an NCHW call
+// with 16-bit x that the NHWC kernels serve runs them on NHWC copies of x and y (transposed in
+// and out), since NCHW has no TMA im2col map (docs/decisions/conv-nchw-through-nhwc.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -75,6 +77,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
             cuda::conv_stem_kpad(int(g.Ci), int(g.Kh), int(g.Kw)) <= cuda::kStemMaxK;
     repack(w, g);
     sm_count_ = std::max(caps.sm_count, 1);
+    sm90a_ = caps.sm90a;
     // the K split's partial sums when a call brings no workspace (plans are capped at this size)
     scratch_ = cuda::DeviceContext::get(device_).reserve_scratch(kSplitScratchBytes);
     // A 1x1 weight is also a linear weight (K = Ci in either order): the linear path serves the
@@ -106,8 +109,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
 
   std::string kernel_name(int64_t M) const override { return kernel_name(M, DType::F16); }
   std::string kernel_name(int64_t M, DType act) const override {
-    // what an NHWC call runs: (1x1 weights) the linear kernel of the stride-1 unpadded call, else
-    // the wgmma implicit GEMM where the weight has one and x is 16-bit
+    // what an NHWC call runs (on sm_90a an NCHW call with 16-bit x too, between its two
+    // transposes, where its scratch has room): (1x1 weights) the linear kernel of the stride-1
+    // unpadded call, else the wgmma implicit GEMM where the weight has one and x is 16-bit
     if (linear_) return linear_->kernel_name(M, act);
     if (igemm_ && act != DType::F32) return "im2col " + cuda::conv_igemm_kernel_name(*igemm_, M, act);
     // (the stem kernel also needs dilation_w 1, and its TMA form an aligned x with rows of 16-byte
@@ -122,6 +126,19 @@ class CudaConvWeightOnly final : public PreparedImpl {
   size_t workspace_size(int64_t M) const override {
     return std::max({linear_ ? linear_->workspace_size(M) : size_t(0),
                      igemm_ ? igemm_->workspace_size(M) : size_t(0), split_plan(M).bytes});
+  }
+
+  // workspace_size(B Ho Wo), and for an NCHW call that runs the NHWC kernels on copies (see
+  // NchwCopies) room for them after the GEMM's part, the y copy counted at 4 bytes an element
+  // (y's dtype is not an argument: the size serves f32, f16 and bf16 outputs alike).
+  size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p) const override {
+    const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
+    const int64_t M = g.B * g.Ho * g.Wo;
+    const size_t base = workspace_size(M);
+    if (!g.nchw) return base;
+    const TensorView x_nhwc(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
+    if (!copies_serve(g, p, x_nhwc)) return base;
+    return std::max(base, nchw_copies(g, x.dtype, DType::F32).total);
   }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
@@ -143,20 +160,15 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (!ep.bias.empty()) check_aligned(ep.bias, "bias");
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     const bool nchw = g.nchw;
-    const int64_t B = g.B, Ci = conv->Ci, H = g.H, W = g.W, Ho = g.Ho, Wo = g.Wo;
+    const int64_t B = g.B, Ci = conv->Ci, W = g.W, Ho = g.Ho, Wo = g.Wo;
 
-    if (linear_ && !nchw && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0) {
-      // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
-      const int64_t M = B * H * W;
-      const TensorView x2(x.data, x.dtype, {M, Ci}, Device::CUDA, x.device_index);
-      const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
-      return linear_->linear(x2, y2, ep, ctx);
-    }
-
-    if (igemm_ && !nchw && force_ != "sm80_conv_igemm") {
-      cuda::Im2colConv c;
-      cuda::set_conv_shape(c, g, *conv, p);
-      if (cuda::conv_igemm_serves(*igemm_, c, x)) return cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
+    // NHWC: the fast GEMMs on the caller's tensors; NCHW (sm_90a, 16-bit x): the same on NHWC
+    // copies where the scratch has room; else the sm_80 / stem kernels below
+    if (!nchw) {
+      const NhwcGemm gemm = nhwc_gemm(g, p, x);
+      if (gemm != NhwcGemm::None) return run_nhwc_gemm(gemm, g, p, x, y, ep, ctx);
+    } else if (run_nchw_through_copies(g, p, x, y, ep, ctx)) {
+      return;
     }
     cuda::ConvIgemmParams k{};
     k.x = x.data;
@@ -231,8 +243,122 @@ class CudaConvWeightOnly final : public PreparedImpl {
 
  private:
   // Largest K-split partial buffer (f32 [splits][M][Co]); calls whose split would need more split
-  // less. Reserved once per device (DeviceContext scratch, shared with the linear weights).
+  // less. Reserved once per device (DeviceContext scratch, shared with the linear weights); calls
+  // without a workspace also put an NCHW call's NHWC copies there (run_nchw_through_copies).
   static constexpr size_t kSplitScratchBytes = size_t(16) << 20;
+
+  // The NHWC fast path of a call: (1x1 weights) the linear kernel on the [B*H*W][Ci] rows of a
+  // stride-1 unpadded call, else (sm_90a, 16-bit x at a 16-byte aligned address, Ci a multiple
+  // of 64, a geometry an im2col map holds) the wgmma implicit GEMM, unless the sm_80 kernel is
+  // forced; None: the sm_80 / stem kernels. x_nhwc: the NHWC input, or a view of its copy.
+  enum class NhwcGemm { None, Linear, Igemm };
+  NhwcGemm nhwc_gemm(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
+                     const TensorView& x_nhwc) const {
+    if (linear_ && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0)
+      return NhwcGemm::Linear;
+    if (igemm_ && force_ != "sm80_conv_igemm") {
+      cuda::Im2colConv c;
+      cuda::set_conv_shape(c, g, *conv, p);
+      if (cuda::conv_igemm_serves(*igemm_, c, x_nhwc)) return NhwcGemm::Igemm;
+    }
+    return NhwcGemm::None;
+  }
+
+  // Runs it on NHWC x and y: the caller's tensors, or the copies of an NCHW call's.
+  void run_nhwc_gemm(NhwcGemm gemm, const cuda::ConvCallGeometry& g, const Conv2dParams& p,
+                     const TensorView& x, const TensorView& y, const Epilogue& ep,
+                     const ExecContext& ctx) const {
+    if (gemm == NhwcGemm::Linear) {
+      // NHWC rows are the GEMM rows: [B*H*W][Ci] . W^T = [B*H*W][Co] (Ho = H, Wo = W).
+      const int64_t M = g.B * g.H * g.W;
+      const TensorView x2(x.data, x.dtype, {M, conv->Ci}, Device::CUDA, x.device_index);
+      const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
+      return linear_->linear(x2, y2, ep, ctx);
+    }
+    cuda::Im2colConv c;
+    cuda::set_conv_shape(c, g, *conv, p);
+    cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
+  }
+
+  // Where an NCHW call's NHWC copies sit in its scratch: after the fast GEMM's own part (its
+  // workspace_size for the call's B Ho Wo rows, which bounds every plan such a call can get),
+  // x's copy (B H W Ci elements of x's type), then y's (B Ho Wo Co of y's type), each part
+  // rounded up to 256 bytes so that every part starts as aligned as the scratch itself.
+  struct NchwCopies {
+    size_t gemm = 0;  // bytes before the copies: the GEMM's workspace
+    size_t x_at = 0, y_at = 0, total = 0;
+  };
+  // (Only for calls copies_serve admits: they have a linear_ or igemm_.)
+  NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, DType xt, DType yt) const {
+    const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+    const PreparedImpl& gemm = linear_ ? *linear_ : *igemm_;  // (igemm_ is linear_ where both are)
+    NchwCopies c;
+    c.gemm = round256(gemm.workspace_size(g.B * g.Ho * g.Wo));
+    c.x_at = c.gemm;
+    c.y_at = c.x_at + round256(size_t(dtype_bytes(xt, g.B * g.H * g.W * conv->Ci)));
+    c.total = c.y_at + round256(size_t(dtype_bytes(yt, g.B * g.Ho * g.Wo * N)));
+    return c;
+  }
+
+  // Whether an NCHW call of this geometry runs the NHWC kernels on copies (x_nhwc: a view of x's
+  // copy): an sm_90a device, 16-bit x, the sm_80 kernel not forced, an NHWC fast path for the
+  // geometry. (The scratch must also have room: run_nchw_through_copies.)
+  bool copies_serve(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
+                    const TensorView& x_nhwc) const {
+    return sm90a_ && force_ != "sm80_conv_igemm" &&
+           (x_nhwc.dtype == DType::F16 || x_nhwc.dtype == DType::BF16) &&
+           nhwc_gemm(g, p, x_nhwc) != NhwcGemm::None;
+  }
+
+  // An NCHW call through the NHWC kernels: x transposed into an NHWC copy, the NHWC GEMM into an
+  // NHWC copy of y (bias and clamp in its epilogue, per output channel as in any layout), that
+  // copy transposed into the caller's y; all on the call's stream. Returns false, having enqueued
+  // nothing, where the copies do not apply or have no room; the sm_80 kernel then runs the call
+  // on the NCHW tensors. The copies' scratch (NchwCopies gives the offsets):
+  //  - a caller workspace: the GEMM's part first (the GEMM sees only those bytes), the copies
+  //    after it. A workspace smaller than that (one sized for the GEMM alone, e.g. by an NHWC
+  //    query), or not 16-byte aligned (the x copy is read by TMA), is not an error: the sm_80
+  //    kernel runs, and checks the workspace against its own K split as always.
+  //  - no workspace: the copies go into scratch_, past its first NchwCopies::gemm bytes. The GEMM
+  //    then uses the reserved scratch of its own (linear) weight from offset 0, at most that many
+  //    bytes. Both come from DeviceContext::reserve_scratch: the same buffer unless the device's
+  //    scratch grew between the two reservations (then two buffers), so the copies never overlap
+  //    what the GEMM uses. Copies that do not fit: the sm_80 kernel. As for every call on the
+  //    reserved scratch, such calls must not run concurrently on different streams.
+  bool run_nchw_through_copies(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
+                               const TensorView& x, const TensorView& y, const Epilogue& ep,
+                               const ExecContext& ctx) const {
+    cuda::ConvCallGeometry gn = g;  // the NHWC call on the copies
+    gn.nchw = false;
+    // (a null view: the geometry and dtype alone, as conv_workspace_size asks)
+    if (!copies_serve(gn, p, TensorView(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_)))
+      return false;
+    const NchwCopies at = nchw_copies(g, x.dtype, y.dtype);
+    char* base = nullptr;
+    ExecContext gemm_ctx = ctx;
+    if (ctx.workspace) {
+      if (ctx.workspace_bytes < at.total || reinterpret_cast<uintptr_t>(ctx.workspace) % 16 != 0)
+        return false;
+      base = static_cast<char*>(ctx.workspace);
+      gemm_ctx.workspace_bytes = at.gemm;
+    } else {
+      if (at.total > scratch_->size()) return false;
+      base = static_cast<char*>(scratch_->data());
+    }
+    const TensorView xc(base + at.x_at, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
+    const TensorView yc(base + at.y_at, y.dtype, {g.B, g.Ho, g.Wo, N}, Device::CUDA, device_);
+    const NhwcGemm gemm = nhwc_gemm(gn, p, xc);  // (the copy's address too)
+    if (gemm == NhwcGemm::None) return false;
+    cuda::DeviceGuard guard(device_);
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    // [B][Ci][H W] -> [B][H W][Ci]
+    cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream);
+    run_nhwc_gemm(gemm, gn, p, xc, yc, ep, gemm_ctx);
+    // [B][Ho Wo][Co] -> [B][Co][Ho Wo]
+    cuda::launch_image_transpose(yc.data, y.data, int(dtype_bytes(y.dtype, 1)), g.B, g.Ho * g.Wo, N,
+                                 stream);
+    return true;
+  }
 
   struct SplitPlan {
     int splits = 1;
@@ -380,6 +506,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
   size_t smem_optin_ = 0;
   int bits_ = 4;
   int sm_count_ = 1;
+  bool sm90a_ = false;  // the device runs the sm_90a kernels (wgmma, TMA)
   DeviceBuffer codes_, pairs_;
   DeviceBuffer stem_image_;  // the stem kernel's dequantized weights ([sigma][f16, bf16])
   int stem_pitch_ = 0;       // ... elements between their rows

@@ -1,8 +1,9 @@
-// Host-side entry point of the weight-only implicit-GEMM conv2d kernel (plain C++ declaration).
+// Host-side entry points of the conv2d kernels (plain C++ declarations).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <string>
 
 #include "cuda/kernels/common/int8_params.hpp"
@@ -34,6 +35,13 @@ void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
 // multi-stage cp.async pipeline, where the sm80_conv_igemm_64x64_i8 kernel loads each K step
 // synchronously. No allocation, no synchronisation.
 void launch_conv_int8_gemm(const Int8GemmParams& p, int tile, cudaStream_t stream);
+
+// dst[b][c][r] = src[b][r][c] for a batch of [rows][cols] matrices of 2- or 4-byte elements
+// (bits copied): NCHW -> NHWC with rows = C, cols = H * W, and back with rows = H * W, cols = C
+// (kernels/conv/layout_transpose.cuh). src and dst must not overlap and must be aligned to the
+// element size. No allocation, no synchronisation (graph-capturable).
+void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t batch,
+                            int64_t rows, int64_t cols, cudaStream_t stream);
 
 // The kernel name a call with activations of IoType x_type runs (KernelId-style, for
 // PreparedWeight::kernel_name); `packed`: the packed-taps form (conv_params.hpp).
