@@ -790,27 +790,31 @@ TEST(CudaConv, NchwRunsTheNhwcKernelsOnCopies) {
         const std::vector<float> x_nhwc = nchw_to_nhwc(x, c.B, c.Ci, c.H * c.W);
         const ConvRun nhwc = run_conv(n, cw, seed, &x_nhwc);
         EXPECT_LE(nhwc.rel_err, tol) << describe(n);
-        const std::vector<uint8_t> want = transpose_bytes(nhwc.y.data(), esize(yt), c.B, Ho * Wo, c.Co);
+        const std::vector<uint8_t> want =
+            transpose_bytes(nhwc.y.data(), esize(yt), c.B, Ho * Wo, c.Co);
         // the reserved scratch
         const ConvRun scratch = run_conv(c, cw, seed, &x);
         EXPECT_EQ(scratch.y, want) << describe(c) << ": NCHW without a workspace differs from NHWC";
         // a caller workspace of conv2d_workspace_size: the GEMM's part, then the copies (y's at
         // 4 bytes an element whatever y's dtype)
-        const size_t need = conv2d_workspace_size(pw, act_view(nullptr, xt, c, c.Ci, c.H, c.W, Device::CUDA),
-                                                  params_of(c));
-        const size_t gemm = conv2d_workspace_size(pw, act_view(nullptr, xt, n, c.Ci, c.H, c.W, Device::CUDA),
-                                                  params_of(n));
+        const size_t need = conv2d_workspace_size(
+            pw, act_view(nullptr, xt, c, c.Ci, c.H, c.W, Device::CUDA), params_of(c));
+        const size_t gemm = conv2d_workspace_size(
+            pw, act_view(nullptr, xt, n, c.Ci, c.H, c.W, Device::CUDA), params_of(n));
         EXPECT_GE(need, gemm) << describe(c);
-        EXPECT_GE(need, round256(size_t(c.B * c.H * c.W * c.Ci) * 2) + round256(size_t(c.B * Ho * Wo * c.Co) * 4))
-            << describe(c);
+        const size_t copies = round256(size_t(c.B * c.H * c.W * c.Ci) * 2) +
+                              round256(size_t(c.B * Ho * Wo * c.Co) * 4);
+        EXPECT_GE(need, copies) << describe(c);
         const ConvRun sized = run_conv(c, cw, seed, &x, need);
         EXPECT_EQ(sized.y, want) << describe(c) << ": NCHW with a workspace of " << need
                                  << " bytes differs from NHWC";
         // a workspace of the NHWC call's size: the sm_80 kernel where the copies do not fit
-        if (g.k == 1 && g.s == 2) EXPECT_LT(gemm, need) << describe(c) << ": this case should exercise the fallback";
+        if (g.k == 1 && g.s == 2)
+          EXPECT_LT(gemm, need) << describe(c) << ": this case should exercise the fallback";
         const ConvRun small = run_conv(c, cw, seed, &x, gemm);
         EXPECT_LE(small.rel_err, tol) << describe(c) << ", workspace " << gemm << " of " << need;
-        EXPECT_LE(small.max_err, 12 * tol) << describe(c) << ", workspace " << gemm << " of " << need;
+        EXPECT_LE(small.max_err, 12 * tol) << describe(c) << ", workspace " << gemm << " of "
+                                          << need;
         ++seed;
       }
 }

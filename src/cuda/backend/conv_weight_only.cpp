@@ -331,8 +331,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::ConvCallGeometry gn = g;  // the NHWC call on the copies
     gn.nchw = false;
     // (a null view: the geometry and dtype alone, as conv_workspace_size asks)
-    if (!copies_serve(gn, p, TensorView(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_)))
-      return false;
+    const TensorView x_shape(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
+    if (!copies_serve(gn, p, x_shape)) return false;
     const NchwCopies at = nchw_copies(g, x.dtype, y.dtype);
     char* base = nullptr;
     ExecContext gemm_ctx = ctx;

@@ -31,7 +31,8 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
                            int64_t rows, int64_t cols) {
   // pad to an odd number of 32-bit words per tile row (see the header comment)
   constexpr int kPad = int(4 / sizeof(T));
-  static_assert(((kTransposeTile + kPad) * sizeof(T) / 4) % 2 == 1, "tile rows must be an odd number of words");
+  static_assert(((kTransposeTile + kPad) * sizeof(T) / 4) % 2 == 1,
+                "tile rows must be an odd number of 32-bit words");
   __shared__ T tile[kTransposeTile][kTransposeTile + kPad];
   const int tx = int(threadIdx.x), ty = int(threadIdx.y);
   const int64_t row_tiles = (rows + kTransposeTile - 1) / kTransposeTile;
