@@ -125,6 +125,10 @@ def conv2d_output_size(H, W, kernel, stride=1, padding=0, dilation=1):
     return _mixq.conv2d_output_size(H, W, kernel[0], kernel[1], sh, sw, ph, pw, dh, dw)
 
 
+# the x dtypes a conv2d call takes on some backend (conv2d_workspace_size parses these names)
+_CONV_DTYPES = ("float32", "float16", "bfloat16", "int8")
+
+
 def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
@@ -280,13 +284,17 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
     if out is None:
         shape = (B, prepared.N, Ho, Wo) if layout == "nchw" else (B, Ho, Wo, prepared.N)
         out = empty_like_place(x, shape, _out_dtype(x, out_dtype))
-    # CUDA conv scratch is sized by the GEMM rows, the B*Ho*Wo output pixels (C++
-    # conv2d_workspace_size): 1x1 NHWC convs run the linear kernels, which may need it. The CPU
-    # conv takes none.
+    # CUDA conv scratch (C++ conv2d_workspace_size): the GEMM's, sized by the B*Ho*Wo output
+    # pixels, and on Hopper an NCHW call's NHWC copies of x and y, without which it would run
+    # the slower sm_80 kernel. The CPU conv takes none. (An x dtype the conv does not take gets
+    # none here: the call below names x.)
     workspace = None
     nbytes = 0
-    if prepared.backend == "cuda" and B * Ho * Wo > 0:
-        nbytes = prepared.workspace_size(B * Ho * Wo)
+    dt = dtype_name(x)
+    if prepared.backend == "cuda" and B * Ho * Wo > 0 and dt in _CONV_DTYPES:
+        Ci = x.shape[1] if layout == "nchw" else x.shape[3]
+        nbytes = _mixq.conv2d_workspace_size(prepared, B, Ci, H, W, dt, layout, sh, sw, ph, pw,
+                                             dh, dw)
     if nbytes:
         workspace = empty_like_place(x, (nbytes,), "uint8")
     lo, hi = _clamp(clamp)

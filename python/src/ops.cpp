@@ -54,6 +54,13 @@ mixq::Layout parse_layout(const std::string& s) {
   MIXQ_FAIL(mixq::ErrorCode::InvalidArgument, "layout '", s, "' is not one of nchw, nhwc");
 }
 
+// An image's dtype by mixq's name ("f16", "bf16", ...) or numpy / torch's ("float16", "int8").
+mixq::DType image_dtype(const std::string& name) {
+  if (name == "int8") return mixq::DType::I8;
+  if (name == "uint8") return mixq::DType::U8;
+  return dtype_arg(name, "dtype");
+}
+
 }  // namespace
 
 // The torch op's entry: rows of x and y given as raw pointers and strides, read off the
@@ -233,6 +240,32 @@ void bind_ops(nb::module_& m) {
       nb::arg("clamp_lo"), nb::arg("clamp_hi"), nb::arg("stride_h"), nb::arg("stride_w"),
       nb::arg("pad_h"), nb::arg("pad_w"), nb::arg("dilation_h"), nb::arg("dilation_w"),
       nb::arg("layout"), nb::arg("stream"), nb::arg("workspace").none(), nb::arg("num_threads"));
+
+  // What conv2d_raw / conv2d callers allocate: the C++ conv2d_workspace_size of an input of this
+  // shape and dtype (on CUDA an NCHW call's NHWC copies too, not only its B*Ho*Wo GEMM rows).
+  m.def("conv2d_workspace_size", [](const Prepared& w, int64_t B, int64_t Ci, int64_t H, int64_t W,
+                                    const std::string& dtype, const std::string& layout, int64_t sh,
+                                    int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {
+        const mixq::DType t = image_dtype(dtype);
+        mixq::Conv2dParams p;
+        p.stride_h = sh; p.stride_w = sw;
+        p.pad_h = ph; p.pad_w = pw;
+        p.dilation_h = dh; p.dilation_w = dw;
+        p.layout = parse_layout(layout);
+        MIXQ_CHECK_ARG(B >= 0 && Ci >= 0 && H >= 0 && W >= 0, "conv2d_workspace_size: sizes (B ",
+                       B, ", Ci ", Ci, ", H ", H, ", W ", W, ") must be >= 0");
+        const bool cuda = w.weight.backend() == mixq::BackendKind::CUDA;
+        const mixq::Device dev = cuda ? mixq::Device::CUDA : mixq::Device::CPU;
+        const int ordinal = cuda ? w.device : 0;
+        const mixq::TensorView x = p.layout == mixq::Layout::NCHW
+                                       ? mixq::TensorView(nullptr, t, {B, Ci, H, W}, dev, ordinal)
+                                       : mixq::TensorView(nullptr, t, {B, H, W, Ci}, dev, ordinal);
+        return mixq::conv2d_workspace_size(w.weight, x, p);
+      }, nb::arg("w"), nb::arg("B"), nb::arg("Ci"), nb::arg("H"), nb::arg("W"), nb::arg("dtype"),
+      nb::arg("layout"), nb::arg("stride_h"), nb::arg("stride_w"), nb::arg("pad_h"),
+      nb::arg("pad_w"), nb::arg("dilation_h"), nb::arg("dilation_w"),
+      "Workspace bytes of a conv2d call on an input [B, Ci, H, W] ('nchw') or [B, H, W, Ci] "
+      "('nhwc') of `dtype` ('f16', 'float16', ...); 0 on the CPU backends.");
 
   m.def("conv2d_output_size", [](int64_t H, int64_t W, int64_t kh, int64_t kw, int64_t sh,
                                  int64_t sw, int64_t ph, int64_t pw, int64_t dh, int64_t dw) {

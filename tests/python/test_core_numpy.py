@@ -141,6 +141,26 @@ def test_conv2d_nchw_matches_float64(rng):
     assert rel_err(y, conv_reference(x, wdq, b, 2, 1)) <= 1e-5
 
 
+def test_conv2d_workspace_size_binding(rng):
+    """The extension's conv2d_workspace_size (what mixq.conv2d and the torch op allocate) answers
+    on a CPU weight (the CPU conv takes no workspace) and names a bad dtype or layout."""
+    qw = mixq.quantize(rng.standard_normal((24, 16 * 9)).astype(np.float32), "w8pc")
+    pw = mixq.prepare(qw, backend="cpu", conv=(16, 3, 3))
+    for dtype in ("f32", "float32", "f16", "bfloat16", "int8"):
+        for layout in ("nchw", "nhwc"):
+            assert mixq._mixq.conv2d_workspace_size(pw, 2, 16, 9, 7, dtype, layout,
+                                                    2, 2, 1, 1, 1, 1) == 0
+    with pytest.raises(mixq.InvalidArgumentError, match="dtype: unknown dtype 'float128'"):
+        mixq._mixq.conv2d_workspace_size(pw, 2, 16, 9, 7, "float128", "nchw", 1, 1, 1, 1, 1, 1)
+    with pytest.raises(mixq.InvalidArgumentError, match="layout 'chw' is not one of nchw, nhwc"):
+        mixq._mixq.conv2d_workspace_size(pw, 2, 16, 9, 7, "f32", "chw", 1, 1, 1, 1, 1, 1)
+    with pytest.raises(mixq.InvalidArgumentError, match="smaller than the dilated kernel"):
+        mixq._mixq.conv2d_workspace_size(pw, 1, 16, 1, 1, "f32", "nchw", 1, 1, 0, 0, 1, 1)
+    with pytest.raises(mixq.InvalidArgumentError, match="linear weight"):
+        mixq._mixq.conv2d_workspace_size(mixq.prepare(qw, backend="cpu"), 1, 16, 9, 9, "f32",
+                                         "nchw", 1, 1, 1, 1, 1, 1)
+
+
 def test_inputs_are_not_copied(rng):
     """out= is written in place, and a read-only input is accepted as it is."""
     qw = mixq.quantize(rng.standard_normal((16, 64)).astype(np.float32), "w8g64asym")

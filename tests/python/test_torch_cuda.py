@@ -211,9 +211,37 @@ def test_fused_projections_under_cuda_graphs():
         assert rel_err(got.float().cpu().numpy(), eager.float().cpu().numpy()) <= TOL["float16"]
 
 
-# QuantConv2d on CUDA: the Hopper NHWC implicit GEMM (channels_last, Ci a multiple of 64) and the
-# sm_80 kernel (NCHW, other Ci) against the float64 conv of the dequantized weight; under
-# torch.compile and a captured CUDA graph, the same bits as eager.
+# On Hopper a 16-bit NCHW conv runs the NHWC kernels between two transposes, in a workspace the
+# op sizes with conv2d_workspace_size (larger than the NHWC call's: the copies): the contiguous
+# input gives the channels_last input's values bit for bit, through the op and through mixq.conv2d.
+@pytest.mark.parametrize("ci,co,k,s,p,scheme", [(64, 64, 3, 1, 1, "w4g64"),
+                                                  (128, 40, 3, 2, 1, "w8g128"),
+                                                  (256, 96, 1, 1, 0, "w4g128")])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_cuda_nchw_conv_runs_the_nhwc_kernels(ci, co, k, s, p, scheme, dtype):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the NHWC implicit GEMM needs compute capability 9.0")
+    torch.manual_seed(ci + co + 1)
+    conv = nn.Conv2d(ci, co, k, stride=s, padding=p).cuda()
+    qc = mt.QuantConv2d.from_conv(conv, scheme)
+    x = torch.randn(2, ci, 9, 11, device="cuda").to(getattr(torch, dtype))
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    code = {"float16": "f16", "bfloat16": "bf16"}[dtype]
+    args = (2, ci, 9, 11, code)
+    geom = (s, s, p, p, 1, 1)
+    nchw = mixq._mixq.conv2d_workspace_size(qc.prepared, *args, "nchw", *geom)
+    nhwc = mixq._mixq.conv2d_workspace_size(qc.prepared, *args, "nhwc", *geom)
+    assert nchw > nhwc
+    y = qc(x)
+    y_cl = qc(x_cl)
+    assert y.is_contiguous() and y_cl.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(y, y_cl)
+    assert torch.equal(mixq.conv2d(x, qc.prepared, stride=s, padding=p, bias=qc.bias), y)
+
+
+# QuantConv2d on CUDA: the Hopper NHWC implicit GEMM (channels_last, or NCHW through NHWC copies;
+# Ci a multiple of 64) and the sm_80 kernel (other Ci) against the float64 conv of the dequantized
+# weight; under torch.compile and a captured CUDA graph, the same bits as eager.
 @pytest.mark.parametrize("ci,co,k,s,p,scheme", [(64, 64, 3, 1, 1, "w4g64"), (128, 40, 3, 2, 1, "w8g128"),
                                                   (3, 16, 7, 2, 3, "w8pc"), (256, 96, 1, 1, 0, "w4g128")])
 @pytest.mark.parametrize("fmt", ["contiguous", "channels_last"])

@@ -11,6 +11,8 @@ a call costs dictionary lookups, not calls into the extension.
 import itertools
 import threading
 
+from .. import _mixq
+
 _lock = threading.Lock()
 _next = itertools.count(1)
 _entries = {}
@@ -19,7 +21,7 @@ _entries = {}
 class Entry:
     """A registered PreparedWeight and the facts the op needs per call."""
 
-    __slots__ = ("prepared", "K", "N", "device", "conv", "_workspace", "plans")
+    __slots__ = ("prepared", "K", "N", "device", "conv", "_workspace", "_conv_workspace", "plans")
 
     def __init__(self, prepared):
         self.prepared = prepared
@@ -30,6 +32,7 @@ class Entry:
         # (Ci, Kh, Kw) of a convolution weight, else None (linear weights, experts)
         self.conv = getattr(prepared, "conv_geometry", None)
         self._workspace = {}
+        self._conv_workspace = {}
         self.plans = {}  # (M, torch dtype) -> (workspace bytes, dtype code): see ops.linear_eager
 
     def workspace_bytes(self, M):
@@ -37,6 +40,18 @@ class Entry:
         n = self._workspace.get(M)
         if n is None:
             n = self._workspace[M] = self.prepared.workspace_size(M)
+        return n
+
+    def conv_workspace_bytes(self, B, H, W, dtype, layout, stride, padding, dilation):
+        """Workspace bytes of a conv2d call on a [B, Ci, H, W] image of `dtype` (mixq's name:
+        'f16', ...) in `layout` ('nchw' / 'nhwc'), asked once per geometry: on CUDA an NCHW
+        call's NHWC copies count besides its B * Ho * Wo GEMM rows."""
+        key = (B, H, W, dtype, layout, stride[0], stride[1], padding[0], padding[1], dilation[0],
+               dilation[1])
+        n = self._conv_workspace.get(key)
+        if n is None:
+            n = self._conv_workspace[key] = _mixq.conv2d_workspace_size(
+                self.prepared, B, self.conv[0], H, W, dtype, layout, *key[5:])
         return n
 
 

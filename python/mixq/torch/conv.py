@@ -4,9 +4,12 @@ The weight is quantized along Ci in the KhKwCi order (``[Co][Kh][Kw][Ci]``: a bl
 channels of one tap, the order the CUDA implicit GEMMs read) and prepared once for the module's
 device. The memory format follows torch's convolution: a channels_last input runs the NHWC
 kernels (on Hopper the wgmma implicit GEMM) and gives a channels_last output; any other input
-runs NCHW on a contiguous copy and gives a contiguous output. On Hopper NCHW runs the sm_80
-kernel, 2.4-4.1x the NHWC time on ResNet-50's layers at batch 1 (bench/results/cuda_conv.md):
-``model.to(memory_format=torch.channels_last)`` keeps the fast path.
+runs NCHW on a contiguous copy and gives a contiguous output. On Hopper a 16-bit NCHW call runs
+the same NHWC kernels between two transposes (x into an NHWC copy, the NHWC output back), in a
+workspace the op sizes with ``conv2d_workspace_size``: the NHWC time plus two passes over x and
+y (expected: a few microseconds at batch 1), where it used to run the sm_80 kernel at 2.4-4.1x
+the NHWC time (bench/results/cuda_conv.md). ``model.to(memory_format=torch.channels_last)``
+still avoids the transposes.
 """
 
 import torch
@@ -41,6 +44,7 @@ def _channels_last(x):
 _CODES = _mixq.dtype_codes
 _DTYPE_CODE = {torch.float32: _CODES["f32"], torch.float16: _CODES["f16"],
                torch.bfloat16: _CODES["bf16"], torch.int8: _CODES["i8"]}
+_DTYPE_NAME = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.int8: "i8"}
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16)
 
 
@@ -101,7 +105,8 @@ def conv2d_eager(x, handle, bias, stride, padding, dilation, clamp_lo, clamp_hi)
             raise InvalidArgumentError(f"bias: expected a contiguous float [{Co}] vector, got "
                                        f"{bias.dtype} {tuple(bias.shape)}")
         b_ptr, b_code, b_dev = bias.data_ptr(), _DTYPE_CODE[bias.dtype], bias.get_device()
-    ws_bytes = e.workspace_bytes(M)
+    ws_bytes = e.conv_workspace_bytes(B, H, W, _DTYPE_NAME[x.dtype], "nhwc" if nhwc else "nchw",
+                                      stride, padding, dilation)
     ws = x.new_empty(ws_bytes, dtype=torch.uint8) if ws_bytes else None
     _mixq.conv2d_raw(e.prepared, x.data_ptr(), code, B, Ci, H, W, y.data_ptr(), _DTYPE_CODE[y_dtype],
                      Ho, Wo, "nhwc" if nhwc else "nchw", device, b_ptr, b_code, b_dev, clamp_lo,
