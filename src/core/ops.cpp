@@ -52,16 +52,6 @@ void PreparedImpl::conv2d(const TensorView&, const TensorView&, const Conv2dPara
             " backend for ", act_quant_name(opts.act));
 }
 
-size_t PreparedImpl::conv_workspace_size(const TensorView& x, const Conv2dParams& p) const {
-  MIXQ_CHECK(conv.has_value() && x.rank == 4, ErrorCode::Internal,
-             "conv_workspace_size: needs a conv weight and a rank-4 x");
-  const bool nchw = p.layout == Layout::NCHW;
-  const int64_t H = nchw ? x.shape[2] : x.shape[1], W = nchw ? x.shape[3] : x.shape[2];
-  int64_t Ho, Wo;
-  conv2d_output_size(H, W, conv->Kh, conv->Kw, p, &Ho, &Wo);
-  return workspace_size(x.shape[0] * Ho * Wo);
-}
-
 void PreparedImpl::linear_quantized(const QuantizedActivations&, const TensorView&,
                                     const Epilogue&, const ExecContext&) const {
   MIXQ_FAIL(ErrorCode::Unsupported, "linear on pre-quantized activations is not implemented by "
@@ -380,7 +370,7 @@ size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x,
   conv2d_output_size(H, W, p.conv->Kh, p.conv->Kw, params, &Ho, &Wo);
   // CUDA sizes conv scratch by the call (the GEMM rows, the output pixels; an NCHW call's NHWC
   // copies); the CPU conv takes none (each task stages its own pixel tile)
-  return p.backend == BackendKind::CUDA ? p.conv_workspace_size(x, params) : 0;
+  return p.backend == BackendKind::CUDA ? p.conv_workspace_size(x, params, x.shape[0] * Ho * Wo) : 0;
 }
 
 namespace {

@@ -26,9 +26,13 @@ struct PreparedImpl {
   virtual std::string kernel_name(int64_t M, DType /*activation*/) const { return kernel_name(M); }
   virtual size_t workspace_size(int64_t /*M*/) const { return 0; }
   // A conv2d call's scratch on input x (shape and dtype; data may be null) with these parameters,
-  // validated by ops.cpp (conv weight, rank 4, output size >= 1). Default: workspace_size of its
-  // B * Ho * Wo GEMM rows. (The CUDA weight-only conv adds the NHWC copies of an NCHW call.)
-  virtual size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p) const;
+  // validated by ops.cpp (conv weight, rank 4, output size >= 1); rows = B * Ho * Wo, its GEMM
+  // rows. Default: workspace_size(rows). (The CUDA weight-only conv adds the NHWC copies of an
+  // NCHW call.)
+  virtual size_t conv_workspace_size(const TensorView& /*x*/, const Conv2dParams& /*p*/,
+                                     int64_t rows) const {
+    return workspace_size(rows);
+  }
   // Arguments were validated by ops.cpp (shapes, devices, dtypes allowed for opts.act).
   virtual void linear(const TensorView& x, const TensorView& y, const Epilogue& ep,
                       const ExecContext& ctx) const = 0;

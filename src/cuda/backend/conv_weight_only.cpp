@@ -131,13 +131,11 @@ class CudaConvWeightOnly final : public PreparedImpl {
   // workspace_size(B Ho Wo), and for an NCHW call that runs the NHWC kernels on copies (see
   // NchwCopies) room for them after the GEMM's part, the y copy counted at 4 bytes an element
   // (y's dtype is not an argument: the size serves f32, f16 and bf16 outputs alike).
-  size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p) const override {
+  size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p, int64_t rows) const override {
+    const size_t base = workspace_size(rows);
+    if (p.layout != Layout::NCHW) return base;
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
-    const int64_t M = g.B * g.Ho * g.Wo;
-    const size_t base = workspace_size(M);
-    if (!g.nchw) return base;
-    const TensorView x_nhwc(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
-    if (!copies_serve(g, p, x_nhwc)) return base;
+    if (copies_gemm(g, p, x.dtype) == NhwcGemm::None) return base;
     return std::max(base, nchw_copies(g, x.dtype, DType::F32).total);
   }
 
@@ -288,7 +286,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
     size_t gemm = 0;  // bytes before the copies: the GEMM's workspace
     size_t x_at = 0, y_at = 0, total = 0;
   };
-  // (Only for calls copies_serve admits: they have a linear_ or igemm_.)
+  // (Only for calls copies_gemm serves: they have a linear_ or igemm_.)
   NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, DType xt, DType yt) const {
     const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
     const PreparedImpl& gemm = linear_ ? *linear_ : *igemm_;  // (igemm_ is linear_ where both are)
@@ -300,14 +298,18 @@ class CudaConvWeightOnly final : public PreparedImpl {
     return c;
   }
 
-  // Whether an NCHW call of this geometry runs the NHWC kernels on copies (x_nhwc: a view of x's
-  // copy): an sm_90a device, 16-bit x, the sm_80 kernel not forced, an NHWC fast path for the
-  // geometry. (The scratch must also have room: run_nchw_through_copies.)
-  bool copies_serve(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
-                    const TensorView& x_nhwc) const {
-    return sm90a_ && force_ != "sm80_conv_igemm" &&
-           (x_nhwc.dtype == DType::F16 || x_nhwc.dtype == DType::BF16) &&
-           nhwc_gemm(g, p, x_nhwc) != NhwcGemm::None;
+  // The NHWC fast path an NCHW call of this geometry and x dtype runs on copies, or None: an
+  // sm_90a device, 16-bit x, the sm_80 kernel not forced, an NHWC fast path for the geometry.
+  // Asked on a null view of x's copy: the copies sit at 256-byte offsets of a 16-byte aligned
+  // base (run_nchw_through_copies), all the alignment the fast paths read off the address. (The
+  // scratch must also have room: run_nchw_through_copies.)
+  NhwcGemm copies_gemm(const cuda::ConvCallGeometry& g, const Conv2dParams& p, DType xt) const {
+    if (!sm90a_ || force_ == "sm80_conv_igemm" || (xt != DType::F16 && xt != DType::BF16))
+      return NhwcGemm::None;
+    cuda::ConvCallGeometry gn = g;  // the NHWC call on the copies
+    gn.nchw = false;
+    const TensorView x_nhwc(nullptr, xt, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
+    return nhwc_gemm(gn, p, x_nhwc);
   }
 
   // An NCHW call through the NHWC kernels: x transposed into an NHWC copy, the NHWC GEMM into an
@@ -328,11 +330,10 @@ class CudaConvWeightOnly final : public PreparedImpl {
   bool run_nchw_through_copies(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
                                const TensorView& x, const TensorView& y, const Epilogue& ep,
                                const ExecContext& ctx) const {
+    const NhwcGemm gemm = copies_gemm(g, p, x.dtype);
+    if (gemm == NhwcGemm::None) return false;
     cuda::ConvCallGeometry gn = g;  // the NHWC call on the copies
     gn.nchw = false;
-    // (a null view: the geometry and dtype alone, as conv_workspace_size asks)
-    const TensorView x_shape(nullptr, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
-    if (!copies_serve(gn, p, x_shape)) return false;
     const NchwCopies at = nchw_copies(g, x.dtype, y.dtype);
     char* base = nullptr;
     ExecContext gemm_ctx = ctx;
@@ -347,8 +348,6 @@ class CudaConvWeightOnly final : public PreparedImpl {
     }
     const TensorView xc(base + at.x_at, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
     const TensorView yc(base + at.y_at, y.dtype, {g.B, g.Ho, g.Wo, N}, Device::CUDA, device_);
-    const NhwcGemm gemm = nhwc_gemm(gn, p, xc);  // (the copy's address too)
-    if (gemm == NhwcGemm::None) return false;
     cuda::DeviceGuard guard(device_);
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     // [B][Ci][H W] -> [B][H W][Ci]
