@@ -351,11 +351,13 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::DeviceGuard guard(device_);
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     // [B][Ci][H W] -> [B][H W][Ci]
-    cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream);
+    // both transposes with programmatic dependent launch (sm_90a: copies_serve): each launch, and
+    // the GEMM's after the first, overlaps the previous kernel's tail instead of following it
+    cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream, true);
     run_nhwc_gemm(gemm, gn, p, xc, yc, ep, gemm_ctx);
     // [B][Ho Wo][Co] -> [B][Co][Ho Wo]
     cuda::launch_image_transpose(yc.data, y.data, int(dtype_bytes(y.dtype, 1)), g.B, g.Ho * g.Wo, N,
-                                 stream);
+                                 stream, true);
     return true;
   }
 

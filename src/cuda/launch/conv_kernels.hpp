@@ -39,9 +39,10 @@ void launch_conv_int8_gemm(const Int8GemmParams& p, int tile, cudaStream_t strea
 // dst[b][c][r] = src[b][r][c] for a batch of [rows][cols] matrices of 2- or 4-byte elements
 // (bits copied): NCHW -> NHWC with rows = C, cols = H * W, and back with rows = H * W, cols = C
 // (kernels/conv/layout_transpose.cuh). src and dst must not overlap and must be aligned to the
-// element size. No allocation, no synchronisation (graph-capturable).
+// element size. No allocation, no synchronisation (graph-capturable). pdl (sm_90 only):
+// launched with programmatic dependent launch (kernels/common/grid_dependency.cuh).
 void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t batch,
-                            int64_t rows, int64_t cols, cudaStream_t stream);
+                            int64_t rows, int64_t cols, cudaStream_t stream, bool pdl);
 
 // The kernel name a call with activations of IoType x_type runs (KernelId-style, for
 // PreparedWeight::kernel_name); `packed`: the packed-taps form (conv_params.hpp).

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/common/grid_dependency.cuh"
+
 namespace mixq::cuda::conv {
 
 constexpr int kTransposeTile = 32;  // tile side (elements)
@@ -34,6 +36,12 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
   static_assert(((kTransposeTile + kPad) * sizeof(T) / 4) % 2 == 1,
                 "tile rows must be an odd number of 32-bit words");
   __shared__ T tile[kTransposeTile][kTransposeTile + kPad];
+  // Launched with programmatic dependent launch (sm_90), the next kernel of the stream (the GEMM
+  // after the input's transpose, nothing after the output's) may start its prologue now: it
+  // waits for this grid to complete before it reads what this grid writes. This grid in turn
+  // waits for the previous one (the GEMM, before the output's transpose) before reading.
+  allow_dependent_launch();
+  grid_dependency_wait();
   const int tx = int(threadIdx.x), ty = int(threadIdx.y);
   const int64_t row_tiles = (rows + kTransposeTile - 1) / kTransposeTile;
   const int64_t col_tiles = (cols + kTransposeTile - 1) / kTransposeTile;
