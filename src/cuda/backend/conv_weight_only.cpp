@@ -351,7 +351,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::DeviceGuard guard(device_);
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     // [B][Ci][H W] -> [B][H W][Ci]
-    // both transposes with programmatic dependent launch (sm_90a: copies_serve): each launch, and
+    // both transposes with programmatic dependent launch (sm_90a: copies_gemm): each launch, and
     // the GEMM's after the first, overlaps the previous kernel's tail instead of following it
     cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream, true);
     run_nhwc_gemm(gemm, gn, p, xc, yc, ep, gemm_ctx);
