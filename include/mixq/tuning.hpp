@@ -81,6 +81,10 @@ struct Tuning {
   // one token on the GEMV: Auto two rows a warp where a row a warp would spill a partial second
   // wave over the block slots and two fit in one; On / Off: always / never
   Toggle cuda_ggml_gemv_pairs = Toggle::Auto;
+  // --- CUDA conv2d: an NCHW call on sm_90a runs the NHWC kernels between two transposes
+  // (docs/decisions/conv-nchw-through-nhwc.md); Auto / On launch them with programmatic dependent
+  // launch, each overlapping the previous kernel's tail; Off: plain launches (for A/B runs)
+  Toggle conv_copies_pdl = Toggle::Auto;
   // --- W8A8 (FP8 block, INT8 per block)
   int w8a8_group_n = 0;                  // 0: the plan's; N tiles per raster group
   Toggle w8a8_y_tma = Toggle::Auto;      // TMA-store epilogue for 16-bit outputs

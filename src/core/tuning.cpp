@@ -56,6 +56,7 @@ const std::vector<Entry>& knobs() {
       {"wo_stream_cluster", ToggleKnob{&Tuning::wo_stream_cluster}},
       {"wo_stream_pdl", ToggleKnob{&Tuning::wo_stream_pdl}},
       {"wo_dequant_chunk_mb", IntKnob{&Tuning::wo_dequant_chunk_mb, 0, 1024}},
+      {"conv_copies_pdl", ToggleKnob{&Tuning::conv_copies_pdl}},
       {"w8a8_group_n", IntKnob{&Tuning::w8a8_group_n, 0, 1 << 16}},
       {"w8a8_y_tma", ToggleKnob{&Tuning::w8a8_y_tma}},
       {"w8a8_skinny_pdl", ToggleKnob{&Tuning::w8a8_skinny_pdl}},

@@ -9,10 +9,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cuda/launch/conv_kernels.hpp"
 #include "gpu/conv_test_support.hpp"
 #include "gpu/device_vectors.hpp"
 #include "mixq/formats/mnn.hpp"
@@ -817,4 +820,52 @@ TEST(CudaConv, NchwRunsTheNhwcKernelsOnCopies) {
                                           << need;
         ++seed;
       }
+}
+
+// The layout transpose itself (launch/conv_layout.cu) against the host's, bit for bit: 2-byte
+// elements through the 64 x 64 pair kernel in its four forms (4-byte pairs on the load side
+// where the source rows are even and 4-byte aligned, on the store side where the destination
+// rows are; a pointer 2 bytes off alignment takes the 2-byte form), 4-byte elements through the
+// 32 x 32 kernel; partial tiles at both edges, batches, with and without dependent launch.
+TEST(CudaConv, ImageTransposeEveryShapeAndAlignment) {
+  SKIP_WITHOUT_GPU();
+  struct S {
+    int64_t batch, rows, cols;
+  };
+  const S shapes[] = {{1, 64, 64},  {3, 1, 1},   {2, 65, 63},   {1, 130, 49},  {2, 49, 512},
+                      {5, 7, 3},    {1, 128, 196}, {2, 196, 256}, {1, 1, 200}, {1, 200, 1},
+                      {3, 64, 130}, {2, 127, 66}};
+  uint32_t seed = 4100;
+  for (const S& s : shapes)
+    for (size_t es : {size_t(2), size_t(4)})
+      for (int src_off : {0, 2})
+        for (int dst_off : {0, 2})
+          for (bool pdl : {false, true}) {
+            if (es == 4 && (src_off != 0 || dst_off != 0)) continue;  // 4-byte elements are aligned
+            const size_t n = size_t(s.batch * s.rows * s.cols);
+            std::vector<uint8_t> host(n * es);
+            std::mt19937 rng(seed++);
+            for (auto& b : host) b = uint8_t(rng());
+            std::vector<uint8_t> padded(host.size() + 16, 0);
+            std::memcpy(padded.data() + src_off, host.data(), host.size());
+            const DeviceBuffer src = test::upload(padded);
+            DeviceBuffer dst(host.size() + 16);
+            std::vector<uint8_t> poison(host.size() + 16, 0xA5);
+            dst.copy_from_host(poison.data(), poison.size());
+            cuda::launch_image_transpose(static_cast<const uint8_t*>(src.data()) + src_off,
+                                         static_cast<uint8_t*>(dst.data()) + dst_off, int(es), s.batch,
+                                         s.rows, s.cols, nullptr, pdl);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const std::vector<uint8_t> got = test::download<uint8_t>(dst, poison.size());
+            const std::vector<uint8_t> want = transpose_bytes(host.data(), es, s.batch, s.rows, s.cols);
+            const std::string what = std::to_string(s.batch) + "x" + std::to_string(s.rows) + "x" +
+                                     std::to_string(s.cols) + ", " + std::to_string(es) + "-byte, src +" +
+                                     std::to_string(src_off) + ", dst +" + std::to_string(dst_off) +
+                                     (pdl ? ", pdl" : "");
+            EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + dst_off)) << what;
+            // nothing written outside the destination
+            for (int i = 0; i < dst_off; ++i) EXPECT_EQ(got[size_t(i)], 0xA5) << what;
+            for (size_t i = size_t(dst_off) + want.size(); i < got.size(); ++i)
+              ASSERT_EQ(got[i], 0xA5) << what << ": byte " << i << " past the end";
+          }
 }

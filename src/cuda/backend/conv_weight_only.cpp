@@ -351,13 +351,15 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::DeviceGuard guard(device_);
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
     // [B][Ci][H W] -> [B][H W][Ci]
-    // both transposes with programmatic dependent launch (sm_90a: copies_gemm): each launch, and
-    // the GEMM's after the first, overlaps the previous kernel's tail instead of following it
-    cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream, true);
+    // both transposes with programmatic dependent launch (sm_90a: copies_gemm; Tuning::
+    // conv_copies_pdl): each launch, and the GEMM's after the first, overlaps the previous
+    // kernel's tail instead of following it
+    const bool pdl = opts.tuning.conv_copies_pdl != Toggle::Off;
+    cuda::launch_image_transpose(x.data, xc.data, 2, g.B, conv->Ci, g.H * g.W, stream, pdl);
     run_nhwc_gemm(gemm, gn, p, xc, yc, ep, gemm_ctx);
     // [B][Ho Wo][Co] -> [B][Co][Ho Wo]
     cuda::launch_image_transpose(yc.data, y.data, int(dtype_bytes(y.dtype, 1)), g.B, g.Ho * g.Wo, N,
-                                 stream, true);
+                                 stream, pdl);
     return true;
   }
 

@@ -17,21 +17,35 @@ void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t 
   MIXQ_CHECK(batch >= 0 && rows >= 0 && cols >= 0, ErrorCode::Internal, "image transpose: sizes ",
              batch, " x ", rows, " x ", cols);
   if (batch == 0 || rows == 0 || cols == 0) return;
-  constexpr int64_t kTile = conv::kTransposeTile;
-  const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
-  // the kernel loops over tiles: a grid of up to 64K blocks of 256 threads fills any GPU
-  const unsigned grid = unsigned(std::min<int64_t>(tiles, int64_t(1) << 16));
-  const dim3 block(conv::kTransposeTile, conv::kTransposeRows);
-  WoLaunchConfig lc(dim3(grid), 1, 0, stream, pdl);
-  lc.cfg.blockDim = block;
-  if (elem_bytes == 2)
-    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_kernel<uint16_t>,
-                                       static_cast<const uint16_t*>(src), static_cast<uint16_t*>(dst),
-                                       batch, rows, cols));
-  else
+  const dim3 block(32, 8);
+  if (elem_bytes == 2) {
+    // 64 x 64 tiles in 4-byte pairs where the rows allow (layout_transpose.cuh)
+    constexpr int64_t kTile = conv::kPairTile;
+    const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+    // the kernel loops over tiles: a grid of up to 64K blocks of 256 threads fills any GPU
+    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream, pdl);
+    lc.cfg.blockDim = block;
+    const auto* s = static_cast<const uint16_t*>(src);
+    auto* d = static_cast<uint16_t*>(dst);
+    const bool pair_load = cols % 2 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0;
+    const bool pair_store = rows % 2 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0;
+    if (pair_load && pair_store)
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<true, true>, s, d, batch, rows, cols));
+    else if (pair_load)
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<true, false>, s, d, batch, rows, cols));
+    else if (pair_store)
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<false, true>, s, d, batch, rows, cols));
+    else
+      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<false, false>, s, d, batch, rows, cols));
+  } else {
+    constexpr int64_t kTile = conv::kTransposeTile;
+    const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
+    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream, pdl);
+    lc.cfg.blockDim = block;
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_kernel<uint32_t>,
                                        static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst),
                                        batch, rows, cols));
+  }
   MIXQ_CUDA_CHECK_LAUNCH("image_transpose");
 }
 
