@@ -15,9 +15,10 @@
 // banks. The kernel copies bits (uint16_t / uint32_t), so f16, bf16 and f32 images move exactly.
 //
 // 16-bit images take image_transpose_pairs_kernel instead: 64 x 64 tiles whose elements move in
-// 4-byte pairs where the rows allow it. The 32 x 32 kernel keeps only 8 KB of loads in flight per
-// block (256 threads x 4 two-byte loads), which on an H100 moved a batch-32 ResNet image at ~1.1
-// TB/s of the ~3 TB/s a stream reaches: the transfer is latency-bound, not bandwidth-bound.
+// 4-byte pairs where the rows allow it. The 32 x 32 kernel keeps 2 KB of loads in flight a block
+// (256 threads x 4 two-byte loads), too few to cover the memory latency: on an H100 it moved a
+// [32][64][3136] image (12.8 MB each way) in 27.6 µs, the pair kernel in 13.4 (events around one
+// launch after an L2 flush, 1.2 µs of which the events alone).
 #pragma once
 
 #include <cstdint>
@@ -78,29 +79,35 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
 }
 
 
-// The 16-bit form. A 64 x 64 tile per iteration, 32 x 8 threads. Thread (tx, ty) reads the
-// source elements (r, 2 tx) and (r, 2 tx + 1) of the tile's rows r = 2 ty + 16 k and r + 1
-// (k = 0..3): 16 elements, as eight 4-byte loads where kPairLoad (cols even and src 4-byte
-// aligned: every row then starts 4-byte aligned), else sixteen 2-byte ones, all issued before
-// any is used (32 bytes in flight a thread, 8 KB a block). It recombines each 2 x 2 block into two
-// words that each hold one source column's two rows (byte_perm), i.e. two consecutive
-// destination elements, and parks them in shared memory as tile[column][row pair], a word per
-// entry. After the barrier a warp writes one destination row (a source column) as 32 words of
-// consecutive row pairs: 128 contiguous bytes, as 4-byte stores where kPairStore (rows even and
-// dst 4-byte aligned), else 2-byte ones.
-// Banks: a tile row of 32 + 1 words puts word (c, p) on bank (c + p) % 32. The writers of one
-// instruction (a warp: one row pair p, columns 2 tx or 2 tx + 1) would put lanes tx and tx + 16 on
-// one bank; lanes tx >= 16 therefore write their odd column first, so that the 32 columns of
-// each of the two store instructions are 0, 2, .., 30, 33, 35, .., 63 (and the other way round):
-// 32 distinct banks. The readers (a column c, row pairs tx) touch banks c + tx: all distinct.
-constexpr int kPairTile = 64;     // tile side (16-bit elements)
-constexpr int kPairWords = 33;    // words per tile column in shared memory (32 row pairs + 1)
+// The 16-bit form. A 64 x 64 tile per iteration, 32 x 8 threads; each thread reads 16 source
+// elements, all issued before any is used (32 bytes in flight a thread, 8 KB a block), and after
+// the barrier writes the destination as 4-byte words of two consecutive elements (two source
+// rows of one source column): a warp writes one destination row (a source column) as 32 words,
+// 128 contiguous bytes, as 4-byte stores where kPairStore (rows even and dst 4-byte aligned:
+// every destination row then starts aligned), else 2-byte ones.
+// - kPairLoad (cols even and src 4-byte aligned): thread (tx, ty) reads (r, 2 tx) and
+//   (r, 2 tx + 1) as one word for rows r = 2 ty + 16 k and r + 1 (k = 0..3), recombines each
+//   2 x 2 block into two words that each hold one column's two rows (byte_perm), and parks them
+//   as tile[column][row pair]. A tile column of 32 + 1 words puts word (c, p) on bank
+//   (c + p) % 32; the writers of one instruction (one row pair, columns 2 tx or 2 tx + 1) would
+//   put lanes tx and tx + 16 on one bank, so lanes tx >= 16 write their odd column first: the
+//   columns of each store instruction are 0, 2, .., 30, 33, 35, .., 63 (or the other way round),
+//   32 distinct banks. The readers (a column c, row pairs tx) touch banks c + tx: all distinct.
+// - else (odd cols: a 7 x 7 image's rows of 49 elements): each warp reads a source row's 64
+//   elements as two runs of 32 consecutive 2-byte loads (lanes tx and 32 + tx) into a 16-bit
+//   [64][66] tile, and the writers gather their two rows from it (a 2-way bank conflict). The
+//   word form's strided 2-byte loads (lanes 4 bytes apart, two loads a word) ran ~1.5x slower on
+//   an H100 ([8][512][49]: 7.7 against 4.9 µs for this form, events around one launch).
+constexpr int kPairTile = 64;   // tile side (16-bit elements)
+constexpr int kPairWords = 33;  // words per tile column in the word form's tile (32 row pairs + 1)
 
 template <bool kPairLoad, bool kPairStore>
 __global__ void __launch_bounds__(32 * 8)
     image_transpose_pairs_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst,
                                  int64_t batch, int64_t rows, int64_t cols) {
-  __shared__ uint32_t tile[kPairTile][kPairWords];
+  // word form: [column][row pair]; element form: [row][column] (66: odd words per row)
+  __shared__ uint32_t tile[kPairLoad ? kPairTile : kPairTile * (kPairTile + 2) / 2][kPairLoad ? kPairWords : 1];
+  uint16_t(*tile16)[kPairTile + 2] = reinterpret_cast<uint16_t(*)[kPairTile + 2]>(&tile[0][0]);
   // programmatic dependent launch: as in image_transpose_kernel
   allow_dependent_launch();
   grid_dependency_wait();
@@ -110,40 +117,46 @@ __global__ void __launch_bounds__(32 * 8)
   const int64_t per_matrix = row_tiles * col_tiles;
   const int64_t tiles = batch * per_matrix;
   const int64_t matrix = rows * cols;
-  const bool odd_first = tx >= 16;  // see the bank note above
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int64_t b = t / per_matrix, in = t % per_matrix;
     const int64_t r0 = (in / col_tiles) * kPairTile, c0 = (in % col_tiles) * kPairTile;
     const uint16_t* s = src + b * matrix;
     uint16_t* d = dst + b * matrix;
-    const int64_t c = c0 + 2 * tx;
-    // [k][0]: row 2 ty + 16 k, [k][1]: the next row; each word holds columns c (low half), c + 1
-    uint32_t w[4][2];
+    if constexpr (kPairLoad) {
+      const int64_t c = c0 + 2 * tx;
+      // [k][0]: row 2 ty + 16 k, [k][1]: the next row; each word holds columns c (low half), c + 1
+      uint32_t w[4][2];
 #pragma unroll
-    for (int k = 0; k < 4; ++k)
+      for (int k = 0; k < 4; ++k)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = r0 + 2 * ty + 16 * k + h;
-        const uint16_t* at = s + r * cols + c;
-        uint32_t v = 0;
-        if (r < rows) {
-          if constexpr (kPairLoad) {
-            if (c < cols) v = *reinterpret_cast<const uint32_t*>(at);  // c even, cols even: c + 1 < cols
-          } else {
-            if (c < cols) v = at[0];
-            if (c + 1 < cols) v |= uint32_t(at[1]) << 16;
-          }
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = r0 + 2 * ty + 16 * k + h;
+          // c even and cols even: c < cols implies c + 1 < cols
+          w[k][h] = r < rows && c < cols ? *reinterpret_cast<const uint32_t*>(s + r * cols + c) : 0u;
         }
-        w[k][h] = v;
-      }
+      const bool odd_first = tx >= 16;  // see the bank note above
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int p = ty + 8 * k;  // row pair (rows 2p, 2p + 1 of the tile)
-      // column 2 tx: the low halves of the two rows; column 2 tx + 1: the high halves
-      const uint32_t even = __byte_perm(w[k][0], w[k][1], 0x5410);
-      const uint32_t odd = __byte_perm(w[k][0], w[k][1], 0x7632);
-      tile[2 * tx + (odd_first ? 1 : 0)][p] = odd_first ? odd : even;
-      tile[2 * tx + (odd_first ? 0 : 1)][p] = odd_first ? even : odd;
+      for (int k = 0; k < 4; ++k) {
+        const int p = ty + 8 * k;  // row pair (rows 2p, 2p + 1 of the tile)
+        // column 2 tx: the low halves of the two rows; column 2 tx + 1: the high halves
+        const uint32_t even = __byte_perm(w[k][0], w[k][1], 0x5410);
+        const uint32_t odd = __byte_perm(w[k][0], w[k][1], 0x7632);
+        tile[2 * tx + (odd_first ? 1 : 0)][p] = odd_first ? odd : even;
+        tile[2 * tx + (odd_first ? 0 : 1)][p] = odd_first ? even : odd;
+      }
+    } else {
+      uint16_t v[8][2];  // rows ty + 8 k, columns tx and 32 + tx
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = r0 + ty + 8 * k, c = c0 + tx + 32 * h;
+          v[k][h] = r < rows && c < cols ? s[r * cols + c] : uint16_t(0);
+        }
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) tile16[ty + 8 * k][tx + 32 * h] = v[k][h];
     }
     __syncthreads();
     // warp ty writes destination rows c0 + ty + 8 i: row pair tx of each
@@ -152,7 +165,9 @@ __global__ void __launch_bounds__(32 * 8)
     for (int i = 0; i < kPairTile / 8; ++i) {
       const int cc = ty + 8 * i;
       if (c0 + cc >= cols || r >= rows) continue;
-      const uint32_t v = tile[cc][tx];
+      uint32_t v;
+      if constexpr (kPairLoad) v = tile[cc][tx];
+      else v = uint32_t(tile16[2 * tx][cc]) | uint32_t(tile16[2 * tx + 1][cc]) << 16;
       uint16_t* at = d + (c0 + cc) * rows + r;
       if constexpr (kPairStore) {
         *reinterpret_cast<uint32_t*>(at) = v;  // r even, rows even: r + 1 < rows
