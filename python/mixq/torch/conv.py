@@ -7,7 +7,7 @@ kernels (on Hopper the wgmma implicit GEMM) and gives a channels_last output; an
 runs NCHW on a contiguous copy and gives a contiguous output. On Hopper a 16-bit NCHW call runs
 the same NHWC kernels between two transposes (x into an NHWC copy, the NHWC output back), in a
 workspace the op sizes with ``conv2d_workspace_size``: the NHWC time plus two passes over x and
-y (7-9 microseconds at batch 1 on ResNet-50's layers, H100), where it used to run the sm_80
+y (3-6 microseconds at batch 1 on ResNet-50's layers, H100), where it used to run the sm_80
 kernel at 2.4-4.1x the NHWC time (bench/results/cuda_conv.md).
 ``model.to(memory_format=torch.channels_last)`` still avoids the transposes.
 """

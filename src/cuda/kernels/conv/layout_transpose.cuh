@@ -17,8 +17,8 @@
 // 16-bit images take image_transpose_pairs_kernel instead: 64 x 64 tiles whose elements move in
 // 4-byte pairs where the rows allow it. The 32 x 32 kernel keeps 2 KB of loads in flight a block
 // (256 threads x 4 two-byte loads), too few to cover the memory latency: on an H100 it moved a
-// [32][64][3136] image (12.8 MB each way) in 27.6 µs, the pair kernel in 13.4 (events around one
-// launch after an L2 flush, 1.2 µs of which the events alone).
+// [32][64][3136] image (12.8 MB each way) in 27.6 µs, the pair kernel in 14.2 (events around one
+// launch after an L2 flush, 1.3 µs of which the events alone; bench/results/cuda_conv.md).
 #pragma once
 
 #include <cstdint>
