@@ -8,8 +8,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
@@ -832,9 +832,9 @@ TEST(CudaConv, ImageTransposeEveryShapeAndAlignment) {
   struct S {
     int64_t batch, rows, cols;
   };
-  const S shapes[] = {{1, 64, 64},  {3, 1, 1},   {2, 65, 63},   {1, 130, 49},  {2, 49, 512},
-                      {5, 7, 3},    {1, 128, 196}, {2, 196, 256}, {1, 1, 200}, {1, 200, 1},
-                      {3, 64, 130}, {2, 127, 66}};
+  const S shapes[] = {{1, 64, 64},  {3, 1, 1},   {2, 65, 63},   {1, 130, 49},
+                      {2, 49, 512}, {5, 7, 3},   {1, 128, 196}, {2, 196, 256},
+                      {1, 1, 200},  {1, 200, 1}, {3, 64, 130},  {2, 127, 66}};
   uint32_t seed = 4100;
   for (const S& s : shapes)
     for (size_t es : {size_t(2), size_t(4)})
@@ -853,15 +853,16 @@ TEST(CudaConv, ImageTransposeEveryShapeAndAlignment) {
             std::vector<uint8_t> poison(host.size() + 16, 0xA5);
             dst.copy_from_host(poison.data(), poison.size());
             cuda::launch_image_transpose(static_cast<const uint8_t*>(src.data()) + src_off,
-                                         static_cast<uint8_t*>(dst.data()) + dst_off, int(es), s.batch,
-                                         s.rows, s.cols, nullptr, pdl);
+                                         static_cast<uint8_t*>(dst.data()) + dst_off, int(es),
+                                         s.batch, s.rows, s.cols, nullptr, pdl);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
             const std::vector<uint8_t> got = test::download<uint8_t>(dst, poison.size());
-            const std::vector<uint8_t> want = transpose_bytes(host.data(), es, s.batch, s.rows, s.cols);
+            const std::vector<uint8_t> want =
+                transpose_bytes(host.data(), es, s.batch, s.rows, s.cols);
             const std::string what = std::to_string(s.batch) + "x" + std::to_string(s.rows) + "x" +
-                                     std::to_string(s.cols) + ", " + std::to_string(es) + "-byte, src +" +
-                                     std::to_string(src_off) + ", dst +" + std::to_string(dst_off) +
-                                     (pdl ? ", pdl" : "");
+                                     std::to_string(s.cols) + ", " + std::to_string(es) +
+                                     "-byte, src +" + std::to_string(src_off) + ", dst +" +
+                                     std::to_string(dst_off) + (pdl ? ", pdl" : "");
             EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + dst_off)) << what;
             // nothing written outside the destination
             for (int i = 0; i < dst_off; ++i) EXPECT_EQ(got[size_t(i)], 0xA5) << what;

@@ -10,8 +10,8 @@
 
 namespace mixq::cuda {
 
-void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t batch,
-                            int64_t rows, int64_t cols, cudaStream_t stream, bool pdl) {
+void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t batch, int64_t rows,
+                            int64_t cols, cudaStream_t stream, bool pdl) {
   MIXQ_CHECK(elem_bytes == 2 || elem_bytes == 4, ErrorCode::Internal,
              "image transpose: elements of ", elem_bytes, " bytes (2 or 4 are supported)");
   MIXQ_CHECK(batch >= 0 && rows >= 0 && cols >= 0, ErrorCode::Internal, "image transpose: sizes ",
@@ -23,28 +23,29 @@ void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t 
     constexpr int64_t kTile = conv::kPairTile;
     const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
     // the kernel loops over tiles: a grid of up to 64K blocks of 256 threads fills any GPU
-    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream, pdl);
+    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream,
+                      pdl);
     lc.cfg.blockDim = block;
     const auto* s = static_cast<const uint16_t*>(src);
     auto* d = static_cast<uint16_t*>(dst);
     const bool pair_load = cols % 2 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0;
     const bool pair_store = rows % 2 == 0 && reinterpret_cast<uintptr_t>(dst) % 4 == 0;
-    if (pair_load && pair_store)
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<true, true>, s, d, batch, rows, cols));
-    else if (pair_load)
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<true, false>, s, d, batch, rows, cols));
-    else if (pair_store)
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<false, true>, s, d, batch, rows, cols));
-    else
-      MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_pairs_kernel<false, false>, s, d, batch, rows, cols));
+    using Kernel = void (*)(const uint16_t*, uint16_t*, int64_t, int64_t, int64_t);
+    const Kernel kernel = pair_load
+                              ? (pair_store ? conv::image_transpose_pairs_kernel<true, true>
+                                            : conv::image_transpose_pairs_kernel<true, false>)
+                              : (pair_store ? conv::image_transpose_pairs_kernel<false, true>
+                                            : conv::image_transpose_pairs_kernel<false, false>);
+    MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, s, d, batch, rows, cols));
   } else {
     constexpr int64_t kTile = conv::kTransposeTile;
     const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
-    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream, pdl);
+    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream,
+                      pdl);
     lc.cfg.blockDim = block;
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_kernel<uint32_t>,
-                                       static_cast<const uint32_t*>(src), static_cast<uint32_t*>(dst),
-                                       batch, rows, cols));
+                                       static_cast<const uint32_t*>(src),
+                                       static_cast<uint32_t*>(dst), batch, rows, cols));
   }
   MIXQ_CUDA_CHECK_LAUNCH("image_transpose");
 }

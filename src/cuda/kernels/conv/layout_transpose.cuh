@@ -78,7 +78,6 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
   }
 }
 
-
 // The 16-bit form. A 64 x 64 tile per iteration, 32 x 8 threads; each thread reads 16 source
 // elements, all issued before any is used (32 bytes in flight a thread, 8 KB a block), and after
 // the barrier writes the destination as 4-byte words of two consecutive elements (two source
@@ -106,7 +105,8 @@ __global__ void __launch_bounds__(32 * 8)
     image_transpose_pairs_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst,
                                  int64_t batch, int64_t rows, int64_t cols) {
   // word form: [column][row pair]; element form: [row][column] (66: odd words per row)
-  __shared__ uint32_t tile[kPairLoad ? kPairTile : kPairTile * (kPairTile + 2) / 2][kPairLoad ? kPairWords : 1];
+  __shared__ uint32_t
+      tile[kPairLoad ? kPairTile : kPairTile * (kPairTile + 2) / 2][kPairLoad ? kPairWords : 1];
   uint16_t(*tile16)[kPairTile + 2] = reinterpret_cast<uint16_t(*)[kPairTile + 2]>(&tile[0][0]);
   // programmatic dependent launch: as in image_transpose_kernel
   allow_dependent_launch();
@@ -132,7 +132,8 @@ __global__ void __launch_bounds__(32 * 8)
         for (int h = 0; h < 2; ++h) {
           const int64_t r = r0 + 2 * ty + 16 * k + h;
           // c even and cols even: c < cols implies c + 1 < cols
-          w[k][h] = r < rows && c < cols ? *reinterpret_cast<const uint32_t*>(s + r * cols + c) : 0u;
+          w[k][h] =
+              r < rows && c < cols ? *reinterpret_cast<const uint32_t*>(s + r * cols + c) : 0u;
         }
       const bool odd_first = tx >= 16;  // see the bank note above
 #pragma unroll
@@ -166,8 +167,10 @@ __global__ void __launch_bounds__(32 * 8)
       const int cc = ty + 8 * i;
       if (c0 + cc >= cols || r >= rows) continue;
       uint32_t v;
-      if constexpr (kPairLoad) v = tile[cc][tx];
-      else v = uint32_t(tile16[2 * tx][cc]) | uint32_t(tile16[2 * tx + 1][cc]) << 16;
+      if constexpr (kPairLoad)
+        v = tile[cc][tx];
+      else
+        v = uint32_t(tile16[2 * tx][cc]) | uint32_t(tile16[2 * tx + 1][cc]) << 16;
       uint16_t* at = d + (c0 + cc) * rows + r;
       if constexpr (kPairStore) {
         *reinterpret_cast<uint32_t*>(at) = v;  // r even, rows even: r + 1 < rows
