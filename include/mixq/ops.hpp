@@ -4,9 +4,11 @@
 // Rules (all backends):
 // - Stream-ordered: CUDA work is enqueued on ExecContext::stream and nothing synchronises the host.
 // - Workspace: when an op needs scratch memory, workspace_size() says how much; pass it in
-//   ExecContext::workspace (device memory for CUDA, host for CPU). With a null workspace the
-//   backend uses memory it reserved at prepare time; such calls must not run concurrently on
-//   the same prepared weight (pass distinct workspaces to run concurrently).
+//   ExecContext::workspace (device memory for CUDA, host for CPU). With a null workspace the CPU
+//   backends allocate per call; the CUDA backend uses one scratch buffer per device, reserved at
+//   prepare time and shared by every prepared weight on that device, so null-workspace CUDA
+//   calls must not run concurrently on different streams of one device, whatever their weights
+//   (pass distinct workspaces to run concurrently).
 // - A PreparedWeight is immutable after prepare(): concurrent calls with caller workspaces are safe.
 // - Every argument is validated; errors throw mixq::Error naming the argument and the values.
 #pragma once
