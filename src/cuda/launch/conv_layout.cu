@@ -17,15 +17,14 @@ void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t 
   MIXQ_CHECK(batch >= 0 && rows >= 0 && cols >= 0, ErrorCode::Internal, "image transpose: sizes ",
              batch, " x ", rows, " x ", cols);
   if (batch == 0 || rows == 0 || cols == 0) return;
-  const dim3 block(32, 8);
+  // Square tiles of `side` (the kernel loops over them): a grid of up to 64K blocks of 32 x 8
+  // threads fills any GPU.
+  const int64_t side = elem_bytes == 2 ? conv::kPairTile : conv::kTransposeTile;
+  const int64_t tiles = batch * ((rows + side - 1) / side) * ((cols + side - 1) / side);
+  WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream, pdl);
+  lc.cfg.blockDim = dim3(32, 8);
   if (elem_bytes == 2) {
     // 64 x 64 tiles in 4-byte pairs where the rows allow (layout_transpose.cuh)
-    constexpr int64_t kTile = conv::kPairTile;
-    const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
-    // the kernel loops over tiles: a grid of up to 64K blocks of 256 threads fills any GPU
-    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream,
-                      pdl);
-    lc.cfg.blockDim = block;
     const auto* s = static_cast<const uint16_t*>(src);
     auto* d = static_cast<uint16_t*>(dst);
     const bool pair_load = cols % 2 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0;
@@ -38,11 +37,6 @@ void launch_image_transpose(const void* src, void* dst, int elem_bytes, int64_t 
                                             : conv::image_transpose_pairs_kernel<false, false>);
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, s, d, batch, rows, cols));
   } else {
-    constexpr int64_t kTile = conv::kTransposeTile;
-    const int64_t tiles = batch * ((rows + kTile - 1) / kTile) * ((cols + kTile - 1) / kTile);
-    WoLaunchConfig lc(dim3(unsigned(std::min<int64_t>(tiles, int64_t(1) << 16))), 1, 0, stream,
-                      pdl);
-    lc.cfg.blockDim = block;
     MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, conv::image_transpose_kernel<uint32_t>,
                                        static_cast<const uint32_t*>(src),
                                        static_cast<uint32_t*>(dst), batch, rows, cols));
