@@ -140,10 +140,11 @@ PreparedWeight prepare(const ConvWeight& w, const PrepareOptions& opts = {});
 // Scratch bytes a linear call with M rows needs.
 size_t linear_workspace_size(const PreparedWeight& w, int64_t M);
 // Scratch bytes a conv2d call on input x (its shape and dtype only; data may be null) with these
-// parameters needs. On CUDA (sm_90a) an NCHW call with 16-bit x runs the NHWC kernels on NHWC
-// copies of x and y, which this size includes (y counted at 4 bytes an element: y's dtype is not
-// an argument); a workspace too small for the copies but not for the GEMM runs the slower NCHW
-// kernel instead (docs/cuda-conv.md).
+// parameters needs. On CUDA (sm_90a) an NCHW call with 16-bit x (weight-only) or int8 x
+// (int8-per-tensor, Ci a multiple of 128) runs the NHWC kernels on NHWC copies of x and y, which
+// this size includes (y counted at 4 bytes an element: y's dtype is not an argument); a workspace
+// too small for the copies but not for the GEMM runs the slower NCHW kernel instead
+// (docs/cuda-conv.md).
 size_t conv2d_workspace_size(const PreparedWeight& w, const TensorView& x, const Conv2dParams& params);
 
 // Y[M][N] = X[M][K] . W^T, then the epilogue.

@@ -825,8 +825,9 @@ TEST(CudaConv, NchwRunsTheNhwcKernelsOnCopies) {
 // The layout transpose itself (launch/conv_layout.cu) against the host's, bit for bit: 2-byte
 // elements through the 64 x 64 pair kernel in its four forms (4-byte pairs on the load side
 // where the source rows are even and 4-byte aligned, on the store side where the destination
-// rows are; a pointer 2 bytes off alignment takes the 2-byte form), 4-byte elements through the
-// 32 x 32 kernel; partial tiles at both edges, batches, with and without dependent launch.
+// rows are; a pointer 2 bytes off alignment takes the 2-byte form), 1-byte elements (int8 images)
+// through its element form with 2-byte or 1-byte stores, 4-byte elements through the 32 x 32
+// kernel; partial tiles at both edges, batches, with and without dependent launch.
 TEST(CudaConv, ImageTransposeEveryShapeAndAlignment) {
   SKIP_WITHOUT_GPU();
   struct S {
@@ -837,11 +838,13 @@ TEST(CudaConv, ImageTransposeEveryShapeAndAlignment) {
                       {1, 1, 200},  {1, 200, 1}, {3, 64, 130},  {2, 127, 66}};
   uint32_t seed = 4100;
   for (const S& s : shapes)
-    for (size_t es : {size_t(2), size_t(4)})
-      for (int src_off : {0, 2})
-        for (int dst_off : {0, 2})
+    for (size_t es : {size_t(1), size_t(2), size_t(4)})
+      for (int src_skew : {0, 1})
+        for (int dst_skew : {0, 1})
           for (bool pdl : {false, true}) {
-            if (es == 4 && (src_off != 0 || dst_off != 0)) continue;  // 4-byte elements are aligned
+            if (es == 4 && (src_skew || dst_skew)) continue;  // 4-byte elements are aligned
+            // one element off the pairs' alignment (bytes: 1, halves: 2)
+            const int src_off = src_skew * int(es), dst_off = dst_skew * int(es);
             const size_t n = size_t(s.batch * s.rows * s.cols);
             std::vector<uint8_t> host(n * es);
             std::mt19937 rng(seed++);

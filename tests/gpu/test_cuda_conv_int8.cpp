@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -20,8 +21,11 @@ namespace {
 // equal. `force`: PrepareOptions::force_kernel; `x_offset`: bytes x starts past a 256-byte aligned
 // allocation (16-byte misalignment takes the direct kernel). Returns the prepared weight's kernel
 // name for the call.
+// `workspace`: none (the reserved scratch), the call's conv2d_workspace_size, or 16 bytes (too
+// small for an NCHW call's copies: the direct kernel).
+enum class Ws { None, Sized, Tiny };
 std::string expect_int8_conv_exact(const ConvCase& c, uint32_t seed, int i, const std::string& force = "",
-                                   size_t x_offset = 0) {
+                                   size_t x_offset = 0, Ws workspace = Ws::None) {
   const int64_t K = c.Ci * c.Kh * c.Kw;
   std::vector<float> wf = randn(size_t(c.Co * K), seed, 0.05f);
   ConvWeight cw;
@@ -62,8 +66,15 @@ std::string expect_int8_conv_exact(const ConvCase& c, uint32_t seed, int i, cons
     const size_t ny = size_t(c.B * c.Co * Ho * Wo);
     DeviceBuffer dy(ny * esize(yt));
     EXPECT_EQ(cudaMemset(dy.data(), yt == DType::I8 ? 0x5A : 0xFF, dy.size()), cudaSuccess);
-    conv2d(act_view(x_dev, DType::I8, c, c.Ci, c.H, c.W, Device::CUDA), pw,
-           act_view(dy.data(), yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep);
+    const TensorView xv = act_view(x_dev, DType::I8, c, c.Ci, c.H, c.W, Device::CUDA);
+    const size_t ws_bytes = workspace == Ws::Sized ? conv2d_workspace_size(pw, xv, p) : 16;
+    DeviceBuffer ws(std::max<size_t>(ws_bytes, 16));
+    ExecContext ctx;
+    if (workspace != Ws::None) {
+      ctx.workspace = ws.data();
+      ctx.workspace_bytes = ws_bytes;
+    }
+    conv2d(xv, pw, act_view(dy.data(), yt, c, c.Co, Ho, Wo, Device::CUDA), p, ep, ctx);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<uint8_t> y(dy.size()), yr(dy.size());
     dy.copy_to_host(y.data(), y.size());
@@ -208,6 +219,48 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
                          seed++, 1, "sm90_i8_128x128");
   expect_int8_conv_exact(int8_case({2, 128, 40, 40, 33, 3, 3, 9, 1, 1}, Layout::NHWC, ConvKOrder::KhKwCi),
                          seed++, 1, "sm90_i8_128x64");
+}
+
+// Hopper, NCHW: a call the wgmma kernel would take in NHWC runs it on NHWC copies of x and y
+// (1-byte and 4-byte transposes around it): the reference's bytes through the reserved scratch,
+// through a workspace of conv2d_workspace_size, and with a workspace too small for the copies
+// (the direct kernel); odd spatial sizes (rows of 49 and 35 pixels), stride 2, padding wider than
+// the kernel's half with dilation, several images, both tiles forced and chosen, both K orders.
+// conv2d_workspace_size counts the copies for such NCHW calls only.
+TEST(CudaConv, Int8NchwRunsTheHopperKernelOnCopies) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  const SquareConv geoms[] = {{1, 128, 7, 7, 33, 3, 3, 1, 1, 1},  {3, 256, 9, 7, 129, 3, 3, 2, 2, 1},
+                              {2, 128, 15, 15, 64, 3, 3, 1, 4, 2}, {4, 128, 12, 12, 136, 1, 1, 1, 0, 1},
+                              {5, 384, 7, 5, 72, 3, 3, 1, 1, 1}};
+  uint32_t seed = 2900;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (const char* force : {"", "sm90_i8_128x128", "sm90_i8_128x64"})
+      for (Ws ws : {Ws::None, Ws::Sized, Ws::Tiny}) {
+        const ConvCase c = int8_case(g, Layout::NCHW, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+        expect_int8_conv_exact(c, seed++, i++, force, 0, ws);
+      }
+  // the workspace query: the copies (x's bytes, then y's at 4 bytes an element, each rounded up to
+  // 256) for NCHW, nothing for NHWC
+  std::vector<float> wf = randn(size_t(64 * 1152), 91, 0.05f);
+  ConvWeight cw;
+  cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {64, 1152}));
+  cw.Ci = 128; cw.Kh = 3; cw.Kw = 3; cw.order = ConvKOrder::KhKwCi;
+  PrepareOptions o = cuda_opts();
+  o.act = ActQuant::Int8PerTensor;
+  o.input_quant = {0.05f, 0};
+  o.output_quant = {0.5f, 0};
+  const PreparedWeight pw = prepare(cw, o);
+  Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  p.layout = Layout::NCHW;
+  const TensorView x_nchw(nullptr, DType::I8, {2, 128, 7, 7}, Device::CUDA, 0);
+  const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+  EXPECT_EQ(conv2d_workspace_size(pw, x_nchw, p), round256(2 * 128 * 49) + round256(2 * 49 * 64 * 4));
+  p.layout = Layout::NHWC;
+  const TensorView x_nhwc(nullptr, DType::I8, {2, 7, 7, 128}, Device::CUDA, 0);
+  EXPECT_EQ(conv2d_workspace_size(pw, x_nhwc, p), 0u);
 }
 
 }  // namespace

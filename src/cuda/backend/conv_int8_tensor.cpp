@@ -7,11 +7,14 @@
 //   kernels with A gathered from the image (launch_conv_int8_gemm; codes [Np][Kp], KhKwCi order);
 // - otherwise (NCHW, other Ci): kernels/conv/sm80_conv_igemm_i8.cuh (codes [Co][tap][Cip]).
 // When Ci is a multiple of 32 the two layouts are one buffer (the GEMM's rows, pitch Kp).
+// On Hopper an NCHW call that the wgmma kernel would take in NHWC runs it on NHWC copies of x and
+// y, as the weight-only conv does (docs/decisions/conv-nchw-through-nhwc.md).
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -97,6 +100,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     if (hopper_) wsum_tap_ = dev_.upload(wsum_tap.data(), wsum_tap.size() * 4);
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
     sm_count_ = std::max(dev_.caps.sm_count, 1);
+    // the NCHW copies of calls without a workspace (nchw_copies), from the device's shared scratch
+    if (hopper_) scratch_ = dev_.ctx->reserve_scratch(kCopiesScratchBytes);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -104,6 +109,14 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   std::string kernel_name(int64_t M) const override {
     const int t = gemm_ ? tile_for(M) : kDirect;
     return t == kDirect ? kDirectName : std::string("im2col ") + kTileNames[t];
+  }
+
+  // No workspace, except for the NCHW copies of a call that runs the Hopper kernel on them (y
+  // counted at 4 bytes an element: y's dtype is not an argument).
+  size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p, int64_t) const override {
+    if (p.layout != Layout::NCHW) return 0;
+    const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
+    return copies_tile(g, p) == kDirect ? 0 : nchw_copies(g, 4).total;
   }
 
   void linear(const TensorView&, const TensorView&, const Epilogue&,
@@ -130,6 +143,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     }
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    if (g.nchw && run_nchw_through_copies(g, p, x, y, ep, ctx)) return;
     if (gemm_ && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
       cuda::Im2colConv shape{};
       cuda::set_conv_shape(shape, g, *conv, p);
@@ -211,6 +225,66 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
   }
 
+  // ---- NCHW on Hopper through NHWC copies
+  static constexpr size_t kCopiesScratchBytes = size_t(16) << 20;
+  struct NchwCopies {
+    size_t x_at = 0, y_at = 0, total = 0;  // x's NHWC copy, then y's, each 256-byte aligned
+  };
+  NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, size_t y_elem_bytes) const {
+    const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+    NchwCopies c;
+    c.y_at = round256(size_t(g.B * g.H * g.W * conv->Ci));
+    c.total = c.y_at + round256(size_t(g.B * g.Ho * g.Wo * N) * y_elem_bytes);
+    return c;
+  }
+  // The Hopper tile an NCHW call runs on NHWC copies, or kDirect: the tile its NHWC form would
+  // run (tile_for on the NHWC geometry) where that is the wgmma kernel. A forced sm_80 tile or the
+  // direct kernel keeps NCHW calls on the direct kernel, as before.
+  int copies_tile(const cuda::ConvCallGeometry& g, const Conv2dParams& p) const {
+    if (!hopper_ || !g.nchw) return kDirect;
+    cuda::ConvCallGeometry gn = g;
+    gn.nchw = false;
+    cuda::Im2colConv shape{};
+    cuda::set_conv_shape(shape, gn, *conv, p);
+    const int t = tile_for(g.B * g.Ho * g.Wo, cuda::im2col_map_fits(shape, 1));
+    return is_hopper(t) ? t : kDirect;
+  }
+  // x [B][Ci][H W] into an NHWC copy, the Hopper kernel into an NHWC copy of y (its epilogue
+  // requantizes per output channel as in any layout), that copy into y [B][Co][Ho Wo]; all on the
+  // call's stream, both transposes with programmatic dependent launch. The copies go into the
+  // caller's workspace (at least conv2d_workspace_size bytes, 16-byte aligned: the im2col map
+  // reads x's copy) or, without one, into the device's reserved scratch (such calls must not run
+  // concurrently: include/mixq/ops.hpp). Returns false, having enqueued nothing, where the call
+  // does not take the Hopper kernel or the copies have no room; the direct kernel then runs it.
+  bool run_nchw_through_copies(const cuda::ConvCallGeometry& g, const Conv2dParams& p,
+                               const TensorView& x, const TensorView& y, const Epilogue& ep,
+                               const ExecContext& ctx) const {
+    const int tile = copies_tile(g, p);
+    if (tile == kDirect) return false;
+    const size_t y_bytes = dtype_bytes(y.dtype, 1);
+    const NchwCopies at = nchw_copies(g, y_bytes);
+    char* base = nullptr;
+    if (ctx.workspace) {
+      if (ctx.workspace_bytes < at.total || reinterpret_cast<uintptr_t>(ctx.workspace) % 16 != 0)
+        return false;
+      base = static_cast<char*>(ctx.workspace);
+    } else {
+      if (!scratch_ || at.total > scratch_->size()) return false;
+      base = static_cast<char*>(scratch_->data());
+    }
+    cuda::ConvCallGeometry gn = g;
+    gn.nchw = false;
+    const TensorView xc(base + at.x_at, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, dev_.id);
+    const TensorView yc(base + at.y_at, y.dtype, {g.B, g.Ho, g.Wo, N}, Device::CUDA, dev_.id);
+    cuda::DeviceGuard guard(dev_.id);
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    const bool pdl = opts.tuning.conv_copies_pdl != Toggle::Off;
+    cuda::launch_image_transpose(x.data, xc.data, 1, g.B, conv->Ci, g.H * g.W, stream, pdl);
+    launch_gemm(xc, yc, gn, p, ep, tile, stream);
+    cuda::launch_image_transpose(yc.data, y.data, int(y_bytes), g.B, g.Ho * g.Wo, N, stream, pdl);
+    return true;
+  }
+
   void launch_gemm(const TensorView& x, const TensorView& y, const cuda::ConvCallGeometry& g,
                    const Conv2dParams& cp, const Epilogue& ep, int tile, cudaStream_t stream) const {
     cuda::Int8GemmParams p;
@@ -255,6 +329,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   int sm_count_ = 1;
   std::string force_;
   DeviceBuffer codes_, gemm_codes_, wsum_, wsum_tap_, wscale_;
+  std::shared_ptr<DeviceBuffer> scratch_;  // the device's shared scratch (Hopper: NCHW copies)
 };
 
 }  // namespace

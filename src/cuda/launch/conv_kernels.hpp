@@ -36,7 +36,7 @@ void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);
 // synchronously. No allocation, no synchronisation.
 void launch_conv_int8_gemm(const Int8GemmParams& p, int tile, cudaStream_t stream);
 
-// dst[b][c][r] = src[b][r][c] for a batch of [rows][cols] matrices of 2- or 4-byte elements
+// dst[b][c][r] = src[b][r][c] for a batch of [rows][cols] matrices of 1-, 2- or 4-byte elements
 // (bits copied): NCHW -> NHWC with rows = C, cols = H * W, and back with rows = H * W, cols = C
 // (kernels/conv/layout_transpose.cuh). src and dst must not overlap and must be aligned to the
 // element size. No allocation, no synchronisation (graph-capturable). pdl (sm_90 only):

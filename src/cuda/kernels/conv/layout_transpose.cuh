@@ -78,36 +78,55 @@ __global__ void __launch_bounds__(kTransposeTile * kTransposeRows)
   }
 }
 
-// The 16-bit form. A 64 x 64 tile per iteration, 32 x 8 threads; each thread reads 16 source
-// elements, all issued before any is used (32 bytes in flight a thread, 8 KB a block), and after
-// the barrier writes the destination as 4-byte words of two consecutive elements (two source
-// rows of one source column): a warp writes one destination row (a source column) as 32 words,
-// 128 contiguous bytes, as 4-byte stores where kPairStore (rows even and dst 4-byte aligned:
-// every destination row then starts aligned), else 2-byte ones.
-// - kPairLoad (cols even and src 4-byte aligned): thread (tx, ty) reads (r, 2 tx) and
-//   (r, 2 tx + 1) as one word for rows r = 2 ty + 16 k and r + 1 (k = 0..3), recombines each
+// The 16-bit and 8-bit forms (E = uint16_t, uint8_t). A 64 x 64 tile per iteration, 32 x 8
+// threads; each thread reads 16 source elements, all issued before any is used (32 bytes in
+// flight a thread and 8 KB a block for 16-bit elements), and after the barrier writes the
+// destination as pairs of two consecutive elements (two source rows of one source column): a
+// warp writes one destination row (a source column) as 32 pairs, 128 contiguous bytes (64 for
+// bytes), as one store a pair where kPairStore (rows even and dst aligned to a pair: every
+// destination row then starts aligned), else one an element.
+// - kPairLoad (16-bit only; cols even and src 4-byte aligned): thread (tx, ty) reads (r, 2 tx)
+//   and (r, 2 tx + 1) as one word for rows r = 2 ty + 16 k and r + 1 (k = 0..3), recombines each
 //   2 x 2 block into two words that each hold one column's two rows (byte_perm), and parks them
 //   as tile[column][row pair]. A tile column of 32 + 1 words puts word (c, p) on bank
 //   (c + p) % 32; the writers of one instruction (one row pair, columns 2 tx or 2 tx + 1) would
 //   put lanes tx and tx + 16 on one bank, so lanes tx >= 16 write their odd column first: the
 //   columns of each store instruction are 0, 2, .., 30, 33, 35, .., 63 (or the other way round),
 //   32 distinct banks. The readers (a column c, row pairs tx) touch banks c + tx: all distinct.
-// - else (odd cols: a 7 x 7 image's rows of 49 elements): each warp reads a source row's 64
-//   elements as two runs of 32 consecutive 2-byte loads (lanes tx and 32 + tx) into a 16-bit
-//   [64][66] tile, and the writers gather their two rows from it (a 2-way bank conflict). The
-//   word form's strided 2-byte loads (lanes 4 bytes apart, two loads a word) ran ~1.5x slower on
-//   an H100 ([8][512][49]: 7.7 against 4.9 µs for this form, events around one launch).
-constexpr int kPairTile = 64;   // tile side (16-bit elements)
+// - else (odd cols, e.g. a 7 x 7 image's rows of 49 elements; all 8-bit images): each warp
+//   reads a source row's 64 elements as two runs of 32 consecutive loads (lanes tx and 32 + tx)
+//   into an element tile whose rows are an odd number of words long ([64][66] halves, [64][68]
+//   bytes), and the writers gather their two rows from it (a 2-way bank conflict). For 16-bit
+//   elements the word form's strided 2-byte loads (lanes 4 bytes apart, two loads a word) ran
+//   ~1.5x slower on an H100 ([8][512][49]: 7.7 against 4.9 µs for this form, events around one
+//   launch).
+constexpr int kPairTile = 64;   // tile side (elements)
 constexpr int kPairWords = 33;  // words per tile column in the word form's tile (32 row pairs + 1)
 
-template <bool kPairLoad, bool kPairStore>
+template <typename E>
+struct TransposePair;  // two consecutive destination elements as one store
+template <>
+struct TransposePair<uint16_t> {
+  using type = uint32_t;
+};
+template <>
+struct TransposePair<uint8_t> {
+  using type = uint16_t;
+};
+
+template <typename E, bool kPairLoad, bool kPairStore>
 __global__ void __launch_bounds__(32 * 8)
-    image_transpose_pairs_kernel(const uint16_t* __restrict__ src, uint16_t* __restrict__ dst,
-                                 int64_t batch, int64_t rows, int64_t cols) {
-  // word form: [column][row pair]; element form: [row][column] (66: odd words per row)
-  __shared__ uint32_t
-      tile[kPairLoad ? kPairTile : kPairTile * (kPairTile + 2) / 2][kPairLoad ? kPairWords : 1];
-  uint16_t(*tile16)[kPairTile + 2] = reinterpret_cast<uint16_t(*)[kPairTile + 2]>(&tile[0][0]);
+    image_transpose_pairs_kernel(const E* __restrict__ src, E* __restrict__ dst, int64_t batch,
+                                 int64_t rows, int64_t cols) {
+  static_assert(!kPairLoad || sizeof(E) == 2, "the word form moves 16-bit elements");
+  using Pair = typename TransposePair<E>::type;
+  constexpr int kElemPad = int(4 / sizeof(E));  // element tile rows: an odd number of words
+  constexpr int kElemRow = kPairTile + kElemPad;
+  constexpr int kWords = kPairLoad ? kPairTile * kPairWords : kPairTile * kElemRow * int(sizeof(E)) / 4;
+  // word form: [column][row pair] words; element form: [row][column] elements
+  __shared__ uint32_t smem[kWords];
+  uint32_t(*tile)[kPairWords] = reinterpret_cast<uint32_t(*)[kPairWords]>(smem);
+  E(*tile_e)[kElemRow] = reinterpret_cast<E(*)[kElemRow]>(smem);
   // programmatic dependent launch: as in image_transpose_kernel
   allow_dependent_launch();
   grid_dependency_wait();
@@ -120,8 +139,8 @@ __global__ void __launch_bounds__(32 * 8)
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int64_t b = t / per_matrix, in = t % per_matrix;
     const int64_t r0 = (in / col_tiles) * kPairTile, c0 = (in % col_tiles) * kPairTile;
-    const uint16_t* s = src + b * matrix;
-    uint16_t* d = dst + b * matrix;
+    const E* s = src + b * matrix;
+    E* d = dst + b * matrix;
     if constexpr (kPairLoad) {
       const int64_t c = c0 + 2 * tx;
       // [k][0]: row 2 ty + 16 k, [k][1]: the next row; each word holds columns c (low half), c + 1
@@ -146,18 +165,18 @@ __global__ void __launch_bounds__(32 * 8)
         tile[2 * tx + (odd_first ? 0 : 1)][p] = odd_first ? even : odd;
       }
     } else {
-      uint16_t v[8][2];  // rows ty + 8 k, columns tx and 32 + tx
+      E v[8][2];  // rows ty + 8 k, columns tx and 32 + tx
 #pragma unroll
       for (int k = 0; k < 8; ++k)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t r = r0 + ty + 8 * k, c = c0 + tx + 32 * h;
-          v[k][h] = r < rows && c < cols ? s[r * cols + c] : uint16_t(0);
+          v[k][h] = r < rows && c < cols ? s[r * cols + c] : E(0);
         }
 #pragma unroll
       for (int k = 0; k < 8; ++k)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) tile16[ty + 8 * k][tx + 32 * h] = v[k][h];
+        for (int h = 0; h < 2; ++h) tile_e[ty + 8 * k][tx + 32 * h] = v[k][h];
     }
     __syncthreads();
     // warp ty writes destination rows c0 + ty + 8 i: row pair tx of each
@@ -166,17 +185,21 @@ __global__ void __launch_bounds__(32 * 8)
     for (int i = 0; i < kPairTile / 8; ++i) {
       const int cc = ty + 8 * i;
       if (c0 + cc >= cols || r >= rows) continue;
-      uint32_t v;
-      if constexpr (kPairLoad)
-        v = tile[cc][tx];
-      else
-        v = uint32_t(tile16[2 * tx][cc]) | uint32_t(tile16[2 * tx + 1][cc]) << 16;
-      uint16_t* at = d + (c0 + cc) * rows + r;
-      if constexpr (kPairStore) {
-        *reinterpret_cast<uint32_t*>(at) = v;  // r even, rows even: r + 1 < rows
+      E* at = d + (c0 + cc) * rows + r;
+      if constexpr (kPairLoad) {
+        const uint32_t v = tile[cc][tx];
+        if constexpr (kPairStore) {
+          *reinterpret_cast<uint32_t*>(at) = v;  // r even, rows even: r + 1 < rows
+        } else {
+          at[0] = E(v & 0xFFFFu);
+          if (r + 1 < rows) at[1] = E(v >> 16);
+        }
+      } else if constexpr (kPairStore) {
+        constexpr int kBits = 8 * int(sizeof(E));
+        *reinterpret_cast<Pair*>(at) = Pair(Pair(tile_e[2 * tx][cc]) | Pair(tile_e[2 * tx + 1][cc]) << kBits);
       } else {
-        at[0] = uint16_t(v & 0xFFFFu);
-        if (r + 1 < rows) at[1] = uint16_t(v >> 16);
+        at[0] = tile_e[2 * tx][cc];
+        if (r + 1 < rows) at[1] = tile_e[2 * tx + 1][cc];
       }
     }
     __syncthreads();  // the tile is refilled by the next iteration
