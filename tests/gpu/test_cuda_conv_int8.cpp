@@ -16,6 +16,21 @@ using namespace mixq;
 
 namespace {
 
+// A conv weight of Co x Kh Kw Ci random values (0.05 standard deviation), int8 symmetric per
+// output channel.
+ConvWeight int8_conv_weight(int64_t Co, int64_t Ci, int64_t Kh, int64_t Kw, ConvKOrder order,
+                            uint32_t seed) {
+  const int64_t K = Ci * Kh * Kw;
+  std::vector<float> wf = randn(size_t(Co * K), seed, 0.05f);
+  ConvWeight cw;
+  cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {Co, K}));
+  cw.Ci = Ci;
+  cw.Kh = Kh;
+  cw.Kw = Kw;
+  cw.order = order;
+  return cw;
+}
+
 // One INT8 per-tensor conv (case i of a sweep picks Z_I, Z_O, bias and clamp) on the CUDA
 // backend, i8 and f32 outputs poisoned first, against the float64 reference: the bytes must be
 // equal. `force`: PrepareOptions::force_kernel; `x_offset`: bytes x starts past a 256-byte aligned
@@ -27,10 +42,7 @@ enum class Ws { None, Sized, Tiny };
 std::string expect_int8_conv_exact(const ConvCase& c, uint32_t seed, int i, const std::string& force = "",
                                    size_t x_offset = 0, Ws workspace = Ws::None) {
   const int64_t K = c.Ci * c.Kh * c.Kw;
-  std::vector<float> wf = randn(size_t(c.Co * K), seed, 0.05f);
-  ConvWeight cw;
-  cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {c.Co, K}));
-  cw.Ci = c.Ci; cw.Kh = c.Kh; cw.Kw = c.Kw; cw.order = c.order;
+  const ConvWeight cw = int8_conv_weight(c.Co, c.Ci, c.Kh, c.Kw, c.order, seed);
   PrepareOptions o = cuda_opts();
   o.act = ActQuant::Int8PerTensor;
   o.force_kernel = force;
@@ -161,10 +173,7 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
   EXPECT_EQ(expect_int8_conv_exact(small, seed++, 4), "im2col sm80_i8_16x32");
   // a tile name on a weight whose Ci is not a multiple of 16, and an unknown name
   {
-    std::vector<float> wf = randn(size_t(8 * 27), 5, 0.05f);
-    ConvWeight cw;
-    cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {8, 27}));
-    cw.Ci = 3; cw.Kh = 3; cw.Kw = 3;
+    const ConvWeight cw = int8_conv_weight(8, 3, 3, 3, ConvKOrder::KhKwCi, 5);
     PrepareOptions o = cuda_opts();
     o.act = ActQuant::Int8PerTensor;
     o.force_kernel = "sm80_i8_64x64";
@@ -200,10 +209,7 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
     }
   // the tile rule at ResNet-50's 3x3 256->256 @14 (M x Co x K = 196 B x 256 x 2304)
   {
-    std::vector<float> wf = randn(size_t(256 * 2304), 77, 0.05f);
-    ConvWeight cw;
-    cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {256, 2304}));
-    cw.Ci = 256; cw.Kh = 3; cw.Kw = 3; cw.order = ConvKOrder::KhKwCi;
+    const ConvWeight cw = int8_conv_weight(256, 256, 3, 3, ConvKOrder::KhKwCi, 77);
     PrepareOptions o = cuda_opts();
     o.act = ActQuant::Int8PerTensor;
     const PreparedWeight pw = prepare(cw, o);
@@ -243,10 +249,7 @@ TEST(CudaConv, Int8NchwRunsTheHopperKernelOnCopies) {
       }
   // the workspace query: the copies (x's bytes, then y's at 4 bytes an element, each rounded up to
   // 256) for NCHW, nothing for NHWC
-  std::vector<float> wf = randn(size_t(64 * 1152), 91, 0.05f);
-  ConvWeight cw;
-  cw.weight = quantize_weight_int8_per_channel(TensorView(wf.data(), DType::F32, {64, 1152}));
-  cw.Ci = 128; cw.Kh = 3; cw.Kw = 3; cw.order = ConvKOrder::KhKwCi;
+  const ConvWeight cw = int8_conv_weight(64, 128, 3, 3, ConvKOrder::KhKwCi, 91);
   PrepareOptions o = cuda_opts();
   o.act = ActQuant::Int8PerTensor;
   o.input_quant = {0.05f, 0};
