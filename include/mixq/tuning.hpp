@@ -22,6 +22,7 @@ struct Tuning {
   // --- weight-only, Hopper warp-specialized wgmma kernel
   int wo_token_tile = 0;       // 0: the plan's; else 16, 32, 64, 128 or 256 tokens per tile
   int wo_ctas_per_sm = 0;      // 0: the plan's; 1 or 2 CTAs per SM at token tiles of 16 and 32
+  int wo_stage_k = 0;          // 0: the plan's; 64 or 128: K per ring stage at token tile 128
   int wo_max_stages = 0;       // 0: as deep a ring as shared memory holds; else a cap (>= 2)
   int wo_group_n = 0;          // 0: the plan's; N blocks per raster group
   int wo_early_stages = -2;    // -2: the plan's; -1 the whole ring, >= 0 that many weight

@@ -39,6 +39,7 @@ const std::vector<Entry>& knobs() {
   static const std::vector<Entry> table = {
       {"wo_token_tile", IntKnob{&Tuning::wo_token_tile, 0, 256}},
       {"wo_ctas_per_sm", IntKnob{&Tuning::wo_ctas_per_sm, 0, 2}},
+      {"wo_stage_k", IntKnob{&Tuning::wo_stage_k, 0, 128}},
       {"wo_max_stages", IntKnob{&Tuning::wo_max_stages, 0, 64}},
       {"wo_group_n", IntKnob{&Tuning::wo_group_n, 0, 1 << 16}},
       {"wo_early_stages", IntKnob{&Tuning::wo_early_stages, -2, 64}},

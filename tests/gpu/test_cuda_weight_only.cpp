@@ -389,6 +389,46 @@ TEST(CudaWeightOnly, HopperWgmmaKernel) {
     for (int64_t M : {40, 300}) expect_ok({M, 136, 1000, s, DType::BF16, DType::BF16, "sm90_wo_ws"}, seed++);
 }
 
+// Token tile 128 with 64-K and with 128-K stages (wo_stage_k=64 / =128, each on a weight prepared
+// with it; the plan picks between them by K and the tile count): every code kind and zero form,
+// groups shorter and longer than a stage, f16 and bf16, an odd count of 64-K chunks (the last
+// 128-K stage holds a chunk past K, which must add nothing), partial token and row tiles, tiles
+// cut into stream-K pieces, bias and clamp. The forced depth must be the one the kernel reports.
+TEST(CudaWeightOnly, WgmmaTokenTile128BothStageDepths) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
+  uint32_t seed = 2600;
+  for (const char* depth :
+       {"wo_token_tile=128,wo_stage_k=64", "wo_token_tile=128,wo_stage_k=128"}) {
+    {
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.force_kernel = "sm90_wo_ws";
+      const PreparedWeight pw =
+          prepare(make_weight(256, 1024, "w4g128", seed), test::with_tuning(o, depth));
+      const bool wide = std::string(depth).find("wo_stage_k=128") != std::string::npos;
+      EXPECT_EQ(pw.kernel_name(200).find(",k128,") != std::string::npos, wide)
+          << depth << ": " << pw.kernel_name(200);
+    }
+    for (DType xt : {DType::F16, DType::BF16})
+      for (const char* s : {"w4g128", "w4g32", "w4g256", "w4pc", "w4g64asym", "w4g128zp", "w8g128",
+                            "w8pc", "w8g32asym", "w4g16", "w4g128-f32"})
+        for (int64_t M : {100, 129, 300})
+          expect_ok({M, 200, 1000, s, xt, xt, "sm90_wo_ws"}, seed++, depth);
+    // 9 chunks of 64 (K = 520 -> 576): an odd count; 1 chunk; output types; bias and clamp
+    for (int64_t K : {int64_t(520), int64_t(64), int64_t(136)})
+      expect_ok({128, 72, K, "w4g64asym", DType::F16, DType::F16, "sm90_wo_ws"}, seed++, depth);
+    for (DType yt : {DType::F16, DType::F32})
+      expect_ok(
+          {257, 136, 776, "w8g128", DType::BF16, yt, "sm90_wo_ws", false, true, Epilogue::relu6()},
+          seed++, depth);
+    // few row tiles over a long K: tiles cut into stream-K pieces (inline and fixup reductions)
+    for (const char* reduce : {",wo_reduce=inline", ",wo_reduce=fixup"})
+      expect_ok({128, 1000, 7392, "w4g128", DType::F16, DType::F16, "sm90_wo_ws"}, seed++,
+                std::string(depth) + reduce);
+  }
+}
+
 // The small token tiles of the warp-specialized wgmma kernel (mt = 16 and 32) in both CTA shapes:
 // one CTA per SM (tuning wo_ctas_per_sm=1) and two, each with half the ring and registers (=2),
 // each setting a weight prepared with it. Int4 / int8, symmetric, zero-point and float-offset

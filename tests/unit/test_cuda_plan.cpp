@@ -472,8 +472,9 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
             for (bool y_tma : {false, true}) {
               const WoPlan p = ws(M, N, K, bits, x, Tuning(), y_tma, g);
               ASSERT_EQ(p.id.family, Family::WoWgmma);
-              EXPECT_TRUE(ws_variant_exists(x == 1, p.id.tile_m, p.id.codes, sm90::PairPath(int(p.id.pairs)),
-                                            p.id.ctas == 2, p.id.fold))
+              EXPECT_TRUE(ws_variant_exists(x == 1, p.id.tile_m, p.id.codes,
+                                            sm90::PairPath(int(p.id.pairs)),
+                                            ws_shape_of(p.id.ctas, p.id.wide), p.id.fold))
                   << p.id.name();
               EXPECT_EQ(p.chunks_per_stage, p.sched.cps);
             }
@@ -510,6 +511,45 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   EXPECT_EQ(mt(784, 128, 1152, true, 64), 64);
   EXPECT_EQ(mt(3136, 64, 576, true, 64), 128);
   EXPECT_EQ(mt(3136, 64, 576, false, 64), 64);
+}
+
+// Token tile 128: 128-K stages (KernelId::wide, two chunks a stage) except at K <= 1024 with
+// at most an eighth of the SMs in tiles, and in an im2col conv with an odd chunk count (even
+// forced); wo_stage_k forces either elsewhere; other token tiles and W4A8 keep their stages.
+TEST(CudaPlan, TokenTile128StageDepth) {
+  const DeviceCaps caps = hopper();  // 132 SMs: an eighth is 16 tiles
+  auto plan_of = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "") {
+    Call c;
+    c.M = M;
+    c.fill = fill;
+    c.force = "sm90_wo_ws";
+    c.t = Tuning::parse(tune);
+    return plan(c, layout(N, K, 4, 128), caps);
+  };
+  auto wide = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "") {
+    const WoPlan p = plan_of(M, N, K, fill, tune);
+    EXPECT_EQ(p.chunks_per_stage, p.id.wide ? 2 : p.id.tile_m <= 64 ? 2 : 1) << p.id.name();
+    EXPECT_EQ(p.sched.cps, p.chunks_per_stage);
+    return p.id.tile_m == 128 && p.id.wide;
+  };
+  EXPECT_TRUE(wide(128, 4096, 4096));   // 32 tiles, 64 chunks
+  EXPECT_TRUE(wide(256, 6144, 4096));   // token tile 128 by the short-K rule, 96 tiles
+  EXPECT_TRUE(wide(128, 512, 2048));    // 4 tiles, but 32 chunks
+  EXPECT_FALSE(wide(128, 256, 1024));   // 2 tiles of 16 chunks
+  EXPECT_FALSE(wide(1024, 256, 1024));  // 16 tiles: an eighth
+  EXPECT_TRUE(wide(1568, 256, 1024));   // 26 tiles
+  EXPECT_EQ(plan_of(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
+  EXPECT_EQ(plan_of(128, 256, 1024).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
+  // forced either way
+  EXPECT_FALSE(wide(128, 4096, 4096, false, "wo_stage_k=64"));
+  EXPECT_TRUE(wide(128, 256, 1024, false, "wo_stage_k=128"));
+  // other token tiles keep theirs (64 and below: 128-K stages; 256: 64-K)
+  EXPECT_FALSE(plan_of(64, 4096, 4096, false, "wo_stage_k=128").id.wide);
+  EXPECT_FALSE(plan_of(4096, 4096, 4096, false, "wo_stage_k=128").id.wide);
+  // im2col conv: an odd chunk count stays at 64-K stages, forced or not; an even one follows the
+  // rule
+  EXPECT_FALSE(wide(6272, 64, 576, true, "wo_token_tile=128,wo_stage_k=128"));  // 9 chunks
+  EXPECT_TRUE(wide(6272, 256, 2304, true));  // 36 chunks, 98 tiles
 }
 
 // The reserved workspace bounds every plan with M up to the bound's M, without enumerating M.

@@ -62,6 +62,7 @@ std::string KernelId::name() const {
       add(codes_name(codes));
       add("mt" + std::to_string(tile_m));
       add("cta" + std::to_string(ctas));
+      if (wide) add("k128");
       add(std::string("pairs=") + pairs_name(pairs));
       if (fold) add("fold");
       break;
@@ -88,8 +89,9 @@ std::string KernelId::name() const {
 }
 
 bool KernelId::operator==(const KernelId& o) const {
-  return std::tie(family, act, codes, tile_m, tile_n, ctas, pairs, fold, fine, offset, tensor) ==
-         std::tie(o.family, o.act, o.codes, o.tile_m, o.tile_n, o.ctas, o.pairs, o.fold, o.fine, o.offset, o.tensor);
+  return std::tie(family, act, codes, tile_m, tile_n, ctas, pairs, fold, wide, fine, offset,
+                  tensor) == std::tie(o.family, o.act, o.codes, o.tile_m, o.tile_n, o.ctas, o.pairs,
+                                      o.fold, o.wide, o.fine, o.offset, o.tensor);
 }
 
 }  // namespace mixq::cuda

@@ -43,6 +43,7 @@ struct KernelId {
   uint8_t ctas = 1;     // CTAs per SM (wgmma kernel) or per cluster (CTA pairs)
   PairKind pairs = PairKind::F32;
   bool fold = false;    // wgmma kernel: scale after the MMA
+  bool wide = false;    // wgmma kernel at token tile 128: 128-K stages (WsShape::OneCtaWide)
   bool fine = false;    // streaming kernel: groups shorter than a chunk
   bool offset = false;  // W8A8: weights with offsets (the four-term formula's extra terms)
   bool tensor = false;  // INT8 per-tensor mode (requantized output)

@@ -62,11 +62,34 @@ WsShape wgmma_shape(int mt, const WoLayout& L, bool bf16, const Tuning& t) {
   return L.bits == 4 && !L.e4m3 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 
+// Token tile 128 (one CTA): 128-K stages (WsShape::OneCtaWide), whose fixed per-stage chain
+// (barrier wait, code loads, dequantization, descriptors: ~700 cycles beside the 512 of a 64-K
+// stage's MMAs, ncu) is paid once per 128 K; 64-K stages where K is short (at most 16 chunks) and
+// the tiles few (at most an eighth of the SMs: the stream-K split has half as many stages to share
+// out), and in an im2col conv with an odd count of 64-K chunks (the last stage would hold a chunk
+// past K, which the im2col load does not zero: see wgmma_token_tile), a forced choice included.
+// H100, W4 g128 f16 (bench/results/cuda_weight_only_ncu_h100.md;
+// docs/decisions/wo-wgmma-stages-and-ring.md): 3-16% faster at K >= 2048 and on the batch-8 / 32
+// conv layers, 16-25% slower at K = 1024 with at most 16 tiles.
+WsShape wgmma_stage_shape(WsShape shape, int mt, int64_t M, const WoLayout& L, int sm_count,
+                          const Tuning& t, bool im2col) {
+  if (shape != WsShape::OneCta || mt != 128) return shape;
+  const int64_t chunks = L.Kp / kChunkK;
+  if (im2col && chunks % 2 == 1) return shape;
+  if (t.wo_stage_k == 64 || t.wo_stage_k == 128)
+    return t.wo_stage_k == 128 ? WsShape::OneCtaWide : shape;
+  const int64_t tiles = int64_t(ceil_div(L.N, 128)) * ceil_div(M, mt);
+  return chunks <= 16 && tiles <= sm_count / 8 ? shape : WsShape::OneCtaWide;
+}
+
 }  // namespace
 
 int wgmma_chunks_per_stage(WsShape shape, int mt) {
   if (shape == WsShape::TwoCtas) return ws_detail::WsConfig<16, WsShape::TwoCtas>::kCps;
-  return mt <= 64 ? ws_detail::WsConfig<64, WsShape::OneCta>::kCps : ws_detail::WsConfig<128, WsShape::OneCta>::kCps;
+  if (shape == WsShape::OneCtaWide) return ws_detail::WsConfig<128, WsShape::OneCtaWide>::kCps;
+  return mt <= 64    ? ws_detail::WsConfig<64, WsShape::OneCta>::kCps
+         : mt <= 128 ? ws_detail::WsConfig<128, WsShape::OneCta>::kCps
+                     : ws_detail::WsConfig<256, WsShape::OneCta>::kCps;
 }
 
 namespace {
@@ -129,6 +152,11 @@ int ring_stages_mt(int bits, WsShape shape, uint32_t p_stage, uint32_t y_bytes, 
   if constexpr (MT == 16 || MT == 64 || MT == 128) {
     if (bits == kCodesU4F8) return ring_stages_of<MT, kCodesU4F8, WsShape::OneCta>(p_stage, y_bytes, max_stages);
   }
+  if constexpr (MT == 128) {
+    if (shape == WsShape::OneCtaWide)
+      return bits == 4 ? ring_stages_of<MT, 4, WsShape::OneCtaWide>(p_stage, y_bytes, max_stages)
+                       : ring_stages_of<MT, 8, WsShape::OneCtaWide>(p_stage, y_bytes, max_stages);
+  }
   if constexpr (MT <= 32) {
     if (shape == WsShape::TwoCtas)
       return bits == 4 ? ring_stages_of<MT, 4, WsShape::TwoCtas>(p_stage, y_bytes, max_stages)
@@ -156,7 +184,9 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   // W4A8: its own tile rule, one CTA, 128-K stages, always the fold on f32 pairs, e4m3 activations
   const bool a8 = L.fp8_act;
   const int mt = a8 ? wgmma_a8_token_tile(M, t) : wgmma_token_tile(M, L, caps.sm_count, t, c.fill_sms);
-  const WsShape shape = a8 ? WsShape::OneCta : wgmma_shape(mt, L, c.x_type == kIoBf16, t);
+  const WsShape shape = a8 ? WsShape::OneCta
+                           : wgmma_stage_shape(wgmma_shape(mt, L, c.x_type == kIoBf16, t), mt, M, L,
+                                               caps.sm_count, t, c.fill_sms);
   const int cps = a8 ? 2 : wgmma_chunks_per_stage(shape, mt);
   const sm90::PairPath pp = a8 ? sm90::PairPath::F32 : wgmma_pair_path(w, c.x_type, mt, cps, t);
   const bool fold = a8 || wgmma_fold(w, c.x_type, mt, cps, pp, t);
@@ -168,6 +198,7 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   p.id.ctas = uint8_t(ctas);
   p.id.pairs = PairKind(int(pp));
   p.id.fold = fold;
+  p.id.wide = shape == WsShape::OneCtaWide;
   p.m_blocks = ceil_div(M, mt);
   p.n_blocks = ceil_div(L.N, 128);
   p.chunks_per_stage = cps;

@@ -43,11 +43,12 @@ void launch_moe_wo_wgmma(const WoStreamParams& p, const MoeWsGroup& g, const Moe
           dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
             dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
               constexpr sm90::PairPath PP = sm90::PairPath(decltype(pp)::value);
-              constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
+              constexpr bool kFold = decltype(fold)::value == 1;
+              constexpr ws_detail::WsShape kShape = ws_shape_of(decltype(ctas)::value, false);
               constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
-              if constexpr (moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kTwo, kFold)) {
-                launch_moe_ws_kernel<T, MT, CODES, PP, kTwo ? ws_detail::WsShape::TwoCtas : ws_detail::WsShape::OneCta,
-                                     kFold>(p, tm_x, tm_s, tm_y, plan.sched, g, stream);
+              if constexpr (moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kShape, kFold)) {
+                launch_moe_ws_kernel<T, MT, CODES, PP, kShape, kFold>(p, tm_x, tm_s, tm_y,
+                                                                      plan.sched, g, stream);
                 launched = true;
               }
             });

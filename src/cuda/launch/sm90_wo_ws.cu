@@ -31,15 +31,18 @@ void launch_instance(const KernelId& id, const WoStreamParams& p, const WsMaps& 
       dispatch_int<kCodesU4, kCodesU8, kCodesE4M3, kCodesU4F8>(id.codes, [&](auto codes) {
         dispatch_int<0, 1, 2>(int(id.pairs), [&](auto pp) {
           dispatch_int<1, 2>(id.ctas, [&](auto ctas) {
-            dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
-              constexpr PairPath PP = PairPath(decltype(pp)::value);
-              constexpr bool kTwo = decltype(ctas)::value == 2, kFold = decltype(fold)::value == 1;
-              constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
-              if constexpr (ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kTwo, kFold)) {
-                launch_ws_kernel<T, MT, CODES, PP, kTwo ? WsShape::TwoCtas : WsShape::OneCta, kFold>(p, tm, s, fixup,
-                                                                                                  stream);
-                launched = true;
-              }
+            dispatch_int<0, 1>(int(id.wide), [&](auto wide) {
+              dispatch_int<0, 1>(int(id.fold), [&](auto fold) {
+                constexpr PairPath PP = PairPath(decltype(pp)::value);
+                constexpr bool kFold = decltype(fold)::value == 1;
+                constexpr WsShape kShape =
+                    ws_shape_of(decltype(ctas)::value, decltype(wide)::value == 1);
+                constexpr int MT = decltype(mt)::value, CODES = decltype(codes)::value;
+                if constexpr (ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, kShape, kFold)) {
+                  launch_ws_kernel<T, MT, CODES, PP, kShape, kFold>(p, tm, s, fixup, stream);
+                  launched = true;
+                }
+              });
             });
           });
         });

@@ -33,12 +33,23 @@ constexpr int ws_act_of() {
   return std::is_same_v<T, half> ? 0 : std::is_same_v<T, __nv_bfloat16> ? 1 : 3;
 }
 
-// Which variants are built. Two CTAs per SM only at token tiles of 16 and 32; the bf16
+// The shape of a plan's instance: its CTAs per SM and, at token tile 128, its stage depth in K.
+constexpr ws_detail::WsShape ws_shape_of(int ctas, bool wide) {
+  return ctas == 2 ? ws_detail::WsShape::TwoCtas
+         : wide    ? ws_detail::WsShape::OneCtaWide
+                   : ws_detail::WsShape::OneCta;
+}
+
+// Which variants are built. Two CTAs per SM only at token tiles of 16 and 32; 128-K stages at
+// token tile 128 only, for 16-bit activations without the fold (the plain kernel); the bf16
 // integer-zero path decodes bf16 int4 / int8 only; the Half path is f16's. The fold (scale after
 // the MMA) on the f32 path up to mt = 64 except 32 (not bf16 x 8-bit codes), and on the f16x2
 // path for int4 at mt = 16 (docs/decisions/wo-wgmma-fold-and-bf16-path.md). W4A8 (act 3, u4f8
 // codes only): the fold on f32 pairs, one CTA, token tiles 16, 64, 128 (docs/decisions/w4a8.md).
-constexpr bool ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+constexpr bool ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp,
+                                 ws_detail::WsShape shape, bool fold) {
+  const bool two_ctas = shape == ws_detail::WsShape::TwoCtas;
+  if (shape == ws_detail::WsShape::OneCtaWide && (mt != 128 || act == 3 || fold)) return false;
   if ((act == 3) != (codes == kCodesU4F8)) return false;
   if (act == 3) return (mt == 16 || mt == 64 || mt == 128) && !two_ctas && fold && pp == sm90::PairPath::F32;
   const bool bf16 = act == 1;
@@ -58,9 +69,11 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
 // The grouped (mixture-of-experts) variants: the plain kernel's at token tiles of 16 (one or two
 // CTAs), 64, 128 and 256, and 192 (an expert of ~100-160 rows in one tile; docs/decisions/
 // moe-stacked-experts.md).
-constexpr bool moe_ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp, bool two_ctas, bool fold) {
+constexpr bool moe_ws_variant_exists(int act, int mt, int codes, sm90::PairPath pp,
+                                     ws_detail::WsShape shape, bool fold) {
   return (mt == 16 || mt == 64 || mt == 128 || mt == 192 || mt == 256) &&
-         ws_variant_exists(act, mt, codes, pp, two_ctas, fold);
+         shape != ws_detail::WsShape::OneCtaWide &&
+         ws_variant_exists(act, mt, codes, pp, shape, fold);
 }
 
 // tm_x: X [rows][K] of the whole call (tm_s: its W4A8 block factors), tm_y: Y [rows][N] (read where

@@ -20,7 +20,7 @@ template <typename T, int MT, int CODES, sm90::PairPath PP, ws_detail::WsShape S
 void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSchedule& sch, bool fixup,
                       cudaStream_t stream) {
   using namespace ws_detail;
-  if constexpr (!ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
+  if constexpr (!ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE, FOLD)) {
     // every (pair path, fold) of a configuration is instantiated; the registry calls built ones only
     (void)p, (void)tm, (void)sch, (void)fixup, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "wo wgmma: variant not built");
@@ -47,7 +47,7 @@ void launch_moe_ws_kernel(const WoStreamParams& p, const CUtensorMap& tm_x, cons
                           const CUtensorMap& tm_y, const StreamKSchedule& sch, const MoeWsGroup& g,
                           cudaStream_t stream) {
   using namespace ws_detail;
-  if constexpr (!moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE == WsShape::TwoCtas, FOLD)) {
+  if constexpr (!moe_ws_variant_exists(ws_act_of<T>(), MT, CODES, PP, SHAPE, FOLD)) {
     (void)p, (void)tm_x, (void)tm_s, (void)tm_y, (void)sch, (void)g, (void)stream;
     MIXQ_FAIL(ErrorCode::Internal, "moe wo wgmma: variant not built");
   } else {

@@ -134,7 +134,10 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // short and a chain of dependent wgmmas on one accumulator is latency-bound (measured: ~480
   // cycles per 64-K stage at MT = 16 with nothing loaded). Summed in a fixed order at the end.
   // (fold mode keeps a second, per-stage set of accumulators per A buffer: fewer sets)
-  constexpr int kSets = FOLD ? (MT <= 32 ? 2 : 1) : MT <= 32 ? (NBUF * CPS == 4 ? 4 : 2) : MT <= 128 ? 2 : 1;
+  constexpr int kSets = FOLD                                  ? (MT <= 32 ? 2 : 1)
+                        : MT <= 32                            ? (NBUF * CPS == 4 ? 4 : 2)
+                        : MT < 128 || (MT == 128 && CPS == 1) ? 2
+                                                              : 1;
   // stage accumulator buffers: W4A8 at MT = 128 pipelines the A buffers only (two stage sets and
   // the tile's sums would not fit): stage t is converted while stage t - 1's MMAs run, then
   // folded, and stage t's MMAs overwrite the one set

@@ -30,15 +30,19 @@ constexpr size_t kWsSmemBudget = 227 * 1024;
 //   and release, descriptors, loop) besides its 16 dequantized registers per 64-K chunk, and with
 //   two consumer warps per scheduler a warp issues only every ~4.6 cycles (H100 W4 M = 16, ncu
 //   source counters: docs/decisions/wo-wgmma-stages-and-ring.md); two chunks per stage halve that
-//   floor per byte. Large token tiles keep one chunk: their accumulators leave no registers for
-//   two 32-register A buffers.
+//   floor per byte. Token tile 256 keeps one chunk: its accumulators leave no registers for two
+//   32-register A buffers; token tile 128 has both (OneCta: 64-K, OneCtaWide: 128-K with one
+//   accumulator set; the plan picks by K and tile count).
 // - CTAs per SM: two CTAs give the latency-bound consumers of small tiles four warps per
 //   scheduler, each CTA with half the shared memory and registers (104 per consumer thread).
 // - A register buffers: two let the dequantization of stage i overlap the MMAs of stage i - 1;
 //   one (wait for the MMAs before the next stage) leaves the overlap to the other warpgroups.
 //   Two CTAs need the single buffer: with two, ptxas serializes the wgmmas (C7512, too few
 //   registers); two CTAs with 64-K stages and two buffers measured 4-20% slower than one CTA.
-enum class WsShape { OneCta, TwoCtas };
+// OneCtaWide: one CTA with 128-K stages (two chunks) at token tile 128, whose OneCta stages are
+// 64-K: the fixed per-stage chain (barrier wait, code loads, dequantization, descriptors) is paid
+// once per 128 K (docs/decisions/wo-wgmma-stages-and-ring.md).
+enum class WsShape { OneCta, TwoCtas, OneCtaWide };
 // log2 of a stage's K (64 per chunk)
 MIXQ_HD constexpr int ws_stage_shift(int chunks_per_stage) { return chunks_per_stage == 2 ? 7 : 6; }
 // Groups (of 2^group_shift) whose pairs one stage loads: one when a group covers the stage.
@@ -52,8 +56,12 @@ constexpr int kWsRingMaxStages = 24;
 constexpr int kWsEpilogueBarrier0 = 2;
 template <int MT, WsShape SHAPE>
 struct WsConfig {
-  static constexpr int kCtas = SHAPE == WsShape::OneCta ? 1 : 2;
-  static constexpr int kCps = SHAPE == WsShape::TwoCtas ? 2 : MT <= 64 ? 2 : 1;
+  static constexpr int kCtas = SHAPE == WsShape::TwoCtas ? 2 : 1;
+  static constexpr int kCps = SHAPE == WsShape::TwoCtas || SHAPE == WsShape::OneCtaWide ? 2
+                              : MT <= 64                                                ? 2
+                                                                                        : 1;
+  static_assert(SHAPE != WsShape::OneCtaWide || MT == 128,
+                "128-K stages are built at token tile 128 only");
   static constexpr int kBufs = SHAPE == WsShape::TwoCtas ? 1 : 2;
   static_assert(kCtas <= ws_max_ctas_per_sm(MT), "the stream-K workspace is sized for fewer CTAs");
 };
