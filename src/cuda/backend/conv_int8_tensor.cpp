@@ -21,14 +21,15 @@
 #include "core/prepared.hpp"
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/conv_call_geometry.hpp"
+#include "cuda/backend/conv_nchw_copies.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/launch/sm90_w8a8_gemm.hpp"
-#include "cuda/runtime/tensor_map.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
+#include "cuda/runtime/tensor_map.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq {
@@ -227,15 +228,10 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
   // ---- NCHW on Hopper through NHWC copies
   static constexpr size_t kCopiesScratchBytes = size_t(16) << 20;
-  struct NchwCopies {
-    size_t x_at = 0, y_at = 0, total = 0;  // x's NHWC copy, then y's, each 256-byte aligned
-  };
-  NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, size_t y_elem_bytes) const {
-    const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
-    NchwCopies c;
-    c.y_at = round256(size_t(g.B * g.H * g.W * conv->Ci));
-    c.total = c.y_at + round256(size_t(g.B * g.Ho * g.Wo * N) * y_elem_bytes);
-    return c;
+  // x's NHWC copy (int8), then y's (y_elem_bytes an element); the GEMM needs no workspace
+  cuda::NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, size_t y_elem_bytes) const {
+    return cuda::nchw_copies_layout(0, size_t(g.B * g.H * g.W * conv->Ci),
+                                    size_t(g.B * g.Ho * g.Wo * N) * y_elem_bytes);
   }
   // The Hopper tile an NCHW call runs on NHWC copies, or kDirect: the tile its NHWC form would
   // run (tile_for on the NHWC geometry) where that is the wgmma kernel. A forced sm_80 tile or the
@@ -262,16 +258,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     const int tile = copies_tile(g, p);
     if (tile == kDirect) return false;
     const size_t y_bytes = dtype_bytes(y.dtype, 1);
-    const NchwCopies at = nchw_copies(g, y_bytes);
-    char* base = nullptr;
-    if (ctx.workspace) {
-      if (ctx.workspace_bytes < at.total || reinterpret_cast<uintptr_t>(ctx.workspace) % 16 != 0)
-        return false;
-      base = static_cast<char*>(ctx.workspace);
-    } else {
-      if (!scratch_ || at.total > scratch_->size()) return false;
-      base = static_cast<char*>(scratch_->data());
-    }
+    const cuda::NchwCopies at = nchw_copies(g, y_bytes);
+    char* const base = cuda::nchw_copies_base(ctx, scratch_.get(), at.total);
+    if (!base) return false;
     cuda::ConvCallGeometry gn = g;
     gn.nchw = false;
     const TensorView xc(base + at.x_at, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, dev_.id);

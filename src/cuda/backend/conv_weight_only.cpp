@@ -8,8 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,10 +17,11 @@
 #include "core/prepared.hpp"
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/conv_call_geometry.hpp"
+#include "cuda/backend/conv_nchw_copies.hpp"
 #include "cuda/backend/factories.hpp"
+#include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/runtime/check.hpp"
-#include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/runtime/device_context.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -278,24 +279,15 @@ class CudaConvWeightOnly final : public PreparedImpl {
     cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
   }
 
-  // Where an NCHW call's NHWC copies sit in its scratch: after the fast GEMM's own part (its
-  // workspace_size for the call's B Ho Wo rows, which bounds every plan such a call can get),
-  // x's copy (B H W Ci elements of x's type), then y's (B Ho Wo Co of y's type), each part
-  // rounded up to 256 bytes so that every part starts as aligned as the scratch itself.
-  struct NchwCopies {
-    size_t gemm = 0;  // bytes before the copies: the GEMM's workspace
-    size_t x_at = 0, y_at = 0, total = 0;
-  };
-  // (Only for calls copies_gemm serves: they have a linear_ or igemm_.)
-  NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, DType xt, DType yt) const {
-    const auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
+  // Where an NCHW call's NHWC copies sit in its scratch (cuda::nchw_copies_layout): after the
+  // fast GEMM's own part (its workspace_size for the call's B Ho Wo rows, which bounds every plan
+  // such a call can get), x's copy (B H W Ci elements of x's type), then y's (B Ho Wo Co of y's
+  // type). (Only for calls copies_gemm serves: they have a linear_ or igemm_.)
+  cuda::NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, DType xt, DType yt) const {
     const PreparedImpl& gemm = linear_ ? *linear_ : *igemm_;  // (igemm_ is linear_ where both are)
-    NchwCopies c;
-    c.gemm = round256(gemm.workspace_size(g.B * g.Ho * g.Wo));
-    c.x_at = c.gemm;
-    c.y_at = c.x_at + round256(size_t(dtype_bytes(xt, g.B * g.H * g.W * conv->Ci)));
-    c.total = c.y_at + round256(size_t(dtype_bytes(yt, g.B * g.Ho * g.Wo * N)));
-    return c;
+    return cuda::nchw_copies_layout(gemm.workspace_size(g.B * g.Ho * g.Wo),
+                                    size_t(dtype_bytes(xt, g.B * g.H * g.W * conv->Ci)),
+                                    size_t(dtype_bytes(yt, g.B * g.Ho * g.Wo * N)));
   }
 
   // The NHWC fast path an NCHW call of this geometry and x dtype runs on copies, or None: an
@@ -334,18 +326,11 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (gemm == NhwcGemm::None) return false;
     cuda::ConvCallGeometry gn = g;  // the NHWC call on the copies
     gn.nchw = false;
-    const NchwCopies at = nchw_copies(g, x.dtype, y.dtype);
-    char* base = nullptr;
+    const cuda::NchwCopies at = nchw_copies(g, x.dtype, y.dtype);
+    char* const base = cuda::nchw_copies_base(ctx, scratch_.get(), at.total);
+    if (!base) return false;
     ExecContext gemm_ctx = ctx;
-    if (ctx.workspace) {
-      if (ctx.workspace_bytes < at.total || reinterpret_cast<uintptr_t>(ctx.workspace) % 16 != 0)
-        return false;
-      base = static_cast<char*>(ctx.workspace);
-      gemm_ctx.workspace_bytes = at.gemm;
-    } else {
-      if (at.total > scratch_->size()) return false;
-      base = static_cast<char*>(scratch_->data());
-    }
+    if (ctx.workspace) gemm_ctx.workspace_bytes = at.gemm;  // the GEMM sees only its own part
     const TensorView xc(base + at.x_at, x.dtype, {g.B, g.H, g.W, conv->Ci}, Device::CUDA, device_);
     const TensorView yc(base + at.y_at, y.dtype, {g.B, g.Ho, g.Wo, N}, Device::CUDA, device_);
     cuda::DeviceGuard guard(device_);
