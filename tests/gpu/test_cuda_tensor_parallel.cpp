@@ -8,20 +8,21 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <stdexcept>
 #include <functional>
+#include <mutex>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gpu/device_checks.hpp"
+#include "gpu/wo_test_inputs.hpp"
 #include "mixq/error.hpp"
 #include "mixq/nccl.hpp"
 #include "mixq/numeric.hpp"
@@ -35,6 +36,7 @@ using namespace mixq;
 
 namespace {
 
+using test::make_weight;
 using test::randn;
 
 #define TP_CHECK_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
@@ -48,18 +50,6 @@ int gpu_count() {
 #define SKIP_WITHOUT_GPUS(n)                                                                    \
   if (gpu_count() < (n)) GTEST_SKIP() << "needs " << (n) << " GPUs, this host has " << gpu_count(); \
   if (!nccl_available()) GTEST_SKIP() << "this build of mixq has no NCCL"
-
-QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& scheme, uint32_t seed, bool act_order) {
-  std::vector<float> w = randn(size_t(N * K), seed, 0.05f);
-  QuantizedWeight q = quantize_weight(TensorView(w.data(), DType::F32, {N, K}), parse_scheme(scheme));
-  if (act_order) {
-    q.k_perm.resize(size_t(K));
-    std::iota(q.k_perm.begin(), q.k_perm.end(), 0);
-    std::shuffle(q.k_perm.begin(), q.k_perm.end(), std::mt19937(seed + 7));
-    q.validate();
-  }
-  return q;
-}
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> h(v.size());

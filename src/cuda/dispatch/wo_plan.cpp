@@ -70,7 +70,8 @@ WsShape wgmma_shape(int mt, const WoLayout& L, bool bf16, const Tuning& t) {
 // past K, which the im2col load does not zero: see wgmma_token_tile), a forced choice included.
 // H100, W4 g128 f16 (bench/results/cuda_weight_only_ncu_h100.md;
 // docs/decisions/wo-wgmma-stages-and-ring.md): 3-16% faster at K >= 2048 and on the batch-8 / 32
-// conv layers, 16-25% slower at K = 1024 with at most 16 tiles.
+// conv layers, 16-25% slower at K = 1024 with at most 16 tiles; the rule against wo_stage_k=64 in
+// one build, H200: 1.05-1.31x where it picks 128-K (bench/results/cuda_wo_stage_depth_h200.md).
 WsShape wgmma_stage_shape(WsShape shape, int mt, int64_t M, const WoLayout& L, int sm_count,
                           const Tuning& t, bool im2col) {
   if (shape != WsShape::OneCta || mt != 128) return shape;
