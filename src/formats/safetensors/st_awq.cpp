@@ -38,9 +38,7 @@ AwqPacked awq_pack(const GroupedIntWeight& w) {
       put(p.qzeros[g * cols + n / 8], n, static_cast<uint32_t>(z));
     }
   p.scale_type = w.scale_type;
-  p.scales.assign(static_cast<size_t>(w.groups * w.N * st::scale_bytes(w.scale_type)), 0);
-  for (int64_t i = 0; i < w.groups * w.N; ++i)
-    st::store_scale(p.scales.data(), w.scale_type, i, w.scales[i]);
+  p.scales = st::store_scales(w.scale_type, w.scales.data(), w.groups * w.N);
   return p;
 }
 

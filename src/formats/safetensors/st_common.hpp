@@ -63,6 +63,13 @@ inline void store_scale(uint8_t* base, DType t, int64_t i, float v) {
   for (int b = 0; b < nb; ++b) base[nb * i + b] = static_cast<uint8_t>(bits >> (8 * b));
 }
 
+// The first n values of v stored as a little-endian array of t (each exactly representable).
+inline std::vector<uint8_t> store_scales(DType t, const float* v, int64_t n) {
+  std::vector<uint8_t> out(static_cast<size_t>(n * scale_bytes(t)));
+  for (int64_t i = 0; i < n; ++i) store_scale(out.data(), t, i, v[i]);
+  return out;
+}
+
 // Maps a safetensors float dtype string to a scale DType (F16, BF16, F32); false otherwise.
 inline bool scale_dtype_from_st(const std::string& s, DType* t) {
   if (s == "F16") {

@@ -36,9 +36,7 @@ GptqPacked gptq_pack(const GroupedIntWeight& w, GptqVersion version) {
       bitstream_put(p.qzeros.data() + g * zcols, 1, n, b, static_cast<uint32_t>(z));
     }
   p.scale_type = w.scale_type;
-  p.scales.assign(static_cast<size_t>(w.groups * w.N * st::scale_bytes(w.scale_type)), 0);
-  for (int64_t i = 0; i < w.groups * w.N; ++i)
-    st::store_scale(p.scales.data(), w.scale_type, i, w.scales[i]);
+  p.scales = st::store_scales(w.scale_type, w.scales.data(), w.groups * w.N);
   p.g_idx.resize(static_cast<size_t>(w.K));
   for (int64_t k = 0; k < w.K; ++k) p.g_idx[k] = w.group_of(k);
   return p;
