@@ -1,5 +1,5 @@
-// Host-side data of the GPU tests: normal random floats, their bytes in an activation dtype, and
-// one element of a 16- or 32-bit float output read back as double.
+// Host-side data of the GPU tests: normal random floats, their bytes in an activation dtype, host
+// matrices of such bytes, and one element of a 16- or 32-bit float output read back as double.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 
 #include "mixq/dtype.hpp"
 #include "mixq/numeric.hpp"
+#include "mixq/tensor.hpp"
 #include "test_random.hpp"
 
 namespace mixq::test {
@@ -24,6 +25,27 @@ inline std::vector<uint8_t> to_bytes(const std::vector<float>& x, DType t) {
     }
   }
   return b;
+}
+
+// A host matrix in a float dtype (raw F32, F16 or BF16 bits), rows contiguous.
+struct HostMat {
+  std::vector<uint8_t> bytes;
+  DType dtype;
+  int64_t rows, cols;
+  TensorView view() { return TensorView(bytes.data(), dtype, {rows, cols}); }
+  // Rows `idx` only, in that order (references are row-independent).
+  HostMat subset(const std::vector<int64_t>& idx) const {
+    const size_t rb = size_t(cols) * (dtype_bits(dtype) / 8);
+    HostMat s{std::vector<uint8_t>(idx.size() * rb), dtype, int64_t(idx.size()), cols};
+    for (size_t i = 0; i < idx.size(); ++i)
+      std::memcpy(s.bytes.data() + i * rb, bytes.data() + size_t(idx[i]) * rb, rb);
+    return s;
+  }
+};
+
+// rows x cols normal random floats (randn) rounded to t.
+inline HostMat random_mat(int64_t rows, int64_t cols, DType t, uint32_t seed, float scale = 1.f) {
+  return HostMat{to_bytes(randn(size_t(rows * cols), seed, scale), t), t, rows, cols};
 }
 
 // element i of y (F32, F16 or BF16 bytes)

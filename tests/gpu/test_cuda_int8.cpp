@@ -18,6 +18,7 @@
 #include "gpu/block_gemm_epilogue.hpp"
 #include "gpu/chained_calls.hpp"
 #include "gpu/device_checks.hpp"
+#include "gpu/host_data.hpp"
 #include "mixq/act_quant.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
@@ -31,43 +32,9 @@ namespace {
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// Host matrix in a float dtype (raw bits), rows contiguous.
-struct HostMat {
-  std::vector<uint8_t> bytes;
-  DType dtype;
-  int64_t rows, cols;
-  TensorView view() { return TensorView(bytes.data(), dtype, {rows, cols}); }
-  // Rows `idx` only (the references are row-independent: quantization is per row).
-  HostMat subset(const std::vector<int64_t>& idx) const {
-    const size_t rb = size_t(cols) * (dtype_bits(dtype) / 8);
-    HostMat s{std::vector<uint8_t>(idx.size() * rb), dtype, int64_t(idx.size()), cols};
-    for (size_t i = 0; i < idx.size(); ++i)
-      std::memcpy(s.bytes.data() + i * rb, bytes.data() + size_t(idx[i]) * rb, rb);
-    return s;
-  }
-};
-
-HostMat make_float(int64_t rows, int64_t cols, DType t, uint32_t seed, float scale = 1.f) {
-  std::vector<float> x = randn(size_t(rows * cols), seed, scale);
-  HostMat a{std::vector<uint8_t>(size_t(rows * cols) * (dtype_bits(t) / 8)), t, rows, cols};
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (t == DType::F32) {
-      std::memcpy(a.bytes.data() + 4 * i, &x[i], 4);
-    } else {
-      const uint16_t h = t == DType::F16 ? f32_to_f16(x[i]) : f32_to_bf16(x[i]);
-      std::memcpy(a.bytes.data() + 2 * i, &h, 2);
-    }
-  }
-  return a;
-}
+using test::HostMat;
+using test::randn;
+using test::random_mat;
 
 double value_at(const std::vector<uint8_t>& y, DType t, size_t i) {
   uint16_t h;
@@ -164,7 +131,7 @@ BlockResult run_block_case(const BlockCase& c, uint32_t seed) {
   o.force_kernel = c.force;
   const PreparedWeight pw = prepare(w, o);
 
-  HostMat x = make_float(c.M, c.K, c.xt, seed + 1);
+  HostMat x = random_mat(c.M, c.K, c.xt, seed + 1);
   for (size_t i = 0; i < size_t(c.K); ++i)  // a shifted row: large activation offsets
     if (c.xt == DType::F32) {
       float f;
@@ -356,7 +323,7 @@ TEST(CudaInt8Block, HopperTmaStoreEpilogueMatchesDirectStores) {
     const QuantizedWeight w = quantize_weight(TensorView(wf.data(), DType::F32, {N, c.K}),
                                               parse_scheme(offset ? "w8g128asym" : "w8g128"));
     offset = !offset;
-    HostMat x = make_float(M, c.K, DType::F16, seed++);
+    HostMat x = random_mat(M, c.K, DType::F16, seed++);
     DeviceBuffer dx(x.bytes.size());
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
     for (const char* k : {"sm90_i8_128x128", "sm90_i8_128x128_c2", "sm90_i8_256x64"}) {
@@ -506,7 +473,7 @@ TEST(CudaInt8Block, DeterministicAndInternalScratch) {
   o.backend = BackendKind::CUDA;
   o.act = ActQuant::Int8Block;
   const PreparedWeight pw = prepare(w, o);
-  HostMat x = make_float(M, K, DType::F16, 8);
+  HostMat x = random_mat(M, K, DType::F16, 8);
   DeviceBuffer dx(x.bytes.size()), dy(size_t(M * N) * 4);
   dx.copy_from_host(x.bytes.data(), x.bytes.size());
   std::vector<uint8_t> y1(dy.size()), y2(dy.size());

@@ -27,7 +27,7 @@
 #include "mixq/shard.hpp"
 
 using namespace mixq;
-using test::HostActs;
+using test::HostMat;
 using test::make_acts;
 using test::make_weight;
 
@@ -57,7 +57,7 @@ double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vec
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
   const PreparedWeight pw = prepare(w, test::with_tuning(o, c.tuning));
-  HostActs x = make_acts(c.M, c.K, c.xt, seed + 1);
+  HostMat x = make_acts(c.M, c.K, c.xt, seed + 1);
   const size_t yb = size_t(c.M * c.N) * (dtype_bits(c.yt) / 8);
   DeviceBuffer dx(x.bytes.size()), dy(yb);
   dx.copy_from_host(x.bytes.data(), x.bytes.size());
@@ -90,16 +90,11 @@ double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vec
   for (int64_t m = 0; m < c.M; m += std::max<int64_t>(1, c.M / 6)) rows.push_back(m);
   if (rows.back() != c.M - 1) rows.push_back(c.M - 1);
   const int64_t R = int64_t(rows.size());
-  const size_t eb = dtype_bits(c.xt) / 8;
-  std::vector<uint8_t> xs(size_t(R * c.K) * eb);
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(xs.data() + size_t(r * c.K) * eb, x.bytes.data() + size_t(rows[r] * c.K) * eb,
-                size_t(c.K) * eb);
+  HostMat xs = x.subset(rows);
   std::vector<double> ref(size_t(R * c.N));
   Epilogue rep = c.clamp;
   if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
-  ref::linear_weight_only(TensorView(xs.data(), c.xt, {R, c.K}), w,
-                          TensorView(ref.data(), DType::F64, {R, c.N}), rep);
+  ref::linear_weight_only(xs.view(), w, TensorView(ref.data(), DType::F64, {R, c.N}), rep);
   double num = 0, den = 0;
   for (int64_t r = 0; r < R; ++r)
     for (int64_t n = 0; n < c.N; ++n) {
@@ -510,7 +505,7 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     EXPECT_FALSE(cuda::wo_plan_reads_tickets(pf));
     EXPECT_TRUE(cuda::wo_plan_reads_tickets(pi));
     EXPECT_EQ(fixup.kernel_name(c.M, c.x), in_kernel.kernel_name(c.M, c.x));
-    HostActs x = make_acts(c.M, c.K, c.x, seed++);
+    HostMat x = make_acts(c.M, c.K, c.x, seed++);
     DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * c.N) * 2);
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
     DeviceBuffer ws(std::max({linear_workspace_size(fixup, c.M), linear_workspace_size(in_kernel, c.M), size_t(1)}));
@@ -577,7 +572,7 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     const PreparedWeight rows32_w = prepare(w, test::with_tuning(o, "wo_y_rows=32"));
     SCOPED_TRACE(std::to_string(c.M) + "x" + std::to_string(c.N) + "x" + std::to_string(c.K) + " " + c.scheme +
                  " y=" + dtype_name(c.y) + " " + pw.kernel_name(c.M, c.x));
-    HostActs x = make_acts(c.M, c.K, c.x, seed++);
+    HostMat x = make_acts(c.M, c.K, c.x, seed++);
     const int64_t ldy = c.ldy ? c.ldy : c.N;
     DeviceBuffer dx(x.bytes.size()), dy(size_t(c.M * ldy) * 2);
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
@@ -611,15 +606,12 @@ TEST(CudaWeightOnly, WgmmaTmaStoreEpilogueMatchesDirectStores) {
     EXPECT_EQ(staged, direct);
     EXPECT_EQ(run(rows32_w), direct) << "staged 32 tokens a round";
     // and both against the float64 reference on a few rows (relu6 after the bias)
-    const int64_t rows[] = {0, c.M / 2, c.M - 1};
-    const size_t eb = 2;
-    std::vector<uint8_t> xs(size_t(3 * c.K) * eb);
-    for (int r = 0; r < 3; ++r)
-      std::memcpy(xs.data() + size_t(r * c.K) * eb, x.bytes.data() + size_t(rows[r] * c.K) * eb, size_t(c.K) * eb);
+    const std::vector<int64_t> rows = {0, c.M / 2, c.M - 1};
+    HostMat xs = x.subset(rows);
     std::vector<double> ref(size_t(3 * c.N));
     Epilogue rep = Epilogue::relu6();
     if (c.bias) rep.bias = TensorView(bias_h.data(), DType::F32, {c.N});
-    ref::linear_weight_only(TensorView(xs.data(), c.x, {3, c.K}), w, TensorView(ref.data(), DType::F64, {3, c.N}), rep);
+    ref::linear_weight_only(xs.view(), w, TensorView(ref.data(), DType::F64, {3, c.N}), rep);
     double num = 0, den = 0;
     for (int r = 0; r < 3; ++r)
       for (int64_t n = 0; n < c.N; ++n) {

@@ -15,7 +15,7 @@
 #include "mixq/ops.hpp"
 
 using namespace mixq;
-using test::HostActs;
+using test::HostMat;
 using test::make_acts;
 using test::make_weight;
 
@@ -33,7 +33,7 @@ static void expect_replays_match_eager(int64_t M, int64_t N, int64_t K, const st
   o.backend = BackendKind::CUDA;
   o.force_kernel = force;
   const PreparedWeight pw = prepare(w, test::with_tuning(o, tuning));
-  HostActs x = make_acts(M, K, DType::F16, 8);
+  HostMat x = make_acts(M, K, DType::F16, 8);
   DeviceBuffer dx(x.bytes.size()), dy1(M * N * 2), dy2(M * N * 2);
   dx.copy_from_host(x.bytes.data(), x.bytes.size());
   cudaStream_t s;
@@ -94,7 +94,7 @@ TEST(CudaWeightOnly, ChainedDecodeCallsUnderDependentLaunch) {
     SCOPED_TRACE("M = " + std::to_string(M) + " " + wa.kernel_name(M) + " / " + wb.kernel_name(M));
     EXPECT_EQ(wa.kernel_name(M), wa_ref.kernel_name(M));
     EXPECT_EQ(wb.kernel_name(M), wb_ref.kernel_name(M));
-    HostActs x = make_acts(M, D, DType::F16, 23);
+    HostMat x = make_acts(M, D, DType::F16, 23);
     constexpr int kCalls = 6;
     DeviceBuffer dx(x.bytes.size());
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
@@ -161,7 +161,7 @@ TEST(CudaWeightOnly, ConcurrentStreamsWithCallerWorkspaces) {
     o.backend = BackendKind::CUDA;
     const PreparedWeight pw = prepare(w, o);
     const size_t wsb = linear_workspace_size(pw, M);
-    HostActs x = make_acts(M, K, DType::F16, 10);
+    HostMat x = make_acts(M, K, DType::F16, 10);
     DeviceBuffer dx(x.bytes.size()), ref_y(M * N * 2);
     dx.copy_from_host(x.bytes.data(), x.bytes.size());
     linear(dx.view(DType::F16, {M, K}), pw, ref_y.view(DType::F16, {M, N}));

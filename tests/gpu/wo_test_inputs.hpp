@@ -29,16 +29,9 @@ inline QuantizedWeight make_weight(int64_t N, int64_t K, const std::string& sche
   return q;
 }
 
-// Host activations rounded to the device dtype, as raw 16-bit or f32 bits.
-struct HostActs {
-  std::vector<uint8_t> bytes;
-  DType dtype;
-  int64_t M, K;
-  TensorView view() { return TensorView(bytes.data(), dtype, {M, K}); }
-};
-
-inline HostActs make_acts(int64_t M, int64_t K, DType t, uint32_t seed) {
-  return HostActs{to_bytes(randn(size_t(M * K), seed), t), t, M, K};
+// Activations rounded to the device dtype.
+inline HostMat make_acts(int64_t M, int64_t K, DType t, uint32_t seed) {
+  return random_mat(M, K, t, seed);
 }
 
 }  // namespace mixq::test
