@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -25,13 +24,7 @@
 namespace mixq {
 namespace {
 
-inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::randn;  // the same generator as every other test (test_random.hpp)
 
 size_t esize(DType t) { return size_t(dtype_bits(t) / 8); }
 
