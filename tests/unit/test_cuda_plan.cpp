@@ -513,18 +513,20 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   EXPECT_EQ(mt(3136, 64, 576, false, 64), 64);
 }
 
-// Token tile 128: 128-K stages (KernelId::wide, two chunks a stage) except at K <= 1024 with
-// at most an eighth of the SMs in tiles, and in an im2col conv with an odd chunk count (even
-// forced); wo_stage_k forces either elsewhere; other token tiles and W4A8 keep their stages.
+// Token tile 128: 128-K stages (KernelId::wide, two chunks a stage) except for 8-bit codes up to
+// K = 8192, at K <= 1024 with at most an eighth of the SMs in tiles, and in an im2col conv with an
+// odd chunk count (even forced); wo_stage_k forces either elsewhere; other token tiles and W4A8
+// keep their stages.
 TEST(CudaPlan, TokenTile128StageDepth) {
   const DeviceCaps caps = hopper();  // 132 SMs: an eighth is 16 tiles
-  auto plan_of = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "") {
+  auto plan_of = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "",
+                     int bits = 4) {
     Call c;
     c.M = M;
     c.fill = fill;
     c.force = "sm90_wo_ws";
     c.t = Tuning::parse(tune);
-    return plan(c, layout(N, K, 4, 128), caps);
+    return plan(c, layout(N, K, bits, 128), caps);
   };
   auto wide = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "") {
     const WoPlan p = plan_of(M, N, K, fill, tune);
@@ -540,6 +542,12 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   EXPECT_TRUE(wide(1568, 256, 1024));   // 26 tiles
   EXPECT_EQ(plan_of(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
   EXPECT_EQ(plan_of(128, 256, 1024).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
+  // 8-bit codes: 64-K stages up to K = 8192 (128 chunks) unless forced, 128-K past it
+  EXPECT_EQ(plan_of(256, 4096, 4096, false, "", 8).id.name(),
+            "sm90_wo_ws<f16,u8,mt128,cta1,pairs=half>");
+  EXPECT_FALSE(plan_of(128, 8192, 8192, false, "", 8).id.wide);
+  EXPECT_TRUE(plan_of(128, 4096, 14336, false, "", 8).id.wide);
+  EXPECT_TRUE(plan_of(256, 4096, 4096, false, "wo_stage_k=128", 8).id.wide);
   // forced either way
   EXPECT_FALSE(wide(128, 4096, 4096, false, "wo_stage_k=64"));
   EXPECT_TRUE(wide(128, 256, 1024, false, "wo_stage_k=128"));
@@ -550,6 +558,8 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   // rule
   EXPECT_FALSE(wide(6272, 64, 576, true, "wo_token_tile=128,wo_stage_k=128"));  // 9 chunks
   EXPECT_TRUE(wide(6272, 256, 2304, true));  // 36 chunks, 98 tiles
+  EXPECT_TRUE(
+      plan_of(6272, 256, 2304, true, "", 8).id.wide);  // the 8-bit linear rule is not the conv's
 }
 
 // The reserved workspace bounds every plan with M up to the bound's M, without enumerating M.

@@ -62,10 +62,9 @@ WsShape wgmma_shape(int mt, const WoLayout& L, bool bf16, const Tuning& t) {
   return L.bits == 4 && !L.e4m3 && weight_bytes >= (min_mib << 20) ? WsShape::TwoCtas : WsShape::OneCta;
 }
 
-// Token tile 128 (one CTA): 128-K stages (WsShape::OneCtaWide), whose fixed per-stage chain
-// (barrier wait, code loads, dequantization, descriptors: ~700 cycles beside the 512 of a 64-K
-// stage's MMAs, ncu) is paid once per 128 K; 64-K stages where K is short (at most 16 chunks) and
-// the tiles few (at most an eighth of the SMs: the stream-K split has half as many stages to share
+// Token tile 128 (one CTA): 128-K stages (WsShape::OneCtaWide), except for linear layers with
+// 8-bit codes up to K = 8192 (rule below); 64-K stages where K is short (at most 16 chunks) and the
+// tiles few (at most an eighth of the SMs: the stream-K split has half as many stages to share
 // out), and in an im2col conv with an odd count of 64-K chunks (the last stage would hold a chunk
 // past K, which the im2col load does not zero: see wgmma_token_tile), a forced choice included.
 // H100, W4 g128 f16 (bench/results/cuda_weight_only_ncu_h100.md;
@@ -79,6 +78,13 @@ WsShape wgmma_stage_shape(WsShape shape, int mt, int64_t M, const WoLayout& L, i
   if (im2col && chunks % 2 == 1) return shape;
   if (t.wo_stage_k == 64 || t.wo_stage_k == 128)
     return t.wo_stage_k == 128 ? WsShape::OneCtaWide : shape;
+  // Linear layers with 8-bit codes (int8, e4m3) keep 64-K stages up to K = 8192 (128 chunks; the
+  // conv's were not measured and follow the int4 rule). H100, same build against
+  // wo_stage_k=128, twelve layers x M = 128-1024, f16 and bf16: 64-K 0.96x (int8) / 0.97x (e4m3)
+  // the time on geomean at K <= 8192 (down to 0.85x on 4096x6144 M = 256), 1-2% slower on every row
+  // at K >= 13824 (bench/results/cuda_weight_only_ncu_h100.md, "8-bit codes"). W4 is 3-19% slower
+  // at 64-K on the same rows.
+  if (L.bits == 8 && !im2col && chunks <= 128) return shape;
   const int64_t tiles = int64_t(ceil_div(L.N, 128)) * ceil_div(M, mt);
   return chunks <= 16 && tiles <= sm_count / 8 ? shape : WsShape::OneCtaWide;
 }
