@@ -20,7 +20,9 @@ namespace mixq::formats {
 
 namespace {
 
+// Most specific first: a file holding several kinds is named by the first (safetensors_inspect).
 enum class Kind { Mixq, Gptq, Awq, Fp8, Dense, Other };
+constexpr const char* kKindNames[] = {"mixq", "gptq", "awq", "fp8", "dense", "plain"};
 
 struct Item {
   Kind kind;
@@ -456,33 +458,12 @@ CheckpointInfo safetensors_inspect(const std::string& path) {
   const Scan s = scan(SafetensorsCheckpoint::open(path));
   CheckpointInfo info;
   info.path = path;
-  std::set<std::string> kinds;
+  Kind named = Kind::Other;  // the most specific kind present ("plain" when none is)
   for (const auto& it : s.items) {
-    switch (it.kind) {
-      case Kind::Mixq:
-        kinds.insert("mixq");
-        break;
-      case Kind::Gptq:
-        kinds.insert("gptq");
-        break;
-      case Kind::Awq:
-        kinds.insert("awq");
-        break;
-      case Kind::Fp8:
-        kinds.insert("fp8");
-        break;
-      case Kind::Dense:
-        kinds.insert("dense");
-        break;
-      case Kind::Other:
-        break;
-    }
+    named = std::min(named, it.kind);
     info.tensors.push_back(entry_for(s, it));
   }
-  // The most specific kind names the file; "dense" only when nothing else is there.
-  std::string kind = "plain";
-  for (const char* k : {"dense", "fp8", "awq", "gptq", "mixq"})
-    if (kinds.count(k)) kind = k;
+  const std::string kind = kKindNames[static_cast<int>(named)];
   info.format = "safetensors (" + kind + ")";
   if (s.file->sharded())
     info.format += ", " + std::to_string(s.file->index()->shards.size()) + " shards";
