@@ -48,8 +48,9 @@ inline HostMat random_mat(int64_t rows, int64_t cols, DType t, uint32_t seed, fl
   return HostMat{to_bytes(randn(size_t(rows * cols), seed, scale), t), t, rows, cols};
 }
 
-// element i of y (F32, F16 or BF16 bytes)
+// element i of y (F32, F16, BF16 or I8 bytes)
 inline double value(const std::vector<uint8_t>& y, DType t, size_t i) {
+  if (t == DType::I8) return double(int8_t(y[i]));
   if (t == DType::F32) {
     float f;
     std::memcpy(&f, y.data() + 4 * i, 4);

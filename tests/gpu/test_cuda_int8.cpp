@@ -36,21 +36,6 @@ using test::HostMat;
 using test::randn;
 using test::random_mat;
 
-double value_at(const std::vector<uint8_t>& y, DType t, size_t i) {
-  uint16_t h;
-  switch (t) {
-    case DType::F32: {
-      float f;
-      std::memcpy(&f, y.data() + 4 * i, 4);
-      return f;
-    }
-    case DType::F16: std::memcpy(&h, y.data() + 2 * i, 2); return f16_to_f32(h);
-    case DType::BF16: std::memcpy(&h, y.data() + 2 * i, 2); return bf16_to_f32(h);
-    case DType::I8: return double(int8_t(y[i]));
-    default: return NAN;
-  }
-}
-
 std::vector<int64_t> rows_to_check(int64_t M) {
   std::vector<int64_t> r;
   if (M <= 128) {
@@ -71,7 +56,7 @@ std::vector<int64_t> rows_to_check(int64_t M) {
 double rel_error(const std::vector<uint8_t>& y, DType yt, int64_t M, int64_t N,
                  const std::vector<int64_t>& rows, const std::vector<double>& ref) {
   for (int64_t i = 0; i < M * N; ++i) {
-    const double v = value_at(y, yt, size_t(i));
+    const double v = test::value(y, yt, size_t(i));
     if (!std::isfinite(v)) {
       ADD_FAILURE() << "element (" << i / N << ", " << i % N << ") not written or not finite: " << v;
       return INFINITY;
@@ -80,7 +65,7 @@ double rel_error(const std::vector<uint8_t>& y, DType yt, int64_t M, int64_t N,
   double num = 0, den = 0;
   for (size_t r = 0; r < rows.size(); ++r)
     for (int64_t n = 0; n < N; ++n) {
-      const double a = value_at(y, yt, size_t(rows[r] * N + n)), b = ref[r * N + n];
+      const double a = test::value(y, yt, size_t(rows[r] * N + n)), b = ref[r * N + n];
       num += (a - b) * (a - b);
       den += b * b;
     }
@@ -612,8 +597,9 @@ void check_tensor(const TensorCase& c, uint32_t seed) {
   std::vector<bool> seen(256, false);
   for (int64_t i = 0; i < c.M * c.N; ++i) {
     if (std::memcmp(&y[size_t(i) * eb], &yref[size_t(i) * eb], eb) != 0 && bad++ < 5)
-      ADD_FAILURE() << "(" << i / c.N << ", " << i % c.N << "): got " << value_at(y, c.yt, size_t(i))
-                    << ", reference " << value_at(yref, c.yt, size_t(i));
+      ADD_FAILURE() << "(" << i / c.N << ", " << i % c.N << "): got "
+                    << test::value(y, c.yt, size_t(i)) << ", reference "
+                    << test::value(yref, c.yt, size_t(i));
     if (c.yt == DType::I8 && !seen[yref[size_t(i)]]) {
       seen[yref[size_t(i)]] = true;
       ++distinct;

@@ -23,6 +23,8 @@ namespace {
 // Most specific first: a file holding several kinds is named by the first (safetensors_inspect).
 enum class Kind { Mixq, Gptq, Awq, Fp8, Dense, Other };
 constexpr const char* kKindNames[] = {"mixq", "gptq", "awq", "fp8", "dense", "plain"};
+static_assert(sizeof(kKindNames) / sizeof(kKindNames[0]) == static_cast<size_t>(Kind::Other) + 1,
+              "a name per kind, Other's last");
 
 struct Item {
   Kind kind;
