@@ -496,7 +496,7 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
     return int(plan(c, layout(N, K, 4, 128), caps).id.tile_m);
   };
   // ResNet-50 3x3 layers (N = Co, K = 9 Ci, M = B Ho Wo)
-  EXPECT_EQ(mt(784, 128, 1152, false), 128);  // linear rule: 7 tiles
+  EXPECT_EQ(mt(784, 128, 1152, false), 32);   // linear, small layer: 25 tiles at 32
   EXPECT_EQ(mt(784, 128, 1152, true), 32);    // 25 tiles at 32 (18 chunks: even)
   EXPECT_EQ(mt(392, 512, 4608, true), 32);    // 4 x 13 = 52 tiles
   EXPECT_EQ(mt(1568, 256, 2304, true), 64);   // 2 x 25 = 50 tiles at 64
@@ -505,12 +505,48 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   // 9 chunks (Ci = 64, 3x3): 64 would fill more SMs, but an odd count stays at 128
   EXPECT_EQ(mt(3136, 64, 576, true), 128);
   EXPECT_EQ(mt(49, 64, 576, true), 128);      // M <= 64 would be 64 by the linear rule
-  EXPECT_EQ(mt(49, 64, 576, false), 64);      // (linear: zeros past K, any tile)
+  EXPECT_EQ(mt(49, 64, 576, false), 16);      // (linear: zeros past K, any tile; small layer)
   EXPECT_EQ(mt(112, 200, 64, true), 128);     // 1 chunk (strided 1x1, Ci = 64)
   // a forced tile: kept, except the odd-chunk rule
   EXPECT_EQ(mt(784, 128, 1152, true, 64), 64);
   EXPECT_EQ(mt(3136, 64, 576, true, 64), 128);
   EXPECT_EQ(mt(3136, 64, 576, false, 64), 64);
+}
+
+// Small linear layers (N <= 1024, K <= 4096): the token tile halves while the tiles fill fewer than
+// half the SMs, down to 32, then to 16 below an eighth; larger layers, the conv and forced tiles
+// keep theirs. Weights below 4 MiB launch with PDL at any M.
+TEST(CudaPlan, SmallLinearLayersTakeSmallTokenTiles) {
+  const DeviceCaps caps = hopper();  // 132 SMs: half is 66 tiles, an eighth 16
+  auto plan_of = [&](int64_t M, int64_t N, int64_t K, int bits = 4, const char* tune = "") {
+    Call c;
+    c.M = M;
+    c.force = "sm90_wo_ws";
+    c.t = Tuning::parse(tune);
+    return plan(c, layout(N, K, bits, 128), caps);
+  };
+  auto mt = [&](int64_t M, int64_t N, int64_t K, int bits = 4, const char* tune = "") {
+    return int(plan_of(M, N, K, bits, tune).id.tile_m);
+  };
+  // ResNet-50's 1x1 layers as linear calls: 1024 -> 256 @14 (N = 256: 2 column blocks)
+  EXPECT_EQ(mt(49, 256, 1024), 16);     // 2 tiles at 64, 4 at 32: on to 16 (8 tiles)
+  EXPECT_EQ(mt(196, 256, 1024), 16);    // 14 tiles at 32
+  EXPECT_EQ(mt(392, 256, 1024), 32);    // 26 tiles at 32: more than an eighth
+  EXPECT_EQ(mt(1568, 256, 1024), 32);   // 50 tiles at 64
+  EXPECT_EQ(mt(6272, 256, 1024), 128);  // 98 tiles at 128: more than half
+  EXPECT_EQ(mt(49, 512, 2048, 8), 16);  // 2048 -> 512 @7: 8 tiles at 32
+  EXPECT_EQ(mt(196, 512, 2048, 8), 32);   // 28 tiles at 32
+  EXPECT_EQ(mt(1568, 512, 2048), 64);   // 52 tiles at 128, 100 at 64
+  // layers past the bounds keep the linear rule
+  EXPECT_EQ(mt(196, 2048, 1024), 128);   // N > 1024: the linear rule (32 tiles at 128)
+  EXPECT_EQ(mt(196, 512, 8192), 256);    // K > 4096
+  EXPECT_EQ(mt(128, 4096, 4096), 128);
+  EXPECT_EQ(mt(196, 256, 1024, 4, "wo_token_tile=128"), 128);  // forced
+  // PDL: below 4 MiB of weights at any M; larger weights at M <= 64 only where stream-bound
+  EXPECT_TRUE(plan_of(49, 512, 2048, 8).pdl);          // 1 MiB
+  EXPECT_TRUE(plan_of(32, 1024, 4096, 4).pdl);         // 2 MiB
+  EXPECT_FALSE(plan_of(32, 4096, 4096, 4).pdl);        // 8 MiB
+  EXPECT_FALSE(plan_of(49, 512, 2048, 8, "wo_wgmma_pdl=off").pdl);
 }
 
 // Token tile 128: 128-K stages (KernelId::wide, two chunks a stage) except for 8-bit codes up to
@@ -536,12 +572,13 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   };
   EXPECT_TRUE(wide(128, 4096, 4096));   // 32 tiles, 64 chunks
   EXPECT_TRUE(wide(256, 6144, 4096));   // token tile 128 by the short-K rule, 96 tiles
-  EXPECT_TRUE(wide(128, 512, 2048));    // 4 tiles, but 32 chunks
-  EXPECT_FALSE(wide(128, 256, 1024));   // 2 tiles of 16 chunks
-  EXPECT_FALSE(wide(1024, 256, 1024));  // 16 tiles: an eighth
-  EXPECT_TRUE(wide(1568, 256, 1024));   // 26 tiles
+  // (small layers take smaller tiles by themselves: 128 forced)
+  EXPECT_TRUE(wide(128, 512, 2048, false, "wo_token_tile=128"));    // 4 tiles, but 32 chunks
+  EXPECT_FALSE(wide(128, 256, 1024, false, "wo_token_tile=128"));   // 2 tiles of 16 chunks
+  EXPECT_FALSE(wide(1024, 256, 1024, false, "wo_token_tile=128"));  // 16 tiles: an eighth
+  EXPECT_TRUE(wide(1568, 256, 1024, false, "wo_token_tile=128"));   // 26 tiles
   EXPECT_EQ(plan_of(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
-  EXPECT_EQ(plan_of(128, 256, 1024).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
+  EXPECT_EQ(plan_of(128, 256, 1024, false, "wo_token_tile=128").id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
   // 8-bit codes: 64-K stages up to K = 8192 (128 chunks) unless forced, 128-K past it
   EXPECT_EQ(plan_of(256, 4096, 4096, false, "", 8).id.name(),
             "sm90_wo_ws<f16,u8,mt128,cta1,pairs=half>");
@@ -550,7 +587,7 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   EXPECT_TRUE(plan_of(256, 4096, 4096, false, "wo_stage_k=128", 8).id.wide);
   // forced either way
   EXPECT_FALSE(wide(128, 4096, 4096, false, "wo_stage_k=64"));
-  EXPECT_TRUE(wide(128, 256, 1024, false, "wo_stage_k=128"));
+  EXPECT_TRUE(wide(128, 256, 1024, false, "wo_token_tile=128,wo_stage_k=128"));
   // other token tiles keep theirs (64 and below: 128-K stages; 256: 64-K)
   EXPECT_FALSE(plan_of(64, 4096, 4096, false, "wo_stage_k=128").id.wide);
   EXPECT_FALSE(plan_of(4096, 4096, 4096, false, "wo_stage_k=128").id.wide);
