@@ -409,6 +409,7 @@ TEST_F(CliTest, BenchConvRejectsBadOptions) {
   expect_clean_failure("bench --op conv2d --conv 1,2,3,3,4,3,3,0,1", 2, {"--conv", "stride"});
   expect_clean_failure("bench --op conv2d --layout nhcw", 2, {"--layout", "nhcw"});
   expect_clean_failure("bench --op conv2d --act f64", 2, {"--act", "f64"});
+  expect_clean_failure("bench --op conv2d --tune wo_token_tile=7x", 2, {"--tune", "wo_token_tile"});
 }
 
 TEST_F(CliTest, BenchMoeRejectsBadOptions) {

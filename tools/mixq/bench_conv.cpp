@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include "bench_options.hpp"
 #include "cli.hpp"
 #include "mixq/error.hpp"
 #include "mixq/formats/output_file.hpp"
@@ -46,6 +47,8 @@ const char* kHelp =
     "  --layout nhwc|nchw   default nhwc\n"
     "  --reps N, --warmup N timed and untimed calls per layer (default 20, 2)\n"
     "  --threads N          CPU threads (0: all)\n"
+    "  --tune K=V,...       kernel tuning knobs (mixq/tuning.hpp keys, e.g. wo_token_tile=32),\n"
+    "                       over MIXQ_TUNE\n"
     "  --check-macs N       compare with the float64 reference when B*Ho*Wo*Co*K <= N\n"
     "                       (default 2e8; 0: never)\n"
     "  --json FILE          write the rows\n"
@@ -185,7 +188,8 @@ double elem(const std::vector<uint8_t>& y, DType t, size_t i) {
 }
 
 Row run_layer(const Layer& l, const std::string& scheme_name, BackendKind backend, DType act,
-              Layout layout, int reps, int warmup, int threads, double check_macs, uint32_t seed) {
+              Layout layout, int reps, int warmup, int threads, double check_macs, uint32_t seed,
+              const Tuning& tuning) {
   Row r;
   r.l = l;
   r.scheme = scheme_name;
@@ -210,6 +214,7 @@ Row run_layer(const Layer& l, const std::string& scheme_name, BackendKind backen
   cw.order = ConvKOrder::KhKwCi;
   PrepareOptions o;
   o.backend = backend;
+  o.tuning = tuning;
   const PreparedWeight pw = prepare(cw, o);
   Conv2dParams p;
   p.stride_h = p.stride_w = l.stride;
@@ -301,11 +306,21 @@ Row run_layer(const Layer& l, const std::string& scheme_name, BackendKind backen
 
 int run_bench_conv(int argc, char** argv) {
   Args a("bench", argc, argv,
-         {{"--op", "", true}, {"--conv", "", true}, {"--batch", "", true}, {"--schemes", "", true},
-          {"--backend", "", true}, {"--act", "", true}, {"--layout", "", true},
-          {"--reps", "", true}, {"--warmup", "", true}, {"--threads", "", true},
-          {"--check-macs", "", true}, {"--json", "", true}, {"--quick", "", false},
-          {"--seed", "", true}});
+         {{"--op", "", true},
+          {"--conv", "", true},
+          {"--batch", "", true},
+          {"--schemes", "", true},
+          {"--backend", "", true},
+          {"--act", "", true},
+          {"--layout", "", true},
+          {"--reps", "", true},
+          {"--warmup", "", true},
+          {"--threads", "", true},
+          {"--check-macs", "", true},
+          {"--json", "", true},
+          {"--quick", "", false},
+          {"--seed", "", true},
+          {"--tune", "", true}});
   if (a.help()) return print_help(kHelp);
   a.expect_positionals(0, 0, "no positional arguments");
   if (a.has("--json")) check_outputs("bench", {{"--json", a.get("--json")}}, {});
@@ -334,6 +349,7 @@ int run_bench_conv(int argc, char** argv) {
   const int threads = int(a.get_int("--threads", 0, 0, 4096));
   const double check_macs = double(a.get_int("--check-macs", 200000000, 0, int64_t(1) << 50));
   const uint32_t seed = uint32_t(a.get_int("--seed", 1, 0, 1 << 30));
+  const Tuning tuning = parse_tuning(a);
 
   std::printf("mixq bench --op conv2d: backend %s, act %s, layout %s, %d reps (median%s)\n\n",
               backend_name(backend), dtype_name(act), lay.c_str(), reps,
@@ -343,7 +359,8 @@ int run_bench_conv(int argc, char** argv) {
   std::vector<Row> rows;
   for (const Layer& l : layers)
     for (const std::string& sc : schemes) {
-      Row r = run_layer(l, sc, backend, act, layout, reps, warmup, threads, check_macs, seed);
+      Row r =
+          run_layer(l, sc, backend, act, layout, reps, warmup, threads, check_macs, seed, tuning);
       char err[32] = "-";
       if (r.rel_err >= 0) std::snprintf(err, sizeof err, "%.2e%s", r.rel_err, r.ok() ? "" : " FAIL");
       std::printf("| %s | %lld | %s %s | %.1f | %.2f | %.0f | %s | %s |\n", l.name.c_str(),
