@@ -482,7 +482,7 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
 }
 
 // The conv implicit GEMM's token tile (WoCall::fill_sms): the linear rule, halved while the tiles
-// fill fewer than a quarter of the SMs, down to 32; never 64 or less with an odd count of 64-wide
+// fill fewer than a quarter of the SMs, down to 32 (64 where K > 4096); never 64 or less with an odd count of 64-wide
 // chunks (a two-chunk stage would hold a chunk past K, which an im2col load does not zero), a
 // forced tile included; linear calls unchanged.
 TEST(CudaPlan, ConvTokenTileFillsTheSms) {
@@ -498,7 +498,10 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   // ResNet-50 3x3 layers (N = Co, K = 9 Ci, M = B Ho Wo)
   EXPECT_EQ(mt(784, 128, 1152, false), 32);   // linear, small layer: 25 tiles at 32
   EXPECT_EQ(mt(784, 128, 1152, true), 32);    // 25 tiles at 32 (18 chunks: even)
-  EXPECT_EQ(mt(392, 512, 4608, true), 32);    // 4 x 13 = 52 tiles
+  EXPECT_EQ(mt(392, 512, 4608, true), 64);    // K > 4096: not below 64 (4 x 7 = 28 tiles)
+  EXPECT_EQ(mt(49, 512, 4608, true), 64);     // 4 tiles at 64
+  EXPECT_EQ(mt(1568, 512, 4608, true), 128);  // 52 tiles at 128
+  EXPECT_EQ(mt(196, 256, 2304, true), 32);    // K <= 4096: down to 32 (14 tiles)
   EXPECT_EQ(mt(1568, 256, 2304, true), 64);   // 2 x 25 = 50 tiles at 64
   EXPECT_EQ(mt(25088, 64, 576, true), 256);   // 98 tiles: the linear rule's
   EXPECT_EQ(mt(6272, 256, 2304, true), 128);  // 2 x 49 = 98 at the linear rule's 128

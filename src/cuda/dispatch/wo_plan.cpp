@@ -33,8 +33,12 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   if (!forced && mt == 256 && L.K <= 4096 && n_blocks * ceil_div(M, 256) < sm_count / 2) mt = 128;
   // conv: halve while the tiles fill fewer than a quarter of the SMs, down to 32 (H200, ResNet-50
   // 3x3 layers at batch 1 and 8: 10-25% faster, e.g. 512->512 @7 batch 8 24.9 -> 21.3 us, and
-  // no layer slower; docs/cuda-conv.md)
-  while (!forced && fill_sms && mt > 32 && n_blocks * ceil_div(M, mt) < sm_count / 4) mt /= 2;
+  // no layer slower; docs/cuda-conv.md), down to 64 where K > 4096: a long K loop shares out over
+  // stream-K pieces better than over more token tiles, which re-read the weights (H100, 3x3
+  // 512->512 @7: batch 1 13.7 -> 12.5 us, batch 8 21.6 -> 18.1 at 64 against 32;
+  // bench/results/cuda_conv.md, "Token tiles on the H100")
+  const int conv_floor = L.K > 4096 ? 64 : 32;
+  while (!forced && fill_sms && mt > conv_floor && n_blocks * ceil_div(M, mt) < sm_count / 4) mt /= 2;
   // Small linear layers (N <= 1024, K <= 4096; the 1x1 layers of a CNN run as linear calls): a
   // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are most
   // of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while the
