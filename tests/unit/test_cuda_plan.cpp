@@ -482,9 +482,9 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
 }
 
 // The conv implicit GEMM's token tile (WoCall::fill_sms): the linear rule, halved while the tiles
-// fill fewer than a quarter of the SMs, down to 32 (64 where K > 4096); never 64 or less with an odd count of 64-wide
-// chunks (a two-chunk stage would hold a chunk past K, which an im2col load does not zero), a
-// forced tile included; linear calls unchanged.
+// fill fewer than a quarter of the SMs, down to 32 (64 where K > 4096); never 64 or less with an
+// odd count of 64-wide chunks (a two-chunk stage would hold a chunk past K, which an im2col load
+// does not zero), a forced tile included. Linear calls follow their own rule.
 TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   const DeviceCaps caps = hopper();  // 132 SMs: a quarter is 33 tiles
   auto mt = [&](int64_t M, int64_t N, int64_t K, bool fill, int forced = 0) {
@@ -532,23 +532,23 @@ TEST(CudaPlan, SmallLinearLayersTakeSmallTokenTiles) {
     return int(plan_of(M, N, K, bits, tune).id.tile_m);
   };
   // ResNet-50's 1x1 layers as linear calls: 1024 -> 256 @14 (N = 256: 2 column blocks)
-  EXPECT_EQ(mt(49, 256, 1024), 16);     // 2 tiles at 64, 4 at 32: on to 16 (8 tiles)
-  EXPECT_EQ(mt(196, 256, 1024), 16);    // 14 tiles at 32
-  EXPECT_EQ(mt(392, 256, 1024), 32);    // 26 tiles at 32: more than an eighth
-  EXPECT_EQ(mt(1568, 256, 1024), 32);   // 50 tiles at 64
-  EXPECT_EQ(mt(6272, 256, 1024), 128);  // 98 tiles at 128: more than half
-  EXPECT_EQ(mt(49, 512, 2048, 8), 16);  // 2048 -> 512 @7: 8 tiles at 32
-  EXPECT_EQ(mt(196, 512, 2048, 8), 32);   // 28 tiles at 32
-  EXPECT_EQ(mt(1568, 512, 2048), 64);   // 52 tiles at 128, 100 at 64
+  EXPECT_EQ(mt(49, 256, 1024), 16);      // 2 tiles at 64, 4 at 32: on to 16 (8 tiles)
+  EXPECT_EQ(mt(196, 256, 1024), 16);     // 14 tiles at 32
+  EXPECT_EQ(mt(392, 256, 1024), 32);     // 26 tiles at 32: more than an eighth
+  EXPECT_EQ(mt(1568, 256, 1024), 32);    // 50 tiles at 64
+  EXPECT_EQ(mt(6272, 256, 1024), 128);   // 98 tiles at 128: more than half
+  EXPECT_EQ(mt(49, 512, 2048, 8), 16);   // 2048 -> 512 @7: 8 tiles at 32
+  EXPECT_EQ(mt(196, 512, 2048, 8), 32);  // 28 tiles at 32
+  EXPECT_EQ(mt(1568, 512, 2048), 64);    // 52 tiles at 128, 100 at 64
   // layers past the bounds keep the linear rule
-  EXPECT_EQ(mt(196, 2048, 1024), 128);   // N > 1024: the linear rule (32 tiles at 128)
-  EXPECT_EQ(mt(196, 512, 8192), 256);    // K > 4096
+  EXPECT_EQ(mt(196, 2048, 1024), 128);  // N > 1024: the linear rule (32 tiles at 128)
+  EXPECT_EQ(mt(196, 512, 8192), 256);   // K > 4096
   EXPECT_EQ(mt(128, 4096, 4096), 128);
   EXPECT_EQ(mt(196, 256, 1024, 4, "wo_token_tile=128"), 128);  // forced
   // PDL: below 4 MiB of weights at any M; larger weights at M <= 64 only where stream-bound
-  EXPECT_TRUE(plan_of(49, 512, 2048, 8).pdl);          // 1 MiB
-  EXPECT_TRUE(plan_of(32, 1024, 4096, 4).pdl);         // 2 MiB
-  EXPECT_FALSE(plan_of(32, 4096, 4096, 4).pdl);        // 8 MiB
+  EXPECT_TRUE(plan_of(49, 512, 2048, 8).pdl);    // 1 MiB
+  EXPECT_TRUE(plan_of(32, 1024, 4096, 4).pdl);   // 2 MiB
+  EXPECT_FALSE(plan_of(32, 4096, 4096, 4).pdl);  // 8 MiB
   EXPECT_FALSE(plan_of(49, 512, 2048, 8, "wo_wgmma_pdl=off").pdl);
 }
 
@@ -581,7 +581,8 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   EXPECT_FALSE(wide(1024, 256, 1024, false, "wo_token_tile=128"));  // 16 tiles: an eighth
   EXPECT_TRUE(wide(1568, 256, 1024, false, "wo_token_tile=128"));   // 26 tiles
   EXPECT_EQ(plan_of(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
-  EXPECT_EQ(plan_of(128, 256, 1024, false, "wo_token_tile=128").id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
+  EXPECT_EQ(plan_of(128, 256, 1024, false, "wo_token_tile=128").id.name(),
+            "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
   // 8-bit codes: 64-K stages up to K = 8192 (128 chunks) unless forced, 128-K past it
   EXPECT_EQ(plan_of(256, 4096, 4096, false, "", 8).id.name(),
             "sm90_wo_ws<f16,u8,mt128,cta1,pairs=half>");

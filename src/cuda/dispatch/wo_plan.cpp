@@ -38,13 +38,14 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // 512->512 @7: batch 1 13.7 -> 12.5 us, batch 8 21.6 -> 18.1 at 64 against 32;
   // bench/results/cuda_conv.md, "Token tiles on the H100")
   const int conv_floor = L.K > 4096 ? 64 : 32;
-  while (!forced && fill_sms && mt > conv_floor && n_blocks * ceil_div(M, mt) < sm_count / 4) mt /= 2;
+  while (!forced && fill_sms && mt > conv_floor && n_blocks * ceil_div(M, mt) < sm_count / 4)
+    mt /= 2;
   // Small linear layers (N <= 1024, K <= 4096; the 1x1 layers of a CNN run as linear calls): a
-  // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are most
-  // of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while the
-  // tiles fill fewer than half the SMs, down to 32, then to 16 below an eighth (H100, W4 / W8 g128
-  // f16, 1024x256 and 2048x512 at M = 49-1568: up to 1.3x faster, e.g. 1024x256 M = 196 7.1 -> 5.5
-  // us, 2048x512 M = 1568 15.6 -> 12.2; docs/decisions/wo-small-linear-layers.md).
+  // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are
+  // most of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while
+  // the tiles fill fewer than half the SMs, down to 32, then to 16 below an eighth (H100, W4 / W8
+  // g128 f16, 1024x256 and 2048x512 at M = 49-1568: up to 1.3x faster, e.g. 1024x256 M = 196 7.1
+  // -> 5.5 us, 2048x512 M = 1568 15.6 -> 12.2; docs/decisions/wo-small-linear-layers.md).
   if (!forced && !fill_sms && L.N <= 1024 && L.K <= 4096) {
     while (mt > 32 && n_blocks * ceil_div(M, mt) < sm_count / 2) mt /= 2;
     if (mt == 32 && n_blocks * ceil_div(M, 32) < sm_count / 8) mt = 16;
@@ -236,7 +237,7 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   const bool short_compute = M > 64 && mib < 96;
   // weights below 4 MiB at any M: the launch is mostly start-up and fill, which PDL overlaps with
   // the previous grid's tail (H100, 1024x256 / 2048x512 W4 M = 49: 8.7 -> 7.5 / 9.4 -> 6.8 us)
-  const bool small_weights = L.packed_bytes() < (int64_t(4) << 20);
+  const bool small_weights = mib < 4;
   p.pdl = on(t.wo_wgmma_pdl, stream_bound || short_compute || small_weights);
 
   StreamKSchedule& s = p.sched;
