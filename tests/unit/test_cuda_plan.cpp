@@ -80,6 +80,17 @@ WoPlan plan(int64_t M, const WoLayout& L, const DeviceCaps& caps, const std::str
 Family family(int64_t M, const WoLayout& L, const DeviceCaps& caps, const std::string& force = "") {
   return plan(M, L, caps, force).id.family;
 }
+// The wgmma kernel's plan (forced) on an H100 for a K x N weight of g128 blocks: M rows, an im2col
+// conv call (fill) or a linear one, the tuning keys of `tune`.
+WoPlan ws_plan(int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "",
+               int bits = 4) {
+  Call c;
+  c.M = M;
+  c.fill = fill;
+  c.force = "sm90_wo_ws";
+  c.t = Tuning::parse(tune);
+  return plan(c, layout(N, K, bits, 128), hopper());
+}
 }  // namespace
 
 TEST(CudaPlan, KernelChoiceFollowsTheMeasuredThreshold) {
@@ -520,13 +531,9 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
 // half the SMs, down to 32, then to 16 below an eighth; larger layers, the conv and forced tiles
 // keep theirs. Weights below 4 MiB launch with PDL at any M.
 TEST(CudaPlan, SmallLinearLayersTakeSmallTokenTiles) {
-  const DeviceCaps caps = hopper();  // 132 SMs: half is 66 tiles, an eighth 16
-  auto plan_of = [&](int64_t M, int64_t N, int64_t K, int bits = 4, const char* tune = "") {
-    Call c;
-    c.M = M;
-    c.force = "sm90_wo_ws";
-    c.t = Tuning::parse(tune);
-    return plan(c, layout(N, K, bits, 128), caps);
+  // 132 SMs: half is 66 tiles, an eighth 16
+  auto plan_of = [](int64_t M, int64_t N, int64_t K, int bits = 4, const char* tune = "") {
+    return ws_plan(M, N, K, false, tune, bits);
   };
   auto mt = [&](int64_t M, int64_t N, int64_t K, int bits = 4, const char* tune = "") {
     return int(plan_of(M, N, K, bits, tune).id.tile_m);
@@ -557,18 +564,9 @@ TEST(CudaPlan, SmallLinearLayersTakeSmallTokenTiles) {
 // odd chunk count (even forced); wo_stage_k forces either elsewhere; other token tiles and W4A8
 // keep their stages.
 TEST(CudaPlan, TokenTile128StageDepth) {
-  const DeviceCaps caps = hopper();  // 132 SMs: an eighth is 16 tiles
-  auto plan_of = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "",
-                     int bits = 4) {
-    Call c;
-    c.M = M;
-    c.fill = fill;
-    c.force = "sm90_wo_ws";
-    c.t = Tuning::parse(tune);
-    return plan(c, layout(N, K, bits, 128), caps);
-  };
+  // 132 SMs: an eighth is 16 tiles
   auto wide = [&](int64_t M, int64_t N, int64_t K, bool fill = false, const char* tune = "") {
-    const WoPlan p = plan_of(M, N, K, fill, tune);
+    const WoPlan p = ws_plan(M, N, K, fill, tune);
     EXPECT_EQ(p.chunks_per_stage, p.id.wide ? 2 : p.id.tile_m <= 64 ? 2 : 1) << p.id.name();
     EXPECT_EQ(p.sched.cps, p.chunks_per_stage);
     return p.id.tile_m == 128 && p.id.wide;
@@ -580,27 +578,27 @@ TEST(CudaPlan, TokenTile128StageDepth) {
   EXPECT_FALSE(wide(128, 256, 1024, false, "wo_token_tile=128"));   // 2 tiles of 16 chunks
   EXPECT_FALSE(wide(1024, 256, 1024, false, "wo_token_tile=128"));  // 16 tiles: an eighth
   EXPECT_TRUE(wide(1568, 256, 1024, false, "wo_token_tile=128"));   // 26 tiles
-  EXPECT_EQ(plan_of(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
-  EXPECT_EQ(plan_of(128, 256, 1024, false, "wo_token_tile=128").id.name(),
+  EXPECT_EQ(ws_plan(128, 4096, 4096).id.name(), "sm90_wo_ws<f16,u4,mt128,cta1,k128,pairs=half>");
+  EXPECT_EQ(ws_plan(128, 256, 1024, false, "wo_token_tile=128").id.name(),
             "sm90_wo_ws<f16,u4,mt128,cta1,pairs=half>");
   // 8-bit codes: 64-K stages up to K = 8192 (128 chunks) unless forced, 128-K past it
-  EXPECT_EQ(plan_of(256, 4096, 4096, false, "", 8).id.name(),
+  EXPECT_EQ(ws_plan(256, 4096, 4096, false, "", 8).id.name(),
             "sm90_wo_ws<f16,u8,mt128,cta1,pairs=half>");
-  EXPECT_FALSE(plan_of(128, 8192, 8192, false, "", 8).id.wide);
-  EXPECT_TRUE(plan_of(128, 4096, 14336, false, "", 8).id.wide);
-  EXPECT_TRUE(plan_of(256, 4096, 4096, false, "wo_stage_k=128", 8).id.wide);
+  EXPECT_FALSE(ws_plan(128, 8192, 8192, false, "", 8).id.wide);
+  EXPECT_TRUE(ws_plan(128, 4096, 14336, false, "", 8).id.wide);
+  EXPECT_TRUE(ws_plan(256, 4096, 4096, false, "wo_stage_k=128", 8).id.wide);
   // forced either way
   EXPECT_FALSE(wide(128, 4096, 4096, false, "wo_stage_k=64"));
   EXPECT_TRUE(wide(128, 256, 1024, false, "wo_token_tile=128,wo_stage_k=128"));
   // other token tiles keep theirs (64 and below: 128-K stages; 256: 64-K)
-  EXPECT_FALSE(plan_of(64, 4096, 4096, false, "wo_stage_k=128").id.wide);
-  EXPECT_FALSE(plan_of(4096, 4096, 4096, false, "wo_stage_k=128").id.wide);
+  EXPECT_FALSE(ws_plan(64, 4096, 4096, false, "wo_stage_k=128").id.wide);
+  EXPECT_FALSE(ws_plan(4096, 4096, 4096, false, "wo_stage_k=128").id.wide);
   // im2col conv: an odd chunk count stays at 64-K stages, forced or not; an even one follows the
   // rule
   EXPECT_FALSE(wide(6272, 64, 576, true, "wo_token_tile=128,wo_stage_k=128"));  // 9 chunks
   EXPECT_TRUE(wide(6272, 256, 2304, true));  // 36 chunks, 98 tiles
   EXPECT_TRUE(
-      plan_of(6272, 256, 2304, true, "", 8).id.wide);  // the 8-bit linear rule is not the conv's
+      ws_plan(6272, 256, 2304, true, "", 8).id.wide);  // the 8-bit linear rule is not the conv's
 }
 
 // The reserved workspace bounds every plan with M up to the bound's M, without enumerating M.

@@ -30,7 +30,9 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
                       t.wo_token_tile == 128 || t.wo_token_tile == 256;
   int mt = forced ? t.wo_token_tile : M <= 16 ? 16 : M <= 32 ? 32 : M <= 64 ? 64 : M <= 128 ? 128 : 256;
   const int64_t n_blocks = ceil_div(L.N, 128);
-  if (!forced && mt == 256 && L.K <= 4096 && n_blocks * ceil_div(M, 256) < sm_count / 2) mt = 128;
+  // the output tiles at a token tile: 128-row weight blocks x token tiles
+  auto tiles = [&](int tile) { return n_blocks * ceil_div(M, tile); };
+  if (!forced && mt == 256 && L.K <= 4096 && tiles(256) < sm_count / 2) mt = 128;
   // conv: halve while the tiles fill fewer than a quarter of the SMs, down to 32 (H200, ResNet-50
   // 3x3 layers at batch 1 and 8: 10-25% faster, e.g. 512->512 @7 batch 8 24.9 -> 21.3 us, and
   // no layer slower; docs/cuda-conv.md), down to 64 where K > 4096: a long K loop shares out over
@@ -38,8 +40,7 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // 512->512 @7: batch 1 13.7 -> 12.5 us, batch 8 21.6 -> 18.1 at 64 against 32;
   // bench/results/cuda_conv.md, "Token tiles on the H100")
   const int conv_floor = L.K > 4096 ? 64 : 32;
-  while (!forced && fill_sms && mt > conv_floor && n_blocks * ceil_div(M, mt) < sm_count / 4)
-    mt /= 2;
+  while (!forced && fill_sms && mt > conv_floor && tiles(mt) < sm_count / 4) mt /= 2;
   // Small linear layers (N <= 1024, K <= 4096; the 1x1 layers of a CNN run as linear calls): a
   // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are
   // most of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while
@@ -47,8 +48,8 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // g128 f16, 1024x256 and 2048x512 at M = 49-1568: up to 1.3x faster, e.g. 1024x256 M = 196 7.1
   // -> 5.5 us, 2048x512 M = 1568 15.6 -> 12.2; docs/decisions/wo-small-linear-layers.md).
   if (!forced && !fill_sms && L.N <= 1024 && L.K <= 4096) {
-    while (mt > 32 && n_blocks * ceil_div(M, mt) < sm_count / 2) mt /= 2;
-    if (mt == 32 && n_blocks * ceil_div(M, 32) < sm_count / 8) mt = 16;
+    while (mt > 32 && tiles(mt) < sm_count / 2) mt /= 2;
+    if (mt == 32 && tiles(32) < sm_count / 8) mt = 16;
   }
   // Token tiles up to 64 stage two 64-wide chunks at a time; with an odd chunk count the last
   // stage holds one past K. A row-major X reads zeros there, an im2col load reads a real tap's
