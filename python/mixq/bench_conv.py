@@ -1,4 +1,4 @@
-"""Quantized-weight conv2d on CUDA against cuDNN FP16, on the ResNet-50 layers.
+"""Quantized-weight conv2d on CUDA against cuDNN FP16, on ResNet-50's and a detection backbone's layers.
 
     python -m mixq.bench_conv                          # batch 1, 8, 32; W4, W8, INT8; print a table
     python -m mixq.bench_conv --batch 1 --json conv.json
@@ -39,6 +39,16 @@ RESNET50 = [
     ("1x1 1024->256 @14", 1024, 14, 256, 1, 1, 0),
     ("1x1 2048->512 @7", 2048, 7, 512, 1, 1, 0),
     ("7x7/2 stem 3->64 @224", 3, 224, 64, 7, 2, 3),
+]
+# six of a modern detection backbone's (YOLOv8-s at 640 x 640): the stride-2 3x3 stem and
+# downsamplers (few input channels, large images), a C2f bottleneck's 3x3, the SPPF's 1x1
+DETECTION = [
+    ("3x3/2 stem 3->32 @640", 3, 640, 32, 3, 2, 1),
+    ("3x3/2 32->64 @320", 32, 320, 64, 3, 2, 1),
+    ("3x3 64->64 @80", 64, 80, 64, 3, 1, 1),
+    ("3x3/2 128->256 @80", 128, 80, 256, 3, 2, 1),
+    ("3x3 256->256 @20", 256, 20, 256, 3, 1, 1),
+    ("1x1 512->256 @20", 512, 20, 256, 1, 1, 0),
 ]
 
 
@@ -202,7 +212,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", default="1,8,32", help="comma-separated batch sizes")
     ap.add_argument("--conv", action="append", default=[],
-                    help="N,Ci,H,W,Co,Kh,Kw,stride,pad (repeatable; replaces the ResNet-50 set)")
+                    help="N,Ci,H,W,Co,Kh,Kw,stride,pad (repeatable; replaces the default set)")
     ap.add_argument("--bits", default="4,8,i8",
                     help="weight-only bits to run (4, 8) and i8 for the INT8 per-tensor conv")
     ap.add_argument("--i8-kernels", action="store_true",
@@ -220,7 +230,7 @@ def main(argv=None):
     if a.conv:
         jobs = [_parse_conv(c) for c in a.conv]
     else:
-        jobs = [(int(b), l) for b in a.batch.split(",") for l in RESNET50]
+        jobs = [(int(b), l) for b in a.batch.split(",") for l in RESNET50 + DETECTION]
     rows = []
     for B, (name, ci, h, co, k, s, p) in jobs:
         row = bench_layer(name, B, ci, h, co, k, s, p, a.reps, flush, bits, a.i8_kernels)

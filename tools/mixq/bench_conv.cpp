@@ -1,6 +1,7 @@
 // `mixq bench --op conv2d`: mixq's conv2d on quantized weights, timed per layer shape, with its
 // error against the float64 reference conv where that is cheap enough to compute. The default
-// layers are ResNet-50's distinct conv shapes at batch 1, 8 and 32; --conv gives others.
+// layers are ResNet-50's distinct conv shapes and six of a YOLOv8-s backbone's (640 x 640 input)
+// at batch 1, 8 and 32; --conv gives others.
 // CUDA: per-call event timing on one stream, the L2 flushed (a memset of twice its size) before
 // every timed call, median. CPU: wall clock, median. The cuDNN FP16 baseline is timed by
 // `python -m mixq.bench_conv` (torch in the same process); this command has no baseline.
@@ -38,7 +39,9 @@ const char* kHelp =
     "Times conv2d on quantized weights (KhKwCi order, blocks along Ci) per layer shape.\n"
     "  --conv N,Ci,H,W,Co,Kh,Kw,stride,pad   a layer (several: separated by ';'); default: the\n"
     "                       ResNet-50 conv shapes (3x3 64..512, 1x1 1024->256 and 2048->512, the\n"
-    "                       7x7 stride-2 stem) at every --batch\n"
+    "                       7x7 stride-2 stem) and six of a YOLOv8-s backbone at 640 x 640 (the\n"
+    "                       3x3/2 stem and downsamplers, 3x3 64 @80 and 256 @20, 1x1 512->256 @20)\n"
+    "                       at every --batch\n"
     "  --batch LIST         batches of the default layers (default 1,8,32)\n"
     "  --schemes LIST       default w4g128,w8g128; the block runs along Ci (a layer whose Ci it\n"
     "                       does not divide gets one block per output channel)\n"
@@ -66,7 +69,9 @@ struct Row {
   bool ok() const { return rel_err < 0 || rel_err <= tol; }
 };
 
-std::vector<Layer> resnet50(const std::vector<int64_t>& batches) {
+// ResNet-50's distinct conv shapes, then a modern detection backbone's (YOLOv8-s at 640 x 640:
+// stride-2 3x3 downsamplers with few input channels, a C2f bottleneck's 3x3, the SPPF's 1x1).
+std::vector<Layer> default_layers(const std::vector<int64_t>& batches) {
   struct S {
     const char* name;
     int64_t Ci, H, Co, K, s, p;
@@ -77,7 +82,13 @@ std::vector<Layer> resnet50(const std::vector<int64_t>& batches) {
                       {"3x3 512->512 @7", 512, 7, 512, 3, 1, 1},
                       {"1x1 1024->256 @14", 1024, 14, 256, 1, 1, 0},
                       {"1x1 2048->512 @7", 2048, 7, 512, 1, 1, 0},
-                      {"7x7/2 stem 3->64 @224", 3, 224, 64, 7, 2, 3}};
+                      {"7x7/2 stem 3->64 @224", 3, 224, 64, 7, 2, 3},
+                      {"3x3/2 stem 3->32 @640", 3, 640, 32, 3, 2, 1},
+                      {"3x3/2 32->64 @320", 32, 320, 64, 3, 2, 1},
+                      {"3x3 64->64 @80", 64, 80, 64, 3, 1, 1},
+                      {"3x3/2 128->256 @80", 128, 80, 256, 3, 2, 1},
+                      {"3x3 256->256 @20", 256, 20, 256, 3, 1, 1},
+                      {"1x1 512->256 @20", 512, 20, 256, 1, 1, 0}};
   std::vector<Layer> out;
   for (int64_t b : batches)
     for (const S& s : shapes) out.push_back({s.name, b, s.Ci, s.H, s.H, s.Co, s.K, s.K, s.s, s.p});
@@ -341,7 +352,7 @@ int run_bench_conv(int argc, char** argv) {
     for (const std::string& spec : split(a.get("--conv"), ';'))
       if (!spec.empty()) layers.push_back(parse_conv(spec));
   } else {
-    layers = resnet50(parse_int_list("bench", "--batch", a.get("--batch", quick ? "1" : "1,8,32"), 1, 4096));
+    layers = default_layers(parse_int_list("bench", "--batch", a.get("--batch", quick ? "1" : "1,8,32"), 1, 4096));
   }
   const std::vector<std::string> schemes = split(a.get("--schemes", "w4g128,w8g128"), ',');
   const int reps = int(a.get_int("--reps", quick ? 3 : 20, 1, 100000));
