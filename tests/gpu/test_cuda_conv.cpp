@@ -721,6 +721,57 @@ TEST(CudaConv, WgmmaImplicitGemm) {
     }
 }
 
+// Ci not a multiple of 64 (from 32 channels, 16-byte pixels): the wgmma implicit GEMM on the
+// weight's taps padded to the next multiple of 64 columns, which the im2col map reads as zeros
+// past Ci. Every zero form, int4 / int8, blocks and per-channel scales, one and two chunks a tap,
+// odd chunk counts, strides, dilation, a strided 1x1, both 16-bit types, NHWC and NCHW (copies).
+TEST(CudaConv, WgmmaImplicitGemmPadsTapChannels) {
+  SKIP_WITHOUT_HOPPER();
+  struct G {
+    int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh, dw, cb;
+    const char* scheme;
+    Layout layout;
+  };
+  const G geoms[] = {
+      {2, 32, 40, 40, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NHWC},       // a detection downsampler
+      {1, 96, 15, 13, 72, 3, 3, 1, 1, 2, 2, 2, 2, 32, "w4g32zp", Layout::NHWC},     // two chunks a tap, dilation 2
+      {3, 160, 9, 9, 130, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w8g32asym", Layout::NHWC},    // int8, per channel, Co past 128
+      {1, 40, 11, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w4g32", Layout::NHWC},        // 24 of 64 columns padding
+      {2, 48, 10, 12, 64, 1, 1, 2, 2, 0, 0, 1, 1, 16, "w4g32asym", Layout::NHWC},   // strided 1x1, blocks of 16
+      {1, 32, 9, 9, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32, "w8g32zp", Layout::NHWC},       // 25 taps: odd chunk count
+      {2, 32, 20, 20, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NCHW},       // NCHW through the copies
+      {1, 80, 12, 12, 96, 3, 3, 3, 3, 1, 1, 1, 1, 16, "w4g32zp", Layout::NCHW},     // stride 3, NCHW
+  };
+  uint32_t seed = 1900;
+  int i = 0;
+  for (const G& g : geoms)
+    for (DType xt : {DType::F16, DType::BF16}) {
+      ConvCase c;
+      c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
+      c.sh = g.sh; c.sw = g.sw; c.ph = g.ph; c.pw = g.pw; c.dh = g.dh; c.dw = g.dw;
+      c.cb = g.cb;
+      c.scheme = g.scheme;
+      c.layout = g.layout;
+      c.xt = xt;
+      c.yt = i % 3 == 0 ? DType::F32 : xt;
+      c.bias = i % 2 == 0;
+      c.clamp = i % 4 == 1 ? Epilogue::relu6() : Epilogue::none();
+      ++i;
+      const ConvWeight cw = make_conv_weight(c, seed);
+      const PreparedWeight pw = prepare(cw, cuda_opts());
+      int64_t Ho = 0, Wo = 0;
+      conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
+      if (c.Kh * c.Kw > 1)  // (1x1 weights name the linear kernel of their stride-1 unpadded calls)
+        EXPECT_EQ(pw.kernel_name(c.B * Ho * Wo).rfind("im2col sm90_wo_ws", 0), 0u) << describe(c) << ": "
+                                                                                   << pw.kernel_name(c.B * Ho * Wo);
+      const double tol = tolerance(c.xt, c.yt);
+      const ConvRun wg = run_conv(c, cw, seed);
+      EXPECT_LE(wg.rel_err, tol) << describe(c);
+      EXPECT_LE(wg.max_err, 12 * tol) << describe(c);
+      ++seed;
+    }
+}
+
 namespace {
 
 // [b][r][c] -> [b][c][r] on the host, elements of `es` bytes (NCHW <-> NHWC).

@@ -20,6 +20,7 @@
 #include "cuda/backend/conv_nchw_copies.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
+#include "cuda/kernels/common/wo_layout.hpp"
 #include "cuda/launch/conv_kernels.hpp"
 #include "cuda/runtime/check.hpp"
 #include "cuda/runtime/device_context.hpp"
@@ -103,8 +104,22 @@ class CudaConvWeightOnly final : public PreparedImpl {
     lo.force_kernel.clear();
     if (taps_ == 1) linear_ = cuda::prepare_weight_only(w, lo);
     const bool linear_form = taps_ == 1 || g.order == ConvKOrder::KhKwCi;
-    if (caps.sm90a && force_ != "sm80_conv_igemm" && linear_form && g.Ci % 64 == 0)
-      igemm_ = linear_ ? linear_ : cuda::prepare_weight_only(w, lo);
+    if (caps.sm90a && force_ != "sm80_conv_igemm" && linear_form) {
+      if (g.Ci % cuda::kChunkK == 0) {
+        igemm_ = linear_ ? linear_ : cuda::prepare_weight_only(w, lo);
+        ck_ = g.Ci;
+      } else if (const int64_t ck = cuda::round_up(g.Ci, cuda::kChunkK); pads_taps(w, g, ck)) {
+        // Ci not a multiple of the 64-wide chunk (a detection backbone's 32, 96, 160 channels):
+        // each tap's channels padded to ck, which the im2col map reads as zeros past Ci. A form
+        // the linear kernels do not take leaves the call to the sm_80 kernel.
+        try {
+          igemm_ = cuda::prepare_weight_only(pad_tap_channels(w, g, ck), lo);
+          ck_ = ck;
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::Unsupported) throw;
+        }
+      }
+    }
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
@@ -256,9 +271,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (linear_ && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0)
       return NhwcGemm::Linear;
     if (igemm_ && force_ != "sm80_conv_igemm") {
-      cuda::Im2colConv c;
-      cuda::set_conv_shape(c, g, *conv, p);
-      if (cuda::conv_igemm_serves(*igemm_, c, x_nhwc)) return NhwcGemm::Igemm;
+      if (cuda::conv_igemm_serves(*igemm_, im2col_shape(g, p), x_nhwc)) return NhwcGemm::Igemm;
     }
     return NhwcGemm::None;
   }
@@ -274,18 +287,26 @@ class CudaConvWeightOnly final : public PreparedImpl {
       const TensorView y2(y.data, y.dtype, {M, N}, Device::CUDA, y.device_index);
       return linear_->linear(x2, y2, ep, ctx);
     }
+    cuda::conv_igemm(*igemm_, im2col_shape(g, p), x, y, ep, ctx);
+  }
+
+  // The call's geometry for the wgmma implicit GEMM, with igemm_'s columns per tap.
+  cuda::Im2colConv im2col_shape(const cuda::ConvCallGeometry& g, const Conv2dParams& p) const {
     cuda::Im2colConv c;
     cuda::set_conv_shape(c, g, *conv, p);
-    cuda::conv_igemm(*igemm_, c, x, y, ep, ctx);
+    c.Ck = int(ck_);
+    return c;
   }
 
   // Where an NCHW call's NHWC copies sit in its scratch (cuda::nchw_copies_layout): after the
-  // fast GEMM's own part (its workspace_size for the call's B Ho Wo rows, which bounds every plan
-  // such a call can get), x's copy (B H W Ci elements of x's type), then y's (B Ho Wo Co of y's
-  // type). (Only for calls copies_gemm serves: they have a linear_ or igemm_.)
+  // fast GEMMs' own part (their workspace_size for the call's B Ho Wo rows, which bounds every
+  // plan such a call can get; a 1x1 weight with Ci padded for the implicit GEMM has two forms),
+  // x's copy (B H W Ci elements of x's type), then y's (B Ho Wo Co of y's type). (Only for calls
+  // copies_gemm serves: they have a linear_ or igemm_.)
   cuda::NchwCopies nchw_copies(const cuda::ConvCallGeometry& g, DType xt, DType yt) const {
-    const PreparedImpl& gemm = linear_ ? *linear_ : *igemm_;  // (igemm_ is linear_ where both are)
-    return cuda::nchw_copies_layout(gemm.workspace_size(g.B * g.Ho * g.Wo),
+    const int64_t rows = g.B * g.Ho * g.Wo;
+    return cuda::nchw_copies_layout(std::max(linear_ ? linear_->workspace_size(rows) : size_t(0),
+                                             igemm_ ? igemm_->workspace_size(rows) : size_t(0)),
                                     size_t(dtype_bytes(xt, g.B * g.H * g.W * conv->Ci)),
                                     size_t(dtype_bytes(yt, g.B * g.Ho * g.Wo * N)));
   }
@@ -402,6 +423,58 @@ class CudaConvWeightOnly final : public PreparedImpl {
     return w.block_k / taps;
   }
 
+  // Whether the wgmma implicit GEMM takes this weight with each tap's channels padded to ck (a
+  // multiple of its 64-wide chunk; Ci is not one): 16-byte pixels (TMA reads x's rows), at least
+  // 32 channels (at most half of each chunk padding: fewer channels run the packed-tap kernels),
+  // and blocks along Ci that tile ck too (their group size must be one the linear kernel takes).
+  static bool pads_taps(const QuantizedWeight& w, const ConvGeometry& g, int64_t ck) {
+    const bool blocks_tile = w.block_k >= w.K || (ck % w.block_k == 0 && (w.block_k & (w.block_k - 1)) == 0 &&
+                                                  w.block_k >= 16);
+    return g.Ci % 8 == 0 && g.Ci >= 32 && blocks_tile;
+  }
+
+  // The linear form [Co][taps ck] of a weight whose taps hold Ci channels (KhKwCi order, or one
+  // tap): tap t's channels at columns t ck .. t ck + Ci - 1, the padding columns code 0 and, in
+  // blocks of padding only, scale 0 (offset 0, zero point 0). The im2col map reads x past Ci as
+  // zeros, so the padding adds exact zeros whatever it dequantizes to.
+  static QuantizedWeight pad_tap_channels(const QuantizedWeight& w, const ConvGeometry& g, int64_t ck) {
+    const int64_t taps = g.Kh * g.Kw;
+    QuantizedWeight p;
+    p.N = w.N;
+    p.K = taps * ck;
+    p.code_type = w.code_type;
+    p.block_k = w.block_k >= w.K ? p.K : w.block_k;
+    p.block_n = w.block_n;
+    p.scale_type = w.scale_type;
+    p.zero_kind = w.zero_kind;
+    p.has_scales = w.has_scales;
+    p.origin = w.origin;
+    p.allocate();
+    for (int64_t n = 0; n < w.N; ++n)
+      for (int64_t tap = 0; tap < taps; ++tap)
+        for (int64_t ci = 0; ci < g.Ci; ++ci) p.set_code_int(n, tap * ck + ci, w.code_int(n, canon_k(g, ci, tap)));
+    // scale (and zero) entries: [N][blocks along K]; a tap's blocks keep their order
+    const size_t se = size_t(dtype_bits(w.scale_type) / 8);
+    const size_t ze = w.zero_kind == ZeroKind::ZeroPoint ? 4 : se;
+    const int64_t blocks_in = w.n_blocks_k(), blocks_out = p.n_blocks_k();
+    auto copy_entry = [&](int64_t n, int64_t kb_in, int64_t kb_out) {
+      const size_t i = size_t(n * blocks_in + kb_in), o = size_t(n * blocks_out + kb_out);
+      std::memcpy(p.scales.data() + o * se, w.scales.data() + i * se, se);
+      if (w.zero_kind != ZeroKind::None) std::memcpy(p.zeros.data() + o * ze, w.zeros.data() + i * ze, ze);
+    };
+    for (int64_t n = 0; n < w.N; ++n) {
+      if (w.block_k >= w.K) {
+        copy_entry(n, 0, 0);
+        continue;
+      }
+      for (int64_t tap = 0; tap < taps; ++tap)
+        for (int64_t c0 = 0; c0 < g.Ci; c0 += w.block_k)
+          copy_entry(n, w.k_block(canon_k(g, c0, tap)), p.k_block(tap * ck + c0));
+    }
+    p.validate();
+    return p;
+  }
+
   // Canonical column of (ci, tap) in the weight's K order.
   static int64_t canon_k(const ConvGeometry& g, int64_t ci, int64_t tap) {
     return g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * g.Kh * g.Kw + tap;
@@ -495,6 +568,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
   int bits_ = 4;
   int sm_count_ = 1;
   bool sm90a_ = false;  // the device runs the sm_90a kernels (wgmma, TMA)
+  int64_t ck_ = 0;      // igemm_'s columns per tap: Ci, or Ci padded to the 64-wide chunk
   DeviceBuffer codes_, pairs_;
   DeviceBuffer stem_image_;  // the stem kernel's dequantized weights ([sigma][f16, bf16])
   int stem_pitch_ = 0;       // ... elements between their rows

@@ -75,10 +75,13 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
     tm.s = ws_a8_factor_map(p.x_factors, p.ld_x_factors, p.K, p.M, mt);
   } else if (p.conv_on) {
     // an NHWC image: boxes of mt output pixels x 64 channels of one tap (the same swizzled
-    // [mt][64] tile as a row-major X's), zeros in the padding and past the last image
+    // [mt][64] tile as a row-major X's), zeros in the padding, past the last image and past Ci
+    // (a weight whose taps were padded to Ck channels)
     const Im2colConv& cv = p.conv;
-    MIXQ_CHECK(cv.Ci % kChunkK == 0 && p.K == cv.Kh * cv.Kw * cv.Ci && p.x_shift == 0, ErrorCode::Internal,
-               "wo wgmma conv: Ci (", cv.Ci, ") must be a multiple of ", kChunkK, ", K (", p.K, ") Kh Kw Ci");
+    MIXQ_CHECK(cv.Ck % kChunkK == 0 && cv.Ck >= cv.Ci && cv.Ck - cv.Ci < kChunkK && p.K == cv.Kh * cv.Kw * cv.Ck &&
+                   p.x_shift == 0,
+               ErrorCode::Internal, "wo wgmma conv: columns per tap (", cv.Ck, ") must be Ci (", cv.Ci,
+               ") rounded up to a multiple of ", kChunkK, ", K (", p.K, ") Kh Kw times that");
     tm.x = make_tensor_map_im2col_nhwc(p.x, cv, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   } else {
     // X [M][K - x_shift] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled outside X

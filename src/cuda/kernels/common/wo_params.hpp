@@ -61,8 +61,9 @@ struct WoStreamParams {
   IoType bias_type;
   float clamp_lo, clamp_hi;
   // The warp-specialized wgmma kernel as an implicit-GEMM convolution (conv_on): X is an NHWC
-  // image read through an im2col tensor map (conv: its geometry; Ci a multiple of the 64-wide
-  // chunk, so a chunk never straddles two taps). Zero (off) for every other call.
+  // image read through an im2col tensor map (conv: its geometry; conv.Ck columns per tap, a
+  // multiple of the 64-wide chunk, so a chunk never straddles two taps). Zero (off) for every
+  // other call.
   int conv_on;
   Im2colConv conv;
   // W4A8 (kCodesU4F8 weights): X holds e4m3 codes (ldx bytes a row), these the two f32 block

@@ -234,7 +234,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         const int w0 = wo * cv.stride_w - cv.pad_w, h0 = ho * cv.stride_h - cv.pad_h;
 #pragma unroll
         for (int h = 0; h < CPS; ++h) {
-          const int k0 = (c * CPS + h) * kChunkK, tap = k0 / cv.Ci, ci = k0 - tap * cv.Ci;
+          const int k0 = (c * CPS + h) * kChunkK, tap = k0 / cv.Ck, ci = k0 - tap * cv.Ck;
           const int r = tap / cv.Kw, s = tap - r * cv.Kw;
           sm90::tma_load_im2col_4d(x_tiles + stage * Tile::kXStage + h * Tile::kXBytes, &tm_x, fb, ci, w0, h0, img,
                                    uint16_t(s * cv.dil_w), uint16_t(r * cv.dil_h));
