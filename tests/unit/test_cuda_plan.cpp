@@ -493,7 +493,8 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
 }
 
 // The conv implicit GEMM's token tile (WoCall::fill_sms): the linear rule, halved while the tiles
-// fill fewer than a quarter of the SMs, down to 32 (64 where K > 4096); never 64 or less with an
+// fill fewer than a quarter of the SMs, down to 32 (64 where K > 4096), then 16 where the 16-token
+// tiles' 64-K chunks come to at most 8 an SM (1,056 here); never 64 or less with an
 // odd count of 64-wide chunks (a two-chunk stage would hold a chunk past K, which an im2col load
 // does not zero), a forced tile included. Linear calls follow their own rule.
 TEST(CudaPlan, ConvTokenTileFillsTheSms) {
@@ -508,11 +509,12 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   };
   // ResNet-50 3x3 layers (N = Co, K = 9 Ci, M = B Ho Wo)
   EXPECT_EQ(mt(784, 128, 1152, false), 32);   // linear, small layer: 25 tiles at 32
-  EXPECT_EQ(mt(784, 128, 1152, true), 32);    // 25 tiles at 32 (18 chunks: even)
+  EXPECT_EQ(mt(784, 128, 1152, true), 16);    // 25 tiles at 32; 49 x 18 = 882 chunks at 16
   EXPECT_EQ(mt(392, 512, 4608, true), 64);    // K > 4096: not below 64 (4 x 7 = 28 tiles)
   EXPECT_EQ(mt(49, 512, 4608, true), 64);     // 4 tiles at 64
   EXPECT_EQ(mt(1568, 512, 4608, true), 128);  // 52 tiles at 128
-  EXPECT_EQ(mt(196, 256, 2304, true), 32);    // K <= 4096: down to 32 (14 tiles)
+  EXPECT_EQ(mt(196, 256, 2304, true), 16);    // K <= 4096: 14 tiles at 32, 26 x 36 = 936 chunks at 16
+  EXPECT_EQ(mt(400, 256, 2304, true), 32);    // 26 tiles at 32, but 50 x 36 = 1,800 chunks at 16
   EXPECT_EQ(mt(1568, 256, 2304, true), 64);   // 2 x 25 = 50 tiles at 64
   EXPECT_EQ(mt(25088, 64, 576, true), 256);   // 98 tiles: the linear rule's
   EXPECT_EQ(mt(6272, 256, 2304, true), 128);  // 2 x 49 = 98 at the linear rule's 128
@@ -523,6 +525,7 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   EXPECT_EQ(mt(112, 200, 64, true), 128);     // 1 chunk (strided 1x1, Ci = 64)
   // a forced tile: kept, except the odd-chunk rule
   EXPECT_EQ(mt(784, 128, 1152, true, 64), 64);
+  EXPECT_EQ(mt(784, 128, 1152, true, 32), 32);
   EXPECT_EQ(mt(3136, 64, 576, true, 64), 128);
   EXPECT_EQ(mt(3136, 64, 576, false, 64), 64);
 }

@@ -41,6 +41,11 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // bench/results/cuda_conv.md, "Token tiles on the H100")
   const int conv_floor = L.K > 4096 ? 64 : 32;
   while (!forced && fill_sms && mt > conv_floor && tiles(mt) < sm_count / 4) mt /= 2;
+  // ... and on to 16 where the 16-token tiles' 64-K chunks come to at most 8 an SM: a batch-1
+  // layer's few short tiles, whose fixed costs the smaller tile spreads over more SMs (H100, W4
+  // g128 f16, two rounds: 3x3 128->128 @28 12.5 -> 11.8 us, 256->256 @14 12.6 -> 11.6; 256->256
+  // @20, 1,800 chunks at 16, is 10% slower there; bench/results/cuda_conv.md, "Token tiles")
+  if (!forced && fill_sms && mt == 32 && tiles(16) * (L.Kp / kChunkK) <= 8 * int64_t(sm_count)) mt = 16;
   // Small linear layers (N <= 1024, K <= 4096; the 1x1 layers of a CNN run as linear calls): a
   // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are
   // most of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while
