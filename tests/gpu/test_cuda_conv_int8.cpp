@@ -227,6 +227,40 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
                          seed++, 1, "sm90_i8_128x64");
 }
 
+// Hopper, Ci not a multiple of 128 (64 channels on, multiples of 16): the wgmma s8 kernel on the
+// weight's taps padded to the next multiple of 128 columns, which the im2col map reads as zeros
+// past Ci: the reference's bytes forced (both tiles) and chosen, Z_I 0 and not (the border
+// correction's per-tap sums are the real taps'), one and two K blocks a tap, 5x5 taps, a 1x1,
+// stride 2 / 3, dilation 2, NCHW through the copies. Chosen where the sm_80 rule would take its
+// 64 x 64 tile; fewer pixels keep the 16 x 32 tile.
+TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
+  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_HOPPER();
+  const SquareConv geoms[] = {{1, 64, 13, 11, 17, 3, 3, 1, 1, 1},   {3, 96, 9, 7, 129, 3, 3, 2, 2, 1},
+                              {2, 80, 15, 15, 64, 3, 3, 1, 4, 2},   {1, 192, 12, 10, 40, 5, 5, 3, 3, 1},
+                              {2, 64, 12, 12, 136, 1, 1, 1, 0, 1},  {4, 64, 20, 20, 64, 3, 3, 1, 1, 1}};
+  uint32_t seed = 3300;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (const char* force : {"sm90_i8_128x128", "sm90_i8_128x64", ""}) {
+      const ConvCase c = int8_case(g, Layout::NHWC, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+      const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
+      if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
+    }
+  for (Ws ws : {Ws::None, Ws::Sized}) {
+    const ConvCase c = int8_case({8, 64, 28, 28, 64, 3, 3, 1, 1, 1}, Layout::NCHW, ConvKOrder::KhKwCi);
+    EXPECT_EQ(expect_int8_conv_exact(c, seed++, i++, "", 0, ws), "im2col sm90_i8_128x64");
+  }
+  // the rule at ResNet-50's 3x3 64->64 @56 (M = 3136 B): 49 tiles of 64 x 64 at batch 1
+  const ConvWeight cw = int8_conv_weight(64, 64, 3, 3, ConvKOrder::KhKwCi, 78);
+  PrepareOptions o = cuda_opts();
+  o.act = ActQuant::Int8PerTensor;
+  const PreparedWeight pw = prepare(cw, o);
+  EXPECT_EQ(pw.kernel_name(3136), "im2col sm80_i8_16x32");
+  EXPECT_EQ(pw.kernel_name(3136 * 8).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 8);
+  EXPECT_EQ(pw.kernel_name(3136 * 32).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 32);
+}
+
 // Hopper, NCHW: a call the wgmma kernel would take in NHWC runs it on NHWC copies of x and y
 // (1-byte and 4-byte transposes around it): the reference's bytes through the reserved scratch,
 // through a workspace of conv2d_workspace_size, and with a workspace too small for the copies

@@ -62,10 +62,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     // one buffer for both kernels where their layouts agree (Cip = Ci)
     shared_codes_ = gemm_ && Cip_ == g.Ci;
     row_bytes_ = shared_codes_ ? Kp_ : taps_ * Cip_;
-    // Hopper (sm_90a): the wgmma s8 kernel with an im2col A map where a 128-K stage is one tap's
-    // 128 channels (Ci a multiple of 128), at most 64 taps (the epilogue's border masks)
-    hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && g.Ci % 128 == 0 &&
-              taps_ <= 64;
+    // Hopper (sm_90a): the wgmma s8 kernel with an im2col A map where a 128-K stage is 128
+    // channels of one tap: Ci a multiple of 128, or (Ci >= 64, 16-byte pixels) each tap's
+    // channels padded to ck_ = Ci rounded up to 128 (zero codes; the map reads x past Ci as
+    // zeros, so the padding adds nothing and the code sums stay the real ones); at most 64 taps
+    // (the epilogue's border masks)
+    ck_ = g.Ci % 128 == 0 ? g.Ci : g.Ci % 16 == 0 && g.Ci >= 64 ? cuda::round_up(g.Ci, int64_t(128)) : 0;
+    hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 && taps_ <= 64;
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
@@ -75,11 +78,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                    ") a multiple of 16");
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs a compute "
-               "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 and "
-               "at most 64 taps (", taps_, ")");
+               "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 or one "
+               "of 16 from 64 on, and at most 64 taps (", taps_, ")");
     std::vector<int8_t> codes(size_t((shared_codes_ ? Np_ : N) * row_bytes_), 0);
     std::vector<int8_t> gemm_codes(gemm_ && !shared_codes_ ? size_t(Np_ * Kp_) : 0, 0);
     std::vector<int32_t> wsum(size_t(N), 0), wsum_tap(hopper_ ? size_t(N * taps_) : 0, 0);
+    // the Hopper kernel's own codes where its taps are padded: [Np][taps ck_], k = tap ck_ + ci
+    std::vector<int8_t> padded_codes(hopper_ && ck_ != g.Ci ? size_t(Np_ * taps_ * ck_) : 0, 0);
     std::vector<double> wscale(size_t(N), 0.0);
     for (int64_t n = 0; n < N; ++n) {
       int32_t s = 0;
@@ -89,6 +94,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
           const int32_t q = w.code_int(n, k);
           codes[size_t(n * row_bytes_ + tap * Cip_ + ci)] = int8_t(q);
           if (!gemm_codes.empty()) gemm_codes[size_t(n * Kp_ + tap * g.Ci + ci)] = int8_t(q);
+          if (!padded_codes.empty()) padded_codes[size_t((n * taps_ + tap) * ck_ + ci)] = int8_t(q);
           if (hopper_) wsum_tap[size_t(n * taps_ + tap)] += q;
           s += q;
         }
@@ -97,6 +103,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     }
     codes_ = dev_.upload(codes.data(), codes.size());
     if (!gemm_codes.empty()) gemm_codes_ = dev_.upload(gemm_codes.data(), gemm_codes.size());
+    if (!padded_codes.empty()) padded_codes_ = dev_.upload(padded_codes.data(), padded_codes.size());
     wsum_ = dev_.upload(wsum.data(), wsum.size() * 4);
     if (hopper_) wsum_tap_ = dev_.upload(wsum_tap.data(), wsum_tap.size() * 4);
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
@@ -206,12 +213,15 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // layers with Ci a multiple of 128 at batch 1, 8, 32 (H200, bench/results/cuda_conv.md): with
   // the looped epilogue and the 128 x 64 tile the wgmma kernel was the fastest on all 15 (at
   // batch 1 11.5-23.0 us against 12.5-32.0 for the best sm_80 tile).
+  // With its taps padded (Ci not a multiple of 128) the wgmma kernel runs where the sm_80 rule
+  // would take the 64 x 64 tile; calls small enough for the 16 x 32 tile keep it.
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect && (!is_hopper(t) || map_fits)) return t;
-    if (hopper_ && map_fits && force_.empty()) return hopper_tile(M);
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
-    return 2 * tiles64 >= sm_count_ ? 3 : 0;
+    const bool many = 2 * tiles64 >= sm_count_;
+    if (hopper_ && map_fits && force_.empty() && (ck_ == conv->Ci || many)) return hopper_tile(M);
+    return many ? 3 : 0;
   }
 
   // The Hopper kernel's N tile: 128 x 64 tiles where they finish in fewer rounds of the SMs,
@@ -302,6 +312,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     p.clamp_hi = ep.clamp_hi;
     cuda::DeviceGuard guard(dev_.id);
     if (is_hopper(tile)) {
+      p.conv.Ck = int(ck_);
+      if (ck_ != conv->Ci) {  // the padded taps' codes
+        p.K = int(taps_ * ck_);
+        p.n_kblocks = int(taps_ * ck_ / 128);
+        p.b = static_cast<const int8_t*>(padded_codes_.data());
+        p.ldb = taps_ * ck_;
+      }
       p.conv_on = 1;
       p.tile_n = tile == kHopperTile64 ? 64 : 128;
       p.wsum_tap = static_cast<const int32_t*>(wsum_tap_.data());
@@ -314,10 +331,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
   cuda::int8b::Int8Device dev_;
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, Kp_ = 0, Np_ = 0;
+  int64_t ck_ = 0;  // the Hopper kernel's columns per tap (Ci, or Ci padded to 128), 0: none
   bool gemm_ = false, shared_codes_ = false, hopper_ = false;
   int sm_count_ = 1;
   std::string force_;
-  DeviceBuffer codes_, gemm_codes_, wsum_, wsum_tap_, wscale_;
+  DeviceBuffer codes_, gemm_codes_, padded_codes_, wsum_, wsum_tap_, wscale_;
   std::shared_ptr<DeviceBuffer> scratch_;  // the device's shared scratch (Hopper: NCHW copies)
 };
 

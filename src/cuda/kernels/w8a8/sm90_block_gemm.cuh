@@ -481,7 +481,7 @@ __global__ void __launch_bounds__(384, 1)
             const Im2colConv& cv = p.conv;
             const int wo = m0 % cv.Wo, tq = m0 / cv.Wo;
             const int ho = tq % cv.Ho, img = tq / cv.Ho;
-            const int k0 = kb * 128, tap = k0 / cv.Ci, ci = k0 - tap * cv.Ci;
+            const int k0 = kb * 128, tap = k0 / cv.Ck, ci = k0 - tap * cv.Ck;
             const int r = tap / cv.Kw, s = tap - r * cv.Kw;
             tma_load_im2col_4d(smem_u32(a_tiles + stage * Shape::kABytes), &tm_a, smem_u32(&full[stage]), ci,
                                wo * cv.stride_w - cv.pad_w, ho * cv.stride_h - cv.pad_h, img,
