@@ -151,8 +151,8 @@ I8_KERNELS = ["sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_64x64_s3", "sm80_i8_128
 
 def _i8_kernel_runs(name, Ci):
     """Whether force_kernel=name can run this layer here (NHWC, 16-byte aligned x)."""
-    if name.startswith("sm90_i8_"):  # Ci a multiple of 128, or padded to one from 64 channels on
-        hopper_ci = Ci % 128 == 0 or (Ci % 16 == 0 and Ci >= 64)
+    if name.startswith("sm90_i8_"):  # Ci a multiple of 128, or padded to one from 32 channels on
+        hopper_ci = Ci % 128 == 0 or (Ci % 16 == 0 and Ci >= 32)
         return hopper_ci and torch.cuda.get_device_capability() == (9, 0)
     return name == "sm80_conv_igemm_64x64_i8" or Ci % 16 == 0
 

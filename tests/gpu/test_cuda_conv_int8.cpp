@@ -227,7 +227,7 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
                          seed++, 1, "sm90_i8_128x64");
 }
 
-// Hopper, Ci not a multiple of 128 (64 channels on, multiples of 16): the wgmma s8 kernel on the
+// Hopper, Ci not a multiple of 128 (32 channels on, multiples of 16): the wgmma s8 kernel on the
 // weight's taps padded to the next multiple of 128 columns, which the im2col map reads as zeros
 // past Ci: the reference's bytes forced (both tiles) and chosen, Z_I 0 and not (the border
 // correction's per-tap sums are the real taps'), one and two K blocks a tap, 5x5 taps, a 1x1,
@@ -238,7 +238,8 @@ TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
   SKIP_WITHOUT_HOPPER();
   const SquareConv geoms[] = {{1, 64, 13, 11, 17, 3, 3, 1, 1, 1},   {3, 96, 9, 7, 129, 3, 3, 2, 2, 1},
                               {2, 80, 15, 15, 64, 3, 3, 1, 4, 2},   {1, 192, 12, 10, 40, 5, 5, 3, 3, 1},
-                              {2, 64, 12, 12, 136, 1, 1, 1, 0, 1},  {4, 64, 20, 20, 64, 3, 3, 1, 1, 1}};
+                              {2, 64, 12, 12, 136, 1, 1, 1, 0, 1},  {4, 64, 20, 20, 64, 3, 3, 1, 1, 1},
+                              {2, 32, 21, 21, 64, 3, 3, 2, 1, 1},   {1, 48, 10, 10, 24, 3, 3, 1, 1, 1}};
   uint32_t seed = 3300;
   int i = 0;
   for (const SquareConv& g : geoms)

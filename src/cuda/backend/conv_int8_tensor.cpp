@@ -63,11 +63,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     shared_codes_ = gemm_ && Cip_ == g.Ci;
     row_bytes_ = shared_codes_ ? Kp_ : taps_ * Cip_;
     // Hopper (sm_90a): the wgmma s8 kernel with an im2col A map where a 128-K stage is 128
-    // channels of one tap: Ci a multiple of 128, or (Ci >= 64, 16-byte pixels) each tap's
+    // channels of one tap: Ci a multiple of 128, or (Ci >= 32, 16-byte pixels) each tap's
     // channels padded to ck_ = Ci rounded up to 128 (zero codes; the map reads x past Ci as
     // zeros, so the padding adds nothing and the code sums stay the real ones); at most 64 taps
     // (the epilogue's border masks)
-    ck_ = g.Ci % 128 == 0 ? g.Ci : g.Ci % 16 == 0 && g.Ci >= 64 ? cuda::round_up(g.Ci, int64_t(128)) : 0;
+    ck_ = g.Ci % 128 == 0 ? g.Ci : g.Ci % 16 == 0 && g.Ci >= 32 ? cuda::round_up(g.Ci, int64_t(128)) : 0;
     hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 && taps_ <= 64;
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
@@ -79,7 +79,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs a compute "
                "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 or one "
-               "of 16 from 64 on, and at most 64 taps (", taps_, ")");
+               "of 16 from 32 on, and at most 64 taps (", taps_, ")");
     std::vector<int8_t> codes(size_t((shared_codes_ ? Np_ : N) * row_bytes_), 0);
     std::vector<int8_t> gemm_codes(gemm_ && !shared_codes_ ? size_t(Np_ * Kp_) : 0, 0);
     std::vector<int32_t> wsum(size_t(N), 0), wsum_tap(hopper_ ? size_t(N * taps_) : 0, 0);
