@@ -260,6 +260,13 @@ TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
   EXPECT_EQ(pw.kernel_name(3136), "im2col sm80_i8_16x32");
   EXPECT_EQ(pw.kernel_name(3136 * 8).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 8);
   EXPECT_EQ(pw.kernel_name(3136 * 32).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 32);
+  // Ci = 32 (three quarters of each tap padding): from four rounds of 128-pixel tiles on; the
+  // detection backbone's 3x3/2 32->64 @320 at batch 1 (25,600 pixels) keeps the 64 x 64 tile
+  const PreparedWeight p32 = prepare(int8_conv_weight(64, 32, 3, 3, ConvKOrder::KhKwCi, 79), o);
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  EXPECT_EQ(p32.kernel_name(25600), 25600 / 128 >= 4 * sms ? "im2col sm90_i8_128x64" : "im2col sm80_i8_64x64_s3");
+  EXPECT_EQ(p32.kernel_name(25600 * 8).rfind("im2col sm90_i8_128x", 0), 0u) << p32.kernel_name(25600 * 8);
 }
 
 // Hopper, NCHW: a call the wgmma kernel would take in NHWC runs it on NHWC copies of x and y

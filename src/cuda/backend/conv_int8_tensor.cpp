@@ -214,13 +214,18 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // the looped epilogue and the 128 x 64 tile the wgmma kernel was the fastest on all 15 (at
   // batch 1 11.5-23.0 us against 12.5-32.0 for the best sm_80 tile).
   // With its taps padded (Ci not a multiple of 128) the wgmma kernel runs where the sm_80 rule
-  // would take the 64 x 64 tile; calls small enough for the 16 x 32 tile keep it.
+  // would take the 64 x 64 tile (calls small enough for the 16 x 32 tile keep it) and, with more
+  // than half of each tap padding (Ci < 64), from four rounds of 128-pixel tiles over the SMs on
+  // (H100, every kernel forced, bench/results/cuda_conv.md "Padded taps": 3x3 64->64 @80 batch 1
+  // 14.5 -> 11.9 us, 3x3/2 32->64 @320 batch 8 / 32 84.4 -> 82.4 / 317.7 -> 282.5; at batch 1
+  // (1.5 rounds) that layer's 64 x 64 tile is faster, 16.1 against 18.2).
   int tile_for(int64_t M, bool map_fits = true) const {
     if (force_ == kDirectName) return kDirect;
     if (const int t = tile_of(force_); t != kDirect && (!is_hopper(t) || map_fits)) return t;
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     const bool many = 2 * tiles64 >= sm_count_;
-    if (hopper_ && map_fits && force_.empty() && (ck_ == conv->Ci || many)) return hopper_tile(M);
+    const bool padded_pays = ck_ == conv->Ci || (2 * conv->Ci >= ck_ ? many : (M + 127) / 128 >= 4 * sm_count_);
+    if (hopper_ && map_fits && force_.empty() && padded_pays) return hopper_tile(M);
     return many ? 3 : 0;
   }
 
