@@ -14,7 +14,8 @@ For every layer and batch, in one process on one GPU:
           symmetric per output channel, int8 output requantized (O_q = M*(Acc32 + FusedBias)),
           NHWC and NCHW, the faster reported; against the same cuDNN FP16 time.
           --i8-kernels also times every INT8 kernel forced (NHWC; the Hopper wgmma kernel where
-          Ci is a multiple of 128 and the device is sm_90) and prints them as a second table.
+          Ci is a multiple of 128, or of 16 from 32 on with padded taps, and the device is sm_90)
+          and prints them as a second table.
 Each call is timed alone with CUDA events, after a 256 MB buffer is overwritten so that weights
 and activations come from HBM (cold L2); the median of --reps calls is reported.
 """
