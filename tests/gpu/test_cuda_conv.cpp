@@ -666,6 +666,49 @@ TEST(CudaConv, KSplitAndWorkspace) {
   expect_conv_ok(big, 74);
 }
 
+namespace {
+
+// A geometry of the wgmma implicit-GEMM sweeps below: stride / padding / dilation per dimension,
+// channels per scale block (0: per output channel), the scheme's code type and zero form.
+struct WgmmaGeom {
+  int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh, dw, cb;
+  const char* scheme;
+  Layout layout = Layout::NHWC;
+};
+
+// Case i of a sweep: x of type xt; y f32 every third case, else xt; bias every second; ReLU6 on
+// every fourth from the second.
+ConvCase wgmma_case(const WgmmaGeom& g, DType xt, int i) {
+  ConvCase c;
+  c.B = g.B, c.Ci = g.Ci, c.H = g.H, c.W = g.W, c.Co = g.Co, c.Kh = g.Kh, c.Kw = g.Kw;
+  c.sh = g.sh, c.sw = g.sw, c.ph = g.ph, c.pw = g.pw, c.dh = g.dh, c.dw = g.dw;
+  c.cb = g.cb;
+  c.scheme = g.scheme;
+  c.layout = g.layout;
+  c.xt = xt;
+  c.yt = i % 3 == 0 ? DType::F32 : xt;
+  c.bias = i % 2 == 0;
+  c.clamp = i % 4 == 1 ? Epilogue::relu6() : Epilogue::none();
+  return c;
+}
+
+// Runs c against float64 (its types' tolerance); a weight of more than one tap must name the
+// wgmma implicit GEMM (1x1 weights name the linear kernel of their stride-1 unpadded calls).
+void expect_wgmma_conv_ok(const ConvCase& c, const ConvWeight& cw, uint32_t seed) {
+  const PreparedWeight pw = prepare(cw, cuda_opts());
+  int64_t Ho = 0, Wo = 0;
+  conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
+  const std::string name = pw.kernel_name(c.B * Ho * Wo);
+  if (c.Kh * c.Kw > 1)
+    EXPECT_EQ(name.rfind("im2col sm90_wo_ws", 0), 0u) << describe(c) << ": " << name;
+  const double tol = tolerance(c.xt, c.yt);
+  const ConvRun wg = run_conv(c, cw, seed);
+  EXPECT_LE(wg.rel_err, tol) << describe(c);
+  EXPECT_LE(wg.max_err, 12 * tol) << describe(c);
+}
+
+}  // namespace
+
 // On Hopper, NHWC 16-bit convs with Ci a multiple of 64 run as the weight-only wgmma kernel's
 // implicit GEMM (activations through a TMA im2col map, tap by tap): the ResNet shapes, strides,
 // padding past the kernel's half, dilation, rectangular kernels, strided 1x1, batch > 1 with
@@ -673,50 +716,30 @@ TEST(CudaConv, KSplitAndWorkspace) {
 // clamp; each against the float64 reference and against the sm_80 kernel forced on the same case.
 TEST(CudaConv, WgmmaImplicitGemm) {
   SKIP_WITHOUT_HOPPER();
-  struct G {
-    int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh, dw, cb;
-    const char* scheme;
-  };
-  const G geoms[] = {
-      {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, "w4g32"},       // ResNet 3x3 @56
-      {2, 128, 28, 28, 128, 3, 3, 2, 2, 1, 1, 1, 1, 128, "w4g32"},    // stride 2, batch 2
-      {3, 64, 13, 9, 72, 3, 3, 2, 1, 2, 3, 2, 1, 32, "w4g32zp"},      // mixed stride / dilation, odd sizes
-      {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w8g32zp"},  // int8 codes
-      {7, 64, 7, 7, 200, 1, 1, 2, 2, 0, 0, 1, 1, 0, "w4g32asym"},      // strided 1x1, per-channel scales
-      {2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w4g32"},      // M = 98: tiles cross images
-      {1, 64, 17, 15, 64, 5, 3, 1, 1, 3, 2, 1, 2, 16, "w4g32asym"},    // rectangular 5x3, blocks of 16
-      {5, 192, 9, 11, 100, 3, 3, 3, 2, 1, 1, 1, 1, 64, "w8g32"},      // stride 3 / 2, Co past 128
+  const WgmmaGeom geoms[] = {
+      // ResNet 3x3 @56; stride 2, batch 2; mixed stride / dilation with odd sizes; int8 codes
+      {1, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 64, "w4g32"},
+      {2, 128, 28, 28, 128, 3, 3, 2, 2, 1, 1, 1, 1, 128, "w4g32"},
+      {3, 64, 13, 9, 72, 3, 3, 2, 1, 2, 3, 2, 1, 32, "w4g32zp"},
+      {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w8g32zp"},
+      // strided 1x1 with per-channel scales; M = 98 (tiles cross images); rectangular 5x3 with
+      // blocks of 16; stride 3 / 2 with Co past 128
+      {7, 64, 7, 7, 200, 1, 1, 2, 2, 0, 0, 1, 1, 0, "w4g32asym"},
+      {2, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w4g32"},
+      {1, 64, 17, 15, 64, 5, 3, 1, 1, 3, 2, 1, 2, 16, "w4g32asym"},
+      {5, 192, 9, 11, 100, 3, 3, 3, 2, 1, 1, 1, 1, 64, "w8g32"},
   };
   uint32_t seed = 900;
   int i = 0;
-  for (const G& g : geoms)
+  for (const WgmmaGeom& g : geoms)
     for (DType xt : {DType::F16, DType::BF16}) {
-      ConvCase c;
-      c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
-      c.sh = g.sh; c.sw = g.sw; c.ph = g.ph; c.pw = g.pw; c.dh = g.dh; c.dw = g.dw;
-      c.cb = g.cb;
-      c.scheme = g.scheme;
-      c.layout = Layout::NHWC;
-      c.xt = xt;
-      c.yt = i % 3 == 0 ? DType::F32 : xt;
-      c.bias = i % 2 == 0;
-      c.clamp = i % 4 == 1 ? Epilogue::relu6() : Epilogue::none();
-      ++i;
+      const ConvCase c = wgmma_case(g, xt, i++);
       const ConvWeight cw = make_conv_weight(c, seed);
-      const PreparedWeight pw = prepare(cw, cuda_opts());
-      int64_t Ho = 0, Wo = 0;
-      conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
-      if (c.Kh * c.Kw > 1)  // (1x1 weights name the linear kernel of their stride-1 unpadded calls)
-        EXPECT_EQ(pw.kernel_name(c.B * Ho * Wo).rfind("im2col sm90_wo_ws", 0), 0u) << describe(c) << ": "
-                                                                                   << pw.kernel_name(c.B * Ho * Wo);
-      const double tol = tolerance(c.xt, c.yt);
-      const ConvRun wg = run_conv(c, cw, seed);
-      EXPECT_LE(wg.rel_err, tol) << describe(c);
-      EXPECT_LE(wg.max_err, 12 * tol) << describe(c);
+      expect_wgmma_conv_ok(c, cw, seed);
       ConvCase old = c;
       old.force = "sm80_conv_igemm";
       const ConvRun sm80 = run_conv(old, cw, seed);
-      EXPECT_LE(sm80.rel_err, tol) << describe(old);
+      EXPECT_LE(sm80.rel_err, tolerance(c.xt, c.yt)) << describe(old);
       ++seed;
     }
 }
@@ -727,47 +750,25 @@ TEST(CudaConv, WgmmaImplicitGemm) {
 // odd chunk counts, strides, dilation, a strided 1x1, both 16-bit types, NHWC and NCHW (copies).
 TEST(CudaConv, WgmmaImplicitGemmPadsTapChannels) {
   SKIP_WITHOUT_HOPPER();
-  struct G {
-    int64_t B, Ci, H, W, Co, Kh, Kw, sh, sw, ph, pw, dh, dw, cb;
-    const char* scheme;
-    Layout layout;
-  };
-  const G geoms[] = {
-      {2, 32, 40, 40, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NHWC},       // a detection downsampler
-      {1, 96, 15, 13, 72, 3, 3, 1, 1, 2, 2, 2, 2, 32, "w4g32zp", Layout::NHWC},     // two chunks a tap, dilation 2
-      {3, 160, 9, 9, 130, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w8g32asym", Layout::NHWC},    // int8, per channel, Co past 128
-      {1, 40, 11, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w4g32", Layout::NHWC},        // 24 of 64 columns padding
-      {2, 48, 10, 12, 64, 1, 1, 2, 2, 0, 0, 1, 1, 16, "w4g32asym", Layout::NHWC},   // strided 1x1, blocks of 16
-      {1, 32, 9, 9, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32, "w8g32zp", Layout::NHWC},       // 25 taps: odd chunk count
-      {2, 32, 20, 20, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NCHW},       // NCHW through the copies
-      {1, 80, 12, 12, 96, 3, 3, 3, 3, 1, 1, 1, 1, 16, "w4g32zp", Layout::NCHW},     // stride 3, NCHW
+  const WgmmaGeom geoms[] = {
+      // a detection downsampler; two chunks a tap, dilation 2; int8 per channel, Co past 128
+      {2, 32, 40, 40, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32"},
+      {1, 96, 15, 13, 72, 3, 3, 1, 1, 2, 2, 2, 2, 32, "w4g32zp"},
+      {3, 160, 9, 9, 130, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w8g32asym"},
+      // 24 of 64 columns padding; a strided 1x1 with blocks of 16; 25 taps (an odd chunk count)
+      {1, 40, 11, 11, 48, 3, 3, 1, 1, 1, 1, 1, 1, 0, "w4g32"},
+      {2, 48, 10, 12, 64, 1, 1, 2, 2, 0, 0, 1, 1, 16, "w4g32asym"},
+      {1, 32, 9, 9, 32, 5, 5, 1, 1, 2, 2, 1, 1, 32, "w8g32zp"},
+      // NCHW through the NHWC copies, stride 2 and 3
+      {2, 32, 20, 20, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NCHW},
+      {1, 80, 12, 12, 96, 3, 3, 3, 3, 1, 1, 1, 1, 16, "w4g32zp", Layout::NCHW},
   };
   uint32_t seed = 1900;
   int i = 0;
-  for (const G& g : geoms)
+  for (const WgmmaGeom& g : geoms)
     for (DType xt : {DType::F16, DType::BF16}) {
-      ConvCase c;
-      c.B = g.B; c.Ci = g.Ci; c.H = g.H; c.W = g.W; c.Co = g.Co; c.Kh = g.Kh; c.Kw = g.Kw;
-      c.sh = g.sh; c.sw = g.sw; c.ph = g.ph; c.pw = g.pw; c.dh = g.dh; c.dw = g.dw;
-      c.cb = g.cb;
-      c.scheme = g.scheme;
-      c.layout = g.layout;
-      c.xt = xt;
-      c.yt = i % 3 == 0 ? DType::F32 : xt;
-      c.bias = i % 2 == 0;
-      c.clamp = i % 4 == 1 ? Epilogue::relu6() : Epilogue::none();
-      ++i;
-      const ConvWeight cw = make_conv_weight(c, seed);
-      const PreparedWeight pw = prepare(cw, cuda_opts());
-      int64_t Ho = 0, Wo = 0;
-      conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
-      if (c.Kh * c.Kw > 1)  // (1x1 weights name the linear kernel of their stride-1 unpadded calls)
-        EXPECT_EQ(pw.kernel_name(c.B * Ho * Wo).rfind("im2col sm90_wo_ws", 0), 0u) << describe(c) << ": "
-                                                                                   << pw.kernel_name(c.B * Ho * Wo);
-      const double tol = tolerance(c.xt, c.yt);
-      const ConvRun wg = run_conv(c, cw, seed);
-      EXPECT_LE(wg.rel_err, tol) << describe(c);
-      EXPECT_LE(wg.max_err, 12 * tol) << describe(c);
+      const ConvCase c = wgmma_case(g, xt, i++);
+      expect_wgmma_conv_ok(c, make_conv_weight(c, seed), seed);
       ++seed;
     }
 }

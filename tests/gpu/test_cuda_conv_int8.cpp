@@ -236,20 +236,23 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
 TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
   SKIP_WITHOUT_GPU();
   SKIP_WITHOUT_HOPPER();
-  const SquareConv geoms[] = {{1, 64, 13, 11, 17, 3, 3, 1, 1, 1},   {3, 96, 9, 7, 129, 3, 3, 2, 2, 1},
-                              {2, 80, 15, 15, 64, 3, 3, 1, 4, 2},   {1, 192, 12, 10, 40, 5, 5, 3, 3, 1},
-                              {2, 64, 12, 12, 136, 1, 1, 1, 0, 1},  {4, 64, 20, 20, 64, 3, 3, 1, 1, 1},
-                              {2, 32, 21, 21, 64, 3, 3, 2, 1, 1},   {1, 48, 10, 10, 24, 3, 3, 1, 1, 1}};
+  const SquareConv geoms[] = {
+      {1, 64, 13, 11, 17, 3, 3, 1, 1, 1},  {3, 96, 9, 7, 129, 3, 3, 2, 2, 1},
+      {2, 80, 15, 15, 64, 3, 3, 1, 4, 2},  {1, 192, 12, 10, 40, 5, 5, 3, 3, 1},
+      {2, 64, 12, 12, 136, 1, 1, 1, 0, 1}, {4, 64, 20, 20, 64, 3, 3, 1, 1, 1},
+      {2, 32, 21, 21, 64, 3, 3, 2, 1, 1},  {1, 48, 10, 10, 24, 3, 3, 1, 1, 1}};
   uint32_t seed = 3300;
   int i = 0;
   for (const SquareConv& g : geoms)
     for (const char* force : {"sm90_i8_128x128", "sm90_i8_128x64", ""}) {
-      const ConvCase c = int8_case(g, Layout::NHWC, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+      const ConvCase c =
+          int8_case(g, Layout::NHWC, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
       if (*force) EXPECT_EQ(name, std::string("im2col ") + force) << describe(c);
     }
   for (Ws ws : {Ws::None, Ws::Sized}) {
-    const ConvCase c = int8_case({8, 64, 28, 28, 64, 3, 3, 1, 1, 1}, Layout::NCHW, ConvKOrder::KhKwCi);
+    const ConvCase c =
+        int8_case({8, 64, 28, 28, 64, 3, 3, 1, 1, 1}, Layout::NCHW, ConvKOrder::KhKwCi);
     EXPECT_EQ(expect_int8_conv_exact(c, seed++, i++, "", 0, ws), "im2col sm90_i8_128x64");
   }
   // the rule at ResNet-50's 3x3 64->64 @56 (M = 3136 B): 49 tiles of 64 x 64 at batch 1
@@ -258,15 +261,19 @@ TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
   o.act = ActQuant::Int8PerTensor;
   const PreparedWeight pw = prepare(cw, o);
   EXPECT_EQ(pw.kernel_name(3136), "im2col sm80_i8_16x32");
-  EXPECT_EQ(pw.kernel_name(3136 * 8).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 8);
-  EXPECT_EQ(pw.kernel_name(3136 * 32).rfind("im2col sm90_i8_128x", 0), 0u) << pw.kernel_name(3136 * 32);
+  EXPECT_EQ(pw.kernel_name(3136 * 8).rfind("im2col sm90_i8_128x", 0), 0u)
+      << pw.kernel_name(3136 * 8);
+  EXPECT_EQ(pw.kernel_name(3136 * 32).rfind("im2col sm90_i8_128x", 0), 0u)
+      << pw.kernel_name(3136 * 32);
   // Ci = 32 (three quarters of each tap padding): from four rounds of 128-pixel tiles on; the
   // detection backbone's 3x3/2 32->64 @320 at batch 1 (25,600 pixels) keeps the 64 x 64 tile
   const PreparedWeight p32 = prepare(int8_conv_weight(64, 32, 3, 3, ConvKOrder::KhKwCi, 79), o);
   int sms = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  EXPECT_EQ(p32.kernel_name(25600), 25600 / 128 >= 4 * sms ? "im2col sm90_i8_128x64" : "im2col sm80_i8_64x64_s3");
-  EXPECT_EQ(p32.kernel_name(25600 * 8).rfind("im2col sm90_i8_128x", 0), 0u) << p32.kernel_name(25600 * 8);
+  EXPECT_EQ(p32.kernel_name(25600),
+            25600 / 128 >= 4 * sms ? "im2col sm90_i8_128x64" : "im2col sm80_i8_64x64_s3");
+  EXPECT_EQ(p32.kernel_name(25600 * 8).rfind("im2col sm90_i8_128x", 0), 0u)
+      << p32.kernel_name(25600 * 8);
 }
 
 // Hopper, NCHW: a call the wgmma kernel would take in NHWC runs it on NHWC copies of x and y

@@ -513,8 +513,8 @@ TEST(CudaPlan, ConvTokenTileFillsTheSms) {
   EXPECT_EQ(mt(392, 512, 4608, true), 64);    // K > 4096: not below 64 (4 x 7 = 28 tiles)
   EXPECT_EQ(mt(49, 512, 4608, true), 64);     // 4 tiles at 64
   EXPECT_EQ(mt(1568, 512, 4608, true), 128);  // 52 tiles at 128
-  EXPECT_EQ(mt(196, 256, 2304, true), 16);    // K <= 4096: 14 tiles at 32, 26 x 36 = 936 chunks at 16
-  EXPECT_EQ(mt(400, 256, 2304, true), 32);    // 26 tiles at 32, but 50 x 36 = 1,800 chunks at 16
+  EXPECT_EQ(mt(196, 256, 2304, true), 16);    // 14 tiles at 32; 26 x 36 = 936 chunks at 16
+  EXPECT_EQ(mt(400, 256, 2304, true), 32);    // 26 tiles at 32; 50 x 36 = 1,800 chunks at 16
   EXPECT_EQ(mt(1568, 256, 2304, true), 64);   // 2 x 25 = 50 tiles at 64
   EXPECT_EQ(mt(25088, 64, 576, true), 256);   // 98 tiles: the linear rule's
   EXPECT_EQ(mt(6272, 256, 2304, true), 128);  // 2 x 49 = 98 at the linear rule's 128

@@ -40,7 +40,8 @@ const char* kHelp =
     "  --conv N,Ci,H,W,Co,Kh,Kw,stride,pad   a layer (several: separated by ';'); default: the\n"
     "                       ResNet-50 conv shapes (3x3 64..512, 1x1 1024->256 and 2048->512, the\n"
     "                       7x7 stride-2 stem) and six of a YOLOv8-s backbone at 640 x 640 (the\n"
-    "                       3x3/2 stem and downsamplers, 3x3 64 @80 and 256 @20, 1x1 512->256 @20)\n"
+    "                       3x3/2 stem and downsamplers, 3x3 64 @80 and 256 @20, 1x1 512->256 "
+    "@20)\n"
     "                       at every --batch\n"
     "  --batch LIST         batches of the default layers (default 1,8,32)\n"
     "  --schemes LIST       default w4g128,w8g128; the block runs along Ci (a layer whose Ci it\n"
@@ -352,7 +353,8 @@ int run_bench_conv(int argc, char** argv) {
     for (const std::string& spec : split(a.get("--conv"), ';'))
       if (!spec.empty()) layers.push_back(parse_conv(spec));
   } else {
-    layers = default_layers(parse_int_list("bench", "--batch", a.get("--batch", quick ? "1" : "1,8,32"), 1, 4096));
+    layers = default_layers(
+        parse_int_list("bench", "--batch", a.get("--batch", quick ? "1" : "1,8,32"), 1, 4096));
   }
   const std::vector<std::string> schemes = split(a.get("--schemes", "w4g128,w8g128"), ',');
   const int reps = int(a.get_int("--reps", quick ? 3 : 20, 1, 100000));

@@ -67,8 +67,11 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     // channels padded to ck_ = Ci rounded up to 128 (zero codes; the map reads x past Ci as
     // zeros, so the padding adds nothing and the code sums stay the real ones); at most 64 taps
     // (the epilogue's border masks)
-    ck_ = g.Ci % 128 == 0 ? g.Ci : g.Ci % 16 == 0 && g.Ci >= 32 ? cuda::round_up(g.Ci, int64_t(128)) : 0;
-    hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 && taps_ <= 64;
+    ck_ = g.Ci % 128 == 0                ? g.Ci
+          : g.Ci % 16 == 0 && g.Ci >= 32 ? cuda::round_up(g.Ci, int64_t(128))
+                                         : 0;
+    hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 &&
+              taps_ <= 64;
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
@@ -77,9 +80,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
-               "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs a compute "
-               "capability 9.0 device with the sm_90a build, Ci (", g.Ci, ") a multiple of 128 or one "
-               "of 16 from 32 on, and at most 64 taps (", taps_, ")");
+               "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_,
+               "' needs a compute capability 9.0 device with the sm_90a build, Ci (", g.Ci,
+               ") a multiple of 128 or one of 16 from 32 on, and at most 64 taps (", taps_, ")");
     std::vector<int8_t> codes(size_t((shared_codes_ ? Np_ : N) * row_bytes_), 0);
     std::vector<int8_t> gemm_codes(gemm_ && !shared_codes_ ? size_t(Np_ * Kp_) : 0, 0);
     std::vector<int32_t> wsum(size_t(N), 0), wsum_tap(hopper_ ? size_t(N * taps_) : 0, 0);
@@ -103,7 +106,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     }
     codes_ = dev_.upload(codes.data(), codes.size());
     if (!gemm_codes.empty()) gemm_codes_ = dev_.upload(gemm_codes.data(), gemm_codes.size());
-    if (!padded_codes.empty()) padded_codes_ = dev_.upload(padded_codes.data(), padded_codes.size());
+    if (!padded_codes.empty())
+      padded_codes_ = dev_.upload(padded_codes.data(), padded_codes.size());
     wsum_ = dev_.upload(wsum.data(), wsum.size() * 4);
     if (hopper_) wsum_tap_ = dev_.upload(wsum_tap.data(), wsum_tap.size() * 4);
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
@@ -224,7 +228,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     if (const int t = tile_of(force_); t != kDirect && (!is_hopper(t) || map_fits)) return t;
     const int64_t tiles64 = ((M + 63) / 64) * ((N + 63) / 64);
     const bool many = 2 * tiles64 >= sm_count_;
-    const bool padded_pays = ck_ == conv->Ci || (2 * conv->Ci >= ck_ ? many : (M + 127) / 128 >= 4 * sm_count_);
+    const bool padded_pays =
+        ck_ == conv->Ci || (2 * conv->Ci >= ck_ ? many : (M + 127) / 128 >= 4 * sm_count_);
     if (hopper_ && map_fits && force_.empty() && padded_pays) return hopper_tile(M);
     return many ? 3 : 0;
   }

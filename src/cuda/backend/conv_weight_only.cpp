@@ -428,8 +428,9 @@ class CudaConvWeightOnly final : public PreparedImpl {
   // 32 channels (at most half of each chunk padding: fewer channels run the packed-tap kernels),
   // and blocks along Ci that tile ck too (their group size must be one the linear kernel takes).
   static bool pads_taps(const QuantizedWeight& w, const ConvGeometry& g, int64_t ck) {
-    const bool blocks_tile = w.block_k >= w.K || (ck % w.block_k == 0 && (w.block_k & (w.block_k - 1)) == 0 &&
-                                                  w.block_k >= 16);
+    const bool blocks_tile =
+        w.block_k >= w.K ||
+        (ck % w.block_k == 0 && (w.block_k & (w.block_k - 1)) == 0 && w.block_k >= 16);
     return g.Ci % 8 == 0 && g.Ci >= 32 && blocks_tile;
   }
 
@@ -437,7 +438,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
   // tap): tap t's channels at columns t ck .. t ck + Ci - 1, the padding columns code 0 and, in
   // blocks of padding only, scale 0 (offset 0, zero point 0). The im2col map reads x past Ci as
   // zeros, so the padding adds exact zeros whatever it dequantizes to.
-  static QuantizedWeight pad_tap_channels(const QuantizedWeight& w, const ConvGeometry& g, int64_t ck) {
+  static QuantizedWeight pad_tap_channels(const QuantizedWeight& w, const ConvGeometry& g,
+                                          int64_t ck) {
     const int64_t taps = g.Kh * g.Kw;
     QuantizedWeight p;
     p.N = w.N;
@@ -452,7 +454,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
     p.allocate();
     for (int64_t n = 0; n < w.N; ++n)
       for (int64_t tap = 0; tap < taps; ++tap)
-        for (int64_t ci = 0; ci < g.Ci; ++ci) p.set_code_int(n, tap * ck + ci, w.code_int(n, canon_k(g, ci, tap)));
+        for (int64_t ci = 0; ci < g.Ci; ++ci)
+          p.set_code_int(n, tap * ck + ci, w.code_int(n, canon_k(g, ci, tap)));
     // scale (and zero) entries: [N][blocks along K]; a tap's blocks keep their order
     const size_t se = size_t(dtype_bits(w.scale_type) / 8);
     const size_t ze = w.zero_kind == ZeroKind::ZeroPoint ? 4 : se;
@@ -460,7 +463,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
     auto copy_entry = [&](int64_t n, int64_t kb_in, int64_t kb_out) {
       const size_t i = size_t(n * blocks_in + kb_in), o = size_t(n * blocks_out + kb_out);
       std::memcpy(p.scales.data() + o * se, w.scales.data() + i * se, se);
-      if (w.zero_kind != ZeroKind::None) std::memcpy(p.zeros.data() + o * ze, w.zeros.data() + i * ze, ze);
+      if (w.zero_kind != ZeroKind::None)
+        std::memcpy(p.zeros.data() + o * ze, w.zeros.data() + i * ze, ze);
     };
     for (int64_t n = 0; n < w.N; ++n) {
       if (w.block_k >= w.K) {

@@ -213,9 +213,8 @@ class CudaWeightOnly final : public PreparedImpl {
   bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
     const int ck = g.Ck > 0 ? g.Ck : g.Ci;
     return conv_capable() && ck % cuda::kChunkK == 0 && ck >= g.Ci && ck - g.Ci < cuda::kChunkK &&
-           L_.K == int64_t(g.Kh) * g.Kw * ck &&
-           (x.dtype == DType::F16 || x.dtype == DType::BF16) && reinterpret_cast<uintptr_t>(x.data) % 16 == 0 &&
-           cuda::im2col_map_fits(g);
+           L_.K == int64_t(g.Kh) * g.Kw * ck && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
+           reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(g);
   }
 
   // The part of conv_igemm_serves that depends on the weight alone (max_workspace bounds the conv

@@ -45,7 +45,8 @@ int wgmma_token_tile(int64_t M, const WoLayout& L, int sm_count, const Tuning& t
   // layer's few short tiles, whose fixed costs the smaller tile spreads over more SMs (H100, W4
   // g128 f16, two rounds: 3x3 128->128 @28 12.5 -> 11.8 us, 256->256 @14 12.6 -> 11.6; 256->256
   // @20, 1,800 chunks at 16, is 10% slower there; bench/results/cuda_conv.md, "Token tiles")
-  if (!forced && fill_sms && mt == 32 && tiles(16) * (L.Kp / kChunkK) <= 8 * int64_t(sm_count)) mt = 16;
+  if (!forced && fill_sms && mt == 32 && tiles(16) * (L.Kp / kChunkK) <= 8 * int64_t(sm_count))
+    mt = 16;
   // Small linear layers (N <= 1024, K <= 4096; the 1x1 layers of a CNN run as linear calls): a
   // CTA's tile is a short K loop whose fixed costs (start, first fill, reduction, epilogue) are
   // most of its time, so more, smaller tiles beat stream-K pieces of few large ones. Halve while

@@ -78,10 +78,11 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
     // [mt][64] tile as a row-major X's), zeros in the padding, past the last image and past Ci
     // (a weight whose taps were padded to Ck channels)
     const Im2colConv& cv = p.conv;
-    MIXQ_CHECK(cv.Ck % kChunkK == 0 && cv.Ck >= cv.Ci && cv.Ck - cv.Ci < kChunkK && p.K == cv.Kh * cv.Kw * cv.Ck &&
-                   p.x_shift == 0,
-               ErrorCode::Internal, "wo wgmma conv: columns per tap (", cv.Ck, ") must be Ci (", cv.Ci,
-               ") rounded up to a multiple of ", kChunkK, ", K (", p.K, ") Kh Kw times that");
+    MIXQ_CHECK(cv.Ck % kChunkK == 0 && cv.Ck >= cv.Ci && cv.Ck - cv.Ci < kChunkK &&
+                   p.K == cv.Kh * cv.Kw * cv.Ck && p.x_shift == 0,
+               ErrorCode::Internal, "wo wgmma conv: columns per tap (", cv.Ck, ") must be Ci (",
+               cv.Ci, ") rounded up to a multiple of ", kChunkK, ", K (", p.K,
+               ") Kh Kw times that");
     tm.x = make_tensor_map_im2col_nhwc(p.x, cv, kChunkK, uint32_t(mt), CU_TENSOR_MAP_SWIZZLE_128B);
   } else {
     // X [M][K - x_shift] 16-bit, rows ldx apart; boxes of 64 K x mt tokens, zero-filled outside X
