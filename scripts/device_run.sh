@@ -10,7 +10,7 @@
 #   moe:        the mixture-of-experts GPU tests (tests/gpu/test_moe*_cuda.cpp), a memcheck of
 #               the grouped, routing and schedule kernels, and `mixq bench --op moe` (MOE_MS,
 #               MOE_MODELS, MOE_SCHEMES narrow it) into moe_bench.json
-#   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv.cpp) and a compute-sanitizer
+#   conv:       the CUDA conv2d GPU tests (tests/gpu/test_cuda_conv*.cpp) and a compute-sanitizer
 #               memcheck + racecheck of a subset of them (the Python bench_conv runs separately)
 #   tp:         tensor parallel: shard and multi-GPU tests, a memcheck, `mixq bench --tp`
 #   ggml:       GGUF weights at native width: GPU tests, memcheck, mixq vs llama.cpp CUDA
