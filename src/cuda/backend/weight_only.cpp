@@ -211,9 +211,8 @@ class CudaWeightOnly final : public PreparedImpl {
   // padded: im2col_conv.hpp) a multiple of the 64-wide chunk and less than a chunk past Ci,
   // K = Kh Kw Ck, 16-bit NHWC x whose rows TMA can read, geometry an im2col map holds.
   bool conv_igemm_serves(const cuda::Im2colConv& g, const TensorView& x) const {
-    const int ck = g.Ck > 0 ? g.Ck : g.Ci;
-    return conv_capable() && ck % cuda::kChunkK == 0 && ck >= g.Ci && ck - g.Ci < cuda::kChunkK &&
-           L_.K == int64_t(g.Kh) * g.Kw * ck && (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
+    return conv_capable() && cuda::im2col_taps_fit(g, cuda::kChunkK, L_.K) &&
+           (x.dtype == DType::F16 || x.dtype == DType::BF16) &&
            reinterpret_cast<uintptr_t>(x.data) % 16 == 0 && cuda::im2col_map_fits(g);
   }
 
@@ -248,7 +247,7 @@ class CudaWeightOnly final : public PreparedImpl {
     cuda::WoStreamParams k = kernel_params(p, rows_x, rows_y, ep, ws, tickets);
     k.conv_on = 1;
     k.conv = g;
-    if (k.conv.Ck == 0) k.conv.Ck = g.Ci;
+    k.conv.Ck = cuda::im2col_tap_columns(g);  // the kernel reads Ck
     cuda::launch_wo_wgmma(k, p, stream);
   }
 

@@ -19,11 +19,10 @@ void check_tensor_params(const Int8GemmParams& a, const char* name) {
                  ": pitches lda ", a.lda, ", ldb ", a.ldb, " must cover K and be 16-byte multiples (TMA)");
   if (a.conv_on) {
     const Im2colConv& g = a.conv;
-    const int ck = g.Ck > 0 ? g.Ck : g.Ci;  // columns per tap: Ci, or Ci padded to 128
-    MIXQ_CHECK_ARG(ck % 128 == 0 && ck >= g.Ci && ck - g.Ci < 128 && a.K == g.Kh * g.Kw * ck &&
-                       g.Kh * g.Kw <= 64 && int64_t(g.B) * g.Ho * g.Wo == a.M &&
+    MIXQ_CHECK_ARG(im2col_taps_fit(g, 128, a.K) && g.Kh * g.Kw <= 64 &&
+                       int64_t(g.B) * g.Ho * g.Wo == a.M &&
                        (a.in_zero == 0 || a.wsum_tap != nullptr),
-                   name, ": convolution Ci ", g.Ci, " with ", ck,
+                   name, ": convolution Ci ", g.Ci, " with ", im2col_tap_columns(g),
                    " columns a tap (Ci rounded up to a multiple of 128), K ", a.K,
                    " = Kh Kw times that (", g.Kh, " x ", g.Kw, " taps, at most 64), M ", a.M,
                    " = B Ho Wo, per-tap sums for Z_I ", a.in_zero);

@@ -40,7 +40,7 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
   pp.wsum_tap = a.wsum_tap;
   sm90::BlockGemmParams p;
   p.conv = a.conv;
-  if (p.conv.Ck == 0) p.conv.Ck = p.conv.Ci;
+  p.conv.Ck = im2col_tap_columns(p.conv);  // the kernel reads Ck
   p.conv_on = a.conv_on;
   p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, 1);
   p.group_n = a.group_n > 0 ? a.group_n : 8;

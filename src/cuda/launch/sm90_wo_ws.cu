@@ -78,8 +78,7 @@ void launch_wo_wgmma(const WoStreamParams& p, const WoPlan& plan, cudaStream_t s
     // [mt][64] tile as a row-major X's), zeros in the padding, past the last image and past Ci
     // (a weight whose taps were padded to Ck channels)
     const Im2colConv& cv = p.conv;
-    MIXQ_CHECK(cv.Ck % kChunkK == 0 && cv.Ck >= cv.Ci && cv.Ck - cv.Ci < kChunkK &&
-                   p.K == cv.Kh * cv.Kw * cv.Ck && p.x_shift == 0,
+    MIXQ_CHECK(cv.Ck > 0 && im2col_taps_fit(cv, kChunkK, p.K) && p.x_shift == 0,
                ErrorCode::Internal, "wo wgmma conv: columns per tap (", cv.Ck, ") must be Ci (",
                cv.Ci, ") rounded up to a multiple of ", kChunkK, ", K (", p.K,
                ") Kh Kw times that");

@@ -3,6 +3,8 @@
 // kernel's producer, which reads it from its parameters).
 #pragma once
 
+#include <cstdint>
+
 namespace mixq::cuda {
 
 struct Im2colConv {
@@ -15,5 +17,18 @@ struct Im2colConv {
   // past Ci as zeros, so a chunk still never straddles two taps. 0 means Ci.
   int Ck = 0;
 };
+
+// Its columns a tap (Ck, or Ci where Ck is 0).
+inline int im2col_tap_columns(const Im2colConv& g) {
+  return g.Ck > 0 ? g.Ck : g.Ci;
+}
+
+// Whether a GEMM of K columns can read g tap by tap in chunks of `chunk` columns: the columns a
+// tap a multiple of the chunk (a chunk never straddles two taps) and less than a chunk past Ci
+// (the padding lies past Ci, where the map reads zeros), K = Kh Kw times them.
+inline bool im2col_taps_fit(const Im2colConv& g, int chunk, int64_t K) {
+  const int ck = im2col_tap_columns(g);
+  return ck % chunk == 0 && ck >= g.Ci && ck - g.Ci < chunk && K == int64_t(g.Kh) * g.Kw * ck;
+}
 
 }  // namespace mixq::cuda
