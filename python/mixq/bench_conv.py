@@ -147,14 +147,18 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes, i8_ker
 
 # The INT8 per-tensor conv kernels force_kernel can name (the direct kernel takes any layout)
 I8_KERNELS = ["sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_64x64_s3", "sm80_i8_128x128",
-              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128", "sm90_i8_128x64"]
+              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128", "sm90_i8_128x64",
+              "sm80_conv_stem_i8", "sm90_conv_stem_tma_i8"]
 
 
 def _i8_kernel_runs(name, Ci):
     """Whether force_kernel=name can run this layer here (NHWC, 16-byte aligned x)."""
+    hopper = torch.cuda.get_device_capability() == (9, 0)
     if name.startswith("sm90_i8_"):  # Ci a multiple of 128, or padded to one from 32 channels on
         hopper_ci = Ci % 128 == 0 or (Ci % 16 == 0 and Ci >= 32)
-        return hopper_ci and torch.cuda.get_device_capability() == (9, 0)
+        return hopper_ci and hopper
+    if "_stem_" in name:  # few input channels (an RGB stem); the TMA form on sm_90
+        return Ci <= 4 and (hopper or "_tma_" not in name)
     return name == "sm80_conv_igemm_64x64_i8" or Ci % 16 == 0
 
 

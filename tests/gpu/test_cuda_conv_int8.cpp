@@ -137,6 +137,51 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
       }
 }
 
+// Few input channels (Ci 1-4, an RGB stem): the 16-bit stem kernel on an f16 copy of x less Z_I
+// with the INT8 epilogue, its f32 sums exact: the reference's bytes for a 7x7/2 stem (ResNet), a
+// 3x3/2 one (YOLO), 5x5 stride 1, 3x3 stride 3 and padding wider than the kernel's half, 1 to 4
+// channels, both layouts and K orders, Z_I 0 / -7 / 19, widths whose rows are not 16-byte
+// multiples (the loader form), several images; the copy in the caller's workspace, in the
+// reserved scratch a few images at a time (a 1100 x 1104 image's copy fills most of it: three
+// rounds), and with a workspace too small (the direct kernel). The loader form forced, and (sm_90)
+// the TMA form; a dilation along W, which the stem does not take, runs the direct kernel unless
+// the stem is forced (an error naming it).
+TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
+  SKIP_WITHOUT_GPU();
+  const SquareConv geoms[] = {{2, 3, 37, 40, 64, 7, 7, 2, 3, 1}, {1, 3, 33, 32, 32, 3, 3, 2, 1, 1},
+                              {3, 1, 19, 21, 17, 5, 5, 1, 2, 1}, {2, 4, 16, 24, 72, 3, 3, 1, 4, 1},
+                              {7, 2, 9, 13, 9, 3, 3, 3, 1, 1}};
+  const std::string loader = "sm80_conv_stem_i8", tma = "sm90_conv_stem_tma_i8";
+  uint32_t seed = 4100;
+  int i = 0;
+  for (const SquareConv& g : geoms)
+    for (Layout layout : {Layout::NCHW, Layout::NHWC}) {
+      for (Ws ws : {Ws::None, Ws::Sized, Ws::Tiny}) {
+        const ConvCase c = int8_case(g, layout, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
+        const std::string name = expect_int8_conv_exact(c, seed++, i++, "", 0, ws);
+        EXPECT_EQ(name, test::hopper() ? tma : loader) << describe(c);
+      }
+      const ConvCase c = int8_case(g, layout, ConvKOrder::KhKwCi);
+      EXPECT_EQ(expect_int8_conv_exact(c, seed++, i++, loader), loader);
+      if (test::hopper() && (g.W * g.Ci * 2) % 16 == 0)
+        EXPECT_EQ(expect_int8_conv_exact(c, seed++, i++, tma, 0, Ws::Sized), tma);
+    }
+  for (Layout layout : {Layout::NHWC, Layout::NCHW})
+    expect_int8_conv_exact(int8_case({3, 4, 1100, 1104, 8, 3, 3, 2, 1, 1}, layout, ConvKOrder::KhKwCi), seed++,
+                           i++);
+  // dilation along W: the direct kernel, or (forced stem) a clear error
+  const ConvCase dil = int8_case({2, 3, 15, 16, 8, 3, 3, 1, 2, 2}, Layout::NHWC, ConvKOrder::KhKwCi);
+  expect_int8_conv_exact(dil, seed++, i++);
+  expect_error([&] { expect_int8_conv_exact(dil, seed, 0, loader); }, ErrorCode::InvalidArgument,
+               "cannot run this call");
+  // a weight the stem does not take, forced
+  PrepareOptions o = cuda_opts();
+  o.act = ActQuant::Int8PerTensor;
+  o.force_kernel = loader;
+  expect_error([&] { prepare(int8_conv_weight(8, 5, 3, 3, ConvKOrder::KhKwCi, 6), o); }, ErrorCode::InvalidArgument,
+               "Ci <= 4");
+}
+
 // NHWC inputs with Ci a multiple of 16 run the INT8 GEMM's pipelined kernels with A gathered from
 // the image: every CTA tile (forced and chosen), channels that are a multiple of 16 but not of 32
 // (the GEMM's own code buffer), K blocks that hold several taps and taps split over K blocks,

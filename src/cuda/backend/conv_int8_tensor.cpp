@@ -22,6 +22,7 @@
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/conv_call_geometry.hpp"
 #include "cuda/backend/conv_nchw_copies.hpp"
+#include "cuda/backend/conv_stem_image.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
@@ -72,10 +73,26 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                                          : 0;
     hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 &&
               taps_ <= 64;
-    force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8"});
-    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0,
+    force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8", "sm90_conv"});
+    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0 || is_stem_name(force_),
                    "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
-                   kDirectName, tile_list());
+                   kDirectName, tile_list(), ", ", cuda::conv_stem_i8_name(false), ", ",
+                   cuda::conv_stem_i8_name(true));
+    // Few input channels (an RGB stem): the 16-bit stem kernel on an f16 copy of x less Z_I with
+    // the INT8 epilogue, exact (conv_stem.hpp, ConvStemParams::requant): Ci <= 4, more than one
+    // tap, the padded K within the kernel's tables (Z_I is in [-128, 127]: ops.cpp)
+    static_assert(cuda::kStemInt8MaxZero >= 128, "every int8 zero point");
+    stem_ = taps_ > 1 && g.Ci <= cuda::kStemMaxCi &&
+            cuda::conv_stem_kpad(int(g.Ci), int(g.Kh), int(g.Kw)) <= cuda::kStemMaxK;
+    MIXQ_CHECK_ARG(!is_stem_name(force_) || stem_, "prepare (cuda conv2d int8-per-tensor): force_kernel ",
+                   force_, " needs Ci <= ", cuda::kStemMaxCi, " (got ", g.Ci, "), more than one tap (",
+                   g.Kh, "x", g.Kw, ") and Kh * round_up(Kw * Ci, 2) <= ", cuda::kStemMaxK);
+    MIXQ_CHECK(force_ != cuda::conv_stem_i8_name(true) || dev_.caps.sm90a, ErrorCode::Unsupported,
+               "prepare (cuda conv2d int8-per-tensor): force_kernel ", force_,
+               " needs an sm_90 device (TMA), device ", dev_.id, " is ", dev_.caps.cc_major, ".",
+               dev_.caps.cc_minor);
+    stem_ = stem_ && (force_.empty() || is_stem_name(force_));
+    stem_tma_ = dev_.caps.sm90a && force_ != cuda::conv_stem_i8_name(false);
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
@@ -104,6 +121,16 @@ class CudaConvInt8Tensor final : public PreparedImpl {
       wsum[size_t(n)] = s;
       wscale[size_t(n)] = double(o.input_quant.scale) * double(w.scale(n, 0));
     }
+    if (stem_) {  // the codes themselves, in the stem's K order (exact in f16)
+      const std::vector<uint16_t> img = cuda::build_stem_image(
+          N, int(g.Ci), int(g.Kh), int(g.Kw),
+          [&](int64_t n, int kh, int j) {
+            const int64_t tap = kh * g.Kw + j / g.Ci, ci = j % g.Ci;
+            return float(w.code_int(n, g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * taps_ + tap));
+          },
+          &stem_shape_);
+      stem_image_ = dev_.upload(img.data(), img.size() * 2);
+    }
     codes_ = dev_.upload(codes.data(), codes.size());
     if (!gemm_codes.empty()) gemm_codes_ = dev_.upload(gemm_codes.data(), gemm_codes.size());
     if (!padded_codes.empty())
@@ -113,12 +140,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     wscale_ = dev_.upload(wscale.data(), wscale.size() * 8);
     sm_count_ = std::max(dev_.caps.sm_count, 1);
     // the NCHW copies of calls without a workspace (nchw_copies), from the device's shared scratch
-    if (hopper_) scratch_ = dev_.ctx->reserve_scratch(kCopiesScratchBytes);
+    if (hopper_ || stem_) scratch_ = dev_.ctx->reserve_scratch(kCopiesScratchBytes);
     MIXQ_CUDA_CHECK(cudaDeviceSynchronize());  // prepare is not on the hot path
   }
 
   // what an NHWC call (16-byte aligned x) runs
   std::string kernel_name(int64_t M) const override {
+    if (stem_) return cuda::conv_stem_i8_name(stem_tma_);
     const int t = gemm_ ? tile_for(M) : kDirect;
     return t == kDirect ? kDirectName : std::string("im2col ") + kTileNames[t];
   }
@@ -126,8 +154,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // No workspace, except for the NCHW copies of a call that runs the Hopper kernel on them (y
   // counted at 4 bytes an element: y's dtype is not an argument).
   size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p, int64_t) const override {
-    if (p.layout != Layout::NCHW) return 0;
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
+    if (stem_) return stem_copy_bytes(g, g.B);
+    if (p.layout != Layout::NCHW) return 0;
     return copies_tile(g, p) == kDirect ? 0 : nchw_copies(g, 4).total;
   }
 
@@ -155,6 +184,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     }
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     cudaStream_t stream = static_cast<cudaStream_t>(ctx.stream);
+    if (run_stem(g, p, x, y, ep, ctx)) return;
     if (g.nchw && run_nchw_through_copies(g, p, x, y, ep, ctx)) return;
     if (gemm_ && !g.nchw && reinterpret_cast<uintptr_t>(x.data) % 16 == 0) {
       cuda::Im2colConv shape{};
@@ -244,6 +274,92 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     const int64_t rounds128 = (m_tiles * ((N + 127) / 128) + sm_count_ - 1) / sm_count_;
     const int64_t rounds64 = (m_tiles * ((N + 63) / 64) + sm_count_ - 1) / sm_count_;
     return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
+  }
+
+  static bool is_stem_name(const std::string& name) {
+    return name == cuda::conv_stem_i8_name(false) || name == cuda::conv_stem_i8_name(true);
+  }
+
+  // ---- The stem (few input channels) on an f16 copy of x
+  // bytes of the f16 NHWC copy of `images` images
+  size_t stem_copy_bytes(const cuda::ConvCallGeometry& g, int64_t images) const {
+    return size_t((images * g.H * g.W * conv->Ci * 2 + 255) / 256 * 256);
+  }
+  // The stem's plan for `images` images of the call, reading x's copy at xc and writing y at yd.
+  bool stem_plan(const cuda::ConvCallGeometry& g, const Conv2dParams& p, int64_t images, const void* xc,
+                 void* yd, const TensorView& y, const Epilogue& ep, cuda::ConvStemParams* s) const {
+    cuda::ConvCallGeometry gc = g;
+    gc.B = images;
+    gc.nchw = false;  // the copy
+    cuda::ConvIgemmParams k{};
+    cuda::set_conv_geometry(k, gc, *conv, N, p);
+    k.x = xc;
+    k.x_type = cuda::IoType::F16;
+    k.packed = true;
+    k.y = yd;
+    k.bias = ep.bias.empty() ? nullptr : ep.bias.data;
+    k.bias_type = ep.bias.empty() ? cuda::IoType::F32
+                                  : cuda::IoType(cuda::float_type_code(ep.bias.dtype, "cuda conv2d bias"));
+    k.clamp_lo = ep.clamp_lo;
+    k.clamp_hi = ep.clamp_hi;
+    // the TMA form reads the copy (256-byte aligned) as [B][H][W * Ci] with 16-byte rows
+    const bool tma = stem_tma_ && p.dilation_h == 1 && (g.W * conv->Ci * 2) % 16 == 0;
+    if (!cuda::conv_stem_plan(k, true, sm_count_, dev_.caps.smem_per_block_optin, s, tma, 1)) return false;
+    if (force_ == cuda::conv_stem_i8_name(true) && !s->tma) return false;
+    s->w_image = stem_shape_.at(stem_image_.data(), s->sigma, false);
+    s->img_pitch = stem_shape_.pitch;
+    s->requant = true;
+    s->y_nchw = g.nchw;
+    s->y_i8 = y.dtype == DType::I8;
+    s->wscale = static_cast<const double*>(wscale_.data());
+    s->out_scale = double(opts.output_quant.scale);
+    s->out_zero = opts.output_quant.zero;
+    return true;
+  }
+  // The stem's call: per batch of images that the copy's memory holds (the caller's workspace,
+  // conv2d_workspace_size bytes: all of them; else the device's reserved scratch), x's images
+  // into the f16 copy less Z_I, then the stem kernel on them. Returns false, having enqueued
+  // nothing, where the stem does not take the call (dilation along W, a forced TMA form the call
+  // does not admit) or no memory holds one image's copy; the direct kernel then runs it.
+  bool run_stem(const cuda::ConvCallGeometry& g, const Conv2dParams& p, const TensorView& x,
+                const TensorView& y, const Epilogue& ep, const ExecContext& ctx) const {
+    if (!stem_) return false;
+    char* base = nullptr;
+    int64_t per_round = 0;
+    if (ctx.workspace) {
+      if (ctx.workspace_bytes >= stem_copy_bytes(g, g.B) && reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0) {
+        base = static_cast<char*>(ctx.workspace);
+        per_round = g.B;
+      }
+    } else if (scratch_) {
+      base = static_cast<char*>(scratch_->data());
+      per_round = std::min<int64_t>(g.B, int64_t(scratch_->size() / stem_copy_bytes(g, 1)));
+    }
+    cuda::ConvStemParams s{};
+    if (per_round < 1 || !stem_plan(g, p, per_round, base, y.data, y, ep, &s)) {
+      MIXQ_CHECK_ARG(!is_stem_name(force_), "conv2d (cuda int8-per-tensor): force_kernel ", force_,
+                     " cannot run this call (dilation ", p.dilation_h, "x", p.dilation_w, ", W ", g.W,
+                     ", Ci ", conv->Ci, ", the f16 copy of x ", stem_copy_bytes(g, 1), " bytes an image, ",
+                     ctx.workspace ? "the workspace " : "the scratch ",
+                     ctx.workspace ? ctx.workspace_bytes : scratch_ ? scratch_->size() : 0, " bytes)");
+      return false;
+    }
+    cuda::DeviceGuard guard(dev_.id);
+    const auto stream = static_cast<cudaStream_t>(ctx.stream);
+    const int64_t x_image = g.H * g.W * conv->Ci;                                  // bytes
+    const int64_t y_image = N * g.Ho * g.Wo * int64_t(dtype_bytes(y.dtype, 1));  // bytes
+    for (int64_t b0 = 0; b0 < g.B; b0 += per_round) {
+      const int64_t nb = std::min(per_round, g.B - b0);
+      char* yd = static_cast<char*>(y.data) + b0 * y_image;
+      if (nb != per_round) MIXQ_CHECK(stem_plan(g, p, nb, base, yd, y, ep, &s), ErrorCode::Internal,
+                                      "conv2d (cuda int8-per-tensor): no stem plan for the last images");
+      s.g.y = yd;
+      cuda::launch_conv_stem_i8_input(static_cast<const int8_t*>(x.data) + b0 * x_image, base, nb,
+                                      int(conv->Ci), g.H * g.W, g.nchw, opts.input_quant.zero, sm_count_,
+                                      stream);
+      cuda::launch_conv_stem(s, sm_count_, stream);
+    }
+    return true;
   }
 
   // ---- NCHW on Hopper through NHWC copies
@@ -343,6 +459,10 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   int64_t taps_ = 1, Cip_ = 0, row_bytes_ = 0, Kp_ = 0, Np_ = 0;
   int64_t ck_ = 0;  // the Hopper kernel's columns per tap (Ci, or Ci padded to 128), 0: none
   bool gemm_ = false, shared_codes_ = false, hopper_ = false;
+  bool stem_ = false;      // the stem kernel serves calls (few input channels)
+  bool stem_tma_ = false;  // ... in its TMA form where the call admits it (sm_90, not forced off)
+  cuda::StemImageShape stem_shape_;
+  DeviceBuffer stem_image_;  // the stem kernel's weight image: the codes as f16
   int sm_count_ = 1;
   std::string force_;
   DeviceBuffer codes_, gemm_codes_, padded_codes_, wsum_, wsum_tap_, wscale_;

@@ -18,6 +18,7 @@
 #include "cuda/backend/common.hpp"
 #include "cuda/backend/conv_call_geometry.hpp"
 #include "cuda/backend/conv_nchw_copies.hpp"
+#include "cuda/backend/conv_stem_image.hpp"
 #include "cuda/backend/factories.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/wo_layout.hpp"
@@ -214,10 +215,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (stem_ && force_ != "sm80_conv_igemm" &&
         cuda::conv_stem_plan(k, x.dtype != DType::F32, sm_count_, smem_optin_, &stem, tma) &&
         (force_ != "sm90_conv_stem_tma" || stem.tma)) {
-      const size_t one = size_t(stem_cop_) * size_t(stem_pitch_);
-      stem.w_image = static_cast<const uint16_t*>(stem_image_.data()) +
-                     size_t(2 * stem.sigma + (x.dtype == DType::BF16 ? 1 : 0)) * one;
-      stem.img_pitch = stem_pitch_;
+      stem.w_image = stem_shape_.at(stem_image_.data(), stem.sigma, x.dtype == DType::BF16);
+      stem.img_pitch = stem_shape_.pitch;
       cuda::DeviceGuard guard(device_);
       return cuda::launch_conv_stem(stem, sm_count_, static_cast<cudaStream_t>(ctx.stream));
     }
@@ -528,37 +527,21 @@ class CudaConvWeightOnly final : public PreparedImpl {
     if (stem_) stem_image(codes, pairs, g);
   }
 
-  // The stem kernel's weight images (conv_stem.hpp): [sigma 0 | 1][f16 | bf16][Co rounded up to
-  // 64][stem_pitch_], the values w = s * u + o' of the repacked codes and pairs (the general
-  // kernel's fmaf in f32), rounded to nearest even once; column k = kh * lp + sigma + kw * Ci + ci
-  // in the K order shifted by sigma (sigma 1, the TMA form's odd starts, only where its padded K
-  // is within kStemMaxK).
+  // The stem kernel's weight images (conv_stem_image.hpp): the values w = s * u + o' of the
+  // repacked codes and pairs (the general kernel's fmaf in f32).
   void stem_image(const std::vector<uint8_t>& codes, const std::vector<float>& pairs,
                   const ConvGeometry& g) {
-    const int Ci = int(g.Ci), Kh = int(g.Kh), Kw = int(g.Kw);
-    const int64_t kwc = int64_t(Kw) * Ci;
-    const int sigmas = cuda::conv_stem_kpad(Ci, Kh, Kw, 1) <= cuda::kStemMaxK ? 2 : 1;
-    stem_pitch_ = std::max(cuda::conv_stem_kpad(Ci, Kh, Kw, 0), cuda::conv_stem_kpad(Ci, Kh, Kw, sigmas - 1));
-    stem_cop_ = cuda::round_up(N, int64_t(cuda::kStemBN));
-    const size_t one = size_t(stem_cop_) * size_t(stem_pitch_);  // one image
-    std::vector<uint16_t> img(size_t(2 * sigmas) * one, 0);
-    for (int sigma = 0; sigma < sigmas; ++sigma) {
-      const int64_t lp = cuda::conv_stem_lp(Ci, Kw, sigma);
-      uint16_t* f16 = img.data() + size_t(2 * sigma) * one;
-      uint16_t* bf16 = f16 + one;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t kh = 0; kh < Kh; ++kh)
-          for (int64_t j = 0; j < kwc; ++j) {
-            const int64_t kk = kh * kwc + j, tap = kh * Kw + j / Ci, ci = j % Ci;
-            const uint8_t* row = codes.data() + n * row_bytes_;
-            const uint32_t u = bits_ == 4 ? (row[kk / 2] >> (4 * (kk % 2))) & 0xFu : row[kk];
-            const size_t pi = size_t((n * taps_ + tap) * n_cb_ + ci / cb_) * 2;
-            const float w = std::fmaf(pairs[pi], float(u), pairs[pi + 1]);
-            const size_t at = size_t(n * stem_pitch_ + kh * lp + sigma + j);
-            f16[at] = f32_to_f16(w);
-            bf16[at] = f32_to_bf16(w);
-          }
-    }
+    const int64_t Ci = g.Ci, Kw = g.Kw, kwc = Kw * Ci;
+    const std::vector<uint16_t> img = cuda::build_stem_image(
+        N, int(Ci), int(g.Kh), int(Kw),
+        [&](int64_t n, int kh, int j) {
+          const int64_t kk = kh * kwc + j, tap = kh * Kw + j / Ci, ci = j % Ci;
+          const uint8_t* row = codes.data() + n * row_bytes_;
+          const uint32_t u = bits_ == 4 ? (row[kk / 2] >> (4 * (kk % 2))) & 0xFu : row[kk];
+          const size_t pi = size_t((n * taps_ + tap) * n_cb_ + ci / cb_) * 2;
+          return std::fmaf(pairs[pi], float(u), pairs[pi + 1]);
+        },
+        &stem_shape_);
     stem_image_ = DeviceBuffer(img.size() * 2, device_);
     stem_image_.copy_from_host(img.data(), img.size() * 2);
   }
@@ -574,9 +557,8 @@ class CudaConvWeightOnly final : public PreparedImpl {
   bool sm90a_ = false;  // the device runs the sm_90a kernels (wgmma, TMA)
   int64_t ck_ = 0;      // igemm_'s columns per tap: Ci, or Ci padded to the 64-wide chunk
   DeviceBuffer codes_, pairs_;
-  DeviceBuffer stem_image_;  // the stem kernel's dequantized weights ([sigma][f16, bf16])
-  int stem_pitch_ = 0;       // ... elements between their rows
-  int64_t stem_cop_ = 0;     // ... rows (Co rounded up to 64)
+  DeviceBuffer stem_image_;        // the stem kernel's dequantized weights ([sigma][f16, bf16])
+  cuda::StemImageShape stem_shape_;  // ... their rows and pitch
   std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only
   std::shared_ptr<const PreparedImpl> igemm_;   // the linear form the wgmma implicit GEMM runs

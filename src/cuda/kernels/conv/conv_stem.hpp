@@ -73,7 +73,25 @@ struct ConvStemParams {
   int box_w;            // elements of a warp's patch row: 7 + (16 mf - 1) stride_w Ci + lp, to 8
   int stage_bytes;      // bytes of a warp's stage: Kh x box_w x 2 (at least kStemOutBytes), to 128
   int patch_offset;     // shared-memory offset of the stages (after weights, K table, barriers)
+  // INT8 per-tensor requantization (the INT8 conv's stem, backend/conv_int8_tensor.cpp): g.x is
+  // an f16 NHWC copy of the int8 image less Z_I and the weight image holds the int8 codes, both
+  // exact in f16 (|x - Z_I| <= 256 for |Z_I| <= 128), so every f32 partial sum is an integer of
+  // magnitude at most 2^24 (K <= kStemMaxK products of at most 256 x 128: kStemInt8ExactK) and
+  // the accumulators are the exact int32 sums, the padding's terms zero as the reference's Z_I. The epilogue is the INT8 kernels'
+  // (int8_requant.cuh); y is int8 codes (y_i8) or f32 real values, NCHW or NHWC (y_nchw: x's copy
+  // is NHWC whatever the call's layout).
+  bool requant;
+  bool y_nchw, y_i8;
+  const double* wscale;  // [Co] S_I * S_W[n]
+  double out_scale;
+  int out_zero;
 };
+
+// The f32 sums of the INT8 stem are exact while K * 256 * 128 <= 2^24 (int8 codes against x - Z_I,
+// |Z_I| <= kStemInt8MaxZero): every integer of that magnitude is an f32.
+constexpr int kStemInt8ExactK = 512;
+constexpr int kStemInt8MaxZero = 128;
+static_assert(kStemMaxK <= kStemInt8ExactK, "the INT8 stem's padded K keeps its f32 sums exact");
 
 constexpr int kStemTmaMaxBox = 256;  // TMA box extent limit (elements a dimension)
 constexpr int kStemStages = 2;       // TMA form: patch stages per warp (one tile ahead)
@@ -97,15 +115,17 @@ inline int conv_stem_kpad(int Ci, int Kh, int Kw, int sigma = 0) {
 // `tma`: the caller's device and x admit the TMA form (sm_90, NHWC, x 16-byte aligned, image rows
 // of 16-byte multiples, dilation_h 1); it is planned where a warp's box fits the TMA limit
 // (the 128-pixel tile drops to 64 where only that fits), else the loader form.
+// `max_mf` 1: 64-pixel tiles only (the INT8 stem: its epilogue beside 128 pixels' accumulators
+// spilled).
 inline bool conv_stem_plan(const ConvIgemmParams& g, bool x16, int sms, size_t smem_optin,
-                           ConvStemParams* out, bool tma = false) {
+                           ConvStemParams* out, bool tma = false, int max_mf = 2) {
   if (!x16 || !g.packed || g.Ci < 1 || g.Ci > kStemMaxCi || g.dil_w != 1) return false;
   if (conv_stem_kpad(g.Ci, g.Kh, g.Kw) > kStemMaxK) return false;
   ConvStemParams s{};
   s.g = g;
   const int64_t rows = int64_t(g.B) * g.Ho;
   const int64_t tiles128 = rows * ((g.Wo + 127) / 128) * ((g.Co + kStemBN - 1) / kStemBN);
-  s.mf = g.Wo > 64 && tiles128 >= sms ? 2 : 1;
+  s.mf = max_mf >= 2 && g.Wo > 64 && tiles128 >= sms ? 2 : 1;
   s.shifted = (g.stride_w * g.Ci) % 2 == 1;
   const int run_step = g.stride_w * g.Ci;
   // TMA form: even runs, the shifted order's K within the limit, a box that fits (the 128-pixel

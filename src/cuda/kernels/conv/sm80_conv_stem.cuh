@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "cuda/kernels/common/dequant_codes.cuh"  // pack2
+#include "cuda/kernels/common/int8_requant.cuh"
 #include "cuda/kernels/common/mma_sm80.cuh"
 #include "cuda/kernels/common/sm90_sync.cuh"  // lds32 (plain PTX, any sm_80+)
 #include "cuda/kernels/conv/conv_stem.hpp"
@@ -279,6 +280,78 @@ __device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const fl
   }
 }
 
+// The INT8 stem's epilogue (ConvStemParams::requant): the accumulators are exact integers (f32
+// sums of at most 2^24 in magnitude), requantized as every INT8 per-tensor kernel does (the float
+// path of int8_requant.cuh, the double expression where it is undecided: the reference's bytes).
+// Only the float path's 4 constants a column stay in registers beside the 64 accumulators (with
+// the double expression's column constants too, the 128-pixel tile spilled ~180 bytes); the rare
+// undecided outputs load S_I S_W[n] and the bias again. An NHWC int8 output with even Co and an
+// even y stores a lane's channel pair as one 2-byte word. f32 y: the double expression.
+template <int MF>
+__device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, const float (&acc)[MF][8][4],
+                                                      int b, int oh, int ow0, int px_warp, int px_valid,
+                                                      int n0, int g, int t4) {
+  const ConvIgemmParams& p = s.g;
+  const int64_t hw = int64_t(p.Ho) * p.Wo;
+  const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // the tile's pixel 0 (NHWC row)
+  const int64_t chw0 = int64_t(b) * p.Co * hw + int64_t(oh) * p.Wo + ow0;  // NCHW: channel 0's
+  auto bias_of = [&](int n) { return p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0; };
+  auto index = [&](int px, int n) { return s.y_nchw ? chw0 + int64_t(n) * hw + px : (pix0 + px) * p.Co + n; };
+  if (!s.y_i8) {
+    const Requant rq(p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
+#pragma unroll
+    for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int n = n0 + 8 * ni + 2 * t4 + e;
+        if (n >= p.Co) continue;
+        const RequantColumn c(s.wscale[n], bias_of(n));
+#pragma unroll
+        for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int px = px_warp + 16 * mi + 8 * h + g;
+            if (px < px_valid)
+              static_cast<float*>(p.y)[index(px, n)] = rq.real(__float2int_rn(acc[mi][ni][2 * h + e]), c);
+          }
+      }
+    return;
+  }
+  const RequantTile rt(p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
+  auto code = [&](float a, const RequantCol& c, int n) {
+    const int32_t acc32 = __float2int_rn(a);
+    int8_t q;
+    if (!rt.code(acc32, c, q))
+      q = requant_i8_double(acc32, s.wscale[n], bias_of(n), p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
+    return q;
+  };
+  int8_t* const y = static_cast<int8_t*>(p.y);
+  const bool pairs = !s.y_nchw && p.Co % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 2 == 0;
+#pragma unroll
+  for (int ni = 0; ni < 8; ++ni) {
+    const int n = n0 + 8 * ni + 2 * t4;
+    if (n >= p.Co) continue;
+    const bool has1 = n + 1 < p.Co;
+    const RequantCol c0 = rt.column(s.wscale[n], bias_of(n));
+    const RequantCol c1 = has1 ? rt.column(s.wscale[n + 1], bias_of(n + 1)) : c0;
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int px = px_warp + 16 * mi + 8 * h + g;
+        if (px >= px_valid) continue;
+        const int8_t q0 = code(acc[mi][ni][2 * h], c0, n);
+        if (pairs) {  // has1: Co even
+          const int8_t q1 = code(acc[mi][ni][2 * h + 1], c1, n + 1);
+          *reinterpret_cast<uint16_t*>(y + index(px, n)) = uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
+          continue;
+        }
+        y[index(px, n)] = q0;
+        if (has1) y[index(px, n + 1)] = code(acc[mi][ni][2 * h + 1], c1, n + 1);
+      }
+  }
+}
+
 // The TMA form's NHWC stores where y has the activations' type, Co % 8 == 0 and y is 16-byte
 // aligned: per m16 fragment the warp's 16 pixels x 64 channels go through `stage` (its consumed
 // patch stage, kStemOutPitch elements a pixel) and leave as 16-byte stores, 8 lanes a pixel's
@@ -343,7 +416,7 @@ __device__ __forceinline__ uint32_t stem_b_lane(const ConvStemParams& s, uint32_
   return b_addr + uint32_t(((8 * (q / 2) + lane % 8) * s.b_pitch + 8 * (q % 2)) * 2);
 }
 
-template <typename T, int CI, int MF>
+template <typename T, int CI, int MF, bool RQ = false>
 __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvStemParams s) {
   extern __shared__ __align__(16) unsigned char stem_smem[];
   const ConvIgemmParams& p = s.g;
@@ -374,14 +447,15 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
-    stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    if constexpr (RQ) stem_epilogue_requant<MF>(s, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    else stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
 }
 
 // The TMA form (conv_stem.hpp; sm_90): as conv_stem_kernel, but each warp brings its own patch
 // box by TMA into one of two stages, the next tile's while it multiplies this one, behind an
 // mbarrier of its own, so warps never wait on each other after the tables are in.
-template <typename T, int CI, int MF>
+template <typename T, int CI, int MF, bool RQ = false>
 __global__ void __launch_bounds__(kStemThreads, 4)
     conv_stem_tma_kernel(const ConvStemParams s, const __grid_constant__ CUtensorMap xmap) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -410,7 +484,7 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   uint32_t off[MF][2];  // from the warp's first run (even runs: no shifted copy)
   stem_row_offsets<MF>(s, 0, g, 0, off);
   const uint32_t tx_bytes = uint32_t(p.Kh * s.box_w * 2);
-  const bool staged = !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
+  const bool staged = !RQ && !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 
   // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
@@ -448,7 +522,9 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     sm90::mbar_wait(bar + 8 * st, uint32_t(i >> 1) & 1u);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
-    if (staged) {
+    if constexpr (RQ) {
+      stem_epilogue_requant<MF>(s, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    } else if (staged) {
       stem_epilogue_staged<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, n_valid, lane,
                                   stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes);
     } else {
