@@ -203,6 +203,19 @@ __device__ __forceinline__ void stem_mma(const ConvStemParams& s, const int2* kt
   }
 }
 
+// Calls f(mi, h, px) for each accumulator row of the lane (rows g and g + 8 of each m16 fragment:
+// pixel px of the tile) inside the tile's px_valid pixels.
+template <int MF, class F>
+__device__ __forceinline__ void stem_for_each_row(int px_warp, int px_valid, int g, F&& f) {
+#pragma unroll
+  for (int mi = 0; mi < MF; ++mi)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int px = px_warp + 16 * mi + 8 * h + g;
+      if (px < px_valid) f(mi, h, px);
+    }
+}
+
 // Bias, clamp, conversion and stores straight from the accumulators of the warp's pixels
 // px_warp... of the tile at (b, oh, ow0). An NHWC output of the activations' type with even Co
 // and a 4-byte aligned y stores a channel pair a lane from row pointers set once (the generic
@@ -260,23 +273,18 @@ __device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const fl
     }
     // NCHW: (b, n, oh, ow0)
     const int64_t chw0 = ((int64_t(b) * p.Co + n) * p.Ho + oh) * p.Wo + ow0;
-#pragma unroll
-    for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int px = px_warp + 16 * mi + 8 * h + g;
-        if (px >= px_valid) continue;
-        const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
-        const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
-        if (p.nchw) {
-          store_io(p.y, p.y_type, chw0 + px, v0);
-          if (has1) store_io(p.y, p.y_type, chw0 + hw + px, v1);
-        } else if (has1) {
-          store_io_pair(p.y, p.y_type, (pix0 + px) * p.Co + n, v0, v1);
-        } else {
-          store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
-        }
+    stem_for_each_row<MF>(px_warp, px_valid, g, [&](int mi, int h, int px) {
+      const float v0 = fminf(fmaxf(acc[mi][ni][2 * h] + bias0, p.clamp_lo), p.clamp_hi);
+      const float v1 = fminf(fmaxf(acc[mi][ni][2 * h + 1] + bias1, p.clamp_lo), p.clamp_hi);
+      if (p.nchw) {
+        store_io(p.y, p.y_type, chw0 + px, v0);
+        if (has1) store_io(p.y, p.y_type, chw0 + hw + px, v1);
+      } else if (has1) {
+        store_io_pair(p.y, p.y_type, (pix0 + px) * p.Co + n, v0, v1);
+      } else {
+        store_io(p.y, p.y_type, (pix0 + px) * p.Co + n, v0);
       }
+    });
   }
 }
 
@@ -306,14 +314,9 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
         const int n = n0 + 8 * ni + 2 * t4 + e;
         if (n >= p.Co) continue;
         const RequantColumn c(s.wscale[n], bias_of(n));
-#pragma unroll
-        for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int px = px_warp + 16 * mi + 8 * h + g;
-            if (px < px_valid)
-              static_cast<float*>(p.y)[index(px, n)] = rq.real(__float2int_rn(acc[mi][ni][2 * h + e]), c);
-          }
+        stem_for_each_row<MF>(px_warp, px_valid, g, [&](int mi, int h, int px) {
+          static_cast<float*>(p.y)[index(px, n)] = rq.real(__float2int_rn(acc[mi][ni][2 * h + e]), c);
+        });
       }
     return;
   }
@@ -334,21 +337,16 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
     const bool has1 = n + 1 < p.Co;
     const RequantCol c0 = rt.column(s.wscale[n], bias_of(n));
     const RequantCol c1 = has1 ? rt.column(s.wscale[n + 1], bias_of(n + 1)) : c0;
-#pragma unroll
-    for (int mi = 0; mi < MF; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int px = px_warp + 16 * mi + 8 * h + g;
-        if (px >= px_valid) continue;
-        const int8_t q0 = code(acc[mi][ni][2 * h], c0, n);
-        if (pairs) {  // has1: Co even
-          const int8_t q1 = code(acc[mi][ni][2 * h + 1], c1, n + 1);
-          *reinterpret_cast<uint16_t*>(y + index(px, n)) = uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
-          continue;
-        }
-        y[index(px, n)] = q0;
-        if (has1) y[index(px, n + 1)] = code(acc[mi][ni][2 * h + 1], c1, n + 1);
+    stem_for_each_row<MF>(px_warp, px_valid, g, [&](int mi, int h, int px) {
+      const int8_t q0 = code(acc[mi][ni][2 * h], c0, n);
+      if (pairs) {  // has1: Co even
+        const int8_t q1 = code(acc[mi][ni][2 * h + 1], c1, n + 1);
+        *reinterpret_cast<uint16_t*>(y + index(px, n)) = uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
+        return;
       }
+      y[index(px, n)] = q0;
+      if (has1) y[index(px, n + 1)] = code(acc[mi][ni][2 * h + 1], c1, n + 1);
+    });
   }
 }
 
