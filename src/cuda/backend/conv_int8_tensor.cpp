@@ -93,7 +93,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                dev_.caps.cc_minor);
     stem_ = stem_ && (force_.empty() || is_stem_name(force_));
     stem_tma_ = dev_.caps.sm90a && force_ != cuda::conv_stem_i8_name(false);
-    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || gemm_, "prepare (cuda conv2d "
+    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || is_stem_name(force_) || gemm_, "prepare (cuda conv2d "
                    "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
                    ") a multiple of 16");
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
