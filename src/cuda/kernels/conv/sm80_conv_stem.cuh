@@ -288,17 +288,31 @@ __device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const fl
   }
 }
 
+// The INT8 stem's float-path constants of the block's 64 output channels (int8_requant.cuh,
+// RequantCol), computed once into shared memory by the first 64 threads: they hold for every tile
+// the persistent block walks. Computed per tile and column (~20 double-precision operations and
+// conversions each, 16 columns a lane a tile of 32 outputs a lane), they made the INT8 stem ~2.8x
+// slower than the 16-bit one on the same layer (H100, 7x7/2 3->64 @224 batch 32: 167 against
+// 59 µs). The caller's barrier publishes them.
+__device__ __forceinline__ void stem_requant_columns(const ConvStemParams& s, int n0, RequantCol* cols, int tid) {
+  const ConvIgemmParams& p = s.g;
+  if (!s.y_i8 || tid >= kStemBN) return;
+  const int n = n0 + tid;
+  const RequantTile rt(p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
+  cols[tid] = n < p.Co ? rt.column(s.wscale[n], p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0)
+                       : RequantCol{0.f, 0.f, 0.f, 0.f};
+}
+
 // The INT8 stem's epilogue (ConvStemParams::requant): the accumulators are exact integers (f32
 // sums of at most 2^24 in magnitude), requantized as every INT8 per-tensor kernel does (the float
-// path of int8_requant.cuh, the double expression where it is undecided: the reference's bytes).
-// Only the float path's 4 constants a column stay in registers beside the 64 accumulators (with
-// the double expression's column constants too, the 128-pixel tile spilled ~180 bytes); the rare
-// undecided outputs load S_I S_W[n] and the bias again. An NHWC int8 output with even Co and an
-// even y stores a lane's channel pair as one 2-byte word. f32 y: the double expression.
+// path of int8_requant.cuh with the block's column constants `cols`, the double expression where
+// it is undecided: the reference's bytes; the rare undecided outputs load S_I S_W[n] and the bias
+// again). An NHWC int8 output with even Co and an even y stores a lane's channel pair as one
+// 2-byte word. f32 y: the double expression.
 template <int MF>
-__device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, const float (&acc)[MF][8][4],
-                                                      int b, int oh, int ow0, int px_warp, int px_valid,
-                                                      int n0, int g, int t4) {
+__device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, const RequantCol* cols,
+                                                      const float (&acc)[MF][8][4], int b, int oh, int ow0,
+                                                      int px_warp, int px_valid, int n0, int g, int t4) {
   const ConvIgemmParams& p = s.g;
   const int64_t hw = int64_t(p.Ho) * p.Wo;
   const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // the tile's pixel 0 (NHWC row)
@@ -335,8 +349,7 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
     const int n = n0 + 8 * ni + 2 * t4;
     if (n >= p.Co) continue;
     const bool has1 = n + 1 < p.Co;
-    const RequantCol c0 = rt.column(s.wscale[n], bias_of(n));
-    const RequantCol c1 = has1 ? rt.column(s.wscale[n + 1], bias_of(n + 1)) : c0;
+    const RequantCol c0 = cols[n - n0], c1 = cols[n + 1 - n0];  // (past Co: unused)
     stem_for_each_row<MF>(px_warp, px_valid, g, [&](int mi, int h, int px) {
       const int8_t q0 = code(acc[mi][ni][2 * h], c0, n);
       if (pairs) {  // has1: Co even
@@ -425,6 +438,8 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
   const int g = lane / 4, t4 = lane % 4;
   const int n0 = blockIdx.y * kStemBN;
   stem_load_tables(s, n0, s.patch_pitch, Bs, ktab, tid);
+  __shared__ RequantCol rq_cols[RQ ? kStemBN : 1];  // the INT8 stem's column constants
+  if constexpr (RQ) stem_requant_columns(s, n0, rq_cols, tid);  // published by the loop's first barrier
 
   const uint32_t patch_addr = smem_addr(patch);
   const uint32_t b_lane = stem_b_lane(s, smem_addr(Bs), lane);
@@ -445,7 +460,7 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
-    if constexpr (RQ) stem_epilogue_requant<MF>(s, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    if constexpr (RQ) stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
     else stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
 }
@@ -472,7 +487,9 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     sm90::fence_barrier_init();
   }
   stem_load_tables(s, n0, s.box_w, Bs, ktab, tid);
-  __syncthreads();  // tables and barriers
+  __shared__ RequantCol rq_cols[RQ ? kStemBN : 1];  // the INT8 stem's column constants
+  if constexpr (RQ) stem_requant_columns(s, n0, rq_cols, tid);
+  __syncthreads();  // tables, barriers (and the INT8 stem's column constants)
 
   const uint32_t stage0 = smem_addr(stem_smem) + uint32_t(s.patch_offset) +
                           uint32_t(warp * kStemStages * s.stage_bytes);
@@ -521,7 +538,7 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
     if constexpr (RQ) {
-      stem_epilogue_requant<MF>(s, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+      stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
     } else if (staged) {
       stem_epilogue_staged<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, n_valid, lane,
                                   stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes);
