@@ -309,10 +309,18 @@ __device__ __forceinline__ void stem_requant_columns(const ConvStemParams& s, in
 // it is undecided: the reference's bytes; the rare undecided outputs load S_I S_W[n] and the bias
 // again). An NHWC int8 output with even Co and an even y stores a lane's channel pair as one
 // 2-byte word. f32 y: the double expression.
+// `stage` (the TMA form, NHWC int8 y with Co % 16 == 0 and y 16-byte aligned; else null): the
+// warp's consumed patch stage, through which its 16 pixels x 64 channels of codes per m16 fragment
+// leave as 16-byte stores (2-byte stores straight from the fragments wrote 8 bytes of 8 pixels an
+// instruction).
+constexpr int kStemI8OutPitch = kStemBN + 16;  // bytes a pixel in the stage: conflict-free 2-byte writes
+static_assert(16 * kStemI8OutPitch <= kStemOutBytes, "a stage holds a fragment's codes");
 template <int MF>
 __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, const RequantCol* cols,
                                                       const float (&acc)[MF][8][4], int b, int oh, int ow0,
-                                                      int px_warp, int px_valid, int n0, int g, int t4) {
+                                                      int px_warp, int px_valid, int n0, int lane,
+                                                      unsigned char* stage = nullptr) {
+  const int g = lane / 4, t4 = lane % 4;
   const ConvIgemmParams& p = s.g;
   const int64_t hw = int64_t(p.Ho) * p.Wo;
   const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // the tile's pixel 0 (NHWC row)
@@ -343,6 +351,34 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
     return q;
   };
   int8_t* const y = static_cast<int8_t*>(p.y);
+  if (stage) {
+    const int n_valid = min(kStemBN, p.Co - n0);
+#pragma unroll
+    for (int mi = 0; mi < MF; ++mi) {
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni) {
+        if (8 * ni >= n_valid) break;  // uniform: channels past Co (Co % 16 == 0: pairs inside)
+        const int nl = 8 * ni + 2 * t4;
+        const RequantCol c0 = cols[nl], c1 = cols[nl + 1];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows past px_valid are written and never stored
+          const int8_t q0 = code(acc[mi][ni][2 * h], c0, n0 + nl), q1 = code(acc[mi][ni][2 * h + 1], c1, n0 + nl + 1);
+          *reinterpret_cast<uint16_t*>(stage + (8 * h + g) * kStemI8OutPitch + nl) =
+              uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {  // 16 pixels x 4 pieces of 16 channels
+        const int c = lane + 32 * r, px = px_warp + 16 * mi + c / 4, part = c % 4;
+        if (16 * part < n_valid && px < px_valid)
+          *reinterpret_cast<uint4*>(y + (pix0 + px) * p.Co + n0 + 16 * part) =
+              *reinterpret_cast<const uint4*>(stage + (c / 4) * kStemI8OutPitch + 16 * part);
+      }
+      __syncwarp();
+    }
+    return;
+  }
   const bool pairs = !s.y_nchw && p.Co % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 2 == 0;
 #pragma unroll
   for (int ni = 0; ni < 8; ++ni) {
@@ -460,7 +496,7 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
-    if constexpr (RQ) stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    if constexpr (RQ) stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane);
     else stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
 }
@@ -501,6 +537,8 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   const uint32_t tx_bytes = uint32_t(p.Kh * s.box_w * 2);
   const bool staged = !RQ && !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  // the INT8 stem's int8 NHWC codes through the stage (stem_epilogue_requant)
+  const bool staged_i8 = RQ && s.y_i8 && !s.y_nchw && p.Co % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 
   // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
   // starts at the 16-byte boundary at or below (c0 & ~7: floor also for the left padding)
@@ -538,7 +576,9 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
     if constexpr (RQ) {
-      stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+      stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane,
+                                staged_i8 ? stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes
+                                          : nullptr);
     } else if (staged) {
       stem_epilogue_staged<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, n_valid, lane,
                                   stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes);
