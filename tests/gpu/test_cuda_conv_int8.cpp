@@ -141,7 +141,8 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
 // with the INT8 epilogue, its f32 sums exact: the reference's bytes for a 7x7/2 stem (ResNet), a
 // 3x3/2 one (YOLO), 5x5 stride 1, 3x3 stride 3 and padding wider than the kernel's half, 1 to 4
 // channels, both layouts and K orders, Z_I 0 / -7 / 19, widths whose rows are not 16-byte
-// multiples (the loader form), several images; the copy in the caller's workspace, in the
+// multiples (the loader form), several images, Co past one 64-channel block (80: the second
+// block's 16 channels through the TMA form's staged int8 stores); the copy in the caller's workspace, in the
 // reserved scratch a few images at a time (a 1100 x 1104 image's copy fills most of it: three
 // rounds), and with a workspace too small (the direct kernel). The loader form forced, and (sm_90)
 // the TMA form; a dilation along W, which the stem does not take, runs the direct kernel unless
@@ -150,7 +151,7 @@ TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
   SKIP_WITHOUT_GPU();
   const SquareConv geoms[] = {{2, 3, 37, 40, 64, 7, 7, 2, 3, 1}, {1, 3, 33, 32, 32, 3, 3, 2, 1, 1},
                               {3, 1, 19, 21, 17, 5, 5, 1, 2, 1}, {2, 4, 16, 24, 72, 3, 3, 1, 4, 1},
-                              {7, 2, 9, 13, 9, 3, 3, 3, 1, 1}};
+                              {7, 2, 9, 13, 9, 3, 3, 3, 1, 1},   {2, 3, 24, 32, 80, 3, 3, 2, 1, 1}};
   const std::string loader = "sm80_conv_stem_i8", tma = "sm90_conv_stem_tma_i8";
   uint32_t seed = 4100;
   int i = 0;
