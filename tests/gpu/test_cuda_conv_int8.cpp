@@ -142,11 +142,11 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
 // 3x3/2 one (YOLO), 5x5 stride 1, 3x3 stride 3 and padding wider than the kernel's half, 1 to 4
 // channels, both layouts and K orders, Z_I 0 / -7 / 19, widths whose rows are not 16-byte
 // multiples (the loader form), several images, Co past one 64-channel block (80: the second
-// block's 16 channels through the TMA form's staged int8 stores); the copy in the caller's workspace, in the
-// reserved scratch a few images at a time (a 1100 x 1104 image's copy fills most of it: three
-// rounds), and with a workspace too small (the direct kernel). The loader form forced, and (sm_90)
-// the TMA form; a dilation along W, which the stem does not take, runs the direct kernel unless
-// the stem is forced (an error naming it).
+// block's 16 channels through the TMA form's staged int8 stores); the copy in the caller's
+// workspace, in the reserved scratch a few images at a time (a 1100 x 1104 image's copy fills most
+// of it: three rounds), and with a workspace too small (the direct kernel). The loader form forced,
+// and (sm_90) the TMA form; a dilation along W, which the stem does not take, runs the direct
+// kernel unless the stem is forced (an error naming it).
 TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
   SKIP_WITHOUT_GPU();
   const SquareConv geoms[] = {{2, 3, 37, 40, 64, 7, 7, 2, 3, 1}, {1, 3, 33, 32, 32, 3, 3, 2, 1, 1},
@@ -168,10 +168,11 @@ TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
         EXPECT_EQ(expect_int8_conv_exact(c, seed++, i++, tma, 0, Ws::Sized), tma);
     }
   for (Layout layout : {Layout::NHWC, Layout::NCHW})
-    expect_int8_conv_exact(int8_case({3, 4, 1100, 1104, 8, 3, 3, 2, 1, 1}, layout, ConvKOrder::KhKwCi), seed++,
-                           i++);
+    expect_int8_conv_exact(
+        int8_case({3, 4, 1100, 1104, 8, 3, 3, 2, 1, 1}, layout, ConvKOrder::KhKwCi), seed++, i++);
   // dilation along W: the direct kernel, or (forced stem) a clear error
-  const ConvCase dil = int8_case({2, 3, 15, 16, 8, 3, 3, 1, 2, 2}, Layout::NHWC, ConvKOrder::KhKwCi);
+  const ConvCase dil =
+      int8_case({2, 3, 15, 16, 8, 3, 3, 1, 2, 2}, Layout::NHWC, ConvKOrder::KhKwCi);
   expect_int8_conv_exact(dil, seed++, i++);
   expect_error([&] { expect_int8_conv_exact(dil, seed, 0, loader); }, ErrorCode::InvalidArgument,
                "cannot run this call");
@@ -179,8 +180,8 @@ TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
   PrepareOptions o = cuda_opts();
   o.act = ActQuant::Int8PerTensor;
   o.force_kernel = loader;
-  expect_error([&] { prepare(int8_conv_weight(8, 5, 3, 3, ConvKOrder::KhKwCi, 6), o); }, ErrorCode::InvalidArgument,
-               "Ci <= 4");
+  expect_error([&] { prepare(int8_conv_weight(8, 5, 3, 3, ConvKOrder::KhKwCi, 6), o); },
+               ErrorCode::InvalidArgument, "Ci <= 4");
 }
 
 // NHWC inputs with Ci a multiple of 16 run the INT8 GEMM's pipelined kernels with A gathered from

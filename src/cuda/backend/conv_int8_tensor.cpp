@@ -74,18 +74,20 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     hopper_ = dev_.caps.cc_major == 9 && dev_.caps.cc_minor == 0 && dev_.caps.sm90a && ck_ > 0 &&
               taps_ <= 64;
     force_ = cuda::forced_kernel(o, {"sm80_i8", "sm80_conv", "sm90_i8", "sm90_conv"});
-    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || tile_of(force_) >= 0 || is_stem_name(force_),
-                   "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
-                   kDirectName, tile_list(), ", ", cuda::conv_stem_i8_name(false), ", ",
-                   cuda::conv_stem_i8_name(true));
+    MIXQ_CHECK_ARG(
+        force_.empty() || force_ == kDirectName || tile_of(force_) >= 0 || is_stem_name(force_),
+        "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' is not one of ",
+        kDirectName, tile_list(), ", ", cuda::conv_stem_i8_name(false), ", ",
+        cuda::conv_stem_i8_name(true));
     // Few input channels (an RGB stem): the 16-bit stem kernel on an f16 copy of x less Z_I with
     // the INT8 epilogue, exact (conv_stem.hpp, ConvStemParams::requant): Ci <= 4, more than one
     // tap, the padded K within the kernel's tables (Z_I is in [-128, 127]: ops.cpp)
     static_assert(cuda::kStemInt8MaxZero >= 128, "every int8 zero point");
     stem_ = taps_ > 1 && g.Ci <= cuda::kStemMaxCi &&
             cuda::conv_stem_kpad(int(g.Ci), int(g.Kh), int(g.Kw)) <= cuda::kStemMaxK;
-    MIXQ_CHECK_ARG(!is_stem_name(force_) || stem_, "prepare (cuda conv2d int8-per-tensor): force_kernel ",
-                   force_, " needs Ci <= ", cuda::kStemMaxCi, " (got ", g.Ci, "), more than one tap (",
+    MIXQ_CHECK_ARG(!is_stem_name(force_) || stem_,
+                   "prepare (cuda conv2d int8-per-tensor): force_kernel ", force_,
+                   " needs Ci <= ", cuda::kStemMaxCi, " (got ", g.Ci, "), more than one tap (",
                    g.Kh, "x", g.Kw, ") and Kh * round_up(Kw * Ci, 2) <= ", cuda::kStemMaxK);
     MIXQ_CHECK(force_ != cuda::conv_stem_i8_name(true) || dev_.caps.sm90a, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel ", force_,
@@ -93,9 +95,10 @@ class CudaConvInt8Tensor final : public PreparedImpl {
                dev_.caps.cc_minor);
     stem_ = stem_ && (force_.empty() || is_stem_name(force_));
     stem_tma_ = dev_.caps.sm90a && force_ != cuda::conv_stem_i8_name(false);
-    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || is_stem_name(force_) || gemm_, "prepare (cuda conv2d "
-                   "int8-per-tensor): force_kernel '", force_, "' needs Ci (", g.Ci,
-                   ") a multiple of 16");
+    MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || is_stem_name(force_) || gemm_,
+                   "prepare (cuda conv2d "
+                   "int8-per-tensor): force_kernel '",
+                   force_, "' needs Ci (", g.Ci, ") a multiple of 16");
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_,
                "' needs a compute capability 9.0 device with the sm_90a build, Ci (", g.Ci,
@@ -126,7 +129,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
           N, int(g.Ci), int(g.Kh), int(g.Kw),
           [&](int64_t n, int kh, int j) {
             const int64_t tap = kh * g.Kw + j / g.Ci, ci = j % g.Ci;
-            return float(w.code_int(n, g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * taps_ + tap));
+            return float(
+                w.code_int(n, g.order == ConvKOrder::KhKwCi ? tap * g.Ci + ci : ci * taps_ + tap));
           },
           &stem_shape_);
       stem_image_ = dev_.upload(img.data(), img.size() * 2);
@@ -286,8 +290,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     return size_t((images * g.H * g.W * conv->Ci * 2 + 255) / 256 * 256);
   }
   // The stem's plan for `images` images of the call, reading x's copy at xc and writing y at yd.
-  bool stem_plan(const cuda::ConvCallGeometry& g, const Conv2dParams& p, int64_t images, const void* xc,
-                 void* yd, const TensorView& y, const Epilogue& ep, cuda::ConvStemParams* s) const {
+  bool stem_plan(const cuda::ConvCallGeometry& g, const Conv2dParams& p, int64_t images,
+                 const void* xc, void* yd, const TensorView& y, const Epilogue& ep,
+                 cuda::ConvStemParams* s) const {
     cuda::ConvCallGeometry gc = g;
     gc.B = images;
     gc.nchw = false;  // the copy
@@ -298,13 +303,15 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     k.packed = true;
     k.y = yd;
     k.bias = ep.bias.empty() ? nullptr : ep.bias.data;
-    k.bias_type = ep.bias.empty() ? cuda::IoType::F32
-                                  : cuda::IoType(cuda::float_type_code(ep.bias.dtype, "cuda conv2d bias"));
+    k.bias_type = ep.bias.empty()
+                      ? cuda::IoType::F32
+                      : cuda::IoType(cuda::float_type_code(ep.bias.dtype, "cuda conv2d bias"));
     k.clamp_lo = ep.clamp_lo;
     k.clamp_hi = ep.clamp_hi;
     // the TMA form reads the copy (256-byte aligned) as [B][H][W * Ci] with 16-byte rows
     const bool tma = stem_tma_ && p.dilation_h == 1 && (g.W * conv->Ci * 2) % 16 == 0;
-    if (!cuda::conv_stem_plan(k, true, sm_count_, dev_.caps.smem_per_block_optin, s, tma, 1)) return false;
+    if (!cuda::conv_stem_plan(k, true, sm_count_, dev_.caps.smem_per_block_optin, s, tma, 1))
+      return false;
     if (force_ == cuda::conv_stem_i8_name(true) && !s->tma) return false;
     s->w_image = stem_shape_.at(stem_image_.data(), s->sigma, false);
     s->img_pitch = stem_shape_.pitch;
@@ -327,7 +334,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     char* base = nullptr;
     int64_t per_round = 0;
     if (ctx.workspace) {
-      if (ctx.workspace_bytes >= stem_copy_bytes(g, g.B) && reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0) {
+      if (ctx.workspace_bytes >= stem_copy_bytes(g, g.B) &&
+          reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0) {
         base = static_cast<char*>(ctx.workspace);
         per_round = g.B;
       }
@@ -338,25 +346,29 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     cuda::ConvStemParams s{};
     if (per_round < 1 || !stem_plan(g, p, per_round, base, y.data, y, ep, &s)) {
       MIXQ_CHECK_ARG(!is_stem_name(force_), "conv2d (cuda int8-per-tensor): force_kernel ", force_,
-                     " cannot run this call (dilation ", p.dilation_h, "x", p.dilation_w, ", W ", g.W,
-                     ", Ci ", conv->Ci, ", the f16 copy of x ", stem_copy_bytes(g, 1), " bytes an image, ",
-                     ctx.workspace ? "the workspace " : "the scratch ",
-                     ctx.workspace ? ctx.workspace_bytes : scratch_ ? scratch_->size() : 0, " bytes)");
+                     " cannot run this call (dilation ", p.dilation_h, "x", p.dilation_w, ", W ",
+                     g.W, ", Ci ", conv->Ci, ", the f16 copy of x ", stem_copy_bytes(g, 1),
+                     " bytes an image, ", ctx.workspace ? "the workspace " : "the scratch ",
+                     ctx.workspace ? ctx.workspace_bytes
+                     : scratch_    ? scratch_->size()
+                                   : 0,
+                     " bytes)");
       return false;
     }
     cuda::DeviceGuard guard(dev_.id);
     const auto stream = static_cast<cudaStream_t>(ctx.stream);
-    const int64_t x_image = g.H * g.W * conv->Ci;                                  // bytes
+    const int64_t x_image = g.H * g.W * conv->Ci;                                // bytes
     const int64_t y_image = N * g.Ho * g.Wo * int64_t(dtype_bytes(y.dtype, 1));  // bytes
     for (int64_t b0 = 0; b0 < g.B; b0 += per_round) {
       const int64_t nb = std::min(per_round, g.B - b0);
       char* yd = static_cast<char*>(y.data) + b0 * y_image;
-      if (nb != per_round) MIXQ_CHECK(stem_plan(g, p, nb, base, yd, y, ep, &s), ErrorCode::Internal,
-                                      "conv2d (cuda int8-per-tensor): no stem plan for the last images");
+      if (nb != per_round)
+        MIXQ_CHECK(stem_plan(g, p, nb, base, yd, y, ep, &s), ErrorCode::Internal,
+                   "conv2d (cuda int8-per-tensor): no stem plan for the last images");
       s.g.y = yd;
       cuda::launch_conv_stem_i8_input(static_cast<const int8_t*>(x.data) + b0 * x_image, base, nb,
-                                      int(conv->Ci), g.H * g.W, g.nchw, opts.input_quant.zero, sm_count_,
-                                      stream);
+                                      int(conv->Ci), g.H * g.W, g.nchw, opts.input_quant.zero,
+                                      sm_count_, stream);
       cuda::launch_conv_stem(s, sm_count_, stream);
     }
     return true;

@@ -1,8 +1,8 @@
 // The stem kernel's weight images (kernels/conv/conv_stem.hpp), built at prepare by the weight-only
 // conv (the dequantized values) and the INT8 conv (the codes): [sigma 0 | 1][f16 | bf16][Co
-// rounded up to kStemBN][pitch], column k = kh * lp + sigma + kw * Ci + ci in the K order shifted by
-// sigma, zeros in the padding columns and channels. The shifted order (the TMA form's odd starts)
-// only where its padded K is within kStemMaxK.
+// rounded up to kStemBN][pitch], column k = kh * lp + sigma + kw * Ci + ci in the K order shifted
+// by sigma, zeros in the padding columns and channels. The shifted order (the TMA form's odd
+// starts) only where its padded K is within kStemMaxK.
 #pragma once
 
 #include <algorithm>
@@ -28,7 +28,8 @@ struct StemImageShape {
 // value(n, kh, j): the weight of output channel n at filter row kh, column j = kw * Ci + ci, as a
 // float (rounded to nearest even once into each operand type).
 template <class Value>
-std::vector<uint16_t> build_stem_image(int64_t Co, int Ci, int Kh, int Kw, Value&& value, StemImageShape* shape) {
+std::vector<uint16_t> build_stem_image(int64_t Co, int Ci, int Kh, int Kw, Value&& value,
+                                       StemImageShape* shape) {
   const int sigmas = conv_stem_kpad(Ci, Kh, Kw, 1) <= kStemMaxK ? 2 : 1;
   shape->pitch = std::max(conv_stem_kpad(Ci, Kh, Kw, 0), conv_stem_kpad(Ci, Kh, Kw, sigmas - 1));
   shape->cop = (Co + kStemBN - 1) / kStemBN * kStemBN;

@@ -557,7 +557,7 @@ class CudaConvWeightOnly final : public PreparedImpl {
   bool sm90a_ = false;  // the device runs the sm_90a kernels (wgmma, TMA)
   int64_t ck_ = 0;      // igemm_'s columns per tap: Ci, or Ci padded to the 64-wide chunk
   DeviceBuffer codes_, pairs_;
-  DeviceBuffer stem_image_;        // the stem kernel's dequantized weights ([sigma][f16, bf16])
+  DeviceBuffer stem_image_;          // the stem kernel's dequantized weights ([sigma][f16, bf16])
   cuda::StemImageShape stem_shape_;  // ... their rows and pitch
   std::shared_ptr<DeviceBuffer> scratch_;  // K-split partials of calls without a workspace
   std::shared_ptr<const PreparedImpl> linear_;  // 1x1 weights only

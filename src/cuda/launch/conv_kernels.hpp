@@ -29,8 +29,8 @@ std::string conv_stem_i8_name(bool tma);
 // The INT8 stem's input (s.requant; kernels/conv/stem_int8_input.cuh): the int8 image x
 // ([batch][Ci][hw] if nchw, else [batch][hw][Ci]; Ci 1-4) as f16 x - zero into xc [batch][hw][Ci].
 // No allocation, no synchronisation.
-void launch_conv_stem_i8_input(const int8_t* x, void* xc, int64_t batch, int Ci, int64_t hw, bool nchw,
-                               int zero, int sms, cudaStream_t stream);
+void launch_conv_stem_i8_input(const int8_t* x, void* xc, int64_t batch, int Ci, int64_t hw,
+                               bool nchw, int zero, int sms, cudaStream_t stream);
 
 // The INT8 per-tensor conv (kernel name sm80_conv_igemm_64x64_i8): same grid, no allocation.
 void launch_conv_igemm_i8(const ConvI8Params& p, cudaStream_t stream);

@@ -81,16 +81,25 @@ void launch_stem_mf(const ConvStemParams& s, int sms, cudaStream_t stream) {
 template <typename T, bool RQ = false>
 void launch_stem_ci(const ConvStemParams& s, int sms, cudaStream_t stream) {
   switch (s.g.Ci) {
-    case 1: launch_stem_mf<T, 1, RQ>(s, sms, stream); break;
-    case 2: launch_stem_mf<T, 2, RQ>(s, sms, stream); break;
-    case 3: launch_stem_mf<T, 3, RQ>(s, sms, stream); break;
-    default: launch_stem_mf<T, 4, RQ>(s, sms, stream); break;
+    case 1:
+      launch_stem_mf<T, 1, RQ>(s, sms, stream);
+      break;
+    case 2:
+      launch_stem_mf<T, 2, RQ>(s, sms, stream);
+      break;
+    case 3:
+      launch_stem_mf<T, 3, RQ>(s, sms, stream);
+      break;
+    default:
+      launch_stem_mf<T, 4, RQ>(s, sms, stream);
+      break;
   }
 }
 
 // A grid of at most 8 blocks of 256 an SM for the elementwise input pass.
 unsigned elementwise_grid(int64_t items, int sms) {
-  return unsigned(std::max<int64_t>(1, std::min<int64_t>((items + 255) / 256, int64_t(8) * std::max(sms, 1))));
+  return unsigned(
+      std::max<int64_t>(1, std::min<int64_t>((items + 255) / 256, int64_t(8) * std::max(sms, 1))));
 }
 
 }  // namespace
@@ -108,25 +117,34 @@ void launch_conv_stem(const ConvStemParams& s, int sms, cudaStream_t stream) {
   MIXQ_CUDA_CHECK_LAUNCH("conv_stem");
 }
 
-void launch_conv_stem_i8_input(const int8_t* x, void* xc, int64_t batch, int Ci, int64_t hw, bool nchw,
-                               int zero, int sms, cudaStream_t stream) {
+void launch_conv_stem_i8_input(const int8_t* x, void* xc, int64_t batch, int Ci, int64_t hw,
+                               bool nchw, int zero, int sms, cudaStream_t stream) {
   MIXQ_CHECK(Ci >= 1 && Ci <= kStemMaxCi, ErrorCode::Internal, "conv stem int8 input: Ci ", Ci);
   __half* dst = static_cast<__half*>(xc);
   if (!nchw || Ci == 1) {  // one channel: both layouts are the same run
     const int64_t n = batch * hw * Ci;
-    conv::stem_i8_nhwc_to_f16_kernel<<<elementwise_grid(n / 8 + 1, sms), 256, 0, stream>>>(x, dst, n, zero);
+    conv::stem_i8_nhwc_to_f16_kernel<<<elementwise_grid(n / 8 + 1, sms), 256, 0, stream>>>(x, dst,
+                                                                                           n, zero);
   } else {
     const unsigned grid = elementwise_grid(batch * hw, sms);
     switch (Ci) {
-      case 2: conv::stem_i8_nchw_to_f16_kernel<2><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero); break;
-      case 3: conv::stem_i8_nchw_to_f16_kernel<3><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero); break;
-      default: conv::stem_i8_nchw_to_f16_kernel<4><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero); break;
+      case 2:
+        conv::stem_i8_nchw_to_f16_kernel<2><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero);
+        break;
+      case 3:
+        conv::stem_i8_nchw_to_f16_kernel<3><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero);
+        break;
+      default:
+        conv::stem_i8_nchw_to_f16_kernel<4><<<grid, 256, 0, stream>>>(x, dst, batch, hw, zero);
+        break;
     }
   }
   MIXQ_CUDA_CHECK_LAUNCH("conv_stem_i8_input");
 }
 
-std::string conv_stem_i8_name(bool tma) { return tma ? "sm90_conv_stem_tma_i8" : "sm80_conv_stem_i8"; }
+std::string conv_stem_i8_name(bool tma) {
+  return tma ? "sm90_conv_stem_tma_i8" : "sm80_conv_stem_i8";
+}
 
 std::string conv_stem_name(IoType x_type, bool tma) {
   return std::string(tma ? "sm90_conv_stem_tma_" : "sm80_conv_stem_") +

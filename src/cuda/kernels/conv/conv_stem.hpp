@@ -77,9 +77,9 @@ struct ConvStemParams {
   // an f16 NHWC copy of the int8 image less Z_I and the weight image holds the int8 codes, both
   // exact in f16 (|x - Z_I| <= 256 for |Z_I| <= 128), so every f32 partial sum is an integer of
   // magnitude at most 2^24 (K <= kStemMaxK products of at most 256 x 128: kStemInt8ExactK) and
-  // the accumulators are the exact int32 sums, the padding's terms zero as the reference's Z_I. The epilogue is the INT8 kernels'
-  // (int8_requant.cuh); y is int8 codes (y_i8) or f32 real values, NCHW or NHWC (y_nchw: x's copy
-  // is NHWC whatever the call's layout).
+  // the accumulators are the exact int32 sums, the padding's terms zero as the reference's Z_I. The
+  // epilogue is the INT8 kernels' (int8_requant.cuh); y is int8 codes (y_i8) or f32 real values,
+  // NCHW or NHWC (y_nchw: x's copy is NHWC whatever the call's layout).
   bool requant;
   bool y_nchw, y_i8;
   const double* wscale;  // [Co] S_I * S_W[n]

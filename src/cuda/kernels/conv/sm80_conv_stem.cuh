@@ -294,13 +294,15 @@ __device__ __forceinline__ void stem_epilogue(const ConvIgemmParams& p, const fl
 // conversions each, 16 columns a lane a tile of 32 outputs a lane), they made the INT8 stem ~2.8x
 // slower than the 16-bit one on the same layer (H100, 7x7/2 3->64 @224 batch 32: 167 against
 // 59 µs). The caller's barrier publishes them.
-__device__ __forceinline__ void stem_requant_columns(const ConvStemParams& s, int n0, RequantCol* cols, int tid) {
+__device__ __forceinline__ void stem_requant_columns(const ConvStemParams& s, int n0,
+                                                     RequantCol* cols, int tid) {
   const ConvIgemmParams& p = s.g;
   if (!s.y_i8 || tid >= kStemBN) return;
   const int n = n0 + tid;
   const RequantTile rt(p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
-  cols[tid] = n < p.Co ? rt.column(s.wscale[n], p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0)
-                       : RequantCol{0.f, 0.f, 0.f, 0.f};
+  cols[tid] = n < p.Co
+                  ? rt.column(s.wscale[n], p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0)
+                  : RequantCol{0.f, 0.f, 0.f, 0.f};
 }
 
 // The INT8 stem's epilogue (ConvStemParams::requant): the accumulators are exact integers (f32
@@ -313,20 +315,24 @@ __device__ __forceinline__ void stem_requant_columns(const ConvStemParams& s, in
 // warp's consumed patch stage, through which its 16 pixels x 64 channels of codes per m16 fragment
 // leave as 16-byte stores (2-byte stores straight from the fragments wrote 8 bytes of 8 pixels an
 // instruction).
-constexpr int kStemI8OutPitch = kStemBN + 16;  // bytes a pixel in the stage: conflict-free 2-byte writes
+// Bytes a pixel in the stage: 2-byte writes of 8 pixels x 4 lanes fall on distinct banks.
+constexpr int kStemI8OutPitch = kStemBN + 16;
 static_assert(16 * kStemI8OutPitch <= kStemOutBytes, "a stage holds a fragment's codes");
 template <int MF>
-__device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, const RequantCol* cols,
-                                                      const float (&acc)[MF][8][4], int b, int oh, int ow0,
-                                                      int px_warp, int px_valid, int n0, int lane,
-                                                      unsigned char* stage = nullptr) {
+__device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s,
+                                                      const RequantCol* cols,
+                                                      const float (&acc)[MF][8][4], int b, int oh,
+                                                      int ow0, int px_warp, int px_valid, int n0,
+                                                      int lane, unsigned char* stage = nullptr) {
   const int g = lane / 4, t4 = lane % 4;
   const ConvIgemmParams& p = s.g;
   const int64_t hw = int64_t(p.Ho) * p.Wo;
   const int64_t pix0 = (int64_t(b) * p.Ho + oh) * p.Wo + ow0;  // the tile's pixel 0 (NHWC row)
   const int64_t chw0 = int64_t(b) * p.Co * hw + int64_t(oh) * p.Wo + ow0;  // NCHW: channel 0's
   auto bias_of = [&](int n) { return p.bias ? double(load_io(p.bias, p.bias_type, n)) : 0.0; };
-  auto index = [&](int px, int n) { return s.y_nchw ? chw0 + int64_t(n) * hw + px : (pix0 + px) * p.Co + n; };
+  auto index = [&](int px, int n) {
+    return s.y_nchw ? chw0 + int64_t(n) * hw + px : (pix0 + px) * p.Co + n;
+  };
   if (!s.y_i8) {
     const Requant rq(p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
 #pragma unroll
@@ -337,7 +343,8 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
         if (n >= p.Co) continue;
         const RequantColumn c(s.wscale[n], bias_of(n));
         stem_for_each_row<MF>(px_warp, px_valid, g, [&](int mi, int h, int px) {
-          static_cast<float*>(p.y)[index(px, n)] = rq.real(__float2int_rn(acc[mi][ni][2 * h + e]), c);
+          static_cast<float*>(p.y)[index(px, n)] =
+              rq.real(__float2int_rn(acc[mi][ni][2 * h + e]), c);
         });
       }
     return;
@@ -347,7 +354,8 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
     const int32_t acc32 = __float2int_rn(a);
     int8_t q;
     if (!rt.code(acc32, c, q))
-      q = requant_i8_double(acc32, s.wscale[n], bias_of(n), p.clamp_lo, p.clamp_hi, s.out_scale, s.out_zero);
+      q = requant_i8_double(acc32, s.wscale[n], bias_of(n), p.clamp_lo, p.clamp_hi, s.out_scale,
+                            s.out_zero);
     return q;
   };
   int8_t* const y = static_cast<int8_t*>(p.y);
@@ -362,7 +370,8 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
         const RequantCol c0 = cols[nl], c1 = cols[nl + 1];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // rows past px_valid are written and never stored
-          const int8_t q0 = code(acc[mi][ni][2 * h], c0, n0 + nl), q1 = code(acc[mi][ni][2 * h + 1], c1, n0 + nl + 1);
+          const int8_t q0 = code(acc[mi][ni][2 * h], c0, n0 + nl),
+                       q1 = code(acc[mi][ni][2 * h + 1], c1, n0 + nl + 1);
           *reinterpret_cast<uint16_t*>(stage + (8 * h + g) * kStemI8OutPitch + nl) =
               uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
         }
@@ -390,7 +399,8 @@ __device__ __forceinline__ void stem_epilogue_requant(const ConvStemParams& s, c
       const int8_t q0 = code(acc[mi][ni][2 * h], c0, n);
       if (pairs) {  // has1: Co even
         const int8_t q1 = code(acc[mi][ni][2 * h + 1], c1, n + 1);
-        *reinterpret_cast<uint16_t*>(y + index(px, n)) = uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
+        *reinterpret_cast<uint16_t*>(y + index(px, n)) =
+            uint16_t(uint8_t(q0) | (uint16_t(uint8_t(q1)) << 8));
         return;
       }
       y[index(px, n)] = q0;
@@ -475,7 +485,8 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
   const int n0 = blockIdx.y * kStemBN;
   stem_load_tables(s, n0, s.patch_pitch, Bs, ktab, tid);
   __shared__ RequantCol rq_cols[RQ ? kStemBN : 1];  // the INT8 stem's column constants
-  if constexpr (RQ) stem_requant_columns(s, n0, rq_cols, tid);  // published by the loop's first barrier
+  if constexpr (RQ)
+    stem_requant_columns(s, n0, rq_cols, tid);  // published by the loop's first barrier
 
   const uint32_t patch_addr = smem_addr(patch);
   const uint32_t b_lane = stem_b_lane(s, smem_addr(Bs), lane);
@@ -496,8 +507,10 @@ __global__ void __launch_bounds__(kStemThreads, 4) conv_stem_kernel(const ConvSt
     stem_zero<MF>(acc);
     const int px_valid = min(s.tile_w, p.Wo - ow0);
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch_addr, off, b_lane, n_valid, t4, acc);
-    if constexpr (RQ) stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane);
-    else stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
+    if constexpr (RQ)
+      stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane);
+    else
+      stem_epilogue<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, g, t4);
   }
 }
 
@@ -538,7 +551,8 @@ __global__ void __launch_bounds__(kStemThreads, 4)
   const bool staged = !RQ && !p.nchw && p.y_type == p.x_type && p.Co % 8 == 0 &&
                       reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
   // the INT8 stem's int8 NHWC codes through the stage (stem_epilogue_requant)
-  const bool staged_i8 = RQ && s.y_i8 && !s.y_nchw && p.Co % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
+  const bool staged_i8 =
+      RQ && s.y_i8 && !s.y_nchw && p.Co % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0;
 
   // The warp's first run in tile `tile` starts at element c0 of input row ih0 of image b; its box
   // starts at the 16-byte boundary at or below (c0 & ~7: floor also for the left padding)
@@ -576,9 +590,10 @@ __global__ void __launch_bounds__(kStemThreads, 4)
     if (px_warp < px_valid) stem_mma<T, MF>(s, ktab, patch, off, b_lane, n_valid, t4, acc);
     __syncwarp();
     if constexpr (RQ) {
-      stem_epilogue_requant<MF>(s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane,
-                                staged_i8 ? stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes
-                                          : nullptr);
+      stem_epilogue_requant<MF>(
+          s, rq_cols, acc, b, oh, ow0, px_warp, px_valid, n0, lane,
+          staged_i8 ? stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes
+                    : nullptr);
     } else if (staged) {
       stem_epilogue_staged<T, MF>(p, acc, b, oh, ow0, px_warp, px_valid, n0, n_valid, lane,
                                   stem_smem + s.patch_offset + (warp * kStemStages + st) * s.stage_bytes);

@@ -12,8 +12,8 @@ namespace mixq::cuda::conv {
 
 // NHWC: the image is one run of n elements in either form; 8 a thread (an 8-byte load, a 16-byte
 // store) where x is 8-byte aligned, the tail and unaligned images one at a time.
-__global__ void stem_i8_nhwc_to_f16_kernel(const int8_t* __restrict__ x, __half* __restrict__ xc, int64_t n,
-                                           int zero) {
+__global__ void stem_i8_nhwc_to_f16_kernel(const int8_t* __restrict__ x, __half* __restrict__ xc,
+                                           int64_t n, int zero) {
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool vec = reinterpret_cast<uintptr_t>(x) % 8 == 0;
@@ -24,7 +24,8 @@ __global__ void stem_i8_nhwc_to_f16_kernel(const int8_t* __restrict__ x, __half*
     __half2 h[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int lo = int(int8_t(w[j / 2] >> (16 * (j % 2)))), hi = int(int8_t(w[j / 2] >> (16 * (j % 2) + 8)));
+      const int lo = int(int8_t(w[j / 2] >> (16 * (j % 2)))),
+                hi = int(int8_t(w[j / 2] >> (16 * (j % 2) + 8)));
       h[j] = __halves2half2(__int2half_rn(lo - zero), __int2half_rn(hi - zero));
     }
     *reinterpret_cast<uint4*>(xc + 8 * i) = *reinterpret_cast<const uint4*>(h);
@@ -35,10 +36,11 @@ __global__ void stem_i8_nhwc_to_f16_kernel(const int8_t* __restrict__ x, __half*
 // NCHW [B][Ci][HW] into NHWC: a thread per pixel, its Ci channels (one coalesced byte load a
 // plane, Ci adjacent f16 stores).
 template <int CI>
-__global__ void stem_i8_nchw_to_f16_kernel(const int8_t* __restrict__ x, __half* __restrict__ xc, int64_t batch,
-                                           int64_t hw, int zero) {
+__global__ void stem_i8_nchw_to_f16_kernel(const int8_t* __restrict__ x, __half* __restrict__ xc,
+                                           int64_t batch, int64_t hw, int zero) {
   const int64_t pixels = batch * hw;
-  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels; p += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; p < pixels;
+       p += int64_t(gridDim.x) * blockDim.x) {
     const int64_t b = p / hw, r = p - b * hw;
     const int8_t* src = x + b * CI * hw + r;
 #pragma unroll
