@@ -96,9 +96,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     stem_ = stem_ && (force_.empty() || is_stem_name(force_));
     stem_tma_ = dev_.caps.sm90a && force_ != cuda::conv_stem_i8_name(false);
     MIXQ_CHECK_ARG(force_.empty() || force_ == kDirectName || is_stem_name(force_) || gemm_,
-                   "prepare (cuda conv2d "
-                   "int8-per-tensor): force_kernel '",
-                   force_, "' needs Ci (", g.Ci, ") a multiple of 16");
+                   "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_, "' needs Ci (",
+                   g.Ci, ") a multiple of 16");
     MIXQ_CHECK(!is_hopper(tile_of(force_)) || hopper_, ErrorCode::Unsupported,
                "prepare (cuda conv2d int8-per-tensor): force_kernel '", force_,
                "' needs a compute capability 9.0 device with the sm_90a build, Ci (", g.Ci,
@@ -155,8 +154,9 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     return t == kDirect ? kDirectName : std::string("im2col ") + kTileNames[t];
   }
 
-  // No workspace, except for the NCHW copies of a call that runs the Hopper kernel on them (y
-  // counted at 4 bytes an element: y's dtype is not an argument).
+  // The stem's f16 copy of x (all the call's images); else no workspace, except for the NCHW
+  // copies of a call that runs the Hopper kernel on them (y counted at 4 bytes an element: y's
+  // dtype is not an argument).
   size_t conv_workspace_size(const TensorView& x, const Conv2dParams& p, int64_t) const override {
     const cuda::ConvCallGeometry g = cuda::conv_call_geometry(x, *conv, p);
     if (stem_) return stem_copy_bytes(g, g.B);
