@@ -146,7 +146,7 @@ TEST(CudaConv, Int8RequantizedMatchesTheReferenceExactly) {
 // workspace, in the reserved scratch a few images at a time (a 1100 x 1104 image's copy fills most
 // of it: three rounds), and with a workspace too small (the direct kernel). The loader form forced,
 // and (sm_90) the TMA form; a dilation along W, which the stem does not take, runs the direct
-// kernel unless the stem is forced (an error naming it).
+// kernel unless the stem is forced (an error naming it). conv2d_workspace_size counts the copy.
 TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
   SKIP_WITHOUT_GPU();
   const SquareConv geoms[] = {{2, 3, 37, 40, 64, 7, 7, 2, 3, 1}, {1, 3, 33, 32, 32, 3, 3, 2, 1, 1},
@@ -176,9 +176,25 @@ TEST(CudaConv, Int8StemMatchesTheReferenceExactly) {
   expect_int8_conv_exact(dil, seed++, i++);
   expect_error([&] { expect_int8_conv_exact(dil, seed, 0, loader); }, ErrorCode::InvalidArgument,
                "cannot run this call");
-  // a weight the stem does not take, forced
+  // the workspace query: the f16 copy of every image, in either layout (rounded up to 256 bytes)
   PrepareOptions o = cuda_opts();
   o.act = ActQuant::Int8PerTensor;
+  {
+    const PreparedWeight pw = prepare(int8_conv_weight(64, 3, 7, 7, ConvKOrder::KhKwCi, 7), o);
+    Conv2dParams p;
+    p.stride_h = p.stride_w = 2;
+    p.pad_h = p.pad_w = 3;
+    const size_t copy = size_t((5 * 37 * 41 * 3 * 2 + 255) / 256 * 256);
+    p.layout = Layout::NCHW;
+    EXPECT_EQ(conv2d_workspace_size(
+                  pw, TensorView(nullptr, DType::I8, {5, 3, 37, 41}, Device::CUDA, 0), p),
+              copy);
+    p.layout = Layout::NHWC;
+    EXPECT_EQ(conv2d_workspace_size(
+                  pw, TensorView(nullptr, DType::I8, {5, 37, 41, 3}, Device::CUDA, 0), p),
+              copy);
+  }
+  // a weight the stem does not take, forced
   o.force_kernel = loader;
   expect_error([&] { prepare(int8_conv_weight(8, 5, 3, 3, ConvKOrder::KhKwCi, 6), o); },
                ErrorCode::InvalidArgument, "Ci <= 4");
