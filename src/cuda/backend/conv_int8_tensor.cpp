@@ -331,27 +331,21 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   bool run_stem(const cuda::ConvCallGeometry& g, const Conv2dParams& p, const TensorView& x,
                 const TensorView& y, const Epilogue& ep, const ExecContext& ctx) const {
     if (!stem_) return false;
-    char* base = nullptr;
-    int64_t per_round = 0;
-    if (ctx.workspace) {
-      if (ctx.workspace_bytes >= stem_copy_bytes(g, g.B) &&
-          reinterpret_cast<uintptr_t>(ctx.workspace) % 16 == 0) {
-        base = static_cast<char*>(ctx.workspace);
-        per_round = g.B;
-      }
-    } else if (scratch_) {
+    // all the images at once where the memory holds them (the NCHW copies' rule), else, without a
+    // workspace, as many a round as the scratch holds
+    char* base = cuda::nchw_copies_base(ctx, scratch_.get(), stem_copy_bytes(g, g.B));
+    int64_t per_round = base ? g.B : 0;
+    if (!base && !ctx.workspace && scratch_) {
       base = static_cast<char*>(scratch_->data());
       per_round = std::min<int64_t>(g.B, int64_t(scratch_->size() / stem_copy_bytes(g, 1)));
     }
     cuda::ConvStemParams s{};
     if (per_round < 1 || !stem_plan(g, p, per_round, base, y.data, y, ep, &s)) {
+      const size_t room = ctx.workspace ? ctx.workspace_bytes : scratch_ ? scratch_->size() : 0;
       MIXQ_CHECK_ARG(!is_stem_name(force_), "conv2d (cuda int8-per-tensor): force_kernel ", force_,
                      " cannot run this call (dilation ", p.dilation_h, "x", p.dilation_w, ", W ",
                      g.W, ", Ci ", conv->Ci, ", the f16 copy of x ", stem_copy_bytes(g, 1),
-                     " bytes an image, ", ctx.workspace ? "the workspace " : "the scratch ",
-                     ctx.workspace ? ctx.workspace_bytes
-                     : scratch_    ? scratch_->size()
-                                   : 0,
+                     " bytes an image, ", ctx.workspace ? "the workspace " : "the scratch ", room,
                      " bytes)");
       return false;
     }
