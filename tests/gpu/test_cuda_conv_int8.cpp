@@ -248,7 +248,7 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
 
 // Hopper: Ci a multiple of 128 runs the wgmma s8 kernel with an im2col TMA map (one tap's 128
 // channels per stage; the padding zero-filled and Z_I corrected per border pixel in the epilogue),
-// forced, and chosen from 1.5e9 multiply-adds: the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
+// forced (both tiles, single CTAs and pairs), and chosen from 1.5e9 multiply-adds: the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
 // padding wider than the kernel's half (pixels whose taps are all padding), several images (a tile
 // crossing from one image to the next, pixels past the last), Z_I 0 and not, odd Co, 5x5 taps. A
 // stride the map cannot take (9) falls back to the sm_80 kernels. Skipped off compute capability 9.0.
@@ -262,7 +262,8 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
   uint32_t seed = 2100;
   int i = 0;
   for (const SquareConv& g : geoms)
-    for (const char* force : {"", "sm90_i8_128x128", "sm90_i8_128x64"}) {
+    for (const char* force :
+         {"", "sm90_i8_128x128", "sm90_i8_128x64", "sm90_i8_128x128_c2", "sm90_i8_128x64_c2"}) {
       const ConvCase c = int8_case(g, Layout::NHWC,
                                    i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
@@ -307,7 +308,7 @@ TEST(CudaConv, Int8RequantizedHopperPaddedTaps) {
   uint32_t seed = 3300;
   int i = 0;
   for (const SquareConv& g : geoms)
-    for (const char* force : {"sm90_i8_128x128", "sm90_i8_128x64", ""}) {
+    for (const char* force : {"sm90_i8_128x128", "sm90_i8_128x64", "sm90_i8_128x64_c2", ""}) {
       const ConvCase c =
           int8_case(g, Layout::NHWC, i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);

@@ -223,10 +223,12 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
-  static constexpr const char* kTileNames[6] = {"sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_128x128",
-                                                 "sm80_i8_64x64_s3", "sm90_i8_128x128", "sm90_i8_128x64"};
-  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5;
-  static bool is_hopper(int t) { return t == kHopperTile || t == kHopperTile64; }
+  static constexpr const char* kTileNames[8] = {"sm80_i8_16x32",      "sm80_i8_64x64",     "sm80_i8_128x128",
+                                                 "sm80_i8_64x64_s3",   "sm90_i8_128x128",   "sm90_i8_128x64",
+                                                 "sm90_i8_128x128_c2", "sm90_i8_128x64_c2"};
+  // The Hopper tiles: 128 x 128, 128 x 64, and each as CTA pairs along M sharing the weight tile.
+  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5, kHopperPair = 6, kHopperPair64 = 7;
+  static bool is_hopper(int t) { return t >= kHopperTile && t <= kHopperPair64; }
 
   static constexpr int kTiles = int(std::size(kTileNames));
   static int tile_of(const std::string& name) {
@@ -452,7 +454,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
         p.ldb = taps_ * ck_;
       }
       p.conv_on = 1;
-      p.tile_n = tile == kHopperTile64 ? 64 : 128;
+      p.tile_n = tile == kHopperTile64 || tile == kHopperPair64 ? 64 : 128;
+      p.cluster = tile >= kHopperPair ? 2 : 1;
       p.wsum_tap = static_cast<const int32_t*>(wsum_tap_.data());
       p.num_sms = sm_count_;
       cuda::launch_sm90_int8_block(p, stream);

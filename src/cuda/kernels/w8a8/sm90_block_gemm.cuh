@@ -134,6 +134,17 @@ constexpr int kYBox = 64;
 constexpr int kYBoxBytes = kYBox * kYBox * 2;  // 8 KB, a 1024-byte multiple (swizzle atom)
 constexpr int kYBarrier0 = 1;
 
+// Policy::kTileColumnBytes (optional, default 0; with kStoresTile): shared memory per consumer
+// warpgroup for the policy's per-tile column constants. The policy loads them into registers at
+// the tile's start (Policy::prefetch, before the K loop, so that their latency from a cold L2
+// hides behind it) and its store() moves them into this region for its passes.
+template <class Policy>
+__host__ __device__ constexpr auto policy_tile_column_bytes(int) -> decltype(int(Policy::kTileColumnBytes)) {
+  return Policy::kTileColumnBytes;
+}
+template <class Policy>
+__host__ __device__ constexpr int policy_tile_column_bytes(long) { return 0; }
+
 // kSub: m64 sub-tiles per consumer warpgroup (the tile is 128 kSub rows). Two sub-tiles give each
 // thread 4 rows instead of 2 for every column it holds, halving the per-column work and loads of
 // a promotion that has per-column values (INT8), at the price of B being read by two wgmma.
@@ -150,7 +161,10 @@ struct BlockGemmShape {
   // The epilogue's staging, one box per consumer warpgroup: two each would cost the 6-stage
   // 128 x 128 rings a stage (30 KB of the 227 KB are left beside them).
   static constexpr int kYBytes = 2 * kYBoxBytes;
-  static constexpr int kSmemBytes = 1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8;
+  // Policy::kTileColumnBytes (policy_tile_column_bytes): the policy's per-tile column constants,
+  // one region per consumer warpgroup, after the ring's barriers.
+  static constexpr int kColumnBytes = 2 * policy_tile_column_bytes<Policy>(0);
+  static constexpr int kSmemBytes = 1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8 + kColumnBytes;
 };
 
 // Unit t -> (M unit, N tile).
@@ -361,15 +375,25 @@ template <class Policy>
 __host__ __device__ constexpr int policy_blocks(long) { return 1; }
 
 // Policy::kStoresTile (optional, default false): the policy writes the tile's outputs itself
-// (Policy::store(pp, p, total, m0, n0, staging, bar): the warpgroup's first row, the tile's first
-// column, the warpgroup's 8 KB staging box and named barrier; e.g. INT8 per-tensor requantization
-// from integer totals) instead of the skeleton's bias / clamp / convert epilogue.
+// (Policy::store<BN>(pp, p, total, m0, n0, staging, bar, columns, region): the warpgroup's first
+// row, the tile's first column, the warpgroup's 8 KB staging box and named barrier, what
+// Policy::prefetch loaded at the tile's start and the warpgroup's kTileColumnBytes of shared
+// memory; e.g. INT8 per-tensor requantization from integer totals) instead of the skeleton's
+// bias / clamp / convert epilogue.
 template <class Policy>
 __host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Policy::kStoresTile)) {
   return Policy::kStoresTile;
 }
 template <class Policy>
 __host__ __device__ constexpr bool policy_stores_tile(long) { return false; }
+
+// The storing policy's per-tile prefetch (Policy::prefetch<BN>(pp, p, n0)), or nothing.
+struct NoColumns {};
+template <class Policy, int BN, class PP>
+__device__ __forceinline__ auto tile_prefetch(const PP& pp, const BlockGemmParams& p, int n0) {
+  if constexpr (policy_tile_column_bytes<Policy>(0) > 0) return Policy::template prefetch<BN>(pp, p, n0);
+  else return NoColumns{};
+}
 
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
 // of the cluster (lane r arrives at rank r). __syncwarp first: every lane's reads of the slot
@@ -421,6 +445,7 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t* b_meta = a_meta + kStages * Policy::kAMetaBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(b_meta + kStages * Policy::kBMetaBytes);
   uint64_t* empty = full + kStages;
+  [[maybe_unused]] uint8_t* column_smem = reinterpret_cast<uint8_t*>(empty + kStages);  // 16-byte aligned
 
   const int warpgroup = threadIdx.x / 128;
   const int rank = kCluster > 1 ? int(cluster_ctarank()) : 0;
@@ -668,6 +693,8 @@ __global__ void __launch_bounds__(384, 1)
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
         for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
+      // A storing policy's column constants for this tile, loaded now: they arrive during the K loop.
+      [[maybe_unused]] const auto columns = tile_prefetch<Policy, BN>(pp, p, n0);
       if constexpr (has_rank1<Policy>(0)) {
         // The slot the previous tile's last promote() read goes back first: the producer fills
         // this tile's rank-1 stages in ring order, and with more of them than free slots it would
@@ -749,8 +776,9 @@ __global__ void __launch_bounds__(384, 1)
       const int c0 = n0 + col;
       if constexpr (policy_stores_tile<Policy>(0)) {
         static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
-        Policy::store(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
-                      reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar);
+        Policy::template store<BN>(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
+                                   reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar, columns,
+                                   column_smem + cw * policy_tile_column_bytes<Policy>(0));
       } else if constexpr (kGrouped) {
         // The unit's expert's bias row; a sub-tile past the expert's rows stores nothing. TMA
         // clips a box at the matrix's end only: a sub-tile that ends inside its expert's rows
