@@ -46,6 +46,7 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
   p.conv_on = a.conv_on;
   p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, kCluster);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
+  p.k_split = a.k_split;
   // The policy stores the outputs (int8 or f32): no TMA-store epilogue, no pairs.
   p.y = a.y;
   p.ldy = a.ldy;
@@ -68,6 +69,8 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
 void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
   MIXQ_CHECK_ARG(a.tile_n == 128 || a.tile_n == 64, name, ": tile_n (", a.tile_n, ") must be 128 or 64");
   MIXQ_CHECK_ARG(a.cluster == 1 || a.cluster == 2, name, ": cluster (", a.cluster, ") must be 1 or 2");
+  MIXQ_CHECK_ARG(a.k_split == 1 || a.cluster == 1, name, ": k_split (", a.k_split, ") needs single CTAs (cluster ",
+                 a.cluster, ")");
   if (a.cluster == 2) {
     if (a.tile_n == 64) launch_tensor_tiles<64, 8, 2>(a, stream, name);
     else launch_tensor_tiles<128, 6, 2>(a, stream, name);

@@ -205,6 +205,15 @@ __device__ __forceinline__ uint32_t cluster_map_shared(uint32_t addr, uint32_t r
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t cluster_addr) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_addr) : "memory");
 }
+// 16 bytes of any CTA's shared memory (address from cluster_map_shared).
+__device__ __forceinline__ uint4 ld_cluster128(uint32_t cluster_addr) {
+  uint4 v;
+  asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(cluster_addr)
+               : "memory");
+  return v;
+}
 // Every thread of every CTA of the cluster (not .aligned: callers may be diverged).
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");

@@ -88,6 +88,11 @@ struct BlockGemmParams {
   int num_m = 0, num_n = 0, group_n = 8;
   int num_mu = 0;     // M units of kCluster tiles (a cluster's work unit is one (M unit, N tile))
   int num_tiles = 0;  // num_mu * num_n units
+  // K split over a cluster (policies with kSplitK, single CTAs): clusters of k_split CTAs along x,
+  // one unit each (the grid is num_tiles * k_split); CTA r of a cluster runs K blocks
+  // [r num_kb / k_split, (r + 1) num_kb / k_split) and the policy's store_split() sums the
+  // cluster's partial tiles through distributed shared memory. 1: off.
+  int k_split = 1;
   // Tile counts of an M x N output in kBM x bn tiles, units of `cluster` M tiles.
   void set_tiles(int M_, int N_, int kb, int bm, int bn, int cluster) {
     M = M_;
@@ -387,6 +392,15 @@ __host__ __device__ constexpr auto policy_stores_tile(int) -> decltype(bool(Poli
 template <class Policy>
 __host__ __device__ constexpr bool policy_stores_tile(long) { return false; }
 
+// Policy::kSplitK (optional, default false): the policy can sum a tile's K split over a cluster
+// (Policy::store_split, BlockGemmParams::k_split).
+template <class Policy>
+__host__ __device__ constexpr auto policy_splits_k(int) -> decltype(bool(Policy::kSplitK)) {
+  return Policy::kSplitK;
+}
+template <class Policy>
+__host__ __device__ constexpr bool policy_splits_k(long) { return false; }
+
 // The storing policy's per-tile prefetch (Policy::prefetch<BN>(pp, p, n0)), or nothing.
 struct NoColumns {};
 template <class Policy, int BN, class PP>
@@ -462,8 +476,13 @@ __global__ void __launch_bounds__(384, 1)
   // Grouped: the tile list (and A, quantized just before) are the previous kernels' outputs; the
   // launch may be a dependent one of the schedule kernel (the set-up above overlapped it).
   if constexpr (kGrouped) grid_dependency_wait();
-  const int first_unit = unit_first<kGrouped, kCluster>();
-  const int unit_step = unit_stride<kGrouped, kCluster>();
+  // K split over a cluster: one unit per cluster, this CTA's share of its K blocks.
+  constexpr bool kCanSplit = policy_splits_k<Policy>(0) && kCluster == 1 && !kGrouped && !kQuantOut;
+  const int split = kCanSplit ? p.k_split : 1;
+  const int split_rank = split > 1 ? int(blockIdx.x) % split : 0;
+  const int kb_begin = split_rank * p.num_kb / split, kb_end = (split_rank + 1) * p.num_kb / split;
+  const int first_unit = split > 1 ? int(blockIdx.x) / split : unit_first<kGrouped, kCluster>();
+  const int unit_step = split > 1 ? int(gridDim.x) / split : unit_stride<kGrouped, kCluster>();
 
   if (warpgroup == 0) {
     setmaxnreg_dec<40>();
@@ -498,7 +517,7 @@ __global__ void __launch_bounds__(384, 1)
             }
           }
         }
-        for (int kb = 0; kb < p.num_kb; ++kb) {
+        for (int kb = kb_begin; kb < kb_end; ++kb) {
           mbar_wait(&empty[stage], phase ^ 1);
           mbar_arrive_expect_tx(&full[stage],
                                 Shape::kABytes + Shape::kBBytes + Policy::kMetaTxBytes);
@@ -582,7 +601,7 @@ __global__ void __launch_bounds__(384, 1)
     static_assert(kAccSets > 0 || (kBlocks == 1 && !has_rank1<Policy>(0)),
                   "waves: one block per stage, no rank-1 stages");
     constexpr int kSteps = 4 / kBlocks;  // k32 MMA steps per block
-    const int num_blocks = p.num_kb * kBlocks;
+    const int num_blocks = (kb_end - kb_begin) * kBlocks;
     // Issues block `blk`'s MMAs into `acc` (fresh accumulator) and commits them as one group,
     // after waiting for its stage when it is the stage's first block, and reads its scales.
     // half = blk % kBlocks, passed as a constant by every call. Returns the stage.
@@ -776,9 +795,19 @@ __global__ void __launch_bounds__(384, 1)
       const int c0 = n0 + col;
       if constexpr (policy_stores_tile<Policy>(0)) {
         static_assert(kSub == 1 || !policy_stores_tile<Policy>(0), "one staging box per warpgroup");
+        uint8_t* region = column_smem + cw * policy_tile_column_bytes<Policy>(0);
+        if constexpr (kCanSplit) {
+          if (split > 1) {
+            // The ring is free: this CTA's last stage has been read by both warpgroups' MMAs
+            // (store_split waits for the other warpgroup before it writes there).
+            Policy::template store_split<BN>(pp, p, total[0], int64_t(u.m0), n0, columns, region,
+                                             a_tiles, split, split_rank, y_bar);
+            continue;
+          }
+        }
         Policy::template store<BN>(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
                                    reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar, columns,
-                                   column_smem + cw * policy_tile_column_bytes<Policy>(0));
+                                   region);
       } else if constexpr (kGrouped) {
         // The unit's expert's bias row; a sub-tile past the expert's rows stores nothing. TMA
         // clips a box at the matrix's end only: a sub-tile that ends inside its expert's rows
@@ -844,6 +873,15 @@ __global__ void __launch_bounds__(384, 1)
   }
   // No CTA may exit while its peer can still arrive on its barriers.
   if constexpr (kCluster > 1) cluster_sync();
+  // K split: the consumers' two cluster barriers (partials written; partials read), which count
+  // every thread of the cluster.
+  if constexpr (kCanSplit) {
+    if (split > 1 && warpgroup == 0) {
+      __syncwarp();
+      cluster_sync();
+      cluster_sync();
+    }
+  }
 #else
   // Built for an architecture without wgmma/TMA: the host never launches this (sm_90 only).
   __trap();

@@ -76,6 +76,30 @@ struct Int8TensorPolicy {
   static constexpr int kMaxColumns = 128;
   // per warpgroup: RequantCol[128], then ws[128], bias[128] (double), then wsum[128]
   static constexpr int kTileColumnBytes = kMaxColumns * (16 + 8 + 8 + 4);
+  // A warpgroup's region: RequantCol[128] (as float4), ws[128], bias[128], wsum[128].
+  struct ColumnRegion {
+    float4* rq;
+    double *ws, *bias;
+    uint32_t* wsum;
+    __device__ __forceinline__ explicit ColumnRegion(uint8_t* region)
+        : rq(reinterpret_cast<float4*>(region)),
+          ws(reinterpret_cast<double*>(region + 16 * kMaxColumns)),
+          bias(ws + kMaxColumns),
+          wsum(reinterpret_cast<uint32_t*>(bias + kMaxColumns)) {}
+    // thread t of the warpgroup writes column t (its prefetch), with the float path's constants
+    template <int BN>
+    __device__ __forceinline__ void write(const RequantTile& rt, const Columns& mine) const {
+      const int t = int(threadIdx.x % 128);
+      if (t < BN) {
+        const RequantCol c = rt.column(mine.ws, mine.bias);
+        rq[t] = make_float4(c.m, c.b, c.e1, c.e0);
+        ws[t] = mine.ws;
+        bias[t] = mine.bias;
+        wsum[t] = mine.wsum;
+      }
+    }
+  };
+
   template <int BN>
   __device__ __forceinline__ static Columns prefetch(const Params& pp, const BlockGemmParams& p, int n0) {
     static_assert(BN <= kMaxColumns, "one column a thread");
@@ -136,18 +160,13 @@ struct Int8TensorPolicy {
     const RequantTile rt(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);  // the float path's
     // The tile's column constants into the region (after the warpgroup's previous tile is done
     // with it); the first pass's barrier publishes them.
-    float4* col_rq = reinterpret_cast<float4*>(region);
-    double* col_ws = reinterpret_cast<double*>(region + 16 * kMaxColumns);
-    double* col_bias = col_ws + kMaxColumns;
-    uint32_t* col_wsum = reinterpret_cast<uint32_t*>(col_bias + kMaxColumns);
+    const ColumnRegion cols(region);
     named_barrier_sync(bar, 128);
-    if (tid < BN) {
-      const RequantCol c = rt.column(mine.ws, mine.bias);
-      col_rq[tid] = make_float4(c.m, c.b, c.e1, c.e0);
-      col_ws[tid] = mine.ws;
-      col_bias[tid] = mine.bias;
-      col_wsum[tid] = mine.wsum;
-    }
+    cols.write<BN>(rt, mine);
+    const float4* col_rq = cols.rq;
+    const double* col_ws = cols.ws;
+    const double* col_bias = cols.bias;
+    const uint32_t* col_wsum = cols.wsum;
     // The box's rows inside M.
     const int rows = p.M - m0 < 64 ? int(p.M - m0) : 64;
     const int taps = p.conv.Kh * p.conv.Kw;
@@ -271,6 +290,102 @@ struct Int8TensorPolicy {
         exact(k >> 2, k & 3);
       }
     }
+  }
+
+  // The K split over a cluster (BlockGemmParams::k_split = S CTAs, CTA `rank` having summed its
+  // share of the K blocks into `total`): each CTA writes its partial 128 x BN tile of int32 sums
+  // into its own ring (free after its last stage), a cluster barrier, then CTA `rank` owns rows
+  // [rank 128 / S, (rank + 1) 128 / S) of the tile: for each 4 columns of such a row a consumer
+  // thread adds the S partials (16-byte loads from every CTA's shared memory), subtracts the Z_I
+  // terms and requantizes as store() does. The int32 sums add exactly (mod 2^32, as one
+  // accumulator would wrap), so the bytes are those of the unsplit kernel. A second cluster
+  // barrier keeps every CTA's partials until all have been read.
+  // Partial rows are BN int32 and 32 bytes of padding apart: a warp's 8-byte fragment stores
+  // (8 rows x 32 bytes) then fall in distinct banks.
+  static constexpr bool kSplitK = true;
+  template <int BN, int R>
+  __device__ __forceinline__ static void store_split(const Params& pp, const BlockGemmParams& p,
+                                                     const float (&total)[R], int64_t tile_m0, int n0,
+                                                     const Columns& mine, uint8_t* region,
+                                                     uint8_t* partials, int split, int rank, int bar) {
+    static_assert(2 * R == BN, "the fragment holds the tile's columns");
+    constexpr int kPitch = BN * 4 + 32;
+    constexpr int kSplitBarrier = 3;  // both consumer warpgroups (the staging boxes use 1 and 2)
+    const int ctid = int(threadIdx.x) - 128;  // 0 .. 255 over the two consumer warpgroups
+    const int cw = ctid / 128, warp = (ctid / 32) % 4, lane = ctid % 32;
+    const Requant rq(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);
+    const RequantTile rt(p.clamp_lo, p.clamp_hi, pp.out_scale, pp.out_zero);
+    const ColumnRegion cols(region);
+    cols.write<BN>(rt, mine);
+    // Both warpgroups' MMAs are done with the ring before either overwrites it.
+    named_barrier_sync(kSplitBarrier, 256);
+    const uint32_t base = smem_u32(partials);
+    const int frow = cw * 64 + warp * 16 + lane / 4, fcol = 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        sts64(base + uint32_t((frow + 8 * h) * kPitch + (8 * j + fcol) * 4),
+              __float_as_uint(total[4 * j + 2 * h]), __float_as_uint(total[4 * j + 2 * h + 1]));
+    cluster_sync();  // every CTA's partials (and this warpgroup's columns) are written
+    const int rows = 128 / split, row0 = rank * rows;
+    const int taps = p.conv.Kh * p.conv.Kw;
+    const uint64_t all = taps == 64 ? ~uint64_t(0) : (uint64_t(1) << taps) - 1;
+    const bool border_fix = p.conv_on && pp.in_zero != 0;
+    const bool y_i8 = pp.y_i8 != 0;
+    const bool vec4 = y_i8 && reinterpret_cast<uintptr_t>(p.y) % 4 == 0 && p.ldy % 4 == 0;
+    constexpr int kQuads = BN / 4;
+#pragma unroll 1
+    for (int item = ctid; item < rows * kQuads; item += 256) {
+      const int r = row0 + item / kQuads, j = 4 * (item % kQuads);
+      const int64_t m = tile_m0 + r;
+      const int n = n0 + j;
+      if (m >= p.M || n >= p.N) continue;
+      uint32_t acc[4] = {0u, 0u, 0u, 0u};
+      const uint32_t off = base + uint32_t(r * kPitch + j * 4);
+      for (int c = 0; c < split; ++c) {
+        const uint4 v = ld_cluster128(cluster_map_shared(off, uint32_t(c)));
+        acc[0] += v.x;
+        acc[1] += v.y;
+        acc[2] += v.z;
+        acc[3] += v.w;
+      }
+      const uint64_t outside = border_fix ? all & ~valid_taps(p.conv, int(m)) : 0;
+      int32_t a[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        uint32_t codes = cols.wsum[j + c];
+        const int nc = n + c < p.N ? n + c : p.N - 1;
+        for (uint64_t o = outside; o; o &= o - 1)
+          codes -= uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)o) - 1]);
+        a[c] = int32_t(acc[c] - uint32_t(pp.in_zero) * codes);
+      }
+      if (y_i8) {
+        int8_t code[4];
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const float4 v = cols.rq[j + c];
+          if (!rt.code(a[c], RequantCol{v.x, v.y, v.z, v.w}, code[c]))
+            code[c] = rq.exact(a[c], RequantColumn(cols.ws[j + c], cols.bias[j + c]));
+        }
+        int8_t* y = static_cast<int8_t*>(p.y) + m * p.ldy + n;
+        if (vec4 && n + 3 < p.N) {
+          *reinterpret_cast<uint32_t*>(y) = uint32_t(uint8_t(code[0])) | uint32_t(uint8_t(code[1])) << 8 |
+                                            uint32_t(uint8_t(code[2])) << 16 | uint32_t(uint8_t(code[3])) << 24;
+        } else {
+#pragma unroll
+          for (int c = 0; c < 4; ++c)
+            if (n + c < p.N) y[c] = code[c];
+        }
+      } else {
+        float* y = static_cast<float*>(p.y) + m * p.ldy + n;
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          if (n + c < p.N) y[c] = rq.real(a[c], RequantColumn(cols.ws[j + c], cols.bias[j + c]));
+      }
+    }
+    cluster_sync();  // no CTA leaves (taking its shared memory) while a peer reads its partials
+    (void)bar;
   }
 };
 
