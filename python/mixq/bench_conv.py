@@ -147,7 +147,7 @@ def bench_layer(name, B, Ci, H, Co, K, stride, pad, reps, flush, schemes, i8_ker
 
 # The INT8 per-tensor conv kernels force_kernel can name (the direct kernel takes any layout)
 I8_KERNELS = ["sm80_i8_16x32", "sm80_i8_64x64", "sm80_i8_64x64_s3", "sm80_i8_128x128",
-              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128", "sm90_i8_128x64", "sm90_i8_128x128_c2", "sm90_i8_128x64_c2",
+              "sm80_conv_igemm_64x64_i8", "sm90_i8_128x128", "sm90_i8_128x64",
               "sm90_i8_128x64_k2", "sm90_i8_128x64_k4", "sm90_i8_128x64_k8",
               "sm80_conv_stem_i8", "sm90_conv_stem_tma_i8"]
 

@@ -223,14 +223,12 @@ class CudaConvInt8Tensor final : public PreparedImpl {
 
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
-  static constexpr const char* kTileNames[11] = {
-      "sm80_i8_16x32",      "sm80_i8_64x64",     "sm80_i8_128x128",   "sm80_i8_64x64_s3",
-      "sm90_i8_128x128",    "sm90_i8_128x64",    "sm90_i8_128x128_c2", "sm90_i8_128x64_c2",
-      "sm90_i8_128x64_k2",  "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"};
-  // The Hopper tiles: 128 x 128, 128 x 64, each as CTA pairs along M sharing the weight tile, and
-  // 128 x 64 with each tile's K blocks split over a cluster of 2, 4 or 8 CTAs.
-  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5, kHopperPair = 6, kHopperPair64 = 7,
-                       kHopperSplit2 = 8, kHopperSplit8 = 10;
+  static constexpr const char* kTileNames[9] = {
+      "sm80_i8_16x32",   "sm80_i8_64x64",  "sm80_i8_128x128",   "sm80_i8_64x64_s3",  "sm90_i8_128x128",
+      "sm90_i8_128x64",  "sm90_i8_128x64_k2", "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"};
+  // The Hopper tiles: 128 x 128, 128 x 64, and 128 x 64 with each tile's K blocks split over a
+  // cluster of 2, 4 or 8 CTAs.
+  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5, kHopperSplit2 = 6, kHopperSplit8 = 8;
   static bool is_hopper(int t) { return t >= kHopperTile && t <= kHopperSplit8; }
   static int split_of(int t) { return t >= kHopperSplit2 ? 2 << (t - kHopperSplit2) : 1; }
 
@@ -279,10 +277,12 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   // the same, the MMAs half: 3x3 512->512 @7 at batch 32 has 52 tiles of 128 x 128 for 132 SMs,
   // 104 of 128 x 64).
   // Calls whose 128 x 64 tiles leave at least half of the SMs idle split each tile's K blocks
-  // over a cluster of up to 8 CTAs (as many as the SMs hold, at least two K blocks a CTA): a CTA
-  // streams its operands at ~40 bytes a cycle, so a few CTAs walking all of K leave the K loop
-  // bound by their own loads (H100, a timer in the kernel: 3x3 256->256 @14 at batch 1, 8 tiles of
-  // 18 K blocks, 7.2 us of K loop).
+  // over a cluster of up to 8 CTAs: as many as fit in 7/8 of the SMs (a cluster needs its CTAs'
+  // SMs in one GPC, so the last few SMs do not take a whole cluster) with at least one K block a
+  // CTA. A CTA streams its operands at ~40 bytes a cycle, so a few CTAs walking all of K are bound
+  // by their own loads. Every split forced on the H100 (bench/results/cuda_conv.md, "K split over
+  // a cluster"): 3x3 256->256 @14 batch 1 17.0 us unsplit, 15.0 / 11.0 / 10.0 split 2 / 4 / 8;
+  // 3x3 512->512 @7 batch 8 25.4 unsplit, 19.6 split 2 (64 CTAs), 20.6 split 4 (128 CTAs).
   static constexpr double kHalfTileRound = 0.6;
   int hopper_tile(int64_t M) const {
     const int64_t m_tiles = (M + 127) / 128;
@@ -291,7 +291,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     const int64_t rounds64 = (tiles64 + sm_count_ - 1) / sm_count_;
     const int64_t kblocks = taps_ * ck_ / 128;
     int split = 1;
-    while (split < 8 && 2 * split * tiles64 <= sm_count_ && 2 * 2 * split <= kblocks) split *= 2;
+    while (split < 8 && 2 * split * tiles64 * 8 <= 7 * int64_t(sm_count_) && 2 * split <= kblocks) split *= 2;
     if (split > 1) return kHopperSplit2 + (split == 2 ? 0 : split == 4 ? 1 : 2);
     return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
   }
@@ -468,8 +468,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
         p.ldb = taps_ * ck_;
       }
       p.conv_on = 1;
-      p.tile_n = tile == kHopperTile || tile == kHopperPair ? 128 : 64;
-      p.cluster = tile == kHopperPair || tile == kHopperPair64 ? 2 : 1;
+      p.tile_n = tile == kHopperTile ? 128 : 64;
       p.k_split = split_of(tile);
       while (p.k_split > p.n_kblocks) p.k_split /= 2;  // a forced split of a short K: fewer CTAs
       p.wsum_tap = static_cast<const int32_t*>(wsum_tap_.data());

@@ -15,12 +15,10 @@ namespace {
 // kBN = 128: 6 stages of 32 KiB (no metadata), the block mode's single-CTA shape. kBN = 64: 8 stages
 // of 24 KiB, twice the tiles for a call whose 128 x 128 tiles leave SMs idle or end in a short last
 // round (a convolution's deep layers: 3x3 512->512 @7 at batch 32 has 52 tiles for 132 SMs).
-// kCluster = 2: CTA pairs along M, each B (weight) tile loaded half by each CTA and multicast to
-// both, a quarter (128 x 128) or a third (128 x 64) fewer bytes from L2 per K block.
-template <int kBN, int kStages, int kCluster>
+template <int kBN, int kStages>
 void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
   using Policy = sm90::Int8TensorPolicy;
-  using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, kCluster, 1>;
+  using Shape = sm90::BlockGemmShape<kBN, kStages, Policy, 1, 1>;
   const uint64_t M = uint64_t(a.M), N = uint64_t(a.N), K = uint64_t(a.K);
   // Codes: columns past K read as zeros (TMA fill) on both sides. A convolution's A is the im2col
   // view of its NHWC image: 128 output pixels x 128 channels of one tap per stage (the padding
@@ -44,7 +42,7 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
   p.conv = a.conv;
   p.conv.Ck = im2col_tap_columns(p.conv);  // the kernel reads Ck
   p.conv_on = a.conv_on;
-  p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, kCluster);
+  p.set_tiles(a.M, a.N, (a.K + 127) / 128, Shape::kBM, kBN, 1);
   p.group_n = a.group_n > 0 ? a.group_n : 8;
   p.k_split = a.k_split;
   // The policy stores the outputs (int8 or f32): no TMA-store epilogue, no pairs.
@@ -61,23 +59,17 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
     MIXQ_CUDA_CHECK(cudaGetDevice(&dev));
     MIXQ_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   }
-  launch_block_gemm<kBN, kStages, Policy, kCluster, 1>(tm_a, tm_b, pp, p, sms, 0, stream, name);
+  launch_block_gemm<kBN, kStages, Policy, 1, 1>(tm_a, tm_b, pp, p, sms, 0, stream, name);
 }
 
 }  // namespace
 
 void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
   MIXQ_CHECK_ARG(a.tile_n == 128 || a.tile_n == 64, name, ": tile_n (", a.tile_n, ") must be 128 or 64");
-  MIXQ_CHECK_ARG(a.cluster == 1 || a.cluster == 2, name, ": cluster (", a.cluster, ") must be 1 or 2");
-  MIXQ_CHECK_ARG(a.k_split == 1 || a.cluster == 1, name, ": k_split (", a.k_split, ") needs single CTAs (cluster ",
-                 a.cluster, ")");
-  if (a.cluster == 2) {
-    if (a.tile_n == 64) launch_tensor_tiles<64, 8, 2>(a, stream, name);
-    else launch_tensor_tiles<128, 6, 2>(a, stream, name);
-  } else {
-    if (a.tile_n == 64) launch_tensor_tiles<64, 8, 1>(a, stream, name);
-    else launch_tensor_tiles<128, 6, 1>(a, stream, name);
-  }
+  MIXQ_CHECK_ARG(a.k_split == 1 || a.k_split == 2 || a.k_split == 4 || a.k_split == 8, name, ": k_split (",
+                 a.k_split, ") must be 1, 2, 4 or 8");
+  if (a.tile_n == 64) launch_tensor_tiles<64, 8>(a, stream, name);
+  else launch_tensor_tiles<128, 6>(a, stream, name);
 }
 
 }  // namespace mixq::cuda

@@ -64,11 +64,12 @@ struct Int8TensorPolicy {
 
   // The tile's column constants. Thread t of a consumer warpgroup loads column n0 + t's S_I S_W,
   // bias and code sum when the tile starts (prefetch), and they wait in its registers through the
-  // K loop; store() writes them, with the float path's constants made from them once a column,
-  // into its warpgroup's region of shared memory, where every pass reads them. Loaded in the
-  // passes instead, each pass waited once for its constants (H100, a timer in the kernel: 1.6 us a
-  // 32-column pass from a cold L2, 6.7 us of a 128 x 128 tile's epilogue against its 7.5 us K
-  // loop).
+  // K loop; store() and store_split() write them, with the float path's constants made from them
+  // once a column, into the warpgroup's region of shared memory, where every pass (or every
+  // reducing thread) reads them. (The passes loaded them from global memory before; a timer in
+  // the kernel had 6.7 us of a 128 x 128 tile's epilogue against a 7.5 us K loop, 3x3 256->256 @14
+  // at batch 32 on the H100, but moving these loads did not shorten the call: 21.0 -> 21.4 us.
+  // What that epilogue waits for is not yet known.)
   struct Columns {
     double ws, bias;
     uint32_t wsum;
