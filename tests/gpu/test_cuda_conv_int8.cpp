@@ -249,10 +249,11 @@ TEST(CudaConv, Int8RequantizedGemmFormMatchesTheReference) {
 // Hopper: Ci a multiple of 128 runs the wgmma s8 kernel with an im2col TMA map (one tap's 128
 // channels per stage; the padding zero-filled and Z_I corrected per border pixel in the epilogue),
 // forced (both tiles; 128 x 64 with K split over clusters of 2, 4 and 8, a 1x1's single K block
-// split no further), and chosen from 1.5e9 multiply-adds: the reference's bytes for odd sizes, stride 2 / 3, dilation 2,
-// padding wider than the kernel's half (pixels whose taps are all padding), several images (a tile
-// crossing from one image to the next, pixels past the last), Z_I 0 and not, odd Co, 5x5 taps. A
-// stride the map cannot take (9) falls back to the sm_80 kernels. Skipped off compute capability 9.0.
+// split no further), and chosen from 1.5e9 multiply-adds: the reference's bytes for odd sizes,
+// stride 2 / 3, dilation 2, padding wider than the kernel's half (pixels whose taps are all
+// padding), several images (a tile crossing from one image to the next, pixels past the last), Z_I
+// 0 and not, odd Co, 5x5 taps. A stride the map cannot take (9) falls back to the sm_80 kernels.
+// Skipped off compute capability 9.0.
 TEST(CudaConv, Int8RequantizedHopperIm2col) {
   SKIP_WITHOUT_GPU();
   SKIP_WITHOUT_HOPPER();
@@ -263,8 +264,8 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
   uint32_t seed = 2100;
   int i = 0;
   for (const SquareConv& g : geoms)
-    for (const char* force :
-         {"", "sm90_i8_128x128", "sm90_i8_128x64", "sm90_i8_128x64_k2", "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"}) {
+    for (const char* force : {"", "sm90_i8_128x128", "sm90_i8_128x64", "sm90_i8_128x64_k2",
+                              "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"}) {
       const ConvCase c = int8_case(g, Layout::NHWC,
                                    i % 2 ? ConvKOrder::CiKhKw : ConvKOrder::KhKwCi);
       const std::string name = expect_int8_conv_exact(c, seed++, i++, force);
@@ -278,9 +279,9 @@ TEST(CudaConv, Int8RequantizedHopperIm2col) {
     PrepareOptions o = cuda_opts();
     o.act = ActQuant::Int8PerTensor;
     const PreparedWeight pw = prepare(cw, o);
-    // batch 32: 98 tiles of 128 x 128 fill one round of the 132 SMs, 196 of 128 x 64 would take two;
-    // batch 8, 5 and 1: 52, 32 and 8 tiles of 128 x 64, each split over 2, 2 and 8 CTAs (as many as
-    // fit in 7/8 of the SMs: 104, 64 and 64 CTAs)
+    // batch 32: 98 tiles of 128 x 128 fill one round of the 132 SMs, 196 of 128 x 64 would take
+    // two; batch 8, 5 and 1: 52, 32 and 8 tiles of 128 x 64, each split over 2, 2 and 8 CTAs (as
+    // many as fit in 7/8 of the SMs: 104, 64 and 64 CTAs)
     int sms = 0;
     ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
     EXPECT_EQ(pw.kernel_name(196 * 32), "im2col sm90_i8_128x128");

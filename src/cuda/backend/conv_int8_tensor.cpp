@@ -224,11 +224,13 @@ class CudaConvInt8Tensor final : public PreparedImpl {
  private:
   static constexpr const char* kDirectName = "sm80_conv_igemm_64x64_i8";
   static constexpr const char* kTileNames[9] = {
-      "sm80_i8_16x32",   "sm80_i8_64x64",  "sm80_i8_128x128",   "sm80_i8_64x64_s3",  "sm90_i8_128x128",
-      "sm90_i8_128x64",  "sm90_i8_128x64_k2", "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"};
+      "sm80_i8_16x32",     "sm80_i8_64x64",     "sm80_i8_128x128",
+      "sm80_i8_64x64_s3",  "sm90_i8_128x128",   "sm90_i8_128x64",
+      "sm90_i8_128x64_k2", "sm90_i8_128x64_k4", "sm90_i8_128x64_k8"};
   // The Hopper tiles: 128 x 128, 128 x 64, and 128 x 64 with each tile's K blocks split over a
   // cluster of 2, 4 or 8 CTAs.
-  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5, kHopperSplit2 = 6, kHopperSplit8 = 8;
+  static constexpr int kDirect = -1, kHopperTile = 4, kHopperTile64 = 5, kHopperSplit2 = 6,
+                       kHopperSplit8 = 8;
   static bool is_hopper(int t) { return t >= kHopperTile && t <= kHopperSplit8; }
   static int split_of(int t) { return t >= kHopperSplit2 ? 2 << (t - kHopperSplit2) : 1; }
 
@@ -291,7 +293,8 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     const int64_t rounds64 = (tiles64 + sm_count_ - 1) / sm_count_;
     const int64_t kblocks = taps_ * ck_ / 128;
     int split = 1;
-    while (split < 8 && 2 * split * tiles64 * 8 <= 7 * int64_t(sm_count_) && 2 * split <= kblocks) split *= 2;
+    while (split < 8 && 2 * split * tiles64 * 8 <= 7 * int64_t(sm_count_) && 2 * split <= kblocks)
+      split *= 2;
     if (split > 1) return kHopperSplit2 + (split == 2 ? 0 : split == 4 ? 1 : 2);
     return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
   }

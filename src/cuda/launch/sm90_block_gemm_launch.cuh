@@ -92,10 +92,12 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
   cfg.numAttrs = 0;
   // K split over a cluster (policies with kSplitK): clusters of k_split CTAs, one unit each.
   const int split = p.k_split;
-  MIXQ_CHECK_ARG(split == 1 || (sm90::policy_splits_k<Policy>(0) && kCluster == 1 && !kGrouped && !kQuantOut &&
-                                split >= 2 && split <= 8 && split <= p.num_kb && 128 % split == 0),
-                 name, ": k_split ", split, " needs a policy that splits K, single CTAs, a power of two up to 8 and ",
-                 "at least one of the ", p.num_kb, " K blocks a CTA");
+  MIXQ_CHECK_ARG(
+      split == 1 || (sm90::policy_splits_k<Policy>(0) && kCluster == 1 && !kGrouped && !kQuantOut &&
+                     split >= 2 && split <= 8 && split <= p.num_kb && 128 % split == 0),
+      name, ": k_split ", split,
+      " needs a policy that splits K, single CTAs, a power of two up to 8 and ",
+      "at least one of the ", p.num_kb, " K blocks a CTA");
   if (kCluster > 1 || split > 1) {
     attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
     attr[cfg.numAttrs].val.clusterDim.x = split > 1 ? split : kCluster;
@@ -126,7 +128,8 @@ void launch_block_gemm(const CUtensorMap& tm_a, const CUtensorMap& tm_b,
     }
     slots = std::min(slots / kCluster, c);
   }
-  cfg.gridDim = split > 1 ? dim3(p.num_tiles * split) : dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
+  cfg.gridDim = split > 1 ? dim3(p.num_tiles * split)
+                          : dim3(kCluster * std::max(1, std::min(p.num_tiles, slots)));
   MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, tm_a, tm_b, tm_y, pp, p));
   MIXQ_CUDA_CHECK_LAUNCH(name);
 }

@@ -66,8 +66,8 @@ void launch_tensor_tiles(const Int8GemmParams& a, cudaStream_t stream, const cha
 
 void launch_w8a8_tensor(const Int8GemmParams& a, cudaStream_t stream, const char* name) {
   MIXQ_CHECK_ARG(a.tile_n == 128 || a.tile_n == 64, name, ": tile_n (", a.tile_n, ") must be 128 or 64");
-  MIXQ_CHECK_ARG(a.k_split == 1 || a.k_split == 2 || a.k_split == 4 || a.k_split == 8, name, ": k_split (",
-                 a.k_split, ") must be 1, 2, 4 or 8");
+  MIXQ_CHECK_ARG(a.k_split == 1 || a.k_split == 2 || a.k_split == 4 || a.k_split == 8, name,
+                 ": k_split (", a.k_split, ") must be 1, 2, 4 or 8");
   if (a.tile_n == 64) launch_tensor_tiles<64, 8>(a, stream, name);
   else launch_tensor_tiles<128, 6>(a, stream, name);
 }

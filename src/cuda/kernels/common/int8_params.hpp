@@ -88,7 +88,7 @@ struct Int8GemmParams {
   int conv_on = 0;                  // conv is set (the Hopper kernel reads A through an im2col map)
   const int32_t* wsum_tap = nullptr;  // conv, Hopper kernel, Z_I != 0: [N][Kh Kw] per-tap code sums
   int tile_n = 128;                 // tensor mode, Hopper kernel: 128 x 128 or 128 x 64 output tiles
-  int k_split = 1;                  // ... each tile's K blocks split over a cluster of 1, 2, 4 or 8 CTAs
+  int k_split = 1;                  // ... each tile's K over a cluster of 1, 2, 4 or 8 CTAs
   // output and epilogue
   void* y = nullptr;
   int64_t ldy = 0;

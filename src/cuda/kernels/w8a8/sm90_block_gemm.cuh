@@ -144,11 +144,14 @@ constexpr int kYBarrier0 = 1;
 // the tile's start (Policy::prefetch, before the K loop, so that their latency from a cold L2
 // hides behind it) and its store() moves them into this region for its passes.
 template <class Policy>
-__host__ __device__ constexpr auto policy_tile_column_bytes(int) -> decltype(int(Policy::kTileColumnBytes)) {
+__host__ __device__ constexpr auto policy_tile_column_bytes(int)
+    -> decltype(int(Policy::kTileColumnBytes)) {
   return Policy::kTileColumnBytes;
 }
 template <class Policy>
-__host__ __device__ constexpr int policy_tile_column_bytes(long) { return 0; }
+__host__ __device__ constexpr int policy_tile_column_bytes(long) {
+  return 0;
+}
 
 // kSub: m64 sub-tiles per consumer warpgroup (the tile is 128 kSub rows). Two sub-tiles give each
 // thread 4 rows instead of 2 for every column it holds, halving the per-column work and loads of
@@ -169,7 +172,8 @@ struct BlockGemmShape {
   // Policy::kTileColumnBytes (policy_tile_column_bytes): the policy's per-tile column constants,
   // one region per consumer warpgroup, after the ring's barriers.
   static constexpr int kColumnBytes = 2 * policy_tile_column_bytes<Policy>(0);
-  static constexpr int kSmemBytes = 1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8 + kColumnBytes;
+  static constexpr int kSmemBytes =
+      1024 + kYBytes + kStages * kStageBytes + 2 * kStages * 8 + kColumnBytes;
 };
 
 // Unit t -> (M unit, N tile).
@@ -399,14 +403,18 @@ __host__ __device__ constexpr auto policy_splits_k(int) -> decltype(bool(Policy:
   return Policy::kSplitK;
 }
 template <class Policy>
-__host__ __device__ constexpr bool policy_splits_k(long) { return false; }
+__host__ __device__ constexpr bool policy_splits_k(long) {
+  return false;
+}
 
 // The storing policy's per-tile prefetch (Policy::prefetch<BN>(pp, p, n0)), or nothing.
 struct NoColumns {};
 template <class Policy, int BN, class PP>
 __device__ __forceinline__ auto tile_prefetch(const PP& pp, const BlockGemmParams& p, int n0) {
-  if constexpr (policy_tile_column_bytes<Policy>(0) > 0) return Policy::template prefetch<BN>(pp, p, n0);
-  else return NoColumns{};
+  if constexpr (policy_tile_column_bytes<Policy>(0) > 0)
+    return Policy::template prefetch<BN>(pp, p, n0);
+  else
+    return NoColumns{};
 }
 
 // A consumer warp is done with a ring slot: one arrival on the slot's empty barrier in every CTA
@@ -459,7 +467,8 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t* b_meta = a_meta + kStages * Policy::kAMetaBytes;
   uint64_t* full = reinterpret_cast<uint64_t*>(b_meta + kStages * Policy::kBMetaBytes);
   uint64_t* empty = full + kStages;
-  [[maybe_unused]] uint8_t* column_smem = reinterpret_cast<uint8_t*>(empty + kStages);  // 16-byte aligned
+  // the policy's column regions (kTileColumnBytes), 16-byte aligned
+  [[maybe_unused]] uint8_t* column_smem = reinterpret_cast<uint8_t*>(empty + kStages);
 
   const int warpgroup = threadIdx.x / 128;
   const int rank = kCluster > 1 ? int(cluster_ctarank()) : 0;
@@ -712,7 +721,7 @@ __global__ void __launch_bounds__(384, 1)
       for (int sub = 0; sub < kSub; ++sub)
 #pragma unroll
         for (int i = 0; i < R; ++i) total[sub][i] = 0.f;
-      // A storing policy's column constants for this tile, loaded now: they arrive during the K loop.
+      // A storing policy's column constants for this tile, loaded now (they arrive in the K loop).
       [[maybe_unused]] const auto columns = tile_prefetch<Policy, BN>(pp, p, n0);
       if constexpr (has_rank1<Policy>(0)) {
         // The slot the previous tile's last promote() read goes back first: the producer fills
@@ -806,8 +815,8 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
         Policy::template store<BN>(pp, p, total[0], int64_t(u.m0) + cw * 64, n0,
-                                   reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar, columns,
-                                   region);
+                                   reinterpret_cast<uint32_t*>(y_tiles + cw * kYBoxBytes), y_bar,
+                                   columns, region);
       } else if constexpr (kGrouped) {
         // The unit's expert's bias row; a sub-tile past the expert's rows stores nothing. TMA
         // clips a box at the matrix's end only: a sub-tile that ends inside its expert's rows

@@ -102,7 +102,8 @@ struct Int8TensorPolicy {
   };
 
   template <int BN>
-  __device__ __forceinline__ static Columns prefetch(const Params& pp, const BlockGemmParams& p, int n0) {
+  __device__ __forceinline__ static Columns prefetch(const Params& pp, const BlockGemmParams& p,
+                                                     int n0) {
     static_assert(BN <= kMaxColumns, "one column a thread");
     Columns c{0.0, 0.0, 0u};
     const int t = int(threadIdx.x % 128);
@@ -197,7 +198,8 @@ struct Int8TensorPolicy {
       const int nb = n0 + 32 * pass;
       const int j = 32 * pass + 4 * quad;  // this thread's first column in the tile
       const int n = n0 + j;                // and in y; columns past N compute on N - 1
-      named_barrier_sync(bar, 128);  // the previous pass's loads are done (the first: the columns are written)
+      // the previous pass's loads are done (before the first pass: the columns are written)
+      named_barrier_sync(bar, 128);
 #pragma unroll
       for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
@@ -306,9 +308,10 @@ struct Int8TensorPolicy {
   static constexpr bool kSplitK = true;
   template <int BN, int R>
   __device__ __forceinline__ static void store_split(const Params& pp, const BlockGemmParams& p,
-                                                     const float (&total)[R], int64_t tile_m0, int n0,
-                                                     const Columns& mine, uint8_t* region,
-                                                     uint8_t* partials, int split, int rank, int bar) {
+                                                     const float (&total)[R], int64_t tile_m0,
+                                                     int n0, const Columns& mine, uint8_t* region,
+                                                     uint8_t* partials, int split, int rank,
+                                                     int bar) {
     static_assert(2 * R == BN, "the fragment holds the tile's columns");
     constexpr int kPitch = BN * 4 + 32;
     constexpr int kSplitBarrier = 3;  // both consumer warpgroups (the staging boxes use 1 and 2)
@@ -371,8 +374,9 @@ struct Int8TensorPolicy {
         }
         int8_t* y = static_cast<int8_t*>(p.y) + m * p.ldy + n;
         if (vec4 && n + 3 < p.N) {
-          *reinterpret_cast<uint32_t*>(y) = uint32_t(uint8_t(code[0])) | uint32_t(uint8_t(code[1])) << 8 |
-                                            uint32_t(uint8_t(code[2])) << 16 | uint32_t(uint8_t(code[3])) << 24;
+          *reinterpret_cast<uint32_t*>(y) =
+              uint32_t(uint8_t(code[0])) | uint32_t(uint8_t(code[1])) << 8 |
+              uint32_t(uint8_t(code[2])) << 16 | uint32_t(uint8_t(code[3])) << 24;
         } else {
 #pragma unroll
           for (int c = 0; c < 4; ++c)
