@@ -810,7 +810,7 @@ __global__ void __launch_bounds__(384, 1)
             // The ring is free: this CTA's last stage has been read by both warpgroups' MMAs
             // (store_split waits for the other warpgroup before it writes there).
             Policy::template store_split<BN>(pp, p, total[0], int64_t(u.m0), n0, columns, region,
-                                             a_tiles, split, split_rank, y_bar);
+                                             a_tiles, split, split_rank);
             continue;
           }
         }

@@ -310,8 +310,7 @@ struct Int8TensorPolicy {
   __device__ __forceinline__ static void store_split(const Params& pp, const BlockGemmParams& p,
                                                      const float (&total)[R], int64_t tile_m0,
                                                      int n0, const Columns& mine, uint8_t* region,
-                                                     uint8_t* partials, int split, int rank,
-                                                     int bar) {
+                                                     uint8_t* partials, int split, int rank) {
     static_assert(2 * R == BN, "the fragment holds the tile's columns");
     constexpr int kPitch = BN * 4 + 32;
     constexpr int kSplitBarrier = 3;  // both consumer warpgroups (the staging boxes use 1 and 2)
@@ -390,7 +389,6 @@ struct Int8TensorPolicy {
       }
     }
     cluster_sync();  // no CTA leaves (taking its shared memory) while a peer reads its partials
-    (void)bar;
   }
 };
 
