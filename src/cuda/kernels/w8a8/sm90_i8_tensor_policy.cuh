@@ -69,7 +69,8 @@ struct Int8TensorPolicy {
   // reducing thread) reads them. (The passes loaded them from global memory before; a timer in
   // the kernel had 6.7 us of a 128 x 128 tile's epilogue against a 7.5 us K loop, 3x3 256->256 @14
   // at batch 32 on the H100, but moving these loads did not shorten the call: 21.0 -> 21.4 us.
-  // What that epilogue waits for is not yet known.)
+  // What that epilogue waits for, if the timer's clock64 stamps split it from the K loop right,
+  // is not yet known: bench/results/cuda_conv.md, "K split over a cluster".)
   struct Columns {
     double ws, bias;
     uint32_t wsum;
