@@ -1,11 +1,14 @@
 // The CUDA stem conv kernel's plan (kernels/conv/conv_stem.hpp) is a host function of the call's
 // geometry and the device's SM count and shared memory: which calls it takes, its tile, K padding
-// and shared-memory size, tested without a GPU.
+// and shared-memory size, tested without a GPU; and so is the Hopper INT8 conv's tile and K split
+// (dispatch/conv_int8_tile.hpp).
 #if defined(MIXQ_WITH_CUDA)
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 
+#include "cuda/dispatch/conv_int8_tile.hpp"
 #include "cuda/kernels/conv/conv_stem.hpp"
 
 using namespace mixq::cuda;
@@ -143,6 +146,42 @@ TEST(CudaConvStemPlan, TmaBoxesAndStages) {
   g.dil_h = 2;
   ASSERT_TRUE(conv_stem_plan(g, true, kSms, kOptin, &s, true));
   EXPECT_FALSE(s.tma);
+}
+
+// The Hopper INT8 conv's tile and K split (M pixels, Co channels, K blocks of 128, SMs).
+TEST(CudaConvInt8HopperTile, SplitsKWhereTheTilesLeaveTheSmsIdle) {
+  auto tile = [](int64_t M, int64_t N, int64_t kb, int sms) {
+    const ConvInt8HopperTile t = conv_int8_hopper_tile(M, N, kb, sms);
+    return std::make_pair(t.tile_n, t.k_split);
+  };
+  using P = std::pair<int, int>;
+  // ResNet-50 3x3 256->256 @14 (18 K blocks) on 132 SMs: batch 1 has 8 tiles of 128 x 64, split
+  // over 8 CTAs (64); batch 5 and 8 (32 and 52 tiles) over 2 (a split of 4 would pass 7/8 of the
+  // SMs: 128 and 208 CTAs); batch 32 one round of 98 tiles of 128 x 128
+  EXPECT_EQ(tile(196, 256, 18, 132), P(64, 8));
+  EXPECT_EQ(tile(196 * 5, 256, 18, 132), P(64, 2));
+  EXPECT_EQ(tile(196 * 8, 256, 18, 132), P(64, 2));
+  EXPECT_EQ(tile(196 * 32, 256, 18, 132), P(128, 1));
+  // 3x3 512->512 @7 (36 K blocks): batch 1 one M tile, 8 tiles: split 8; batch 8, 32 tiles: split
+  // 2 (128 CTAs in clusters of 4 measured slower); batch 32, 104 tiles of 128 x 64 in one round
+  // against 52 of 128 x 128
+  EXPECT_EQ(tile(49, 512, 36, 132), P(64, 8));
+  EXPECT_EQ(tile(49 * 8, 512, 36, 132), P(64, 2));
+  EXPECT_EQ(tile(49 * 32, 512, 36, 132), P(64, 1));
+  // at least one K block a CTA: a 1x1 1024->256 @14 (8 K blocks) splits 8 ways, a 1x1 over 256
+  // channels (2 K blocks) 2 ways, one K block not at all
+  EXPECT_EQ(tile(196, 256, 8, 132), P(64, 8));
+  EXPECT_EQ(tile(196, 256, 2, 132), P(64, 2));
+  EXPECT_EQ(tile(196, 256, 1, 132).second, 1);
+  // 3x3 128->128 @28 (9 K blocks) at batch 1: 14 tiles, 112 CTAs at split 8 (within 7/8 of 132)
+  EXPECT_EQ(tile(784, 128, 9, 132), P(64, 8));
+  // fewer SMs (an H100 PCIe's 114): the same batch-1 layer stops at 4 (112 > 7/8 of 114)
+  EXPECT_EQ(tile(784, 128, 9, 114), P(64, 4));
+  // tiles that fill more than half of the SMs: no split, the rounds rule (3x3 128->128 @28 at
+  // batch 32: 196 x 2 tiles of 128 x 64, three rounds, against 196 of 128 x 128, two: 0.6 x 3 < 2)
+  EXPECT_EQ(tile(784 * 32, 128, 9, 132), P(64, 1));
+  // 98 M tiles x 512 channels: 392 tiles of 128 x 128 (three rounds) against 784 of 128 x 64 (six)
+  EXPECT_EQ(tile(6272 * 2, 512, 18, 132), P(128, 1));
 }
 
 #endif  // MIXQ_WITH_CUDA

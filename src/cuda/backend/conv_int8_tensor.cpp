@@ -24,6 +24,7 @@
 #include "cuda/backend/conv_nchw_copies.hpp"
 #include "cuda/backend/conv_stem_image.hpp"
 #include "cuda/backend/factories.hpp"
+#include "cuda/dispatch/conv_int8_tile.hpp"
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/kernels/common/int8_params.hpp"
 #include "cuda/launch/conv_kernels.hpp"
@@ -274,29 +275,12 @@ class CudaConvInt8Tensor final : public PreparedImpl {
     return many ? 3 : 0;
   }
 
-  // The Hopper kernel's N tile: 128 x 64 tiles where they finish in fewer rounds of the SMs,
-  // counting a round of half-width tiles as kHalfTileRound of a 128 x 128 round (the A tile is
-  // the same, the MMAs half: 3x3 512->512 @7 at batch 32 has 52 tiles of 128 x 128 for 132 SMs,
-  // 104 of 128 x 64).
-  // Calls whose 128 x 64 tiles leave at least half of the SMs idle split each tile's K blocks
-  // over a cluster of up to 8 CTAs: as many as fit in 7/8 of the SMs (a cluster needs its CTAs'
-  // SMs in one GPC, so the last few SMs do not take a whole cluster) with at least one K block a
-  // CTA. A CTA streams its operands at ~40 bytes a cycle, so a few CTAs walking all of K are bound
-  // by their own loads. Every split forced on the H100 (bench/results/cuda_conv.md, "K split over
-  // a cluster"): 3x3 256->256 @14 batch 1 17.0 us unsplit, 15.0 / 11.0 / 10.0 split 2 / 4 / 8;
-  // 3x3 512->512 @7 batch 8 25.4 unsplit, 19.6 split 2 (64 CTAs), 20.6 split 4 (128 CTAs).
-  static constexpr double kHalfTileRound = 0.6;
+  // The Hopper kernel's tile and K split (dispatch/conv_int8_tile.hpp) as a tile index.
   int hopper_tile(int64_t M) const {
-    const int64_t m_tiles = (M + 127) / 128;
-    const int64_t rounds128 = (m_tiles * ((N + 127) / 128) + sm_count_ - 1) / sm_count_;
-    const int64_t tiles64 = m_tiles * ((N + 63) / 64);
-    const int64_t rounds64 = (tiles64 + sm_count_ - 1) / sm_count_;
-    const int64_t kblocks = taps_ * ck_ / 128;
-    int split = 1;
-    while (split < 8 && 2 * split * tiles64 * 8 <= 7 * int64_t(sm_count_) && 2 * split <= kblocks)
-      split *= 2;
-    if (split > 1) return kHopperSplit2 + (split == 2 ? 0 : split == 4 ? 1 : 2);
-    return kHalfTileRound * double(rounds64) < double(rounds128) ? kHopperTile64 : kHopperTile;
+    const cuda::ConvInt8HopperTile t =
+        cuda::conv_int8_hopper_tile(M, N, taps_ * ck_ / 128, sm_count_);
+    if (t.k_split > 1) return kHopperSplit2 + (t.k_split == 2 ? 0 : t.k_split == 4 ? 1 : 2);
+    return t.tile_n == 64 ? kHopperTile64 : kHopperTile;
   }
 
   static bool is_stem_name(const std::string& name) {
