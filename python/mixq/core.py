@@ -286,8 +286,8 @@ def conv2d(x, prepared, out=None, bias=None, clamp=None, stride=1, padding=0, di
         out = empty_like_place(x, shape, _out_dtype(x, out_dtype))
     # CUDA conv scratch (C++ conv2d_workspace_size): the GEMM's, sized by the B*Ho*Wo output
     # pixels, on Hopper an NCHW call's NHWC copies of x and y, without which it would run the
-    # slower sm_80 kernel, and an INT8 stem's f16 copy of x. The CPU conv takes none. (An x dtype the conv does not take gets
-    # none here: the call below names x.)
+    # slower sm_80 kernel, and an INT8 stem's f16 copy of x. The CPU conv takes none. (An x dtype
+    # the conv does not take gets none here: the call below names x.)
     workspace = None
     nbytes = 0
     dt = dtype_name(x)

@@ -279,7 +279,7 @@ class CudaConvInt8Tensor final : public PreparedImpl {
   int hopper_tile(int64_t M) const {
     const cuda::ConvInt8HopperTile t =
         cuda::conv_int8_hopper_tile(M, N, taps_ * ck_ / 128, sm_count_);
-    if (t.k_split > 1) return kHopperSplit2 + (t.k_split == 2 ? 0 : t.k_split == 4 ? 1 : 2);
+    if (t.k_split > 1) return kHopperSplit2 + (t.k_split >> 2);  // 2, 4, 8 -> _k2, _k4, _k8
     return t.tile_n == 64 ? kHopperTile64 : kHopperTile;
   }
 

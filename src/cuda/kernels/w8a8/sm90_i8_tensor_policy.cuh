@@ -133,6 +133,29 @@ struct Int8TensorPolicy {
     return mask;
   }
 
+  // The code sums of column nc's taps in `tap_bits` (the taps of a pixel outside the image).
+  __device__ __forceinline__ static uint32_t tap_code_sum(const Params& pp, int nc, int taps,
+                                                          uint64_t tap_bits) {
+    uint32_t sum = 0;
+    for (; tap_bits; tap_bits &= tap_bits - 1)
+      sum += uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)tap_bits) - 1]);
+    return sum;
+  }
+  // A row's four codes at y (columns n .. n + 3): one 4-byte store where y's rows allow it (vec4)
+  // and all four lie below N, else a byte each below N.
+  __device__ __forceinline__ static void store_codes4(int8_t* y, const int8_t (&code)[4], bool vec4,
+                                                      int n, int N) {
+    if (vec4 && n + 3 < N) {
+      *reinterpret_cast<uint32_t*>(y) =
+          uint32_t(uint8_t(code[0])) | uint32_t(uint8_t(code[1])) << 8 |
+          uint32_t(uint8_t(code[2])) << 16 | uint32_t(uint8_t(code[3])) << 24;
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        if (n + c < N) y[c] = code[c];
+    }
+  }
+
   // The rows of one consumer warpgroup's 64 x BN outputs go through its 8 KB staging box, 32
   // columns of int32 totals at a time. Then each thread requantizes a 4 x 4 block of the pass:
   // columns 4 (lane % 8) .. + 3 (their constants narrowed once) of rows 16 s + 4 warp + lane / 8,
@@ -222,8 +245,7 @@ struct Int8TensorPolicy {
         const uint32_t acc = lds32(box + uint32_t(r * 128 + ((quad ^ (r % 8)) << 4) + 4 * c));
         uint32_t ws_codes = col_wsum[j + c];
         if (border_fix)
-          for (uint64_t off = all & ~valid_taps(p.conv, int(m0) + r); off; off &= off - 1)
-            ws_codes -= uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)off) - 1]);
+          ws_codes -= tap_code_sum(pp, nc, taps, all & ~valid_taps(p.conv, int(m0) + r));
         const int32_t a = int32_t(acc - uint32_t(pp.in_zero) * ws_codes);
         const RequantColumn col(col_ws[j + c], col_bias[j + c]);
         const int64_t i = (m0 + r) * p.ldy + nc;
@@ -260,9 +282,7 @@ struct Int8TensorPolicy {
 #pragma unroll
             for (int c = 0; c < 4; ++c) {
               const int nc = n + c < p.N ? n + c : p.N - 1;
-              uint32_t back = 0;
-              for (uint64_t off = outside[s]; off; off &= off - 1)
-                back += uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)off) - 1]);
+              const uint32_t back = tap_code_sum(pp, nc, taps, outside[s]);
               a32[s][c] = int32_t(uint32_t(a32[s][c]) + uint32_t(pp.in_zero) * back);
             }
         }
@@ -276,15 +296,7 @@ struct Int8TensorPolicy {
         for (int s = 0; s < kRows; ++s) {
           const int r = row0 + 16 * s;
           if (r >= rows) continue;
-          int8_t* y = static_cast<int8_t*>(p.y) + (m0 + r) * p.ldy + n;
-          if (vec4 && n + 3 < p.N) {
-            *reinterpret_cast<uint32_t*>(y) = uint32_t(uint8_t(code[s][0])) | uint32_t(uint8_t(code[s][1])) << 8 |
-                                              uint32_t(uint8_t(code[s][2])) << 16 | uint32_t(uint8_t(code[s][3])) << 24;
-          } else {
-#pragma unroll
-            for (int c = 0; c < 4; ++c)
-              if (n + c < p.N) y[c] = code[s][c];
-          }
+          store_codes4(static_cast<int8_t*>(p.y) + (m0 + r) * p.ldy + n, code[s], vec4, n, p.N);
         }
       }
       // (after this thread's own stores of the same outputs, which it overwrites)
@@ -358,10 +370,8 @@ struct Int8TensorPolicy {
       int32_t a[4];
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
-        uint32_t codes = cols.wsum[j + c];
         const int nc = n + c < p.N ? n + c : p.N - 1;
-        for (uint64_t o = outside; o; o &= o - 1)
-          codes -= uint32_t(pp.wsum_tap[int64_t(nc) * taps + __ffsll((long long)o) - 1]);
+        const uint32_t codes = cols.wsum[j + c] - tap_code_sum(pp, nc, taps, outside);
         a[c] = int32_t(acc[c] - uint32_t(pp.in_zero) * codes);
       }
       if (y_i8) {
@@ -372,16 +382,7 @@ struct Int8TensorPolicy {
           if (!rt.code(a[c], RequantCol{v.x, v.y, v.z, v.w}, code[c]))
             code[c] = rq.exact(a[c], RequantColumn(cols.ws[j + c], cols.bias[j + c]));
         }
-        int8_t* y = static_cast<int8_t*>(p.y) + m * p.ldy + n;
-        if (vec4 && n + 3 < p.N) {
-          *reinterpret_cast<uint32_t*>(y) =
-              uint32_t(uint8_t(code[0])) | uint32_t(uint8_t(code[1])) << 8 |
-              uint32_t(uint8_t(code[2])) << 16 | uint32_t(uint8_t(code[3])) << 24;
-        } else {
-#pragma unroll
-          for (int c = 0; c < 4; ++c)
-            if (n + c < p.N) y[c] = code[c];
-        }
+        store_codes4(static_cast<int8_t*>(p.y) + m * p.ldy + n, code, vec4, n, p.N);
       } else {
         float* y = static_cast<float*>(p.y) + m * p.ldy + n;
 #pragma unroll
