@@ -15,6 +15,7 @@ namespace {
 struct IntKnob {
   int Tuning::*field;
   int lo, hi;
+  bool powers_of_two = false;  // 0 or a power of two only
 };
 struct ToggleKnob {
   Toggle Tuning::*field;
@@ -46,6 +47,7 @@ const std::vector<Entry>& knobs() {
       {"wo_y_rows", IntKnob{&Tuning::wo_y_rows, -1, 256}},
       {"wo_schedule", ScheduleKnob{&Tuning::wo_schedule}},
       {"wo_reduce", ReduceKnob{&Tuning::wo_reduce}},
+      {"wo_k_split", IntKnob{&Tuning::wo_k_split, 0, 8, true}},
       {"wo_fold", ToggleKnob{&Tuning::wo_fold}},
       {"wo_fold_half", ToggleKnob{&Tuning::wo_fold_half}},
       {"wo_bf16_zero", ToggleKnob{&Tuning::wo_bf16_zero}},
@@ -112,6 +114,8 @@ void set(Tuning& t, const Entry& e, const std::string& v) {
     const int x = parse_int(key, v);
     MIXQ_CHECK_ARG(x >= k->lo && x <= k->hi, "tuning: ", key, "=", x, " is outside [", k->lo, ", ",
                    k->hi, "]");
+    MIXQ_CHECK_ARG(!k->powers_of_two || (x & (x - 1)) == 0, "tuning: ", key, "=", x,
+                   " must be 0 or a power of two");
     t.*(k->field) = x;
   } else if (const auto* k = std::get_if<ToggleKnob>(&e.knob)) {
     t.*(k->field) = parse_toggle(key, v);

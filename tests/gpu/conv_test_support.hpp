@@ -15,6 +15,7 @@
 
 #include "gpu/device_checks.hpp"
 #include "gpu/host_data.hpp"
+#include "gpu/test_tuning.hpp"
 #include "mixq/error.hpp"
 #include "mixq/numeric.hpp"
 #include "mixq/ops.hpp"
@@ -43,6 +44,7 @@ struct ConvCase {
   bool bias = false;
   Epilogue clamp = {};
   std::string force;  // PrepareOptions::force_kernel (sm80_conv_igemm: the sm_80 implicit GEMM)
+  std::string tuning;  // the kernels' knobs ("key=value,...", test_tuning.hpp) over the default
 };
 
 // A geometry with the same stride, padding and dilation along H and W (the sweeps' tables).
@@ -62,7 +64,8 @@ inline std::string describe(const ConvCase& c) {
   s += c.scheme + " cb" + std::to_string(c.cb) + (c.offset_x ? " x-offset" : "") + " x=" +
        dtype_name(c.xt) + " y=" +
        dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp[" + std::to_string(c.clamp.clamp_lo) +
-       ", " + std::to_string(c.clamp.clamp_hi) + "]" + (c.force.empty() ? "" : " forced " + c.force);
+       ", " + std::to_string(c.clamp.clamp_hi) + "]" + (c.force.empty() ? "" : " forced " + c.force) +
+       (c.tuning.empty() ? "" : " tuning " + c.tuning);
   return s;
 }
 
@@ -121,7 +124,7 @@ inline ConvRun run_conv(const ConvCase& c, const ConvWeight& cw, uint32_t seed,
   const Conv2dParams p = params_of(c);
   int64_t Ho = 0, Wo = 0;
   conv2d_output_size(c.H, c.W, c.Kh, c.Kw, p, &Ho, &Wo);
-  PrepareOptions o = cuda_opts();
+  PrepareOptions o = test::with_tuning(cuda_opts(), c.tuning);
   o.force_kernel = c.force;
   const PreparedWeight pw = prepare(cw, o);
   const std::vector<uint8_t> xb = test::to_bytes(

@@ -125,6 +125,48 @@ TEST(CudaConv, WgmmaImplicitGemmPadsTapChannels) {
     }
 }
 
+// The K split over a thread-block cluster on the implicit GEMM (tuning wo_k_split=2, 4, 8;
+// sm90_wo_ws_k_split.cuh): each tile's taps in 2-8 ranges on the CTAs of a cluster, summed
+// through distributed shared memory. The batch-1 ResNet layers the rule splits (int4 and int8),
+// stride and dilation with odd sizes and odd Co, padded taps, a 3x1 kernel of 3 stages (a forced
+// 4 or 8 splits 2 ways), NCHW through the copies, both 16-bit types, f32 outputs, bias and relu6;
+// each against float64, after the stream-K plan (wo_k_split=1) on the same case; the kernel's name
+// carries the split where the instantiation has it (not the fold at token tile 64, as the int8
+// 512-channel layer may run). (An odd chunk count takes token tiles of 128, which do not split.)
+TEST(CudaConv, WgmmaImplicitGemmKSplitOverCluster) {
+  SKIP_WITHOUT_HOPPER();
+  const WgmmaGeom geoms[] = {
+      {1, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w4g32"},
+      {1, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 128, "w8g32zp"},
+      {3, 128, 13, 9, 72, 3, 3, 2, 1, 2, 3, 2, 1, 32, "w4g32zp"},
+      {1, 96, 15, 13, 72, 3, 3, 1, 1, 2, 2, 2, 2, 32, "w4g32asym"},
+      {1, 128, 9, 7, 40, 3, 1, 1, 1, 1, 0, 1, 1, 0, "w4g32"},
+      {2, 128, 20, 20, 64, 3, 3, 2, 2, 1, 1, 1, 1, 32, "w4g32", Layout::NCHW},
+  };
+  uint32_t seed = 2700;
+  int i = 0;
+  for (const WgmmaGeom& g : geoms)
+    for (DType xt : {DType::F16, DType::BF16}) {
+      ConvCase c = wgmma_case(g, xt, i++);
+      const ConvWeight cw = make_conv_weight(c, seed);
+      int64_t Ho = 0, Wo = 0;
+      conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
+      // the instantiations that have the split: token tiles up to 32, and 64 without the fold
+      const std::string plain = prepare(cw, cuda_opts()).kernel_name(c.B * Ho * Wo);
+      const bool has_split = plain.find(",mt16,") != std::string::npos ||
+                             plain.find(",mt32,") != std::string::npos ||
+                             (plain.find(",mt64,") != std::string::npos && plain.find(",fold") == std::string::npos);
+      EXPECT_TRUE(has_split || g.Ci * g.Kh * g.Kw > 4096) << describe(c) << ": " << plain;
+      for (int split : {1, 2, 4, 8}) {
+        c.tuning = "wo_k_split=" + std::to_string(split);
+        const std::string name = prepare(cw, test::with_tuning(cuda_opts(), c.tuning)).kernel_name(c.B * Ho * Wo);
+        EXPECT_EQ(name.find(",ksplit") != std::string::npos, split > 1 && has_split) << describe(c) << ": " << name;
+        expect_wgmma_conv_ok(c, cw, seed);
+      }
+      ++seed;
+    }
+}
+
 namespace {
 
 // [b][r][c] -> [b][c][r] on the host, elements of `es` bytes (NCHW <-> NHWC).

@@ -15,6 +15,7 @@
 #include "cuda/dispatch/force_kernel.hpp"
 #include "cuda/dispatch/stream_k_plan.hpp"
 #include "cuda/dispatch/wo_plan.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_k_split.cuh"
 #include "cuda/runtime/device_context.hpp"
 #include "gpu/device_checks.hpp"
 #include "gpu/test_tuning.hpp"
@@ -528,6 +529,106 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
     for (size_t i = 0; i + 1 < want.size(); i += 2) nan_bytes += want[i] == 0xFF && want[i + 1] == 0xFF;
     EXPECT_EQ(nan_bytes, 0u) << "the fixup run left poisoned outputs";
     for (int rep = 0; rep < 3; ++rep) EXPECT_EQ(run(in_kernel), want) << "inline reduction, call " << rep;
+  }
+}
+
+// The K split over a thread-block cluster (tuning wo_k_split=2, 4, 8; sm90_wo_ws_k_split.cuh):
+// each tile's K in 2, 4 or 8 ranges on the CTAs of a cluster, the pieces summed through
+// distributed shared memory by rank 0, which stores the tile. Decode and small batches at token
+// tiles 16, 32 and 64 (the instantiations that have it: not the fold at 64), one and two CTAs per SM, odd N, K not a multiple of the stage (the last
+// stage half past K), a K of 3 chunks (a forced 8 splits 2 ways, one stage each), groups smaller
+// than a stage, offsets and zero points, int8 codes, the fold, f16 / bf16 / f32 outputs, bias and
+// relu6, a caller's workspace left as garbage (the split reads no flags). Against float64, the
+// stream-K plan of the same weight (wo_k_split=1) within the same tolerance, every output written,
+// and the same bits on three calls in a row (rank order).
+TEST(CudaWeightOnly, WgmmaKSplitOverCluster) {
+  SKIP_WITHOUT_GPU();
+  if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
+  struct Split {
+    int64_t M, N, K;
+    const char* scheme;
+    DType x, y;
+    bool bias;
+    Epilogue clamp;
+    const char* tuning;  // on top of the split's key
+  };
+  const Split cases[] = {
+      {1, 4096, 4096, "w4g128", DType::F16, DType::F16, false, {}, ""},
+      {4, 1000, 7392, "w4g128", DType::BF16, DType::BF16, true, {}, ""},
+      {16, 264, 1000, "w8g64zp", DType::F16, DType::F32, true, Epilogue::relu6(), ""},
+      {13, 517, 3000, "w4g32asym", DType::F16, DType::F16, false, {}, ""},
+      {33, 384, 2048, "w4g128", DType::BF16, DType::F32, true, {}, ""},
+      {64, 200, 4096, "w8g128", DType::F16, DType::F16, false, Epilogue::relu6(), ""},
+      {3, 128, 192, "w4g128", DType::F16, DType::F16, true, {}, ""},
+      {16, 2048, 5120, "w4g128", DType::F16, DType::F16, false, {}, "wo_ctas_per_sm=1"},
+      {32, 640, 2304, "w4g64", DType::BF16, DType::BF16, false, {}, "wo_ctas_per_sm=2"},
+  };
+  uint32_t seed = 2600;
+  for (const Split& sc : cases) {
+    const QuantizedWeight w = make_weight(sc.N, sc.K, sc.scheme, seed++);
+    const std::string extra = *sc.tuning ? std::string(",") + sc.tuning : std::string();
+    Case base{sc.M, sc.N, sc.K, sc.scheme, sc.x, sc.y, "sm90_wo_ws", false, sc.bias, sc.clamp, "wo_k_split=1" + extra};
+    const double tol = tolerance(sc.x, sc.y);
+    EXPECT_LE(run_case(base, w, seed), tol) << name(base);
+    const int iterations = [&] {
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.force_kernel = "sm90_wo_ws";
+      o = test::with_tuning(o, base.tuning);
+      const cuda::WoPlan p = wo_plan_of(prepare(w, o), w, o, sc.M, sc.x);
+      EXPECT_EQ(p.sched.k_split, 1) << name(base);
+      return p.sched.chunks;
+    }();
+    for (int split : {2, 4, 8}) {
+      Case c = base;
+      c.tuning = "wo_k_split=" + std::to_string(split) + extra;
+      PrepareOptions o;
+      o.backend = BackendKind::CUDA;
+      o.force_kernel = "sm90_wo_ws";
+      o = test::with_tuning(o, c.tuning);
+      const PreparedWeight pw = prepare(w, o);
+      const cuda::WoPlan p = wo_plan_of(pw, w, o, sc.M, sc.x);
+      int want = split;
+      while (want > iterations) want /= 2;
+      SCOPED_TRACE(name(c) + " " + pw.kernel_name(sc.M, sc.x));
+      if (!cuda::ws_detail::ws_k_split_built(p.id.tile_m, p.id.fold, false)) {  // no split there
+        EXPECT_EQ(p.sched.k_split, 1);
+        continue;
+      }
+      EXPECT_EQ(p.sched.k_split, want);
+      EXPECT_FALSE(p.fixup || p.sched.inline_reduce);
+      EXPECT_EQ(p.tickets, 0u);
+      EXPECT_NE(pw.kernel_name(sc.M, sc.x).find(",ksplit" + std::to_string(want) + ">"), std::string::npos);
+      std::vector<uint8_t> first;
+      EXPECT_LE(run_case(c, w, seed, &first), tol);
+      // a caller's workspace of garbage, and the same bits on every call
+      DeviceBuffer ws(std::max<size_t>(linear_workspace_size(pw, sc.M), 1));
+      ASSERT_EQ(cudaMemset(ws.data(), 0x5A, ws.size()), cudaSuccess);
+      ExecContext ctx;
+      ctx.workspace = ws.data();
+      ctx.workspace_bytes = ws.size();
+      HostMat x = make_acts(sc.M, sc.K, sc.x, seed + 1);  // run_case's activations
+      DeviceBuffer dx(x.bytes.size()), dy(first.size());
+      dx.copy_from_host(x.bytes.data(), x.bytes.size());
+      std::vector<float> bias_h;
+      DeviceBuffer dbias;
+      Epilogue ep = sc.clamp;
+      if (sc.bias) {
+        bias_h = test::randn(size_t(sc.N), seed + 3);
+        dbias = DeviceBuffer(bias_h.size() * 4);
+        dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
+        ep.bias = dbias.view(DType::F32, {sc.N});
+      }
+      for (int rep = 0; rep < 3; ++rep) {
+        ASSERT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
+        linear(dx.view(sc.x, {sc.M, sc.K}), pw, dy.view(sc.y, {sc.M, sc.N}), ep, ctx);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<uint8_t> out(dy.size());
+        dy.copy_to_host(out.data(), out.size());
+        EXPECT_EQ(out, first) << "call " << rep;
+      }
+    }
+    ++seed;
   }
 }
 

@@ -792,6 +792,84 @@ TEST(CudaPlan, StreamKScheduleCoversEveryChunkOnce) {
   EXPECT_EQ(make_stream_k_schedule(132, 2, 10, 132, 128).sk_tiles, 0);
 }
 
+// The K split over a thread-block cluster (StreamKSchedule::k_split): CTA b runs one piece, range
+// b % split of tile b / split, the ranges of a tile contiguous, in rank order and never empty,
+// every iteration once; no whole tiles, no stream-K reduction.
+TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
+  struct Case {
+    int tiles, chunks, split;
+  };
+  for (const Case c : {Case{1, 2, 2}, Case{4, 36, 8}, Case{26, 18, 8}, Case{32, 32, 4}, Case{7, 3, 2},
+                       Case{2, 9, 8}, Case{3, 8, 8}}) {
+    const StreamKSchedule s = make_k_split_schedule(c.tiles, 1, c.chunks, c.split, 2);
+    SCOPED_TRACE(::testing::Message() << c.tiles << " tiles of " << c.chunks << " iterations, split " << c.split);
+    ASSERT_EQ(s.grid, c.tiles * c.split);
+    EXPECT_EQ(s.k_split, c.split);
+    EXPECT_FALSE(s.inline_reduce);
+    EXPECT_EQ(s.dp_tiles, 0);
+    std::vector<int> seen(size_t(c.tiles) * c.chunks, 0);
+    for (int b = 0; b < s.grid; ++b) {
+      StreamKCursor cur(s, b);
+      StreamKWork w;
+      ASSERT_TRUE(cur.next(s, w));
+      EXPECT_EQ(w.tile, b / c.split);
+      EXPECT_LT(w.c0, w.c1) << "CTA " << b << ": an empty range";
+      EXPECT_EQ(w.c0, (b % c.split) * c.chunks / c.split);
+      EXPECT_EQ(w.c1, (b % c.split + 1) * c.chunks / c.split);
+      EXPECT_TRUE(w.split);
+      for (int k = w.c0; k < w.c1; ++k) ++seen[size_t(w.tile) * c.chunks + k];
+      EXPECT_FALSE(cur.next(s, w)) << "CTA " << b << ": one piece only";
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i / c.chunks << " iteration " << i % c.chunks;
+  }
+}
+
+// The rule: the split doubles, up to 8, while tiles x 2 split CTAs stay within 7/8 of the CTA slots
+// and each CTA keeps an iteration; token tiles up to 32, 64 without the fold, devices that run
+// clusters; a forced split halves to the iterations there are; a forced stream-K reduction or
+// schedule keeps stream-K. In the plan: a batch-1 3x3 256->256 @14 conv (26 tiles of 16 tokens, 18 iterations, one CTA an SM)
+// splits 4 ways, with no flags, no fixup, and the split in the plan's name.
+TEST(CudaPlan, WgmmaKSplitRule) {
+  const Tuning automatic;
+  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, automatic), 8);
+  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 264, true, automatic), 4);
+  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, automatic), 2);
+  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, automatic), 2);   // 3 iterations: 2 ways
+  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, automatic), 1);   // one iteration
+  EXPECT_EQ(wgmma_k_split(64, 64, 32, false, 132, true, automatic), 1);  // 128 CTAs would pass 7/8
+  EXPECT_EQ(wgmma_k_split(4, 36, 128, false, 132, true, automatic), 1);  // token tile 128
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, true, 132, true, automatic), 1);    // 64 with the fold
+  EXPECT_EQ(wgmma_k_split(4, 36, 32, true, 132, true, automatic), 8);
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, false, automatic), 1);  // no clusters
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_k_split=1")), 1);
+  EXPECT_EQ(wgmma_k_split(100, 36, 64, false, 132, true, Tuning::parse("wo_k_split=8")), 8);  // forced
+  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, Tuning::parse("wo_k_split=8")), 2);
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_reduce=fixup")), 1);
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_schedule=stream_k")), 1);
+  EXPECT_THROW(Tuning::parse("wo_k_split=3"), Error);
+  EXPECT_THROW(Tuning::parse("wo_k_split=16"), Error);
+
+  DeviceCaps caps = hopper();
+  caps.stream_clusters = true;
+  Call c;
+  c.M = 196;
+  c.fill = true;
+  c.y_tma = true;
+  const WoPlan p = plan(c, layout(256, 2304, 4, 128), caps);
+  ASSERT_EQ(p.id.family, Family::WoWgmma);
+  EXPECT_EQ(p.id.tile_m, 16);
+  EXPECT_EQ(p.id.ctas, 1);
+  EXPECT_EQ(p.sched.k_split, 4);
+  EXPECT_EQ(p.sched.grid, 26 * 4);
+  EXPECT_FALSE(p.fixup || p.sched.inline_reduce);
+  EXPECT_EQ(p.tickets, 0u);
+  EXPECT_NE(wo_plan_name(p).find(",ksplit4>"), std::string::npos) << wo_plan_name(p);
+  // without clusters (no sm_90 image's launch path), the stream-K schedule
+  const WoPlan q = plan(c, layout(256, 2304, 4, 128), hopper());
+  EXPECT_EQ(q.sched.k_split, 1);
+  EXPECT_EQ(wo_plan_name(q), q.id.name());
+}
+
 // Tile -> (m block, n block) is a bijection onto the num_m x num_n blocks, grouped by group_n
 // N-blocks; with one M-block (decode, the division-free path) tile t is N-block t.
 TEST(CudaPlan, StreamKTileCoordsAreABijection) {

@@ -138,7 +138,7 @@ class CudaWeightOnly final : public PreparedImpl {
     c.M = M;
     c.x_type = c.y_type = int(io_type(act));
     c.y_tma = act != DType::F32;
-    return plan(c).id.name();
+    return cuda::wo_plan_name(plan(c));
   }
   // The implicit-GEMM conv's kernel for M output pixels (conv_igemm's plan, 16-bit NHWC x and y).
   std::string conv_kernel_name(int64_t M, DType act) const {
@@ -147,7 +147,7 @@ class CudaWeightOnly final : public PreparedImpl {
     c.x_type = c.y_type = int(io_type(act));
     c.y_tma = act != DType::F32;
     c.fill_sms = true;
-    return conv_plan(c).id.name();
+    return cuda::wo_plan_name(conv_plan(c));
   }
 
   // The buffers a grouped (mixture-of-experts) launch reads for this expert.

@@ -90,4 +90,22 @@ inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, 
   return best;
 }
 
+// The K split over thread-block clusters (StreamKSchedule::k_split, sm90_wo_ws_k_split.cuh): every
+// tile on its own cluster of `split` CTAs, one K range each, no whole tiles and no stream-K reduction.
+inline StreamKSchedule make_k_split_schedule(int num_n, int num_m, int chunks, int split, int cps) {
+  StreamKSchedule s;
+  s.cps = cps;
+  s.num_n = num_n;
+  s.num_m = num_m;
+  s.tiles = num_n * num_m;
+  s.chunks = chunks;
+  s.k_split = split;
+  s.dp_tiles = 0;
+  s.sk_tiles = s.tiles;
+  s.sk_iters = int64_t(s.tiles) * chunks;
+  s.sk_ctas = s.grid = s.tiles * split;
+  s.inline_reduce = false;
+  return s;
+}
+
 }  // namespace mixq::cuda

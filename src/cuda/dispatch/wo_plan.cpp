@@ -4,6 +4,7 @@
 
 #include "cuda/dispatch/stream_k_plan.hpp"
 #include "cuda/launch/act_quant.hpp"
+#include "cuda/kernels/wo/sm90_wo_ws_k_split.cuh"
 #include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
 #include "mixq/error.hpp"
 
@@ -155,6 +156,25 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
   return true;
 }
 
+// K split over a thread-block cluster (sm90_wo_ws_k_split.cuh) where the instantiation has it
+// (ws_k_split_built: token tiles up to 32, 64 without the fold): the split doubles, up to 8, while
+// the tiles' CTAs stay within 7/8 of the CTA slots (a cluster of 8 needs 8 free SMs of one GPC)
+// and every CTA keeps at least one iteration. 1: the stream-K schedule. Forced (Tuning::wo_k_split
+// 2, 4, 8): that split, halved while the K is shorter. Never by default where the tuning asks for
+// a stream-K reduction or schedule.
+int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters, const Tuning& t) {
+  if (!ws_detail::ws_k_split_built(mt, fold, false) || !clusters || t.wo_k_split == 1) return 1;
+  int split = 1;
+  if (t.wo_k_split > 1) {
+    split = t.wo_k_split;
+    while (split > iterations) split /= 2;
+    return split;
+  }
+  if (t.wo_reduce != Tuning::Reduce::Auto || t.wo_schedule != Tuning::Schedule::Auto) return 1;
+  while (split < 8 && int64_t(tiles) * 2 * split * 8 <= int64_t(slots) * 7 && 2 * split <= iterations) split *= 2;
+  return split;
+}
+
 namespace {
 
 // The TMA-store epilogue where the output is 16-bit and TMA can store it; 0 (direct stores)
@@ -249,12 +269,16 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
 
   StreamKSchedule& s = p.sched;
   const int mode = t.wo_schedule == Tuning::Schedule::WholeTiles ? 1 : t.wo_schedule == Tuning::Schedule::StreamK ? 2 : 0;
-  s = make_stream_k_schedule(p.n_blocks, p.m_blocks, ceil_div(chunks, cps), caps.sm_count * ctas, mt, mode, cps);
+  const int iterations = ceil_div(chunks, cps);
+  const int split = wgmma_k_split(p.n_blocks * p.m_blocks, iterations, mt, fold, caps.sm_count * ctas,
+                                  caps.stream_clusters, t);
+  s = split > 1 ? make_k_split_schedule(p.n_blocks, p.m_blocks, iterations, split, cps)
+                : make_stream_k_schedule(p.n_blocks, p.m_blocks, iterations, caps.sm_count * ctas, mt, mode, cps);
   s.early_stages = t.wo_early_stages >= -1 ? t.wo_early_stages : (p.pdl && stream_bound ? -1 : 0);
   s.max_stages = t.wo_max_stages;
   if (t.wo_group_n > 0) s.group_n = t.wo_group_n;
-  s.inline_reduce = wgmma_inline_reduce(s, mt, t);
-  p.fixup = !s.inline_reduce && stream_k_split_pieces(s) > 0;
+  s.inline_reduce = split == 1 && wgmma_inline_reduce(s, mt, t);
+  p.fixup = split == 1 && !s.inline_reduce && stream_k_split_pieces(s) > 0;
   // the TMA-store epilogue only where its staging tiles leave a ring of at least 4 stages
   const int y_rows = wgmma_y_rows(c, mt, t);
   const uint32_t p_stage =
@@ -458,6 +482,13 @@ WoWorkspaceOffsets wo_workspace_offsets(const WoPlan& p) {
   o.gather = o.chunk + align256(p.chunk_bytes);
   o.out = o.gather + align256(p.gather_bytes);
   return o;
+}
+
+std::string wo_plan_name(const WoPlan& p) {
+  std::string s = p.id.name();
+  if (p.id.family == Family::WoWgmma && p.sched.k_split > 1 && !s.empty() && s.back() == '>')
+    s.insert(s.size() - 1, ",ksplit" + std::to_string(p.sched.k_split));
+  return s;
 }
 
 size_t wo_workspace_bytes(const WoPlan& p) { return wo_workspace_offsets(p).out + align256(p.out_bytes); }

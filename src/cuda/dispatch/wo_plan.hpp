@@ -74,6 +74,11 @@ inline bool wo_plan_reads_tickets(const WoPlan& p) { return p.tickets > 0; }
 WoPlan plan_weight_only(const WoCall& call, const WoWeight& w, const DeviceCaps& caps,
                         const Tuning& tuning, const std::string& force);
 
+// The plan's name: its instantiation's (KernelId::name), with ",ksplitS" before the closing '>'
+// where the wgmma kernel splits each tile's K over a cluster of S CTAs (a schedule, not an
+// instantiation: the same kernel).
+std::string wo_plan_name(const WoPlan& p);
+
 // Bytes of workspace a plan needs (its parts, 256-byte aligned, in WoPlan's order).
 size_t wo_workspace_bytes(const WoPlan& p);
 // Byte offsets of the parts after the partials: tickets, chunk, gather, staged output.
@@ -109,6 +114,10 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 int w4a8_factor_zero(const WoLayout& L, const Tuning& t);
 // The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
+// The wgmma kernel's K split over a thread-block cluster (StreamKSchedule::k_split) for `tiles`
+// output tiles of `iterations` stages at token tile mt (with or without the fold), on `slots` CTA
+// slots (SMs x CTAs per SM), where the device runs clusters: 1 (the stream-K schedule), 2, 4 or 8.
+int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters, const Tuning& t);
 // Tokens a round of the wgmma kernel's TMA-store epilogue at token tile mt (a power of two that
 // divides mt; 0: direct stores): by default 128 at tiles of 128 tokens and more (64 at 192), else
 // 0; knob (Tuning::wo_y_rows) >= 0: 0, or the largest such power of two up to the knob, at least 16.

@@ -1,8 +1,9 @@
 // Launch configuration of the weight-only kernels on the sm_90 image, shared by the launchers
 // (wo_stream_launch.cuh, sm90_wo_wgmma_ws.cu) and the diagnostics (bench/cuda_wo_stream_probe.cu):
-// the splits of one output tile as a thread-block cluster (1, cluster_y, 1) and programmatic
-// dependent launch (kernels/grid_dependency.cuh), each where the plan asks for it (only on the
-// sm_90 image: the planner's caps.stream_clusters).
+// the splits of one output tile as a thread-block cluster (the streaming kernel's along y, the
+// wgmma kernel's K split along x) and programmatic dependent launch
+// (kernels/grid_dependency.cuh), each where the plan asks for it (only on the sm_90 image: the
+// planner's caps.stream_clusters).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,15 +20,16 @@ struct WoLaunchConfig {
   cudaLaunchAttribute attr[2];
   cudaLaunchConfig_t cfg{};
 
-  // cluster_y > 1: clusters of (1, cluster_y, 1) blocks; pdl: programmatic stream serialization
+  // cluster: blocks per thread-block cluster (none where it is 1 x 1 x 1); pdl: programmatic
+  // stream serialization
   WoLaunchConfig(dim3 grid, unsigned threads, size_t smem, cudaStream_t stream, bool pdl,
-                 unsigned cluster_y = 1) {
+                 dim3 cluster = dim3(1, 1, 1)) {
     int n = 0;
-    if (cluster_y > 1) {
+    if (cluster.x * cluster.y * cluster.z > 1) {
       attr[n].id = cudaLaunchAttributeClusterDimension;
-      attr[n].val.clusterDim.x = 1;
-      attr[n].val.clusterDim.y = cluster_y;
-      attr[n].val.clusterDim.z = 1;
+      attr[n].val.clusterDim.x = cluster.x;
+      attr[n].val.clusterDim.y = cluster.y;
+      attr[n].val.clusterDim.z = cluster.z;
       ++n;
     }
     if (pdl) {
@@ -44,7 +46,7 @@ struct WoLaunchConfig {
   }
   // The streaming kernel: its splits as one cluster where p.cluster.
   WoLaunchConfig(const WoStreamParams& p, dim3 grid, unsigned threads, size_t smem, cudaStream_t stream)
-      : WoLaunchConfig(grid, threads, smem, stream, p.pdl, p.cluster ? grid.y : 1) {}
+      : WoLaunchConfig(grid, threads, smem, stream, p.pdl, dim3(1, p.cluster ? grid.y : 1, 1)) {}
   // cfg points into attr
   WoLaunchConfig(const WoLaunchConfig&) = delete;
   WoLaunchConfig& operator=(const WoLaunchConfig&) = delete;

@@ -34,6 +34,11 @@ struct StreamKSchedule {
   bool inline_reduce = true;  // cut tiles summed by their owner CTA (else the fixup kernel)
   int y_rows = 0;  // > 0: 16-bit output tiles staged in shared memory, y_rows tokens at a time, and TMA-stored
   bool ragged = true;  // the grouped warp-specialized kernel's 192-token tiles: MMAs over a tile's rows only (Tuning::wo_ragged_tiles)
+  // K split over a thread-block cluster (the warp-specialized kernel, make_k_split_schedule): > 1,
+  // tile t's iterations are cut into k_split contiguous ranges run by the k_split CTAs of cluster
+  // t (CTA k_split t + r, cluster rank r), one piece each; the pieces are summed through
+  // distributed shared memory by rank 0, which stores the tile. No flags, slots or fixup.
+  int k_split = 1;
 };
 
 // Chunks [c0, c1) of tile `tile`. split: other CTAs own the rest of the tile (fixup); first: the
@@ -72,7 +77,13 @@ struct StreamKCursor {
   // The 64-bit divisions are all here, at the kernel's start: next() only adds (in the kernel a
   // division per piece boundary was a ~0.3 us bubble in the consumers' stream).
   MIXQ_HD StreamKCursor(const StreamKSchedule& s, int cta) : dp_tile(cta), it(0), it_end(0) {
-    if (cta < s.sk_ctas) {
+    if (s.k_split > 1) {  // one piece: range r of tile t (a stream-K range inside one tile)
+      const int t = cta / s.k_split, r = cta - t * s.k_split;
+      sk_tile = t;
+      c = int(int64_t(r) * s.chunks / s.k_split);
+      it = int64_t(t) * s.chunks + c;
+      it_end = int64_t(t) * s.chunks + int64_t(r + 1) * s.chunks / s.k_split;
+    } else if (cta < s.sk_ctas) {
       it = sk_start(s, cta);
       it_end = sk_start(s, cta + 1);
       sk_tile = int(it / s.chunks);

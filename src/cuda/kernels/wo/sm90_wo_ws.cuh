@@ -20,7 +20,9 @@
 // to per-CTA partial slots, summed in CTA order (deterministic) either by the CTA that owns the
 // tile, at the end of its range, behind per-tile completion flags (the inline reduction: small
 // token tiles, and tiles cut into few pieces; the plan decides), or by stream_k_fixup_kernel
-// after the grid.
+// after the grid. Or (sched.k_split > 1, token tiles up to 64) a non-persistent grid of clusters,
+// one tile a cluster and one K range a CTA, the pieces summed in distributed shared memory
+// (sm90_wo_ws_k_split.cuh).
 // W4A8 (CODES = kCodesU4F8, T = __nv_fp8_e4m3; docs/decisions/w4a8.md): X is e4m3 codes quantized
 // per token per 128 (tm_s: the tokens' block factors 512 s_a and -s_a sum(a), loaded into each
 // stage after its pairs), the stage is one 128-K group, the consumers' A registers are the code
@@ -51,6 +53,7 @@
 #include "cuda/kernels/common/stream_k.hpp"
 #include "cuda/kernels/wo/sm80_wo_stream.cuh"
 #include "cuda/kernels/wo/sm90_wo_stream_k_reduce.cuh"
+#include "cuda/kernels/wo/sm90_wo_ws_k_split.cuh"
 #include "cuda/kernels/wo/sm90_wo_ws_tile.cuh"
 #include "cuda/kernels/wo/sm90_wo_ws_work.cuh"
 
@@ -150,6 +153,14 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // registers leave too few for it).
   constexpr bool kRagged = !FOLD && !A8 && (MT == 192 || (GROUPED && (MT == 128 || MT == 256)));
   constexpr int kRaggedMax = MT == 192 ? 128 : 64;  // the largest arm below MT
+  // K split over a cluster (sm90_wo_ws_k_split.cuh): token tiles up to 64, whose ring holds a
+  // partial tile, but not the fold at 64 (its f32-pair variant spilled 144 bytes with it, 0
+  // without); sched.k_split > 1 only there (the plan and the launcher check, ws_k_split_built)
+  constexpr bool kCanSplit = ws_k_split_built(MT, FOLD, GROUPED);
+  static_assert(!kCanSplit || 2 * (Tile::kXStage + Tile::kWStage) >= int(ws_k_split_partial_bytes(MT)),
+                "the ring holds the K split's partial tile");
+  // read where it is used, not held: the two-CTA producer has 24 registers
+  auto k_split_on = [&]() { return kCanSplit && sched.k_split > 1; };
 
   extern __shared__ uint8_t smem_raw[];
   // Every shared address as a 32-bit offset computed once (a generic pointer would be converted
@@ -194,6 +205,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
     sm90::setmaxnreg_dec<Tile::kProducerRegs>();
     if (threadIdx.x != 0) {  // one thread issues every copy
       if (threadIdx.x / 32 == 1 && sched.inline_reduce) signal_first_piece(sched, p.tickets);
+      if (k_split_on()) ws_k_split_wait();
       return;
     }
     // Per stage one TMA load per operand and chunk (a bulk copy per weight tile and per pair group
@@ -283,6 +295,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
         ring.advance();
       }
     });
+    if (k_split_on()) ws_k_split_wait();
   } else {
     sm90::setmaxnreg_inc<Tile::kConsumerRegs>();
     const int warp = (threadIdx.x / 32) & 3;
@@ -610,14 +623,18 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
       __syncwarp();
       if (prev >= 0 && lane == 0) sm90::mbar_arrive(empty + 8 * prev);
 
-      if (w.split) {
-        if (w.c0 != 0 || !sched.inline_reduce) {
+      if (w.split) {  // a K split's pieces are cut tiles too
+        if (k_split_on()) {
+          // the cluster's pieces, summed by rank 0 (the other ranks' rings are free: one piece each)
+          if (!ws_k_split_sum<MT>(sums, x_tiles, sched.k_split)) return;
+        } else if (w.c0 != 0 || !sched.inline_reduce) {
           store_partial(w, sums);
           // a non-owner piece (inline reduction): signal_first_piece publishes it
           if (sched.inline_reduce) sm90::named_barrier_arrive(kPieceBarrier, kPieceBarrierThreads);
           return;
+        } else {
+          add_other_pieces(w, sums);  // this CTA owns the tile: it writes the output
         }
-        add_other_pieces(w, sums);  // this CTA owns the tile: it writes the output
       }
 
       // Accumulator 4q + e: weight row r_lo (+8 for e >= 2), token 8q + 2 (lane % 4) + (e & 1).
