@@ -824,28 +824,33 @@ TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
   }
 }
 
-// The rule: the split doubles, up to 8, while tiles x 2 split CTAs stay within 7/8 of the CTA slots
-// and each CTA keeps an iteration; token tiles up to 32, 64 without the fold, devices that run
-// clusters; a forced split halves to the iterations there are; a forced stream-K reduction or
-// schedule keeps stream-K. In the plan: a batch-1 3x3 256->256 @14 conv (26 tiles of 16 tokens, 18 iterations, one CTA an SM)
-// splits 4 ways, with no flags, no fixup, and the split in the plan's name.
+// The rule: the largest split of 2, 4, 8 that keeps an iteration a CTA, fits its clusters in one
+// wave (2: every CTA slot; 4 and 8: 7/8 of them) and runs at least as many CTAs as the stream-K
+// schedule; token tiles up to 32, 64 without the fold, devices that run clusters; a forced split
+// halves to the iterations there are; a forced stream-K reduction or schedule keeps stream-K. In
+// the plan: a batch-1 1x1 1024->256 @14 as a linear call (26 tiles of 16 tokens, 8 iterations,
+// stream-K on 52 CTAs) splits 4 ways, with no flags, no fixup, and the split in the plan's name;
+// 4096x4096 at M = 16 (stream-K on every SM) and the 3x3 512->512 @7 conv (4 tiles) do not split.
 TEST(CudaPlan, WgmmaKSplitRule) {
   const Tuning automatic;
-  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, automatic), 8);
-  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 264, true, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, automatic), 2);
-  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, automatic), 2);   // 3 iterations: 2 ways
-  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, automatic), 1);   // one iteration
-  EXPECT_EQ(wgmma_k_split(64, 64, 32, false, 132, true, automatic), 1);  // 128 CTAs would pass 7/8
-  EXPECT_EQ(wgmma_k_split(4, 36, 128, false, 132, true, automatic), 1);  // token tile 128
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, true, 132, true, automatic), 1);    // 64 with the fold
-  EXPECT_EQ(wgmma_k_split(4, 36, 32, true, 132, true, automatic), 8);
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, false, automatic), 1);  // no clusters
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_k_split=1")), 1);
-  EXPECT_EQ(wgmma_k_split(100, 36, 64, false, 132, true, Tuning::parse("wo_k_split=8")), 8);  // forced
-  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, Tuning::parse("wo_k_split=8")), 2);
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_reduce=fixup")), 1);
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, Tuning::parse("wo_schedule=stream_k")), 1);
+  EXPECT_EQ(wgmma_k_split(26, 8, 16, false, 132, true, 52, automatic), 4);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 64, automatic), 4);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, automatic), 4);    // whole tiles: 16 CTAs
+  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 132, true, 117, automatic), 1);   // 104 CTAs < 117
+  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, 117, automatic), 8);   // two CTAs an SM
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, 36, automatic), 1);     // 32 CTAs < 36
+  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, 132, automatic), 1);   // 128 CTAs: two waves
+  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, automatic), 2);       // 3 iterations: 2 ways
+  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, 4, automatic), 1);       // one iteration
+  EXPECT_EQ(wgmma_k_split(16, 16, 128, false, 132, true, 16, automatic), 1);   // token tile 128
+  EXPECT_EQ(wgmma_k_split(16, 16, 64, true, 132, true, 16, automatic), 1);     // 64 with the fold
+  EXPECT_EQ(wgmma_k_split(16, 16, 32, true, 132, true, 16, automatic), 4);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, false, 16, automatic), 1);   // no clusters
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_k_split=1")), 1);
+  EXPECT_EQ(wgmma_k_split(100, 36, 64, false, 132, true, 132, Tuning::parse("wo_k_split=8")), 8);
+  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, Tuning::parse("wo_k_split=8")), 2);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_reduce=fixup")), 1);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_schedule=stream_k")), 1);
   EXPECT_THROW(Tuning::parse("wo_k_split=3"), Error);
   EXPECT_THROW(Tuning::parse("wo_k_split=16"), Error);
 
@@ -853,9 +858,8 @@ TEST(CudaPlan, WgmmaKSplitRule) {
   caps.stream_clusters = true;
   Call c;
   c.M = 196;
-  c.fill = true;
   c.y_tma = true;
-  const WoPlan p = plan(c, layout(256, 2304, 4, 128), caps);
+  const WoPlan p = plan(c, layout(256, 1024, 4, 128), caps);
   ASSERT_EQ(p.id.family, Family::WoWgmma);
   EXPECT_EQ(p.id.tile_m, 16);
   EXPECT_EQ(p.id.ctas, 1);
@@ -865,9 +869,17 @@ TEST(CudaPlan, WgmmaKSplitRule) {
   EXPECT_EQ(p.tickets, 0u);
   EXPECT_NE(wo_plan_name(p).find(",ksplit4>"), std::string::npos) << wo_plan_name(p);
   // without clusters (no sm_90 image's launch path), the stream-K schedule
-  const WoPlan q = plan(c, layout(256, 2304, 4, 128), hopper());
+  const WoPlan q = plan(c, layout(256, 1024, 4, 128), hopper());
   EXPECT_EQ(q.sched.k_split, 1);
+  EXPECT_EQ(q.sched.grid, 52);
   EXPECT_EQ(wo_plan_name(q), q.id.name());
+  c.M = 16;
+  EXPECT_EQ(plan(c, layout(4096, 4096, 4, 128), caps).sched.k_split, 1);
+  Call conv;
+  conv.M = 49;
+  conv.fill = true;
+  conv.y_tma = true;
+  EXPECT_EQ(plan(conv, layout(512, 4608, 4, 128), caps).sched.k_split, 1);
 }
 
 // Tile -> (m block, n block) is a bijection onto the num_m x num_n blocks, grouped by group_n
