@@ -61,10 +61,10 @@ inline std::string describe(const ConvCase& c) {
                   std::to_string(c.dw);
   s += c.layout == Layout::NCHW ? " NCHW" : " NHWC";
   s += c.order == ConvKOrder::KhKwCi ? " KhKwCi " : " CiKhKw ";
-  s += c.scheme + " cb" + std::to_string(c.cb) + (c.offset_x ? " x-offset" : "") + " x=" +
-       dtype_name(c.xt) + " y=" +
-       dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp[" + std::to_string(c.clamp.clamp_lo) +
-       ", " + std::to_string(c.clamp.clamp_hi) + "]" + (c.force.empty() ? "" : " forced " + c.force) +
+  s += c.scheme + " cb" + std::to_string(c.cb) + (c.offset_x ? " x-offset" : "") +
+       " x=" + dtype_name(c.xt) + " y=" + dtype_name(c.yt) + (c.bias ? " bias" : "") + " clamp[" +
+       std::to_string(c.clamp.clamp_lo) + ", " + std::to_string(c.clamp.clamp_hi) + "]" +
+       (c.force.empty() ? "" : " forced " + c.force) +
        (c.tuning.empty() ? "" : " tuning " + c.tuning);
   return s;
 }

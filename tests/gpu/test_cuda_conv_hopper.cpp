@@ -153,14 +153,16 @@ TEST(CudaConv, WgmmaImplicitGemmKSplitOverCluster) {
       conv2d_output_size(c.H, c.W, c.Kh, c.Kw, params_of(c), &Ho, &Wo);
       // the instantiations that have the split: token tiles up to 32, and 64 without the fold
       const std::string plain = prepare(cw, cuda_opts()).kernel_name(c.B * Ho * Wo);
-      const bool has_split = plain.find(",mt16,") != std::string::npos ||
-                             plain.find(",mt32,") != std::string::npos ||
-                             (plain.find(",mt64,") != std::string::npos && plain.find(",fold") == std::string::npos);
+      const bool has_split =
+          plain.find(",mt16,") != std::string::npos || plain.find(",mt32,") != std::string::npos ||
+          (plain.find(",mt64,") != std::string::npos && plain.find(",fold") == std::string::npos);
       EXPECT_TRUE(has_split || g.Ci * g.Kh * g.Kw > 4096) << describe(c) << ": " << plain;
       for (int split : {1, 2, 4, 8}) {
         c.tuning = "wo_k_split=" + std::to_string(split);
-        const std::string name = prepare(cw, test::with_tuning(cuda_opts(), c.tuning)).kernel_name(c.B * Ho * Wo);
-        EXPECT_EQ(name.find(",ksplit") != std::string::npos, split > 1 && has_split) << describe(c) << ": " << name;
+        const std::string name =
+            prepare(cw, test::with_tuning(cuda_opts(), c.tuning)).kernel_name(c.B * Ho * Wo);
+        EXPECT_EQ(name.find(",ksplit") != std::string::npos, split > 1 && has_split)
+            << describe(c) << ": " << name;
         expect_wgmma_conv_ok(c, cw, seed);
       }
       ++seed;

@@ -535,12 +535,13 @@ TEST(CudaWeightOnly, StreamKInlineReductionMatchesFixupKernel) {
 // The K split over a thread-block cluster (tuning wo_k_split=2, 4, 8; sm90_wo_ws_k_split.cuh):
 // each tile's K in 2, 4 or 8 ranges on the CTAs of a cluster, the pieces summed through
 // distributed shared memory by rank 0, which stores the tile. Decode and small batches at token
-// tiles 16, 32 and 64 (the instantiations that have it: not the fold at 64), one and two CTAs per SM, odd N, K not a multiple of the stage (the last
-// stage half past K), a K of 3 chunks (a forced 8 splits 2 ways, one stage each), groups smaller
-// than a stage, offsets and zero points, int8 codes, the fold, f16 / bf16 / f32 outputs, bias and
-// relu6, a caller's workspace left as garbage (the split reads no flags). Against float64, the
-// stream-K plan of the same weight (wo_k_split=1) within the same tolerance, every output written,
-// and the same bits on three calls in a row (rank order).
+// tiles 16, 32 and 64 (the instantiations that have it: not the fold at 64), one and two CTAs per
+// SM, odd N, K not a multiple of the stage (the last stage half past K), a K of 3 chunks (a forced
+// 8 splits 2 ways, one stage each), groups smaller than a stage, offsets and zero points, int8
+// codes, the fold, f16 / bf16 / f32 outputs, bias and relu6, a caller's workspace left as garbage
+// (the split reads no flags). Against float64, the stream-K plan of the same weight (wo_k_split=1)
+// within the same tolerance, every output written, and the same bits on three calls in a row (rank
+// order).
 TEST(CudaWeightOnly, WgmmaKSplitOverCluster) {
   SKIP_WITHOUT_GPU();
   if (!hopper()) GTEST_SKIP() << "the warp-specialized wgmma kernel needs sm_90a";
@@ -567,7 +568,10 @@ TEST(CudaWeightOnly, WgmmaKSplitOverCluster) {
   for (const Split& sc : cases) {
     const QuantizedWeight w = make_weight(sc.N, sc.K, sc.scheme, seed++);
     const std::string extra = *sc.tuning ? std::string(",") + sc.tuning : std::string();
-    Case base{sc.M, sc.N, sc.K, sc.scheme, sc.x, sc.y, "sm90_wo_ws", false, sc.bias, sc.clamp, "wo_k_split=1" + extra};
+    Case base{sc.M, sc.N, sc.K, sc.scheme, sc.x, sc.y, "sm90_wo_ws"};
+    base.bias = sc.bias;
+    base.clamp = sc.clamp;
+    base.tuning = "wo_k_split=1" + extra;
     const double tol = tolerance(sc.x, sc.y);
     EXPECT_LE(run_case(base, w, seed), tol) << name(base);
     const int iterations = [&] {
@@ -598,7 +602,8 @@ TEST(CudaWeightOnly, WgmmaKSplitOverCluster) {
       EXPECT_EQ(p.sched.k_split, want);
       EXPECT_FALSE(p.fixup || p.sched.inline_reduce);
       EXPECT_EQ(p.tickets, 0u);
-      EXPECT_NE(pw.kernel_name(sc.M, sc.x).find(",ksplit" + std::to_string(want) + ">"), std::string::npos);
+      EXPECT_NE(pw.kernel_name(sc.M, sc.x).find(",ksplit" + std::to_string(want) + ">"),
+                std::string::npos);
       std::vector<uint8_t> first;
       EXPECT_LE(run_case(c, w, seed, &first), tol);
       // a caller's workspace of garbage, and the same bits on every call

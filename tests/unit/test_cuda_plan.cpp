@@ -799,10 +799,11 @@ TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
   struct Case {
     int tiles, chunks, split;
   };
-  for (const Case c : {Case{1, 2, 2}, Case{4, 36, 8}, Case{26, 18, 8}, Case{32, 32, 4}, Case{7, 3, 2},
-                       Case{2, 9, 8}, Case{3, 8, 8}}) {
+  for (const Case c : {Case{1, 2, 2}, Case{4, 36, 8}, Case{26, 18, 8}, Case{32, 32, 4},
+                       Case{7, 3, 2}, Case{2, 9, 8}, Case{3, 8, 8}}) {
     const StreamKSchedule s = make_k_split_schedule(c.tiles, 1, c.chunks, c.split, 2);
-    SCOPED_TRACE(::testing::Message() << c.tiles << " tiles of " << c.chunks << " iterations, split " << c.split);
+    SCOPED_TRACE(::testing::Message()
+                 << c.tiles << " tiles of " << c.chunks << " iterations, split " << c.split);
     ASSERT_EQ(s.grid, c.tiles * c.split);
     EXPECT_EQ(s.k_split, c.split);
     EXPECT_FALSE(s.inline_reduce);
@@ -820,7 +821,8 @@ TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
       for (int k = w.c0; k < w.c1; ++k) ++seen[size_t(w.tile) * c.chunks + k];
       EXPECT_FALSE(cur.next(s, w)) << "CTA " << b << ": one piece only";
     }
-    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i / c.chunks << " iteration " << i % c.chunks;
+    for (size_t i = 0; i < seen.size(); ++i)
+      ASSERT_EQ(seen[i], 1) << "tile " << i / c.chunks << " iteration " << i % c.chunks;
   }
 }
 
@@ -835,22 +837,23 @@ TEST(CudaPlan, WgmmaKSplitRule) {
   const Tuning automatic;
   EXPECT_EQ(wgmma_k_split(26, 8, 16, false, 132, true, 52, automatic), 4);
   EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 64, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, automatic), 4);    // whole tiles: 16 CTAs
-  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 132, true, 117, automatic), 1);   // 104 CTAs < 117
-  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, 117, automatic), 8);   // two CTAs an SM
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, 36, automatic), 1);     // 32 CTAs < 36
-  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, 132, automatic), 1);   // 128 CTAs: two waves
-  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, automatic), 2);       // 3 iterations: 2 ways
-  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, 4, automatic), 1);       // one iteration
-  EXPECT_EQ(wgmma_k_split(16, 16, 128, false, 132, true, 16, automatic), 1);   // token tile 128
-  EXPECT_EQ(wgmma_k_split(16, 16, 64, true, 132, true, 16, automatic), 1);     // 64 with the fold
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, automatic), 4);  // whole tiles: 16 CTAs
+  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 132, true, 117, automatic), 1);  // 104 CTAs < 117
+  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, 117, automatic), 8);  // two CTAs an SM
+  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, 36, automatic), 1);    // 32 CTAs < 36
+  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, 132, automatic), 1);  // 128 CTAs: two waves
+  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, automatic), 2);  // 3 iterations: 2 ways
+  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, 4, automatic), 1);  // one iteration
+  EXPECT_EQ(wgmma_k_split(16, 16, 128, false, 132, true, 16, automatic), 1);  // token tile 128
+  EXPECT_EQ(wgmma_k_split(16, 16, 64, true, 132, true, 16, automatic), 1);    // 64 with the fold
   EXPECT_EQ(wgmma_k_split(16, 16, 32, true, 132, true, 16, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, false, 16, automatic), 1);   // no clusters
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, false, 16, automatic), 1);  // no clusters
   EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_k_split=1")), 1);
   EXPECT_EQ(wgmma_k_split(100, 36, 64, false, 132, true, 132, Tuning::parse("wo_k_split=8")), 8);
   EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, Tuning::parse("wo_k_split=8")), 2);
   EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_reduce=fixup")), 1);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_schedule=stream_k")), 1);
+  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_schedule=stream_k")),
+            1);
   EXPECT_THROW(Tuning::parse("wo_k_split=3"), Error);
   EXPECT_THROW(Tuning::parse("wo_k_split=16"), Error);
 

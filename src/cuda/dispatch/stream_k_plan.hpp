@@ -91,7 +91,8 @@ inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, 
 }
 
 // The K split over thread-block clusters (StreamKSchedule::k_split, sm90_wo_ws_k_split.cuh): every
-// tile on its own cluster of `split` CTAs, one K range each, no whole tiles and no stream-K reduction.
+// tile on its own cluster of `split` CTAs, one K range each, no whole tiles and no stream-K
+// reduction.
 inline StreamKSchedule make_k_split_schedule(int num_n, int num_m, int chunks, int split, int cps) {
   StreamKSchedule s;
   s.cps = cps;

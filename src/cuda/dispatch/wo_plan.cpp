@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "cuda/dispatch/stream_k_plan.hpp"
-#include "cuda/launch/act_quant.hpp"
 #include "cuda/kernels/wo/sm90_wo_ws_k_split.cuh"
 #include "cuda/kernels/wo/sm90_wo_ws_shape.hpp"
+#include "cuda/launch/act_quant.hpp"
 #include "mixq/error.hpp"
 
 namespace mixq::cuda {
@@ -168,8 +168,8 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 // stream-K lost up to 40% (3x3 512->512 @7, 4096x4096 at M = 16). Forced (Tuning::wo_k_split 2,
 // 4, 8): that split, halved while the K is shorter. Never by default where the tuning asks for a
 // stream-K reduction or schedule.
-int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters, int stream_k_ctas,
-                  const Tuning& t) {
+int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters,
+                  int stream_k_ctas, const Tuning& t) {
   if (!ws_detail::ws_k_split_built(mt, fold, false) || !clusters || t.wo_k_split == 1) return 1;
   if (t.wo_k_split > 1) {
     int split = t.wo_k_split;
@@ -282,9 +282,10 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   StreamKSchedule& s = p.sched;
   const int mode = t.wo_schedule == Tuning::Schedule::WholeTiles ? 1 : t.wo_schedule == Tuning::Schedule::StreamK ? 2 : 0;
   const int iterations = ceil_div(chunks, cps);
-  s = make_stream_k_schedule(p.n_blocks, p.m_blocks, iterations, caps.sm_count * ctas, mt, mode, cps);
-  const int split = wgmma_k_split(p.n_blocks * p.m_blocks, iterations, mt, fold, caps.sm_count * ctas,
-                                  caps.stream_clusters, s.grid, t);
+  s = make_stream_k_schedule(p.n_blocks, p.m_blocks, iterations, caps.sm_count * ctas, mt, mode,
+                             cps);
+  const int split = wgmma_k_split(p.n_blocks * p.m_blocks, iterations, mt, fold,
+                                  caps.sm_count * ctas, caps.stream_clusters, s.grid, t);
   if (split > 1) s = make_k_split_schedule(p.n_blocks, p.m_blocks, iterations, split, cps);
   s.early_stages = t.wo_early_stages >= -1 ? t.wo_early_stages : (p.pdl && stream_bound ? -1 : 0);
   s.max_stages = t.wo_max_stages;

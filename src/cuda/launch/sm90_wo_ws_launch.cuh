@@ -35,11 +35,12 @@ void launch_ws_kernel(const WoStreamParams& p, const WsMaps& tm, const StreamKSc
       // that have it, one piece a CTA, no stream-K reduction (the plan's rule; checked here, the
       // kernel relies on it)
       const int split = sch.k_split;
-      MIXQ_CHECK(split == 1 || ((split == 2 || split == 4 || split == 8) && ws_k_split_built(MT, FOLD, false) && !fixup &&
-                                !sch.inline_reduce && sch.dp_tiles == 0 && split <= sch.chunks &&
+      MIXQ_CHECK(split == 1 || ((split == 2 || split == 4 || split == 8) &&
+                                ws_k_split_built(MT, FOLD, false) && !fixup && !sch.inline_reduce &&
+                                sch.dp_tiles == 0 && split <= sch.chunks &&
                                 int64_t(sch.grid) == int64_t(sch.tiles) * split),
-                 ErrorCode::Internal, "wo wgmma: K split ", split, " at token tile ", MT, " over ", sch.chunks,
-                 " iterations, grid ", sch.grid, " for ", sch.tiles, " tiles");
+                 ErrorCode::Internal, "wo wgmma: K split ", split, " at token tile ", MT, " over ",
+                 sch.chunks, " iterations, grid ", sch.grid, " for ", sch.tiles, " tiles");
       const WoLaunchConfig lc(dim3(unsigned(sch.grid)), kWsThreads, smem, stream, p.pdl,
                               dim3(unsigned(split), 1, 1));
       MIXQ_CUDA_CHECK(cudaLaunchKernelEx(&lc.cfg, kernel, tm.x, tm.w, tm.p, tm.y, tm.s, p, sch, MoeWsGroup{}));

@@ -45,7 +45,8 @@ struct WoLaunchConfig {
     cfg.numAttrs = unsigned(n);
   }
   // The streaming kernel: its splits as one cluster where p.cluster.
-  WoLaunchConfig(const WoStreamParams& p, dim3 grid, unsigned threads, size_t smem, cudaStream_t stream)
+  WoLaunchConfig(const WoStreamParams& p, dim3 grid, unsigned threads, size_t smem,
+                 cudaStream_t stream)
       : WoLaunchConfig(grid, threads, smem, stream, p.pdl, dim3(1, p.cluster ? grid.y : 1, 1)) {}
   // cfg points into attr
   WoLaunchConfig(const WoLaunchConfig&) = delete;

@@ -12,8 +12,8 @@
 //     of the stage's groups for the 128 rows (2-D box over a group-major copy of the pairs).
 //   warpgroups 1, 2 (consumers) own 64 weight rows each: per stage they wait `full`, dequantize the
 //     stage into one of two A register buffers, issue 4 wgmma m64nMTk16, and release the previous
-//     stage (`empty`) once wgmma.wait_group 1 says its MMAs are done, so the dequantization of stage
-//     i overlaps the tensor-core work of stage i - 1 and no thread of the CTA ever waits on a
+//     stage (`empty`) once wgmma.wait_group 1 says its MMAs are done, so the dequantization of
+//     stage i overlaps the tensor-core work of stage i - 1 and no thread of the CTA ever waits on a
 //     CTA-wide barrier.
 // The consumers do no address arithmetic for copies and no cp.async bookkeeping (the v1 kernel's
 // exposed per-chunk overhead, docs/cuda-weight-only.md). The pieces of a tile cut between CTAs go
@@ -33,11 +33,11 @@
 // weight and pairs through its expert's descriptors, outputs stored at the expert's rows (the
 // TMA-store epilogue's rounds that cross its last row copied out by hand);
 // launched as a dependent of the schedule kernel, every thread waits for it before the walk.
-// Where the plan asks for it (dispatch/wo_plan.cpp), both kernels are programmatic dependent launches: the
-// producer waits for the previous grid (griddepcontrol.wait) after the weight loads of its first
-// StreamKSchedule::early_stages stages and before any activation load; the fixup waits for the
-// kernel. Without it the waits are no-ops. The inline reduction's waits are safe because the
-// persistent grid is resident at once (one or two CTAs per SM, sized from the SM count).
+// Where the plan asks for it (dispatch/wo_plan.cpp), both kernels are programmatic dependent
+// launches: the producer waits for the previous grid (griddepcontrol.wait) after the weight loads
+// of its first StreamKSchedule::early_stages stages and before any activation load; the fixup waits
+// for the kernel. Without it the waits are no-ops. The inline reduction's waits are safe because
+// the persistent grid is resident at once (one or two CTAs per SM, sized from the SM count).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -157,8 +157,9 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
   // partial tile, but not the fold at 64 (its f32-pair variant spilled 144 bytes with it, 0
   // without); sched.k_split > 1 only there (the plan and the launcher check, ws_k_split_built)
   constexpr bool kCanSplit = ws_k_split_built(MT, FOLD, GROUPED);
-  static_assert(!kCanSplit || 2 * (Tile::kXStage + Tile::kWStage) >= int(ws_k_split_partial_bytes(MT)),
-                "the ring holds the K split's partial tile");
+  static_assert(
+      !kCanSplit || 2 * (Tile::kXStage + Tile::kWStage) >= int(ws_k_split_partial_bytes(MT)),
+      "the ring holds the K split's partial tile");
   // read where it is used, not held: the two-CTA producer has 24 registers
   auto k_split_on = [&]() { return kCanSplit && sched.k_split > 1; };
 
@@ -625,7 +626,7 @@ __global__ void __launch_bounds__(kWsThreads, WsConfig<MT, SHAPE>::kCtas)
 
       if (w.split) {  // a K split's pieces are cut tiles too
         if (k_split_on()) {
-          // the cluster's pieces, summed by rank 0 (the other ranks' rings are free: one piece each)
+          // the cluster's pieces, summed by rank 0 (the others' rings are free: one piece each)
           if (!ws_k_split_sum<MT>(sums, x_tiles, sched.k_split)) return;
         } else if (w.c0 != 0 || !sched.inline_reduce) {
           store_partial(w, sums);

@@ -25,7 +25,9 @@ MIXQ_HD constexpr bool ws_k_split_built(int mt, bool fold, bool grouped) {
 }
 // Bytes of one CTA's partial tile: 128 rows x MT tokens of f32. It is written over the ring, which
 // at token tiles up to 64 always holds it (two stages at least: 2 (X + W) >= MT x 512 bytes there).
-MIXQ_HD constexpr uint32_t ws_k_split_partial_bytes(int mt) { return uint32_t(mt) * 512u; }
+MIXQ_HD constexpr uint32_t ws_k_split_partial_bytes(int mt) {
+  return uint32_t(mt) * 512u;
+}
 
 #if defined(__CUDACC__)
 // The tile's sums r (this consumer thread's MT / 2 accumulators) across the cluster: ranks 1 ..
