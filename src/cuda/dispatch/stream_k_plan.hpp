@@ -35,6 +35,18 @@ inline int64_t stream_k_split_pieces(const StreamKSchedule& s) {
   return pieces;
 }
 
+// A schedule's tiles: num_n x num_m output tiles of `chunks` iterations of cps 64-K chunks (the
+// rest of the schedule at its defaults).
+inline StreamKSchedule stream_k_tiles(int num_n, int num_m, int chunks, int cps) {
+  StreamKSchedule s;
+  s.cps = cps;
+  s.num_n = num_n;
+  s.num_m = num_m;
+  s.tiles = num_n * num_m;
+  s.chunks = chunks;
+  return s;
+}
+
 // Estimated time of one 64-K stage of a 128 x mt tile on one SM (us), fitted to runs of the kernel
 // on H100 with three TMA loads per stage (docs/decisions/wo-wgmma-stream-k-reduction.md: ~0.44 at
 // mt = 64 and ~0.72 at 256): a per-stage floor of the dequantize -> wgmma chain plus tensor time.
@@ -64,12 +76,7 @@ inline double stream_k_cost_us(const StreamKSchedule& s, int mt) {
 // variant whatever it costs.
 inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, int max_ctas, int mt,
                                               int mode = 0, int cps = 1) {
-  StreamKSchedule s;
-  s.cps = cps;
-  s.num_n = num_n;
-  s.num_m = num_m;
-  s.tiles = num_n * num_m;
-  s.chunks = chunks;
+  StreamKSchedule s = stream_k_tiles(num_n, num_m, chunks, cps);
   const int G = max_ctas < 1 ? 1 : max_ctas;
   StreamKSchedule best = s;
   stream_k_split(best, s.tiles, s.tiles < G ? s.tiles : G);
@@ -94,12 +101,7 @@ inline StreamKSchedule make_stream_k_schedule(int num_n, int num_m, int chunks, 
 // tile on its own cluster of `split` CTAs, one K range each, no whole tiles and no stream-K
 // reduction.
 inline StreamKSchedule make_k_split_schedule(int num_n, int num_m, int chunks, int split, int cps) {
-  StreamKSchedule s;
-  s.cps = cps;
-  s.num_n = num_n;
-  s.num_m = num_m;
-  s.tiles = num_n * num_m;
-  s.chunks = chunks;
+  StreamKSchedule s = stream_k_tiles(num_n, num_m, chunks, cps);
   s.k_split = split;
   s.dp_tiles = 0;
   s.sk_tiles = s.tiles;
