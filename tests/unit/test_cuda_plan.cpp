@@ -826,34 +826,24 @@ TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
   }
 }
 
-// The rule: the largest split of 2, 4, 8 that keeps an iteration a CTA, fits its clusters in one
-// wave (2: every CTA slot; 4 and 8: 7/8 of them) and runs at least as many CTAs as the stream-K
-// schedule; token tiles up to 32, 64 without the fold, devices that run clusters; a forced split
-// halves to the iterations there are; a forced stream-K reduction or schedule keeps stream-K. In
-// the plan: a batch-1 1x1 1024->256 @14 as a linear call (26 tiles of 16 tokens, 8 iterations,
-// stream-K on 52 CTAs) splits 4 ways, with no flags, no fixup, and the split in the plan's name;
-// 4096x4096 at M = 16 (stream-K on every SM) and the 3x3 512->512 @7 conv (4 tiles) do not split.
+// The rule: stream-K unless the tuning forces a split (measured mixed: wo_plan.cpp); a forced
+// split halves to the iterations there are, applies at token tiles up to 32 and 64 without the
+// fold, on devices that run clusters; 0 and 1 are stream-K; other values are refused by the
+// parser. In the plan: a batch-1 1x1 1024->256 @14 as a linear call (26 tiles of 16 tokens, 8
+// iterations) with wo_k_split=4 runs 104 CTAs, with no flags, no fixup, and the split in the
+// plan's name; without the knob, or without clusters, the stream-K schedule on 52 CTAs.
 TEST(CudaPlan, WgmmaKSplitRule) {
-  const Tuning automatic;
-  EXPECT_EQ(wgmma_k_split(26, 8, 16, false, 132, true, 52, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 64, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, automatic), 4);  // whole tiles: 16 CTAs
-  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 132, true, 117, automatic), 1);  // 104 CTAs < 117
-  EXPECT_EQ(wgmma_k_split(26, 18, 16, false, 264, true, 117, automatic), 8);  // two CTAs an SM
-  EXPECT_EQ(wgmma_k_split(4, 36, 64, false, 132, true, 36, automatic), 1);    // 32 CTAs < 36
-  EXPECT_EQ(wgmma_k_split(32, 32, 16, false, 132, true, 132, automatic), 1);  // 128 CTAs: two waves
-  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, automatic), 2);  // 3 iterations: 2 ways
-  EXPECT_EQ(wgmma_k_split(4, 1, 64, false, 132, true, 4, automatic), 1);  // one iteration
-  EXPECT_EQ(wgmma_k_split(16, 16, 128, false, 132, true, 16, automatic), 1);  // token tile 128
-  EXPECT_EQ(wgmma_k_split(16, 16, 64, true, 132, true, 16, automatic), 1);    // 64 with the fold
-  EXPECT_EQ(wgmma_k_split(16, 16, 32, true, 132, true, 16, automatic), 4);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, false, 16, automatic), 1);  // no clusters
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_k_split=1")), 1);
-  EXPECT_EQ(wgmma_k_split(100, 36, 64, false, 132, true, 132, Tuning::parse("wo_k_split=8")), 8);
-  EXPECT_EQ(wgmma_k_split(4, 3, 64, false, 132, true, 4, Tuning::parse("wo_k_split=8")), 2);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_reduce=fixup")), 1);
-  EXPECT_EQ(wgmma_k_split(16, 16, 16, false, 132, true, 16, Tuning::parse("wo_schedule=stream_k")),
-            1);
+  const Tuning automatic, four = Tuning::parse("wo_k_split=4"), eight = Tuning::parse("wo_k_split=8");
+  EXPECT_EQ(wgmma_k_split(8, 16, false, true, automatic), 1);
+  EXPECT_EQ(wgmma_k_split(8, 16, false, true, Tuning::parse("wo_k_split=1")), 1);
+  EXPECT_EQ(wgmma_k_split(8, 16, false, true, four), 4);
+  EXPECT_EQ(wgmma_k_split(36, 64, false, true, eight), 8);
+  EXPECT_EQ(wgmma_k_split(3, 64, false, true, eight), 2);   // 3 iterations: 2 ways
+  EXPECT_EQ(wgmma_k_split(1, 16, false, true, eight), 1);   // one iteration
+  EXPECT_EQ(wgmma_k_split(36, 128, false, true, eight), 1);  // token tile 128
+  EXPECT_EQ(wgmma_k_split(36, 64, true, true, eight), 1);    // 64 with the fold
+  EXPECT_EQ(wgmma_k_split(36, 32, true, true, eight), 8);    // 32 with the fold
+  EXPECT_EQ(wgmma_k_split(36, 16, false, false, eight), 1);  // no clusters
   EXPECT_THROW(Tuning::parse("wo_k_split=3"), Error);
   EXPECT_THROW(Tuning::parse("wo_k_split=16"), Error);
 
@@ -862,6 +852,7 @@ TEST(CudaPlan, WgmmaKSplitRule) {
   Call c;
   c.M = 196;
   c.y_tma = true;
+  c.t = four;
   const WoPlan p = plan(c, layout(256, 1024, 4, 128), caps);
   ASSERT_EQ(p.id.family, Family::WoWgmma);
   EXPECT_EQ(p.id.tile_m, 16);
@@ -871,18 +862,13 @@ TEST(CudaPlan, WgmmaKSplitRule) {
   EXPECT_FALSE(p.fixup || p.sched.inline_reduce);
   EXPECT_EQ(p.tickets, 0u);
   EXPECT_NE(wo_plan_name(p).find(",ksplit4>"), std::string::npos) << wo_plan_name(p);
-  // without clusters (no sm_90 image's launch path), the stream-K schedule
-  const WoPlan q = plan(c, layout(256, 1024, 4, 128), hopper());
-  EXPECT_EQ(q.sched.k_split, 1);
-  EXPECT_EQ(q.sched.grid, 52);
-  EXPECT_EQ(wo_plan_name(q), q.id.name());
-  c.M = 16;
-  EXPECT_EQ(plan(c, layout(4096, 4096, 4, 128), caps).sched.k_split, 1);
-  Call conv;
-  conv.M = 49;
-  conv.fill = true;
-  conv.y_tma = true;
-  EXPECT_EQ(plan(conv, layout(512, 4608, 4, 128), caps).sched.k_split, 1);
+  for (const bool forced : {false, true}) {  // the automatic plan; a forced one without clusters
+    c.t = forced ? four : automatic;
+    const WoPlan q = plan(c, layout(256, 1024, 4, 128), forced ? hopper() : caps);
+    EXPECT_EQ(q.sched.k_split, 1);
+    EXPECT_EQ(q.sched.grid, 52);
+    EXPECT_EQ(wo_plan_name(q), q.id.name());
+  }
 }
 
 // Tile -> (m block, n block) is a bijection onto the num_m x num_n blocks, grouped by group_n

@@ -157,34 +157,19 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 }
 
 // K split over a thread-block cluster (sm90_wo_ws_k_split.cuh) where the instantiation has it
-// (ws_k_split_built: token tiles up to 32, 64 without the fold). The consumers' K loop is
-// issue-bound (~0.4 us a 64-K chunk a CTA), so the split only pays where it runs as many CTAs as
-// the stream-K schedule (stream_k_ctas) and saves its reduction; a cluster of 2 packs onto every
-// SM, of 4 or 8 onto 120 of the H100's 132 (one CTA an SM: 30 and 15 clusters at once; more
-// CTAs run a second wave). So: the largest split of 2, 4, 8 with at least one iteration a CTA,
-// tiles x split within those slots and at least stream_k_ctas; else 1 (stream-K). H100, W4 g128
-// f16, batch-1 layers (bench/results/cuda_conv.md, "K split over a cluster: weight-only"):
-// 1x1 1024->256 @14 (26 tiles, split 4) 10.7 -> 9.4-10.0 us; splits with fewer CTAs than
-// stream-K lost up to 40% (3x3 512->512 @7, 4096x4096 at M = 16). Forced (Tuning::wo_k_split 2,
-// 4, 8): that split, halved while the K is shorter. Never by default where the tuning asks for a
-// stream-K reduction or schedule.
-int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters,
-                  int stream_k_ctas, const Tuning& t) {
-  if (!ws_detail::ws_k_split_built(mt, fold, false) || !clusters || t.wo_k_split == 1) return 1;
-  if (t.wo_k_split > 1) {
-    int split = t.wo_k_split;
-    while (split > iterations) split /= 2;
-    return split;
-  }
-  if (t.wo_reduce != Tuning::Reduce::Auto || t.wo_schedule != Tuning::Schedule::Auto) return 1;
-  int best = 1;
-  for (int split = 2; split <= 8 && split <= iterations; split *= 2) {
-    const int64_t ctas = int64_t(tiles) * split;
-    const int64_t cap = split == 2 ? slots : int64_t(slots) * 7 / 8;
-    if (ctas > cap) break;
-    if (ctas >= stream_k_ctas) best = split;
-  }
-  return best;
+// (ws_k_split_built: token tiles up to 32, 64 without the fold) and the device runs clusters:
+// Tuning::wo_k_split 2, 4 or 8 forces that split, halved while K has fewer iterations. The
+// automatic choice is the stream-K schedule (1): measured on the H100 (W4 g128 f16; the split's
+// rule in `docs/decisions/wo-wgmma-k-split-cluster.md`), a split with as many CTAs as stream-K
+// was faster on one batch-1 layer (1x1 1024->256 @14, cold L2: 10.5 -> 9.4 us) and slower on
+// others (1x1 512->256 @20 9.5 -> 10.6 us; 512x256 and 4096x1024 linear calls 10-25%), and one
+// with fewer CTAs lost up to 40%: the consumers' K loop is issue-bound per CTA, and clusters of
+// 4 and 8 fit only 120 of the 132 SMs.
+int wgmma_k_split(int iterations, int mt, bool fold, bool clusters, const Tuning& t) {
+  if (!ws_detail::ws_k_split_built(mt, fold, false) || !clusters || t.wo_k_split <= 1) return 1;
+  int split = t.wo_k_split;
+  while (split > iterations) split /= 2;
+  return split;
 }
 
 namespace {
@@ -282,11 +267,10 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   StreamKSchedule& s = p.sched;
   const int mode = t.wo_schedule == Tuning::Schedule::WholeTiles ? 1 : t.wo_schedule == Tuning::Schedule::StreamK ? 2 : 0;
   const int iterations = ceil_div(chunks, cps);
-  s = make_stream_k_schedule(p.n_blocks, p.m_blocks, iterations, caps.sm_count * ctas, mt, mode,
-                             cps);
-  const int split = wgmma_k_split(p.n_blocks * p.m_blocks, iterations, mt, fold,
-                                  caps.sm_count * ctas, caps.stream_clusters, s.grid, t);
-  if (split > 1) s = make_k_split_schedule(p.n_blocks, p.m_blocks, iterations, split, cps);
+  const int split = wgmma_k_split(iterations, mt, fold, caps.stream_clusters, t);
+  s = split > 1 ? make_k_split_schedule(p.n_blocks, p.m_blocks, iterations, split, cps)
+                : make_stream_k_schedule(p.n_blocks, p.m_blocks, iterations, caps.sm_count * ctas,
+                                         mt, mode, cps);
   s.early_stages = t.wo_early_stages >= -1 ? t.wo_early_stages : (p.pdl && stream_bound ? -1 : 0);
   s.max_stages = t.wo_max_stages;
   if (t.wo_group_n > 0) s.group_n = t.wo_group_n;

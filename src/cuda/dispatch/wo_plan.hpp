@@ -114,12 +114,11 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 int w4a8_factor_zero(const WoLayout& L, const Tuning& t);
 // The wgmma kernel's pair path for activations of x_type (IoType) at token tile mt.
 sm90::PairPath wgmma_pair_path(const WoWeight& w, int x_type, int mt, int cps, const Tuning& t);
-// The wgmma kernel's K split over a thread-block cluster (StreamKSchedule::k_split) for `tiles`
-// output tiles of `iterations` stages at token tile mt (with or without the fold), on `slots` CTA
-// slots (SMs x CTAs per SM), where the device runs clusters, against a stream-K schedule of
-// stream_k_ctas CTAs: 1 (stream-K), 2, 4 or 8.
-int wgmma_k_split(int tiles, int iterations, int mt, bool fold, int slots, bool clusters,
-                  int stream_k_ctas, const Tuning& t);
+// The wgmma kernel's K split over a thread-block cluster (StreamKSchedule::k_split) for tiles of
+// `iterations` stages at token tile mt (with or without the fold), where the device runs clusters:
+// the forced split (Tuning::wo_k_split), halved to the iterations there are, where the
+// instantiation has it; else 1 (stream-K, the automatic choice).
+int wgmma_k_split(int iterations, int mt, bool fold, bool clusters, const Tuning& t);
 // Tokens a round of the wgmma kernel's TMA-store epilogue at token tile mt (a power of two that
 // divides mt; 0: direct stores): by default 128 at tiles of 128 tokens and more (64 at 192), else
 // 0; knob (Tuning::wo_y_rows) >= 0: 0, or the largest such power of two up to the knob, at least 16.
