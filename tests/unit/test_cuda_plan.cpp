@@ -833,13 +833,14 @@ TEST(CudaPlan, KSplitScheduleCutsEachTileOverItsCluster) {
 // iterations) with wo_k_split=4 runs 104 CTAs, with no flags, no fixup, and the split in the
 // plan's name; without the knob, or without clusters, the stream-K schedule on 52 CTAs.
 TEST(CudaPlan, WgmmaKSplitRule) {
-  const Tuning automatic, four = Tuning::parse("wo_k_split=4"), eight = Tuning::parse("wo_k_split=8");
+  const Tuning automatic, four = Tuning::parse("wo_k_split=4"),
+                          eight = Tuning::parse("wo_k_split=8");
   EXPECT_EQ(wgmma_k_split(8, 16, false, true, automatic), 1);
   EXPECT_EQ(wgmma_k_split(8, 16, false, true, Tuning::parse("wo_k_split=1")), 1);
   EXPECT_EQ(wgmma_k_split(8, 16, false, true, four), 4);
   EXPECT_EQ(wgmma_k_split(36, 64, false, true, eight), 8);
-  EXPECT_EQ(wgmma_k_split(3, 64, false, true, eight), 2);   // 3 iterations: 2 ways
-  EXPECT_EQ(wgmma_k_split(1, 16, false, true, eight), 1);   // one iteration
+  EXPECT_EQ(wgmma_k_split(3, 64, false, true, eight), 2);    // 3 iterations: 2 ways
+  EXPECT_EQ(wgmma_k_split(1, 16, false, true, eight), 1);    // one iteration
   EXPECT_EQ(wgmma_k_split(36, 128, false, true, eight), 1);  // token tile 128
   EXPECT_EQ(wgmma_k_split(36, 64, true, true, eight), 1);    // 64 with the fold
   EXPECT_EQ(wgmma_k_split(36, 32, true, true, eight), 8);    // 32 with the fold
