@@ -32,9 +32,9 @@ struct Tuning {
   Schedule wo_schedule = Schedule::Auto;
   enum class Reduce : int8_t { Auto, Inline, Fixup };
   Reduce wo_reduce = Reduce::Auto;  // where the pieces of cut tiles are summed
-  // 0: the plan's; 1 off; 2, 4 or 8: each tile's K split over a thread-block cluster of that many
-  // CTAs, the pieces summed in distributed shared memory (token tiles up to 64, the plain GEMM and
-  // conv; a K of fewer iterations splits fewer ways)
+  // 0 (the plan's) or 1: stream-K; 2, 4 or 8: each tile's K split over a thread-block cluster of
+  // that many CTAs, the pieces summed in distributed shared memory (token tiles up to 32 and 64
+  // without the fold, the plain GEMM and conv; a K of fewer iterations splits fewer ways)
   int wo_k_split = 0;
   Toggle wo_fold = Toggle::Auto;       // scale after the MMA where it applies (Off: never)
   Toggle wo_fold_half = Toggle::Auto;  // ... on the f16x2 path (int4, token tile 16)

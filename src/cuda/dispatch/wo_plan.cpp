@@ -163,8 +163,8 @@ bool wgmma_fold(const WoWeight& w, int x_type, int mt, int cps, sm90::PairPath p
 // rule in `docs/decisions/wo-wgmma-k-split-cluster.md`), a split with as many CTAs as stream-K
 // was faster on one batch-1 layer (1x1 1024->256 @14, cold L2: 10.5 -> 9.4 us) and slower on
 // others (1x1 512->256 @20 9.5 -> 10.6 us; 512x256 and 4096x1024 linear calls 10-25%), and one
-// with fewer CTAs lost up to 40%: the consumers' K loop is issue-bound per CTA, and clusters of
-// 4 and 8 fit only 120 of the 132 SMs.
+// with fewer CTAs was 1.4-2.4x slower: the consumers' K loop is issue-bound per CTA, and clusters
+// of 4 and 8 fit only 120 of the 132 SMs.
 int wgmma_k_split(int iterations, int mt, bool fold, bool clusters, const Tuning& t) {
   if (!ws_detail::ws_k_split_built(mt, fold, false) || !clusters || t.wo_k_split <= 1) return 1;
   int split = t.wo_k_split;

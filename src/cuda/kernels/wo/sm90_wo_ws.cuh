@@ -20,7 +20,7 @@
 // to per-CTA partial slots, summed in CTA order (deterministic) either by the CTA that owns the
 // tile, at the end of its range, behind per-tile completion flags (the inline reduction: small
 // token tiles, and tiles cut into few pieces; the plan decides), or by stream_k_fixup_kernel
-// after the grid. Or (sched.k_split > 1, token tiles up to 64) a non-persistent grid of clusters,
+// after the grid. Or (sched.k_split > 1, forced by the tuning) a non-persistent grid of clusters,
 // one tile a cluster and one K range a CTA, the pieces summed in distributed shared memory
 // (sm90_wo_ws_k_split.cuh).
 // W4A8 (CODES = kCodesU4F8, T = __nv_fp8_e4m3; docs/decisions/w4a8.md): X is e4m3 codes quantized

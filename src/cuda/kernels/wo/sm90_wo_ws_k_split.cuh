@@ -52,8 +52,8 @@ __device__ __forceinline__ bool ws_k_split_sum(float (&r)[MT / 2], uint32_t slot
   }
   sm90::cluster_sync();  // release / acquire at cluster scope: every partial is visible
   if (rank == 0) {
-    // up to 4 loads in flight before their adds (16 registers: the fold variants at token tile
-    // 64 spilled with a rank's 8 at once)
+    // kBatch 16-byte loads in flight before their adds: 1, the measured form (4 or a rank's 8
+    // at once left the spills of the fold at token tile 64 as they were: not built there)
     constexpr int kBatch = 1;
     for (int b = 1; b < split; ++b) {
       const uint32_t src = sm90::cluster_map_shared(mine, uint32_t(b));
