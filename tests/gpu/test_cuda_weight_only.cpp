@@ -53,7 +53,9 @@ struct Case {
 
 // Runs one case on weight w (c.scheme's, or one the test built); returns the relative Frobenius
 // error on a sample of rows.
-double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vector<uint8_t>* out = nullptr) {
+// ctx: the call's execution context (a caller's workspace), else the default.
+double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed,
+                std::vector<uint8_t>* out = nullptr, const ExecContext& ctx = {}) {
   PrepareOptions o;
   o.backend = BackendKind::CUDA;
   o.force_kernel = c.force;
@@ -73,7 +75,7 @@ double run_case(const Case& c, const QuantizedWeight& w, uint32_t seed, std::vec
     dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
     ep.bias = dbias.view(DType::F32, {c.N});
   }
-  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep);
+  linear(dx.view(c.xt, {c.M, c.K}), pw, dy.view(c.yt, {c.M, c.N}), ep, ctx);
   MIXQ_CHECK(cudaDeviceSynchronize() == cudaSuccess, ErrorCode::Cuda, "sync");
   std::vector<uint8_t> y(yb);
   dy.copy_to_host(y.data(), yb);
@@ -612,24 +614,9 @@ TEST(CudaWeightOnly, WgmmaKSplitOverCluster) {
       ExecContext ctx;
       ctx.workspace = ws.data();
       ctx.workspace_bytes = ws.size();
-      HostMat x = make_acts(sc.M, sc.K, sc.x, seed + 1);  // run_case's activations
-      DeviceBuffer dx(x.bytes.size()), dy(first.size());
-      dx.copy_from_host(x.bytes.data(), x.bytes.size());
-      std::vector<float> bias_h;
-      DeviceBuffer dbias;
-      Epilogue ep = sc.clamp;
-      if (sc.bias) {
-        bias_h = test::randn(size_t(sc.N), seed + 3);
-        dbias = DeviceBuffer(bias_h.size() * 4);
-        dbias.copy_from_host(bias_h.data(), bias_h.size() * 4);
-        ep.bias = dbias.view(DType::F32, {sc.N});
-      }
       for (int rep = 0; rep < 3; ++rep) {
-        ASSERT_EQ(cudaMemset(dy.data(), 0xFF, dy.size()), cudaSuccess);
-        linear(dx.view(sc.x, {sc.M, sc.K}), pw, dy.view(sc.y, {sc.M, sc.N}), ep, ctx);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<uint8_t> out(dy.size());
-        dy.copy_to_host(out.data(), out.size());
+        std::vector<uint8_t> out;
+        run_case(c, w, seed, &out, ctx);
         EXPECT_EQ(out, first) << "call " << rep;
       }
     }

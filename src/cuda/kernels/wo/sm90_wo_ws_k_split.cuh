@@ -52,24 +52,15 @@ __device__ __forceinline__ bool ws_k_split_sum(float (&r)[MT / 2], uint32_t slot
   }
   sm90::cluster_sync();  // release / acquire at cluster scope: every partial is visible
   if (rank == 0) {
-    // kBatch 16-byte loads in flight before their adds: 1, the measured form (4 or a rank's 8
-    // at once left the spills of the fold at token tile 64 as they were: not built there)
-    constexpr int kBatch = 1;
     for (int b = 1; b < split; ++b) {
       const uint32_t src = sm90::cluster_map_shared(mine, uint32_t(b));
 #pragma unroll
-      for (int q0 = 0; q0 < MT / 8; q0 += kBatch) {
-        uint4 v[kBatch];
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) v[j] = sm90::ld_cluster128(src + uint32_t(q0 + j) * 4096u);
-#pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-          float* o = r + 4 * (q0 + j);
-          o[0] += __uint_as_float(v[j].x);
-          o[1] += __uint_as_float(v[j].y);
-          o[2] += __uint_as_float(v[j].z);
-          o[3] += __uint_as_float(v[j].w);
-        }
+      for (int q = 0; q < MT / 8; ++q) {
+        const uint4 v = sm90::ld_cluster128(src + uint32_t(q) * 4096u);
+        r[4 * q] += __uint_as_float(v.x);
+        r[4 * q + 1] += __uint_as_float(v.y);
+        r[4 * q + 2] += __uint_as_float(v.z);
+        r[4 * q + 3] += __uint_as_float(v.w);
       }
     }
   }
