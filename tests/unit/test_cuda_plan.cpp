@@ -471,6 +471,24 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
   // the reduction: inline at token tiles up to 32, the fixup kernel where tiles are cut at mt 256
   EXPECT_TRUE(ws(16, 21504, 14336, 4, 0).sched.inline_reduce);
   EXPECT_FALSE(ws(16, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup")).sched.inline_reduce);
+  // 128-token tiles of an all stream-K grid: inline over K <= 4096 however many pieces (4096x4096
+  // at M = 128: 32 tiles cut into ~4 pieces), the fixup kernel over longer K (14336x4096) and for
+  // the convolution's implicit GEMM
+  EXPECT_TRUE(ws(128, 4096, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
+  EXPECT_TRUE(ws(128, 6144, 4096, 8, 0, Tuning(), true).sched.inline_reduce);
+  EXPECT_FALSE(ws(128, 4096, 14336, 4, 0, Tuning(), true).sched.inline_reduce);
+  EXPECT_FALSE(ws(128, 4096, 4096, 4, 0, Tuning::parse("wo_reduce=fixup"), true).sched.inline_reduce);
+  Call conv_like;  // 48 tiles of 128 tokens cut into ~2.75 pieces each, K = 2304
+  conv_like.M = 384;
+  conv_like.y_tma = true;
+  conv_like.force = "sm90_wo_ws";
+  const WoPlan as_linear = plan(conv_like, layout(2048, 2304, 4, 128), caps);
+  EXPECT_EQ(as_linear.id.tile_m, 128);
+  EXPECT_TRUE(as_linear.sched.inline_reduce);
+  conv_like.fill = true;
+  const WoPlan as_conv = plan(conv_like, layout(2048, 2304, 4, 128), caps);
+  EXPECT_EQ(as_conv.id.tile_m, 128);
+  EXPECT_FALSE(as_conv.sched.inline_reduce);
   const WoPlan big = ws(1024, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup"));
   EXPECT_EQ(big.fixup, stream_k_split_pieces(big.sched) > 0);
   EXPECT_EQ(ws(1024, 21504, 14336, 4, 0, Tuning::parse("wo_schedule=whole_tiles")).sched.sk_tiles, 0);

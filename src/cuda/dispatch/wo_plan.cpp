@@ -182,11 +182,17 @@ int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
 }
 
 // Where the cut tiles are summed: by their owner inside the kernel (mt <= 32; mt = 64 and grids
-// that are all stream-K when a cut tile has at most ~2.5 pieces), else by the fixup kernel.
-bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, const Tuning& t) {
+// that are all stream-K when a cut tile has at most ~2.5 pieces; 128-token tiles of an all
+// stream-K grid over K <= 4096 however many pieces), else by the fixup kernel. The short-K case:
+// the owner's wait for the other pieces is short when every piece is at most 64 chunks, and the
+// fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
+// M = 128: 4-9% faster inline; docs/decisions/wo-wgmma-stream-k-reduction.md). Measured on the
+// linear layers only: the convolution's implicit GEMM (`conv`) keeps the earlier rule.
+bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuning& t) {
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
   const bool few_pieces = 2 * s.sk_ctas <= 5 * s.sk_tiles;
-  return mt <= 32 || (mt == 64 && few_pieces) || (s.dp_tiles == 0 && few_pieces);
+  const bool short_k = int64_t(s.chunks) * s.cps * kChunkK <= 4096;
+  return mt <= 32 || (mt == 64 && few_pieces) || (s.dp_tiles == 0 && (few_pieces || (!conv && mt == 128 && short_k)));
 }
 
 template <int MT, int CODES, WsShape SHAPE>
@@ -274,7 +280,7 @@ void plan_wgmma(WoPlan& p, const WoCall& c, const WoWeight& w, const DeviceCaps&
   s.early_stages = t.wo_early_stages >= -1 ? t.wo_early_stages : (p.pdl && stream_bound ? -1 : 0);
   s.max_stages = t.wo_max_stages;
   if (t.wo_group_n > 0) s.group_n = t.wo_group_n;
-  s.inline_reduce = split == 1 && wgmma_inline_reduce(s, mt, t);
+  s.inline_reduce = split == 1 && wgmma_inline_reduce(s, mt, c.fill_sms, t);
   p.fixup = split == 1 && !s.inline_reduce && stream_k_split_pieces(s) > 0;
   // the TMA-store epilogue only where its staging tiles leave a ring of at least 4 stages
   const int y_rows = wgmma_y_rows(c, mt, t);
