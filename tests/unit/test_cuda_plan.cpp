@@ -477,7 +477,8 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
   EXPECT_TRUE(ws(128, 4096, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_TRUE(ws(128, 6144, 4096, 8, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_FALSE(ws(128, 4096, 14336, 4, 0, Tuning(), true).sched.inline_reduce);
-  EXPECT_FALSE(ws(128, 4096, 4096, 4, 0, Tuning::parse("wo_reduce=fixup"), true).sched.inline_reduce);
+  const Tuning fixup = Tuning::parse("wo_reduce=fixup");
+  EXPECT_FALSE(ws(128, 4096, 4096, 4, 0, fixup, true).sched.inline_reduce);
   Call conv_like;  // 48 tiles of 128 tokens cut into ~2.75 pieces each, K = 2304
   conv_like.M = 384;
   conv_like.y_tma = true;

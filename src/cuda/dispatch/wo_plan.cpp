@@ -192,7 +192,8 @@ bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuni
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
   const bool few_pieces = 2 * s.sk_ctas <= 5 * s.sk_tiles;
   const bool short_k = int64_t(s.chunks) * s.cps * kChunkK <= 4096;
-  return mt <= 32 || (mt == 64 && few_pieces) || (s.dp_tiles == 0 && (few_pieces || (!conv && mt == 128 && short_k)));
+  return mt <= 32 || (mt == 64 && few_pieces) ||
+         (s.dp_tiles == 0 && (few_pieces || (!conv && mt == 128 && short_k)));
 }
 
 template <int MT, int CODES, WsShape SHAPE>
