@@ -471,11 +471,12 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
   // the reduction: inline at token tiles up to 32, the fixup kernel where tiles are cut at mt 256
   EXPECT_TRUE(ws(16, 21504, 14336, 4, 0).sched.inline_reduce);
   EXPECT_FALSE(ws(16, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup")).sched.inline_reduce);
-  // 128-token tiles of an all stream-K grid: inline over K <= 4096 however many pieces (4096x4096
-  // at M = 128: 32 tiles cut into ~4 pieces), the fixup kernel over longer K (14336x4096) and for
-  // the convolution's implicit GEMM
+  // 128-token tiles of an all stream-K grid: inline over K <= 4096 up to ~4.25 pieces (4096x4096
+  // at M = 128: 32 tiles cut into ~4.1 pieces), the fixup kernel with more pieces (16 tiles: ~8.3),
+  // over longer K (14336x4096) and for the convolution's implicit GEMM
   EXPECT_TRUE(ws(128, 4096, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_TRUE(ws(128, 6144, 4096, 8, 0, Tuning(), true).sched.inline_reduce);
+  EXPECT_FALSE(ws(128, 2048, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_FALSE(ws(128, 4096, 14336, 4, 0, Tuning(), true).sched.inline_reduce);
   const Tuning fixup = Tuning::parse("wo_reduce=fixup");
   EXPECT_FALSE(ws(128, 4096, 4096, 4, 0, fixup, true).sched.inline_reduce);

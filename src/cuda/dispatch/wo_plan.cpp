@@ -183,17 +183,20 @@ int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
 
 // Where the cut tiles are summed: by their owner inside the kernel (mt <= 32; mt = 64 and grids
 // that are all stream-K when a cut tile has at most ~2.5 pieces; 128-token tiles of an all
-// stream-K grid over K <= 4096 however many pieces), else by the fixup kernel. The short-K case:
-// the owner's wait for the other pieces is short when every piece is at most 64 chunks, and the
-// fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
-// M = 128: 4-9% faster inline; docs/decisions/wo-wgmma-stream-k-reduction.md). Measured on the
-// linear layers only: the convolution's implicit GEMM (`conv`) keeps the earlier rule.
+// stream-K grid over K <= 4096 with at most ~4.25 pieces), else by the fixup kernel. The short-K
+// case: the owner's wait for the other pieces is short when every piece is at most 64 chunks, and
+// the fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
+// M = 128, ~4.1 / 2.75 pieces: 4-9% faster inline; docs/decisions/wo-wgmma-stream-k-reduction.md).
+// More pieces were not measured: the owner alone reads every other piece's partial tile, which
+// the fixup kernel spreads over many blocks. Measured on the linear layers only: the
+// convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule.
 bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuning& t) {
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
   const bool few_pieces = 2 * s.sk_ctas <= 5 * s.sk_tiles;
   const bool short_k = int64_t(s.chunks) * s.cps * kChunkK <= 4096;
+  const bool short_k_pieces = !conv && mt == 128 && short_k && 4 * s.sk_ctas <= 17 * s.sk_tiles;
   return mt <= 32 || (mt == 64 && few_pieces) ||
-         (s.dp_tiles == 0 && (few_pieces || (!conv && mt == 128 && short_k)));
+         (s.dp_tiles == 0 && (few_pieces || short_k_pieces));
 }
 
 template <int MT, int CODES, WsShape SHAPE>
