@@ -192,11 +192,11 @@ int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
 // convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule.
 bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuning& t) {
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
-  const bool few_pieces = 2 * s.sk_ctas <= 5 * s.sk_tiles;
-  const bool short_k = int64_t(s.chunks) * s.cps * kChunkK <= 4096;
-  const bool short_k_pieces = !conv && mt == 128 && short_k && 4 * s.sk_ctas <= 17 * s.sk_tiles;
-  return mt <= 32 || (mt == 64 && few_pieces) ||
-         (s.dp_tiles == 0 && (few_pieces || short_k_pieces));
+  // the most pieces a cut tile may have, times 4: 2.5, or ~4.25 for the short-K linear case
+  const bool short_k_linear = !conv && mt == 128 && int64_t(s.chunks) * s.cps * kChunkK <= 4096;
+  const int64_t max_pieces_x4 = short_k_linear ? 17 : 10;
+  const bool few_pieces = 4 * int64_t(s.sk_ctas) <= max_pieces_x4 * s.sk_tiles;
+  return mt <= 32 || (mt == 64 && few_pieces) || (s.dp_tiles == 0 && few_pieces);
 }
 
 template <int MT, int CODES, WsShape SHAPE>
