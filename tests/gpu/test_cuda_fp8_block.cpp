@@ -138,15 +138,16 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
   run({300, 257, 130, DType::BF16, DType::F32, false, -1e30f, 1e30f, true}, 14);
 }
 
-// The block GEMM's tile configurations by kernel name (force_kernel), the 256-row one last.
+// The block GEMM's tile configurations by kernel name (force_kernel), the 256-row ones last.
 constexpr const char* kEveryTile[] = {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
                                       "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
-                                      "sm90_fp8_block_gemm_bm256_bn128_s4"};
+                                      "sm90_fp8_block_gemm_bm256_bn128_s4", "sm90_fp8_block_gemm_bm256_bn128_s4_c2"};
 
 // Every tile configuration forced: 128- and 192-wide tiles (192 spans two weight blocks at every
 // other tile), single CTAs and CTA pairs multicasting B (an odd number of M tiles leaves the second
 // CTA of the last pair entirely past M), 256-row tiles (M = 1, 129, 300: one or both sub-tiles of
-// a warpgroup past M), several persistent waves.
+// a warpgroup past M; in pairs, M = 300 leaves the second CTA's second warpgroup past M and M = 1
+// the whole second CTA), several persistent waves.
 TEST(CudaFp8Block, EveryTileConfiguration) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 40;

@@ -75,20 +75,25 @@ TEST(CudaFp8Tiles, RequestedTileResolves) {
   EXPECT_EQ(rows128.cluster, 1);
   EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {160, 1}), mixq::Error);
   EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {128, 3}), mixq::Error);
-  // 256-row tiles: 128 wide, single CTAs
+  // 256-row tiles: 128 wide, single CTAs or pairs
   const Sm90Fp8Tile tall = sm90_fp8_gemm_tile(64, 7168, 132, {128, 1, 256});
   EXPECT_EQ(tall.block_m, 256);
   EXPECT_EQ(tall.block_n, 128);
   EXPECT_EQ(tall.cluster, 1);
+  const Sm90Fp8Tile tall_pair = sm90_fp8_gemm_tile(64, 7168, 132, {0, 2, 256});
+  EXPECT_EQ(tall_pair.block_m, 256);
+  EXPECT_EQ(tall_pair.block_n, 128);
+  EXPECT_EQ(tall_pair.cluster, 2);
   EXPECT_EQ(sm90_fp8_gemm_tile(64, 7168, 132, {}).block_m, 128);
   EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {192, 1, 256}), mixq::Error);
-  EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {128, 2, 256}), mixq::Error);
+  EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {128, 3, 256}), mixq::Error);
   EXPECT_THROW(sm90_fp8_gemm_tile(64, 64, 132, {128, 1, 64}), mixq::Error);
 }
 
 TEST(CudaFp8Tiles, NamesRoundTrip) {
   for (Sm90Fp8Tile t : {Sm90Fp8Tile{128, 1, 128}, Sm90Fp8Tile{128, 2, 128}, Sm90Fp8Tile{192, 1, 128},
-                        Sm90Fp8Tile{192, 2, 128}, Sm90Fp8Tile{128, 1, 256}}) {
+                        Sm90Fp8Tile{192, 2, 128}, Sm90Fp8Tile{128, 1, 256},
+                        Sm90Fp8Tile{128, 2, 256}}) {
     const std::string name = sm90_fp8_gemm_name(t);
     const Sm90Fp8Tile back = sm90_fp8_gemm_tile_by_name(name);
     EXPECT_EQ(back.block_n, t.block_n) << name;

@@ -36,7 +36,8 @@ Sm90Fp8Tile sm90_fp8_gemm_pick(int64_t M, int64_t N, int sms, bool rows_256, boo
   return {wide < narrow ? 192 : 128, 1, 128};
 }
 
-// A requested block_n or cluster keeps 128 rows (0: picked); block_m 256 runs 128 x 1.
+// A requested block_n or cluster keeps 128 rows (0: picked); block_m 256 runs 128 wide, single
+// CTAs or pairs.
 Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile requested,
                                bool narrow) {
   MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128 || requested.block_n == 192,
@@ -44,10 +45,9 @@ Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile reques
   MIXQ_CHECK_ARG(requested.block_m == 0 || requested.block_m == 128 || requested.block_m == 256,
                  "sm90 fp8 gemm: block_m must be 0 (picked), 128 or 256, got ", requested.block_m);
   if (requested.block_m == 256) {
-    MIXQ_CHECK_ARG(requested.block_n == 128 && requested.cluster <= 1,
-                   "sm90 fp8 gemm: block_m 256 runs block_n 128 on single CTAs, got block_n ",
-                   requested.block_n, ", cluster ", requested.cluster);
-    return {128, 1, 256};
+    MIXQ_CHECK_ARG(requested.block_n == 0 || requested.block_n == 128,
+                   "sm90 fp8 gemm: block_m 256 runs block_n 128, got block_n ", requested.block_n);
+    return {128, sm90_fp8_gemm_cluster(requested.cluster), 256};
   }
   if (requested.block_m == 0 && requested.block_n == 0 && requested.cluster == 0)
     return sm90_fp8_gemm_pick(M, N, sms, true, !narrow);
@@ -58,7 +58,9 @@ Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile reques
 }
 
 const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
-  if (t.block_m == 256) return "sm90_fp8_block_gemm_bm256_bn128_s4";
+  if (t.block_m == 256)
+    return t.cluster == 2 ? "sm90_fp8_block_gemm_bm256_bn128_s4_c2"
+                          : "sm90_fp8_block_gemm_bm256_bn128_s4";
   if (t.block_n == 192)
     return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
                           : "sm90_fp8_block_gemm_bm128_bn192_s5";
@@ -67,7 +69,7 @@ const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
 }
 
 namespace {
-constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128}, {192, 2, 128}, {128, 1, 256}};
+constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128}, {192, 2, 128}, {128, 1, 256}, {128, 2, 256}};
 }  // namespace
 
 Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {

@@ -37,7 +37,8 @@ void launch_sm90_fp8_block_gemm(const Sm90Fp8GemmArgs& a, cudaStream_t stream) {
   const bool pair = t.cluster == 2;
   // Stages: as many as fit in 227 KB of shared memory.
   if (t.block_m == 256) {
-    launch_fp8<128, 4, 1, 0, 2>(a, stream);
+    if (pair) launch_fp8<128, 4, 2, 0, 2>(a, stream);
+    else launch_fp8<128, 4, 1, 0, 2>(a, stream);
   } else if (t.block_n == 192) {
     if (pair) launch_fp8<192, 5, 2, 1>(a, stream);
     else launch_fp8<192, 5, 1, 1>(a, stream);
