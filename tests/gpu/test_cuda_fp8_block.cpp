@@ -139,9 +139,10 @@ TEST(CudaFp8Block, OddShapesBiasClamp) {
 }
 
 // The block GEMM's tile configurations by kernel name (force_kernel), the 256-row ones last.
-constexpr const char* kEveryTile[] = {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                                      "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
-                                      "sm90_fp8_block_gemm_bm256_bn128_s4", "sm90_fp8_block_gemm_bm256_bn128_s4_c2"};
+constexpr const char* kEveryTile[] = {
+    "sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+    "sm90_fp8_block_gemm_bm128_bn192_s5", "sm90_fp8_block_gemm_bm128_bn192_s5_c2",
+    "sm90_fp8_block_gemm_bm256_bn128_s4", "sm90_fp8_block_gemm_bm256_bn128_s4_c2"};
 
 // Every tile configuration forced: 128- and 192-wide tiles (192 spans two weight blocks at every
 // other tile), single CTAs and CTA pairs multicasting B (an odd number of M tiles leaves the second

@@ -165,10 +165,9 @@ TEST(CudaQuantizedOutput, EpilogueGivesTheQuantizersBytes) {
 TEST(CudaQuantizedOutput, EpilogueOnEveryTile) {
   SKIP_WITHOUT_HOPPER();
   uint32_t seed = 550;
-  for (const char* tile : {"sm90_fp8_block_gemm_bm128_bn128_s6",
-                           "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
-                           "sm90_fp8_block_gemm_bm256_bn128_s4",
-                           "sm90_fp8_block_gemm_bm256_bn128_s4_c2"})
+  for (const char* tile :
+       {"sm90_fp8_block_gemm_bm128_bn128_s6", "sm90_fp8_block_gemm_bm128_bn128_s6_c2",
+        "sm90_fp8_block_gemm_bm256_bn128_s4", "sm90_fp8_block_gemm_bm256_bn128_s4_c2"})
     for (int64_t M : {100, 300})
       expect_quantizer_bytes({"fp8b128", ActQuant::Fp8Block, M, 200, 384, 128, tile}, seed++, true);
   for (int64_t M : {129, 400})

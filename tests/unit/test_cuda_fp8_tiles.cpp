@@ -91,9 +91,9 @@ TEST(CudaFp8Tiles, RequestedTileResolves) {
 }
 
 TEST(CudaFp8Tiles, NamesRoundTrip) {
-  for (Sm90Fp8Tile t : {Sm90Fp8Tile{128, 1, 128}, Sm90Fp8Tile{128, 2, 128}, Sm90Fp8Tile{192, 1, 128},
-                        Sm90Fp8Tile{192, 2, 128}, Sm90Fp8Tile{128, 1, 256},
-                        Sm90Fp8Tile{128, 2, 256}}) {
+  for (Sm90Fp8Tile t :
+       {Sm90Fp8Tile{128, 1, 128}, Sm90Fp8Tile{128, 2, 128}, Sm90Fp8Tile{192, 1, 128},
+        Sm90Fp8Tile{192, 2, 128}, Sm90Fp8Tile{128, 1, 256}, Sm90Fp8Tile{128, 2, 256}}) {
     const std::string name = sm90_fp8_gemm_name(t);
     const Sm90Fp8Tile back = sm90_fp8_gemm_tile_by_name(name);
     EXPECT_EQ(back.block_n, t.block_n) << name;

@@ -69,7 +69,8 @@ const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
 }
 
 namespace {
-constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128}, {192, 2, 128}, {128, 1, 256}, {128, 2, 256}};
+constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128},
+                                  {192, 2, 128}, {128, 1, 256}, {128, 2, 256}};
 }  // namespace
 
 Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {
