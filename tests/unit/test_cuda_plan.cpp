@@ -471,16 +471,22 @@ TEST(CudaPlan, WgmmaPlanNamesOneInstantiation) {
   // the reduction: inline at token tiles up to 32, the fixup kernel where tiles are cut at mt 256
   EXPECT_TRUE(ws(16, 21504, 14336, 4, 0).sched.inline_reduce);
   EXPECT_FALSE(ws(16, 21504, 14336, 4, 0, Tuning::parse("wo_reduce=fixup")).sched.inline_reduce);
-  // 128-token tiles of an all stream-K grid: inline over K <= 4096 up to ~4.25 pieces (4096x4096
-  // at M = 128: 32 tiles cut into ~4.1 pieces), the fixup kernel with more pieces (16 tiles: ~8.3),
-  // over longer K (14336x4096) and for the convolution's implicit GEMM
+  // 128-token tiles of an all stream-K grid: inline over K <= 4096 up to ~4.25 pieces of at least
+  // 12 chunks (4096x4096 at M = 128: 32 tiles cut into ~4.1 pieces of ~15.5 chunks), the fixup
+  // kernel with more pieces (16 tiles: ~8.3), shorter pieces (2048x2048: 16 tiles over 64 CTAs,
+  // 4 pieces of 8 chunks), over longer K (14336x4096) and for the convolution's implicit GEMM
   EXPECT_TRUE(ws(128, 4096, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
+  EXPECT_TRUE(ws(80, 4096, 4096, 8, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_TRUE(ws(128, 6144, 4096, 8, 0, Tuning(), true).sched.inline_reduce);
   EXPECT_FALSE(ws(128, 2048, 4096, 4, 0, Tuning(), true).sched.inline_reduce);
+  const WoPlan short_pieces = ws(128, 2048, 2048, 4, 0, Tuning(), true);
+  EXPECT_EQ(short_pieces.sched.sk_tiles * 4, short_pieces.sched.sk_ctas);
+  EXPECT_FALSE(short_pieces.sched.inline_reduce);
+  EXPECT_TRUE(short_pieces.fixup);
   EXPECT_FALSE(ws(128, 4096, 14336, 4, 0, Tuning(), true).sched.inline_reduce);
   const Tuning fixup = Tuning::parse("wo_reduce=fixup");
   EXPECT_FALSE(ws(128, 4096, 4096, 4, 0, fixup, true).sched.inline_reduce);
-  Call conv_like;  // 48 tiles of 128 tokens cut into ~2.75 pieces each, K = 2304
+  Call conv_like;  // 48 tiles of 128 tokens cut into ~2.75 pieces of ~13 chunks each, K = 2304
   conv_like.M = 384;
   conv_like.y_tma = true;
   conv_like.force = "sm90_wo_ws";

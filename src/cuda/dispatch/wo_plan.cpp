@@ -183,17 +183,21 @@ int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
 
 // Where the cut tiles are summed: by their owner inside the kernel (mt <= 32; mt = 64 and grids
 // that are all stream-K when a cut tile has at most ~2.5 pieces; 128-token tiles of an all
-// stream-K grid over K <= 4096 with at most ~4.25 pieces), else by the fixup kernel. The short-K
-// case: the owner's wait for the other pieces is short when every piece is at most 64 chunks, and
-// the fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
-// M = 128, ~4.1 / 2.75 pieces: 4-9% faster inline; docs/decisions/wo-wgmma-stream-k-reduction.md).
-// More pieces were not measured: the owner alone reads every other piece's partial tile, which
-// the fixup kernel spreads over many blocks. Measured on the linear layers only: the
-// convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule.
+// stream-K grid over K <= 4096 with at most ~4.25 pieces of at least 12 64-K chunks each), else
+// by the fixup kernel. The short-K case: the owner's wait for the other pieces is short, and the
+// fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
+// M = 80 / 128, ~4.1 / 2.75 pieces of ~15 / ~23 chunks: 2-9% faster inline on the H100 and the
+// H200). Shorter pieces lose: 2048x2048 at M = 128, 4 pieces of 8 chunks, 10.2 µs inline against
+// 8.5 with the fixup kernel (H200); the owner then waits for pieces that started with it and
+// reads their partials alone. More pieces were not measured. Measured on the linear layers only:
+// the convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule
+// (docs/decisions/wo-wgmma-stream-k-reduction.md).
 bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuning& t) {
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
+  const int64_t tile_chunks = int64_t(s.chunks) * s.cps;  // 64-K chunks of a tile
+  const bool short_k_linear = !conv && mt == 128 && tile_chunks * kChunkK <= 4096 &&
+                              tile_chunks * s.sk_tiles >= 12 * int64_t(s.sk_ctas);
   // the most pieces a cut tile may have, times 4: 2.5, or ~4.25 for the short-K linear case
-  const bool short_k_linear = !conv && mt == 128 && int64_t(s.chunks) * s.cps * kChunkK <= 4096;
   const int64_t max_pieces_x4 = short_k_linear ? 17 : 10;
   const bool few_pieces = 4 * int64_t(s.sk_ctas) <= max_pieces_x4 * s.sk_tiles;
   return mt <= 32 || (mt == 64 && few_pieces) || (s.dp_tiles == 0 && few_pieces);
