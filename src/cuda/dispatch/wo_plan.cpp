@@ -186,11 +186,11 @@ int wgmma_y_rows(const WoCall& c, int mt, const Tuning& t) {
 // stream-K grid over K <= 4096 with at most ~4.25 pieces of at least 12 64-K chunks each), else
 // by the fixup kernel. The short-K case: the owner's wait for the other pieces is short, and the
 // fixup kernel's launch and second pass over the partials are not (4096x4096 / 4096x6144 at
-// M = 128, ~4.1 / 2.75 pieces of ~15 / ~23 chunks: 4-9% faster inline on the H100; at M = 80 / 128
-// 1-7% on the H200). Shorter pieces lose: 2048x2048 at M = 128, 4 pieces of 8 chunks, 10.2 µs inline against
-// 8.5 with the fixup kernel (H200); the owner then waits for pieces that started with it and
-// reads their partials alone. More pieces were not measured. Measured on the linear layers only:
-// the convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule
+// M = 128, ~4.1 / 2.75 pieces of ~15 / ~23 chunks: 4-9% faster inline on the H100; at M = 80 /
+// 128 1-7% on the H200). Shorter pieces lose: 2048x2048 at M = 128, 4 pieces of 8 chunks, 10.2 µs
+// inline against 8.5 with the fixup kernel (H200); the owner then waits for pieces that started
+// with it and reads their partials alone. More pieces were not measured. Measured on the linear
+// layers only: the convolution's implicit GEMM (`conv`) keeps the 2.5-piece rule
 // (docs/decisions/wo-wgmma-stream-k-reduction.md).
 bool wgmma_inline_reduce(const StreamKSchedule& s, int mt, bool conv, const Tuning& t) {
   if (t.wo_reduce != Tuning::Reduce::Auto) return t.wo_reduce == Tuning::Reduce::Inline;
