@@ -57,32 +57,41 @@ Sm90Fp8Tile sm90_fp8_gemm_tile(int64_t M, int64_t N, int sms, Sm90Fp8Tile reques
           sm90_fp8_gemm_cluster(requested.cluster), 128};
 }
 
-const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
-  if (t.block_m == 256)
-    return t.cluster == 2 ? "sm90_fp8_block_gemm_bm256_bn128_s4_c2"
-                          : "sm90_fp8_block_gemm_bm256_bn128_s4";
-  if (t.block_n == 192)
-    return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn192_s5_c2"
-                          : "sm90_fp8_block_gemm_bm128_bn192_s5";
-  return t.cluster == 2 ? "sm90_fp8_block_gemm_bm128_bn128_s6_c2"
-                        : "sm90_fp8_block_gemm_bm128_bn128_s6";
-}
-
 namespace {
-constexpr Sm90Fp8Tile kTiles[] = {{128, 1, 128}, {128, 2, 128}, {192, 1, 128},
-                                  {192, 2, 128}, {128, 1, 256}, {128, 2, 256}};
+// Every compiled configuration and its kernel name (one row per sm90_fp8_gemm_*.cu instance).
+struct NamedTile {
+  Sm90Fp8Tile tile;
+  const char* name;
+};
+constexpr NamedTile kTiles[] = {
+    {{128, 1, 128}, "sm90_fp8_block_gemm_bm128_bn128_s6"},
+    {{128, 2, 128}, "sm90_fp8_block_gemm_bm128_bn128_s6_c2"},
+    {{192, 1, 128}, "sm90_fp8_block_gemm_bm128_bn192_s5"},
+    {{192, 2, 128}, "sm90_fp8_block_gemm_bm128_bn192_s5_c2"},
+    {{128, 1, 256}, "sm90_fp8_block_gemm_bm256_bn128_s4"},
+    {{128, 2, 256}, "sm90_fp8_block_gemm_bm256_bn128_s4_c2"},
+};
 }  // namespace
 
+// The configuration the launcher runs for t: 256 rows are 128 wide; otherwise 192 wide or 128.
+const char* sm90_fp8_gemm_name(Sm90Fp8Tile t) {
+  const int m = t.block_m == 256 ? 256 : 128;
+  const int n = m == 128 && t.block_n == 192 ? 192 : 128;
+  const int c = t.cluster == 2 ? 2 : 1;
+  for (const NamedTile& e : kTiles)
+    if (e.tile.block_m == m && e.tile.block_n == n && e.tile.cluster == c) return e.name;
+  return kTiles[0].name;  // (every normalized tile is in the table)
+}
+
 Sm90Fp8Tile sm90_fp8_gemm_tile_by_name(const std::string& name) {
-  for (const Sm90Fp8Tile& t : kTiles)
-    if (name == sm90_fp8_gemm_name(t)) return t;
+  for (const NamedTile& e : kTiles)
+    if (name == e.name) return e.tile;
   return {};
 }
 
 std::string sm90_fp8_gemm_names() {
   std::string s;
-  for (const Sm90Fp8Tile& t : kTiles)
-    s += (s.empty() ? "" : ", ") + std::string(sm90_fp8_gemm_name(t));
+  for (const NamedTile& e : kTiles) s += (s.empty() ? "" : ", ") + std::string(e.name);
   return s;
 }
 
