@@ -640,12 +640,13 @@ __global__ void __launch_bounds__(384, 1)
       return stage;
     };
     // Waves (kAccSets == 0): sub-tile `sub` of K block `kb` into `acc` (fresh), one commit group;
-    // waits for the stage unless the loop did (stage_ready), reads the sub-tile rows' scales,
-    // moves the ring on after the last sub-tile. Returns the stage. The descriptor bases are
-    // broadcast from lane 0 once (warp-uniform: kept in uniform registers), then offset by adds.
-    const uint32_t da0 =
-        __shfl_sync(0xffffffffu, desc_lo_kmajor_sw128(smem_u32(a_tiles + cw * kSub * 64 * 128)), 0);
-    const uint32_t db0 = __shfl_sync(0xffffffffu, desc_lo_kmajor_sw128(smem_u32(b_tiles)), 0);
+    // waits for the stage unless the loop did, reads the rows' scales, moves the ring on after
+    // the last sub-tile; returns the stage. Descriptors: bases broadcast once (uniform) + adds.
+    uint32_t da0 = 0, db0 = 0;
+    if constexpr (kAccSets == 0) {
+      da0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(a_tiles + cw * kSub * 8192)), 0);
+      db0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(b_tiles)), 0);
+    }
     auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub, bool stage_ready) {
       const int stage = in.stage;
       if (sub == 0 && !stage_ready) mbar_wait(&full[stage], in.phase);
@@ -766,9 +767,8 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       } else if constexpr (kAccSets == 1) {
-        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
-        // (Waiting for the next slot and reading its scales before this block's wait, so that
-        // only the promotion lies between the blocks, measured no faster: docs/decisions/fp8-block-gemm.md.)
+        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes
+        // (the next slot waited for early measured no faster here: fp8-block-gemm.md).
         for (int kb = 0; kb < num_blocks; ++kb) {
           const int st = issue(acc0, s0, n0, kb, 0);
           wgmma_wait<0>();
