@@ -132,8 +132,9 @@ struct BlockGemmParams {
   }
 };
 
-// The TMA-store epilogue's staging (store_tile_tma): a box of 64 x 64 16-bit values per consumer
-// warpgroup. Named barriers: kYBarrier0 + consumer warpgroup (0 is __syncthreads; no others).
+// The TMA-store epilogue's staging (store_tile_tma): one box of 64 rows x 64 16-bit columns per
+// consumer warpgroup. Its named barriers: kYBarrier0 + consumer warpgroup (0 is __syncthreads; the
+// skeleton and its policies use no other).
 constexpr int kYBox = 64;
 constexpr int kYBoxBytes = kYBox * kYBox * 2;  // 8 KB, a 1024-byte multiple (swizzle atom)
 constexpr int kYBarrier0 = 1;
@@ -572,16 +573,18 @@ __global__ void __launch_bounds__(384, 1)
     const int row = cw * 64 * kSub + warp * 16 + lane / 4;
     const int col = 2 * (lane % 4);  // and columns 8j + col, 8j + col + 1
     float total[kSub][R];
-    // Two accumulator sets: the MMAs of K block kb + 1 run on the tensor cores while this
-    // warpgroup folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
-    // With one set, both consumer warpgroups issue, wait and promote together, and the tensor
-    // cores idle through every promotion. Two sets need 3 x R x kSub of the 232 registers: 192
-    // for both policies at their 128-wide tiles; the 192-wide FP8 tile fits one (kAccSets = 1).
+    // Two accumulator sets: the MMAs of K block kb + 1 run on the tensor cores while this warp
+    // group folds block kb into `total` (wgmma.wait_group 1 leaves the newer group in flight).
+    // With one set, both consumer warpgroups issue their MMAs together, wait for them together
+    // and promote together, and the tensor cores idle through every promotion.
+    // Two sets need 3 x R x kSub registers of the 232: 192 for both policies (FP8, INT8) at their
+    // 128-wide tiles. The 192-wide FP8 tile has registers for one set (kAccSets = 1).
     // kAccSets == 0 ("waves", two sub-tiles): one accumulator set of one sub-tile, reused. A
     // warpgroup issues sub-tile 0's MMAs of a K block, waits for them, promotes them, then sub-tile
-    // 1's; the other warpgroup's MMAs keep the tensor cores busy meanwhile. This fits a 256 x 128
-    // tile (two sub-tiles of 64 accumulators in the totals, 64 in flight: 192 registers), whose
-    // A + B bytes per MAC from L2 are 8% below 128 x 192's and 25% below 128 x 128's.
+    // 1's; the other warpgroup's MMAs keep the tensor cores busy meanwhile. This is what fits a
+    // 256 x 128 tile (two sub-tiles of 64 accumulators each in the totals, one set of 64 in
+    // flight: 192 of the 232 registers), whose A + B bytes per MAC from L2 are 8% below the
+    // 128 x 192 tile's and 25% below 128 x 128's (48 KB per 256 x 128 x 128 block).
     static_assert(kAccSets == 0 || kAccSets == 1 || kAccSets == 2, "zero (waves), one or two sets");
     static_assert(kAccSets > 0 || (kSub == 2 && !kGrouped), "waves: two sub-tiles, plain GEMM");
     static_assert((kAccSets == 0 ? (1 + kSub) * R : (kAccSets + 1) * R * kSub) <= 192,
@@ -640,21 +643,22 @@ __global__ void __launch_bounds__(384, 1)
       return stage;
     };
     // Waves (kAccSets == 0): sub-tile `sub` of K block `kb` into `acc` (fresh), one commit group;
-    // waits for the stage unless the loop did, reads the rows' scales, moves the ring on after
-    // the last sub-tile; returns the stage. Descriptors: bases broadcast once (uniform) + adds.
-    uint32_t da0 = 0, db0 = 0;
-    if constexpr (kAccSets == 0) {
-      da0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(a_tiles + cw * kSub * 8192)), 0);
-      db0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(b_tiles)), 0);
-    }
-    auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub, bool stage_ready) {
+    // waits for the stage before sub-tile 0, reads the scales of the sub-tile's rows, moves the
+    // ring on after the last sub-tile. Returns the stage.
+    auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub) {
       const int stage = in.stage;
-      if (sub == 0 && !stage_ready) mbar_wait(&full[stage], in.phase);
-      __syncwarp();  // a spin loop may leave the warp diverged; wgmma needs it converged
+      if (sub == 0) {
+        mbar_wait(&full[stage], in.phase);
+        __syncwarp();
+      }
       scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
                            b_meta + stage * Policy::kBMetaBytes, meta_row + 64 * sub, n0, kb, 0);
-      const uint32_t da = da0 + uint32_t(stage * Shape::kABytes + sub * 64 * 128) / 16;
-      const uint32_t db = db0 + uint32_t(stage * Shape::kBBytes) / 16;
+      // broadcast from lane 0: warp-uniform values the compiler keeps in uniform registers, so
+      // the descriptors need no per-wgmma moves from vector registers
+      const uint32_t da = __shfl_sync(0xffffffffu, desc_lo_kmajor_sw128(smem_u32(
+          a_tiles + stage * Shape::kABytes + (cw * kSub + sub) * 64 * 128)), 0);
+      const uint32_t db = __shfl_sync(0xffffffffu,
+                                      desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes)), 0);
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
@@ -748,15 +752,10 @@ __global__ void __launch_bounds__(384, 1)
       Scale s0, s1;
       if constexpr (kAccSets == 0) {
         static_assert(!kDeferRelease, "waves: the scales are read before the MMAs");
-        bool ready = false;  // the next block's stage has landed (waited for under the MMAs)
         for (int kb = 0; kb < num_blocks; ++kb) {
 #pragma unroll
           for (int sub = 0; sub < kSub; ++sub) {
-            const int st = issue_sub(acc0[0], s0, n0, kb, sub, ready);
-            // The next block's full barrier, waited for under this block's last MMAs, not between
-            // a promotion and the next MMAs (docs/decisions/fp8-block-gemm.md).
-            ready = sub == kSub - 1 && kb + 1 < num_blocks;
-            if (ready) mbar_wait(&full[in.stage], in.phase);
+            const int st = issue_sub(acc0[0], s0, n0, kb, sub);
             wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < R; ++i) reg_fence(acc0[0][i]);
@@ -767,8 +766,9 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       } else if constexpr (kAccSets == 1) {
-        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes
-        // (the next slot waited for early measured no faster here: fp8-block-gemm.md).
+        // The other consumer warpgroup's MMAs keep the tensor cores busy while this one promotes.
+        // (Waiting for the next slot and reading its scales before this block's wait, so that
+        // only the promotion lies between the blocks, measured no faster: docs/decisions/fp8-block-gemm.md.)
         for (int kb = 0; kb < num_blocks; ++kb) {
           const int st = issue(acc0, s0, n0, kb, 0);
           wgmma_wait<0>();
