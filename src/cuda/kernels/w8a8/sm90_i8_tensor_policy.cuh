@@ -111,7 +111,7 @@ struct Int8TensorPolicy {
     if (t < BN) {
       const int nc = n0 + t < p.N ? n0 + t : p.N - 1;  // columns past N compute on N - 1
       c.ws = pp.wscale[nc];
-      if (p.bias) c.bias = double(load_io(p.bias, p.bias_type, nc));
+      if (p.bias) c.bias = double(load_as_float(p.bias, p.bias_type, nc));
       c.wsum = uint32_t(pp.wsum[nc]);
     }
     return c;

@@ -35,11 +35,11 @@
 #include <cstdint>
 
 #include "cuda/kernels/common/grid_dependency.cuh"
-#include "cuda/kernels/w8a8/sm90_block_gemm.cuh"  // load_io, to_out
 #include "cuda/kernels/common/sm90_sync.cuh"
 #include "cuda/kernels/common/sm90_wgmma.cuh"
 #include "cuda/kernels/common/stream_k.hpp"
 #include "cuda/kernels/moe/moe_params.hpp"
+#include "cuda/kernels/w8a8/sm90_block_store.cuh"  // to_out
 
 namespace mixq::cuda::sm90 {
 
@@ -164,7 +164,7 @@ __device__ __forceinline__ void skinny_store(const SkinnyParams& p, const float 
   for (int r = 0; r < 2; ++r) {
     const int n = n0 + 16 * warp + lane / 4 + 8 * r;
     if (n >= p.N) continue;
-    const float b = bias ? load_io(bias, p.bias_type, n) : 0.f;
+    const float b = bias ? load_as_float(bias, p.bias_type, n) : 0.f;
 #pragma unroll
     for (int j = 0; j < MT / 8; ++j)
 #pragma unroll
