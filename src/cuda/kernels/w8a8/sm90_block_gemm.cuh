@@ -429,22 +429,21 @@ __global__ void __launch_bounds__(384, 1)
       return stage;
     };
     // Waves (kAccSets == 0): sub-tile `sub` of K block `kb` into `acc` (fresh), one commit group;
-    // waits for the stage before sub-tile 0, reads the scales of the sub-tile's rows, moves the
-    // ring on after the last sub-tile. Returns the stage.
-    auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub) {
+    // waits for the stage unless the loop did, reads the rows' scales, moves the ring on after
+    // the last sub-tile; returns the stage. Descriptors: bases broadcast once (uniform) + adds.
+    uint32_t da0 = 0, db0 = 0;
+    if constexpr (kAccSets == 0) {
+      da0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(a_tiles + cw * kSub * 8192)), 0);
+      db0 = __shfl_sync(~0u, desc_lo_kmajor_sw128(smem_u32(b_tiles)), 0);
+    }
+    auto issue_sub = [&](Acc(&acc)[R], Scale& scale, int n0, int kb, int sub, bool stage_ready) {
       const int stage = in.stage;
-      if (sub == 0) {
-        mbar_wait(&full[stage], in.phase);
-        __syncwarp();
-      }
+      if (sub == 0 && !stage_ready) mbar_wait(&full[stage], in.phase);
+      __syncwarp();  // a spin loop may leave the warp diverged; wgmma needs it converged
       scale = Policy::read(a_meta + stage * Policy::kAMetaBytes,
                            b_meta + stage * Policy::kBMetaBytes, meta_row + 64 * sub, n0, kb, 0);
-      // broadcast from lane 0: warp-uniform values the compiler keeps in uniform registers, so
-      // the descriptors need no per-wgmma moves from vector registers
-      const uint32_t da = __shfl_sync(0xffffffffu, desc_lo_kmajor_sw128(smem_u32(
-          a_tiles + stage * Shape::kABytes + (cw * kSub + sub) * 64 * 128)), 0);
-      const uint32_t db = __shfl_sync(0xffffffffu,
-                                      desc_lo_kmajor_sw128(smem_u32(b_tiles + stage * Shape::kBBytes)), 0);
+      const uint32_t da = da0 + uint32_t(stage * Shape::kABytes + sub * 64 * 128) / 16;
+      const uint32_t db = db0 + uint32_t(stage * Shape::kBBytes) / 16;
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kSteps; ++k)
@@ -538,10 +537,15 @@ __global__ void __launch_bounds__(384, 1)
       Scale s0, s1;
       if constexpr (kAccSets == 0) {
         static_assert(!kDeferRelease, "waves: the scales are read before the MMAs");
+        bool ready = false;  // the next block's stage has landed (waited for under the MMAs)
         for (int kb = 0; kb < num_blocks; ++kb) {
 #pragma unroll
           for (int sub = 0; sub < kSub; ++sub) {
-            const int st = issue_sub(acc0[0], s0, n0, kb, sub);
+            const int st = issue_sub(acc0[0], s0, n0, kb, sub, ready);
+            // The next block's full barrier, waited for under this block's last MMAs, not between
+            // a promotion and the next MMAs (docs/decisions/fp8-block-gemm.md).
+            ready = sub == kSub - 1 && kb + 1 < num_blocks;
+            if (ready) mbar_wait(&full[in.stage], in.phase);
             wgmma_wait<0>();
 #pragma unroll
             for (int i = 0; i < R; ++i) reg_fence(acc0[0][i]);
