@@ -18,9 +18,9 @@
 // run at the same time share B tiles (weights) and A rows in L2.
 // Epilogue: 16-bit outputs that TMA can address (p.y_tma, set by the launcher) are staged in
 // shared memory by stmatrix and written by TMA stores (store_tile_tma); f32 or unaligned outputs
-// are stored straight from the registers (store_tile); the kQuantOut instances (128-wide tiles)
-// write the outputs as the next layer's FP8 / INT8 block-quantized activations instead
-// (store_tile_quantized).
+// are stored straight from the registers (store_tile), both in sm90_block_store.cuh; the kQuantOut
+// instances (128-wide tiles) write the outputs as the next layer's FP8 / INT8 block-quantized
+// activations instead (store_tile_quantized).
 //
 // kCluster = 2: CTAs run in pairs (a thread block cluster along M). The pair owns a 256 x BN unit
 // (rank r computes rows 128 r ... 128 r + 127 of it) and both halves need the same B tile: each CTA
