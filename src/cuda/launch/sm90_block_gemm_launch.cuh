@@ -17,7 +17,7 @@
 
 namespace mixq::cuda {
 
-// Whether the TMA-store epilogue (store_tile_tma in kernels/w8a8/sm90_block_gemm.cuh) runs:
+// Whether the TMA-store epilogue (store_tile_tma in kernels/w8a8/sm90_block_store.cuh) runs:
 // wherever TMA can store Y (16-bit outputs, tma_stores_16bit_rows) unless the tuning turns it off
 // (y_tma 0; -1: automatic); f32 and other outputs take the direct stores.
 inline bool block_gemm_y_tma(const sm90::BlockGemmParams& p, int y_tma) {
