@@ -12,6 +12,7 @@
 // builds the same tile on AVX-VNNI vpdpbusd for CPUs that have it.
 #include <immintrin.h>
 
+#include "cpu/kernel_dispatch.hpp"
 #include "cpu/kernels.hpp"
 #include "cpu/kernels_avx2_int.hpp"
 #include "mixq/numeric.hpp"
@@ -127,39 +128,12 @@ void float_tile(const FloatTileArgs& a) {
   }
 }
 
-template <CodeKind CK>
-void float_rows(const FloatTileArgs& a) {
-  switch (a.rows) {
-    case 1: return float_tile<1, CK>(a);
-    case 2: return float_tile<2, CK>(a);
-    case 4: return float_tile<4, CK>(a);
-    case 8: return float_tile<8, CK>(a);
-    default: {  // 3, 5, 6, 7 as the instantiated sizes
-      FloatTileArgs b = a;
-      int done = 0;
-      for (int step : {4, 2, 1})
-        while (a.rows - done >= step) {
-          b.rows = step;
-          b.x = a.x + done * a.ldx;
-          b.xsum = a.xsum + done * a.ldxs;
-          b.c = a.c + done * a.ldc;
-          float_rows<CK>(b);
-          done += step;
-        }
-    }
-  }
-}
-
 void float_tile_avx2(const FloatTileArgs& a) {
-  switch (a.w->kind) {
-    case CodeKind::Int4: return float_rows<CodeKind::Int4>(a);
-    case CodeKind::Int8: return float_rows<CodeKind::Int8>(a);
-    case CodeKind::Uint8: return float_rows<CodeKind::Uint8>(a);
-    case CodeKind::Fp8: return float_rows<CodeKind::Fp8>(a);
-    case CodeKind::F16: return float_rows<CodeKind::F16>(a);
-    case CodeKind::BF16: return float_rows<CodeKind::BF16>(a);
-    case CodeKind::F32: return float_rows<CodeKind::F32>(a);
-  }
+  with_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [](auto rows, const FloatTileArgs& b) {
+      float_tile<decltype(rows)::value, decltype(ck)::value>(b);
+    });
+  });
 }
 
 void int_tile_avx2(const IntTileArgs& a) { int_tile_avx2_t<DotMaddubs>(a); }
@@ -195,15 +169,9 @@ void decode_panel_kind(const PackedWeight& w, int64_t panel, int64_t seg0, int64
 
 void decode_panel_avx2(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
                        float* out) {
-  switch (w.kind) {
-    case CodeKind::Int4: return decode_panel_kind<CodeKind::Int4>(w, panel, seg0, seg1, out);
-    case CodeKind::Int8: return decode_panel_kind<CodeKind::Int8>(w, panel, seg0, seg1, out);
-    case CodeKind::Uint8: return decode_panel_kind<CodeKind::Uint8>(w, panel, seg0, seg1, out);
-    case CodeKind::Fp8: return decode_panel_kind<CodeKind::Fp8>(w, panel, seg0, seg1, out);
-    case CodeKind::F16: return decode_panel_kind<CodeKind::F16>(w, panel, seg0, seg1, out);
-    case CodeKind::BF16: return decode_panel_kind<CodeKind::BF16>(w, panel, seg0, seg1, out);
-    case CodeKind::F32: return decode_panel_kind<CodeKind::F32>(w, panel, seg0, seg1, out);
-  }
+  with_code_kind(w.kind, [&](auto ck) {
+    decode_panel_kind<decltype(ck)::value>(w, panel, seg0, seg1, out);
+  });
 }
 
 // MR rows (<= 6) x one 16-lane panel = 2 * MR ymm accumulators (12 of the 16 registers), two

@@ -21,6 +21,7 @@
 
 #include <cstring>
 
+#include "cpu/kernel_dispatch.hpp"
 #include "cpu/kernels.hpp"
 
 namespace mixq::cpu {
@@ -145,43 +146,14 @@ void int_tile_t(const IntTileArgs& a) {
   }
 }
 
-template <CodeKind CK, bool IM, class Dot>
-void int_rows_t(const IntTileArgs& a) {
-  switch (a.rows) {
-    case 1: return int_tile_t<1, CK, IM, Dot>(a);
-    case 2: return int_tile_t<2, CK, IM, Dot>(a);
-    case 4: return int_tile_t<4, CK, IM, Dot>(a);
-    case 8: return int_tile_t<8, CK, IM, Dot>(a);
-    default: {  // 3, 5, 6, 7 as the instantiated sizes
-      IntTileArgs b = a;
-      int done = 0;
-      for (int step : {4, 2, 1})
-        while (a.rows - done >= step) {
-          b.rows = step;
-          b.x = a.x + done * a.ldx;
-          b.xs = a.xs + done * a.ldxs;
-          b.c = static_cast<char*>(a.c) + done * a.ldc * 4;  // float and int32: 4 bytes
-          int_rows_t<CK, IM, Dot>(b);
-          done += step;
-        }
-    }
-  }
-}
-
-template <bool IM, class Dot>
-void int_kind_t(const IntTileArgs& a) {
-  switch (a.w->kind) {
-    case CodeKind::Int4: return int_rows_t<CodeKind::Int4, IM, Dot>(a);
-    case CodeKind::Int8: return int_rows_t<CodeKind::Int8, IM, Dot>(a);
-    case CodeKind::Uint8: return int_rows_t<CodeKind::Uint8, IM, Dot>(a);
-    default: return;  // the backend only routes integer codes here
-  }
-}
-
 template <class Dot>
 void int_tile_avx2_t(const IntTileArgs& a) {
-  if (a.int_mode) int_kind_t<true, Dot>(a);
-  else int_kind_t<false, Dot>(a);
+  with_int_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [](auto rows, const IntTileArgs& b) {
+      if (b.int_mode) int_tile_t<decltype(rows)::value, decltype(ck)::value, true, Dot>(b);
+      else int_tile_t<decltype(rows)::value, decltype(ck)::value, false, Dot>(b);
+    });
+  });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 // (a known false positive of avx512fintrin.h); nothing in this file reads uninitialized data.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+#include "cpu/kernel_dispatch.hpp"
 #include "cpu/kernels.hpp"
 #include "mixq/numeric.hpp"
 
@@ -215,78 +216,21 @@ void int_tile(const IntTileArgs& a) {
   }
 }
 
-template <CodeKind CK>
-void float_rows(const FloatTileArgs& a) {
-  switch (a.rows) {
-    case 1: return float_tile<1, CK>(a);
-    case 2: return float_tile<2, CK>(a);
-    case 4: return float_tile<4, CK>(a);
-    case 8: return float_tile<8, CK>(a);
-    default: {  // decompose 3, 5, 6, 7 into the instantiated sizes
-      FloatTileArgs b = a;
-      int done = 0;
-      for (int step : {4, 2, 1})
-        while (a.rows - done >= step) {
-          b.rows = step;
-          b.x = a.x + done * a.ldx;
-          b.xsum = a.xsum + done * a.ldxs;
-          b.c = a.c + done * a.ldc;
-          float_rows<CK>(b);
-          done += step;
-        }
-    }
-  }
-}
-
 void float_tile_avx512(const FloatTileArgs& a) {
-  switch (a.w->kind) {
-    case CodeKind::Int4: return float_rows<CodeKind::Int4>(a);
-    case CodeKind::Int8: return float_rows<CodeKind::Int8>(a);
-    case CodeKind::Uint8: return float_rows<CodeKind::Uint8>(a);
-    case CodeKind::Fp8: return float_rows<CodeKind::Fp8>(a);
-    case CodeKind::F16: return float_rows<CodeKind::F16>(a);
-    case CodeKind::BF16: return float_rows<CodeKind::BF16>(a);
-    case CodeKind::F32: return float_rows<CodeKind::F32>(a);
-  }
-}
-
-template <CodeKind CK, bool IM>
-void int_rows(const IntTileArgs& a) {
-  switch (a.rows) {
-    case 1: return int_tile<1, CK, IM>(a);
-    case 2: return int_tile<2, CK, IM>(a);
-    case 4: return int_tile<4, CK, IM>(a);
-    case 8: return int_tile<8, CK, IM>(a);
-    default: {
-      IntTileArgs b = a;
-      int done = 0;
-      const int64_t csz = 4;  // float and int32 are both 4 bytes
-      for (int step : {4, 2, 1})
-        while (a.rows - done >= step) {
-          b.rows = step;
-          b.x = a.x + done * a.ldx;
-          b.xs = a.xs + done * a.ldxs;
-          b.c = static_cast<char*>(a.c) + done * a.ldc * csz;
-          int_rows<CK, IM>(b);
-          done += step;
-        }
-    }
-  }
-}
-
-template <bool IM>
-void int_kind(const IntTileArgs& a) {
-  switch (a.w->kind) {
-    case CodeKind::Int4: return int_rows<CodeKind::Int4, IM>(a);
-    case CodeKind::Int8: return int_rows<CodeKind::Int8, IM>(a);
-    case CodeKind::Uint8: return int_rows<CodeKind::Uint8, IM>(a);
-    default: return;  // the backend only routes integer codes here
-  }
+  with_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [](auto rows, const FloatTileArgs& b) {
+      float_tile<decltype(rows)::value, decltype(ck)::value>(b);
+    });
+  });
 }
 
 void int_tile_avx512(const IntTileArgs& a) {
-  if (a.int_mode) int_kind<true>(a);
-  else int_kind<false>(a);
+  with_int_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [](auto rows, const IntTileArgs& b) {
+      if (b.int_mode) int_tile<decltype(rows)::value, decltype(ck)::value, true>(b);
+      else int_tile<decltype(rows)::value, decltype(ck)::value, false>(b);
+    });
+  });
 }
 
 // Dequantizes segments of a panel to f32: w = q * scale + offset (one fused rounding; the
@@ -320,15 +264,9 @@ void decode_panel_kind(const PackedWeight& w, int64_t panel, int64_t seg0, int64
 
 void decode_panel_avx512(const PackedWeight& w, int64_t panel, int64_t seg0, int64_t seg1,
                          float* out) {
-  switch (w.kind) {
-    case CodeKind::Int4: return decode_panel_kind<CodeKind::Int4>(w, panel, seg0, seg1, out);
-    case CodeKind::Int8: return decode_panel_kind<CodeKind::Int8>(w, panel, seg0, seg1, out);
-    case CodeKind::Uint8: return decode_panel_kind<CodeKind::Uint8>(w, panel, seg0, seg1, out);
-    case CodeKind::Fp8: return decode_panel_kind<CodeKind::Fp8>(w, panel, seg0, seg1, out);
-    case CodeKind::F16: return decode_panel_kind<CodeKind::F16>(w, panel, seg0, seg1, out);
-    case CodeKind::BF16: return decode_panel_kind<CodeKind::BF16>(w, panel, seg0, seg1, out);
-    case CodeKind::F32: return decode_panel_kind<CodeKind::F32>(w, panel, seg0, seg1, out);
-  }
+  with_code_kind(w.kind, [&](auto ck) {
+    decode_panel_kind<decltype(ck)::value>(w, panel, seg0, seg1, out);
+  });
 }
 
 // MR rows x NP panels of f32 accumulators (MR * NP <= 24 of the 32 zmm registers); per k: NP
