@@ -36,19 +36,15 @@ void with_code_kind(CodeKind kind, Fn&& fn) {
   }
 }
 
-// The integer path: only integer codes are routed to it (the backend checks at prepare time).
+// The integer path: only integer codes are routed to it (the backend checks at prepare time), and
+// only they get integer-path kernel instances.
 template <class Fn>
 void with_int_code_kind(CodeKind kind, Fn&& fn) {
-  switch (kind) {
-    case CodeKind::Int4:
-      return fn(CodeKindC<CodeKind::Int4>{});
-    case CodeKind::Int8:
-      return fn(CodeKindC<CodeKind::Int8>{});
-    case CodeKind::Uint8:
-      return fn(CodeKindC<CodeKind::Uint8>{});
-    default:
-      return;
-  }
+  with_code_kind(kind, [&](auto ck) {
+    if constexpr (decltype(ck)::value == CodeKind::Int4 || decltype(ck)::value == CodeKind::Int8 ||
+                  decltype(ck)::value == CodeKind::Uint8)
+      fn(ck);
+  });
 }
 
 // Rows first .. first + rows of a tile: its activation rows, their per-segment sums and its
