@@ -90,5 +90,24 @@ void with_tile_height(const Args& a, Tile&& tile) {
   }
 }
 
+// The float path: tile(CodeKindC<kind>{}, height, piece) for each piece of the tile.
+template <class Tile>
+void dispatch_float_tile(const FloatTileArgs& a, Tile&& tile) {
+  with_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [&](auto rows, const FloatTileArgs& b) { tile(ck, rows, b); });
+  });
+}
+
+// The integer path: tile(CodeKindC<kind>{}, height, std::bool_constant<int_mode>{}, piece).
+template <class Tile>
+void dispatch_int_tile(const IntTileArgs& a, Tile&& tile) {
+  with_int_code_kind(a.w->kind, [&](auto ck) {
+    with_tile_height(a, [&](auto rows, const IntTileArgs& b) {
+      if (b.int_mode) tile(ck, rows, std::true_type{}, b);
+      else tile(ck, rows, std::false_type{}, b);
+    });
+  });
+}
+
 }  // namespace
 }  // namespace mixq::cpu

@@ -129,10 +129,8 @@ void float_tile(const FloatTileArgs& a) {
 }
 
 void float_tile_avx2(const FloatTileArgs& a) {
-  with_code_kind(a.w->kind, [&](auto ck) {
-    with_tile_height(a, [](auto rows, const FloatTileArgs& b) {
-      float_tile<decltype(rows)::value, decltype(ck)::value>(b);
-    });
+  dispatch_float_tile(a, [](auto ck, auto rows, const FloatTileArgs& b) {
+    float_tile<decltype(rows)::value, decltype(ck)::value>(b);
   });
 }
 

@@ -148,11 +148,8 @@ void int_tile_t(const IntTileArgs& a) {
 
 template <class Dot>
 void int_tile_avx2_t(const IntTileArgs& a) {
-  with_int_code_kind(a.w->kind, [&](auto ck) {
-    with_tile_height(a, [](auto rows, const IntTileArgs& b) {
-      if (b.int_mode) int_tile_t<decltype(rows)::value, decltype(ck)::value, true, Dot>(b);
-      else int_tile_t<decltype(rows)::value, decltype(ck)::value, false, Dot>(b);
-    });
+  dispatch_int_tile(a, [](auto ck, auto rows, auto int_mode, const IntTileArgs& b) {
+    int_tile_t<decltype(rows)::value, decltype(ck)::value, decltype(int_mode)::value, Dot>(b);
   });
 }
 

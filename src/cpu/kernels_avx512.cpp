@@ -217,19 +217,14 @@ void int_tile(const IntTileArgs& a) {
 }
 
 void float_tile_avx512(const FloatTileArgs& a) {
-  with_code_kind(a.w->kind, [&](auto ck) {
-    with_tile_height(a, [](auto rows, const FloatTileArgs& b) {
-      float_tile<decltype(rows)::value, decltype(ck)::value>(b);
-    });
+  dispatch_float_tile(a, [](auto ck, auto rows, const FloatTileArgs& b) {
+    float_tile<decltype(rows)::value, decltype(ck)::value>(b);
   });
 }
 
 void int_tile_avx512(const IntTileArgs& a) {
-  with_int_code_kind(a.w->kind, [&](auto ck) {
-    with_tile_height(a, [](auto rows, const IntTileArgs& b) {
-      if (b.int_mode) int_tile<decltype(rows)::value, decltype(ck)::value, true>(b);
-      else int_tile<decltype(rows)::value, decltype(ck)::value, false>(b);
-    });
+  dispatch_int_tile(a, [](auto ck, auto rows, auto int_mode, const IntTileArgs& b) {
+    int_tile<decltype(rows)::value, decltype(ck)::value, decltype(int_mode)::value>(b);
   });
 }
 
