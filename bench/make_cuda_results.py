@@ -5,7 +5,8 @@ same device run into bench/results/cuda_weight_only.md.
 
 RESULTS_DIR holds cuda_weight_only_f16.json, cuda_weight_only_bf16.json (the two mixq bench runs)
 and cuda_peers_tinygemm.json (peers.py's torch int4 tinygemm); RESULTS_DATE is the day of the
-measurement, RESULTS_NOTE overrides the sentence about how the runs were made.
+measurement, RESULTS_NOTE overrides the sentence about how the runs were made; RESULTS_TINY_COMMAND
+and RESULTS_TINY_NOTE give the tinygemm run's command and where it ran.
 """
 import json
 import os
@@ -49,16 +50,18 @@ if os.environ.get("RESULTS_DATE"):
 print("Commands (%s):\n" % NOTE)
 print("```\n%s\n%s\n%s\n```\n" % (
     f16["command"], bf16["command"],
-    "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "
-    "python3 peers/peers.py   # shared/bench/peers.py (torch int4 tinygemm, BF16)"))
-print("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
+    os.environ.get("RESULTS_TINY_COMMAND",
+                   "OUT=... TAG=tinygemm CEIL=0 OPS=torch_tinygemm_w4g128_bf16 MS=1,2,4,8,16,32,64,128,256 "
+                   "python3 peers/peers.py   # shared/bench/peers.py (torch int4 tinygemm, BF16)")))
+print(("Times in µs per call: median of 7 CUDA-graph replays of >= 10 calls rotating over enough "
       "prepared weight copies for >= 4x L2 (cold L2). `x` columns are cuBLAS time / mixq time "
       "(> 1: mixq faster), cuBLAS timed on its own in the same run (the JSON also holds "
       "`paired_baseline_us`, cuBLAS replayed alternately with each row, a few percent slower). "
       "`%%ceil` is the W4 weight stream (bytes of codes + scales) as a fraction of the "
-      "streaming-read ceiling measured in the same run (%.2f TB/s). tinygemm is from its own earlier "
-      "run on the same kind of GPU (`cuda_peers_tinygemm.json`); Marlin figures are from anchors.md "
-      "(H100), not from this run.\n" % (ceiling_tbs or 0))
+      "streaming-read ceiling measured in the same run (%.2f TB/s). tinygemm is " +
+      os.environ.get("RESULTS_TINY_NOTE", "from its own earlier run on the same kind of GPU") +
+      " (`cuda_peers_tinygemm.json`); Marlin figures are from anchors.md "
+      "(H100), not from this run.\n") % (ceiling_tbs or 0))
 shapes = []
 for r in f16["results"]:
     if (r["K"], r["N"]) not in shapes:
