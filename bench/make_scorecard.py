@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The large-M and weight-only scorecard: every row the targets of bench/results/cuda_scorecard_h100.md
-name, mixq against the peers timed in the same GPU-machine run, and how far each row is from its
-target.
+"""The large-M and weight-only scorecard: every row that the FP8 block, INT8 W8A8 and weight-only
+targets name (the nine layers of anchors.md and the FP8 shapes), mixq against the peers timed on
+the same GPU machine, and how far each row is from its target.
 
   RESULTS_DATE=YYYY-MM-DD RESULTS_COMMIT=abc1234 python3 bench/make_scorecard.py DIR \
       --json bench/results/cuda_scorecard_h100.json > bench/results/cuda_scorecard_h100.md
@@ -20,6 +20,7 @@ Marlin's W4 g128 FP16 times are anchors.md's (H100), not from the run.
 import argparse
 import json
 import os
+import re
 import sys
 
 p = argparse.ArgumentParser()
@@ -61,7 +62,8 @@ for line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "marli
         k, n, m, us = line.split()
         marlin[(int(k), int(n), int(m))] = float(us)
 device = load(wo_files["f16"][0])["device"]
-commands = [load(f)["command"].replace(os.path.join(a.dir, ""), "").replace("/tmp/score/", "")
+# the commands as run, their --json paths reduced to the file names DIR holds
+commands = [re.sub(r"--json \S*/", "--json ", load(f)["command"])
             for f in ["w8a8_big.json", "int8_nine.json"] + wo_files["f16"] + wo_files["bf16"]]
 
 out = {"device": device, "date": os.environ.get("RESULTS_DATE"), "commit": os.environ.get("RESULTS_COMMIT"),
