@@ -241,8 +241,8 @@ if a.settled:
     out["settled_peers_second_machine"] = {"big": big_s and list(big_s.values()), "nine_int8": list(nine_s.values()),
                                            "tinygemm": list(tiny_s.values())}
     rng = lambda v: "%.2f-%.2f×" % (min(v), max(v)) if v else "–"
-    print("- The peers again on a second H100, each case settled for 200 ms first (as `mixq bench` settles "
-          "mixq and cuBLAS), against this run's mixq times: FP8 %s cuBLASLt; INT8 %s cuBLAS FP16 and %s "
+    print("- The peers again on a second H100, each case settled for 200 ms first (`bench/peers_settled.py`, "
+          "as `mixq bench` settles mixq and cuBLAS), against this run's mixq times: FP8 %s cuBLASLt; INT8 %s cuBLAS FP16 and %s "
           "`_int_mm`; W4 bf16 %s tinygemm (JSON: `settled_peers_second_machine`). Two machines of one "
           "kind differ by up to ~8%% (`cuda_fp8_block.md`), so the same-run columns decide." % (
               rng(xs_lt), rng(xs16), rng(xsi), rng(xtg)))
