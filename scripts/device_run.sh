@@ -19,7 +19,8 @@
 #               memcheck of a subset, the bench of bench/results/cuda_w4a8.md into cuda_w4a8.json
 #               and the grouped W4A16 / W4A8 MoE bench on DeepSeek-V3 into moe_w4a8.json
 #   peers:      shared/bench/peers.py (carried as peers/peers.py): cuBLASLt block FP8, _int_mm,
-#               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES)
+#               tinygemm, in the same call (PEERS_OPS, PEERS_MS, PEERS_SHAPES; PEERS_SETTLE_MS:
+#               each case settled first, through bench/peers_settled.py)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -71,9 +72,11 @@ for step in "$@"; do
       echo "mixq bench w8a8 rc=$?"; grep -E "^(fp8|w8)" "$OUT/bench_w8a8.txt" | awk '{print $1, $2, $3, $4, $10, $11}' ;;
     peers)
       if [ -f peers/peers.py ]; then
+        # PEERS_SETTLE_MS: each case settled that long first (bench/peers_settled.py), as mixq bench does
+        harness=peers/peers.py; [ -n "${PEERS_SETTLE_MS:-}" ] && harness=bench/peers_settled.py
         OUT="$OUT" TAG=${PEERS_TAG:-peers} CEIL=0 OPS="${PEERS_OPS:-cublas_fp8_block128,cublas_int8,cublas_fp16}" \
           MS="${PEERS_MS:-2048,4096}" SHAPES="${PEERS_SHAPES:-16384x7168,1536x24576,14336x21504,8192x57344}" \
-          timeout 400 python3 peers/peers.py > "$OUT/peers.log" 2>&1
+          SETTLE_MS="${PEERS_SETTLE_MS:-0}" timeout 400 python3 "$harness" > "$OUT/peers.log" 2>&1
         echo "peers.py rc=$?"; tail -3 "$OUT/peers.log"
       else
         echo "peers: peers/peers.py not carried"
