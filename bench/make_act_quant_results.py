@@ -18,8 +18,9 @@ Each output file carries its date (RESULTS_DATE_<TOPIC> in the environment, else
 """
 import json
 import os
-import re
 import sys
+
+from result_tables import index, peer_index, read_ceiling_tbs
 
 DATES = {"fp8-weight-only": "2026-11-22", "fp8-block": "2026-11-26", "int8": "2026-11-26",
          "quantizers": "2026-11-21"}
@@ -32,16 +33,15 @@ def load(d, name):
     return json.load(open(os.path.join(d, name)))
 
 
-def index(rep):
-    return {(r["scheme"], r["K"], r["N"], r["M"]): r for r in rep["results"] if not r.get("unsupported")}
-
-
 def peers(d, name):
-    return {(r["K"], r["N"], r["M"]): r for r in load(d, name).get("rows", [])}
+    return peer_index(load(d, name))
 
 
 def ceiling(dev):
-    return float(re.search(r"streaming-read ceiling ([0-9.]+) TB/s", dev).group(1))
+    c = read_ceiling_tbs(dev)
+    if c is None:
+        sys.exit("make_act_quant_results: no streaming-read ceiling in the device line %r" % dev)
+    return c
 
 
 def ratio(a, b):

@@ -12,6 +12,8 @@ import json
 import os
 import sys
 
+from result_tables import index, marlin_h100, read_ceiling_tbs
+
 d = sys.argv[1]
 F16, BF16, PEERS = "cuda_weight_only_f16.json", "cuda_weight_only_bf16.json", "cuda_peers_tinygemm.json"
 f16 = json.load(open(os.path.join(d, F16)))
@@ -20,26 +22,12 @@ peer_path = os.path.join(d, PEERS)
 peers = json.load(open(peer_path)) if os.path.exists(peer_path) else {"rows": []}
 tiny = {(r["K"], r["N"], r["M"]): r.get("torch_tinygemm_w4g128_bf16") for r in peers["rows"]}
 
-# Marlin W4 g128 FP16 on the H100 (anchors.md; not runnable here, different chip when the device
-# is an H200): shown for orientation only.
-MARLIN = {}
-for line in open(os.path.join(os.path.dirname(__file__), "marlin_h100_anchors.tsv")):
-    if line.strip() and not line.startswith("#"):
-        k, n, m, us = line.split()
-        MARLIN[(int(k), int(n), int(m))] = float(us)
-
-
-def index(rep):
-    out = {}
-    for r in rep["results"]:
-        out[(r["scheme"], r["K"], r["N"], r["M"])] = r
-    return out
-
+# Marlin W4 g128 FP16 on the H100 (anchors.md): shown for orientation only.
+MARLIN = marlin_h100()
 
 a, b = index(f16), index(bf16)
 dev = f16["device"]
-ceiling_us_154 = float(dev.split("TB/s on 154 MB, ")[1].split(" us")[0]) if "on 154 MB" in dev else None
-ceiling_tbs = float(dev.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in dev else None
+ceiling_tbs = read_ceiling_tbs(dev)
 
 print("# CUDA weight-only linear: measured results\n")
 print("Device: %s\n" % dev)

@@ -23,6 +23,8 @@ import os
 import re
 import sys
 
+from result_tables import index, marlin_h100, peer_index, read_ceiling_tbs
+
 p = argparse.ArgumentParser()
 p.add_argument("dir")
 p.add_argument("--json", help="write every row and the per-target summary here")
@@ -40,27 +42,15 @@ def load(name, required=True):
     return json.load(open(path))
 
 
-def rows(rep):
-    return {(r["scheme"], r["K"], r["N"], r["M"]): r for r in rep["results"] if not r.get("unsupported")}
-
-
-def peer_rows(rep):
-    return {(r["K"], r["N"], r["M"]): r for r in rep["rows"]} if rep else {}
-
-
-big, int8_nine = rows(load("w8a8_big.json")), rows(load("int8_nine.json"))
-peers = peer_rows(load("peers_big.json"))
-peers_nine = peer_rows(load("peers_nine_int8.json"))
+big, int8_nine = index(load("w8a8_big.json")), index(load("int8_nine.json"))
+peers = peer_index(load("peers_big.json"))
+peers_nine = peer_index(load("peers_nine_int8.json"))
 # the weight-only sweep may come in shape groups: wo_f16.json or wo_f16_1.json, wo_f16_2.json, ...
 wo_files = {act: sorted(f for f in os.listdir(a.dir) if f.startswith("wo_%s" % act) and f.endswith(".json")
                         and f[len("wo_%s" % act)] in "._") + ["wo3000_%s.json" % act] for act in ("f16", "bf16")}
-wo = {act: {k: v for f in files for k, v in rows(load(f)).items()} for act, files in wo_files.items()}
-tiny = peer_rows(load("peers_tinygemm.json", required=False))
-marlin = {}
-for line in open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "marlin_h100_anchors.tsv")):
-    if line.strip() and not line.startswith("#"):
-        k, n, m, us = line.split()
-        marlin[(int(k), int(n), int(m))] = float(us)
+wo = {act: {k: v for f in files for k, v in index(load(f)).items()} for act, files in wo_files.items()}
+tiny = peer_index(load("peers_tinygemm.json", required=False))
+marlin = marlin_h100()
 device = load(wo_files["f16"][0])["device"]
 # the commands as run, their --json paths reduced to the file names DIR holds
 commands = [re.sub(r"--json \S*/", "--json ", load(f)["command"])
@@ -151,7 +141,7 @@ print("Target: ≥ 1.0× the best peer on every row: cuBLAS (FP16 for f16 activa
       "same bytes (M = 1).\n")
 print("| K×N | M | act | best peer | peer µs | W4 µs | × | W8 µs | × | W4 %ceil | W4 / read | W4 kernel |")
 print("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
-ceiling = float(device.split("ceiling ")[1].split(" TB/s")[0]) if "ceiling " in device else None
+ceiling = read_ceiling_tbs(device)
 misses = {"f16": [], "bf16": []}
 for act in ("f16", "bf16"):
     keys = sorted({(K, N, M) for (s, K, N, M) in wo[act] if s != "dense"})
@@ -169,13 +159,13 @@ for act in ("f16", "bf16"):
         best8 = (w8 or {}).get("baseline_us") or cands.get("cuBLAS FP16" if act == "f16" else "cuBLAS BF16")
         x4 = best / w4["time_us"] if w4 and best else None
         x8 = best8 / w8["time_us"] if w8 and best8 else None
-        pct = ("%.0f%%" % (100 * w4["weight_bytes"] / (w4["time_us"] * 1e-6) / (ceiling * 1e12))
-               if w4 and ceiling and M <= 32 else "")
+        frac = w4["weight_bytes"] / (w4["time_us"] * 1e-6) / (ceiling * 1e12) if w4 and ceiling else None
+        pct = "%.0f%%" % (100 * frac) if frac and M <= 32 else ""
         rd = "%.2f×" % (w4["time_us"] / w4["plain_read_us"]) if w4 and w4.get("plain_read_us") else ""
         e = {"K": K, "N": N, "M": M, "act": act, "best_peer": name, "best_peer_us": best, "peers": cands,
              "w4_us": w4 and w4["time_us"], "x_w4": x4, "w8_us": w8 and w8["time_us"], "x_w8": x8,
              "w4_kernel": w4 and w4["kernel"], "w8_kernel": w8 and w8["kernel"],
-             "w4_plain_read_us": w4 and w4.get("plain_read_us"),
+             "w4_plain_read_us": w4 and w4.get("plain_read_us"), "w4_fraction_of_ceiling": frac,
              "ok": bool((not w4 or w4["ok"]) and (not w8 or w8["ok"]))}
         out["weight_only"].append(e)
         for s, x in (("W4", x4), ("W8", x8)):
@@ -191,10 +181,8 @@ out["summary"]["weight_only"] = {"rows": len(wox), "rows_at_1.0": sum(v >= 1.0 f
 # layers (K, N of 4-14k) at M = 8-32 as a fraction of the streaming-read ceiling
 m1 = [e["w4_us"] / e["w4_plain_read_us"] for e in out["weight_only"]
       if (e["K"], e["N"], e["M"]) == (4096, 4096, 1) and e["w4_plain_read_us"]]
-mid = [e for e in out["weight_only"] if 4096 <= e["K"] <= 14336 and 4096 <= e["N"] <= 14336 and 8 <= e["M"] <= 32]
-w4 = {(r["K"], r["N"], r["M"], act): r for act in wo for (sch, K, N, M), r in wo[act].items() if sch == "w4g128"}
-mid_ceil = [w4[(e["K"], e["N"], e["M"], e["act"])]["weight_bytes"] / (e["w4_us"] * 1e-6) / (ceiling * 1e12)
-            for e in mid if e["w4_us"] and ceiling]
+mid_ceil = [e["w4_fraction_of_ceiling"] for e in out["weight_only"] if e["w4_fraction_of_ceiling"]
+            and 4096 <= e["K"] <= 14336 and 4096 <= e["N"] <= 14336 and 8 <= e["M"] <= 32]
 out["summary"]["decode"] = {"m1_4096x4096_over_plain_read": m1, "mid_size_m8_32_w4_fraction_of_ceiling":
                             [min(mid_ceil, default=None), max(mid_ceil, default=None)]}
 bad = [e for grp in ("fp8", "int8", "weight_only") for e in out[grp] if not e["ok"]]
@@ -227,17 +215,18 @@ print("- Decode: W4 at M = 1 on 4096 × 4096 takes %s (f16, bf16) a plain read o
 print("- Rows outside their error tolerance: %d." % len(bad))
 if a.settled:
     # the same peers on a second machine, each case settled first: the ratios with those times
-    sp = lambda name: peer_rows(json.load(open(os.path.join(a.settled, name))))
+    sp = lambda name: peer_index(json.load(open(os.path.join(a.settled, name))))
     big_s, nine_s, tiny_s = sp("peers_big_settled.json"), sp("peers_nine_int8_settled.json"), sp("peers_tinygemm_settled.json")
-    xs_lt = [big_s[(e["K"], e["N"], e["M"])]["cublas_fp8_block128"] / e["mixq_us"] for e in out["fp8"]
-             if big_s.get((e["K"], e["N"], e["M"]), {}).get("cublas_fp8_block128")]
+    def vs(peer_rows, op, entries, mixq_key):
+        """peer µs / mixq µs on the entries the peer ran."""
+        return [peer_rows[k][op] / e[mixq_key] for e in entries
+                for k in [(e["K"], e["N"], e["M"])] if e[mixq_key] and peer_rows.get(k, {}).get(op)]
+
     both = {**nine_s, **big_s}
-    xs16 = [both[(e["K"], e["N"], e["M"])]["cublas_fp16"] / e["mixq_us"] for e in out["int8"]
-            if e["target_row"] and both.get((e["K"], e["N"], e["M"]), {}).get("cublas_fp16")]
-    xsi = [both[(e["K"], e["N"], e["M"])]["cublas_int8"] / e["mixq_us"] for e in out["int8"]
-           if e["target_row"] and both.get((e["K"], e["N"], e["M"]), {}).get("cublas_int8")]
-    xtg = [tiny_s[(e["K"], e["N"], e["M"])]["torch_tinygemm_w4g128_bf16"] / e["w4_us"] for e in out["weight_only"]
-           if e["act"] == "bf16" and e["w4_us"] and tiny_s.get((e["K"], e["N"], e["M"]), {}).get("torch_tinygemm_w4g128_bf16")]
+    targets = [e for e in out["int8"] if e["target_row"]]
+    xs_lt = vs(big_s, "cublas_fp8_block128", out["fp8"], "mixq_us")
+    xs16, xsi = vs(both, "cublas_fp16", targets, "mixq_us"), vs(both, "cublas_int8", targets, "mixq_us")
+    xtg = vs(tiny_s, "torch_tinygemm_w4g128_bf16", [e for e in out["weight_only"] if e["act"] == "bf16"], "w4_us")
     out["settled_peers_second_machine"] = {"big": big_s and list(big_s.values()), "nine_int8": list(nine_s.values()),
                                            "tinygemm": list(tiny_s.values())}
     rng = lambda v: "%.2f-%.2f×" % (min(v), max(v)) if v else "–"
